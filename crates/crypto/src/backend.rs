@@ -1,0 +1,125 @@
+//! Which implementation runs: the backends, their availability on this CPU, the
+//! `SECTORCRYPT_BACKEND` override and the known-answer self-test run before first use.
+
+use crate::{cpu, Error};
+use std::fmt;
+use std::sync::OnceLock;
+
+/// An implementation of the AES kernels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Backend {
+    /// Portable, constant-time (bitsliced), no `unsafe`. Always available; the reference.
+    Soft,
+    /// AES-NI + PCLMULQDQ on xmm registers.
+    Aesni,
+    /// VAES + VPCLMULQDQ on 256-bit ymm registers (AVX2 integer ops, no AVX-512).
+    Vaes,
+}
+
+impl Backend {
+    /// Every AES backend, fastest first (the default preference order).
+    pub const ALL: [Backend; 3] = [Backend::Vaes, Backend::Aesni, Backend::Soft];
+
+    /// The name used by `SECTORCRYPT_BACKEND`, `--backend` and the reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Soft => "soft",
+            Backend::Aesni => "aesni",
+            Backend::Vaes => "vaes",
+        }
+    }
+
+    /// Parses a backend name.
+    pub fn from_name(name: &str) -> Result<Backend, Error> {
+        Backend::ALL
+            .into_iter()
+            .find(|b| b.name() == name)
+            .ok_or_else(|| Error::UnknownBackend(name.to_string()))
+    }
+
+    /// `Ok` when this CPU and OS can run the backend; otherwise what is missing.
+    pub fn check_cpu(self) -> Result<(), Error> {
+        let f = cpu::features();
+        let missing: Vec<&str> = match self {
+            Backend::Soft => vec![],
+            Backend::Aesni => [("aes", f.aes), ("pclmulqdq", f.pclmulqdq), ("sse4.1", f.sse41)]
+                .iter()
+                .filter(|(_, on)| !on)
+                .map(|(n, _)| *n)
+                .collect(),
+            Backend::Vaes => [
+                ("aes", f.aes),
+                ("avx2", f.avx2),
+                ("vaes", f.vaes),
+                ("vpclmulqdq", f.vpclmulqdq),
+                ("os ymm state", f.os_ymm),
+            ]
+            .iter()
+            .filter(|(_, on)| !on)
+            .map(|(n, _)| *n)
+            .collect(),
+        };
+        if missing.is_empty() && self.compiled_in() {
+            Ok(())
+        } else if !self.compiled_in() {
+            Err(Error::BackendUnavailable {
+                backend: self,
+                why: "not built for this architecture".into(),
+            })
+        } else {
+            Err(Error::BackendUnavailable { backend: self, why: format!("missing {}", missing.join(", ")) })
+        }
+    }
+
+    fn compiled_in(self) -> bool {
+        match self {
+            Backend::Soft => true,
+            Backend::Aesni | Backend::Vaes => cfg!(target_arch = "x86_64"),
+        }
+    }
+
+    /// `Ok` when the backend can run here and passed its known-answer self-test (run once,
+    /// on first use). A backend that fails is never used.
+    pub fn ensure_usable(self) -> Result<(), Error> {
+        self.check_cpu()?;
+        static RESULTS: [OnceLock<bool>; 3] = [OnceLock::new(), OnceLock::new(), OnceLock::new()];
+        let slot = match self {
+            Backend::Soft => &RESULTS[0],
+            Backend::Aesni => &RESULTS[1],
+            Backend::Vaes => &RESULTS[2],
+        };
+        if *slot.get_or_init(|| crate::aes::self_test(self)) {
+            Ok(())
+        } else {
+            Err(Error::SelfTestFailed(self))
+        }
+    }
+
+    /// The backends this CPU can run and that pass their self-test, fastest first.
+    pub fn usable() -> Vec<Backend> {
+        Backend::ALL.into_iter().filter(|b| b.ensure_usable().is_ok()).collect()
+    }
+
+    /// The backend new keys use: `SECTORCRYPT_BACKEND` when set (an error when it names an
+    /// unknown or unusable backend), otherwise the fastest usable one. Decided once.
+    pub fn selected() -> Result<Backend, Error> {
+        static SELECTED: OnceLock<Result<Backend, Error>> = OnceLock::new();
+        SELECTED
+            .get_or_init(|| match std::env::var("SECTORCRYPT_BACKEND") {
+                Ok(name) if !name.is_empty() => {
+                    let b = Backend::from_name(&name)?;
+                    b.ensure_usable()?;
+                    Ok(b)
+                }
+                _ => Ok(Backend::usable().first().copied().unwrap_or(Backend::Soft)),
+            })
+            .clone()
+    }
+}
+
+impl fmt::Display for Backend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}

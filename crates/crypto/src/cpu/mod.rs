@@ -1,0 +1,69 @@
+//! CPU feature detection, done once per process.
+//!
+//! Detection reads CPUID and, for the 256-bit backends, checks with XGETBV that the OS saves
+//! the YMM register state (XCR0 bits 1 and 2). It deliberately does **not** ask for the
+//! AVX-512 state: VAES and VPCLMULQDQ on ymm registers need only the CPUID bits plus YMM
+//! state, and CPUs or VMs that expose VAES without AVX-512 (such as this project's Zen 4
+//! machines, XCR0 = 0x7) would otherwise never run the fast path.
+
+use std::sync::OnceLock;
+
+#[cfg(target_arch = "x86_64")]
+mod x86;
+
+/// The CPU features the backends care about, as seen by this process.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CpuFeatures {
+    /// SSE2, SSSE3 and SSE4.1 (the baseline of the AES-NI backend).
+    pub sse41: bool,
+    /// AES-NI instructions on xmm registers.
+    pub aes: bool,
+    /// Carry-less multiplication on xmm registers.
+    pub pclmulqdq: bool,
+    /// AVX, with the OS saving ymm state.
+    pub avx: bool,
+    /// AVX2, with the OS saving ymm state.
+    pub avx2: bool,
+    /// VAES (AES instructions on ymm registers), with the OS saving ymm state.
+    pub vaes: bool,
+    /// VPCLMULQDQ (carry-less multiplication on ymm), with the OS saving ymm state.
+    pub vpclmulqdq: bool,
+    /// The OS saves the ymm state (XCR0 bits 1 and 2).
+    pub os_ymm: bool,
+    /// The OS saves the AVX-512 state (XCR0 bits 5..7). Reported, never required.
+    pub os_zmm: bool,
+}
+
+impl CpuFeatures {
+    /// The names of the features that are present, for `sectorcrypt backends` and `bench`.
+    pub fn names(&self) -> Vec<&'static str> {
+        let all = [
+            ("sse4.1", self.sse41),
+            ("aes", self.aes),
+            ("pclmulqdq", self.pclmulqdq),
+            ("avx", self.avx),
+            ("avx2", self.avx2),
+            ("vaes", self.vaes),
+            ("vpclmulqdq", self.vpclmulqdq),
+            ("os-ymm-state", self.os_ymm),
+            ("os-zmm-state", self.os_zmm),
+        ];
+        all.iter().filter(|(_, on)| *on).map(|(n, _)| *n).collect()
+    }
+}
+
+/// The features of the CPU this process runs on, detected on first call.
+pub fn features() -> &'static CpuFeatures {
+    static FEATURES: OnceLock<CpuFeatures> = OnceLock::new();
+    FEATURES.get_or_init(detect)
+}
+
+#[cfg(target_arch = "x86_64")]
+fn detect() -> CpuFeatures {
+    x86::detect()
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn detect() -> CpuFeatures {
+    CpuFeatures::default()
+}

@@ -1,0 +1,72 @@
+//! The crypto crate's one error type.
+
+use crate::Backend;
+
+/// Everything the crypto core can refuse. Messages are lowercase and never contain key bytes.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A key whose length this algorithm or mode does not accept.
+    #[error("invalid key length {got} bytes for {what} (expected {expected})")]
+    KeyLength {
+        /// What the key was for, e.g. "aes-xts".
+        what: &'static str,
+        /// The length given.
+        got: usize,
+        /// The accepted lengths, in words.
+        expected: &'static str,
+    },
+    /// XTS with Key1 == Key2, which IEEE 1619-2007 section 5.1 and FIPS forbid.
+    #[error("aes-xts: the two key halves are equal; xts needs two independent keys")]
+    XtsEqualKeys,
+    /// A buffer length the operation cannot take.
+    #[error("invalid length {got} bytes: {why}")]
+    Length {
+        /// The length given.
+        got: usize,
+        /// What the length must be.
+        why: &'static str,
+    },
+    /// Source and destination of an out-of-place call differ in length.
+    #[error("source is {src} bytes but destination is {dst} bytes")]
+    LengthMismatch {
+        /// Source length.
+        src: usize,
+        /// Destination length.
+        dst: usize,
+    },
+    /// An IV of the wrong length.
+    #[error("invalid iv length {got} bytes (expected {expected})")]
+    IvLength {
+        /// Length given.
+        got: usize,
+        /// Length expected.
+        expected: usize,
+    },
+    /// A sector size outside 16..=65536 or not a multiple of 16.
+    #[error("invalid sector size {0}: must be a multiple of 16 from 16 to 65536")]
+    SectorSize(usize),
+    /// A sector size that is no multiple of 512 while the IV counts 512-byte units.
+    #[error(
+        "sector size {0} is not a multiple of 512: the iv counts 512-byte units unless \
+         large-sector ivs are chosen"
+    )]
+    SectorSizeNeedsLargeIv(usize),
+    /// A cipher specification that is not understood.
+    #[error("unsupported cipher {0:?} (supported: aes-xts-plain64, aes-xts-plain, aes-cbc-plain64, aes-cbc-plain, aes-cbc-essiv:sha256, aes-ecb)")]
+    UnknownCipher(String),
+    /// `SECTORCRYPT_BACKEND` names no backend.
+    #[error("unknown backend {0:?} (known: soft, aesni, vaes)")]
+    UnknownBackend(String),
+    /// A backend this CPU (or its OS) cannot run.
+    #[error("backend {backend} is not usable on this cpu: {why}")]
+    BackendUnavailable {
+        /// The backend asked for.
+        backend: Backend,
+        /// What is missing.
+        why: String,
+    },
+    /// A backend failed its known-answer self-test and is never used.
+    #[error("backend {0} failed its known-answer self-test")]
+    SelfTestFailed(Backend),
+}

@@ -1,0 +1,41 @@
+//! sectorcrypt's crypto core.
+//!
+//! # Algorithms and modes
+//! AES-128/192/256 (FIPS-197) with the modes storage uses: [`Ecb`], [`Cbc`], [`Ctr`] (random
+//! access into the keystream), [`Xts`] (IEEE 1619-2007, with ciphertext stealing), and
+//! [`SectorCipher`], which encrypts many dm-crypt sectors in one call with the `plain64`,
+//! `plain` and `essiv:sha256` IV generators.
+//!
+//! # Backends
+//! Every mode is a whole-buffer kernel of a backend ([`Backend`]):
+//! - `soft`: portable, bitsliced, constant-time, `#![forbid(unsafe_code)]`; the reference;
+//! - `aesni`: AES-NI + PCLMULQDQ on xmm registers;
+//! - `vaes`: VAES + VPCLMULQDQ on 256-bit ymm registers (no AVX-512 needed).
+//!
+//! The CPU is probed once ([`cpu::features`]); each backend runs a known-answer self-test
+//! before its first use and is never used if it fails. New keys take the fastest usable
+//! backend, unless `SECTORCRYPT_BACKEND=soft|aesni|vaes` names one (an unknown or unusable
+//! name is an error, never a silent fallback). `with_backend` constructors pick one
+//! explicitly, which is how the tests run every backend.
+//!
+//! # Secrets
+//! Expanded keys are zeroized on drop and never appear in `Debug` output or errors.
+//!
+//! # Unsafe
+//! `unsafe` is denied crate-wide and allowed only in the x86 backend leaf files and the CPUID
+//! probe, each block with a `// SAFETY:` comment.
+
+pub mod cpu;
+
+mod aes;
+mod backend;
+mod buf;
+mod error;
+mod modes;
+
+pub use aes::BLOCK;
+pub use backend::Backend;
+pub use error::Error;
+pub use modes::{
+    Cbc, CipherMode, CipherSpec, Ctr, Ecb, IvMode, SectorCipher, SectorLayout, Xts,
+};

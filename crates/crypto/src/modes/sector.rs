@@ -1,0 +1,312 @@
+//! The sector API: many consecutive sectors in one call, with dm-crypt's cipher strings and
+//! IV generators (`plain64`, `plain`, `essiv:sha256`).
+//!
+//! IVs are produced in batches of [`BATCH`] sectors into a small array on the stack; for XTS
+//! the batch of tweaks is encrypted in one ECB call under Key2 (for ESSIV likewise under the
+//! ESSIV key), then the whole batch of sectors goes to the backend's kernel in one call, so
+//! the pipeline stays full across sector boundaries and nothing is allocated.
+
+use super::xts::Xts;
+use super::{split, AesKey, Direction};
+use crate::aes::Block;
+use crate::buf::InOut;
+use crate::{Backend, Error};
+use sha2::{Digest, Sha256};
+use std::fmt;
+use std::str::FromStr;
+use zeroize::Zeroize;
+
+/// Sectors whose IVs are prepared together (64 x 16 bytes of stack).
+const BATCH: usize = 64;
+
+/// The block cipher mode of a dm-crypt cipher string.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CipherMode {
+    /// XTS (IEEE 1619), key = Key1 || Key2.
+    Xts,
+    /// CBC, each sector its own chain.
+    Cbc,
+    /// ECB, no IV.
+    Ecb,
+}
+
+/// dm-crypt's IV generator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum IvMode {
+    /// The IV number as 64-bit little-endian, zero-padded to 16 bytes.
+    Plain64,
+    /// The low 32 bits of the IV number, little-endian, zero-padded (wraps at 2^32).
+    Plain,
+    /// AES-256-ECB under SHA-256(key) of the `plain64` block (CBC only).
+    EssivSha256,
+    /// No IV (ECB).
+    None,
+}
+
+/// A dm-crypt / cryptsetup cipher string such as `aes-xts-plain64`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CipherSpec {
+    /// The mode.
+    pub mode: CipherMode,
+    /// The IV generator.
+    pub iv: IvMode,
+}
+
+impl CipherSpec {
+    /// Every supported cipher string.
+    pub const ALL: [&'static str; 6] = [
+        "aes-xts-plain64",
+        "aes-xts-plain",
+        "aes-cbc-plain64",
+        "aes-cbc-plain",
+        "aes-cbc-essiv:sha256",
+        "aes-ecb",
+    ];
+
+    /// The accepted key lengths in bytes.
+    pub fn key_lengths(&self) -> &'static [usize] {
+        match self.mode {
+            CipherMode::Xts => &[32, 48, 64],
+            CipherMode::Cbc | CipherMode::Ecb => &[16, 24, 32],
+        }
+    }
+}
+
+impl FromStr for CipherSpec {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<CipherSpec, Error> {
+        let (mode, iv) = match s {
+            "aes-xts-plain64" => (CipherMode::Xts, IvMode::Plain64),
+            "aes-xts-plain" => (CipherMode::Xts, IvMode::Plain),
+            "aes-cbc-plain64" => (CipherMode::Cbc, IvMode::Plain64),
+            "aes-cbc-plain" => (CipherMode::Cbc, IvMode::Plain),
+            "aes-cbc-essiv:sha256" => (CipherMode::Cbc, IvMode::EssivSha256),
+            "aes-ecb" => (CipherMode::Ecb, IvMode::None),
+            _ => return Err(Error::UnknownCipher(s.to_string())),
+        };
+        Ok(CipherSpec { mode, iv })
+    }
+}
+
+impl fmt::Display for CipherSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mode = match self.mode {
+            CipherMode::Xts => "xts",
+            CipherMode::Cbc => "cbc",
+            CipherMode::Ecb => "ecb",
+        };
+        let iv = match self.iv {
+            IvMode::Plain64 => "-plain64",
+            IvMode::Plain => "-plain",
+            IvMode::EssivSha256 => "-essiv:sha256",
+            IvMode::None => "",
+        };
+        write!(f, "aes-{mode}{iv}")
+    }
+}
+
+/// Sector size and how the IV number advances.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SectorLayout {
+    sector_size: usize,
+    large_iv: bool,
+}
+
+impl SectorLayout {
+    /// `sector_size`: a multiple of 16 from 16 to 65536. With `large_iv` the IV number
+    /// advances by 1 per sector (dm-crypt's `iv_large_sectors`); otherwise it counts 512-byte
+    /// units, advancing by `sector_size / 512`, and the size must then be a multiple of 512.
+    pub fn new(sector_size: usize, large_iv: bool) -> Result<SectorLayout, Error> {
+        if sector_size < 16 || sector_size > 65536 || sector_size % 16 != 0 {
+            return Err(Error::SectorSize(sector_size));
+        }
+        if !large_iv && sector_size % 512 != 0 {
+            return Err(Error::SectorSizeNeedsLargeIv(sector_size));
+        }
+        Ok(SectorLayout { sector_size, large_iv })
+    }
+
+    /// Bytes per sector.
+    pub fn sector_size(&self) -> usize {
+        self.sector_size
+    }
+
+    /// Whether the IV counts sectors (true) or 512-byte units (false).
+    pub fn large_iv(&self) -> bool {
+        self.large_iv
+    }
+
+    /// How much the IV number grows from one sector to the next.
+    pub fn iv_step(&self) -> u64 {
+        if self.large_iv {
+            1
+        } else {
+            (self.sector_size / 512) as u64
+        }
+    }
+}
+
+enum Engine {
+    Xts(Xts),
+    Cbc { key: AesKey, essiv: Option<AesKey> },
+    Ecb(AesKey),
+}
+
+/// Encrypts and decrypts runs of whole sectors the way dm-crypt does.
+pub struct SectorCipher {
+    spec: CipherSpec,
+    layout: SectorLayout,
+    engine: Engine,
+}
+
+impl fmt::Debug for SectorCipher {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SectorCipher")
+            .field("spec", &self.spec.to_string())
+            .field("layout", &self.layout)
+            .field("backend", &self.backend())
+            .finish_non_exhaustive()
+    }
+}
+
+impl SectorCipher {
+    /// A cipher on the selected backend.
+    pub fn new(spec: CipherSpec, key: &[u8], layout: SectorLayout) -> Result<SectorCipher, Error> {
+        SectorCipher::build(spec, key, layout, None)
+    }
+
+    /// A cipher on a named backend (tests and benchmarks).
+    pub fn with_backend(
+        spec: CipherSpec,
+        key: &[u8],
+        layout: SectorLayout,
+        backend: Backend,
+    ) -> Result<SectorCipher, Error> {
+        SectorCipher::build(spec, key, layout, Some(backend))
+    }
+
+    fn build(
+        spec: CipherSpec,
+        key: &[u8],
+        layout: SectorLayout,
+        backend: Option<Backend>,
+    ) -> Result<SectorCipher, Error> {
+        let engine = match spec.mode {
+            CipherMode::Xts => Engine::Xts(match backend {
+                Some(b) => Xts::with_backend(key, b)?,
+                None => Xts::new(key)?,
+            }),
+            CipherMode::Cbc => {
+                let aes = AesKey::new(key, backend)?;
+                let essiv = if spec.iv == IvMode::EssivSha256 {
+                    let mut salt: [u8; 32] = Sha256::digest(key).into();
+                    let k = AesKey::new(&salt, backend);
+                    salt.zeroize();
+                    Some(k?)
+                } else {
+                    None
+                };
+                Engine::Cbc { key: aes, essiv }
+            }
+            CipherMode::Ecb => Engine::Ecb(AesKey::new(key, backend)?),
+        };
+        Ok(SectorCipher { spec, layout, engine })
+    }
+
+    /// The cipher string.
+    pub fn spec(&self) -> CipherSpec {
+        self.spec
+    }
+
+    /// The sector layout.
+    pub fn layout(&self) -> SectorLayout {
+        self.layout
+    }
+
+    /// The backend the data path runs on.
+    pub fn backend(&self) -> Backend {
+        match &self.engine {
+            Engine::Xts(x) => x.backend(),
+            Engine::Cbc { key, .. } | Engine::Ecb(key) => key.backend(),
+        }
+    }
+
+    fn run(&self, first_iv: u64, mut data: InOut<'_>, dir: Direction) -> Result<(), Error> {
+        let size = self.layout.sector_size;
+        if data.len() % size != 0 {
+            return Err(Error::Length { got: data.len(), why: "must be a whole number of sectors" });
+        }
+        if let Engine::Ecb(key) = &self.engine {
+            match dir {
+                Direction::Encrypt => key.k().ecb_encrypt(data),
+                Direction::Decrypt => key.k().ecb_decrypt(data),
+            }
+            return Ok(());
+        }
+        let sectors = data.len() / size;
+        let step = self.layout.iv_step();
+        let mut ivs: [Block; BATCH] = [[0; 16]; BATCH];
+        let mut done = 0;
+        while done < sectors {
+            let n = (sectors - done).min(BATCH);
+            for (i, iv) in ivs[..n].iter_mut().enumerate() {
+                let number = first_iv.wrapping_add(((done + i) as u64).wrapping_mul(step));
+                *iv = [0; 16];
+                match self.spec.iv {
+                    IvMode::Plain => iv[..4].copy_from_slice(&(number as u32).to_le_bytes()),
+                    _ => iv[..8].copy_from_slice(&number.to_le_bytes()),
+                }
+            }
+            let ivs = &mut ivs[..n];
+            let chunk = data.slice(done * size, (done + n) * size);
+            match &self.engine {
+                Engine::Xts(x) => {
+                    x.k2.k().ecb_encrypt(InOut::InPlace(ivs.as_flattened_mut()));
+                    match dir {
+                        Direction::Encrypt => x.k1.k().xts_encrypt(ivs, chunk),
+                        Direction::Decrypt => x.k1.k().xts_decrypt(ivs, chunk),
+                    }
+                }
+                Engine::Cbc { key, essiv } => {
+                    if let Some(e) = essiv {
+                        e.k().ecb_encrypt(InOut::InPlace(ivs.as_flattened_mut()));
+                    }
+                    match dir {
+                        Direction::Encrypt => key.k().cbc_encrypt_sectors(ivs, chunk),
+                        Direction::Decrypt => key.k().cbc_decrypt_sectors(ivs, chunk),
+                    }
+                }
+                Engine::Ecb(_) => unreachable!("handled above"),
+            }
+            done += n;
+        }
+        Ok(())
+    }
+
+    super::block::entry_points!(first_iv: u64);
+}
+
+impl CipherSpec {
+    /// Checks `key` against this spec's lengths (the constructors do it too; the CLI calls
+    /// this first for a clearer message).
+    pub fn check_key(&self, key: &[u8]) -> Result<(), Error> {
+        if self.key_lengths().contains(&key.len()) {
+            Ok(())
+        } else {
+            Err(Error::KeyLength {
+                what: match self.mode {
+                    CipherMode::Xts => "aes-xts",
+                    _ => "aes",
+                },
+                got: key.len(),
+                expected: match self.mode {
+                    CipherMode::Xts => "32, 48 or 64 bytes (two aes keys)",
+                    _ => "16, 24 or 32 bytes",
+                },
+            })
+        }
+    }
+}
