@@ -69,4 +69,32 @@ pub enum Error {
     /// A backend failed its known-answer self-test and is never used.
     #[error("backend {0} failed its known-answer self-test")]
     SelfTestFailed(Backend),
+    /// An AEAD tag did not verify: the data, the aad, the iv or the key differ from what
+    /// was sealed. Nothing was released (an in-place buffer is zeroed).
+    #[error("authentication failed: the tag does not match")]
+    AuthenticationFailed,
+    /// A tag length the operation does not accept.
+    #[error("invalid tag length {got} bytes (expected {expected})")]
+    TagLength {
+        /// Length given.
+        got: usize,
+        /// The accepted lengths, in words.
+        expected: &'static str,
+    },
+    /// A message, aad or iv longer than the mode allows for one message.
+    #[error("{what} too long: at most {limit} bytes per message")]
+    MessageTooLong {
+        /// What was too long, e.g. "gcm plaintext".
+        what: &'static str,
+        /// The limit in bytes.
+        limit: u64,
+    },
+    /// An iv length outside a range (rather than one fixed length).
+    #[error("invalid iv length {got} bytes (expected {expected})")]
+    IvLengthRange {
+        /// Length given.
+        got: usize,
+        /// The accepted lengths, in words.
+        expected: &'static str,
+    },
 }

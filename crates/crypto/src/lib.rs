@@ -5,6 +5,8 @@
 //! access into the keystream), [`Xts`] (IEEE 1619-2007, with ciphertext stealing), and
 //! [`SectorCipher`], which encrypts many dm-crypt sectors in one call with the `plain64`,
 //! `plain` and `essiv:sha256` IV generators.
+//! [`Gcm`] is AES-GCM (SP 800-38D) with one-shot and streaming APIs; its GHASH runs on the
+//! same backend as its AES (soft, PCLMULQDQ, or VPCLMULQDQ on ymm).
 //!
 //! # Backends
 //! Every mode is a whole-buffer kernel of a backend ([`Backend`]):
@@ -31,11 +33,15 @@ mod aes;
 mod backend;
 mod buf;
 mod error;
+mod ghash;
 mod modes;
 
 pub use aes::BLOCK;
 pub use backend::Backend;
 pub use error::Error;
+#[doc(hidden)]
+pub use ghash::Ghash;
 pub use modes::{
-    Cbc, CipherMode, CipherSpec, Ctr, Ecb, IvMode, SectorCipher, SectorLayout, Xts,
+    Cbc, CipherMode, CipherSpec, Ctr, Ecb, Gcm, GcmDecryptor, GcmEncryptor, IvMode, SectorCipher,
+    SectorLayout, Xts, GCM_MAX_PLAINTEXT,
 };

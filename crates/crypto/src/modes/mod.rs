@@ -1,12 +1,14 @@
-//! The public, safe, checked types: [`Ecb`], [`Cbc`], [`Ctr`], [`Xts`] and the dm-crypt style
-//! [`SectorCipher`]. Each checks lengths once, then makes one call into the backend's whole
-//! buffer kernel; nothing here allocates on the data path.
+//! The public, safe, checked types: [`Ecb`], [`Cbc`], [`Ctr`], [`Xts`], [`Gcm`] and the
+//! dm-crypt style [`SectorCipher`]. Each checks lengths once, then makes one call into the
+//! backend's whole buffer kernel; nothing here allocates on the data path.
 
 mod block;
+mod gcm;
 mod sector;
 mod xts;
 
 pub use block::{Cbc, Ctr, Ecb};
+pub use gcm::{Gcm, GcmDecryptor, GcmEncryptor, GCM_MAX_PLAINTEXT};
 pub use sector::{CipherMode, CipherSpec, IvMode, SectorCipher, SectorLayout};
 pub use xts::Xts;
 

@@ -120,7 +120,7 @@ impl SectorLayout {
     /// advances by 1 per sector (dm-crypt's `iv_large_sectors`); otherwise it counts 512-byte
     /// units, advancing by `sector_size / 512`, and the size must then be a multiple of 512.
     pub fn new(sector_size: usize, large_iv: bool) -> Result<SectorLayout, Error> {
-        if sector_size < 16 || sector_size > 65536 || sector_size % 16 != 0 {
+        if !(16..=65536).contains(&sector_size) || sector_size % 16 != 0 {
             return Err(Error::SectorSize(sector_size));
         }
         if !large_iv && sector_size % 512 != 0 {

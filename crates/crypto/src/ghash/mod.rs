@@ -1,0 +1,215 @@
+//! GHASH (NIST SP 800-38D section 6.4): the universal hash of GCM, with one implementation
+//! per AES backend.
+//!
+//! | AES backend | GHASH | file |
+//! |---|---|---|
+//! | `soft`  | portable, constant-time integer-multiply carry-less product | `soft.rs` |
+//! | `aesni` | PCLMULQDQ on xmm, 8 blocks per reduction | `clmul.rs` |
+//! | `vaes`  | VPCLMULQDQ on ymm (AVX2, no AVX-512), 16 blocks per reduction | `vpclmul.rs` |
+//!
+//! # Representation (shared by all three)
+//! The hash state and each data block are handled as the big-endian `u128` of the 16 bytes.
+//! GCM numbers polynomial coefficients from the first bit of the block, so in this integer
+//! the coefficient of x^0 is the most significant bit ("reflected" order), and multiplying
+//! by x is a right shift. A carry-less product of two reflected 128-bit values is the
+//! reflected 256-bit product shifted right by one bit, i.e. it is off by a factor of x. The
+//! key is therefore stored "twisted", as `H * x^-1` ([`soft::twist`]), which cancels that
+//! factor without any per-block shift. The reduction modulo `x^128 + x^7 + x^2 + x + 1`
+//! then folds the low 128 bits of the product (the high-degree coefficients) into the high
+//! 128 bits using `x^128 = x^7 + x^2 + x + 1` (Intel's carry-less multiplication white
+//! paper; the SIMD files fold 64 bits at a time with a carry-less multiplication by the
+//! constant 0xC2 << 56, the soft file with shifts).
+//!
+//! # Aggregation
+//! The SIMD backends precompute `H^1..H^N` and hash a group of n <= N blocks as
+//! `(Y ^ X_1) H^n ^ X_2 H^(n-1) ^ ... ^ X_n H`, summing the unreduced 256-bit products and
+//! reducing once per group (reduction is linear). The powers are stored highest first so a
+//! group of n blocks uses the last n entries.
+//!
+//! Every backend runs a differential self-test against the soft GHASH before its first use
+//! and is refused when it fails.
+
+use crate::aes::Block;
+use crate::{Backend, Error};
+use std::sync::OnceLock;
+
+mod soft;
+
+#[cfg(target_arch = "x86_64")]
+mod clmul;
+#[cfg(target_arch = "x86_64")]
+mod vpclmul;
+
+/// An expanded GHASH key for one backend. Zeroized on drop by the backend key types.
+#[derive(Clone)]
+pub(crate) enum Key {
+    Soft(soft::Key),
+    #[cfg(target_arch = "x86_64")]
+    Clmul(Box<clmul::Key>),
+    #[cfg(target_arch = "x86_64")]
+    Vpclmul(Box<vpclmul::Key>),
+}
+
+impl Key {
+    /// The GHASH key `h` (= E_K(0^128)) for the GHASH backend that goes with the AES
+    /// `backend`. The backend must be usable (checked by the caller with
+    /// [`Backend::ensure_usable`]); the GHASH self-test is run here.
+    pub(crate) fn new(h: &Block, backend: Backend) -> Result<Key, Error> {
+        ensure_usable(backend)?;
+        Ok(Key::new_unchecked(h, backend))
+    }
+
+    fn new_unchecked(h: &Block, backend: Backend) -> Key {
+        let h = u128::from_be_bytes(*h);
+        match backend {
+            #[cfg(target_arch = "x86_64")]
+            Backend::Aesni => Key::Clmul(Box::new(clmul::Key::new(&powers::<{ clmul::N }>(h)))),
+            #[cfg(target_arch = "x86_64")]
+            Backend::Vaes => {
+                Key::Vpclmul(Box::new(vpclmul::Key::new(&powers::<{ vpclmul::N }>(h))))
+            }
+            // Not reached: `check_cpu` refuses these backends on other architectures.
+            #[cfg(not(target_arch = "x86_64"))]
+            Backend::Aesni | Backend::Vaes => Key::Soft(soft::Key::new(h)),
+            Backend::Soft => Key::Soft(soft::Key::new(h)),
+        }
+    }
+
+    /// Folds `blocks` (a whole number of 16-byte blocks) into the state `y`.
+    #[inline]
+    pub(crate) fn update(&self, y: &mut u128, blocks: &[u8]) {
+        debug_assert_eq!(blocks.len() % 16, 0);
+        match self {
+            Key::Soft(k) => k.update(y, blocks),
+            #[cfg(target_arch = "x86_64")]
+            Key::Clmul(k) => k.update(y, blocks),
+            #[cfg(target_arch = "x86_64")]
+            Key::Vpclmul(k) => k.update(y, blocks),
+        }
+    }
+}
+
+impl std::fmt::Debug for Key {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let name = match self {
+            Key::Soft(_) => "soft",
+            #[cfg(target_arch = "x86_64")]
+            Key::Clmul(_) => "clmul",
+            #[cfg(target_arch = "x86_64")]
+            Key::Vpclmul(_) => "vpclmul",
+        };
+        f.debug_struct("GhashKey")
+            .field("impl", &name)
+            .finish_non_exhaustive()
+    }
+}
+
+/// `[H^N, H^(N-1), ..., H^1]`, reflected and twisted.
+fn powers<const N: usize>(h: u128) -> [u128; N] {
+    let ht = soft::twist(h);
+    let mut out = [0u128; N];
+    let mut p = h;
+    for k in 0..N {
+        out[N - 1 - k] = soft::twist(p);
+        p = soft::mul(p, ht);
+    }
+    out
+}
+
+/// The CPU check for the GHASH half of `backend`, then the self-test, once per backend.
+fn ensure_usable(backend: Backend) -> Result<(), Error> {
+    backend.check_cpu()?;
+    #[cfg(target_arch = "x86_64")]
+    if backend == Backend::Vaes && !crate::cpu::features().pclmulqdq {
+        // VPCLMULQDQ implies PCLMULQDQ in the compiler's feature model; be sure of it.
+        return Err(Error::BackendUnavailable {
+            backend,
+            why: "missing pclmulqdq".into(),
+        });
+    }
+    static RESULTS: [OnceLock<bool>; 3] = [OnceLock::new(), OnceLock::new(), OnceLock::new()];
+    let slot = match backend {
+        Backend::Soft => &RESULTS[0],
+        Backend::Aesni => &RESULTS[1],
+        Backend::Vaes => &RESULTS[2],
+    };
+    if *slot.get_or_init(|| self_test(backend)) {
+        Ok(())
+    } else {
+        Err(Error::SelfTestFailed(backend))
+    }
+}
+
+/// A known answer (McGrew-Viega test case 2, one block and the length block), then every
+/// group size 0..=40 blocks (in one call and block by block) against the soft GHASH.
+fn self_test(backend: Backend) -> bool {
+    let h: Block = core::array::from_fn(|i| (i as u8).wrapping_mul(0x3b) ^ 0xa5);
+    let data: Vec<u8> = (0..40 * 16).map(|i| (i * 31 + 7) as u8).collect();
+    let reference = Key::Soft(soft::Key::new(u128::from_be_bytes(h)));
+    let tested = Key::new_unchecked(&h, backend);
+    // McGrew-Viega test case 2: GHASH(H, {}, C) with H = 66e94bd4ef8a2c3b884cfa59ca342b2e,
+    // C = 0388dace60b6a392f328c2b971b2fe78: the state after C and the length block.
+    let h2: Block = 0x66e9_4bd4_ef8a_2c3b_884c_fa59_ca34_2b2e_u128.to_be_bytes();
+    let mut kat = [0u8; 32];
+    kat[..16].copy_from_slice(&0x0388_dace_60b6_a392_f328_c2b9_71b2_fe78_u128.to_be_bytes());
+    kat[31] = 0x80;
+    let mut y = 0;
+    Key::new_unchecked(&h2, backend).update(&mut y, &kat);
+    if y != KAT_CASE2 {
+        return false;
+    }
+    for n in 0..=40 {
+        let (mut want, mut got, mut one_by_one) = (0x1234_u128, 0x1234_u128, 0x1234_u128);
+        reference.update(&mut want, &data[..16 * n]);
+        tested.update(&mut got, &data[..16 * n]);
+        for b in data[..16 * n].chunks_exact(16) {
+            tested.update(&mut one_by_one, b);
+        }
+        if got != want || one_by_one != want {
+            return false;
+        }
+    }
+    true
+}
+
+/// GHASH(H, {}, C) of McGrew-Viega test case 2: its tag ab6e47d4... XOR E_K(Y0), which is
+/// test case 1's tag 58e2fcce... (same key and IV, no data).
+const KAT_CASE2: u128 =
+    0xab6e_47d4_2cec_13bd_f53a_67b2_1257_bddf ^ 0x58e2_fcce_fa7e_3061_367f_1d57_a4e7_455a;
+
+/// GHASH on a named backend, for tests and benchmarks of the GHASH kernels themselves;
+/// not a stable API (GCM is the supported use).
+#[doc(hidden)]
+#[derive(Debug, Clone)]
+pub struct Ghash {
+    key: Key,
+    backend: Backend,
+}
+
+impl Ghash {
+    /// A GHASH key `h` (normally E_K(0^128)) for the GHASH that goes with `backend`.
+    pub fn with_backend(h: &[u8; 16], backend: Backend) -> Result<Ghash, Error> {
+        Ok(Ghash {
+            key: Key::new(h, backend)?,
+            backend,
+        })
+    }
+
+    /// The GHASH backend's AES backend name.
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// Continues the hash state `y` over `data`, which must be whole 16-byte blocks.
+    pub fn update(&self, y: &[u8; 16], data: &[u8]) -> Result<[u8; 16], Error> {
+        if data.len() % 16 != 0 {
+            return Err(Error::Length {
+                got: data.len(),
+                why: "ghash takes whole 16-byte blocks",
+            });
+        }
+        let mut s = u128::from_be_bytes(*y);
+        self.key.update(&mut s, data);
+        Ok(s.to_be_bytes())
+    }
+}

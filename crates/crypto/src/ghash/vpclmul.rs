@@ -1,0 +1,167 @@
+//! GHASH with VPCLMULQDQ on 256-bit ymm registers (the `vaes` backend's GHASH).
+//!
+//! Targets CPUs with VPCLMULQDQ and AVX2 but not necessarily AVX-512 (Zen 3/4, Ice Lake
+//! and later, Alder Lake E-cores): only ymm registers, so only the YMM register state is
+//! needed. Each ymm holds two blocks, one per 128-bit lane, and one VPCLMULQDQ does the
+//! same half-product for both. Groups of [`N`] = 16 blocks (8 ymm registers) are multiplied
+//! by `H^16..H^1` with Karatsuba (3 VPCLMULQDQ per pair of blocks), the three 256-bit
+//! accumulators `lo`/`hi`/`mid` are summed lane-wise, the two lanes are added together, and
+//! one reduction per group (2 carry-less multiplications by 0xC2 << 56, on xmm) ends the
+//! group. A shorter last group uses the last entries of the same table; an odd block is
+//! paired with a zero block (its partner power is the zero padding entry of the table).
+//!
+//! Deliberately left out: a 4-way (zmm) version, which would need AVX-512 state; and an
+//! interleaving of the reduction of group i with the multiplications of group i+1 (the
+//! reduction is ~10% of the work at N = 16).
+//!
+//! Calling contract: a [`Key`] is built only after the CPU check of `Backend::Vaes`
+//! (vpclmulqdq, avx2, os ymm state) plus pclmulqdq succeeded; that is what makes its safe
+//! `update` sound.
+
+#![allow(unsafe_code)]
+
+use core::arch::x86_64::*;
+use zeroize::{Zeroize, ZeroizeOnDrop};
+
+/// Blocks per reduction.
+pub(super) const N: usize = 16;
+
+/// `H^16..H^1` (twisted, reflected), then a zero entry; for each `lo ^ hi` of its halves.
+#[derive(Clone, Zeroize, ZeroizeOnDrop)]
+pub(crate) struct Key {
+    pow: [u128; N + 1],
+    mid: [u128; N + 1],
+}
+
+impl Key {
+    /// `pow` = `[H^N, ..., H^1]` twisted. Only call after the CPU check (module doc).
+    pub(super) fn new(pow: &[u128; N]) -> Key {
+        let mut k = Key {
+            pow: [0; N + 1],
+            mid: [0; N + 1],
+        };
+        k.pow[..N].copy_from_slice(pow);
+        for (m, p) in k.mid.iter_mut().zip(pow) {
+            let x = (*p as u64 ^ (*p >> 64) as u64) as u128;
+            *m = x | (x << 64);
+        }
+        k
+    }
+
+    pub(crate) fn update(&self, y: &mut u128, blocks: &[u8]) {
+        // SAFETY: a Key exists only after the CPU check for vpclmulqdq, avx2 (with the OS
+        // saving ymm state) and pclmulqdq (module doc), the features of `update_vpclmul`.
+        unsafe { update_vpclmul(self, y, blocks) }
+    }
+}
+
+#[inline]
+#[target_feature(enable = "avx2,vpclmulqdq,pclmulqdq")]
+fn reduce(high: __m128i, low: __m128i) -> __m128i {
+    // See `super::clmul::reduce` and `super::soft::reduce`.
+    let poly = _mm_set_epi64x(0, 0xC200_0000_0000_0000_u64 as i64);
+    let t = _mm_clmulepi64_si128::<0x00>(low, poly);
+    let v = _mm_xor_si128(_mm_shuffle_epi32::<0x4E>(low), t);
+    let t2 = _mm_clmulepi64_si128::<0x00>(v, poly);
+    let w = _mm_xor_si128(_mm_shuffle_epi32::<0x4E>(v), t2);
+    _mm_xor_si128(high, w)
+}
+
+/// The XOR of the two 128-bit lanes.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn fold_lanes(v: __m256i) -> __m128i {
+    _mm_xor_si128(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v))
+}
+
+/// Multiplies the block pair `x` by the table entries `at`, `at + 1` and adds the three
+/// Karatsuba partial products to the accumulators.
+#[inline]
+#[target_feature(enable = "avx2,vpclmulqdq,pclmulqdq")]
+fn mul_add(key: &Key, at: usize, x: __m256i, acc: &mut [__m256i; 3]) {
+    assert!(at < N);
+    // SAFETY: `at + 1 <= N` and the tables have N + 1 entries of 16 bytes, so 32 bytes from
+    // entry `at` are in bounds; unaligned loads.
+    let (h, m) = unsafe {
+        (
+            _mm256_loadu_si256(key.pow.as_ptr().add(at).cast()),
+            _mm256_loadu_si256(key.mid.as_ptr().add(at).cast()),
+        )
+    };
+    acc[0] = _mm256_xor_si256(acc[0], _mm256_clmulepi64_epi128::<0x00>(x, h));
+    acc[1] = _mm256_xor_si256(acc[1], _mm256_clmulepi64_epi128::<0x11>(x, h));
+    let xm = _mm256_xor_si256(x, _mm256_shuffle_epi32::<0x4E>(x));
+    acc[2] = _mm256_xor_si256(acc[2], _mm256_clmulepi64_epi128::<0x00>(xm, m));
+}
+
+/// Sums the two lanes, places Karatsuba's middle term at bit 64 and reduces once.
+#[inline]
+#[target_feature(enable = "avx2,vpclmulqdq,pclmulqdq")]
+fn finish_group(acc: [__m256i; 3]) -> __m128i {
+    let (lo, hi, mut mid) = (fold_lanes(acc[0]), fold_lanes(acc[1]), fold_lanes(acc[2]));
+    mid = _mm_xor_si128(mid, _mm_xor_si128(lo, hi));
+    let high = _mm_xor_si128(hi, _mm_srli_si128::<8>(mid));
+    let low = _mm_xor_si128(lo, _mm_slli_si128::<8>(mid));
+    reduce(high, low)
+}
+
+#[target_feature(enable = "avx2,vpclmulqdq,pclmulqdq")]
+fn update_vpclmul(key: &Key, y: &mut u128, blocks: &[u8]) {
+    let bswap = _mm256_broadcastsi128_si256(_mm_set_epi8(
+        0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15,
+    ));
+    let load2 = |group: &[u8], i: usize| {
+        assert!(16 * i + 32 <= group.len());
+        // SAFETY: the 32 bytes from block `i` are in `group` (asserted); unaligned load.
+        unsafe { _mm256_loadu_si256(group.as_ptr().add(16 * i).cast()) }
+    };
+    let mut y_acc = _mm_set_epi64x((*y >> 64) as i64, *y as i64);
+    let mut groups = blocks.chunks_exact(16 * N);
+    // Full groups: a fixed trip count the compiler unrolls. The pairs that do not depend
+    // on the state go first, so they overlap with the previous group's reduction.
+    for group in &mut groups {
+        let mut acc = [_mm256_setzero_si256(); 3];
+        for p in 1..N / 2 {
+            mul_add(
+                key,
+                2 * p,
+                _mm256_shuffle_epi8(load2(group, 2 * p), bswap),
+                &mut acc,
+            );
+        }
+        let x = _mm256_shuffle_epi8(load2(group, 0), bswap);
+        mul_add(
+            key,
+            0,
+            _mm256_xor_si256(x, _mm256_zextsi128_si256(y_acc)),
+            &mut acc,
+        );
+        y_acc = finish_group(acc);
+    }
+    // The last, shorter group uses the last n table entries; an odd block pairs with zero.
+    let rest = groups.remainder();
+    if !rest.is_empty() {
+        let n = rest.len() / 16;
+        let mut acc = [_mm256_setzero_si256(); 3];
+        let mut i = 0;
+        while i < n {
+            let raw = if i + 2 <= n {
+                load2(rest, i)
+            } else {
+                // SAFETY: `16 * i + 16 <= rest.len()`; unaligned load.
+                _mm256_zextsi128_si256(unsafe { _mm_loadu_si128(rest.as_ptr().add(16 * i).cast()) })
+            };
+            let mut x = _mm256_shuffle_epi8(raw, bswap);
+            if i == 0 {
+                x = _mm256_xor_si256(x, _mm256_zextsi128_si256(y_acc));
+            }
+            mul_add(key, N - n + i, x, &mut acc);
+            i += 2;
+        }
+        y_acc = finish_group(acc);
+    }
+    let mut out = [0u8; 16];
+    // SAFETY: `out` is 16 writable bytes; unaligned store.
+    unsafe { _mm_storeu_si128(out.as_mut_ptr().cast(), y_acc) };
+    *y = u128::from_le_bytes(out);
+}

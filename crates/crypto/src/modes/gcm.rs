@@ -1,0 +1,568 @@
+//! AES-GCM (NIST SP 800-38D): authenticated encryption with associated data.
+//!
+//! - Keys of 16, 24 or 32 bytes; IVs of any length from 1 byte (12 bytes is the fast and
+//!   recommended case, `J0 = IV || 0^31 || 1`; other lengths use `J0 = GHASH(IV || pad ||
+//!   len)`); associated data (AAD) of any length.
+//! - Tags of 16 bytes ([`Gcm::seal`] returns the full tag; a prefix of 12 to 15 bytes may be
+//!   kept and is accepted by [`Gcm::open`]). 8- and 4-byte tags only through the explicitly
+//!   named [`Gcm::seal_short_tag`] / [`Gcm::open_short_tag`], because SP 800-38D Appendix C
+//!   bounds how much data one key may protect with them.
+//! - Per message: plaintext at most 2^39 - 256 bits ([`GCM_MAX_PLAINTEXT`] bytes), AAD and
+//!   IV at most 2^64 - 1 bits.
+//!
+//! # Counter
+//! GCM increments only the low 32 bits of the counter block (`inc32`, mod 2^32). The bulk
+//! keystream comes from the backend's 128-bit CTR kernel, so every call is split where the
+//! low 32 bits would wrap, and the counter restarts at `upper 96 bits || 0`. (With a 12-byte
+//! IV the low word starts at 2 and a message cannot reach the wrap; other IV lengths give an
+//! arbitrary starting word.)
+//!
+//! # Data path
+//! The message is processed in chunks of [`CHUNK`] bytes that stay in L1: encryption runs
+//! the CTR kernel over a chunk, then GHASH over that chunk's ciphertext; decryption hashes
+//! the chunk's ciphertext first, then decrypts it. A stitched kernel (AES rounds and
+//! carry-less multiplications interleaved in one loop, as OpenSSL and Linux do) is the
+//! next optimisation and is **not done yet**.
+//!
+//! # Releasing nothing unauthenticated
+//! [`Gcm::open_to`] hashes the ciphertext and checks the tag before it decrypts anything,
+//! so on failure `dst` is untouched. [`Gcm::open`] (in place) decrypts chunk by chunk as it
+//! hashes and, when the tag is wrong, zeroes the whole buffer before returning
+//! [`Error::AuthenticationFailed`]. Tags are compared in constant time. [`GcmDecryptor`]
+//! necessarily releases plaintext before [`GcmDecryptor::finish`]; see its documentation.
+
+#![forbid(unsafe_code)]
+
+use super::{split, AesKey, Direction};
+use crate::aes::{AesKernels, Block, BLOCK};
+use crate::buf::InOut;
+use crate::ghash;
+use crate::{Backend, Error};
+use subtle::ConstantTimeEq;
+use zeroize::Zeroize;
+
+/// The longest plaintext of one GCM message in bytes: 2^39 - 256 bits (SP 800-38D 5.2.1.1).
+pub const GCM_MAX_PLAINTEXT: u64 = (1 << 36) - 32;
+/// The longest AAD (and IV) of one message in bytes: 2^64 - 1 bits, rounded down to bytes.
+const MAX_AAD: u64 = (1 << 61) - 1;
+/// Bytes encrypted then hashed (or hashed then decrypted) per step of the bulk path.
+pub(crate) const CHUNK: usize = 4096;
+
+/// An AES-GCM key on one backend (AES kernels and the matching GHASH).
+///
+/// ```
+/// # use sectorcrypt_crypto::Gcm;
+/// let gcm = Gcm::new(&[7u8; 32])?;
+/// let iv = [1u8; 12];
+/// let mut buf = *b"attack at dawn";
+/// let tag = gcm.seal(&iv, b"header", &mut buf)?;
+/// gcm.open(&iv, b"header", &mut buf, &tag)?;
+/// assert_eq!(&buf, b"attack at dawn");
+/// # Ok::<(), sectorcrypt_crypto::Error>(())
+/// ```
+pub struct Gcm {
+    key: AesKey,
+    ghash: ghash::Key,
+}
+
+impl std::fmt::Debug for Gcm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gcm")
+            .field("backend", &self.backend())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Gcm {
+    /// A 16-, 24- or 32-byte key on the selected backend.
+    pub fn new(key: &[u8]) -> Result<Gcm, Error> {
+        Gcm::build(AesKey::new(key, None)?)
+    }
+
+    /// A key on a named backend: `soft` uses the soft GHASH, `aesni` PCLMULQDQ, `vaes`
+    /// VPCLMULQDQ on ymm.
+    pub fn with_backend(key: &[u8], backend: Backend) -> Result<Gcm, Error> {
+        Gcm::build(AesKey::new(key, Some(backend))?)
+    }
+
+    fn build(key: AesKey) -> Result<Gcm, Error> {
+        let mut h: Block = [0; BLOCK];
+        key.k().ecb_encrypt(InOut::InPlace(&mut h));
+        let ghash = ghash::Key::new(&h, key.backend());
+        h.zeroize();
+        Ok(Gcm { ghash: ghash?, key })
+    }
+
+    /// The backend this key runs on (AES and GHASH).
+    pub fn backend(&self) -> Backend {
+        self.key.backend()
+    }
+
+    /// Encrypts `buf` in place and returns the 16-byte tag.
+    pub fn seal(&self, iv: &[u8], aad: &[u8], buf: &mut [u8]) -> Result<[u8; 16], Error> {
+        self.seal_inout(iv, aad, InOut::InPlace(buf))
+    }
+
+    /// Encrypts `src` into `dst` (same length) and returns the 16-byte tag.
+    pub fn seal_to(
+        &self,
+        iv: &[u8],
+        aad: &[u8],
+        src: &[u8],
+        dst: &mut [u8],
+    ) -> Result<[u8; 16], Error> {
+        self.seal_inout(iv, aad, split(src, dst)?)
+    }
+
+    /// Decrypts `buf` in place if `tag` (12 to 16 bytes, a prefix of the sealed tag) is
+    /// right. On [`Error::AuthenticationFailed`] the buffer is zeroed.
+    pub fn open(&self, iv: &[u8], aad: &[u8], buf: &mut [u8], tag: &[u8]) -> Result<(), Error> {
+        check_tag_len(tag.len(), false)?;
+        self.open_in_place(iv, aad, buf, tag)
+    }
+
+    /// Verifies `tag` (12 to 16 bytes) over `src`, then decrypts `src` into `dst` (same
+    /// length). On any error `dst` is untouched.
+    pub fn open_to(
+        &self,
+        iv: &[u8],
+        aad: &[u8],
+        src: &[u8],
+        dst: &mut [u8],
+        tag: &[u8],
+    ) -> Result<(), Error> {
+        check_tag_len(tag.len(), false)?;
+        self.open_split(iv, aad, src, dst, tag)
+    }
+
+    /// Encrypts `buf` in place and writes a **short** tag of 8 or 4 bytes to `tag`.
+    ///
+    /// Short tags are weak: a forger succeeds with probability about 2^-t per try, and
+    /// SP 800-38D Appendix C limits both the message length and the number of failed
+    /// verifications per key for them. Use only where a protocol requires it.
+    pub fn seal_short_tag(
+        &self,
+        iv: &[u8],
+        aad: &[u8],
+        buf: &mut [u8],
+        tag: &mut [u8],
+    ) -> Result<(), Error> {
+        check_tag_len(tag.len(), true)?;
+        let full = self.seal(iv, aad, buf)?;
+        tag.copy_from_slice(&full[..tag.len()]);
+        Ok(())
+    }
+
+    /// Decrypts `buf` in place if the **short** tag (8 or 4 bytes) is right; see
+    /// [`Gcm::seal_short_tag`]. On [`Error::AuthenticationFailed`] the buffer is zeroed.
+    pub fn open_short_tag(
+        &self,
+        iv: &[u8],
+        aad: &[u8],
+        buf: &mut [u8],
+        tag: &[u8],
+    ) -> Result<(), Error> {
+        check_tag_len(tag.len(), true)?;
+        self.open_in_place(iv, aad, buf, tag)
+    }
+
+    /// A streaming encryptor for one message with this IV and AAD.
+    pub fn encryptor(&self, iv: &[u8], aad: &[u8]) -> Result<GcmEncryptor<'_>, Error> {
+        Ok(GcmEncryptor {
+            gcm: self,
+            st: self.start(iv, aad)?,
+        })
+    }
+
+    /// A streaming decryptor for one message with this IV and AAD. Its output is
+    /// unauthenticated until [`GcmDecryptor::finish`] succeeds.
+    pub fn decryptor(&self, iv: &[u8], aad: &[u8]) -> Result<GcmDecryptor<'_>, Error> {
+        Ok(GcmDecryptor {
+            gcm: self,
+            st: self.start(iv, aad)?,
+        })
+    }
+
+    fn seal_inout(&self, iv: &[u8], aad: &[u8], data: InOut<'_>) -> Result<[u8; 16], Error> {
+        check_message_len(data.len() as u64)?;
+        let mut st = self.start(iv, aad)?;
+        st.update(self, data, Direction::Encrypt)?;
+        Ok(st.tag(self))
+    }
+
+    fn open_in_place(
+        &self,
+        iv: &[u8],
+        aad: &[u8],
+        buf: &mut [u8],
+        tag: &[u8],
+    ) -> Result<(), Error> {
+        check_message_len(buf.len() as u64)?;
+        let mut st = self.start(iv, aad)?;
+        st.update(self, InOut::InPlace(buf), Direction::Decrypt)?;
+        let full = st.tag(self);
+        if bool::from(full[..tag.len()].ct_eq(tag)) {
+            Ok(())
+        } else {
+            buf.zeroize();
+            Err(Error::AuthenticationFailed)
+        }
+    }
+
+    fn open_split(
+        &self,
+        iv: &[u8],
+        aad: &[u8],
+        src: &[u8],
+        dst: &mut [u8],
+        tag: &[u8],
+    ) -> Result<(), Error> {
+        let mut data = split(src, dst)?;
+        check_message_len(src.len() as u64)?;
+        let mut st = self.start(iv, aad)?;
+        // Authenticate first: hash the whole ciphertext, check the tag, only then decrypt.
+        st.len = src.len() as u64;
+        hash_padded(&self.ghash, &mut st.y, src);
+        let full = st.tag(self);
+        if !bool::from(full[..tag.len()].ct_eq(tag)) {
+            return Err(Error::AuthenticationFailed);
+        }
+        let whole = src.len() / BLOCK * BLOCK;
+        ctr32(self.key.k(), &mut st.ctr, data.slice(0, whole));
+        if whole < src.len() {
+            let mut ks = st.next_keystream(self);
+            let mut tail = data.slice(whole, src.len());
+            let mut b = [0u8; BLOCK];
+            let n = tail.len();
+            tail.load(0, &mut b[..n]);
+            xor_in(&mut b[..n], &ks[..n]);
+            tail.store(0, &b[..n]);
+            ks.zeroize();
+            b.zeroize();
+        }
+        Ok(())
+    }
+
+    /// J0, E_K(J0), the first counter and the hash of the AAD.
+    fn start(&self, iv: &[u8], aad: &[u8]) -> Result<Stream, Error> {
+        if iv.is_empty() || iv.len() as u64 > MAX_AAD {
+            return Err(Error::IvLengthRange {
+                got: iv.len(),
+                expected: "1 to 2^61 - 1 bytes",
+            });
+        }
+        if aad.len() as u64 > MAX_AAD {
+            return Err(Error::MessageTooLong {
+                what: "gcm aad",
+                limit: MAX_AAD,
+            });
+        }
+        let j0 = if iv.len() == 12 {
+            let mut b = [0u8; BLOCK];
+            b[..12].copy_from_slice(iv);
+            b[15] = 1;
+            u128::from_be_bytes(b)
+        } else {
+            let mut y = 0u128;
+            hash_padded(&self.ghash, &mut y, iv);
+            let lens = (iv.len() as u128) * 8;
+            self.ghash.update(&mut y, &lens.to_be_bytes());
+            y
+        };
+        let mut ek_j0 = j0.to_be_bytes();
+        self.key.k().ecb_encrypt(InOut::InPlace(&mut ek_j0));
+        let mut y = 0u128;
+        hash_padded(&self.ghash, &mut y, aad);
+        Ok(Stream {
+            ctr: inc32(j0),
+            y,
+            ek_j0,
+            aad_len: aad.len() as u64,
+            len: 0,
+            ks: [0; BLOCK],
+            partial: [0; BLOCK],
+            pos: 0,
+        })
+    }
+}
+
+/// The per-message state of the one-shot and streaming paths: O(1), at most one partial
+/// block. Zeroized on drop.
+struct Stream {
+    /// The counter block of the next keystream block not yet generated.
+    ctr: u128,
+    /// The GHASH state.
+    y: u128,
+    ek_j0: Block,
+    aad_len: u64,
+    /// Message bytes processed so far.
+    len: u64,
+    /// Keystream of the current partial block (valid when `pos > 0`).
+    ks: Block,
+    /// Ciphertext bytes `[0, pos)` of the current partial block.
+    partial: Block,
+    /// Bytes used of the current partial block; 0 at a block boundary.
+    pos: usize,
+}
+
+impl Drop for Stream {
+    fn drop(&mut self) {
+        self.y.zeroize();
+        self.ek_j0.zeroize();
+        self.ks.zeroize();
+        self.partial.zeroize();
+    }
+}
+
+impl Stream {
+    fn update(&mut self, gcm: &Gcm, mut data: InOut<'_>, dir: Direction) -> Result<(), Error> {
+        let total = self.len.checked_add(data.len() as u64).ok_or(TOO_LONG)?;
+        check_message_len(total)?;
+        self.len = total;
+        let len = data.len();
+        let mut off = 0;
+        // 1. Finish a partial block left by the previous call.
+        if self.pos > 0 {
+            let n = (BLOCK - self.pos).min(len);
+            self.crypt_partial(data.slice(0, n), dir);
+            off = n;
+            if self.pos == BLOCK {
+                gcm.ghash.update(&mut self.y, &self.partial);
+                self.pos = 0;
+            }
+        }
+        // 2. Whole blocks, chunk by chunk: CTR then GHASH (encrypt) or GHASH then CTR.
+        let whole_end = off + (len - off) / BLOCK * BLOCK;
+        while off < whole_end {
+            let end = (off + CHUNK).min(whole_end);
+            let mut part = data.slice(off, end);
+            match dir {
+                Direction::Encrypt => {
+                    ctr32(gcm.key.k(), &mut self.ctr, part.reborrow());
+                    gcm.ghash.update(&mut self.y, output(&part));
+                }
+                Direction::Decrypt => {
+                    gcm.ghash.update(&mut self.y, input(&part));
+                    ctr32(gcm.key.k(), &mut self.ctr, part);
+                }
+            }
+            off = end;
+        }
+        // 3. Start a new partial block with what is left.
+        if off < len {
+            self.ks = self.next_keystream(gcm);
+            self.crypt_partial(data.slice(off, len), dir);
+        }
+        Ok(())
+    }
+
+    /// XORs `data` (no longer than what is left of the partial block) with the keystream
+    /// and collects its ciphertext.
+    fn crypt_partial(&mut self, mut data: InOut<'_>, dir: Direction) {
+        let n = data.len();
+        let mut b = [0u8; BLOCK];
+        data.load(0, &mut b[..n]);
+        if dir == Direction::Decrypt {
+            self.partial[self.pos..self.pos + n].copy_from_slice(&b[..n]);
+        }
+        xor_in(&mut b[..n], &self.ks[self.pos..self.pos + n]);
+        if dir == Direction::Encrypt {
+            self.partial[self.pos..self.pos + n].copy_from_slice(&b[..n]);
+        }
+        data.store(0, &b[..n]);
+        b.zeroize();
+        self.pos += n;
+    }
+
+    /// E_K(ctr), then `ctr = inc32(ctr)`.
+    fn next_keystream(&mut self, gcm: &Gcm) -> Block {
+        let mut ks = [0u8; BLOCK];
+        ctr32(gcm.key.k(), &mut self.ctr, InOut::InPlace(&mut ks));
+        ks
+    }
+
+    /// Hashes the pending partial block and the length block; the full 16-byte tag.
+    fn tag(&mut self, gcm: &Gcm) -> [u8; 16] {
+        if self.pos > 0 {
+            self.partial[self.pos..].fill(0);
+            gcm.ghash.update(&mut self.y, &self.partial);
+            self.pos = 0;
+        }
+        let lens = ((self.aad_len as u128 * 8) << 64) | (self.len as u128 * 8);
+        gcm.ghash.update(&mut self.y, &lens.to_be_bytes());
+        let mut tag = self.y.to_be_bytes();
+        xor_in(&mut tag, &self.ek_j0);
+        tag
+    }
+}
+
+/// Streaming AES-GCM encryption of one message: [`update`](Self::update) with pieces of any
+/// size, then [`finish`](Self::finish) for the tag. Keeps at most one partial block.
+pub struct GcmEncryptor<'a> {
+    gcm: &'a Gcm,
+    st: Stream,
+}
+
+impl std::fmt::Debug for GcmEncryptor<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GcmEncryptor")
+            .field("len", &self.st.len)
+            .finish_non_exhaustive()
+    }
+}
+
+impl GcmEncryptor<'_> {
+    /// Encrypts the next piece of plaintext `input` into `output` (same length).
+    pub fn update(&mut self, input: &[u8], output: &mut [u8]) -> Result<(), Error> {
+        self.st
+            .update(self.gcm, split(input, output)?, Direction::Encrypt)
+    }
+
+    /// Encrypts the next piece of plaintext in place.
+    pub fn update_in_place(&mut self, buf: &mut [u8]) -> Result<(), Error> {
+        self.st
+            .update(self.gcm, InOut::InPlace(buf), Direction::Encrypt)
+    }
+
+    /// Ends the message; the full 16-byte tag (a prefix of 12 to 15 bytes may be kept).
+    pub fn finish(mut self) -> [u8; 16] {
+        self.st.tag(self.gcm)
+    }
+}
+
+/// Streaming AES-GCM decryption of one message.
+///
+/// **The output of [`update`](Self::update) is unauthenticated** until
+/// [`finish`](Self::finish) returns `Ok`: it may be forged or corrupted. Do not act on it,
+/// write it anywhere durable or show it before then, and discard it when `finish` fails.
+/// When that is impractical, use [`Gcm::open_to`], which checks first.
+pub struct GcmDecryptor<'a> {
+    gcm: &'a Gcm,
+    st: Stream,
+}
+
+impl std::fmt::Debug for GcmDecryptor<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GcmDecryptor")
+            .field("len", &self.st.len)
+            .finish_non_exhaustive()
+    }
+}
+
+impl GcmDecryptor<'_> {
+    /// Decrypts the next piece of ciphertext `input` into `output` (same length).
+    /// Unauthenticated until [`finish`](Self::finish) succeeds.
+    pub fn update(&mut self, input: &[u8], output: &mut [u8]) -> Result<(), Error> {
+        self.st
+            .update(self.gcm, split(input, output)?, Direction::Decrypt)
+    }
+
+    /// Decrypts the next piece of ciphertext in place. Unauthenticated until
+    /// [`finish`](Self::finish) succeeds.
+    pub fn update_in_place(&mut self, buf: &mut [u8]) -> Result<(), Error> {
+        self.st
+            .update(self.gcm, InOut::InPlace(buf), Direction::Decrypt)
+    }
+
+    /// Ends the message and checks `tag` (12 to 16 bytes) in constant time.
+    pub fn finish(self, tag: &[u8]) -> Result<(), Error> {
+        check_tag_len(tag.len(), false)?;
+        self.verify(tag)
+    }
+
+    /// Ends the message and checks a **short** tag (8 or 4 bytes); see
+    /// [`Gcm::seal_short_tag`].
+    pub fn finish_short_tag(self, tag: &[u8]) -> Result<(), Error> {
+        check_tag_len(tag.len(), true)?;
+        self.verify(tag)
+    }
+
+    fn verify(mut self, tag: &[u8]) -> Result<(), Error> {
+        let full = self.st.tag(self.gcm);
+        if bool::from(full[..tag.len()].ct_eq(tag)) {
+            Ok(())
+        } else {
+            Err(Error::AuthenticationFailed)
+        }
+    }
+}
+
+const TOO_LONG: Error = Error::MessageTooLong {
+    what: "gcm plaintext",
+    limit: GCM_MAX_PLAINTEXT,
+};
+
+fn check_message_len(len: u64) -> Result<(), Error> {
+    if len > GCM_MAX_PLAINTEXT {
+        return Err(TOO_LONG);
+    }
+    Ok(())
+}
+
+fn check_tag_len(len: usize, short: bool) -> Result<(), Error> {
+    match (short, len) {
+        (false, 12..=16) | (true, 4 | 8) => Ok(()),
+        (false, _) => Err(Error::TagLength {
+            got: len,
+            expected: "12 to 16 bytes",
+        }),
+        (true, _) => Err(Error::TagLength {
+            got: len,
+            expected: "8 or 4 bytes (short tag)",
+        }),
+    }
+}
+
+/// `inc32`: adds one to the low 32 bits only.
+fn inc32(c: u128) -> u128 {
+    (c & !0xffff_ffff) | ((c as u32).wrapping_add(1) as u128)
+}
+
+/// CTR with GCM's `inc32` counter over whole blocks: the 128-bit CTR kernel, split where
+/// the low 32 bits wrap. `ctr` ends at the counter of the next block.
+fn ctr32(k: &dyn AesKernels, ctr: &mut u128, mut data: InOut<'_>) {
+    let mut blocks = (data.len() / BLOCK) as u64;
+    let mut off = 0;
+    while blocks > 0 {
+        let low = *ctr as u32;
+        let take = blocks.min((1u64 << 32) - low as u64);
+        let bytes = take as usize * BLOCK;
+        let mut c = *ctr;
+        k.ctr(&mut c, data.slice(off, off + bytes));
+        *ctr = (*ctr & !0xffff_ffff) | (low.wrapping_add(take as u32) as u128);
+        off += bytes;
+        blocks -= take;
+    }
+}
+
+/// GHASH over `data`, the last partial block padded with zeros.
+fn hash_padded(g: &ghash::Key, y: &mut u128, data: &[u8]) {
+    let whole = data.len() / BLOCK * BLOCK;
+    g.update(y, &data[..whole]);
+    if whole < data.len() {
+        let mut b = [0u8; BLOCK];
+        b[..data.len() - whole].copy_from_slice(&data[whole..]);
+        g.update(y, &b);
+        b.zeroize();
+    }
+}
+
+fn xor_in(a: &mut [u8], b: &[u8]) {
+    for (x, y) in a.iter_mut().zip(b) {
+        *x ^= y;
+    }
+}
+
+fn input<'b>(d: &'b InOut<'_>) -> &'b [u8] {
+    match d {
+        InOut::InPlace(b) => b,
+        InOut::Split { src, .. } => src,
+    }
+}
+
+fn output<'b>(d: &'b InOut<'_>) -> &'b [u8] {
+    match d {
+        InOut::InPlace(b) => b,
+        InOut::Split { dst, .. } => dst,
+    }
+}

@@ -1,0 +1,201 @@
+//! Differential tests: against OpenSSL's EVP AES-GCM, and each GHASH backend against the
+//! soft GHASH.
+
+use crate::{backends, random_bytes, rng};
+use openssl::symm::{decrypt_aead, encrypt_aead, Cipher};
+use rand::Rng;
+use sectorcrypt_crypto::{Backend, Gcm, Ghash};
+
+fn cipher(key_len: usize) -> Cipher {
+    match key_len {
+        16 => Cipher::aes_128_gcm(),
+        24 => Cipher::aes_192_gcm(),
+        32 => Cipher::aes_256_gcm(),
+        _ => unreachable!(),
+    }
+}
+
+/// The lengths every boundary test sweeps.
+fn lengths() -> Vec<usize> {
+    let mut v: Vec<usize> = (0..=129).collect();
+    v.extend([4095, 4096, 4097, 16383, 16384, 16385]);
+    v
+}
+
+/// Seals with `gcm` and with OpenSSL, compares, then opens each other's output.
+fn compare(gcm: &Gcm, key: &[u8], iv: &[u8], aad: &[u8], pt: &[u8], tag_len: usize) {
+    let ctx = format!(
+        "{} key {} bytes, iv {} bytes, aad {} bytes, msg {} bytes, tag {tag_len}",
+        gcm.backend(),
+        key.len(),
+        iv.len(),
+        aad.len(),
+        pt.len()
+    );
+    let mut want_tag = vec![0u8; tag_len];
+    let want = encrypt_aead(cipher(key.len()), key, Some(iv), aad, pt, &mut want_tag).unwrap();
+    let mut got = pt.to_vec();
+    let tag = if tag_len >= 12 {
+        gcm.seal(iv, aad, &mut got).unwrap()[..tag_len].to_vec()
+    } else {
+        let mut t = vec![0u8; tag_len];
+        gcm.seal_short_tag(iv, aad, &mut got, &mut t).unwrap();
+        t
+    };
+    assert!(got == want, "{ctx}: ciphertext differs from openssl");
+    assert_eq!(
+        hex::encode(&tag),
+        hex::encode(&want_tag),
+        "{ctx}: tag differs from openssl"
+    );
+    let back = decrypt_aead(cipher(key.len()), key, Some(iv), aad, &got, &tag).unwrap();
+    assert!(back == pt, "{ctx}: openssl cannot open ours");
+    let mut buf = want.clone();
+    if tag_len >= 12 {
+        gcm.open(iv, aad, &mut buf, &want_tag).unwrap();
+        let mut dst = vec![0u8; pt.len()];
+        gcm.open_to(iv, aad, &want, &mut dst, &want_tag).unwrap();
+        assert!(dst == pt, "{ctx}: open_to");
+    } else {
+        gcm.open_short_tag(iv, aad, &mut buf, &want_tag).unwrap();
+    }
+    assert!(buf == pt, "{ctx}: open");
+}
+
+#[test]
+fn matches_openssl_at_boundary_lengths() {
+    let mut rng = rng();
+    let lens = lengths();
+    for backend in backends() {
+        let mut runs = 0;
+        for key_len in [16, 24, 32] {
+            let key = random_bytes(&mut rng, key_len);
+            let gcm = Gcm::with_backend(&key, backend).unwrap();
+            // Message lengths x a rotating AAD length, then AAD lengths x a rotating message.
+            for (i, &n) in lens.iter().enumerate() {
+                let aad_len = lens[(i * 7 + key_len) % lens.len()] % 200;
+                let iv = random_bytes(&mut rng, 12);
+                let aad = random_bytes(&mut rng, aad_len);
+                let pt = random_bytes(&mut rng, n);
+                compare(&gcm, &key, &iv, &aad, &pt, 16);
+                let msg_len = lens[(i * 5 + key_len) % lens.len()] % 300;
+                let aad = random_bytes(&mut rng, n);
+                let pt = random_bytes(&mut rng, msg_len);
+                compare(&gcm, &key, &iv, &aad, &pt, 16);
+                runs += 2;
+            }
+        }
+        eprintln!("openssl differential, {backend}: {runs} messages");
+    }
+}
+
+#[test]
+fn matches_openssl_with_other_iv_lengths_and_tags() {
+    let mut rng = rng();
+    for backend in backends() {
+        for key_len in [16, 24, 32] {
+            let key = random_bytes(&mut rng, key_len);
+            let gcm = Gcm::with_backend(&key, backend).unwrap();
+            for iv_len in [1, 8, 12, 16, 60, 64, 100] {
+                for n in [0, 1, 15, 16, 17, 63, 64, 65, 255, 256, 257, 1000, 4097] {
+                    let iv = random_bytes(&mut rng, iv_len);
+                    let aad_len = rng.gen_range(0..40);
+                    let aad = random_bytes(&mut rng, aad_len);
+                    let pt = random_bytes(&mut rng, n);
+                    let tag_len = [16, 15, 14, 13, 12, 8, 4][(n + iv_len) % 7];
+                    compare(&gcm, &key, &iv, &aad, &pt, tag_len);
+                }
+            }
+        }
+    }
+}
+
+/// Each backend's GHASH equals the soft GHASH on 0..=40 blocks (every group size and tail
+/// of the aggregated kernels), random H and random starting state, one call and split.
+#[test]
+fn ghash_backends_match_soft() {
+    let mut rng = rng();
+    for backend in backends() {
+        if backend == Backend::Soft {
+            continue;
+        }
+        for trial in 0..200 {
+            let h: [u8; 16] = rng.gen();
+            let y: [u8; 16] = if trial % 3 == 0 { [0; 16] } else { rng.gen() };
+            let soft = Ghash::with_backend(&h, Backend::Soft).unwrap();
+            let fast = Ghash::with_backend(&h, backend).unwrap();
+            let n = trial % 41;
+            let data = random_bytes(&mut rng, 16 * n);
+            let want = soft.update(&y, &data).unwrap();
+            assert_eq!(
+                fast.update(&y, &data).unwrap(),
+                want,
+                "{backend} ghash, {n} blocks"
+            );
+            let cut = 16 * rng.gen_range(0..=n);
+            let mid = fast.update(&y, &data[..cut]).unwrap();
+            assert_eq!(
+                fast.update(&mid, &data[cut..]).unwrap(),
+                want,
+                "{backend} split at {cut}"
+            );
+        }
+        // Long inputs: many full groups plus a tail.
+        let h: [u8; 16] = rng.gen();
+        let data = random_bytes(&mut rng, 16 * 1001);
+        let soft = Ghash::with_backend(&h, Backend::Soft).unwrap();
+        let fast = Ghash::with_backend(&h, backend).unwrap();
+        assert_eq!(
+            fast.update(&[0; 16], &data).unwrap(),
+            soft.update(&[0; 16], &data).unwrap()
+        );
+        // All-ones operands exercise every carry-less column at full height.
+        let ones = vec![0xffu8; 16 * 40];
+        let soft = Ghash::with_backend(&[0xff; 16], Backend::Soft).unwrap();
+        let fast = Ghash::with_backend(&[0xff; 16], backend).unwrap();
+        assert_eq!(
+            fast.update(&[0xff; 16], &ones).unwrap(),
+            soft.update(&[0xff; 16], &ones).unwrap()
+        );
+        eprintln!("ghash {backend} == soft");
+    }
+}
+
+/// Every backend gives the same result for the same inputs, including 101 blocks (no
+/// multiple of any parallel width) and random lengths.
+#[test]
+fn backends_agree() {
+    let mut rng = rng();
+    let backends = backends();
+    for _ in 0..30 {
+        let key_len = [16, 24, 32][rng.gen_range(0..3)];
+        let key = random_bytes(&mut rng, key_len);
+        let iv_len = if rng.gen() { 12 } else { rng.gen_range(1..70) };
+        let iv = random_bytes(&mut rng, iv_len);
+        let aad_len = rng.gen_range(0..300);
+        let aad = random_bytes(&mut rng, aad_len);
+        let n = if rng.gen() {
+            101 * 16
+        } else {
+            rng.gen_range(0..10000)
+        };
+        let pt = random_bytes(&mut rng, n);
+        let mut results = Vec::new();
+        for &b in &backends {
+            let mut buf = pt.clone();
+            let tag = Gcm::with_backend(&key, b)
+                .unwrap()
+                .seal(&iv, &aad, &mut buf)
+                .unwrap();
+            results.push((b, buf, tag));
+        }
+        for r in &results[1..] {
+            assert!(
+                r.1 == results[0].1 && r.2 == results[0].2,
+                "{} != {}",
+                r.0,
+                results[0].0
+            );
+        }
+    }
+}
