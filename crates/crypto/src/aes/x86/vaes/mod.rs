@@ -124,6 +124,33 @@ unsafe fn crypt_vaes_avx2<const N: usize, const DEC: bool>(k: &Keys, x: &mut [__
     }
 }
 
+/// All rounds but the last on `N` registers; the caller finishes with
+/// [`last_round_vaes_avx2`], which lets it fold an XOR into the last round key.
+#[inline]
+#[target_feature(enable = "avx2,vaes")]
+unsafe fn rounds_but_last_vaes_avx2<const N: usize, const DEC: bool>(
+    k: &Keys,
+    x: &mut [__m256i; N],
+) {
+    for r in 1..k.rounds {
+        let kr = k.key::<DEC>(r);
+        for v in x.iter_mut() {
+            *v = if DEC { _mm256_aesdec_epi128(*v, kr) } else { _mm256_aesenc_epi128(*v, kr) };
+        }
+    }
+}
+
+/// The last round with round key `key` (which may have a whitening value folded in).
+#[inline]
+#[target_feature(enable = "avx2,vaes")]
+unsafe fn last_round_vaes_avx2<const DEC: bool>(x: __m256i, key: __m256i) -> __m256i {
+    if DEC {
+        _mm256_aesdeclast_epi128(x, key)
+    } else {
+        _mm256_aesenclast_epi128(x, key)
+    }
+}
+
 /// Runs `group` (which reads and writes exactly [`GROUP`] bytes) on the last `len` < 256
 /// bytes through a stack buffer.
 #[inline(always)]
