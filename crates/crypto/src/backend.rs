@@ -43,11 +43,15 @@ impl Backend {
         let f = cpu::features();
         let missing: Vec<&str> = match self {
             Backend::Soft => vec![],
-            Backend::Aesni => [("aes", f.aes), ("pclmulqdq", f.pclmulqdq), ("sse4.1", f.sse41)]
-                .iter()
-                .filter(|(_, on)| !on)
-                .map(|(n, _)| *n)
-                .collect(),
+            Backend::Aesni => [
+                ("aes", f.aes),
+                ("pclmulqdq", f.pclmulqdq),
+                ("sse4.1", f.sse41),
+            ]
+            .iter()
+            .filter(|(_, on)| !on)
+            .map(|(n, _)| *n)
+            .collect(),
             Backend::Vaes => [
                 ("aes", f.aes),
                 ("avx2", f.avx2),
@@ -68,7 +72,10 @@ impl Backend {
                 why: "not built for this architecture".into(),
             })
         } else {
-            Err(Error::BackendUnavailable { backend: self, why: format!("missing {}", missing.join(", ")) })
+            Err(Error::BackendUnavailable {
+                backend: self,
+                why: format!("missing {}", missing.join(", ")),
+            })
         }
     }
 
@@ -98,7 +105,10 @@ impl Backend {
 
     /// The backends this CPU can run and that pass their self-test, fastest first.
     pub fn usable() -> Vec<Backend> {
-        Backend::ALL.into_iter().filter(|b| b.ensure_usable().is_ok()).collect()
+        Backend::ALL
+            .into_iter()
+            .filter(|b| b.ensure_usable().is_ok())
+            .collect()
     }
 
     /// The backend new keys use: `SECTORCRYPT_BACKEND` when set (an error when it names an

@@ -19,7 +19,11 @@ pub(crate) enum InOut<'a> {
 impl<'a> InOut<'a> {
     /// A split view; the caller has checked that the lengths are equal.
     pub(crate) fn split(src: &'a [u8], dst: &'a mut [u8]) -> Self {
-        assert_eq!(src.len(), dst.len(), "InOut: source and destination lengths differ");
+        assert_eq!(
+            src.len(),
+            dst.len(),
+            "InOut: source and destination lengths differ"
+        );
         InOut::Split { src, dst }
     }
 
@@ -52,7 +56,10 @@ impl<'a> InOut<'a> {
             InOut::Split { src, dst } => {
                 let (s0, s1) = src.split_at(mid);
                 let (d0, d1) = dst.split_at_mut(mid);
-                (InOut::Split { src: s0, dst: d0 }, InOut::Split { src: s1, dst: d1 })
+                (
+                    InOut::Split { src: s0, dst: d0 },
+                    InOut::Split { src: s1, dst: d1 },
+                )
             }
         }
     }

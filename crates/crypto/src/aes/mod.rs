@@ -35,7 +35,11 @@ pub(crate) fn expand_key(key: &[u8]) -> Result<RoundKeys, Error> {
     let nk = match key.len() {
         16 | 24 | 32 => key.len() / 4,
         got => {
-            return Err(Error::KeyLength { what: "aes", got, expected: "16, 24 or 32 bytes" })
+            return Err(Error::KeyLength {
+                what: "aes",
+                got,
+                expected: "16, 24 or 32 bytes",
+            })
         }
     };
     let rounds = nk + 6;
@@ -200,5 +204,7 @@ fn self_test_inner(backend: Backend) -> Result<bool, Error> {
 }
 
 fn hex_bytes(s: &str) -> impl Iterator<Item = u8> + '_ {
-    (0..s.len()).step_by(2).map(move |i| u8::from_str_radix(&s[i..i + 2], 16).unwrap_or(0))
+    (0..s.len())
+        .step_by(2)
+        .map(move |i| u8::from_str_radix(&s[i..i + 2], 16).unwrap_or(0))
 }

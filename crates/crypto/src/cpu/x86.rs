@@ -2,7 +2,7 @@
 #![allow(unsafe_code)]
 
 use super::CpuFeatures;
-use core::arch::x86_64::{CpuidResult, __cpuid_count};
+use core::arch::x86_64::{__cpuid_count, CpuidResult};
 
 fn cpuid(leaf: u32, sub: u32) -> CpuidResult {
     // SAFETY: CPUID exists on every x86-64 CPU and has no side effects.
@@ -21,7 +21,16 @@ unsafe fn xgetbv0() -> u64 {
 pub(super) fn detect() -> CpuFeatures {
     let max_leaf = cpuid(0, 0).eax;
     let l1 = cpuid(1, 0);
-    let l7 = if max_leaf >= 7 { cpuid(7, 0) } else { CpuidResult { eax: 0, ebx: 0, ecx: 0, edx: 0 } };
+    let l7 = if max_leaf >= 7 {
+        cpuid(7, 0)
+    } else {
+        CpuidResult {
+            eax: 0,
+            ebx: 0,
+            ecx: 0,
+            edx: 0,
+        }
+    };
     let bit = |reg: u32, n: u32| reg & (1 << n) != 0;
 
     let osxsave = bit(l1.ecx, 27);

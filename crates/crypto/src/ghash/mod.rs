@@ -202,7 +202,7 @@ impl Ghash {
 
     /// Continues the hash state `y` over `data`, which must be whole 16-byte blocks.
     pub fn update(&self, y: &[u8; 16], data: &[u8]) -> Result<[u8; 16], Error> {
-        if data.len() % 16 != 0 {
+        if !data.len().is_multiple_of(16) {
             return Err(Error::Length {
                 got: data.len(),
                 why: "ghash takes whole 16-byte blocks",

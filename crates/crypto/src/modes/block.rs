@@ -38,12 +38,16 @@ pub struct Ecb {
 impl Ecb {
     /// A 16-, 24- or 32-byte key on the selected backend.
     pub fn new(key: &[u8]) -> Result<Ecb, Error> {
-        Ok(Ecb { key: AesKey::new(key, None)? })
+        Ok(Ecb {
+            key: AesKey::new(key, None)?,
+        })
     }
 
     /// A key on a named backend (tests and benchmarks).
     pub fn with_backend(key: &[u8], backend: Backend) -> Result<Ecb, Error> {
-        Ok(Ecb { key: AesKey::new(key, Some(backend))? })
+        Ok(Ecb {
+            key: AesKey::new(key, Some(backend))?,
+        })
     }
 
     fn run(&self, data: InOut<'_>, dir: Direction) -> Result<(), Error> {
@@ -72,12 +76,16 @@ pub struct Cbc {
 impl Cbc {
     /// A 16-, 24- or 32-byte key on the selected backend.
     pub fn new(key: &[u8]) -> Result<Cbc, Error> {
-        Ok(Cbc { key: AesKey::new(key, None)? })
+        Ok(Cbc {
+            key: AesKey::new(key, None)?,
+        })
     }
 
     /// A key on a named backend (tests and benchmarks).
     pub fn with_backend(key: &[u8], backend: Backend) -> Result<Cbc, Error> {
-        Ok(Cbc { key: AesKey::new(key, Some(backend))? })
+        Ok(Cbc {
+            key: AesKey::new(key, Some(backend))?,
+        })
     }
 
     fn run(&self, iv: &[u8; 16], data: InOut<'_>, dir: Direction) -> Result<(), Error> {
@@ -108,12 +116,16 @@ pub struct Ctr {
 impl Ctr {
     /// A 16-, 24- or 32-byte key on the selected backend.
     pub fn new(key: &[u8]) -> Result<Ctr, Error> {
-        Ok(Ctr { key: AesKey::new(key, None)? })
+        Ok(Ctr {
+            key: AesKey::new(key, None)?,
+        })
     }
 
     /// A key on a named backend (tests and benchmarks).
     pub fn with_backend(key: &[u8], backend: Backend) -> Result<Ctr, Error> {
-        Ok(Ctr { key: AesKey::new(key, Some(backend))? })
+        Ok(Ctr {
+            key: AesKey::new(key, Some(backend))?,
+        })
     }
 
     /// XORs `buf` with the keystream that starts `offset` bytes after the IV's first block.

@@ -36,7 +36,9 @@ impl AesKey {
             None => Backend::selected()?,
         };
         backend.ensure_usable()?;
-        Ok(AesKey { kernels: aes::kernels(backend, key)? })
+        Ok(AesKey {
+            kernels: aes::kernels(backend, key)?,
+        })
     }
 
     pub(crate) fn k(&self) -> &dyn AesKernels {
@@ -50,22 +52,30 @@ impl AesKey {
 
 impl std::fmt::Debug for AesKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AesKey").field("backend", &self.backend()).finish_non_exhaustive()
+        f.debug_struct("AesKey")
+            .field("backend", &self.backend())
+            .finish_non_exhaustive()
     }
 }
 
 /// Builds the `InOut` of an out-of-place call, refusing different lengths.
 pub(crate) fn split<'a>(src: &'a [u8], dst: &'a mut [u8]) -> Result<InOut<'a>, Error> {
     if src.len() != dst.len() {
-        return Err(Error::LengthMismatch { src: src.len(), dst: dst.len() });
+        return Err(Error::LengthMismatch {
+            src: src.len(),
+            dst: dst.len(),
+        });
     }
     Ok(InOut::split(src, dst))
 }
 
 /// Refuses lengths that are not a whole number of blocks.
 pub(crate) fn whole_blocks(len: usize) -> Result<(), Error> {
-    if len % aes::BLOCK != 0 {
-        return Err(Error::Length { got: len, why: "must be a multiple of 16 bytes" });
+    if !len.is_multiple_of(aes::BLOCK) {
+        return Err(Error::Length {
+            got: len,
+            why: "must be a multiple of 16 bytes",
+        });
     }
     Ok(())
 }

@@ -120,13 +120,16 @@ impl SectorLayout {
     /// advances by 1 per sector (dm-crypt's `iv_large_sectors`); otherwise it counts 512-byte
     /// units, advancing by `sector_size / 512`, and the size must then be a multiple of 512.
     pub fn new(sector_size: usize, large_iv: bool) -> Result<SectorLayout, Error> {
-        if !(16..=65536).contains(&sector_size) || sector_size % 16 != 0 {
+        if !(16..=65536).contains(&sector_size) || !sector_size.is_multiple_of(16) {
             return Err(Error::SectorSize(sector_size));
         }
-        if !large_iv && sector_size % 512 != 0 {
+        if !large_iv && !sector_size.is_multiple_of(512) {
             return Err(Error::SectorSizeNeedsLargeIv(sector_size));
         }
-        Ok(SectorLayout { sector_size, large_iv })
+        Ok(SectorLayout {
+            sector_size,
+            large_iv,
+        })
     }
 
     /// Bytes per sector.
@@ -213,7 +216,11 @@ impl SectorCipher {
             }
             CipherMode::Ecb => Engine::Ecb(AesKey::new(key, backend)?),
         };
-        Ok(SectorCipher { spec, layout, engine })
+        Ok(SectorCipher {
+            spec,
+            layout,
+            engine,
+        })
     }
 
     /// The cipher string.
@@ -236,8 +243,11 @@ impl SectorCipher {
 
     fn run(&self, first_iv: u64, mut data: InOut<'_>, dir: Direction) -> Result<(), Error> {
         let size = self.layout.sector_size;
-        if data.len() % size != 0 {
-            return Err(Error::Length { got: data.len(), why: "must be a whole number of sectors" });
+        if !data.len().is_multiple_of(size) {
+            return Err(Error::Length {
+                got: data.len(),
+                why: "must be a whole number of sectors",
+            });
         }
         if let Engine::Ecb(key) = &self.engine {
             match dir {

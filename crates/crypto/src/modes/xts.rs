@@ -48,12 +48,18 @@ impl Xts {
         if !allow_equal && bool::from(a.ct_eq(b)) {
             return Err(Error::XtsEqualKeys);
         }
-        Ok(Xts { k1: AesKey::new(a, backend)?, k2: AesKey::new(b, backend)? })
+        Ok(Xts {
+            k1: AesKey::new(a, backend)?,
+            k2: AesKey::new(b, backend)?,
+        })
     }
 
     fn run(&self, tweak: &[u8; 16], data: InOut<'_>, dir: Direction) -> Result<(), Error> {
         if data.len() < BLOCK {
-            return Err(Error::Length { got: data.len(), why: "an xts data unit needs at least 16 bytes" });
+            return Err(Error::Length {
+                got: data.len(),
+                why: "an xts data unit needs at least 16 bytes",
+            });
         }
         let mut t: Block = *tweak;
         self.k2.k().ecb_encrypt(InOut::InPlace(&mut t));

@@ -61,7 +61,11 @@ fn ghash_throughput() {
     for backend in backends() {
         let g = Ghash::with_backend(&[5; 16], backend).unwrap();
         for size in [16384usize, 4096, 512] {
-            let iters = if backend == Backend::Soft { 2_000_000 } else { 100_000_000 } / size;
+            let iters = if backend == Backend::Soft {
+                2_000_000
+            } else {
+                100_000_000
+            } / size;
             let buf = vec![0x11u8; size];
             let r = rate(size, iters, &mut || {
                 std::hint::black_box(g.update(&[0; 16], std::hint::black_box(&buf)).unwrap());

@@ -185,7 +185,16 @@ fn rot_rows(x: u64, n: u32) -> u64 {
 /// x^8 = x^4 + x^3 + x + 1.
 #[inline(always)]
 fn xtime(t: &State) -> State {
-    [t[7], t[0] ^ t[7], t[1], t[2] ^ t[7], t[3] ^ t[7], t[4], t[5], t[6]]
+    [
+        t[7],
+        t[0] ^ t[7],
+        t[1],
+        t[2] ^ t[7],
+        t[3] ^ t[7],
+        t[4],
+        t[5],
+        t[6],
+    ]
 }
 
 /// MixColumns: out_r = 2 a_r + 3 a_(r+1) + a_(r+2) + a_(r+3)
@@ -273,7 +282,13 @@ mod tests {
     fn sbox_matches_fips197_figure7_samples() {
         // FIPS-197 Figure 7: S(00)=63, S(01)=7c, S(53)=ed, S(ff)=16, S(10)=ca.
         let mut b = [0u8; 64];
-        let samples = [(0x00u8, 0x63u8), (0x01, 0x7c), (0x53, 0xed), (0xff, 0x16), (0x10, 0xca)];
+        let samples = [
+            (0x00u8, 0x63u8),
+            (0x01, 0x7c),
+            (0x53, 0xed),
+            (0xff, 0x16),
+            (0x10, 0xca),
+        ];
         for (i, (x, _)) in samples.iter().enumerate() {
             b[i] = *x;
         }

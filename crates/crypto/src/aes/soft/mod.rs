@@ -44,7 +44,10 @@ impl Keys {
             *p = bitslice::pack(&four);
             four.zeroize();
         }
-        Keys { rk: packed, rounds: rk.rounds }
+        Keys {
+            rk: packed,
+            rounds: rk.rounds,
+        }
     }
 
     /// Encrypts four blocks.

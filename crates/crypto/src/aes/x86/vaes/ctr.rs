@@ -14,8 +14,8 @@ use core::arch::x86_64::*;
 unsafe fn group(k: &Keys, c: u128, src: *const u8, dst: *mut u8) {
     // Reverses the 16 bytes of each lane: little-endian (lo, hi) -> big-endian block.
     let bswap = _mm256_set_epi8(
-        0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10,
-        11, 12, 13, 14, 15,
+        0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11,
+        12, 13, 14, 15,
     );
     let mut x = [_mm256_setzero_si256(); 8];
     let lo = c as u64;

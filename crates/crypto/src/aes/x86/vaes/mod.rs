@@ -65,8 +65,15 @@ impl Drop for Keys {
 
 impl Keys {
     pub(crate) fn new(rk: &RoundKeys) -> Keys {
-        assert!(Backend::Vaes.check_cpu().is_ok(), "vaes keys requested on a cpu without vaes");
-        let mut k = Keys { enc: [[0; 4]; 15], dec: [[0; 4]; 15], rounds: rk.rounds };
+        assert!(
+            Backend::Vaes.check_cpu().is_ok(),
+            "vaes keys requested on a cpu without vaes"
+        );
+        let mut k = Keys {
+            enc: [[0; 4]; 15],
+            dec: [[0; 4]; 15],
+            rounds: rk.rounds,
+        };
         // SAFETY: the CPU features of the vaes backend were checked just above.
         unsafe { k.fill(rk) };
         k
@@ -115,12 +122,20 @@ unsafe fn crypt_vaes_avx2<const N: usize, const DEC: bool>(k: &Keys, x: &mut [__
     for r in 1..k.rounds {
         let kr = k.key::<DEC>(r);
         for v in x.iter_mut() {
-            *v = if DEC { _mm256_aesdec_epi128(*v, kr) } else { _mm256_aesenc_epi128(*v, kr) };
+            *v = if DEC {
+                _mm256_aesdec_epi128(*v, kr)
+            } else {
+                _mm256_aesenc_epi128(*v, kr)
+            };
         }
     }
     let kl = k.key::<DEC>(k.rounds);
     for v in x.iter_mut() {
-        *v = if DEC { _mm256_aesdeclast_epi128(*v, kl) } else { _mm256_aesenclast_epi128(*v, kl) };
+        *v = if DEC {
+            _mm256_aesdeclast_epi128(*v, kl)
+        } else {
+            _mm256_aesenclast_epi128(*v, kl)
+        };
     }
 }
 
@@ -135,7 +150,11 @@ unsafe fn rounds_but_last_vaes_avx2<const N: usize, const DEC: bool>(
     for r in 1..k.rounds {
         let kr = k.key::<DEC>(r);
         for v in x.iter_mut() {
-            *v = if DEC { _mm256_aesdec_epi128(*v, kr) } else { _mm256_aesenc_epi128(*v, kr) };
+            *v = if DEC {
+                _mm256_aesdec_epi128(*v, kr)
+            } else {
+                _mm256_aesenc_epi128(*v, kr)
+            };
         }
     }
 }

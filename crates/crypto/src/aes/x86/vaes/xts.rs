@@ -14,9 +14,7 @@
 //! speed of one long buffer.
 #![allow(unsafe_code)]
 
-use super::{
-    last_round_vaes_avx2, rounds_but_last_vaes_avx2, tail_through_buffer, Keys, GROUP,
-};
+use super::{last_round_vaes_avx2, rounds_but_last_vaes_avx2, tail_through_buffer, Keys, GROUP};
 use crate::aes::Block;
 use core::arch::x86_64::*;
 
@@ -78,7 +76,11 @@ pub(super) unsafe fn xts_vaes_avx2<const DEC: bool>(
         let (src, dst) = (src.add(u * unit), dst.add(u * unit));
         let both = _mm256_broadcastsi128_si256(_mm_loadu_si128(t.as_ptr().cast()));
         // Lane 0 keeps T, lane 1 gets T x.
-        let t01 = mul_x_pow(both, _mm256_set_epi64x(1, 1, 0, 0), _mm256_set_epi64x(63, 63, 64, 64));
+        let t01 = mul_x_pow(
+            both,
+            _mm256_set_epi64x(1, 1, 0, 0),
+            _mm256_set_epi64x(63, 63, 64, 64),
+        );
         let mut tw = [t01; 8];
         for (i, v) in tw.iter_mut().enumerate().skip(1) {
             let s = 2 * i as i64;
