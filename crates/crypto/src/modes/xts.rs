@@ -6,6 +6,9 @@ use crate::buf::InOut;
 use crate::{Backend, Error};
 use subtle::ConstantTimeEq;
 
+/// The largest data unit IEEE 1619-2007 section 5.1 allows: 2^20 blocks (16 MiB).
+const MAX_UNIT: usize = BLOCK << 20;
+
 /// XTS-AES-128/192/256 with a 32-, 48- or 64-byte key (Key1 || Key2).
 ///
 /// Whole-block data units go straight to the backend's fused kernel; a unit with a partial
@@ -59,6 +62,12 @@ impl Xts {
             return Err(Error::Length {
                 got: data.len(),
                 why: "an xts data unit needs at least 16 bytes",
+            });
+        }
+        if data.len() > MAX_UNIT {
+            return Err(Error::Length {
+                got: data.len(),
+                why: "an xts data unit holds at most 2^20 blocks (ieee 1619-2007 section 5.1)",
             });
         }
         let mut t: Block = *tweak;

@@ -1,0 +1,146 @@
+//! What every test here shares: the backends under test, the vector files, hex, and
+//! per-file pass/skip reports.
+
+use sectorcrypt_crypto::Backend;
+use std::path::PathBuf;
+use std::sync::Once;
+
+/// Every backend this CPU can run, soft always first. A backend the CPU lacks is skipped
+/// with a printed reason; soft is never skipped (its absence fails the test).
+pub fn backends() -> Vec<Backend> {
+    static REPORT: Once = Once::new();
+    let mut out = vec![];
+    let mut lines = vec![];
+    for b in [Backend::Soft, Backend::Aesni, Backend::Vaes] {
+        match b.ensure_usable() {
+            Ok(()) => {
+                out.push(b);
+                lines.push(format!("backend {b}: tested"));
+            }
+            Err(e) => {
+                assert_ne!(
+                    b,
+                    Backend::Soft,
+                    "the soft backend must always be usable: {e}"
+                );
+                lines.push(format!("backend {b}: SKIPPED ({e})"));
+            }
+        }
+    }
+    REPORT.call_once(|| {
+        for l in &lines {
+            eprintln!("{l}");
+        }
+    });
+    out
+}
+
+/// `$SECTORCRYPT_VECTORS`, or `shared/vectors` beside the repository.
+pub fn vectors() -> PathBuf {
+    let dir = match std::env::var_os("SECTORCRYPT_VECTORS") {
+        Some(d) => PathBuf::from(d),
+        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/vectors"),
+    };
+    assert!(
+        dir.join("aes").is_dir(),
+        "test vectors not found at {} (set SECTORCRYPT_VECTORS to the shared/vectors folder)",
+        dir.display()
+    );
+    dir
+}
+
+pub fn read(rel: &str) -> String {
+    let path = vectors().join(rel);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+pub fn unhex(s: &str) -> Vec<u8> {
+    hex::decode(s.trim()).unwrap_or_else(|e| panic!("bad hex {s:?}: {e}"))
+}
+
+pub fn block(s: &str) -> [u8; 16] {
+    unhex(s).try_into().expect("a 16-byte value")
+}
+
+/// Counts for one vector file, printed at the end; `finish` fails on zero cases.
+pub struct Report {
+    name: String,
+    pub passed: usize,
+    skipped: Vec<(usize, String)>,
+}
+
+impl Report {
+    pub fn new(name: &str) -> Report {
+        Report {
+            name: name.to_string(),
+            passed: 0,
+            skipped: vec![],
+        }
+    }
+
+    pub fn skip(&mut self, why: &str) {
+        match self.skipped.iter_mut().find(|(_, w)| w == why) {
+            Some((n, _)) => *n += 1,
+            None => self.skipped.push((1, why.to_string())),
+        }
+    }
+
+    pub fn finish(self) {
+        let skips: Vec<String> = self
+            .skipped
+            .iter()
+            .map(|(n, w)| format!("{n} skipped ({w})"))
+            .collect();
+        let skips = if skips.is_empty() {
+            "0 skipped".to_string()
+        } else {
+            skips.join(", ")
+        };
+        let n = backends().len();
+        eprintln!(
+            "{}: {} passed, {} (cases x {n} backends)",
+            self.name, self.passed, skips
+        );
+        assert!(self.passed > 0, "{}: no case ran", self.name);
+    }
+}
+
+/// `key = value` records separated by blank lines, with the `[SECTION]` they are in (the
+/// layout of NIST CAVP `.rsp` files and OpenSSL's evp test files). Comments start with `#`.
+pub fn records(text: &str) -> Vec<(String, Vec<(String, String)>)> {
+    let mut out = vec![];
+    let mut section = String::new();
+    let mut cur: Vec<(String, String)> = vec![];
+    for line in text.lines().map(|l| l.trim_end_matches('\r').trim()) {
+        if line.starts_with('#') {
+            continue;
+        }
+        if line.is_empty() {
+            if !cur.is_empty() {
+                out.push((section.clone(), std::mem::take(&mut cur)));
+            }
+            continue;
+        }
+        if line.starts_with('[') && line.ends_with(']') {
+            if !cur.is_empty() {
+                out.push((section.clone(), std::mem::take(&mut cur)));
+            }
+            section = line[1..line.len() - 1].to_string();
+            continue;
+        }
+        if let Some((k, v)) = line.split_once('=') {
+            cur.push((k.trim().to_string(), v.trim().to_string()));
+        }
+    }
+    if !cur.is_empty() {
+        out.push((section, cur));
+    }
+    out
+}
+
+/// The value of `key` in a record (case-insensitive name).
+pub fn field<'a>(rec: &'a [(String, String)], key: &str) -> Option<&'a str> {
+    rec.iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case(key))
+        .map(|(_, v)| v.as_str())
+}
