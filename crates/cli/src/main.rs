@@ -1,1 +1,27 @@
-fn main() {}
+//! `sectorcrypt`: policy only. Parses the command line, runs one command, maps failures to
+//! exit codes: 0 success, 1 a runtime failure (I/O), 2 bad usage or bad input.
+#![forbid(unsafe_code)]
+
+mod args;
+mod cmd_backends;
+mod cmd_bench;
+mod cmd_cipher;
+mod cmd_demo;
+mod failure;
+
+use args::{Cli, Command};
+use clap::Parser;
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Cipher(a) => cmd_cipher::run(a),
+        Command::Backends => cmd_backends::run(),
+        Command::Bench(a) => cmd_bench::run(a),
+        Command::Demo => cmd_demo::run(),
+    };
+    if let Err(f) = result {
+        eprintln!("sectorcrypt: {}", f.message());
+        std::process::exit(f.exit_code());
+    }
+}

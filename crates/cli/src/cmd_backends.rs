@@ -1,0 +1,26 @@
+//! `sectorcrypt backends`: what the CPU offers and what each algorithm runs on.
+
+use crate::failure::Failure;
+use sectorcrypt_crypto::{cpu, Backend};
+
+pub fn run() -> Result<(), Failure> {
+    println!("cpu features: {}", cpu::features().names().join(" "));
+    for b in Backend::ALL {
+        match b.ensure_usable() {
+            Ok(()) => println!("backend {:<6} usable (self-test passed)", b.name()),
+            Err(e) => println!("backend {:<6} not usable: {e}", b.name()),
+        }
+    }
+    let chosen = Backend::selected()?;
+    let forced = std::env::var("SECTORCRYPT_BACKEND")
+        .ok()
+        .filter(|v| !v.is_empty());
+    let why = if forced.is_some() {
+        "forced by SECTORCRYPT_BACKEND"
+    } else {
+        "fastest usable"
+    };
+    println!("aes: {chosen} ({why})");
+    println!("aes-gcm: {chosen} (ghash with the same backend)");
+    Ok(())
+}
