@@ -72,26 +72,26 @@ pub(super) unsafe fn xts_vaes_avx2<const DEC: bool>(
     dst: *mut u8,
     unit: usize,
 ) {
-    for (u, t) in tweaks.iter().enumerate() {
+    // Software pipelining: the tweaks of the next unit, and of the next group, are computed
+    // before the AES rounds of the current one in program order, so that their short
+    // dependency chains execute among the rounds instead of stalling the start of the next
+    // unit or group (without this, 512-byte sectors ran ~15% slower per byte than 4 KiB).
+    let mut tw = first_tweaks(&tweaks[0]);
+    for u in 0..tweaks.len() {
         let (src, dst) = (src.add(u * unit), dst.add(u * unit));
-        let both = _mm256_broadcastsi128_si256(_mm_loadu_si128(t.as_ptr().cast()));
-        // Lane 0 keeps T, lane 1 gets T x.
-        let t01 = mul_x_pow(
-            both,
-            _mm256_set_epi64x(1, 1, 0, 0),
-            _mm256_set_epi64x(63, 63, 64, 64),
-        );
-        let mut tw = [t01; 8];
-        for (i, v) in tw.iter_mut().enumerate().skip(1) {
-            let s = 2 * i as i64;
-            *v = mul_x_pow(t01, _mm256_set1_epi64x(s), _mm256_set1_epi64x(64 - s));
-        }
+        let next_unit = match tweaks.get(u + 1) {
+            Some(t) => first_tweaks(t),
+            None => tw,
+        };
         let mut off = 0;
         while off + GROUP <= unit {
+            let next_group = if off + GROUP < unit {
+                tw.map(|v| mul_x16(v))
+            } else {
+                tw
+            };
             group::<DEC>(k, &tw, src.add(off), dst.add(off));
-            for v in tw.iter_mut() {
-                *v = mul_x16(*v);
-            }
+            tw = next_group;
             off += GROUP;
         }
         if off < unit {
@@ -100,5 +100,26 @@ pub(super) unsafe fn xts_vaes_avx2<const DEC: bool>(
                 group::<DEC>(k, &tw, s, d)
             });
         }
+        tw = next_unit;
     }
+}
+
+/// The tweaks of a unit's first 16 blocks, [T x^2i, T x^(2i+1)] in register i, from the
+/// encrypted tweak T.
+#[inline]
+#[target_feature(enable = "avx2,vpclmulqdq")]
+unsafe fn first_tweaks(t: &Block) -> [__m256i; 8] {
+    let both = _mm256_broadcastsi128_si256(_mm_loadu_si128(t.as_ptr().cast()));
+    // Lane 0 keeps T, lane 1 gets T x.
+    let t01 = mul_x_pow(
+        both,
+        _mm256_set_epi64x(1, 1, 0, 0),
+        _mm256_set_epi64x(63, 63, 64, 64),
+    );
+    let mut tw = [t01; 8];
+    for (i, v) in tw.iter_mut().enumerate().skip(1) {
+        let s = 2 * i as i64;
+        *v = mul_x_pow(t01, _mm256_set1_epi64x(s), _mm256_set1_epi64x(64 - s));
+    }
+    tw
 }

@@ -1,0 +1,309 @@
+//! The benchmark cases. Their names are an interface (scripts compare them across runs).
+
+use crate::Side;
+use openssl::cipher::{Cipher, CipherRef};
+use openssl::cipher_ctx::CipherCtx;
+use sectorcrypt_crypto::{Backend, Cbc, CipherSpec, Ctr, Ecb, SectorCipher, SectorLayout};
+use std::rc::Rc;
+use std::sync::{mpsc, Arc};
+
+/// Our side and the peer of one case.
+pub(crate) struct Built {
+    pub ours: Side<'static>,
+    pub peer: Option<Side<'static>>,
+}
+
+type Build = fn(Backend, bool, usize) -> Result<Built, String>;
+
+pub(crate) struct Case {
+    pub name: &'static str,
+    pub build: Build,
+}
+
+/// Bytes per call for the sector cases: 256 KiB, so source and destination stay in L2.
+const SECTOR_BUFFER: usize = 256 << 10;
+
+pub(crate) fn all() -> Vec<Case> {
+    vec![
+        Case {
+            name: "aes-128-xts/4096",
+            build: |b, _, _| xts_sectors(b, 32, 4096, true),
+        },
+        Case {
+            name: "aes-256-xts/4096",
+            build: |b, _, _| xts_sectors(b, 64, 4096, true),
+        },
+        Case {
+            name: "aes-256-xts-dec/4096",
+            build: |b, _, _| xts_sectors(b, 64, 4096, false),
+        },
+        Case {
+            name: "aes-256-xts/512",
+            build: |b, _, _| xts_sectors(b, 64, 512, true),
+        },
+        Case {
+            name: "aes-256-ctr/16384",
+            build: |b, _, _| message(b, "ctr", 16384),
+        },
+        Case {
+            name: "aes-256-cbc-dec/16384",
+            build: |b, _, _| message(b, "cbc-dec", 16384),
+        },
+        Case {
+            name: "aes-256-ecb/16384",
+            build: |b, _, _| message(b, "ecb", 16384),
+        },
+        Case {
+            name: "aes-256-cbc-enc/16384",
+            build: |b, _, _| message(b, "cbc-enc", 16384),
+        },
+        Case {
+            name: "aes-256-cbc-enc-sectors/4096x64",
+            build: |b, _, _| cbc_sectors(b, 4096, 64),
+        },
+        Case {
+            name: "aes-256-xts/4096-mt",
+            build: xts_multithreaded,
+        },
+    ]
+}
+
+/// Deterministic filler: the content does not matter to the ciphers, only that both sides
+/// see the same bytes.
+fn input(len: usize) -> Rc<Vec<u8>> {
+    Rc::new(
+        (0..len)
+            .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+            .collect(),
+    )
+}
+
+fn key(len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(151).wrapping_add(7))
+        .collect()
+}
+
+fn plain64(n: u64) -> [u8; 16] {
+    let mut iv = [0u8; 16];
+    iv[..8].copy_from_slice(&n.to_le_bytes());
+    iv
+}
+
+fn e(err: impl std::fmt::Display) -> String {
+    err.to_string()
+}
+
+/// OpenSSL, one EVP call per sector with that sector's plain64 IV (`step` IV units per
+/// sector), key set once.
+fn openssl_per_sector(
+    cipher: &'static CipherRef,
+    key: &[u8],
+    sector: usize,
+    step: u64,
+    encrypt: bool,
+    src: Rc<Vec<u8>>,
+) -> Result<Side<'static>, String> {
+    let mut ctx = CipherCtx::new().map_err(e)?;
+    if encrypt {
+        ctx.encrypt_init(Some(cipher), Some(key), None).map_err(e)?;
+    } else {
+        ctx.decrypt_init(Some(cipher), Some(key), None).map_err(e)?;
+    }
+    ctx.set_padding(false);
+    // The crate asks for one block of slack after each output (OpenSSL may hold a block
+    // back when padding is on; it is off here, so exactly `sector` bytes are written).
+    let mut dst = vec![0u8; src.len() + 16];
+    let bytes = src.len();
+    Ok(Side {
+        name: "openssl".into(),
+        bytes,
+        call: Box::new(move || {
+            for (i, s) in src.chunks_exact(sector).enumerate() {
+                let d = &mut dst[i * sector..(i + 1) * sector + 16];
+                let iv = plain64(i as u64 * step);
+                let ok = if encrypt {
+                    ctx.encrypt_init(None, None, Some(&iv))
+                } else {
+                    ctx.decrypt_init(None, None, Some(&iv))
+                };
+                ok.and_then(|()| ctx.cipher_update(s, Some(d)))
+                    .expect("openssl");
+            }
+        }),
+    })
+}
+
+fn sector_cipher(
+    b: Backend,
+    spec: &str,
+    key: &[u8],
+    sector: usize,
+) -> Result<SectorCipher, String> {
+    let spec: CipherSpec = spec.parse().map_err(e)?;
+    SectorCipher::with_backend(spec, key, SectorLayout::new(sector, false).map_err(e)?, b)
+        .map_err(e)
+}
+
+fn ours_sectors(c: SectorCipher, encrypt: bool, src: Rc<Vec<u8>>) -> Side<'static> {
+    let mut dst = vec![0u8; src.len()];
+    Side {
+        name: "sectorcrypt".into(),
+        bytes: src.len(),
+        call: Box::new(move || {
+            if encrypt {
+                c.encrypt_to(0, &src, &mut dst)
+            } else {
+                c.decrypt_to(0, &src, &mut dst)
+            }
+            .expect("sectorcrypt");
+        }),
+    }
+}
+
+fn xts_sectors(b: Backend, key_len: usize, sector: usize, encrypt: bool) -> Result<Built, String> {
+    let k = key(key_len);
+    let src = input(SECTOR_BUFFER);
+    let cipher = if key_len == 32 {
+        Cipher::aes_128_xts()
+    } else {
+        Cipher::aes_256_xts()
+    };
+    let step = (sector / 512) as u64;
+    Ok(Built {
+        ours: ours_sectors(
+            sector_cipher(b, "aes-xts-plain64", &k, sector)?,
+            encrypt,
+            src.clone(),
+        ),
+        peer: Some(openssl_per_sector(cipher, &k, sector, step, encrypt, src)?),
+    })
+}
+
+fn cbc_sectors(b: Backend, sector: usize, count: usize) -> Result<Built, String> {
+    let k = key(32);
+    let src = input(sector * count);
+    Ok(Built {
+        ours: ours_sectors(
+            sector_cipher(b, "aes-cbc-plain64", &k, sector)?,
+            true,
+            src.clone(),
+        ),
+        peer: Some(openssl_per_sector(
+            Cipher::aes_256_cbc(),
+            &k,
+            sector,
+            (sector / 512) as u64,
+            true,
+            src,
+        )?),
+    })
+}
+
+/// One message per call (IV set included) of `len` bytes.
+fn message(b: Backend, what: &'static str, len: usize) -> Result<Built, String> {
+    let k = key(32);
+    let src = input(len);
+    let iv = [0x5au8; 16];
+    let mut dst = vec![0u8; len];
+    let s = src.clone();
+    let ours: Box<dyn FnMut()> = match what {
+        "ctr" => {
+            let c = Ctr::with_backend(&k, b).map_err(e)?;
+            Box::new(move || c.apply_keystream_to(&iv, 0, &s, &mut dst).expect("ctr"))
+        }
+        "ecb" => {
+            let c = Ecb::with_backend(&k, b).map_err(e)?;
+            Box::new(move || c.encrypt_to(&s, &mut dst).expect("ecb"))
+        }
+        "cbc-dec" => {
+            let c = Cbc::with_backend(&k, b).map_err(e)?;
+            Box::new(move || c.decrypt_to(&iv, &s, &mut dst).expect("cbc"))
+        }
+        _ => {
+            let c = Cbc::with_backend(&k, b).map_err(e)?;
+            Box::new(move || c.encrypt_to(&iv, &s, &mut dst).expect("cbc"))
+        }
+    };
+    let (cipher, encrypt) = match what {
+        "ctr" => (Cipher::aes_256_ctr(), true),
+        "ecb" => (Cipher::aes_256_ecb(), true),
+        "cbc-dec" => (Cipher::aes_256_cbc(), false),
+        _ => (Cipher::aes_256_cbc(), true),
+    };
+    // One "sector" = the whole message: one IV set and one update per call.
+    let mut peer = openssl_per_sector(cipher, &k, len, 0, encrypt, src)?;
+    peer.name = "openssl".into();
+    Ok(Built {
+        ours: Side {
+            name: "sectorcrypt".into(),
+            bytes: len,
+            call: ours,
+        },
+        peer: Some(peer),
+    })
+}
+
+/// All threads, each encrypting its own 256 KiB buffer `REPEAT` times per call, against
+/// the same work done by the calling thread alone (our one-core figure, measured
+/// interleaved in the same run). The calling thread takes one share; the other threads are
+/// started once per case and woken per call through channels, as a storage engine's worker
+/// pool would be.
+fn xts_multithreaded(b: Backend, _quick: bool, threads: usize) -> Result<Built, String> {
+    const REPEAT: usize = 32;
+    let k = key(64);
+    let cipher = Arc::new(sector_cipher(b, "aes-xts-plain64", &k, 4096)?);
+    let src: Arc<Vec<u8>> = Arc::new(input(SECTOR_BUFFER).to_vec());
+    let (done_tx, done_rx) = mpsc::channel::<()>();
+    let mut go = vec![];
+    for _ in 1..threads {
+        let (tx, rx) = mpsc::channel::<()>();
+        let (c, s, done) = (cipher.clone(), src.clone(), done_tx.clone());
+        std::thread::spawn(move || {
+            let mut d = vec![0u8; SECTOR_BUFFER];
+            // Ends when the case is over and the sender is dropped.
+            while rx.recv().is_ok() {
+                for _ in 0..REPEAT {
+                    c.encrypt_to(0, &s, &mut d).expect("xts");
+                }
+                if done.send(()).is_err() {
+                    break;
+                }
+            }
+        });
+        go.push(tx);
+    }
+    let (own_cipher, own_src) = (cipher.clone(), src.clone());
+    let mut own_dst = vec![0u8; SECTOR_BUFFER];
+    let ours = Side {
+        name: "sectorcrypt".into(),
+        bytes: SECTOR_BUFFER * REPEAT * threads,
+        call: Box::new(move || {
+            for tx in &go {
+                tx.send(()).expect("worker alive");
+            }
+            for _ in 0..REPEAT {
+                own_cipher
+                    .encrypt_to(0, &own_src, &mut own_dst)
+                    .expect("xts");
+            }
+            for _ in 0..go.len() {
+                done_rx.recv().expect("worker alive");
+            }
+        }),
+    };
+    let mut dst = vec![0u8; SECTOR_BUFFER];
+    let peer = Side {
+        name: "sectorcrypt-1core".into(),
+        bytes: SECTOR_BUFFER * REPEAT,
+        call: Box::new(move || {
+            for _ in 0..REPEAT {
+                cipher.encrypt_to(0, &src, &mut dst).expect("xts");
+            }
+        }),
+    };
+    Ok(Built {
+        ours,
+        peer: Some(peer),
+    })
+}
