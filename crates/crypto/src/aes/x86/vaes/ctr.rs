@@ -1,32 +1,44 @@
 //! CTR on VAES: 16 counter blocks per group, built in registers.
 //!
-//! The 128-bit big-endian counter is kept as a little-endian (lo, hi) pair per lane, so
-//! the increments are plain 64-bit vector adds, and a byte shuffle turns each lane into the
-//! big-endian counter block. When the low 64 bits would carry inside a group (once every
-//! 2^60 groups, or at a chosen IV), the group's counters are built with 128-bit scalar
-//! arithmetic instead, which also gives the wrap at 2^128.
+//! When the counter's last byte does not carry inside a group of 16 (15 groups in 16 for
+//! an aligned start), the blocks are made by adding 0..15 to byte 15 of the big-endian
+//! counter, one vector add per register. Otherwise the group's counters are built with
+//! 128-bit scalar arithmetic, which also handles the 2^64 carry and the 2^128 wrap.
 #![allow(unsafe_code)]
 
-use super::{crypt_vaes_avx2, tail_through_buffer, Keys, GROUP};
+use super::{last_round_vaes_avx2, rounds_but_last_vaes_avx2, tail_through_buffer, Keys, GROUP};
 use core::arch::x86_64::*;
 
-#[target_feature(enable = "avx2,vaes")]
-unsafe fn group(k: &Keys, c: u128, src: *const u8, dst: *mut u8) {
-    // Reverses the 16 bytes of each lane: little-endian (lo, hi) -> big-endian block.
-    let bswap = _mm256_set_epi8(
-        0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11,
-        12, 13, 14, 15,
-    );
+/// The 16 counter blocks `c, c + 1, ..., c + 15`, big-endian, two per register.
+#[inline]
+#[target_feature(enable = "avx2")]
+unsafe fn counters(c: u128) -> [__m256i; 8] {
     let mut x = [_mm256_setzero_si256(); 8];
-    let lo = c as u64;
-    if lo <= u64::MAX - 15 {
-        let hi = (c >> 64) as i64;
+    if (c as u8) <= 0xff - 15 {
+        // Common case: the 16 counters differ only in their last (least significant) byte.
+        // Keep them big-endian and add i to byte 15, which is the top byte of the lane's
+        // high quadword: one add per register, no byte shuffle.
+        let be = c.to_be_bytes();
+        let base = _mm256_broadcastsi128_si256(_mm_loadu_si128(be.as_ptr().cast()));
+        for (i, v) in x.iter_mut().enumerate() {
+            let (lo, hi) = ((2 * i as i64) << 56, (2 * i as i64 + 1) << 56);
+            *v = _mm256_add_epi64(base, _mm256_set_epi64x(hi, 0, lo, 0));
+        }
+    } else if (c as u64) <= u64::MAX - 15 {
+        // The last byte carries but the low 64 bits do not: (lo, hi) little-endian pairs,
+        // 64-bit adds, then a byte shuffle to big-endian.
+        let bswap = _mm256_set_epi8(
+            0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10,
+            11, 12, 13, 14, 15,
+        );
+        let (lo, hi) = (c as u64, (c >> 64) as i64);
         let base = _mm256_set_epi64x(hi, lo.wrapping_add(1) as i64, hi, lo as i64);
         for (i, v) in x.iter_mut().enumerate() {
             let inc = _mm256_set_epi64x(0, 2 * i as i64, 0, 2 * i as i64);
             *v = _mm256_shuffle_epi8(_mm256_add_epi64(base, inc), bswap);
         }
     } else {
+        // The low 64 bits carry (or the counter wraps at 2^128): scalar arithmetic.
         let mut blocks = [0u8; GROUP];
         for (i, b) in blocks.chunks_exact_mut(16).enumerate() {
             b.copy_from_slice(&c.wrapping_add(i as u128).to_be_bytes());
@@ -35,10 +47,23 @@ unsafe fn group(k: &Keys, c: u128, src: *const u8, dst: *mut u8) {
             *v = _mm256_loadu_si256(blocks.as_ptr().add(32 * i).cast());
         }
     }
-    crypt_vaes_avx2::<8, false>(k, &mut x);
+    x
+}
+
+/// Encrypts the counter blocks `x` and XORs the keystream over one group.
+#[inline]
+#[target_feature(enable = "avx2,vaes")]
+unsafe fn group(k: &Keys, mut x: [__m256i; 8], src: *const u8, dst: *mut u8) {
+    let (first, last) = (k.key::<false>(0), k.key::<false>(k.rounds));
+    for v in x.iter_mut() {
+        *v = _mm256_xor_si256(*v, first);
+    }
+    rounds_but_last_vaes_avx2::<8, false>(k, &mut x);
+    // The data XOR is folded into the last round key: AESENCLAST XORs its key last.
     for (i, v) in x.iter().enumerate() {
         let d = _mm256_loadu_si256(src.add(32 * i).cast());
-        _mm256_storeu_si256(dst.add(32 * i).cast(), _mm256_xor_si256(*v, d));
+        let out = last_round_vaes_avx2::<false>(*v, _mm256_xor_si256(d, last));
+        _mm256_storeu_si256(dst.add(32 * i).cast(), out);
     }
 }
 
@@ -51,17 +76,21 @@ pub(super) unsafe fn ctr_vaes_avx2(
     dst: *mut u8,
     len: usize,
 ) {
+    // The next group's counters are built before this group's rounds in program order, so
+    // their short dependency chain runs among the rounds (software pipelining).
     let mut off = 0;
+    let mut x = counters(*counter);
     while off + GROUP <= len {
-        group(k, *counter, src.add(off), dst.add(off));
         *counter = counter.wrapping_add(16);
+        let next = counters(*counter);
+        group(k, x, src.add(off), dst.add(off));
+        x = next;
         off += GROUP;
     }
     if off < len {
-        let c = *counter;
         // SAFETY (for the closure): the buffer pointers cover GROUP bytes.
         tail_through_buffer(src.add(off), dst.add(off), len - off, |s, d| unsafe {
-            group(k, c, s, d)
+            group(k, x, s, d)
         });
         *counter = counter.wrapping_add(((len - off) / 16) as u128);
     }

@@ -116,10 +116,29 @@ unsafe fn first_tweaks(t: &Block) -> [__m256i; 8] {
         _mm256_set_epi64x(1, 1, 0, 0),
         _mm256_set_epi64x(63, 63, 64, 64),
     );
-    let mut tw = [t01; 8];
-    for (i, v) in tw.iter_mut().enumerate().skip(1) {
-        let s = 2 * i as i64;
-        *v = mul_x_pow(t01, _mm256_set1_epi64x(s), _mm256_set1_epi64x(64 - s));
-    }
+    let (shl2, shr2) = (_mm256_set1_epi64x(2), _mm256_set1_epi64x(62));
+    let (shl4, shr4) = (_mm256_set1_epi64x(4), _mm256_set1_epi64x(60));
+    let t23 = mul_x_pow(t01, shl2, shr2);
+    let t45 = mul_x_pow(t01, shl4, shr4);
+    let t67 = mul_x_pow(t23, shl4, shr4);
+    // The upper half is the lower half times x^8: a one-byte shift and one fold.
+    let poly = _mm256_set_epi64x(0, 0x87, 0, 0x87);
+    let mul_x8 = |t: __m256i| {
+        let h = _mm256_bsrli_epi128::<15>(t);
+        _mm256_xor_si256(
+            _mm256_bslli_epi128::<1>(t),
+            _mm256_clmulepi64_epi128::<0x00>(h, poly),
+        )
+    };
+    let tw = [
+        t01,
+        t23,
+        t45,
+        t67,
+        mul_x8(t01),
+        mul_x8(t23),
+        mul_x8(t45),
+        mul_x8(t67),
+    ];
     tw
 }
