@@ -1,20 +1,28 @@
 //! CTR on AES-NI: 8 counter blocks per group, built in registers.
 //!
-//! The counter is kept as a little-endian (lo, hi) pair so the increments are 64-bit adds,
-//! and a byte shuffle makes the big-endian block. A group in which the low 64 bits would
-//! carry is built with 128-bit scalar arithmetic instead (which also wraps at 2^128).
+//! When the counter's last byte does not carry inside a group of 8, the blocks are the
+//! big-endian counter plus 0..7 in byte 15: one 64-bit add per block. Otherwise the
+//! counter is kept as a little-endian (lo, hi) pair, added and byte-swapped, or, when the
+//! low 64 bits carry (or at the 2^128 wrap), built with 128-bit scalar arithmetic. The next
+//! group's counters are built before this group's rounds (software pipelining).
 #![allow(unsafe_code)]
 
-use super::{crypt_aesni, tail_through_buffer, Keys, GROUP};
+use super::{last_round_aesni, rounds_but_last_aesni, tail_through_buffer, Keys, GROUP};
 use core::arch::x86_64::*;
 
-#[target_feature(enable = "aes,sse4.1")]
-unsafe fn group(k: &Keys, c: u128, src: *const u8, dst: *mut u8) {
-    let bswap = _mm_set_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+#[inline]
+#[target_feature(enable = "sse4.1")]
+unsafe fn counters(c: u128) -> [__m128i; 8] {
     let mut x = [_mm_setzero_si128(); 8];
-    let lo = c as u64;
-    if lo <= u64::MAX - 7 {
-        let base = _mm_set_epi64x((c >> 64) as i64, lo as i64);
+    if (c as u8) <= 0xff - 7 {
+        let be = c.to_be_bytes();
+        let base = _mm_loadu_si128(be.as_ptr().cast());
+        for (i, v) in x.iter_mut().enumerate() {
+            *v = _mm_add_epi64(base, _mm_set_epi64x((i as i64) << 56, 0));
+        }
+    } else if (c as u64) <= u64::MAX - 7 {
+        let bswap = _mm_set_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+        let base = _mm_set_epi64x((c >> 64) as i64, c as u64 as i64);
         for (i, v) in x.iter_mut().enumerate() {
             *v = _mm_shuffle_epi8(_mm_add_epi64(base, _mm_set_epi64x(0, i as i64)), bswap);
         }
@@ -24,10 +32,23 @@ unsafe fn group(k: &Keys, c: u128, src: *const u8, dst: *mut u8) {
             *v = _mm_loadu_si128(b.as_ptr().cast());
         }
     }
-    crypt_aesni::<8, false>(k, &mut x);
+    x
+}
+
+/// Encrypts the counter blocks `x` and XORs the keystream over one group; the data XOR is
+/// folded into the last round key.
+#[inline]
+#[target_feature(enable = "aes,sse4.1")]
+unsafe fn group(k: &Keys, mut x: [__m128i; 8], src: *const u8, dst: *mut u8) {
+    let (first, last) = (k.key::<false>(0), k.key::<false>(k.rounds));
+    for v in x.iter_mut() {
+        *v = _mm_xor_si128(*v, first);
+    }
+    rounds_but_last_aesni::<8, false>(k, &mut x);
     for (i, v) in x.iter().enumerate() {
         let d = _mm_loadu_si128(src.add(16 * i).cast());
-        _mm_storeu_si128(dst.add(16 * i).cast(), _mm_xor_si128(*v, d));
+        let out = last_round_aesni::<false>(*v, _mm_xor_si128(d, last));
+        _mm_storeu_si128(dst.add(16 * i).cast(), out);
     }
 }
 
@@ -41,16 +62,18 @@ pub(super) unsafe fn ctr_aesni(
     len: usize,
 ) {
     let mut off = 0;
+    let mut x = counters(*counter);
     while off + GROUP <= len {
-        group(k, *counter, src.add(off), dst.add(off));
         *counter = counter.wrapping_add(8);
+        let next = counters(*counter);
+        group(k, x, src.add(off), dst.add(off));
+        x = next;
         off += GROUP;
     }
     if off < len {
-        let c = *counter;
         // SAFETY (for the closure): the buffer pointers cover GROUP bytes.
         tail_through_buffer(src.add(off), dst.add(off), len - off, |s, d| unsafe {
-            group(k, c, s, d)
+            group(k, x, s, d)
         });
         *counter = counter.wrapping_add(((len - off) / 16) as u128);
     }

@@ -60,10 +60,14 @@ pub(super) unsafe fn xts_aesni<const DEC: bool>(
         }
         let mut off = 0;
         while off + GROUP <= unit {
+            // The next group's tweaks before this group's rounds (software pipelining).
+            let next = if off + GROUP < unit {
+                tw.map(|v| mul_x8(v))
+            } else {
+                tw
+            };
             group::<DEC>(k, &tw, src.add(off), dst.add(off));
-            for v in tw.iter_mut() {
-                *v = mul_x8(*v);
-            }
+            tw = next;
             off += GROUP;
         }
         if off < unit {
