@@ -130,7 +130,7 @@ unsafe fn first_tweaks(t: &Block) -> [__m256i; 8] {
             _mm256_clmulepi64_epi128::<0x00>(h, poly),
         )
     };
-    let tw = [
+    [
         t01,
         t23,
         t45,
@@ -139,6 +139,5 @@ unsafe fn first_tweaks(t: &Block) -> [__m256i; 8] {
         mul_x8(t23),
         mul_x8(t45),
         mul_x8(t67),
-    ];
-    tw
+    ]
 }
