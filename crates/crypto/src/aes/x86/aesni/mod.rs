@@ -133,8 +133,7 @@ unsafe fn crypt_aesni<const N: usize, const DEC: bool>(k: &Keys, x: &mut [__m128
     }
 }
 
-/// Runs `group` (which reads and writes exactly [`GROUP`] bytes) on the last `len` < 128
-/// bytes through a stack buffer.
+/// The short last group of a kernel, through a stack buffer of one group.
 #[inline(always)]
 unsafe fn tail_through_buffer(
     src: *const u8,
@@ -142,13 +141,7 @@ unsafe fn tail_through_buffer(
     len: usize,
     group: impl FnOnce(*const u8, *mut u8),
 ) {
-    debug_assert!(len < GROUP);
-    let mut buf = [0u8; GROUP];
-    core::ptr::copy_nonoverlapping(src, buf.as_mut_ptr(), len);
-    let p = buf.as_mut_ptr();
-    group(p, p);
-    core::ptr::copy_nonoverlapping(buf.as_ptr(), dst, len);
-    buf.zeroize();
+    super::common::tail_through_buffer::<GROUP>(src, dst, len, group)
 }
 
 impl AesKernels for Keys {

@@ -170,8 +170,7 @@ unsafe fn last_round_vaes_avx2<const DEC: bool>(x: __m256i, key: __m256i) -> __m
     }
 }
 
-/// Runs `group` (which reads and writes exactly [`GROUP`] bytes) on the last `len` < 256
-/// bytes through a stack buffer.
+/// The short last group of a kernel, through a stack buffer of one group.
 #[inline(always)]
 unsafe fn tail_through_buffer(
     src: *const u8,
@@ -179,13 +178,7 @@ unsafe fn tail_through_buffer(
     len: usize,
     group: impl FnOnce(*const u8, *mut u8),
 ) {
-    debug_assert!(len < GROUP);
-    let mut buf = [0u8; GROUP];
-    core::ptr::copy_nonoverlapping(src, buf.as_mut_ptr(), len);
-    let p = buf.as_mut_ptr();
-    group(p, p);
-    core::ptr::copy_nonoverlapping(buf.as_ptr(), dst, len);
-    buf.zeroize();
+    super::common::tail_through_buffer::<GROUP>(src, dst, len, group)
 }
 
 impl AesKernels for Keys {
