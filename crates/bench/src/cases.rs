@@ -3,7 +3,7 @@
 use crate::Side;
 use openssl::cipher::{Cipher, CipherRef};
 use openssl::cipher_ctx::CipherCtx;
-use sectorcrypt_crypto::{Backend, Cbc, CipherSpec, Ctr, Ecb, SectorCipher, SectorLayout};
+use sectorcrypt_crypto::{Backend, Cbc, CipherSpec, Ctr, Ecb, Gcm, SectorCipher, SectorLayout};
 use std::rc::Rc;
 use std::sync::{mpsc, Arc};
 
@@ -64,6 +64,22 @@ pub(crate) fn all() -> Vec<Case> {
         Case {
             name: "aes-256-xts/4096-mt",
             build: xts_multithreaded,
+        },
+        Case {
+            name: "aes-256-gcm/16384",
+            build: |b, _, _| gcm(b, 32, 16384, true),
+        },
+        Case {
+            name: "aes-256-gcm/512",
+            build: |b, _, _| gcm(b, 32, 512, true),
+        },
+        Case {
+            name: "aes-128-gcm/16384",
+            build: |b, _, _| gcm(b, 16, 16384, true),
+        },
+        Case {
+            name: "aes-256-gcm-dec/16384",
+            build: |b, _, _| gcm(b, 32, 16384, false),
         },
     ]
 }
@@ -305,5 +321,66 @@ fn xts_multithreaded(b: Backend, _quick: bool, threads: usize) -> Result<Built, 
     Ok(Built {
         ours,
         peer: Some(peer),
+    })
+}
+
+/// AES-GCM, one whole message per call (IV set, update, final and tag included on both
+/// sides), 12-byte IV, no AAD.
+fn gcm(b: Backend, key_len: usize, len: usize, encrypt: bool) -> Result<Built, String> {
+    let k = key(key_len);
+    let iv = [0x24u8; 12];
+    let g = Gcm::with_backend(&k, b).map_err(e)?;
+    let plain = input(len);
+    let mut ct = vec![0u8; len];
+    let tag = g.seal_to(&iv, &[], &plain, &mut ct).map_err(e)?;
+    let src = if encrypt { plain } else { Rc::new(ct) };
+    let mut dst = vec![0u8; len];
+    let s = src.clone();
+    let ours: Box<dyn FnMut()> = if encrypt {
+        Box::new(move || {
+            std::hint::black_box(g.seal_to(&iv, &[], &s, &mut dst).expect("seal"));
+        })
+    } else {
+        Box::new(move || g.open_to(&iv, &[], &s, &mut dst, &tag).expect("open"))
+    };
+    let cipher = if key_len == 16 {
+        Cipher::aes_128_gcm()
+    } else {
+        Cipher::aes_256_gcm()
+    };
+    let mut ctx = CipherCtx::new().map_err(e)?;
+    if encrypt {
+        ctx.encrypt_init(Some(cipher), Some(&k), None).map_err(e)?;
+    } else {
+        ctx.decrypt_init(Some(cipher), Some(&k), None).map_err(e)?;
+    }
+    let mut out = vec![0u8; len + 16];
+    let peer: Box<dyn FnMut()> = Box::new(move || {
+        let mut t = [0u8; 16];
+        if encrypt {
+            ctx.encrypt_init(None, None, Some(&iv)).expect("init");
+            ctx.cipher_update(&src, Some(&mut out)).expect("update");
+            ctx.cipher_final(&mut out[len..]).expect("final");
+            ctx.tag(&mut t).expect("tag");
+        } else {
+            ctx.decrypt_init(None, None, Some(&iv)).expect("init");
+            ctx.set_tag(&tag).expect("tag");
+            ctx.cipher_update(&src, Some(&mut out)).expect("update");
+            ctx.cipher_final(&mut out[len..])
+                .expect("final: tag must verify");
+        }
+        std::hint::black_box(t);
+    });
+    Ok(Built {
+        ours: Side {
+            name: "sectorcrypt".into(),
+            bytes: len,
+            call: ours,
+        },
+        peer: Some(Side {
+            name: "openssl".into(),
+            bytes: len,
+            call: peer,
+        }),
     })
 }

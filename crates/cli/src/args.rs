@@ -50,6 +50,10 @@ aes-cbc-plain, aes-cbc-essiv:sha256, aes-ecb. The input must be a whole number o
 sector (dm-crypt's default) or by 1 with --iv-large-sectors.
 Raw modes: aes-ecb, aes-cbc, aes-ctr, aes-xts, with --iv (16 bytes, hex): the whole input
 is one message (one XTS data unit).
+AES-GCM: --cipher aes-gcm --iv HEX (any non-empty length; 12 bytes is standard) [--aad HEX]
+[--tag-len N]. Encryption writes the ciphertext followed by the tag; decryption reads
+ciphertext||tag and writes the plaintext only if the tag verifies, otherwise it prints
+'authentication failed' and exits 1 with nothing written.
 The key length picks AES-128/192/256 (for XTS, both halves together: 32, 48 or 64 bytes).";
 
 const BACKENDS_HELP: &str = "\
@@ -74,8 +78,8 @@ pub struct CipherArgs {
     /// encrypt or decrypt.
     #[arg(value_enum)]
     pub direction: Direction,
-    /// A dm-crypt cipher string (aes-xts-plain64, ...) or a raw mode (aes-ecb, aes-cbc,
-    /// aes-ctr, aes-xts).
+    /// A dm-crypt cipher string (aes-xts-plain64, ...), a raw mode (aes-ecb, aes-cbc,
+    /// aes-ctr, aes-xts) or aes-gcm.
     #[arg(long, value_name = "SPEC")]
     pub cipher: String,
     /// The key as hex digits.
@@ -87,6 +91,13 @@ pub struct CipherArgs {
     /// Raw modes: the 16-byte IV (CBC), initial counter block (CTR) or tweak (XTS), hex.
     #[arg(long, value_name = "HEX")]
     pub iv: Option<String>,
+    /// aes-gcm: additional authenticated data, hex.
+    #[arg(long, value_name = "HEX")]
+    pub aad: Option<String>,
+    /// aes-gcm: tag length in bytes (16, 15, 14, 13, 12; 8 and 4 only for protocols that
+    /// require them).
+    #[arg(long, value_name = "N")]
+    pub tag_len: Option<usize>,
     /// Cipher strings: the IV number of the first sector.
     #[arg(long, value_name = "S")]
     pub sector: Option<u64>,

@@ -4,7 +4,7 @@
 
 use crate::args::{CipherArgs, Direction};
 use crate::failure::Failure;
-use sectorcrypt_crypto::{Cbc, CipherSpec, Ctr, SectorCipher, SectorLayout, Xts};
+use sectorcrypt_crypto::{Cbc, CipherSpec, Ctr, Gcm, SectorCipher, SectorLayout, Xts};
 use std::io::{Read, Write};
 use std::path::Path;
 use zeroize::Zeroizing;
@@ -14,6 +14,14 @@ const RAW: [&str; 4] = ["aes-ecb", "aes-cbc", "aes-ctr", "aes-xts"];
 
 pub fn run(a: CipherArgs) -> Result<(), Failure> {
     let key = read_key(&a)?;
+    if a.cipher == "aes-gcm" {
+        return gcm(&a, &key);
+    }
+    if a.aad.is_some() || a.tag_len.is_some() {
+        return Err(Failure::usage(
+            "--aad and --tag-len go with --cipher aes-gcm",
+        ));
+    }
     let raw = RAW.contains(&a.cipher.as_str());
     let spec = if raw && a.cipher != "aes-ecb" {
         None
@@ -78,6 +86,63 @@ pub fn run(a: CipherArgs) -> Result<(), Failure> {
         }
     }
     write_output(a.output.as_deref(), &data)
+}
+
+/// AES-GCM: ciphertext || tag out on encryption; on decryption the plaintext is written
+/// only when the tag verifies.
+fn gcm(a: &CipherArgs, key: &[u8]) -> Result<(), Failure> {
+    if a.sector.is_some() || a.sector_size.is_some() || a.iv_large_sectors {
+        return Err(Failure::usage(
+            "--sector, --sector-size and --iv-large-sectors do not apply to aes-gcm",
+        ));
+    }
+    let iv = decode_hex(
+        a.iv.as_deref()
+            .ok_or_else(|| Failure::usage("aes-gcm needs --iv (hex; 12 bytes is standard)"))?,
+        "--iv",
+    )?;
+    let aad = match &a.aad {
+        Some(h) => decode_hex(h, "--aad")?,
+        None => vec![],
+    };
+    let tag_len = a.tag_len.unwrap_or(16);
+    let short = matches!(tag_len, 4 | 8);
+    if !short && !(12..=16).contains(&tag_len) {
+        return Err(Failure::usage(format!(
+            "--tag-len {tag_len}: use 16, 15, 14, 13 or 12 (or 8 or 4)"
+        )));
+    }
+    let g = Gcm::new(key)?;
+    let mut data = read_input(a.input.as_deref())?;
+    if a.direction == Direction::Encrypt {
+        let mut tag = [0u8; 16];
+        if short {
+            g.seal_short_tag(&iv, &aad, &mut data, &mut tag[..tag_len])?;
+        } else {
+            tag = g.seal(&iv, &aad, &mut data)?;
+        }
+        data.extend_from_slice(&tag[..tag_len]);
+        return write_output(a.output.as_deref(), &data);
+    }
+    if data.len() < tag_len {
+        return Err(Failure::usage(format!(
+            "input is {} bytes, shorter than the {tag_len}-byte tag",
+            data.len()
+        )));
+    }
+    let tag = data.split_off(data.len() - tag_len);
+    let opened = if short {
+        g.open_short_tag(&iv, &aad, &mut data, &tag)
+    } else {
+        g.open(&iv, &aad, &mut data, &tag)
+    };
+    match opened {
+        Ok(()) => write_output(a.output.as_deref(), &data),
+        Err(sectorcrypt_crypto::Error::AuthenticationFailed) => {
+            Err(Failure::runtime("authentication failed"))
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// Raw ECB goes through the dm-crypt path above (it has no IV); this is for the others.

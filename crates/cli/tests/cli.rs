@@ -457,3 +457,69 @@ fn demo_runs_and_verifies() {
         "{text}"
     );
 }
+
+#[test]
+fn gcm_matches_openssl_and_refuses_a_bad_tag() {
+    let mut rng = rng();
+    for b in backends() {
+        for (key_len, iv_len, len, tag_len) in [
+            (16usize, 12usize, 0usize, 16usize),
+            (32, 12, 1000, 16),
+            (24, 8, 77, 12),
+            (32, 60, 4097, 14),
+        ] {
+            let (key, iv, aad, data) = (
+                bytes(&mut rng, key_len),
+                bytes(&mut rng, iv_len),
+                bytes(&mut rng, 20),
+                bytes(&mut rng, len),
+            );
+            let (k, v, a, t) = (
+                hex::encode(&key),
+                hex::encode(&iv),
+                hex::encode(&aad),
+                tag_len.to_string(),
+            );
+            let mut args = vec![
+                "cipher",
+                "encrypt",
+                "--cipher",
+                "aes-gcm",
+                "--key",
+                &k,
+                "--iv",
+                &v,
+                "--aad",
+                &a,
+                "--tag-len",
+                &t,
+            ];
+            let out = run(&args, &data, Some(b));
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let cipher = match key_len {
+                16 => Cipher::aes_128_gcm(),
+                24 => Cipher::aes_192_gcm(),
+                _ => Cipher::aes_256_gcm(),
+            };
+            let mut tag = vec![0u8; tag_len];
+            let ct = openssl::symm::encrypt_aead(cipher, &key, Some(&iv), &aad, &data, &mut tag)
+                .expect("openssl gcm");
+            assert_eq!(out.stdout, [ct, tag].concat(), "gcm {len} bytes on {b}");
+            args[1] = "decrypt";
+            let back = run(&args, &out.stdout, Some(b));
+            assert!(back.status.success());
+            assert_eq!(back.stdout, data);
+            let mut forged = out.stdout.clone();
+            let last = forged.len() - 1;
+            forged[last] ^= 1;
+            let bad = run(&args, &forged, Some(b));
+            assert_eq!(bad.status.code(), Some(1), "forged tag on {b}");
+            assert!(bad.stdout.is_empty());
+            assert!(String::from_utf8_lossy(&bad.stderr).contains("authentication failed"));
+        }
+    }
+}
