@@ -3,7 +3,7 @@
 
 use zeroize::Zeroize;
 
-/// Runs `group`, which reads and writes exactly `GROUP` bytes, on the last `len < GROUP`
+/// Runs `group`, which reads and writes exactly `GROUP` bytes, on the last `len <= GROUP`
 /// bytes of a buffer through a stack buffer (the short last group of a kernel).
 ///
 /// # Safety
@@ -15,7 +15,7 @@ pub(crate) unsafe fn tail_through_buffer<const GROUP: usize>(
     len: usize,
     group: impl FnOnce(*const u8, *mut u8),
 ) {
-    debug_assert!(len < GROUP);
+    debug_assert!(len <= GROUP);
     let mut buf = [0u8; GROUP];
     // SAFETY: the caller guarantees `len` readable bytes at `src`; `buf` holds GROUP > len.
     unsafe { core::ptr::copy_nonoverlapping(src, buf.as_mut_ptr(), len) };

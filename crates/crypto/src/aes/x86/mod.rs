@@ -3,5 +3,5 @@
 //! for a backend after [`crate::Backend::ensure_usable`] confirmed the CPU features.
 
 pub(crate) mod aesni;
-mod common;
+pub(crate) mod common;
 pub(crate) mod vaes;

@@ -53,12 +53,12 @@ unsafe fn counters(c: u128) -> [__m256i; 8] {
 /// Encrypts the counter blocks `x` and XORs the keystream over one group.
 #[inline]
 #[target_feature(enable = "avx2,vaes")]
-unsafe fn group(k: &Keys, mut x: [__m256i; 8], src: *const u8, dst: *mut u8) {
+unsafe fn group<const N: usize>(k: &Keys, mut x: [__m256i; N], src: *const u8, dst: *mut u8) {
     let (first, last) = (k.key::<false>(0), k.key::<false>(k.rounds));
     for v in x.iter_mut() {
         *v = _mm256_xor_si256(*v, first);
     }
-    rounds_but_last_vaes_avx2::<8, false>(k, &mut x);
+    rounds_but_last_vaes_avx2::<N, false>(k, &mut x);
     // The data XOR is folded into the last round key: AESENCLAST XORs its key last.
     for (i, v) in x.iter().enumerate() {
         let d = _mm256_loadu_si256(src.add(32 * i).cast());
@@ -83,14 +83,24 @@ pub(super) unsafe fn ctr_vaes_avx2(
     while off + GROUP <= len {
         *counter = counter.wrapping_add(16);
         let next = counters(*counter);
-        group(k, x, src.add(off), dst.add(off));
+        group::<8>(k, x, src.add(off), dst.add(off));
         x = next;
         off += GROUP;
     }
-    if off < len {
+    if off < len && len - off <= 32 {
+        // One or two blocks (a GCM tail): one register, through a 32-byte buffer.
+        // SAFETY (for the closure): the buffer pointers cover 32 bytes.
+        crate::aes::x86::common::tail_through_buffer::<32>(
+            src.add(off),
+            dst.add(off),
+            len - off,
+            |s, d| unsafe { group::<1>(k, [x[0]], s, d) },
+        );
+        *counter = counter.wrapping_add(((len - off) / 16) as u128);
+    } else if off < len {
         // SAFETY (for the closure): the buffer pointers cover GROUP bytes.
         tail_through_buffer(src.add(off), dst.add(off), len - off, |s, d| unsafe {
-            group(k, x, s, d)
+            group::<8>(k, x, s, d)
         });
         *counter = counter.wrapping_add(((len - off) / 16) as u128);
     }
