@@ -23,3 +23,25 @@ fn backends_under_test() {
             .join(", ")
     );
 }
+
+/// VAES on ymm needs the CPUID bits and the YMM state only: where the CPU has them, vaes is
+/// usable and chosen first, whether or not the OS enables the AVX-512 state (this
+/// project's Zen 4 machines have XCR0 = 0x7, no AVX-512 state).
+#[test]
+fn vaes_is_chosen_without_avx512_state() {
+    let f = sectorcrypt_crypto::cpu::features();
+    eprintln!("cpu: {:?}", f.names());
+    let has = f.aes && f.avx2 && f.vaes && f.vpclmulqdq && f.os_ymm;
+    assert_eq!(sectorcrypt_crypto::Backend::Vaes.check_cpu().is_ok(), has);
+    if has {
+        assert_eq!(
+            sectorcrypt_crypto::Backend::usable()[0],
+            sectorcrypt_crypto::Backend::Vaes
+        );
+        if !f.os_zmm {
+            eprintln!("vaes chosen with no AVX-512 state enabled");
+        }
+    } else {
+        eprintln!("SKIPPED the vaes half: this CPU lacks vaes/vpclmulqdq/avx2 or ymm state");
+    }
+}
