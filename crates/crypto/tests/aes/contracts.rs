@@ -1,12 +1,13 @@
 //! Contracts every backend keeps: bulk equals block by block (101 blocks: no multiple of
 //! any parallel width), every backend equals soft at every block count around the
-//! parallel widths (4, 8, 16 blocks) and for 1 to 17 sectors.
+//! parallel widths (4, 8, 16 blocks) and for 1 to 17 sectors, and every refusal comes
+//! with the right error and leaves the output buffer untouched.
 
 use crate::differential::rng;
 use crate::harness::backends;
 use rand::{Rng, RngCore};
 use sectorcrypt_crypto::{
-    Backend, Cbc, CipherMode, CipherSpec, Ctr, Ecb, SectorCipher, SectorLayout, Xts,
+    Backend, Cbc, CipherMode, CipherSpec, Ctr, Ecb, Error, SectorCipher, SectorLayout, Xts,
 };
 
 const BLOCKS: usize = 101;
@@ -77,6 +78,14 @@ fn bulk_equals_block_by_block() {
             x.encrypt(&t, s).unwrap();
         }
         assert_eq!(bulk, data, "xts sectors vs units on {b}");
+        for (i, s) in bulk.chunks_exact_mut(512).enumerate() {
+            let mut t = [0u8; 16];
+            t[..8].copy_from_slice(&(1000 + i as u64).to_le_bytes());
+            x.decrypt(&t, s).unwrap();
+        }
+        let mut back = data.clone();
+        sc.decrypt(1000, &mut back).unwrap();
+        assert_eq!(bulk, back, "xts sector decrypt vs units on {b}");
     }
 }
 
@@ -184,6 +193,205 @@ fn every_backend_equals_soft() {
                     assert_eq!(a, data, "{spec} {count}x{size} decrypt on {b}");
                 }
             }
+        }
+    }
+}
+
+/// `f` must fail with `want` and leave `buf` as it was.
+fn refused(
+    what: &str,
+    want: &Error,
+    buf: &mut [u8],
+    f: impl FnOnce(&mut [u8]) -> Result<(), Error>,
+) {
+    let before = buf.to_vec();
+    match f(buf) {
+        Err(e) => assert_eq!(&e, want, "{what}"),
+        Ok(()) => panic!("{what}: accepted, expected {want:?}"),
+    }
+    assert!(buf == before.as_slice(), "{what}: output written on error");
+}
+
+fn partial_blocks(len: usize) -> Error {
+    Error::Length {
+        got: len,
+        why: "must be a multiple of 16 bytes",
+    }
+}
+
+#[test]
+fn partial_blocks_are_refused_untouched() {
+    for b in backends() {
+        let key: Vec<u8> = (1..=32).collect();
+        let ecb = Ecb::with_backend(&key, b).unwrap();
+        let cbc = Cbc::with_backend(&key[..24], b).unwrap();
+        let iv = [0x42u8; 16];
+        for len in [1usize, 8, 15, 17, 31, 33, 100, 4095, 4097] {
+            let src = vec![0x11u8; len];
+            let mut buf = vec![0x77u8; len];
+            let want = partial_blocks(len);
+            let at = |m: &str| format!("{m} of {len} bytes on {b}");
+            refused(&at("ecb encrypt"), &want, &mut buf, |d| ecb.encrypt(d));
+            refused(&at("ecb decrypt"), &want, &mut buf, |d| ecb.decrypt(d));
+            refused(&at("ecb encrypt_to"), &want, &mut buf, |d| {
+                ecb.encrypt_to(&src, d)
+            });
+            refused(&at("ecb decrypt_to"), &want, &mut buf, |d| {
+                ecb.decrypt_to(&src, d)
+            });
+            refused(&at("cbc encrypt"), &want, &mut buf, |d| cbc.encrypt(&iv, d));
+            refused(&at("cbc decrypt"), &want, &mut buf, |d| cbc.decrypt(&iv, d));
+            refused(&at("cbc encrypt_to"), &want, &mut buf, |d| {
+                cbc.encrypt_to(&iv, &src, d)
+            });
+            refused(&at("cbc decrypt_to"), &want, &mut buf, |d| {
+                cbc.decrypt_to(&iv, &src, d)
+            });
+        }
+    }
+}
+
+#[test]
+fn length_mismatch_is_refused_untouched() {
+    for b in backends() {
+        let key: Vec<u8> = (1..=64).collect();
+        let ecb = Ecb::with_backend(&key[..16], b).unwrap();
+        let cbc = Cbc::with_backend(&key[..32], b).unwrap();
+        let ctr = Ctr::with_backend(&key[..32], b).unwrap();
+        let xts = Xts::with_backend(&key, b).unwrap();
+        let spec: CipherSpec = "aes-xts-plain64".parse().unwrap();
+        let sc = SectorCipher::with_backend(spec, &key, SectorLayout::new(512, false).unwrap(), b)
+            .unwrap();
+        let iv = [9u8; 16];
+        for (s, d) in [
+            (32usize, 48usize),
+            (48, 32),
+            (16, 0),
+            (512, 1024),
+            (1024, 512),
+        ] {
+            let src = vec![0x33u8; s];
+            let mut dst = vec![0x55u8; d];
+            let want = Error::LengthMismatch { src: s, dst: d };
+            let at = |m: &str| format!("{m} {s} -> {d} bytes on {b}");
+            refused(&at("ecb encrypt_to"), &want, &mut dst, |o| {
+                ecb.encrypt_to(&src, o)
+            });
+            refused(&at("ecb decrypt_to"), &want, &mut dst, |o| {
+                ecb.decrypt_to(&src, o)
+            });
+            refused(&at("cbc encrypt_to"), &want, &mut dst, |o| {
+                cbc.encrypt_to(&iv, &src, o)
+            });
+            refused(&at("cbc decrypt_to"), &want, &mut dst, |o| {
+                cbc.decrypt_to(&iv, &src, o)
+            });
+            refused(&at("ctr apply_keystream_to"), &want, &mut dst, |o| {
+                ctr.apply_keystream_to(&iv, 5, &src, o)
+            });
+            refused(&at("xts encrypt_to"), &want, &mut dst, |o| {
+                xts.encrypt_to(&iv, &src, o)
+            });
+            refused(&at("xts decrypt_to"), &want, &mut dst, |o| {
+                xts.decrypt_to(&iv, &src, o)
+            });
+            refused(&at("sectors encrypt_to"), &want, &mut dst, |o| {
+                sc.encrypt_to(7, &src, o)
+            });
+            refused(&at("sectors decrypt_to"), &want, &mut dst, |o| {
+                sc.decrypt_to(7, &src, o)
+            });
+        }
+    }
+}
+
+#[test]
+fn xts_unit_sizes_are_checked() {
+    for b in backends() {
+        let key: Vec<u8> = (0..48).map(|i| i * 3).collect();
+        let x = Xts::with_backend(&key, b).unwrap();
+        let t = [1u8; 16];
+        for len in [0usize, 1, 8, 15] {
+            let want = Error::Length {
+                got: len,
+                why: "an xts data unit needs at least 16 bytes",
+            };
+            let src = vec![0u8; len];
+            let mut buf = vec![0x66u8; len];
+            refused(&format!("xts encrypt {len} on {b}"), &want, &mut buf, |d| {
+                x.encrypt(&t, d)
+            });
+            refused(&format!("xts decrypt {len} on {b}"), &want, &mut buf, |d| {
+                x.decrypt(&t, d)
+            });
+            refused(
+                &format!("xts encrypt_to {len} on {b}"),
+                &want,
+                &mut buf,
+                |d| x.encrypt_to(&t, &src, d),
+            );
+        }
+        // IEEE 1619-2007 section 5.1: at most 2^20 blocks per data unit.
+        let max = 16usize << 20;
+        let mut big = vec![0u8; max + 1];
+        assert!(
+            matches!(x.encrypt(&t, &mut big), Err(Error::Length { got, .. }) if got == max + 1),
+            "2^20 blocks + 1 byte on {b}"
+        );
+        assert!(big.iter().all(|&v| v == 0), "written on error on {b}");
+        let mut at_max = vec![0u8; max];
+        x.encrypt(&t, &mut at_max).unwrap();
+        x.decrypt(&t, &mut at_max).unwrap();
+        assert!(
+            at_max.iter().all(|&v| v == 0),
+            "2^20 blocks round trip on {b}"
+        );
+    }
+}
+
+#[test]
+fn wrong_key_lengths_are_refused() {
+    for b in backends() {
+        for len in [0usize, 1, 8, 15, 17, 20, 23, 25, 31, 33, 48, 64] {
+            let key = vec![0xa5u8; len];
+            let is_len =
+                |r: Result<(), Error>| matches!(r, Err(Error::KeyLength { got, .. }) if got == len);
+            assert!(
+                is_len(Ecb::with_backend(&key, b).map(drop)),
+                "ecb {len} on {b}"
+            );
+            assert!(
+                is_len(Cbc::with_backend(&key, b).map(drop)),
+                "cbc {len} on {b}"
+            );
+            assert!(
+                is_len(Ctr::with_backend(&key, b).map(drop)),
+                "ctr {len} on {b}"
+            );
+        }
+        for len in [0usize, 16, 24, 31, 33, 40, 47, 49, 63, 65, 96, 128] {
+            let key: Vec<u8> = (0..len as u32).map(|i| i as u8).collect();
+            assert!(
+                matches!(Xts::with_backend(&key, b), Err(Error::KeyLength { got, .. }) if got == len),
+                "xts {len} on {b}"
+            );
+        }
+        for len in [32usize, 48, 64] {
+            let half: Vec<u8> = (0..len as u8 / 2).collect();
+            let key = [half.clone(), half].concat();
+            assert_eq!(
+                Xts::with_backend(&key, b).unwrap_err(),
+                Error::XtsEqualKeys,
+                "xts {len} equal halves on {b}"
+            );
+            let mut other = key.clone();
+            other[len - 1] ^= 1;
+            assert!(Xts::with_backend(&other, b).is_ok(), "xts {len} on {b}");
+        }
+        for len in [16usize, 24, 32] {
+            assert!(Ecb::with_backend(&vec![1u8; len], b).is_ok());
+            assert!(Cbc::with_backend(&vec![1u8; len], b).is_ok());
+            assert!(Ctr::with_backend(&vec![1u8; len], b).is_ok());
         }
     }
 }

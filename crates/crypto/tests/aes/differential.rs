@@ -1,5 +1,6 @@
 //! Every mode against OpenSSL on random keys, IVs and lengths at every boundary, at
-//! unaligned buffer offsets; in place against out of place.
+//! unaligned buffer offsets; in place against out of place. The seed is printed; set
+//! `SECTORCRYPT_TEST_SEED` to replay a run.
 
 use crate::harness::backends;
 use openssl::symm::{Cipher, Crypter, Mode};
@@ -70,8 +71,21 @@ fn random(rng: &mut StdRng, n: usize) -> Vec<u8> {
     v
 }
 
-/// Runs `ours` out of place from an unaligned source into an unaligned destination and in
-/// place, checks both against `want`.
+/// The whole-block lengths nearest to each of [`LENGTHS`] (both neighbours when a length
+/// falls between two), for ECB and CBC.
+fn whole_block_lengths() -> Vec<usize> {
+    let mut v: Vec<usize> = LENGTHS
+        .iter()
+        .flat_map(|&l| [l / 16 * 16, l.div_ceil(16) * 16])
+        .collect();
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+/// Runs `ours` out of place from a source at a random odd offset (1..=15 bytes past an
+/// allocation) into a destination at another, then in place at an odd offset, and checks
+/// both against `want`.
 fn check(
     b: Backend,
     what: &str,
@@ -80,7 +94,8 @@ fn check(
     rng: &mut StdRng,
     ours: impl Fn(Option<&[u8]>, &mut [u8]),
 ) {
-    let (so, dof) = (rng.gen_range(0..16), rng.gen_range(0..16));
+    assert_eq!(input.len(), want.len(), "{what}: openssl output length");
+    let (so, dof) = (rng.gen_range(1..16), rng.gen_range(1..16));
     let mut src = vec![0u8; input.len() + so];
     src[so..].copy_from_slice(input);
     let mut dst = vec![0u8; input.len() + dof];
@@ -89,104 +104,83 @@ fn check(
         dst[dof..] == *want,
         "{what} out of place (offsets {so}/{dof}) on {b}"
     );
-    let mut inplace = src.clone();
+    assert!(src[so..] == *input, "{what}: source modified on {b}");
+    let mut inplace = src;
     ours(None, &mut inplace[so..]);
-    assert!(inplace[so..] == *want, "{what} in place on {b}");
+    assert!(
+        inplace[so..] == *want,
+        "{what} in place (offset {so}) on {b}"
+    );
 }
 
 #[test]
-fn block_modes_match_openssl() {
-    let mut rng = rng("block_modes_match_openssl");
+fn ecb_and_cbc_match_openssl() {
+    let mut rng = rng("ecb_and_cbc_match_openssl");
     for b in backends() {
         for key_len in [16, 24, 32] {
-            for &len in &LENGTHS {
-                let len = if b == Backend::Soft {
-                    len.min(1 << 16)
-                } else {
-                    len
-                };
-                let whole = len / 16 * 16;
+            for len in whole_block_lengths() {
                 let key = random(&mut rng, key_len);
                 let iv: [u8; 16] = rng.gen();
                 let pt = random(&mut rng, len);
                 let what = |m: &str| format!("aes-{}-{m} {len} bytes", key_len * 8);
+                let (ecb_c, cbc_c) = (aes_cipher("ecb", key_len), aes_cipher("cbc", key_len));
 
                 let ecb = Ecb::with_backend(&key, b).unwrap();
-                let want = openssl(
-                    aes_cipher("ecb", key_len),
-                    Mode::Encrypt,
-                    &key,
-                    None,
-                    &pt[..whole],
-                );
-                check(
-                    b,
-                    &what("ecb enc"),
-                    &pt[..whole],
-                    &want,
-                    &mut rng,
-                    |s, d| match s {
-                        Some(s) => ecb.encrypt_to(s, d).unwrap(),
-                        None => ecb.encrypt(d).unwrap(),
-                    },
-                );
-                let want = openssl(
-                    aes_cipher("ecb", key_len),
-                    Mode::Decrypt,
-                    &key,
-                    None,
-                    &pt[..whole],
-                );
-                check(
-                    b,
-                    &what("ecb dec"),
-                    &pt[..whole],
-                    &want,
-                    &mut rng,
-                    |s, d| match s {
-                        Some(s) => ecb.decrypt_to(s, d).unwrap(),
-                        None => ecb.decrypt(d).unwrap(),
-                    },
-                );
+                let want = openssl(ecb_c, Mode::Encrypt, &key, None, &pt);
+                check(b, &what("ecb enc"), &pt, &want, &mut rng, |s, d| match s {
+                    Some(s) => ecb.encrypt_to(s, d).unwrap(),
+                    None => ecb.encrypt(d).unwrap(),
+                });
+                let want = openssl(ecb_c, Mode::Decrypt, &key, None, &pt);
+                check(b, &what("ecb dec"), &pt, &want, &mut rng, |s, d| match s {
+                    Some(s) => ecb.decrypt_to(s, d).unwrap(),
+                    None => ecb.decrypt(d).unwrap(),
+                });
 
                 let cbc = Cbc::with_backend(&key, b).unwrap();
-                let want = openssl(
-                    aes_cipher("cbc", key_len),
-                    Mode::Encrypt,
-                    &key,
-                    Some(&iv),
-                    &pt[..whole],
-                );
-                check(
-                    b,
-                    &what("cbc enc"),
-                    &pt[..whole],
-                    &want,
-                    &mut rng,
-                    |s, d| match s {
-                        Some(s) => cbc.encrypt_to(&iv, s, d).unwrap(),
-                        None => cbc.encrypt(&iv, d).unwrap(),
-                    },
-                );
-                let want = openssl(
-                    aes_cipher("cbc", key_len),
-                    Mode::Decrypt,
-                    &key,
-                    Some(&iv),
-                    &pt[..whole],
-                );
-                check(
-                    b,
-                    &what("cbc dec"),
-                    &pt[..whole],
-                    &want,
-                    &mut rng,
-                    |s, d| match s {
-                        Some(s) => cbc.decrypt_to(&iv, s, d).unwrap(),
-                        None => cbc.decrypt(&iv, d).unwrap(),
-                    },
-                );
+                let want = openssl(cbc_c, Mode::Encrypt, &key, Some(&iv), &pt);
+                check(b, &what("cbc enc"), &pt, &want, &mut rng, |s, d| match s {
+                    Some(s) => cbc.encrypt_to(&iv, s, d).unwrap(),
+                    None => cbc.encrypt(&iv, d).unwrap(),
+                });
+                let want = openssl(cbc_c, Mode::Decrypt, &key, Some(&iv), &pt);
+                check(b, &what("cbc dec"), &pt, &want, &mut rng, |s, d| match s {
+                    Some(s) => cbc.decrypt_to(&iv, s, d).unwrap(),
+                    None => cbc.decrypt(&iv, d).unwrap(),
+                });
+            }
+        }
+    }
+}
 
+/// OpenSSL's CTR keystream XORed into `data`, starting `offset` bytes into the stream of
+/// `iv`: the counter is advanced here (128-bit, wrapping), the partial first block is
+/// produced by running OpenSSL over `offset % 16` filler bytes first.
+fn openssl_ctr_at(key: &[u8], iv: &[u8; 16], offset: u64, data: &[u8]) -> Vec<u8> {
+    let start = u128::from_be_bytes(*iv).wrapping_add(u128::from(offset / 16));
+    let skip = (offset % 16) as usize;
+    let mut input = vec![0u8; skip];
+    input.extend_from_slice(data);
+    let out = openssl(
+        aes_cipher("ctr", key.len()),
+        Mode::Encrypt,
+        key,
+        Some(&start.to_be_bytes()),
+        &input,
+    );
+    out[skip..].to_vec()
+}
+
+#[test]
+fn ctr_matches_openssl() {
+    let mut rng = rng("ctr_matches_openssl");
+    for b in backends() {
+        for key_len in [16, 24, 32] {
+            for &len in &LENGTHS {
+                let key = random(&mut rng, key_len);
+                let iv: [u8; 16] = rng.gen();
+                let pt = random(&mut rng, len);
+                let what = format!("aes-{}-ctr {len} bytes", key_len * 8);
                 let ctr = Ctr::with_backend(&key, b).unwrap();
                 let want = openssl(
                     aes_cipher("ctr", key_len),
@@ -195,17 +189,32 @@ fn block_modes_match_openssl() {
                     Some(&iv),
                     &pt,
                 );
-                check(b, &what("ctr"), &pt, &want, &mut rng, |s, d| match s {
+                check(b, &what, &pt, &want, &mut rng, |s, d| match s {
                     Some(s) => ctr.apply_keystream_to(&iv, 0, s, d).unwrap(),
                     None => ctr.apply_keystream(&iv, 0, d),
                 });
-                // Random access: the keystream from byte k on equals OpenSSL's from k.
+                // Random access: the keystream from byte k on equals OpenSSL's from k, both
+                // inside this message and far beyond it.
                 if len > 0 {
                     let k = rng.gen_range(0..len);
                     let mut part = pt[k..].to_vec();
                     ctr.apply_keystream(&iv, k as u64, &mut part);
-                    assert_eq!(part, want[k..], "{} at offset {k} on {b}", what("ctr"));
+                    assert_eq!(part, want[k..], "{what} at offset {k} on {b}");
                 }
+                let far: u64 = rng.gen_range(0..1u64 << 44);
+                let n = len.min(4097);
+                let want = openssl_ctr_at(&key, &iv, far, &pt[..n]);
+                check(
+                    b,
+                    &format!("{what} at offset {far}"),
+                    &pt[..n],
+                    &want,
+                    &mut rng,
+                    |s, d| match s {
+                        Some(s) => ctr.apply_keystream_to(&iv, far, s, d).unwrap(),
+                        None => ctr.apply_keystream(&iv, far, d),
+                    },
+                );
             }
         }
     }
@@ -215,22 +224,42 @@ fn block_modes_match_openssl() {
 fn ctr_wraps_like_openssl() {
     let mut rng = rng("ctr_wraps_like_openssl");
     for b in backends() {
-        let key = random(&mut rng, 32);
-        let ctr = Ctr::with_backend(&key, b).unwrap();
-        // Just below the 2^64 carry and the 2^128 wrap.
-        let mut near64 = [0u8; 16];
-        near64[..8].copy_from_slice(&7u64.to_be_bytes());
-        near64[8..].copy_from_slice(&(u64::MAX - 9).to_be_bytes());
-        for iv in [near64, [0xff; 16], {
-            let mut v = [0xff; 16];
-            v[15] = 0xf0;
-            v
-        }] {
-            let pt = random(&mut rng, 16 * 70 + 5);
-            let want = openssl(Cipher::aes_256_ctr(), Mode::Encrypt, &key, Some(&iv), &pt);
-            let mut got = pt.clone();
-            ctr.apply_keystream(&iv, 0, &mut got);
-            assert_eq!(got, want, "ctr wrap from {iv:02x?} on {b}");
+        for key_len in [16, 32] {
+            let key = random(&mut rng, key_len);
+            let ctr = Ctr::with_backend(&key, b).unwrap();
+            // Just below the carry out of the low 64 bits, and just below the 2^128 wrap
+            // (OpenSSL's CTR counts with all 128 bits).
+            let mut near64 = [0u8; 16];
+            near64[..8].copy_from_slice(&7u64.to_be_bytes());
+            near64[8..].copy_from_slice(&(u64::MAX - 9).to_be_bytes());
+            let mut near64_full = [0xffu8; 16];
+            near64_full[15] = 0xfd;
+            near64_full[7] = 0x00;
+            let mut near128 = [0xffu8; 16];
+            near128[15] = 0xf0;
+            for iv in [near64, near64_full, near128, [0xff; 16]] {
+                let pt = random(&mut rng, 16 * 70 + 5);
+                let want = openssl(
+                    aes_cipher("ctr", key_len),
+                    Mode::Encrypt,
+                    &key,
+                    Some(&iv),
+                    &pt,
+                );
+                let mut got = pt.clone();
+                ctr.apply_keystream(&iv, 0, &mut got);
+                assert_eq!(got, want, "ctr wrap from {iv:02x?} on {b}");
+                // Entering the stream past the wrap at an unaligned offset.
+                for k in [1u64, 17, 16 * 20 + 3, 16 * 69 + 1] {
+                    let mut part = pt[k as usize..].to_vec();
+                    ctr.apply_keystream(&iv, k, &mut part);
+                    assert_eq!(
+                        part,
+                        want[k as usize..],
+                        "ctr wrap from {iv:02x?} at {k} on {b}"
+                    );
+                }
+            }
         }
     }
 }
@@ -241,11 +270,6 @@ fn xts_matches_openssl() {
     for b in backends() {
         for key_len in [32, 64] {
             for &len in LENGTHS.iter().filter(|&&l| l >= 16) {
-                let len = if b == Backend::Soft {
-                    len.min(1 << 16)
-                } else {
-                    len
-                };
                 let key = random(&mut rng, key_len);
                 let tweak: [u8; 16] = rng.gen();
                 let pt = random(&mut rng, len);

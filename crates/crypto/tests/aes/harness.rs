@@ -5,34 +5,40 @@ use sectorcrypt_crypto::Backend;
 use std::path::PathBuf;
 use std::sync::Once;
 
-/// Every backend this CPU can run, soft always first. A backend the CPU lacks is skipped
-/// with a printed reason; soft is never skipped (its absence fails the test).
+/// Every backend, whether it is tested here and, if not, why (soft must always be tested).
+pub fn backend_table() -> Vec<(Backend, Result<(), String>)> {
+    Backend::ALL
+        .into_iter()
+        .rev() // soft first
+        .map(|b| (b, b.ensure_usable().map_err(|e| e.to_string())))
+        .collect()
+}
+
+/// Every backend this CPU can run, soft always first. A backend the CPU lacks (or whose
+/// self-test failed) is skipped with a printed reason; soft is never skipped: its absence
+/// fails the calling test.
 pub fn backends() -> Vec<Backend> {
     static REPORT: Once = Once::new();
-    let mut out = vec![];
-    let mut lines = vec![];
-    for b in [Backend::Soft, Backend::Aesni, Backend::Vaes] {
-        match b.ensure_usable() {
-            Ok(()) => {
-                out.push(b);
-                lines.push(format!("backend {b}: tested"));
-            }
-            Err(e) => {
-                assert_ne!(
-                    b,
-                    Backend::Soft,
-                    "the soft backend must always be usable: {e}"
-                );
-                lines.push(format!("backend {b}: SKIPPED ({e})"));
-            }
-        }
+    let table = backend_table();
+    let soft = table.iter().find(|(b, _)| *b == Backend::Soft);
+    match soft {
+        Some((_, Ok(()))) => {}
+        Some((_, Err(e))) => panic!("the soft backend must always be usable: {e}"),
+        None => panic!("Backend::ALL lacks the soft backend"),
     }
     REPORT.call_once(|| {
-        for l in &lines {
-            eprintln!("{l}");
+        for (b, r) in &table {
+            match r {
+                Ok(()) => eprintln!("backend {b}: tested"),
+                Err(e) => eprintln!("backend {b}: SKIPPED ({e})"),
+            }
         }
     });
-    out
+    table
+        .into_iter()
+        .filter(|(_, r)| r.is_ok())
+        .map(|(b, _)| b)
+        .collect()
 }
 
 /// `$SECTORCRYPT_VECTORS`, or `shared/vectors` beside the repository.

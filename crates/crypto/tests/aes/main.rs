@@ -6,16 +6,32 @@ mod contracts;
 mod differential;
 mod harness;
 mod kat_cavp;
-mod kat_files;
 mod kat_ieee1619;
+mod kat_openssl_evp;
+mod kat_wycheproof;
 mod sectors;
 
+/// Prints which backends every test here runs under and why any is skipped; fails if the
+/// soft backend is not among them or a backend the CPU supports failed its self-test.
 #[test]
 fn backends_under_test() {
     let tested = harness::backends();
     assert_eq!(tested[0], sectorcrypt_crypto::Backend::Soft);
+    for (b, r) in harness::backend_table() {
+        match r {
+            Ok(()) => eprintln!("summary: backend {b}: tested"),
+            Err(why) => {
+                eprintln!("summary: backend {b}: SKIPPED ({why})");
+                // Only a CPU that lacks the instructions is a reason to skip.
+                assert!(
+                    b.check_cpu().is_err(),
+                    "backend {b} runs on this cpu but is unusable: {why}"
+                );
+            }
+        }
+    }
     eprintln!(
-        "backends tested: {}",
+        "summary: backends tested: {}",
         tested
             .iter()
             .map(|b| b.name())

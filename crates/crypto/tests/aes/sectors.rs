@@ -87,21 +87,26 @@ fn cipher_strings_match_openssl_per_sector() {
                 ] {
                     let lay = SectorLayout::new(size, large).unwrap();
                     let step = if large { 1 } else { size as u64 / 512 };
-                    for first in [
-                        0u64,
-                        rng.gen::<u32>() as u64,
-                        u32::MAX as u64 - 1,
-                        u64::MAX - 2,
+                    // Sector counts: random small ones, and runs that wrap the 32-bit
+                    // (plain) and 64-bit (plain64) IV numbers within the call.
+                    for (first, count) in [
+                        (0u64, rng.gen_range(1..=5)),
+                        (rng.gen::<u32>() as u64, rng.gen_range(1..=5)),
+                        (rng.gen::<u64>(), 2),
+                        (u32::MAX as u64 + 1 - 2 * step, 5),
+                        (u64::MAX - 2 * step + 1, 5),
                     ] {
-                        let count = rng.gen_range(1..=5);
                         let mut data = vec![0u8; size * count];
                         rng.fill_bytes(&mut data);
                         let c = SectorCipher::with_backend(spec, &key, lay, b).unwrap();
-                        let mut got = data.clone();
-                        c.encrypt(first, &mut got).unwrap();
                         let want =
                             expected(spec_name, &key, size, step, first, &data, Mode::Encrypt);
+                        let mut got = vec![0u8; data.len()];
+                        c.encrypt_to(first, &data, &mut got).unwrap();
                         assert_eq!(got, want, "{spec_name} key {key_len} {count}x{size} large {large} first {first} on {b}");
+                        let mut inplace = data.clone();
+                        c.encrypt(first, &mut inplace).unwrap();
+                        assert_eq!(inplace, want, "{spec_name} in place on {b}");
                         let mut back = vec![0u8; data.len()];
                         c.decrypt_to(first, &got, &mut back).unwrap();
                         assert_eq!(back, data);
@@ -111,6 +116,37 @@ fn cipher_strings_match_openssl_per_sector() {
                         assert_eq!(data, want, "{spec_name} decrypt on {b}");
                     }
                 }
+            }
+        }
+    }
+}
+
+/// More sectors than one batch of IVs (the sector code computes IVs 64 at a time), with
+/// the IV numbers wrapping inside the second batch.
+#[test]
+fn long_runs_match_openssl_per_sector() {
+    let mut rng = rng("long_runs_match_openssl_per_sector");
+    for b in backends() {
+        for spec_name in [
+            "aes-xts-plain64",
+            "aes-xts-plain",
+            "aes-cbc-essiv:sha256",
+            "aes-cbc-plain",
+        ] {
+            let spec: CipherSpec = spec_name.parse().unwrap();
+            let mut key = vec![0u8; 32];
+            rng.fill_bytes(&mut key);
+            let lay = SectorLayout::new(512, false).unwrap();
+            for (first, count) in [(u32::MAX as u64 - 100, 131usize), (u64::MAX - 70, 129)] {
+                let mut data = vec![0u8; 512 * count];
+                rng.fill_bytes(&mut data);
+                let c = SectorCipher::with_backend(spec, &key, lay, b).unwrap();
+                let mut got = data.clone();
+                c.encrypt(first, &mut got).unwrap();
+                let want = expected(spec_name, &key, 512, 1, first, &data, Mode::Encrypt);
+                assert_eq!(got, want, "{spec_name} {count} sectors from {first} on {b}");
+                c.decrypt(first, &mut got).unwrap();
+                assert_eq!(got, data, "{spec_name} decrypt {count} sectors on {b}");
             }
         }
     }

@@ -35,6 +35,8 @@
 mod cbc;
 mod ctr;
 mod ecb;
+#[cfg(test)]
+mod tests;
 mod xts;
 
 use crate::aes::{AesKernels, Block, RoundKeys};

@@ -77,6 +77,22 @@ pub(super) unsafe fn xts_vaes_avx2<const DEC: bool>(
     // dependency chains execute among the rounds instead of stalling the start of the next
     // unit or group (without this, 512-byte sectors ran ~15% slower per byte than 4 KiB).
     let mut tw = first_tweaks(&tweaks[0]);
+    if unit == 2 * GROUP {
+        // 512-byte sectors, the most common unit: two groups per unit unrolled, and the
+        // next unit's tweaks built unconditionally (for the last unit, a harmless repeat),
+        // so a unit costs one loop branch and no other control flow: 9.9 -> 10.2 GB/s,
+        // 0.93x -> 0.96x of the 4096-byte rate (kernel level, AES-256).
+        let n = tweaks.len();
+        for u in 0..n {
+            let (src, dst) = (src.add(u * unit), dst.add(u * unit));
+            let next_unit = first_tweaks(&tweaks[(u + 1).min(n - 1)]);
+            let second = tw.map(|v| mul_x16(v));
+            group::<DEC>(k, &tw, src, dst);
+            group::<DEC>(k, &second, src.add(GROUP), dst.add(GROUP));
+            tw = next_unit;
+        }
+        return;
+    }
     for u in 0..tweaks.len() {
         let (src, dst) = (src.add(u * unit), dst.add(u * unit));
         let next_unit = match tweaks.get(u + 1) {
