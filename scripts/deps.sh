@@ -3,7 +3,13 @@
 # Sourced by run.sh and test.sh; safe to run repeatedly.
 set -euo pipefail
 
-needed=(pkg-config libssl-dev)
+# Build: pkg-config, libssl-dev (the openssl crate, the bench peer).
+# Interop tests run the real tools: cryptsetup-bin (LUKS), qemu-utils (qemu-img, qemu-io,
+# qemu-nbd), nbdkit (its luks filter), libnbd-bin (nbdinfo, nbdcopy, nbdfuse), fuse3
+# (fusermount3 for the FUSE mount), libengine-gost-openssl (OpenSSL's GOST peer), e2fsprogs
+# (mkfs.ext4 on a mounted volume).
+needed=(pkg-config libssl-dev cryptsetup-bin qemu-utils nbdkit libnbd-bin fuse3
+    libengine-gost-openssl e2fsprogs)
 missing=()
 for p in "${needed[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

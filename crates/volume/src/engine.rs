@@ -1,0 +1,1 @@
+//! The sector engine (to be written).

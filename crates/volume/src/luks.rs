@@ -1,0 +1,1 @@
+//! LUKS2 and LUKS1 (to be written).
