@@ -105,6 +105,42 @@ fn finish_group(acc: [__m256i; 3]) -> __m128i {
     reduce(high, low)
 }
 
+/// One full group of `N` blocks at `group` hashed into the state `y` (GHASH's bit order, as
+/// kept in a register by [`update_vpclmul`]); also the GHASH half of the `vaes` backend's
+/// fused GCM kernel.
+///
+/// # Safety
+/// The CPU features of the `vaes` backend (module doc); `group` points to `16 * N` readable
+/// bytes.
+#[inline]
+#[target_feature(enable = "avx2,vpclmulqdq,pclmulqdq")]
+pub(crate) unsafe fn hash_group(key: &Key, y: __m128i, group: *const u8) -> __m128i {
+    let bswap = _mm256_broadcastsi128_si256(_mm_set_epi8(
+        0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15,
+    ));
+    // SAFETY: 32 bytes from block `i < N` are inside the group (caller); unaligned load.
+    let load2 = |i: usize| unsafe { _mm256_loadu_si256(group.add(16 * i).cast()) };
+    // The pairs that do not depend on the state go first, so they overlap with the
+    // previous group's reduction.
+    let mut acc = [_mm256_setzero_si256(); 3];
+    for p in 1..N / 2 {
+        mul_add(
+            key,
+            2 * p,
+            _mm256_shuffle_epi8(load2(2 * p), bswap),
+            &mut acc,
+        );
+    }
+    let x = _mm256_shuffle_epi8(load2(0), bswap);
+    mul_add(
+        key,
+        0,
+        _mm256_xor_si256(x, _mm256_zextsi128_si256(y)),
+        &mut acc,
+    );
+    finish_group(acc)
+}
+
 #[target_feature(enable = "avx2,vpclmulqdq,pclmulqdq")]
 fn update_vpclmul(key: &Key, y: &mut u128, blocks: &[u8]) {
     let bswap = _mm256_broadcastsi128_si256(_mm_set_epi8(
@@ -117,26 +153,9 @@ fn update_vpclmul(key: &Key, y: &mut u128, blocks: &[u8]) {
     };
     let mut y_acc = _mm_set_epi64x((*y >> 64) as i64, *y as i64);
     let mut groups = blocks.chunks_exact(16 * N);
-    // Full groups: a fixed trip count the compiler unrolls. The pairs that do not depend
-    // on the state go first, so they overlap with the previous group's reduction.
     for group in &mut groups {
-        let mut acc = [_mm256_setzero_si256(); 3];
-        for p in 1..N / 2 {
-            mul_add(
-                key,
-                2 * p,
-                _mm256_shuffle_epi8(load2(group, 2 * p), bswap),
-                &mut acc,
-            );
-        }
-        let x = _mm256_shuffle_epi8(load2(group, 0), bswap);
-        mul_add(
-            key,
-            0,
-            _mm256_xor_si256(x, _mm256_zextsi128_si256(y_acc)),
-            &mut acc,
-        );
-        y_acc = finish_group(acc);
+        // SAFETY: `group` is 16 * N readable bytes.
+        y_acc = unsafe { hash_group(key, y_acc, group.as_ptr()) };
     }
     // The last, shorter group uses the last n table entries; an odd block pairs with zero.
     let rest = groups.remainder();
