@@ -24,7 +24,7 @@ use core::arch::x86_64::*;
 use zeroize::{Zeroize, ZeroizeOnDrop};
 
 /// Blocks per reduction.
-pub(super) const N: usize = 16;
+pub(crate) const N: usize = 16;
 
 /// `H^16..H^1` (twisted, reflected), then a zero entry; for each `lo ^ hi` of its halves.
 #[derive(Clone, Zeroize, ZeroizeOnDrop)]
@@ -78,7 +78,7 @@ fn fold_lanes(v: __m256i) -> __m128i {
 /// Karatsuba partial products to the accumulators.
 #[inline]
 #[target_feature(enable = "avx2,vpclmulqdq,pclmulqdq")]
-fn mul_add(key: &Key, at: usize, x: __m256i, acc: &mut [__m256i; 3]) {
+pub(crate) fn mul_add(key: &Key, at: usize, x: __m256i, acc: &mut [__m256i; 3]) {
     assert!(at < N);
     // SAFETY: `at + 1 <= N` and the tables have N + 1 entries of 16 bytes, so 32 bytes from
     // entry `at` are in bounds; unaligned loads.
@@ -97,7 +97,7 @@ fn mul_add(key: &Key, at: usize, x: __m256i, acc: &mut [__m256i; 3]) {
 /// Sums the two lanes, places Karatsuba's middle term at bit 64 and reduces once.
 #[inline]
 #[target_feature(enable = "avx2,vpclmulqdq,pclmulqdq")]
-fn finish_group(acc: [__m256i; 3]) -> __m128i {
+pub(crate) fn finish_group(acc: [__m256i; 3]) -> __m128i {
     let (lo, hi, mut mid) = (fold_lanes(acc[0]), fold_lanes(acc[1]), fold_lanes(acc[2]));
     mid = _mm_xor_si128(mid, _mm_xor_si128(lo, hi));
     let high = _mm_xor_si128(hi, _mm_srli_si128::<8>(mid));

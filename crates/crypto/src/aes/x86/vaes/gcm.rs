@@ -14,13 +14,17 @@
 //! 128-bit counter arithmetic of the CTR kernel equals `inc32` here.
 #![allow(unsafe_code)]
 
-use super::ctr::{counters, group};
+use super::ctr::counters;
 use super::{Keys, GROUP};
-use crate::ghash::vpclmul::{hash_group, Key as GhashKey};
+use crate::ghash::vpclmul::{finish_group, mul_add, Key as GhashKey, N};
 use core::arch::x86_64::*;
 
 /// Encrypts (`DEC = false`) or decrypts `len` bytes, a multiple of [`GROUP`], with the
 /// counter `*ctr` (advanced by the blocks done) and hashes the ciphertext into `*y`.
+///
+/// Each iteration runs the rounds of one group of counters and, between them, the GHASH
+/// multiplications of one group of ciphertext (`hashed`): pair `p` of blocks after round
+/// `p`, the pair that needs the running hash value last, then one reduction.
 ///
 /// # Safety
 /// The CPU features of the vaes backend (a `Keys` exists) and of the vpclmul GHASH (a
@@ -36,32 +40,77 @@ pub(super) unsafe fn gcm_vaes_avx2<const DEC: bool>(
     dst: *mut u8,
     len: usize,
 ) {
-    debug_assert!(len.is_multiple_of(GROUP));
+    debug_assert!(len.is_multiple_of(GROUP) && GROUP == 16 * N);
     let groups = len / GROUP;
     if groups == 0 {
         return;
     }
+    let bswap = _mm256_broadcastsi128_si256(_mm_set_epi8(
+        0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15,
+    ));
     let mut h = _mm_set_epi64x((*y >> 64) as i64, *y as i64);
     let mut x = counters(*ctr);
-    for i in 0..groups {
+    let (first, last) = (k.key::<false>(0), k.key::<false>(k.rounds));
+    // Groups 0..groups encrypted; ciphertext groups hashed: `i` when decrypting (the input),
+    // `i - 1` when encrypting (the output of the previous iteration), then the last one.
+    for i in 0..=groups {
+        let hashed = match (DEC, i) {
+            (true, i) if i < groups => Some(src.add(i * GROUP)),
+            (false, i) if i > 0 => Some(dst.add((i - 1) * GROUP) as *const u8),
+            _ => None,
+        };
+        let pair = |p: usize| {
+            let b = hashed.unwrap_or(src).add(32 * p);
+            _mm256_shuffle_epi8(_mm256_loadu_si256(b.cast()), bswap)
+        };
+        let mut acc = [_mm256_setzero_si256(); 3];
+        if i == groups {
+            // Encryption's last ciphertext group: hashing only.
+            if hashed.is_some() {
+                for p in 1..N / 2 {
+                    mul_add(g, 2 * p, pair(p), &mut acc);
+                }
+                mul_add(
+                    g,
+                    0,
+                    _mm256_xor_si256(pair(0), _mm256_zextsi128_si256(h)),
+                    &mut acc,
+                );
+                h = finish_group(acc);
+            }
+            break;
+        }
         *ctr = ctr.wrapping_add(16);
         let next = counters(*ctr);
-        let (s, d) = (src.add(i * GROUP), dst.add(i * GROUP));
-        if DEC {
-            // The ciphertext is the input: hash it before this group overwrites it (in
-            // place); the two halves are independent and execute together.
-            h = hash_group(g, h, s);
-            group::<8>(k, x, s, d);
-        } else {
-            group::<8>(k, x, s, d);
-            if i > 0 {
-                h = hash_group(g, h, dst.add((i - 1) * GROUP));
+        let mut v = x;
+        for r in v.iter_mut() {
+            *r = _mm256_xor_si256(*r, first);
+        }
+        for round in 1..k.rounds {
+            let kr = k.key::<false>(round);
+            for r in v.iter_mut() {
+                *r = _mm256_aesenc_epi128(*r, kr);
+            }
+            if hashed.is_some() && round < N / 2 {
+                mul_add(g, 2 * round, pair(round), &mut acc);
             }
         }
+        if hashed.is_some() {
+            mul_add(
+                g,
+                0,
+                _mm256_xor_si256(pair(0), _mm256_zextsi128_si256(h)),
+                &mut acc,
+            );
+            h = finish_group(acc);
+        }
+        let (s, d) = (src.add(i * GROUP), dst.add(i * GROUP));
+        for (j, r) in v.iter().enumerate() {
+            let data = _mm256_loadu_si256(s.add(32 * j).cast());
+            let out = _mm256_aesenclast_epi128(*r, _mm256_xor_si256(data, last));
+            _mm256_storeu_si256(d.add(32 * j).cast(), out);
+        }
         x = next;
-    }
-    if !DEC {
-        h = hash_group(g, h, dst.add((groups - 1) * GROUP));
     }
     let mut out = [0u8; 16];
     _mm_storeu_si128(out.as_mut_ptr().cast(), h);
