@@ -258,7 +258,7 @@ fn counter_wraps_its_low_32_bits() {
     let key = random_bytes(&mut rng, 32);
     for before_wrap in [1u128, 2, 7, 8, 9, 15, 16, 17, 40, 255, 256, 257] {
         // The first data block uses inc32(J0): `before_wrap` blocks until the low word wraps.
-        let j0 = (0x0123_4567_89ab_cdef_0011_2233u128 << 32) | (0xFFFF_FFFF - before_wrap as u128);
+        let j0 = (0x0123_4567_89ab_cdef_0011_2233u128 << 32) | (0xFFFF_FFFF - before_wrap);
         let iv = iv_for_j0(&key, j0);
         for backend in backends() {
             let gcm = Gcm::with_backend(&key, backend).unwrap();
