@@ -49,7 +49,6 @@ pub(super) unsafe fn gcm_vaes_avx2<const DEC: bool>(
         0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15,
     ));
     let mut h = _mm_set_epi64x((*y >> 64) as i64, *y as i64);
-    let mut x = counters(*ctr);
     let (first, last) = (k.key::<false>(0), k.key::<false>(k.rounds));
     // Groups 0..groups encrypted; ciphertext groups hashed: `i` when decrypting (the input),
     // `i - 1` when encrypting (the output of the previous iteration), then the last one.
@@ -80,9 +79,10 @@ pub(super) unsafe fn gcm_vaes_avx2<const DEC: bool>(
             }
             break;
         }
+        // Counters built here, not a group ahead as in the CTR kernel: with the GHASH
+        // state live, eight more registers would spill.
+        let mut v = counters(*ctr);
         *ctr = ctr.wrapping_add(16);
-        let next = counters(*ctr);
-        let mut v = x;
         for r in v.iter_mut() {
             *r = _mm256_xor_si256(*r, first);
         }
@@ -110,7 +110,6 @@ pub(super) unsafe fn gcm_vaes_avx2<const DEC: bool>(
             let out = _mm256_aesenclast_epi128(*r, _mm256_xor_si256(data, last));
             _mm256_storeu_si256(d.add(32 * j).cast(), out);
         }
-        x = next;
     }
     let mut out = [0u8; 16];
     _mm_storeu_si128(out.as_mut_ptr().cast(), h);
