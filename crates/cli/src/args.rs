@@ -133,4 +133,8 @@ pub struct BenchArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Instead of the cases, probe how the AES and carry-less multiply units share the
+    /// core (cycles per VAESENC, per VPCLMULQDQ, and per mix of both): the GCM ceiling.
+    #[arg(long, conflicts_with_all = ["filter", "json"])]
+    pub probe: bool,
 }
