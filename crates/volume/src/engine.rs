@@ -62,6 +62,7 @@ use std::io::{self, Seek, SeekFrom};
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
+use zeroize::Zeroize;
 
 /// Default bytes per chunk of a large request: 512 KiB. Measured with `bench/volume.sh`
 /// (1 thread, 8 MiB requests, tmpfs, GB per CPU-second, medians of 4 interleaved rounds):
@@ -69,6 +70,9 @@ use std::sync::{Mutex, MutexGuard};
 /// 5% below 256 KiB. Beyond 256 KiB the per-chunk cost is in the noise; 512 KiB keeps the
 /// chunk and its copy inside a 1 MiB L2 and still spreads a 1 MiB request over two threads.
 pub const DEFAULT_CHUNK_BYTES: usize = 512 * 1024;
+
+/// The plaintext source of [`Volume::write_zeroes`] (1 MiB, more than any sector).
+static ZEROS: [u8; 1 << 20] = [0; 1 << 20];
 
 /// Stripes of the lock table for read-modify-write edges (a power of two).
 const LOCK_STRIPES: usize = 256;
@@ -125,6 +129,13 @@ impl fmt::Debug for Volume {
 
 fn invalid(msg: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, msg)
+}
+
+fn read_only_error() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::PermissionDenied,
+        "the volume is open read-only",
+    )
 }
 
 fn crypto_error(e: sectorcrypt_crypto::Error) -> io::Error {
@@ -263,10 +274,7 @@ impl Volume {
     /// Stores the plaintext `buf` at `offset`.
     pub fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
         if self.read_only {
-            return Err(io::Error::new(
-                io::ErrorKind::PermissionDenied,
-                "the volume is open read-only",
-            ));
+            return Err(read_only_error());
         }
         self.check_range(offset, buf.len())?;
         if buf.is_empty() {
@@ -291,6 +299,30 @@ impl Volume {
         self.write_sectors(mid_buf, first_full)?;
         if !tail_buf.is_empty() {
             self.modify_sectors(end_full, 1, 0, tail_buf)?;
+        }
+        Ok(())
+    }
+
+    /// Stores `len` zero bytes of plaintext at `offset` (encrypted zeros: NBD's
+    /// WRITE_ZEROES, wiping a new volume), without the caller building a zero buffer.
+    pub fn write_zeroes(&self, offset: u64, len: u64) -> io::Result<()> {
+        if self.read_only {
+            return Err(read_only_error());
+        }
+        let len_usize = usize::try_from(len).map_err(|_| invalid(format!("{len} bytes")))?;
+        self.check_range(offset, len_usize)?;
+        let ss = self.sector as u64;
+        let mut done = 0u64;
+        while done < len {
+            let at = offset + done;
+            // Pieces end on sector boundaries (but the last), so only the first and the
+            // last piece have partial sectors.
+            let mut n = (len - done).min(ZEROS.len() as u64);
+            if at + n < offset + len {
+                n = (at + n) / ss * ss - at;
+            }
+            self.write_at(&ZEROS[..n as usize], at)?;
+            done += n;
         }
         Ok(())
     }
@@ -515,11 +547,22 @@ impl BufferPool {
     }
 }
 
+impl Drop for BufferPool {
+    fn drop(&mut self) {
+        // Edge buffers held plaintext: leave none of it in freed memory.
+        for buf in lock(&self.free).iter_mut() {
+            buf.zeroize();
+        }
+    }
+}
+
 impl Drop for Pooled<'_> {
     fn drop(&mut self) {
         let mut free = lock(&self.pool.free);
         if free.len() < MAX_POOLED_BUFFERS {
             free.push(std::mem::take(&mut self.buf));
+        } else {
+            self.buf.zeroize();
         }
     }
 }

@@ -308,6 +308,59 @@ fn xts_plain_wraps_and_single_thread_matches() {
     }
 }
 
+#[test]
+fn write_zeroes_matches_writing_a_zero_buffer() {
+    for sector in [512, 4096] {
+        let cfg = Config {
+            spec: "aes-xts-plain64",
+            key_len: 64,
+            sector,
+            large_iv: true,
+            iv_offset: 77,
+            data_offset: 4096,
+            sectors: (3 << 20) / sector as u64, // 3 MiB: more than one 1 MiB zero piece
+        };
+        let fx = Fixture::new(cfg, 50 + sector as u64);
+        let vol = fx.open(EngineOptions {
+            threads: Some(2),
+            ..EngineOptions::default()
+        });
+        let mut model = fx.plaintext();
+        let size = cfg.size();
+        let mut random = fx.raw()[..size as usize].to_vec();
+        for (off, len) in [
+            (0, size),
+            (1, size - 2),
+            (sector as u64 - 1, 2),
+            (1000, 0),
+            (5, 3),
+            (size - 1, 1),
+            (12345, (1 << 20) + 4321),
+        ] {
+            // Refill with random data first so zeroes are visible.
+            random.rotate_left(4099);
+            let r = &random;
+            vol.write_at(r, 0).unwrap();
+            model.copy_from_slice(r);
+            vol.write_zeroes(off, len).unwrap();
+            model[off as usize..][..len as usize].fill(0);
+            assert!(
+                fx.plaintext() == model,
+                "sector {sector}: zeroes at {off}+{len}"
+            );
+        }
+        let e = vol.write_zeroes(size - 10, 11).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidInput);
+        drop(vol);
+        let ro = fx.open(EngineOptions {
+            read_only: true,
+            ..EngineOptions::default()
+        });
+        let e = ro.write_zeroes(0, 512).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::PermissionDenied);
+    }
+}
+
 /// Splits `[0, size)` into `n` interleaved sets of byte ranges with random boundaries (most
 /// of them inside sectors, so neighbouring ranges of different writers share sectors).
 fn random_partition(rng: &mut impl Rng, size: u64, pieces: usize) -> Vec<(u64, usize)> {
