@@ -8,7 +8,11 @@
 # Prints, as medians of RUNS runs (release build):
 # - the engine (crates/volume/examples/volume_bench.rs: Volume over a raw SectorCipher,
 #   aes-xts-plain64 with a 512-bit key, 512-byte sectors, 8 MiB requests from memory into a
-#   new sparse file) with 1 and 2 threads and the default (all cores): write and read GB/s;
+#   new sparse file) with 1 and 2 threads and the default (all cores): write and read GB/s,
+#   and GB per CPU-second (steadier than wall time on a shared machine);
+# - the same requests as bare pread/pwrite on the file (no engine, no crypto): the ceiling;
+# - 256 KiB requests from 4 concurrent callers, engine and bare (an NBD server's pattern;
+#   issue 7 wants its reads at >= 0.9x nbdkit serving the bare file);
 # - `sectorcrypt write` of the same plaintext file into a new LUKS2 volume, when the CLI
 #   has the volume commands (format/write), timed end to end;
 # - `qemu-img convert -O luks` (aes-256-xts-plain64, LUKS1) of the same plaintext file;
@@ -32,14 +36,28 @@ bytes() { numfmt --from=iec "$SIZE"; }
 size_bytes=$(bytes)
 
 declare -A write read
-for t in 1 2 default; do
-    targ=()
-    [ "$t" != default ] && targ=(--threads "$t")
-    out=$("$bench" --file "$work/engine.img" --size "$SIZE" --runs "$RUNS" "${targ[@]}" --json)
-    write[$t]=$(sed 's/.*"write_gbps":\([0-9.]*\).*/\1/' <<<"$out")
-    read[$t]=$(sed 's/.*"read_gbps":\([0-9.]*\).*/\1/' <<<"$out")
-    printf 'engine threads=%-8s write %6.2f GB/s   read %6.2f GB/s\n' "$t" "${write[$t]}" "${read[$t]}"
-done
+field() { sed "s/.*\"$1\":\([0-9.]*\).*/\1/" <<<"$2"; }
+run() { # name, volume_bench flags...
+    local name=$1 out
+    shift
+    out=$("$bench" --file "$work/engine.img" --size "$SIZE" --runs "$RUNS" --json "$@")
+    write[$name]=$(field write_gbps "$out")
+    read[$name]=$(field read_gbps "$out")
+    printf '%-34s write %6.2f GB/s (%5.2f per cpu-s)   read %6.2f GB/s (%5.2f per cpu-s)\n' \
+        "$name" "${write[$name]}" "$(field write_gb_per_cpu_s "$out")" \
+        "${read[$name]}" "$(field read_gb_per_cpu_s "$out")"
+}
+echo "== engine: 8 MiB requests from one caller (the CLI's pattern)"
+run "engine threads=1" --threads 1
+run "engine threads=2" --threads 2
+run "engine threads=default" 
+run "raw pread/pwrite (no crypto)" --raw
+echo "== 256 KiB requests from 4 callers (an NBD server's pattern)"
+run "engine 4 callers x 256K" --callers 4 --request 256K
+run "raw 4 callers x 256K" --raw --callers 4 --request 256K
+awk -v ew="${write[engine 4 callers x 256K]}" -v rw="${write[raw 4 callers x 256K]}" \
+    -v er="${read[engine 4 callers x 256K]}" -v rr="${read[raw 4 callers x 256K]}" \
+    'BEGIN {printf "engine / raw with 4 callers x 256K: write %.2fx, read %.2fx\n", ew/rw, er/rr}'
 
 # Plaintext source for the end-to-end tools.
 head -c "$size_bytes" /dev/urandom >"$work/plain.raw"
@@ -87,7 +105,7 @@ if command -v qemu-img >/dev/null; then
     qemu=$(printf '%s\n' "${samples[@]}" | median)
     printf 'qemu-img convert -O luks               %6.3f GB/s\n' "$qemu"
     for t in 1 2 default; do
-        awk -v a="${write[$t]}" -v q="$qemu" -v t="$t" \
+        awk -v a="${write[engine threads=$t]}" -v q="$qemu" -v t="$t" \
             'BEGIN {printf "ratio engine write (threads=%s) / qemu-img: %.1fx\n", t, a/q}'
     done
     if [ -n "$cli_gbps" ]; then

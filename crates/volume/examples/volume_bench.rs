@@ -6,15 +6,21 @@
 //! ```text
 //! cargo run --release -p sectorcrypt-volume --example volume_bench -- \
 //!     [--file /dev/shm/F] [--size 1G] [--threads N] [--chunk BYTES] [--request BYTES]
-//!     [--sector 512|4096] [--runs 5] [--json]
+//!     [--sector 512|4096] [--runs 5] [--callers N] [--raw] [--json]
 //! ```
+//!
+//! `--callers N`: N threads issue the requests concurrently, each taking the next one (the
+//! pattern of an NBD client with requests in flight). `--raw`: the same requests as plain
+//! `pread`/`pwrite` on the file with no engine and no encryption: the ceiling.
 //!
 //! Used by `bench/volume.sh`. Release builds only.
 
 use sectorcrypt_crypto::{CipherSpec, SectorCipher, SectorLayout};
 use sectorcrypt_volume::engine::{EngineOptions, Volume};
 use std::fs::OpenOptions;
+use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 fn parse_size(s: &str) -> Result<u64, String> {
@@ -37,6 +43,8 @@ struct Args {
     request: usize,
     sector: usize,
     runs: usize,
+    callers: usize,
+    raw: bool,
     json: bool,
 }
 
@@ -52,12 +60,18 @@ fn args() -> Result<Args, String> {
         request: 8 << 20,
         sector: 512,
         runs: 5,
+        callers: 1,
+        raw: false,
         json: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         if flag == "--json" {
             a.json = true;
+            continue;
+        }
+        if flag == "--raw" {
+            a.raw = true;
             continue;
         }
         let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
@@ -69,10 +83,16 @@ fn args() -> Result<Args, String> {
             "--request" => a.request = parse_size(&value)? as usize,
             "--sector" => a.sector = parse_size(&value)? as usize,
             "--runs" => a.runs = parse_size(&value)? as usize,
+            "--callers" => a.callers = parse_size(&value)? as usize,
             _ => return Err(format!("unknown flag {flag}")),
         }
     }
-    if a.size == 0 || a.request == 0 || a.runs == 0 || !a.size.is_multiple_of(a.sector as u64) {
+    if a.size == 0
+        || a.request == 0
+        || a.runs == 0
+        || a.callers == 0
+        || !a.size.is_multiple_of(a.sector as u64)
+    {
         return Err("size, request and runs must be positive, size whole sectors".into());
     }
     Ok(a)
@@ -97,9 +117,85 @@ fn cpu_seconds() -> f64 {
     ns as f64 / 1e9
 }
 
+/// CPU time of the calling thread so far, in seconds.
+fn thread_cpu_seconds() -> f64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .map_or(f64::NAN, |ns| ns as f64 / 1e9)
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     v[v.len() / 2]
+}
+
+/// What the requests go to: the engine, or the bare file (the baseline without encryption).
+trait Target: Sync {
+    fn write_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()>;
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()>;
+}
+
+impl Target for Volume {
+    fn write_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
+        Volume::write_at(self, buf, offset)
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+        Volume::read_at(self, buf, offset)
+    }
+}
+
+struct Raw(std::fs::File);
+
+impl Target for Raw {
+    fn write_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
+        self.0.write_all_at(buf, offset)
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+        self.0.read_exact_at(buf, offset)
+    }
+}
+
+/// One pass over the whole volume in requests of `a.request` bytes, issued by `a.callers`
+/// threads taking the next request in turn (like an NBD client with requests in flight).
+/// Returns (GB/s, GB per CPU-second).
+fn pass(a: &Args, target: &dyn Target, src: &[u8], write: bool) -> Result<(f64, f64), String> {
+    let next = AtomicU64::new(0);
+    let t = Instant::now();
+    let c = cpu_seconds();
+    let worker_cpu = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..a.callers)
+            .map(|_| {
+                scope.spawn(|| -> std::io::Result<f64> {
+                    let mut buf = vec![0u8; a.request];
+                    loop {
+                        let off = next.fetch_add(a.request as u64, Ordering::Relaxed);
+                        if off >= a.size {
+                            // This thread is gone before the caller's second look at
+                            // /proc/self/task: it reports its own CPU time.
+                            return Ok(thread_cpu_seconds());
+                        }
+                        let n = (a.size - off).min(a.request as u64) as usize;
+                        if write {
+                            let s = (off as usize) % src.len();
+                            let s = if s + n > src.len() { 0 } else { s };
+                            target.write_at(&src[s..s + n], off)?;
+                        } else {
+                            target.read_at(&mut buf[..n], off)?;
+                        }
+                    }
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .map(|w| w.join().expect("worker panicked"))
+            .sum::<std::io::Result<f64>>()
+    })
+    .map_err(|e| e.to_string())?;
+    let secs = t.elapsed().as_secs_f64();
+    let cpu = cpu_seconds() - c + worker_cpu;
+    Ok((a.size as f64 / secs / 1e9, a.size as f64 / cpu / 1e9))
 }
 
 fn main() -> Result<(), String> {
@@ -114,18 +210,20 @@ fn main() -> Result<(), String> {
     let src: Vec<u8> = (0..src_len)
         .map(|i| (i as u32).wrapping_mul(2_654_435_761).to_le_bytes()[3])
         .collect();
-    let mut read_buf = vec![0u8; a.request];
-    let open = |truncate: bool| -> Result<Volume, String> {
+    let open = || -> Result<Box<dyn Target>, String> {
         let file = OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
-            .truncate(truncate)
+            .truncate(true)
             .open(&a.file)
             .map_err(|e| format!("{}: {e}", a.file.display()))?;
         file.set_len(a.size).map_err(|e| e.to_string())?;
+        if a.raw {
+            return Ok(Box::new(Raw(file)));
+        }
         let cipher = SectorCipher::new(spec, &key, layout).map_err(|e| e.to_string())?;
-        Volume::new(
+        let vol = Volume::new(
             file,
             cipher,
             0,
@@ -137,43 +235,24 @@ fn main() -> Result<(), String> {
                 chunk_bytes: a.chunk,
             },
         )
-        .map_err(|e| e.to_string())
+        .map_err(|e| e.to_string())?;
+        Ok(Box::new(vol))
     };
-    let mut writes = Vec::new();
-    let mut reads = Vec::new();
-    let mut writes_cpu = Vec::new();
-    let mut reads_cpu = Vec::new();
+    let (mut writes, mut reads, mut writes_cpu, mut reads_cpu) = (vec![], vec![], vec![], vec![]);
     for _ in 0..a.runs {
-        let vol = open(true)?;
-        let t = Instant::now();
-        let c = cpu_seconds();
-        let mut off = 0u64;
-        while off < a.size {
-            let n = (a.size - off).min(a.request as u64) as usize;
-            let s = (off as usize) % src_len;
-            let s = if s + n > src_len { 0 } else { s };
-            vol.write_at(&src[s..s + n], off)
-                .map_err(|e| e.to_string())?;
-            off += n as u64;
-        }
-        writes.push(a.size as f64 / t.elapsed().as_secs_f64() / 1e9);
-        writes_cpu.push(a.size as f64 / (cpu_seconds() - c) / 1e9);
-        let t = Instant::now();
-        let c = cpu_seconds();
-        let mut off = 0u64;
-        while off < a.size {
-            let n = (a.size - off).min(a.request as u64) as usize;
-            vol.read_at(&mut read_buf[..n], off)
-                .map_err(|e| e.to_string())?;
-            off += n as u64;
-        }
-        reads.push(a.size as f64 / t.elapsed().as_secs_f64() / 1e9);
-        reads_cpu.push(a.size as f64 / (cpu_seconds() - c) / 1e9);
+        // Every write pass starts from a new, empty file, as a fresh volume would.
+        let target = open()?;
+        let (w, wc) = pass(&a, &*target, &src, true)?;
+        let (r, rc) = pass(&a, &*target, &src, false)?;
+        writes.push(w);
+        writes_cpu.push(wc);
+        reads.push(r);
+        reads_cpu.push(rc);
         // Spot check: the first request reads back.
         let n = (a.size as usize).min(a.request).min(src_len);
-        vol.read_at(&mut read_buf[..n], 0)
-            .map_err(|e| e.to_string())?;
-        if read_buf[..n] != src[..n] {
+        let mut back = vec![0u8; n];
+        target.read_at(&mut back, 0).map_err(|e| e.to_string())?;
+        if back[..] != src[..n] {
             return Err("read back differs from what was written".into());
         }
     }
@@ -181,38 +260,36 @@ fn main() -> Result<(), String> {
     let threads = a
         .threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let chunk = a
+        .chunk
+        .unwrap_or(sectorcrypt_volume::engine::DEFAULT_CHUNK_BYTES);
+    let what = if a.raw { "raw" } else { "engine" };
+    let round = |v: &[f64]| {
+        v.iter()
+            .map(|x| (x * 100.0).round() / 100.0)
+            .collect::<Vec<_>>()
+    };
     let (w, r) = (median(writes.clone()), median(reads.clone()));
     let (wc, rc) = (median(writes_cpu), median(reads_cpu));
     if a.json {
         println!(
-            "{{\"size\":{},\"threads\":{threads},\"chunk\":{},\"request\":{},\"sector\":{},\
-             \"write_gbps\":{w:.3},\"read_gbps\":{r:.3},\"write_gb_per_cpu_s\":{wc:.3},\
-             \"read_gb_per_cpu_s\":{rc:.3}}}",
-            a.size,
-            a.chunk
-                .unwrap_or(sectorcrypt_volume::engine::DEFAULT_CHUNK_BYTES),
-            a.request,
-            a.sector
+            "{{\"target\":\"{what}\",\"size\":{},\"threads\":{threads},\"callers\":{},\
+             \"chunk\":{chunk},\"request\":{},\"sector\":{},\"write_gbps\":{w:.3},\
+             \"read_gbps\":{r:.3},\"write_gb_per_cpu_s\":{wc:.3},\"read_gb_per_cpu_s\":{rc:.3}}}",
+            a.size, a.callers, a.request, a.sector
         );
     } else {
         println!(
-            "volume {} MiB, threads {threads}, chunk {}, request {}, sector {}: \
+            "{what} {} MiB, threads {threads}, callers {}, chunk {chunk}, request {}, sector {}: \
              write {w:.2} GB/s ({wc:.2} GB per cpu-s), read {r:.2} GB/s ({rc:.2} GB per cpu-s) \
              (median of {}; writes {:?}, reads {:?})",
             a.size >> 20,
-            a.chunk
-                .unwrap_or(sectorcrypt_volume::engine::DEFAULT_CHUNK_BYTES),
+            a.callers,
             a.request,
             a.sector,
             a.runs,
-            writes
-                .iter()
-                .map(|x| (x * 100.0).round() / 100.0)
-                .collect::<Vec<_>>(),
-            reads
-                .iter()
-                .map(|x| (x * 100.0).round() / 100.0)
-                .collect::<Vec<_>>(),
+            round(&writes),
+            round(&reads),
         );
     }
     Ok(())
