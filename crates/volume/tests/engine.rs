@@ -806,3 +806,96 @@ fn file_size_limit_child() {
     assert_eq!(err.raw_os_error(), Some(27), "EFBIG expected, got {err}");
     eprintln!("child saw EFBIG");
 }
+
+struct LoopDevice(String);
+
+impl Drop for LoopDevice {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("losetup")
+            .args(["-d", &self.0])
+            .status();
+    }
+}
+
+#[test]
+fn block_device_through_a_loop_device() {
+    let cfg = Config {
+        spec: "aes-xts-plain64",
+        key_len: 64,
+        sector: 4096,
+        large_iv: false,
+        iv_offset: 8,
+        data_offset: 8192,
+        sectors: 255,
+    };
+    // The fixture file is data_offset + size + 1000 bytes; a loop device wants whole
+    // 512-byte sectors, so the backing file is cut to data_offset + size.
+    let fx = Fixture::new(cfg, 60);
+    let end = cfg.data_offset + cfg.size();
+    OpenOptions::new()
+        .write(true)
+        .open(&fx.path)
+        .unwrap()
+        .set_len(end)
+        .unwrap();
+    let out = std::process::Command::new("losetup")
+        .args(["-f", "--show"])
+        .arg(&fx.path)
+        .output();
+    let dev = match out {
+        Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout).trim().to_string(),
+        Ok(o) => {
+            eprintln!(
+                "skipped: losetup failed (needs root and loop devices): {}",
+                String::from_utf8_lossy(&o.stderr).trim()
+            );
+            return;
+        }
+        Err(e) => {
+            eprintln!("skipped: losetup not available: {e}");
+            return;
+        }
+    };
+    let _guard = LoopDevice(dev.clone());
+    let open = |size: u64| {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&dev)
+            .unwrap();
+        Volume::new(
+            file,
+            cfg.cipher(&fx.key),
+            cfg.data_offset,
+            size,
+            cfg.iv_offset,
+            EngineOptions {
+                threads: Some(2),
+                read_only: false,
+                chunk_bytes: Some(64 * 1024),
+            },
+        )
+    };
+    // The device's length (metadata says 0 for block devices) bounds the volume.
+    let e = open(cfg.size() + 4096).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::UnexpectedEof, "{e}");
+    let vol = open(cfg.size()).unwrap();
+    let mut model = fx.plaintext();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(61);
+    for (off, len) in [(0u64, cfg.size() as usize), (4095, 3), (100_000, 500_000)] {
+        let mut data = vec![0; len];
+        rng.fill_bytes(&mut data);
+        vol.write_at(&data, off).unwrap();
+        model[off as usize..][..len].copy_from_slice(&data);
+    }
+    vol.flush().unwrap();
+    let mut all = vec![0; cfg.size() as usize];
+    vol.read_at(&mut all, 0).unwrap();
+    assert!(all == model, "reads back through the device");
+    drop(vol);
+    drop(_guard);
+    assert!(
+        fx.plaintext() == model,
+        "the backing file holds the ciphertext"
+    );
+}
