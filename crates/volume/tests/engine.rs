@@ -899,3 +899,40 @@ fn block_device_through_a_loop_device() {
         "the backing file holds the ciphertext"
     );
 }
+
+#[test]
+fn callers_inside_another_rayon_pool_are_served() {
+    // An NBD server might serve requests from rayon's global pool: the engine's scope then
+    // waits from a worker of another pool. Every request must complete, byte-exact.
+    let cfg = Config {
+        spec: "aes-xts-plain64",
+        key_len: 64,
+        sector: 512,
+        large_iv: false,
+        iv_offset: 0,
+        data_offset: 0,
+        sectors: 8192, // 4 MiB
+    };
+    let fx = Fixture::new(cfg, 70);
+    let vol = fx.open(EngineOptions {
+        threads: Some(2),
+        read_only: false,
+        chunk_bytes: Some(32 * 1024),
+    });
+    let model = fx.plaintext();
+    let outer = rayon::ThreadPoolBuilder::new()
+        .num_threads(3)
+        .build()
+        .unwrap();
+    outer.install(|| {
+        use rayon::prelude::*;
+        (0..64u64).into_par_iter().for_each(|i| {
+            let off = (i * 61_000) % (cfg.size() - 300_000);
+            let mut buf = vec![0; 300_000];
+            vol.read_at(&mut buf, off).unwrap();
+            assert!(buf == model[off as usize..][..300_000], "request {i}");
+            vol.write_at(&buf, off).unwrap();
+        });
+    });
+    assert!(fx.plaintext() == model);
+}
