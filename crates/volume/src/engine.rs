@@ -55,6 +55,7 @@
 //! files) are returned as they come: when one chunk fails the others stop at their next
 //! chunk and the first error is returned. Nothing panics on I/O errors.
 
+use rustix::fs::{fallocate, FallocateFlags};
 use sectorcrypt_crypto::SectorCipher;
 use std::fmt;
 use std::fs::File;
@@ -324,6 +325,34 @@ impl Volume {
             self.write_at(&ZEROS[..n as usize], at)?;
             done += n;
         }
+        Ok(())
+    }
+
+    /// Gives back the storage of the whole sectors inside `[offset, offset + len)`:
+    /// `fallocate(PUNCH_HOLE | KEEP_SIZE)`, a hole in a file, a discard on a block device
+    /// (NBD's TRIM, where the volume allows discards). Partial sectors at the edges are left
+    /// as they are: a discard is advisory. Discarded sectors then read as the decryption of
+    /// zeros (noise), as under dm-crypt; [`Volume::write_zeroes`] gives zeros. Fails with
+    /// `Unsupported` where the file system or device cannot punch holes.
+    pub fn discard(&self, offset: u64, len: u64) -> io::Result<()> {
+        if self.read_only {
+            return Err(read_only_error());
+        }
+        let len_usize = usize::try_from(len).map_err(|_| invalid(format!("{len} bytes")))?;
+        self.check_range(offset, len_usize)?;
+        let ss = self.sector as u64;
+        let first = offset.div_ceil(ss);
+        let end = (offset + len) / ss;
+        if first >= end {
+            return Ok(());
+        }
+        let flags = FallocateFlags::PUNCH_HOLE | FallocateFlags::KEEP_SIZE;
+        fallocate(
+            &self.file,
+            flags,
+            self.file_offset(first),
+            (end - first) * ss,
+        )?;
         Ok(())
     }
 

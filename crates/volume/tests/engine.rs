@@ -361,6 +361,67 @@ fn write_zeroes_matches_writing_a_zero_buffer() {
     }
 }
 
+#[test]
+fn discard_punches_whole_sectors_only() {
+    let cfg = Config {
+        spec: "aes-xts-plain64",
+        key_len: 64,
+        sector: 4096,
+        large_iv: true,
+        iv_offset: 3,
+        data_offset: 4096,
+        sectors: 64,
+    };
+    let fx = Fixture::new(cfg, 80);
+    let vol = fx.open(EngineOptions::default());
+    let (off, len) = (4096 * 5 + 100, 4096 * 10);
+    match vol.discard(off, len) {
+        Err(e) if e.kind() == ErrorKind::Unsupported => {
+            eprintln!("skipped: this file system cannot punch holes: {e}");
+            return;
+        }
+        r => r.unwrap(),
+    }
+    // Sectors 6..15 are whole inside the range: zero ciphertext now; 5 and 15 keep theirs.
+    let raw_before = {
+        let f = Fixture::new(cfg, 80); // same seed: the original contents
+        f.raw()
+    };
+    let raw = fx.raw();
+    let at = |s: usize| cfg.data_offset as usize + s * 4096;
+    assert!(
+        raw[at(6)..at(15)].iter().all(|&b| b == 0),
+        "whole sectors punched"
+    );
+    assert_eq!(raw[..at(6)], raw_before[..at(6)], "before the hole");
+    assert_eq!(raw[at(15)..], raw_before[at(15)..], "after the hole");
+    assert_eq!(raw.len(), raw_before.len(), "size kept");
+    // They read as the decryption of zero ciphertext, like any engine read.
+    let mut zeros = vec![0u8; 9 * 4096];
+    cfg.cipher(&fx.key)
+        .decrypt(cfg.iv_offset + 6, &mut zeros)
+        .unwrap();
+    let mut got = vec![0; 9 * 4096];
+    vol.read_at(&mut got, 6 * 4096).unwrap();
+    assert!(got == zeros);
+    // Nothing whole inside: nothing happens; out of range and read-only are refused.
+    vol.discard(4096 * 20 + 1, 4096).unwrap();
+    assert!(fx.raw()[at(20)..at(22)] == raw_before[at(20)..at(22)]);
+    assert_eq!(
+        vol.discard(cfg.size() - 1, 2).unwrap_err().kind(),
+        ErrorKind::InvalidInput
+    );
+    drop(vol);
+    let ro = fx.open(EngineOptions {
+        read_only: true,
+        ..EngineOptions::default()
+    });
+    assert_eq!(
+        ro.discard(0, 4096).unwrap_err().kind(),
+        ErrorKind::PermissionDenied
+    );
+}
+
 /// Splits `[0, size)` into `n` interleaved sets of byte ranges with random boundaries (most
 /// of them inside sectors, so neighbouring ranges of different writers share sectors).
 fn random_partition(rng: &mut impl Rng, size: u64, pieces: usize) -> Vec<(u64, usize)> {
