@@ -1,0 +1,1 @@
+//! Differential tests (filled in with the avx2 backend).

@@ -1,0 +1,1 @@
+//! OpenSSL gost engine (filled in later).
