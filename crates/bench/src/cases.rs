@@ -430,8 +430,9 @@ fn gost_provider_cipher(name: &str) -> Option<&'static CipherRef> {
     Some(Box::leak(Box::new(c)))
 }
 
-/// One GOST message per call of `len` bytes: GOST 28147-89 with the CryptoPro-A S-box and
-/// key meshing (what OpenSSL's gost89 ciphers do), Magma per RFC 8891. The peer is
+/// One GOST message per call of `len` bytes: GOST 28147-89 with key meshing and the S-box
+/// OpenSSL's gost provider uses (CryptoPro-A for CNT and the MAC, param-Z for CFB), Magma
+/// per RFC 8891. The peer is
 /// OpenSSL's gost provider where it has the mode (no ECB and no EVP_MAC in this crate).
 fn gost(b: Backend, what: &'static str, len: usize) -> Result<Built, String> {
     let gb = gost_backend(b)?;
@@ -455,7 +456,8 @@ fn gost(b: Backend, what: &'static str, len: usize) -> Result<Built, String> {
             Box::new(move || c.encrypt_to(&s, &mut dst).expect("ecb"))
         }
         "gost89-cfb" => {
-            let c = Gost89Cfb::with_backend(&k, sb, true, gb).map_err(e)?;
+            // OpenSSL's gost89 (CFB) uses param-Z with key meshing: the same here.
+            let c = Gost89Cfb::with_backend(&k, Sbox::Tc26Z, true, gb).map_err(e)?;
             Box::new(move || c.encrypt_to(&iv, &s, &mut dst).expect("cfb"))
         }
         _ => {
