@@ -63,7 +63,7 @@ pub fn make_file(path: &Path, len: u64, data: &[u8]) {
 /// with the sector cipher directly (not the engine).
 pub fn read_plain(file: &File, u: &Unlocked, off: u64, len: usize) -> Vec<u8> {
     let ss = u.layout.sector_size() as u64;
-    assert!(off % ss == 0 && len as u64 % ss == 0);
+    assert!(off.is_multiple_of(ss) && (len as u64).is_multiple_of(ss));
     let mut buf = vec![0u8; len];
     file.read_exact_at(&mut buf, u.data_offset + off).unwrap();
     u.sector_cipher()
