@@ -124,7 +124,7 @@ pub fn format(a: FormatArgs) -> Result<(), Failure> {
         sectorcrypt_crypto::CipherMode::Xts => 512,
         _ => 256,
     });
-    if key_bits % 8 != 0 {
+    if !key_bits.is_multiple_of(8) {
         return Err(Failure::usage("--key-size is in bits, a multiple of 8"));
     }
     let size = a.size.as_deref().map(parse_size).transpose()?;
@@ -180,7 +180,7 @@ pub fn format(a: FormatArgs) -> Result<(), Failure> {
             (None, Version::Luks1) => 512,
             (None, Version::Luks2) => {
                 let data = image_size.saturating_sub(luks::LUKS2_DEFAULT_DATA_OFFSET);
-                if data > 0 && data % 4096 == 0 {
+                if data > 0 && data.is_multiple_of(4096) {
                     4096
                 } else {
                     512
