@@ -70,7 +70,7 @@ pub struct KeyArgs {
     /// prompting.
     #[arg(long, short = 'd', value_name = "FILE")]
     pub key_file: Option<PathBuf>,
-    /// Only try this keyslot.
+    /// add-key: the keyslot for the new passphrase; other commands: only try this keyslot.
     #[arg(long, short = 'S', value_name = "N")]
     pub key_slot: Option<usize>,
     /// Answer confirmations with yes (for scripts).

@@ -166,19 +166,19 @@ impl Luks1 {
         HashAlg::parse(&self.hash_spec)
     }
 
-    /// Bytes from the start of the image to the data (what a header backup holds).
+    /// Bytes from the start of the image to the end of the last keyslot's material, aligned
+    /// to 4 KiB: what a header backup holds (the same length as cryptsetup's
+    /// luksHeaderBackup of a LUKS1 volume).
     pub fn metadata_size(&self) -> u64 {
-        if self.payload_offset != 0 {
-            return self.payload_offset as u64 * 512;
-        }
-        // A detached header: up to the end of the last key material.
         let end = self
             .slots
             .iter()
-            .map(|s| s.key_offset as u64 * 512 + self.key_bytes as u64 * s.stripes as u64)
+            .map(|s| {
+                s.key_offset as u64 * 512 + align_up(self.key_bytes as u64 * s.stripes as u64, 512)
+            })
             .max()
             .unwrap_or(HEADER_LEN as u64);
-        align_up(end, 4096)
+        align_up(end.max(HEADER_LEN as u64), 4096)
     }
 
     /// Whether `key` matches the volume key digest.
