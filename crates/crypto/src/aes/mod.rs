@@ -117,6 +117,22 @@ pub(crate) trait AesKernels: Send + Sync {
     fn xts_encrypt(&self, tweaks: &[Block], data: InOut<'_>);
     /// XTS over whole blocks, one data unit per tweak.
     fn xts_decrypt(&self, tweaks: &[Block], data: InOut<'_>);
+
+    /// GCM's bulk in one pass: CTR with the 32-bit counter `ctr` stitched with GHASH (key
+    /// `g`, state `y`) over the ciphertext. Does a prefix of `data` (whole groups of the
+    /// backend, never across a wrap of the low 32 bits of `ctr`) and returns its length;
+    /// `ctr` and `y` advance over it. The default, for backends without a stitched loop
+    /// (or a GHASH key of another backend), does nothing and returns 0.
+    fn gcm_stitched(
+        &self,
+        _g: &crate::ghash::Key,
+        _ctr: &mut u128,
+        _y: &mut u128,
+        _data: InOut<'_>,
+        _decrypt: bool,
+    ) -> usize {
+        0
+    }
 }
 
 /// The kernels of `backend` for `key`. The backend must have passed
