@@ -7,7 +7,9 @@ mod cmd_backends;
 mod cmd_bench;
 mod cmd_cipher;
 mod cmd_demo;
+mod cmd_serve;
 mod failure;
+mod volume_export;
 
 use args::{Cli, Command};
 use clap::Parser;
@@ -19,6 +21,7 @@ fn main() {
         Command::Backends => cmd_backends::run(),
         Command::Bench(a) => cmd_bench::run(a),
         Command::Demo => cmd_demo::run(),
+        Command::Serve(a) => cmd_serve::run(a),
     };
     if let Err(f) = result {
         eprintln!("sectorcrypt: {}", f.message());
