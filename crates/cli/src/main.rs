@@ -8,9 +8,11 @@ mod cmd_backends;
 mod cmd_bench;
 mod cmd_cipher;
 mod cmd_demo;
+mod cmd_serve;
 mod cmd_volume;
 mod failure;
 mod passphrase;
+mod volume_export;
 
 use args::{Cli, Command};
 use clap::Parser;
@@ -30,6 +32,7 @@ fn main() {
         Command::TestKey(a) => cmd_volume::test_key(a),
         Command::Header(c) => cmd_volume::header(c),
         Command::Erase(a) => cmd_volume::erase(a),
+        Command::Serve(a) => cmd_serve::run(a),
     };
     if let Err(f) = result {
         eprintln!("sectorcrypt: {}", f.message());
