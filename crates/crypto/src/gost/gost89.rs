@@ -11,10 +11,13 @@
 
 use super::{same_len, whole_blocks, Core, Dir, GostBackend, Order, Sbox, MESH_BYTES};
 use crate::Error;
+use std::sync::{Arc, Mutex};
 use zeroize::Zeroize;
 
 /// Blocks between two key meshings.
 const MESH_BLOCKS: u64 = (MESH_BYTES / 8) as u64;
+/// Meshed keys cached per key (256 KiB of data, 8 KiB of keys).
+const MESH_CACHE: u64 = 256;
 /// Bytes of keystream (or blocks) produced per call into the block kernel.
 const CHUNK: usize = MESH_BYTES;
 
@@ -22,6 +25,55 @@ const CHUNK: usize = MESH_BYTES;
 const C2: u32 = 0x0101_0101;
 /// CNT's C1, added to N4 modulo 2^32 - 1.
 const C1: u32 = 0x0101_0104;
+
+/// The CryptoPro key meshing chain of one key: `keys[i]` is the key of bytes
+/// `1024 i .. 1024 (i + 1)`. The chain depends on the key only (not on the IV or the data),
+/// so it is computed once, on demand, and shared by every message and stream of the key:
+/// a meshing step then costs a lookup instead of four block decryptions. Zeroized on drop.
+struct MeshChain {
+    keys: Mutex<Vec<[u32; 8]>>,
+}
+
+impl std::fmt::Debug for MeshChain {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("MeshChain { .. }")
+    }
+}
+
+impl Drop for MeshChain {
+    fn drop(&mut self) {
+        if let Ok(v) = self.keys.get_mut() {
+            v.zeroize();
+        }
+    }
+}
+
+impl MeshChain {
+    fn new(core: &Core) -> Arc<MeshChain> {
+        Arc::new(MeshChain {
+            keys: Mutex::new(vec![core.s.k]),
+        })
+    }
+
+    /// Sets `core`'s key to the key of section `i`; callers visit sections in order, so
+    /// `core` holds the key of section `i - 1`. Past `MESH_CACHE` sections (a stream of
+    /// gigabytes) the key is meshed in place instead of cached, to bound the memory.
+    fn apply(&self, i: u64, core: &mut Core) {
+        if i >= MESH_CACHE {
+            core.mesh();
+            return;
+        }
+        let i = i as usize;
+        let mut keys = self.keys.lock().unwrap_or_else(|e| e.into_inner());
+        while keys.len() <= i {
+            let mut c = core.clone();
+            c.s.k = *keys.last().expect("the chain starts with the key");
+            c.mesh();
+            keys.push(c.s.k);
+        }
+        core.s.k = keys[i];
+    }
+}
 
 fn core(key: &[u8], sbox: Sbox, backend: Option<GostBackend>) -> Result<Core, Error> {
     Core::new(key, sbox, Order::Gost89, backend, "gost28147-89")
@@ -41,8 +93,10 @@ macro_rules! constructors {
             /// A 32-byte key with the S-box set `sbox` on the selected backend;
             /// `key_meshing` turns on CryptoPro key meshing (RFC 4357) every 1024 bytes.
             pub fn new(key: &[u8], sbox: Sbox, key_meshing: bool) -> Result<$t, Error> {
+                let core = core(key, sbox, None)?;
                 Ok($t {
-                    core: core(key, sbox, None)?,
+                    chain: MeshChain::new(&core),
+                    core,
                     meshing: key_meshing,
                 })
             }
@@ -54,8 +108,10 @@ macro_rules! constructors {
                 key_meshing: bool,
                 backend: GostBackend,
             ) -> Result<$t, Error> {
+                let core = core(key, sbox, Some(backend))?;
                 Ok($t {
-                    core: core(key, sbox, Some(backend))?,
+                    chain: MeshChain::new(&core),
+                    core,
                     meshing: key_meshing,
                 })
             }
@@ -73,6 +129,7 @@ macro_rules! constructors {
 #[derive(Debug)]
 pub struct Gost89Ecb {
     core: Core,
+    chain: Arc<MeshChain>,
     meshing: bool,
 }
 constructors!(Gost89Ecb);
@@ -83,7 +140,7 @@ impl Gost89Ecb {
         let mut c = self.core.clone();
         for (i, chunk) in buf.chunks_mut(CHUNK).enumerate() {
             if self.meshing && i > 0 {
-                c.mesh();
+                self.chain.apply(i as u64, &mut c);
             }
             c.ecb(dir, chunk);
         }
@@ -120,6 +177,7 @@ impl Gost89Ecb {
 #[derive(Debug)]
 pub struct Gost89Cnt {
     core: Core,
+    chain: Arc<MeshChain>,
     meshing: bool,
 }
 constructors!(Gost89Cnt);
@@ -149,6 +207,7 @@ impl Gost89Cnt {
         let s = self.core.enc(Order::Gost89.load(iv));
         Gost89CntStream {
             core: self.core.clone(),
+            chain: self.chain.clone(),
             meshing: self.meshing,
             n3: s as u32,
             n4: (s >> 32) as u32,
@@ -163,6 +222,7 @@ impl Gost89Cnt {
 #[derive(Debug)]
 pub struct Gost89CntStream {
     core: Core,
+    chain: Arc<MeshChain>,
     meshing: bool,
     n3: u32,
     n4: u32,
@@ -197,7 +257,7 @@ impl Gost89CntStream {
     /// Before the gamma block `self.blocks`: mesh when a 1024-byte boundary is reached.
     fn maybe_mesh(&mut self) {
         if self.meshing && self.blocks > 0 && self.blocks.is_multiple_of(MESH_BLOCKS) {
-            self.core.mesh();
+            self.chain.apply(self.blocks / MESH_BLOCKS, &mut self.core);
             let s = self.core.enc(((self.n4 as u64) << 32) | self.n3 as u64);
             self.n3 = s as u32;
             self.n4 = (s >> 32) as u32;
@@ -252,6 +312,7 @@ impl Gost89CntStream {
 #[derive(Debug)]
 pub struct Gost89Cfb {
     core: Core,
+    chain: Arc<MeshChain>,
     meshing: bool,
 }
 constructors!(Gost89Cfb);
@@ -282,6 +343,7 @@ impl Gost89Cfb {
     pub fn stream(&self, iv: &[u8; 8]) -> Gost89CfbStream {
         Gost89CfbStream {
             core: self.core.clone(),
+            chain: self.chain.clone(),
             meshing: self.meshing,
             reg: Order::Gost89.load(iv),
             blocks: 0,
@@ -294,6 +356,7 @@ impl Gost89Cfb {
 #[derive(Debug)]
 pub struct Gost89CfbStream {
     core: Core,
+    chain: Arc<MeshChain>,
     meshing: bool,
     reg: u64,
     blocks: u64,
@@ -323,7 +386,7 @@ impl Gost89CfbStream {
     /// Before block `self.blocks`: mesh at a 1024-byte boundary.
     fn maybe_mesh(&mut self) {
         if self.meshing && self.blocks > 0 && self.blocks.is_multiple_of(MESH_BLOCKS) {
-            self.core.mesh();
+            self.chain.apply(self.blocks / MESH_BLOCKS, &mut self.core);
             self.reg = self.core.enc(self.reg);
         }
     }
@@ -385,6 +448,7 @@ impl Gost89CfbStream {
 #[derive(Debug)]
 pub struct Gost89Cbc {
     core: Core,
+    chain: Arc<MeshChain>,
     meshing: bool,
 }
 constructors!(Gost89Cbc);
@@ -397,7 +461,7 @@ impl Gost89Cbc {
         let mut reg = Order::Gost89.load(iv);
         for (i, b) in buf.chunks_exact_mut(8).enumerate() {
             if self.meshing && i > 0 && (i as u64).is_multiple_of(MESH_BLOCKS) {
-                c.mesh();
+                self.chain.apply(i as u64 / MESH_BLOCKS, &mut c);
                 reg = c.enc(reg);
             }
             reg = c.enc(Order::Gost89.load(b) ^ reg);
@@ -415,7 +479,7 @@ impl Gost89Cbc {
         let mut saved = [0u8; CHUNK];
         for (i, chunk) in buf.chunks_mut(CHUNK).enumerate() {
             if self.meshing && i > 0 {
-                c.mesh();
+                self.chain.apply(i as u64, &mut c);
                 reg = c.enc(reg);
             }
             let n = chunk.len();
@@ -455,6 +519,7 @@ impl Gost89Cbc {
 #[derive(Debug)]
 pub struct Gost89Mac {
     core: Core,
+    chain: Arc<MeshChain>,
     meshing: bool,
 }
 constructors!(Gost89Mac);
@@ -479,6 +544,7 @@ impl Gost89Mac {
     pub fn start(&self) -> Gost89MacState {
         Gost89MacState {
             core: self.core.clone(),
+            chain: self.chain.clone(),
             meshing: self.meshing,
             s: 0,
             buf: [0; 8],
@@ -493,6 +559,7 @@ impl Gost89Mac {
 #[derive(Debug)]
 pub struct Gost89MacState {
     core: Core,
+    chain: Arc<MeshChain>,
     meshing: bool,
     s: u64,
     buf: [u8; 8],
@@ -511,7 +578,7 @@ impl Drop for Gost89MacState {
 impl Gost89MacState {
     fn block(&mut self, b: &[u8]) {
         if self.meshing && self.blocks > 0 && self.blocks.is_multiple_of(MESH_BLOCKS) {
-            self.core.mesh();
+            self.chain.apply(self.blocks / MESH_BLOCKS, &mut self.core);
         }
         self.s = self.core.s.mac16(self.s ^ Order::Gost89.load(b));
         self.blocks += 1;

@@ -196,6 +196,7 @@ pub(crate) enum Dir {
 #[derive(Clone)]
 pub(crate) struct Core {
     pub(crate) s: Schedule,
+    pub(crate) sbox: Sbox,
     pub(crate) order: Order,
     pub(crate) backend: GostBackend,
 }
@@ -268,6 +269,7 @@ impl Core {
                 k,
                 sbox: PackedSbox::pack(sbox.rows()),
             },
+            sbox,
             order,
             backend,
         }
@@ -286,11 +288,7 @@ impl Core {
             Dir::Decrypt => &DEC_ORDER,
         };
         let done = if self.backend == GostBackend::Avx2 {
-            let rk: [u32; 32] = core::array::from_fn(|r| self.s.k[order[r]]);
-            let n = avx2_shim::ecb(&rk, &self.s.sbox, self.order, buf);
-            let mut rk = rk;
-            zeroize::Zeroize::zeroize(&mut rk);
-            n
+            avx2_shim::ecb(&self.s.k, order, self.sbox, self.order, buf)
         } else {
             0
         };
