@@ -18,8 +18,9 @@ use zeroize::Zeroize;
 const MESH_BLOCKS: u64 = (MESH_BYTES / 8) as u64;
 /// Meshed keys cached per key (256 KiB of data, 8 KiB of keys).
 const MESH_CACHE: u64 = 256;
-/// Bytes of keystream (or blocks) produced per call into the block kernel.
-const CHUNK: usize = MESH_BYTES;
+/// Bytes of keystream (or blocks) produced per call into the block kernel (whole meshing
+/// periods, so a meshed key applies to whole calls).
+const CHUNK: usize = 4 * MESH_BYTES;
 
 /// CNT's C2, added to N3 modulo 2^32 (GOST 28147-89 section 3.1).
 const C2: u32 = 0x0101_0101;
@@ -138,7 +139,9 @@ impl Gost89Ecb {
     fn run(&self, buf: &mut [u8], dir: Dir) -> Result<(), Error> {
         whole_blocks(buf.len())?;
         let mut c = self.core.clone();
-        for (i, chunk) in buf.chunks_mut(CHUNK).enumerate() {
+        // With meshing one chunk is one meshing period (chunk i uses key i).
+        let step = if self.meshing { MESH_BYTES } else { CHUNK };
+        for (i, chunk) in buf.chunks_mut(step).enumerate() {
             if self.meshing && i > 0 {
                 self.chain.apply(i as u64, &mut c);
             }
@@ -247,8 +250,7 @@ impl Gost89CntStream {
         for b in out.chunks_exact_mut(8) {
             self.n3 = self.n3.wrapping_add(C2);
             self.n4 = add_mod_2_32_minus_1(self.n4, C1);
-            b[..4].copy_from_slice(&self.n3.to_le_bytes());
-            b[4..].copy_from_slice(&self.n4.to_le_bytes());
+            b.copy_from_slice(&(((self.n4 as u64) << 32) | self.n3 as u64).to_le_bytes());
         }
         self.core.ecb(Dir::Encrypt, out);
         self.blocks += (out.len() / 8) as u64;
@@ -477,7 +479,9 @@ impl Gost89Cbc {
         let mut c = self.core.clone();
         let mut reg = Order::Gost89.load(iv);
         let mut saved = [0u8; CHUNK];
-        for (i, chunk) in buf.chunks_mut(CHUNK).enumerate() {
+        // With meshing one chunk is one meshing period (chunk i uses key i).
+        let step = if self.meshing { MESH_BYTES } else { CHUNK };
+        for (i, chunk) in buf.chunks_mut(step).enumerate() {
             if self.meshing && i > 0 {
                 self.chain.apply(i as u64, &mut c);
                 reg = c.enc(reg);

@@ -14,7 +14,7 @@ use zeroize::Zeroize;
 pub const MAGMA_BLOCK: usize = 8;
 
 /// Bytes per call into the block kernel.
-const CHUNK: usize = 1024;
+const CHUNK: usize = 4096;
 
 fn core(key: &[u8], backend: Option<GostBackend>) -> Result<Core, Error> {
     Core::new(key, Sbox::Tc26Z, Order::Magma, backend, "magma")

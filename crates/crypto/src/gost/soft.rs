@@ -15,12 +15,13 @@
 //! bitsliced one-block call would waste 63/64 of its work and be slower than this.
 //! The parallel modes have the `avx2` backend for speed.
 //!
-//! How constant time was checked: the disassembly of [`Schedule::g`] in a release build
-//! (`objdump -d`, see `docs` of the gost module) shows only register operations (`shrx`,
-//! `and`, `or`, `rorx`/`rol`, `add`) between the loads of the round keys, whose addresses
-//! depend on the round number only; and the test `gost::soft::tests::no_table_in_memory`
-//! asserts the public evaluation agrees with the plain table definition for every input of
-//! every row.
+//! How constant time was checked: `scripts/gost-ct-disasm.sh` disassembles
+//! [`Schedule::encrypt`] in the release build. Its round loop reads the round-key order
+//! table at the round counter, the key word at that public index and the eight packed rows
+//! from fixed stack slots; the S-box is eight `shr %cl` on those rows; the only branches
+//! are the loop counter and a bounds check on the public round order. The unit test
+//! `no_table_in_memory` checks the register evaluation against the table definition for
+//! every row and input.
 #![forbid(unsafe_code)]
 
 use super::sbox_tables::Rows;
@@ -91,7 +92,7 @@ impl Schedule {
         let mut n1 = x as u32;
         let mut n2 = (x >> 32) as u32;
         for &i in order {
-            let t = n2 ^ self.g(n1.wrapping_add(self.k[i]));
+            let t = n2 ^ self.g(n1.wrapping_add(self.k[i & 7]));
             n2 = n1;
             n1 = t;
         }
