@@ -76,6 +76,7 @@
 //! the `unsafe` calls of the `#[target_feature]` functions sound.
 #![allow(unsafe_code)]
 
+use super::super::soft::SideJob;
 use super::super::{GostBackend, Order, Sbox};
 use core::arch::x86_64::*;
 use std::sync::OnceLock;
@@ -197,6 +198,7 @@ pub(crate) fn ecb(
     sbox: Sbox,
     order: Order,
     buf: &mut [u8],
+    side: Option<&mut SideJob>,
 ) -> usize {
     assert!(
         GostBackend::Avx2.check_cpu().is_ok(),
@@ -208,6 +210,7 @@ pub(crate) fn ecb(
     }
     let t = Tables::get(sbox, order);
     let keys = KeyRows::new(k);
+    let mut side = side;
     let c = Ctx {
         t,
         keys: &keys,
@@ -216,7 +219,7 @@ pub(crate) fn ecb(
     let groups = blocks / BLOCKS;
     // SAFETY: AVX2 and the ymm state are present (checked above); `buf` holds
     // `groups * GROUP` bytes from its start.
-    unsafe { ecb_groups(&c, buf.as_mut_ptr(), groups) };
+    unsafe { ecb_groups(&c, buf.as_mut_ptr(), groups, side.as_deref_mut()) };
     let tail = blocks % BLOCKS;
     if tail > 0 {
         let off = groups * GROUP;
@@ -224,7 +227,7 @@ pub(crate) fn ecb(
         let mut tmp = [0u8; GROUP];
         tmp[..n].copy_from_slice(&buf[off..off + n]);
         // SAFETY: as above; `tmp` holds one whole group.
-        unsafe { ecb_groups(&c, tmp.as_mut_ptr(), 1) };
+        unsafe { ecb_groups(&c, tmp.as_mut_ptr(), 1, side.as_deref_mut()) };
         buf[off..off + n].copy_from_slice(&tmp[..n]);
         tmp.zeroize();
     }
@@ -360,7 +363,7 @@ unsafe fn round(c: &Ctx<'_>, k: &[[u64; 4]; 7], a: &[__m256i; 4], b: &mut [__m25
 /// # Safety
 /// AVX2 must be present; `p` must be valid for reads and writes of `G * GROUP` bytes.
 #[inline(always)]
-unsafe fn run<const G: usize>(c: &Ctx<'_>, p: *mut u8) {
+unsafe fn run<const G: usize>(c: &Ctx<'_>, p: *mut u8, side: &mut Option<&mut SideJob>) {
     // SAFETY (whole function): the caller vouches for `G * GROUP` bytes at `p` and AVX2.
     unsafe {
         let mut a = [[_mm256_setzero_si256(); 4]; G];
@@ -371,6 +374,12 @@ unsafe fn run<const G: usize>(c: &Ctx<'_>, p: *mut u8) {
         for r in (0..32).step_by(2) {
             let k0 = &c.keys.0[c.rounds[r]];
             let k1 = &c.keys.0[c.rounds[r + 1]];
+            // Two scalar rounds of the side job per two vector rounds: they run on the
+            // integer units while the vector units work.
+            if let Some(j) = side.as_deref_mut() {
+                j.step();
+                j.step();
+            }
             for g in 0..G {
                 round(c, k0, &a[g], &mut b[g]);
             }
@@ -394,16 +403,16 @@ const INTERLEAVE: usize = 4;
 /// The CPU must have AVX2 (and the OS the ymm state); `p` must be valid for reads and
 /// writes of `groups * GROUP` bytes.
 #[target_feature(enable = "avx2")]
-unsafe fn ecb_groups(c: &Ctx<'_>, p: *mut u8, groups: usize) {
+unsafe fn ecb_groups(c: &Ctx<'_>, p: *mut u8, groups: usize, mut side: Option<&mut SideJob>) {
     let mut g = 0;
     // SAFETY (both loops): every pointer is `p` plus a multiple of GROUP, with the groups
     // it covers below `groups`, the range the caller vouches for.
     while g + INTERLEAVE <= groups {
-        unsafe { run::<INTERLEAVE>(c, p.add(g * GROUP)) };
+        unsafe { run::<INTERLEAVE>(c, p.add(g * GROUP), &mut side) };
         g += INTERLEAVE;
     }
     while g < groups {
-        unsafe { run::<1>(c, p.add(g * GROUP)) };
+        unsafe { run::<1>(c, p.add(g * GROUP), &mut side) };
         g += 1;
     }
 }

@@ -9,6 +9,7 @@
 //! through [`Core::ecb`] in chunks of up to 1024 bytes, i.e. to the `avx2` kernel when the
 //! key is on that backend.
 
+use super::soft::SideJob;
 use super::{same_len, whole_blocks, Core, Dir, GostBackend, Order, Sbox, MESH_BYTES};
 use crate::Error;
 use std::sync::{Arc, Mutex};
@@ -217,12 +218,12 @@ impl Gost89Cnt {
             blocks: 0,
             left: [0; 8],
             left_len: 0,
+            premeshed: None,
         }
     }
 }
 
 /// The running state of a [`Gost89Cnt`] keystream. Zeroized on drop.
-#[derive(Debug)]
 pub struct Gost89CntStream {
     core: Core,
     chain: Arc<MeshChain>,
@@ -234,10 +235,17 @@ pub struct Gost89CntStream {
     /// Unused keystream of the last partial block.
     left: [u8; 8],
     left_len: usize,
+    /// The counter register re-encrypted for the next meshing boundary, with that
+    /// boundary's key (computed alongside the previous chunk).
+    premeshed: Option<(u64, [u32; 8])>,
 }
 
 impl Drop for Gost89CntStream {
     fn drop(&mut self) {
+        if let Some((mut s, mut k)) = self.premeshed.take() {
+            s.zeroize();
+            k.zeroize();
+        }
         self.n3.zeroize();
         self.n4.zeroize();
         self.left.zeroize();
@@ -246,19 +254,40 @@ impl Drop for Gost89CntStream {
 
 impl Gost89CntStream {
     /// Fills `out` (whole blocks, not crossing a meshing boundary) with gamma blocks.
+    ///
+    /// When `out` ends exactly at a meshing boundary, the counter register there is known
+    /// once the counters are written, and so is the next key: its re-encryption under
+    /// that key runs as a side job among the block kernel's rounds (on the scalar units,
+    /// while the vector units encrypt the gamma) and is kept for [`Self::maybe_mesh`].
     fn gamma(&mut self, out: &mut [u8]) {
         for b in out.chunks_exact_mut(8) {
             self.n3 = self.n3.wrapping_add(C2);
             self.n4 = add_mod_2_32_minus_1(self.n4, C1);
             b.copy_from_slice(&(((self.n4 as u64) << 32) | self.n3 as u64).to_le_bytes());
         }
-        self.core.ecb(Dir::Encrypt, out);
-        self.blocks += (out.len() / 8) as u64;
+        let end = self.blocks + (out.len() / 8) as u64;
+        if self.meshing && end.is_multiple_of(MESH_BLOCKS) && out.len() >= 16 {
+            let mut next = self.core.clone();
+            self.chain.apply(end / MESH_BLOCKS, &mut next);
+            let reg = ((self.n4 as u64) << 32) | self.n3 as u64;
+            let mut job = SideJob::new(next.s.clone(), reg);
+            self.core.ecb_with_side(Dir::Encrypt, out, Some(&mut job));
+            self.premeshed = Some((job.finish(), next.s.k));
+        } else {
+            self.core.ecb(Dir::Encrypt, out);
+        }
+        self.blocks = end;
     }
 
     /// Before the gamma block `self.blocks`: mesh when a 1024-byte boundary is reached.
     fn maybe_mesh(&mut self) {
         if self.meshing && self.blocks > 0 && self.blocks.is_multiple_of(MESH_BLOCKS) {
+            if let Some((s, k)) = self.premeshed.take() {
+                self.core.s.k = k;
+                self.n3 = s as u32;
+                self.n4 = (s >> 32) as u32;
+                return;
+            }
             self.chain.apply(self.blocks / MESH_BLOCKS, &mut self.core);
             let s = self.core.enc(((self.n4 as u64) << 32) | self.n3 as u64);
             self.n3 = s as u32;
@@ -355,7 +384,6 @@ impl Gost89Cfb {
 }
 
 /// The running state of [`Gost89Cfb`]. Zeroized on drop.
-#[derive(Debug)]
 pub struct Gost89CfbStream {
     core: Core,
     chain: Arc<MeshChain>,
@@ -560,7 +588,6 @@ impl Gost89Mac {
 }
 
 /// The running state of [`Gost89Mac`]. Zeroized on drop.
-#[derive(Debug)]
 pub struct Gost89MacState {
     core: Core,
     chain: Arc<MeshChain>,
@@ -741,5 +768,35 @@ impl Gost89Cfb {
     /// together.
     pub fn encrypt_sectors(&self, ivs: &[[u8; 8]], data: &mut [u8]) -> Result<(), Error> {
         encrypt_sectors(&self.core, &self.chain, self.meshing, Chain::Cfb, ivs, data)
+    }
+}
+
+impl std::fmt::Debug for Gost89CntStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gost89CntStream")
+            .field("key", &self.core)
+            .field("meshing", &self.meshing)
+            .field("blocks", &self.blocks)
+            .finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for Gost89CfbStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gost89CfbStream")
+            .field("key", &self.core)
+            .field("meshing", &self.meshing)
+            .field("blocks", &self.blocks)
+            .finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for Gost89MacState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gost89MacState")
+            .field("key", &self.core)
+            .field("meshing", &self.meshing)
+            .field("blocks", &self.blocks)
+            .finish_non_exhaustive()
     }
 }

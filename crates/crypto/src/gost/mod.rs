@@ -60,7 +60,7 @@ pub use magma::{
 };
 
 use crate::Error;
-use soft::{PackedSbox, Schedule, DEC_ORDER, ENC_ORDER};
+use soft::{PackedSbox, Schedule, SideJob, DEC_ORDER, ENC_ORDER};
 
 /// The GOST block size in bytes.
 pub const GOST_BLOCK: usize = 8;
@@ -282,16 +282,33 @@ impl Core {
 
     /// ECB over whole blocks of `buf`, in place, on this key's backend.
     pub(crate) fn ecb(&self, dir: Dir, buf: &mut [u8]) {
+        self.ecb_with_side(dir, buf, None);
+    }
+
+    /// [`Core::ecb`], running the rounds of `side` (a one-block encryption under another
+    /// key) among the kernel's rounds where the backend can; `side` is finished on return.
+    pub(crate) fn ecb_with_side(&self, dir: Dir, buf: &mut [u8], side: Option<&mut SideJob>) {
         debug_assert!(buf.len().is_multiple_of(GOST_BLOCK));
         let order = match dir {
             Dir::Encrypt => &ENC_ORDER,
             Dir::Decrypt => &DEC_ORDER,
         };
+        let mut side = side;
         let done = if self.backend == GostBackend::Avx2 {
-            avx2_shim::ecb(&self.s.k, order, self.sbox, self.order, buf)
+            avx2_shim::ecb(
+                &self.s.k,
+                order,
+                self.sbox,
+                self.order,
+                buf,
+                side.as_deref_mut(),
+            )
         } else {
             0
         };
+        if let Some(j) = side {
+            j.finish();
+        }
         for b in buf[done..].chunks_exact_mut(GOST_BLOCK) {
             let x = self.order.load(b);
             let y = match dir {
