@@ -227,7 +227,7 @@ pub(crate) fn ecb(
         let mut tmp = [0u8; GROUP];
         tmp[..n].copy_from_slice(&buf[off..off + n]);
         // SAFETY: as above; `tmp` holds one whole group.
-        unsafe { ecb_groups(&c, tmp.as_mut_ptr(), 1, side.as_deref_mut()) };
+        unsafe { ecb_groups(&c, tmp.as_mut_ptr(), 1, side) };
         buf[off..off + n].copy_from_slice(&tmp[..n]);
         tmp.zeroize();
     }
