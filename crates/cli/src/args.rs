@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 const EXIT_CODES: &str =
     "Exit codes: 0 success, 1 runtime failure (I/O), 2 bad usage or bad input \
-(nothing is written to the output then).";
+(nothing is written to the output then), 3 wrong passphrase (no keyslot opens with it).";
 
 /// sectorcrypt: a userspace storage-encryption engine (AES-XTS/CBC/CTR/ECB at the speed of
 /// the hardware, dm-crypt compatible sector formats).
@@ -29,6 +29,186 @@ pub enum Command {
     Bench(BenchArgs),
     /// Run a short built-in demonstration: known-answer check, sector round trip.
     Demo,
+    /// Create a LUKS2 or LUKS1 volume (the image is created when missing).
+    #[command(after_long_help = FORMAT_HELP)]
+    Format(FormatArgs),
+    /// Show a volume's header (no passphrase needed).
+    Dump(DumpArgs),
+    /// Add a passphrase in a free keyslot (asks for an existing one first).
+    AddKey(AddKeyArgs),
+    /// Destroy the keyslot the given passphrase opens.
+    RemoveKey(RemoveKeyArgs),
+    /// Replace the passphrase of the keyslot the old passphrase opens.
+    ChangeKey(AddKeyArgs),
+    /// Check a passphrase: exit 0 and name the keyslot when it opens the volume, 3 when not.
+    TestKey(TestKeyArgs),
+    /// Back up or restore the headers and keyslot areas.
+    #[command(subcommand)]
+    Header(HeaderCommand),
+    /// Destroy every keyslot: the data can never be opened again without a header backup.
+    Erase(EraseArgs),
+    /// Serve the plaintext of a volume over NBD (a Unix socket or a loopback TCP port).
+    #[command(after_long_help = SERVE_HELP)]
+    Serve(ServeArgs),
+}
+
+const FORMAT_HELP: &str = "\
+Defaults are cryptsetup 2.6's: --type luks2, --cipher aes-xts-plain64, --key-size 512,
+--pbkdf argon2id calibrated to --iter-time 2000 ms with --pbkdf-memory up to 1 GiB (at most
+half the RAM) and --pbkdf-parallel min(4, cores); LUKS1 uses pbkdf2-sha256. LUKS2 reserves
+16 MiB for the two header copies and the keyslots; LUKS1 2 MiB. The data area is not wiped.
+--sector-size defaults to 4096 for LUKS2 (as cryptsetup picks for files) when the data area
+is a multiple of 4096 bytes, else 512.
+Passphrases: prompted twice without echo on a terminal, else one line from standard input,
+or --key-file F (the file's bytes, all of them, are the passphrase; '-' reads stdin).
+Examples:
+  sectorcrypt format disk.img --size 1G
+  sectorcrypt format disk.img --type luks1 --cipher aes-cbc-essiv:sha256 --key-size 256
+  printf secret | sectorcrypt format disk.img --size 64M --key-file - --batch";
+
+/// Where passphrases come from.
+#[derive(Debug, Args, Clone)]
+pub struct KeyArgs {
+    /// Read the passphrase from FILE (its exact bytes; '-' for standard input) instead of
+    /// prompting.
+    #[arg(long, short = 'd', value_name = "FILE")]
+    pub key_file: Option<PathBuf>,
+    /// add-key: the keyslot for the new passphrase; other commands: only try this keyslot.
+    #[arg(long, short = 'S', value_name = "N")]
+    pub key_slot: Option<usize>,
+    /// Answer confirmations with yes (for scripts).
+    #[arg(long, short = 'q', visible_alias = "batch-mode")]
+    pub batch: bool,
+}
+
+/// KDF choice for new keyslots.
+#[derive(Debug, Args, Clone)]
+pub struct PbkdfArgs {
+    /// pbkdf2, argon2i or argon2id (default argon2id for LUKS2, pbkdf2 for LUKS1).
+    #[arg(long, value_name = "KDF")]
+    pub pbkdf: Option<String>,
+    /// Hash for pbkdf2 and the AF splitter: sha1, sha256, sha512 (default sha256).
+    #[arg(long, value_name = "HASH")]
+    pub hash: Option<String>,
+    /// Milliseconds one unlock should take on this machine (calibration target).
+    #[arg(long, value_name = "MS", default_value_t = 2000)]
+    pub iter_time: u32,
+    /// Argon2 memory cost in KiB.
+    #[arg(long, value_name = "KIB")]
+    pub pbkdf_memory: Option<u32>,
+    /// Argon2 parallel cost (lanes).
+    #[arg(long, value_name = "N")]
+    pub pbkdf_parallel: Option<u32>,
+    /// Skip calibration: pbkdf2 iterations or the argon2 time cost.
+    #[arg(long, value_name = "N")]
+    pub pbkdf_force_iterations: Option<u32>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LuksType {
+    Luks2,
+    Luks1,
+}
+
+#[derive(Debug, Args)]
+pub struct FormatArgs {
+    /// The image file or block device.
+    pub image: PathBuf,
+    /// Size of the image to create when it does not exist (bytes, or with K, M, G, T).
+    #[arg(long, value_name = "SIZE")]
+    pub size: Option<String>,
+    /// luks2 or luks1.
+    #[arg(long = "type", value_enum, default_value_t = LuksType::Luks2)]
+    pub luks_type: LuksType,
+    /// Segment cipher: aes-xts-plain64, aes-xts-plain, aes-cbc-plain64, aes-cbc-essiv:sha256.
+    #[arg(
+        long,
+        short = 'c',
+        value_name = "SPEC",
+        default_value = "aes-xts-plain64"
+    )]
+    pub cipher: String,
+    /// Volume key size in bits (xts: 256 or 512; cbc: 128, 192 or 256).
+    #[arg(long, short = 's', value_name = "BITS")]
+    pub key_size: Option<usize>,
+    /// Encryption sector size (LUKS2): 512, 1024, 2048 or 4096.
+    #[arg(long, value_name = "N")]
+    pub sector_size: Option<usize>,
+    /// LUKS2 label.
+    #[arg(long, value_name = "L")]
+    pub label: Option<String>,
+    #[command(flatten)]
+    pub pbkdf: PbkdfArgs,
+    #[command(flatten)]
+    pub key: KeyArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct DumpArgs {
+    /// The image file or block device.
+    pub image: PathBuf,
+    /// Print the metadata as JSON (LUKS2: its own document).
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct AddKeyArgs {
+    /// The image file or block device.
+    pub image: PathBuf,
+    /// A file holding the new passphrase (its exact bytes); prompted otherwise.
+    #[arg(value_name = "NEW_KEY_FILE")]
+    pub new_key_file: Option<PathBuf>,
+    #[command(flatten)]
+    pub pbkdf: PbkdfArgs,
+    #[command(flatten)]
+    pub key: KeyArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct RemoveKeyArgs {
+    /// The image file or block device.
+    pub image: PathBuf,
+    #[command(flatten)]
+    pub key: KeyArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct TestKeyArgs {
+    /// The image file or block device.
+    pub image: PathBuf,
+    #[command(flatten)]
+    pub key: KeyArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum HeaderCommand {
+    /// Copy the headers and keyslot areas of IMAGE to FILE (which must not exist).
+    Backup {
+        /// The image file or block device.
+        image: PathBuf,
+        /// The backup file to create.
+        file: PathBuf,
+    },
+    /// Write the headers and keyslot areas from FILE onto IMAGE (after confirmation).
+    Restore {
+        /// The image file or block device.
+        image: PathBuf,
+        /// A backup made by `header backup` or `cryptsetup luksHeaderBackup`.
+        file: PathBuf,
+        /// Answer confirmations with yes (for scripts).
+        #[arg(long, short = 'q', visible_alias = "batch-mode")]
+        batch: bool,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct EraseArgs {
+    /// The image file or block device.
+    pub image: PathBuf,
+    /// Answer confirmations with yes (for scripts).
+    #[arg(long, short = 'q', visible_alias = "batch-mode")]
+    pub batch: bool,
 }
 
 const CIPHER_EXAMPLES: &str = "\
@@ -161,4 +341,58 @@ pub struct BenchArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Instead of the cases, probe how the AES and carry-less multiply units share the
+    /// core (cycles per VAESENC, per VPCLMULQDQ, and per mix of both): the GCM ceiling.
+    #[arg(long, conflicts_with_all = ["filter", "json"])]
+    pub probe: bool,
+}
+
+const SERVE_HELP: &str = "\
+Examples:
+  sectorcrypt serve disk.img --socket /tmp/disk.sock --key-file pass.txt
+  nbdcopy nbd+unix:///?socket=/tmp/disk.sock plain.raw
+  sectorcrypt serve scratch.img --listen 127.0.0.1:10809 --onetime
+
+Only a Unix socket or a loopback address is served. The server speaks the fixed newstyle
+NBD protocol with several connections (multi-conn) and many requests in flight; SIGINT or
+SIGTERM stops it after the requests in flight are done and the volume is flushed.
+--onetime: a headerless volume (aes-xts-plain64, 512-bit key, 512-byte sectors) under a
+fresh random key that is never stored (GELI's one-time mode, for swap or scratch space):
+whatever is written is unreadable once the server stops.";
+
+/// How a volume is opened (shared by `serve` and `mount`).
+#[derive(Debug, Args)]
+pub struct OpenArgs {
+    /// The volume: a file or a block device.
+    #[arg(value_name = "IMAGE")]
+    pub image: PathBuf,
+    /// Read the passphrase from FILE (its bytes, as cryptsetup does; `-` = standard input)
+    /// instead of prompting.
+    #[arg(long, value_name = "FILE", conflicts_with = "onetime")]
+    pub key_file: Option<PathBuf>,
+    /// A headerless volume under a fresh random key that is never stored.
+    #[arg(long)]
+    pub onetime: bool,
+    /// Refuse writes.
+    #[arg(long)]
+    pub read_only: bool,
+    /// Threads the engine uses for one large request (default: the number of cores).
+    #[arg(long, value_name = "N")]
+    pub threads: Option<usize>,
+}
+
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("where").required(true).args(["socket", "listen"])))]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub open: OpenArgs,
+    /// Listen on a Unix socket at PATH.
+    #[arg(long, value_name = "PATH")]
+    pub socket: Option<PathBuf>,
+    /// Listen on a loopback TCP address (127.0.0.1:PORT or [::1]:PORT).
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub listen: Option<String>,
+    /// The export's name (clients asking for the default name "" get it too).
+    #[arg(long, value_name = "NAME", default_value = "")]
+    pub export_name: String,
 }

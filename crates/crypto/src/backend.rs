@@ -144,3 +144,15 @@ impl fmt::Display for Backend {
         f.write_str(self.name())
     }
 }
+
+/// Measures how VAESENC and VPCLMULQDQ on ymm share the core (see `sectorcrypt bench
+/// --probe`): seconds per step of [1 VAESENC, 1 VPCLMULQDQ, 1 VPCLMULQDQ + 3 VAESENC], each
+/// over 16 independent chains. `None` when the CPU cannot run the `vaes` backend.
+#[doc(hidden)]
+pub fn probe_aes_clmul_units() -> Option<[f64; 3]> {
+    #[cfg(target_arch = "x86_64")]
+    if Backend::Vaes.check_cpu().is_ok() {
+        return Some(crate::aes::x86::vaes::probe::probe(2_000_000));
+    }
+    None
+}

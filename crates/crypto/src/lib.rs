@@ -38,7 +38,7 @@ mod gost;
 mod modes;
 
 pub use aes::BLOCK;
-pub use backend::Backend;
+pub use backend::{probe_aes_clmul_units, Backend};
 pub use error::Error;
 #[doc(hidden)]
 pub use ghash::Ghash;

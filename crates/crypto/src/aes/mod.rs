@@ -91,6 +91,12 @@ pub(crate) trait AesKernels: Send + Sync {
     /// One CBC chain; `iv` is updated to the last ciphertext block.
     fn cbc_decrypt(&self, iv: &mut Block, data: InOut<'_>);
 
+    /// One block in place (GCM's E_K(J0)): a CBC chain of one block from a zero IV, which
+    /// is the latency-bound single-stream path of every backend, with no buffering.
+    fn encrypt_block(&self, block: &mut Block) {
+        self.cbc_encrypt(&mut [0; 16], InOut::InPlace(block));
+    }
+
     /// Independent CBC chains, one per sector, with `ivs[i]` for sector `i`.
     fn cbc_encrypt_sectors(&self, ivs: &[Block], mut data: InOut<'_>) {
         let size = data.len() / ivs.len().max(1);
@@ -117,6 +123,22 @@ pub(crate) trait AesKernels: Send + Sync {
     fn xts_encrypt(&self, tweaks: &[Block], data: InOut<'_>);
     /// XTS over whole blocks, one data unit per tweak.
     fn xts_decrypt(&self, tweaks: &[Block], data: InOut<'_>);
+
+    /// GCM's bulk in one pass: CTR with the 32-bit counter `ctr` stitched with GHASH (key
+    /// `g`, state `y`) over the ciphertext. Does a prefix of `data` (whole groups of the
+    /// backend, never across a wrap of the low 32 bits of `ctr`) and returns its length;
+    /// `ctr` and `y` advance over it. The default, for backends without a stitched loop
+    /// (or a GHASH key of another backend), does nothing and returns 0.
+    fn gcm_stitched(
+        &self,
+        _g: &crate::ghash::Key,
+        _ctr: &mut u128,
+        _y: &mut u128,
+        _data: InOut<'_>,
+        _decrypt: bool,
+    ) -> usize {
+        0
+    }
 }
 
 /// The kernels of `backend` for `key`. The backend must have passed

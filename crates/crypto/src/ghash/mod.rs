@@ -38,7 +38,7 @@ mod soft;
 #[cfg(target_arch = "x86_64")]
 mod clmul;
 #[cfg(target_arch = "x86_64")]
-mod vpclmul;
+pub(crate) mod vpclmul;
 
 /// An expanded GHASH key for one backend. Zeroized on drop by the backend key types.
 #[derive(Clone)]

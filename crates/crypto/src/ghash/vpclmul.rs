@@ -24,7 +24,7 @@ use core::arch::x86_64::*;
 use zeroize::{Zeroize, ZeroizeOnDrop};
 
 /// Blocks per reduction.
-pub(super) const N: usize = 16;
+pub(crate) const N: usize = 16;
 
 /// `H^16..H^1` (twisted, reflected), then a zero entry; for each `lo ^ hi` of its halves.
 #[derive(Clone, Zeroize, ZeroizeOnDrop)]
@@ -78,7 +78,7 @@ fn fold_lanes(v: __m256i) -> __m128i {
 /// Karatsuba partial products to the accumulators.
 #[inline]
 #[target_feature(enable = "avx2,vpclmulqdq,pclmulqdq")]
-fn mul_add(key: &Key, at: usize, x: __m256i, acc: &mut [__m256i; 3]) {
+pub(crate) fn mul_add(key: &Key, at: usize, x: __m256i, acc: &mut [__m256i; 3]) {
     assert!(at < N);
     // SAFETY: `at + 1 <= N` and the tables have N + 1 entries of 16 bytes, so 32 bytes from
     // entry `at` are in bounds; unaligned loads.
@@ -97,12 +97,48 @@ fn mul_add(key: &Key, at: usize, x: __m256i, acc: &mut [__m256i; 3]) {
 /// Sums the two lanes, places Karatsuba's middle term at bit 64 and reduces once.
 #[inline]
 #[target_feature(enable = "avx2,vpclmulqdq,pclmulqdq")]
-fn finish_group(acc: [__m256i; 3]) -> __m128i {
+pub(crate) fn finish_group(acc: [__m256i; 3]) -> __m128i {
     let (lo, hi, mut mid) = (fold_lanes(acc[0]), fold_lanes(acc[1]), fold_lanes(acc[2]));
     mid = _mm_xor_si128(mid, _mm_xor_si128(lo, hi));
     let high = _mm_xor_si128(hi, _mm_srli_si128::<8>(mid));
     let low = _mm_xor_si128(lo, _mm_slli_si128::<8>(mid));
     reduce(high, low)
+}
+
+/// One full group of `N` blocks at `group` hashed into the state `y` (GHASH's bit order, as
+/// kept in a register by [`update_vpclmul`]); also the GHASH half of the `vaes` backend's
+/// fused GCM kernel.
+///
+/// # Safety
+/// The CPU features of the `vaes` backend (module doc); `group` points to `16 * N` readable
+/// bytes.
+#[inline]
+#[target_feature(enable = "avx2,vpclmulqdq,pclmulqdq")]
+pub(crate) unsafe fn hash_group(key: &Key, y: __m128i, group: *const u8) -> __m128i {
+    let bswap = _mm256_broadcastsi128_si256(_mm_set_epi8(
+        0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15,
+    ));
+    // SAFETY: 32 bytes from block `i < N` are inside the group (caller); unaligned load.
+    let load2 = |i: usize| unsafe { _mm256_loadu_si256(group.add(16 * i).cast()) };
+    // The pairs that do not depend on the state go first, so they overlap with the
+    // previous group's reduction.
+    let mut acc = [_mm256_setzero_si256(); 3];
+    for p in 1..N / 2 {
+        mul_add(
+            key,
+            2 * p,
+            _mm256_shuffle_epi8(load2(2 * p), bswap),
+            &mut acc,
+        );
+    }
+    let x = _mm256_shuffle_epi8(load2(0), bswap);
+    mul_add(
+        key,
+        0,
+        _mm256_xor_si256(x, _mm256_zextsi128_si256(y)),
+        &mut acc,
+    );
+    finish_group(acc)
 }
 
 #[target_feature(enable = "avx2,vpclmulqdq,pclmulqdq")]
@@ -117,26 +153,9 @@ fn update_vpclmul(key: &Key, y: &mut u128, blocks: &[u8]) {
     };
     let mut y_acc = _mm_set_epi64x((*y >> 64) as i64, *y as i64);
     let mut groups = blocks.chunks_exact(16 * N);
-    // Full groups: a fixed trip count the compiler unrolls. The pairs that do not depend
-    // on the state go first, so they overlap with the previous group's reduction.
     for group in &mut groups {
-        let mut acc = [_mm256_setzero_si256(); 3];
-        for p in 1..N / 2 {
-            mul_add(
-                key,
-                2 * p,
-                _mm256_shuffle_epi8(load2(group, 2 * p), bswap),
-                &mut acc,
-            );
-        }
-        let x = _mm256_shuffle_epi8(load2(group, 0), bswap);
-        mul_add(
-            key,
-            0,
-            _mm256_xor_si256(x, _mm256_zextsi128_si256(y_acc)),
-            &mut acc,
-        );
-        y_acc = finish_group(acc);
+        // SAFETY: `group` is 16 * N readable bytes.
+        y_acc = unsafe { hash_group(key, y_acc, group.as_ptr()) };
     }
     // The last, shorter group uses the last n table entries; an odd block pairs with zero.
     let rest = groups.remainder();

@@ -118,11 +118,13 @@ impl Gcm {
     /// right. On [`Error::AuthenticationFailed`] the buffer is zeroed.
     pub fn open(&self, iv: &[u8], aad: &[u8], buf: &mut [u8], tag: &[u8]) -> Result<(), Error> {
         check_tag_len(tag.len(), false)?;
-        self.open_in_place(iv, aad, buf, tag)
+        self.open_inout(iv, aad, InOut::InPlace(buf), tag)
     }
 
-    /// Verifies `tag` (12 to 16 bytes) over `src`, then decrypts `src` into `dst` (same
-    /// length). On any error `dst` is untouched.
+    /// Decrypts `src` into `dst` (same length) if `tag` (12 to 16 bytes) is right. On
+    /// [`Error::AuthenticationFailed`] `dst` is zeroed (decryption and authentication run
+    /// in one pass; nothing is released before the tag is checked); on other errors it is
+    /// untouched.
     pub fn open_to(
         &self,
         iv: &[u8],
@@ -132,7 +134,7 @@ impl Gcm {
         tag: &[u8],
     ) -> Result<(), Error> {
         check_tag_len(tag.len(), false)?;
-        self.open_split(iv, aad, src, dst, tag)
+        self.open_inout(iv, aad, split(src, dst)?, tag)
     }
 
     /// Encrypts `buf` in place and writes a **short** tag of 8 or 4 bytes to `tag`.
@@ -163,7 +165,7 @@ impl Gcm {
         tag: &[u8],
     ) -> Result<(), Error> {
         check_tag_len(tag.len(), true)?;
-        self.open_in_place(iv, aad, buf, tag)
+        self.open_inout(iv, aad, InOut::InPlace(buf), tag)
     }
 
     /// A streaming encryptor for one message with this IV and AAD.
@@ -190,57 +192,29 @@ impl Gcm {
         Ok(st.tag(self))
     }
 
-    fn open_in_place(
+    /// Decrypts and hashes in one pass (the backend's stitched loop), then checks the tag;
+    /// on a wrong tag the output is wiped before returning, so nothing unauthenticated is
+    /// ever released to the caller.
+    fn open_inout(
         &self,
         iv: &[u8],
         aad: &[u8],
-        buf: &mut [u8],
+        mut data: InOut<'_>,
         tag: &[u8],
     ) -> Result<(), Error> {
-        check_message_len(buf.len() as u64)?;
+        check_message_len(data.len() as u64)?;
         let mut st = self.start(iv, aad)?;
-        st.update(self, InOut::InPlace(buf), Direction::Decrypt)?;
+        st.update(self, data.reborrow(), Direction::Decrypt)?;
         let full = st.tag(self);
         if bool::from(full[..tag.len()].ct_eq(tag)) {
             Ok(())
         } else {
-            buf.zeroize();
+            match data {
+                InOut::InPlace(buf) => buf.zeroize(),
+                InOut::Split { dst, .. } => dst.zeroize(),
+            }
             Err(Error::AuthenticationFailed)
         }
-    }
-
-    fn open_split(
-        &self,
-        iv: &[u8],
-        aad: &[u8],
-        src: &[u8],
-        dst: &mut [u8],
-        tag: &[u8],
-    ) -> Result<(), Error> {
-        let mut data = split(src, dst)?;
-        check_message_len(src.len() as u64)?;
-        let mut st = self.start(iv, aad)?;
-        // Authenticate first: hash the whole ciphertext, check the tag, only then decrypt.
-        st.len = src.len() as u64;
-        hash_padded(&self.ghash, &mut st.y, src);
-        let full = st.tag(self);
-        if !bool::from(full[..tag.len()].ct_eq(tag)) {
-            return Err(Error::AuthenticationFailed);
-        }
-        let whole = src.len() / BLOCK * BLOCK;
-        ctr32(self.key.k(), &mut st.ctr, data.slice(0, whole));
-        if whole < src.len() {
-            let mut ks = st.next_keystream(self);
-            let mut tail = data.slice(whole, src.len());
-            let mut b = [0u8; BLOCK];
-            let n = tail.len();
-            tail.load(0, &mut b[..n]);
-            xor_in(&mut b[..n], &ks[..n]);
-            tail.store(0, &b[..n]);
-            ks.zeroize();
-            b.zeroize();
-        }
-        Ok(())
     }
 
     /// J0, E_K(J0), the first counter and the hash of the AAD.
@@ -270,7 +244,7 @@ impl Gcm {
             y
         };
         let mut ek_j0 = j0.to_be_bytes();
-        self.key.k().ecb_encrypt(InOut::InPlace(&mut ek_j0));
+        self.key.k().encrypt_block(&mut ek_j0);
         let mut y = 0u128;
         hash_padded(&self.ghash, &mut y, aad);
         Ok(Stream {
@@ -333,6 +307,14 @@ impl Stream {
         }
         // 2. Whole blocks, chunk by chunk: CTR then GHASH (encrypt) or GHASH then CTR.
         let whole_end = off + (len - off) / BLOCK * BLOCK;
+        // 2a. The backend's stitched CTR + GHASH loop, where it has one.
+        off += gcm.key.k().gcm_stitched(
+            &gcm.ghash,
+            &mut self.ctr,
+            &mut self.y,
+            data.slice(off, whole_end),
+            dir == Direction::Decrypt,
+        );
         while off < whole_end {
             let end = (off + CHUNK).min(whole_end);
             let mut part = data.slice(off, end);

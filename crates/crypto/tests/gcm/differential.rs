@@ -199,3 +199,101 @@ fn backends_agree() {
         }
     }
 }
+
+/// GF(2^128) product in GCM's bit order (SP 800-38D, Algorithm 1), on big-endian integers.
+fn gf_mul(x: u128, y: u128) -> u128 {
+    let (mut z, mut v) = (0u128, y);
+    for i in 0..128 {
+        if (x >> (127 - i)) & 1 == 1 {
+            z ^= v;
+        }
+        v = if v & 1 == 1 {
+            (v >> 1) ^ (0xE1 << 120)
+        } else {
+            v >> 1
+        };
+    }
+    z
+}
+
+/// `h^-1 = h^(2^128 - 2)`, by square and multiply.
+fn gf_inv(h: u128) -> u128 {
+    let mut r = 1u128 << 127; // the field's one in this bit order
+    for bit in (0..128).rev() {
+        r = gf_mul(r, r);
+        if bit != 0 {
+            r = gf_mul(r, h);
+        }
+    }
+    r
+}
+
+/// A 16-byte IV whose J0 = GHASH(IV || 0^64 || [128]_64) is `j0`: J0 = ((IV.H) ^ L).H, so
+/// IV = ((J0.H^-1) ^ L).H^-1.
+fn iv_for_j0(key: &[u8], j0: u128) -> [u8; 16] {
+    let mut c = openssl::symm::Crypter::new(
+        Cipher::aes_256_ecb(),
+        openssl::symm::Mode::Encrypt,
+        key,
+        None,
+    )
+    .unwrap();
+    c.pad(false);
+    let mut h = [0u8; 32];
+    c.update(&[0u8; 16], &mut h).unwrap();
+    let h_inv = gf_inv(u128::from_be_bytes(h[..16].try_into().unwrap()));
+    assert_eq!(
+        gf_mul(h_inv, u128::from_be_bytes(h[..16].try_into().unwrap())),
+        1u128 << 127
+    );
+    gf_mul(gf_mul(j0, h_inv) ^ 128, h_inv).to_be_bytes()
+}
+
+/// GCM's counter increments only its low 32 bits: a message whose counter wraps there, the
+/// wrap placed at every position relative to the backends' groups of 8 and 16 blocks, in
+/// one shot and streamed, compared with OpenSSL.
+#[test]
+fn counter_wraps_its_low_32_bits() {
+    let mut rng = rng();
+    let key = random_bytes(&mut rng, 32);
+    for before_wrap in [1u128, 2, 7, 8, 9, 15, 16, 17, 40, 255, 256, 257] {
+        // The first data block uses inc32(J0): `before_wrap` blocks until the low word wraps.
+        let j0 = (0x0123_4567_89ab_cdef_0011_2233u128 << 32) | (0xFFFF_FFFF - before_wrap);
+        let iv = iv_for_j0(&key, j0);
+        for backend in backends() {
+            let gcm = Gcm::with_backend(&key, backend).unwrap();
+            for len in [16 * before_wrap as usize + 1, 8192 + 5] {
+                let pt = random_bytes(&mut rng, len);
+                compare(&gcm, &key, &iv, b"aad", &pt, 16);
+                // Streamed in uneven pieces.
+                let mut enc = gcm.encryptor(&iv, b"aad").unwrap();
+                let mut out = pt.clone();
+                let mut at = 0;
+                while at < len {
+                    let n = rng.gen_range(1..=700).min(len - at);
+                    enc.update_in_place(&mut out[at..at + n]).unwrap();
+                    at += n;
+                }
+                let tag = enc.finish();
+                let mut want_tag = [0u8; 16];
+                let want = encrypt_aead(
+                    Cipher::aes_256_gcm(),
+                    &key,
+                    Some(&iv),
+                    b"aad",
+                    &pt,
+                    &mut want_tag,
+                )
+                .unwrap();
+                assert!(
+                    out == want,
+                    "{backend}: streamed ciphertext, wrap after {before_wrap}"
+                );
+                assert_eq!(
+                    tag, want_tag,
+                    "{backend}: streamed tag, wrap after {before_wrap}"
+                );
+            }
+        }
+    }
+}

@@ -6,7 +6,6 @@
 
 mod api;
 mod differential;
-mod throughput;
 mod vectors;
 
 use rand::rngs::StdRng;

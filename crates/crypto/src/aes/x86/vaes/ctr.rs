@@ -12,7 +12,7 @@ use core::arch::x86_64::*;
 /// The 16 counter blocks `c, c + 1, ..., c + 15`, big-endian, two per register.
 #[inline]
 #[target_feature(enable = "avx2")]
-unsafe fn counters(c: u128) -> [__m256i; 8] {
+pub(super) unsafe fn counters(c: u128) -> [__m256i; 8] {
     let mut x = [_mm256_setzero_si256(); 8];
     if (c as u8) <= 0xff - 15 {
         // Common case: the 16 counters differ only in their last (least significant) byte.
@@ -53,7 +53,12 @@ unsafe fn counters(c: u128) -> [__m256i; 8] {
 /// Encrypts the counter blocks `x` and XORs the keystream over one group.
 #[inline]
 #[target_feature(enable = "avx2,vaes")]
-unsafe fn group<const N: usize>(k: &Keys, mut x: [__m256i; N], src: *const u8, dst: *mut u8) {
+pub(super) unsafe fn group<const N: usize>(
+    k: &Keys,
+    mut x: [__m256i; N],
+    src: *const u8,
+    dst: *mut u8,
+) {
     let (first, last) = (k.key::<false>(0), k.key::<false>(k.rounds));
     for v in x.iter_mut() {
         *v = _mm256_xor_si256(*v, first);

@@ -35,6 +35,8 @@
 mod cbc;
 mod ctr;
 mod ecb;
+mod gcm;
+pub(crate) mod probe;
 #[cfg(test)]
 mod tests;
 mod xts;
@@ -214,6 +216,37 @@ impl AesKernels for Keys {
         let (len, (src, dst)) = (data.len(), data.ptrs());
         // SAFETY: as in `ecb_encrypt`; `len == ivs.len() * sector size`.
         unsafe { cbc::cbc_encrypt_sectors_vaes_avx2(self, ivs, src, dst, len / ivs.len()) }
+    }
+    fn gcm_stitched(
+        &self,
+        g: &crate::ghash::Key,
+        ctr: &mut u128,
+        y: &mut u128,
+        mut data: InOut<'_>,
+        decrypt: bool,
+    ) -> usize {
+        let crate::ghash::Key::Vpclmul(g) = g else {
+            return 0;
+        };
+        // Whole groups, and no further than the wrap of the low 32 bits of the counter.
+        let before_wrap = ((1u64 << 32) - (*ctr as u32) as u64) * 16;
+        let len = (data.len() as u64).min(before_wrap) as usize / GROUP * GROUP;
+        let (src, dst) = data.slice(0, len).ptrs();
+        let start = *ctr;
+        // SAFETY: `self` and `g` prove the vaes and vpclmul features; the pointers cover
+        // `len` bytes; the counter does not wrap its low 32 bits within `len`.
+        unsafe {
+            if decrypt {
+                gcm::gcm_vaes_avx2::<true>(self, g, ctr, y, src, dst, len)
+            } else {
+                gcm::gcm_vaes_avx2::<false>(self, g, ctr, y, src, dst, len)
+            }
+        }
+        // The kernel's 128-bit increments equal inc32 up to the wrap, but ending exactly at
+        // the wrap they carry into bit 32: recompute the counter with inc32's rule.
+        let blocks = (len / 16) as u32;
+        *ctr = (start & !0xffff_ffff) | (start as u32).wrapping_add(blocks) as u128;
+        len
     }
     fn ctr(&self, counter: &mut u128, mut data: InOut<'_>) {
         let (len, (src, dst)) = (data.len(), data.ptrs());
