@@ -32,7 +32,7 @@ const C1: u32 = 0x0101_0104;
 /// `1024 i .. 1024 (i + 1)`. The chain depends on the key only (not on the IV or the data),
 /// so it is computed once, on demand, and shared by every message and stream of the key:
 /// a meshing step then costs a lookup instead of four block decryptions. Zeroized on drop.
-struct MeshChain {
+pub(crate) struct MeshChain {
     keys: Mutex<Vec<[u32; 8]>>,
 }
 
@@ -666,7 +666,7 @@ impl Gost89MacState {
 
 /// How one step of an interleaved chain mode combines data and register.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Chain {
+pub(crate) enum Chain {
     /// CBC encryption: `C = E(P ^ R)`, `R = C`.
     Cbc,
     /// CFB encryption: `C = P ^ E(R)`, `R = C`.
@@ -678,13 +678,12 @@ const SECTOR_BATCH: usize = 128;
 
 /// Encrypts independent equal-size sectors (one message each, `ivs[i]` for sector `i`)
 /// with a sequential chain mode, block `j` of every sector of a batch in one call of the
-/// block kernel: the chains are serial, the sectors are not. Key meshing applies per
-/// sector at its 1024-byte boundaries, where every register of the batch is re-encrypted
-/// in one call.
-fn encrypt_sectors(
+/// block kernel: the chains are serial, the sectors are not. With a meshing `chain`, key
+/// meshing applies per sector at its 1024-byte boundaries, where every register of the
+/// batch is re-encrypted in one call. Blocks use `core`'s byte convention.
+pub(crate) fn encrypt_sectors(
     core: &Core,
-    chain: &MeshChain,
-    meshing: bool,
+    chain: Option<&MeshChain>,
     mode: Chain,
     ivs: &[[u8; 8]],
     data: &mut [u8],
@@ -706,7 +705,7 @@ fn encrypt_sectors(
             why: "must be one non-empty whole number of 8-byte blocks per iv",
         });
     }
-    let o = Order::Gost89;
+    let o = core.order;
     let mut buf = [0u8; 8 * SECTOR_BATCH];
     for (batch, ivs) in data
         .chunks_mut(sector * SECTOR_BATCH)
@@ -719,7 +718,7 @@ fn encrypt_sectors(
             r.copy_from_slice(iv);
         }
         for j in 0..sector / 8 {
-            if meshing && j > 0 && (j as u64).is_multiple_of(MESH_BLOCKS) {
+            if let Some(chain) = chain.filter(|_| j > 0 && (j as u64).is_multiple_of(MESH_BLOCKS)) {
                 chain.apply(j as u64 / MESH_BLOCKS, &mut c);
                 c.ecb(Dir::Encrypt, regs);
             }
@@ -757,7 +756,8 @@ impl Gost89Cbc {
     /// sector, with up to 128 sectors interleaved so the parallel backend runs them
     /// together.
     pub fn encrypt_sectors(&self, ivs: &[[u8; 8]], data: &mut [u8]) -> Result<(), Error> {
-        encrypt_sectors(&self.core, &self.chain, self.meshing, Chain::Cbc, ivs, data)
+        let chain = self.meshing.then_some(&*self.chain);
+        encrypt_sectors(&self.core, chain, Chain::Cbc, ivs, data)
     }
 }
 
@@ -767,7 +767,8 @@ impl Gost89Cfb {
     /// sector, with up to 128 sectors interleaved so the parallel backend runs them
     /// together.
     pub fn encrypt_sectors(&self, ivs: &[[u8; 8]], data: &mut [u8]) -> Result<(), Error> {
-        encrypt_sectors(&self.core, &self.chain, self.meshing, Chain::Cfb, ivs, data)
+        let chain = self.meshing.then_some(&*self.chain);
+        encrypt_sectors(&self.core, chain, Chain::Cfb, ivs, data)
     }
 }
 

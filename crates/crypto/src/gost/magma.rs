@@ -331,6 +331,24 @@ impl MagmaCbc {
     }
 }
 
+impl MagmaCbc {
+    /// Encrypts many independent sectors in place, one 8-byte IV each (z = 1; all sectors
+    /// the same size, a multiple of 8 bytes): the same as one [`MagmaCbc::encrypt`] per
+    /// sector, up to 128 sectors interleaved through the parallel backend.
+    pub fn encrypt_sectors(&self, ivs: &[[u8; 8]], data: &mut [u8]) -> Result<(), Error> {
+        super::gost89::encrypt_sectors(&self.core, None, super::gost89::Chain::Cbc, ivs, data)
+    }
+}
+
+impl MagmaCfb {
+    /// Encrypts many independent sectors in place, one 8-byte IV each (z = 1; all sectors
+    /// the same size, a multiple of 8 bytes): the same as one [`MagmaCfb::encrypt`] per
+    /// sector, up to 128 sectors interleaved through the parallel backend.
+    pub fn encrypt_sectors(&self, ivs: &[[u8; 8]], data: &mut [u8]) -> Result<(), Error> {
+        super::gost89::encrypt_sectors(&self.core, None, super::gost89::Chain::Cfb, ivs, data)
+    }
+}
+
 /// Magma CFB with an m = z*64-bit IV (z chains), s = 64; any length.
 #[derive(Debug)]
 pub struct MagmaCfb {
