@@ -358,7 +358,8 @@ pub(crate) fn whole_blocks(len: usize) -> Result<(), Error> {
 
 /// The known-answer self-test of a backend, run once before first use: RFC 8891 A.4 and
 /// a GOST 28147-89 ECB vector, then (for SIMD backends) ECB both ways in both byte orders
-/// against `soft` at 1, 33 and 67 blocks.
+/// against `soft` at 1, 33, 67 and 131 blocks (the one-group, two-group and four-group
+/// paths of the kernel, with tails).
 pub(crate) fn self_test(backend: GostBackend) -> bool {
     let key: Vec<u8> = (0..32u8)
         .map(|i| i.wrapping_mul(37).wrapping_add(11))
@@ -399,7 +400,7 @@ pub(crate) fn self_test(backend: GostBackend) -> bool {
         };
         let soft = Core::new_unchecked(kw, sbox, order, GostBackend::Soft);
         let tested = Core::new_unchecked(kw, sbox, order, backend);
-        for blocks in [1usize, 33, 67] {
+        for blocks in [1usize, 33, 67, 131] {
             let input: Vec<u8> = (0..blocks * 8).map(|i| (i * 7 + 3) as u8).collect();
             for dir in [Dir::Encrypt, Dir::Decrypt] {
                 let mut want = input.clone();

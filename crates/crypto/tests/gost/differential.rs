@@ -1,7 +1,8 @@
 //! Differential tests: every backend against `soft`, for every mode, at every boundary:
-//! all lengths 0..=129 bytes, the parallel width (32 blocks = 256 bytes, and the 64-block
-//! iteration) plus and minus one block, 1023..=1025 bytes for key meshing, and random
-//! lengths up to 5000 bytes; in place and out of place agree.
+//! all lengths 0..=129 bytes, the parallel widths (a 32-block group = 256 bytes, the
+//! 128-block iteration = 1 KiB, the modes' 4 KiB chunk) plus and minus a block or a byte,
+//! 1023..=1025 bytes for key meshing, and random lengths up to ~4850 bytes; in place and
+//! out of place agree.
 
 use crate::harness::{backends, bytes};
 use sectorcrypt_crypto::*;
@@ -12,6 +13,8 @@ fn lengths() -> Vec<usize> {
         v.extend([w - 8, w - 1, w, w + 1, w + 8]);
     }
     v.extend([1016, 1023, 1024, 1025, 1032, 2047, 2048, 2049, 3072, 3080]);
+    // The 4 KiB chunk of the modes and two of them.
+    v.extend([4088, 4095, 4096, 4097, 4104, 8192, 8200]);
     let r = bytes(40, 99);
     v.extend(
         r.chunks(2)
