@@ -9,6 +9,7 @@ mod cmd_bench;
 mod cmd_cipher;
 mod cmd_demo;
 mod cmd_volume;
+mod cmd_volume_io;
 mod failure;
 mod passphrase;
 
@@ -30,6 +31,8 @@ fn main() {
         Command::TestKey(a) => cmd_volume::test_key(a),
         Command::Header(c) => cmd_volume::header(c),
         Command::Erase(a) => cmd_volume::erase(a),
+        Command::Read(a) => cmd_volume_io::read(a),
+        Command::Write(a) => cmd_volume_io::write(a),
     };
     if let Err(f) = result {
         eprintln!("sectorcrypt: {}", f.message());
