@@ -51,6 +51,9 @@ pub enum Command {
     Read(ReadArgs),
     /// Store plaintext from standard input or a file into a volume.
     Write(WriteArgs),
+    /// Serve the plaintext of a volume over NBD (a Unix socket or a loopback TCP port).
+    #[command(after_long_help = SERVE_HELP)]
+    Serve(ServeArgs),
 }
 
 const FORMAT_HELP: &str = "\
@@ -378,4 +381,54 @@ pub struct WriteArgs {
     pub input: Option<PathBuf>,
     #[command(flatten)]
     pub key: KeyArgs,
+}
+
+const SERVE_HELP: &str = "\
+Examples:
+  sectorcrypt serve disk.img --socket /tmp/disk.sock --key-file pass.txt
+  nbdcopy nbd+unix:///?socket=/tmp/disk.sock plain.raw
+  sectorcrypt serve scratch.img --listen 127.0.0.1:10809 --onetime
+
+Only a Unix socket or a loopback address is served. The server speaks the fixed newstyle
+NBD protocol with several connections (multi-conn) and many requests in flight; SIGINT or
+SIGTERM stops it after the requests in flight are done and the volume is flushed.
+--onetime: a headerless volume (aes-xts-plain64, 512-bit key, 512-byte sectors) under a
+fresh random key that is never stored (GELI's one-time mode, for swap or scratch space):
+whatever is written is unreadable once the server stops.";
+
+/// How a volume is opened (shared by `serve` and `mount`).
+#[derive(Debug, Args)]
+pub struct OpenArgs {
+    /// The volume: a file or a block device.
+    #[arg(value_name = "IMAGE")]
+    pub image: PathBuf,
+    /// Read the passphrase from FILE (its bytes, as cryptsetup does; `-` = standard input)
+    /// instead of prompting.
+    #[arg(long, value_name = "FILE", conflicts_with = "onetime")]
+    pub key_file: Option<PathBuf>,
+    /// A headerless volume under a fresh random key that is never stored.
+    #[arg(long)]
+    pub onetime: bool,
+    /// Refuse writes.
+    #[arg(long)]
+    pub read_only: bool,
+    /// Threads the engine uses for one large request (default: the number of cores).
+    #[arg(long, value_name = "N")]
+    pub threads: Option<usize>,
+}
+
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("where").required(true).args(["socket", "listen"])))]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub open: OpenArgs,
+    /// Listen on a Unix socket at PATH.
+    #[arg(long, value_name = "PATH")]
+    pub socket: Option<PathBuf>,
+    /// Listen on a loopback TCP address (127.0.0.1:PORT or [::1]:PORT).
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub listen: Option<String>,
+    /// The export's name (clients asking for the default name "" get it too).
+    #[arg(long, value_name = "NAME", default_value = "")]
+    pub export_name: String,
 }

@@ -8,10 +8,12 @@ mod cmd_backends;
 mod cmd_bench;
 mod cmd_cipher;
 mod cmd_demo;
+mod cmd_serve;
 mod cmd_volume;
 mod cmd_volume_io;
 mod failure;
 mod passphrase;
+mod volume_export;
 
 use args::{Cli, Command};
 use clap::Parser;
@@ -33,6 +35,7 @@ fn main() {
         Command::Erase(a) => cmd_volume::erase(a),
         Command::Read(a) => cmd_volume_io::read(a),
         Command::Write(a) => cmd_volume_io::write(a),
+        Command::Serve(a) => cmd_serve::run(a),
     };
     if let Err(f) = result {
         eprintln!("sectorcrypt: {}", f.message());

@@ -1,0 +1,102 @@
+//! Opening a volume to serve it (`serve`, `mount`): unlocking (or a one-time key), the
+//! sector engine, and the adapter from the engine to the NBD crate's [`Export`] trait.
+
+use crate::args::OpenArgs;
+use crate::failure::Failure;
+use sectorcrypt_crypto::{CipherSpec, SectorCipher, SectorLayout};
+use sectorcrypt_nbd::Export;
+use sectorcrypt_volume::engine::{EngineOptions, Volume};
+use std::fs::{File, OpenOptions};
+use std::io::{self, Seek, SeekFrom};
+use std::sync::Arc;
+use zeroize::Zeroizing;
+
+/// An open volume as an NBD export.
+#[derive(Debug)]
+pub struct VolumeExport {
+    volume: Volume,
+}
+
+impl Export for VolumeExport {
+    fn size(&self) -> u64 {
+        self.volume.size()
+    }
+    fn preferred_block_size(&self) -> u32 {
+        self.volume.sector_size() as u32
+    }
+    fn read_only(&self) -> bool {
+        self.volume.read_only()
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        self.volume.read_at(buf, offset)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.volume.write_at(buf, offset)
+    }
+    fn flush(&self) -> io::Result<()> {
+        self.volume.flush()
+    }
+}
+
+fn open_file(a: &OpenArgs) -> Result<File, Failure> {
+    OpenOptions::new()
+        .read(true)
+        .write(!a.read_only)
+        .open(&a.image)
+        .map_err(|e| Failure::usage(format!("cannot open {}: {e}", a.image.display())))
+}
+
+fn options(a: &OpenArgs) -> Result<EngineOptions, Failure> {
+    if a.threads == Some(0) {
+        return Err(Failure::usage("--threads must be at least 1"));
+    }
+    Ok(EngineOptions {
+        threads: a.threads,
+        read_only: a.read_only,
+        chunk_bytes: None,
+    })
+}
+
+/// Opens the volume `a` describes.
+pub fn open(a: &OpenArgs) -> Result<Arc<VolumeExport>, Failure> {
+    if a.onetime {
+        return onetime(a);
+    }
+    Err(Failure::usage(
+        "LUKS volumes cannot be served by this build yet; use --onetime",
+    ))
+}
+
+/// GELI's one-time mode: the whole file is the data area, under a fresh random
+/// aes-xts-plain64 key (512 bits) with 512-byte sectors; the key exists only in memory.
+fn onetime(a: &OpenArgs) -> Result<Arc<VolumeExport>, Failure> {
+    if a.read_only {
+        return Err(Failure::usage(
+            "--onetime with --read-only: nothing written under a fresh key could be read",
+        ));
+    }
+    let mut file = open_file(a)?;
+    let len = file
+        .seek(SeekFrom::End(0))
+        .map_err(|e| Failure::runtime(format!("{}: {e}", a.image.display())))?;
+    let size = len / 512 * 512;
+    if size == 0 {
+        return Err(Failure::usage(format!(
+            "{} is smaller than one 512-byte sector",
+            a.image.display()
+        )));
+    }
+    let mut key = Zeroizing::new([0u8; 64]);
+    getrandom::getrandom(&mut key[..])
+        .map_err(|e| Failure::runtime(format!("no random key from the OS: {e}")))?;
+    let spec: CipherSpec = "aes-xts-plain64".parse()?;
+    let cipher = SectorCipher::new(spec, &key[..], SectorLayout::new(512, false)?)?;
+    drop(key);
+    let volume = Volume::new(file, cipher, 0, size, 0, options(a)?)
+        .map_err(|e| Failure::runtime(format!("{}: {e}", a.image.display())))?;
+    eprintln!(
+        "sectorcrypt: one-time volume of {size} bytes (aes-xts-plain64, random 512-bit key \
+         held in memory only)"
+    );
+    Ok(Arc::new(VolumeExport { volume }))
+}

@@ -1,0 +1,44 @@
+//! The crate's error type.
+
+use std::fmt;
+use std::io;
+
+/// Why the server could not start or stopped with a failure. Errors of one connection
+/// (a client that misbehaves or goes away) are logged and never end the server.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// The listen address is not a loopback address (the server serves no network).
+    NotLoopback(String),
+    /// The listen address could not be parsed.
+    BadAddress(String),
+    /// Something exists at the socket path and is not a socket.
+    SocketPathTaken(String),
+    /// An I/O failure, with what was being done.
+    Io(&'static str, io::Error),
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::NotLoopback(a) => write!(
+                f,
+                "refusing to listen on {a}: only loopback addresses (127.0.0.1, ::1) or a unix socket"
+            ),
+            Error::BadAddress(a) => write!(f, "bad listen address {a:?}: expected ADDR:PORT"),
+            Error::SocketPathTaken(p) => {
+                write!(f, "{p} exists and is not a socket; refusing to replace it")
+            }
+            Error::Io(what, e) => write!(f, "{what}: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Io(_, e) => Some(e),
+            _ => None,
+        }
+    }
+}

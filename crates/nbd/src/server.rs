@@ -1,0 +1,323 @@
+//! The listener: binds a Unix socket or a loopback TCP port, runs one thread per
+//! connection, and shuts down cleanly (stop accepting, stop reading requests, finish the
+//! ones in flight, flush the export).
+
+use crate::handshake::{self, Outcome};
+use crate::proto::*;
+use crate::stream::Stream;
+use crate::{transmission, Error, Export};
+use std::collections::HashMap;
+use std::fmt;
+use std::fs;
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::os::unix::fs::FileTypeExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::{self, JoinHandle};
+
+/// Where to listen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Listen {
+    /// A Unix socket at this path.
+    Unix(PathBuf),
+    /// A loopback TCP address.
+    Tcp(SocketAddr),
+}
+
+impl Listen {
+    /// Parses `ADDR:PORT` (`[::1]:PORT` for IPv6); refuses every non-loopback address.
+    pub fn tcp(addr: &str) -> Result<Listen, Error> {
+        let sa: SocketAddr = addr
+            .parse()
+            .map_err(|_| Error::BadAddress(addr.to_string()))?;
+        if !sa.ip().is_loopback() {
+            return Err(Error::NotLoopback(addr.to_string()));
+        }
+        Ok(Listen::Tcp(sa))
+    }
+}
+
+/// Server settings.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// The export's name; clients asking for "" get it too (the default export).
+    pub export_name: String,
+    /// Shown by NBD_OPT_LIST and NBD_INFO_DESCRIPTION.
+    pub description: Option<String>,
+    /// Worker threads per connection (requests of one connection run this many at once).
+    pub workers_per_connection: usize,
+    /// The largest READ or WRITE payload accepted (advertised as the maximum block size).
+    pub max_payload: u32,
+    /// Log connections and errors on stderr.
+    pub log: bool,
+}
+
+impl Default for ServerConfig {
+    fn default() -> ServerConfig {
+        ServerConfig {
+            export_name: String::new(),
+            description: None,
+            workers_per_connection: 4,
+            max_payload: 32 << 20,
+            log: true,
+        }
+    }
+}
+
+/// What every connection shares.
+pub(crate) struct Shared {
+    pub(crate) export: Arc<dyn Export>,
+    pub(crate) config: ServerConfig,
+}
+
+impl Shared {
+    pub(crate) fn name_matches(&self, name: &[u8]) -> bool {
+        name.is_empty() || name == self.config.export_name.as_bytes()
+    }
+
+    pub(crate) fn preferred_block_size(&self) -> u32 {
+        self.export
+            .preferred_block_size()
+            .clamp(self.export.min_block_size().max(1), self.config.max_payload)
+    }
+
+    pub(crate) fn transmission_flags(&self) -> u16 {
+        let e = &*self.export;
+        let mut f = FLAG_HAS_FLAGS | FLAG_SEND_FLUSH;
+        if e.read_only() {
+            f |= FLAG_READ_ONLY;
+        } else {
+            f |= FLAG_SEND_FUA | FLAG_SEND_WRITE_ZEROES;
+            if e.can_trim() {
+                f |= FLAG_SEND_TRIM;
+            }
+        }
+        if e.can_multi_conn() {
+            f |= FLAG_CAN_MULTI_CONN;
+        }
+        f
+    }
+
+    pub(crate) fn log(&self, args: fmt::Arguments<'_>) {
+        if self.config.log {
+            eprintln!("sectorcrypt-nbd: {args}");
+        }
+    }
+}
+
+enum Listener {
+    Unix(UnixListener, PathBuf),
+    Tcp(TcpListener),
+}
+
+/// Stops a running [`Server`] from another thread (a signal handler thread, a test).
+#[derive(Clone, Debug)]
+pub struct ShutdownHandle {
+    stop: Arc<AtomicBool>,
+    wake: Listen,
+}
+
+impl ShutdownHandle {
+    /// Asks the server to stop; [`Server::run`] returns once the requests in flight are
+    /// done and the export is flushed.
+    pub fn shutdown(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+        // Wake the accept loop with a connection of our own.
+        let _ = match &self.wake {
+            Listen::Unix(p) => UnixStream::connect(p).map(drop),
+            Listen::Tcp(a) => TcpStream::connect(a).map(drop),
+        };
+    }
+}
+
+/// An NBD server for one export.
+pub struct Server {
+    listener: Listener,
+    shared: Arc<Shared>,
+    handle: ShutdownHandle,
+}
+
+impl fmt::Debug for Server {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Server")
+            .field("listen", &self.handle.wake)
+            .field("export_name", &self.shared.config.export_name)
+            .finish_non_exhaustive()
+    }
+}
+
+fn bind_unix(path: &Path) -> Result<UnixListener, Error> {
+    match fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_socket() => {
+            // A socket left by a server that died: replace it only if nobody answers.
+            if UnixStream::connect(path).is_ok() {
+                return Err(Error::Io(
+                    "binding the socket",
+                    std::io::Error::new(
+                        std::io::ErrorKind::AddrInUse,
+                        format!("{} is in use by another server", path.display()),
+                    ),
+                ));
+            }
+            fs::remove_file(path).map_err(|e| Error::Io("removing a stale socket", e))?;
+        }
+        Ok(_) => return Err(Error::SocketPathTaken(path.display().to_string())),
+        Err(_) => {}
+    }
+    UnixListener::bind(path).map_err(|e| Error::Io("binding the socket", e))
+}
+
+impl Server {
+    /// Binds `listen` for `export`.
+    pub fn bind(
+        listen: &Listen,
+        export: Arc<dyn Export>,
+        config: ServerConfig,
+    ) -> Result<Server, Error> {
+        let (listener, wake) = match listen {
+            Listen::Unix(p) => (
+                Listener::Unix(bind_unix(p)?, p.clone()),
+                Listen::Unix(p.clone()),
+            ),
+            Listen::Tcp(a) => {
+                if !a.ip().is_loopback() {
+                    return Err(Error::NotLoopback(a.to_string()));
+                }
+                let l = TcpListener::bind(a).map_err(|e| Error::Io("binding the port", e))?;
+                let local = l
+                    .local_addr()
+                    .map_err(|e| Error::Io("reading the bound address", e))?;
+                (Listener::Tcp(l), Listen::Tcp(local))
+            }
+        };
+        Ok(Server {
+            listener,
+            shared: Arc::new(Shared { export, config }),
+            handle: ShutdownHandle {
+                stop: Arc::new(AtomicBool::new(false)),
+                wake,
+            },
+        })
+    }
+
+    /// Where the server listens (for TCP port 0, the port actually bound).
+    pub fn local(&self) -> &Listen {
+        &self.handle.wake
+    }
+
+    /// A handle that stops [`Server::run`].
+    pub fn shutdown_handle(&self) -> ShutdownHandle {
+        self.handle.clone()
+    }
+
+    /// Accepts and serves connections until shut down; then waits for every connection's
+    /// requests in flight and flushes the export.
+    pub fn run(self) -> Result<(), Error> {
+        let shared = self.shared.clone();
+        let stop = self.handle.stop.clone();
+        let next_id = AtomicU64::new(1);
+        let open: Arc<Mutex<HashMap<u64, Stream>>> = Arc::new(Mutex::new(HashMap::new()));
+        let mut threads: Vec<JoinHandle<()>> = Vec::new();
+        let listen_desc = match &self.listener {
+            Listener::Unix(_, p) => format!("unix:{}", p.display()),
+            Listener::Tcp(l) => l
+                .local_addr()
+                .map(|a| a.to_string())
+                .unwrap_or_else(|_| "?".into()),
+        };
+        shared.log(format_args!(
+            "serving export {:?} ({} bytes{}) on {listen_desc}",
+            shared.config.export_name,
+            shared.export.size(),
+            if shared.export.read_only() {
+                ", read-only"
+            } else {
+                ""
+            }
+        ));
+
+        let result = loop {
+            let accepted = match &self.listener {
+                Listener::Unix(l, _) => l.accept().map(|(s, _)| Stream::Unix(s)),
+                Listener::Tcp(l) => l.accept().map(|(s, _)| {
+                    let _ = s.set_nodelay(true);
+                    Stream::Tcp(s)
+                }),
+            };
+            if stop.load(Ordering::SeqCst) {
+                break Ok(());
+            }
+            let stream = match accepted {
+                Ok(s) => s,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    // Out of descriptors and the like: log, back off, keep serving.
+                    shared.log(format_args!("accept failed: {e}"));
+                    thread::sleep(std::time::Duration::from_millis(50));
+                    continue;
+                }
+            };
+            let id = next_id.fetch_add(1, Ordering::Relaxed);
+            if let Ok(c) = stream.try_clone() {
+                open.lock().unwrap_or_else(|e| e.into_inner()).insert(id, c);
+            }
+            let shared2 = shared.clone();
+            let open2 = open.clone();
+            let spawned = thread::Builder::new()
+                .name(format!("nbd-{id}"))
+                .spawn(move || {
+                    connection(stream, &shared2, id);
+                    open2.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
+                });
+            match spawned {
+                Ok(h) => threads.push(h),
+                Err(e) => {
+                    shared.log(format_args!("connection {id}: no thread: {e}"));
+                    if let Some(s) = open.lock().unwrap_or_else(|e| e.into_inner()).remove(&id) {
+                        s.shutdown(Shutdown::Both);
+                    }
+                }
+            }
+            threads.retain(|h| !h.is_finished());
+        };
+
+        // Stop reading requests on every connection; the requests already read finish
+        // and get their replies.
+        for s in open.lock().unwrap_or_else(|e| e.into_inner()).values() {
+            s.shutdown(Shutdown::Read);
+        }
+        for h in threads {
+            let _ = h.join();
+        }
+        if let Listener::Unix(_, p) = &self.listener {
+            let _ = fs::remove_file(p);
+        }
+        shared
+            .export
+            .flush()
+            .map_err(|e| Error::Io("flushing the export", e))?;
+        shared.log(format_args!("shut down; export flushed"));
+        result
+    }
+}
+
+fn connection(mut stream: Stream, shared: &Arc<Shared>, id: u64) {
+    match handshake::negotiate(&mut stream, shared) {
+        Ok(Outcome::Transmit) => {
+            shared.log(format_args!("connection {id}: transmission"));
+            if let Err(e) = transmission::serve(stream, shared.clone(), id) {
+                shared.log(format_args!("connection {id}: ended: {e}"));
+            }
+        }
+        Ok(Outcome::Close(why)) => {
+            shared.log(format_args!("connection {id}: closed in handshake ({why})"));
+            stream.shutdown(Shutdown::Both);
+        }
+        Err(e) => {
+            shared.log(format_args!("connection {id}: handshake failed: {e}"));
+            stream.shutdown(Shutdown::Both);
+        }
+    }
+}
