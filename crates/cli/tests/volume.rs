@@ -253,12 +253,19 @@ fn format_refuses_bad_requests_and_leaves_no_file() {
     assert_eq!(test_key(&img, "pw"), 0);
 }
 
-/// kill -9 at many points of add-key: the old passphrase always opens, the new one opens
-/// or does not (never a half-written state), and cryptsetup agrees the header is valid.
+/// kill -9 at many points of add-key (LUKS2 and LUKS1): the old passphrase always opens,
+/// the new one opens or does not (never a half-written state), and cryptsetup agrees the
+/// header is valid.
 #[test]
 fn kill_9_during_add_key_leaves_a_volume_that_opens() {
+    for luks_type in ["luks2", "luks1"] {
+        kill_9_during_add_key(luks_type);
+    }
+}
+
+fn kill_9_during_add_key(luks_type: &str) {
     let dir = tempfile::tempdir().unwrap();
-    let img = new_volume(dir.path(), &[]);
+    let img = new_volume(dir.path(), &["--type", luks_type]);
     let pristine = std::fs::read(&img).unwrap();
     let k1 = key(dir.path(), "k1", "one");
     let k0 = dir.path().join("k0");
@@ -304,7 +311,7 @@ fn kill_9_during_add_key_leaves_a_volume_that_opens() {
         }
     }
     eprintln!(
-        "kills before the new keyslot was recorded: {}, after: {}",
+        "{luks_type}: kills before the new keyslot was recorded: {}, after: {}",
         outcomes[0], outcomes[1]
     );
 }
