@@ -566,7 +566,13 @@ impl Luks2 {
                 })
             ));
         }
+        let primary_magic = &first[..6] == MAGIC_PRIMARY;
         let (chosen, current) = match (primary, secondary) {
+            (None, None) if !primary_magic && !found_magic => {
+                return Err(Error::NotLuks(
+                    "no luks header (no magic at the start, no secondary luks2 header)".into(),
+                ))
+            }
             (None, None) => {
                 return Err(Error::Corrupt(format!(
                     "both luks2 header copies are damaged ({})",

@@ -205,11 +205,7 @@ impl Header {
             Ok(h) => Ok(Header::Luks2(h)),
             Err(Error::Corrupt(m)) => {
                 let size = io::image_size(file)?;
-                if &first[..6] != b"LUKS\xba\xbe" && !m.contains("offset") {
-                    Err(Error::NotLuks(format!(
-                        "no luks header at the start of the image ({size} bytes)"
-                    )))
-                } else if size < 2 * luks2::HDR_SIZES[0] {
+                if size < 2 * luks2::HDR_SIZES[0] {
                     Err(Error::Truncated(format!(
                         "the image has {size} bytes, less than the two luks2 header copies ({m})"
                     )))

@@ -263,5 +263,8 @@ fn absurd_kdf_costs_are_refused() {
     }
     let f = File::open(&img).unwrap();
     let e = Header::read(&f).unwrap().unlock(&f, b"second").unwrap_err();
-    assert!(matches!(&e, Error::Corrupt(m) if m.contains("argon2")), "{e}");
+    assert!(
+        matches!(&e, Error::Corrupt(m) if m.contains("argon2")),
+        "{e}"
+    );
 }
