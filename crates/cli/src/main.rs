@@ -10,6 +10,7 @@ mod cmd_cipher;
 mod cmd_demo;
 mod cmd_serve;
 mod cmd_volume;
+mod cmd_volume_io;
 mod failure;
 mod passphrase;
 mod volume_export;
@@ -32,6 +33,8 @@ fn main() {
         Command::TestKey(a) => cmd_volume::test_key(a),
         Command::Header(c) => cmd_volume::header(c),
         Command::Erase(a) => cmd_volume::erase(a),
+        Command::Read(a) => cmd_volume_io::read(a),
+        Command::Write(a) => cmd_volume_io::write(a),
         Command::Serve(a) => cmd_serve::run(a),
     };
     if let Err(f) = result {
