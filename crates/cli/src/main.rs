@@ -7,6 +7,7 @@ mod cmd_backends;
 mod cmd_bench;
 mod cmd_cipher;
 mod cmd_demo;
+mod cmd_mount;
 mod cmd_serve;
 mod failure;
 mod volume_export;
@@ -22,6 +23,8 @@ fn main() {
         Command::Bench(a) => cmd_bench::run(a),
         Command::Demo => cmd_demo::run(),
         Command::Serve(a) => cmd_serve::run(a),
+        Command::Mount(a) => cmd_mount::run(a),
+        Command::Umount(a) => cmd_mount::umount(a),
     };
     if let Err(f) = result {
         eprintln!("sectorcrypt: {}", f.message());

@@ -7,7 +7,7 @@ use sectorcrypt_crypto::{CipherSpec, SectorCipher, SectorLayout};
 use sectorcrypt_nbd::Export;
 use sectorcrypt_volume::engine::{EngineOptions, Volume};
 use std::fs::{File, OpenOptions};
-use std::io::{self, Seek, SeekFrom};
+use std::io::{self, Seek, SeekFrom, Write};
 use std::sync::Arc;
 use zeroize::Zeroizing;
 
@@ -94,7 +94,8 @@ fn onetime(a: &OpenArgs) -> Result<Arc<VolumeExport>, Failure> {
     drop(key);
     let volume = Volume::new(file, cipher, 0, size, 0, options(a)?)
         .map_err(|e| Failure::runtime(format!("{}: {e}", a.image.display())))?;
-    eprintln!(
+    let _ = writeln!(
+        io::stderr(),
         "sectorcrypt: one-time volume of {size} bytes (aes-xts-plain64, random 512-bit key \
          held in memory only)"
     );
