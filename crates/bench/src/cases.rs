@@ -3,7 +3,10 @@
 use crate::Side;
 use openssl::cipher::{Cipher, CipherRef};
 use openssl::cipher_ctx::CipherCtx;
-use sectorcrypt_crypto::{Backend, Cbc, CipherSpec, Ctr, Ecb, Gcm, SectorCipher, SectorLayout};
+use sectorcrypt_crypto::{
+    Backend, Cbc, CipherSpec, Ctr, Ecb, Gcm, Gost89Cfb, Gost89Cnt, Gost89Ecb, Gost89Mac,
+    GostBackend, MagmaCtr, Sbox, SectorCipher, SectorLayout,
+};
 use std::rc::Rc;
 use std::sync::{mpsc, Arc};
 
@@ -80,6 +83,26 @@ pub(crate) fn all() -> Vec<Case> {
         Case {
             name: "aes-256-gcm-dec/16384",
             build: |b, _, _| gcm(b, 32, 16384, false),
+        },
+        Case {
+            name: "gost89-cnt/16384",
+            build: |b, _, _| gost(b, "gost89-cnt", 16384),
+        },
+        Case {
+            name: "magma-ctr/16384",
+            build: |b, _, _| gost(b, "magma-ctr", 16384),
+        },
+        Case {
+            name: "gost89-ecb/16384",
+            build: |b, _, _| gost(b, "gost89-ecb", 16384),
+        },
+        Case {
+            name: "gost89-cfb/16384",
+            build: |b, _, _| gost(b, "gost89-cfb", 16384),
+        },
+        Case {
+            name: "gost89-mac/16384",
+            build: |b, _, _| gost(b, "gost89-mac", 16384),
         },
     ]
 }
@@ -384,5 +407,100 @@ fn gcm(b: Backend, key_len: usize, len: usize, encrypt: bool) -> Result<Built, S
             bytes: len,
             call: peer,
         }),
+    })
+}
+
+/// The GOST backend of a run: `--backend soft` gives GOST's portable backend too;
+/// otherwise the GOST selection (`SECTORCRYPT_BACKEND` or the fastest usable).
+fn gost_backend(b: Backend) -> Result<GostBackend, String> {
+    if b == Backend::Soft {
+        Ok(GostBackend::Soft)
+    } else {
+        GostBackend::selected().map_err(e)
+    }
+}
+
+/// OpenSSL's gost provider (gostprov), loaded once beside the default provider; `None`
+/// when it is not installed.
+fn gost_provider_cipher(name: &str) -> Option<&'static CipherRef> {
+    use std::sync::OnceLock;
+    static PROVIDER: OnceLock<Option<openssl::provider::Provider>> = OnceLock::new();
+    PROVIDER
+        .get_or_init(|| openssl::provider::Provider::try_load(None, "gostprov", true).ok())
+        .as_ref()?;
+    let c = Cipher::fetch(None, name, None).ok()?;
+    Some(Box::leak(Box::new(c)))
+}
+
+/// One GOST message per call of `len` bytes: GOST 28147-89 with key meshing and the S-box
+/// OpenSSL's gost provider uses (CryptoPro-A for CNT and the MAC, param-Z for CFB), Magma
+/// per RFC 8891. The peer is
+/// OpenSSL's gost provider where it has the mode (no ECB and no EVP_MAC in this crate).
+fn gost(b: Backend, what: &'static str, len: usize) -> Result<Built, String> {
+    let gb = gost_backend(b)?;
+    let k = key(32);
+    let src = input(len);
+    let s = src.clone();
+    let mut dst = vec![0u8; len];
+    let iv = [0x5au8; 8];
+    let sb = Sbox::CryptoProA;
+    let ours: Box<dyn FnMut()> = match what {
+        "gost89-cnt" => {
+            let c = Gost89Cnt::with_backend(&k, sb, true, gb).map_err(e)?;
+            Box::new(move || c.encrypt_to(&iv, &s, &mut dst).expect("cnt"))
+        }
+        "magma-ctr" => {
+            let c = MagmaCtr::with_backend(&k, gb).map_err(e)?;
+            Box::new(move || c.encrypt_to(&[0x5a; 4], &s, &mut dst).expect("ctr"))
+        }
+        "gost89-ecb" => {
+            let c = Gost89Ecb::with_backend(&k, sb, true, gb).map_err(e)?;
+            Box::new(move || c.encrypt_to(&s, &mut dst).expect("ecb"))
+        }
+        "gost89-cfb" => {
+            // OpenSSL's gost89 (CFB) uses param-Z with key meshing: the same here.
+            let c = Gost89Cfb::with_backend(&k, Sbox::Tc26Z, true, gb).map_err(e)?;
+            Box::new(move || c.encrypt_to(&iv, &s, &mut dst).expect("cfb"))
+        }
+        _ => {
+            let c = Gost89Mac::with_backend(&k, sb, true, gb).map_err(e)?;
+            Box::new(move || {
+                std::hint::black_box(c.mac(&s));
+            })
+        }
+    };
+    let peer_name = match what {
+        "gost89-cnt" => Some(("gost89-cnt", 8)),
+        "magma-ctr" => Some(("magma-ctr", 4)),
+        "gost89-cfb" => Some(("gost89", 8)),
+        _ => None,
+    };
+    let peer = match peer_name.and_then(|(n, ivl)| Some((gost_provider_cipher(n)?, ivl))) {
+        Some((cipher, ivl)) => {
+            let mut ctx = CipherCtx::new().map_err(e)?;
+            ctx.encrypt_init(Some(cipher), Some(&k), None).map_err(e)?;
+            ctx.set_padding(false);
+            let mut out = vec![0u8; len + 16];
+            let src = src.clone();
+            let iv = vec![0x5au8; ivl];
+            Some(Side {
+                name: "openssl-gostprov".into(),
+                bytes: len,
+                call: Box::new(move || {
+                    ctx.encrypt_init(None, None, Some(&iv))
+                        .and_then(|()| ctx.cipher_update(&src, Some(&mut out)))
+                        .expect("openssl gost");
+                }),
+            })
+        }
+        None => None,
+    };
+    Ok(Built {
+        ours: Side {
+            name: format!("sectorcrypt-{gb}"),
+            bytes: len,
+            call: ours,
+        },
+        peer,
     })
 }

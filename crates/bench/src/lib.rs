@@ -13,7 +13,7 @@
 #![forbid(unsafe_code)]
 
 mod cases;
-mod clock;
+pub mod clock;
 mod stats;
 
 use sectorcrypt_crypto::{cpu, Backend};

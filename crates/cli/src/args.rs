@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 const EXIT_CODES: &str =
     "Exit codes: 0 success, 1 runtime failure (I/O), 2 bad usage or bad input \
-(nothing is written to the output then).";
+(nothing is written to the output then), 3 wrong passphrase (no keyslot opens with it).";
 
 /// sectorcrypt: a userspace storage-encryption engine (AES-XTS/CBC/CTR/ECB at the speed of
 /// the hardware, dm-crypt compatible sector formats).
@@ -29,6 +29,24 @@ pub enum Command {
     Bench(BenchArgs),
     /// Run a short built-in demonstration: known-answer check, sector round trip.
     Demo,
+    /// Create a LUKS2 or LUKS1 volume (the image is created when missing).
+    #[command(after_long_help = FORMAT_HELP)]
+    Format(FormatArgs),
+    /// Show a volume's header (no passphrase needed).
+    Dump(DumpArgs),
+    /// Add a passphrase in a free keyslot (asks for an existing one first).
+    AddKey(AddKeyArgs),
+    /// Destroy the keyslot the given passphrase opens.
+    RemoveKey(RemoveKeyArgs),
+    /// Replace the passphrase of the keyslot the old passphrase opens.
+    ChangeKey(AddKeyArgs),
+    /// Check a passphrase: exit 0 and name the keyslot when it opens the volume, 3 when not.
+    TestKey(TestKeyArgs),
+    /// Back up or restore the headers and keyslot areas.
+    #[command(subcommand)]
+    Header(HeaderCommand),
+    /// Destroy every keyslot: the data can never be opened again without a header backup.
+    Erase(EraseArgs),
     /// Serve the plaintext of a volume over NBD (a Unix socket or a loopback TCP port).
     #[command(after_long_help = SERVE_HELP)]
     Serve(ServeArgs),
@@ -37,6 +55,165 @@ pub enum Command {
     Mount(MountArgs),
     /// Unmount what `sectorcrypt mount` mounted (the volume is flushed first).
     Umount(UmountArgs),
+}
+
+const FORMAT_HELP: &str = "\
+Defaults are cryptsetup 2.6's: --type luks2, --cipher aes-xts-plain64, --key-size 512,
+--pbkdf argon2id calibrated to --iter-time 2000 ms with --pbkdf-memory up to 1 GiB (at most
+half the RAM) and --pbkdf-parallel min(4, cores); LUKS1 uses pbkdf2-sha256. LUKS2 reserves
+16 MiB for the two header copies and the keyslots; LUKS1 2 MiB. The data area is not wiped.
+--sector-size defaults to 4096 for LUKS2 (as cryptsetup picks for files) when the data area
+is a multiple of 4096 bytes, else 512.
+Passphrases: prompted twice without echo on a terminal, else one line from standard input,
+or --key-file F (the file's bytes, all of them, are the passphrase; '-' reads stdin).
+Examples:
+  sectorcrypt format disk.img --size 1G
+  sectorcrypt format disk.img --type luks1 --cipher aes-cbc-essiv:sha256 --key-size 256
+  printf secret | sectorcrypt format disk.img --size 64M --key-file - --batch";
+
+/// Where passphrases come from.
+#[derive(Debug, Args, Clone)]
+pub struct KeyArgs {
+    /// Read the passphrase from FILE (its exact bytes; '-' for standard input) instead of
+    /// prompting.
+    #[arg(long, short = 'd', value_name = "FILE")]
+    pub key_file: Option<PathBuf>,
+    /// add-key: the keyslot for the new passphrase; other commands: only try this keyslot.
+    #[arg(long, short = 'S', value_name = "N")]
+    pub key_slot: Option<usize>,
+    /// Answer confirmations with yes (for scripts).
+    #[arg(long, short = 'q', visible_alias = "batch-mode")]
+    pub batch: bool,
+}
+
+/// KDF choice for new keyslots.
+#[derive(Debug, Args, Clone)]
+pub struct PbkdfArgs {
+    /// pbkdf2, argon2i or argon2id (default argon2id for LUKS2, pbkdf2 for LUKS1).
+    #[arg(long, value_name = "KDF")]
+    pub pbkdf: Option<String>,
+    /// Hash for pbkdf2 and the AF splitter: sha1, sha256, sha512 (default sha256).
+    #[arg(long, value_name = "HASH")]
+    pub hash: Option<String>,
+    /// Milliseconds one unlock should take on this machine (calibration target).
+    #[arg(long, value_name = "MS", default_value_t = 2000)]
+    pub iter_time: u32,
+    /// Argon2 memory cost in KiB.
+    #[arg(long, value_name = "KIB")]
+    pub pbkdf_memory: Option<u32>,
+    /// Argon2 parallel cost (lanes).
+    #[arg(long, value_name = "N")]
+    pub pbkdf_parallel: Option<u32>,
+    /// Skip calibration: pbkdf2 iterations or the argon2 time cost.
+    #[arg(long, value_name = "N")]
+    pub pbkdf_force_iterations: Option<u32>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LuksType {
+    Luks2,
+    Luks1,
+}
+
+#[derive(Debug, Args)]
+pub struct FormatArgs {
+    /// The image file or block device.
+    pub image: PathBuf,
+    /// Size of the image to create when it does not exist (bytes, or with K, M, G, T).
+    #[arg(long, value_name = "SIZE")]
+    pub size: Option<String>,
+    /// luks2 or luks1.
+    #[arg(long = "type", value_enum, default_value_t = LuksType::Luks2)]
+    pub luks_type: LuksType,
+    /// Segment cipher: aes-xts-plain64, aes-xts-plain, aes-cbc-plain64, aes-cbc-essiv:sha256.
+    #[arg(
+        long,
+        short = 'c',
+        value_name = "SPEC",
+        default_value = "aes-xts-plain64"
+    )]
+    pub cipher: String,
+    /// Volume key size in bits (xts: 256 or 512; cbc: 128, 192 or 256).
+    #[arg(long, short = 's', value_name = "BITS")]
+    pub key_size: Option<usize>,
+    /// Encryption sector size (LUKS2): 512, 1024, 2048 or 4096.
+    #[arg(long, value_name = "N")]
+    pub sector_size: Option<usize>,
+    /// LUKS2 label.
+    #[arg(long, value_name = "L")]
+    pub label: Option<String>,
+    #[command(flatten)]
+    pub pbkdf: PbkdfArgs,
+    #[command(flatten)]
+    pub key: KeyArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct DumpArgs {
+    /// The image file or block device.
+    pub image: PathBuf,
+    /// Print the metadata as JSON (LUKS2: its own document).
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct AddKeyArgs {
+    /// The image file or block device.
+    pub image: PathBuf,
+    /// A file holding the new passphrase (its exact bytes); prompted otherwise.
+    #[arg(value_name = "NEW_KEY_FILE")]
+    pub new_key_file: Option<PathBuf>,
+    #[command(flatten)]
+    pub pbkdf: PbkdfArgs,
+    #[command(flatten)]
+    pub key: KeyArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct RemoveKeyArgs {
+    /// The image file or block device.
+    pub image: PathBuf,
+    #[command(flatten)]
+    pub key: KeyArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct TestKeyArgs {
+    /// The image file or block device.
+    pub image: PathBuf,
+    #[command(flatten)]
+    pub key: KeyArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum HeaderCommand {
+    /// Copy the headers and keyslot areas of IMAGE to FILE (which must not exist).
+    Backup {
+        /// The image file or block device.
+        image: PathBuf,
+        /// The backup file to create.
+        file: PathBuf,
+    },
+    /// Write the headers and keyslot areas from FILE onto IMAGE (after confirmation).
+    Restore {
+        /// The image file or block device.
+        image: PathBuf,
+        /// A backup made by `header backup` or `cryptsetup luksHeaderBackup`.
+        file: PathBuf,
+        /// Answer confirmations with yes (for scripts).
+        #[arg(long, short = 'q', visible_alias = "batch-mode")]
+        batch: bool,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct EraseArgs {
+    /// The image file or block device.
+    pub image: PathBuf,
+    /// Answer confirmations with yes (for scripts).
+    #[arg(long, short = 'q', visible_alias = "batch-mode")]
+    pub batch: bool,
 }
 
 const CIPHER_EXAMPLES: &str = "\
@@ -62,11 +239,30 @@ AES-GCM: --cipher aes-gcm --iv HEX (any non-empty length; 12 bytes is standard) 
 [--tag-len N]. Encryption writes the ciphertext followed by the tag; decryption reads
 ciphertext||tag and writes the plaintext only if the tag verifies, otherwise it prints
 'authentication failed' and exits 1 with nothing written.
-The key length picks AES-128/192/256 (for XTS, both halves together: 32, 48 or 64 bytes).";
+The key length picks AES-128/192/256 (for XTS, both halves together: 32, 48 or 64 bytes).
+
+GOST 28147-89 (little-endian, as CryptoPro/gost-engine/libgcrypt) and Magma (RFC 8891,
+big-endian), 32-byte keys:
+  sectorcrypt cipher encrypt|decrypt --cipher gost89-ecb|gost89-cnt|gost89-cfb|gost89-cbc \
+      --key HEX [--iv HEX] --sbox NAME [--key-meshing]
+  sectorcrypt cipher encrypt|decrypt --cipher magma-ecb|magma-ctr|magma-ofb|magma-cbc|\
+      magma-cfb|magma-ctr-acpkm|magma-mgm --key HEX [--iv HEX]
+  sectorcrypt cipher mac --cipher gost89-mac --sbox NAME [--key-meshing] --key HEX [--tag-len N]
+  sectorcrypt cipher mac --cipher magma-mac --key HEX [--tag-len N]
+--sbox is required for gost89-* (id-GostR3411-94-TestParamSet, id-GostR3411-94-CryptoProParamSet,
+id-Gost28147-89-TestParamSet, id-Gost28147-89-CryptoPro-A-ParamSet ... -D-ParamSet,
+id-tc26-gost-28147-param-Z). IVs: gost89-cnt/cfb/cbc 8 bytes; magma-ctr and magma-ctr-acpkm
+4 bytes; magma-ofb/cbc/cfb a multiple of 8 bytes (z interleaved chains); magma-mgm an 8-byte
+nonce whose top bit is 0, with --aad and --tag-len (4 to 8, default 8) as for aes-gcm.
+gost89-ecb, gost89-cbc, magma-ecb and magma-cbc take whole 8-byte blocks (no padding).
+magma-ctr-acpkm changes the key every 1024 bytes (section size N = 1 KiB, RFC 8645).
+mac prints the MAC as lowercase hex: gost89-mac 4 bytes, magma-mac 8 bytes by default,
+--tag-len 1 to 8.";
 
 const BACKENDS_HELP: &str = "\
-SECTORCRYPT_BACKEND=soft|aesni|vaes forces a backend for every algorithm that has it; a
-name that does not exist or that this CPU cannot run is an error (exit 2).";
+SECTORCRYPT_BACKEND=soft|aesni|vaes|avx2 forces a backend for every algorithm that has it
+and the portable backend for those that do not (avx2: AES soft, GOST avx2; aesni or vaes:
+GOST soft); a name that does not exist or that this CPU cannot run is an error (exit 2).";
 
 const BENCH_HELP: &str = "\
 Run it from a release build: cargo run --release -p sectorcrypt -- bench
@@ -78,12 +274,14 @@ measured in the same process.";
 pub enum Direction {
     Encrypt,
     Decrypt,
+    /// Compute a MAC (gost89-mac, magma-mac) and print it as lowercase hex.
+    Mac,
 }
 
 #[derive(Debug, Args)]
 #[command(group(clap::ArgGroup::new("keysrc").required(true).args(["key", "key_file"])))]
 pub struct CipherArgs {
-    /// encrypt or decrypt.
+    /// encrypt, decrypt, or mac (gost89-mac, magma-mac).
     #[arg(value_enum)]
     pub direction: Direction,
     /// A dm-crypt cipher string (aes-xts-plain64, ...), a raw mode (aes-ecb, aes-cbc,
@@ -106,6 +304,13 @@ pub struct CipherArgs {
     /// require them).
     #[arg(long, value_name = "N")]
     pub tag_len: Option<usize>,
+    /// gost89-*: the S-box parameter set by OID name (required, no default), e.g.
+    /// id-Gost28147-89-CryptoPro-A-ParamSet or id-tc26-gost-28147-param-Z.
+    #[arg(long, value_name = "NAME")]
+    pub sbox: Option<String>,
+    /// gost89-*: CryptoPro key meshing (RFC 4357) every 1024 bytes.
+    #[arg(long)]
+    pub key_meshing: bool,
     /// Cipher strings: the IV number of the first sector.
     #[arg(long, value_name = "S")]
     pub sector: Option<u64>,
@@ -141,6 +346,10 @@ pub struct BenchArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Instead of the cases, probe how the AES and carry-less multiply units share the
+    /// core (cycles per VAESENC, per VPCLMULQDQ, and per mix of both): the GCM ceiling.
+    #[arg(long, conflicts_with_all = ["filter", "json"])]
+    pub probe: bool,
 }
 
 const SERVE_HELP: &str = "\

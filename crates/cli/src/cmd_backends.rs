@@ -1,7 +1,7 @@
 //! `sectorcrypt backends`: what the CPU offers and what each algorithm runs on.
 
 use crate::failure::Failure;
-use sectorcrypt_crypto::{cpu, Backend};
+use sectorcrypt_crypto::{cpu, Backend, GostBackend};
 
 pub fn run() -> Result<(), Failure> {
     println!("cpu features: {}", cpu::features().names().join(" "));
@@ -22,5 +22,13 @@ pub fn run() -> Result<(), Failure> {
     };
     println!("aes: {chosen} ({why})");
     println!("aes-gcm: {chosen} (ghash with the same backend)");
+    for g in GostBackend::ALL {
+        match g.ensure_usable() {
+            Ok(()) => println!("gost backend {:<6} usable (self-test passed)", g.name()),
+            Err(e) => println!("gost backend {:<6} not usable: {e}", g.name()),
+        }
+    }
+    let gost = GostBackend::selected()?;
+    println!("gost28147-89/magma: {gost} ({why})");
     Ok(())
 }

@@ -9,6 +9,8 @@ pub enum Failure {
     Usage(String),
     /// A runtime failure such as an I/O error (exit 1).
     Runtime(String),
+    /// No keyslot opens with the passphrase given (exit 3).
+    WrongPassphrase(String),
 }
 
 impl Failure {
@@ -22,7 +24,7 @@ impl Failure {
 
     pub fn message(&self) -> &str {
         match self {
-            Failure::Usage(m) | Failure::Runtime(m) => m,
+            Failure::Usage(m) | Failure::Runtime(m) | Failure::WrongPassphrase(m) => m,
         }
     }
 
@@ -30,6 +32,7 @@ impl Failure {
         match self {
             Failure::Usage(_) => 2,
             Failure::Runtime(_) => 1,
+            Failure::WrongPassphrase(_) => 3,
         }
     }
 }
@@ -38,5 +41,18 @@ impl Failure {
 impl From<sectorcrypt_crypto::Error> for Failure {
     fn from(e: sectorcrypt_crypto::Error) -> Failure {
         Failure::usage(e)
+    }
+}
+
+/// LUKS errors: a wrong passphrase (exit 3), I/O (exit 1), everything else is about the
+/// volume or the arguments (exit 2).
+impl From<sectorcrypt_volume::luks::Error> for Failure {
+    fn from(e: sectorcrypt_volume::luks::Error) -> Failure {
+        use sectorcrypt_volume::luks::Error as E;
+        match e {
+            E::WrongPassphrase => Failure::WrongPassphrase(e.to_string()),
+            E::Io(_) => Failure::runtime(e),
+            _ => Failure::usage(e),
+        }
     }
 }

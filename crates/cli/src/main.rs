@@ -1,5 +1,6 @@
 //! `sectorcrypt`: policy only. Parses the command line, runs one command, maps failures to
-//! exit codes: 0 success, 1 a runtime failure (I/O), 2 bad usage or bad input.
+//! exit codes: 0 success, 1 a runtime failure (I/O), 2 bad usage or bad input, 3 a wrong
+//! passphrase.
 #![forbid(unsafe_code)]
 
 mod args;
@@ -9,7 +10,9 @@ mod cmd_cipher;
 mod cmd_demo;
 mod cmd_mount;
 mod cmd_serve;
+mod cmd_volume;
 mod failure;
+mod passphrase;
 mod volume_export;
 
 use args::{Cli, Command};
@@ -22,6 +25,14 @@ fn main() {
         Command::Backends => cmd_backends::run(),
         Command::Bench(a) => cmd_bench::run(a),
         Command::Demo => cmd_demo::run(),
+        Command::Format(a) => cmd_volume::format(a),
+        Command::Dump(a) => cmd_volume::dump(a),
+        Command::AddKey(a) => cmd_volume::add_key(a),
+        Command::RemoveKey(a) => cmd_volume::remove_key(a),
+        Command::ChangeKey(a) => cmd_volume::change_key(a),
+        Command::TestKey(a) => cmd_volume::test_key(a),
+        Command::Header(c) => cmd_volume::header(c),
+        Command::Erase(a) => cmd_volume::erase(a),
         Command::Serve(a) => cmd_serve::run(a),
         Command::Mount(a) => cmd_mount::run(a),
         Command::Umount(a) => cmd_mount::umount(a),

@@ -111,20 +111,31 @@ impl Backend {
             .collect()
     }
 
-    /// The backend new keys use: `SECTORCRYPT_BACKEND` when set (an error when it names an
-    /// unknown or unusable backend), otherwise the fastest usable one. Decided once.
+    /// The backend new keys use: `SECTORCRYPT_BACKEND` when set (see
+    /// [`Backend::for_forced_name`]; an error when it names an unknown or unusable
+    /// backend), otherwise the fastest usable one. Decided once.
     pub fn selected() -> Result<Backend, Error> {
         static SELECTED: OnceLock<Result<Backend, Error>> = OnceLock::new();
         SELECTED
             .get_or_init(|| match std::env::var("SECTORCRYPT_BACKEND") {
-                Ok(name) if !name.is_empty() => {
-                    let b = Backend::from_name(&name)?;
-                    b.ensure_usable()?;
-                    Ok(b)
-                }
+                Ok(name) if !name.is_empty() => Backend::for_forced_name(&name),
                 _ => Ok(Backend::usable().first().copied().unwrap_or(Backend::Soft)),
             })
             .clone()
+    }
+}
+
+impl Backend {
+    /// What `SECTORCRYPT_BACKEND=name` means for AES: NAME when AES has that backend (it
+    /// must be usable); the portable backend when only another algorithm has it (GOST's
+    /// `avx2`, which must be usable on this CPU); an error for any other name.
+    pub fn for_forced_name(name: &str) -> Result<Backend, Error> {
+        if let Ok(b) = Backend::from_name(name) {
+            b.ensure_usable()?;
+            return Ok(b);
+        }
+        crate::GostBackend::from_name(name)?.ensure_usable()?;
+        Ok(Backend::Soft)
     }
 }
 
@@ -132,4 +143,16 @@ impl fmt::Display for Backend {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
     }
+}
+
+/// Measures how VAESENC and VPCLMULQDQ on ymm share the core (see `sectorcrypt bench
+/// --probe`): seconds per step of [1 VAESENC, 1 VPCLMULQDQ, 1 VPCLMULQDQ + 3 VAESENC], each
+/// over 16 independent chains. `None` when the CPU cannot run the `vaes` backend.
+#[doc(hidden)]
+pub fn probe_aes_clmul_units() -> Option<[f64; 3]> {
+    #[cfg(target_arch = "x86_64")]
+    if Backend::Vaes.check_cpu().is_ok() {
+        return Some(crate::aes::x86::vaes::probe::probe(2_000_000));
+    }
+    None
 }

@@ -1,6 +1,6 @@
 //! The crypto crate's one error type.
 
-use crate::Backend;
+use crate::{Backend, GostBackend};
 
 /// Everything the crypto core can refuse. Messages are lowercase and never contain key bytes.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -56,7 +56,7 @@ pub enum Error {
     #[error("unsupported cipher {0:?} (supported: aes-xts-plain64, aes-xts-plain, aes-cbc-plain64, aes-cbc-plain, aes-cbc-essiv:sha256, aes-ecb)")]
     UnknownCipher(String),
     /// `SECTORCRYPT_BACKEND` names no backend.
-    #[error("unknown backend {0:?} (known: soft, aesni, vaes)")]
+    #[error("unknown backend {0:?} (known: soft, aesni, vaes, avx2)")]
     UnknownBackend(String),
     /// A backend this CPU (or its OS) cannot run.
     #[error("backend {backend} is not usable on this cpu: {why}")]
@@ -97,4 +97,21 @@ pub enum Error {
         /// The accepted lengths, in words.
         expected: &'static str,
     },
+    /// A GOST backend this CPU (or its OS) cannot run.
+    #[error("gost backend {backend} is not usable on this cpu: {why}")]
+    GostBackendUnavailable {
+        /// The backend asked for.
+        backend: GostBackend,
+        /// What is missing.
+        why: String,
+    },
+    /// A GOST backend failed its known-answer self-test and is never used.
+    #[error("gost backend {0} failed its known-answer self-test")]
+    GostSelfTestFailed(GostBackend),
+    /// An S-box parameter set name that is not known.
+    #[error("unknown s-box {0:?} (known: id-GostR3411-94-TestParamSet, id-GostR3411-94-CryptoProParamSet, id-Gost28147-89-TestParamSet, id-Gost28147-89-CryptoPro-A-ParamSet, id-Gost28147-89-CryptoPro-B-ParamSet, id-Gost28147-89-CryptoPro-C-ParamSet, id-Gost28147-89-CryptoPro-D-ParamSet, id-tc26-gost-28147-param-Z)")]
+    UnknownSbox(String),
+    /// A nonce the mode refuses.
+    #[error("invalid nonce: {0}")]
+    InvalidNonce(&'static str),
 }

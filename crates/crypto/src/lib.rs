@@ -34,13 +34,19 @@ mod backend;
 mod buf;
 mod error;
 mod ghash;
+mod gost;
 mod modes;
 
 pub use aes::BLOCK;
-pub use backend::Backend;
+pub use backend::{probe_aes_clmul_units, Backend};
 pub use error::Error;
 #[doc(hidden)]
 pub use ghash::Ghash;
+pub use gost::{
+    Gost89Cbc, Gost89Cfb, Gost89CfbStream, Gost89Cnt, Gost89CntStream, Gost89Ecb, Gost89Mac,
+    Gost89MacState, GostBackend, MagmaCbc, MagmaCfb, MagmaCtr, MagmaCtrAcpkm, MagmaEcb, MagmaMac,
+    MagmaMgm, MagmaOfb, Sbox, GOST_BLOCK, MAGMA_BLOCK,
+};
 pub use modes::{
     Cbc, CipherMode, CipherSpec, Ctr, Ecb, Gcm, GcmDecryptor, GcmEncryptor, IvMode, SectorCipher,
     SectorLayout, Xts, GCM_MAX_PLAINTEXT,

@@ -91,6 +91,12 @@ pub(crate) trait AesKernels: Send + Sync {
     /// One CBC chain; `iv` is updated to the last ciphertext block.
     fn cbc_decrypt(&self, iv: &mut Block, data: InOut<'_>);
 
+    /// One block in place (GCM's E_K(J0)): a CBC chain of one block from a zero IV, which
+    /// is the latency-bound single-stream path of every backend, with no buffering.
+    fn encrypt_block(&self, block: &mut Block) {
+        self.cbc_encrypt(&mut [0; 16], InOut::InPlace(block));
+    }
+
     /// Independent CBC chains, one per sector, with `ivs[i]` for sector `i`.
     fn cbc_encrypt_sectors(&self, ivs: &[Block], mut data: InOut<'_>) {
         let size = data.len() / ivs.len().max(1);

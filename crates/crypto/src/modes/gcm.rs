@@ -244,7 +244,7 @@ impl Gcm {
             y
         };
         let mut ek_j0 = j0.to_be_bytes();
-        self.key.k().ecb_encrypt(InOut::InPlace(&mut ek_j0));
+        self.key.k().encrypt_block(&mut ek_j0);
         let mut y = 0u128;
         hash_padded(&self.ghash, &mut y, aad);
         Ok(Stream {

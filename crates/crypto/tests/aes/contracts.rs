@@ -1,6 +1,6 @@
 //! Contracts every backend keeps: bulk equals block by block (101 blocks: no multiple of
 //! any parallel width), every backend equals soft at every block count around the
-//! parallel widths (4, 8, 16 blocks) and for 1 to 17 sectors, and every refusal comes
+//! parallel widths (4, 8, 12, 16 blocks) and for 1 to 17 sectors, and every refusal comes
 //! with the right error and leaves the output buffer untouched.
 
 use crate::differential::rng;

@@ -16,15 +16,15 @@
 
 use super::ctr::counters;
 use super::{Keys, GROUP};
-use crate::ghash::vpclmul::{finish_group, mul_add, Key as GhashKey, N};
+use crate::ghash::vpclmul::{finish_group, hash_group, mul_add, Key as GhashKey, N};
 use core::arch::x86_64::*;
 
 /// Encrypts (`DEC = false`) or decrypts `len` bytes, a multiple of [`GROUP`], with the
 /// counter `*ctr` (advanced by the blocks done) and hashes the ciphertext into `*y`.
 ///
-/// Each iteration runs the rounds of one group of counters and, between them, the GHASH
-/// multiplications of one group of ciphertext (`hashed`): pair `p` of blocks after round
-/// `p`, the pair that needs the running hash value last, then one reduction.
+/// Decryption hashes group `i` (its input) while encrypting the counters of group `i`;
+/// encryption hashes group `i - 1` (the output of the previous step), with a first step
+/// that only encrypts and a last one that only hashes.
 ///
 /// # Safety
 /// The CPU features of the vaes backend (a `Keys` exists) and of the vpclmul GHASH (a
@@ -45,73 +45,83 @@ pub(super) unsafe fn gcm_vaes_avx2<const DEC: bool>(
     if groups == 0 {
         return;
     }
-    let bswap = _mm256_broadcastsi128_si256(_mm_set_epi8(
-        0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15,
-    ));
     let mut h = _mm_set_epi64x((*y >> 64) as i64, *y as i64);
-    let (first, last) = (k.key::<false>(0), k.key::<false>(k.rounds));
-    // Groups 0..groups encrypted; ciphertext groups hashed: `i` when decrypting (the input),
-    // `i - 1` when encrypting (the output of the previous iteration), then the last one.
-    for i in 0..=groups {
-        let hashed = match (DEC, i) {
-            (true, i) if i < groups => Some(src.add(i * GROUP)),
-            (false, i) if i > 0 => Some(dst.add((i - 1) * GROUP) as *const u8),
-            _ => None,
-        };
-        let pair = |p: usize| {
-            let b = hashed.unwrap_or(src).add(32 * p);
-            _mm256_shuffle_epi8(_mm256_loadu_si256(b.cast()), bswap)
-        };
-        let mut acc = [_mm256_setzero_si256(); 3];
-        if i == groups {
-            // Encryption's last ciphertext group: hashing only.
-            if hashed.is_some() {
-                for p in 1..N / 2 {
-                    mul_add(g, 2 * p, pair(p), &mut acc);
-                }
-                mul_add(
-                    g,
-                    0,
-                    _mm256_xor_si256(pair(0), _mm256_zextsi128_si256(h)),
-                    &mut acc,
-                );
-                h = finish_group(acc);
-            }
-            break;
+    if DEC {
+        for i in 0..groups {
+            let (s, d) = (src.add(i * GROUP), dst.add(i * GROUP));
+            step::<true>(k, g, &mut h, ctr, s, d, s);
         }
-        // Counters built here, not a group ahead as in the CTR kernel: with the GHASH
-        // state live, eight more registers would spill.
-        let mut v = counters(*ctr);
-        *ctr = ctr.wrapping_add(16);
-        for r in v.iter_mut() {
-            *r = _mm256_xor_si256(*r, first);
+    } else {
+        step::<false>(k, g, &mut h, ctr, src, dst, src);
+        for i in 1..groups {
+            let (s, d) = (src.add(i * GROUP), dst.add(i * GROUP));
+            step::<true>(k, g, &mut h, ctr, s, d, dst.add((i - 1) * GROUP));
         }
-        for round in 1..k.rounds {
-            let kr = k.key::<false>(round);
-            for r in v.iter_mut() {
-                *r = _mm256_aesenc_epi128(*r, kr);
-            }
-            if hashed.is_some() && round < N / 2 {
-                mul_add(g, 2 * round, pair(round), &mut acc);
-            }
-        }
-        if hashed.is_some() {
-            mul_add(
-                g,
-                0,
-                _mm256_xor_si256(pair(0), _mm256_zextsi128_si256(h)),
-                &mut acc,
-            );
-            h = finish_group(acc);
-        }
-        let (s, d) = (src.add(i * GROUP), dst.add(i * GROUP));
-        for (j, r) in v.iter().enumerate() {
-            let data = _mm256_loadu_si256(s.add(32 * j).cast());
-            let out = _mm256_aesenclast_epi128(*r, _mm256_xor_si256(data, last));
-            _mm256_storeu_si256(d.add(32 * j).cast(), out);
-        }
+        h = hash_group(g, h, dst.add((groups - 1) * GROUP));
     }
     let mut out = [0u8; 16];
     _mm_storeu_si128(out.as_mut_ptr().cast(), h);
     *y = u128::from_le_bytes(out);
+}
+
+/// One group: the CTR rounds of 16 counters from `*ctr` over `s` into `d`, and (if `HASH`)
+/// the GHASH of the 16 ciphertext blocks at `hashed` between the rounds: pair `p` after
+/// round `p` for p = 1..=7 (they do not need the running hash), then the pair that does
+/// and the reduction, whose latency chain runs under the remaining rounds (every AES key
+/// size has at least 9).
+#[inline]
+#[target_feature(enable = "avx2,vaes,vpclmulqdq,pclmulqdq")]
+unsafe fn step<const HASH: bool>(
+    k: &Keys,
+    g: &GhashKey,
+    h: &mut __m128i,
+    ctr: &mut u128,
+    s: *const u8,
+    d: *mut u8,
+    hashed: *const u8,
+) {
+    let bswap = _mm256_broadcastsi128_si256(_mm_set_epi8(
+        0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15,
+    ));
+    // SAFETY (for the closure): `hashed` covers one group (caller).
+    let pair = |p: usize| unsafe {
+        _mm256_shuffle_epi8(_mm256_loadu_si256(hashed.add(32 * p).cast()), bswap)
+    };
+    let mut v = counters(*ctr);
+    *ctr = ctr.wrapping_add(16);
+    let first = k.key::<false>(0);
+    for r in v.iter_mut() {
+        *r = _mm256_xor_si256(*r, first);
+    }
+    let mut acc = [_mm256_setzero_si256(); 3];
+    for round in 1..N / 2 {
+        let kr = k.key::<false>(round);
+        for r in v.iter_mut() {
+            *r = _mm256_aesenc_epi128(*r, kr);
+        }
+        if HASH {
+            mul_add(g, 2 * round, pair(round), &mut acc);
+        }
+    }
+    if HASH {
+        mul_add(
+            g,
+            0,
+            _mm256_xor_si256(pair(0), _mm256_zextsi128_si256(*h)),
+            &mut acc,
+        );
+        *h = finish_group(acc);
+    }
+    for round in N / 2..k.rounds {
+        let kr = k.key::<false>(round);
+        for r in v.iter_mut() {
+            *r = _mm256_aesenc_epi128(*r, kr);
+        }
+    }
+    let last = k.key::<false>(k.rounds);
+    for (j, r) in v.iter().enumerate() {
+        let data = _mm256_loadu_si256(s.add(32 * j).cast());
+        let out = _mm256_aesenclast_epi128(*r, _mm256_xor_si256(data, last));
+        _mm256_storeu_si256(d.add(32 * j).cast(), out);
+    }
 }

@@ -36,6 +36,7 @@ mod cbc;
 mod ctr;
 mod ecb;
 mod gcm;
+pub(crate) mod probe;
 #[cfg(test)]
 mod tests;
 mod xts;

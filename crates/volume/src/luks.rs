@@ -1,1 +1,0 @@
-//! LUKS2 and LUKS1 (to be written).

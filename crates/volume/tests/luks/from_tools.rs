@@ -1,0 +1,309 @@
+//! Volumes made by cryptsetup and qemu-img, opened here; the plaintext those tools put in
+//! reads back.
+
+use crate::common::*;
+use crate::require;
+use sectorcrypt_crypto::{SectorCipher, SectorLayout};
+use sectorcrypt_volume::luks::{Error, Header};
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::process::Command;
+
+const MIB: u64 = 1 << 20;
+
+/// Encrypts a plaintext image in place with `cryptsetup reencrypt --encrypt` (offline,
+/// LUKS2, the header made room for by shifting the data: the first `size - 8 MiB` bytes
+/// of the plaintext become the volume), then opens it here and compares every byte.
+/// Returns the image path and the header.
+fn reencrypt_and_check(
+    dir: &Path,
+    extra: &[&str],
+    want_cipher: &str,
+    want_key_bits: usize,
+    want_sector: usize,
+) -> (std::path::PathBuf, Header) {
+    let img = dir.join("v.img");
+    let size = 12 * MIB;
+    let plain = pattern(size as usize, want_key_bits as u64 + want_sector as u64);
+    make_file(&img, size, &plain);
+    let pass = dir.join("pass");
+    std::fs::write(&pass, b"correct horse").unwrap();
+    run(Command::new("cryptsetup")
+        .args(["reencrypt", "-q", "--encrypt", "--type", "luks2"])
+        .args(["--reduce-device-size", "8M", "--key-file"])
+        .arg(&pass)
+        .args(extra)
+        .arg(&img));
+    let f = File::open(&img).unwrap();
+    let h = Header::read(&f).unwrap();
+    assert!(matches!(
+        h.unlock(&f, b"wrong horse"),
+        Err(Error::WrongPassphrase)
+    ));
+    let u = h.unlock(&f, b"correct horse").unwrap();
+    assert_eq!(u.cipher, want_cipher);
+    assert_eq!(u.volume_key().len() * 8, want_key_bits);
+    assert_eq!(u.layout.sector_size(), want_sector);
+    assert_eq!(u.data_offset, 4 * MIB);
+    assert_eq!(u.data_size, size - 4 * MIB);
+    // `--reduce-device-size 8M` moved the header in and gave up the last 8 MiB; what
+    // lies beyond (the data segment is "dynamic") is left-over plaintext, not volume data.
+    let kept = (size - 8 * MIB) as usize;
+    let got = read_plain(&f, &u, 0, kept);
+    assert!(
+        got == plain[..kept],
+        "plaintext differs from what cryptsetup encrypted"
+    );
+    // The key is the one cryptsetup reports.
+    assert_eq!(cryptsetup_volume_key(&img, &pass), u.volume_key());
+    (img, h)
+}
+
+#[test]
+fn cryptsetup_luks2_pbkdf2_xts512_sector512() {
+    require!("cryptsetup");
+    let dir = tempfile::tempdir().unwrap();
+    reencrypt_and_check(
+        dir.path(),
+        &[
+            "--pbkdf",
+            "pbkdf2",
+            "--pbkdf-force-iterations",
+            "1000",
+            "--cipher",
+            "aes-xts-plain64",
+            "--key-size",
+            "512",
+            "--sector-size",
+            "512",
+        ],
+        "aes-xts-plain64",
+        512,
+        512,
+    );
+}
+
+/// The IV rule: for 4096-byte sectors LUKS2 (cryptsetup/dm-crypt) counts the IV in
+/// 512-byte units (sector n has IV 8n); decrypting with one IV per sector fails.
+#[test]
+fn cryptsetup_luks2_argon2i_xts256_sector4096_iv_counts_512_byte_units() {
+    require!("cryptsetup");
+    let dir = tempfile::tempdir().unwrap();
+    let (img, h) = reencrypt_and_check(
+        dir.path(),
+        &[
+            "--pbkdf",
+            "argon2i",
+            "--pbkdf-force-iterations",
+            "4",
+            "--pbkdf-memory",
+            "32",
+            "--pbkdf-parallel",
+            "1",
+            "--cipher",
+            "aes-xts-plain64",
+            "--key-size",
+            "256",
+            "--sector-size",
+            "4096",
+        ],
+        "aes-xts-plain64",
+        256,
+        4096,
+    );
+    let f = File::open(&img).unwrap();
+    let u = h.unlock(&f, b"correct horse").unwrap();
+    // Sector 1 decrypted with IV 1 (large-IV rule) is not the plaintext; with IV 8 it is.
+    let mut raw = vec![0u8; 4096];
+    f.read_exact_at(&mut raw, u.data_offset + 4096).unwrap();
+    let large = SectorCipher::new(
+        u.spec,
+        u.volume_key(),
+        SectorLayout::new(4096, true).unwrap(),
+    )
+    .unwrap();
+    let mut a = raw.clone();
+    large.decrypt(1, &mut a).unwrap();
+    let mut b = raw.clone();
+    u.sector_cipher().unwrap().decrypt(8, &mut b).unwrap();
+    assert_eq!(b, read_plain(&f, &u, 4096, 4096));
+    assert_ne!(a, b, "large-IV decryption must not match cryptsetup's data");
+}
+
+#[test]
+fn cryptsetup_luks2_argon2id_cbc_essiv() {
+    require!("cryptsetup");
+    let dir = tempfile::tempdir().unwrap();
+    reencrypt_and_check(
+        dir.path(),
+        &[
+            "--pbkdf",
+            "argon2id",
+            "--pbkdf-force-iterations",
+            "4",
+            "--pbkdf-memory",
+            "64",
+            "--pbkdf-parallel",
+            "2",
+            "--cipher",
+            "aes-cbc-essiv:sha256",
+            "--key-size",
+            "256",
+            "--sector-size",
+            "512",
+        ],
+        "aes-cbc-essiv:sha256",
+        256,
+        512,
+    );
+}
+
+#[test]
+fn cryptsetup_luks2_xts_plain_and_cbc_plain64_sector_2048() {
+    require!("cryptsetup");
+    let dir = tempfile::tempdir().unwrap();
+    reencrypt_and_check(
+        dir.path(),
+        &[
+            "--pbkdf",
+            "pbkdf2",
+            "--hash",
+            "sha512",
+            "--pbkdf-force-iterations",
+            "1000",
+            "--cipher",
+            "aes-xts-plain",
+            "--key-size",
+            "512",
+            "--sector-size",
+            "2048",
+        ],
+        "aes-xts-plain",
+        512,
+        2048,
+    );
+    let dir = tempfile::tempdir().unwrap();
+    reencrypt_and_check(
+        dir.path(),
+        &[
+            "--pbkdf",
+            "pbkdf2",
+            "--hash",
+            "sha1",
+            "--pbkdf-force-iterations",
+            "1000",
+            "--cipher",
+            "aes-cbc-plain64",
+            "--key-size",
+            "128",
+            "--sector-size",
+            "4096",
+        ],
+        "aes-cbc-plain64",
+        128,
+        4096,
+    );
+}
+
+/// A LUKS1 volume written by qemu-img (its own header layout) reads back here.
+fn qemu_luks1(opts: &str, want_cipher: &str, want_bits: usize) {
+    let dir = tempfile::tempdir().unwrap();
+    let raw = dir.path().join("p.raw");
+    let plain = pattern(3 * MIB as usize, want_bits as u64);
+    make_file(&raw, 3 * MIB, &plain);
+    let img = dir.path().join("q.luks");
+    run(Command::new("qemu-img")
+        .args(["convert", "-q", "-f", "raw", "-O", "luks"])
+        .args(["--object", "secret,id=sec0,data=qemu pass"])
+        .args(["-o", &format!("key-secret=sec0,iter-time=10{opts}")])
+        .arg(&raw)
+        .arg(&img));
+    let f = File::open(&img).unwrap();
+    let h = Header::read(&f).unwrap();
+    assert_eq!(h.version(), 1);
+    assert!(matches!(
+        h.unlock(&f, b"qemu pas"),
+        Err(Error::WrongPassphrase)
+    ));
+    let u = h.unlock(&f, b"qemu pass").unwrap();
+    assert_eq!(u.cipher, want_cipher);
+    assert_eq!(u.volume_key().len() * 8, want_bits);
+    assert!(u.data_size >= 3 * MIB);
+    assert!(read_plain(&f, &u, 0, 3 * MIB as usize) == plain);
+}
+
+#[test]
+fn qemu_img_luks1_xts() {
+    require!("qemu-img");
+    qemu_luks1("", "aes-xts-plain64", 512);
+}
+
+#[test]
+fn qemu_img_luks1_cbc_essiv_sha1() {
+    require!("qemu-img");
+    qemu_luks1(
+        ",cipher-alg=aes-256,cipher-mode=cbc,ivgen-alg=essiv,ivgen-hash-alg=sha256,hash-alg=sha1",
+        "aes-cbc-essiv:sha256",
+        256,
+    );
+}
+
+/// A LUKS1 volume made by `cryptsetup luksFormat`, filled by qemu-img (which opens
+/// cryptsetup's LUKS1 volumes), read back here.
+#[test]
+fn cryptsetup_luks1_filled_by_qemu() {
+    require!("cryptsetup", "qemu-img");
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("v.img");
+    File::create(&img).unwrap().set_len(4 * MIB).unwrap();
+    let pass = dir.path().join("pass");
+    std::fs::write(&pass, b"luks one").unwrap();
+    run(Command::new("cryptsetup")
+        .args([
+            "luksFormat",
+            "-q",
+            "--type",
+            "luks1",
+            "--cipher",
+            "aes-xts-plain64",
+        ])
+        .args([
+            "--key-size",
+            "256",
+            "--pbkdf-force-iterations",
+            "1000",
+            "--key-file",
+        ])
+        .arg(&pass)
+        .arg(&img));
+    let raw = dir.path().join("p.raw");
+    let plain = pattern(2 * MIB as usize, 77);
+    make_file(&raw, 2 * MIB, &plain);
+    run(Command::new("qemu-img")
+        .args([
+            "convert",
+            "-q",
+            "-n",
+            "-f",
+            "raw",
+            "--object",
+            "secret,id=s,data=luks one",
+        ])
+        .arg("--target-image-opts")
+        .arg(&raw)
+        .arg(format!(
+            "driver=luks,key-secret=s,file.filename={}",
+            img.display()
+        )));
+    let f = File::open(&img).unwrap();
+    let h = Header::read(&f).unwrap();
+    let u = h.unlock(&f, b"luks one").unwrap();
+    assert_eq!(
+        (u.cipher.as_str(), u.volume_key().len()),
+        ("aes-xts-plain64", 32)
+    );
+    assert_eq!(u.data_offset, 4096 * 512);
+    assert!(read_plain(&f, &u, 0, 2 * MIB as usize) == plain);
+    assert_eq!(cryptsetup_volume_key(&img, &pass), u.volume_key());
+}

@@ -1,0 +1,8 @@
+//! LUKS interop and failure tests: volumes made by cryptsetup and qemu-img opened here,
+//! volumes made here checked by cryptsetup, qemu-img and nbdkit, and damaged images.
+//! Tests that need a tool print `skipped: <reason>` and return when it is absent.
+
+mod common;
+mod from_tools;
+mod negative;
+mod to_tools;

@@ -1,0 +1,249 @@
+//! Bad input: wrong passphrases, truncated images, damaged header copies and keyslot
+//! areas, metadata asking for features this does not implement.
+
+use crate::common::*;
+use sectorcrypt_volume::luks::{format, Error, FormatOptions, Header, Version};
+use sha2::{Digest, Sha256};
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+const MIB: u64 = 1 << 20;
+const HDR: u64 = 16384;
+
+fn luks2_image(dir: &Path) -> PathBuf {
+    let img = dir.join("v.img");
+    File::create(&img).unwrap().set_len(20 * MIB).unwrap();
+    let f = open_rw(&img);
+    let opts = FormatOptions {
+        kdf: fast_pbkdf2(),
+        ..FormatOptions::default()
+    };
+    let (mut h, u) = format(&f, &opts, b"first", None).unwrap();
+    h.add_key(&f, &u, b"second", &fast_pbkdf2(), None).unwrap();
+    write_plain(&f, &u, 0, &pattern(65536, 3));
+    img
+}
+
+fn flip(path: &Path, at: u64) {
+    let f = open_rw(path);
+    let mut b = [0u8; 1];
+    f.read_exact_at(&mut b, at).unwrap();
+    b[0] ^= 0x55;
+    f.write_all_at(&b, at).unwrap();
+}
+
+/// Rewrites the json of the LUKS2 header copy at `at` with a valid checksum.
+fn rewrite_json(path: &Path, at: u64, edit: impl Fn(&mut serde_json::Value)) {
+    let f = open_rw(path);
+    let mut buf = vec![0u8; HDR as usize];
+    f.read_exact_at(&mut buf, at).unwrap();
+    let end = buf[4096..].iter().position(|&c| c == 0).unwrap();
+    let mut json: serde_json::Value = serde_json::from_slice(&buf[4096..4096 + end]).unwrap();
+    edit(&mut json);
+    let text = serde_json::to_vec(&json).unwrap();
+    buf[4096..].fill(0);
+    buf[4096..4096 + text.len()].copy_from_slice(&text);
+    buf[448..512].fill(0);
+    let sum = Sha256::digest(&buf);
+    buf[448..480].copy_from_slice(&sum);
+    f.write_all_at(&buf, at).unwrap();
+}
+
+#[test]
+fn wrong_passphrase_is_its_own_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = luks2_image(dir.path());
+    let f = File::open(&img).unwrap();
+    let h = Header::read(&f).unwrap();
+    let e = h.unlock(&f, b"third").unwrap_err();
+    assert!(matches!(e, Error::WrongPassphrase), "{e}");
+    assert!(!e.to_string().contains("third"));
+    assert_eq!(h.unlock(&f, b"second").unwrap().keyslot, 1);
+    assert!(matches!(
+        h.unlock_slot(&f, b"second", Some(0)),
+        Err(Error::WrongPassphrase)
+    ));
+}
+
+#[test]
+fn truncated_images_say_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = luks2_image(dir.path());
+    for (len, what) in [
+        (10_000u64, "header"),
+        (100_000, "keyslot"),
+        (8 * MIB, "data"),
+    ] {
+        let copy = dir.path().join(format!("t{len}"));
+        std::fs::copy(&img, &copy).unwrap();
+        File::options()
+            .write(true)
+            .open(&copy)
+            .unwrap()
+            .set_len(len)
+            .unwrap();
+        let f = File::open(&copy).unwrap();
+        let r = Header::read(&f).and_then(|h| h.unlock(&f, b"first"));
+        match r {
+            Err(Error::Truncated(m)) => eprintln!("{what}: {m}"),
+            other => panic!("{len}: expected truncated, got {other:?}"),
+        }
+    }
+    // LUKS1 cut inside its header.
+    let l1 = dir.path().join("l1");
+    File::create(&l1).unwrap().set_len(3 * MIB).unwrap();
+    let f = open_rw(&l1);
+    let opts = FormatOptions {
+        version: Version::Luks1,
+        kdf: fast_pbkdf2(),
+        ..FormatOptions::default()
+    };
+    format(&f, &opts, b"x", None).unwrap();
+    f.set_len(300).unwrap();
+    assert!(matches!(Header::read(&f), Err(Error::Truncated(_))));
+}
+
+#[test]
+fn damaged_primary_header_opens_from_secondary_and_is_repaired() {
+    let dir = tempfile::tempdir().unwrap();
+    for at in [4096 + 20, 0, 448] {
+        // json area, magic, checksum.
+        let img = luks2_image(dir.path());
+        flip(&img, at);
+        let f = open_rw(&img);
+        let mut h = Header::read(&f).unwrap();
+        assert!(h.needs_repair());
+        let u = h.unlock(&f, b"first").unwrap();
+        assert!(read_plain(&f, &u, 0, 65536) == pattern(65536, 3));
+        h.add_key(&f, &u, b"third", &fast_pbkdf2(), None).unwrap();
+        let again = Header::read(&f).unwrap();
+        assert!(!again.needs_repair(), "still damaged after a write");
+        again.unlock(&f, b"third").unwrap();
+        // The primary alone is valid again: damage the secondary and read.
+        flip(&img, HDR + 4096 + 20);
+        let h = Header::read(&f).unwrap();
+        assert!(h.needs_repair());
+        h.unlock(&f, b"third").unwrap();
+        drop(f);
+        std::fs::remove_file(&img).unwrap();
+    }
+}
+
+#[test]
+fn stale_copy_loses_to_the_newer_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = luks2_image(dir.path());
+    let before = std::fs::read(&img).unwrap();
+    let f = open_rw(&img);
+    let mut h = Header::read(&f).unwrap();
+    let u = h.unlock(&f, b"first").unwrap();
+    h.add_key(&f, &u, b"third", &fast_pbkdf2(), None).unwrap();
+    // A crash after the primary was written: the secondary is still the old one.
+    f.write_all_at(&before[HDR as usize..2 * HDR as usize], HDR)
+        .unwrap();
+    let h = Header::read(&f).unwrap();
+    assert!(h.needs_repair());
+    h.unlock(&f, b"third").unwrap();
+    // And after the secondary only (the other order): the new one wins too.
+    let mut h2 = h.clone();
+    h2.repair(&f).unwrap();
+    f.write_all_at(&before[..HDR as usize], 0).unwrap();
+    let h = Header::read(&f).unwrap();
+    assert!(h.needs_repair());
+    h.unlock(&f, b"third").unwrap();
+}
+
+#[test]
+fn both_copies_damaged_is_a_clear_error_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = luks2_image(dir.path());
+    flip(&img, 4096 + 20);
+    flip(&img, HDR + 4096 + 20);
+    let before = std::fs::read(&img).unwrap();
+    let f = open_rw(&img);
+    match Header::read(&f) {
+        Err(Error::Corrupt(m)) => assert!(m.contains("both"), "{m}"),
+        other => panic!("expected corrupt, got {other:?}"),
+    }
+    drop(f);
+    assert!(std::fs::read(&img).unwrap() == before);
+}
+
+#[test]
+fn damaged_keyslot_area_fails_that_keyslot_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = luks2_image(dir.path());
+    let f = File::open(&img).unwrap();
+    let h = Header::read(&f).unwrap();
+    let Header::Luks2(l2) = &h else { panic!() };
+    let ks0 = l2.keyslots().unwrap()[0].area_offset;
+    drop(f);
+    flip(&img, ks0 + 5000);
+    let f = File::open(&img).unwrap();
+    let h = Header::read(&f).unwrap();
+    assert!(matches!(
+        h.unlock(&f, b"first"),
+        Err(Error::WrongPassphrase)
+    ));
+    assert_eq!(h.unlock(&f, b"second").unwrap().keyslot, 1);
+}
+
+#[test]
+fn unknown_requirements_and_integrity_are_refused_with_reasons() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = luks2_image(dir.path());
+    for at in [0, HDR] {
+        rewrite_json(&img, at, |j| {
+            j["config"]["requirements"] = serde_json::json!({"mandatory": ["x-future-feature"]})
+        });
+    }
+    let f = open_rw(&img);
+    let mut h = Header::read(&f).unwrap();
+    let e = h.unlock(&f, b"first").unwrap_err();
+    assert!(
+        matches!(&e, Error::Unsupported(m) if m.contains("x-future-feature")),
+        "{e}"
+    );
+    let before = std::fs::read(&img).unwrap();
+    assert!(h.remove_key(&f, 1).is_err());
+    assert!(h.repair(&f).is_err());
+    assert!(std::fs::read(&img).unwrap() == before);
+    assert!(h.dump().contains("x-future-feature"));
+
+    let img = luks2_image(dir.path());
+    for at in [0, HDR] {
+        rewrite_json(
+            &img,
+            at,
+            |j| j["segments"]["0"]["integrity"] = serde_json::json!({"type": "hmac(sha256)", "journal_encryption": "none", "journal_integrity": "none"}),
+        );
+    }
+    let f = File::open(&img).unwrap();
+    let e = Header::read(&f).unwrap().unlock(&f, b"first").unwrap_err();
+    assert!(
+        matches!(&e, Error::Unsupported(m) if m.contains("integrity")),
+        "{e}"
+    );
+}
+
+#[test]
+fn not_luks_and_key_secrets_stay_out_of_debug() {
+    let dir = tempfile::tempdir().unwrap();
+    let plain = dir.path().join("p");
+    make_file(&plain, 1 << 20, &pattern(4096, 1));
+    let f = File::open(&plain).unwrap();
+    assert!(matches!(Header::read(&f), Err(Error::NotLuks(_))));
+    let img = luks2_image(dir.path());
+    let f = File::open(&img).unwrap();
+    let u = Header::read(&f).unwrap().unlock(&f, b"first").unwrap();
+    let dbg = format!("{u:?}");
+    let key_hex: String = u.volume_key()[..8]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    assert!(
+        !dbg.contains(&key_hex) && dbg.contains("key_bits: 512"),
+        "{dbg}"
+    );
+}
