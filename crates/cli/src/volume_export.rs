@@ -1,11 +1,13 @@
 //! Opening a volume to serve it (`serve`, `mount`): unlocking (or a one-time key), the
 //! sector engine, and the adapter from the engine to the NBD crate's [`Export`] trait.
 
-use crate::args::OpenArgs;
+use crate::args::{KeyArgs, OpenArgs};
 use crate::failure::Failure;
+use crate::passphrase;
 use sectorcrypt_crypto::{CipherSpec, SectorCipher, SectorLayout};
 use sectorcrypt_nbd::Export;
 use sectorcrypt_volume::engine::{EngineOptions, Volume};
+use sectorcrypt_volume::luks::Header;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Seek, SeekFrom, Write};
 use std::sync::Arc;
@@ -62,9 +64,36 @@ pub fn open(a: &OpenArgs) -> Result<Arc<VolumeExport>, Failure> {
     if a.onetime {
         return onetime(a);
     }
-    Err(Failure::usage(
-        "LUKS volumes cannot be served by this build yet; use --onetime",
-    ))
+    let file = open_file(a)?;
+    let header = Header::read(&file)?;
+    let key = KeyArgs {
+        key_file: a.key_file.clone(),
+        key_slot: None,
+        batch: false,
+    };
+    let pass = passphrase::existing(&key, &a.image)?;
+    let unlocked = header.unlock(&file, &pass)?;
+    drop(pass);
+    let cipher = unlocked.sector_cipher()?;
+    let volume = Volume::new(
+        file,
+        cipher,
+        unlocked.data_offset,
+        unlocked.data_size,
+        unlocked.iv_offset,
+        options(a)?,
+    )
+    .map_err(|e| Failure::runtime(format!("{}: {e}", a.image.display())))?;
+    let _ = writeln!(
+        io::stderr(),
+        "sectorcrypt: {} unlocked with keyslot {}: {} bytes of {}, {}-byte sectors",
+        a.image.display(),
+        unlocked.keyslot,
+        unlocked.data_size,
+        unlocked.cipher,
+        unlocked.layout.sector_size()
+    );
+    Ok(Arc::new(VolumeExport { volume }))
 }
 
 /// GELI's one-time mode: the whole file is the data area, under a fresh random

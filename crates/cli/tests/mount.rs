@@ -1,6 +1,7 @@
-//! `sectorcrypt mount` with the kernel's FUSE and loop devices: mount a volume, attach
-//! MOUNTPOINT/disk to a loop device, make an ext4 file system on it, mount that, write
-//! files, unmount everything, mount again and check the files. Needs /dev/fuse, root (for
+//! `sectorcrypt mount` with the kernel's FUSE and loop devices: mount a LUKS1 volume (made
+//! by qemu-img), attach MOUNTPOINT/disk to a loop device, make an ext4 file system on it,
+//! mount that, write files, unmount everything, open the volume again in a new process and
+//! check the files. Needs /dev/fuse, root (for
 //! losetup and mount) and the tools; otherwise the test says why it is skipped.
 
 use std::path::{Path, PathBuf};
@@ -34,7 +35,14 @@ fn unavailable() -> Option<String> {
     if String::from_utf8_lossy(&uid.stdout).trim() != "0" {
         return Some("not root (losetup and mount need it)".into());
     }
-    for tool in ["fusermount3", "losetup", "mkfs.ext4", "mount", "umount"] {
+    for tool in [
+        "fusermount3",
+        "losetup",
+        "mkfs.ext4",
+        "mount",
+        "umount",
+        "qemu-img",
+    ] {
         let found = Command::new("sh")
             .args(["-c", &format!("command -v {tool}")])
             .output()
@@ -96,6 +104,35 @@ impl Drop for Cleanup {
     }
 }
 
+/// Mounts the volume (the command returns once mounted), attaches a loop device.
+fn attach(img: &Path, pass: &Path, fuse_mount: &Path, clean: &mut Cleanup) -> String {
+    sh(Command::new(bin())
+        .arg("mount")
+        .arg(img)
+        .arg(fuse_mount)
+        .arg("--key-file")
+        .arg(pass));
+    assert!(mounted(fuse_mount));
+    let disk = fuse_mount.join("disk");
+    let dev = sh(Command::new("losetup").args(["-f", "--show"]).arg(&disk))
+        .trim()
+        .to_string();
+    clean.loopdev = Some(dev.clone());
+    dev
+}
+
+/// Detaches the loop device and unmounts the volume; waits for the unmount.
+fn detach(dev: &str, fuse_mount: &Path, clean: &mut Cleanup) {
+    sh(Command::new("losetup").args(["-d", dev]));
+    clean.loopdev = None;
+    sh(Command::new(bin()).arg("umount").arg(fuse_mount));
+    let t0 = Instant::now();
+    while mounted(fuse_mount) {
+        assert!(t0.elapsed() < Duration::from_secs(20), "still mounted");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 #[test]
 fn ext4_on_a_loop_device_over_the_mounted_volume() {
     if let Some(why) = unavailable() {
@@ -104,7 +141,14 @@ fn ext4_on_a_loop_device_over_the_mounted_volume() {
     }
     let dir = tempfile::tempdir().unwrap();
     let img = dir.path().join("vol.img");
-    std::fs::write(&img, vec![0u8; 48 << 20]).unwrap();
+    let pass = dir.path().join("pass");
+    std::fs::write(&pass, b"mount test passphrase").unwrap();
+    sh(Command::new("qemu-img")
+        .args(["create", "-q", "-f", "luks", "--object"])
+        .arg(format!("secret,id=s0,file={}", pass.display()))
+        .args(["-o", "key-secret=s0,iter-time=10"])
+        .arg(&img)
+        .arg("48M"));
     let fuse_mount = dir.path().join("plain");
     let fs_mount = dir.path().join("fs");
     std::fs::create_dir(&fuse_mount).unwrap();
@@ -116,24 +160,13 @@ fn ext4_on_a_loop_device_over_the_mounted_volume() {
         fuse_mount: fuse_mount.clone(),
     };
 
-    // `mount` returns once the mount is there.
-    sh(Command::new(bin())
-        .arg("mount")
-        .arg(&img)
-        .arg(&fuse_mount)
-        .arg("--onetime"));
-    assert!(mounted(&fuse_mount));
+    let dev = attach(&img, &pass, &fuse_mount, &mut clean);
     let disk = fuse_mount.join("disk");
     assert_eq!(std::fs::metadata(&disk).unwrap().len(), 48 << 20);
     // The file cannot grow or be truncated.
     let f = std::fs::OpenOptions::new().write(true).open(&disk).unwrap();
     assert!(f.set_len(1 << 20).is_err());
     drop(f);
-
-    let dev = sh(Command::new("losetup").args(["-f", "--show"]).arg(&disk))
-        .trim()
-        .to_string();
-    clean.loopdev = Some(dev.clone());
     sh(Command::new("mkfs.ext4").args(["-q", "-F", &dev]));
     sh(Command::new("mount").arg(&dev).arg(&fs_mount));
     let text = "sectorcrypt plaintext marker: the quick brown fox\n".repeat(1000);
@@ -144,8 +177,15 @@ fn ext4_on_a_loop_device_over_the_mounted_volume() {
     std::fs::create_dir(fs_mount.join("sub")).unwrap();
     std::fs::write(fs_mount.join("sub/blob.bin"), &blob).unwrap();
     sh(Command::new("umount").arg(&fs_mount));
+    detach(&dev, &fuse_mount, &mut clean);
 
-    // Mount the file system again over the same volume: the files are there.
+    // What reached the image is ciphertext: the marker text is nowhere in it.
+    let stored = std::fs::read(&img).unwrap();
+    let marker = b"sectorcrypt plaintext marker";
+    assert!(!stored.windows(marker.len()).any(|w| w == marker));
+
+    // Open the volume again in a new process: the files are there.
+    let dev = attach(&img, &pass, &fuse_mount, &mut clean);
     sh(Command::new("mount").arg(&dev).arg(&fs_mount));
     assert_eq!(
         std::fs::read_to_string(fs_mount.join("a.txt")).unwrap(),
@@ -153,19 +193,8 @@ fn ext4_on_a_loop_device_over_the_mounted_volume() {
     );
     assert!(std::fs::read(fs_mount.join("sub/blob.bin")).unwrap() == blob);
     sh(Command::new("umount").arg(&fs_mount));
-    sh(Command::new("losetup").args(["-d", &dev]));
-    clean.loopdev = None;
+    detach(&dev, &fuse_mount, &mut clean);
 
-    sh(Command::new(bin()).arg("umount").arg(&fuse_mount));
-    let t0 = Instant::now();
-    while mounted(&fuse_mount) {
-        assert!(t0.elapsed() < Duration::from_secs(20), "still mounted");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    // What reached the image is ciphertext: the marker text is nowhere in it.
-    let stored = std::fs::read(&img).unwrap();
-    let marker = b"sectorcrypt plaintext marker";
-    assert!(!stored.windows(marker.len()).any(|w| w == marker));
     // Unmounting again is a clear usage error.
     let out = Command::new(bin())
         .arg("umount")

@@ -196,3 +196,144 @@ fn non_loopback_addresses_and_bad_arguments_are_refused() {
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(std::fs::read(&taken).unwrap(), b"keep");
 }
+
+/// A LUKS1 volume made by qemu-img (low iteration time), filled with `plain`.
+fn qemu_luks(dir: &Path, size: usize) -> (PathBuf, PathBuf) {
+    let img = dir.join("luks.img");
+    let pass = dir.join("pass");
+    std::fs::write(&pass, b"correct horse").unwrap();
+    run(Command::new("qemu-img")
+        .args(
+            [
+                "create",
+                "-q",
+                "-f",
+                "luks",
+                "--object",
+                "secret,id=s0,file=PASS",
+            ]
+            .map(|a| a.replace("PASS", pass.to_str().unwrap())),
+        )
+        .args(["-o", "key-secret=s0,iter-time=10"])
+        .arg(&img)
+        .arg(size.to_string()));
+    (img, pass)
+}
+
+/// The plaintext of a qemu LUKS image, decrypted by qemu-img (an independent reader).
+fn qemu_plaintext(dir: &Path, img: &Path, pass: &Path) -> Vec<u8> {
+    let out = dir.join("qemu-plain.raw");
+    run(Command::new("qemu-img")
+        .arg("convert")
+        .arg("--object")
+        .arg(format!("secret,id=s0,file={}", pass.display()))
+        .arg("--image-opts")
+        .arg(format!(
+            "driver=luks,key-secret=s0,file.filename={}",
+            img.display()
+        ))
+        .args(["-O", "raw"])
+        .arg(&out));
+    std::fs::read(&out).unwrap()
+}
+
+#[test]
+fn luks_volume_flush_then_kill_9_loses_nothing_acknowledged() {
+    if !have("nbdcopy") || !have("qemu-img") || !have("qemu-io") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let size = 8 << 20;
+    let (img, pass) = qemu_luks(dir.path(), size);
+    let mut plain = vec![0u8; size];
+    rand::rngs::StdRng::seed_from_u64(9).fill_bytes(&mut plain);
+    let input = dir.path().join("in.bin");
+    std::fs::write(&input, &plain).unwrap();
+
+    let sock = dir.path().join("s.sock");
+    let mut srv = Served::start(
+        &[img.to_str().unwrap(), "--key-file", pass.to_str().unwrap()],
+        &sock,
+    );
+    // nbdcopy --flush returns after the server acknowledged the flush.
+    run(Command::new("nbdcopy")
+        .args(["--connections", "2", "--flush"])
+        .arg(&input)
+        .arg(srv.uri()));
+    // Odd-sized writes then an explicit flush, in one qemu-io session.
+    run(Command::new("qemu-io").args([
+        "-f",
+        "raw",
+        "-c",
+        "write -P 66 777 5000",
+        "-c",
+        "aio_write -P 67 1000001 333",
+        "-c",
+        "aio_flush",
+        "-c",
+        "flush",
+        &srv.uri(),
+    ]));
+    plain[777..5777].fill(66);
+    plain[1000001..1000334].fill(67);
+    let mut child = srv.child.take().unwrap();
+    child.kill().unwrap(); // SIGKILL: no clean shutdown
+    child.wait().unwrap();
+
+    assert!(
+        qemu_plaintext(dir.path(), &img, &pass) == plain,
+        "acknowledged data missing after kill -9 (read by qemu-img)"
+    );
+    // And through a new server.
+    let _ = std::fs::remove_file(&sock);
+    let srv = Served::start(
+        &[
+            img.to_str().unwrap(),
+            "--key-file",
+            pass.to_str().unwrap(),
+            "--read-only",
+        ],
+        &sock,
+    );
+    let output = dir.path().join("out.bin");
+    run(Command::new("nbdcopy").arg(srv.uri()).arg(&output));
+    assert!(std::fs::read(&output).unwrap() == plain);
+    let out = Command::new("qemu-io")
+        .args(["-f", "raw", "-c", "write -P 1 0 512", &srv.uri()])
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "a read-only export accepted a write");
+    let (status, _) = srv.stop("TERM");
+    assert!(status.success());
+}
+
+#[test]
+fn wrong_passphrase_exits_3_and_serves_nothing() {
+    if !have("qemu-img") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (img, _) = qemu_luks(dir.path(), 1 << 20);
+    let wrong = dir.path().join("wrong");
+    std::fs::write(&wrong, b"incorrect").unwrap();
+    let sock = dir.path().join("s.sock");
+    let out = Command::new(bin())
+        .args(["serve", img.to_str().unwrap(), "--key-file"])
+        .arg(&wrong)
+        .arg("--socket")
+        .arg(&sock)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!sock.exists());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !err.contains("incorrect"),
+        "the passphrase was printed: {err}"
+    );
+}
