@@ -400,6 +400,10 @@ pub struct ServeArgs {
     /// The export's name (clients asking for the default name "" get it too).
     #[arg(long, value_name = "NAME", default_value = "")]
     pub export_name: String,
+    /// Offer NBD TRIM and pass it on as discards (holes in the image), as cryptsetup's
+    /// --allow-discards: it reveals which areas of the volume are unused.
+    #[arg(long)]
+    pub allow_discards: bool,
 }
 
 const MOUNT_HELP: &str = "\

@@ -308,7 +308,7 @@ pub fn run(a: MountArgs) -> Result<(), Failure> {
         return background(&mp);
     }
 
-    let export = volume_export::open(&a.open)?;
+    let export = Arc::new(volume_export::open(&a.open)?);
     let meta = std::fs::metadata(&a.open.image)
         .map_err(|e| Failure::runtime(format!("{}: {e}", a.open.image.display())))?;
     let fs = DiskFs {

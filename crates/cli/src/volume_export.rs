@@ -10,13 +10,21 @@ use sectorcrypt_volume::engine::{EngineOptions, Volume};
 use sectorcrypt_volume::luks::Header;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Seek, SeekFrom, Write};
-use std::sync::Arc;
 use zeroize::Zeroizing;
 
 /// An open volume as an NBD export.
 #[derive(Debug)]
 pub struct VolumeExport {
     volume: Volume,
+    discards: bool,
+}
+
+impl VolumeExport {
+    /// Offers NBD TRIM, passed on as discards (holes in a file) (cryptsetup's
+    /// `--allow-discards`: it reveals which sectors are unused).
+    pub fn allow_discards(&mut self, yes: bool) {
+        self.discards = yes;
+    }
 }
 
 impl Export for VolumeExport {
@@ -37,6 +45,15 @@ impl Export for VolumeExport {
     }
     fn flush(&self) -> io::Result<()> {
         self.volume.flush()
+    }
+    fn write_zeroes(&self, offset: u64, length: u64) -> io::Result<()> {
+        self.volume.write_zeroes(offset, length)
+    }
+    fn can_trim(&self) -> bool {
+        self.discards
+    }
+    fn trim(&self, offset: u64, length: u64) -> io::Result<()> {
+        self.volume.discard(offset, length)
     }
 }
 
@@ -60,7 +77,7 @@ fn options(a: &OpenArgs) -> Result<EngineOptions, Failure> {
 }
 
 /// Opens the volume `a` describes.
-pub fn open(a: &OpenArgs) -> Result<Arc<VolumeExport>, Failure> {
+pub fn open(a: &OpenArgs) -> Result<VolumeExport, Failure> {
     if a.onetime {
         return onetime(a);
     }
@@ -93,12 +110,15 @@ pub fn open(a: &OpenArgs) -> Result<Arc<VolumeExport>, Failure> {
         unlocked.cipher,
         unlocked.layout.sector_size()
     );
-    Ok(Arc::new(VolumeExport { volume }))
+    Ok(VolumeExport {
+        volume,
+        discards: false,
+    })
 }
 
 /// GELI's one-time mode: the whole file is the data area, under a fresh random
 /// aes-xts-plain64 key (512 bits) with 512-byte sectors; the key exists only in memory.
-fn onetime(a: &OpenArgs) -> Result<Arc<VolumeExport>, Failure> {
+fn onetime(a: &OpenArgs) -> Result<VolumeExport, Failure> {
     if a.read_only {
         return Err(Failure::usage(
             "--onetime with --read-only: nothing written under a fresh key could be read",
@@ -128,5 +148,8 @@ fn onetime(a: &OpenArgs) -> Result<Arc<VolumeExport>, Failure> {
         "sectorcrypt: one-time volume of {size} bytes (aes-xts-plain64, random 512-bit key \
          held in memory only)"
     );
-    Ok(Arc::new(VolumeExport { volume }))
+    Ok(VolumeExport {
+        volume,
+        discards: false,
+    })
 }
