@@ -54,6 +54,11 @@ pub enum Command {
     /// Serve the plaintext of a volume over NBD (a Unix socket or a loopback TCP port).
     #[command(after_long_help = SERVE_HELP)]
     Serve(ServeArgs),
+    /// Show the plaintext of a volume as the file MOUNTPOINT/disk (FUSE, direct I/O).
+    #[command(after_long_help = MOUNT_HELP)]
+    Mount(MountArgs),
+    /// Unmount what `sectorcrypt mount` mounted (the volume is flushed first).
+    Umount(UmountArgs),
 }
 
 const FORMAT_HELP: &str = "\
@@ -431,4 +436,38 @@ pub struct ServeArgs {
     /// The export's name (clients asking for the default name "" get it too).
     #[arg(long, value_name = "NAME", default_value = "")]
     pub export_name: String,
+    /// Offer NBD TRIM and pass it on as discards (holes in the image), as cryptsetup's
+    /// --allow-discards: it reveals which areas of the volume are unused.
+    #[arg(long)]
+    pub allow_discards: bool,
+}
+
+const MOUNT_HELP: &str = "\
+Examples:
+  sectorcrypt mount disk.img /mnt/plain --key-file pass.txt
+  losetup -f --show /mnt/plain/disk        # a block device over the plaintext
+  sectorcrypt umount /mnt/plain
+
+The volume appears as one regular file, MOUNTPOINT/disk, of the volume's size, opened with
+direct I/O (no page cache of the plaintext). Without --foreground the command returns once
+the mount is in place and a background process serves it until `sectorcrypt umount`
+(or fusermount3 -u) or SIGINT/SIGTERM, which unmount after flushing.";
+
+#[derive(Debug, Args)]
+pub struct MountArgs {
+    #[command(flatten)]
+    pub open: OpenArgs,
+    /// An existing empty directory.
+    #[arg(value_name = "MOUNTPOINT")]
+    pub mountpoint: PathBuf,
+    /// Stay in the foreground until unmounted.
+    #[arg(long)]
+    pub foreground: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct UmountArgs {
+    /// Where the volume is mounted.
+    #[arg(value_name = "MOUNTPOINT")]
+    pub mountpoint: PathBuf,
 }

@@ -17,16 +17,18 @@ pub fn run(a: ServeArgs) -> Result<(), Failure> {
     // goes through the clean path.
     let mut signals = Signals::new([SIGINT, SIGTERM])
         .map_err(|e| Failure::runtime(format!("cannot catch signals: {e}")))?;
-    let export = volume_export::open(&a.open)?;
+    let mut export = volume_export::open(&a.open)?;
+    export.allow_discards(a.allow_discards);
     let config = ServerConfig {
         export_name: a.export_name.clone(),
         description: Some(format!("sectorcrypt {}", a.open.image.display())),
         ..ServerConfig::default()
     };
-    let server = Server::bind(&listen, export, config).map_err(|e| match e {
-        sectorcrypt_nbd::Error::Io(..) => Failure::runtime(e),
-        _ => Failure::usage(e),
-    })?;
+    let server =
+        Server::bind(&listen, std::sync::Arc::new(export), config).map_err(|e| match e {
+            sectorcrypt_nbd::Error::Io(..) => Failure::runtime(e),
+            _ => Failure::usage(e),
+        })?;
     let handle = server.shutdown_handle();
     let signals_handle = signals.handle();
     let watcher = std::thread::spawn(move || {

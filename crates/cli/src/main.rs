@@ -8,6 +8,7 @@ mod cmd_backends;
 mod cmd_bench;
 mod cmd_cipher;
 mod cmd_demo;
+mod cmd_mount;
 mod cmd_serve;
 mod cmd_volume;
 mod cmd_volume_io;
@@ -36,6 +37,8 @@ fn main() {
         Command::Read(a) => cmd_volume_io::read(a),
         Command::Write(a) => cmd_volume_io::write(a),
         Command::Serve(a) => cmd_serve::run(a),
+        Command::Mount(a) => cmd_mount::run(a),
+        Command::Umount(a) => cmd_mount::umount(a),
     };
     if let Err(f) = result {
         eprintln!("sectorcrypt: {}", f.message());

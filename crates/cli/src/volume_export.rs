@@ -1,20 +1,30 @@
 //! Opening a volume to serve it (`serve`, `mount`): unlocking (or a one-time key), the
 //! sector engine, and the adapter from the engine to the NBD crate's [`Export`] trait.
 
-use crate::args::OpenArgs;
+use crate::args::{KeyArgs, OpenArgs};
 use crate::failure::Failure;
+use crate::passphrase;
 use sectorcrypt_crypto::{CipherSpec, SectorCipher, SectorLayout};
 use sectorcrypt_nbd::Export;
 use sectorcrypt_volume::engine::{EngineOptions, Volume};
+use sectorcrypt_volume::luks::Header;
 use std::fs::{File, OpenOptions};
-use std::io::{self, Seek, SeekFrom};
-use std::sync::Arc;
+use std::io::{self, Seek, SeekFrom, Write};
 use zeroize::Zeroizing;
 
 /// An open volume as an NBD export.
 #[derive(Debug)]
 pub struct VolumeExport {
     volume: Volume,
+    discards: bool,
+}
+
+impl VolumeExport {
+    /// Offers NBD TRIM, passed on as discards (holes in a file) (cryptsetup's
+    /// `--allow-discards`: it reveals which sectors are unused).
+    pub fn allow_discards(&mut self, yes: bool) {
+        self.discards = yes;
+    }
 }
 
 impl Export for VolumeExport {
@@ -35,6 +45,15 @@ impl Export for VolumeExport {
     }
     fn flush(&self) -> io::Result<()> {
         self.volume.flush()
+    }
+    fn write_zeroes(&self, offset: u64, length: u64) -> io::Result<()> {
+        self.volume.write_zeroes(offset, length)
+    }
+    fn can_trim(&self) -> bool {
+        self.discards
+    }
+    fn trim(&self, offset: u64, length: u64) -> io::Result<()> {
+        self.volume.discard(offset, length)
     }
 }
 
@@ -58,18 +77,48 @@ fn options(a: &OpenArgs) -> Result<EngineOptions, Failure> {
 }
 
 /// Opens the volume `a` describes.
-pub fn open(a: &OpenArgs) -> Result<Arc<VolumeExport>, Failure> {
+pub fn open(a: &OpenArgs) -> Result<VolumeExport, Failure> {
     if a.onetime {
         return onetime(a);
     }
-    Err(Failure::usage(
-        "LUKS volumes cannot be served by this build yet; use --onetime",
-    ))
+    let file = open_file(a)?;
+    let header = Header::read(&file)?;
+    let key = KeyArgs {
+        key_file: a.key_file.clone(),
+        key_slot: None,
+        batch: false,
+    };
+    let pass = passphrase::existing(&key, &a.image)?;
+    let unlocked = header.unlock(&file, &pass)?;
+    drop(pass);
+    let cipher = unlocked.sector_cipher()?;
+    let volume = Volume::new(
+        file,
+        cipher,
+        unlocked.data_offset,
+        unlocked.data_size,
+        unlocked.iv_offset,
+        options(a)?,
+    )
+    .map_err(|e| Failure::runtime(format!("{}: {e}", a.image.display())))?;
+    let _ = writeln!(
+        io::stderr(),
+        "sectorcrypt: {} unlocked with keyslot {}: {} bytes of {}, {}-byte sectors",
+        a.image.display(),
+        unlocked.keyslot,
+        unlocked.data_size,
+        unlocked.cipher,
+        unlocked.layout.sector_size()
+    );
+    Ok(VolumeExport {
+        volume,
+        discards: false,
+    })
 }
 
 /// GELI's one-time mode: the whole file is the data area, under a fresh random
 /// aes-xts-plain64 key (512 bits) with 512-byte sectors; the key exists only in memory.
-fn onetime(a: &OpenArgs) -> Result<Arc<VolumeExport>, Failure> {
+fn onetime(a: &OpenArgs) -> Result<VolumeExport, Failure> {
     if a.read_only {
         return Err(Failure::usage(
             "--onetime with --read-only: nothing written under a fresh key could be read",
@@ -94,9 +143,13 @@ fn onetime(a: &OpenArgs) -> Result<Arc<VolumeExport>, Failure> {
     drop(key);
     let volume = Volume::new(file, cipher, 0, size, 0, options(a)?)
         .map_err(|e| Failure::runtime(format!("{}: {e}", a.image.display())))?;
-    eprintln!(
+    let _ = writeln!(
+        io::stderr(),
         "sectorcrypt: one-time volume of {size} bytes (aes-xts-plain64, random 512-bit key \
          held in memory only)"
     );
-    Ok(Arc::new(VolumeExport { volume }))
+    Ok(VolumeExport {
+        volume,
+        discards: false,
+    })
 }

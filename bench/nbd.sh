@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# NBD serving throughput (issue 7's targets): one 1 GiB AES-256-XTS LUKS1 volume on tmpfs,
+# made by qemu-img, served by `sectorcrypt serve` and by nbdkit's luks filter; a raw 1 GiB
+# file served by nbdkit's file plugin (no encryption: the ceiling). Each is read and
+# written with nbdcopy over a Unix socket, interleaved in rounds; medians are printed with
+# the ratios.
+#
+#   bash bench/nbd.sh                    # 1 GiB, 5 rounds, /dev/shm
+#   SIZE=256M ROUNDS=3 CONNECTIONS=4 bash bench/nbd.sh
+#
+# Targets: sectorcrypt read >= 0.9x raw nbdkit and >= 2.5x nbdkit luks; write >= 0.85x raw
+# and >= 2.5x luks. The machine may be shared: compare the ratios of one run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SIZE=${SIZE:-1G}
+ROUNDS=${ROUNDS:-5}
+DIR=${DIR:-/dev/shm}
+CONNECTIONS=${CONNECTIONS:-4}
+REQUESTS=${REQUESTS:-64}
+
+for tool in nbdkit nbdcopy qemu-img; do
+    command -v "$tool" >/dev/null || { echo "bench/nbd.sh needs $tool (scripts/deps.sh)"; exit 1; }
+done
+cargo build --release -q -p sectorcrypt
+cli=$PWD/target/release/sectorcrypt
+
+work=$(mktemp -d "$DIR/sectorcrypt-nbd-bench.XXXXXX")
+pids=()
+cleanup() {
+    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+size_bytes=$(numfmt --from=iec "$SIZE")
+printf 'benchmark passphrase' >"$work/pass"
+qemu-img create -q -f luks --object "secret,id=s0,file=$work/pass" \
+    -o key-secret=s0,iter-time=10,cipher-alg=aes-256,cipher-mode=xts,ivgen-alg=plain64 \
+    "$work/luks.img" "$size_bytes"
+truncate -s "$size_bytes" "$work/raw.img"
+head -c "$size_bytes" /dev/urandom >"$work/plain.bin"
+# Fill both so reads see allocated data everywhere.
+dd if="$work/plain.bin" of="$work/raw.img" bs=4M conv=notrunc status=none
+
+wait_sock() {
+    for _ in $(seq 200); do [ -S "$1" ] && return 0; sleep 0.05; done
+    echo "no socket $1"; exit 1
+}
+"$cli" serve "$work/luks.img" --key-file "$work/pass" --socket "$work/sc.sock" 2>"$work/sc.log" &
+pids+=($!)
+nbdkit -f -U "$work/luks.sock" --filter=luks file "file=$work/luks.img" \
+    "passphrase=+$work/pass" 2>"$work/luks.log" &
+pids+=($!)
+nbdkit -f -U "$work/raw.sock" file "file=$work/raw.img" 2>"$work/raw.log" &
+pids+=($!)
+for s in sc luks raw; do wait_sock "$work/$s.sock"; done
+uri() { echo "nbd+unix:///?socket=$work/$1.sock"; }
+
+# The first write through sectorcrypt fills the volume; check it reads back byte-exact
+# through nbdkit's luks filter (an independent decryptor) before timing anything.
+nbdcopy --connections "$CONNECTIONS" --flush "$work/plain.bin" "$(uri sc)"
+nbdcopy "$(uri luks)" - | cmp - "$work/plain.bin" >/dev/null ||
+    { echo "nbdkit's luks filter reads something else than was written"; exit 1; }
+echo "check: plaintext written through sectorcrypt reads back byte-exact through nbdkit luks"
+
+declare -A samples
+timed() { # key, nbdcopy args...
+    local key=$1 t0 t1
+    shift
+    t0=$(date +%s.%N)
+    nbdcopy --connections "$CONNECTIONS" --requests "$REQUESTS" "$@"
+    t1=$(date +%s.%N)
+    samples[$key]+="$(awk -v b="$size_bytes" -v a="$t0" -v z="$t1" 'BEGIN {printf "%.4f", b/(z-a)/1e9}') "
+}
+servers=(sc luks raw)
+for r in $(seq "$ROUNDS"); do
+    # Rotate the order each round so no server always runs first or last.
+    for i in 0 1 2; do
+        s=${servers[$(((i + r) % 3))]}
+        timed "$s read" "$(uri "$s")" null:
+        timed "$s write" "$work/plain.bin" "$(uri "$s")"
+    done
+done
+
+median() { tr ' ' '\n' | grep . | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
+declare -A med
+printf '%-24s %10s %10s   (GB/s, median of %s rounds, %s connections, nbdcopy %s)\n' \
+    "" read write "$ROUNDS" "$CONNECTIONS" "$(nbdcopy --version | head -1 | awk '{print $2}')"
+for s in sc luks raw; do
+    for op in read write; do med[$s $op]=$(median <<<"${samples[$s $op]}"); done
+    name=$s
+    [ "$s" = sc ] && name="sectorcrypt serve (luks1)"
+    [ "$s" = luks ] && name="nbdkit --filter=luks"
+    [ "$s" = raw ] && name="nbdkit file (raw)"
+    printf '%-26s %8.2f %10.2f     runs: read %s| write %s\n' "$name" "${med[$s read]}" \
+        "${med[$s write]}" "${samples[$s read]}" "${samples[$s write]}"
+done
+awk -v sr="${med[sc read]}" -v sw="${med[sc write]}" -v lr="${med[luks read]}" \
+    -v lw="${med[luks write]}" -v rr="${med[raw read]}" -v rw="${med[raw write]}" 'BEGIN {
+    printf "sectorcrypt / raw nbdkit : read %.2fx (target >= 0.90)  write %.2fx (target >= 0.85)\n", sr/rr, sw/rw
+    printf "sectorcrypt / nbdkit luks: read %.2fx (target >= 2.50)  write %.2fx (target >= 2.50)\n", sr/lr, sw/lw
+    pass = (sr/rr >= 0.9 && sw/rw >= 0.85 && sr/lr >= 2.5 && sw/lw >= 2.5)
+    print (pass ? "targets: met" : "targets: NOT met")
+}'

@@ -1,0 +1,427 @@
+//! `sectorcrypt mount` / `umount`: the plaintext of a volume as one file, MOUNTPOINT/disk,
+//! through FUSE (the fuser crate, mounting with fusermount3 or the mount syscall as root;
+//! no libfuse needed).
+//!
+//! The file system has two inodes: the root directory and `disk`, a regular file of the
+//! volume's size. Every open of `disk` is direct I/O, so the kernel keeps no page cache of
+//! the plaintext and each read or write reaches the engine (which is what a loop device on
+//! top wants). The size cannot change; `fsync` is the volume's flush, and so is unmounting.
+//!
+//! Without `--foreground`, the command starts itself again with `--foreground` (same
+//! arguments, same standard input and error, so a prompt or `--key-file -` work as usual),
+//! waits until the mount appears in /proc/self/mountinfo, and returns; the child serves
+//! until unmounted. No `fork` (which would need `unsafe`).
+
+use crate::args::{MountArgs, UmountArgs};
+use crate::failure::Failure;
+use crate::volume_export::{self, VolumeExport};
+use fuser::{
+    FileAttr, FileType, Filesystem, KernelConfig, MountOption, ReplyAttr, ReplyData,
+    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyWrite, Request, TimeOrNow,
+};
+use sectorcrypt_nbd::Export;
+use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::iterator::Signals;
+use std::ffi::OsStr;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+const ROOT: u64 = fuser::FUSE_ROOT_ID;
+const DISK: u64 = 2;
+const NAME: &str = "disk";
+/// Attributes never change behind the kernel's back except through us: cache them.
+const TTL: Duration = Duration::from_secs(1);
+/// FOPEN_DIRECT_IO (the FUSE ABI, include/uapi/linux/fuse.h).
+const FOPEN_DIRECT_IO: u32 = 1 << 0;
+
+struct DiskFs {
+    export: Arc<VolumeExport>,
+    uid: u32,
+    gid: u32,
+    mounted_at: SystemTime,
+}
+
+impl DiskFs {
+    fn attr(&self, ino: u64) -> FileAttr {
+        let (kind, perm, size, nlink) = if ino == ROOT {
+            (FileType::Directory, 0o755, 0, 2)
+        } else {
+            let perm = if self.export.read_only() {
+                0o400
+            } else {
+                0o600
+            };
+            (FileType::RegularFile, perm, self.export.size(), 1)
+        };
+        FileAttr {
+            ino,
+            size,
+            blocks: size.div_ceil(512),
+            atime: self.mounted_at,
+            mtime: self.mounted_at,
+            ctime: self.mounted_at,
+            crtime: self.mounted_at,
+            kind,
+            perm,
+            nlink,
+            uid: self.uid,
+            gid: self.gid,
+            rdev: 0,
+            blksize: self.export.preferred_block_size(),
+            flags: 0,
+        }
+    }
+}
+
+fn errno(e: &std::io::Error) -> i32 {
+    e.raw_os_error().unwrap_or(match e.kind() {
+        std::io::ErrorKind::PermissionDenied => libc::EROFS,
+        std::io::ErrorKind::InvalidInput => libc::EINVAL,
+        _ => libc::EIO,
+    })
+}
+
+impl Filesystem for DiskFs {
+    fn init(&mut self, _req: &Request<'_>, config: &mut KernelConfig) -> Result<(), i32> {
+        // Larger writes mean fewer round trips; the kernel clamps to what it supports.
+        let _ = config.set_max_write(1 << 20);
+        Ok(())
+    }
+
+    fn destroy(&mut self) {
+        if let Err(e) = self.export.flush() {
+            log(format_args!("flushing the volume at unmount failed: {e}"));
+        }
+    }
+
+    fn lookup(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEntry) {
+        if parent == ROOT && name == NAME {
+            reply.entry(&TTL, &self.attr(DISK), 0);
+        } else {
+            reply.error(libc::ENOENT);
+        }
+    }
+
+    fn getattr(&mut self, _req: &Request<'_>, ino: u64, _fh: Option<u64>, reply: ReplyAttr) {
+        match ino {
+            ROOT | DISK => reply.attr(&TTL, &self.attr(ino)),
+            _ => reply.error(libc::ENOENT),
+        }
+    }
+
+    fn setattr(
+        &mut self,
+        _req: &Request<'_>,
+        ino: u64,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        _atime: Option<TimeOrNow>,
+        _mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        _fh: Option<u64>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<u32>,
+        reply: ReplyAttr,
+    ) {
+        if ino != DISK && ino != ROOT {
+            return reply.error(libc::ENOENT);
+        }
+        // The volume's size is fixed (O_TRUNC on open is refused here too); owners and
+        // modes are the image's. Time updates are accepted and ignored.
+        if size.is_some_and(|s| ino != DISK || s != self.export.size()) {
+            return reply.error(libc::EPERM);
+        }
+        if mode.is_some() || uid.is_some() || gid.is_some() {
+            return reply.error(libc::EPERM);
+        }
+        reply.attr(&TTL, &self.attr(ino));
+    }
+
+    fn open(&mut self, _req: &Request<'_>, ino: u64, flags: i32, reply: ReplyOpen) {
+        if ino != DISK {
+            return reply.error(libc::EISDIR);
+        }
+        if self.export.read_only() && flags & libc::O_ACCMODE != libc::O_RDONLY {
+            return reply.error(libc::EROFS);
+        }
+        reply.opened(0, FOPEN_DIRECT_IO);
+    }
+
+    fn read(
+        &mut self,
+        _req: &Request<'_>,
+        ino: u64,
+        _fh: u64,
+        offset: i64,
+        size: u32,
+        _flags: i32,
+        _lock_owner: Option<u64>,
+        reply: ReplyData,
+    ) {
+        if ino != DISK {
+            return reply.error(libc::EISDIR);
+        }
+        let total = self.export.size();
+        let Ok(offset) = u64::try_from(offset) else {
+            return reply.error(libc::EINVAL);
+        };
+        // Reads at or past the end return what is there (nothing): end of file.
+        let n = (size as u64).min(total.saturating_sub(offset)) as usize;
+        let mut buf = vec![0u8; n];
+        match self.export.read_at(&mut buf, offset) {
+            Ok(()) => reply.data(&buf),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn write(
+        &mut self,
+        _req: &Request<'_>,
+        ino: u64,
+        _fh: u64,
+        offset: i64,
+        data: &[u8],
+        _write_flags: u32,
+        _flags: i32,
+        _lock_owner: Option<u64>,
+        reply: ReplyWrite,
+    ) {
+        if ino != DISK {
+            return reply.error(libc::EISDIR);
+        }
+        let Ok(offset) = u64::try_from(offset) else {
+            return reply.error(libc::EINVAL);
+        };
+        if offset
+            .checked_add(data.len() as u64)
+            .is_none_or(|end| end > self.export.size())
+        {
+            // The file cannot grow.
+            return reply.error(libc::ENOSPC);
+        }
+        match self.export.write_at(data, offset) {
+            Ok(()) => reply.written(data.len() as u32),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn flush(&mut self, _req: &Request<'_>, _ino: u64, _fh: u64, _lo: u64, reply: ReplyEmpty) {
+        // close(): nothing is buffered here (direct I/O); durability is fsync's job.
+        reply.ok();
+    }
+
+    fn fsync(&mut self, _req: &Request<'_>, _ino: u64, _fh: u64, _ds: bool, reply: ReplyEmpty) {
+        match self.export.flush() {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn readdir(
+        &mut self,
+        _req: &Request<'_>,
+        ino: u64,
+        _fh: u64,
+        offset: i64,
+        mut reply: ReplyDirectory,
+    ) {
+        if ino != ROOT {
+            return reply.error(libc::ENOTDIR);
+        }
+        let entries = [
+            (ROOT, FileType::Directory, "."),
+            (ROOT, FileType::Directory, ".."),
+            (DISK, FileType::RegularFile, NAME),
+        ];
+        for (i, (ino, kind, name)) in entries.iter().enumerate().skip(offset.max(0) as usize) {
+            if reply.add(*ino, (i + 1) as i64, *kind, name) {
+                break;
+            }
+        }
+        reply.ok();
+    }
+}
+
+/// A line on stderr. Errors are ignored: in the background the parent that relayed our
+/// stderr is gone, and a log line must never take the mount down.
+fn log(args: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "sectorcrypt: {args}");
+}
+
+/// Mount points in /proc/self/mountinfo (field 5, octal escapes undone).
+fn mount_points() -> Vec<PathBuf> {
+    let Ok(text) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return Vec::new();
+    };
+    text.lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .map(|field| {
+            let b = field.as_bytes();
+            let mut out = Vec::with_capacity(b.len());
+            let mut i = 0;
+            while i < b.len() {
+                if b[i] == b'\\'
+                    && i + 3 < b.len()
+                    && b[i + 1..i + 4].iter().all(u8::is_ascii_digit)
+                {
+                    let v = (b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0');
+                    out.push(v);
+                    i += 4;
+                } else {
+                    out.push(b[i]);
+                    i += 1;
+                }
+            }
+            PathBuf::from(String::from_utf8_lossy(&out).into_owned())
+        })
+        .collect()
+}
+
+fn is_mounted(mp: &Path) -> bool {
+    mount_points().iter().any(|p| p == mp)
+}
+
+pub fn run(a: MountArgs) -> Result<(), Failure> {
+    let mp = std::fs::canonicalize(&a.mountpoint)
+        .map_err(|e| Failure::usage(format!("mount point {}: {e}", a.mountpoint.display())))?;
+    if !mp.is_dir() {
+        return Err(Failure::usage(format!(
+            "{} is not a directory",
+            mp.display()
+        )));
+    }
+    if is_mounted(&mp) {
+        return Err(Failure::usage(format!(
+            "{} is already a mount point",
+            mp.display()
+        )));
+    }
+    if !a.foreground {
+        return background(&mp);
+    }
+
+    let export = Arc::new(volume_export::open(&a.open)?);
+    let meta = std::fs::metadata(&a.open.image)
+        .map_err(|e| Failure::runtime(format!("{}: {e}", a.open.image.display())))?;
+    let fs = DiskFs {
+        export: export.clone(),
+        uid: meta.uid(),
+        gid: meta.gid(),
+        mounted_at: SystemTime::now(),
+    };
+    let mut options = vec![
+        MountOption::FSName("sectorcrypt".into()),
+        MountOption::Subtype("sectorcrypt".into()),
+        MountOption::DefaultPermissions,
+        MountOption::NoAtime,
+    ];
+    options.push(if a.open.read_only {
+        MountOption::RO
+    } else {
+        MountOption::RW
+    });
+
+    // SIGINT/SIGTERM: unmount (which ends the session below, after flushing).
+    let mut signals = Signals::new([SIGINT, SIGTERM])
+        .map_err(|e| Failure::runtime(format!("cannot catch signals: {e}")))?;
+    let signals_handle = signals.handle();
+    let mp2 = mp.clone();
+    let watcher = std::thread::spawn(move || {
+        for sig in signals.forever() {
+            log(format_args!("signal {sig}: unmounting {}", mp2.display()));
+            if let Err(e) = unmount(&mp2) {
+                log(format_args!("{e}"));
+            }
+        }
+    });
+    log(format_args!(
+        "{} mounted as {}/{NAME}",
+        a.open.image.display(),
+        mp.display()
+    ));
+    let result = fuser::mount2(fs, &mp, &options)
+        .map_err(|e| Failure::runtime(format!("mounting {}: {e}", mp.display())));
+    signals_handle.close();
+    let _ = watcher.join();
+    // destroy() flushed already when the kernel ended the session; flush again for the
+    // paths where it did not run (mount failure after writes cannot happen, but cheap).
+    let flushed = export
+        .flush()
+        .map_err(|e| Failure::runtime(format!("flushing the volume: {e}")));
+    result?;
+    flushed?;
+    log(format_args!("{} unmounted; volume flushed", mp.display()));
+    Ok(())
+}
+
+/// Starts `sectorcrypt mount ... --foreground` and returns once the mount is there. The
+/// child's stderr comes through a pipe relayed here until then, so a caller capturing our
+/// output is not left waiting for the serving process to end.
+fn background(mp: &Path) -> Result<(), Failure> {
+    let exe = std::env::current_exe()
+        .map_err(|e| Failure::runtime(format!("cannot find this program: {e}")))?;
+    let mut child = Command::new(exe)
+        .args(std::env::args_os().skip(1))
+        .arg("--foreground")
+        .stdin(Stdio::inherit())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| Failure::runtime(format!("cannot start the mount process: {e}")))?;
+    if let Some(mut err) = child.stderr.take() {
+        std::thread::spawn(move || {
+            let _ = std::io::copy(&mut err, &mut std::io::stderr());
+        });
+    }
+    loop {
+        if is_mounted(mp) {
+            return Ok(());
+        }
+        if let Some(status) = child
+            .try_wait()
+            .map_err(|e| Failure::runtime(format!("waiting for the mount process: {e}")))?
+        {
+            return Err(match status.code() {
+                Some(2) => Failure::usage("mounting failed (see above)"),
+                _ => Failure::runtime(format!("mounting failed: the mount process {status}")),
+            });
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Unmounts with fusermount3 (fusermount, then umount(8) as fallbacks).
+fn unmount(mp: &Path) -> Result<(), String> {
+    let mut last = String::new();
+    for (tool, args) in [
+        ("fusermount3", &["-u"][..]),
+        ("fusermount", &["-u"][..]),
+        ("umount", &[][..]),
+    ] {
+        match Command::new(tool).args(args).arg(mp).output() {
+            Ok(o) if o.status.success() => return Ok(()),
+            Ok(o) => last = String::from_utf8_lossy(&o.stderr).trim().to_string(),
+            Err(_) => continue,
+        }
+    }
+    Err(format!("cannot unmount {}: {last}", mp.display()))
+}
+
+pub fn umount(a: UmountArgs) -> Result<(), Failure> {
+    let mp = std::fs::canonicalize(&a.mountpoint)
+        .map_err(|e| Failure::usage(format!("mount point {}: {e}", a.mountpoint.display())))?;
+    if !is_mounted(&mp) {
+        return Err(Failure::usage(format!("{} is not mounted", mp.display())));
+    }
+    unmount(&mp).map_err(Failure::runtime)?;
+    // The serving process flushes and exits once the kernel ends the session.
+    Ok(())
+}

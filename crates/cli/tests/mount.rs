@@ -1,0 +1,205 @@
+//! `sectorcrypt mount` with the kernel's FUSE and loop devices: mount a LUKS1 volume (made
+//! by qemu-img), attach MOUNTPOINT/disk to a loop device, make an ext4 file system on it,
+//! mount that, write files, unmount everything, open the volume again in a new process and
+//! check the files. Needs /dev/fuse, root (for
+//! losetup and mount) and the tools; otherwise the test says why it is skipped.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_sectorcrypt")
+}
+
+fn sh(cmd: &mut Command) -> String {
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Why this machine cannot run the test, if it cannot.
+fn unavailable() -> Option<String> {
+    if !Path::new("/dev/fuse").exists() {
+        return Some("no /dev/fuse".into());
+    }
+    if !Path::new("/dev/loop-control").exists() {
+        return Some("no loop devices (/dev/loop-control)".into());
+    }
+    let uid = Command::new("id").arg("-u").output().ok()?;
+    if String::from_utf8_lossy(&uid.stdout).trim() != "0" {
+        return Some("not root (losetup and mount need it)".into());
+    }
+    for tool in [
+        "fusermount3",
+        "losetup",
+        "mkfs.ext4",
+        "mount",
+        "umount",
+        "qemu-img",
+    ] {
+        let found = Command::new("sh")
+            .args(["-c", &format!("command -v {tool}")])
+            .output()
+            .map(|o| o.status.success())
+            .unwrap_or(false);
+        if !found {
+            return Some(format!("{tool} is not installed"));
+        }
+    }
+    // A loop device must actually be attachable (containers often forbid it).
+    let dir = tempfile::tempdir().ok()?;
+    let probe = dir.path().join("probe");
+    std::fs::write(&probe, vec![0u8; 1 << 20]).ok()?;
+    let out = Command::new("losetup")
+        .args(["-f", "--show"])
+        .arg(&probe)
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        return Some(format!(
+            "losetup cannot attach a loop device: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    let dev = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let _ = Command::new("losetup").args(["-d", &dev]).status();
+    None
+}
+
+fn mounted(mp: &Path) -> bool {
+    let mp = mp.to_string_lossy().to_string();
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap()
+        .lines()
+        .any(|l| l.split(' ').nth(4) == Some(mp.as_str()))
+}
+
+/// Undoes whatever the test set up, even when it fails half-way.
+struct Cleanup {
+    fs_mount: PathBuf,
+    loopdev: Option<String>,
+    fuse_mount: PathBuf,
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        if mounted(&self.fs_mount) {
+            let _ = Command::new("umount").arg(&self.fs_mount).status();
+        }
+        if let Some(d) = self.loopdev.take() {
+            let _ = Command::new("losetup").args(["-d", &d]).status();
+        }
+        if mounted(&self.fuse_mount) {
+            let _ = Command::new("fusermount3")
+                .args(["-u", "-z"])
+                .arg(&self.fuse_mount)
+                .status();
+        }
+    }
+}
+
+/// Mounts the volume (the command returns once mounted), attaches a loop device.
+fn attach(img: &Path, pass: &Path, fuse_mount: &Path, clean: &mut Cleanup) -> String {
+    sh(Command::new(bin())
+        .arg("mount")
+        .arg(img)
+        .arg(fuse_mount)
+        .arg("--key-file")
+        .arg(pass));
+    assert!(mounted(fuse_mount));
+    let disk = fuse_mount.join("disk");
+    let dev = sh(Command::new("losetup").args(["-f", "--show"]).arg(&disk))
+        .trim()
+        .to_string();
+    clean.loopdev = Some(dev.clone());
+    dev
+}
+
+/// Detaches the loop device and unmounts the volume; waits for the unmount.
+fn detach(dev: &str, fuse_mount: &Path, clean: &mut Cleanup) {
+    sh(Command::new("losetup").args(["-d", dev]));
+    clean.loopdev = None;
+    sh(Command::new(bin()).arg("umount").arg(fuse_mount));
+    let t0 = Instant::now();
+    while mounted(fuse_mount) {
+        assert!(t0.elapsed() < Duration::from_secs(20), "still mounted");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn ext4_on_a_loop_device_over_the_mounted_volume() {
+    if let Some(why) = unavailable() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("vol.img");
+    let pass = dir.path().join("pass");
+    std::fs::write(&pass, b"mount test passphrase").unwrap();
+    sh(Command::new("qemu-img")
+        .args(["create", "-q", "-f", "luks", "--object"])
+        .arg(format!("secret,id=s0,file={}", pass.display()))
+        .args(["-o", "key-secret=s0,iter-time=10"])
+        .arg(&img)
+        .arg("48M"));
+    let fuse_mount = dir.path().join("plain");
+    let fs_mount = dir.path().join("fs");
+    std::fs::create_dir(&fuse_mount).unwrap();
+    std::fs::create_dir(&fs_mount).unwrap();
+    let fuse_mount = std::fs::canonicalize(&fuse_mount).unwrap();
+    let mut clean = Cleanup {
+        fs_mount: fs_mount.clone(),
+        loopdev: None,
+        fuse_mount: fuse_mount.clone(),
+    };
+
+    let dev = attach(&img, &pass, &fuse_mount, &mut clean);
+    let disk = fuse_mount.join("disk");
+    assert_eq!(std::fs::metadata(&disk).unwrap().len(), 48 << 20);
+    // The file cannot grow or be truncated.
+    let f = std::fs::OpenOptions::new().write(true).open(&disk).unwrap();
+    assert!(f.set_len(1 << 20).is_err());
+    drop(f);
+    sh(Command::new("mkfs.ext4").args(["-q", "-F", &dev]));
+    sh(Command::new("mount").arg(&dev).arg(&fs_mount));
+    let text = "sectorcrypt plaintext marker: the quick brown fox\n".repeat(1000);
+    let blob: Vec<u8> = (0..3_000_000u32)
+        .map(|i| (i * 7 + i / 1000) as u8)
+        .collect();
+    std::fs::write(fs_mount.join("a.txt"), &text).unwrap();
+    std::fs::create_dir(fs_mount.join("sub")).unwrap();
+    std::fs::write(fs_mount.join("sub/blob.bin"), &blob).unwrap();
+    sh(Command::new("umount").arg(&fs_mount));
+    detach(&dev, &fuse_mount, &mut clean);
+
+    // What reached the image is ciphertext: the marker text is nowhere in it.
+    let stored = std::fs::read(&img).unwrap();
+    let marker = b"sectorcrypt plaintext marker";
+    assert!(!stored.windows(marker.len()).any(|w| w == marker));
+
+    // Open the volume again in a new process: the files are there.
+    let dev = attach(&img, &pass, &fuse_mount, &mut clean);
+    sh(Command::new("mount").arg(&dev).arg(&fs_mount));
+    assert_eq!(
+        std::fs::read_to_string(fs_mount.join("a.txt")).unwrap(),
+        text
+    );
+    assert!(std::fs::read(fs_mount.join("sub/blob.bin")).unwrap() == blob);
+    sh(Command::new("umount").arg(&fs_mount));
+    detach(&dev, &fuse_mount, &mut clean);
+
+    // Unmounting again is a clear usage error.
+    let out = Command::new(bin())
+        .arg("umount")
+        .arg(&fuse_mount)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
