@@ -70,7 +70,7 @@ impl Drop for TempDir {
 }
 
 fn volume_demo() -> Result<(), Failure> {
-    use sectorcrypt_volume::engine::{EngineOptions, Volume};
+    use sectorcrypt_volume::engine::EngineOptions;
     use sectorcrypt_volume::luks::{self, FormatOptions, HashAlg, Header, KdfOptions};
     let rt = |e: std::io::Error| Failure::runtime(format!("demo volume: {e}"));
     let mut seed = [0u8; 16];
@@ -116,15 +116,7 @@ fn volume_demo() -> Result<(), Failure> {
         "unlocked     : keyslot {} with the generated passphrase",
         unlocked.keyslot
     );
-    let volume = Volume::new(
-        file,
-        unlocked.sector_cipher()?,
-        unlocked.data_offset,
-        unlocked.data_size,
-        unlocked.iv_offset,
-        EngineOptions::default(),
-    )
-    .map_err(rt)?;
+    let volume = unlocked.engine(file, EngineOptions::default())?;
     let chunk = 16usize << 20;
     let data: Vec<u8> = TEXT.bytes().cycle().take(chunk).collect();
     let start = Instant::now();

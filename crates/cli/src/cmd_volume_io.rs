@@ -41,18 +41,15 @@ pub fn open_volume(
     let header = Header::read(&file)?;
     let pass = passphrase::existing(key, image)?;
     let u = header.unlock_slot(&file, &pass, key.key_slot)?;
-    let volume = Volume::new(
-        file,
-        u.sector_cipher()?,
-        u.data_offset,
-        u.data_size,
-        u.iv_offset,
-        EngineOptions {
-            read_only: !write,
-            ..EngineOptions::default()
-        },
-    )
-    .map_err(|e| io_err(image.display(), e))?;
+    let volume = u
+        .engine(
+            file,
+            EngineOptions {
+                read_only: !write,
+                ..EngineOptions::default()
+            },
+        )
+        .map_err(|e| Failure::runtime(format!("{}: {e}", image.display())))?;
     Ok((volume, u))
 }
 

@@ -107,6 +107,23 @@ impl Unlocked {
     pub fn sector_cipher(&self) -> Result<SectorCipher> {
         Ok(SectorCipher::new(self.spec, &self.volume_key, self.layout)?)
     }
+
+    /// The sector engine over this volume's data area of `file` (the image it was unlocked
+    /// from, opened read-write unless `opts.read_only`).
+    pub fn engine(
+        &self,
+        file: File,
+        opts: crate::engine::EngineOptions,
+    ) -> Result<crate::engine::Volume> {
+        Ok(crate::engine::Volume::new(
+            file,
+            self.sector_cipher()?,
+            self.data_offset,
+            self.data_size,
+            self.iv_offset,
+            opts,
+        )?)
+    }
 }
 
 /// The LUKS version to create.

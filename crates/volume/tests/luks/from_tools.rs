@@ -231,6 +231,23 @@ fn qemu_luks1(opts: &str, want_cipher: &str, want_bits: usize) {
     assert_eq!(u.volume_key().len() * 8, want_bits);
     assert!(u.data_size >= 3 * MIB);
     assert!(read_plain(&f, &u, 0, 3 * MIB as usize) == plain);
+    // A keyslot added here (at qemu's keyslot offsets) opens in qemu-img.
+    drop(f);
+    let f = open_rw(&img);
+    let mut h = Header::read(&f).unwrap();
+    h.add_key(&f, &u, b"added here", &fast_pbkdf2(), None)
+        .unwrap();
+    drop(f);
+    let out = dir.path().join("out.raw");
+    run(Command::new("qemu-img")
+        .args(["convert", "-q", "-O", "raw"])
+        .args(["--object", "secret,id=s,data=added here", "--image-opts"])
+        .arg(format!(
+            "driver=luks,key-secret=s,file.filename={}",
+            img.display()
+        ))
+        .arg(&out));
+    assert!(std::fs::read(&out).unwrap()[..plain.len()] == plain[..]);
 }
 
 #[test]
