@@ -6,10 +6,10 @@
 //! A 4-bit S-box has 16 entries of 4 bits: 64 bits, one machine word. Each row `pi_i` is
 //! packed into a `u64` whose nibble `x` is `pi_i[x]`, and `pi_i[x]` is evaluated as
 //! `(row >> 4x) & 0xf`: a shift by a register amount, i.e. a lookup in a register, with no
-//! memory access at all. Shifts by a register count (`shr r64, cl` / `shrx`) take the same
-//! time for every count on every x86-64 and AArch64 core (the count only selects wires in
-//! the barrel shifter), so neither the key, the data nor the S-box reach an address or a
-//! branch. Bitslicing would also be constant-time, but it needs 32 or 64 independent blocks
+//! memory access at all. Shifts by a register count (`shr r64, cl`, `shrx`, AArch64 `lsrv`)
+//! take the same time for every count on the x86-64 and AArch64 cores we know of (the
+//! count only selects wires in a barrel shifter), so neither the key, the data nor the
+//! S-box reach an address or a branch. Bitslicing would also be constant-time, but it needs 32 or 64 independent blocks
 //! to pay off, while most users of this backend (CBC and CFB encryption, the MACs, CNT with
 //! key meshing re-encrypting its register) are strictly one block after another: a
 //! bitsliced one-block call would waste 63/64 of its work and be slower than this.
