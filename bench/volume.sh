@@ -69,7 +69,8 @@ if "$cli" write --help >/dev/null 2>&1 && "$cli" format --help >/dev/null 2>&1; 
     samples=()
     for _ in $(seq "$RUNS"); do
         rm -f "$work/cli.img"
-        if ! "$cli" format "$work/cli.img" --size "$SIZE" --type luks2 --cipher aes-xts-plain64 \
+        # --size is the image: 16 MiB of LUKS2 metadata and keyslots, then SIZE of data.
+        if ! "$cli" format "$work/cli.img" --size $((size_bytes + 16777216)) --type luks2 --cipher aes-xts-plain64 \
             --key-size 512 --pbkdf pbkdf2 --pbkdf-force-iterations 1000 \
             --key-file "$work/key" --batch >/dev/null 2>"$work/err"; then
             echo "sectorcrypt format failed: $(cat "$work/err")"; samples=(); break

@@ -497,7 +497,7 @@ fn gost(b: Backend, what: &'static str, len: usize) -> Result<Built, String> {
     };
     Ok(Built {
         ours: Side {
-            name: format!("sectorcrypt-{gb}"),
+            name: format!("sectorcrypt-gost-{gb}"),
             bytes: len,
             call: ours,
         },

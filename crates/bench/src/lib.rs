@@ -158,7 +158,13 @@ pub fn run(opts: &BenchOptions, out: &mut dyn Write) -> Result<(), String> {
         let peer_median = stats::summarize(&theirs).map(|p| p.median);
         let r = CaseResult {
             name: case.name.to_string(),
-            backend: backend.name().to_string(),
+            // A case on another algorithm's backend (GOST) names it as `sectorcrypt-gost-NAME`.
+            backend: built
+                .ours
+                .name
+                .strip_prefix("sectorcrypt-gost-")
+                .unwrap_or(backend.name())
+                .to_string(),
             bytes_per_sec: s.median,
             min: s.min,
             max: s.max,

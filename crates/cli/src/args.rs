@@ -47,6 +47,10 @@ pub enum Command {
     Header(HeaderCommand),
     /// Destroy every keyslot: the data can never be opened again without a header backup.
     Erase(EraseArgs),
+    /// Write a volume's plaintext to standard output or a file.
+    Read(ReadArgs),
+    /// Store plaintext from standard input or a file into a volume.
+    Write(WriteArgs),
     /// Serve the plaintext of a volume over NBD (a Unix socket or a loopback TCP port).
     #[command(after_long_help = SERVE_HELP)]
     Serve(ServeArgs),
@@ -350,6 +354,38 @@ pub struct BenchArgs {
     /// core (cycles per VAESENC, per VPCLMULQDQ, and per mix of both): the GCM ceiling.
     #[arg(long, conflicts_with_all = ["filter", "json"])]
     pub probe: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ReadArgs {
+    /// The image file or block device.
+    pub image: PathBuf,
+    /// Plaintext byte offset to start at.
+    #[arg(long, value_name = "N")]
+    pub offset: Option<u64>,
+    /// Bytes to read (default: to the end of the volume).
+    #[arg(long, value_name = "N")]
+    pub length: Option<u64>,
+    /// Write to FILE instead of standard output (replaced only on success).
+    #[arg(long, short = 'o', value_name = "F")]
+    pub output: Option<PathBuf>,
+    #[command(flatten)]
+    pub key: KeyArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct WriteArgs {
+    /// The image file or block device.
+    pub image: PathBuf,
+    /// Plaintext byte offset to start at.
+    #[arg(long, value_name = "N")]
+    pub offset: Option<u64>,
+    /// Read from FILE instead of standard input (then the passphrase needs --key-file or a
+    /// terminal).
+    #[arg(long, short = 'i', value_name = "F")]
+    pub input: Option<PathBuf>,
+    #[command(flatten)]
+    pub key: KeyArgs,
 }
 
 const SERVE_HELP: &str = "\

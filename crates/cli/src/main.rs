@@ -11,6 +11,7 @@ mod cmd_demo;
 mod cmd_mount;
 mod cmd_serve;
 mod cmd_volume;
+mod cmd_volume_io;
 mod failure;
 mod passphrase;
 mod volume_export;
@@ -33,6 +34,8 @@ fn main() {
         Command::TestKey(a) => cmd_volume::test_key(a),
         Command::Header(c) => cmd_volume::header(c),
         Command::Erase(a) => cmd_volume::erase(a),
+        Command::Read(a) => cmd_volume_io::read(a),
+        Command::Write(a) => cmd_volume_io::write(a),
         Command::Serve(a) => cmd_serve::run(a),
         Command::Mount(a) => cmd_mount::run(a),
         Command::Umount(a) => cmd_mount::umount(a),

@@ -9,19 +9,73 @@
 //! through [`Core::ecb`] in chunks of up to 1024 bytes, i.e. to the `avx2` kernel when the
 //! key is on that backend.
 
+use super::soft::SideJob;
 use super::{same_len, whole_blocks, Core, Dir, GostBackend, Order, Sbox, MESH_BYTES};
 use crate::Error;
+use std::sync::{Arc, Mutex};
 use zeroize::Zeroize;
 
 /// Blocks between two key meshings.
 const MESH_BLOCKS: u64 = (MESH_BYTES / 8) as u64;
-/// Bytes of keystream (or blocks) produced per call into the block kernel.
-const CHUNK: usize = MESH_BYTES;
+/// Meshed keys cached per key (256 KiB of data, 8 KiB of keys).
+const MESH_CACHE: u64 = 256;
+/// Bytes of keystream (or blocks) produced per call into the block kernel (whole meshing
+/// periods, so a meshed key applies to whole calls).
+const CHUNK: usize = 4 * MESH_BYTES;
 
 /// CNT's C2, added to N3 modulo 2^32 (GOST 28147-89 section 3.1).
 const C2: u32 = 0x0101_0101;
 /// CNT's C1, added to N4 modulo 2^32 - 1.
 const C1: u32 = 0x0101_0104;
+
+/// The CryptoPro key meshing chain of one key: `keys[i]` is the key of bytes
+/// `1024 i .. 1024 (i + 1)`. The chain depends on the key only (not on the IV or the data),
+/// so it is computed once, on demand, and shared by every message and stream of the key:
+/// a meshing step then costs a lookup instead of four block decryptions. Zeroized on drop.
+pub(crate) struct MeshChain {
+    keys: Mutex<Vec<[u32; 8]>>,
+}
+
+impl std::fmt::Debug for MeshChain {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("MeshChain { .. }")
+    }
+}
+
+impl Drop for MeshChain {
+    fn drop(&mut self) {
+        if let Ok(v) = self.keys.get_mut() {
+            v.zeroize();
+        }
+    }
+}
+
+impl MeshChain {
+    fn new(core: &Core) -> Arc<MeshChain> {
+        Arc::new(MeshChain {
+            keys: Mutex::new(vec![core.s.k]),
+        })
+    }
+
+    /// Sets `core`'s key to the key of section `i`; callers visit sections in order, so
+    /// `core` holds the key of section `i - 1`. Past `MESH_CACHE` sections (a stream of
+    /// gigabytes) the key is meshed in place instead of cached, to bound the memory.
+    fn apply(&self, i: u64, core: &mut Core) {
+        if i >= MESH_CACHE {
+            core.mesh();
+            return;
+        }
+        let i = i as usize;
+        let mut keys = self.keys.lock().unwrap_or_else(|e| e.into_inner());
+        while keys.len() <= i {
+            let mut c = core.clone();
+            c.s.k = *keys.last().expect("the chain starts with the key");
+            c.mesh();
+            keys.push(c.s.k);
+        }
+        core.s.k = keys[i];
+    }
+}
 
 fn core(key: &[u8], sbox: Sbox, backend: Option<GostBackend>) -> Result<Core, Error> {
     Core::new(key, sbox, Order::Gost89, backend, "gost28147-89")
@@ -41,8 +95,10 @@ macro_rules! constructors {
             /// A 32-byte key with the S-box set `sbox` on the selected backend;
             /// `key_meshing` turns on CryptoPro key meshing (RFC 4357) every 1024 bytes.
             pub fn new(key: &[u8], sbox: Sbox, key_meshing: bool) -> Result<$t, Error> {
+                let core = core(key, sbox, None)?;
                 Ok($t {
-                    core: core(key, sbox, None)?,
+                    chain: MeshChain::new(&core),
+                    core,
                     meshing: key_meshing,
                 })
             }
@@ -54,8 +110,10 @@ macro_rules! constructors {
                 key_meshing: bool,
                 backend: GostBackend,
             ) -> Result<$t, Error> {
+                let core = core(key, sbox, Some(backend))?;
                 Ok($t {
-                    core: core(key, sbox, Some(backend))?,
+                    chain: MeshChain::new(&core),
+                    core,
                     meshing: key_meshing,
                 })
             }
@@ -73,6 +131,7 @@ macro_rules! constructors {
 #[derive(Debug)]
 pub struct Gost89Ecb {
     core: Core,
+    chain: Arc<MeshChain>,
     meshing: bool,
 }
 constructors!(Gost89Ecb);
@@ -81,9 +140,11 @@ impl Gost89Ecb {
     fn run(&self, buf: &mut [u8], dir: Dir) -> Result<(), Error> {
         whole_blocks(buf.len())?;
         let mut c = self.core.clone();
-        for (i, chunk) in buf.chunks_mut(CHUNK).enumerate() {
+        // With meshing one chunk is one meshing period (chunk i uses key i).
+        let step = if self.meshing { MESH_BYTES } else { CHUNK };
+        for (i, chunk) in buf.chunks_mut(step).enumerate() {
             if self.meshing && i > 0 {
-                c.mesh();
+                self.chain.apply(i as u64, &mut c);
             }
             c.ecb(dir, chunk);
         }
@@ -120,6 +181,7 @@ impl Gost89Ecb {
 #[derive(Debug)]
 pub struct Gost89Cnt {
     core: Core,
+    chain: Arc<MeshChain>,
     meshing: bool,
 }
 constructors!(Gost89Cnt);
@@ -149,20 +211,22 @@ impl Gost89Cnt {
         let s = self.core.enc(Order::Gost89.load(iv));
         Gost89CntStream {
             core: self.core.clone(),
+            chain: self.chain.clone(),
             meshing: self.meshing,
             n3: s as u32,
             n4: (s >> 32) as u32,
             blocks: 0,
             left: [0; 8],
             left_len: 0,
+            premeshed: None,
         }
     }
 }
 
 /// The running state of a [`Gost89Cnt`] keystream. Zeroized on drop.
-#[derive(Debug)]
 pub struct Gost89CntStream {
     core: Core,
+    chain: Arc<MeshChain>,
     meshing: bool,
     n3: u32,
     n4: u32,
@@ -171,10 +235,17 @@ pub struct Gost89CntStream {
     /// Unused keystream of the last partial block.
     left: [u8; 8],
     left_len: usize,
+    /// The counter register re-encrypted for the next meshing boundary, with that
+    /// boundary's key (computed alongside the previous chunk).
+    premeshed: Option<(u64, [u32; 8])>,
 }
 
 impl Drop for Gost89CntStream {
     fn drop(&mut self) {
+        if let Some((mut s, mut k)) = self.premeshed.take() {
+            s.zeroize();
+            k.zeroize();
+        }
         self.n3.zeroize();
         self.n4.zeroize();
         self.left.zeroize();
@@ -183,21 +254,41 @@ impl Drop for Gost89CntStream {
 
 impl Gost89CntStream {
     /// Fills `out` (whole blocks, not crossing a meshing boundary) with gamma blocks.
+    ///
+    /// When `out` ends exactly at a meshing boundary, the counter register there is known
+    /// once the counters are written, and so is the next key: its re-encryption under
+    /// that key runs as a side job among the block kernel's rounds (on the scalar units,
+    /// while the vector units encrypt the gamma) and is kept for [`Self::maybe_mesh`].
     fn gamma(&mut self, out: &mut [u8]) {
         for b in out.chunks_exact_mut(8) {
             self.n3 = self.n3.wrapping_add(C2);
             self.n4 = add_mod_2_32_minus_1(self.n4, C1);
-            b[..4].copy_from_slice(&self.n3.to_le_bytes());
-            b[4..].copy_from_slice(&self.n4.to_le_bytes());
+            b.copy_from_slice(&(((self.n4 as u64) << 32) | self.n3 as u64).to_le_bytes());
         }
-        self.core.ecb(Dir::Encrypt, out);
-        self.blocks += (out.len() / 8) as u64;
+        let end = self.blocks + (out.len() / 8) as u64;
+        if self.meshing && end.is_multiple_of(MESH_BLOCKS) && out.len() >= 16 {
+            let mut next = self.core.clone();
+            self.chain.apply(end / MESH_BLOCKS, &mut next);
+            let reg = ((self.n4 as u64) << 32) | self.n3 as u64;
+            let mut job = SideJob::new(next.s.clone(), reg);
+            self.core.ecb_with_side(Dir::Encrypt, out, Some(&mut job));
+            self.premeshed = Some((job.finish(), next.s.k));
+        } else {
+            self.core.ecb(Dir::Encrypt, out);
+        }
+        self.blocks = end;
     }
 
     /// Before the gamma block `self.blocks`: mesh when a 1024-byte boundary is reached.
     fn maybe_mesh(&mut self) {
         if self.meshing && self.blocks > 0 && self.blocks.is_multiple_of(MESH_BLOCKS) {
-            self.core.mesh();
+            if let Some((s, k)) = self.premeshed.take() {
+                self.core.s.k = k;
+                self.n3 = s as u32;
+                self.n4 = (s >> 32) as u32;
+                return;
+            }
+            self.chain.apply(self.blocks / MESH_BLOCKS, &mut self.core);
             let s = self.core.enc(((self.n4 as u64) << 32) | self.n3 as u64);
             self.n3 = s as u32;
             self.n4 = (s >> 32) as u32;
@@ -252,6 +343,7 @@ impl Gost89CntStream {
 #[derive(Debug)]
 pub struct Gost89Cfb {
     core: Core,
+    chain: Arc<MeshChain>,
     meshing: bool,
 }
 constructors!(Gost89Cfb);
@@ -282,6 +374,7 @@ impl Gost89Cfb {
     pub fn stream(&self, iv: &[u8; 8]) -> Gost89CfbStream {
         Gost89CfbStream {
             core: self.core.clone(),
+            chain: self.chain.clone(),
             meshing: self.meshing,
             reg: Order::Gost89.load(iv),
             blocks: 0,
@@ -291,9 +384,9 @@ impl Gost89Cfb {
 }
 
 /// The running state of [`Gost89Cfb`]. Zeroized on drop.
-#[derive(Debug)]
 pub struct Gost89CfbStream {
     core: Core,
+    chain: Arc<MeshChain>,
     meshing: bool,
     reg: u64,
     blocks: u64,
@@ -323,7 +416,7 @@ impl Gost89CfbStream {
     /// Before block `self.blocks`: mesh at a 1024-byte boundary.
     fn maybe_mesh(&mut self) {
         if self.meshing && self.blocks > 0 && self.blocks.is_multiple_of(MESH_BLOCKS) {
-            self.core.mesh();
+            self.chain.apply(self.blocks / MESH_BLOCKS, &mut self.core);
             self.reg = self.core.enc(self.reg);
         }
     }
@@ -385,6 +478,7 @@ impl Gost89CfbStream {
 #[derive(Debug)]
 pub struct Gost89Cbc {
     core: Core,
+    chain: Arc<MeshChain>,
     meshing: bool,
 }
 constructors!(Gost89Cbc);
@@ -397,7 +491,7 @@ impl Gost89Cbc {
         let mut reg = Order::Gost89.load(iv);
         for (i, b) in buf.chunks_exact_mut(8).enumerate() {
             if self.meshing && i > 0 && (i as u64).is_multiple_of(MESH_BLOCKS) {
-                c.mesh();
+                self.chain.apply(i as u64 / MESH_BLOCKS, &mut c);
                 reg = c.enc(reg);
             }
             reg = c.enc(Order::Gost89.load(b) ^ reg);
@@ -413,9 +507,11 @@ impl Gost89Cbc {
         let mut c = self.core.clone();
         let mut reg = Order::Gost89.load(iv);
         let mut saved = [0u8; CHUNK];
-        for (i, chunk) in buf.chunks_mut(CHUNK).enumerate() {
+        // With meshing one chunk is one meshing period (chunk i uses key i).
+        let step = if self.meshing { MESH_BYTES } else { CHUNK };
+        for (i, chunk) in buf.chunks_mut(step).enumerate() {
             if self.meshing && i > 0 {
-                c.mesh();
+                self.chain.apply(i as u64, &mut c);
                 reg = c.enc(reg);
             }
             let n = chunk.len();
@@ -455,6 +551,7 @@ impl Gost89Cbc {
 #[derive(Debug)]
 pub struct Gost89Mac {
     core: Core,
+    chain: Arc<MeshChain>,
     meshing: bool,
 }
 constructors!(Gost89Mac);
@@ -479,6 +576,7 @@ impl Gost89Mac {
     pub fn start(&self) -> Gost89MacState {
         Gost89MacState {
             core: self.core.clone(),
+            chain: self.chain.clone(),
             meshing: self.meshing,
             s: 0,
             buf: [0; 8],
@@ -490,9 +588,9 @@ impl Gost89Mac {
 }
 
 /// The running state of [`Gost89Mac`]. Zeroized on drop.
-#[derive(Debug)]
 pub struct Gost89MacState {
     core: Core,
+    chain: Arc<MeshChain>,
     meshing: bool,
     s: u64,
     buf: [u8; 8],
@@ -511,7 +609,7 @@ impl Drop for Gost89MacState {
 impl Gost89MacState {
     fn block(&mut self, b: &[u8]) {
         if self.meshing && self.blocks > 0 && self.blocks.is_multiple_of(MESH_BLOCKS) {
-            self.core.mesh();
+            self.chain.apply(self.blocks / MESH_BLOCKS, &mut self.core);
         }
         self.s = self.core.s.mac16(self.s ^ Order::Gost89.load(b));
         self.blocks += 1;
@@ -563,5 +661,143 @@ impl Gost89MacState {
         }
         out.copy_from_slice(&Order::Gost89.store(self.s)[..out.len()]);
         Ok(())
+    }
+}
+
+/// How one step of an interleaved chain mode combines data and register.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Chain {
+    /// CBC encryption: `C = E(P ^ R)`, `R = C`.
+    Cbc,
+    /// CFB encryption: `C = P ^ E(R)`, `R = C`.
+    Cfb,
+}
+
+/// Sectors per interleaved batch: 128 chains = one 1 KiB call of the block kernel.
+const SECTOR_BATCH: usize = 128;
+
+/// Encrypts independent equal-size sectors (one message each, `ivs[i]` for sector `i`)
+/// with a sequential chain mode, block `j` of every sector of a batch in one call of the
+/// block kernel: the chains are serial, the sectors are not. With a meshing `chain`, key
+/// meshing applies per sector at its 1024-byte boundaries, where every register of the
+/// batch is re-encrypted in one call. Blocks use `core`'s byte convention.
+pub(crate) fn encrypt_sectors(
+    core: &Core,
+    chain: Option<&MeshChain>,
+    mode: Chain,
+    ivs: &[[u8; 8]],
+    data: &mut [u8],
+) -> Result<(), Error> {
+    if ivs.is_empty() {
+        return if data.is_empty() {
+            Ok(())
+        } else {
+            Err(Error::Length {
+                got: data.len(),
+                why: "no ivs given for a non-empty buffer",
+            })
+        };
+    }
+    let sector = data.len() / ivs.len();
+    if sector * ivs.len() != data.len() || sector == 0 || !sector.is_multiple_of(8) {
+        return Err(Error::Length {
+            got: data.len(),
+            why: "must be one non-empty whole number of 8-byte blocks per iv",
+        });
+    }
+    let o = core.order;
+    let mut buf = [0u8; 8 * SECTOR_BATCH];
+    for (batch, ivs) in data
+        .chunks_mut(sector * SECTOR_BATCH)
+        .zip(ivs.chunks(SECTOR_BATCH))
+    {
+        let n = ivs.len();
+        let mut c = core.clone();
+        let regs = &mut buf[..8 * n];
+        for (r, iv) in regs.chunks_exact_mut(8).zip(ivs) {
+            r.copy_from_slice(iv);
+        }
+        for j in 0..sector / 8 {
+            if let Some(chain) = chain.filter(|_| j > 0 && (j as u64).is_multiple_of(MESH_BLOCKS)) {
+                chain.apply(j as u64 / MESH_BLOCKS, &mut c);
+                c.ecb(Dir::Encrypt, regs);
+            }
+            match mode {
+                Chain::Cbc => {
+                    for (i, r) in regs.chunks_exact_mut(8).enumerate() {
+                        let p = &batch[i * sector + 8 * j..i * sector + 8 * j + 8];
+                        let v = o.load(p) ^ o.load(r);
+                        r.copy_from_slice(&o.store(v));
+                    }
+                    c.ecb(Dir::Encrypt, regs);
+                    for (i, r) in regs.chunks_exact(8).enumerate() {
+                        batch[i * sector + 8 * j..i * sector + 8 * j + 8].copy_from_slice(r);
+                    }
+                }
+                Chain::Cfb => {
+                    c.ecb(Dir::Encrypt, regs);
+                    for (i, r) in regs.chunks_exact_mut(8).enumerate() {
+                        let p = &mut batch[i * sector + 8 * j..i * sector + 8 * j + 8];
+                        let v = o.load(p) ^ o.load(r);
+                        p.copy_from_slice(&o.store(v));
+                        r.copy_from_slice(&o.store(v));
+                    }
+                }
+            }
+        }
+    }
+    buf.zeroize();
+    Ok(())
+}
+
+impl Gost89Cbc {
+    /// Encrypts many independent sectors in place, `ivs[i]` for sector `i` (all sectors
+    /// the same size, a multiple of 8 bytes): the same as one [`Gost89Cbc::encrypt`] per
+    /// sector, with up to 128 sectors interleaved so the parallel backend runs them
+    /// together.
+    pub fn encrypt_sectors(&self, ivs: &[[u8; 8]], data: &mut [u8]) -> Result<(), Error> {
+        let chain = self.meshing.then_some(&*self.chain);
+        encrypt_sectors(&self.core, chain, Chain::Cbc, ivs, data)
+    }
+}
+
+impl Gost89Cfb {
+    /// Encrypts many independent sectors in place, `ivs[i]` for sector `i` (all sectors
+    /// the same size, a multiple of 8 bytes): the same as one [`Gost89Cfb::encrypt`] per
+    /// sector, with up to 128 sectors interleaved so the parallel backend runs them
+    /// together.
+    pub fn encrypt_sectors(&self, ivs: &[[u8; 8]], data: &mut [u8]) -> Result<(), Error> {
+        let chain = self.meshing.then_some(&*self.chain);
+        encrypt_sectors(&self.core, chain, Chain::Cfb, ivs, data)
+    }
+}
+
+impl std::fmt::Debug for Gost89CntStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gost89CntStream")
+            .field("key", &self.core)
+            .field("meshing", &self.meshing)
+            .field("blocks", &self.blocks)
+            .finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for Gost89CfbStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gost89CfbStream")
+            .field("key", &self.core)
+            .field("meshing", &self.meshing)
+            .field("blocks", &self.blocks)
+            .finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for Gost89MacState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gost89MacState")
+            .field("key", &self.core)
+            .field("meshing", &self.meshing)
+            .field("blocks", &self.blocks)
+            .finish_non_exhaustive()
     }
 }

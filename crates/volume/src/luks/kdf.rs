@@ -8,7 +8,7 @@
 //! iterations). Argon2 keeps the memory cost (default min(1 GiB, half the RAM)) and the
 //! parallel cost (default min(4, cores)), times one pass and scales the time cost to the
 //! target; when even 4 passes (cryptsetup's minimum) would take too long it lowers the
-//! memory instead.
+//! memory instead; the estimate is re-measured until it lands within 20% of the target.
 
 use super::error::{Error, Result};
 use super::hash::HashAlg;
@@ -243,30 +243,42 @@ fn calibrate_argon2(
 ) -> Result<Kdf> {
     let salt = [0x5au8; 32];
     let mut out = vec![0u8; key_len];
-    let probe = Kdf::Argon2 {
-        kind,
-        time: 1,
-        memory_kib,
-        parallel,
-    };
-    let t = Instant::now();
-    probe.derive(b"sectorcrypt calibration", &salt, &mut out)?;
-    let pass_ms = (t.elapsed().as_secs_f64() * 1000.0).max(0.001);
-    let passes = target_ms as f64 / pass_ms;
-    if passes >= ARGON2_MIN_TIME as f64 {
-        return Ok(Kdf::Argon2 {
+    let min_mem = ARGON2_MIN_MEMORY_KIB.max(8 * parallel);
+    // Work is time x memory. Probe one pass at the full memory, then re-measure at the
+    // estimate (the cost per KiB differs between memory sizes: page faults, caches) until
+    // a run lands within 20% of the target, at most three probes more.
+    let (mut time, mut mem) = (1u32, memory_kib);
+    for probe in 0..4 {
+        let kdf = Kdf::Argon2 {
             kind,
-            time: passes.min(u32::MAX as f64) as u32,
-            memory_kib,
+            time,
+            memory_kib: mem,
             parallel,
-        });
+        };
+        let t = Instant::now();
+        kdf.derive(b"sectorcrypt calibration", &salt, &mut out)?;
+        let ms = (t.elapsed().as_secs_f64() * 1000.0).max(0.001);
+        let ratio = target_ms as f64 / ms;
+        if probe > 0 && (0.8..=1.25).contains(&ratio) {
+            break;
+        }
+        let work = time as f64 * mem as f64 * ratio;
+        if work >= ARGON2_MIN_TIME as f64 * memory_kib as f64 {
+            mem = memory_kib;
+            time = (work / memory_kib as f64).min(u32::MAX as f64) as u32;
+        } else {
+            // Too slow for four passes at full memory: keep four and lower the memory.
+            time = ARGON2_MIN_TIME;
+            mem = ((work / ARGON2_MIN_TIME as f64) as u32).max(min_mem);
+        }
+        if mem == min_mem && time == ARGON2_MIN_TIME && ratio < 1.0 {
+            break;
+        }
     }
-    // Too slow for four passes: keep four and lower the memory in proportion.
-    let scaled = (memory_kib as f64 * passes / ARGON2_MIN_TIME as f64) as u32;
     Ok(Kdf::Argon2 {
         kind,
-        time: ARGON2_MIN_TIME,
-        memory_kib: scaled.max(ARGON2_MIN_MEMORY_KIB).max(8 * parallel),
+        time: time.max(ARGON2_MIN_TIME),
+        memory_kib: mem,
         parallel,
     })
 }

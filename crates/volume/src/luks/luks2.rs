@@ -362,11 +362,23 @@ fn kdf_of(ks: &Value, path: &str) -> Result<(Kdf, Vec<u8>)> {
                     .try_into()
                     .map_err(|_| corrupt(format!("json: {p}{key} is out of range")))
             };
+            let (time, memory_kib, parallel) = (num("time")?, num("memory")?, num("cpus")?);
+            // The bounds cryptsetup enforces: a header cannot make us allocate more.
+            if time == 0
+                || !(super::kdf::ARGON2_MIN_MEMORY_KIB..=super::kdf::ARGON2_MAX_MEMORY_KIB)
+                    .contains(&memory_kib)
+                || !(1..=16).contains(&parallel)
+            {
+                return Err(corrupt(format!(
+                    "json: {p}: argon2 costs out of range (time {time}, memory {memory_kib} KiB, \
+                     cpus {parallel})"
+                )));
+            }
             Kdf::Argon2 {
                 kind: KdfKind::parse(kind)?,
-                time: num("time")?,
-                memory_kib: num("memory")?,
-                parallel: num("cpus")?,
+                time,
+                memory_kib,
+                parallel,
             }
         }
         other => {
@@ -554,7 +566,13 @@ impl Luks2 {
                 })
             ));
         }
+        let primary_magic = &first[..6] == MAGIC_PRIMARY;
         let (chosen, current) = match (primary, secondary) {
+            (None, None) if !primary_magic && !found_magic => {
+                return Err(Error::NotLuks(
+                    "no luks header (no magic at the start, no secondary luks2 header)".into(),
+                ))
+            }
             (None, None) => {
                 return Err(Error::Corrupt(format!(
                     "both luks2 header copies are damaged ({})",

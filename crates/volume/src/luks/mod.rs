@@ -107,6 +107,23 @@ impl Unlocked {
     pub fn sector_cipher(&self) -> Result<SectorCipher> {
         Ok(SectorCipher::new(self.spec, &self.volume_key, self.layout)?)
     }
+
+    /// The sector engine over this volume's data area of `file` (the image it was unlocked
+    /// from, opened read-write unless `opts.read_only`).
+    pub fn engine(
+        &self,
+        file: File,
+        opts: crate::engine::EngineOptions,
+    ) -> Result<crate::engine::Volume> {
+        Ok(crate::engine::Volume::new(
+            file,
+            self.sector_cipher()?,
+            self.data_offset,
+            self.data_size,
+            self.iv_offset,
+            opts,
+        )?)
+    }
 }
 
 /// The LUKS version to create.
@@ -205,11 +222,7 @@ impl Header {
             Ok(h) => Ok(Header::Luks2(h)),
             Err(Error::Corrupt(m)) => {
                 let size = io::image_size(file)?;
-                if &first[..6] != b"LUKS\xba\xbe" && !m.contains("offset") {
-                    Err(Error::NotLuks(format!(
-                        "no luks header at the start of the image ({size} bytes)"
-                    )))
-                } else if size < 2 * luks2::HDR_SIZES[0] {
+                if size < 2 * luks2::HDR_SIZES[0] {
                     Err(Error::Truncated(format!(
                         "the image has {size} bytes, less than the two luks2 header copies ({m})"
                     )))
@@ -445,6 +458,24 @@ impl Header {
                     h.label()
                 };
                 let _ = writeln!(s, "Label:          {label}");
+                let config = &h.json()["config"];
+                let flags: Vec<&str> = config["flags"]
+                    .as_array()
+                    .map(|a| a.iter().filter_map(|v| v.as_str()).collect())
+                    .unwrap_or_default();
+                let _ = writeln!(
+                    s,
+                    "Flags:          {}",
+                    if flags.is_empty() {
+                        "(no flags)".to_string()
+                    } else {
+                        flags.join(" ")
+                    }
+                );
+                if let Some(req) = config["requirements"]["mandatory"].as_array() {
+                    let r: Vec<&str> = req.iter().filter_map(|v| v.as_str()).collect();
+                    let _ = writeln!(s, "Requirements:   {}", r.join(" "));
+                }
                 for d in h.damage() {
                     let _ = writeln!(s, "Warning:        {d} (repaired on the next write)");
                 }
@@ -473,9 +504,14 @@ impl Header {
                 if let Some(kss) = h.json()["keyslots"].as_object() {
                     for (id, ks) in kss {
                         let kdf = &ks["kdf"];
+                        let priority = match ks["priority"].as_i64() {
+                            Some(0) => "ignore",
+                            Some(2) => "high",
+                            _ => "normal",
+                        };
                         let _ = writeln!(
                             s,
-                            "  {id}: {}\n\tKey:        {} bits\n\tCipher:     {}\n\tPBKDF:      {}",
+                            "  {id}: {}\n\tKey:        {} bits\n\tPriority:   {priority}\n\tCipher:     {}\n\tPBKDF:      {}",
                             ks["type"].as_str().unwrap_or("?"),
                             ks["key_size"].as_u64().unwrap_or(0) * 8,
                             ks["area"]["encryption"].as_str().unwrap_or("?"),
@@ -508,17 +544,28 @@ impl Header {
                         );
                     }
                 }
-                let tokens = h.json()["tokens"].as_object().map_or(0, |t| t.len());
-                let _ = writeln!(s, "Tokens:         {tokens}");
+                let _ = writeln!(s, "Tokens:");
+                if let Some(tokens) = h.json()["tokens"].as_object() {
+                    for (id, t) in tokens {
+                        let _ = writeln!(
+                            s,
+                            "  {id}: {}\n\tKeyslots:   {}",
+                            t["type"].as_str().unwrap_or("?"),
+                            id_list_text(&t["keyslots"])
+                        );
+                    }
+                }
                 if let Some(ds) = h.json()["digests"].as_object() {
                     let _ = writeln!(s, "Digests:");
                     for (id, d) in ds {
                         let _ = writeln!(
                             s,
-                            "  {id}: {}\n\tHash:       {}\n\tIterations: {}",
+                            "  {id}: {}\n\tHash:       {}\n\tIterations: {}\n\tKeyslots:   {}\n\tSegments:   {}",
                             d["type"].as_str().unwrap_or("?"),
                             d["hash"].as_str().unwrap_or("?"),
-                            d["iterations"]
+                            d["iterations"],
+                            id_list_text(&d["keyslots"]),
+                            id_list_text(&d["segments"])
                         );
                     }
                 }
@@ -526,6 +573,18 @@ impl Header {
         }
         s
     }
+}
+
+/// `["0", "1"]` as `0 1`.
+fn id_list_text(v: &serde_json::Value) -> String {
+    v.as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|x| x.as_str())
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .unwrap_or_default()
 }
 
 fn read_prefix(file: &File, buf: &mut [u8]) -> Result<usize> {

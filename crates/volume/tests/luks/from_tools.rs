@@ -231,6 +231,23 @@ fn qemu_luks1(opts: &str, want_cipher: &str, want_bits: usize) {
     assert_eq!(u.volume_key().len() * 8, want_bits);
     assert!(u.data_size >= 3 * MIB);
     assert!(read_plain(&f, &u, 0, 3 * MIB as usize) == plain);
+    // A keyslot added here (at qemu's keyslot offsets) opens in qemu-img.
+    drop(f);
+    let f = open_rw(&img);
+    let mut h = Header::read(&f).unwrap();
+    h.add_key(&f, &u, b"added here", &fast_pbkdf2(), None)
+        .unwrap();
+    drop(f);
+    let out = dir.path().join("out.raw");
+    run(Command::new("qemu-img")
+        .args(["convert", "-q", "-O", "raw"])
+        .args(["--object", "secret,id=s,data=added here", "--image-opts"])
+        .arg(format!(
+            "driver=luks,key-secret=s,file.filename={}",
+            img.display()
+        ))
+        .arg(&out));
+    assert!(std::fs::read(&out).unwrap()[..plain.len()] == plain[..]);
 }
 
 #[test]
@@ -306,4 +323,70 @@ fn cryptsetup_luks1_filled_by_qemu() {
     assert_eq!(u.data_offset, 4096 * 512);
     assert!(read_plain(&f, &u, 0, 2 * MIB as usize) == plain);
     assert_eq!(cryptsetup_volume_key(&img, &pass), u.volume_key());
+}
+
+/// Non-default metadata and keyslot area sizes (64 KiB header copies): the key cryptsetup
+/// reports opens here, a keyslot added here opens in cryptsetup, and with the primary
+/// destroyed the secondary is found at 64 KiB.
+#[test]
+fn cryptsetup_luks2_64k_metadata_and_small_keyslots_area() {
+    require!("cryptsetup");
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("v.img");
+    File::create(&img).unwrap().set_len(8 * MIB).unwrap();
+    let pass = dir.path().join("pass");
+    std::fs::write(&pass, b"big header").unwrap();
+    run(Command::new("cryptsetup")
+        .args([
+            "luksFormat",
+            "-q",
+            "--type",
+            "luks2",
+            "--luks2-metadata-size",
+            "64k",
+        ])
+        .args([
+            "--luks2-keyslots-size",
+            "1m",
+            "--pbkdf",
+            "argon2id",
+            "--pbkdf-memory",
+            "64",
+        ])
+        .args([
+            "--pbkdf-force-iterations",
+            "4",
+            "--pbkdf-parallel",
+            "1",
+            "--key-file",
+        ])
+        .arg(&pass)
+        .arg(&img));
+    let f = open_rw(&img);
+    let mut h = Header::read(&f).unwrap();
+    let u = h.unlock(&f, b"big header").unwrap();
+    // Two 64 KiB copies and 1 MiB of keyslots, then cryptsetup aligns the data to 1 MiB.
+    assert_eq!(u.data_offset, 2 * MIB);
+    assert_eq!(cryptsetup_volume_key(&img, &pass), u.volume_key());
+    let slot = h.add_key(&f, &u, b"second", &fast_pbkdf2(), None).unwrap();
+    let second = dir.path().join("second");
+    std::fs::write(&second, b"second").unwrap();
+    run(Command::new("cryptsetup")
+        .args([
+            "open",
+            "--test-passphrase",
+            "--key-slot",
+            &slot.to_string(),
+            "--key-file",
+        ])
+        .arg(&second)
+        .arg(&img));
+    // Destroy the primary copy entirely: the secondary at 64 KiB still opens the volume.
+    f.write_all_at(&vec![0u8; 64 * 1024], 0).unwrap();
+    let h = Header::read(&f).unwrap();
+    assert!(h.needs_repair());
+    assert_eq!(
+        h.unlock(&f, b"second").unwrap().volume_key(),
+        u.volume_key()
+    );
 }

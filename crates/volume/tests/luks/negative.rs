@@ -247,3 +247,24 @@ fn not_luks_and_key_secrets_stay_out_of_debug() {
         "{dbg}"
     );
 }
+
+/// A header asking for 8 GiB of Argon2 memory is refused before anything is allocated.
+#[test]
+fn absurd_kdf_costs_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = luks2_image(dir.path());
+    for at in [0, HDR] {
+        rewrite_json(&img, at, |j| {
+            j["keyslots"]["0"]["kdf"] = serde_json::json!({
+                "type": "argon2id", "time": 4, "memory": 8u64 << 20, "cpus": 1,
+                "salt": "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="
+            })
+        });
+    }
+    let f = File::open(&img).unwrap();
+    let e = Header::read(&f).unwrap().unlock(&f, b"second").unwrap_err();
+    assert!(
+        matches!(&e, Error::Corrupt(m) if m.contains("argon2")),
+        "{e}"
+    );
+}

@@ -1,0 +1,273 @@
+//! `read` and `write`: plaintext in and out of a volume through the sector engine, in
+//! large chunks (the engine spreads each over its worker pool). `read` replaces `--output`
+//! only on success; `write` checks that a file input fits before writing anything (stdin's
+//! length is unknown: it stops with an error at the end of the volume). Progress goes to a
+//! terminal's stderr only.
+
+use crate::args::{ReadArgs, WriteArgs};
+use crate::failure::Failure;
+use crate::passphrase;
+use sectorcrypt_volume::engine::{EngineOptions, Volume};
+use sectorcrypt_volume::luks::{Header, Unlocked};
+use std::fs::{File, OpenOptions};
+use std::io::{IsTerminal, Read, Write};
+use std::path::Path;
+use std::time::Instant;
+
+/// Bytes per engine call: large enough to keep every worker busy.
+const CHUNK: usize = 16 << 20;
+
+fn io_err(what: impl std::fmt::Display, e: std::io::Error) -> Failure {
+    Failure::runtime(format!("{what}: {e}"))
+}
+
+/// Opens `image`, unlocks it and returns the engine over its data area.
+pub fn open_volume(
+    image: &Path,
+    key: &crate::args::KeyArgs,
+    write: bool,
+) -> Result<(Volume, Unlocked), Failure> {
+    let file = OpenOptions::new()
+        .read(true)
+        .write(write)
+        .open(image)
+        .map_err(|e| {
+            if e.kind() == std::io::ErrorKind::NotFound {
+                Failure::usage(format!("{}: {e}", image.display()))
+            } else {
+                io_err(image.display(), e)
+            }
+        })?;
+    let header = Header::read(&file)?;
+    let pass = passphrase::existing(key, image)?;
+    let u = header.unlock_slot(&file, &pass, key.key_slot)?;
+    let volume = u
+        .engine(
+            file,
+            EngineOptions {
+                read_only: !write,
+                ..EngineOptions::default()
+            },
+        )
+        .map_err(|e| Failure::runtime(format!("{}: {e}", image.display())))?;
+    Ok((volume, u))
+}
+
+/// A progress line on a terminal's stderr, at most every 200 ms.
+struct Progress {
+    on: bool,
+    total: u64,
+    start: Instant,
+    last: Instant,
+    verb: &'static str,
+}
+
+impl Progress {
+    fn new(verb: &'static str, total: u64) -> Progress {
+        let now = Instant::now();
+        Progress {
+            on: std::io::stderr().is_terminal() && total > 0,
+            total,
+            start: now,
+            last: now,
+            verb,
+        }
+    }
+
+    fn update(&mut self, done: u64) {
+        if !self.on || self.last.elapsed().as_millis() < 200 {
+            return;
+        }
+        self.last = Instant::now();
+        let secs = self.start.elapsed().as_secs_f64().max(1e-9);
+        eprint!(
+            "\r{} {:>5.1}%  {} / {} MiB  {:.0} MB/s ",
+            self.verb,
+            done as f64 * 100.0 / self.total as f64,
+            done >> 20,
+            self.total >> 20,
+            done as f64 / secs / 1e6
+        );
+    }
+
+    fn finish(&self) {
+        if self.on {
+            eprintln!();
+        }
+    }
+}
+
+pub fn read(a: ReadArgs) -> Result<(), Failure> {
+    let (vol, _u) = open_volume(&a.image, &a.key, false)?;
+    let offset = a.offset.unwrap_or(0);
+    if offset > vol.size() {
+        return Err(Failure::usage(format!(
+            "--offset {offset} is beyond the end of the volume ({} bytes)",
+            vol.size()
+        )));
+    }
+    let length = a.length.unwrap_or(vol.size() - offset);
+    if offset.checked_add(length).is_none_or(|e| e > vol.size()) {
+        return Err(Failure::usage(format!(
+            "--offset {offset} + --length {length} goes beyond the end of the volume ({} bytes)",
+            vol.size()
+        )));
+    }
+    // Output: a temporary file next to --output, renamed over it on success.
+    let (mut out, tmp): (Box<dyn Write>, Option<(std::path::PathBuf, &Path)>) = match &a.output {
+        Some(p) => {
+            let dir = p
+                .parent()
+                .filter(|d| !d.as_os_str().is_empty())
+                .unwrap_or(Path::new("."));
+            let name = p
+                .file_name()
+                .ok_or_else(|| Failure::usage("--output names no file"))?;
+            let tmp = dir.join(format!(
+                ".{}.sectorcrypt-{}",
+                name.to_string_lossy(),
+                std::process::id()
+            ));
+            let f = File::create(&tmp).map_err(|e| io_err(tmp.display(), e))?;
+            (Box::new(f), Some((tmp, p.as_path())))
+        }
+        None => (Box::new(std::io::stdout().lock()), None),
+    };
+    let result = (|| {
+        let mut buf = vec![0u8; CHUNK.min(length as usize).max(1)];
+        let mut progress = Progress::new("read", length);
+        let mut done = 0u64;
+        while done < length {
+            let n = ((length - done) as usize).min(buf.len());
+            vol.read_at(&mut buf[..n], offset + done)
+                .map_err(|e| io_err(a.image.display(), e))?;
+            out.write_all(&buf[..n]).map_err(|e| io_err("output", e))?;
+            done += n as u64;
+            progress.update(done);
+        }
+        out.flush().map_err(|e| io_err("output", e))?;
+        progress.finish();
+        Ok(())
+    })();
+    drop(out);
+    match (result, tmp) {
+        (Ok(()), Some((tmp, dest))) => {
+            std::fs::rename(&tmp, dest).map_err(|e| io_err(dest.display(), e))
+        }
+        (Err(e), Some((tmp, _))) => {
+            let _ = std::fs::remove_file(tmp);
+            Err(e)
+        }
+        (r, None) => r,
+    }
+}
+
+pub fn write(a: WriteArgs) -> Result<(), Failure> {
+    let from_stdin = a.input.is_none() || a.input.as_deref() == Some(Path::new("-"));
+    if from_stdin && a.key.key_file.as_deref() == Some(Path::new("-")) {
+        return Err(Failure::usage(
+            "the data comes from standard input: give the passphrase with --key-file FILE or on a terminal",
+        ));
+    }
+    if from_stdin && a.key.key_file.is_none() && !std::io::stdin().is_terminal() {
+        // Prompting would read the passphrase from the data; rpassword needs a terminal.
+        if std::fs::File::open("/dev/tty").is_err() {
+            return Err(Failure::usage(
+                "the data comes from standard input: give the passphrase with --key-file FILE",
+            ));
+        }
+    }
+    let mut input: Box<dyn Read + Send> = match &a.input {
+        Some(p) if p != Path::new("-") => {
+            Box::new(File::open(p).map_err(|e| Failure::usage(format!("{}: {e}", p.display())))?)
+        }
+        _ => Box::new(std::io::stdin()),
+    };
+    let known_len = match &a.input {
+        Some(p) if p != Path::new("-") => std::fs::metadata(p)
+            .ok()
+            .filter(|m| m.is_file())
+            .map(|m| m.len()),
+        _ => None,
+    };
+    let (vol, _u) = open_volume(&a.image, &a.key, true)?;
+    let offset = a.offset.unwrap_or(0);
+    if offset > vol.size() {
+        return Err(Failure::usage(format!(
+            "--offset {offset} is beyond the end of the volume ({} bytes)",
+            vol.size()
+        )));
+    }
+    if let Some(len) = known_len {
+        if offset + len > vol.size() {
+            return Err(Failure::usage(format!(
+                "the input ({len} bytes) at --offset {offset} does not fit in the volume ({} bytes); nothing was written",
+                vol.size()
+            )));
+        }
+    }
+    let mut progress = Progress::new("write", known_len.unwrap_or(0));
+    // A reader thread fills the next chunk while the engine encrypts and writes this one
+    // (two buffers circulate between them).
+    let (full_tx, full_rx) = std::sync::mpsc::sync_channel::<std::io::Result<(Vec<u8>, usize)>>(1);
+    let (empty_tx, empty_rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(2);
+    empty_tx.send(vec![0u8; CHUNK]).expect("fresh channel");
+    empty_tx.send(vec![0u8; CHUNK]).expect("fresh channel");
+    let mut done = 0u64;
+    let result = std::thread::scope(|scope| {
+        scope.spawn(move || {
+            while let Ok(mut buf) = empty_rx.recv() {
+                // Fill the chunk (pipes deliver little pieces).
+                let mut n = 0;
+                let mut err = None;
+                while n < buf.len() {
+                    match input.read(&mut buf[n..]) {
+                        Ok(0) => break,
+                        Ok(k) => n += k,
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                        Err(e) => {
+                            err = Some(e);
+                            break;
+                        }
+                    }
+                }
+                let last = n < buf.len() || err.is_some();
+                let msg = match err {
+                    Some(e) => Err(e),
+                    None => Ok((buf, n)),
+                };
+                if full_tx.send(msg).is_err() || last {
+                    break;
+                }
+            }
+        });
+        loop {
+            let Ok(msg) = full_rx.recv() else {
+                return Ok(());
+            };
+            let (buf, n) = msg.map_err(|e| io_err("input", e))?;
+            if n == 0 {
+                return Ok(());
+            }
+            if offset + done + n as u64 > vol.size() {
+                return Err(Failure::usage(format!(
+                    "the input goes beyond the end of the volume ({} bytes); {done} bytes were written",
+                    vol.size()
+                )));
+            }
+            vol.write_at(&buf[..n], offset + done)
+                .map_err(|e| io_err(a.image.display(), e))?;
+            done += n as u64;
+            progress.update(done);
+            if n < buf.len() || empty_tx.send(buf).is_err() {
+                return Ok(());
+            }
+        }
+    });
+    // Flush what was written even when the input failed part-way.
+    vol.flush().map_err(|e| io_err(a.image.display(), e))?;
+    progress.finish();
+    result?;
+    eprintln!("{done} bytes written to {}", a.image.display());
+    Ok(())
+}
