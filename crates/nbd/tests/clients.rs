@@ -282,6 +282,18 @@ fn qemu_io_reads_and_writes_at_odd_offsets() {
         std::fs::read(&out).unwrap() == want,
         "qemu-img convert differs"
     );
+    // And into the export.
+    let other = random(size, 22);
+    let input = dir.path().join("in.raw");
+    std::fs::write(&input, &other).unwrap();
+    run(Command::new("qemu-img")
+        .args(["convert", "-n", "-f", "raw", "-O", "raw"])
+        .arg(&input)
+        .arg(srv.uri()));
+    assert!(
+        export.snapshot() == other,
+        "qemu-img convert into the export differs"
+    );
     srv.stop();
 }
 
@@ -664,8 +676,12 @@ fn shutdown_finishes_and_flushes_and_removes_the_socket() {
     let mut c = Raw::go(&sock);
     c.request(proto::CMD_WRITE, 0, 1, 0, 4, b"abcd");
     assert_eq!(c.reply(), Some((0, 1)));
+    // A client stuck in the handshake does not hold the shutdown up.
+    let mut idle = Raw::handshake(&sock);
     let before = export.flushes.load(Ordering::SeqCst);
     srv.stop();
+    let mut rest = Vec::new();
+    assert_eq!(idle.s.read_to_end(&mut rest).unwrap_or(0), 0);
     assert!(export.flushes.load(Ordering::SeqCst) > before);
     assert!(!sock.exists());
     // The open connection was closed by the shutdown.
