@@ -166,7 +166,19 @@ fn bind_unix(path: &Path) -> Result<UnixListener, Error> {
         Ok(_) => return Err(Error::SocketPathTaken(path.display().to_string())),
         Err(_) => {}
     }
-    UnixListener::bind(path).map_err(|e| Error::Io("binding the socket", e))
+    // Bind under a temporary name and rename into place once listening: the socket path
+    // appears only when connections are accepted (a client that waits for the path never
+    // sees "connection refused" between bind and listen).
+    let mut tmp_name = path.file_name().unwrap_or_default().to_os_string();
+    tmp_name.push(format!(".tmp{}", std::process::id()));
+    let tmp = path.with_file_name(tmp_name);
+    let _ = fs::remove_file(&tmp);
+    let listener = UnixListener::bind(&tmp).map_err(|e| Error::Io("binding the socket", e))?;
+    if let Err(e) = fs::rename(&tmp, path) {
+        let _ = fs::remove_file(&tmp);
+        return Err(Error::Io("moving the socket into place", e));
+    }
+    Ok(listener)
 }
 
 impl Server {
