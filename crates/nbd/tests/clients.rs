@@ -20,6 +20,8 @@ struct MemExport {
     block: u32,
     read_only: bool,
     flushes: AtomicU64,
+    /// The connections that wrote (from the server's worker thread names, `nbd-ID-wN`).
+    writers: Mutex<std::collections::BTreeSet<String>>,
 }
 
 impl MemExport {
@@ -29,6 +31,7 @@ impl MemExport {
             block,
             read_only,
             flushes: AtomicU64::new(0),
+            writers: Mutex::new(Default::default()),
         })
     }
 
@@ -55,6 +58,10 @@ impl Export for MemExport {
     }
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
         assert!(!self.read_only, "the server wrote to a read-only export");
+        if let Some(name) = thread::current().name() {
+            let conn = name.rsplit_once('-').map_or(name, |(c, _)| c);
+            self.writers.lock().unwrap().insert(conn.to_string());
+        }
         let mut d = self.data.lock().unwrap();
         let o = offset as usize;
         d[o..o + buf.len()].copy_from_slice(buf);
@@ -194,7 +201,15 @@ fn nbdcopy_in_and_out_is_byte_exact_with_four_connections() {
     std::fs::write(&input, &plain).unwrap();
 
     run(Command::new("nbdcopy")
-        .args(["--connections", "4", "--requests", "16", "--flush"])
+        .args([
+            "--connections",
+            "4",
+            "--threads",
+            "4",
+            "--requests",
+            "16",
+            "--flush",
+        ])
         .arg(&input)
         .arg(srv.uri()));
     assert!(
@@ -207,7 +222,7 @@ fn nbdcopy_in_and_out_is_byte_exact_with_four_connections() {
     );
 
     run(Command::new("nbdcopy")
-        .args(["--connections", "4"])
+        .args(["--connections", "4", "--threads", "4"])
         .arg(srv.uri())
         .arg(&output));
     assert!(
