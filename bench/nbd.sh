@@ -70,7 +70,7 @@ timed() { # key, nbdcopy args...
     local key=$1 t0 t1 g
     shift
     t0=$(date +%s.%N)
-    nbdcopy --connections "$CONNECTIONS" --requests "$REQUESTS" "$@"
+    nbdcopy --connections "$CONNECTIONS" --threads "$CONNECTIONS" --requests "$REQUESTS" "$@"
     t1=$(date +%s.%N)
     g=$(awk -v b="$size_bytes" -v a="$t0" -v z="$t1" 'BEGIN {printf "%.4f", b/(z-a)/1e9}')
     samples[$key]+="$g "
