@@ -50,6 +50,9 @@ pub struct ServerConfig {
     pub workers_per_connection: usize,
     /// The largest READ or WRITE payload accepted (advertised as the maximum block size).
     pub max_payload: u32,
+    /// Connections served at once; more are closed at once (each costs a reader and the
+    /// workers' threads).
+    pub max_connections: usize,
     /// Log connections and errors on stderr.
     pub log: bool,
 }
@@ -61,6 +64,7 @@ impl Default for ServerConfig {
             description: None,
             workers_per_connection: 4,
             max_payload: 32 << 20,
+            max_connections: 64,
             log: true,
         }
     }
@@ -272,8 +276,19 @@ impl Server {
                 }
             };
             let id = next_id.fetch_add(1, Ordering::Relaxed);
-            if let Ok(c) = stream.try_clone() {
-                open.lock().unwrap_or_else(|e| e.into_inner()).insert(id, c);
+            {
+                let mut open = open.lock().unwrap_or_else(|e| e.into_inner());
+                if open.len() >= shared.config.max_connections {
+                    shared.log(format_args!(
+                        "connection {id}: refused ({} connections open)",
+                        open.len()
+                    ));
+                    stream.shutdown(Shutdown::Both);
+                    continue;
+                }
+                if let Ok(c) = stream.try_clone() {
+                    open.insert(id, c);
+                }
             }
             let shared2 = shared.clone();
             let open2 = open.clone();

@@ -725,3 +725,41 @@ fn tcp_only_on_loopback() {
     handle.shutdown();
     t.join().unwrap().unwrap();
 }
+
+#[test]
+fn connections_beyond_the_limit_are_closed_and_the_others_served() {
+    let export = MemExport::new(vec![3; 8192], 512, false);
+    let srv = start(
+        export,
+        ServerConfig {
+            max_connections: 2,
+            ..quiet()
+        },
+    );
+    let mut a = Raw::go(&srv.sock);
+    let mut b = Raw::go(&srv.sock);
+    // The third is closed before the greeting.
+    let mut c = UnixStream::connect(&srv.sock).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let mut got = Vec::new();
+    assert_eq!(c.read_to_end(&mut got).unwrap_or(0), 0);
+    assert_eq!(a.read(1, 0, 16), vec![3; 16]);
+    assert_eq!(b.read(2, 100, 16), vec![3; 16]);
+    // Once one goes, a new one is served.
+    a.request(proto::CMD_DISC, 0, 3, 0, 0, &[]);
+    assert_eq!(a.reply(), None);
+    let t0 = std::time::Instant::now();
+    loop {
+        let mut probe = UnixStream::connect(&srv.sock).unwrap();
+        probe
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        let mut hello = [0u8; 8];
+        if probe.read_exact(&mut hello).is_ok() {
+            break;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(20), "no slot freed");
+        thread::sleep(Duration::from_millis(20));
+    }
+    srv.stop();
+}
