@@ -65,14 +65,16 @@ nbdcopy "$(uri luks)" - | cmp - "$work/plain.bin" >/dev/null ||
     { echo "nbdkit's luks filter reads something else than was written"; exit 1; }
 echo "check: plaintext written through sectorcrypt reads back byte-exact through nbdkit luks"
 
-declare -A samples
+declare -A samples one
 timed() { # key, nbdcopy args...
-    local key=$1 t0 t1
+    local key=$1 t0 t1 g
     shift
     t0=$(date +%s.%N)
-    nbdcopy --connections "$CONNECTIONS" --requests "$REQUESTS" "$@"
+    nbdcopy --connections "$CONNECTIONS" --threads "$CONNECTIONS" --requests "$REQUESTS" "$@"
     t1=$(date +%s.%N)
-    samples[$key]+="$(awk -v b="$size_bytes" -v a="$t0" -v z="$t1" 'BEGIN {printf "%.4f", b/(z-a)/1e9}') "
+    g=$(awk -v b="$size_bytes" -v a="$t0" -v z="$t1" 'BEGIN {printf "%.4f", b/(z-a)/1e9}')
+    samples[$key]+="$g "
+    one[$key $r]=$g
 }
 servers=(sc luks raw)
 for r in $(seq "$ROUNDS"); do
@@ -97,10 +99,23 @@ for s in sc luks raw; do
     printf '%-26s %8.2f %10.2f     runs: read %s| write %s\n' "$name" "${med[$s read]}" \
         "${med[$s write]}" "${samples[$s read]}" "${samples[$s write]}"
 done
-awk -v sr="${med[sc read]}" -v sw="${med[sc write]}" -v lr="${med[luks read]}" \
-    -v lw="${med[luks write]}" -v rr="${med[raw read]}" -v rw="${med[raw write]}" 'BEGIN {
-    printf "sectorcrypt / raw nbdkit : read %.2fx (target >= 0.90)  write %.2fx (target >= 0.85)\n", sr/rr, sw/rw
-    printf "sectorcrypt / nbdkit luks: read %.2fx (target >= 2.50)  write %.2fx (target >= 2.50)\n", sr/lr, sw/lw
-    pass = (sr/rr >= 0.9 && sw/rw >= 0.85 && sr/lr >= 2.5 && sw/lw >= 2.5)
-    print (pass ? "targets: met" : "targets: NOT met")
+# Ratios per round (the three servers ran next to each other in time), then their medians:
+# steadier than ratios of medians when the machine's load changes between rounds.
+ratio() { # a-key b-key
+    for r in $(seq "$ROUNDS"); do
+        awk -v a="${one[$1 $r]}" -v b="${one[$2 $r]}" 'BEGIN {printf "%.3f ", a/b}'
+    done
+}
+declare -A rat
+for pair in "sc read:raw read" "sc write:raw write" "sc read:luks read" "sc write:luks write"; do
+    rs=$(ratio "${pair%%:*}" "${pair##*:}")
+    rat[$pair]=$(median <<<"$rs")
+    printf 'per-round %-22s %s\n' "${pair/:/ \/ }:" "$rs"
+done
+awk -v a="${rat[sc read:raw read]}" -v b="${rat[sc write:raw write]}" \
+    -v c="${rat[sc read:luks read]}" -v d="${rat[sc write:luks write]}" 'BEGIN {
+    printf "sectorcrypt / raw nbdkit : read %.2fx (target >= 0.90)  write %.2fx (target >= 0.85)\n", a, b
+    printf "sectorcrypt / nbdkit luks: read %.2fx (target >= 2.50)  write %.2fx (target >= 2.50)\n", c, d
+    print ((a >= 0.9 && b >= 0.85 && c >= 2.5 && d >= 2.5) ? "targets: met" : "targets: NOT met")
+    print "(medians of the per-round ratios)"
 }'

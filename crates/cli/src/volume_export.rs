@@ -91,16 +91,9 @@ pub fn open(a: &OpenArgs) -> Result<VolumeExport, Failure> {
     let pass = passphrase::existing(&key, &a.image)?;
     let unlocked = header.unlock(&file, &pass)?;
     drop(pass);
-    let cipher = unlocked.sector_cipher()?;
-    let volume = Volume::new(
-        file,
-        cipher,
-        unlocked.data_offset,
-        unlocked.data_size,
-        unlocked.iv_offset,
-        options(a)?,
-    )
-    .map_err(|e| Failure::runtime(format!("{}: {e}", a.image.display())))?;
+    let volume = unlocked
+        .engine(file, options(a)?)
+        .map_err(|e| Failure::runtime(format!("{}: {e}", a.image.display())))?;
     let _ = writeln!(
         io::stderr(),
         "sectorcrypt: {} unlocked with keyslot {}: {} bytes of {}, {}-byte sectors",

@@ -203,3 +203,98 @@ fn ext4_on_a_loop_device_over_the_mounted_volume() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[test]
+fn the_mounted_file_reads_and_writes_at_odd_offsets_and_keeps_its_size() {
+    use std::io::{Read, Seek, SeekFrom, Write};
+    if !Path::new("/dev/fuse").exists() {
+        eprintln!("skipped: no /dev/fuse");
+        return;
+    }
+    for tool in ["fusermount3", "qemu-img"] {
+        if Command::new(tool).arg("--version").output().is_err() {
+            eprintln!("skipped: {tool} is not installed");
+            return;
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("vol.img");
+    let pass = dir.path().join("pass");
+    std::fs::write(&pass, b"odd offsets").unwrap();
+    sh(Command::new("qemu-img")
+        .args(["create", "-q", "-f", "luks", "--object"])
+        .arg(format!("secret,id=s0,file={}", pass.display()))
+        .args(["-o", "key-secret=s0,iter-time=10"])
+        .arg(&img)
+        .arg("4M"));
+    let mp = dir.path().join("plain");
+    std::fs::create_dir(&mp).unwrap();
+    let mp = std::fs::canonicalize(&mp).unwrap();
+    let clean = Cleanup {
+        fs_mount: dir.path().join("unused"),
+        loopdev: None,
+        fuse_mount: mp.clone(),
+    };
+    let mount = || {
+        sh(Command::new(bin())
+            .arg("mount")
+            .arg(&img)
+            .arg(&mp)
+            .arg("--key-file")
+            .arg(&pass));
+    };
+    let unmount = || {
+        sh(Command::new(bin()).arg("umount").arg(&mp));
+        let t0 = Instant::now();
+        while mounted(&mp) {
+            assert!(t0.elapsed() < Duration::from_secs(20), "still mounted");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    mount();
+    let disk = mp.join("disk");
+    let names: Vec<_> = std::fs::read_dir(&mp)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, vec![std::ffi::OsString::from("disk")]);
+    let size = 4u64 << 20;
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&disk)
+        .unwrap();
+    let writes: [(u64, usize, u8); 4] = [
+        (1, 1, 0xa1),
+        (511, 2, 0xa2),
+        (7777, 300_001, 0xa3),
+        (size - 3, 3, 0xa4),
+    ];
+    for &(o, l, p) in &writes {
+        f.seek(SeekFrom::Start(o)).unwrap();
+        f.write_all(&vec![p; l]).unwrap();
+    }
+    // Writing past the end fails; reading at the end gives end of file.
+    f.seek(SeekFrom::Start(size - 1)).unwrap();
+    assert!(f.write_all(b"xy").is_err());
+    f.seek(SeekFrom::Start(size)).unwrap();
+    let mut b = [0u8; 10];
+    assert_eq!(f.read(&mut b).unwrap(), 0);
+    f.sync_all().unwrap();
+    drop(f);
+    assert_eq!(std::fs::metadata(&disk).unwrap().len(), size);
+    unmount();
+
+    // A new process: the bytes are there.
+    mount();
+    let mut f = std::fs::File::open(&disk).unwrap();
+    for &(o, l, p) in &writes {
+        let mut got = vec![0u8; l];
+        f.seek(SeekFrom::Start(o)).unwrap();
+        f.read_exact(&mut got).unwrap();
+        assert!(got.iter().all(|&x| x == p), "bytes at {o}");
+    }
+    drop(f);
+    unmount();
+    drop(clean);
+}

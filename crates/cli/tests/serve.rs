@@ -115,7 +115,7 @@ fn onetime_volume_round_trips_through_nbdcopy_and_stops_cleanly() {
     let info = run(Command::new("nbdinfo").arg("--size").arg(srv.uri()));
     assert_eq!(info.trim(), size.to_string());
     run(Command::new("nbdcopy")
-        .args(["--connections", "4", "--flush"])
+        .args(["--connections", "4", "--threads", "4", "--flush"])
         .arg(&input)
         .arg(srv.uri()));
     // Odd offsets through qemu-io, checked by qemu-io's own pattern verification.

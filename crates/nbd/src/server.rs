@@ -50,6 +50,9 @@ pub struct ServerConfig {
     pub workers_per_connection: usize,
     /// The largest READ or WRITE payload accepted (advertised as the maximum block size).
     pub max_payload: u32,
+    /// Connections served at once; more are closed at once (each costs a reader and the
+    /// workers' threads).
+    pub max_connections: usize,
     /// Log connections and errors on stderr.
     pub log: bool,
 }
@@ -61,6 +64,7 @@ impl Default for ServerConfig {
             description: None,
             workers_per_connection: 4,
             max_payload: 32 << 20,
+            max_connections: 64,
             log: true,
         }
     }
@@ -166,7 +170,19 @@ fn bind_unix(path: &Path) -> Result<UnixListener, Error> {
         Ok(_) => return Err(Error::SocketPathTaken(path.display().to_string())),
         Err(_) => {}
     }
-    UnixListener::bind(path).map_err(|e| Error::Io("binding the socket", e))
+    // Bind under a temporary name and rename into place once listening: the socket path
+    // appears only when connections are accepted (a client that waits for the path never
+    // sees "connection refused" between bind and listen).
+    let mut tmp_name = path.file_name().unwrap_or_default().to_os_string();
+    tmp_name.push(format!(".tmp{}", std::process::id()));
+    let tmp = path.with_file_name(tmp_name);
+    let _ = fs::remove_file(&tmp);
+    let listener = UnixListener::bind(&tmp).map_err(|e| Error::Io("binding the socket", e))?;
+    if let Err(e) = fs::rename(&tmp, path) {
+        let _ = fs::remove_file(&tmp);
+        return Err(Error::Io("moving the socket into place", e));
+    }
+    Ok(listener)
 }
 
 impl Server {
@@ -260,8 +276,19 @@ impl Server {
                 }
             };
             let id = next_id.fetch_add(1, Ordering::Relaxed);
-            if let Ok(c) = stream.try_clone() {
-                open.lock().unwrap_or_else(|e| e.into_inner()).insert(id, c);
+            {
+                let mut open = open.lock().unwrap_or_else(|e| e.into_inner());
+                if open.len() >= shared.config.max_connections {
+                    shared.log(format_args!(
+                        "connection {id}: refused ({} connections open)",
+                        open.len()
+                    ));
+                    stream.shutdown(Shutdown::Both);
+                    continue;
+                }
+                if let Ok(c) = stream.try_clone() {
+                    open.insert(id, c);
+                }
             }
             let shared2 = shared.clone();
             let open2 = open.clone();

@@ -26,8 +26,11 @@ use std::thread;
 
 /// Buffers kept for reuse per connection.
 const POOL_KEEP: usize = 16;
-/// Read-side buffering of the socket (request headers; small payloads).
-const READ_BUFFER: usize = 256 * 1024;
+/// Read-side buffering of the socket: request headers and small payloads come out of it
+/// with few syscalls. Kept small because a header read fills it with the start of the
+/// next payload, which is then copied once more; larger payloads are read straight into
+/// their pooled buffer.
+const READ_BUFFER: usize = 32 * 1024;
 
 enum Job {
     Read {
@@ -67,10 +70,14 @@ struct BufPool {
 impl BufPool {
     /// A buffer of at least `n` bytes (contents unspecified).
     fn get(&self, n: usize) -> Vec<u8> {
-        let found = self.free.lock().unwrap_or_else(|e| e.into_inner()).pop();
-        match found {
-            Some(v) if v.len() >= n => v,
-            _ => vec![0u8; n],
+        let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
+        // Any kept buffer that is large enough (mixed request sizes do not churn).
+        match free.iter().position(|v| v.len() >= n) {
+            Some(i) => free.swap_remove(i),
+            None => {
+                drop(free);
+                vec![0u8; n]
+            }
         }
     }
 
@@ -78,6 +85,9 @@ impl BufPool {
         let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
         if free.len() < POOL_KEEP {
             free.push(v);
+        } else if let Some(i) = free.iter().position(|k| k.len() < v.len()) {
+            // Full: keep the larger of the two.
+            free[i] = v;
         }
     }
 }
@@ -402,6 +412,31 @@ mod tests {
         assert!(!in_range(1, 10, 10));
         assert!(!in_range(u64::MAX, 2, u64::MAX));
         assert!(in_range(10, 0, 10));
+    }
+
+    #[test]
+    fn the_pool_reuses_any_buffer_large_enough() {
+        let pool = BufPool {
+            free: Mutex::new(Vec::new()),
+        };
+        let big = pool.get(1 << 20);
+        let small = pool.get(100);
+        let big_ptr = big.as_ptr();
+        pool.put(big);
+        pool.put(small);
+        let again = pool.get(300_000);
+        assert_eq!(
+            again.as_ptr(),
+            big_ptr,
+            "the large buffer is found behind the small"
+        );
+        assert!(pool.get(50).len() >= 50);
+        for _ in 0..POOL_KEEP + 4 {
+            pool.put(vec![0; 10]);
+        }
+        pool.put(again);
+        let last = pool.get(1 << 20);
+        assert_eq!(last.as_ptr(), big_ptr, "a full pool keeps the larger");
     }
 
     #[test]

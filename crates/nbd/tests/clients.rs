@@ -20,6 +20,8 @@ struct MemExport {
     block: u32,
     read_only: bool,
     flushes: AtomicU64,
+    /// The connections that wrote (from the server's worker thread names, `nbd-ID-wN`).
+    writers: Mutex<std::collections::BTreeSet<String>>,
 }
 
 impl MemExport {
@@ -29,6 +31,7 @@ impl MemExport {
             block,
             read_only,
             flushes: AtomicU64::new(0),
+            writers: Mutex::new(Default::default()),
         })
     }
 
@@ -55,6 +58,10 @@ impl Export for MemExport {
     }
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
         assert!(!self.read_only, "the server wrote to a read-only export");
+        if let Some(name) = thread::current().name() {
+            let conn = name.rsplit_once('-').map_or(name, |(c, _)| c);
+            self.writers.lock().unwrap().insert(conn.to_string());
+        }
         let mut d = self.data.lock().unwrap();
         let o = offset as usize;
         d[o..o + buf.len()].copy_from_slice(buf);
@@ -194,7 +201,15 @@ fn nbdcopy_in_and_out_is_byte_exact_with_four_connections() {
     std::fs::write(&input, &plain).unwrap();
 
     run(Command::new("nbdcopy")
-        .args(["--connections", "4", "--requests", "16", "--flush"])
+        .args([
+            "--connections",
+            "4",
+            "--threads",
+            "4",
+            "--requests",
+            "16",
+            "--flush",
+        ])
         .arg(&input)
         .arg(srv.uri()));
     assert!(
@@ -207,7 +222,7 @@ fn nbdcopy_in_and_out_is_byte_exact_with_four_connections() {
     );
 
     run(Command::new("nbdcopy")
-        .args(["--connections", "4"])
+        .args(["--connections", "4", "--threads", "4"])
         .arg(srv.uri())
         .arg(&output));
     assert!(
@@ -281,6 +296,18 @@ fn qemu_io_reads_and_writes_at_odd_offsets() {
     assert!(
         std::fs::read(&out).unwrap() == want,
         "qemu-img convert differs"
+    );
+    // And into the export.
+    let other = random(size, 22);
+    let input = dir.path().join("in.raw");
+    std::fs::write(&input, &other).unwrap();
+    run(Command::new("qemu-img")
+        .args(["convert", "-n", "-f", "raw", "-O", "raw"])
+        .arg(&input)
+        .arg(srv.uri()));
+    assert!(
+        export.snapshot() == other,
+        "qemu-img convert into the export differs"
     );
     srv.stop();
 }
@@ -664,8 +691,12 @@ fn shutdown_finishes_and_flushes_and_removes_the_socket() {
     let mut c = Raw::go(&sock);
     c.request(proto::CMD_WRITE, 0, 1, 0, 4, b"abcd");
     assert_eq!(c.reply(), Some((0, 1)));
+    // A client stuck in the handshake does not hold the shutdown up.
+    let mut idle = Raw::handshake(&sock);
     let before = export.flushes.load(Ordering::SeqCst);
     srv.stop();
+    let mut rest = Vec::new();
+    assert_eq!(idle.s.read_to_end(&mut rest).unwrap_or(0), 0);
     assert!(export.flushes.load(Ordering::SeqCst) > before);
     assert!(!sock.exists());
     // The open connection was closed by the shutdown.
@@ -693,4 +724,42 @@ fn tcp_only_on_loopback() {
     }
     handle.shutdown();
     t.join().unwrap().unwrap();
+}
+
+#[test]
+fn connections_beyond_the_limit_are_closed_and_the_others_served() {
+    let export = MemExport::new(vec![3; 8192], 512, false);
+    let srv = start(
+        export,
+        ServerConfig {
+            max_connections: 2,
+            ..quiet()
+        },
+    );
+    let mut a = Raw::go(&srv.sock);
+    let mut b = Raw::go(&srv.sock);
+    // The third is closed before the greeting.
+    let mut c = UnixStream::connect(&srv.sock).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let mut got = Vec::new();
+    assert_eq!(c.read_to_end(&mut got).unwrap_or(0), 0);
+    assert_eq!(a.read(1, 0, 16), vec![3; 16]);
+    assert_eq!(b.read(2, 100, 16), vec![3; 16]);
+    // Once one goes, a new one is served.
+    a.request(proto::CMD_DISC, 0, 3, 0, 0, &[]);
+    assert_eq!(a.reply(), None);
+    let t0 = std::time::Instant::now();
+    loop {
+        let mut probe = UnixStream::connect(&srv.sock).unwrap();
+        probe
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        let mut hello = [0u8; 8];
+        if probe.read_exact(&mut hello).is_ok() {
+            break;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(20), "no slot freed");
+        thread::sleep(Duration::from_millis(20));
+    }
+    srv.stop();
 }
