@@ -11,6 +11,8 @@
 #   new sparse file) with 1 and 2 threads and the default (all cores): write and read GB/s,
 #   and GB per CPU-second (steadier than wall time on a shared machine);
 # - the same requests as bare pread/pwrite on the file (no engine, no crypto): the ceiling;
+# - plaintext from a file on the same tmpfs into the volume and back into a new file, with
+#   the file I/O alternating with the engine (seq) or overlapped by write_from/read_to (pipe);
 # - 256 KiB requests from 4 concurrent callers, engine and bare (an NBD server's pattern;
 #   issue 7 wants its reads at >= 0.9x nbdkit serving the bare file);
 # - `sectorcrypt write` of the same plaintext file into a new LUKS2 volume, when the CLI
@@ -52,6 +54,9 @@ run "engine threads=1" --threads 1
 run "engine threads=2" --threads 2
 run "engine threads=default" 
 run "raw pread/pwrite (no crypto)" --raw
+echo "== plaintext from a file into the volume, and back into a new file (sectorcrypt write/read)"
+run "files, alternating (seq)" --files seq
+run "files, write_from/read_to (pipe)" --files pipe
 echo "== 256 KiB requests from 4 callers (an NBD server's pattern)"
 run "engine 4 callers x 256K" --callers 4 --request 256K
 run "raw 4 callers x 256K" --raw --callers 4 --request 256K
@@ -105,9 +110,10 @@ if command -v qemu-img >/dev/null; then
     done
     qemu=$(printf '%s\n' "${samples[@]}" | median)
     printf 'qemu-img convert -O luks               %6.3f GB/s\n' "$qemu"
-    for t in 1 2 default; do
-        awk -v a="${write[engine threads=$t]}" -v q="$qemu" -v t="$t" \
-            'BEGIN {printf "ratio engine write (threads=%s) / qemu-img: %.1fx\n", t, a/q}'
+    for t in "engine threads=1" "engine threads=2" "engine threads=default" \
+        "files, alternating (seq)" "files, write_from/read_to (pipe)"; do
+        awk -v a="${write[$t]}" -v q="$qemu" -v t="$t" \
+            'BEGIN {printf "ratio write (%s) / qemu-img: %.1fx\n", t, a/q}'
     done
     if [ -n "$cli_gbps" ]; then
         awk -v a="$cli_gbps" -v q="$qemu" \

@@ -6,18 +6,23 @@
 //! ```text
 //! cargo run --release -p sectorcrypt-volume --example volume_bench -- \
 //!     [--file /dev/shm/F] [--size 1G] [--threads N] [--chunk BYTES] [--request BYTES]
-//!     [--sector 512|4096] [--runs 5] [--callers N] [--raw] [--json]
+//!     [--sector 512|4096] [--runs 5] [--callers N] [--raw] [--files seq|pipe] [--json]
 //! ```
 //!
 //! `--callers N`: N threads issue the requests concurrently, each taking the next one (the
 //! pattern of an NBD client with requests in flight). `--raw`: the same requests as plain
 //! `pread`/`pwrite` on the file with no engine and no encryption: the ceiling.
+//! `--files seq|pipe`: the plaintext comes from a file beside the volume and is read back
+//! into a new file (the pattern of `sectorcrypt write --input` / `read --output`), either
+//! alternating file I/O with `write_at`/`read_at` (`seq`) or with `write_from`/`read_to`
+//! (`pipe`, the file I/O on a second thread).
 //!
 //! Used by `bench/volume.sh`. Release builds only.
 
 use sectorcrypt_crypto::{CipherSpec, SectorCipher, SectorLayout};
 use sectorcrypt_volume::engine::{EngineOptions, Volume};
 use std::fs::OpenOptions;
+use std::io::{Read, Write};
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -45,7 +50,17 @@ struct Args {
     runs: usize,
     callers: usize,
     raw: bool,
+    files: Option<Files>,
     json: bool,
+}
+
+/// `--files seq|pipe`: plaintext comes from a file and goes to a file, as with
+/// `sectorcrypt write --input F` / `read --output F`: `seq` alternates reading the input and
+/// `write_at` (and `read_at` and writing the output); `pipe` uses `write_from` / `read_to`.
+#[derive(Clone, Copy, PartialEq)]
+enum Files {
+    Seq,
+    Pipe,
 }
 
 fn args() -> Result<Args, String> {
@@ -62,6 +77,7 @@ fn args() -> Result<Args, String> {
         runs: 5,
         callers: 1,
         raw: false,
+        files: None,
         json: false,
     };
     let mut it = std::env::args().skip(1);
@@ -84,6 +100,13 @@ fn args() -> Result<Args, String> {
             "--sector" => a.sector = parse_size(&value)? as usize,
             "--runs" => a.runs = parse_size(&value)? as usize,
             "--callers" => a.callers = parse_size(&value)? as usize,
+            "--files" => {
+                a.files = Some(match value.as_str() {
+                    "seq" => Files::Seq,
+                    "pipe" => Files::Pipe,
+                    _ => return Err("--files takes seq or pipe".into()),
+                })
+            }
             _ => return Err(format!("unknown flag {flag}")),
         }
     }
@@ -98,31 +121,24 @@ fn args() -> Result<Args, String> {
     Ok(a)
 }
 
-/// CPU time of all this process's threads so far, in seconds (Linux schedstat, ns
-/// precision): throughput per CPU second is steadier than wall time on a busy machine.
+/// CPU time of this process so far (all threads, also those that have ended), in seconds:
+/// utime + stime from /proc/self/stat, in clock ticks of 10 ms (CLK_TCK = 100 on Linux).
+/// Throughput per CPU second is steadier than wall time on a busy machine.
 fn cpu_seconds() -> f64 {
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
         return f64::NAN;
     };
-    let mut ns = 0u64;
-    for t in tasks.flatten() {
-        if let Ok(s) = std::fs::read_to_string(t.path().join("schedstat")) {
-            ns += s
-                .split_whitespace()
-                .next()
-                .and_then(|x| x.parse().ok())
-                .unwrap_or(0);
-        }
-    }
-    ns as f64 / 1e9
-}
-
-/// CPU time of the calling thread so far, in seconds.
-fn thread_cpu_seconds() -> f64 {
-    std::fs::read_to_string("/proc/thread-self/schedstat")
-        .ok()
-        .and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok())
-        .map_or(f64::NAN, |ns| ns as f64 / 1e9)
+    // Fields after the command name (which may hold spaces) end with ')'.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    (ticks(11) + ticks(12)) as f64 / 100.0
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -134,6 +150,9 @@ fn median(mut v: Vec<f64>) -> f64 {
 trait Target: Sync {
     fn write_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()>;
     fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()>;
+    fn volume(&self) -> Option<&Volume> {
+        None
+    }
 }
 
 impl Target for Volume {
@@ -142,6 +161,9 @@ impl Target for Volume {
     }
     fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
         Volume::read_at(self, buf, offset)
+    }
+    fn volume(&self) -> Option<&Volume> {
+        Some(self)
     }
 }
 
@@ -163,17 +185,15 @@ fn pass(a: &Args, target: &dyn Target, src: &[u8], write: bool) -> Result<(f64, 
     let next = AtomicU64::new(0);
     let t = Instant::now();
     let c = cpu_seconds();
-    let worker_cpu = std::thread::scope(|scope| {
+    std::thread::scope(|scope| {
         let workers: Vec<_> = (0..a.callers)
             .map(|_| {
-                scope.spawn(|| -> std::io::Result<f64> {
+                scope.spawn(|| -> std::io::Result<()> {
                     let mut buf = vec![0u8; a.request];
                     loop {
                         let off = next.fetch_add(a.request as u64, Ordering::Relaxed);
                         if off >= a.size {
-                            // This thread is gone before the caller's second look at
-                            // /proc/self/task: it reports its own CPU time.
-                            return Ok(thread_cpu_seconds());
+                            return Ok(());
                         }
                         let n = (a.size - off).min(a.request as u64) as usize;
                         if write {
@@ -189,12 +209,58 @@ fn pass(a: &Args, target: &dyn Target, src: &[u8], write: bool) -> Result<(f64, 
             .collect();
         workers
             .into_iter()
-            .map(|w| w.join().expect("worker panicked"))
-            .sum::<std::io::Result<f64>>()
+            .try_for_each(|w| w.join().expect("worker panicked"))
     })
     .map_err(|e| e.to_string())?;
     let secs = t.elapsed().as_secs_f64();
-    let cpu = cpu_seconds() - c + worker_cpu;
+    let cpu = cpu_seconds() - c;
+    Ok((a.size as f64 / secs / 1e9, a.size as f64 / cpu / 1e9))
+}
+
+/// One pass through files (see [`Files`]). Returns (GB/s, GB per CPU-second).
+fn files_pass(a: &Args, vol: &Volume, mode: Files, write: bool) -> Result<(f64, f64), String> {
+    let input = a.file.with_extension("input");
+    let output = a.file.with_extension("output");
+    let t = Instant::now();
+    let c = cpu_seconds();
+    let e = |e: std::io::Error| e.to_string();
+    if write {
+        let mut f = std::fs::File::open(&input).map_err(e)?;
+        match mode {
+            Files::Pipe => {
+                if vol.write_from(&mut f, 0).map_err(e)? != a.size {
+                    return Err("short input".into());
+                }
+            }
+            Files::Seq => {
+                let mut buf = vec![0u8; a.request];
+                let mut off = 0;
+                while off < a.size {
+                    let n = (a.size - off).min(a.request as u64) as usize;
+                    f.read_exact(&mut buf[..n]).map_err(e)?;
+                    vol.write_at(&buf[..n], off).map_err(e)?;
+                    off += n as u64;
+                }
+            }
+        }
+    } else {
+        let mut f = std::fs::File::create(&output).map_err(e)?;
+        match mode {
+            Files::Pipe => vol.read_to(&mut f, 0, a.size).map_err(e)?,
+            Files::Seq => {
+                let mut buf = vec![0u8; a.request];
+                let mut off = 0;
+                while off < a.size {
+                    let n = (a.size - off).min(a.request as u64) as usize;
+                    vol.read_at(&mut buf[..n], off).map_err(e)?;
+                    f.write_all(&buf[..n]).map_err(e)?;
+                    off += n as u64;
+                }
+            }
+        }
+    }
+    let secs = t.elapsed().as_secs_f64();
+    let cpu = cpu_seconds() - c;
     Ok((a.size as f64 / secs / 1e9, a.size as f64 / cpu / 1e9))
 }
 
@@ -238,12 +304,30 @@ fn main() -> Result<(), String> {
         .map_err(|e| e.to_string())?;
         Ok(Box::new(vol))
     };
+    if a.files.is_some() {
+        let mut f =
+            std::fs::File::create(a.file.with_extension("input")).map_err(|e| e.to_string())?;
+        let mut left = a.size;
+        while left > 0 {
+            let n = left.min(src.len() as u64) as usize;
+            f.write_all(&src[..n]).map_err(|e| e.to_string())?;
+            left -= n as u64;
+        }
+    }
     let (mut writes, mut reads, mut writes_cpu, mut reads_cpu) = (vec![], vec![], vec![], vec![]);
     for _ in 0..a.runs {
         // Every write pass starts from a new, empty file, as a fresh volume would.
         let target = open()?;
-        let (w, wc) = pass(&a, &*target, &src, true)?;
-        let (r, rc) = pass(&a, &*target, &src, false)?;
+        let ((w, wc), (r, rc)) = match (a.files, target.volume()) {
+            (Some(mode), Some(vol)) => (
+                files_pass(&a, vol, mode, true)?,
+                files_pass(&a, vol, mode, false)?,
+            ),
+            _ => (
+                pass(&a, &*target, &src, true)?,
+                pass(&a, &*target, &src, false)?,
+            ),
+        };
         writes.push(w);
         writes_cpu.push(wc);
         reads.push(r);
@@ -257,13 +341,20 @@ fn main() -> Result<(), String> {
         }
     }
     let _ = std::fs::remove_file(&a.file);
+    let _ = std::fs::remove_file(a.file.with_extension("input"));
+    let _ = std::fs::remove_file(a.file.with_extension("output"));
     let threads = a
         .threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let chunk = a
         .chunk
         .unwrap_or(sectorcrypt_volume::engine::DEFAULT_CHUNK_BYTES);
-    let what = if a.raw { "raw" } else { "engine" };
+    let what = match (a.raw, a.files) {
+        (true, _) => "raw",
+        (false, None) => "engine",
+        (false, Some(Files::Seq)) => "engine-files-seq",
+        (false, Some(Files::Pipe)) => "engine-files-pipe",
+    };
     let round = |v: &[f64]| {
         v.iter()
             .map(|x| (x * 100.0).round() / 100.0)

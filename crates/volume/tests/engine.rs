@@ -4,7 +4,7 @@
 
 use openssl::symm::{Cipher, Crypter, Mode};
 use rand::{Rng, RngCore, SeedableRng};
-use sectorcrypt_crypto::{CipherSpec, SectorCipher, SectorLayout};
+use sectorcrypt_crypto::{CipherSpec, Ctr, SectorCipher, SectorLayout};
 use sectorcrypt_volume::engine::{EngineOptions, Volume};
 use std::fs::{File, OpenOptions};
 use std::io::ErrorKind;
@@ -50,10 +50,10 @@ impl Fixture {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("volume.img");
         let mut content = vec![0u8; (cfg.data_offset + cfg.size()) as usize + 1000];
-        rng.fill_bytes(&mut content);
+        fill(&mut rng, &mut content);
         std::fs::write(&path, &content).unwrap();
         let mut key = vec![0u8; cfg.key_len];
-        rng.fill_bytes(&mut key);
+        fill(&mut rng, &mut key);
         Fixture {
             _dir: dir,
             path,
@@ -139,6 +139,17 @@ impl Fixture {
     }
 }
 
+/// Fills `buf` with pseudo-random bytes fast (an AES-CTR keystream keyed from `rng`): the
+/// tests run unoptimised, where `rand` fills only tens of MB/s.
+fn fill(rng: &mut impl RngCore, buf: &mut [u8]) {
+    let mut key = [0u8; 32];
+    let mut iv = [0u8; 16];
+    rng.fill_bytes(&mut key);
+    rng.fill_bytes(&mut iv);
+    buf.fill(0);
+    Ctr::new(&key).unwrap().apply_keystream(&iv, 0, buf);
+}
+
 fn openssl_run(cipher: Cipher, mode: Mode, key: &[u8], iv: Option<&[u8]>, data: &[u8]) -> Vec<u8> {
     let mut c = Crypter::new(cipher, mode, key, iv).unwrap();
     c.pad(false);
@@ -209,7 +220,7 @@ fn run_matrix(cfg: Config, seed: u64) {
                 "read before write, {what}"
             );
             let mut data = vec![0u8; len];
-            rng.fill_bytes(&mut data);
+            fill(&mut rng, &mut data);
             vol.write_at(&data, off).unwrap();
             model[off as usize..][..len].copy_from_slice(&data);
             assert!(fx.plaintext() == model, "file contents after write, {what}");
@@ -297,7 +308,7 @@ fn xts_plain_wraps_and_single_thread_matches() {
             let off = rng.gen_range(0..cfg.size());
             let len = rng.gen_range(0..=((cfg.size() - off) as usize).min(9000));
             let mut data = vec![0; len];
-            rng.fill_bytes(&mut data);
+            fill(&mut rng, &mut data);
             vol.write_at(&data, off).unwrap();
             model[off as usize..][..len].copy_from_slice(&data);
         }
@@ -469,7 +480,7 @@ fn concurrent_writers_on_disjoint_unaligned_ranges_lose_nothing() {
             }
             for (off, len) in mine {
                 let mut data = vec![0; len];
-                rng.fill_bytes(&mut data);
+                fill(&mut rng, &mut data);
                 if round == 2 {
                     model[off as usize..][..len].copy_from_slice(&data);
                 }
@@ -536,7 +547,7 @@ fn concurrent_large_aligned_writers_and_readers() {
     let datas: Vec<Vec<u8>> = (0..4)
         .map(|_| {
             let mut d = vec![0; quarter];
-            rng.fill_bytes(&mut d);
+            fill(&mut rng, &mut d);
             d
         })
         .collect();
@@ -958,7 +969,7 @@ fn block_device_through_a_loop_device() {
     let mut rng = rand::rngs::StdRng::seed_from_u64(61);
     for (off, len) in [(0u64, cfg.size() as usize), (4095, 3), (100_000, 500_000)] {
         let mut data = vec![0; len];
-        rng.fill_bytes(&mut data);
+        fill(&mut rng, &mut data);
         vol.write_at(&data, off).unwrap();
         model[off as usize..][..len].copy_from_slice(&data);
     }
@@ -1009,4 +1020,154 @@ fn callers_inside_another_rayon_pool_are_served() {
         });
     });
     assert!(fx.plaintext() == model);
+}
+
+/// A reader that yields `data` in uneven pieces, then fails if `fail` says so.
+struct Uneven {
+    data: Vec<u8>,
+    at: usize,
+    fail: bool,
+    calls: usize,
+}
+
+impl std::io::Read for Uneven {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.at == self.data.len() {
+            return if self.fail {
+                Err(std::io::Error::other("the input broke"))
+            } else {
+                Ok(0)
+            };
+        }
+        // 1, 1000, 70000, ... bytes at a time, and an interruption now and then.
+        self.calls += 1;
+        if self.calls % 7 == 3 {
+            return Err(std::io::ErrorKind::Interrupted.into());
+        }
+        let step = [1, 1000, 70_000, 3_000_000][self.calls % 4];
+        let n = step.min(buf.len()).min(self.data.len() - self.at);
+        buf[..n].copy_from_slice(&self.data[self.at..self.at + n]);
+        self.at += n;
+        Ok(n)
+    }
+}
+
+fn pipe_fixture(seed: u64) -> (Fixture, Volume) {
+    let cfg = Config {
+        spec: "aes-xts-plain64",
+        key_len: 64,
+        sector: 512,
+        large_iv: false,
+        iv_offset: 9,
+        data_offset: 4096,
+        sectors: 48 * 1024, // 24 MiB: several 8 MiB pieces
+    };
+    let fx = Fixture::new(cfg, seed);
+    let vol = fx.open(EngineOptions {
+        threads: Some(2),
+        ..EngineOptions::default()
+    });
+    (fx, vol)
+}
+
+#[test]
+fn write_from_a_reader_stores_everything_byte_exact() {
+    let (fx, vol) = pipe_fixture(90);
+    let mut model = fx.plaintext();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(91);
+    for (off, len) in [(0u64, 0usize), (777, 20 << 20), (0, 24 << 20), (5, 1)] {
+        let mut data = vec![0; len];
+        fill(&mut rng, &mut data);
+        let mut input = Uneven {
+            data: data.clone(),
+            at: 0,
+            fail: false,
+            calls: 0,
+        };
+        let n = vol.write_from(&mut input, off).unwrap();
+        assert_eq!(n, len as u64);
+        model[off as usize..][..len].copy_from_slice(&data);
+        assert!(fx.plaintext() == model, "write_from {off}+{len}");
+    }
+    // Too long: what fits is stored, then an error.
+    let size = vol.size();
+    let mut data = vec![0; 3 << 20];
+    fill(&mut rng, &mut data);
+    let off = size - (1 << 20) - 3;
+    let e = vol.write_from(&mut &data[..], off).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidInput);
+    assert!(e.to_string().contains("beyond the end"), "{e}");
+    model[off as usize..].copy_from_slice(&data[..(size - off) as usize]);
+    assert!(fx.plaintext() == model, "what fits was stored");
+    // A failing reader: its error, and what it gave before is stored.
+    let mut data = vec![0; 9 << 20];
+    fill(&mut rng, &mut data);
+    let mut input = Uneven {
+        data: data.clone(),
+        at: 0,
+        fail: true,
+        calls: 0,
+    };
+    let e = vol.write_from(&mut input, 100).unwrap_err();
+    assert!(e.to_string().contains("the input broke"), "{e}");
+    model[100..][..data.len()].copy_from_slice(&data);
+    assert!(
+        fx.plaintext() == model,
+        "the input before the failure was stored"
+    );
+    drop(vol);
+    let ro = fx.open(EngineOptions {
+        read_only: true,
+        ..EngineOptions::default()
+    });
+    let e = ro.write_from(&mut &[1u8][..], 0).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::PermissionDenied);
+}
+
+/// A writer that accepts `limit` bytes, then fails like a closed pipe.
+struct Closing {
+    got: Vec<u8>,
+    limit: usize,
+}
+
+impl std::io::Write for Closing {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.got.len() >= self.limit {
+            return Err(ErrorKind::BrokenPipe.into());
+        }
+        let n = buf.len().min(self.limit - self.got.len()).min(100_000);
+        self.got.extend_from_slice(&buf[..n]);
+        Ok(n)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn read_to_a_writer_gives_the_plaintext_and_its_errors() {
+    let (fx, vol) = pipe_fixture(92);
+    let model = fx.plaintext();
+    for (off, len) in [
+        (0u64, 0u64),
+        (0, vol.size()),
+        (513, 17 << 20),
+        (vol.size() - 1, 1),
+    ] {
+        let mut out = Vec::new();
+        vol.read_to(&mut out, off, len).unwrap();
+        assert!(
+            out == model[off as usize..][..len as usize],
+            "read_to {off}+{len}"
+        );
+    }
+    let mut closing = Closing {
+        got: Vec::new(),
+        limit: 10 << 20,
+    };
+    let e = vol.read_to(&mut closing, 3, 20 << 20).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::BrokenPipe);
+    assert!(closing.got == model[3..][..10 << 20]);
+    let e = vol.read_to(&mut Vec::new(), vol.size() - 5, 6).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidInput);
 }
