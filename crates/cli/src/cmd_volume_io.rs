@@ -1,5 +1,6 @@
-//! `read` and `write`: plaintext in and out of a volume through the sector engine, in
-//! large chunks (the engine spreads each over its worker pool). `read` replaces `--output`
+//! `read` and `write`: plaintext in and out of a volume through the sector engine's
+//! pipelined `read_to` / `write_from` (the standard stream or file is served by a second
+//! thread while the engine's workers encrypt or decrypt). `read` replaces `--output`
 //! only on success; `write` checks that a file input fits before writing anything (stdin's
 //! length is unknown: it stops with an error at the end of the volume). Progress goes to a
 //! terminal's stderr only.
@@ -13,9 +14,6 @@ use std::fs::{File, OpenOptions};
 use std::io::{IsTerminal, Read, Write};
 use std::path::Path;
 use std::time::Instant;
-
-/// Bytes per engine call: large enough to keep every worker busy.
-const CHUNK: usize = 16 << 20;
 
 fn io_err(what: impl std::fmt::Display, e: std::io::Error) -> Failure {
     Failure::runtime(format!("{what}: {e}"))
@@ -97,6 +95,37 @@ impl Progress {
     }
 }
 
+/// The caller's input or output, counting the bytes for the progress line and noting
+/// whether an error was its own (rather than the volume's).
+struct Counted<'a, T: ?Sized> {
+    inner: &'a mut T,
+    progress: &'a mut Progress,
+    done: u64,
+    failed: bool,
+}
+
+impl<T: Read + ?Sized> Read for Counted<'_, T> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf).inspect_err(|_| self.failed = true)?;
+        self.done += n as u64;
+        self.progress.update(self.done);
+        Ok(n)
+    }
+}
+
+impl<T: Write + ?Sized> Write for Counted<'_, T> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf).inspect_err(|_| self.failed = true)?;
+        self.done += n as u64;
+        self.progress.update(self.done);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush().inspect_err(|_| self.failed = true)
+    }
+}
+
 pub fn read(a: ReadArgs) -> Result<(), Failure> {
     let (vol, _u) = open_volume(&a.image, &a.key, false)?;
     let offset = a.offset.unwrap_or(0);
@@ -114,38 +143,41 @@ pub fn read(a: ReadArgs) -> Result<(), Failure> {
         )));
     }
     // Output: a temporary file next to --output, renamed over it on success.
-    let (mut out, tmp): (Box<dyn Write>, Option<(std::path::PathBuf, &Path)>) = match &a.output {
-        Some(p) => {
-            let dir = p
-                .parent()
-                .filter(|d| !d.as_os_str().is_empty())
-                .unwrap_or(Path::new("."));
-            let name = p
-                .file_name()
-                .ok_or_else(|| Failure::usage("--output names no file"))?;
-            let tmp = dir.join(format!(
-                ".{}.sectorcrypt-{}",
-                name.to_string_lossy(),
-                std::process::id()
-            ));
-            let f = File::create(&tmp).map_err(|e| io_err(tmp.display(), e))?;
-            (Box::new(f), Some((tmp, p.as_path())))
-        }
-        None => (Box::new(std::io::stdout().lock()), None),
-    };
+    let (mut out, tmp): (Box<dyn Write + Send>, Option<(std::path::PathBuf, &Path)>) =
+        match &a.output {
+            Some(p) => {
+                let dir = p
+                    .parent()
+                    .filter(|d| !d.as_os_str().is_empty())
+                    .unwrap_or(Path::new("."));
+                let name = p
+                    .file_name()
+                    .ok_or_else(|| Failure::usage("--output names no file"))?;
+                let tmp = dir.join(format!(
+                    ".{}.sectorcrypt-{}",
+                    name.to_string_lossy(),
+                    std::process::id()
+                ));
+                let f = File::create(&tmp).map_err(|e| io_err(tmp.display(), e))?;
+                (Box::new(f), Some((tmp, p.as_path())))
+            }
+            None => (Box::new(std::io::stdout()), None),
+        };
     let result = (|| {
-        let mut buf = vec![0u8; CHUNK.min(length as usize).max(1)];
         let mut progress = Progress::new("read", length);
-        let mut done = 0u64;
-        while done < length {
-            let n = ((length - done) as usize).min(buf.len());
-            vol.read_at(&mut buf[..n], offset + done)
-                .map_err(|e| io_err(a.image.display(), e))?;
-            out.write_all(&buf[..n]).map_err(|e| io_err("output", e))?;
-            done += n as u64;
-            progress.update(done);
-        }
-        out.flush().map_err(|e| io_err("output", e))?;
+        let mut counted = Counted {
+            inner: &mut out,
+            progress: &mut progress,
+            done: 0,
+            failed: false,
+        };
+        vol.read_to(&mut counted, offset, length).map_err(|e| {
+            if counted.failed {
+                io_err("output", e)
+            } else {
+                io_err(a.image.display(), e)
+            }
+        })?;
         progress.finish();
         Ok(())
     })();
@@ -207,63 +239,24 @@ pub fn write(a: WriteArgs) -> Result<(), Failure> {
         }
     }
     let mut progress = Progress::new("write", known_len.unwrap_or(0));
-    // A reader thread fills the next chunk while the engine encrypts and writes this one
-    // (two buffers circulate between them).
-    let (full_tx, full_rx) = std::sync::mpsc::sync_channel::<std::io::Result<(Vec<u8>, usize)>>(1);
-    let (empty_tx, empty_rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(2);
-    empty_tx.send(vec![0u8; CHUNK]).expect("fresh channel");
-    empty_tx.send(vec![0u8; CHUNK]).expect("fresh channel");
-    let mut done = 0u64;
-    let result = std::thread::scope(|scope| {
-        scope.spawn(move || {
-            while let Ok(mut buf) = empty_rx.recv() {
-                // Fill the chunk (pipes deliver little pieces).
-                let mut n = 0;
-                let mut err = None;
-                while n < buf.len() {
-                    match input.read(&mut buf[n..]) {
-                        Ok(0) => break,
-                        Ok(k) => n += k,
-                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                        Err(e) => {
-                            err = Some(e);
-                            break;
-                        }
-                    }
-                }
-                let last = n < buf.len() || err.is_some();
-                let msg = match err {
-                    Some(e) => Err(e),
-                    None => Ok((buf, n)),
-                };
-                if full_tx.send(msg).is_err() || last {
-                    break;
-                }
-            }
-        });
-        loop {
-            let Ok(msg) = full_rx.recv() else {
-                return Ok(());
-            };
-            let (buf, n) = msg.map_err(|e| io_err("input", e))?;
-            if n == 0 {
-                return Ok(());
-            }
-            if offset + done + n as u64 > vol.size() {
-                return Err(Failure::usage(format!(
-                    "the input goes beyond the end of the volume ({} bytes); {done} bytes were written",
-                    vol.size()
-                )));
-            }
-            vol.write_at(&buf[..n], offset + done)
-                .map_err(|e| io_err(a.image.display(), e))?;
-            done += n as u64;
-            progress.update(done);
-            if n < buf.len() || empty_tx.send(buf).is_err() {
-                return Ok(());
-            }
+    let mut counted = Counted {
+        inner: &mut input,
+        progress: &mut progress,
+        done: 0,
+        failed: false,
+    };
+    // The engine reads the next piece of input on a second thread while it encrypts and
+    // writes the current one.
+    let result = vol.write_from(&mut counted, offset).map_err(|e| {
+        if counted.failed {
+            io_err("input", e)
+        } else if e.kind() == std::io::ErrorKind::InvalidInput {
+            Failure::usage(e.to_string())
+        } else {
+            io_err(a.image.display(), e)
         }
     });
+    let done = counted.done;
     // Flush what was written even when the input failed part-way.
     vol.flush().map_err(|e| io_err(a.image.display(), e))?;
     progress.finish();
