@@ -432,22 +432,12 @@ fn write_output(path: Option<&Path>, data: &[u8]) -> Result<(), Failure> {
             .and_then(|()| out.flush())
             .map_err(|e| Failure::runtime(format!("writing standard output: {e}")));
     };
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => std::path::PathBuf::from("."),
-    };
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.sectorcrypt-{}", std::process::id()));
-    let result = std::fs::File::create(&tmp)
-        .and_then(|mut f| f.write_all(data).and_then(|()| f.sync_all()))
-        .and_then(|()| std::fs::rename(&tmp, path));
-    result.map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        Failure::runtime(format!("writing {}: {e}", path.display()))
-    })
+    crate::output::AtomicFile::create(path)
+        .and_then(|mut f| {
+            f.write_all(data)?;
+            f.commit()
+        })
+        .map_err(|e| Failure::runtime(format!("writing {}: {e}", path.display())))
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@
 
 use crate::args::{ReadArgs, WriteArgs};
 use crate::failure::Failure;
+use crate::output::AtomicFile;
 use crate::passphrase;
 use sectorcrypt_volume::engine::{EngineOptions, Volume};
 use sectorcrypt_volume::luks::{Header, Unlocked};
@@ -142,55 +143,34 @@ pub fn read(a: ReadArgs) -> Result<(), Failure> {
             vol.size()
         )));
     }
-    // Output: a temporary file next to --output, renamed over it on success.
-    let (mut out, tmp): (Box<dyn Write + Send>, Option<(std::path::PathBuf, &Path)>) =
-        match &a.output {
-            Some(p) => {
-                let dir = p
-                    .parent()
-                    .filter(|d| !d.as_os_str().is_empty())
-                    .unwrap_or(Path::new("."));
-                let name = p
-                    .file_name()
-                    .ok_or_else(|| Failure::usage("--output names no file"))?;
-                let tmp = dir.join(format!(
-                    ".{}.sectorcrypt-{}",
-                    name.to_string_lossy(),
-                    std::process::id()
-                ));
-                let f = File::create(&tmp).map_err(|e| io_err(tmp.display(), e))?;
-                (Box::new(f), Some((tmp, p.as_path())))
-            }
-            None => (Box::new(std::io::stdout()), None),
-        };
-    let result = (|| {
-        let mut progress = Progress::new("read", length);
-        let mut counted = Counted {
-            inner: &mut out,
-            progress: &mut progress,
-            done: 0,
-            failed: false,
-        };
-        vol.read_to(&mut counted, offset, length).map_err(|e| {
-            if counted.failed {
-                io_err("output", e)
-            } else {
-                io_err(a.image.display(), e)
-            }
-        })?;
-        progress.finish();
-        Ok(())
-    })();
-    drop(out);
-    match (result, tmp) {
-        (Ok(()), Some((tmp, dest))) => {
-            std::fs::rename(&tmp, dest).map_err(|e| io_err(dest.display(), e))
+    // Output: replaced atomically, only on success (see `output`).
+    let mut file = match &a.output {
+        Some(p) => Some(AtomicFile::create(p).map_err(|e| io_err(p.display(), e))?),
+        None => None,
+    };
+    let mut stdout = std::io::stdout();
+    let out: &mut (dyn Write + Send) = match file.as_mut() {
+        Some(f) => f,
+        None => &mut stdout,
+    };
+    let mut progress = Progress::new("read", length);
+    let mut counted = Counted {
+        inner: out,
+        progress: &mut progress,
+        done: 0,
+        failed: false,
+    };
+    vol.read_to(&mut counted, offset, length).map_err(|e| {
+        if counted.failed {
+            io_err("output", e)
+        } else {
+            io_err(a.image.display(), e)
         }
-        (Err(e), Some((tmp, _))) => {
-            let _ = std::fs::remove_file(tmp);
-            Err(e)
-        }
-        (r, None) => r,
+    })?;
+    progress.finish();
+    match (file, &a.output) {
+        (Some(f), Some(p)) => f.commit().map_err(|e| io_err(p.display(), e)),
+        _ => Ok(()),
     }
 }
 

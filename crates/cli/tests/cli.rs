@@ -277,6 +277,18 @@ fn files_and_key_files() {
         enc,
         dm_crypt("aes-xts-plain64", &key, 512, 1, 0, &data, Mode::Encrypt)
     );
+    // Output files are private (they usually hold plaintext) and no temporary is left.
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&outf).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "output mode {mode:o}");
+    let names: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        names.iter().all(|n| !n.contains(".sectorcrypt-")),
+        "temporary left behind: {names:?}"
+    );
     let back = run(
         &[
             "cipher",
