@@ -392,8 +392,11 @@ fn parse_iv(iv: Option<&str>, cipher: &str) -> Result<[u8; 16], Failure> {
 }
 
 fn decode_hex(s: &str, what: &str) -> Result<Vec<u8>, Failure> {
-    let clean: String = s.chars().filter(|c| !c.is_whitespace()).collect();
-    hex::decode(&clean).map_err(|e| Failure::usage(format!("{what}: not valid hex ({e})")))
+    // Also used for keys: the copy without spaces is wiped when dropped.
+    let clean: Zeroizing<String> =
+        Zeroizing::new(s.chars().filter(|c| !c.is_whitespace()).collect());
+    hex::decode(clean.as_bytes())
+        .map_err(|e| Failure::usage(format!("{what}: not valid hex ({e})")))
 }
 
 fn read_key(a: &CipherArgs) -> Result<Zeroizing<Vec<u8>>, Failure> {

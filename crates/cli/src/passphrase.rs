@@ -16,26 +16,49 @@ const MAX_TYPED: usize = 512;
 
 pub type Secret = Zeroizing<Vec<u8>>;
 
+/// Appends to a secret without leaving copies behind: a plain `Vec` that grows frees its
+/// old allocation unwiped, so when full the bytes move to a new buffer of twice the
+/// capacity and the old one is wiped as it is dropped.
+fn append(buf: &mut Secret, bytes: &[u8]) {
+    if buf.capacity() - buf.len() < bytes.len() {
+        let want = (buf.len() + bytes.len()).max(2 * buf.capacity()).max(64);
+        let mut bigger = Zeroizing::new(Vec::with_capacity(want));
+        bigger.extend_from_slice(buf);
+        *buf = bigger;
+    }
+    buf.extend_from_slice(bytes);
+}
+
 /// The bytes of a key file ('-': standard input).
 fn from_file(path: &Path) -> Result<Secret, Failure> {
-    let mut buf = Zeroizing::new(Vec::new());
-    let r = if path == Path::new("-") {
-        std::io::stdin()
-            .lock()
-            .take(MAX_KEY_FILE + 1)
-            .read_to_end(&mut buf)
+    let mut input: Box<dyn Read> = if path == Path::new("-") {
+        Box::new(std::io::stdin().lock())
     } else {
-        std::fs::File::open(path)
-            .map_err(|e| Failure::usage(format!("key file {}: {e}", path.display())))?
-            .take(MAX_KEY_FILE + 1)
-            .read_to_end(&mut buf)
+        Box::new(
+            std::fs::File::open(path)
+                .map_err(|e| Failure::usage(format!("key file {}: {e}", path.display())))?,
+        )
     };
-    r.map_err(|e| Failure::runtime(format!("reading key file {}: {e}", path.display())))?;
-    if buf.len() as u64 > MAX_KEY_FILE {
-        return Err(Failure::usage(format!(
-            "key file {} is larger than 8 MiB",
-            path.display()
-        )));
+    let mut buf = Zeroizing::new(Vec::new());
+    let mut piece = Zeroizing::new([0u8; 4096]);
+    loop {
+        match input.read(&mut piece[..]) {
+            Ok(0) => break,
+            Ok(n) => append(&mut buf, &piece[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                return Err(Failure::runtime(format!(
+                    "reading key file {}: {e}",
+                    path.display()
+                )))
+            }
+        }
+        if buf.len() as u64 > MAX_KEY_FILE {
+            return Err(Failure::usage(format!(
+                "key file {} is larger than 8 MiB",
+                path.display()
+            )));
+        }
     }
     if buf.is_empty() {
         return Err(Failure::usage(format!(
@@ -55,7 +78,7 @@ fn stdin_line() -> Result<Secret, Failure> {
         match stdin.read(&mut b) {
             Ok(0) => break,
             Ok(_) if b[0] == b'\n' => break,
-            Ok(_) => line.push(b[0]),
+            Ok(_) => append(&mut line, &b),
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(e) => return Err(Failure::runtime(format!("reading standard input: {e}"))),
         }
@@ -145,5 +168,22 @@ pub fn confirm(warning: &str, batch: bool) -> Result<(), Failure> {
         Ok(())
     } else {
         Err(Failure::usage("not confirmed; nothing was changed"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn append_keeps_every_byte_across_growth() {
+        let mut buf = Zeroizing::new(Vec::new());
+        let mut want = Vec::new();
+        for i in 0..1000u32 {
+            let piece = [(i % 251) as u8; 7];
+            append(&mut buf, &piece);
+            want.extend_from_slice(&piece);
+        }
+        assert_eq!(&buf[..], &want[..]);
     }
 }

@@ -23,7 +23,10 @@
 //!   patch, encrypt, write back, under the lock(s) of a small striped lock table keyed by
 //!   sector number. Only edges take locks: aligned writes never serialize, and two writers
 //!   that share a sector but not bytes (both edges, so both locked) lose nothing. Writers
-//!   whose *bytes* overlap get no ordering guarantee, as with any block device.
+//!   whose *bytes* overlap get no guarantee, as with any block device: in particular an
+//!   aligned write of a sector that lands between an edge write's read and write-back of
+//!   the same sector is undone outside the edge's bytes, a result neither order gives.
+//!   Clients that overlap writes must order them (every filesystem and NBD client does).
 //!
 //! # Why rayon, without `unsafe`
 //! Zero-copy reads need a helper thread to write into a disjoint `&mut` part of the caller's

@@ -15,9 +15,11 @@ pub(crate) unsafe fn tail_through_buffer<const GROUP: usize>(
     len: usize,
     group: impl FnOnce(*const u8, *mut u8),
 ) {
-    debug_assert!(len <= GROUP);
+    // Checked in every build: the copies below rely on it.
+    assert!(len <= GROUP, "tail of {len} bytes for a group of {GROUP}");
     let mut buf = [0u8; GROUP];
-    // SAFETY: the caller guarantees `len` readable bytes at `src`; `buf` holds GROUP > len.
+    // SAFETY: the caller guarantees `len` readable bytes at `src`; `buf` holds GROUP >= len
+    // bytes (asserted above).
     unsafe { core::ptr::copy_nonoverlapping(src, buf.as_mut_ptr(), len) };
     let p = buf.as_mut_ptr();
     group(p, p);
