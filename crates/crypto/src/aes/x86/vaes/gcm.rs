@@ -46,22 +46,43 @@ pub(super) unsafe fn gcm_vaes_avx2<const DEC: bool>(
         return;
     }
     let mut h = _mm_set_epi64x((*y >> 64) as i64, *y as i64);
-    if DEC {
-        for i in 0..groups {
-            let (s, d) = (src.add(i * GROUP), dst.add(i * GROUP));
-            step::<true>(k, g, &mut h, ctr, s, d, s);
-        }
-    } else {
-        step::<false>(k, g, &mut h, ctr, src, dst, src);
-        for i in 1..groups {
-            let (s, d) = (src.add(i * GROUP), dst.add(i * GROUP));
-            step::<true>(k, g, &mut h, ctr, s, d, dst.add((i - 1) * GROUP));
-        }
-        h = hash_group(g, h, dst.add((groups - 1) * GROUP));
+    // One monomorphised loop per key size: the rounds unroll into straight-line code.
+    match k.rounds {
+        10 => run::<DEC, 10>(k, g, &mut h, ctr, src, dst, groups),
+        12 => run::<DEC, 12>(k, g, &mut h, ctr, src, dst, groups),
+        _ => run::<DEC, 14>(k, g, &mut h, ctr, src, dst, groups),
     }
     let mut out = [0u8; 16];
     _mm_storeu_si128(out.as_mut_ptr().cast(), h);
     *y = u128::from_le_bytes(out);
+}
+
+/// The loop over `groups` whole groups for a key of `R` rounds (see [`gcm_vaes_avx2`]).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn run<const DEC: bool, const R: usize>(
+    k: &Keys,
+    g: &GhashKey,
+    h: &mut __m128i,
+    ctr: &mut u128,
+    src: *const u8,
+    dst: *mut u8,
+    groups: usize,
+) {
+    debug_assert_eq!(k.rounds, R);
+    if DEC {
+        for i in 0..groups {
+            let (s, d) = (src.add(i * GROUP), dst.add(i * GROUP));
+            step::<true, R>(k, g, h, ctr, s, d, s);
+        }
+    } else {
+        step::<false, R>(k, g, h, ctr, src, dst, src);
+        for i in 1..groups {
+            let (s, d) = (src.add(i * GROUP), dst.add(i * GROUP));
+            step::<true, R>(k, g, h, ctr, s, d, dst.add((i - 1) * GROUP));
+        }
+        *h = hash_group(g, *h, dst.add((groups - 1) * GROUP));
+    }
 }
 
 /// One group: the CTR rounds of 16 counters from `*ctr` over `s` into `d`, and (if `HASH`)
@@ -69,9 +90,9 @@ pub(super) unsafe fn gcm_vaes_avx2<const DEC: bool>(
 /// round `p` for p = 1..=7 (they do not need the running hash), then the pair that does
 /// and the reduction, whose latency chain runs under the remaining rounds (every AES key
 /// size has at least 9).
-#[inline]
+#[inline(never)]
 #[target_feature(enable = "avx2,vaes,vpclmulqdq,pclmulqdq")]
-unsafe fn step<const HASH: bool>(
+unsafe fn step<const HASH: bool, const R: usize>(
     k: &Keys,
     g: &GhashKey,
     h: &mut __m128i,
@@ -112,13 +133,13 @@ unsafe fn step<const HASH: bool>(
         );
         *h = finish_group(acc);
     }
-    for round in N / 2..k.rounds {
+    for round in N / 2..R {
         let kr = k.key::<false>(round);
         for r in v.iter_mut() {
             *r = _mm256_aesenc_epi128(*r, kr);
         }
     }
-    let last = k.key::<false>(k.rounds);
+    let last = k.key::<false>(R);
     for (j, r) in v.iter().enumerate() {
         let data = _mm256_loadu_si256(s.add(32 * j).cast());
         let out = _mm256_aesenclast_epi128(*r, _mm256_xor_si256(data, last));
