@@ -16,6 +16,7 @@
 
 use super::ctr::counters;
 use super::{Keys, GROUP};
+use crate::aes::Block;
 use crate::ghash::vpclmul::{finish_group, hash_group, mul_add, Key as GhashKey, N};
 use core::arch::x86_64::*;
 
@@ -30,7 +31,12 @@ use core::arch::x86_64::*;
 /// The CPU features of the vaes backend (a `Keys` exists) and of the vpclmul GHASH (a
 /// `GhashKey` exists); `src` and `dst` cover `len` bytes (equal or not overlapping); the
 /// low 32 bits of `*ctr` do not wrap within `len / 16` blocks.
-#[target_feature(enable = "avx2,vaes,vpclmulqdq,pclmulqdq")]
+///
+/// `j0`, if given, is encrypted in place with the same key (GCM's E_K(J0)) at the start:
+/// one dependent chain of rounds on xmm that the core runs under the first group, instead
+/// of a separate latency-bound call before the bulk.
+#[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx2,aes,vaes,vpclmulqdq,pclmulqdq")]
 pub(super) unsafe fn gcm_vaes_avx2<const DEC: bool>(
     k: &Keys,
     g: &GhashKey,
@@ -39,11 +45,20 @@ pub(super) unsafe fn gcm_vaes_avx2<const DEC: bool>(
     src: *const u8,
     dst: *mut u8,
     len: usize,
+    j0: Option<&mut Block>,
 ) {
     debug_assert!(len.is_multiple_of(GROUP) && GROUP == 16 * N);
     let groups = len / GROUP;
     if groups == 0 {
         return;
+    }
+    if let Some(b) = j0 {
+        let mut x = _mm_xor_si128(_mm_loadu_si128(b.as_ptr().cast()), k.key128(0));
+        for r in 1..k.rounds {
+            x = _mm_aesenc_si128(x, k.key128(r));
+        }
+        x = _mm_aesenclast_si128(x, k.key128(k.rounds));
+        _mm_storeu_si128(b.as_mut_ptr().cast(), x);
     }
     let mut h = _mm_set_epi64x((*y >> 64) as i64, *y as i64);
     // One monomorphised loop per key size: the rounds unroll into straight-line code.
