@@ -139,15 +139,6 @@ unsafe fn step<const HASH: bool, const R: usize>(
             mul_add(g, 2 * round, pair(round), &mut acc);
         }
     }
-    if HASH {
-        mul_add(
-            g,
-            0,
-            _mm256_xor_si256(pair(0), _mm256_zextsi128_si256(*h)),
-            &mut acc,
-        );
-        *h = finish_group(acc);
-    }
     for round in N / 2..R {
         let kr = k.key::<false>(round);
         for r in v.iter_mut() {
@@ -159,5 +150,14 @@ unsafe fn step<const HASH: bool, const R: usize>(
         let data = _mm256_loadu_si256(s.add(32 * j).cast());
         let out = _mm256_aesenclast_epi128(*r, _mm256_xor_si256(data, last));
         _mm256_storeu_si256(d.add(32 * j).cast(), out);
+    }
+    if HASH {
+        mul_add(
+            g,
+            0,
+            _mm256_xor_si256(pair(0), _mm256_zextsi128_si256(*h)),
+            &mut acc,
+        );
+        *h = finish_group(acc);
     }
 }
