@@ -79,6 +79,10 @@ impl Key {
     #[inline]
     pub(crate) fn update(&self, y: &mut u128, blocks: &[u8]) {
         debug_assert_eq!(blocks.len() % 16, 0);
+        if blocks.is_empty() {
+            // Common for GCM (no AAD): skip the call into the backend.
+            return;
+        }
         match self {
             Key::Soft(k) => k.update(y, blocks),
             #[cfg(target_arch = "x86_64")]
