@@ -129,6 +129,12 @@ unsafe fn step<const HASH: bool, const R: usize>(
     for r in v.iter_mut() {
         *r = _mm256_xor_si256(*r, first);
     }
+    // Pair 0 is loaded before the stores below: when decrypting in place they overwrite it.
+    let p0 = if HASH {
+        pair(0)
+    } else {
+        _mm256_setzero_si256()
+    };
     let mut acc = [_mm256_setzero_si256(); 3];
     for round in 1..N / 2 {
         let kr = k.key::<false>(round);
@@ -155,7 +161,7 @@ unsafe fn step<const HASH: bool, const R: usize>(
         mul_add(
             g,
             0,
-            _mm256_xor_si256(pair(0), _mm256_zextsi128_si256(*h)),
+            _mm256_xor_si256(p0, _mm256_zextsi128_si256(*h)),
             &mut acc,
         );
         *h = finish_group(acc);
