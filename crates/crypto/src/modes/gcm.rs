@@ -18,11 +18,13 @@
 //! arbitrary starting word.)
 //!
 //! # Data path
-//! The message is processed in chunks of [`CHUNK`] bytes that stay in L1: encryption runs
-//! the CTR kernel over a chunk, then GHASH over that chunk's ciphertext; decryption hashes
-//! the chunk's ciphertext first, then decrypts it. A stitched kernel (AES rounds and
-//! carry-less multiplications interleaved in one loop, as OpenSSL and Linux do) is the
-//! next optimisation and is **not done yet**.
+//! A backend with a stitched kernel ([`AesKernels::gcm_stitched`]: AES rounds and
+//! carry-less multiplications interleaved in one loop; the vaes backend) takes the whole
+//! groups of each call; it also encrypts J0 (E_K(J0), needed only for the tag) alongside
+//! the first group it sees, otherwise [`Stream::tag`] does. The rest (other backends,
+//! tails) is processed in chunks of [`CHUNK`] bytes that stay in L1: encryption runs the
+//! CTR kernel over a chunk, then GHASH over that chunk's ciphertext; decryption hashes the
+//! chunk's ciphertext first, then decrypts it.
 //!
 //! # Releasing nothing unauthenticated
 //! [`Gcm::open_to`] hashes the ciphertext and checks the tag before it decrypts anything,

@@ -1,14 +1,41 @@
 //! GCM's bulk on VAES + VPCLMULQDQ: CTR and GHASH stitched in one pass over the data.
 //!
+//! # Design
 //! The AES rounds run on the AES units and the carry-less multiplications on a separate
 //! unit (measured here on Zen 4: a VPCLMULQDQ ymm every 2 cycles, fully overlapped with two
 //! VAESENC per cycle). Run as two passes, each over a few KiB, the two halves cannot
 //! overlap: the out-of-order window (a few hundred instructions) sees only one of them at a
-//! time, and the cost is the sum, ~0.46 cycles/byte for AES-256. Here one loop iteration
-//! holds the CTR rounds of group `i` and the GHASH of an independent group (the ciphertext
-//! of group `i - 1` when encrypting, of group `i` itself when decrypting), about 200
-//! instructions, so the core executes both at once and the cost approaches the larger of
-//! the two (AES-256: 56 cycles per 256-byte group; GHASH: 26 multiplications, 52 cycles).
+//! time, and the cost is the sum, ~0.46 cycles/byte for AES-256. Here one step holds the
+//! CTR rounds of group `i` and the GHASH of an independent group (the ciphertext of group
+//! `i - 1` when encrypting, of group `i` itself when decrypting), about 250 instructions,
+//! so the core executes both at once.
+//!
+//! Layout of a step (one function per key size, `R` rounds unrolled, not inlined into the
+//! loop: inlined, LLVM hoists the 15 round keys and 32 H-power loads out of the loop and
+//! spills them, which measured 20% slower): pair `p` (blocks 2p, 2p + 1, multiplied by
+//! H^(16-2p), H^(15-2p) with Karatsuba) after round `p` for p = 1..=7; then the remaining
+//! rounds, the last round with the data XOR folded into its key, the stores; then pair 0,
+//! which needs the running hash, and the one reduction of the group, whose ~25-cycle
+//! latency chain overlaps the next step's first rounds. (Pair 0 is loaded before the stores:
+//! in-place decryption overwrites it.) E_K(J0) of the message is encrypted on xmm before
+//! the first step when the caller asks (one dependent chain the core runs under the first
+//! group instead of a separate latency-bound call).
+//!
+//! What limits it: per 256-byte group, 120 AES instructions (2 per cycle: 60 cycles), 26
+//! VPCLMULQDQ (1 per 2 cycles: 52 cycles), and ~85 other vector instructions (XORs,
+//! byte swaps, Karatsuba shuffles, counters, lane folds). The probe in `probe.rs` extended
+//! by hand shows the third group is what costs: 16 VAESENC + 16 VPXOR run in 8 cycles, but
+//! 16 VAESENC + 4 VPCLMULQDQ + 8 VPXOR take 10 and + 8 VPSHUFB 12, i.e. the multiplier
+//! occupies one of the two non-AES pipes and shuffles also issue on an AES pipe. The step
+//! runs at ~80 cycles per group (AES-256), not 60.
+//!
+//! Tried and measured slower: the schoolbook middle term (4 multiplications per pair, no
+//! shuffle: the multiplier becomes the bottleneck, -10%); the pairs spread over all rounds
+//! or packed into the first four (LLVM then keeps the round loop rolled, -18%); the next
+//! group's counters built one step ahead and passed through memory (-2%); the counter
+//! block broadcast from memory instead of built in registers (a store-forwarding stall on
+//! the critical path, -20%); E_K(J0) under the last group's GHASH instead of the first
+//! group (no change); the lane fold done on 256 bits before extracting (no change).
 //!
 //! The caller passes whole groups whose counters do not wrap GCM's 32-bit counter, so the
 //! 128-bit counter arithmetic of the CTR kernel equals `inc32` here.
