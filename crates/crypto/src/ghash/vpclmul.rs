@@ -27,23 +27,36 @@ use zeroize::{Zeroize, ZeroizeOnDrop};
 pub(crate) const N: usize = 16;
 
 /// `H^16..H^1` (twisted, reflected), then a zero entry; for each `lo ^ hi` of its halves.
+/// `far_*`: the same for `H^32..H^17`, used by the fused GCM kernel to reduce once per two
+/// groups.
 #[derive(Clone, Zeroize, ZeroizeOnDrop)]
 pub(crate) struct Key {
     pow: [u128; N + 1],
     mid: [u128; N + 1],
+    far_pow: [u128; N + 1],
+    far_mid: [u128; N + 1],
+}
+
+/// The `lo ^ hi` entry of a power, in both halves.
+fn mid_of(p: u128) -> u128 {
+    let x = (p as u64 ^ (p >> 64) as u64) as u128;
+    x | (x << 64)
 }
 
 impl Key {
-    /// `pow` = `[H^N, ..., H^1]` twisted. Only call after the CPU check (module doc).
-    pub(super) fn new(pow: &[u128; N]) -> Key {
+    /// `pow` = `[H^2N, ..., H^1]` twisted. Only call after the CPU check (module doc).
+    pub(super) fn new(pow: &[u128; 2 * N]) -> Key {
         let mut k = Key {
             pow: [0; N + 1],
             mid: [0; N + 1],
+            far_pow: [0; N + 1],
+            far_mid: [0; N + 1],
         };
-        k.pow[..N].copy_from_slice(pow);
-        for (m, p) in k.mid.iter_mut().zip(pow) {
-            let x = (*p as u64 ^ (*p >> 64) as u64) as u128;
-            *m = x | (x << 64);
+        k.far_pow[..N].copy_from_slice(&pow[..N]);
+        k.pow[..N].copy_from_slice(&pow[N..]);
+        for i in 0..N {
+            k.far_mid[i] = mid_of(k.far_pow[i]);
+            k.mid[i] = mid_of(k.pow[i]);
         }
         k
     }
@@ -79,13 +92,33 @@ fn fold_lanes(v: __m256i) -> __m128i {
 #[inline]
 #[target_feature(enable = "avx2,vpclmulqdq,pclmulqdq")]
 pub(crate) fn mul_add(key: &Key, at: usize, x: __m256i, acc: &mut [__m256i; 3]) {
+    mul_add_in(&key.pow, &key.mid, at, x, acc)
+}
+
+/// [`mul_add`] with the powers `H^(32 - at)`, `H^(31 - at)` (the first group of two that
+/// share one reduction).
+#[inline]
+#[target_feature(enable = "avx2,vpclmulqdq,pclmulqdq")]
+pub(crate) fn mul_add_far(key: &Key, at: usize, x: __m256i, acc: &mut [__m256i; 3]) {
+    mul_add_in(&key.far_pow, &key.far_mid, at, x, acc)
+}
+
+#[inline]
+#[target_feature(enable = "avx2,vpclmulqdq,pclmulqdq")]
+fn mul_add_in(
+    pow: &[u128; N + 1],
+    mid: &[u128; N + 1],
+    at: usize,
+    x: __m256i,
+    acc: &mut [__m256i; 3],
+) {
     assert!(at < N);
     // SAFETY: `at + 1 <= N` and the tables have N + 1 entries of 16 bytes, so 32 bytes from
     // entry `at` are in bounds; unaligned loads.
     let (h, m) = unsafe {
         (
-            _mm256_loadu_si256(key.pow.as_ptr().add(at).cast()),
-            _mm256_loadu_si256(key.mid.as_ptr().add(at).cast()),
+            _mm256_loadu_si256(pow.as_ptr().add(at).cast()),
+            _mm256_loadu_si256(mid.as_ptr().add(at).cast()),
         )
     };
     acc[0] = _mm256_xor_si256(acc[0], _mm256_clmulepi64_epi128::<0x00>(x, h));

@@ -44,7 +44,7 @@
 use super::ctr::counters;
 use super::{Keys, GROUP};
 use crate::aes::Block;
-use crate::ghash::vpclmul::{finish_group, hash_group, mul_add, Key as GhashKey, N};
+use crate::ghash::vpclmul::{finish_group, hash_group, mul_add, mul_add_far, Key as GhashKey, N};
 use core::arch::x86_64::*;
 
 /// Encrypts (`DEC = false`) or decrypts `len` bytes, a multiple of [`GROUP`], with the
@@ -112,20 +112,44 @@ unsafe fn run<const DEC: bool, const R: usize>(
     groups: usize,
 ) {
     debug_assert_eq!(k.rounds, R);
-    if DEC {
-        for i in 0..groups {
-            let (s, d) = (src.add(i * GROUP), dst.add(i * GROUP));
-            step::<true, R>(k, g, h, ctr, s, d, s);
+    let mut carry = [_mm256_setzero_si256(); 3];
+    // The steps that hash: the group hashed by step `i` is `hashed(i)`; they go in twos
+    // (FAR then NEAR, one reduction), an odd last one alone.
+    let (first, hashing) = if DEC { (0, groups) } else { (1, groups - 1) };
+    let hashed = |i: usize| {
+        if DEC {
+            src.add(i * GROUP)
+        } else {
+            dst.add((i - 1) * GROUP)
         }
-    } else {
-        step::<false, R>(k, g, h, ctr, src, dst, src);
-        for i in 1..groups {
-            let (s, d) = (src.add(i * GROUP), dst.add(i * GROUP));
-            step::<true, R>(k, g, h, ctr, s, d, dst.add((i - 1) * GROUP));
-        }
+    };
+    if !DEC {
+        step::<NO_HASH, R>(k, g, h, ctr, &mut carry, src, dst, src);
+    }
+    let mut i = first;
+    while i + 1 < first + hashing {
+        let (s, d) = (src.add(i * GROUP), dst.add(i * GROUP));
+        step::<FAR, R>(k, g, h, ctr, &mut carry, s, d, hashed(i));
+        let (s, d) = (src.add((i + 1) * GROUP), dst.add((i + 1) * GROUP));
+        step::<NEAR, R>(k, g, h, ctr, &mut carry, s, d, hashed(i + 1));
+        i += 2;
+    }
+    if i < first + hashing {
+        let (s, d) = (src.add(i * GROUP), dst.add(i * GROUP));
+        step::<ONE, R>(k, g, h, ctr, &mut carry, s, d, hashed(i));
+    }
+    if !DEC {
         *h = hash_group(g, *h, dst.add((groups - 1) * GROUP));
     }
 }
+
+/// Step modes: CTR only; CTR + GHASH of one group with its own reduction; the first of two
+/// groups sharing a reduction (powers H^32..H^17, the running hash enters, the unreduced
+/// sums go to the next step); the second (powers H^16..H^1, adds them, reduces).
+const NO_HASH: u8 = 0;
+const ONE: u8 = 1;
+const FAR: u8 = 2;
+const NEAR: u8 = 3;
 
 /// One group: the CTR rounds of 16 counters from `*ctr` over `s` into `d`, and (if `HASH`)
 /// the GHASH of the 16 ciphertext blocks at `hashed` between the rounds: pair `p` after
@@ -134,21 +158,30 @@ unsafe fn run<const DEC: bool, const R: usize>(
 /// size has at least 9).
 #[inline(never)]
 #[target_feature(enable = "avx2,vaes,vpclmulqdq,pclmulqdq")]
-unsafe fn step<const HASH: bool, const R: usize>(
+unsafe fn step<const MODE: u8, const R: usize>(
     k: &Keys,
     g: &GhashKey,
     h: &mut __m128i,
     ctr: &mut u128,
+    carry: &mut [__m256i; 3],
     s: *const u8,
     d: *mut u8,
     hashed: *const u8,
 ) {
+    let hash = MODE != NO_HASH;
     let bswap = _mm256_broadcastsi128_si256(_mm_set_epi8(
         0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15,
     ));
     // SAFETY (for the closure): `hashed` covers one group (caller).
     let pair = |p: usize| unsafe {
         _mm256_shuffle_epi8(_mm256_loadu_si256(hashed.add(32 * p).cast()), bswap)
+    };
+    let mul = |at: usize, x: __m256i, acc: &mut [__m256i; 3]| {
+        if MODE == FAR {
+            mul_add_far(g, at, x, acc)
+        } else {
+            mul_add(g, at, x, acc)
+        }
     };
     let mut v = counters(*ctr);
     *ctr = ctr.wrapping_add(16);
@@ -157,19 +190,23 @@ unsafe fn step<const HASH: bool, const R: usize>(
         *r = _mm256_xor_si256(*r, first);
     }
     // Pair 0 is loaded before the stores below: when decrypting in place they overwrite it.
-    let p0 = if HASH {
+    let p0 = if hash {
         pair(0)
     } else {
         _mm256_setzero_si256()
     };
-    let mut acc = [_mm256_setzero_si256(); 3];
+    let mut acc = if MODE == NEAR {
+        *carry
+    } else {
+        [_mm256_setzero_si256(); 3]
+    };
     for round in 1..N / 2 {
         let kr = k.key::<false>(round);
         for r in v.iter_mut() {
             *r = _mm256_aesenc_epi128(*r, kr);
         }
-        if HASH {
-            mul_add(g, 2 * round, pair(round), &mut acc);
+        if hash {
+            mul(2 * round, pair(round), &mut acc);
         }
     }
     for round in N / 2..R {
@@ -184,13 +221,27 @@ unsafe fn step<const HASH: bool, const R: usize>(
         let out = _mm256_aesenclast_epi128(*r, _mm256_xor_si256(data, last));
         _mm256_storeu_si256(d.add(32 * j).cast(), out);
     }
-    if HASH {
-        mul_add(
-            g,
-            0,
-            _mm256_xor_si256(p0, _mm256_zextsi128_si256(*h)),
-            &mut acc,
-        );
-        *h = finish_group(acc);
+    match MODE {
+        ONE => {
+            mul(
+                0,
+                _mm256_xor_si256(p0, _mm256_zextsi128_si256(*h)),
+                &mut acc,
+            );
+            *h = finish_group(acc);
+        }
+        FAR => {
+            mul(
+                0,
+                _mm256_xor_si256(p0, _mm256_zextsi128_si256(*h)),
+                &mut acc,
+            );
+            *carry = acc;
+        }
+        NEAR => {
+            mul(0, p0, &mut acc);
+            *h = finish_group(acc);
+        }
+        _ => {}
     }
 }
