@@ -151,12 +151,14 @@ const ONE: u8 = 1;
 const FAR: u8 = 2;
 const NEAR: u8 = 3;
 
-/// One group: the CTR rounds of 16 counters from `*ctr` over `s` into `d`, and (if `HASH`)
-/// the GHASH of the 16 ciphertext blocks at `hashed` between the rounds: pair `p` after
-/// round `p` for p = 1..=7 (they do not need the running hash), then the pair that does
-/// and the reduction, whose latency chain runs under the remaining rounds (every AES key
-/// size has at least 9).
+/// One group: the CTR rounds of 16 counters from `*ctr` over `s` into `d`, and (unless
+/// `MODE` is `NO_HASH`) the GHASH of the 16 blocks at `hashed`: pair `p` after round `p`
+/// for p = 1..=7 (they do not need the running hash), then, after the last round and the
+/// stores, pair 0 (with the running hash in modes `ONE` and `FAR`) and the reduction
+/// (`ONE`, `NEAR`), whose latency chain overlaps the next step's first rounds. `carry`
+/// holds the unreduced sums from a `FAR` step to the following `NEAR` step.
 #[inline(never)]
+#[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx2,vaes,vpclmulqdq,pclmulqdq")]
 unsafe fn step<const MODE: u8, const R: usize>(
     k: &Keys,
