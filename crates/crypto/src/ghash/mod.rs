@@ -65,9 +65,9 @@ impl Key {
             #[cfg(target_arch = "x86_64")]
             Backend::Aesni => Key::Clmul(Box::new(clmul::Key::new(&powers::<{ clmul::N }>(h)))),
             #[cfg(target_arch = "x86_64")]
-            Backend::Vaes => Key::Vpclmul(Box::new(vpclmul::Key::new(
-                &powers::<{ 2 * vpclmul::N }>(h),
-            ))),
+            Backend::Vaes => Key::Vpclmul(Box::new(vpclmul::Key::new(&powers::<
+                { vpclmul::FAR * vpclmul::N },
+            >(h)))),
             // Not reached: `check_cpu` refuses these backends on other architectures.
             #[cfg(not(target_arch = "x86_64"))]
             Backend::Aesni | Backend::Vaes => Key::Soft(soft::Key::new(h)),

@@ -26,15 +26,16 @@ use zeroize::{Zeroize, ZeroizeOnDrop};
 /// Blocks per reduction.
 pub(crate) const N: usize = 16;
 
-/// `H^16..H^1` (twisted, reflected), then a zero entry; for each `lo ^ hi` of its halves.
-/// `far_*`: the same for `H^32..H^17`, used by the fused GCM kernel to reduce once per two
-/// groups.
+/// Power tables of the fused GCM kernel, which reduces once per `FAR` groups.
+pub(crate) const FAR: usize = 4;
+
+/// `pow[0]` = `H^16..H^1` (twisted, reflected), then a zero entry; `mid[0]` for each the
+/// `lo ^ hi` of its halves. `pow[t]`, `mid[t]`: the same for `H^(16t + 16)..H^(16t + 1)`,
+/// used by the fused GCM kernel for the `t`-th group before the one that reduces.
 #[derive(Clone, Zeroize, ZeroizeOnDrop)]
 pub(crate) struct Key {
-    pow: [u128; N + 1],
-    mid: [u128; N + 1],
-    far_pow: [u128; N + 1],
-    far_mid: [u128; N + 1],
+    pow: [[u128; N + 1]; FAR],
+    mid: [[u128; N + 1]; FAR],
 }
 
 /// The `lo ^ hi` entry of a power, in both halves.
@@ -44,19 +45,19 @@ fn mid_of(p: u128) -> u128 {
 }
 
 impl Key {
-    /// `pow` = `[H^2N, ..., H^1]` twisted. Only call after the CPU check (module doc).
-    pub(super) fn new(pow: &[u128; 2 * N]) -> Key {
+    /// `pow` = `[H^(FAR * N), ..., H^1]` twisted. Only call after the CPU check (module
+    /// doc).
+    pub(super) fn new(pow: &[u128; FAR * N]) -> Key {
         let mut k = Key {
-            pow: [0; N + 1],
-            mid: [0; N + 1],
-            far_pow: [0; N + 1],
-            far_mid: [0; N + 1],
+            pow: [[0; N + 1]; FAR],
+            mid: [[0; N + 1]; FAR],
         };
-        k.far_pow[..N].copy_from_slice(&pow[..N]);
-        k.pow[..N].copy_from_slice(&pow[N..]);
-        for i in 0..N {
-            k.far_mid[i] = mid_of(k.far_pow[i]);
-            k.mid[i] = mid_of(k.pow[i]);
+        for t in 0..FAR {
+            let from = (FAR - 1 - t) * N;
+            k.pow[t][..N].copy_from_slice(&pow[from..from + N]);
+            for i in 0..N {
+                k.mid[t][i] = mid_of(k.pow[t][i]);
+            }
         }
         k
     }
@@ -92,15 +93,14 @@ fn fold_lanes(v: __m256i) -> __m128i {
 #[inline]
 #[target_feature(enable = "avx2,vpclmulqdq,pclmulqdq")]
 pub(crate) fn mul_add(key: &Key, at: usize, x: __m256i, acc: &mut [__m256i; 3]) {
-    mul_add_in(&key.pow, &key.mid, at, x, acc)
+    mul_add_in(&key.pow[0], &key.mid[0], at, x, acc)
 }
 
-/// [`mul_add`] with the powers `H^(32 - at)`, `H^(31 - at)` (the first group of two that
-/// share one reduction).
+/// [`mul_add`] with the powers of table `t`: `H^(16t + 16 - at)`, `H^(16t + 15 - at)`.
 #[inline]
 #[target_feature(enable = "avx2,vpclmulqdq,pclmulqdq")]
-pub(crate) fn mul_add_far(key: &Key, at: usize, x: __m256i, acc: &mut [__m256i; 3]) {
-    mul_add_in(&key.far_pow, &key.far_mid, at, x, acc)
+pub(crate) fn mul_add_table(key: &Key, t: usize, at: usize, x: __m256i, acc: &mut [__m256i; 3]) {
+    mul_add_in(&key.pow[t], &key.mid[t], at, x, acc)
 }
 
 #[inline]

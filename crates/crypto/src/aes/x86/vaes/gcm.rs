@@ -44,7 +44,7 @@
 use super::ctr::counters;
 use super::{Keys, GROUP};
 use crate::aes::Block;
-use crate::ghash::vpclmul::{finish_group, hash_group, mul_add, mul_add_far, Key as GhashKey, N};
+use crate::ghash::vpclmul::{finish_group, hash_group, mul_add_table, Key as GhashKey, FAR, N};
 use core::arch::x86_64::*;
 
 /// Encrypts (`DEC = false`) or decrypts `len` bytes, a multiple of [`GROUP`], with the
@@ -113,9 +113,11 @@ unsafe fn run<const DEC: bool, const R: usize>(
 ) {
     debug_assert_eq!(k.rounds, R);
     let mut carry = [_mm256_setzero_si256(); 3];
-    // The steps that hash: the group hashed by step `i` is `hashed(i)`; they go in twos
-    // (FAR then NEAR, one reduction), an odd last one alone.
+    // The steps that hash: step `i` hashes group `hashed(i)`. They go in runs of FAR
+    // (table FAR - 1 first, with the running hash; table 0 last, with the reduction), the
+    // rest in a run of 2 and/or a single step.
     let (first, hashing) = if DEC { (0, groups) } else { (1, groups - 1) };
+    let end = first + hashing;
     let hashed = |i: usize| {
         if DEC {
             src.add(i * GROUP)
@@ -123,33 +125,40 @@ unsafe fn run<const DEC: bool, const R: usize>(
             dst.add((i - 1) * GROUP)
         }
     };
+    let s = |i: usize| src.add(i * GROUP);
+    let d = |i: usize| dst.add(i * GROUP);
     if !DEC {
         step::<NO_HASH, R>(k, g, h, ctr, &mut carry, src, dst, src);
     }
+    let c = &mut carry;
     let mut i = first;
-    while i + 1 < first + hashing {
-        let (s, d) = (src.add(i * GROUP), dst.add(i * GROUP));
-        step::<FAR, R>(k, g, h, ctr, &mut carry, s, d, hashed(i));
-        let (s, d) = (src.add((i + 1) * GROUP), dst.add((i + 1) * GROUP));
-        step::<NEAR, R>(k, g, h, ctr, &mut carry, s, d, hashed(i + 1));
+    while i + FAR <= end {
+        step::<{ mode(3, true, false) }, R>(k, g, h, ctr, c, s(i), d(i), hashed(i));
+        step::<{ mode(2, false, false) }, R>(k, g, h, ctr, c, s(i + 1), d(i + 1), hashed(i + 1));
+        step::<{ mode(1, false, false) }, R>(k, g, h, ctr, c, s(i + 2), d(i + 2), hashed(i + 2));
+        step::<{ mode(0, false, true) }, R>(k, g, h, ctr, c, s(i + 3), d(i + 3), hashed(i + 3));
+        i += FAR;
+    }
+    if i + 2 <= end {
+        step::<{ mode(1, true, false) }, R>(k, g, h, ctr, c, s(i), d(i), hashed(i));
+        step::<{ mode(0, false, true) }, R>(k, g, h, ctr, c, s(i + 1), d(i + 1), hashed(i + 1));
         i += 2;
     }
-    if i < first + hashing {
-        let (s, d) = (src.add(i * GROUP), dst.add(i * GROUP));
-        step::<ONE, R>(k, g, h, ctr, &mut carry, s, d, hashed(i));
+    if i < end {
+        step::<{ mode(0, true, true) }, R>(k, g, h, ctr, c, s(i), d(i), hashed(i));
     }
     if !DEC {
         *h = hash_group(g, *h, dst.add((groups - 1) * GROUP));
     }
 }
 
-/// Step modes: CTR only; CTR + GHASH of one group with its own reduction; the first of two
-/// groups sharing a reduction (powers H^32..H^17, the running hash enters, the unreduced
-/// sums go to the next step); the second (powers H^16..H^1, adds them, reduces).
+/// A step's mode: bits 0-1 the power table (`t`: H^(16t + 16)..H^(16t + 1)), bit 2 "the
+/// running hash enters and the sums start from zero", bit 3 "reduce at the end", bit 4
+/// "hash at all" (see [`step`]).
+const fn mode(table: u8, first: bool, reduce: bool) -> u8 {
+    table | (first as u8) << 2 | (reduce as u8) << 3 | 1 << 4
+}
 const NO_HASH: u8 = 0;
-const ONE: u8 = 1;
-const FAR: u8 = 2;
-const NEAR: u8 = 3;
 
 /// One group: the CTR rounds of 16 counters from `*ctr` over `s` into `d`, and (unless
 /// `MODE` is `NO_HASH`) the GHASH of the 16 blocks at `hashed`: pair `p` after round `p`
@@ -170,7 +179,10 @@ unsafe fn step<const MODE: u8, const R: usize>(
     d: *mut u8,
     hashed: *const u8,
 ) {
-    let hash = MODE != NO_HASH;
+    let hash = MODE & 1 << 4 != 0;
+    let table = (MODE & 3) as usize;
+    let first_of_run = MODE & 1 << 2 != 0;
+    let reduce = MODE & 1 << 3 != 0;
     let bswap = _mm256_broadcastsi128_si256(_mm_set_epi8(
         0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15,
     ));
@@ -178,13 +190,7 @@ unsafe fn step<const MODE: u8, const R: usize>(
     let pair = |p: usize| unsafe {
         _mm256_shuffle_epi8(_mm256_loadu_si256(hashed.add(32 * p).cast()), bswap)
     };
-    let mul = |at: usize, x: __m256i, acc: &mut [__m256i; 3]| {
-        if MODE == FAR {
-            mul_add_far(g, at, x, acc)
-        } else {
-            mul_add(g, at, x, acc)
-        }
-    };
+    let mul = |at: usize, x: __m256i, acc: &mut [__m256i; 3]| mul_add_table(g, table, at, x, acc);
     let mut v = counters(*ctr);
     *ctr = ctr.wrapping_add(16);
     let first = k.key::<false>(0);
@@ -197,10 +203,10 @@ unsafe fn step<const MODE: u8, const R: usize>(
     } else {
         _mm256_setzero_si256()
     };
-    let mut acc = if MODE == NEAR {
-        *carry
-    } else {
+    let mut acc = if first_of_run {
         [_mm256_setzero_si256(); 3]
+    } else {
+        *carry
     };
     for round in 1..N / 2 {
         let kr = k.key::<false>(round);
@@ -223,27 +229,17 @@ unsafe fn step<const MODE: u8, const R: usize>(
         let out = _mm256_aesenclast_epi128(*r, _mm256_xor_si256(data, last));
         _mm256_storeu_si256(d.add(32 * j).cast(), out);
     }
-    match MODE {
-        ONE => {
-            mul(
-                0,
-                _mm256_xor_si256(p0, _mm256_zextsi128_si256(*h)),
-                &mut acc,
-            );
+    if hash {
+        let x = if first_of_run {
+            _mm256_xor_si256(p0, _mm256_zextsi128_si256(*h))
+        } else {
+            p0
+        };
+        mul(0, x, &mut acc);
+        if reduce {
             *h = finish_group(acc);
-        }
-        FAR => {
-            mul(
-                0,
-                _mm256_xor_si256(p0, _mm256_zextsi128_si256(*h)),
-                &mut acc,
-            );
+        } else {
             *carry = acc;
         }
-        NEAR => {
-            mul(0, p0, &mut acc);
-            *h = finish_group(acc);
-        }
-        _ => {}
     }
 }
