@@ -24,7 +24,8 @@
 //! The SIMD backends precompute `H^1..H^N` and hash a group of n <= N blocks as
 //! `(Y ^ X_1) H^n ^ X_2 H^(n-1) ^ ... ^ X_n H`, summing the unreduced 256-bit products and
 //! reducing once per group (reduction is linear). The powers are stored highest first so a
-//! group of n blocks uses the last n entries.
+//! group of n blocks uses the last n entries. (The fused GCM kernel of the vaes backend
+//! goes further: `H^1..H^64`, one reduction per 64 blocks.)
 //!
 //! Every backend runs a differential self-test against the soft GHASH before its first use
 //! and is refused when it fails.
