@@ -127,8 +127,10 @@ pub(crate) trait AesKernels: Send + Sync {
     /// GCM's bulk in one pass: CTR with the 32-bit counter `ctr` stitched with GHASH (key
     /// `g`, state `y`) over the ciphertext. Does a prefix of `data` (whole groups of the
     /// backend, never across a wrap of the low 32 bits of `ctr`) and returns its length;
-    /// `ctr` and `y` advance over it. The default, for backends without a stitched loop
-    /// (or a GHASH key of another backend), does nothing and returns 0.
+    /// `ctr` and `y` advance over it. If `j0` is given and the returned length is not 0,
+    /// the block has been encrypted in place (GCM's E_K(J0), computed alongside the bulk
+    /// so that its latency chain overlaps with it). The default, for backends without a
+    /// stitched loop (or a GHASH key of another backend), does nothing and returns 0.
     fn gcm_stitched(
         &self,
         _g: &crate::ghash::Key,
@@ -136,6 +138,7 @@ pub(crate) trait AesKernels: Send + Sync {
         _y: &mut u128,
         _data: InOut<'_>,
         _decrypt: bool,
+        _j0: Option<&mut Block>,
     ) -> usize {
         0
     }

@@ -24,7 +24,8 @@
 //! The SIMD backends precompute `H^1..H^N` and hash a group of n <= N blocks as
 //! `(Y ^ X_1) H^n ^ X_2 H^(n-1) ^ ... ^ X_n H`, summing the unreduced 256-bit products and
 //! reducing once per group (reduction is linear). The powers are stored highest first so a
-//! group of n blocks uses the last n entries.
+//! group of n blocks uses the last n entries. (The fused GCM kernel of the vaes backend
+//! goes further: `H^1..H^64`, one reduction per 64 blocks.)
 //!
 //! Every backend runs a differential self-test against the soft GHASH before its first use
 //! and is refused when it fails.
@@ -65,9 +66,9 @@ impl Key {
             #[cfg(target_arch = "x86_64")]
             Backend::Aesni => Key::Clmul(Box::new(clmul::Key::new(&powers::<{ clmul::N }>(h)))),
             #[cfg(target_arch = "x86_64")]
-            Backend::Vaes => {
-                Key::Vpclmul(Box::new(vpclmul::Key::new(&powers::<{ vpclmul::N }>(h))))
-            }
+            Backend::Vaes => Key::Vpclmul(Box::new(vpclmul::Key::new(&powers::<
+                { vpclmul::FAR * vpclmul::N },
+            >(h)))),
             // Not reached: `check_cpu` refuses these backends on other architectures.
             #[cfg(not(target_arch = "x86_64"))]
             Backend::Aesni | Backend::Vaes => Key::Soft(soft::Key::new(h)),
@@ -79,6 +80,10 @@ impl Key {
     #[inline]
     pub(crate) fn update(&self, y: &mut u128, blocks: &[u8]) {
         debug_assert_eq!(blocks.len() % 16, 0);
+        if blocks.is_empty() {
+            // Common for GCM (no AAD): skip the call into the backend.
+            return;
+        }
         match self {
             Key::Soft(k) => k.update(y, blocks),
             #[cfg(target_arch = "x86_64")]

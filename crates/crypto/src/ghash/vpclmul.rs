@@ -10,9 +10,13 @@
 //! group. A shorter last group uses the last entries of the same table; an odd block is
 //! paired with a zero block (its partner power is the zero padding entry of the table).
 //!
-//! Deliberately left out: a 4-way (zmm) version, which would need AVX-512 state; and an
-//! interleaving of the reduction of group i with the multiplications of group i+1 (the
-//! reduction is ~10% of the work at N = 16).
+//! The key also holds `H^64..H^17` ([`FAR`] tables of 16): the fused GCM kernel of the
+//! `vaes` backend (`aes/x86/vaes/gcm.rs`) multiplies four consecutive groups by
+//! `H^64..H^49`, ..., `H^16..H^1`, sums the unreduced products and reduces once per four
+//! groups, because there the reduction's extra vector instructions compete with the AES
+//! rounds for pipes (measured: +4% over one reduction per group).
+//!
+//! Deliberately left out: a 4-way (zmm) version, which would need AVX-512 state.
 //!
 //! Calling contract: a [`Key`] is built only after the CPU check of `Backend::Vaes`
 //! (vpclmulqdq, avx2, os ymm state) plus pclmulqdq succeeded; that is what makes its safe
@@ -26,24 +30,38 @@ use zeroize::{Zeroize, ZeroizeOnDrop};
 /// Blocks per reduction.
 pub(crate) const N: usize = 16;
 
-/// `H^16..H^1` (twisted, reflected), then a zero entry; for each `lo ^ hi` of its halves.
+/// Power tables of the fused GCM kernel, which reduces once per `FAR` groups.
+pub(crate) const FAR: usize = 4;
+
+/// `pow[0]` = `H^16..H^1` (twisted, reflected), then a zero entry; `mid[0]` for each the
+/// `lo ^ hi` of its halves. `pow[t]`, `mid[t]`: the same for `H^(16t + 16)..H^(16t + 1)`,
+/// used by the fused GCM kernel for the `t`-th group before the one that reduces.
 #[derive(Clone, Zeroize, ZeroizeOnDrop)]
 pub(crate) struct Key {
-    pow: [u128; N + 1],
-    mid: [u128; N + 1],
+    pow: [[u128; N + 1]; FAR],
+    mid: [[u128; N + 1]; FAR],
+}
+
+/// The `lo ^ hi` entry of a power, in both halves.
+fn mid_of(p: u128) -> u128 {
+    let x = (p as u64 ^ (p >> 64) as u64) as u128;
+    x | (x << 64)
 }
 
 impl Key {
-    /// `pow` = `[H^N, ..., H^1]` twisted. Only call after the CPU check (module doc).
-    pub(super) fn new(pow: &[u128; N]) -> Key {
+    /// `pow` = `[H^(FAR * N), ..., H^1]` twisted. Only call after the CPU check (module
+    /// doc).
+    pub(super) fn new(pow: &[u128; FAR * N]) -> Key {
         let mut k = Key {
-            pow: [0; N + 1],
-            mid: [0; N + 1],
+            pow: [[0; N + 1]; FAR],
+            mid: [[0; N + 1]; FAR],
         };
-        k.pow[..N].copy_from_slice(pow);
-        for (m, p) in k.mid.iter_mut().zip(pow) {
-            let x = (*p as u64 ^ (*p >> 64) as u64) as u128;
-            *m = x | (x << 64);
+        for t in 0..FAR {
+            let from = (FAR - 1 - t) * N;
+            k.pow[t][..N].copy_from_slice(&pow[from..from + N]);
+            for i in 0..N {
+                k.mid[t][i] = mid_of(k.pow[t][i]);
+            }
         }
         k
     }
@@ -79,13 +97,32 @@ fn fold_lanes(v: __m256i) -> __m128i {
 #[inline]
 #[target_feature(enable = "avx2,vpclmulqdq,pclmulqdq")]
 pub(crate) fn mul_add(key: &Key, at: usize, x: __m256i, acc: &mut [__m256i; 3]) {
+    mul_add_in(&key.pow[0], &key.mid[0], at, x, acc)
+}
+
+/// [`mul_add`] with the powers of table `t`: `H^(16t + 16 - at)`, `H^(16t + 15 - at)`.
+#[inline]
+#[target_feature(enable = "avx2,vpclmulqdq,pclmulqdq")]
+pub(crate) fn mul_add_table(key: &Key, t: usize, at: usize, x: __m256i, acc: &mut [__m256i; 3]) {
+    mul_add_in(&key.pow[t], &key.mid[t], at, x, acc)
+}
+
+#[inline]
+#[target_feature(enable = "avx2,vpclmulqdq,pclmulqdq")]
+fn mul_add_in(
+    pow: &[u128; N + 1],
+    mid: &[u128; N + 1],
+    at: usize,
+    x: __m256i,
+    acc: &mut [__m256i; 3],
+) {
     assert!(at < N);
     // SAFETY: `at + 1 <= N` and the tables have N + 1 entries of 16 bytes, so 32 bytes from
     // entry `at` are in bounds; unaligned loads.
     let (h, m) = unsafe {
         (
-            _mm256_loadu_si256(key.pow.as_ptr().add(at).cast()),
-            _mm256_loadu_si256(key.mid.as_ptr().add(at).cast()),
+            _mm256_loadu_si256(pow.as_ptr().add(at).cast()),
+            _mm256_loadu_si256(mid.as_ptr().add(at).cast()),
         )
     };
     acc[0] = _mm256_xor_si256(acc[0], _mm256_clmulepi64_epi128::<0x00>(x, h));

@@ -18,11 +18,13 @@
 //! arbitrary starting word.)
 //!
 //! # Data path
-//! The message is processed in chunks of [`CHUNK`] bytes that stay in L1: encryption runs
-//! the CTR kernel over a chunk, then GHASH over that chunk's ciphertext; decryption hashes
-//! the chunk's ciphertext first, then decrypts it. A stitched kernel (AES rounds and
-//! carry-less multiplications interleaved in one loop, as OpenSSL and Linux do) is the
-//! next optimisation and is **not done yet**.
+//! A backend with a stitched kernel ([`AesKernels::gcm_stitched`]: AES rounds and
+//! carry-less multiplications interleaved in one loop; the vaes backend) takes the whole
+//! groups of each call; it also encrypts J0 (E_K(J0), needed only for the tag) alongside
+//! the first group it sees, otherwise [`Stream::tag`] does. The rest (other backends,
+//! tails) is processed in chunks of [`CHUNK`] bytes that stay in L1: encryption runs the
+//! CTR kernel over a chunk, then GHASH over that chunk's ciphertext; decryption hashes the
+//! chunk's ciphertext first, then decrypts it.
 //!
 //! # Releasing nothing unauthenticated
 //! [`Gcm::open_to`] hashes the ciphertext and checks the tag before it decrypts anything,
@@ -243,14 +245,13 @@ impl Gcm {
             self.ghash.update(&mut y, &lens.to_be_bytes());
             y
         };
-        let mut ek_j0 = j0.to_be_bytes();
-        self.key.k().encrypt_block(&mut ek_j0);
         let mut y = 0u128;
         hash_padded(&self.ghash, &mut y, aad);
         Ok(Stream {
             ctr: inc32(j0),
             y,
-            ek_j0,
+            ek_j0: j0.to_be_bytes(),
+            ek_done: false,
             aad_len: aad.len() as u64,
             len: 0,
             ks: [0; BLOCK],
@@ -267,7 +268,10 @@ struct Stream {
     ctr: u128,
     /// The GHASH state.
     y: u128,
+    /// J0 until `ek_done`, then E_K(J0): the block is encrypted by the first stitched bulk
+    /// call (alongside the data) or, failing that, by [`Stream::tag`].
     ek_j0: Block,
+    ek_done: bool,
     aad_len: u64,
     /// Message bytes processed so far.
     len: u64,
@@ -308,13 +312,16 @@ impl Stream {
         // 2. Whole blocks, chunk by chunk: CTR then GHASH (encrypt) or GHASH then CTR.
         let whole_end = off + (len - off) / BLOCK * BLOCK;
         // 2a. The backend's stitched CTR + GHASH loop, where it has one.
-        off += gcm.key.k().gcm_stitched(
+        let done = gcm.key.k().gcm_stitched(
             &gcm.ghash,
             &mut self.ctr,
             &mut self.y,
             data.slice(off, whole_end),
             dir == Direction::Decrypt,
+            (!self.ek_done).then_some(&mut self.ek_j0),
         );
+        self.ek_done |= done > 0;
+        off += done;
         while off < whole_end {
             let end = (off + CHUNK).min(whole_end);
             let mut part = data.slice(off, end);
@@ -369,6 +376,10 @@ impl Stream {
             self.partial[self.pos..].fill(0);
             gcm.ghash.update(&mut self.y, &self.partial);
             self.pos = 0;
+        }
+        if !self.ek_done {
+            gcm.key.k().encrypt_block(&mut self.ek_j0);
+            self.ek_done = true;
         }
         let lens = ((self.aad_len as u128 * 8) << 64) | (self.len as u128 * 8);
         gcm.ghash.update(&mut self.y, &lens.to_be_bytes());

@@ -1,14 +1,46 @@
 //! GCM's bulk on VAES + VPCLMULQDQ: CTR and GHASH stitched in one pass over the data.
 //!
+//! # Design
 //! The AES rounds run on the AES units and the carry-less multiplications on a separate
 //! unit (measured here on Zen 4: a VPCLMULQDQ ymm every 2 cycles, fully overlapped with two
 //! VAESENC per cycle). Run as two passes, each over a few KiB, the two halves cannot
 //! overlap: the out-of-order window (a few hundred instructions) sees only one of them at a
-//! time, and the cost is the sum, ~0.46 cycles/byte for AES-256. Here one loop iteration
-//! holds the CTR rounds of group `i` and the GHASH of an independent group (the ciphertext
-//! of group `i - 1` when encrypting, of group `i` itself when decrypting), about 200
-//! instructions, so the core executes both at once and the cost approaches the larger of
-//! the two (AES-256: 56 cycles per 256-byte group; GHASH: 26 multiplications, 52 cycles).
+//! time, and the cost is the sum, ~0.46 cycles/byte for AES-256. Here one step holds the
+//! CTR rounds of group `i` and the GHASH of an independent group (the ciphertext of group
+//! `i - 1` when encrypting, of group `i` itself when decrypting), about 250 instructions,
+//! so the core executes both at once.
+//!
+//! Layout of a step (one function per key size, `R` rounds unrolled, not inlined into the
+//! loop: inlined, LLVM hoists the 15 round keys and 32 H-power loads out of the loop and
+//! spills them, which measured 20% slower): pair `p` (blocks 2p, 2p + 1, multiplied by
+//! H^(16-2p), H^(15-2p) with Karatsuba) after round `p` for p = 1..=7; then the remaining
+//! rounds, the last round with the data XOR folded into its key, the stores; then pair 0,
+//! which needs the running hash, and the reduction, whose ~25-cycle latency chain overlaps
+//! the next step's first rounds. (Pair 0 is loaded before the stores: in-place decryption
+//! overwrites it.) The hashing steps go in runs of four groups that share one reduction:
+//! the first multiplies by `H^64..H^49` and takes in the running hash, the next two by
+//! `H^48..H^17` and pass their unreduced sums on (three ymm through memory), the last by
+//! `H^16..H^1` and reduces; a remainder runs as a run of two and/or one. This removes ~3/4
+//! of the reduction and lane-fold instructions per group, which is what the rounds compete
+//! with (below): one reduction per group -> per two groups: +3%, per four: +1.5% more. E_K(J0) of the message is encrypted on xmm before
+//! the first step when the caller asks (one dependent chain the core runs under the first
+//! group instead of a separate latency-bound call).
+//!
+//! What limits it: per 256-byte group, 120 AES instructions (2 per cycle: 60 cycles), 26
+//! VPCLMULQDQ (1 per 2 cycles: 52 cycles), and ~85 other vector instructions (XORs,
+//! byte swaps, Karatsuba shuffles, counters, lane folds). The probe in `probe.rs` extended
+//! by hand shows the third group is what costs: 16 VAESENC + 16 VPXOR run in 8 cycles, but
+//! 16 VAESENC + 4 VPCLMULQDQ + 8 VPXOR take 10 and + 8 VPSHUFB 12, i.e. the multiplier
+//! occupies one of the two non-AES pipes and shuffles also issue on an AES pipe. The step
+//! runs at ~77 cycles per group (AES-256), not 60.
+//!
+//! Tried and measured slower: the schoolbook middle term (4 multiplications per pair, no
+//! shuffle: the multiplier becomes the bottleneck, -10%); the pairs spread over all rounds
+//! or packed into the first four (LLVM then keeps the round loop rolled, -18%); the next
+//! group's counters built one step ahead and passed through memory (-2%); the counter
+//! block broadcast from memory instead of built in registers (a store-forwarding stall on
+//! the critical path, -20%); E_K(J0) under the last group's GHASH instead of the first
+//! group (no change); the lane fold done on 256 bits before extracting (no change).
 //!
 //! The caller passes whole groups whose counters do not wrap GCM's 32-bit counter, so the
 //! 128-bit counter arithmetic of the CTR kernel equals `inc32` here.
@@ -16,7 +48,8 @@
 
 use super::ctr::counters;
 use super::{Keys, GROUP};
-use crate::ghash::vpclmul::{finish_group, hash_group, mul_add, Key as GhashKey, N};
+use crate::aes::Block;
+use crate::ghash::vpclmul::{finish_group, hash_group, mul_add_table, Key as GhashKey, FAR, N};
 use core::arch::x86_64::*;
 
 /// Encrypts (`DEC = false`) or decrypts `len` bytes, a multiple of [`GROUP`], with the
@@ -30,7 +63,12 @@ use core::arch::x86_64::*;
 /// The CPU features of the vaes backend (a `Keys` exists) and of the vpclmul GHASH (a
 /// `GhashKey` exists); `src` and `dst` cover `len` bytes (equal or not overlapping); the
 /// low 32 bits of `*ctr` do not wrap within `len / 16` blocks.
-#[target_feature(enable = "avx2,vaes,vpclmulqdq,pclmulqdq")]
+///
+/// `j0`, if given, is encrypted in place with the same key (GCM's E_K(J0)) at the start:
+/// one dependent chain of rounds on xmm that the core runs under the first group, instead
+/// of a separate latency-bound call before the bulk.
+#[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx2,aes,vaes,vpclmulqdq,pclmulqdq")]
 pub(super) unsafe fn gcm_vaes_avx2<const DEC: bool>(
     k: &Keys,
     g: &GhashKey,
@@ -39,47 +77,117 @@ pub(super) unsafe fn gcm_vaes_avx2<const DEC: bool>(
     src: *const u8,
     dst: *mut u8,
     len: usize,
+    j0: Option<&mut Block>,
 ) {
     debug_assert!(len.is_multiple_of(GROUP) && GROUP == 16 * N);
     let groups = len / GROUP;
     if groups == 0 {
         return;
     }
+    if let Some(b) = j0 {
+        let mut x = _mm_xor_si128(_mm_loadu_si128(b.as_ptr().cast()), k.key128(0));
+        for r in 1..k.rounds {
+            x = _mm_aesenc_si128(x, k.key128(r));
+        }
+        x = _mm_aesenclast_si128(x, k.key128(k.rounds));
+        _mm_storeu_si128(b.as_mut_ptr().cast(), x);
+    }
     let mut h = _mm_set_epi64x((*y >> 64) as i64, *y as i64);
-    if DEC {
-        for i in 0..groups {
-            let (s, d) = (src.add(i * GROUP), dst.add(i * GROUP));
-            step::<true>(k, g, &mut h, ctr, s, d, s);
-        }
-    } else {
-        step::<false>(k, g, &mut h, ctr, src, dst, src);
-        for i in 1..groups {
-            let (s, d) = (src.add(i * GROUP), dst.add(i * GROUP));
-            step::<true>(k, g, &mut h, ctr, s, d, dst.add((i - 1) * GROUP));
-        }
-        h = hash_group(g, h, dst.add((groups - 1) * GROUP));
+    // One monomorphised loop per key size: the rounds unroll into straight-line code.
+    match k.rounds {
+        10 => run::<DEC, 10>(k, g, &mut h, ctr, src, dst, groups),
+        12 => run::<DEC, 12>(k, g, &mut h, ctr, src, dst, groups),
+        _ => run::<DEC, 14>(k, g, &mut h, ctr, src, dst, groups),
     }
     let mut out = [0u8; 16];
     _mm_storeu_si128(out.as_mut_ptr().cast(), h);
     *y = u128::from_le_bytes(out);
 }
 
-/// One group: the CTR rounds of 16 counters from `*ctr` over `s` into `d`, and (if `HASH`)
-/// the GHASH of the 16 ciphertext blocks at `hashed` between the rounds: pair `p` after
-/// round `p` for p = 1..=7 (they do not need the running hash), then the pair that does
-/// and the reduction, whose latency chain runs under the remaining rounds (every AES key
-/// size has at least 9).
-#[inline]
-#[target_feature(enable = "avx2,vaes,vpclmulqdq,pclmulqdq")]
-unsafe fn step<const HASH: bool>(
+/// The loop over `groups` whole groups for a key of `R` rounds (see [`gcm_vaes_avx2`]).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn run<const DEC: bool, const R: usize>(
     k: &Keys,
     g: &GhashKey,
     h: &mut __m128i,
     ctr: &mut u128,
+    src: *const u8,
+    dst: *mut u8,
+    groups: usize,
+) {
+    debug_assert_eq!(k.rounds, R);
+    let mut carry = [_mm256_setzero_si256(); 3];
+    // The steps that hash: step `i` hashes group `hashed(i)`. They go in runs of FAR
+    // (table FAR - 1 first, with the running hash; table 0 last, with the reduction), the
+    // rest in a run of 2 and/or a single step.
+    let (first, hashing) = if DEC { (0, groups) } else { (1, groups - 1) };
+    let end = first + hashing;
+    let hashed = |i: usize| {
+        if DEC {
+            src.add(i * GROUP)
+        } else {
+            dst.add((i - 1) * GROUP)
+        }
+    };
+    let s = |i: usize| src.add(i * GROUP);
+    let d = |i: usize| dst.add(i * GROUP);
+    if !DEC {
+        step::<NO_HASH, R>(k, g, h, ctr, &mut carry, src, dst, src);
+    }
+    let c = &mut carry;
+    let mut i = first;
+    while i + FAR <= end {
+        step::<{ mode(3, true, false) }, R>(k, g, h, ctr, c, s(i), d(i), hashed(i));
+        step::<{ mode(2, false, false) }, R>(k, g, h, ctr, c, s(i + 1), d(i + 1), hashed(i + 1));
+        step::<{ mode(1, false, false) }, R>(k, g, h, ctr, c, s(i + 2), d(i + 2), hashed(i + 2));
+        step::<{ mode(0, false, true) }, R>(k, g, h, ctr, c, s(i + 3), d(i + 3), hashed(i + 3));
+        i += FAR;
+    }
+    if i + 2 <= end {
+        step::<{ mode(1, true, false) }, R>(k, g, h, ctr, c, s(i), d(i), hashed(i));
+        step::<{ mode(0, false, true) }, R>(k, g, h, ctr, c, s(i + 1), d(i + 1), hashed(i + 1));
+        i += 2;
+    }
+    if i < end {
+        step::<{ mode(0, true, true) }, R>(k, g, h, ctr, c, s(i), d(i), hashed(i));
+    }
+    if !DEC {
+        *h = hash_group(g, *h, dst.add((groups - 1) * GROUP));
+    }
+}
+
+/// A step's mode: bits 0-1 the power table (`t`: H^(16t + 16)..H^(16t + 1)), bit 2 "the
+/// running hash enters and the sums start from zero", bit 3 "reduce at the end", bit 4
+/// "hash at all" (see [`step`]).
+const fn mode(table: u8, first: bool, reduce: bool) -> u8 {
+    table | (first as u8) << 2 | (reduce as u8) << 3 | 1 << 4
+}
+const NO_HASH: u8 = 0;
+
+/// One group: the CTR rounds of 16 counters from `*ctr` over `s` into `d`, and (unless
+/// `MODE` is `NO_HASH`) the GHASH of the 16 blocks at `hashed`: pair `p` after round `p`
+/// for p = 1..=7 (they do not need the running hash), then, after the last round and the
+/// stores, pair 0 (with the running hash in modes `ONE` and `FAR`) and the reduction
+/// (`ONE`, `NEAR`), whose latency chain overlaps the next step's first rounds. `carry`
+/// holds the unreduced sums from a `FAR` step to the following `NEAR` step.
+#[inline(never)]
+#[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx2,vaes,vpclmulqdq,pclmulqdq")]
+unsafe fn step<const MODE: u8, const R: usize>(
+    k: &Keys,
+    g: &GhashKey,
+    h: &mut __m128i,
+    ctr: &mut u128,
+    carry: &mut [__m256i; 3],
     s: *const u8,
     d: *mut u8,
     hashed: *const u8,
 ) {
+    let hash = MODE & 1 << 4 != 0;
+    let table = (MODE & 3) as usize;
+    let first_of_run = MODE & 1 << 2 != 0;
+    let reduce = MODE & 1 << 3 != 0;
     let bswap = _mm256_broadcastsi128_si256(_mm_set_epi8(
         0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15,
     ));
@@ -87,41 +195,56 @@ unsafe fn step<const HASH: bool>(
     let pair = |p: usize| unsafe {
         _mm256_shuffle_epi8(_mm256_loadu_si256(hashed.add(32 * p).cast()), bswap)
     };
+    let mul = |at: usize, x: __m256i, acc: &mut [__m256i; 3]| mul_add_table(g, table, at, x, acc);
     let mut v = counters(*ctr);
     *ctr = ctr.wrapping_add(16);
     let first = k.key::<false>(0);
     for r in v.iter_mut() {
         *r = _mm256_xor_si256(*r, first);
     }
-    let mut acc = [_mm256_setzero_si256(); 3];
+    // Pair 0 is loaded before the stores below: when decrypting in place they overwrite it.
+    let p0 = if hash {
+        pair(0)
+    } else {
+        _mm256_setzero_si256()
+    };
+    let mut acc = if first_of_run {
+        [_mm256_setzero_si256(); 3]
+    } else {
+        *carry
+    };
     for round in 1..N / 2 {
         let kr = k.key::<false>(round);
         for r in v.iter_mut() {
             *r = _mm256_aesenc_epi128(*r, kr);
         }
-        if HASH {
-            mul_add(g, 2 * round, pair(round), &mut acc);
+        if hash {
+            mul(2 * round, pair(round), &mut acc);
         }
     }
-    if HASH {
-        mul_add(
-            g,
-            0,
-            _mm256_xor_si256(pair(0), _mm256_zextsi128_si256(*h)),
-            &mut acc,
-        );
-        *h = finish_group(acc);
-    }
-    for round in N / 2..k.rounds {
+    for round in N / 2..R {
         let kr = k.key::<false>(round);
         for r in v.iter_mut() {
             *r = _mm256_aesenc_epi128(*r, kr);
         }
     }
-    let last = k.key::<false>(k.rounds);
+    let last = k.key::<false>(R);
     for (j, r) in v.iter().enumerate() {
         let data = _mm256_loadu_si256(s.add(32 * j).cast());
         let out = _mm256_aesenclast_epi128(*r, _mm256_xor_si256(data, last));
         _mm256_storeu_si256(d.add(32 * j).cast(), out);
+    }
+    if hash {
+        let x = if first_of_run {
+            _mm256_xor_si256(p0, _mm256_zextsi128_si256(*h))
+        } else {
+            p0
+        };
+        mul(0, x, &mut acc);
+        if reduce {
+            *h = finish_group(acc);
+        } else {
+            *carry = acc;
+        }
     }
 }

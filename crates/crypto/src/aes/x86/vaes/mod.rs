@@ -224,6 +224,7 @@ impl AesKernels for Keys {
         y: &mut u128,
         mut data: InOut<'_>,
         decrypt: bool,
+        j0: Option<&mut Block>,
     ) -> usize {
         let crate::ghash::Key::Vpclmul(g) = g else {
             return 0;
@@ -231,15 +232,18 @@ impl AesKernels for Keys {
         // Whole groups, and no further than the wrap of the low 32 bits of the counter.
         let before_wrap = ((1u64 << 32) - (*ctr as u32) as u64) * 16;
         let len = (data.len() as u64).min(before_wrap) as usize / GROUP * GROUP;
+        if len == 0 {
+            return 0;
+        }
         let (src, dst) = data.slice(0, len).ptrs();
         let start = *ctr;
         // SAFETY: `self` and `g` prove the vaes and vpclmul features; the pointers cover
         // `len` bytes; the counter does not wrap its low 32 bits within `len`.
         unsafe {
             if decrypt {
-                gcm::gcm_vaes_avx2::<true>(self, g, ctr, y, src, dst, len)
+                gcm::gcm_vaes_avx2::<true>(self, g, ctr, y, src, dst, len, j0)
             } else {
-                gcm::gcm_vaes_avx2::<false>(self, g, ctr, y, src, dst, len)
+                gcm::gcm_vaes_avx2::<false>(self, g, ctr, y, src, dst, len, j0)
             }
         }
         // The kernel's 128-bit increments equal inc32 up to the wrap, but ending exactly at
