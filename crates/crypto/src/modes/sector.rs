@@ -16,8 +16,9 @@ use std::fmt;
 use std::str::FromStr;
 use zeroize::Zeroize;
 
-/// Sectors whose IVs are prepared together (64 x 16 bytes of stack).
-const BATCH: usize = 64;
+/// Sectors whose IVs are prepared together (256 x 16 bytes of stack): fewer, longer kernel
+/// calls; 512-byte sectors ran ~1% faster than with 64.
+const BATCH: usize = 256;
 
 /// The block cipher mode of a dm-crypt cipher string.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -121,8 +121,8 @@ fn cipher_strings_match_openssl_per_sector() {
     }
 }
 
-/// More sectors than one batch of IVs (the sector code computes IVs 64 at a time), with
-/// the IV numbers wrapping inside the second batch.
+/// More sectors than one batch of IVs (the sector code computes IVs 256 at a time), with
+/// the IV numbers wrapping inside the second batch, and counts around one batch.
 #[test]
 fn long_runs_match_openssl_per_sector() {
     let mut rng = rng("long_runs_match_openssl_per_sector");
@@ -137,7 +137,13 @@ fn long_runs_match_openssl_per_sector() {
             let mut key = vec![0u8; 32];
             rng.fill_bytes(&mut key);
             let lay = SectorLayout::new(512, false).unwrap();
-            for (first, count) in [(u32::MAX as u64 - 100, 131usize), (u64::MAX - 70, 129)] {
+            for (first, count) in [
+                (u32::MAX as u64 - 300, 531usize),
+                (u64::MAX - 270, 529),
+                (7, 255),
+                (7, 256),
+                (7, 257),
+            ] {
                 let mut data = vec![0u8; 512 * count];
                 rng.fill_bytes(&mut data);
                 let c = SectorCipher::with_backend(spec, &key, lay, b).unwrap();
