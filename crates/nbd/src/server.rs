@@ -2,7 +2,7 @@
 //! connection, and shuts down cleanly (stop accepting, stop reading requests, finish the
 //! ones in flight, flush the export).
 
-use crate::handshake::{self, Outcome};
+use crate::handshake::{self, Deadline, Outcome};
 use crate::proto::*;
 use crate::stream::Stream;
 use crate::{transmission, Error, Export};
@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
 
 /// Where to listen.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,6 +56,11 @@ pub struct ServerConfig {
     pub max_connections: usize,
     /// Log connections and errors on stderr.
     pub log: bool,
+    /// The whole handshake (greeting to NBD_OPT_GO) must finish within this time, or the
+    /// connection is closed and its slot freed: idle or slow connections in the
+    /// handshake count against `max_connections`, so without a bound they could lock
+    /// every other client out. Established connections may idle without limit.
+    pub handshake_timeout: Duration,
 }
 
 impl Default for ServerConfig {
@@ -66,6 +72,7 @@ impl Default for ServerConfig {
             max_payload: 32 << 20,
             max_connections: 64,
             log: true,
+            handshake_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -271,7 +278,7 @@ impl Server {
                 Err(e) => {
                     // Out of descriptors and the like: log, back off, keep serving.
                     shared.log(format_args!("accept failed: {e}"));
-                    thread::sleep(std::time::Duration::from_millis(50));
+                    thread::sleep(Duration::from_millis(50));
                     continue;
                 }
             };
@@ -331,7 +338,11 @@ impl Server {
 }
 
 fn connection(mut stream: Stream, shared: &Arc<Shared>, id: u64) {
-    match handshake::negotiate(&mut stream, shared) {
+    let deadline = Instant::now() + shared.config.handshake_timeout;
+    let negotiated = handshake::negotiate(&mut Deadline::new(&mut stream, deadline), shared);
+    // Established connections may idle (clients keep them open between uses).
+    let negotiated = negotiated.and_then(|o| stream.set_read_timeout(None).map(|()| o));
+    match negotiated {
         Ok(Outcome::Transmit) => {
             shared.log(format_args!("connection {id}: transmission"));
             if let Err(e) = transmission::serve(stream, shared.clone(), id) {

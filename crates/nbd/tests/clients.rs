@@ -763,3 +763,97 @@ fn connections_beyond_the_limit_are_closed_and_the_others_served() {
     }
     srv.stop();
 }
+
+#[test]
+fn idle_handshakes_time_out_and_free_their_slots() {
+    // Every slot taken by a connection that never sends a byte: a real client must still
+    // get served once their handshakes time out (the slots are freed).
+    let export = MemExport::new(vec![9; 8192], 512, false);
+    let srv = start(
+        export,
+        ServerConfig {
+            max_connections: 4,
+            handshake_timeout: Duration::from_millis(200),
+            ..quiet()
+        },
+    );
+    let idle: Vec<UnixStream> = (0..4)
+        .map(|_| UnixStream::connect(&srv.sock).unwrap())
+        .collect();
+    // A trickling client (one option byte at a time) is bounded by the same deadline.
+    let mut slow = UnixStream::connect(&srv.sock).unwrap();
+    let t0 = std::time::Instant::now();
+    let mut c = loop {
+        let mut probe = UnixStream::connect(&srv.sock).unwrap();
+        probe
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        let mut hello = [0u8; 18];
+        if probe.read_exact(&mut hello).is_ok() {
+            probe.write_all(&3u32.to_be_bytes()).unwrap();
+            let mut r = Raw { s: probe };
+            let mut d = 3u32.to_be_bytes().to_vec();
+            d.extend_from_slice(b"vol");
+            d.extend_from_slice(&0u16.to_be_bytes());
+            assert_eq!(
+                r.option(proto::OPT_GO, &d).last().unwrap().0,
+                proto::REP_ACK
+            );
+            break r;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(10), "no slot freed");
+        thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(c.read(1, 0, 16), vec![9; 16]);
+    // The idle ones were closed by the server.
+    for mut s in idle {
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut got = Vec::new();
+        let _ = s.read_to_end(&mut got);
+        assert!(got.len() <= 18, "only the greeting, then closed");
+    }
+    slow.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut buf = [0u8; 64];
+    let _ = slow.read(&mut buf);
+    let trickle_start = std::time::Instant::now();
+    let mut closed = false;
+    for b in proto::IHAVEOPT.to_be_bytes().iter().cycle().take(200) {
+        if slow.write_all(&[*b]).is_err() {
+            closed = true;
+            break;
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    assert!(closed || trickle_start.elapsed() < Duration::from_secs(5));
+    // The established connection is not subject to the handshake deadline.
+    thread::sleep(Duration::from_millis(400));
+    assert_eq!(c.read(2, 8, 8), vec![9; 8]);
+    srv.stop();
+}
+
+#[test]
+fn a_handshake_may_not_send_options_forever() {
+    let export = MemExport::new(vec![0; 4096], 512, false);
+    let srv = start(export, quiet());
+    let mut r = Raw::handshake(&srv.sock);
+    let mut closed = false;
+    for _ in 0..1000 {
+        let mut m = proto::IHAVEOPT.to_be_bytes().to_vec();
+        m.extend_from_slice(&1000u32.to_be_bytes()); // unknown option
+        m.extend_from_slice(&0u32.to_be_bytes());
+        if r.s.write_all(&m).is_err() {
+            closed = true;
+            break;
+        }
+        let mut h = [0u8; 20];
+        if r.s.read_exact(&mut h).is_err() {
+            closed = true;
+            break;
+        }
+        let len = u32::from_be_bytes(h[16..20].try_into().unwrap());
+        let mut d = vec![0u8; len as usize];
+        r.s.read_exact(&mut d).unwrap();
+    }
+    assert!(closed, "the server kept answering options");
+    srv.stop();
+}
