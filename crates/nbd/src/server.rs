@@ -5,7 +5,8 @@
 use crate::handshake::{self, Deadline, Outcome};
 use crate::proto::*;
 use crate::stream::Stream;
-use crate::{transmission, Error, Export};
+use crate::transmission::{self, Budget};
+use crate::{Error, Export};
 use std::collections::HashMap;
 use std::fmt;
 use std::fs;
@@ -61,6 +62,12 @@ pub struct ServerConfig {
     /// handshake count against `max_connections`, so without a bound they could lock
     /// every other client out. Established connections may idle without limit.
     pub handshake_timeout: Duration,
+    /// READ and WRITE payload bytes in flight at once over all connections (received
+    /// and not yet written to the export, or read and not yet sent): a request waits
+    /// for its share before its buffer is allocated, so memory stays bounded however
+    /// many clients pipeline large requests. A request larger than the whole budget
+    /// waits until it is the only one in flight.
+    pub payload_budget: usize,
 }
 
 impl Default for ServerConfig {
@@ -73,6 +80,7 @@ impl Default for ServerConfig {
             max_connections: 64,
             log: true,
             handshake_timeout: Duration::from_secs(10),
+            payload_budget: 256 << 20,
         }
     }
 }
@@ -81,6 +89,7 @@ impl Default for ServerConfig {
 pub(crate) struct Shared {
     pub(crate) export: Arc<dyn Export>,
     pub(crate) config: ServerConfig,
+    pub(crate) budget: Arc<Budget>,
 }
 
 impl Shared {
@@ -217,7 +226,11 @@ impl Server {
         };
         Ok(Server {
             listener,
-            shared: Arc::new(Shared { export, config }),
+            shared: Arc::new(Shared {
+                export,
+                budget: Arc::new(Budget::new(config.payload_budget)),
+                config,
+            }),
             handle: ShutdownHandle {
                 stop: Arc::new(AtomicBool::new(false)),
                 wake,

@@ -857,3 +857,123 @@ fn a_handshake_may_not_send_options_forever() {
     assert!(closed, "the server kept answering options");
     srv.stop();
 }
+
+/// An export whose reads take a while and that records how many run at once.
+struct SlowExport {
+    size: u64,
+    active: AtomicU64,
+    peak: AtomicU64,
+}
+
+impl Export for SlowExport {
+    fn size(&self) -> u64 {
+        self.size
+    }
+    fn preferred_block_size(&self) -> u32 {
+        512
+    }
+    fn read_only(&self) -> bool {
+        false
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        let now = self.active.fetch_add(1, Ordering::SeqCst) + 1;
+        self.peak.fetch_max(now, Ordering::SeqCst);
+        thread::sleep(Duration::from_millis(20));
+        for (i, b) in buf.iter_mut().enumerate() {
+            *b = ((offset + i as u64) % 251) as u8;
+        }
+        self.active.fetch_sub(1, Ordering::SeqCst);
+        Ok(())
+    }
+    fn write_at(&self, _buf: &[u8], _offset: u64) -> io::Result<()> {
+        let now = self.active.fetch_add(1, Ordering::SeqCst) + 1;
+        self.peak.fetch_max(now, Ordering::SeqCst);
+        thread::sleep(Duration::from_millis(20));
+        self.active.fetch_sub(1, Ordering::SeqCst);
+        Ok(())
+    }
+    fn flush(&self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn payload_bytes_in_flight_are_bounded_across_connections() {
+    // Budget for two 512 KiB requests; two clients each pipeline eight reads and eight
+    // writes (4 workers each): never more than two payloads in flight server-wide.
+    let export = Arc::new(SlowExport {
+        size: 8 << 20,
+        active: AtomicU64::new(0),
+        peak: AtomicU64::new(0),
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("nbd.sock");
+    let server = Server::bind(
+        &Listen::Unix(sock.clone()),
+        export.clone(),
+        ServerConfig {
+            payload_budget: 1 << 20,
+            ..quiet()
+        },
+    )
+    .unwrap();
+    let handle = server.shutdown_handle();
+    let t = thread::spawn(move || server.run());
+    const LEN: u32 = 512 << 10;
+    let clients: Vec<_> = (0..2u64)
+        .map(|k| {
+            let sock = sock.clone();
+            thread::spawn(move || {
+                let mut c = Raw::go(&sock);
+                let mut w = c.s.try_clone().unwrap();
+                let writer = thread::spawn(move || {
+                    let payload = vec![7u8; LEN as usize];
+                    for i in 0..8u64 {
+                        let mut m = proto::REQUEST_MAGIC.to_be_bytes().to_vec();
+                        m.extend_from_slice(&0u16.to_be_bytes());
+                        m.extend_from_slice(&proto::CMD_READ.to_be_bytes());
+                        m.extend_from_slice(&i.to_be_bytes());
+                        m.extend_from_slice(&((k * 8 + i) * LEN as u64).to_be_bytes());
+                        m.extend_from_slice(&LEN.to_be_bytes());
+                        w.write_all(&m).unwrap();
+                    }
+                    for i in 8..16u64 {
+                        let mut m = proto::REQUEST_MAGIC.to_be_bytes().to_vec();
+                        m.extend_from_slice(&0u16.to_be_bytes());
+                        m.extend_from_slice(&proto::CMD_WRITE.to_be_bytes());
+                        m.extend_from_slice(&i.to_be_bytes());
+                        m.extend_from_slice(&0u64.to_be_bytes());
+                        m.extend_from_slice(&LEN.to_be_bytes());
+                        m.extend_from_slice(&payload);
+                        w.write_all(&m).unwrap();
+                    }
+                });
+                let mut seen = std::collections::BTreeSet::new();
+                for _ in 0..16 {
+                    let (err, cookie) = c.reply().unwrap();
+                    assert_eq!(err, 0);
+                    if cookie < 8 {
+                        let mut d = vec![0u8; LEN as usize];
+                        c.s.read_exact(&mut d).unwrap();
+                        let off = (k * 8 + cookie) * LEN as u64;
+                        assert!(d
+                            .iter()
+                            .enumerate()
+                            .all(|(i, b)| *b == ((off + i as u64) % 251) as u8));
+                    }
+                    seen.insert(cookie);
+                }
+                assert_eq!(seen.len(), 16);
+                writer.join().unwrap();
+            })
+        })
+        .collect();
+    for c in clients {
+        c.join().unwrap();
+    }
+    let peak = export.peak.load(Ordering::SeqCst);
+    assert!(peak >= 1);
+    assert!(peak <= 2, "{peak} payloads in flight with a budget for 2");
+    handle.shutdown();
+    t.join().unwrap().unwrap();
+}
