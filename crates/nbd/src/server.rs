@@ -68,6 +68,14 @@ pub struct ServerConfig {
     /// many clients pipeline large requests. A request larger than the whole budget
     /// waits until it is the only one in flight.
     pub payload_budget: usize,
+    /// A reply (or handshake message) that cannot be sent within this time ends its
+    /// connection: a client that stops reading cannot hold a worker, its payload budget
+    /// or the shutdown forever. Zero: no timeout.
+    pub write_timeout: Duration,
+    /// On shutdown, connections get this long to finish the requests already read and
+    /// send their replies; then their sockets are shut both ways (a blocked send fails at
+    /// once), the workers finish, and the export is flushed.
+    pub shutdown_grace: Duration,
 }
 
 impl Default for ServerConfig {
@@ -81,6 +89,8 @@ impl Default for ServerConfig {
             log: true,
             handshake_timeout: Duration::from_secs(10),
             payload_budget: 256 << 20,
+            write_timeout: Duration::from_secs(30),
+            shutdown_grace: Duration::from_secs(5),
         }
     }
 }
@@ -335,6 +345,15 @@ impl Server {
         for s in open.lock().unwrap_or_else(|e| e.into_inner()).values() {
             s.shutdown(Shutdown::Read);
         }
+        // A client that stopped reading replies keeps a worker in a send: after the grace
+        // period its socket is shut both ways so the send fails and the worker goes on.
+        let grace_end = Instant::now() + shared.config.shutdown_grace;
+        while threads.iter().any(|h| !h.is_finished()) && Instant::now() < grace_end {
+            thread::sleep(Duration::from_millis(10));
+        }
+        for s in open.lock().unwrap_or_else(|e| e.into_inner()).values() {
+            s.shutdown(Shutdown::Both);
+        }
         for h in threads {
             let _ = h.join();
         }
@@ -351,6 +370,13 @@ impl Server {
 }
 
 fn connection(mut stream: Stream, shared: &Arc<Shared>, id: u64) {
+    if let Err(e) =
+        stream.set_write_timeout(Some(shared.config.write_timeout).filter(|t| !t.is_zero()))
+    {
+        shared.log(format_args!("connection {id}: no write timeout: {e}"));
+        stream.shutdown(Shutdown::Both);
+        return;
+    }
     let deadline = Instant::now() + shared.config.handshake_timeout;
     let negotiated = handshake::negotiate(&mut Deadline::new(&mut stream, deadline), shared);
     // Established connections may idle (clients keep them open between uses).

@@ -28,6 +28,14 @@ impl Stream {
         }
     }
 
+    /// Bounds each blocking write (`None`: wait forever).
+    pub(crate) fn set_write_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+        match self {
+            Stream::Unix(s) => s.set_write_timeout(t),
+            Stream::Tcp(s) => s.set_write_timeout(t),
+        }
+    }
+
     /// Ends reading, writing or both; errors (already closed) are irrelevant here.
     pub(crate) fn shutdown(&self, how: Shutdown) {
         let _ = match self {

@@ -11,6 +11,12 @@
 //! write's payload has been consumed, so the connection stays usable. Nothing a client does
 //! affects another connection.
 //!
+//! Memory is bounded server-wide: a READ or WRITE takes its payload's share of the
+//! server's [`Budget`] before its buffer is allocated (the reader waits when the budget is
+//! spent) and gives it back when its reply is sent; pooled buffers are few and small. A
+//! client that stops reading its replies is cut off after the write timeout, which gives
+//! its share back.
+//!
 //! When the reader stops (NBD_CMD_DISC, end of stream, protocol violation, server
 //! shutdown) the queue is closed, the workers finish every request already received and
 //! send their replies, and only then is the socket closed.

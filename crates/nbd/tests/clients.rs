@@ -977,3 +977,79 @@ fn payload_bytes_in_flight_are_bounded_across_connections() {
     handle.shutdown();
     t.join().unwrap().unwrap();
 }
+
+/// Connects, negotiates and sends `n` READs of 1 MiB without ever reading a reply: the
+/// socket buffers fill and the server's sends block.
+fn stuck_client(sock: &Path, n: u64) -> Raw {
+    let mut c = Raw::go(sock);
+    for i in 0..n {
+        c.request(proto::CMD_READ, 0, i, (i % 8) << 20, 1 << 20, &[]);
+    }
+    c
+}
+
+#[test]
+fn shutdown_is_bounded_when_a_client_stops_reading_replies() {
+    let export = MemExport::new(vec![1; 8 << 20], 512, false);
+    let srv = start(
+        export.clone(),
+        ServerConfig {
+            shutdown_grace: Duration::from_millis(200),
+            ..quiet()
+        },
+    );
+    let mut c = Raw::go(&srv.sock);
+    c.request(proto::CMD_WRITE, 0, 1, 0, 4, b"wxyz");
+    assert_eq!(c.reply(), Some((0, 1)));
+    let _stuck = stuck_client(&srv.sock, 64);
+    thread::sleep(Duration::from_millis(300));
+    let before = export.flushes.load(Ordering::SeqCst);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let mut srv = srv;
+    let handle = srv.handle.clone();
+    let t = srv.thread.take().unwrap();
+    thread::spawn(move || {
+        handle.shutdown();
+        tx.send(t.join().unwrap().is_ok()).unwrap();
+    });
+    assert_eq!(
+        rx.recv_timeout(Duration::from_secs(10)),
+        Ok(true),
+        "the server did not stop"
+    );
+    assert!(
+        export.flushes.load(Ordering::SeqCst) > before,
+        "flushed at the end"
+    );
+    assert_eq!(&export.snapshot()[..4], b"wxyz");
+}
+
+#[test]
+fn a_client_that_stops_reading_is_dropped_after_the_write_timeout() {
+    // Its blocked replies hold the whole payload budget until the write timeout ends its
+    // connection; then another client is served.
+    let export = MemExport::new(vec![2; 8 << 20], 512, false);
+    let srv = start(
+        export,
+        ServerConfig {
+            payload_budget: 4 << 20,
+            write_timeout: Duration::from_millis(300),
+            ..quiet()
+        },
+    );
+    let mut stuck = stuck_client(&srv.sock, 64);
+    thread::sleep(Duration::from_millis(100));
+    let mut c = Raw::go(&srv.sock);
+    assert_eq!(c.read(1, 0, 4096), vec![2; 4096]);
+    // The stuck connection was closed by the server.
+    stuck
+        .s
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut sink = Vec::new();
+    assert!(
+        stuck.s.read_to_end(&mut sink).is_ok(),
+        "closed, not timed out"
+    );
+    srv.stop();
+}
