@@ -5,11 +5,53 @@
 
 use crate::proto::*;
 use crate::server::Shared;
+use crate::stream::Stream;
 use std::io::{self, Read, Write};
+use std::time::Instant;
 
 /// Longest option payload accepted (NBD strings are at most 4096 bytes; an INFO/GO request
 /// is a name plus a list of 16-bit info types).
 const MAX_OPTION_LEN: u32 = 64 * 1024;
+
+/// Most options one handshake may send (a client haggles over a few; more is a client
+/// that keeps a connection slot busy).
+const MAX_OPTIONS: usize = 64;
+
+/// A stream whose reads must all finish before a deadline: each read waits at most the
+/// time left, so a client that trickles bytes cannot stretch the handshake either.
+pub(crate) struct Deadline<'a> {
+    s: &'a mut Stream,
+    deadline: Instant,
+}
+
+impl<'a> Deadline<'a> {
+    pub(crate) fn new(s: &'a mut Stream, deadline: Instant) -> Deadline<'a> {
+        Deadline { s, deadline }
+    }
+}
+
+impl Read for Deadline<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "handshake not finished in time",
+            ));
+        }
+        self.s.set_read_timeout(Some(left))?;
+        self.s.read(buf)
+    }
+}
+
+impl Write for Deadline<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.s.write(buf)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.s.flush()
+    }
+}
 
 /// How the handshake ended.
 pub(crate) enum Outcome {
@@ -62,7 +104,7 @@ pub(crate) fn negotiate<S: Read + Write>(s: &mut S, shared: &Shared) -> io::Resu
     let fixed = client_flags & FLAG_C_FIXED_NEWSTYLE != 0;
     let no_zeroes = client_flags & FLAG_C_NO_ZEROES != 0;
 
-    loop {
+    for _ in 0..MAX_OPTIONS {
         if read_u64(s)? != IHAVEOPT {
             return Ok(Outcome::Close("bad option magic"));
         }
@@ -139,6 +181,7 @@ pub(crate) fn negotiate<S: Read + Write>(s: &mut S, shared: &Shared) -> io::Resu
             }
         }
     }
+    Ok(Outcome::Close("too many options"))
 }
 
 /// Parses `u32 name length, name, u16 count, count x u16 info type`; `None` when the

@@ -2,10 +2,11 @@
 //! connection, and shuts down cleanly (stop accepting, stop reading requests, finish the
 //! ones in flight, flush the export).
 
-use crate::handshake::{self, Outcome};
+use crate::handshake::{self, Deadline, Outcome};
 use crate::proto::*;
 use crate::stream::Stream;
-use crate::{transmission, Error, Export};
+use crate::transmission::{self, Budget};
+use crate::{Error, Export};
 use std::collections::HashMap;
 use std::fmt;
 use std::fs;
@@ -16,6 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
 
 /// Where to listen.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,6 +57,25 @@ pub struct ServerConfig {
     pub max_connections: usize,
     /// Log connections and errors on stderr.
     pub log: bool,
+    /// The whole handshake (greeting to NBD_OPT_GO) must finish within this time, or the
+    /// connection is closed and its slot freed: idle or slow connections in the
+    /// handshake count against `max_connections`, so without a bound they could lock
+    /// every other client out. Established connections may idle without limit.
+    pub handshake_timeout: Duration,
+    /// READ and WRITE payload bytes in flight at once over all connections (received
+    /// and not yet written to the export, or read and not yet sent): a request waits
+    /// for its share before its buffer is allocated, so memory stays bounded however
+    /// many clients pipeline large requests. A request larger than the whole budget
+    /// waits until it is the only one in flight.
+    pub payload_budget: usize,
+    /// A reply (or handshake message) that cannot be sent within this time ends its
+    /// connection: a client that stops reading cannot hold a worker, its payload budget
+    /// or the shutdown forever. Zero: no timeout.
+    pub write_timeout: Duration,
+    /// On shutdown, connections get this long to finish the requests already read and
+    /// send their replies; then their sockets are shut both ways (a blocked send fails at
+    /// once), the workers finish, and the export is flushed.
+    pub shutdown_grace: Duration,
 }
 
 impl Default for ServerConfig {
@@ -66,6 +87,10 @@ impl Default for ServerConfig {
             max_payload: 32 << 20,
             max_connections: 64,
             log: true,
+            handshake_timeout: Duration::from_secs(10),
+            payload_budget: 256 << 20,
+            write_timeout: Duration::from_secs(30),
+            shutdown_grace: Duration::from_secs(5),
         }
     }
 }
@@ -74,6 +99,7 @@ impl Default for ServerConfig {
 pub(crate) struct Shared {
     pub(crate) export: Arc<dyn Export>,
     pub(crate) config: ServerConfig,
+    pub(crate) budget: Arc<Budget>,
 }
 
 impl Shared {
@@ -210,7 +236,11 @@ impl Server {
         };
         Ok(Server {
             listener,
-            shared: Arc::new(Shared { export, config }),
+            shared: Arc::new(Shared {
+                export,
+                budget: Arc::new(Budget::new(config.payload_budget)),
+                config,
+            }),
             handle: ShutdownHandle {
                 stop: Arc::new(AtomicBool::new(false)),
                 wake,
@@ -271,7 +301,7 @@ impl Server {
                 Err(e) => {
                     // Out of descriptors and the like: log, back off, keep serving.
                     shared.log(format_args!("accept failed: {e}"));
-                    thread::sleep(std::time::Duration::from_millis(50));
+                    thread::sleep(Duration::from_millis(50));
                     continue;
                 }
             };
@@ -315,6 +345,15 @@ impl Server {
         for s in open.lock().unwrap_or_else(|e| e.into_inner()).values() {
             s.shutdown(Shutdown::Read);
         }
+        // A client that stopped reading replies keeps a worker in a send: after the grace
+        // period its socket is shut both ways so the send fails and the worker goes on.
+        let grace_end = Instant::now() + shared.config.shutdown_grace;
+        while threads.iter().any(|h| !h.is_finished()) && Instant::now() < grace_end {
+            thread::sleep(Duration::from_millis(10));
+        }
+        for s in open.lock().unwrap_or_else(|e| e.into_inner()).values() {
+            s.shutdown(Shutdown::Both);
+        }
         for h in threads {
             let _ = h.join();
         }
@@ -331,7 +370,18 @@ impl Server {
 }
 
 fn connection(mut stream: Stream, shared: &Arc<Shared>, id: u64) {
-    match handshake::negotiate(&mut stream, shared) {
+    if let Err(e) =
+        stream.set_write_timeout(Some(shared.config.write_timeout).filter(|t| !t.is_zero()))
+    {
+        shared.log(format_args!("connection {id}: no write timeout: {e}"));
+        stream.shutdown(Shutdown::Both);
+        return;
+    }
+    let deadline = Instant::now() + shared.config.handshake_timeout;
+    let negotiated = handshake::negotiate(&mut Deadline::new(&mut stream, deadline), shared);
+    // Established connections may idle (clients keep them open between uses).
+    let negotiated = negotiated.and_then(|o| stream.set_read_timeout(None).map(|()| o));
+    match negotiated {
         Ok(Outcome::Transmit) => {
             shared.log(format_args!("connection {id}: transmission"));
             if let Err(e) = transmission::serve(stream, shared.clone(), id) {

@@ -11,6 +11,12 @@
 //! write's payload has been consumed, so the connection stays usable. Nothing a client does
 //! affects another connection.
 //!
+//! Memory is bounded server-wide: a READ or WRITE takes its payload's share of the
+//! server's [`Budget`] before its buffer is allocated (the reader waits when the budget is
+//! spent) and gives it back when its reply is sent; pooled buffers are few and small. A
+//! client that stops reading its replies is cut off after the write timeout, which gives
+//! its share back.
+//!
 //! When the reader stops (NBD_CMD_DISC, end of stream, protocol violation, server
 //! shutdown) the queue is closed, the workers finish every request already received and
 //! send their replies, and only then is the socket closed.
@@ -21,11 +27,14 @@ use crate::stream::Stream;
 use std::io::{self, BufReader, Read, Write};
 use std::net::Shutdown;
 use std::sync::mpsc::{sync_channel, Receiver};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
 
 /// Buffers kept for reuse per connection.
-const POOL_KEEP: usize = 16;
+const POOL_KEEP: usize = 4;
+/// Larger buffers are freed after use, not kept: a connection keeps at most
+/// `POOL_KEEP * POOL_MAX_BUFFER` bytes between requests.
+const POOL_MAX_BUFFER: usize = 4 << 20;
 /// Read-side buffering of the socket: request headers and small payloads come out of it
 /// with few syscalls. Kept small because a header read fills it with the start of the
 /// next payload, which is then copied once more; larger payloads are read straight into
@@ -37,6 +46,7 @@ enum Job {
         cookie: u64,
         offset: u64,
         len: usize,
+        _permit: Permit,
     },
     Write {
         cookie: u64,
@@ -44,6 +54,7 @@ enum Job {
         data: Vec<u8>,
         len: usize,
         fua: bool,
+        _permit: Permit,
     },
     Flush {
         cookie: u64,
@@ -60,6 +71,54 @@ enum Job {
         len: u64,
         fua: bool,
     },
+}
+
+/// The server-wide budget of payload bytes in flight (a counting semaphore).
+pub(crate) struct Budget {
+    left: Mutex<usize>,
+    freed: Condvar,
+    total: usize,
+}
+
+impl Budget {
+    pub(crate) fn new(total: usize) -> Budget {
+        let total = total.max(1);
+        Budget {
+            left: Mutex::new(total),
+            freed: Condvar::new(),
+            total,
+        }
+    }
+
+    /// Waits until `n` bytes (at most the whole budget) are free and takes them until the
+    /// permit is dropped.
+    fn take(self: &Arc<Self>, n: usize) -> Permit {
+        let n = n.min(self.total);
+        let mut left = self.left.lock().unwrap_or_else(|e| e.into_inner());
+        while *left < n {
+            left = self.freed.wait(left).unwrap_or_else(|e| e.into_inner());
+        }
+        *left -= n;
+        Permit {
+            budget: self.clone(),
+            n,
+        }
+    }
+}
+
+/// A share of the [`Budget`], given back when dropped.
+struct Permit {
+    budget: Arc<Budget>,
+    n: usize,
+}
+
+impl Drop for Permit {
+    fn drop(&mut self) {
+        let mut left = self.budget.left.lock().unwrap_or_else(|e| e.into_inner());
+        *left += self.n;
+        drop(left);
+        self.budget.freed.notify_all();
+    }
 }
 
 /// Reusable byte buffers, so steady-state requests allocate nothing.
@@ -82,6 +141,9 @@ impl BufPool {
     }
 
     fn put(&self, v: Vec<u8>) {
+        if v.len() > POOL_MAX_BUFFER {
+            return;
+        }
         let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
         if free.len() < POOL_KEEP {
             free.push(v);
@@ -139,6 +201,7 @@ impl Conn {
                 cookie,
                 offset,
                 len,
+                _permit,
             } => {
                 let mut buf = self.pool.get(SIMPLE_REPLY_LEN + len);
                 match export.read_at(&mut buf[SIMPLE_REPLY_LEN..SIMPLE_REPLY_LEN + len], offset) {
@@ -160,6 +223,7 @@ impl Conn {
                 data,
                 len,
                 fua,
+                _permit,
             } => {
                 let mut r = export.write_at(&data[..len], offset);
                 self.pool.put(data);
@@ -320,6 +384,7 @@ fn read_requests(
                     cookie,
                     offset,
                     len: len as usize,
+                    _permit: shared.budget.take(len as usize),
                 }
             }
             CMD_WRITE => {
@@ -328,6 +393,9 @@ fn read_requests(
                     conn.reply(cookie, EINVAL);
                     continue;
                 }
+                // The budget first: the buffer is allocated and filled only once its
+                // bytes are accounted for.
+                let permit = shared.budget.take(len as usize);
                 let mut data = conn.pool.get(len as usize);
                 r.read_exact(&mut data[..len as usize])?;
                 let refuse = if read_only {
@@ -348,6 +416,7 @@ fn read_requests(
                     data,
                     len: len as usize,
                     fua,
+                    _permit: permit,
                 }
             }
             CMD_DISC => return Ok("client disconnected"),
@@ -437,6 +506,40 @@ mod tests {
         pool.put(again);
         let last = pool.get(1 << 20);
         assert_eq!(last.as_ptr(), big_ptr, "a full pool keeps the larger");
+        // Buffers above the size cap are freed, not kept.
+        let huge = vec![0u8; POOL_MAX_BUFFER + 1];
+        pool.put(huge);
+        assert!(pool
+            .free
+            .lock()
+            .unwrap()
+            .iter()
+            .all(|v| v.len() <= POOL_MAX_BUFFER));
+    }
+
+    #[test]
+    fn the_budget_blocks_until_bytes_are_given_back() {
+        let b = Arc::new(Budget::new(100));
+        let a = b.take(60);
+        let c = b.take(40);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let b2 = b.clone();
+        let t = thread::spawn(move || {
+            // Larger than the whole budget: clamped, waits until everything is free.
+            let p = b2.take(1000);
+            tx.send(p.n).unwrap();
+        });
+        assert!(rx
+            .recv_timeout(std::time::Duration::from_millis(100))
+            .is_err());
+        drop(a);
+        assert!(rx
+            .recv_timeout(std::time::Duration::from_millis(100))
+            .is_err());
+        drop(c);
+        assert_eq!(rx.recv().unwrap(), 100);
+        t.join().unwrap();
+        assert_eq!(*b.left.lock().unwrap(), 100);
     }
 
     #[test]

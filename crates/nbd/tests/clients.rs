@@ -763,3 +763,293 @@ fn connections_beyond_the_limit_are_closed_and_the_others_served() {
     }
     srv.stop();
 }
+
+#[test]
+fn idle_handshakes_time_out_and_free_their_slots() {
+    // Every slot taken by a connection that never sends a byte: a real client must still
+    // get served once their handshakes time out (the slots are freed).
+    let export = MemExport::new(vec![9; 8192], 512, false);
+    let srv = start(
+        export,
+        ServerConfig {
+            max_connections: 4,
+            handshake_timeout: Duration::from_millis(200),
+            ..quiet()
+        },
+    );
+    let idle: Vec<UnixStream> = (0..4)
+        .map(|_| UnixStream::connect(&srv.sock).unwrap())
+        .collect();
+    // A trickling client (one option byte at a time) is bounded by the same deadline.
+    let mut slow = UnixStream::connect(&srv.sock).unwrap();
+    let t0 = std::time::Instant::now();
+    let mut c = loop {
+        let mut probe = UnixStream::connect(&srv.sock).unwrap();
+        probe
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        let mut hello = [0u8; 18];
+        if probe.read_exact(&mut hello).is_ok() {
+            probe.write_all(&3u32.to_be_bytes()).unwrap();
+            let mut r = Raw { s: probe };
+            let mut d = 3u32.to_be_bytes().to_vec();
+            d.extend_from_slice(b"vol");
+            d.extend_from_slice(&0u16.to_be_bytes());
+            assert_eq!(
+                r.option(proto::OPT_GO, &d).last().unwrap().0,
+                proto::REP_ACK
+            );
+            break r;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(10), "no slot freed");
+        thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(c.read(1, 0, 16), vec![9; 16]);
+    // The idle ones were closed by the server.
+    for mut s in idle {
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut got = Vec::new();
+        let _ = s.read_to_end(&mut got);
+        assert!(got.len() <= 18, "only the greeting, then closed");
+    }
+    slow.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut buf = [0u8; 64];
+    let _ = slow.read(&mut buf);
+    let trickle_start = std::time::Instant::now();
+    let mut closed = false;
+    for b in proto::IHAVEOPT.to_be_bytes().iter().cycle().take(200) {
+        if slow.write_all(&[*b]).is_err() {
+            closed = true;
+            break;
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    assert!(closed || trickle_start.elapsed() < Duration::from_secs(5));
+    // The established connection is not subject to the handshake deadline.
+    thread::sleep(Duration::from_millis(400));
+    assert_eq!(c.read(2, 8, 8), vec![9; 8]);
+    srv.stop();
+}
+
+#[test]
+fn a_handshake_may_not_send_options_forever() {
+    let export = MemExport::new(vec![0; 4096], 512, false);
+    let srv = start(export, quiet());
+    let mut r = Raw::handshake(&srv.sock);
+    let mut closed = false;
+    for _ in 0..1000 {
+        let mut m = proto::IHAVEOPT.to_be_bytes().to_vec();
+        m.extend_from_slice(&1000u32.to_be_bytes()); // unknown option
+        m.extend_from_slice(&0u32.to_be_bytes());
+        if r.s.write_all(&m).is_err() {
+            closed = true;
+            break;
+        }
+        let mut h = [0u8; 20];
+        if r.s.read_exact(&mut h).is_err() {
+            closed = true;
+            break;
+        }
+        let len = u32::from_be_bytes(h[16..20].try_into().unwrap());
+        let mut d = vec![0u8; len as usize];
+        r.s.read_exact(&mut d).unwrap();
+    }
+    assert!(closed, "the server kept answering options");
+    srv.stop();
+}
+
+/// An export whose reads take a while and that records how many run at once.
+struct SlowExport {
+    size: u64,
+    active: AtomicU64,
+    peak: AtomicU64,
+}
+
+impl Export for SlowExport {
+    fn size(&self) -> u64 {
+        self.size
+    }
+    fn preferred_block_size(&self) -> u32 {
+        512
+    }
+    fn read_only(&self) -> bool {
+        false
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        let now = self.active.fetch_add(1, Ordering::SeqCst) + 1;
+        self.peak.fetch_max(now, Ordering::SeqCst);
+        thread::sleep(Duration::from_millis(20));
+        for (i, b) in buf.iter_mut().enumerate() {
+            *b = ((offset + i as u64) % 251) as u8;
+        }
+        self.active.fetch_sub(1, Ordering::SeqCst);
+        Ok(())
+    }
+    fn write_at(&self, _buf: &[u8], _offset: u64) -> io::Result<()> {
+        let now = self.active.fetch_add(1, Ordering::SeqCst) + 1;
+        self.peak.fetch_max(now, Ordering::SeqCst);
+        thread::sleep(Duration::from_millis(20));
+        self.active.fetch_sub(1, Ordering::SeqCst);
+        Ok(())
+    }
+    fn flush(&self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn payload_bytes_in_flight_are_bounded_across_connections() {
+    // Budget for two 512 KiB requests; two clients each pipeline eight reads and eight
+    // writes (4 workers each): never more than two payloads in flight server-wide.
+    let export = Arc::new(SlowExport {
+        size: 8 << 20,
+        active: AtomicU64::new(0),
+        peak: AtomicU64::new(0),
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("nbd.sock");
+    let server = Server::bind(
+        &Listen::Unix(sock.clone()),
+        export.clone(),
+        ServerConfig {
+            payload_budget: 1 << 20,
+            ..quiet()
+        },
+    )
+    .unwrap();
+    let handle = server.shutdown_handle();
+    let t = thread::spawn(move || server.run());
+    const LEN: u32 = 512 << 10;
+    let clients: Vec<_> = (0..2u64)
+        .map(|k| {
+            let sock = sock.clone();
+            thread::spawn(move || {
+                let mut c = Raw::go(&sock);
+                let mut w = c.s.try_clone().unwrap();
+                let writer = thread::spawn(move || {
+                    let payload = vec![7u8; LEN as usize];
+                    for i in 0..8u64 {
+                        let mut m = proto::REQUEST_MAGIC.to_be_bytes().to_vec();
+                        m.extend_from_slice(&0u16.to_be_bytes());
+                        m.extend_from_slice(&proto::CMD_READ.to_be_bytes());
+                        m.extend_from_slice(&i.to_be_bytes());
+                        m.extend_from_slice(&((k * 8 + i) * LEN as u64).to_be_bytes());
+                        m.extend_from_slice(&LEN.to_be_bytes());
+                        w.write_all(&m).unwrap();
+                    }
+                    for i in 8..16u64 {
+                        let mut m = proto::REQUEST_MAGIC.to_be_bytes().to_vec();
+                        m.extend_from_slice(&0u16.to_be_bytes());
+                        m.extend_from_slice(&proto::CMD_WRITE.to_be_bytes());
+                        m.extend_from_slice(&i.to_be_bytes());
+                        m.extend_from_slice(&0u64.to_be_bytes());
+                        m.extend_from_slice(&LEN.to_be_bytes());
+                        m.extend_from_slice(&payload);
+                        w.write_all(&m).unwrap();
+                    }
+                });
+                let mut seen = std::collections::BTreeSet::new();
+                for _ in 0..16 {
+                    let (err, cookie) = c.reply().unwrap();
+                    assert_eq!(err, 0);
+                    if cookie < 8 {
+                        let mut d = vec![0u8; LEN as usize];
+                        c.s.read_exact(&mut d).unwrap();
+                        let off = (k * 8 + cookie) * LEN as u64;
+                        assert!(d
+                            .iter()
+                            .enumerate()
+                            .all(|(i, b)| *b == ((off + i as u64) % 251) as u8));
+                    }
+                    seen.insert(cookie);
+                }
+                assert_eq!(seen.len(), 16);
+                writer.join().unwrap();
+            })
+        })
+        .collect();
+    for c in clients {
+        c.join().unwrap();
+    }
+    let peak = export.peak.load(Ordering::SeqCst);
+    assert!(peak >= 1);
+    assert!(peak <= 2, "{peak} payloads in flight with a budget for 2");
+    handle.shutdown();
+    t.join().unwrap().unwrap();
+}
+
+/// Connects, negotiates and sends `n` READs of 1 MiB without ever reading a reply: the
+/// socket buffers fill and the server's sends block.
+fn stuck_client(sock: &Path, n: u64) -> Raw {
+    let mut c = Raw::go(sock);
+    for i in 0..n {
+        c.request(proto::CMD_READ, 0, i, (i % 8) << 20, 1 << 20, &[]);
+    }
+    c
+}
+
+#[test]
+fn shutdown_is_bounded_when_a_client_stops_reading_replies() {
+    let export = MemExport::new(vec![1; 8 << 20], 512, false);
+    let srv = start(
+        export.clone(),
+        ServerConfig {
+            shutdown_grace: Duration::from_millis(200),
+            ..quiet()
+        },
+    );
+    let mut c = Raw::go(&srv.sock);
+    c.request(proto::CMD_WRITE, 0, 1, 0, 4, b"wxyz");
+    assert_eq!(c.reply(), Some((0, 1)));
+    let _stuck = stuck_client(&srv.sock, 64);
+    thread::sleep(Duration::from_millis(300));
+    let before = export.flushes.load(Ordering::SeqCst);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let mut srv = srv;
+    let handle = srv.handle.clone();
+    let t = srv.thread.take().unwrap();
+    thread::spawn(move || {
+        handle.shutdown();
+        tx.send(t.join().unwrap().is_ok()).unwrap();
+    });
+    assert_eq!(
+        rx.recv_timeout(Duration::from_secs(10)),
+        Ok(true),
+        "the server did not stop"
+    );
+    assert!(
+        export.flushes.load(Ordering::SeqCst) > before,
+        "flushed at the end"
+    );
+    assert_eq!(&export.snapshot()[..4], b"wxyz");
+}
+
+#[test]
+fn a_client_that_stops_reading_is_dropped_after_the_write_timeout() {
+    // Its blocked replies hold the whole payload budget until the write timeout ends its
+    // connection; then another client is served.
+    let export = MemExport::new(vec![2; 8 << 20], 512, false);
+    let srv = start(
+        export,
+        ServerConfig {
+            payload_budget: 4 << 20,
+            write_timeout: Duration::from_millis(300),
+            ..quiet()
+        },
+    );
+    let mut stuck = stuck_client(&srv.sock, 64);
+    thread::sleep(Duration::from_millis(100));
+    let mut c = Raw::go(&srv.sock);
+    assert_eq!(c.read(1, 0, 4096), vec![2; 4096]);
+    // The stuck connection was closed by the server.
+    stuck
+        .s
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut sink = Vec::new();
+    assert!(
+        stuck.s.read_to_end(&mut sink).is_ok(),
+        "closed, not timed out"
+    );
+    srv.stop();
+}
