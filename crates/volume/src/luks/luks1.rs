@@ -140,6 +140,11 @@ impl Luks1 {
             uuid: cstr(&raw[168..208], "uuid")?,
             slots,
         };
+        if h.mk_iterations == 0 {
+            return Err(Error::Corrupt(
+                "luks1 volume key digest has 0 iterations".into(),
+            ));
+        }
         if h.key_bytes == 0 || h.key_bytes > 256 {
             return Err(Error::Corrupt(format!(
                 "luks1 key length {} bytes",

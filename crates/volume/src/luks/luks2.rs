@@ -117,6 +117,9 @@ pub struct Digest {
 impl Digest {
     /// Whether `key` is the volume key this digest was made of.
     pub fn verify(&self, key: &[u8]) -> bool {
+        if self.digest.is_empty() || self.digest.len() != self.hash.output_len() {
+            return false;
+        }
         let mut out = Zeroizing::new(vec![0u8; self.digest.len()]);
         self.hash.pbkdf2(key, &self.salt, self.iterations, &mut out);
         ct_eq(&out, &self.digest)
@@ -349,12 +352,17 @@ fn kdf_of(ks: &Value, path: &str) -> Result<(Kdf, Vec<u8>)> {
     let p = format!("{path}kdf.");
     let kind = str_of(kdf, "type", &p)?;
     let salt = b64_of(kdf, "salt", &p)?;
+    if salt.is_empty() {
+        return Err(corrupt(format!("json: {p}salt is empty")));
+    }
     let k = match kind {
         "pbkdf2" => Kdf::Pbkdf2 {
             hash: HashAlg::parse(str_of(kdf, "hash", &p)?)?,
             iterations: int_of(kdf, "iterations", &p)?
                 .try_into()
-                .map_err(|_| corrupt(format!("json: {p}iterations is out of range")))?,
+                .ok()
+                .filter(|&i: &u32| i >= 1)
+                .ok_or_else(|| corrupt(format!("json: {p}iterations is out of range")))?,
         },
         "argon2i" | "argon2id" => {
             let num = |key: &str| -> Result<u32> {
@@ -858,6 +866,24 @@ impl Luks2 {
             if kind != "pbkdf2" {
                 return Err(Error::Unsupported(format!("digest type {kind:?}")));
             }
+            let hash = HashAlg::parse(str_of(d, "hash", &path)?)?;
+            let iterations: u32 = int_of(d, "iterations", &path)?
+                .try_into()
+                .map_err(|_| corrupt(format!("json: {path}iterations is out of range")))?;
+            let salt = b64_of(d, "salt", &path)?;
+            let digest = b64_of(d, "digest", &path)?;
+            // An empty or short digest would match any key: refuse it.
+            if digest.len() != hash.output_len() {
+                return Err(corrupt(format!(
+                    "json: {path}digest has {} bytes, {} makes {}",
+                    digest.len(),
+                    hash.name(),
+                    hash.output_len()
+                )));
+            }
+            if salt.is_empty() || iterations == 0 {
+                return Err(corrupt(format!("json: {path}: empty salt or 0 iterations")));
+            }
             out.push(Digest {
                 id: id.clone(),
                 keyslots: id_list(d, "keyslots", &path)?
@@ -865,10 +891,10 @@ impl Luks2 {
                     .filter_map(|s| s.parse().ok())
                     .collect(),
                 segments: id_list(d, "segments", &path)?,
-                hash: HashAlg::parse(str_of(d, "hash", &path)?)?,
-                iterations: int_of(d, "iterations", &path)? as u32,
-                salt: b64_of(d, "salt", &path)?,
-                digest: b64_of(d, "digest", &path)?,
+                hash,
+                iterations,
+                salt,
+                digest,
             });
         }
         Ok(out)

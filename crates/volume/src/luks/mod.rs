@@ -41,9 +41,10 @@ pub(crate) fn random(buf: &mut [u8]) -> Result<()> {
         .map_err(|e| Error::Io(std::io::Error::other(format!("random source: {e}"))))
 }
 
-/// Equality without an early exit.
+/// Constant-time equality (`subtle`); slices of different lengths are unequal.
 pub(crate) fn ct_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    use subtle::ConstantTimeEq as _;
+    a.len() == b.len() && bool::from(a.ct_eq(b))
 }
 
 /// A random (version 4) UUID in the lowercase text form cryptsetup writes.

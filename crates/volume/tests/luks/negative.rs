@@ -268,3 +268,99 @@ fn absurd_kdf_costs_are_refused() {
         "{e}"
     );
 }
+
+/// The whole image, to show a refused header wrote nothing.
+fn snapshot(path: &Path) -> Vec<u8> {
+    std::fs::read(path).unwrap()
+}
+
+/// Patches both LUKS2 copies, then asserts unlocking with any passphrase fails with a
+/// corrupt-header error naming `what`, and that nothing was written.
+fn assert_hostile_refused(img: &Path, what: &str, edit: impl Fn(&mut serde_json::Value)) {
+    for at in [0, HDR] {
+        rewrite_json(img, at, &edit);
+    }
+    let before = snapshot(img);
+    let f = open_rw(img);
+    match Header::read(&f) {
+        Ok(h) => {
+            for pass in [&b"first"[..], b"nobody knows this"] {
+                let e = h.unlock(&f, pass).map(|_| ()).unwrap_err();
+                assert!(
+                    matches!(&e, Error::Corrupt(m) if m.contains(what)),
+                    "{what}: {e}"
+                );
+            }
+        }
+        Err(e) => assert!(
+            matches!(&e, Error::Corrupt(m) if m.contains(what)),
+            "{what}: {e}"
+        ),
+    }
+    drop(f);
+    assert!(snapshot(img) == before, "{what}: the image was written");
+}
+
+/// An empty or short volume-key digest must not match every key.
+#[test]
+fn empty_or_short_digest_is_refused_not_a_match() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = luks2_image(dir.path());
+    let pristine = snapshot(&img);
+    let cases: [(&str, serde_json::Value); 4] = [
+        ("digest", serde_json::json!("")),
+        ("digest", serde_json::json!("AAAAAAAAAAAAAAAAAAAAAA==")),
+        ("salt", serde_json::json!("")),
+        ("iterations", serde_json::json!(4294967297u64)),
+    ];
+    for (field, value) in cases {
+        std::fs::write(&img, &pristine).unwrap();
+        assert_hostile_refused(&img, "digest", |j| {
+            j["digests"]["0"][field] = value.clone();
+        });
+    }
+    // Keyslot kdf: 0 iterations and an empty salt are corrupt too.
+    for (field, value) in [
+        ("iterations", serde_json::json!(0)),
+        ("salt", serde_json::json!("")),
+    ] {
+        std::fs::write(&img, &pristine).unwrap();
+        assert_hostile_refused(&img, "kdf", |j| {
+            for id in ["0", "1"] {
+                j["keyslots"][id]["kdf"][field] = value.clone();
+            }
+        });
+    }
+}
+
+fn luks1_image(dir: &Path) -> PathBuf {
+    let img = dir.join("v1.img");
+    File::create(&img).unwrap().set_len(4 * MIB).unwrap();
+    let f = open_rw(&img);
+    let opts = FormatOptions {
+        version: Version::Luks1,
+        kdf: fast_pbkdf2(),
+        ..FormatOptions::default()
+    };
+    format(&f, &opts, b"first", None).unwrap();
+    img
+}
+
+/// LUKS1: a digest with 0 iterations is refused when reading.
+#[test]
+fn luks1_zero_digest_iterations_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = luks1_image(dir.path());
+    open_rw(&img)
+        .write_all_at(&0u32.to_be_bytes(), 164)
+        .unwrap();
+    let before = snapshot(&img);
+    let f = open_rw(&img);
+    let e = Header::read(&f).unwrap_err();
+    assert!(
+        matches!(&e, Error::Corrupt(m) if m.contains("iterations")),
+        "{e}"
+    );
+    drop(f);
+    assert!(snapshot(&img) == before);
+}
