@@ -52,6 +52,8 @@ pub const HDR_SIZES: [u64; 9] = [
 ];
 /// LUKS2 keyslots are numbered 0..32.
 pub const MAX_KEYSLOTS: usize = 32;
+/// The largest key any supported cipher takes (AES-256-XTS: 64 bytes).
+pub const MAX_KEY_BYTES: u64 = 64;
 /// Keyslot areas are aligned to 4096 bytes, as cryptsetup does.
 const AREA_ALIGN: u64 = 4096;
 
@@ -468,9 +470,30 @@ pub(crate) fn open_material(
     passphrase: &[u8],
     m: &Material<'_>,
 ) -> Result<Zeroizing<Vec<u8>>> {
+    if m.area_key_size == 0
+        || m.area_key_size as u64 > MAX_KEY_BYTES
+        || m.key_size == 0
+        || m.key_size as u64 > MAX_KEY_BYTES
+        || m.stripes != af::STRIPES
+    {
+        return Err(Error::Corrupt(format!(
+            "keyslot: key size {}, area key size {}, {} stripes",
+            m.key_size, m.area_key_size, m.stripes
+        )));
+    }
+    // At most 64 * 4000 bytes, after the checks above.
+    let len = align_up((m.key_size * m.stripes) as u64, 512);
+    let image = super::io::image_size(file)?;
+    let end = m.area_offset.checked_add(len);
+    if end.is_none_or(|e| e > image) {
+        return Err(Error::Truncated(format!(
+            "the keyslot area {}+{len} lies beyond the end of the image ({image} bytes)",
+            m.area_offset
+        )));
+    }
+    let len = len as usize;
     let mut derived = Zeroizing::new(vec![0u8; m.area_key_size]);
     m.kdf.derive(passphrase, m.salt, &mut derived)?;
-    let len = align_up((m.key_size * m.stripes) as u64, 512) as usize;
     let mut material = Zeroizing::new(vec![0u8; len]);
     read_exact_at(file, &mut material, m.area_offset, "keyslot area")?;
     crypt_area(m.area_encryption, &derived, &mut material, false)?;
@@ -831,14 +854,35 @@ impl Luks2 {
                 )));
             }
             let (kdf, salt) = kdf_of(ks, &path)?;
-            let key_size = int_of(ks, "key_size", &path)? as usize;
-            let stripes = int_of(af, "stripes", &afp)? as usize;
+            let key_size = int_of(ks, "key_size", &path)?;
+            let area_key_size = int_of(area, "key_size", &ap)?;
+            let stripes = int_of(af, "stripes", &afp)?;
             let area_size = u64_str(area, "size", &ap)?;
-            if key_size == 0 || stripes == 0 || (key_size * stripes) as u64 > area_size {
+            // Bounds before anything is allocated: AES keys are at most 64 bytes (XTS-256),
+            // the area key is the volume key's size, and cryptsetup writes and reads 4000
+            // stripes only.
+            if !(1..=MAX_KEY_BYTES).contains(&key_size) || area_key_size != key_size {
+                return Err(corrupt(format!(
+                    "json: keyslot {id}: key size {key_size} / area key size {area_key_size} \
+                     (must be equal, 1 to {MAX_KEY_BYTES} bytes)"
+                )));
+            }
+            if stripes != af::STRIPES as u64 {
+                return Err(corrupt(format!(
+                    "json: keyslot {id}: {stripes} anti-forensic stripes (must be {})",
+                    af::STRIPES
+                )));
+            }
+            if key_size
+                .checked_mul(stripes)
+                .is_none_or(|n| align_up(n, 512) > area_size)
+            {
                 return Err(corrupt(format!(
                     "json: keyslot {id}: {stripes} stripes of {key_size} bytes do not fit its area"
                 )));
             }
+            let (key_size, stripes, area_key_size) =
+                (key_size as usize, stripes as usize, area_key_size as usize);
             out.push(Keyslot {
                 id: id.parse().expect("validated"),
                 key_size,
@@ -847,7 +891,7 @@ impl Luks2 {
                 area_offset: u64_str(area, "offset", &ap)?,
                 area_size,
                 area_encryption: str_of(area, "encryption", &ap)?.to_string(),
-                area_key_size: int_of(area, "key_size", &ap)? as usize,
+                area_key_size,
                 kdf,
                 salt,
                 priority: ks.get("priority").and_then(Value::as_i64).unwrap_or(1),

@@ -364,3 +364,76 @@ fn luks1_zero_digest_iterations_is_refused() {
     drop(f);
     assert!(snapshot(&img) == before);
 }
+
+/// Key sizes, area key sizes and stripe counts that would make unlocking allocate
+/// gigabytes (or overflow `key_size * stripes`) are refused first.
+#[test]
+fn huge_key_sizes_and_stripes_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = luks2_image(dir.path());
+    let pristine = snapshot(&img);
+    type Edit = fn(&mut serde_json::Value);
+    let cases: [(&str, Edit); 5] = [
+        ("key size", |ks| {
+            ks["area"]["key_size"] = (1u64 << 40).into()
+        }),
+        ("key size", |ks| ks["area"]["key_size"] = 32.into()),
+        ("key size", |ks| ks["key_size"] = (1u64 << 40).into()),
+        ("stripes", |ks| ks["af"]["stripes"] = (1u64 << 62).into()),
+        ("stripes", |ks| ks["af"]["stripes"] = 4001.into()),
+    ];
+    for (what, edit) in cases {
+        std::fs::write(&img, &pristine).unwrap();
+        assert_hostile_refused(&img, what, |j| {
+            for id in ["0", "1"] {
+                edit(&mut j["keyslots"][id]);
+            }
+        });
+    }
+}
+
+/// LUKS1: a stripe count of 2^32-1 is refused (it asked for 256 GiB); a slot past the end
+/// of an image with no data offset is a truncated image, not a read of garbage; erasing
+/// a volume whose inactive slot points far away writes nothing there.
+#[test]
+fn luks1_hostile_slots_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = luks1_image(dir.path());
+    let pristine = snapshot(&img);
+    let slot0 = 208u64;
+
+    open_rw(&img)
+        .write_all_at(&u32::MAX.to_be_bytes(), slot0 + 44)
+        .unwrap();
+    let e = Header::read(&File::open(&img).unwrap()).unwrap_err();
+    assert!(
+        matches!(&e, Error::Corrupt(m) if m.contains("stripes")),
+        "{e}"
+    );
+
+    std::fs::write(&img, &pristine).unwrap();
+    let f = open_rw(&img);
+    f.write_all_at(&0u32.to_be_bytes(), 104).unwrap(); // payload offset 0
+    f.write_all_at(&0x7fff_0000u32.to_be_bytes(), slot0 + 40)
+        .unwrap();
+    let before = snapshot(&img);
+    let e = Header::read(&f).unwrap().unlock(&f, b"first").unwrap_err();
+    assert!(matches!(e, Error::Truncated(_)), "{e}");
+    assert!(snapshot(&img) == before);
+
+    // Inactive slot 3 pointing at 1 TiB: erase must not extend the image there.
+    std::fs::write(&img, &pristine).unwrap();
+    let f = open_rw(&img);
+    f.write_all_at(&0x8000_0000u32.to_be_bytes(), slot0 + 3 * 48 + 40)
+        .unwrap();
+    let len = f.metadata().unwrap().len();
+    let mut h = Header::read(&f).unwrap();
+    assert!(h.metadata_size() < 4 * MIB, "{}", h.metadata_size());
+    h.erase(&f).unwrap();
+    assert_eq!(f.metadata().unwrap().len(), len);
+    assert!(Header::read(&f)
+        .unwrap()
+        .active_keyslots()
+        .unwrap()
+        .is_empty());
+}
