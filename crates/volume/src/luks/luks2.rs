@@ -54,6 +54,9 @@ pub const HDR_SIZES: [u64; 9] = [
 pub const MAX_KEYSLOTS: usize = 32;
 /// The largest key any supported cipher takes (AES-256-XTS: 64 bytes).
 pub const MAX_KEY_BYTES: u64 = 64;
+/// The largest keyslots area cryptsetup accepts (LUKS2_MAX_KEYSLOTS_SIZE, 128 MiB); it
+/// also writes no larger one whatever the data offset.
+pub const MAX_KEYSLOTS_SIZE: u64 = 128 << 20;
 /// Keyslot areas are aligned to 4096 bytes, as cryptsetup does.
 const AREA_ALIGN: u64 = 4096;
 
@@ -298,6 +301,13 @@ fn validate(json: &Value, hdr_size: u64) -> Result<()> {
         )));
     }
     let keyslots_size = u64_str(config, "keyslots_size", "config.")?;
+    if keyslots_size > MAX_KEYSLOTS_SIZE || !keyslots_size.is_multiple_of(AREA_ALIGN) {
+        return Err(corrupt(format!(
+            "json: config.keyslots_size {keyslots_size} (at most {MAX_KEYSLOTS_SIZE}, a \
+             multiple of {AREA_ALIGN})"
+        )));
+    }
+    // hdr_size is at most 4 MiB and keyslots_size 128 MiB: no overflow.
     let area_end = 2 * hdr_size + keyslots_size;
     for (id, ks) in obj(json, "keyslots", "")? {
         let n: usize = id
@@ -651,9 +661,13 @@ impl Luks2 {
     /// A new header in memory (nothing written): one crypt segment, one digest, no keyslot.
     pub(crate) fn format(p: &FormatParams<'_>) -> Result<Luks2> {
         let hdr_size = HDR_SIZES[0];
-        let keyslots_size = p.data_offset.checked_sub(2 * hdr_size).ok_or_else(|| {
-            Error::Invalid("the data offset leaves no room for the metadata".into())
-        })?;
+        let keyslots_size = p
+            .data_offset
+            .checked_sub(2 * hdr_size)
+            .ok_or_else(|| {
+                Error::Invalid("the data offset leaves no room for the metadata".into())
+            })?
+            .min(MAX_KEYSLOTS_SIZE);
         let mut salt = vec![0u8; 32];
         random(&mut salt)?;
         let mut digest = vec![0u8; p.hash.output_len()];
@@ -735,7 +749,9 @@ impl Luks2 {
 
     /// Size of the keyslots area.
     pub fn keyslots_size(&self) -> u64 {
-        u64_str(&self.json["config"], "keyslots_size", "config.").unwrap_or(0)
+        u64_str(&self.json["config"], "keyslots_size", "config.")
+            .unwrap_or(0)
+            .min(MAX_KEYSLOTS_SIZE)
     }
 
     /// Bytes of metadata and keyslot areas at the start of the image (what a header
@@ -1018,15 +1034,16 @@ impl Luks2 {
         let layout = SectorLayout::new(seg.sector_size, false)?;
         let image = super::io::image_size(file)?;
         let data_size = match seg.size {
-            Some(s) => {
-                if seg.offset + s > image {
+            Some(s) => match seg.offset.checked_add(s) {
+                Some(end) if end <= image => s,
+                end => {
                     return Err(Error::Truncated(format!(
-                        "the data segment ends at {} but the image has {image} bytes",
-                        seg.offset + s
-                    )));
+                        "the data segment {}+{s} ends at {} but the image has {image} bytes",
+                        seg.offset,
+                        end.map_or("beyond 2^64".to_string(), |e| e.to_string())
+                    )))
                 }
-                s
-            }
+            },
             None => {
                 if image < seg.offset {
                     return Err(Error::Truncated(format!(

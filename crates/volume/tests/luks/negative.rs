@@ -2,7 +2,9 @@
 //! areas, metadata asking for features this does not implement.
 
 use crate::common::*;
-use sectorcrypt_volume::luks::{format, Error, FormatOptions, Header, Version};
+use sectorcrypt_volume::luks::{
+    backup_header, format, restore_header, Error, FormatOptions, Header, Version,
+};
 use sha2::{Digest, Sha256};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -436,4 +438,108 @@ fn luks1_hostile_slots_are_refused() {
         .active_keyslots()
         .unwrap()
         .is_empty());
+}
+
+/// A keyslots area of 2^64-1 or 1 TiB bytes (overflow; a 1 TiB header backup buffer) and
+/// a segment whose end overflows are clean errors.
+#[test]
+fn huge_keyslots_size_and_segment_size_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = luks2_image(dir.path());
+    let pristine = snapshot(&img);
+    for size in [u64::MAX, 1u64 << 40, 16 * MIB + 1] {
+        std::fs::write(&img, &pristine).unwrap();
+        assert_hostile_refused(&img, "keyslots_size", |j| {
+            j["config"]["keyslots_size"] = size.to_string().into()
+        });
+        let out = dir.path().join("backup");
+        let e = backup_header(&File::open(&img).unwrap(), &out).unwrap_err();
+        assert!(
+            matches!(&e, Error::Corrupt(m) if m.contains("keyslots_size")),
+            "{e}"
+        );
+        assert!(!out.exists());
+    }
+    std::fs::write(&img, &pristine).unwrap();
+    for at in [0, HDR] {
+        rewrite_json(&img, at, |j| {
+            j["segments"]["0"]["size"] = (u64::MAX - 4096).to_string().into()
+        });
+    }
+    let f = File::open(&img).unwrap();
+    let e = Header::read(&f).unwrap().unlock(&f, b"first").unwrap_err();
+    assert!(matches!(e, Error::Truncated(_)), "{e}");
+}
+
+/// A header backup that fails half way (the image ends inside the keyslots area) leaves
+/// no file behind, partial or temporary; a good one is readable by its owner only.
+#[test]
+fn failed_header_backup_leaves_no_file() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let img = luks2_image(dir.path());
+    let outdir = dir.path().join("out");
+    std::fs::create_dir(&outdir).unwrap();
+    let good = outdir.join("good.bak");
+    backup_header(&File::open(&img).unwrap(), &good).unwrap();
+    assert_eq!(std::fs::metadata(&good).unwrap().len(), 16 * MIB);
+    let mode = std::fs::metadata(&good).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "{mode:o}");
+    // Exists already: refused, untouched.
+    let e = backup_header(&File::open(&img).unwrap(), &good).unwrap_err();
+    assert!(
+        matches!(&e, Error::Io(io) if io.kind() == std::io::ErrorKind::AlreadyExists),
+        "{e}"
+    );
+
+    // 3 MiB: both header copies, then the image ends inside the keyslots area.
+    open_rw(&img).set_len(3 * MIB).unwrap();
+    let bad = outdir.join("bad.bak");
+    let e = backup_header(&File::open(&img).unwrap(), &bad).unwrap_err();
+    assert!(matches!(e, Error::Truncated(_)), "{e}");
+    let names: Vec<_> = std::fs::read_dir(&outdir)
+        .unwrap()
+        .map(|d| d.unwrap().file_name())
+        .collect();
+    assert_eq!(names, vec![std::ffi::OsString::from("good.bak")]);
+}
+
+/// Restoring a cut-short or hostile backup is refused before anything is written; a good
+/// backup restores a volume whose headers were destroyed.
+#[test]
+fn bad_header_restore_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = luks2_image(dir.path());
+    let bak = dir.path().join("v.bak");
+    backup_header(&File::open(&img).unwrap(), &bak).unwrap();
+    let bak_bytes = snapshot(&bak);
+    // Destroy both copies' magic: the image no longer opens.
+    flip(&img, 0);
+    flip(&img, HDR);
+    let damaged = snapshot(&img);
+
+    let cut = dir.path().join("cut.bak");
+    std::fs::write(&cut, &bak_bytes[..(MIB as usize)]).unwrap();
+    let e = restore_header(&open_rw(&img), &File::open(&cut).unwrap()).unwrap_err();
+    assert!(matches!(e, Error::Truncated(_)), "{e}");
+    assert!(snapshot(&img) == damaged);
+
+    let hostile = dir.path().join("hostile.bak");
+    std::fs::write(&hostile, &bak_bytes).unwrap();
+    for at in [0, HDR] {
+        rewrite_json(&hostile, at, |j| {
+            j["config"]["keyslots_size"] = (1u64 << 40).to_string().into()
+        });
+    }
+    let e = restore_header(&open_rw(&img), &File::open(&hostile).unwrap()).unwrap_err();
+    assert!(
+        matches!(&e, Error::Corrupt(m) if m.contains("keyslots_size")),
+        "{e}"
+    );
+    assert!(snapshot(&img) == damaged);
+
+    let f = open_rw(&img);
+    let h = restore_header(&f, &File::open(&bak).unwrap()).unwrap();
+    assert!(!h.needs_repair());
+    h.unlock(&f, b"second").unwrap();
 }
