@@ -701,8 +701,13 @@ impl Luks2 {
         let mut salts = [[0u8; 64]; 2];
         random(&mut salts[0])?;
         random(&mut salts[1])?;
-        let mut label = [0u8; 48];
-        put_cstr(&mut label, p.label, "label")?;
+        // The label field is 48 bytes, NUL-terminated.
+        if p.label.len() > 47 || p.label.contains('\0') {
+            return Err(Error::Invalid(format!(
+                "the label is {} bytes; at most 47 bytes, without NUL characters",
+                p.label.len()
+            )));
+        }
         Ok(Luks2 {
             hdr_size,
             seqid: 0,

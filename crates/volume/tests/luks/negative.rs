@@ -543,3 +543,36 @@ fn bad_header_restore_writes_nothing() {
     assert!(!h.needs_repair());
     h.unlock(&f, b"second").unwrap();
 }
+
+/// Labels: 47 bytes fit the 48-byte field; 48 bytes or a NUL (which would cut the label
+/// short on reading) are refused before anything is written.
+#[test]
+fn label_length_and_nul_are_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("l.img");
+    File::create(&img).unwrap().set_len(20 * MIB).unwrap();
+    let before = snapshot(&img);
+    for bad in ["x".repeat(48), "ab\0cd".to_string()] {
+        let opts = FormatOptions {
+            kdf: fast_pbkdf2(),
+            label: bad.clone(),
+            ..FormatOptions::default()
+        };
+        let e = format(&open_rw(&img), &opts, b"p", None).unwrap_err();
+        assert!(
+            matches!(&e, Error::Invalid(m) if m.contains("label")),
+            "{bad:?}: {e}"
+        );
+        assert!(snapshot(&img) == before);
+    }
+    let opts = FormatOptions {
+        kdf: fast_pbkdf2(),
+        label: "y".repeat(47),
+        ..FormatOptions::default()
+    };
+    format(&open_rw(&img), &opts, b"p", None).unwrap();
+    match Header::read(&File::open(&img).unwrap()).unwrap() {
+        Header::Luks2(h) => assert_eq!(h.label(), "y".repeat(47)),
+        Header::Luks1(_) => panic!("luks1"),
+    }
+}
