@@ -1157,6 +1157,13 @@ impl Luks2 {
         cipher_spec(&seg.encryption, area_key_size)?;
         let need = align_up((key.len() * af::STRIPES) as u64, AREA_ALIGN);
         let offset = self.free_area(need)?;
+        let image = super::io::image_size(file)?;
+        if offset + need > image {
+            return Err(Error::Truncated(format!(
+                "the new keyslot area {offset}+{need} lies beyond the end of the image \
+                 ({image} bytes)"
+            )));
+        }
         let kdf = opts.resolve(area_key_size)?;
         let (salt, material) = seal_material(
             passphrase,

@@ -576,3 +576,22 @@ fn label_length_and_nul_are_checked() {
         Header::Luks1(_) => panic!("luks1"),
     }
 }
+
+/// Adding a keyslot to an image that ends inside the keyslots area is a truncated image,
+/// not a write that grows the file.
+#[test]
+fn add_key_to_a_truncated_image_does_not_grow_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = luks2_image(dir.path());
+    let f = open_rw(&img);
+    let mut h = Header::read(&f).unwrap();
+    let u = h.unlock(&f, b"first").unwrap();
+    // Keyslots 0 and 1 end at 548864; the next area (258048 bytes) would not fit.
+    f.set_len(700 << 10).unwrap();
+    let before = snapshot(&img);
+    let e = h
+        .add_key(&f, &u, b"third", &fast_pbkdf2(), None)
+        .unwrap_err();
+    assert!(matches!(e, Error::Truncated(_)), "{e}");
+    assert!(snapshot(&img) == before);
+}
