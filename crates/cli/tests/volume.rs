@@ -284,7 +284,14 @@ fn kill_9_during_add_key(luks_type: &str) {
     let t = Instant::now();
     ok(sc(&args, b""));
     let full = t.elapsed();
-    let have_cryptsetup = Command::new("cryptsetup").arg("--version").output().is_ok();
+    let have_cryptsetup = Command::new("cryptsetup")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !have_cryptsetup {
+        // The kill test itself still runs; only the cryptsetup cross-check is skipped.
+        eprintln!("skipped: cryptsetup is not installed");
+    }
     let mut outcomes = [0usize; 2];
     for i in 0..16u32 {
         std::fs::write(&img, &pristine).unwrap();

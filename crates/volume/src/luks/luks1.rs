@@ -121,9 +121,11 @@ impl Luks1 {
             s.salt.copy_from_slice(&raw[at + 8..at + 40]);
             s.key_offset = be32(&raw, at + 40);
             s.stripes = be32(&raw, at + 44);
-            if s.active && (s.stripes == 0 || s.iterations == 0) {
+            if s.active && (s.stripes as usize != af::STRIPES || s.iterations == 0) {
                 return Err(Error::Corrupt(format!(
-                    "luks1 keyslot {i} is active with 0 stripes or 0 iterations"
+                    "luks1 keyslot {i} is active with {} stripes (must be {}) or 0 iterations",
+                    s.stripes,
+                    af::STRIPES
                 )));
             }
         }
@@ -140,15 +142,21 @@ impl Luks1 {
             uuid: cstr(&raw[168..208], "uuid")?,
             slots,
         };
-        if h.key_bytes == 0 || h.key_bytes > 256 {
+        if h.mk_iterations == 0 {
+            return Err(Error::Corrupt(
+                "luks1 volume key digest has 0 iterations".into(),
+            ));
+        }
+        if h.key_bytes == 0 || h.key_bytes as u64 > super::luks2::MAX_KEY_BYTES {
             return Err(Error::Corrupt(format!(
                 "luks1 key length {} bytes",
                 h.key_bytes
             )));
         }
         for (i, s) in h.slots.iter().enumerate().filter(|(_, s)| s.active) {
-            let end = s.key_offset as u64 * 512 + h.key_bytes as u64 * s.stripes as u64;
-            if s.key_offset < 1 || (h.payload_offset != 0 && end > h.payload_offset as u64 * 512) {
+            // Without a data offset the bound is the image size, checked when the slot is
+            // read or written.
+            if !h.area_ok(s.key_offset as u64 * 512, u64::MAX) {
                 return Err(Error::Corrupt(format!(
                     "luks1 keyslot {i} material overlaps the header or the data"
                 )));
@@ -169,16 +177,40 @@ impl Luks1 {
     /// Bytes from the start of the image to the end of the last keyslot's material, aligned
     /// to 4 KiB: what a header backup holds (the same length as cryptsetup's
     /// luksHeaderBackup of a LUKS1 volume).
+    ///
+    /// Active slots count (their areas were checked when parsing), and inactive ones only
+    /// when their area lies between the header and the data: an inactive slot's offset is
+    /// not otherwise validated.
     pub fn metadata_size(&self) -> u64 {
-        let end = self
-            .slots
-            .iter()
-            .map(|s| {
-                s.key_offset as u64 * 512 + align_up(self.key_bytes as u64 * s.stripes as u64, 512)
+        let end = (0..KEYSLOTS)
+            .filter(|&i| {
+                let s = &self.slots[i];
+                s.active || (self.payload_offset != 0 && self.area_ok(s.key_offset as u64 * 512, 0))
             })
+            .map(|i| self.slot_end(i))
             .max()
             .unwrap_or(HEADER_LEN as u64);
         align_up(end.max(HEADER_LEN as u64), 4096)
+    }
+
+    /// End of slot `i`'s material (4000 stripes of the key, whole sectors). Cannot
+    /// overflow: a u32 of sectors plus at most 64 * 4000 bytes.
+    fn slot_end(&self, i: usize) -> u64 {
+        self.slots[i].key_offset as u64 * 512
+            + align_up(self.key_bytes as u64 * af::STRIPES as u64, 512)
+    }
+
+    /// Whether material at `off` (of the slot starting there) lies after the header and
+    /// before the data, or before the end of an `image` of that size when the header
+    /// names no data offset.
+    fn area_ok(&self, off: u64, image: u64) -> bool {
+        let end = off + align_up(self.key_bytes as u64 * af::STRIPES as u64, 512);
+        let limit = if self.payload_offset != 0 {
+            self.payload_offset as u64 * 512
+        } else {
+            image
+        };
+        off >= HEADER_LEN as u64 && end <= limit
     }
 
     /// Whether `key` matches the volume key digest.
@@ -383,15 +415,11 @@ impl Luks1 {
             unreachable!("pbkdf2 asked for")
         };
         let (salt, material) = seal_material(passphrase, key, &kdf, &cipher, key.len(), hash)?;
-        let s = &mut self.slots[i];
-        if s.stripes as usize != af::STRIPES {
-            s.stripes = af::STRIPES as u32;
-        }
-        let offset = s.key_offset as u64 * 512;
-        if offset < HEADER_LEN as u64
-            || (self.payload_offset != 0
-                && offset + material.len() as u64 > self.payload_offset as u64 * 512)
-        {
+        // The slot's offset comes from the header (unchecked for an inactive slot): its
+        // material must lie between the header and the data (or the image end).
+        let offset = self.slots[i].key_offset as u64 * 512;
+        let image = super::io::image_size(file)?;
+        if !self.area_ok(offset, image) || offset + material.len() as u64 > self.slot_end(i) {
             return Err(Error::Corrupt(format!(
                 "luks1 keyslot {i} material offset is outside the keyslot area"
             )));
@@ -399,6 +427,7 @@ impl Luks1 {
         write_all_at(file, &material, offset)?;
         sync(file)?;
         let s = &mut self.slots[i];
+        s.stripes = af::STRIPES as u32;
         s.active = true;
         s.iterations = iterations;
         s.salt.copy_from_slice(&salt);
@@ -422,10 +451,13 @@ impl Luks1 {
             s.salt = [0; 32];
         }
         self.write(file)?;
+        let image = super::io::image_size(file)?;
         for &i in &ids {
-            let s = self.slots[i];
-            let len = align_up(self.key_bytes as u64 * s.stripes as u64, 512);
-            super::io::wipe(file, s.key_offset as u64 * 512, len, true)?;
+            let off = self.slots[i].key_offset as u64 * 512;
+            // Only areas inside the keyslot area: an inactive slot's offset is unchecked.
+            if self.area_ok(off, image) {
+                super::io::wipe(file, off, self.slot_end(i) - off, true)?;
+            }
         }
         sync(file)
     }

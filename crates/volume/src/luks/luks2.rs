@@ -52,6 +52,11 @@ pub const HDR_SIZES: [u64; 9] = [
 ];
 /// LUKS2 keyslots are numbered 0..32.
 pub const MAX_KEYSLOTS: usize = 32;
+/// The largest key any supported cipher takes (AES-256-XTS: 64 bytes).
+pub const MAX_KEY_BYTES: u64 = 64;
+/// The largest keyslots area cryptsetup accepts (LUKS2_MAX_KEYSLOTS_SIZE, 128 MiB); it
+/// also writes no larger one whatever the data offset.
+pub const MAX_KEYSLOTS_SIZE: u64 = 128 << 20;
 /// Keyslot areas are aligned to 4096 bytes, as cryptsetup does.
 const AREA_ALIGN: u64 = 4096;
 
@@ -117,6 +122,9 @@ pub struct Digest {
 impl Digest {
     /// Whether `key` is the volume key this digest was made of.
     pub fn verify(&self, key: &[u8]) -> bool {
+        if self.digest.is_empty() || self.digest.len() != self.hash.output_len() {
+            return false;
+        }
         let mut out = Zeroizing::new(vec![0u8; self.digest.len()]);
         self.hash.pbkdf2(key, &self.salt, self.iterations, &mut out);
         ct_eq(&out, &self.digest)
@@ -293,6 +301,13 @@ fn validate(json: &Value, hdr_size: u64) -> Result<()> {
         )));
     }
     let keyslots_size = u64_str(config, "keyslots_size", "config.")?;
+    if keyslots_size > MAX_KEYSLOTS_SIZE || !keyslots_size.is_multiple_of(AREA_ALIGN) {
+        return Err(corrupt(format!(
+            "json: config.keyslots_size {keyslots_size} (at most {MAX_KEYSLOTS_SIZE}, a \
+             multiple of {AREA_ALIGN})"
+        )));
+    }
+    // hdr_size is at most 4 MiB and keyslots_size 128 MiB: no overflow.
     let area_end = 2 * hdr_size + keyslots_size;
     for (id, ks) in obj(json, "keyslots", "")? {
         let n: usize = id
@@ -349,12 +364,17 @@ fn kdf_of(ks: &Value, path: &str) -> Result<(Kdf, Vec<u8>)> {
     let p = format!("{path}kdf.");
     let kind = str_of(kdf, "type", &p)?;
     let salt = b64_of(kdf, "salt", &p)?;
+    if salt.is_empty() {
+        return Err(corrupt(format!("json: {p}salt is empty")));
+    }
     let k = match kind {
         "pbkdf2" => Kdf::Pbkdf2 {
             hash: HashAlg::parse(str_of(kdf, "hash", &p)?)?,
             iterations: int_of(kdf, "iterations", &p)?
                 .try_into()
-                .map_err(|_| corrupt(format!("json: {p}iterations is out of range")))?,
+                .ok()
+                .filter(|&i: &u32| i >= 1)
+                .ok_or_else(|| corrupt(format!("json: {p}iterations is out of range")))?,
         },
         "argon2i" | "argon2id" => {
             let num = |key: &str| -> Result<u32> {
@@ -460,9 +480,30 @@ pub(crate) fn open_material(
     passphrase: &[u8],
     m: &Material<'_>,
 ) -> Result<Zeroizing<Vec<u8>>> {
+    if m.area_key_size == 0
+        || m.area_key_size as u64 > MAX_KEY_BYTES
+        || m.key_size == 0
+        || m.key_size as u64 > MAX_KEY_BYTES
+        || m.stripes != af::STRIPES
+    {
+        return Err(Error::Corrupt(format!(
+            "keyslot: key size {}, area key size {}, {} stripes",
+            m.key_size, m.area_key_size, m.stripes
+        )));
+    }
+    // At most 64 * 4000 bytes, after the checks above.
+    let len = align_up((m.key_size * m.stripes) as u64, 512);
+    let image = super::io::image_size(file)?;
+    let end = m.area_offset.checked_add(len);
+    if end.is_none_or(|e| e > image) {
+        return Err(Error::Truncated(format!(
+            "the keyslot area {}+{len} lies beyond the end of the image ({image} bytes)",
+            m.area_offset
+        )));
+    }
+    let len = len as usize;
     let mut derived = Zeroizing::new(vec![0u8; m.area_key_size]);
     m.kdf.derive(passphrase, m.salt, &mut derived)?;
-    let len = align_up((m.key_size * m.stripes) as u64, 512) as usize;
     let mut material = Zeroizing::new(vec![0u8; len]);
     read_exact_at(file, &mut material, m.area_offset, "keyslot area")?;
     crypt_area(m.area_encryption, &derived, &mut material, false)?;
@@ -620,9 +661,13 @@ impl Luks2 {
     /// A new header in memory (nothing written): one crypt segment, one digest, no keyslot.
     pub(crate) fn format(p: &FormatParams<'_>) -> Result<Luks2> {
         let hdr_size = HDR_SIZES[0];
-        let keyslots_size = p.data_offset.checked_sub(2 * hdr_size).ok_or_else(|| {
-            Error::Invalid("the data offset leaves no room for the metadata".into())
-        })?;
+        let keyslots_size = p
+            .data_offset
+            .checked_sub(2 * hdr_size)
+            .ok_or_else(|| {
+                Error::Invalid("the data offset leaves no room for the metadata".into())
+            })?
+            .min(MAX_KEYSLOTS_SIZE);
         let mut salt = vec![0u8; 32];
         random(&mut salt)?;
         let mut digest = vec![0u8; p.hash.output_len()];
@@ -656,8 +701,13 @@ impl Luks2 {
         let mut salts = [[0u8; 64]; 2];
         random(&mut salts[0])?;
         random(&mut salts[1])?;
-        let mut label = [0u8; 48];
-        put_cstr(&mut label, p.label, "label")?;
+        // The label field is 48 bytes, NUL-terminated.
+        if p.label.len() > 47 || p.label.contains('\0') {
+            return Err(Error::Invalid(format!(
+                "the label is {} bytes; at most 47 bytes, without NUL characters",
+                p.label.len()
+            )));
+        }
         Ok(Luks2 {
             hdr_size,
             seqid: 0,
@@ -704,7 +754,9 @@ impl Luks2 {
 
     /// Size of the keyslots area.
     pub fn keyslots_size(&self) -> u64 {
-        u64_str(&self.json["config"], "keyslots_size", "config.").unwrap_or(0)
+        u64_str(&self.json["config"], "keyslots_size", "config.")
+            .unwrap_or(0)
+            .min(MAX_KEYSLOTS_SIZE)
     }
 
     /// Bytes of metadata and keyslot areas at the start of the image (what a header
@@ -823,14 +875,35 @@ impl Luks2 {
                 )));
             }
             let (kdf, salt) = kdf_of(ks, &path)?;
-            let key_size = int_of(ks, "key_size", &path)? as usize;
-            let stripes = int_of(af, "stripes", &afp)? as usize;
+            let key_size = int_of(ks, "key_size", &path)?;
+            let area_key_size = int_of(area, "key_size", &ap)?;
+            let stripes = int_of(af, "stripes", &afp)?;
             let area_size = u64_str(area, "size", &ap)?;
-            if key_size == 0 || stripes == 0 || (key_size * stripes) as u64 > area_size {
+            // Bounds before anything is allocated: AES keys are at most 64 bytes (XTS-256),
+            // the area key is the volume key's size, and cryptsetup writes and reads 4000
+            // stripes only.
+            if !(1..=MAX_KEY_BYTES).contains(&key_size) || area_key_size != key_size {
+                return Err(corrupt(format!(
+                    "json: keyslot {id}: key size {key_size} / area key size {area_key_size} \
+                     (must be equal, 1 to {MAX_KEY_BYTES} bytes)"
+                )));
+            }
+            if stripes != af::STRIPES as u64 {
+                return Err(corrupt(format!(
+                    "json: keyslot {id}: {stripes} anti-forensic stripes (must be {})",
+                    af::STRIPES
+                )));
+            }
+            if key_size
+                .checked_mul(stripes)
+                .is_none_or(|n| align_up(n, 512) > area_size)
+            {
                 return Err(corrupt(format!(
                     "json: keyslot {id}: {stripes} stripes of {key_size} bytes do not fit its area"
                 )));
             }
+            let (key_size, stripes, area_key_size) =
+                (key_size as usize, stripes as usize, area_key_size as usize);
             out.push(Keyslot {
                 id: id.parse().expect("validated"),
                 key_size,
@@ -839,7 +912,7 @@ impl Luks2 {
                 area_offset: u64_str(area, "offset", &ap)?,
                 area_size,
                 area_encryption: str_of(area, "encryption", &ap)?.to_string(),
-                area_key_size: int_of(area, "key_size", &ap)? as usize,
+                area_key_size,
                 kdf,
                 salt,
                 priority: ks.get("priority").and_then(Value::as_i64).unwrap_or(1),
@@ -858,6 +931,24 @@ impl Luks2 {
             if kind != "pbkdf2" {
                 return Err(Error::Unsupported(format!("digest type {kind:?}")));
             }
+            let hash = HashAlg::parse(str_of(d, "hash", &path)?)?;
+            let iterations: u32 = int_of(d, "iterations", &path)?
+                .try_into()
+                .map_err(|_| corrupt(format!("json: {path}iterations is out of range")))?;
+            let salt = b64_of(d, "salt", &path)?;
+            let digest = b64_of(d, "digest", &path)?;
+            // An empty or short digest would match any key: refuse it.
+            if digest.len() != hash.output_len() {
+                return Err(corrupt(format!(
+                    "json: {path}digest has {} bytes, {} makes {}",
+                    digest.len(),
+                    hash.name(),
+                    hash.output_len()
+                )));
+            }
+            if salt.is_empty() || iterations == 0 {
+                return Err(corrupt(format!("json: {path}: empty salt or 0 iterations")));
+            }
             out.push(Digest {
                 id: id.clone(),
                 keyslots: id_list(d, "keyslots", &path)?
@@ -865,10 +956,10 @@ impl Luks2 {
                     .filter_map(|s| s.parse().ok())
                     .collect(),
                 segments: id_list(d, "segments", &path)?,
-                hash: HashAlg::parse(str_of(d, "hash", &path)?)?,
-                iterations: int_of(d, "iterations", &path)? as u32,
-                salt: b64_of(d, "salt", &path)?,
-                digest: b64_of(d, "digest", &path)?,
+                hash,
+                iterations,
+                salt,
+                digest,
             });
         }
         Ok(out)
@@ -948,15 +1039,16 @@ impl Luks2 {
         let layout = SectorLayout::new(seg.sector_size, false)?;
         let image = super::io::image_size(file)?;
         let data_size = match seg.size {
-            Some(s) => {
-                if seg.offset + s > image {
+            Some(s) => match seg.offset.checked_add(s) {
+                Some(end) if end <= image => s,
+                end => {
                     return Err(Error::Truncated(format!(
-                        "the data segment ends at {} but the image has {image} bytes",
-                        seg.offset + s
-                    )));
+                        "the data segment {}+{s} ends at {} but the image has {image} bytes",
+                        seg.offset,
+                        end.map_or("beyond 2^64".to_string(), |e| e.to_string())
+                    )))
                 }
-                s
-            }
+            },
             None => {
                 if image < seg.offset {
                     return Err(Error::Truncated(format!(
@@ -1065,6 +1157,13 @@ impl Luks2 {
         cipher_spec(&seg.encryption, area_key_size)?;
         let need = align_up((key.len() * af::STRIPES) as u64, AREA_ALIGN);
         let offset = self.free_area(need)?;
+        let image = super::io::image_size(file)?;
+        if offset + need > image {
+            return Err(Error::Truncated(format!(
+                "the new keyslot area {offset}+{need} lies beyond the end of the image \
+                 ({image} bytes)"
+            )));
+        }
         let kdf = opts.resolve(area_key_size)?;
         let (salt, material) = seal_material(
             passphrase,

@@ -41,9 +41,10 @@ pub(crate) fn random(buf: &mut [u8]) -> Result<()> {
         .map_err(|e| Error::Io(std::io::Error::other(format!("random source: {e}"))))
 }
 
-/// Equality without an early exit.
+/// Constant-time equality (`subtle`); slices of different lengths are unequal.
 pub(crate) fn ct_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    use subtle::ConstantTimeEq as _;
+    a.len() == b.len() && bool::from(a.ct_eq(b))
 }
 
 /// A random (version 4) UUID in the lowercase text form cryptsetup writes.
@@ -719,18 +720,59 @@ pub fn format(
     Ok((header, unlocked))
 }
 
+/// Copies bytes `from..from + len` of `src` to the same offsets of `dst`, 1 MiB at a time
+/// (a header's sizes never decide how much is allocated).
+fn copy_range(src: &File, dst: &File, from: u64, len: u64, what: &str) -> Result<()> {
+    let mut buf = Zeroizing::new(vec![0u8; (1usize << 20).min(len as usize)]);
+    let mut done = 0u64;
+    while done < len {
+        let n = ((len - done) as usize).min(buf.len());
+        io::read_exact_at(src, &mut buf[..n], from + done, what)?;
+        io::write_all_at(dst, &buf[..n], from + done)?;
+        done += n as u64;
+    }
+    Ok(())
+}
+
 /// Copies the headers and keyslot areas of `image` to `out` (created; must not exist).
 pub fn backup_header(image: &File, out: &std::path::Path) -> Result<()> {
+    use std::os::unix::fs::OpenOptionsExt as _;
     let header = Header::read(image)?;
     let len = header.metadata_size();
-    let mut buf = vec![0u8; len as usize];
-    io::read_exact_at(image, &mut buf, 0, "keyslot areas")?;
+    if out.symlink_metadata().is_ok() {
+        return Err(Error::Io(std::io::Error::new(
+            std::io::ErrorKind::AlreadyExists,
+            format!("{} already exists", out.display()),
+        )));
+    }
+    let name = out
+        .file_name()
+        .ok_or_else(|| Error::Invalid(format!("{} is not a file name", out.display())))?;
+    let dir = match out.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => std::path::Path::new("."),
+    };
+    // A temporary file beside the backup, renamed over it once complete: a failure
+    // leaves no partial backup. Only the owner may read it (it holds keyslot material).
+    let mut tag = [0u8; 8];
+    random(&mut tag)?;
+    let tag: String = tag.iter().map(|b| format!("{b:02x}")).collect();
+    let tmp = dir.join(format!(".{}.{tag}.tmp", name.to_string_lossy()));
     let f = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
-        .open(out)?;
-    io::write_all_at(&f, &buf, 0)?;
-    f.sync_all()?;
+        .mode(0o600)
+        .open(&tmp)?;
+    let written = copy_range(image, &f, 0, len, "keyslot areas")
+        .and_then(|()| f.sync_all().map_err(Error::Io))
+        .and_then(|()| std::fs::rename(&tmp, out).map_err(Error::Io));
+    drop(f);
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
+    // The rename is durable once the directory is.
+    File::open(dir)?.sync_all()?;
     Ok(())
 }
 
@@ -743,15 +785,82 @@ pub fn restore_header(image: &File, backup: &File) -> Result<Header> {
         e => e,
     })?;
     let len = header.metadata_size();
-    let mut buf = vec![0u8; len as usize];
-    io::read_exact_at(backup, &mut buf, 0, "backup's keyslot areas")?;
+    let have = io::image_size(backup)?;
+    if have < len {
+        return Err(Error::Truncated(format!(
+            "the backup file has {have} bytes, its header describes {len} bytes of metadata \
+             and keyslot areas"
+        )));
+    }
     let size = io::image_size(image)?;
     if size <= len {
         return Err(Error::Invalid(format!(
             "the image has {size} bytes, too small for a header whose data starts at {len}"
         )));
     }
-    io::write_all_at(image, &buf, 0)?;
-    io::sync(image)?;
+    for (off, n) in restore_order(&header, len) {
+        copy_range(backup, image, off, n, "backup's metadata")?;
+        io::sync(image)?;
+    }
     Header::read(image)
+}
+
+/// The pieces of `0..len` a header restore writes, in order, each synced before the next:
+/// keyslot areas first (no header yet points at them), then LUKS2's secondary copy, then
+/// the primary (a crash leaves the old header, or a new copy with its keyslots in place);
+/// LUKS1: keyslot areas, then the one header.
+fn restore_order(header: &Header, len: u64) -> Vec<(u64, u64)> {
+    match header {
+        Header::Luks2(h) => {
+            let hs = h.hdr_size();
+            vec![(2 * hs, len - 2 * hs), (hs, hs), (0, hs)]
+        }
+        Header::Luks1(_) => {
+            let hl = luks1::HEADER_LEN as u64;
+            vec![(hl, len - hl), (0, hl)]
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn image(version: Version) -> (tempfile::TempDir, File) {
+        let dir = tempfile::tempdir().unwrap();
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(dir.path().join("v.img"))
+            .unwrap();
+        f.set_len(20 << 20).unwrap();
+        let opts = FormatOptions {
+            version,
+            kdf: KdfOptions {
+                force_iterations: Some(1000),
+                ..KdfOptions::pbkdf2(HashAlg::Sha256)
+            },
+            ..FormatOptions::default()
+        };
+        format(&f, &opts, b"pass", None).unwrap();
+        (dir, f)
+    }
+
+    /// Restore writes keyslot areas, then (LUKS2) the secondary copy, then the primary,
+    /// covering the metadata exactly once.
+    #[test]
+    fn restore_writes_keyslots_then_secondary_then_primary() {
+        let (_d, f) = image(Version::Luks2);
+        let h = Header::read(&f).unwrap();
+        let len = h.metadata_size();
+        assert_eq!(
+            restore_order(&h, len),
+            vec![(32768, len - 32768), (16384, 16384), (0, 16384)]
+        );
+        let (_d, f) = image(Version::Luks1);
+        let h = Header::read(&f).unwrap();
+        let len = h.metadata_size();
+        assert_eq!(restore_order(&h, len), vec![(592, len - 592), (0, 592)]);
+    }
 }

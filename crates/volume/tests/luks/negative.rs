@@ -2,7 +2,9 @@
 //! areas, metadata asking for features this does not implement.
 
 use crate::common::*;
-use sectorcrypt_volume::luks::{format, Error, FormatOptions, Header, Version};
+use sectorcrypt_volume::luks::{
+    backup_header, format, restore_header, Error, FormatOptions, Header, Version,
+};
 use sha2::{Digest, Sha256};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -267,4 +269,329 @@ fn absurd_kdf_costs_are_refused() {
         matches!(&e, Error::Corrupt(m) if m.contains("argon2")),
         "{e}"
     );
+}
+
+/// The whole image, to show a refused header wrote nothing.
+fn snapshot(path: &Path) -> Vec<u8> {
+    std::fs::read(path).unwrap()
+}
+
+/// Patches both LUKS2 copies, then asserts unlocking with any passphrase fails with a
+/// corrupt-header error naming `what`, and that nothing was written.
+fn assert_hostile_refused(img: &Path, what: &str, edit: impl Fn(&mut serde_json::Value)) {
+    for at in [0, HDR] {
+        rewrite_json(img, at, &edit);
+    }
+    let before = snapshot(img);
+    let f = open_rw(img);
+    match Header::read(&f) {
+        Ok(h) => {
+            for pass in [&b"first"[..], b"nobody knows this"] {
+                let e = h.unlock(&f, pass).map(|_| ()).unwrap_err();
+                assert!(
+                    matches!(&e, Error::Corrupt(m) if m.contains(what)),
+                    "{what}: {e}"
+                );
+            }
+        }
+        Err(e) => assert!(
+            matches!(&e, Error::Corrupt(m) if m.contains(what)),
+            "{what}: {e}"
+        ),
+    }
+    drop(f);
+    assert!(snapshot(img) == before, "{what}: the image was written");
+}
+
+/// An empty or short volume-key digest must not match every key.
+#[test]
+fn empty_or_short_digest_is_refused_not_a_match() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = luks2_image(dir.path());
+    let pristine = snapshot(&img);
+    let cases: [(&str, serde_json::Value); 4] = [
+        ("digest", serde_json::json!("")),
+        ("digest", serde_json::json!("AAAAAAAAAAAAAAAAAAAAAA==")),
+        ("salt", serde_json::json!("")),
+        ("iterations", serde_json::json!(4294967297u64)),
+    ];
+    for (field, value) in cases {
+        std::fs::write(&img, &pristine).unwrap();
+        assert_hostile_refused(&img, "digest", |j| {
+            j["digests"]["0"][field] = value.clone();
+        });
+    }
+    // Keyslot kdf: 0 iterations and an empty salt are corrupt too.
+    for (field, value) in [
+        ("iterations", serde_json::json!(0)),
+        ("salt", serde_json::json!("")),
+    ] {
+        std::fs::write(&img, &pristine).unwrap();
+        assert_hostile_refused(&img, "kdf", |j| {
+            for id in ["0", "1"] {
+                j["keyslots"][id]["kdf"][field] = value.clone();
+            }
+        });
+    }
+}
+
+fn luks1_image(dir: &Path) -> PathBuf {
+    let img = dir.join("v1.img");
+    File::create(&img).unwrap().set_len(4 * MIB).unwrap();
+    let f = open_rw(&img);
+    let opts = FormatOptions {
+        version: Version::Luks1,
+        kdf: fast_pbkdf2(),
+        ..FormatOptions::default()
+    };
+    format(&f, &opts, b"first", None).unwrap();
+    img
+}
+
+/// LUKS1: a digest with 0 iterations is refused when reading.
+#[test]
+fn luks1_zero_digest_iterations_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = luks1_image(dir.path());
+    open_rw(&img)
+        .write_all_at(&0u32.to_be_bytes(), 164)
+        .unwrap();
+    let before = snapshot(&img);
+    let f = open_rw(&img);
+    let e = Header::read(&f).unwrap_err();
+    assert!(
+        matches!(&e, Error::Corrupt(m) if m.contains("iterations")),
+        "{e}"
+    );
+    drop(f);
+    assert!(snapshot(&img) == before);
+}
+
+/// Key sizes, area key sizes and stripe counts that would make unlocking allocate
+/// gigabytes (or overflow `key_size * stripes`) are refused first.
+#[test]
+fn huge_key_sizes_and_stripes_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = luks2_image(dir.path());
+    let pristine = snapshot(&img);
+    type Edit = fn(&mut serde_json::Value);
+    let cases: [(&str, Edit); 5] = [
+        ("key size", |ks| {
+            ks["area"]["key_size"] = (1u64 << 40).into()
+        }),
+        ("key size", |ks| ks["area"]["key_size"] = 32.into()),
+        ("key size", |ks| ks["key_size"] = (1u64 << 40).into()),
+        ("stripes", |ks| ks["af"]["stripes"] = (1u64 << 62).into()),
+        ("stripes", |ks| ks["af"]["stripes"] = 4001.into()),
+    ];
+    for (what, edit) in cases {
+        std::fs::write(&img, &pristine).unwrap();
+        assert_hostile_refused(&img, what, |j| {
+            for id in ["0", "1"] {
+                edit(&mut j["keyslots"][id]);
+            }
+        });
+    }
+}
+
+/// LUKS1: a stripe count of 2^32-1 is refused (it asked for 256 GiB); a slot past the end
+/// of an image with no data offset is a truncated image, not a read of garbage; erasing
+/// a volume whose inactive slot points far away writes nothing there.
+#[test]
+fn luks1_hostile_slots_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = luks1_image(dir.path());
+    let pristine = snapshot(&img);
+    let slot0 = 208u64;
+
+    open_rw(&img)
+        .write_all_at(&u32::MAX.to_be_bytes(), slot0 + 44)
+        .unwrap();
+    let e = Header::read(&File::open(&img).unwrap()).unwrap_err();
+    assert!(
+        matches!(&e, Error::Corrupt(m) if m.contains("stripes")),
+        "{e}"
+    );
+
+    std::fs::write(&img, &pristine).unwrap();
+    let f = open_rw(&img);
+    f.write_all_at(&0u32.to_be_bytes(), 104).unwrap(); // payload offset 0
+    f.write_all_at(&0x7fff_0000u32.to_be_bytes(), slot0 + 40)
+        .unwrap();
+    let before = snapshot(&img);
+    let e = Header::read(&f).unwrap().unlock(&f, b"first").unwrap_err();
+    assert!(matches!(e, Error::Truncated(_)), "{e}");
+    assert!(snapshot(&img) == before);
+
+    // Inactive slot 3 pointing at 1 TiB: erase must not extend the image there.
+    std::fs::write(&img, &pristine).unwrap();
+    let f = open_rw(&img);
+    f.write_all_at(&0x8000_0000u32.to_be_bytes(), slot0 + 3 * 48 + 40)
+        .unwrap();
+    let len = f.metadata().unwrap().len();
+    let mut h = Header::read(&f).unwrap();
+    assert!(h.metadata_size() < 4 * MIB, "{}", h.metadata_size());
+    h.erase(&f).unwrap();
+    assert_eq!(f.metadata().unwrap().len(), len);
+    assert!(Header::read(&f)
+        .unwrap()
+        .active_keyslots()
+        .unwrap()
+        .is_empty());
+}
+
+/// A keyslots area of 2^64-1 or 1 TiB bytes (overflow; a 1 TiB header backup buffer) and
+/// a segment whose end overflows are clean errors.
+#[test]
+fn huge_keyslots_size_and_segment_size_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = luks2_image(dir.path());
+    let pristine = snapshot(&img);
+    for size in [u64::MAX, 1u64 << 40, 16 * MIB + 1] {
+        std::fs::write(&img, &pristine).unwrap();
+        assert_hostile_refused(&img, "keyslots_size", |j| {
+            j["config"]["keyslots_size"] = size.to_string().into()
+        });
+        let out = dir.path().join("backup");
+        let e = backup_header(&File::open(&img).unwrap(), &out).unwrap_err();
+        assert!(
+            matches!(&e, Error::Corrupt(m) if m.contains("keyslots_size")),
+            "{e}"
+        );
+        assert!(!out.exists());
+    }
+    std::fs::write(&img, &pristine).unwrap();
+    for at in [0, HDR] {
+        rewrite_json(&img, at, |j| {
+            j["segments"]["0"]["size"] = (u64::MAX - 4096).to_string().into()
+        });
+    }
+    let f = File::open(&img).unwrap();
+    let e = Header::read(&f).unwrap().unlock(&f, b"first").unwrap_err();
+    assert!(matches!(e, Error::Truncated(_)), "{e}");
+}
+
+/// A header backup that fails half way (the image ends inside the keyslots area) leaves
+/// no file behind, partial or temporary; a good one is readable by its owner only.
+#[test]
+fn failed_header_backup_leaves_no_file() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let img = luks2_image(dir.path());
+    let outdir = dir.path().join("out");
+    std::fs::create_dir(&outdir).unwrap();
+    let good = outdir.join("good.bak");
+    backup_header(&File::open(&img).unwrap(), &good).unwrap();
+    assert_eq!(std::fs::metadata(&good).unwrap().len(), 16 * MIB);
+    let mode = std::fs::metadata(&good).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "{mode:o}");
+    // Exists already: refused, untouched.
+    let e = backup_header(&File::open(&img).unwrap(), &good).unwrap_err();
+    assert!(
+        matches!(&e, Error::Io(io) if io.kind() == std::io::ErrorKind::AlreadyExists),
+        "{e}"
+    );
+
+    // 3 MiB: both header copies, then the image ends inside the keyslots area.
+    open_rw(&img).set_len(3 * MIB).unwrap();
+    let bad = outdir.join("bad.bak");
+    let e = backup_header(&File::open(&img).unwrap(), &bad).unwrap_err();
+    assert!(matches!(e, Error::Truncated(_)), "{e}");
+    let names: Vec<_> = std::fs::read_dir(&outdir)
+        .unwrap()
+        .map(|d| d.unwrap().file_name())
+        .collect();
+    assert_eq!(names, vec![std::ffi::OsString::from("good.bak")]);
+}
+
+/// Restoring a cut-short or hostile backup is refused before anything is written; a good
+/// backup restores a volume whose headers were destroyed.
+#[test]
+fn bad_header_restore_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = luks2_image(dir.path());
+    let bak = dir.path().join("v.bak");
+    backup_header(&File::open(&img).unwrap(), &bak).unwrap();
+    let bak_bytes = snapshot(&bak);
+    // Destroy both copies' magic: the image no longer opens.
+    flip(&img, 0);
+    flip(&img, HDR);
+    let damaged = snapshot(&img);
+
+    let cut = dir.path().join("cut.bak");
+    std::fs::write(&cut, &bak_bytes[..(MIB as usize)]).unwrap();
+    let e = restore_header(&open_rw(&img), &File::open(&cut).unwrap()).unwrap_err();
+    assert!(matches!(e, Error::Truncated(_)), "{e}");
+    assert!(snapshot(&img) == damaged);
+
+    let hostile = dir.path().join("hostile.bak");
+    std::fs::write(&hostile, &bak_bytes).unwrap();
+    for at in [0, HDR] {
+        rewrite_json(&hostile, at, |j| {
+            j["config"]["keyslots_size"] = (1u64 << 40).to_string().into()
+        });
+    }
+    let e = restore_header(&open_rw(&img), &File::open(&hostile).unwrap()).unwrap_err();
+    assert!(
+        matches!(&e, Error::Corrupt(m) if m.contains("keyslots_size")),
+        "{e}"
+    );
+    assert!(snapshot(&img) == damaged);
+
+    let f = open_rw(&img);
+    let h = restore_header(&f, &File::open(&bak).unwrap()).unwrap();
+    assert!(!h.needs_repair());
+    h.unlock(&f, b"second").unwrap();
+}
+
+/// Labels: 47 bytes fit the 48-byte field; 48 bytes or a NUL (which would cut the label
+/// short on reading) are refused before anything is written.
+#[test]
+fn label_length_and_nul_are_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("l.img");
+    File::create(&img).unwrap().set_len(20 * MIB).unwrap();
+    let before = snapshot(&img);
+    for bad in ["x".repeat(48), "ab\0cd".to_string()] {
+        let opts = FormatOptions {
+            kdf: fast_pbkdf2(),
+            label: bad.clone(),
+            ..FormatOptions::default()
+        };
+        let e = format(&open_rw(&img), &opts, b"p", None).unwrap_err();
+        assert!(
+            matches!(&e, Error::Invalid(m) if m.contains("label")),
+            "{bad:?}: {e}"
+        );
+        assert!(snapshot(&img) == before);
+    }
+    let opts = FormatOptions {
+        kdf: fast_pbkdf2(),
+        label: "y".repeat(47),
+        ..FormatOptions::default()
+    };
+    format(&open_rw(&img), &opts, b"p", None).unwrap();
+    match Header::read(&File::open(&img).unwrap()).unwrap() {
+        Header::Luks2(h) => assert_eq!(h.label(), "y".repeat(47)),
+        Header::Luks1(_) => panic!("luks1"),
+    }
+}
+
+/// Adding a keyslot to an image that ends inside the keyslots area is a truncated image,
+/// not a write that grows the file.
+#[test]
+fn add_key_to_a_truncated_image_does_not_grow_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = luks2_image(dir.path());
+    let f = open_rw(&img);
+    let mut h = Header::read(&f).unwrap();
+    let u = h.unlock(&f, b"first").unwrap();
+    // Keyslots 0 and 1 end at 548864; the next area (258048 bytes) would not fit.
+    f.set_len(700 << 10).unwrap();
+    let before = snapshot(&img);
+    let e = h
+        .add_key(&f, &u, b"third", &fast_pbkdf2(), None)
+        .unwrap_err();
+    assert!(matches!(e, Error::Truncated(_)), "{e}");
+    assert!(snapshot(&img) == before);
 }
