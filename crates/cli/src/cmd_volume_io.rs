@@ -236,11 +236,10 @@ pub fn write(a: WriteArgs) -> Result<(), Failure> {
             io_err(a.image.display(), e)
         }
     });
-    let done = counted.done;
     // Flush what was written even when the input failed part-way.
     vol.flush().map_err(|e| io_err(a.image.display(), e))?;
     progress.finish();
-    result?;
-    eprintln!("{done} bytes written to {}", a.image.display());
+    let stored = result?;
+    eprintln!("{stored} bytes written to {}", a.image.display());
     Ok(())
 }
