@@ -435,7 +435,7 @@ fn write_output(path: Option<&Path>, data: &[u8]) -> Result<(), Failure> {
             .and_then(|()| out.flush())
             .map_err(|e| Failure::runtime(format!("writing standard output: {e}")));
     };
-    crate::output::AtomicFile::create(path)
+    sectorcrypt_volume::atomic::AtomicFile::create(path)
         .and_then(|mut f| {
             f.write_all(data)?;
             f.commit()

@@ -7,8 +7,8 @@
 
 use crate::args::{ReadArgs, WriteArgs};
 use crate::failure::Failure;
-use crate::output::AtomicFile;
 use crate::passphrase;
+use sectorcrypt_volume::atomic::AtomicFile;
 use sectorcrypt_volume::engine::{EngineOptions, Volume};
 use sectorcrypt_volume::luks::{Header, Unlocked};
 use std::fs::{File, OpenOptions};
@@ -143,7 +143,7 @@ pub fn read(a: ReadArgs) -> Result<(), Failure> {
             vol.size()
         )));
     }
-    // Output: replaced atomically, only on success (see `output`).
+    // Output: replaced atomically, only on success (see `sectorcrypt_volume::atomic`).
     let mut file = match &a.output {
         Some(p) => Some(AtomicFile::create(p).map_err(|e| io_err(p.display(), e))?),
         None => None,

@@ -13,7 +13,6 @@ mod cmd_serve;
 mod cmd_volume;
 mod cmd_volume_io;
 mod failure;
-mod output;
 mod passphrase;
 mod volume_export;
 

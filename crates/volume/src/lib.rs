@@ -6,5 +6,6 @@
 //!   data area, large requests split into bounded chunks of whole sectors over a worker pool.
 #![forbid(unsafe_code)]
 
+pub mod atomic;
 pub mod engine;
 pub mod luks;

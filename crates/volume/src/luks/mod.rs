@@ -736,7 +736,6 @@ fn copy_range(src: &File, dst: &File, from: u64, len: u64, what: &str) -> Result
 
 /// Copies the headers and keyslot areas of `image` to `out` (created; must not exist).
 pub fn backup_header(image: &File, out: &std::path::Path) -> Result<()> {
-    use std::os::unix::fs::OpenOptionsExt as _;
     let header = Header::read(image)?;
     let len = header.metadata_size();
     if out.symlink_metadata().is_ok() {
@@ -745,34 +744,11 @@ pub fn backup_header(image: &File, out: &std::path::Path) -> Result<()> {
             format!("{} already exists", out.display()),
         )));
     }
-    let name = out
-        .file_name()
-        .ok_or_else(|| Error::Invalid(format!("{} is not a file name", out.display())))?;
-    let dir = match out.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => std::path::Path::new("."),
-    };
-    // A temporary file beside the backup, renamed over it once complete: a failure
+    // Written beside the backup and renamed over it once complete and synced: a failure
     // leaves no partial backup. Only the owner may read it (it holds keyslot material).
-    let mut tag = [0u8; 8];
-    random(&mut tag)?;
-    let tag: String = tag.iter().map(|b| format!("{b:02x}")).collect();
-    let tmp = dir.join(format!(".{}.{tag}.tmp", name.to_string_lossy()));
-    let f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&tmp)?;
-    let written = copy_range(image, &f, 0, len, "keyslot areas")
-        .and_then(|()| f.sync_all().map_err(Error::Io))
-        .and_then(|()| std::fs::rename(&tmp, out).map_err(Error::Io));
-    drop(f);
-    if let Err(e) = written {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(e);
-    }
-    // The rename is durable once the directory is.
-    File::open(dir)?.sync_all()?;
+    let f = crate::atomic::AtomicFile::create(out)?;
+    copy_range(image, f.file(), 0, len, "keyslot areas")?;
+    f.commit()?;
     Ok(())
 }
 

@@ -1,7 +1,8 @@
-//! `--output FILE`, replaced atomically: the data goes to a new temporary file beside it
-//! (created exclusively, mode 0600: it usually holds plaintext or keys), which is synced and
-//! renamed over FILE, and the directory is synced. On any failure, or if the command ends
-//! without [`AtomicFile::commit`], the temporary file is removed and FILE is untouched.
+//! A file replaced atomically (the CLI's `--output` files, header backups): the data goes to
+//! a new temporary file beside it (created exclusively, mode 0600: it usually holds
+//! plaintext or key material), which is synced and renamed over the destination, and the
+//! directory is synced. On any failure, or if the writer is dropped without
+//! [`AtomicFile::commit`], the temporary file is removed and the destination is untouched.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
@@ -47,6 +48,11 @@ impl AtomicFile {
             dest: dest.to_path_buf(),
             committed: false,
         })
+    }
+
+    /// The temporary file, for positioned writes.
+    pub fn file(&self) -> &File {
+        &self.file
     }
 
     /// Makes the data durable and puts it in place of the destination.
