@@ -3,7 +3,6 @@
 
 use sectorcrypt_crypto::Backend;
 use std::path::PathBuf;
-use std::sync::Once;
 
 /// Every backend, whether it is tested here and, if not, why (soft must always be tested).
 pub fn backend_table() -> Vec<(Backend, Result<(), String>)> {
@@ -18,41 +17,12 @@ pub fn backend_table() -> Vec<(Backend, Result<(), String>)> {
 /// self-test failed) is skipped with a printed reason; soft is never skipped: its absence
 /// fails the calling test.
 pub fn backends() -> Vec<Backend> {
-    static REPORT: Once = Once::new();
-    let table = backend_table();
-    let soft = table.iter().find(|(b, _)| *b == Backend::Soft);
-    match soft {
-        Some((_, Ok(()))) => {}
-        Some((_, Err(e))) => panic!("the soft backend must always be usable: {e}"),
-        None => panic!("Backend::ALL lacks the soft backend"),
-    }
-    REPORT.call_once(|| {
-        for (b, r) in &table {
-            match r {
-                Ok(()) => eprintln!("backend {b}: tested"),
-                Err(e) => eprintln!("backend {b}: SKIPPED ({e})"),
-            }
-        }
-    });
-    table
-        .into_iter()
-        .filter(|(_, r)| r.is_ok())
-        .map(|(b, _)| b)
-        .collect()
+    crate::common::usable("aes", Backend::Soft, backend_table())
 }
 
-/// `$SECTORCRYPT_VECTORS`, or `shared/vectors` beside the repository.
+/// The `shared/vectors` folder (see `common::vectors`).
 pub fn vectors() -> PathBuf {
-    let dir = match std::env::var_os("SECTORCRYPT_VECTORS") {
-        Some(d) => PathBuf::from(d),
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/vectors"),
-    };
-    assert!(
-        dir.join("aes").is_dir(),
-        "test vectors not found at {} (set SECTORCRYPT_VECTORS to the shared/vectors folder)",
-        dir.display()
-    );
-    dir
+    crate::common::vectors("aes")
 }
 
 pub fn read(rel: &str) -> String {

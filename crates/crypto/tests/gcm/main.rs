@@ -5,6 +5,8 @@
 //! reason (soft always runs).
 
 mod api;
+#[path = "../common/mod.rs"]
+mod common;
 mod differential;
 mod vectors;
 
@@ -13,25 +15,19 @@ use rand::{Rng, SeedableRng};
 use sectorcrypt_crypto::Backend;
 use std::path::PathBuf;
 
-/// The shared vectors folder (`SECTORCRYPT_VECTORS` overrides).
+/// The AES vectors folder, `shared/vectors/aes` (see `common::vectors`).
 pub fn vectors_dir() -> PathBuf {
-    match std::env::var_os("SECTORCRYPT_VECTORS") {
-        Some(p) => PathBuf::from(p),
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/vectors/aes"),
-    }
+    common::vectors("aes").join("aes")
 }
 
-/// The backends this CPU can run; the others are reported and skipped.
+/// The backends this CPU can run, soft first; the others are reported and skipped.
 pub fn backends() -> Vec<Backend> {
-    let mut out = Vec::new();
-    for b in Backend::ALL {
-        match b.ensure_usable() {
-            Ok(()) => out.push(b),
-            Err(e) => eprintln!("gcm tests: skipping backend {b}: {e}"),
-        }
-    }
-    assert!(out.contains(&Backend::Soft));
-    out
+    let table = Backend::ALL
+        .into_iter()
+        .rev()
+        .map(|b| (b, b.ensure_usable().map_err(|e| e.to_string())))
+        .collect();
+    common::usable("gcm", Backend::Soft, table)
 }
 
 /// A seeded generator; `GCM_TEST_SEED` reproduces a run.

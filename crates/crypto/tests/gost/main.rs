@@ -6,6 +6,8 @@
 //! The vectors of 3 to 4 GiB run only on request, in release mode:
 //! `SECTORCRYPT_GOST_HUGE=1 cargo test --release -p sectorcrypt-crypto --test gost -- --ignored huge`
 
+#[path = "../common/mod.rs"]
+mod common;
 mod differential;
 mod harness;
 mod openssl_engine;
