@@ -15,11 +15,19 @@ pub enum Backend {
     Aesni,
     /// VAES + VPCLMULQDQ on 256-bit ymm registers (AVX2 integer ops, no AVX-512).
     Vaes,
+    /// The `vaes` kernels, with GCM on 512-bit zmm registers (AVX-512F/BW/VL): four blocks
+    /// per instruction and 32 registers, which the carry-less multiplications need.
+    Avx512,
 }
 
 impl Backend {
     /// Every AES backend, fastest first (the default preference order).
-    pub const ALL: [Backend; 3] = [Backend::Vaes, Backend::Aesni, Backend::Soft];
+    pub const ALL: [Backend; 4] = [
+        Backend::Avx512,
+        Backend::Vaes,
+        Backend::Aesni,
+        Backend::Soft,
+    ];
 
     /// The name used by `SECTORCRYPT_BACKEND`, `--backend` and the reports.
     pub fn name(self) -> &'static str {
@@ -27,6 +35,17 @@ impl Backend {
             Backend::Soft => "soft",
             Backend::Aesni => "aesni",
             Backend::Vaes => "vaes",
+            Backend::Avx512 => "avx512",
+        }
+    }
+
+    /// A dense index (for per-backend tables).
+    pub(crate) fn index(self) -> usize {
+        match self {
+            Backend::Soft => 0,
+            Backend::Aesni => 1,
+            Backend::Vaes => 2,
+            Backend::Avx512 => 3,
         }
     }
 
@@ -63,6 +82,21 @@ impl Backend {
             .filter(|(_, on)| !on)
             .map(|(n, _)| *n)
             .collect(),
+            Backend::Avx512 => [
+                ("aes", f.aes),
+                ("pclmulqdq", f.pclmulqdq),
+                ("avx2", f.avx2),
+                ("vaes", f.vaes),
+                ("vpclmulqdq", f.vpclmulqdq),
+                ("os zmm state", f.os_zmm),
+                ("avx512f", f.avx512f),
+                ("avx512bw", f.avx512bw),
+                ("avx512vl", f.avx512vl),
+            ]
+            .iter()
+            .filter(|(_, on)| !on)
+            .map(|(n, _)| *n)
+            .collect(),
         };
         if missing.is_empty() && self.compiled_in() {
             Ok(())
@@ -82,7 +116,7 @@ impl Backend {
     fn compiled_in(self) -> bool {
         match self {
             Backend::Soft => true,
-            Backend::Aesni | Backend::Vaes => cfg!(target_arch = "x86_64"),
+            Backend::Aesni | Backend::Vaes | Backend::Avx512 => cfg!(target_arch = "x86_64"),
         }
     }
 
@@ -90,13 +124,8 @@ impl Backend {
     /// on first use). A backend that fails is never used.
     pub fn ensure_usable(self) -> Result<(), Error> {
         self.check_cpu()?;
-        static RESULTS: [OnceLock<bool>; 3] = [OnceLock::new(), OnceLock::new(), OnceLock::new()];
-        let slot = match self {
-            Backend::Soft => &RESULTS[0],
-            Backend::Aesni => &RESULTS[1],
-            Backend::Vaes => &RESULTS[2],
-        };
-        if *slot.get_or_init(|| crate::aes::self_test(self)) {
+        static RESULTS: [OnceLock<bool>; 4] = [const { OnceLock::new() }; 4];
+        if *RESULTS[self.index()].get_or_init(|| crate::aes::self_test(self)) {
             Ok(())
         } else {
             Err(Error::SelfTestFailed(self))

@@ -154,6 +154,8 @@ pub(crate) fn kernels(backend: Backend, key: &[u8]) -> Result<Box<dyn AesKernels
         Backend::Aesni => Box::new(x86::aesni::Keys::new(&rk)),
         #[cfg(target_arch = "x86_64")]
         Backend::Vaes => Box::new(x86::vaes::Keys::new(&rk)),
+        #[cfg(target_arch = "x86_64")]
+        Backend::Avx512 => Box::new(x86::vaes512::Keys::new(&rk)),
         #[cfg(not(target_arch = "x86_64"))]
         other => return Err(other.check_cpu().unwrap_err()),
     })

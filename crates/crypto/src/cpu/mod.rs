@@ -1,10 +1,11 @@
 //! CPU feature detection, done once per process.
 //!
-//! Detection reads CPUID and, for the 256-bit backends, checks with XGETBV that the OS saves
-//! the YMM register state (XCR0 bits 1 and 2). It deliberately does **not** ask for the
-//! AVX-512 state: VAES and VPCLMULQDQ on ymm registers need only the CPUID bits plus YMM
-//! state, and CPUs or VMs that expose VAES without AVX-512 (such as this project's Zen 4
-//! machines, XCR0 = 0x7) would otherwise never run the fast path.
+//! Detection reads CPUID and checks with XGETBV which register state the OS saves: YMM
+//! (XCR0 bits 1 and 2) for the 256-bit backends, and additionally the AVX-512 state (opmask
+//! and zmm, XCR0 bits 5 to 7) for the 512-bit one. The ymm backend never asks for the
+//! AVX-512 state: VAES and VPCLMULQDQ on ymm need only the CPUID bits plus YMM state, and
+//! CPUs or VMs that expose VAES without AVX-512 (some of this project's Zen 4 machines run
+//! with XCR0 = 0x7) would otherwise never run the fast path.
 
 use std::sync::OnceLock;
 
@@ -30,8 +31,17 @@ pub struct CpuFeatures {
     pub vpclmulqdq: bool,
     /// The OS saves the ymm state (XCR0 bits 1 and 2).
     pub os_ymm: bool,
-    /// The OS saves the AVX-512 state (XCR0 bits 5..7). Reported, never required.
+    /// The OS saves the AVX-512 state (XCR0 bits 5..7). Required only by the `avx512`
+    /// backend.
     pub os_zmm: bool,
+    /// AVX-512 Foundation, with the OS saving the AVX-512 state.
+    pub avx512f: bool,
+    /// AVX-512 byte and word instructions (byte shuffles and byte masks on zmm), with the
+    /// OS saving the AVX-512 state.
+    pub avx512bw: bool,
+    /// AVX-512 on xmm and ymm registers (vector length extensions), with the OS saving the
+    /// AVX-512 state.
+    pub avx512vl: bool,
 }
 
 impl CpuFeatures {
@@ -47,6 +57,9 @@ impl CpuFeatures {
             ("vpclmulqdq", self.vpclmulqdq),
             ("os-ymm-state", self.os_ymm),
             ("os-zmm-state", self.os_zmm),
+            ("avx512f", self.avx512f),
+            ("avx512bw", self.avx512bw),
+            ("avx512vl", self.avx512vl),
         ];
         all.iter().filter(|(_, on)| *on).map(|(n, _)| *n).collect()
     }

@@ -55,5 +55,8 @@ pub(super) fn detect() -> CpuFeatures {
         vpclmulqdq: avx && bit(l7.ecx, 10),
         os_ymm,
         os_zmm,
+        avx512f: os_zmm && bit(l7.ebx, 16),
+        avx512bw: os_zmm && bit(l7.ebx, 30),
+        avx512vl: os_zmm && bit(l7.ebx, 31),
     }
 }

@@ -6,8 +6,9 @@
 //! | `soft`  | portable, constant-time integer-multiply carry-less product | `soft.rs` |
 //! | `aesni` | PCLMULQDQ on xmm, 8 blocks per reduction | `clmul.rs` |
 //! | `vaes`  | VPCLMULQDQ on ymm (AVX2, no AVX-512), 16 blocks per reduction | `vpclmul.rs` |
+//! | `avx512` | VPCLMULQDQ on zmm (AVX-512), 32 blocks per reduction | `vpclmul512.rs` |
 //!
-//! # Representation (shared by all three)
+//! # Representation (shared by all of them)
 //! The hash state and each data block are handled as the big-endian `u128` of the 16 bytes.
 //! GCM numbers polynomial coefficients from the first bit of the block, so in this integer
 //! the coefficient of x^0 is the most significant bit ("reflected" order), and multiplying
@@ -40,6 +41,8 @@ mod soft;
 mod clmul;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod vpclmul;
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod vpclmul512;
 
 /// An expanded GHASH key for one backend. Zeroized on drop by the backend key types.
 #[derive(Clone)]
@@ -49,6 +52,8 @@ pub(crate) enum Key {
     Clmul(Box<clmul::Key>),
     #[cfg(target_arch = "x86_64")]
     Vpclmul(Box<vpclmul::Key>),
+    #[cfg(target_arch = "x86_64")]
+    Vpclmul512(Box<vpclmul512::Key>),
 }
 
 impl Key {
@@ -69,9 +74,13 @@ impl Key {
             Backend::Vaes => Key::Vpclmul(Box::new(vpclmul::Key::new(&powers::<
                 { vpclmul::FAR * vpclmul::N },
             >(h)))),
+            #[cfg(target_arch = "x86_64")]
+            Backend::Avx512 => Key::Vpclmul512(Box::new(vpclmul512::Key::new(&powers::<
+                { vpclmul512::N },
+            >(h)))),
             // Not reached: `check_cpu` refuses these backends on other architectures.
             #[cfg(not(target_arch = "x86_64"))]
-            Backend::Aesni | Backend::Vaes => Key::Soft(soft::Key::new(h)),
+            Backend::Aesni | Backend::Vaes | Backend::Avx512 => Key::Soft(soft::Key::new(h)),
             Backend::Soft => Key::Soft(soft::Key::new(h)),
         }
     }
@@ -90,6 +99,8 @@ impl Key {
             Key::Clmul(k) => k.update(y, blocks),
             #[cfg(target_arch = "x86_64")]
             Key::Vpclmul(k) => k.update(y, blocks),
+            #[cfg(target_arch = "x86_64")]
+            Key::Vpclmul512(k) => k.update(y, blocks),
         }
     }
 }
@@ -102,6 +113,8 @@ impl std::fmt::Debug for Key {
             Key::Clmul(_) => "clmul",
             #[cfg(target_arch = "x86_64")]
             Key::Vpclmul(_) => "vpclmul",
+            #[cfg(target_arch = "x86_64")]
+            Key::Vpclmul512(_) => "vpclmul512",
         };
         f.debug_struct("GhashKey")
             .field("impl", &name)
@@ -125,20 +138,15 @@ fn powers<const N: usize>(h: u128) -> [u128; N] {
 fn ensure_usable(backend: Backend) -> Result<(), Error> {
     backend.check_cpu()?;
     #[cfg(target_arch = "x86_64")]
-    if backend == Backend::Vaes && !crate::cpu::features().pclmulqdq {
+    if matches!(backend, Backend::Vaes | Backend::Avx512) && !crate::cpu::features().pclmulqdq {
         // VPCLMULQDQ implies PCLMULQDQ in the compiler's feature model; be sure of it.
         return Err(Error::BackendUnavailable {
             backend,
             why: "missing pclmulqdq".into(),
         });
     }
-    static RESULTS: [OnceLock<bool>; 3] = [OnceLock::new(), OnceLock::new(), OnceLock::new()];
-    let slot = match backend {
-        Backend::Soft => &RESULTS[0],
-        Backend::Aesni => &RESULTS[1],
-        Backend::Vaes => &RESULTS[2],
-    };
-    if *slot.get_or_init(|| self_test(backend)) {
+    static RESULTS: [OnceLock<bool>; 4] = [const { OnceLock::new() }; 4];
+    if *RESULTS[backend.index()].get_or_init(|| self_test(backend)) {
         Ok(())
     } else {
         Err(Error::SelfTestFailed(backend))

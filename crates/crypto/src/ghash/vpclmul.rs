@@ -75,7 +75,7 @@ impl Key {
 
 #[inline]
 #[target_feature(enable = "avx2,vpclmulqdq,pclmulqdq")]
-fn reduce(high: __m128i, low: __m128i) -> __m128i {
+pub(crate) fn reduce(high: __m128i, low: __m128i) -> __m128i {
     // See `super::clmul::reduce` and `super::soft::reduce`.
     let poly = _mm_set_epi64x(0, 0xC200_0000_0000_0000_u64 as i64);
     let t = _mm_clmulepi64_si128::<0x00>(low, poly);

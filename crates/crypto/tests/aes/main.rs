@@ -43,23 +43,30 @@ fn backends_under_test() {
 }
 
 /// VAES on ymm needs the CPUID bits and the YMM state only: where the CPU has them, vaes is
-/// usable and chosen first, whether or not the OS enables the AVX-512 state (this
-/// project's Zen 4 machines have XCR0 = 0x7, no AVX-512 state).
+/// usable whether or not the OS enables the AVX-512 state (some of this project's Zen 4
+/// machines have XCR0 = 0x7, no AVX-512 state), and it is chosen first unless the avx512
+/// backend (which needs that state) is usable too.
 #[test]
 fn vaes_is_chosen_without_avx512_state() {
+    use sectorcrypt_crypto::Backend;
     let f = sectorcrypt_crypto::cpu::features();
     eprintln!("cpu: {:?}", f.names());
     let has = f.aes && f.avx2 && f.vaes && f.vpclmulqdq && f.os_ymm;
-    assert_eq!(sectorcrypt_crypto::Backend::Vaes.check_cpu().is_ok(), has);
-    if has {
-        assert_eq!(
-            sectorcrypt_crypto::Backend::usable()[0],
-            sectorcrypt_crypto::Backend::Vaes
-        );
-        if !f.os_zmm {
-            eprintln!("vaes chosen with no AVX-512 state enabled");
+    assert_eq!(Backend::Vaes.check_cpu().is_ok(), has);
+    let has512 = has && f.pclmulqdq && f.os_zmm && f.avx512f && f.avx512bw && f.avx512vl;
+    assert_eq!(Backend::Avx512.check_cpu().is_ok(), has512);
+    if !f.os_zmm {
+        assert!(!has512, "avx512 usable without the AVX-512 register state");
+    }
+    match (has, has512) {
+        (true, true) => assert_eq!(Backend::usable()[0], Backend::Avx512),
+        (true, false) => {
+            assert_eq!(Backend::usable()[0], Backend::Vaes);
+            eprintln!(
+                "vaes chosen; avx512 unavailable: {:?}",
+                Backend::Avx512.check_cpu()
+            );
         }
-    } else {
-        eprintln!("SKIPPED the vaes half: this CPU lacks vaes/vpclmulqdq/avx2 or ymm state");
+        _ => eprintln!("SKIPPED the vaes half: this CPU lacks vaes/vpclmulqdq/avx2 or ymm state"),
     }
 }

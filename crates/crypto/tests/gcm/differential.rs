@@ -250,13 +250,16 @@ fn iv_for_j0(key: &[u8], j0: u128) -> [u8; 16] {
 }
 
 /// GCM's counter increments only its low 32 bits: a message whose counter wraps there, the
-/// wrap placed at every position relative to the backends' groups of 8 and 16 blocks, in
-/// one shot and streamed, compared with OpenSSL.
+/// wrap placed at every position relative to the backends' groups of 8, 16 and 32 blocks
+/// (and so the counter's last byte carrying at every position of a group), in one shot and
+/// streamed, compared with OpenSSL.
 #[test]
 fn counter_wraps_its_low_32_bits() {
     let mut rng = rng();
     let key = random_bytes(&mut rng, 32);
-    for before_wrap in [1u128, 2, 7, 8, 9, 15, 16, 17, 40, 255, 256, 257] {
+    let positions =
+        (1u128..=66).chain([100, 220, 221, 222, 223, 224, 255, 256, 257, 511, 512, 513]);
+    for before_wrap in positions {
         // The first data block uses inc32(J0): `before_wrap` blocks until the low word wraps.
         let j0 = (0x0123_4567_89ab_cdef_0011_2233u128 << 32) | (0xFFFF_FFFF - before_wrap);
         let iv = iv_for_j0(&key, j0);

@@ -5,3 +5,4 @@
 pub(crate) mod aesni;
 pub(crate) mod common;
 pub(crate) mod vaes;
+pub(crate) mod vaes512;
