@@ -142,6 +142,26 @@ pub(crate) trait AesKernels: Send + Sync {
     ) -> usize {
         0
     }
+
+    /// A whole GCM message in one pass, where the backend's stitched kernel takes it (the
+    /// message is whole groups of the kernel and the low 32 bits of `ctr` do not wrap):
+    /// CTR from the counter `ctr` over `data`, GHASH of the ciphertext into `y` followed by
+    /// the length block `lens` (so `y` ends as the final GHASH), and E_K(J0) of `j0` in
+    /// place. Returns false, having changed nothing, when it does not take the message (the
+    /// default).
+    #[allow(clippy::too_many_arguments)]
+    fn gcm_message(
+        &self,
+        _g: &crate::ghash::Key,
+        _ctr: u128,
+        _y: &mut u128,
+        _data: InOut<'_>,
+        _decrypt: bool,
+        _j0: &mut Block,
+        _lens: u128,
+    ) -> bool {
+        false
+    }
 }
 
 /// The kernels of `backend` for `key`. The backend must have passed

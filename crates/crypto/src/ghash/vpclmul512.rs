@@ -27,24 +27,29 @@ use zeroize::{Zeroize, ZeroizeOnDrop};
 /// Blocks per reduction (8 zmm registers).
 pub(crate) const N: usize = 32;
 
-/// `pow` = `H^32..H^1` (twisted, reflected), then three zero entries that a short group's
+/// `pow` = `H^33..H^1` (twisted, reflected), then three zero entries that a short group's
 /// last register may reach; `mid` for each entry the `lo ^ hi` of its halves, in the low
-/// half. 64-byte aligned, so the loads of the full group (entries `4j..4j + 3`) are.
+/// half. A group is multiplied by entries `1..=32` (`H^32..H^1`), or, when one more block
+/// (GCM's length block) follows before the reduction, by entries `0..32` (`H^33..H^2`).
 #[derive(Clone, Zeroize, ZeroizeOnDrop)]
-#[repr(C, align(64))]
 pub(crate) struct Key {
     pow: [u128; N + 4],
     mid: [u128; N + 4],
 }
 
+/// Where a group's powers start in [`Key`]'s table: `H^32..` normally, `H^33..` when GCM's
+/// length block follows in the same reduction.
+pub(crate) const PLAIN: usize = 1;
+pub(crate) const BEFORE_LENGTHS: usize = 0;
+
 impl Key {
-    /// `pow` = `[H^N, ..., H^1]` twisted. Only call after the CPU check (module doc).
-    pub(super) fn new(pow: &[u128; N]) -> Key {
+    /// `pow` = `[H^(N + 1), ..., H^1]` twisted. Only call after the CPU check (module doc).
+    pub(super) fn new(pow: &[u128; N + 1]) -> Key {
         let mut k = Key {
             pow: [0; N + 4],
             mid: [0; N + 4],
         };
-        k.pow[..N].copy_from_slice(pow);
+        k.pow[..=N].copy_from_slice(pow);
         for (m, p) in k.mid.iter_mut().zip(pow) {
             *m = (*p as u64 ^ (*p >> 64) as u64) as u128;
         }
@@ -62,8 +67,7 @@ impl Key {
     #[target_feature(enable = "avx512f")]
     fn powers(&self, at: usize) -> (__m512i, __m512i) {
         assert!(at + 4 <= N + 4);
-        // SAFETY: entries `at..at + 4` are inside both tables (asserted); unaligned loads
-        // (aligned when `at` is a multiple of 4).
+        // SAFETY: entries `at..at + 4` are inside both tables (asserted); unaligned loads.
         unsafe {
             (
                 _mm512_loadu_si512(self.pow.as_ptr().add(at).cast()),
@@ -88,14 +92,11 @@ pub(crate) fn bswap(x: __m512i) -> __m512i {
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,vpclmulqdq")]
 pub(crate) fn mul_add(key: &Key, at: usize, x: __m512i, acc: &mut [__m512i; 3]) {
-    let (h, _m) = key.powers(at);
+    let (h, m) = key.powers(at);
     acc[0] = _mm512_xor_si512(acc[0], _mm512_clmulepi64_epi128::<0x00>(x, h));
     acc[1] = _mm512_xor_si512(acc[1], _mm512_clmulepi64_epi128::<0x11>(x, h));
-    acc[2] = _mm512_ternarylogic_epi64::<0x96>(
-        acc[2],
-        _mm512_clmulepi64_epi128::<0x01>(x, h),
-        _mm512_clmulepi64_epi128::<0x10>(x, h),
-    );
+    let xm = _mm512_xor_si512(x, _mm512_shuffle_epi32::<0x4E>(x));
+    acc[2] = _mm512_xor_si512(acc[2], _mm512_clmulepi64_epi128::<0x00>(xm, m));
 }
 
 /// Ends a group: per lane, Karatsuba's middle term is completed and split over the high and
@@ -105,7 +106,7 @@ pub(crate) fn mul_add(key: &Key, at: usize, x: __m512i, acc: &mut [__m512i; 3]) 
 pub(crate) fn finish(acc: [__m512i; 3]) -> __m128i {
     let [lo, hi, mid] = acc;
     // mid ^ lo ^ hi in one instruction (0x96: three-way XOR).
-
+    let mid = _mm512_ternarylogic_epi64::<0x96>(mid, lo, hi);
     let high = _mm512_xor_si512(hi, _mm512_bsrli_epi128::<8>(mid));
     let low = _mm512_xor_si512(lo, _mm512_bslli_epi128::<8>(mid));
     reduce(fold_lanes(high), fold_lanes(low))
@@ -120,24 +121,48 @@ fn fold_lanes(v: __m512i) -> __m128i {
 }
 
 /// One full group of [`N`] blocks at `group` hashed into the state `y` (GHASH's bit order,
-/// as kept in a register). The registers that do not depend on the state go first, so they
-/// overlap with the previous group's reduction.
+/// as kept in a register), and then, if given, GCM's length block `lens` (big-endian, as an
+/// integer) in the same reduction. The registers that do not depend on the state go first,
+/// so they overlap with the previous group's reduction.
 ///
 /// # Safety
 /// The CPU features of the avx512 backend (module doc); `group` points to `16 * N`
 /// readable bytes.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,vpclmulqdq,pclmulqdq")]
-pub(crate) unsafe fn hash_group(key: &Key, y: __m128i, group: *const u8) -> __m128i {
+pub(crate) unsafe fn hash_group(
+    key: &Key,
+    y: __m128i,
+    group: *const u8,
+    lens: Option<u128>,
+) -> __m128i {
     // SAFETY: register `j < 8` is inside the group (caller); unaligned load.
     let load = |j: usize| unsafe { _mm512_loadu_si512(group.add(64 * j).cast()) };
+    let at = if lens.is_some() {
+        BEFORE_LENGTHS
+    } else {
+        PLAIN
+    };
     let mut acc = [_mm512_setzero_si512(); 3];
+    if let Some(l) = lens {
+        add_lengths(key, l, &mut acc);
+    }
     for j in 1..N / 4 {
-        mul_add(key, 4 * j, bswap(load(j)), &mut acc);
+        mul_add(key, at + 4 * j, bswap(load(j)), &mut acc);
     }
     let x = _mm512_xor_si512(bswap(load(0)), _mm512_zextsi128_si512(y));
-    mul_add(key, 0, x, &mut acc);
+    mul_add(key, at, x, &mut acc);
     finish(acc)
+}
+
+/// Adds GCM's length block `lens` times `H` to the accumulators of a group multiplied from
+/// [`BEFORE_LENGTHS`].
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,vpclmulqdq,pclmulqdq")]
+pub(crate) fn add_lengths(key: &Key, lens: u128, acc: &mut [__m512i; 3]) {
+    let l = _mm_set_epi64x((lens >> 64) as i64, lens as i64);
+    // Entry N is H^1; the three after it are zero, as are the upper lanes of `l`.
+    mul_add(key, N, _mm512_zextsi128_si512(l), acc);
 }
 
 #[target_feature(enable = "avx512f,avx512bw,vpclmulqdq,pclmulqdq")]
@@ -146,9 +171,9 @@ fn update_zmm(key: &Key, y: &mut u128, blocks: &[u8]) {
     let mut groups = blocks.chunks_exact(16 * N);
     for group in &mut groups {
         // SAFETY: `group` is 16 * N readable bytes.
-        y_acc = unsafe { hash_group(key, y_acc, group.as_ptr()) };
+        y_acc = unsafe { hash_group(key, y_acc, group.as_ptr(), None) };
     }
-    // The last, shorter group (n < N blocks) uses the last n table entries; its last
+    // The last, shorter group (n < N blocks) uses the last n powers; its last
     // register is loaded with a byte mask (zero past the end).
     let rest = groups.remainder();
     if !rest.is_empty() {
@@ -164,7 +189,7 @@ fn update_zmm(key: &Key, y: &mut u128, blocks: &[u8]) {
             if i == 0 {
                 x = _mm512_xor_si512(x, _mm512_zextsi128_si512(y_acc));
             }
-            mul_add(key, N - n + i, x, &mut acc);
+            mul_add(key, PLAIN + N - n + i, x, &mut acc);
         }
         y_acc = finish(acc);
     }

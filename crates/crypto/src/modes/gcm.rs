@@ -187,11 +187,49 @@ impl Gcm {
         })
     }
 
-    fn seal_inout(&self, iv: &[u8], aad: &[u8], data: InOut<'_>) -> Result<[u8; 16], Error> {
+    fn seal_inout(&self, iv: &[u8], aad: &[u8], mut data: InOut<'_>) -> Result<[u8; 16], Error> {
         check_message_len(data.len() as u64)?;
-        let mut st = self.start(iv, aad)?;
+        let (j0, y) = self.j0_and_aad(iv, aad)?;
+        if let Some(tag) = self.one_pass(j0, y, aad.len(), data.reborrow(), Direction::Encrypt) {
+            return Ok(tag);
+        }
+        let mut st = Stream::new(j0, y, aad.len());
         st.update(self, data, Direction::Encrypt)?;
         Ok(st.tag(self))
+    }
+
+    /// The whole message in one call of the backend's stitched kernel, where it takes it
+    /// (`AesKernels::gcm_message`): no per-message state, the length block hashed in the
+    /// kernel's last reduction. The full tag, or `None` (nothing done) to take the
+    /// streaming path.
+    fn one_pass(
+        &self,
+        j0: u128,
+        y: u128,
+        aad_len: usize,
+        data: InOut<'_>,
+        dir: Direction,
+    ) -> Option<[u8; 16]> {
+        let lens = ((aad_len as u128 * 8) << 64) | (data.len() as u128 * 8);
+        let mut ek = j0.to_be_bytes();
+        let mut y = y;
+        let done = self.key.k().gcm_message(
+            &self.ghash,
+            inc32(j0),
+            &mut y,
+            data,
+            dir == Direction::Decrypt,
+            &mut ek,
+            lens,
+        );
+        let tag = done.then(|| {
+            let mut tag = y.to_be_bytes();
+            xor_in(&mut tag, &ek);
+            tag
+        });
+        ek.zeroize();
+        y.zeroize();
+        tag
     }
 
     /// Decrypts and hashes in one pass (the backend's stitched loop), then checks the tag;
@@ -205,9 +243,15 @@ impl Gcm {
         tag: &[u8],
     ) -> Result<(), Error> {
         check_message_len(data.len() as u64)?;
-        let mut st = self.start(iv, aad)?;
-        st.update(self, data.reborrow(), Direction::Decrypt)?;
-        let full = st.tag(self);
+        let (j0, y) = self.j0_and_aad(iv, aad)?;
+        let full = match self.one_pass(j0, y, aad.len(), data.reborrow(), Direction::Decrypt) {
+            Some(full) => full,
+            None => {
+                let mut st = Stream::new(j0, y, aad.len());
+                st.update(self, data.reborrow(), Direction::Decrypt)?;
+                st.tag(self)
+            }
+        };
         if bool::from(full[..tag.len()].ct_eq(tag)) {
             Ok(())
         } else {
@@ -219,8 +263,14 @@ impl Gcm {
         }
     }
 
-    /// J0, E_K(J0), the first counter and the hash of the AAD.
+    /// The streaming state of a message: J0, the first counter and the hash of the AAD.
     fn start(&self, iv: &[u8], aad: &[u8]) -> Result<Stream, Error> {
+        let (j0, y) = self.j0_and_aad(iv, aad)?;
+        Ok(Stream::new(j0, y, aad.len()))
+    }
+
+    /// J0 (from the IV) and the GHASH state after the AAD.
+    fn j0_and_aad(&self, iv: &[u8], aad: &[u8]) -> Result<(u128, u128), Error> {
         if iv.is_empty() || iv.len() as u64 > MAX_AAD {
             return Err(Error::IvLengthRange {
                 got: iv.len(),
@@ -247,17 +297,7 @@ impl Gcm {
         };
         let mut y = 0u128;
         hash_padded(&self.ghash, &mut y, aad);
-        Ok(Stream {
-            ctr: inc32(j0),
-            y,
-            ek_j0: j0.to_be_bytes(),
-            ek_done: false,
-            aad_len: aad.len() as u64,
-            len: 0,
-            ks: [0; BLOCK],
-            partial: [0; BLOCK],
-            pos: 0,
-        })
+        Ok((j0, y))
     }
 }
 
@@ -293,6 +333,20 @@ impl Drop for Stream {
 }
 
 impl Stream {
+    fn new(j0: u128, y: u128, aad_len: usize) -> Stream {
+        Stream {
+            ctr: inc32(j0),
+            y,
+            ek_j0: j0.to_be_bytes(),
+            ek_done: false,
+            aad_len: aad_len as u64,
+            len: 0,
+            ks: [0; BLOCK],
+            partial: [0; BLOCK],
+            pos: 0,
+        }
+    }
+
     fn update(&mut self, gcm: &Gcm, mut data: InOut<'_>, dir: Direction) -> Result<(), Error> {
         let total = self.len.checked_add(data.len() as u64).ok_or(TOO_LONG)?;
         check_message_len(total)?;

@@ -27,13 +27,17 @@
 
 use super::{ZmmKeys, GROUP};
 use crate::aes::Block;
-use crate::ghash::vpclmul512::{bswap, finish, hash_group, mul_add, Key as GhashKey, N};
+use crate::ghash::vpclmul512::{
+    add_lengths, bswap, finish, hash_group, mul_add, Key as GhashKey, BEFORE_LENGTHS, N, PLAIN,
+};
 use core::arch::x86_64::*;
 
-/// Encrypts (`DEC = false`) or decrypts `len` bytes, a multiple of [`GROUP`], with the
+/// Encrypts or decrypts `len` bytes, a multiple of [`GROUP`], with the
 /// 32-bit counter `*ctr` (advanced by the blocks done) and hashes the ciphertext into `*y`.
 /// `j0`, if given, is encrypted in place (GCM's E_K(J0)) on xmm at the start, a dependent
-/// chain that runs under the first group.
+/// chain that runs under the first group. `lens`, if given, is GCM's length block (the data
+/// ends the message): it is hashed in the last group's reduction, so `*y` comes back as the
+/// final GHASH.
 ///
 /// # Safety
 /// The CPU features of the avx512 backend (a `ZmmKeys` and a `GhashKey` exist); `src` and
@@ -41,7 +45,7 @@ use core::arch::x86_64::*;
 /// wrap within `len / 16` blocks.
 #[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,vaes,vpclmulqdq,pclmulqdq,aes")]
-pub(super) unsafe fn gcm_vaes_avx512<const DEC: bool>(
+pub(super) unsafe fn gcm_vaes_avx512(
     k: &ZmmKeys,
     g: &GhashKey,
     ctr: &mut u128,
@@ -49,7 +53,9 @@ pub(super) unsafe fn gcm_vaes_avx512<const DEC: bool>(
     src: *const u8,
     dst: *mut u8,
     len: usize,
+    decrypt: bool,
     j0: Option<&mut Block>,
+    lens: Option<u128>,
 ) {
     debug_assert!(len.is_multiple_of(GROUP) && GROUP == 16 * N);
     let groups = len / GROUP;
@@ -67,18 +73,23 @@ pub(super) unsafe fn gcm_vaes_avx512<const DEC: bool>(
     }
     let mut h = _mm_set_epi64x((*y >> 64) as i64, *y as i64);
     // One monomorphised loop per key size: the rounds unroll into straight-line code.
-    match k.rounds {
-        10 => run::<DEC, 10>(k, g, &mut h, ctr, src, dst, groups),
-        12 => run::<DEC, 12>(k, g, &mut h, ctr, src, dst, groups),
-        _ => run::<DEC, 14>(k, g, &mut h, ctr, src, dst, groups),
+    let h = &mut h;
+    match (decrypt, k.rounds) {
+        (false, 10) => run::<false, 10>(k, g, h, ctr, src, dst, groups, lens),
+        (false, 12) => run::<false, 12>(k, g, h, ctr, src, dst, groups, lens),
+        (false, _) => run::<false, 14>(k, g, h, ctr, src, dst, groups, lens),
+        (true, 10) => run::<true, 10>(k, g, h, ctr, src, dst, groups, lens),
+        (true, 12) => run::<true, 12>(k, g, h, ctr, src, dst, groups, lens),
+        (true, _) => run::<true, 14>(k, g, h, ctr, src, dst, groups, lens),
     }
     let mut out = [0u8; 16];
-    _mm_storeu_si128(out.as_mut_ptr().cast(), h);
+    _mm_storeu_si128(out.as_mut_ptr().cast(), *h);
     *y = u128::from_le_bytes(out);
 }
 
 /// The loop over `groups` whole groups for a key of `R` rounds.
 #[inline]
+#[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,vaes,vpclmulqdq,pclmulqdq,aes")]
 unsafe fn run<const DEC: bool, const R: usize>(
     k: &ZmmKeys,
@@ -88,21 +99,24 @@ unsafe fn run<const DEC: bool, const R: usize>(
     src: *const u8,
     dst: *mut u8,
     groups: usize,
+    lens: Option<u128>,
 ) {
     debug_assert_eq!(k.rounds, R);
     let mut c = Counters::new(*ctr);
     let s = |i: usize| src.add(i * GROUP);
     let d = |i: usize| dst.add(i * GROUP);
     if DEC {
-        for i in 0..groups {
-            step::<true, R>(k, g, h, &mut c, s(i), d(i), s(i));
+        for i in 0..groups - 1 {
+            step::<true, R>(k, g, h, &mut c, s(i), d(i), s(i), None);
         }
+        let last = groups - 1;
+        step::<true, R>(k, g, h, &mut c, s(last), d(last), s(last), lens);
     } else {
-        step::<false, R>(k, g, h, &mut c, s(0), d(0), s(0));
+        step::<false, R>(k, g, h, &mut c, s(0), d(0), s(0), None);
         for i in 1..groups {
-            step::<true, R>(k, g, h, &mut c, s(i), d(i), d(i - 1));
+            step::<true, R>(k, g, h, &mut c, s(i), d(i), d(i - 1), None);
         }
-        *h = hash_group(g, *h, d(groups - 1));
+        *h = hash_group(g, *h, d(groups - 1), lens);
     }
     *ctr = c.scalar;
 }
@@ -171,7 +185,8 @@ unsafe fn slow<const M: usize>(c: u128) -> [__m512i; M] {
 }
 
 /// One group: the CTR rounds of the next 32 counters over `s` into `d`, and (if `HASH`) the
-/// GHASH of the 32 blocks at `hashed` into `h` (module doc).
+/// GHASH of the 32 blocks at `hashed` into `h` (module doc), followed by the length block
+/// `lens` if given.
 #[inline(never)]
 #[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,vaes,vpclmulqdq,pclmulqdq,aes")]
@@ -183,7 +198,13 @@ unsafe fn step<const HASH: bool, const R: usize>(
     s: *const u8,
     d: *mut u8,
     hashed: *const u8,
+    lens: Option<u128>,
 ) {
+    let at = if lens.is_some() {
+        BEFORE_LENGTHS
+    } else {
+        PLAIN
+    };
     let mut v = c.group();
     for r in v.iter_mut() {
         *r = _mm512_xor_si512(*r, k.key(0));
@@ -195,6 +216,9 @@ unsafe fn step<const HASH: bool, const R: usize>(
         _mm512_setzero_si512()
     };
     let mut acc = [_mm512_setzero_si512(); 3];
+    if let Some(l) = lens {
+        add_lengths(g, l, &mut acc);
+    }
     for round in 1..R {
         for r in v.iter_mut() {
             *r = _mm512_aesenc_epi128(*r, k.key(round));
@@ -202,7 +226,7 @@ unsafe fn step<const HASH: bool, const R: usize>(
         if HASH && round < 8 {
             mul_add(
                 g,
-                4 * round,
+                at + 4 * round,
                 bswap(_mm512_loadu_si512(hashed.add(64 * round).cast())),
                 &mut acc,
             );
@@ -215,7 +239,7 @@ unsafe fn step<const HASH: bool, const R: usize>(
     }
     if HASH {
         let x = _mm512_xor_si512(bswap(x0), _mm512_zextsi128_si512(*h));
-        mul_add(g, 0, x, &mut acc);
+        mul_add(g, at, x, &mut acc);
         *h = finish(acc);
     }
 }

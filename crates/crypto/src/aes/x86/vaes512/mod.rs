@@ -123,22 +123,56 @@ impl AesKernels for Keys {
         let crate::ghash::Key::Vpclmul512(g) = g else {
             return 0;
         };
-        // Whole groups, and no further than the wrap of the low 32 bits of the counter.
-        let before_wrap = ((1u64 << 32) - (*ctr as u32) as u64) * 16;
-        let len = (data.len() as u64).min(before_wrap) as usize / GROUP * GROUP;
+        let len = whole_groups(*ctr, data.len());
         if len == 0 {
             return 0;
         }
         let (src, dst) = data.slice(0, len).ptrs();
         // SAFETY: `self` and `g` prove the avx512 features; the pointers cover `len` bytes;
-        // the low 32 bits of the counter do not wrap within `len`.
-        unsafe {
-            if decrypt {
-                gcm::gcm_vaes_avx512::<true>(&self.zmm, g, ctr, y, src, dst, len, j0)
-            } else {
-                gcm::gcm_vaes_avx512::<false>(&self.zmm, g, ctr, y, src, dst, len, j0)
-            }
-        }
+        // the low 32 bits of the counter do not wrap within `len` (`whole_groups`).
+        unsafe { gcm::gcm_vaes_avx512(&self.zmm, g, ctr, y, src, dst, len, decrypt, j0, None) }
         len
     }
+    fn gcm_message(
+        &self,
+        g: &crate::ghash::Key,
+        mut ctr: u128,
+        y: &mut u128,
+        mut data: InOut<'_>,
+        decrypt: bool,
+        j0: &mut Block,
+        lens: u128,
+    ) -> bool {
+        let crate::ghash::Key::Vpclmul512(g) = g else {
+            return false;
+        };
+        let len = data.len();
+        if len == 0 || whole_groups(ctr, len) != len {
+            return false;
+        }
+        let (src, dst) = data.ptrs();
+        // SAFETY: as in `gcm_stitched`.
+        unsafe {
+            gcm::gcm_vaes_avx512(
+                &self.zmm,
+                g,
+                &mut ctr,
+                y,
+                src,
+                dst,
+                len,
+                decrypt,
+                Some(j0),
+                Some(lens),
+            )
+        }
+        true
+    }
+}
+
+/// The longest prefix of `len` bytes that is whole groups and does not reach the wrap of
+/// the low 32 bits of the counter `ctr`.
+fn whole_groups(ctr: u128, len: usize) -> usize {
+    let before_wrap = ((1u64 << 32) - (ctr as u32) as u64) * 16;
+    (len as u64).min(before_wrap) as usize / GROUP * GROUP
 }
