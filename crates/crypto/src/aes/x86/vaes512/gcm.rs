@@ -28,7 +28,7 @@
 use super::{ZmmKeys, GROUP};
 use crate::aes::Block;
 use crate::ghash::vpclmul512::{
-    add_lengths, bswap, finish, hash_group, mul_add, Key as GhashKey, BEFORE_LENGTHS, N, PLAIN,
+    add_lengths, bswap, finish, hash_group, mul_add2, Key as GhashKey, BEFORE_LENGTHS, N, PLAIN,
 };
 use core::arch::x86_64::*;
 
@@ -209,11 +209,15 @@ unsafe fn step<const HASH: bool, const R: usize>(
     for r in v.iter_mut() {
         *r = _mm512_xor_si512(*r, k.key(0));
     }
-    // Register 0 is loaded before the stores below: decrypting in place overwrites it.
-    let x0 = if HASH {
-        _mm512_loadu_si512(hashed.cast())
+    // Registers 0 and 7 are hashed after the stores below, which overwrite them when
+    // decrypting in place: load them first.
+    let (x0, x7) = if HASH {
+        (
+            _mm512_loadu_si512(hashed.cast()),
+            _mm512_loadu_si512(hashed.add(64 * 7).cast()),
+        )
     } else {
-        _mm512_setzero_si512()
+        (_mm512_setzero_si512(), _mm512_setzero_si512())
     };
     let mut acc = [_mm512_setzero_si512(); 3];
     if let Some(l) = lens {
@@ -223,13 +227,12 @@ unsafe fn step<const HASH: bool, const R: usize>(
         for r in v.iter_mut() {
             *r = _mm512_aesenc_epi128(*r, k.key(round));
         }
-        if HASH && round < 8 {
-            mul_add(
-                g,
-                at + 4 * round,
-                bswap(_mm512_loadu_si512(hashed.add(64 * round).cast())),
-                &mut acc,
-            );
+        // Registers 1..=6 of the hashed group in pairs after rounds 2, 4 and 6.
+        if HASH && round % 2 == 0 && round <= 6 {
+            let j = round - 1;
+            let a = bswap(_mm512_loadu_si512(hashed.add(64 * j).cast()));
+            let b = bswap(_mm512_loadu_si512(hashed.add(64 * j + 64).cast()));
+            mul_add2(g, at + 4 * j, a, at + 4 * j + 4, b, &mut acc);
         }
     }
     for (j, r) in v.iter().enumerate() {
@@ -239,7 +242,7 @@ unsafe fn step<const HASH: bool, const R: usize>(
     }
     if HASH {
         let x = _mm512_xor_si512(bswap(x0), _mm512_zextsi128_si512(*h));
-        mul_add(g, at, x, &mut acc);
+        mul_add2(g, at + 28, bswap(x7), at, x, &mut acc);
         *h = finish(acc);
     }
 }
