@@ -223,17 +223,24 @@ unsafe fn step<const HASH: bool, const R: usize>(
     if let Some(l) = lens {
         add_lengths(g, l, &mut acc);
     }
-    for round in 1..R {
-        for r in v.iter_mut() {
-            *r = _mm512_aesenc_epi128(*r, k.key(round));
+    let round = |v: &mut [__m512i; 8], r: usize| {
+        for x in v.iter_mut() {
+            *x = _mm512_aesenc_epi128(*x, k.key(r));
         }
-        // Registers 1..=6 of the hashed group in pairs after rounds 2, 4 and 6.
-        if HASH && round % 2 == 0 && round <= 6 {
-            let j = round - 1;
+    };
+    // Registers 1..=6 of the hashed group in pairs after rounds 2, 4 and 6, written out so
+    // that the rounds stay straight-line code.
+    for j in [1, 3, 5] {
+        round(&mut v, j);
+        round(&mut v, j + 1);
+        if HASH {
             let a = bswap(_mm512_loadu_si512(hashed.add(64 * j).cast()));
             let b = bswap(_mm512_loadu_si512(hashed.add(64 * j + 64).cast()));
             mul_add2(g, at + 4 * j, a, at + 4 * j + 4, b, &mut acc);
         }
+    }
+    for r in 7..R {
+        round(&mut v, r);
     }
     for (j, r) in v.iter().enumerate() {
         let data = _mm512_loadu_si512(s.add(64 * j).cast());
