@@ -144,17 +144,15 @@ pub(crate) trait AesKernels: Send + Sync {
     }
 
     /// A whole GCM message in one pass, where the backend's stitched kernel takes it (the
-    /// message is whole groups of the kernel and the low 32 bits of `ctr` do not wrap):
-    /// CTR from the counter `ctr` over `data`, GHASH of the ciphertext into `y` followed by
-    /// the length block `lens` (so `y` ends as the final GHASH), and E_K(J0) of `j0` in
-    /// place. Returns false, having changed nothing, when it does not take the message (the
-    /// default).
-    #[allow(clippy::too_many_arguments)]
+    /// message is whole groups of the kernel and the low 32 bits of the counter do not
+    /// wrap): CTR over `data` with the counters from `inc32(J0)`, GHASH of the ciphertext
+    /// from the state `y` (the hashed AAD) followed by the length block `lens`, and the tag
+    /// GHASH ^ E_K(J0), which replaces `j0`. Returns false, having changed nothing, when it
+    /// does not take the message (the default).
     fn gcm_message(
         &self,
         _g: &crate::ghash::Key,
-        _ctr: u128,
-        _y: &mut u128,
+        _y: u128,
         _data: InOut<'_>,
         _decrypt: bool,
         _j0: &mut Block,

@@ -187,6 +187,7 @@ impl Gcm {
         })
     }
 
+    #[inline(always)]
     fn seal_inout(&self, iv: &[u8], aad: &[u8], mut data: InOut<'_>) -> Result<[u8; 16], Error> {
         check_message_len(data.len() as u64)?;
         let (j0, y) = self.j0_and_aad(iv, aad)?;
@@ -199,9 +200,10 @@ impl Gcm {
     }
 
     /// The whole message in one call of the backend's stitched kernel, where it takes it
-    /// (`AesKernels::gcm_message`): no per-message state, the length block hashed in the
-    /// kernel's last reduction. The full tag, or `None` (nothing done) to take the
+    /// (`AesKernels::gcm_message`): no per-message state, the length block hashed and the
+    /// tag formed in the kernel. The full tag, or `None` (nothing done) to take the
     /// streaming path.
+    #[inline(always)]
     fn one_pass(
         &self,
         j0: u128,
@@ -211,30 +213,18 @@ impl Gcm {
         dir: Direction,
     ) -> Option<[u8; 16]> {
         let lens = ((aad_len as u128 * 8) << 64) | (data.len() as u128 * 8);
-        let mut ek = j0.to_be_bytes();
-        let mut y = y;
-        let done = self.key.k().gcm_message(
-            &self.ghash,
-            inc32(j0),
-            &mut y,
-            data,
-            dir == Direction::Decrypt,
-            &mut ek,
-            lens,
-        );
-        let tag = done.then(|| {
-            let mut tag = y.to_be_bytes();
-            xor_in(&mut tag, &ek);
-            tag
-        });
-        ek.zeroize();
-        y.zeroize();
-        tag
+        let mut block = j0.to_be_bytes();
+        let decrypt = dir == Direction::Decrypt;
+        self.key
+            .k()
+            .gcm_message(&self.ghash, y, data, decrypt, &mut block, lens)
+            .then_some(block)
     }
 
     /// Decrypts and hashes in one pass (the backend's stitched loop), then checks the tag;
     /// on a wrong tag the output is wiped before returning, so nothing unauthenticated is
     /// ever released to the caller.
+    #[inline(always)]
     fn open_inout(
         &self,
         iv: &[u8],
@@ -270,6 +260,7 @@ impl Gcm {
     }
 
     /// J0 (from the IV) and the GHASH state after the AAD.
+    #[inline(always)]
     fn j0_and_aad(&self, iv: &[u8], aad: &[u8]) -> Result<(u128, u128), Error> {
         if iv.is_empty() || iv.len() as u64 > MAX_AAD {
             return Err(Error::IvLengthRange {
@@ -583,6 +574,7 @@ fn ctr32(k: &dyn AesKernels, ctr: &mut u128, mut data: InOut<'_>) {
 }
 
 /// GHASH over `data`, the last partial block padded with zeros.
+#[inline]
 fn hash_padded(g: &ghash::Key, y: &mut u128, data: &[u8]) {
     let whole = data.len() / BLOCK * BLOCK;
     g.update(y, &data[..whole]);

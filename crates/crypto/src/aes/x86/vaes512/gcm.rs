@@ -36,8 +36,9 @@ use core::arch::x86_64::*;
 /// 32-bit counter `*ctr` (advanced by the blocks done) and hashes the ciphertext into `*y`.
 /// `j0`, if given, is encrypted in place (GCM's E_K(J0)) on xmm at the start, a dependent
 /// chain that runs under the first group. `lens`, if given, is GCM's length block (the data
-/// ends the message): it is hashed in the last group's reduction, so `*y` comes back as the
-/// final GHASH.
+/// ends the message): it is hashed in the last group's reduction, `*y` comes back as the
+/// final GHASH, and `j0` (which must then be given) as the tag, GHASH ^ E_K(J0), so that
+/// neither leaves the registers on its own.
 ///
 /// # Safety
 /// The CPU features of the avx512 backend (a `ZmmKeys` and a `GhashKey` exist); `src` and
@@ -62,15 +63,14 @@ pub(super) unsafe fn gcm_vaes_avx512(
     if groups == 0 {
         return;
     }
-    if let Some(b) = j0 {
+    let ek_j0 = j0.map(|b| {
         let key = |r: usize| _mm512_castsi512_si128(k.key(r));
         let mut x = _mm_xor_si128(_mm_loadu_si128(b.as_ptr().cast()), key(0));
         for r in 1..k.rounds {
             x = _mm_aesenc_si128(x, key(r));
         }
-        x = _mm_aesenclast_si128(x, key(k.rounds));
-        _mm_storeu_si128(b.as_mut_ptr().cast(), x);
-    }
+        (b, _mm_aesenclast_si128(x, key(k.rounds)))
+    });
     let mut h = _mm_set_epi64x((*y >> 64) as i64, *y as i64);
     // One monomorphised loop per key size: the rounds unroll into straight-line code.
     let h = &mut h;
@@ -85,6 +85,16 @@ pub(super) unsafe fn gcm_vaes_avx512(
     let mut out = [0u8; 16];
     _mm_storeu_si128(out.as_mut_ptr().cast(), *h);
     *y = u128::from_le_bytes(out);
+    if let Some((b, e)) = ek_j0 {
+        let x = if lens.is_some() {
+            // The tag: the hash in GCM's byte order, XORed with E_K(J0).
+            let bswap = _mm_set_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+            _mm_xor_si128(_mm_shuffle_epi8(*h, bswap), e)
+        } else {
+            e
+        };
+        _mm_storeu_si128(b.as_mut_ptr().cast(), x);
+    }
 }
 
 /// The loop over `groups` whole groups for a key of `R` rounds.
@@ -111,6 +121,8 @@ unsafe fn run<const DEC: bool, const R: usize>(
         }
         let last = groups - 1;
         step::<true, R>(k, g, h, &mut c, s(last), d(last), s(last), lens);
+    } else if groups == 1 {
+        only_group::<R>(k, g, h, &mut c, src, dst, lens);
     } else {
         step::<false, R>(k, g, h, &mut c, s(0), d(0), s(0), None);
         for i in 1..groups {
@@ -252,4 +264,59 @@ unsafe fn step<const HASH: bool, const R: usize>(
         mul_add2(g, at + 28, bswap(x7), at, x, &mut acc);
         *h = finish(acc);
     }
+}
+
+/// Encryption of a message's only group (a 512-byte message, the storage case), where no
+/// other group's hash can fill the AES rounds: the group is encrypted in two halves of four
+/// registers, and the first half's ciphertext is hashed while the second half's rounds run
+/// (the core runs both halves' rounds at once; the first half, older in program order,
+/// finishes first). Then the second half, the length block and the reduction.
+#[inline(never)]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,vaes,vpclmulqdq,pclmulqdq,aes")]
+unsafe fn only_group<const R: usize>(
+    k: &ZmmKeys,
+    g: &GhashKey,
+    h: &mut __m128i,
+    c: &mut Counters,
+    s: *const u8,
+    d: *mut u8,
+    lens: Option<u128>,
+) {
+    let at = if lens.is_some() {
+        BEFORE_LENGTHS
+    } else {
+        PLAIN
+    };
+    let v = c.group();
+    let half = |first: usize| {
+        let mut x = [v[first], v[first + 1], v[first + 2], v[first + 3]];
+        for r in x.iter_mut() {
+            *r = _mm512_xor_si512(*r, k.key(0));
+        }
+        for round in 1..R {
+            for r in x.iter_mut() {
+                *r = _mm512_aesenc_epi128(*r, k.key(round));
+            }
+        }
+        for (j, r) in x.iter_mut().enumerate() {
+            let p = 64 * (first + j);
+            let data = _mm512_loadu_si512(s.add(p).cast());
+            *r = _mm512_aesenclast_epi128(*r, _mm512_xor_si512(data, k.key(R)));
+            _mm512_storeu_si512(d.add(p).cast(), *r);
+            *r = bswap(*r);
+        }
+        x
+    };
+    let mut acc = [_mm512_setzero_si512(); 3];
+    let a = half(0);
+    let x0 = _mm512_xor_si512(a[0], _mm512_zextsi128_si512(*h));
+    mul_add2(g, at, x0, at + 4, a[1], &mut acc);
+    mul_add2(g, at + 8, a[2], at + 12, a[3], &mut acc);
+    let b = half(4);
+    mul_add2(g, at + 16, b[0], at + 20, b[1], &mut acc);
+    mul_add2(g, at + 24, b[2], at + 28, b[3], &mut acc);
+    if let Some(l) = lens {
+        add_lengths(g, l, &mut acc);
+    }
+    *h = finish(acc);
 }

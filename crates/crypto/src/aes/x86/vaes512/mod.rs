@@ -136,8 +136,7 @@ impl AesKernels for Keys {
     fn gcm_message(
         &self,
         g: &crate::ghash::Key,
-        mut ctr: u128,
-        y: &mut u128,
+        y: u128,
         mut data: InOut<'_>,
         decrypt: bool,
         j0: &mut Block,
@@ -146,18 +145,21 @@ impl AesKernels for Keys {
         let crate::ghash::Key::Vpclmul512(g) = g else {
             return false;
         };
+        let j = u128::from_be_bytes(*j0);
+        let mut ctr = (j & !0xffff_ffff) | (j as u32).wrapping_add(1) as u128;
         let len = data.len();
         if len == 0 || whole_groups(ctr, len) != len {
             return false;
         }
         let (src, dst) = data.ptrs();
+        let mut y = y;
         // SAFETY: as in `gcm_stitched`.
         unsafe {
             gcm::gcm_vaes_avx512(
                 &self.zmm,
                 g,
                 &mut ctr,
-                y,
+                &mut y,
                 src,
                 dst,
                 len,
