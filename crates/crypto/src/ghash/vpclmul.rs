@@ -142,6 +142,17 @@ pub(crate) fn finish_group(acc: [__m256i; 3]) -> __m128i {
     reduce(high, low)
 }
 
+/// `x * H`, reduced (one block hashed into a state already XORed with it: GCM's length
+/// block at the end of the fused kernel).
+#[inline]
+#[target_feature(enable = "avx2,vpclmulqdq,pclmulqdq")]
+pub(crate) fn mul_h(key: &Key, x: __m128i) -> __m128i {
+    let mut acc = [_mm256_setzero_si256(); 3];
+    // Entry N - 1 is H^1 and entry N the zero padding, which meets the zero upper lane.
+    mul_add(key, N - 1, _mm256_zextsi128_si256(x), &mut acc);
+    finish_group(acc)
+}
+
 /// One full group of `N` blocks at `group` hashed into the state `y` (GHASH's bit order, as
 /// kept in a register by [`update_vpclmul`]); also the GHASH half of the `vaes` backend's
 /// fused GCM kernel.

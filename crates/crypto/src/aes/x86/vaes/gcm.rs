@@ -49,7 +49,9 @@
 use super::ctr::counters;
 use super::{Keys, GROUP};
 use crate::aes::Block;
-use crate::ghash::vpclmul::{finish_group, hash_group, mul_add_table, Key as GhashKey, FAR, N};
+use crate::ghash::vpclmul::{
+    finish_group, hash_group, mul_add_table, mul_h, Key as GhashKey, FAR, N,
+};
 use core::arch::x86_64::*;
 
 /// Encrypts (`DEC = false`) or decrypts `len` bytes, a multiple of [`GROUP`], with the
@@ -66,7 +68,9 @@ use core::arch::x86_64::*;
 ///
 /// `j0`, if given, is encrypted in place with the same key (GCM's E_K(J0)) at the start:
 /// one dependent chain of rounds on xmm that the core runs under the first group, instead
-/// of a separate latency-bound call before the bulk.
+/// of a separate latency-bound call before the bulk. `lens`, if given, is GCM's length
+/// block (the data ends the message): it is hashed after the data, `*y` comes back as the
+/// final GHASH and `j0` (which must then be given) as the tag, GHASH ^ E_K(J0).
 #[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx2,aes,vaes,vpclmulqdq,pclmulqdq")]
 pub(super) unsafe fn gcm_vaes_avx2<const DEC: bool>(
@@ -78,20 +82,20 @@ pub(super) unsafe fn gcm_vaes_avx2<const DEC: bool>(
     dst: *mut u8,
     len: usize,
     j0: Option<&mut Block>,
+    lens: Option<u128>,
 ) {
     debug_assert!(len.is_multiple_of(GROUP) && GROUP == 16 * N);
     let groups = len / GROUP;
     if groups == 0 {
         return;
     }
-    if let Some(b) = j0 {
+    let ek_j0 = j0.map(|b| {
         let mut x = _mm_xor_si128(_mm_loadu_si128(b.as_ptr().cast()), k.key128(0));
         for r in 1..k.rounds {
             x = _mm_aesenc_si128(x, k.key128(r));
         }
-        x = _mm_aesenclast_si128(x, k.key128(k.rounds));
-        _mm_storeu_si128(b.as_mut_ptr().cast(), x);
-    }
+        (b, _mm_aesenclast_si128(x, k.key128(k.rounds)))
+    });
     let mut h = _mm_set_epi64x((*y >> 64) as i64, *y as i64);
     // One monomorphised loop per key size: the rounds unroll into straight-line code.
     match k.rounds {
@@ -99,9 +103,25 @@ pub(super) unsafe fn gcm_vaes_avx2<const DEC: bool>(
         12 => run::<DEC, 12>(k, g, &mut h, ctr, src, dst, groups),
         _ => run::<DEC, 14>(k, g, &mut h, ctr, src, dst, groups),
     }
+    if let Some(l) = lens {
+        h = mul_h(
+            g,
+            _mm_xor_si128(h, _mm_set_epi64x((l >> 64) as i64, l as i64)),
+        );
+    }
     let mut out = [0u8; 16];
     _mm_storeu_si128(out.as_mut_ptr().cast(), h);
     *y = u128::from_le_bytes(out);
+    if let Some((b, e)) = ek_j0 {
+        let x = if lens.is_some() {
+            // The tag: the hash in GCM's byte order, XORed with E_K(J0).
+            let bswap = _mm_set_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+            _mm_xor_si128(_mm_shuffle_epi8(h, bswap), e)
+        } else {
+            e
+        };
+        _mm_storeu_si128(b.as_mut_ptr().cast(), x);
+    }
 }
 
 /// The loop over `groups` whole groups for a key of `R` rounds (see [`gcm_vaes_avx2`]).

@@ -229,9 +229,7 @@ impl AesKernels for Keys {
         let crate::ghash::Key::Vpclmul(g) = g else {
             return 0;
         };
-        // Whole groups, and no further than the wrap of the low 32 bits of the counter.
-        let before_wrap = ((1u64 << 32) - (*ctr as u32) as u64) * 16;
-        let len = (data.len() as u64).min(before_wrap) as usize / GROUP * GROUP;
+        let len = whole_groups(*ctr, data.len());
         if len == 0 {
             return 0;
         }
@@ -241,9 +239,9 @@ impl AesKernels for Keys {
         // `len` bytes; the counter does not wrap its low 32 bits within `len`.
         unsafe {
             if decrypt {
-                gcm::gcm_vaes_avx2::<true>(self, g, ctr, y, src, dst, len, j0)
+                gcm::gcm_vaes_avx2::<true>(self, g, ctr, y, src, dst, len, j0, None)
             } else {
-                gcm::gcm_vaes_avx2::<false>(self, g, ctr, y, src, dst, len, j0)
+                gcm::gcm_vaes_avx2::<false>(self, g, ctr, y, src, dst, len, j0, None)
             }
         }
         // The kernel's 128-bit increments equal inc32 up to the wrap, but ending exactly at
@@ -251,6 +249,36 @@ impl AesKernels for Keys {
         let blocks = (len / 16) as u32;
         *ctr = (start & !0xffff_ffff) | (start as u32).wrapping_add(blocks) as u128;
         len
+    }
+    fn gcm_message(
+        &self,
+        g: &crate::ghash::Key,
+        y: u128,
+        mut data: InOut<'_>,
+        decrypt: bool,
+        j0: &mut Block,
+        lens: u128,
+    ) -> bool {
+        let crate::ghash::Key::Vpclmul(g) = g else {
+            return false;
+        };
+        let j = u128::from_be_bytes(*j0);
+        let mut ctr = (j & !0xffff_ffff) | (j as u32).wrapping_add(1) as u128;
+        let len = data.len();
+        if len == 0 || whole_groups(ctr, len) != len {
+            return false;
+        }
+        let (src, dst) = data.ptrs();
+        let (mut y, j0, lens) = (y, Some(j0), Some(lens));
+        // SAFETY: as in `gcm_stitched`.
+        unsafe {
+            if decrypt {
+                gcm::gcm_vaes_avx2::<true>(self, g, &mut ctr, &mut y, src, dst, len, j0, lens)
+            } else {
+                gcm::gcm_vaes_avx2::<false>(self, g, &mut ctr, &mut y, src, dst, len, j0, lens)
+            }
+        }
+        true
     }
     fn ctr(&self, counter: &mut u128, mut data: InOut<'_>) {
         let (len, (src, dst)) = (data.len(), data.ptrs());
@@ -273,4 +301,11 @@ impl AesKernels for Keys {
         // SAFETY: as in `xts_encrypt`.
         unsafe { xts::xts_vaes_avx2::<true>(self, tweaks, src, dst, len / tweaks.len()) }
     }
+}
+
+/// The longest prefix of `len` bytes that is whole groups and does not reach the wrap of
+/// the low 32 bits of the counter `ctr`.
+fn whole_groups(ctr: u128, len: usize) -> usize {
+    let before_wrap = ((1u64 << 32) - (ctr as u32) as u64) * 16;
+    (len as u64).min(before_wrap) as usize / GROUP * GROUP
 }
