@@ -84,7 +84,7 @@ type Tampered = (Vec<u8>, Vec<u8>, Vec<u8>, Vec<u8>);
 fn wrong_tag_wipes_the_output_in_place_and_out_of_place() {
     let mut rng = rng();
     for backend in backends() {
-        for n in [0usize, 1, 16, 17, 100, 4096, 5000] {
+        for n in [0usize, 1, 16, 17, 100, 256, 512, 4096, 5000] {
             let key = random_bytes(&mut rng, 32);
             let gcm = Gcm::with_backend(&key, backend).unwrap();
             let iv = random_bytes(&mut rng, 12);
