@@ -264,9 +264,9 @@ mac prints the MAC as lowercase hex: gost89-mac 4 bytes, magma-mac 8 bytes by de
 --tag-len 1 to 8.";
 
 const BACKENDS_HELP: &str = "\
-SECTORCRYPT_BACKEND=soft|aesni|vaes|avx2 forces a backend for every algorithm that has it
-and the portable backend for those that do not (avx2: AES soft, GOST avx2; aesni or vaes:
-GOST soft); a name that does not exist or that this CPU cannot run is an error (exit 2).";
+SECTORCRYPT_BACKEND=soft|aesni|vaes|avx512|avx2 forces a backend for every algorithm that has it
+and the portable backend for those that do not (avx2: AES soft, GOST avx2; aesni, vaes or
+avx512: GOST soft); a name that does not exist or that this CPU cannot run is an error (exit 2).";
 
 const BENCH_HELP: &str = "\
 Run it from a release build: cargo run --release -p sectorcrypt -- bench
@@ -338,7 +338,7 @@ pub struct BenchArgs {
     /// Only cases whose name contains SUBSTRING.
     #[arg(long, value_name = "SUBSTRING")]
     pub filter: Option<String>,
-    /// Run sectorcrypt on this backend (soft, aesni, vaes).
+    /// Run sectorcrypt on this backend (soft, aesni, vaes, avx512).
     #[arg(long, value_name = "NAME")]
     pub backend: Option<String>,
     /// A short smoke run (for CI): fewer runs, smaller totals.

@@ -32,28 +32,21 @@ pub fn run(a: BenchArgs) -> Result<(), Failure> {
 
 /// `--probe`: cycles per step of the unit probe, at the clock measured in this process.
 fn probe(quick: bool) -> Result<(), Failure> {
-    let Some([aes, clmul, mixed]) = sectorcrypt_crypto::probe_aes_clmul_units() else {
+    let steps = sectorcrypt_crypto::probe_units();
+    if steps.is_empty() {
         return Err(Failure::runtime(
             "the probe needs the vaes backend's CPU features",
         ));
-    };
+    }
     let ghz = sectorcrypt_bench::clock::measure_ghz(quick);
-    let cyc = |s: f64| s * ghz * 1e9;
-    let (a, c, m) = (cyc(aes), cyc(clmul), cyc(mixed));
     println!("clock {ghz:.2} GHz (measured); independent chains, nothing spilled");
+    println!("{:<32} cycles per step", "step");
+    for (name, secs) in &steps {
+        println!("{name:<32} {:.2}", secs * ghz * 1e9);
+    }
     println!(
-        "8 VAESENC ymm                  {a:.2} cycles per step ({:.2} each)",
-        a / 8.0
-    );
-    println!(
-        "4 VPCLMULQDQ ymm               {c:.2} cycles per step ({:.2} each)",
-        c / 4.0
-    );
-    println!("8 VAESENC + 4 VPCLMULQDQ       {m:.2} cycles per step");
-    println!(
-        "  predicted if the units overlap: {:.2}; if they compete for the same pipes: {:.2}",
-        a.max(c),
-        a + c
+        "A mix that costs the slower of its parts overlaps on separate pipes; one that costs\n\
+         their sum competes for the same pipes (docs/PERFORMANCE.md reads this table)."
     );
     Ok(())
 }

@@ -174,14 +174,27 @@ impl fmt::Display for Backend {
     }
 }
 
-/// Measures how VAESENC and VPCLMULQDQ on ymm share the core (see `sectorcrypt bench
-/// --probe`): seconds per step of [1 VAESENC, 1 VPCLMULQDQ, 1 VPCLMULQDQ + 3 VAESENC], each
-/// over 16 independent chains. `None` when the CPU cannot run the `vaes` backend.
+/// Measures how the AES and carry-less multiply units share the core (see `sectorcrypt
+/// bench --probe`): seconds per loop step of named mixes of independent instructions, on
+/// ymm (when the CPU can run the `vaes` backend) and on zmm (when it can run `avx512`).
 #[doc(hidden)]
-pub fn probe_aes_clmul_units() -> Option<[f64; 3]> {
+pub fn probe_units() -> Vec<(&'static str, f64)> {
+    #[allow(unused_mut)]
+    let mut out = Vec::new();
     #[cfg(target_arch = "x86_64")]
-    if Backend::Vaes.check_cpu().is_ok() {
-        return Some(crate::aes::x86::vaes::probe::probe(2_000_000));
+    {
+        use crate::aes::x86::{vaes, vaes512};
+        if Backend::Vaes.check_cpu().is_ok() {
+            let [a, c, m] = vaes::probe::probe(2_000_000);
+            out.extend([
+                ("8 VAESENC ymm", a),
+                ("4 VPCLMULQDQ ymm", c),
+                ("8 VAESENC + 4 VPCLMULQDQ ymm", m),
+            ]);
+        }
+        if Backend::Avx512.check_cpu().is_ok() {
+            out.extend(vaes512::probe::probe(1_000_000));
+        }
     }
-    None
+    out
 }

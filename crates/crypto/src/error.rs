@@ -56,7 +56,7 @@ pub enum Error {
     #[error("unsupported cipher {0:?} (supported: aes-xts-plain64, aes-xts-plain, aes-cbc-plain64, aes-cbc-plain, aes-cbc-essiv:sha256, aes-ecb)")]
     UnknownCipher(String),
     /// `SECTORCRYPT_BACKEND` names no backend.
-    #[error("unknown backend {0:?} (known: soft, aesni, vaes, avx2)")]
+    #[error("unknown backend {0:?} (known: soft, aesni, vaes, avx512, avx2)")]
     UnknownBackend(String),
     /// A backend this CPU (or its OS) cannot run.
     #[error("backend {backend} is not usable on this cpu: {why}")]

@@ -12,11 +12,13 @@
 //! Every mode is a whole-buffer kernel of a backend ([`Backend`]):
 //! - `soft`: portable, bitsliced, constant-time, `#![forbid(unsafe_code)]`; the reference;
 //! - `aesni`: AES-NI + PCLMULQDQ on xmm registers;
-//! - `vaes`: VAES + VPCLMULQDQ on 256-bit ymm registers (no AVX-512 needed).
+//! - `vaes`: VAES + VPCLMULQDQ on 256-bit ymm registers (no AVX-512 needed);
+//! - `avx512`: the `vaes` kernels, with GCM on 512-bit zmm registers (AVX-512F/BW/VL and
+//!   the OS saving the AVX-512 state).
 //!
 //! The CPU is probed once ([`cpu::features`]); each backend runs a known-answer self-test
 //! before its first use and is never used if it fails. New keys take the fastest usable
-//! backend, unless `SECTORCRYPT_BACKEND=soft|aesni|vaes` names one (an unknown or unusable
+//! backend, unless `SECTORCRYPT_BACKEND=soft|aesni|vaes|avx512` names one (an unknown or unusable
 //! name is an error, never a silent fallback). `with_backend` constructors pick one
 //! explicitly, which is how the tests run every backend.
 //!
@@ -38,7 +40,7 @@ mod gost;
 mod modes;
 
 pub use aes::BLOCK;
-pub use backend::{probe_aes_clmul_units, Backend};
+pub use backend::{probe_units, Backend};
 pub use error::Error;
 #[doc(hidden)]
 pub use ghash::Ghash;

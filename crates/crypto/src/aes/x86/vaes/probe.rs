@@ -1,7 +1,7 @@
-//! A probe of how the AES and carry-less multiply units share the core: three loops of
-//! independent instructions (8 VAESENC ymm per step, 4 VPCLMULQDQ ymm per step, and both),
-//! each timed, so that `sectorcrypt bench --probe` can report cycles per step with its own
-//! clock. It explains the GCM ceiling in docs/PERFORMANCE.md: if the units were separate,
+//! The ymm half of the probe of how the AES and carry-less multiply units share the core:
+//! three loops of independent instructions (8 VAESENC ymm per step, 4 VPCLMULQDQ ymm per
+//! step, and both), each timed, so that `sectorcrypt bench --probe` can report cycles per
+//! step with its own clock (the zmm half is `aes/x86/vaes512/probe.rs`). It explains the GCM ceiling in docs/PERFORMANCE.md: if the units were separate,
 //! the mixed loop would cost the slower of the two; if the multiplies hold the AES pipes,
 //! the sum.
 #![allow(unsafe_code)]

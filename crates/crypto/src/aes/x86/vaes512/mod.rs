@@ -16,6 +16,7 @@
 #![allow(unsafe_code)]
 
 mod gcm;
+pub(crate) mod probe;
 
 use super::vaes;
 use crate::aes::{AesKernels, Block, RoundKeys};
