@@ -76,7 +76,7 @@ impl Key {
             >(h)))),
             #[cfg(target_arch = "x86_64")]
             Backend::Avx512 => Key::Vpclmul512(Box::new(vpclmul512::Key::new(&powers::<
-                { vpclmul512::N + 1 },
+                { vpclmul512::POWERS },
             >(h)))),
             // Not reached: `check_cpu` refuses these backends on other architectures.
             #[cfg(not(target_arch = "x86_64"))]

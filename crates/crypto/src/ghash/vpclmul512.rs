@@ -27,29 +27,36 @@ use zeroize::{Zeroize, ZeroizeOnDrop};
 /// Blocks per reduction (8 zmm registers).
 pub(crate) const N: usize = 32;
 
-/// `pow` = `H^33..H^1` (twisted, reflected), then three zero entries that a short group's
+/// `pow` = `H^65..H^1` (twisted, reflected), then three zero entries that a short group's
 /// last register may reach; `mid` for each entry the `lo ^ hi` of its halves, in the low
-/// half. A group is multiplied by entries `1..=32` (`H^32..H^1`), or, when one more block
-/// (GCM's length block) follows before the reduction, by entries `0..32` (`H^33..H^2`).
+/// half. A group is multiplied by 32 consecutive powers starting at [`first_power`]:
+/// `H^32..H^1` normally; one higher (`H^33..H^2`) when GCM's length block follows before the
+/// reduction; 32 higher (`H^64..H^33`) when it is the first of two groups that share a
+/// reduction (the stitched kernel's pairs).
 #[derive(Clone, Zeroize, ZeroizeOnDrop)]
 pub(crate) struct Key {
-    pow: [u128; N + 4],
-    mid: [u128; N + 4],
+    pow: [u128; 2 * N + 4],
+    mid: [u128; 2 * N + 4],
 }
 
-/// Where a group's powers start in [`Key`]'s table: `H^32..` normally, `H^33..` when GCM's
-/// length block follows in the same reduction.
-pub(crate) const PLAIN: usize = 1;
-pub(crate) const BEFORE_LENGTHS: usize = 0;
+/// The powers in [`Key`]: `H^(2N + 1)`, the highest, down to `H^1` at index `2N`.
+pub(crate) const POWERS: usize = 2 * N + 1;
+
+/// The index of the first power (the one for the group's first block) of a group: `far`
+/// for the first of two groups reduced together, `lengths` when GCM's length block follows
+/// in the same reduction.
+pub(crate) const fn first_power(lengths: bool, far: bool) -> usize {
+    N + 1 - lengths as usize - N * far as usize
+}
 
 impl Key {
-    /// `pow` = `[H^(N + 1), ..., H^1]` twisted. Only call after the CPU check (module doc).
-    pub(super) fn new(pow: &[u128; N + 1]) -> Key {
+    /// `pow` = `[H^POWERS, ..., H^1]` twisted. Only call after the CPU check (module doc).
+    pub(super) fn new(pow: &[u128; POWERS]) -> Key {
         let mut k = Key {
-            pow: [0; N + 4],
-            mid: [0; N + 4],
+            pow: [0; 2 * N + 4],
+            mid: [0; 2 * N + 4],
         };
-        k.pow[..=N].copy_from_slice(pow);
+        k.pow[..POWERS].copy_from_slice(pow);
         for (m, p) in k.mid.iter_mut().zip(pow) {
             *m = (*p as u64 ^ (*p >> 64) as u64) as u128;
         }
@@ -66,7 +73,7 @@ impl Key {
     #[inline]
     #[target_feature(enable = "avx512f")]
     fn powers(&self, at: usize) -> (__m512i, __m512i) {
-        assert!(at + 4 <= N + 4);
+        assert!(at + 4 <= 2 * N + 4);
         // SAFETY: entries `at..at + 4` are inside both tables (asserted); unaligned loads.
         unsafe {
             (
@@ -171,11 +178,7 @@ pub(crate) unsafe fn hash_group(
 ) -> __m128i {
     // SAFETY: register `j < 8` is inside the group (caller); unaligned load.
     let load = |j: usize| unsafe { _mm512_loadu_si512(group.add(64 * j).cast()) };
-    let at = if lens.is_some() {
-        BEFORE_LENGTHS
-    } else {
-        PLAIN
-    };
+    let at = first_power(lens.is_some(), false);
     let mut acc = [_mm512_setzero_si512(); 3];
     if let Some(l) = lens {
         add_lengths(key, l, &mut acc);
@@ -190,13 +193,13 @@ pub(crate) unsafe fn hash_group(
 }
 
 /// Adds GCM's length block `lens` times `H` to the accumulators of a group multiplied from
-/// [`BEFORE_LENGTHS`].
+/// `first_power(true, _)`.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,vpclmulqdq,pclmulqdq")]
 pub(crate) fn add_lengths(key: &Key, lens: u128, acc: &mut [__m512i; 3]) {
     let l = _mm_set_epi64x((lens >> 64) as i64, lens as i64);
-    // Entry N is H^1; the three after it are zero, as are the upper lanes of `l`.
-    mul_add(key, N, _mm512_zextsi128_si512(l), acc);
+    // Entry 2N is H^1; the three after it are zero, as are the upper lanes of `l`.
+    mul_add(key, 2 * N, _mm512_zextsi128_si512(l), acc);
 }
 
 #[target_feature(enable = "avx512f,avx512bw,vpclmulqdq,pclmulqdq")]
@@ -223,7 +226,7 @@ fn update_zmm(key: &Key, y: &mut u128, blocks: &[u8]) {
             if i == 0 {
                 x = _mm512_xor_si512(x, _mm512_zextsi128_si512(y_acc));
             }
-            mul_add(key, PLAIN + N - n + i, x, &mut acc);
+            mul_add(key, first_power(false, false) + N - n + i, x, &mut acc);
         }
         y_acc = finish(acc);
     }

@@ -28,7 +28,7 @@
 use super::{ZmmKeys, GROUP};
 use crate::aes::Block;
 use crate::ghash::vpclmul512::{
-    add_lengths, bswap, finish, hash_group, mul_add2, Key as GhashKey, BEFORE_LENGTHS, N, PLAIN,
+    add_lengths, bswap, finish, first_power, hash_group, mul_add2, Key as GhashKey, N,
 };
 use core::arch::x86_64::*;
 
@@ -115,18 +115,36 @@ unsafe fn run<const DEC: bool, const R: usize>(
     let mut c = Counters::new(*ctr);
     let s = |i: usize| src.add(i * GROUP);
     let d = |i: usize| dst.add(i * GROUP);
+    let c = &mut c;
+    let mut carry = [_mm512_setzero_si512(); 3];
+    let cr = &mut carry;
+    // The hashing steps go in pairs that share one reduction (`FIRST` then `SECOND`), a
+    // last odd one alone (`ALONE`). Decryption hashes each step's own input; encryption
+    // the previous step's output, after a first step that only encrypts and before a last
+    // group hashed alone.
     if DEC {
-        for i in 0..groups - 1 {
-            step::<true, R>(k, g, h, &mut c, s(i), d(i), s(i), None);
+        let mut i = 0;
+        while i + 2 <= groups {
+            let l = if i + 2 == groups { lens } else { None };
+            step::<FIRST, R>(k, g, h, c, cr, s(i), d(i), s(i), l);
+            step::<SECOND, R>(k, g, h, c, cr, s(i + 1), d(i + 1), s(i + 1), l);
+            i += 2;
         }
-        let last = groups - 1;
-        step::<true, R>(k, g, h, &mut c, s(last), d(last), s(last), lens);
+        if i < groups {
+            step::<ALONE, R>(k, g, h, c, cr, s(i), d(i), s(i), lens);
+        }
     } else if groups == 1 {
-        only_group::<R>(k, g, h, &mut c, src, dst, lens);
+        only_group::<R>(k, g, h, c, src, dst, lens);
     } else {
-        step::<false, R>(k, g, h, &mut c, s(0), d(0), s(0), None);
-        for i in 1..groups {
-            step::<true, R>(k, g, h, &mut c, s(i), d(i), d(i - 1), None);
+        step::<NO_HASH, R>(k, g, h, c, cr, s(0), d(0), s(0), None);
+        let mut i = 1;
+        while i + 2 <= groups {
+            step::<FIRST, R>(k, g, h, c, cr, s(i), d(i), d(i - 1), None);
+            step::<SECOND, R>(k, g, h, c, cr, s(i + 1), d(i + 1), d(i), None);
+            i += 2;
+        }
+        if i < groups {
+            step::<ALONE, R>(k, g, h, c, cr, s(i), d(i), d(i - 1), None);
         }
         *h = hash_group(g, *h, d(groups - 1), lens);
     }
@@ -196,34 +214,41 @@ unsafe fn slow<const M: usize>(c: u128) -> [__m512i; M] {
     v
 }
 
-/// One group: the CTR rounds of the next 32 counters over `s` into `d`, and (if `HASH`) the
-/// GHASH of the 32 blocks at `hashed` into `h` (module doc), followed by the length block
-/// `lens` if given.
+/// A step's part in the hash: none; the first of two groups reduced together (takes in the
+/// running hash, powers 32 higher, leaves its sums in `carry`); the second (starts from
+/// `carry`, reduces); or a group alone (takes in the running hash, reduces).
+const NO_HASH: u8 = 0;
+const FIRST: u8 = 1;
+const SECOND: u8 = 2;
+const ALONE: u8 = 3;
+
+/// One group: the CTR rounds of the next 32 counters over `s` into `d` and, unless `MODE` is
+/// [`NO_HASH`], the GHASH of the 32 blocks at `hashed` (module doc). `lens`: GCM's length
+/// block, hashed in this step's reduction (or, for [`FIRST`], in the next step's: the
+/// powers are one higher either way).
 #[inline(never)]
 #[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,vaes,vpclmulqdq,pclmulqdq,aes")]
-unsafe fn step<const HASH: bool, const R: usize>(
+unsafe fn step<const MODE: u8, const R: usize>(
     k: &ZmmKeys,
     g: &GhashKey,
     h: &mut __m128i,
     c: &mut Counters,
+    carry: &mut [__m512i; 3],
     s: *const u8,
     d: *mut u8,
     hashed: *const u8,
     lens: Option<u128>,
 ) {
-    let at = if lens.is_some() {
-        BEFORE_LENGTHS
-    } else {
-        PLAIN
-    };
+    let hash = MODE != NO_HASH;
+    let at = first_power(lens.is_some(), MODE == FIRST);
     let mut v = c.group();
     for r in v.iter_mut() {
         *r = _mm512_xor_si512(*r, k.key(0));
     }
     // Registers 0 and 7 are hashed after the stores below, which overwrite them when
     // decrypting in place: load them first.
-    let (x0, x7) = if HASH {
+    let (x0, x7) = if hash {
         (
             _mm512_loadu_si512(hashed.cast()),
             _mm512_loadu_si512(hashed.add(64 * 7).cast()),
@@ -231,8 +256,12 @@ unsafe fn step<const HASH: bool, const R: usize>(
     } else {
         (_mm512_setzero_si512(), _mm512_setzero_si512())
     };
-    let mut acc = [_mm512_setzero_si512(); 3];
-    if let Some(l) = lens {
+    let mut acc = if MODE == SECOND {
+        *carry
+    } else {
+        [_mm512_setzero_si512(); 3]
+    };
+    if let (Some(l), SECOND | ALONE) = (lens, MODE) {
         add_lengths(g, l, &mut acc);
     }
     let round = |v: &mut [__m512i; 8], r: usize| {
@@ -245,7 +274,7 @@ unsafe fn step<const HASH: bool, const R: usize>(
     for j in [1, 3, 5] {
         round(&mut v, j);
         round(&mut v, j + 1);
-        if HASH {
+        if hash {
             let a = bswap(_mm512_loadu_si512(hashed.add(64 * j).cast()));
             let b = bswap(_mm512_loadu_si512(hashed.add(64 * j + 64).cast()));
             mul_add2(g, at + 4 * j, a, at + 4 * j + 4, b, &mut acc);
@@ -259,10 +288,18 @@ unsafe fn step<const HASH: bool, const R: usize>(
         let out = _mm512_aesenclast_epi128(*r, _mm512_xor_si512(data, k.key(R)));
         _mm512_storeu_si512(d.add(64 * j).cast(), out);
     }
-    if HASH {
-        let x = _mm512_xor_si512(bswap(x0), _mm512_zextsi128_si512(*h));
+    if hash {
+        let x = if MODE == SECOND {
+            bswap(x0)
+        } else {
+            _mm512_xor_si512(bswap(x0), _mm512_zextsi128_si512(*h))
+        };
         mul_add2(g, at + 28, bswap(x7), at, x, &mut acc);
-        *h = finish(acc);
+        if MODE == FIRST {
+            *carry = acc;
+        } else {
+            *h = finish(acc);
+        }
     }
 }
 
@@ -282,11 +319,7 @@ unsafe fn only_group<const R: usize>(
     d: *mut u8,
     lens: Option<u128>,
 ) {
-    let at = if lens.is_some() {
-        BEFORE_LENGTHS
-    } else {
-        PLAIN
-    };
+    let at = first_power(lens.is_some(), false);
     let v = c.group();
     let half = |first: usize| {
         let mut x = [v[first], v[first + 1], v[first + 2], v[first + 3]];
