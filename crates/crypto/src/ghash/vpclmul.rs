@@ -16,7 +16,8 @@
 //! groups, because there the reduction's extra vector instructions compete with the AES
 //! rounds for pipes (measured: +4% over one reduction per group).
 //!
-//! Deliberately left out: a 4-way (zmm) version, which would need AVX-512 state.
+//! The 4-way (zmm) version, which needs the AVX-512 state, is `vpclmul512.rs` (the `avx512`
+//! backend); this one must run without it.
 //!
 //! Calling contract: a [`Key`] is built only after the CPU check of `Backend::Vaes`
 //! (vpclmulqdq, avx2, os ymm state) plus pclmulqdq succeeded; that is what makes its safe

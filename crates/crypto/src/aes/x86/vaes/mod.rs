@@ -3,8 +3,9 @@
 //! # Design
 //! Target: x86-64 CPUs with VAES on ymm but not necessarily AVX-512 (AMD Zen 3 and Zen 4,
 //! Intel Ice Lake and later, including VMs that expose VAES without the AVX-512 register
-//! state, such as this project's Zen 4 machines with XCR0 = 0x7). Nothing here touches zmm
-//! or mask registers.
+//! state, such as some of this project's Zen 4 machines with XCR0 = 0x7; where the state
+//! is there, the `avx512` backend reuses these kernels and adds GCM on zmm). Nothing here
+//! touches zmm or mask registers.
 //!
 //! Throughput model: a VAESENC on a ymm register encrypts one round of two blocks; Zen 4
 //! issues two per cycle with a latency of about 4 cycles, so 8 independent registers (16
