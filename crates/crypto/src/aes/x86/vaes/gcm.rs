@@ -48,6 +48,7 @@
 //! 128-bit counter arithmetic of the CTR kernel equals `inc32` here.
 #![allow(unsafe_code)]
 
+use super::super::common::gcm::{encrypt_j0, store_ek_or_tag};
 use super::ctr::counters;
 use super::{Keys, GROUP};
 use crate::aes::Block;
@@ -92,11 +93,8 @@ pub(super) unsafe fn gcm_vaes_avx2<const DEC: bool>(
         return;
     }
     let ek_j0 = j0.map(|b| {
-        let mut x = _mm_xor_si128(_mm_loadu_si128(b.as_ptr().cast()), k.key128(0));
-        for r in 1..k.rounds {
-            x = _mm_aesenc_si128(x, k.key128(r));
-        }
-        (b, _mm_aesenclast_si128(x, k.key128(k.rounds)))
+        let ek = encrypt_j0(b, k.rounds, |r| k.key128(r));
+        (b, ek)
     });
     let mut h = _mm_set_epi64x((*y >> 64) as i64, *y as i64);
     // One monomorphised loop per key size: the rounds unroll into straight-line code.
@@ -114,15 +112,8 @@ pub(super) unsafe fn gcm_vaes_avx2<const DEC: bool>(
     let mut out = [0u8; 16];
     _mm_storeu_si128(out.as_mut_ptr().cast(), h);
     *y = u128::from_le_bytes(out);
-    if let Some((b, e)) = ek_j0 {
-        let x = if lens.is_some() {
-            // The tag: the hash in GCM's byte order, XORed with E_K(J0).
-            let bswap = _mm_set_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-            _mm_xor_si128(_mm_shuffle_epi8(h, bswap), e)
-        } else {
-            e
-        };
-        _mm_storeu_si128(b.as_mut_ptr().cast(), x);
+    if let Some((b, ek)) = ek_j0 {
+        store_ek_or_tag(b, ek, h, lens.is_some());
     }
 }
 

@@ -42,6 +42,7 @@ pub(crate) mod probe;
 mod tests;
 mod xts;
 
+use super::common::gcm as gcm_glue;
 use crate::aes::{AesKernels, Block, RoundKeys};
 use crate::buf::InOut;
 use crate::Backend;
@@ -223,39 +224,20 @@ impl AesKernels for Keys {
         g: &crate::ghash::Key,
         ctr: &mut u128,
         y: &mut u128,
-        mut data: InOut<'_>,
+        data: InOut<'_>,
         decrypt: bool,
         j0: Option<&mut Block>,
     ) -> usize {
         let crate::ghash::Key::Vpclmul(g) = g else {
             return 0;
         };
-        let len = whole_groups(*ctr, data.len());
-        if len == 0 {
-            return 0;
-        }
-        let (src, dst) = data.slice(0, len).ptrs();
-        let start = *ctr;
-        // SAFETY: `self` and `g` prove the vaes and vpclmul features; the pointers cover
-        // `len` bytes; the counter does not wrap its low 32 bits within `len`.
-        unsafe {
-            if decrypt {
-                gcm::gcm_vaes_avx2::<true>(self, g, ctr, y, src, dst, len, j0, None)
-            } else {
-                gcm::gcm_vaes_avx2::<false>(self, g, ctr, y, src, dst, len, j0, None)
-            }
-        }
-        // The kernel's 128-bit increments equal inc32 up to the wrap, but ending exactly at
-        // the wrap they carry into bit 32: recompute the counter with inc32's rule.
-        let blocks = (len / 16) as u32;
-        *ctr = (start & !0xffff_ffff) | (start as u32).wrapping_add(blocks) as u128;
-        len
+        gcm_glue::stitched::<GROUP>(ctr, y, data, j0, self.gcm_kernel(g, decrypt))
     }
     fn gcm_message(
         &self,
         g: &crate::ghash::Key,
         y: u128,
-        mut data: InOut<'_>,
+        data: InOut<'_>,
         decrypt: bool,
         j0: &mut Block,
         lens: u128,
@@ -263,23 +245,7 @@ impl AesKernels for Keys {
         let crate::ghash::Key::Vpclmul(g) = g else {
             return false;
         };
-        let j = u128::from_be_bytes(*j0);
-        let mut ctr = (j & !0xffff_ffff) | (j as u32).wrapping_add(1) as u128;
-        let len = data.len();
-        if len == 0 || whole_groups(ctr, len) != len {
-            return false;
-        }
-        let (src, dst) = data.ptrs();
-        let (mut y, j0, lens) = (y, Some(j0), Some(lens));
-        // SAFETY: as in `gcm_stitched`.
-        unsafe {
-            if decrypt {
-                gcm::gcm_vaes_avx2::<true>(self, g, &mut ctr, &mut y, src, dst, len, j0, lens)
-            } else {
-                gcm::gcm_vaes_avx2::<false>(self, g, &mut ctr, &mut y, src, dst, len, j0, lens)
-            }
-        }
-        true
+        gcm_glue::message::<GROUP>(y, data, j0, lens, self.gcm_kernel(g, decrypt))
     }
     fn ctr(&self, counter: &mut u128, mut data: InOut<'_>) {
         let (len, (src, dst)) = (data.len(), data.ptrs());
@@ -304,9 +270,24 @@ impl AesKernels for Keys {
     }
 }
 
-/// The longest prefix of `len` bytes that is whole groups and does not reach the wrap of
-/// the low 32 bits of the counter `ctr`.
-fn whole_groups(ctr: u128, len: usize) -> usize {
-    let before_wrap = ((1u64 << 32) - (ctr as u32) as u64) * 16;
-    (len as u64).min(before_wrap) as usize / GROUP * GROUP
+impl Keys {
+    /// The stitched GCM kernel for this key and `g`, for the shared glue.
+    fn gcm_kernel<'k>(
+        &'k self,
+        g: &'k crate::ghash::vpclmul::Key,
+        decrypt: bool,
+    ) -> impl gcm_glue::Kernel + 'k {
+        move |ctr, y, src, dst, len, j0, lens| {
+            // SAFETY: `self` and `g` prove the vaes and vpclmul features; the glue passes
+            // pointers covering `len` bytes of whole groups and a counter that does not wrap
+            // its low 32 bits within them.
+            unsafe {
+                if decrypt {
+                    gcm::gcm_vaes_avx2::<true>(self, g, ctr, y, src, dst, len, j0, lens)
+                } else {
+                    gcm::gcm_vaes_avx2::<false>(self, g, ctr, y, src, dst, len, j0, lens)
+                }
+            }
+        }
+    }
 }

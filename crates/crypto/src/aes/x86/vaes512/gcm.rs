@@ -25,6 +25,7 @@
 //! wrap GCM's 32-bit counter.
 #![allow(unsafe_code)]
 
+use super::super::common::gcm::{encrypt_j0, store_ek_or_tag};
 use super::{ZmmKeys, GROUP};
 use crate::aes::Block;
 use crate::ghash::vpclmul512::{
@@ -64,12 +65,8 @@ pub(super) unsafe fn gcm_vaes_avx512(
         return;
     }
     let ek_j0 = j0.map(|b| {
-        let key = |r: usize| _mm512_castsi512_si128(k.key(r));
-        let mut x = _mm_xor_si128(_mm_loadu_si128(b.as_ptr().cast()), key(0));
-        for r in 1..k.rounds {
-            x = _mm_aesenc_si128(x, key(r));
-        }
-        (b, _mm_aesenclast_si128(x, key(k.rounds)))
+        let ek = encrypt_j0(b, k.rounds, |r| _mm512_castsi512_si128(k.key(r)));
+        (b, ek)
     });
     let mut h = _mm_set_epi64x((*y >> 64) as i64, *y as i64);
     // One monomorphised loop per key size: the rounds unroll into straight-line code.
@@ -85,15 +82,8 @@ pub(super) unsafe fn gcm_vaes_avx512(
     let mut out = [0u8; 16];
     _mm_storeu_si128(out.as_mut_ptr().cast(), *h);
     *y = u128::from_le_bytes(out);
-    if let Some((b, e)) = ek_j0 {
-        let x = if lens.is_some() {
-            // The tag: the hash in GCM's byte order, XORed with E_K(J0).
-            let bswap = _mm_set_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-            _mm_xor_si128(_mm_shuffle_epi8(*h, bswap), e)
-        } else {
-            e
-        };
-        _mm_storeu_si128(b.as_mut_ptr().cast(), x);
+    if let Some((b, ek)) = ek_j0 {
+        store_ek_or_tag(b, ek, *h, lens.is_some());
     }
 }
 

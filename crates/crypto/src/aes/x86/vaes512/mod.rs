@@ -18,6 +18,7 @@
 mod gcm;
 pub(crate) mod probe;
 
+use super::common::gcm as gcm_glue;
 use super::vaes;
 use crate::aes::{AesKernels, Block, RoundKeys};
 use crate::buf::InOut;
@@ -117,28 +118,20 @@ impl AesKernels for Keys {
         g: &crate::ghash::Key,
         ctr: &mut u128,
         y: &mut u128,
-        mut data: InOut<'_>,
+        data: InOut<'_>,
         decrypt: bool,
         j0: Option<&mut Block>,
     ) -> usize {
         let crate::ghash::Key::Vpclmul512(g) = g else {
             return 0;
         };
-        let len = whole_groups(*ctr, data.len());
-        if len == 0 {
-            return 0;
-        }
-        let (src, dst) = data.slice(0, len).ptrs();
-        // SAFETY: `self` and `g` prove the avx512 features; the pointers cover `len` bytes;
-        // the low 32 bits of the counter do not wrap within `len` (`whole_groups`).
-        unsafe { gcm::gcm_vaes_avx512(&self.zmm, g, ctr, y, src, dst, len, decrypt, j0, None) }
-        len
+        gcm_glue::stitched::<GROUP>(ctr, y, data, j0, self.kernel(g, decrypt))
     }
     fn gcm_message(
         &self,
         g: &crate::ghash::Key,
         y: u128,
-        mut data: InOut<'_>,
+        data: InOut<'_>,
         decrypt: bool,
         j0: &mut Block,
         lens: u128,
@@ -146,36 +139,22 @@ impl AesKernels for Keys {
         let crate::ghash::Key::Vpclmul512(g) = g else {
             return false;
         };
-        let j = u128::from_be_bytes(*j0);
-        let mut ctr = (j & !0xffff_ffff) | (j as u32).wrapping_add(1) as u128;
-        let len = data.len();
-        if len == 0 || whole_groups(ctr, len) != len {
-            return false;
-        }
-        let (src, dst) = data.ptrs();
-        let mut y = y;
-        // SAFETY: as in `gcm_stitched`.
-        unsafe {
-            gcm::gcm_vaes_avx512(
-                &self.zmm,
-                g,
-                &mut ctr,
-                &mut y,
-                src,
-                dst,
-                len,
-                decrypt,
-                Some(j0),
-                Some(lens),
-            )
-        }
-        true
+        gcm_glue::message::<GROUP>(y, data, j0, lens, self.kernel(g, decrypt))
     }
 }
 
-/// The longest prefix of `len` bytes that is whole groups and does not reach the wrap of
-/// the low 32 bits of the counter `ctr`.
-fn whole_groups(ctr: u128, len: usize) -> usize {
-    let before_wrap = ((1u64 << 32) - (ctr as u32) as u64) * 16;
-    (len as u64).min(before_wrap) as usize / GROUP * GROUP
+impl Keys {
+    /// The stitched GCM kernel for this key and `g`, for the shared glue.
+    fn kernel<'k>(
+        &'k self,
+        g: &'k crate::ghash::vpclmul512::Key,
+        decrypt: bool,
+    ) -> impl gcm_glue::Kernel + 'k {
+        move |ctr, y, src, dst, len, j0, lens| {
+            // SAFETY: `self` and `g` prove the avx512 features; the glue passes pointers
+            // covering `len` bytes of whole groups and a counter that does not wrap its low
+            // 32 bits within them.
+            unsafe { gcm::gcm_vaes_avx512(&self.zmm, g, ctr, y, src, dst, len, decrypt, j0, lens) }
+        }
+    }
 }
