@@ -215,6 +215,8 @@ impl Gcm {
         let lens = ((aad_len as u128 * 8) << 64) | (data.len() as u128 * 8);
         let mut block = j0.to_be_bytes();
         let decrypt = dir == Direction::Decrypt;
+        // On success the kernel has replaced J0 with the tag (public); the GHASH states it
+        // worked with are wiped there.
         self.key
             .k()
             .gcm_message(&self.ghash, y, data, decrypt, &mut block, lens)

@@ -35,6 +35,7 @@ pub(crate) mod gcm {
     use crate::aes::Block;
     use crate::buf::InOut;
     use core::arch::x86_64::*;
+    use zeroize::Zeroize;
 
     /// A stitched kernel's call: `len` bytes (whole groups) from `src` to `dst` with the
     /// counter `ctr` and the GHASH state `y`; `j0` and `lens` as in
@@ -105,6 +106,8 @@ pub(crate) mod gcm {
         let (src, dst) = data.ptrs();
         let mut y = y;
         kernel(&mut ctr, &mut y, src, dst, len, Some(j0), Some(lens));
+        // The final GHASH is tag ^ E_K(J0): wiped like the streaming state.
+        y.zeroize();
         true
     }
 
