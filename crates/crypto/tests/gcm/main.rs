@@ -1,8 +1,8 @@
 //! AES-GCM and GHASH tests: published vectors (Wycheproof, McGrew-Viega via Gladman's
 //! gcm.1, OpenSSL's evp test data), differential tests against OpenSSL and between GHASH
 //! backends, streaming, the short-tag API, and wiping on failure. Every AES backend the CPU
-//! can run is tested with its own GHASH; a backend that cannot run is skipped with a printed
-//! reason (soft always runs).
+//! can run is tested with its own GHASH, and once with every other GHASH backend; a backend
+//! that cannot run is skipped with a printed reason (soft always runs).
 
 mod api;
 #[path = "../common/mod.rs"]
