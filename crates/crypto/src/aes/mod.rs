@@ -94,7 +94,10 @@ pub(crate) trait AesKernels: Send + Sync {
     /// One block in place (GCM's E_K(J0)): a CBC chain of one block from a zero IV, which
     /// is the latency-bound single-stream path of every backend, with no buffering.
     fn encrypt_block(&self, block: &mut Block) {
-        self.cbc_encrypt(&mut [0; 16], InOut::InPlace(block));
+        // The chaining value ends as the output block (a secret for GCM's E_K(J0)): wiped.
+        let mut iv = [0; 16];
+        self.cbc_encrypt(&mut iv, InOut::InPlace(block));
+        iv.zeroize();
     }
 
     /// Independent CBC chains, one per sector, with `ivs[i]` for sector `i`.

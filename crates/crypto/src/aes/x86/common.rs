@@ -111,41 +111,61 @@ pub(crate) mod gcm {
         true
     }
 
-    /// E_K(`block`) on xmm with the round keys `key(0..=rounds)`: one dependent chain, which
-    /// a kernel starts before its first group so that it runs under it.
+    /// Replaces J0 in `block` by E_K(J0), computed on xmm with the round keys
+    /// `key(0..=rounds)`: one dependent chain, which a kernel starts before its first group
+    /// so that it runs under it. Written to the caller's block at once, so that the kernel
+    /// does not hold it across its calls (it would spill to the kernel's own stack frame,
+    /// which nothing wipes).
     ///
     /// # Safety
-    /// AES-NI is available (every backend with a stitched kernel has it).
+    /// AES-NI and SSE4.1 are available (every backend with a stitched kernel has them).
     #[inline]
     #[target_feature(enable = "aes,sse4.1")]
     pub(crate) unsafe fn encrypt_j0(
-        block: &Block,
+        block: &mut Block,
         rounds: usize,
         key: impl Fn(usize) -> __m128i,
-    ) -> __m128i {
+    ) {
         // SAFETY: `block` is 16 readable bytes; unaligned load.
         let mut x = _mm_xor_si128(unsafe { _mm_loadu_si128(block.as_ptr().cast()) }, key(0));
         for r in 1..rounds {
             x = _mm_aesenc_si128(x, key(r));
         }
-        _mm_aesenclast_si128(x, key(rounds))
-    }
-
-    /// Writes E_K(J0) `ek` to `block`, or with `tag`, the tag: the GHASH state `h` (as
-    /// kept in a register) in GCM's byte order, XORed with `ek`.
-    ///
-    /// # Safety
-    /// SSSE3 is available (as for [`encrypt_j0`]).
-    #[inline]
-    #[target_feature(enable = "aes,sse4.1")]
-    pub(crate) unsafe fn store_ek_or_tag(block: &mut Block, ek: __m128i, h: __m128i, tag: bool) {
-        let x = if tag {
-            let bswap = _mm_set_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-            _mm_xor_si128(_mm_shuffle_epi8(h, bswap), ek)
-        } else {
-            ek
-        };
+        x = _mm_aesenclast_si128(x, key(rounds));
         // SAFETY: `block` is 16 writable bytes; unaligned store.
         unsafe { _mm_storeu_si128(block.as_mut_ptr().cast(), x) };
+    }
+
+    /// Replaces E_K(J0) in `block` by the tag: the final GHASH `h` (as kept in a register)
+    /// in GCM's byte order, XORed with E_K(J0).
+    ///
+    /// # Safety
+    /// As for [`encrypt_j0`].
+    #[inline]
+    #[target_feature(enable = "aes,sse4.1")]
+    pub(crate) unsafe fn tag_in_place(block: &mut Block, h: __m128i) {
+        let bswap = _mm_set_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+        // SAFETY: `block` is 16 readable and writable bytes; unaligned load and store.
+        unsafe {
+            let ek = _mm_loadu_si128(block.as_ptr().cast());
+            let tag = _mm_xor_si128(_mm_shuffle_epi8(h, bswap), ek);
+            _mm_storeu_si128(block.as_mut_ptr().cast(), tag);
+        }
+    }
+
+    /// Hands the final GHASH register `h` back as the integer `*y` and wipes both copies
+    /// the kernel made (the register variable and the bytes it went through).
+    ///
+    /// # Safety
+    /// As for [`encrypt_j0`].
+    #[inline]
+    #[target_feature(enable = "aes,sse4.1")]
+    pub(crate) unsafe fn hand_back(h: &mut __m128i, y: &mut u128) {
+        let mut out = [0u8; 16];
+        // SAFETY: `out` is 16 writable bytes; unaligned store.
+        unsafe { _mm_storeu_si128(out.as_mut_ptr().cast(), *h) };
+        *y = u128::from_le_bytes(out);
+        out.zeroize();
+        h.zeroize();
     }
 }

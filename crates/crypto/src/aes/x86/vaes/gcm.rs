@@ -48,7 +48,7 @@
 //! 128-bit counter arithmetic of the CTR kernel equals `inc32` here.
 #![allow(unsafe_code)]
 
-use super::super::common::gcm::{encrypt_j0, store_ek_or_tag};
+use super::super::common::gcm::{encrypt_j0, hand_back, tag_in_place};
 use super::ctr::counters;
 use super::{Keys, GROUP};
 use crate::aes::Block;
@@ -92,10 +92,10 @@ pub(super) unsafe fn gcm_vaes_avx2<const DEC: bool>(
     if groups == 0 {
         return;
     }
-    let ek_j0 = j0.map(|b| {
-        let ek = encrypt_j0(b, k.rounds, |r| k.key128(r));
-        (b, ek)
-    });
+    let mut j0 = j0;
+    if let Some(b) = j0.as_deref_mut() {
+        encrypt_j0(b, k.rounds, |r| k.key128(r));
+    }
     let mut h = _mm_set_epi64x((*y >> 64) as i64, *y as i64);
     // One monomorphised loop per key size: the rounds unroll into straight-line code.
     match k.rounds {
@@ -109,12 +109,10 @@ pub(super) unsafe fn gcm_vaes_avx2<const DEC: bool>(
             _mm_xor_si128(h, _mm_set_epi64x((l >> 64) as i64, l as i64)),
         );
     }
-    let mut out = [0u8; 16];
-    _mm_storeu_si128(out.as_mut_ptr().cast(), h);
-    *y = u128::from_le_bytes(out);
-    if let Some((b, ek)) = ek_j0 {
-        store_ek_or_tag(b, ek, h, lens.is_some());
+    if let (Some(b), Some(_)) = (j0, lens) {
+        tag_in_place(b, h);
     }
+    hand_back(&mut h, y);
 }
 
 /// The loop over `groups` whole groups for a key of `R` rounds (see [`gcm_vaes_avx2`]).

@@ -25,7 +25,7 @@
 //! wrap GCM's 32-bit counter.
 #![allow(unsafe_code)]
 
-use super::super::common::gcm::{encrypt_j0, store_ek_or_tag};
+use super::super::common::gcm::{encrypt_j0, hand_back, tag_in_place};
 use super::{ZmmKeys, GROUP};
 use crate::aes::Block;
 use crate::ghash::vpclmul512::{
@@ -64,10 +64,10 @@ pub(super) unsafe fn gcm_vaes_avx512(
     if groups == 0 {
         return;
     }
-    let ek_j0 = j0.map(|b| {
-        let ek = encrypt_j0(b, k.rounds, |r| _mm512_castsi512_si128(k.key(r)));
-        (b, ek)
-    });
+    let mut j0 = j0;
+    if let Some(b) = j0.as_deref_mut() {
+        encrypt_j0(b, k.rounds, |r| _mm512_castsi512_si128(k.key(r)));
+    }
     let mut h = _mm_set_epi64x((*y >> 64) as i64, *y as i64);
     // One monomorphised loop per key size: the rounds unroll into straight-line code.
     let h = &mut h;
@@ -79,12 +79,10 @@ pub(super) unsafe fn gcm_vaes_avx512(
         (true, 12) => run::<true, 12>(k, g, h, ctr, src, dst, groups, lens),
         (true, _) => run::<true, 14>(k, g, h, ctr, src, dst, groups, lens),
     }
-    let mut out = [0u8; 16];
-    _mm_storeu_si128(out.as_mut_ptr().cast(), *h);
-    *y = u128::from_le_bytes(out);
-    if let Some((b, ek)) = ek_j0 {
-        store_ek_or_tag(b, ek, *h, lens.is_some());
+    if let (Some(b), Some(_)) = (j0, lens) {
+        tag_in_place(b, *h);
     }
+    hand_back(h, y);
 }
 
 /// The loop over `groups` whole groups for a key of `R` rounds.
