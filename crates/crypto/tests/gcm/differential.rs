@@ -23,7 +23,7 @@ fn lengths() -> Vec<usize> {
 }
 
 /// Seals with `gcm` and with OpenSSL, compares, then opens each other's output.
-fn compare(gcm: &Gcm, key: &[u8], iv: &[u8], aad: &[u8], pt: &[u8], tag_len: usize) {
+pub(crate) fn compare(gcm: &Gcm, key: &[u8], iv: &[u8], aad: &[u8], pt: &[u8], tag_len: usize) {
     let ctx = format!(
         "{} key {} bytes, iv {} bytes, aad {} bytes, msg {} bytes, tag {tag_len}",
         gcm.backend(),
@@ -282,9 +282,13 @@ fn gf_inv(h: u128) -> u128 {
 
 /// A 16-byte IV whose J0 = GHASH(IV || 0^64 || [128]_64) is `j0`: J0 = ((IV.H) ^ L).H, so
 /// IV = ((J0.H^-1) ^ L).H^-1.
-fn iv_for_j0(key: &[u8], j0: u128) -> [u8; 16] {
+pub(crate) fn iv_for_j0(key: &[u8], j0: u128) -> [u8; 16] {
     let mut c = openssl::symm::Crypter::new(
-        Cipher::aes_256_ecb(),
+        match key.len() {
+            16 => Cipher::aes_128_ecb(),
+            24 => Cipher::aes_192_ecb(),
+            _ => Cipher::aes_256_ecb(),
+        },
         openssl::symm::Mode::Encrypt,
         key,
         None,

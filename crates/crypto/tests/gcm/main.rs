@@ -8,6 +8,7 @@ mod api;
 #[path = "../common/mod.rs"]
 mod common;
 mod differential;
+mod onepass;
 mod vectors;
 
 use rand::rngs::StdRng;
