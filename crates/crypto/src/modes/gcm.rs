@@ -19,19 +19,27 @@
 //!
 //! # Data path
 //! A backend with a stitched kernel ([`AesKernels::gcm_stitched`]: AES rounds and
-//! carry-less multiplications interleaved in one loop; the vaes backend) takes the whole
-//! groups of each call; it also encrypts J0 (E_K(J0), needed only for the tag) alongside
-//! the first group it sees, otherwise [`Stream::tag`] does. The rest (other backends,
-//! tails) is processed in chunks of [`CHUNK`] bytes that stay in L1: encryption runs the
-//! CTR kernel over a chunk, then GHASH over that chunk's ciphertext; decryption hashes the
-//! chunk's ciphertext first, then decrypts it.
+//! carry-less multiplications interleaved in one loop; the vaes and avx512 backends) takes
+//! the whole groups of each call; it also encrypts J0 (E_K(J0), needed only for the tag)
+//! alongside the first group it sees, otherwise [`Stream::tag`] does. The rest (other
+//! backends, tails) is processed in chunks of [`CHUNK`] bytes that stay in L1: encryption
+//! runs the CTR kernel over a chunk, then GHASH over that chunk's ciphertext; decryption
+//! hashes the chunk's ciphertext first, then decrypts it.
+//!
+//! One-shot seal and open first offer the whole message to the backend
+//! ([`AesKernels::gcm_message`]): where it is whole groups of the stitched kernel (every
+//! storage sector), one kernel call does the message, the length block and the tag, and no
+//! per-message state is built. Otherwise they take the streaming path above.
+//!
+//! Before a backend's first GCM key, a self-test checks its GCM (a known answer, then
+//! messages of 0 to 100 blocks against the soft backend); a backend that fails is refused.
 //!
 //! # Releasing nothing unauthenticated
-//! [`Gcm::open_to`] hashes the ciphertext and checks the tag before it decrypts anything,
-//! so on failure `dst` is untouched. [`Gcm::open`] (in place) decrypts chunk by chunk as it
-//! hashes and, when the tag is wrong, zeroes the whole buffer before returning
-//! [`Error::AuthenticationFailed`]. Tags are compared in constant time. [`GcmDecryptor`]
-//! necessarily releases plaintext before [`GcmDecryptor::finish`]; see its documentation.
+//! [`Gcm::open`] and [`Gcm::open_to`] decrypt and authenticate in one pass and, when the
+//! tag is wrong, zero the whole output (the buffer, or `dst`) before returning
+//! [`Error::AuthenticationFailed`]: the caller never sees unauthenticated plaintext. Tags
+//! are compared in constant time. [`GcmDecryptor`] necessarily releases plaintext before
+//! [`GcmDecryptor::finish`]; see its documentation.
 
 #![forbid(unsafe_code)]
 

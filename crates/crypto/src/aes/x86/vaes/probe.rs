@@ -41,13 +41,14 @@ fn run<const AES: bool, const CLMUL: bool>(steps: u64) -> __m256i {
 }
 
 /// Seconds per loop step for [8 VAESENC, 4 VPCLMULQDQ, both], each the best of five
-/// timings. The CPU features of the vaes backend must have been checked by the caller.
+/// timings. Panics on a CPU without the vaes backend's features.
 pub(crate) fn probe(steps: u64) -> [f64; 3] {
+    assert!(crate::Backend::Vaes.check_cpu().is_ok(), "probe needs vaes");
     let mut out = [f64::MAX; 3];
     for _ in 0..5 {
         for (kind, best) in out.iter_mut().enumerate() {
             let t = Instant::now();
-            // SAFETY: the caller checked the vaes backend's CPU features (vaes, vpclmulqdq,
+            // SAFETY: checked above: the vaes backend's CPU features (vaes, vpclmulqdq,
             // avx2 with the OS saving ymm state), the features `run` is compiled for.
             let r = unsafe {
                 match kind {
