@@ -88,9 +88,10 @@ pub(crate) mod gcm {
         len
     }
 
-    /// `AesKernels::gcm_message` on `kernel`: the whole message if it is whole groups and
-    /// its counters (from `inc32(J0)`) do not wrap their low 32 bits.
-    pub(crate) fn message<const GROUP: usize>(
+    /// `AesKernels::gcm_message` on `kernel`: the whole message if its counters (from
+    /// `inc32(J0)`) do not wrap their low 32 bits and it is whole groups, or, for a kernel
+    /// that does a shorter last group itself (`ANY_LENGTH`), of any non-zero length.
+    pub(crate) fn message<const GROUP: usize, const ANY_LENGTH: bool>(
         y: u128,
         mut data: InOut<'_>,
         j0: &mut Block,
@@ -100,7 +101,13 @@ pub(crate) mod gcm {
         let j = u128::from_be_bytes(*j0);
         let mut ctr = (j & !0xffff_ffff) | (j as u32).wrapping_add(1) as u128;
         let len = data.len();
-        if len == 0 || whole_groups::<GROUP>(ctr, len) != len {
+        let before_wrap = ((1u64 << 32) - (ctr as u32) as u64) * 16;
+        let fits = if ANY_LENGTH {
+            len as u64 <= before_wrap
+        } else {
+            whole_groups::<GROUP>(ctr, len) == len
+        };
+        if len == 0 || !fits {
             return false;
         }
         let (src, dst) = data.ptrs();

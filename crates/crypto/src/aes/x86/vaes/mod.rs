@@ -245,7 +245,7 @@ impl AesKernels for Keys {
         let crate::ghash::Key::Vpclmul(g) = g else {
             return false;
         };
-        gcm_glue::message::<GROUP>(y, data, j0, lens, self.gcm_kernel(g, decrypt))
+        gcm_glue::message::<GROUP, false>(y, data, j0, lens, self.gcm_kernel(g, decrypt))
     }
     fn ctr(&self, counter: &mut u128, mut data: InOut<'_>) {
         let (len, (src, dst)) = (data.len(), data.ptrs());

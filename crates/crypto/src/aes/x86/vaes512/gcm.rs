@@ -29,7 +29,7 @@ use super::super::common::gcm::{encrypt_j0, hand_back, tag_in_place};
 use super::{ZmmKeys, GROUP};
 use crate::aes::Block;
 use crate::ghash::vpclmul512::{
-    add_lengths, bswap, finish, first_power, hash_group, mul_add2, Key as GhashKey, N,
+    add_lengths, bswap, finish, first_power, hash_group, mul_add, mul_add2, Key as GhashKey, N,
 };
 use core::arch::x86_64::*;
 
@@ -44,7 +44,8 @@ use core::arch::x86_64::*;
 /// # Safety
 /// The CPU features of the avx512 backend (a `ZmmKeys` and a `GhashKey` exist); `src` and
 /// `dst` cover `len` bytes (equal or not overlapping); the low 32 bits of `*ctr` do not
-/// wrap within `len / 16` blocks.
+/// wrap within `len.div_ceil(16)` blocks; `len` is whole groups unless `lens` is given
+/// (the end of a message: its last, shorter group is done by [`last_group`]).
 #[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,vaes,vpclmulqdq,pclmulqdq,aes")]
 pub(super) unsafe fn gcm_vaes_avx512(
@@ -59,9 +60,9 @@ pub(super) unsafe fn gcm_vaes_avx512(
     j0: Option<&mut Block>,
     lens: Option<u128>,
 ) {
-    debug_assert!(len.is_multiple_of(GROUP) && GROUP == 16 * N);
-    let groups = len / GROUP;
-    if groups == 0 {
+    debug_assert!(GROUP == 16 * N && (len.is_multiple_of(GROUP) || lens.is_some()));
+    let (groups, rest) = (len / GROUP, len % GROUP);
+    if len == 0 {
         return;
     }
     let mut j0 = j0;
@@ -72,12 +73,12 @@ pub(super) unsafe fn gcm_vaes_avx512(
     // One monomorphised loop per key size: the rounds unroll into straight-line code.
     let h = &mut h;
     match (decrypt, k.rounds) {
-        (false, 10) => run::<false, 10>(k, g, h, ctr, src, dst, groups, lens),
-        (false, 12) => run::<false, 12>(k, g, h, ctr, src, dst, groups, lens),
-        (false, _) => run::<false, 14>(k, g, h, ctr, src, dst, groups, lens),
-        (true, 10) => run::<true, 10>(k, g, h, ctr, src, dst, groups, lens),
-        (true, 12) => run::<true, 12>(k, g, h, ctr, src, dst, groups, lens),
-        (true, _) => run::<true, 14>(k, g, h, ctr, src, dst, groups, lens),
+        (false, 10) => run::<false, 10>(k, g, h, ctr, src, dst, groups, rest, lens),
+        (false, 12) => run::<false, 12>(k, g, h, ctr, src, dst, groups, rest, lens),
+        (false, _) => run::<false, 14>(k, g, h, ctr, src, dst, groups, rest, lens),
+        (true, 10) => run::<true, 10>(k, g, h, ctr, src, dst, groups, rest, lens),
+        (true, 12) => run::<true, 12>(k, g, h, ctr, src, dst, groups, rest, lens),
+        (true, _) => run::<true, 14>(k, g, h, ctr, src, dst, groups, rest, lens),
     }
     if let (Some(b), Some(_)) = (j0, lens) {
         tag_in_place(b, *h);
@@ -97,10 +98,13 @@ unsafe fn run<const DEC: bool, const R: usize>(
     src: *const u8,
     dst: *mut u8,
     groups: usize,
+    rest: usize,
     lens: Option<u128>,
 ) {
     debug_assert_eq!(k.rounds, R);
     let mut c = Counters::new(*ctr);
+    // With a shorter last group, the length block goes with it.
+    let (lens, tail_lens) = if rest > 0 { (None, lens) } else { (lens, None) };
     let s = |i: usize| src.add(i * GROUP);
     let d = |i: usize| dst.add(i * GROUP);
     let c = &mut c;
@@ -110,7 +114,9 @@ unsafe fn run<const DEC: bool, const R: usize>(
     // last odd one alone (`ALONE`). Decryption hashes each step's own input; encryption
     // the previous step's output, after a first step that only encrypts and before a last
     // group hashed alone.
-    if DEC {
+    if groups == 0 {
+        // Only the short group.
+    } else if DEC {
         let mut i = 0;
         while i + 2 <= groups {
             let l = if i + 2 == groups { lens } else { None };
@@ -136,7 +142,71 @@ unsafe fn run<const DEC: bool, const R: usize>(
         }
         *h = hash_group(g, *h, d(groups - 1), lens);
     }
+    if rest > 0 {
+        last_group::<DEC, R>(k, g, h, c, s(groups), d(groups), rest, tail_lens);
+    }
     *ctr = c.scalar;
+}
+
+/// The last `bytes` (1 to `GROUP - 1`) bytes of a message, not stitched with anything: the
+/// counters of `bytes.div_ceil(16)` blocks in as many registers as they need, loads and
+/// stores under byte masks (nothing outside the message is read or written), then the
+/// hash of the blocks, the last one zero-padded as GHASH requires, and the length block
+/// `lens`, all in one reduction.
+#[inline(never)]
+#[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,vaes,vpclmulqdq,pclmulqdq,aes")]
+unsafe fn last_group<const DEC: bool, const R: usize>(
+    k: &ZmmKeys,
+    g: &GhashKey,
+    h: &mut __m128i,
+    c: &mut Counters,
+    s: *const u8,
+    d: *mut u8,
+    bytes: usize,
+    lens: Option<u128>,
+) {
+    debug_assert!(bytes > 0 && bytes < GROUP);
+    let blocks = bytes.div_ceil(16);
+    let regs = blocks.div_ceil(4);
+    // Register j's bytes: 64, except in the last register.
+    let mask = |j: usize| u64::MAX >> (64 - (bytes - 64 * j).min(64));
+    let mut v = c.group();
+    let mut data = [_mm512_setzero_si512(); 8];
+    for j in 0..regs {
+        // SAFETY (of the masked load): only the bytes under the mask, which are inside the
+        // message, are read.
+        data[j] = _mm512_maskz_loadu_epi8(mask(j), s.add(64 * j).cast());
+        v[j] = _mm512_xor_si512(v[j], k.key(0));
+    }
+    for round in 1..R {
+        for r in v.iter_mut().take(regs) {
+            *r = _mm512_aesenc_epi128(*r, k.key(round));
+        }
+    }
+    let mut hashed = [_mm512_setzero_si512(); 8];
+    for j in 0..regs {
+        let out = _mm512_aesenclast_epi128(v[j], _mm512_xor_si512(data[j], k.key(R)));
+        // Only the message's bytes are written.
+        _mm512_mask_storeu_epi8(d.add(64 * j).cast(), mask(j), out);
+        // GHASH takes the ciphertext, zero past the message's end.
+        hashed[j] = bswap(if DEC {
+            data[j]
+        } else {
+            _mm512_maskz_mov_epi8(mask(j), out)
+        });
+    }
+    // Block i is multiplied by H^(blocks - i), one higher with the length block.
+    let at = first_power(lens.is_some(), false) + N - blocks;
+    let mut acc = [_mm512_setzero_si512(); 3];
+    hashed[0] = _mm512_xor_si512(hashed[0], _mm512_zextsi128_si512(*h));
+    for (j, x) in hashed.iter().enumerate().take(regs) {
+        mul_add(g, at + 4 * j, *x, &mut acc);
+    }
+    if let Some(l) = lens {
+        add_lengths(g, l, &mut acc);
+    }
+    *h = finish(acc);
 }
 
 /// The counter blocks: `scalar` is the next counter (GCM's `inc32` arithmetic), `cur` the

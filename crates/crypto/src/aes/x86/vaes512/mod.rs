@@ -139,7 +139,7 @@ impl AesKernels for Keys {
         let crate::ghash::Key::Vpclmul512(g) = g else {
             return false;
         };
-        gcm_glue::message::<GROUP>(y, data, j0, lens, self.kernel(g, decrypt))
+        gcm_glue::message::<GROUP, true>(y, data, j0, lens, self.kernel(g, decrypt))
     }
 }
 
