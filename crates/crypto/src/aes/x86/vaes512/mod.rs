@@ -17,6 +17,8 @@
 
 mod gcm;
 pub(crate) mod probe;
+#[cfg(test)]
+mod tests;
 
 use super::common::gcm as gcm_glue;
 use super::vaes;
