@@ -27,9 +27,10 @@
 //! hashes the chunk's ciphertext first, then decrypts it.
 //!
 //! One-shot seal and open first offer the whole message to the backend
-//! ([`AesKernels::gcm_message`]): where it is whole groups of the stitched kernel (every
-//! storage sector), one kernel call does the message, the length block and the tag, and no
-//! per-message state is built. Otherwise they take the streaming path above.
+//! ([`AesKernels::gcm_message`]): where the stitched kernel takes it (vaes: whole 256-byte
+//! groups, e.g. every storage sector; avx512: any length), one kernel call does the
+//! message, the length block and the tag, and no per-message state is built. Otherwise
+//! they take the streaming path above.
 //!
 //! Before a backend's first GCM key, a self-test checks its GCM (a known answer, then
 //! messages of 0 to 1605 bytes against the soft backend); a backend that fails is refused.
