@@ -142,10 +142,13 @@ unsafe fn run<const DEC: bool, const R: usize>(
         }
         *h = hash_group(g, *h, d(groups - 1), lens);
     }
+    *ctr = c.scalar;
     if rest > 0 {
         last_group::<DEC, R>(k, g, h, c, s(groups), d(groups), rest, tail_lens);
+        // Its counters: one per (possibly partial) block.
+        let blocks = rest.div_ceil(16) as u32;
+        *ctr = (*ctr & !0xffff_ffff) | (*ctr as u32).wrapping_add(blocks) as u128;
     }
-    *ctr = c.scalar;
 }
 
 /// The last `bytes` (1 to `GROUP - 1`) bytes of a message, not stitched with anything: the
