@@ -22,7 +22,8 @@ fn lengths() -> Vec<usize> {
     v
 }
 
-/// Seals with `gcm` and with OpenSSL, compares, then opens each other's output.
+/// Seals with `gcm` (in place, and out of place for full tags) and with OpenSSL, compares,
+/// then opens each other's output.
 pub(crate) fn compare(gcm: &Gcm, key: &[u8], iv: &[u8], aad: &[u8], pt: &[u8], tag_len: usize) {
     let ctx = format!(
         "{} key {} bytes, iv {} bytes, aad {} bytes, msg {} bytes, tag {tag_len}",
@@ -48,6 +49,15 @@ pub(crate) fn compare(gcm: &Gcm, key: &[u8], iv: &[u8], aad: &[u8], pt: &[u8], t
         hex::encode(&want_tag),
         "{ctx}: tag differs from openssl"
     );
+    if tag_len >= 12 {
+        let mut dst = vec![0x5a; pt.len()];
+        let tag_to = gcm.seal_to(iv, aad, pt, &mut dst).unwrap();
+        assert!(
+            dst == want,
+            "{ctx}: seal_to ciphertext differs from openssl"
+        );
+        assert_eq!(tag_to[..tag_len], want_tag[..], "{ctx}: seal_to tag");
+    }
     let back = decrypt_aead(cipher(key.len()), key, Some(iv), aad, &got, &tag).unwrap();
     assert!(back == pt, "{ctx}: openssl cannot open ours");
     let mut buf = want.clone();
