@@ -127,7 +127,7 @@ impl AesKernels for Keys {
         let crate::ghash::Key::Vpclmul512(g) = g else {
             return 0;
         };
-        gcm_glue::stitched::<GROUP>(ctr, y, data, j0, self.kernel(g, decrypt))
+        gcm_glue::stitched::<GROUP>(ctr, y, data, j0, self.gcm_kernel(g, decrypt))
     }
     fn gcm_message(
         &self,
@@ -141,20 +141,21 @@ impl AesKernels for Keys {
         let crate::ghash::Key::Vpclmul512(g) = g else {
             return false;
         };
-        gcm_glue::message::<GROUP, true>(y, data, j0, lens, self.kernel(g, decrypt))
+        gcm_glue::message::<GROUP, true>(y, data, j0, lens, self.gcm_kernel(g, decrypt))
     }
 }
 
 impl Keys {
     /// The stitched GCM kernel for this key and `g`, for the shared glue.
-    fn kernel<'k>(
+    fn gcm_kernel<'k>(
         &'k self,
         g: &'k crate::ghash::vpclmul512::Key,
         decrypt: bool,
     ) -> impl gcm_glue::Kernel + 'k {
         move |ctr, y, src, dst, len, j0, lens| {
             // SAFETY: `self` and `g` prove the avx512 features; the glue passes pointers
-            // covering `len` bytes of whole groups and a counter that does not wrap its low
+            // covering `len` bytes (whole groups, or any length with `lens`, which this
+            // kernel finishes with a masked group) and a counter that does not wrap its low
             // 32 bits within them.
             unsafe { gcm::gcm_vaes_avx512(&self.zmm, g, ctr, y, src, dst, len, decrypt, j0, lens) }
         }
