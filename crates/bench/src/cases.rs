@@ -4,8 +4,11 @@ use crate::Side;
 use openssl::cipher::{Cipher, CipherRef};
 use openssl::cipher_ctx::CipherCtx;
 use sectorcrypt_crypto::{
-    Backend, Cbc, CipherSpec, Ctr, Ecb, Gcm, Gost89Cfb, Gost89Cnt, Gost89Ecb, Gost89Mac,
-    GostBackend, MagmaCtr, Sbox, SectorCipher, SectorLayout,
+    aes::{Cbc, Ctr, Ecb, Gcm},
+    dmcrypt::{CipherSpec, SectorCipher, SectorLayout},
+    gost89,
+    gost89::Sbox,
+    magma, Backend, GostBackend,
 };
 use std::rc::Rc;
 use std::sync::{mpsc, Arc};
@@ -446,24 +449,24 @@ fn gost(b: Backend, what: &'static str, len: usize) -> Result<Built, String> {
     let sb = Sbox::CryptoProA;
     let ours: Box<dyn FnMut()> = match what {
         "gost89-cnt" => {
-            let c = Gost89Cnt::with_backend(&k, sb, true, gb).map_err(e)?;
+            let c = gost89::Cnt::with_backend(&k, sb, true, gb).map_err(e)?;
             Box::new(move || c.encrypt_to(&iv, &s, &mut dst).expect("cnt"))
         }
         "magma-ctr" => {
-            let c = MagmaCtr::with_backend(&k, gb).map_err(e)?;
+            let c = magma::Ctr::with_backend(&k, gb).map_err(e)?;
             Box::new(move || c.encrypt_to(&[0x5a; 4], &s, &mut dst).expect("ctr"))
         }
         "gost89-ecb" => {
-            let c = Gost89Ecb::with_backend(&k, sb, true, gb).map_err(e)?;
+            let c = gost89::Ecb::with_backend(&k, sb, true, gb).map_err(e)?;
             Box::new(move || c.encrypt_to(&s, &mut dst).expect("ecb"))
         }
         "gost89-cfb" => {
             // OpenSSL's gost89 (CFB) uses param-Z with key meshing: the same here.
-            let c = Gost89Cfb::with_backend(&k, Sbox::Tc26Z, true, gb).map_err(e)?;
+            let c = gost89::Cfb::with_backend(&k, Sbox::Tc26Z, true, gb).map_err(e)?;
             Box::new(move || c.encrypt_to(&iv, &s, &mut dst).expect("cfb"))
         }
         _ => {
-            let c = Gost89Mac::with_backend(&k, sb, true, gb).map_err(e)?;
+            let c = gost89::Mac::with_backend(&k, sb, true, gb).map_err(e)?;
             Box::new(move || {
                 std::hint::black_box(c.mac(&s));
             })

@@ -4,7 +4,10 @@
 
 use crate::args::{CipherArgs, Direction};
 use crate::failure::Failure;
-use sectorcrypt_crypto::{Cbc, CipherSpec, Ctr, Gcm, SectorCipher, SectorLayout, Xts};
+use sectorcrypt_crypto::{
+    aes::{Cbc, Ctr, Gcm, Xts},
+    dmcrypt::{CipherSpec, SectorCipher, SectorLayout},
+};
 use std::io::{Read, Write};
 use std::path::Path;
 use zeroize::Zeroizing;
@@ -181,10 +184,7 @@ const ACPKM_SECTION: usize = 1024;
 /// `cipher encrypt|decrypt|mac` for GOST 28147-89 and Magma: every check (names, key,
 /// IV, S-box) happens before the input is read; nothing is written on failure.
 fn gost(a: &CipherArgs) -> Result<(), Failure> {
-    use sectorcrypt_crypto::{
-        Gost89Cbc, Gost89Cfb, Gost89Cnt, Gost89Ecb, Gost89Mac, MagmaCbc, MagmaCfb, MagmaCtr,
-        MagmaCtrAcpkm, MagmaEcb, MagmaMac, MagmaMgm, MagmaOfb, Sbox,
-    };
+    use sectorcrypt_crypto::{gost89, gost89::Sbox, magma};
     let c = a.cipher.as_str();
     let mac = a.direction == Direction::Mac;
     if mac && !GOST_MACS.contains(&c) {
@@ -282,9 +282,9 @@ fn gost(a: &CipherArgs) -> Result<(), Failure> {
         let data = read_input(a.input.as_deref())?;
         let mut out = vec![0u8; n];
         if c == "gost89-mac" {
-            Gost89Mac::new(&key, sbox, mesh)?.mac_to(&data, &mut out)?;
+            gost89::Mac::new(&key, sbox, mesh)?.mac_to(&data, &mut out)?;
         } else {
-            MagmaMac::new(&key)?.mac_to(&data, &mut out)?;
+            magma::Mac::new(&key)?.mac_to(&data, &mut out)?;
         }
         let mut line = hex::encode(&out);
         line.push('\n');
@@ -302,7 +302,7 @@ fn gost(a: &CipherArgs) -> Result<(), Failure> {
             Some(h) => decode_hex(h, "--aad")?,
             None => vec![],
         };
-        let m = MagmaMgm::new(&key)?;
+        let m = magma::Mgm::new(&key)?;
         let nonce = iv8(&iv);
         let mut data = read_input(a.input.as_deref())?;
         if enc {
@@ -330,12 +330,12 @@ fn gost(a: &CipherArgs) -> Result<(), Failure> {
     let d = &mut data;
     match c {
         "gost89-ecb" => {
-            let x = Gost89Ecb::new(&key, sbox, mesh)?;
+            let x = gost89::Ecb::new(&key, sbox, mesh)?;
             if enc { x.encrypt(d) } else { x.decrypt(d) }?
         }
-        "gost89-cnt" => Gost89Cnt::new(&key, sbox, mesh)?.encrypt(&iv8(&iv), d)?,
+        "gost89-cnt" => gost89::Cnt::new(&key, sbox, mesh)?.encrypt(&iv8(&iv), d)?,
         "gost89-cfb" => {
-            let x = Gost89Cfb::new(&key, sbox, mesh)?;
+            let x = gost89::Cfb::new(&key, sbox, mesh)?;
             if enc {
                 x.encrypt(&iv8(&iv), d)
             } else {
@@ -343,7 +343,7 @@ fn gost(a: &CipherArgs) -> Result<(), Failure> {
             }?
         }
         "gost89-cbc" => {
-            let x = Gost89Cbc::new(&key, sbox, mesh)?;
+            let x = gost89::Cbc::new(&key, sbox, mesh)?;
             if enc {
                 x.encrypt(&iv8(&iv), d)
             } else {
@@ -351,14 +351,14 @@ fn gost(a: &CipherArgs) -> Result<(), Failure> {
             }?
         }
         "magma-ecb" => {
-            let x = MagmaEcb::new(&key)?;
+            let x = magma::Ecb::new(&key)?;
             if enc { x.encrypt(d) } else { x.decrypt(d) }?
         }
-        "magma-ctr" => MagmaCtr::new(&key)?.encrypt(&iv4(&iv), d)?,
-        "magma-ctr-acpkm" => MagmaCtrAcpkm::new(&key, ACPKM_SECTION)?.encrypt(&iv4(&iv), d)?,
-        "magma-ofb" => MagmaOfb::new(&key)?.encrypt(&iv, d)?,
+        "magma-ctr" => magma::Ctr::new(&key)?.encrypt(&iv4(&iv), d)?,
+        "magma-ctr-acpkm" => magma::CtrAcpkm::new(&key, ACPKM_SECTION)?.encrypt(&iv4(&iv), d)?,
+        "magma-ofb" => magma::Ofb::new(&key)?.encrypt(&iv, d)?,
         "magma-cbc" => {
-            let x = MagmaCbc::new(&key)?;
+            let x = magma::Cbc::new(&key)?;
             if enc {
                 x.encrypt(&iv, d)
             } else {
@@ -366,7 +366,7 @@ fn gost(a: &CipherArgs) -> Result<(), Failure> {
             }?
         }
         _ => {
-            let x = MagmaCfb::new(&key)?;
+            let x = magma::Cfb::new(&key)?;
             if enc {
                 x.encrypt(&iv, d)
             } else {

@@ -5,7 +5,12 @@
 //! and removed; the throughput is printed.
 
 use crate::failure::Failure;
-use sectorcrypt_crypto::{cpu, Backend, CipherSpec, SectorCipher, SectorLayout, Xts};
+use sectorcrypt_crypto::{
+    aes::Xts,
+    cpu,
+    dmcrypt::{CipherSpec, SectorCipher, SectorLayout},
+    Backend,
+};
 use std::time::Instant;
 
 const TEXT: &str = "sectorcrypt encrypts storage sectors in userspace: many sectors per call, \

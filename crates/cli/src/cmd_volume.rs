@@ -114,14 +114,14 @@ pub fn format(a: FormatArgs) -> Result<(), Failure> {
     };
     let vnum = if version == Version::Luks1 { 1 } else { 2 };
     let kdf = kdf_options(&a.pbkdf, vnum)?;
-    let spec: sectorcrypt_crypto::CipherSpec = a.cipher.parse().map_err(|_| {
+    let spec: sectorcrypt_crypto::dmcrypt::CipherSpec = a.cipher.parse().map_err(|_| {
         Failure::usage(format!(
             "unsupported cipher {:?} (aes-xts-plain64, aes-xts-plain, aes-cbc-plain64, aes-cbc-plain, aes-cbc-essiv:sha256)",
             a.cipher
         ))
     })?;
     let key_bits = a.key_size.unwrap_or(match spec.mode {
-        sectorcrypt_crypto::CipherMode::Xts => 512,
+        sectorcrypt_crypto::dmcrypt::CipherMode::Xts => 512,
         _ => 256,
     });
     if !key_bits.is_multiple_of(8) {

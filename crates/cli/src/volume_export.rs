@@ -4,7 +4,7 @@
 use crate::args::{KeyArgs, OpenArgs};
 use crate::failure::Failure;
 use crate::passphrase;
-use sectorcrypt_crypto::{CipherSpec, SectorCipher, SectorLayout};
+use sectorcrypt_crypto::dmcrypt::{CipherSpec, SectorCipher, SectorLayout};
 use sectorcrypt_nbd::Export;
 use sectorcrypt_volume::engine::{EngineOptions, Volume};
 use sectorcrypt_volume::luks::Header;

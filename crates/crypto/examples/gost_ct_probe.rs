@@ -7,7 +7,8 @@
 //! Usage: `gost_ct_probe SEED soft|avx2`
 #![forbid(unsafe_code)]
 
-use sectorcrypt_crypto::*;
+use sectorcrypt_crypto::gost89::Sbox;
+use sectorcrypt_crypto::{gost89, magma, GostBackend};
 
 fn main() {
     let mut args = std::env::args().skip(1);
@@ -34,26 +35,26 @@ fn main() {
     nonce[0] &= 0x7f;
     let s = Sbox::CryptoProA;
     let b = backend;
-    Gost89Cnt::with_backend(&key, s, true, b)
+    gost89::Cnt::with_backend(&key, s, true, b)
         .and_then(|c| c.encrypt(&iv, &mut data))
         .expect("cnt");
-    Gost89Cfb::with_backend(&key, s, true, b)
+    gost89::Cfb::with_backend(&key, s, true, b)
         .and_then(|c| c.encrypt(&iv, &mut data))
         .expect("cfb");
-    Gost89Cbc::with_backend(&key, s, true, b)
+    gost89::Cbc::with_backend(&key, s, true, b)
         .and_then(|c| c.decrypt(&iv, &mut data))
         .expect("cbc");
-    let m = Gost89Mac::with_backend(&key, s, true, b)
+    let m = gost89::Mac::with_backend(&key, s, true, b)
         .expect("mac")
         .mac(&data);
-    MagmaCtr::with_backend(&key, b)
+    magma::Ctr::with_backend(&key, b)
         .and_then(|c| c.encrypt(&[1, 2, 3, 4], &mut data))
         .expect("ctr");
     let mut tag = [0u8; 8];
-    MagmaMgm::with_backend(&key, b)
+    magma::Mgm::with_backend(&key, b)
         .and_then(|c| c.seal(&nonce, &m, &mut data, &mut tag))
         .expect("mgm");
-    let t = MagmaMac::with_backend(&key, b).expect("mac").mac(&data);
+    let t = magma::Mac::with_backend(&key, b).expect("mac").mac(&data);
     // Kept alive without formatting them (formatting numbers branches on their digits).
     std::hint::black_box((m, tag, t, &data));
 }

@@ -31,7 +31,7 @@
 
 pub mod cpu;
 
-mod aes;
+pub mod aes;
 mod backend;
 mod buf;
 mod error;
@@ -39,17 +39,33 @@ mod ghash;
 mod gost;
 mod modes;
 
-pub use aes::BLOCK;
 pub use backend::{probe_units, Backend};
 pub use error::Error;
 #[doc(hidden)]
 pub use ghash::Ghash;
-pub use gost::{
-    Gost89Cbc, Gost89Cfb, Gost89CfbStream, Gost89Cnt, Gost89CntStream, Gost89Ecb, Gost89Mac,
-    Gost89MacState, GostBackend, MagmaCbc, MagmaCfb, MagmaCtr, MagmaCtrAcpkm, MagmaEcb, MagmaMac,
-    MagmaMgm, MagmaOfb, Sbox, GOST_BLOCK, MAGMA_BLOCK,
-};
-pub use modes::{
-    Cbc, CipherMode, CipherSpec, Ctr, Ecb, Gcm, GcmDecryptor, GcmEncryptor, IvMode, SectorCipher,
-    SectorLayout, Xts, GCM_MAX_PLAINTEXT,
-};
+pub use gost::GostBackend;
+
+/// dm-crypt compatible sectors: many sectors per call, with dm-crypt's IV generators
+/// (`aes-xts-plain64`, `aes-cbc-essiv:sha256`, ...).
+pub mod dmcrypt {
+    pub use crate::modes::{CipherMode, CipherSpec, IvMode, SectorCipher, SectorLayout};
+}
+
+/// GOST 28147-89 with the little-endian conventions of its libraries (CryptoPro,
+/// gost-engine, libgcrypt): ECB, CNT (gamming), CFB, CBC and the MAC (imitovstavka).
+pub mod gost89 {
+    pub use crate::gost::{
+        Gost89Cbc as Cbc, Gost89Cfb as Cfb, Gost89CfbStream as CfbStream, Gost89Cnt as Cnt,
+        Gost89CntStream as CntStream, Gost89Ecb as Ecb, Gost89Mac as Mac,
+        Gost89MacState as MacState, Sbox, GOST_BLOCK as BLOCK,
+    };
+}
+
+/// Magma (GOST R 34.12-2015, RFC 8891), big-endian, with the modes of GOST R 34.13-2015,
+/// CTR-ACPKM (RFC 8645) and MGM (RFC 9058).
+pub mod magma {
+    pub use crate::gost::{
+        MagmaCbc as Cbc, MagmaCfb as Cfb, MagmaCtr as Ctr, MagmaCtrAcpkm as CtrAcpkm,
+        MagmaEcb as Ecb, MagmaMac as Mac, MagmaMgm as Mgm, MagmaOfb as Ofb, MAGMA_BLOCK as BLOCK,
+    };
+}

@@ -19,7 +19,7 @@
 //!
 //! Used by `bench/volume.sh`. Release builds only.
 
-use sectorcrypt_crypto::{CipherSpec, SectorCipher, SectorLayout};
+use sectorcrypt_crypto::dmcrypt::{CipherSpec, SectorCipher, SectorLayout};
 use sectorcrypt_volume::engine::{EngineOptions, Volume};
 use std::fs::OpenOptions;
 use std::io::{Read, Write};

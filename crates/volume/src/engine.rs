@@ -67,7 +67,7 @@
 //! chunk and the first error is returned. Nothing panics on I/O errors.
 
 use rustix::fs::{fallocate, FallocateFlags};
-use sectorcrypt_crypto::SectorCipher;
+use sectorcrypt_crypto::dmcrypt::SectorCipher;
 use std::fmt;
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom, Write};

@@ -4,7 +4,10 @@
 
 use openssl::symm::{Cipher, Crypter, Mode};
 use rand::{Rng, RngCore, SeedableRng};
-use sectorcrypt_crypto::{CipherSpec, Ctr, SectorCipher, SectorLayout};
+use sectorcrypt_crypto::{
+    aes::Ctr,
+    dmcrypt::{CipherSpec, SectorCipher, SectorLayout},
+};
 use sectorcrypt_volume::engine::{EngineOptions, Volume};
 use std::fs::{File, OpenOptions};
 use std::io::ErrorKind;

@@ -1,5 +1,6 @@
-//! AES (FIPS-197): the key schedule, the kernel interface every backend implements, and the
-//! choice of backend for a key.
+//! AES (FIPS-197): the public modes ([`Ecb`], [`Cbc`], [`Ctr`], [`Xts`], [`Gcm`]), and
+//! inside the crate the key schedule, the kernel interface every backend implements, and
+//! the choice of backend for a key.
 //!
 //! A backend implements whole mode kernels over whole buffers ([`AesKernels`]); there is no
 //! "encrypt one block" callback anywhere on a hot path. The public, checked types that use
@@ -8,6 +9,8 @@
 use crate::buf::InOut;
 use crate::{Backend, Error};
 use zeroize::{Zeroize, ZeroizeOnDrop};
+
+pub use crate::modes::{Cbc, Ctr, Ecb, Gcm, GcmDecryptor, GcmEncryptor, Xts, GCM_MAX_PLAINTEXT};
 
 pub(crate) mod soft;
 #[cfg(target_arch = "x86_64")]

@@ -2,7 +2,7 @@
 //!
 //! Tables from RFC 4357 section 11 (the CryptoPro and test sets), RFC 5831 / GOST R 34.11-94
 //! (its test set), and RFC 8891 section 4.1 / GOST R 34.12-2015 (id-tc26-gost-28147-param-Z,
-//! the Magma S-box), as transcribed in `shared/vectors/gost/README.md`. Row `pi[i]` is
+//! the Magma S-box), as transcribed in `crates/crypto/tests/vectors/gost/README.md`. Row `pi[i]` is
 //! applied to nibble `i` of the 32-bit word (pi[0] to the least significant nibble); entry
 //! `x` of a row is its hex digit `x`.
 

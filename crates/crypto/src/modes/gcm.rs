@@ -62,7 +62,7 @@ pub(crate) const CHUNK: usize = 4096;
 /// An AES-GCM key on one backend (AES kernels and the matching GHASH).
 ///
 /// ```
-/// # use sectorcrypt_crypto::Gcm;
+/// # use sectorcrypt_crypto::aes::Gcm;
 /// let gcm = Gcm::new(&[7u8; 32])?;
 /// let iv = [1u8; 12];
 /// let mut buf = *b"attack at dawn";

@@ -7,7 +7,9 @@ use crate::differential::rng;
 use crate::harness::backends;
 use rand::{Rng, RngCore};
 use sectorcrypt_crypto::{
-    Backend, Cbc, CipherMode, CipherSpec, Ctr, Ecb, Error, SectorCipher, SectorLayout, Xts,
+    aes::{Cbc, Ctr, Ecb, Xts},
+    dmcrypt::{CipherMode, CipherSpec, SectorCipher, SectorLayout},
+    Backend, Error,
 };
 
 const BLOCKS: usize = 101;

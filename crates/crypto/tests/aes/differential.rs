@@ -5,7 +5,10 @@
 use crate::harness::backends;
 use openssl::symm::{Cipher, Crypter, Mode};
 use rand::{rngs::StdRng, Rng, RngCore, SeedableRng};
-use sectorcrypt_crypto::{Backend, Cbc, Ctr, Ecb, Xts};
+use sectorcrypt_crypto::{
+    aes::{Cbc, Ctr, Ecb, Xts},
+    Backend,
+};
 
 /// The lengths the issue names, plus a large one.
 pub const LENGTHS: [usize; 18] = [

@@ -17,12 +17,12 @@ pub fn backend_table() -> Vec<(Backend, Result<(), String>)> {
 /// self-test failed) is skipped with a printed reason; soft is never skipped: its absence
 /// fails the calling test.
 pub fn backends() -> Vec<Backend> {
-    crate::common::usable("aes", Backend::Soft, backend_table())
+    sectorcrypt_testkit::usable("aes", Backend::Soft, backend_table())
 }
 
-/// The `shared/vectors` folder (see `common::vectors`).
+/// The vectors folder (`sectorcrypt_testkit::vectors`).
 pub fn vectors() -> PathBuf {
-    crate::common::vectors("aes")
+    sectorcrypt_testkit::vectors("aes")
 }
 
 pub fn read(rel: &str) -> String {
@@ -30,9 +30,7 @@ pub fn read(rel: &str) -> String {
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-pub fn unhex(s: &str) -> Vec<u8> {
-    hex::decode(s.trim()).unwrap_or_else(|e| panic!("bad hex {s:?}: {e}"))
-}
+pub use sectorcrypt_testkit::unhex;
 
 pub fn block(s: &str) -> [u8; 16] {
     unhex(s).try_into().expect("a 16-byte value")

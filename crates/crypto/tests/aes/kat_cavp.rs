@@ -1,7 +1,10 @@
 //! NIST CAVP: AESAVS ECB and CBC (KAT, MMT, MCT) and XTSGenAES.
 
 use crate::harness::{backends, block, field, read, records, unhex, Report};
-use sectorcrypt_crypto::{Backend, Cbc, Ecb, Xts};
+use sectorcrypt_crypto::{
+    aes::{Cbc, Ecb, Xts},
+    Backend,
+};
 
 fn aesavs_files(mode: &str) -> Vec<String> {
     let dir = crate::harness::vectors()
@@ -159,7 +162,7 @@ fn aesavs_ecb_and_cbc() {
 
 #[test]
 fn cavp_xts_both_tweak_formats() {
-    // The copy in shared/vectors holds the data-unit-sequence-number format; the 128-bit
+    // The repository's copy holds the data-unit-sequence-number format; the 128-bit
     // hex tweak format is read too when present.
     for dir in ["tweak-dataunitseqno", "tweak-128hexstr"] {
         if dir == "tweak-128hexstr"
@@ -168,7 +171,7 @@ fn cavp_xts_both_tweak_formats() {
                 .join(dir)
                 .is_dir()
         {
-            // SOURCES.md lists this folder, but the copy in shared/vectors lacks it: say so
+            // SOURCES.md lists this folder; if a copy lacks it, say so
             // loudly rather than pass in silence.
             eprintln!(
                 "nist-cavp/xts/{dir}: MISSING from {} (listed in SOURCES.md): 0 cases run",

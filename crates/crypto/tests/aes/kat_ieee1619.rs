@@ -2,7 +2,7 @@
 //! cases) and Gladman's copy (whose vector 12 is truncated: taken from Mbed TLS instead).
 
 use crate::harness::{backends, read, unhex, Report};
-use sectorcrypt_crypto::{Backend, Error, Xts};
+use sectorcrypt_crypto::{aes::Xts, Backend, Error};
 
 /// An XTS key, allowing equal halves only where a vector uses them (vector 1), after
 /// checking that the normal constructor refuses them.

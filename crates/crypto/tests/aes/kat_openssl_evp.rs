@@ -2,7 +2,10 @@
 //! and Mbed TLS's SP 800-38A CTR data.
 
 use crate::harness::{backends, block, field, read, records, unhex, Report};
-use sectorcrypt_crypto::{Cbc, Ctr, Ecb, Error, Xts};
+use sectorcrypt_crypto::{
+    aes::{Cbc, Ctr, Ecb, Xts},
+    Error,
+};
 
 #[test]
 fn openssl_evp_file() {

@@ -4,8 +4,8 @@
 //! every bad padding).
 
 use crate::harness::{backends, block, read, unhex, Report};
-use sectorcrypt_crypto::Cbc;
-use sectorcrypt_crypto::Xts;
+use sectorcrypt_crypto::aes::Cbc;
+use sectorcrypt_crypto::aes::Xts;
 
 fn wycheproof(file: &str) -> serde_json::Value {
     serde_json::from_str(&read(&format!("aes/wycheproof/testvectors_v1/{file}"))).expect("json")

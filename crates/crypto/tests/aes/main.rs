@@ -2,8 +2,6 @@
 //! OpenSSL, contracts between backends, the sector API. Every test runs under every
 //! backend this CPU has (`harness::backends`), which prints what ran and what was skipped.
 
-#[path = "../common/mod.rs"]
-mod common;
 mod contracts;
 mod differential;
 mod harness;

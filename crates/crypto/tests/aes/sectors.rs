@@ -6,7 +6,10 @@ use crate::differential::{openssl, rng};
 use crate::harness::backends;
 use openssl::symm::{Cipher, Mode};
 use rand::{Rng, RngCore};
-use sectorcrypt_crypto::{CipherSpec, Error, SectorCipher, SectorLayout};
+use sectorcrypt_crypto::{
+    dmcrypt::{CipherSpec, SectorCipher, SectorLayout},
+    Error,
+};
 
 fn expected(
     spec: &str,

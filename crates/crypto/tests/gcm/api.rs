@@ -2,7 +2,7 @@
 
 use crate::{backends, random_bytes, rng};
 use rand::Rng;
-use sectorcrypt_crypto::{Backend, Error, Gcm};
+use sectorcrypt_crypto::{aes::Gcm, Backend, Error};
 
 /// Random cut points of `0..n` (sorted, may repeat, which gives empty pieces).
 fn cuts(rng: &mut impl Rng, n: usize) -> Vec<usize> {

@@ -4,7 +4,7 @@
 use crate::{backends, random_bytes, rng};
 use openssl::symm::{decrypt_aead, encrypt_aead, Cipher};
 use rand::Rng;
-use sectorcrypt_crypto::{Backend, Gcm, Ghash};
+use sectorcrypt_crypto::{aes::Gcm, Backend, Ghash};
 
 fn cipher(key_len: usize) -> Cipher {
     match key_len {

@@ -5,8 +5,6 @@
 //! that cannot run is skipped with a printed reason (soft always runs).
 
 mod api;
-#[path = "../common/mod.rs"]
-mod common;
 mod differential;
 mod onepass;
 mod vectors;
@@ -16,9 +14,9 @@ use rand::{Rng, SeedableRng};
 use sectorcrypt_crypto::Backend;
 use std::path::PathBuf;
 
-/// The AES vectors folder, `shared/vectors/aes` (see `common::vectors`).
+/// The AES vectors folder (`sectorcrypt_testkit::vectors`).
 pub fn vectors_dir() -> PathBuf {
-    common::vectors("aes").join("aes")
+    sectorcrypt_testkit::vectors("aes").join("aes")
 }
 
 /// The backends this CPU can run, soft first; the others are reported and skipped.
@@ -28,7 +26,7 @@ pub fn backends() -> Vec<Backend> {
         .rev()
         .map(|b| (b, b.ensure_usable().map_err(|e| e.to_string())))
         .collect();
-    common::usable("gcm", Backend::Soft, table)
+    sectorcrypt_testkit::usable("gcm", Backend::Soft, table)
 }
 
 /// A seeded generator; `GCM_TEST_SEED` reproduces a run.
@@ -47,6 +45,4 @@ pub fn random_bytes(rng: &mut StdRng, n: usize) -> Vec<u8> {
     v
 }
 
-pub fn unhex(s: &str) -> Vec<u8> {
-    hex::decode(s.trim()).unwrap_or_else(|e| panic!("bad hex {s:?}: {e}"))
-}
+pub use sectorcrypt_testkit::unhex;

@@ -6,7 +6,7 @@
 
 use crate::differential::{compare, iv_for_j0};
 use crate::{backends, random_bytes, rng};
-use sectorcrypt_crypto::Gcm;
+use sectorcrypt_crypto::aes::Gcm;
 
 /// Every value 0..=255 of the low byte of the first counter (so the byte-15 fast path, the
 /// slow path, the switch at 220/221 and the `cur` register carried from a slow group into

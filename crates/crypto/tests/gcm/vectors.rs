@@ -1,7 +1,7 @@
 //! Published known-answer vectors, on every usable backend.
 
 use crate::{backends, unhex, vectors_dir};
-use sectorcrypt_crypto::{Backend, Error, Gcm};
+use sectorcrypt_crypto::{aes::Gcm, Backend, Error};
 
 /// One AEAD case; `valid == false` means opening must fail.
 #[derive(Debug, Clone)]

@@ -5,7 +5,8 @@
 //! out of place agree.
 
 use crate::harness::{backends, bytes};
-use sectorcrypt_crypto::*;
+use sectorcrypt_crypto::gost89::Sbox;
+use sectorcrypt_crypto::{gost89, magma, Error, GostBackend};
 
 fn lengths() -> Vec<usize> {
     let mut v: Vec<usize> = (0..=129).collect();
@@ -51,7 +52,7 @@ fn gost89_modes_match_soft() {
     for mesh in [false, true] {
         for sb in [Sbox::CryptoProA, Sbox::Tc26Z, Sbox::GostR3411_94Test] {
             compare("gost89-ecb", true, |b, x| {
-                let c = Gost89Ecb::with_backend(&KEY, sb, mesh, b).unwrap();
+                let c = gost89::Ecb::with_backend(&KEY, sb, mesh, b).unwrap();
                 let mut o = vec![0u8; x.len()];
                 c.encrypt_to(x, &mut o).unwrap();
                 let mut back = o.clone();
@@ -60,7 +61,7 @@ fn gost89_modes_match_soft() {
                 o
             });
             compare("gost89-cnt", false, |b, x| {
-                let c = Gost89Cnt::with_backend(&KEY, sb, mesh, b).unwrap();
+                let c = gost89::Cnt::with_backend(&KEY, sb, mesh, b).unwrap();
                 let mut o = x.to_vec();
                 c.encrypt(&[0xfe; 8], &mut o).unwrap();
                 let mut o2 = vec![0u8; x.len()];
@@ -69,7 +70,7 @@ fn gost89_modes_match_soft() {
                 o
             });
             compare("gost89-cfb", false, |b, x| {
-                let c = Gost89Cfb::with_backend(&KEY, sb, mesh, b).unwrap();
+                let c = gost89::Cfb::with_backend(&KEY, sb, mesh, b).unwrap();
                 let mut o = x.to_vec();
                 c.encrypt(&[3; 8], &mut o).unwrap();
                 let mut back = vec![0u8; x.len()];
@@ -78,7 +79,7 @@ fn gost89_modes_match_soft() {
                 o
             });
             compare("gost89-cbc", true, |b, x| {
-                let c = Gost89Cbc::with_backend(&KEY, sb, mesh, b).unwrap();
+                let c = gost89::Cbc::with_backend(&KEY, sb, mesh, b).unwrap();
                 let mut o = x.to_vec();
                 c.encrypt(&[4; 8], &mut o).unwrap();
                 let mut back = o.clone();
@@ -87,7 +88,7 @@ fn gost89_modes_match_soft() {
                 o
             });
             compare("gost89-mac", false, |b, x| {
-                Gost89Mac::with_backend(&KEY, sb, mesh, b)
+                gost89::Mac::with_backend(&KEY, sb, mesh, b)
                     .unwrap()
                     .mac(x)
                     .to_vec()
@@ -99,7 +100,7 @@ fn gost89_modes_match_soft() {
 #[test]
 fn magma_modes_match_soft() {
     compare("magma-ecb", true, |b, x| {
-        let c = MagmaEcb::with_backend(&KEY, b).unwrap();
+        let c = magma::Ecb::with_backend(&KEY, b).unwrap();
         let mut o = x.to_vec();
         c.encrypt(&mut o).unwrap();
         let mut back = o.clone();
@@ -108,7 +109,7 @@ fn magma_modes_match_soft() {
         o
     });
     compare("magma-ctr", false, |b, x| {
-        let c = MagmaCtr::with_backend(&KEY, b).unwrap();
+        let c = magma::Ctr::with_backend(&KEY, b).unwrap();
         // Start near the 2^64 wrap of the counter.
         let mut o = x.to_vec();
         c.encrypt(&[0xff; 4], &mut o).unwrap();
@@ -124,14 +125,14 @@ fn magma_modes_match_soft() {
         let iv = bytes(8 * z, z as u64);
         compare("magma-ofb", false, |b, x| {
             let mut o = x.to_vec();
-            MagmaOfb::with_backend(&KEY, b)
+            magma::Ofb::with_backend(&KEY, b)
                 .unwrap()
                 .encrypt(&iv, &mut o)
                 .unwrap();
             o
         });
         compare("magma-cbc", true, |b, x| {
-            let c = MagmaCbc::with_backend(&KEY, b).unwrap();
+            let c = magma::Cbc::with_backend(&KEY, b).unwrap();
             let mut o = x.to_vec();
             c.encrypt(&iv, &mut o).unwrap();
             let mut back = o.clone();
@@ -140,7 +141,7 @@ fn magma_modes_match_soft() {
             o
         });
         compare("magma-cfb", false, |b, x| {
-            let c = MagmaCfb::with_backend(&KEY, b).unwrap();
+            let c = magma::Cfb::with_backend(&KEY, b).unwrap();
             let mut o = x.to_vec();
             c.encrypt(&iv, &mut o).unwrap();
             let mut back = o.clone();
@@ -150,12 +151,12 @@ fn magma_modes_match_soft() {
         });
     }
     compare("magma-mac", false, |b, x| {
-        MagmaMac::with_backend(&KEY, b).unwrap().mac(x).to_vec()
+        magma::Mac::with_backend(&KEY, b).unwrap().mac(x).to_vec()
     });
     for section in [8usize, 16, 256, 1024] {
         compare("magma-ctr-acpkm", false, |b, x| {
             let mut o = x.to_vec();
-            MagmaCtrAcpkm::with_backend(&KEY, section, b)
+            magma::CtrAcpkm::with_backend(&KEY, section, b)
                 .unwrap()
                 .encrypt(&[1, 2, 3, 4], &mut o)
                 .unwrap();
@@ -163,7 +164,7 @@ fn magma_modes_match_soft() {
         });
     }
     compare("magma-mgm", false, |b, x| {
-        let c = MagmaMgm::with_backend(&KEY, b).unwrap();
+        let c = magma::Mgm::with_backend(&KEY, b).unwrap();
         let aad = &x[..x.len() / 3];
         let mut o = x[x.len() / 3..].to_vec();
         let mut tag = [0u8; 8];
@@ -182,7 +183,7 @@ fn magma_modes_match_soft() {
 fn streams_equal_one_shot() {
     let msg = bytes(3000, 1);
     for b in backends() {
-        let cnt = Gost89Cnt::with_backend(&KEY, Sbox::CryptoProA, true, b).unwrap();
+        let cnt = gost89::Cnt::with_backend(&KEY, Sbox::CryptoProA, true, b).unwrap();
         let mut want = msg.clone();
         cnt.encrypt(&[9; 8], &mut want).unwrap();
         for split in [1usize, 7, 8, 1023, 1024, 1025, 2999] {
@@ -193,7 +194,7 @@ fn streams_equal_one_shot() {
             st.apply(y);
             assert_eq!(got, want, "cnt split {split} backend {b}");
         }
-        let cfb = Gost89Cfb::with_backend(&KEY, Sbox::CryptoProA, true, b).unwrap();
+        let cfb = gost89::Cfb::with_backend(&KEY, Sbox::CryptoProA, true, b).unwrap();
         let mut want = msg.clone();
         cfb.encrypt(&[9; 8], &mut want).unwrap();
         for split in [8usize, 1016, 1024, 1032, 2992] {
@@ -213,8 +214,8 @@ fn streams_equal_one_shot() {
 fn sectors_equal_one_call_per_sector() {
     for b in backends() {
         for mesh in [false, true] {
-            let cbc = Gost89Cbc::with_backend(&KEY, Sbox::CryptoProA, mesh, b).unwrap();
-            let cfb = Gost89Cfb::with_backend(&KEY, Sbox::CryptoProA, mesh, b).unwrap();
+            let cbc = gost89::Cbc::with_backend(&KEY, Sbox::CryptoProA, mesh, b).unwrap();
+            let cfb = gost89::Cfb::with_backend(&KEY, Sbox::CryptoProA, mesh, b).unwrap();
             for (count, size) in [
                 (1usize, 8usize),
                 (3, 2048),
@@ -241,8 +242,8 @@ fn sectors_equal_one_call_per_sector() {
                 assert_eq!(got, want_cfb, "cfb {count}x{size} mesh {mesh} backend {b}");
             }
             if !mesh {
-                let mcbc = MagmaCbc::with_backend(&KEY, b).unwrap();
-                let mcfb = MagmaCfb::with_backend(&KEY, b).unwrap();
+                let mcbc = magma::Cbc::with_backend(&KEY, b).unwrap();
+                let mcfb = magma::Cfb::with_backend(&KEY, b).unwrap();
                 let (count, size) = (130usize, 72usize);
                 let data = bytes(count * size, 5);
                 let ivs: Vec<[u8; 8]> = (0..count as u64).map(|i| (i * 31).to_be_bytes()).collect();

@@ -11,17 +11,15 @@ pub fn backends() -> Vec<GostBackend> {
         .rev()
         .map(|b| (b, b.ensure_usable().map_err(|e| e.to_string())))
         .collect();
-    crate::common::usable("gost", GostBackend::Soft, table)
+    sectorcrypt_testkit::usable("gost", GostBackend::Soft, table)
 }
 
-/// The `shared/vectors` folder (see `common::vectors`).
+/// The vectors folder (`sectorcrypt_testkit::vectors`).
 pub fn vectors() -> PathBuf {
-    crate::common::vectors("gost")
+    sectorcrypt_testkit::vectors("gost")
 }
 
-pub fn unhex(s: &str) -> Vec<u8> {
-    hex::decode(s.trim()).unwrap_or_else(|e| panic!("bad hex {s:?}: {e}"))
-}
+pub use sectorcrypt_testkit::unhex;
 
 /// A deterministic pseudo-random buffer (xorshift), so failures reproduce.
 pub fn bytes(len: usize, seed: u64) -> Vec<u8> {

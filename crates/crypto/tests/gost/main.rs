@@ -1,13 +1,11 @@
 //! The GOST 28147-89 / Magma test suite, one binary: the 49 vectors of
-//! `shared/vectors/gost` on every backend, regression tests for the bugs of other
+//! `tests/vectors/gost` on every backend, regression tests for the bugs of other
 //! libraries, the byte-order mapping, differential tests between backends, and OpenSSL's
 //! gost engine when it is installed.
 //!
 //! The vectors of 3 to 4 GiB run only on request, in release mode:
 //! `SECTORCRYPT_GOST_HUGE=1 cargo test --release -p sectorcrypt-crypto --test gost -- --ignored huge`
 
-#[path = "../common/mod.rs"]
-mod common;
 mod differential;
 mod harness;
 mod openssl_engine;

@@ -1,9 +1,10 @@
-//! The 49 vectors of `shared/vectors/gost/vectors.json` on every backend, the byte-order
+//! The 49 vectors of `tests/vectors/gost/vectors.json` on every backend, the byte-order
 //! mapping between GOST 28147-89 and Magma, and regression tests for the bugs the README
 //! names in other libraries.
 
 use crate::harness::{backends, bytes, unhex, vectors};
-use sectorcrypt_crypto::*;
+use sectorcrypt_crypto::gost89::Sbox;
+use sectorcrypt_crypto::{gost89, magma, Error, GostBackend};
 use serde_json::Value;
 
 /// Inputs above this size are "huge" (the 3-4 GiB vectors): run only with
@@ -59,44 +60,44 @@ fn run(v: &Value, b: GostBackend) -> Vec<u8> {
     let mut out = pt.clone();
     match (mode, magma) {
         ("block" | "ecb", true) => {
-            let c = MagmaEcb::with_backend(&key, b).unwrap();
+            let c = magma::Ecb::with_backend(&key, b).unwrap();
             c.encrypt(&mut out).unwrap();
             let mut back = out.clone();
             c.decrypt(&mut back).unwrap();
             assert_eq!(back, pt, "decrypt");
         }
         ("block" | "ecb", false) => {
-            let c = Gost89Ecb::with_backend(&key, sbox, mesh, b).unwrap();
+            let c = gost89::Ecb::with_backend(&key, sbox, mesh, b).unwrap();
             c.encrypt(&mut out).unwrap();
             let mut back = out.clone();
             c.decrypt(&mut back).unwrap();
             assert_eq!(back, pt, "decrypt");
         }
         ("ctr", _) => {
-            let c = MagmaCtr::with_backend(&key, b).unwrap();
+            let c = magma::Ctr::with_backend(&key, b).unwrap();
             let iv: [u8; 4] = iv.try_into().unwrap();
             c.encrypt(&iv, &mut out).unwrap();
         }
-        ("ofb", _) => MagmaOfb::with_backend(&key, b)
+        ("ofb", _) => magma::Ofb::with_backend(&key, b)
             .unwrap()
             .encrypt(&iv, &mut out)
             .unwrap(),
         ("cbc", _) => {
-            let c = MagmaCbc::with_backend(&key, b).unwrap();
+            let c = magma::Cbc::with_backend(&key, b).unwrap();
             c.encrypt(&iv, &mut out).unwrap();
             let mut back = out.clone();
             c.decrypt(&iv, &mut back).unwrap();
             assert_eq!(back, pt, "decrypt");
         }
         ("cfb", _) => {
-            let c = MagmaCfb::with_backend(&key, b).unwrap();
+            let c = magma::Cfb::with_backend(&key, b).unwrap();
             c.encrypt(&iv, &mut out).unwrap();
             let mut back = out.clone();
             c.decrypt(&iv, &mut back).unwrap();
             assert_eq!(back, pt, "decrypt");
         }
         ("mac", _) => {
-            let c = MagmaMac::with_backend(&key, b).unwrap();
+            let c = magma::Mac::with_backend(&key, b).unwrap();
             let full = c.mac(&pt);
             if let Some(f) = extra(v, "full_64bit_mac_computed_here").and_then(|x| x.as_str()) {
                 assert_eq!(hex::encode(full), f, "full 64-bit mac");
@@ -108,11 +109,11 @@ fn run(v: &Value, b: GostBackend) -> Vec<u8> {
             let section = extra(v, "acpkm_section_bytes")
                 .and_then(|x| x.as_u64().or_else(|| x.as_str()?.parse().ok()))
                 .expect("section size") as usize;
-            let c = MagmaCtrAcpkm::with_backend(&key, section, b).unwrap();
+            let c = magma::CtrAcpkm::with_backend(&key, section, b).unwrap();
             c.encrypt(&iv.try_into().unwrap(), &mut out).unwrap();
         }
         ("mgm", _) => {
-            let c = MagmaMgm::with_backend(&key, b).unwrap();
+            let c = magma::Mgm::with_backend(&key, b).unwrap();
             let aad = unhex(extra(v, "aad").unwrap().as_str().unwrap());
             let want_tag = unhex(extra(v, "tag").unwrap().as_str().unwrap());
             let nonce: [u8; 8] = iv.try_into().unwrap();
@@ -135,11 +136,11 @@ fn run(v: &Value, b: GostBackend) -> Vec<u8> {
             );
         }
         ("gost89-cnt", _) => {
-            let c = Gost89Cnt::with_backend(&key, sbox, mesh, b).unwrap();
+            let c = gost89::Cnt::with_backend(&key, sbox, mesh, b).unwrap();
             c.encrypt(&iv.try_into().unwrap(), &mut out).unwrap();
         }
         ("gost89-cfb", _) => {
-            let c = Gost89Cfb::with_backend(&key, sbox, mesh, b).unwrap();
+            let c = gost89::Cfb::with_backend(&key, sbox, mesh, b).unwrap();
             let iv: [u8; 8] = iv.try_into().unwrap();
             c.encrypt(&iv, &mut out).unwrap();
             let mut back = out.clone();
@@ -147,7 +148,7 @@ fn run(v: &Value, b: GostBackend) -> Vec<u8> {
             assert_eq!(back, pt, "decrypt");
         }
         ("gost89-cbc", _) => {
-            let c = Gost89Cbc::with_backend(&key, sbox, mesh, b).unwrap();
+            let c = gost89::Cbc::with_backend(&key, sbox, mesh, b).unwrap();
             let iv: [u8; 8] = iv.try_into().unwrap();
             c.encrypt(&iv, &mut out).unwrap();
             let mut back = out.clone();
@@ -155,7 +156,7 @@ fn run(v: &Value, b: GostBackend) -> Vec<u8> {
             assert_eq!(back, pt, "decrypt");
         }
         ("gost89-imit", _) => {
-            let c = Gost89Mac::with_backend(&key, sbox, mesh, b).unwrap();
+            let c = gost89::Mac::with_backend(&key, sbox, mesh, b).unwrap();
             out = c.mac(&pt).to_vec();
         }
         (m, _) => panic!("unknown mode {m}"),
@@ -175,7 +176,7 @@ fn run_zeros(v: &Value, b: GostBackend, n: u64) -> Vec<u8> {
     let mut left = n;
     match s(v, "mode") {
         "gost89-imit" => {
-            let mut st = Gost89Mac::with_backend(&key, sbox, mesh, b)
+            let mut st = gost89::Mac::with_backend(&key, sbox, mesh, b)
                 .unwrap()
                 .start();
             while left > 0 {
@@ -189,7 +190,7 @@ fn run_zeros(v: &Value, b: GostBackend, n: u64) -> Vec<u8> {
         }
         "gost89-cnt" => {
             let iv: [u8; 8] = unhex(s(v, "iv")).try_into().unwrap();
-            let mut st = Gost89Cnt::with_backend(&key, sbox, mesh, b)
+            let mut st = gost89::Cnt::with_backend(&key, sbox, mesh, b)
                 .unwrap()
                 .stream(&iv);
             while left > 0 {
@@ -203,7 +204,7 @@ fn run_zeros(v: &Value, b: GostBackend, n: u64) -> Vec<u8> {
         }
         "gost89-cfb" => {
             let iv: [u8; 8] = unhex(s(v, "iv")).try_into().unwrap();
-            let mut st = Gost89Cfb::with_backend(&key, sbox, mesh, b)
+            let mut st = gost89::Cfb::with_backend(&key, sbox, mesh, b)
                 .unwrap()
                 .stream(&iv);
             while left > 0 {
@@ -272,7 +273,7 @@ fn magma_gost89_byte_order_mapping() {
     let all = load();
     let v = all.iter().find(|v| s(v, "mode") == "block").unwrap();
     let eq = extra(v, "equivalent_gost89_le").unwrap();
-    let c = Gost89Ecb::with_backend(&unhex(s(eq, "key")), Sbox::Tc26Z, false, GostBackend::Soft)
+    let c = gost89::Ecb::with_backend(&unhex(s(eq, "key")), Sbox::Tc26Z, false, GostBackend::Soft)
         .unwrap();
     let mut p = unhex(s(eq, "plaintext"));
     c.encrypt(&mut p).unwrap();
@@ -289,12 +290,12 @@ fn magma_gost89_byte_order_mapping() {
                 x.chunks(8).flat_map(|w| w.iter().rev().copied()).collect()
             };
             let mut m = pt.clone();
-            MagmaEcb::with_backend(&key, b)
+            magma::Ecb::with_backend(&key, b)
                 .unwrap()
                 .encrypt(&mut m)
                 .unwrap();
             let mut g = rev8(&pt);
-            Gost89Ecb::with_backend(&wordrev, Sbox::Tc26Z, false, b)
+            gost89::Ecb::with_backend(&wordrev, Sbox::Tc26Z, false, b)
                 .unwrap()
                 .encrypt(&mut g)
                 .unwrap();
@@ -321,7 +322,7 @@ fn regression_cnt_end_around_carry() {
     let iv: [u8; 8] = unhex(s(v, "iv")).try_into().unwrap();
     let ct = unhex(s(v, "ciphertext"));
     let pt = unhex(s(v, "plaintext"));
-    let ecb = Gost89Ecb::with_backend(&key, Sbox::CryptoProA, false, GostBackend::Soft).unwrap();
+    let ecb = gost89::Ecb::with_backend(&key, Sbox::CryptoProA, false, GostBackend::Soft).unwrap();
     let mut st = iv;
     ecb.encrypt(&mut st).unwrap();
     let mut n3 = u32::from_le_bytes(st[..4].try_into().unwrap());
@@ -354,7 +355,7 @@ fn regression_mac_extra_zero_block() {
         }
         let key = unhex(s(v, "key"));
         let sbox = Sbox::from_name(s(v, "sbox")).unwrap();
-        let mac = Gost89Mac::with_backend(&key, sbox, false, GostBackend::Soft).unwrap();
+        let mac = gost89::Mac::with_backend(&key, sbox, false, GostBackend::Soft).unwrap();
         assert_eq!(
             hex::encode(mac.mac(&pt)),
             s(v, "ciphertext"),
@@ -372,7 +373,8 @@ fn regression_mac_extra_zero_block() {
         checked += 1;
     }
     assert!(checked >= 2, "{checked} short-message vectors");
-    let mac = Gost89Mac::with_backend(&[7; 32], Sbox::CryptoProA, true, GostBackend::Soft).unwrap();
+    let mac =
+        gost89::Mac::with_backend(&[7; 32], Sbox::CryptoProA, true, GostBackend::Soft).unwrap();
     assert_eq!(mac.mac(&[]), [0; 4], "the empty message gives 00000000");
 }
 
@@ -389,8 +391,8 @@ fn regression_mac_key_meshing() {
     let pt = unhex(s(v, "plaintext"));
     assert!(pt.len() > 1024);
     for b in backends() {
-        let with = Gost89Mac::with_backend(&key, Sbox::CryptoProA, true, b).unwrap();
-        let without = Gost89Mac::with_backend(&key, Sbox::CryptoProA, false, b).unwrap();
+        let with = gost89::Mac::with_backend(&key, Sbox::CryptoProA, true, b).unwrap();
+        let without = gost89::Mac::with_backend(&key, Sbox::CryptoProA, false, b).unwrap();
         assert_eq!(hex::encode(with.mac(&pt)), s(v, "ciphertext"));
         assert_ne!(with.mac(&pt), without.mac(&pt));
         // Up to 1024 bytes meshing changes nothing.
@@ -403,7 +405,7 @@ fn regression_mac_key_meshing() {
 fn mac_stream_splits() {
     let key = bytes(32, 5);
     let msg = bytes(1100, 6);
-    let mac = Gost89Mac::with_backend(&key, Sbox::CryptoProB, true, GostBackend::Soft).unwrap();
+    let mac = gost89::Mac::with_backend(&key, Sbox::CryptoProB, true, GostBackend::Soft).unwrap();
     for len in [0usize, 1, 7, 8, 9, 16, 17, 1024, 1025, 1100] {
         let want = mac.mac(&msg[..len]);
         for split in [0usize, 1, 3, 8, 9, 500] {
@@ -437,10 +439,10 @@ fn sbox_names() {
 fn contracts() {
     let key = [1u8; 32];
     assert!(matches!(
-        Gost89Ecb::new(&key[..31], Sbox::CryptoProA, false),
+        gost89::Ecb::new(&key[..31], Sbox::CryptoProA, false),
         Err(Error::KeyLength { got: 31, .. })
     ));
-    let e = Gost89Ecb::with_backend(&key, Sbox::CryptoProA, false, GostBackend::Soft).unwrap();
+    let e = gost89::Ecb::with_backend(&key, Sbox::CryptoProA, false, GostBackend::Soft).unwrap();
     let mut buf = vec![9u8; 12];
     assert!(matches!(
         e.encrypt(&mut buf),
@@ -452,13 +454,13 @@ fn contracts() {
         e.encrypt_to(&[0; 16], &mut dst),
         Err(Error::LengthMismatch { .. })
     ));
-    let cbc = MagmaCbc::with_backend(&key, GostBackend::Soft).unwrap();
+    let cbc = magma::Cbc::with_backend(&key, GostBackend::Soft).unwrap();
     let mut b = vec![0u8; 16];
     assert!(matches!(
         cbc.encrypt(&[0; 12], &mut b),
         Err(Error::IvLengthRange { got: 12, .. })
     ));
-    let mgm = MagmaMgm::with_backend(&key, GostBackend::Soft).unwrap();
+    let mgm = magma::Mgm::with_backend(&key, GostBackend::Soft).unwrap();
     let mut tag = [0u8; 8];
     assert!(matches!(
         mgm.seal(&[0x80, 0, 0, 0, 0, 0, 0, 0], &[], &mut b, &mut tag),
@@ -470,7 +472,7 @@ fn contracts() {
         Err(Error::TagLength { .. })
     ));
     assert!(matches!(
-        MagmaCtrAcpkm::new(&key, 12),
+        magma::CtrAcpkm::new(&key, 12),
         Err(Error::Length { .. })
     ));
     let dbg = format!("{e:?}");

@@ -20,7 +20,7 @@ use super::io::{align_up, be16, be32, cstr, put_cstr, read_exact_at, sync, write
 use super::kdf::{Kdf, KdfKind, KdfOptions};
 use super::luks2::{cipher_spec, open_material, seal_material, Material};
 use super::{af, ct_eq, random, Unlocked};
-use sectorcrypt_crypto::SectorLayout;
+use sectorcrypt_crypto::dmcrypt::SectorLayout;
 use std::fs::File;
 use zeroize::Zeroizing;
 

@@ -29,7 +29,7 @@ use super::kdf::{Kdf, KdfKind, KdfOptions};
 use super::{af, ct_eq, random, Unlocked};
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine as _;
-use sectorcrypt_crypto::{CipherSpec, SectorCipher, SectorLayout};
+use sectorcrypt_crypto::dmcrypt::{CipherSpec, SectorCipher, SectorLayout};
 use serde_json::{json, Map, Value};
 use std::fs::File;
 use zeroize::Zeroizing;

@@ -31,7 +31,7 @@ pub use kdf::{Kdf, KdfKind, KdfOptions};
 pub use luks1::Luks1;
 pub use luks2::Luks2;
 
-use sectorcrypt_crypto::{CipherSpec, SectorCipher, SectorLayout};
+use sectorcrypt_crypto::dmcrypt::{CipherSpec, SectorCipher, SectorLayout};
 use std::fs::File;
 use zeroize::Zeroizing;
 

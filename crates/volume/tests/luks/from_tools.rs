@@ -3,7 +3,7 @@
 
 use crate::common::*;
 use crate::require;
-use sectorcrypt_crypto::{SectorCipher, SectorLayout};
+use sectorcrypt_crypto::dmcrypt::{SectorCipher, SectorLayout};
 use sectorcrypt_volume::luks::{Error, Header};
 use std::fs::File;
 use std::os::unix::fs::FileExt;

@@ -4,7 +4,8 @@
 //! end faults, and the results are compared with the soft backend. (The other behaviour of
 //! the backend is covered by the GCM test suite, which runs every backend.)
 
-use crate::{Backend, Gcm, Ghash};
+use crate::aes::Gcm;
+use crate::{Backend, Ghash};
 
 const PAGE: usize = 4096;
 

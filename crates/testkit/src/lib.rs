@@ -1,0 +1,150 @@
+//! What the tests of every crate share (a dev-dependency only, never shipped):
+//! - the known-answer vectors folder, kept in the repository ([`vectors`]);
+//! - hex ([`unhex`], [`hex`]);
+//! - external tools: whether one runs ([`have`]), and skipping a test with a printed reason
+//!   when it does not ([`require!`]);
+//! - running a command that must succeed ([`run`], [`run_stdout`]);
+//! - deterministic pseudo-random data ([`pattern`]), so that failures reproduce;
+//! - the report of which backends a test binary runs and which it skips ([`usable`]).
+#![forbid(unsafe_code)]
+
+use std::fmt::Display;
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::sync::Once;
+
+/// The known-answer vectors: `crates/crypto/tests/vectors` in this repository, or
+/// `$SECTORCRYPT_VECTORS` when set (an override, e.g. for a newer copy). Panics with a
+/// clear message unless the folder holds the subfolder `sub` (`aes`, `gost`).
+pub fn vectors(sub: &str) -> PathBuf {
+    let dir = match std::env::var_os("SECTORCRYPT_VECTORS") {
+        Some(d) if !d.is_empty() => PathBuf::from(d),
+        _ => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../crypto/tests/vectors"),
+    };
+    assert!(
+        dir.join(sub).is_dir(),
+        "test vectors not found: {} has no {sub}/ folder (the repository keeps them in \
+         crates/crypto/tests/vectors; $SECTORCRYPT_VECTORS overrides it)",
+        dir.display()
+    );
+    dir
+}
+
+/// Decodes hex (surrounding white space ignored); panics on anything else.
+pub fn unhex(s: &str) -> Vec<u8> {
+    hex::decode(s.trim()).unwrap_or_else(|e| panic!("bad hex {s:?}: {e}"))
+}
+
+/// Lowercase hex.
+pub fn hex(b: &[u8]) -> String {
+    hex::encode(b)
+}
+
+/// Whether `tool --version` runs and succeeds.
+pub fn have(tool: &str) -> bool {
+    Command::new(tool)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// Returns from the calling test, printing `skipped: TOOL is not installed`, unless every
+/// tool named runs ([`have`]).
+#[macro_export]
+macro_rules! require {
+    ($($tool:expr),+ $(,)?) => {
+        $(if !$crate::have($tool) {
+            eprintln!("skipped: {} is not installed", $tool);
+            return;
+        })+
+    };
+}
+
+/// Runs `cmd`; panics with its output when it cannot start or fails.
+pub fn run(cmd: &mut Command) -> Output {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed ({}): {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    out
+}
+
+/// Runs `cmd` as [`run`] does and returns its standard output as text.
+pub fn run_stdout(cmd: &mut Command) -> String {
+    String::from_utf8(run(cmd).stdout).expect("utf-8 output")
+}
+
+/// `len` deterministic, incompressible-looking bytes from `seed` (xorshift64*).
+pub fn pattern(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut out = Vec::with_capacity(len + 8);
+    while out.len() < len {
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        out.extend_from_slice(&x.wrapping_mul(0x2545_F491_4F6C_DD1D).to_le_bytes());
+    }
+    out.truncate(len);
+    out
+}
+
+/// The backends of `table` (each with whether it can run here, or why not) that a test
+/// runs, in the table's order. The first call in a test binary prints which are tested and
+/// why any is skipped. The portable backend `soft` must be usable: otherwise the calling
+/// test fails, since it is the reference every other backend is compared with.
+pub fn usable<B: Copy + PartialEq + Display>(
+    what: &str,
+    soft: B,
+    table: Vec<(B, Result<(), String>)>,
+) -> Vec<B> {
+    static REPORT: Once = Once::new();
+    match table.iter().find(|(b, _)| *b == soft) {
+        Some((_, Ok(()))) => {}
+        Some((_, Err(e))) => panic!("the soft {what} backend must always be usable: {e}"),
+        None => panic!("the {what} backends lack the soft backend"),
+    }
+    REPORT.call_once(|| {
+        for (b, r) in &table {
+            match r {
+                Ok(()) => eprintln!("{what} backend {b}: tested"),
+                Err(e) => eprintln!("{what} backend {b}: SKIPPED ({e})"),
+            }
+        }
+    });
+    table
+        .into_iter()
+        .filter(|(_, r)| r.is_ok())
+        .map(|(b, _)| b)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pattern_is_deterministic_and_seed_dependent() {
+        assert_eq!(pattern(100, 7), pattern(100, 7));
+        assert_ne!(pattern(100, 7), pattern(100, 8));
+        assert_eq!(pattern(13, 1), pattern(64, 1)[..13]);
+    }
+
+    #[test]
+    fn hex_round_trips() {
+        assert_eq!(unhex(" 00ff10 "), [0, 255, 16]);
+        assert_eq!(hex(&[0, 255, 16]), "00ff10");
+    }
+
+    #[test]
+    fn vectors_are_in_the_repository() {
+        // Without the override the folder must be the repository's own copy.
+        if std::env::var_os("SECTORCRYPT_VECTORS").is_none() {
+            assert!(vectors("aes").join("aes/SOURCES.md").is_file());
+            assert!(vectors("gost").join("gost/vectors.json").is_file());
+        }
+    }
+}
