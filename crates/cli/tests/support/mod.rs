@@ -1,0 +1,71 @@
+//! What the `sectorcrypt` binary's test files share, included by each with `mod support;`:
+//! running the binary with standard input and a chosen backend, and reading its outcome.
+//! Topic-specific helpers live in files of their own beside this one.
+// Each test binary uses a different subset of these helpers.
+#![allow(dead_code)]
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+/// The binary under test.
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_sectorcrypt")
+}
+
+/// Runs `sectorcrypt ARGS` with `stdin` as its standard input and the backend chosen by
+/// the binary itself (`SECTORCRYPT_BACKEND` removed from its environment).
+pub fn sc(args: &[&str], stdin: &[u8]) -> Output {
+    sc_on(args, stdin, None)
+}
+
+/// Runs `sectorcrypt ARGS` with `stdin` as its standard input, on `backend` when given
+/// (`SECTORCRYPT_BACKEND`), otherwise on the binary's own choice.
+pub fn sc_on(args: &[&str], stdin: &[u8], backend: Option<&str>) -> Output {
+    let mut cmd = Command::new(bin());
+    cmd.args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    match backend {
+        Some(b) => cmd.env("SECTORCRYPT_BACKEND", b),
+        None => cmd.env_remove("SECTORCRYPT_BACKEND"),
+    };
+    let mut child = cmd.spawn().expect("run sectorcrypt");
+    let mut input = child.stdin.take().expect("stdin");
+    let data = stdin.to_vec();
+    // Written from a thread: a child that fills its stdout pipe before reading all of its
+    // input would otherwise deadlock with us.
+    let writer = std::thread::spawn(move || {
+        let _ = input.write_all(&data);
+    });
+    let out = child.wait_with_output().expect("wait for sectorcrypt");
+    writer.join().expect("stdin writer");
+    out
+}
+
+/// The exit code (-1 when killed by a signal).
+pub fn code(o: &Output) -> i32 {
+    o.status.code().unwrap_or(-1)
+}
+
+/// Standard output of a run that must have succeeded; panics with its stderr otherwise.
+pub fn ok(o: Output) -> String {
+    String::from_utf8(ok_bytes(o)).expect("utf-8 output")
+}
+
+/// Standard output bytes of a run that must have succeeded.
+pub fn ok_bytes(o: Output) -> Vec<u8> {
+    assert!(
+        o.status.success(),
+        "exit {:?}: {}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    o.stdout
+}
+
+/// A path as a command-line argument.
+pub fn s(p: &Path) -> &str {
+    p.to_str().expect("a utf-8 path")
+}
