@@ -1,6 +1,7 @@
 //! Which implementation runs: the backends, their availability on this CPU, the
 //! `SECTORCRYPT_BACKEND` override and the known-answer self-test run before first use.
 
+use crate::error::BackendError;
 use crate::{cpu, Error};
 use std::fmt;
 use std::sync::OnceLock;
@@ -54,7 +55,7 @@ impl Backend {
         Backend::ALL
             .into_iter()
             .find(|b| b.name() == name)
-            .ok_or_else(|| Error::UnknownBackend(name.to_string()))
+            .ok_or_else(|| Error::unknown_name("backend", name, backend_names()))
     }
 
     /// `Ok` when this CPU and OS can run the backend; otherwise what is missing.
@@ -101,15 +102,9 @@ impl Backend {
         if missing.is_empty() && self.compiled_in() {
             Ok(())
         } else if !self.compiled_in() {
-            Err(Error::BackendUnavailable {
-                backend: self,
-                why: "not built for this architecture".into(),
-            })
+            Err(self.unavailable("not built for this architecture".into()))
         } else {
-            Err(Error::BackendUnavailable {
-                backend: self,
-                why: format!("missing {}", missing.join(", ")),
-            })
+            Err(self.unavailable(format!("missing {}", missing.join(", "))))
         }
     }
 
@@ -128,7 +123,11 @@ impl Backend {
         if *RESULTS[self.index()].get_or_init(|| crate::aes::self_test(self)) {
             Ok(())
         } else {
-            Err(Error::SelfTestFailed(self))
+            Err(BackendError::SelfTestFailed {
+                algorithm: "aes",
+                backend: self.name(),
+            }
+            .into())
         }
     }
 
@@ -163,9 +162,32 @@ impl Backend {
             b.ensure_usable()?;
             return Ok(b);
         }
-        crate::GostBackend::from_name(name)?.ensure_usable()?;
+        let gost = crate::GostBackend::from_name(name)
+            .map_err(|_| Error::unknown_name("backend", name, backend_names()))?;
+        gost.ensure_usable()?;
         Ok(Backend::Soft)
     }
+}
+
+impl Backend {
+    /// This backend cannot run here, because of `why`.
+    pub(crate) fn unavailable(self, why: String) -> Error {
+        BackendError::Unavailable {
+            algorithm: "aes",
+            backend: self.name(),
+            why,
+        }
+        .into()
+    }
+}
+
+/// Every name `SECTORCRYPT_BACKEND` accepts: the AES backends, then GOST's own.
+fn backend_names() -> impl Iterator<Item = &'static str> {
+    let gost = crate::GostBackend::ALL
+        .into_iter()
+        .map(crate::GostBackend::name);
+    let aes = Backend::ALL.into_iter().map(Backend::name);
+    aes.chain(gost.filter(|g| Backend::ALL.iter().all(|a| a.name() != *g)))
 }
 
 impl fmt::Display for Backend {

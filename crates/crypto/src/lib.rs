@@ -38,12 +38,14 @@ mod error;
 mod ghash;
 mod gost;
 mod modes;
+mod traits;
 
 pub use backend::{probe_units, Backend};
-pub use error::Error;
+pub use error::{BackendError, Error, InputError, KeyError};
 #[doc(hidden)]
 pub use ghash::Ghash;
 pub use gost::GostBackend;
+pub use traits::{Aead, IvLen, Mode};
 
 /// dm-crypt compatible sectors: many sectors per call, with dm-crypt's IV generators
 /// (`aes-xts-plain64`, `aes-cbc-essiv:sha256`, ...).

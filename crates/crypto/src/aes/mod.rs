@@ -7,6 +7,7 @@
 //! these kernels live in [`crate::modes`].
 
 use crate::buf::InOut;
+use crate::error::KeyError;
 use crate::{Backend, Error};
 use zeroize::{Zeroize, ZeroizeOnDrop};
 
@@ -38,11 +39,11 @@ pub(crate) fn expand_key(key: &[u8]) -> Result<RoundKeys, Error> {
     let nk = match key.len() {
         16 | 24 | 32 => key.len() / 4,
         got => {
-            return Err(Error::KeyLength {
+            return Err(Error::Key(KeyError::Length {
                 what: "aes",
                 got,
                 expected: "16, 24 or 32 bytes",
-            })
+            }))
         }
     };
     let rounds = nk + 6;

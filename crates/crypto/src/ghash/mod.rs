@@ -32,6 +32,7 @@
 //! and is refused when it fails.
 
 use crate::aes::Block;
+use crate::error::InputError;
 use crate::{Backend, Error};
 use std::sync::OnceLock;
 
@@ -140,16 +141,17 @@ fn ensure_usable(backend: Backend) -> Result<(), Error> {
     #[cfg(target_arch = "x86_64")]
     if matches!(backend, Backend::Vaes | Backend::Avx512) && !crate::cpu::features().pclmulqdq {
         // VPCLMULQDQ implies PCLMULQDQ in the compiler's feature model; be sure of it.
-        return Err(Error::BackendUnavailable {
-            backend,
-            why: "missing pclmulqdq".into(),
-        });
+        return Err(backend.unavailable("missing pclmulqdq".into()));
     }
     static RESULTS: [OnceLock<bool>; 4] = [const { OnceLock::new() }; 4];
     if *RESULTS[backend.index()].get_or_init(|| self_test(backend)) {
         Ok(())
     } else {
-        Err(Error::SelfTestFailed(backend))
+        Err(crate::error::BackendError::SelfTestFailed {
+            algorithm: "ghash",
+            backend: backend.name(),
+        }
+        .into())
     }
 }
 
@@ -216,10 +218,10 @@ impl Ghash {
     /// Continues the hash state `y` over `data`, which must be whole 16-byte blocks.
     pub fn update(&self, y: &[u8; 16], data: &[u8]) -> Result<[u8; 16], Error> {
         if !data.len().is_multiple_of(16) {
-            return Err(Error::Length {
+            return Err(Error::Input(InputError::Length {
                 got: data.len(),
                 why: "ghash takes whole 16-byte blocks",
-            });
+            }));
         }
         let mut s = u128::from_be_bytes(*y);
         self.key.update(&mut s, data);

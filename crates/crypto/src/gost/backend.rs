@@ -1,6 +1,7 @@
 //! Which GOST implementation runs: the backends, their availability on this CPU, the
 //! `SECTORCRYPT_BACKEND` rule shared with AES, and the self-test before first use.
 
+use crate::error::BackendError;
 use crate::{cpu, Backend, Error};
 use std::fmt;
 use std::sync::OnceLock;
@@ -16,6 +17,16 @@ pub enum GostBackend {
 }
 
 impl GostBackend {
+    /// This backend cannot run here, because of `why`.
+    fn unavailable(self, why: String) -> Error {
+        BackendError::Unavailable {
+            algorithm: "gost",
+            backend: self.name(),
+            why,
+        }
+        .into()
+    }
+
     /// Every GOST backend, fastest first.
     pub const ALL: [GostBackend; 2] = [GostBackend::Avx2, GostBackend::Soft];
 
@@ -32,7 +43,13 @@ impl GostBackend {
         GostBackend::ALL
             .into_iter()
             .find(|b| b.name() == name)
-            .ok_or_else(|| Error::UnknownBackend(name.to_string()))
+            .ok_or_else(|| {
+                Error::unknown_name(
+                    "gost backend",
+                    name,
+                    GostBackend::ALL.map(GostBackend::name),
+                )
+            })
     }
 
     /// `Ok` when this CPU and OS can run the backend; otherwise what is missing.
@@ -41,10 +58,7 @@ impl GostBackend {
             GostBackend::Soft => Ok(()),
             GostBackend::Avx2 => {
                 if !cfg!(target_arch = "x86_64") {
-                    return Err(Error::GostBackendUnavailable {
-                        backend: self,
-                        why: "not built for this architecture".into(),
-                    });
+                    return Err(self.unavailable("not built for this architecture".into()));
                 }
                 let f = cpu::features();
                 let missing: Vec<&str> = [("avx2", f.avx2), ("os ymm state", f.os_ymm)]
@@ -55,10 +69,7 @@ impl GostBackend {
                 if missing.is_empty() {
                     Ok(())
                 } else {
-                    Err(Error::GostBackendUnavailable {
-                        backend: self,
-                        why: format!("missing {}", missing.join(", ")),
-                    })
+                    Err(self.unavailable(format!("missing {}", missing.join(", "))))
                 }
             }
         }
@@ -76,7 +87,11 @@ impl GostBackend {
         if *slot.get_or_init(|| super::self_test(self)) {
             Ok(())
         } else {
-            Err(Error::GostSelfTestFailed(self))
+            Err(BackendError::SelfTestFailed {
+                algorithm: "gost",
+                backend: self.name(),
+            }
+            .into())
         }
     }
 

@@ -11,6 +11,7 @@
 
 use super::soft::SideJob;
 use super::{same_len, whole_blocks, Core, Dir, GostBackend, Order, Sbox, MESH_BYTES};
+use crate::error::InputError;
 use crate::Error;
 use std::sync::{Arc, Mutex};
 use zeroize::Zeroize;
@@ -402,10 +403,10 @@ impl Drop for Gost89CfbStream {
 impl Gost89CfbStream {
     fn check(&mut self, len: usize) -> Result<(), Error> {
         if self.done {
-            return Err(Error::Length {
+            return Err(Error::Input(InputError::Length {
                 got: len,
                 why: "cfb stream already ended with a partial block",
-            });
+            }));
         }
         if !len.is_multiple_of(8) {
             self.done = true;
@@ -646,10 +647,10 @@ impl Gost89MacState {
     /// The first `out.len()` (1 to 8) bytes of the final state.
     pub fn finish_to(mut self, out: &mut [u8]) -> Result<(), Error> {
         if out.is_empty() || out.len() > 8 {
-            return Err(Error::TagLength {
+            return Err(Error::Input(InputError::TagLength {
                 got: out.len(),
                 expected: "1 to 8 bytes",
-            });
+            }));
         }
         if self.total > 0 {
             let mut last = [0u8; 8];
@@ -692,18 +693,18 @@ pub(crate) fn encrypt_sectors(
         return if data.is_empty() {
             Ok(())
         } else {
-            Err(Error::Length {
+            Err(Error::Input(InputError::Length {
                 got: data.len(),
                 why: "no ivs given for a non-empty buffer",
-            })
+            }))
         };
     }
     let sector = data.len() / ivs.len();
     if sector * ivs.len() != data.len() || sector == 0 || !sector.is_multiple_of(8) {
-        return Err(Error::Length {
+        return Err(Error::Input(InputError::Length {
             got: data.len(),
             why: "must be one non-empty whole number of 8-byte blocks per iv",
-        });
+        }));
     }
     let o = core.order;
     let mut buf = [0u8; 8 * SECTOR_BATCH];

@@ -7,6 +7,7 @@
 //! (the only segment size offered), OFB and CFB accept any length, CBC whole blocks.
 
 use super::{same_len, whole_blocks, Core, Dir, GostBackend, Order, Sbox};
+use crate::error::InputError;
 use crate::Error;
 use zeroize::Zeroize;
 
@@ -179,10 +180,10 @@ impl MagmaCtrAcpkm {
         backend: Option<GostBackend>,
     ) -> Result<MagmaCtrAcpkm, Error> {
         if section == 0 || !section.is_multiple_of(8) {
-            return Err(Error::Length {
+            return Err(Error::Input(InputError::Length {
                 got: section,
                 why: "the acpkm section size must be a non-zero multiple of 8 bytes",
-            });
+            }));
         }
         Ok(MagmaCtrAcpkm {
             core: core(key, backend)?,
@@ -228,10 +229,10 @@ impl MagmaCtrAcpkm {
 /// The z registers of an m = z*64-bit IV.
 fn registers(iv: &[u8]) -> Result<Vec<u64>, Error> {
     if iv.is_empty() || !iv.len().is_multiple_of(8) {
-        return Err(Error::IvLengthRange {
+        return Err(Error::Input(InputError::IvLength {
             got: iv.len(),
             expected: "a non-zero multiple of 8 bytes",
-        });
+        }));
     }
     Ok(iv.chunks_exact(8).map(|b| Order::Magma.load(b)).collect())
 }
@@ -456,10 +457,10 @@ impl MagmaMac {
     /// The first `out.len()` (1 to 8) bytes of the MAC.
     pub fn mac_to(&self, data: &[u8], out: &mut [u8]) -> Result<(), Error> {
         if out.is_empty() || out.len() > 8 {
-            return Err(Error::TagLength {
+            return Err(Error::Input(InputError::TagLength {
                 got: out.len(),
                 expected: "1 to 8 bytes",
-            });
+            }));
         }
         let m = self.mac(data);
         out.copy_from_slice(&m[..out.len()]);
@@ -494,22 +495,22 @@ const MGM_MAX_BYTES: u64 = (1 << 29) - 1;
 impl MagmaMgm {
     fn check(nonce: &[u8; 8], aad: &[u8], data: &[u8], tag_len: usize) -> Result<(), Error> {
         if nonce[0] & 0x80 != 0 {
-            return Err(Error::InvalidNonce(
+            return Err(Error::Input(InputError::Nonce(
                 "mgm nonce: the most significant bit must be 0 (rfc 9058)",
-            ));
+            )));
         }
         if !(4..=8).contains(&tag_len) {
-            return Err(Error::TagLength {
+            return Err(Error::Input(InputError::TagLength {
                 got: tag_len,
                 expected: "4 to 8 bytes",
-            });
+            }));
         }
         for (what, len) in [("mgm aad", aad.len()), ("mgm plaintext", data.len())] {
             if len as u64 > MGM_MAX_BYTES {
-                return Err(Error::MessageTooLong {
+                return Err(Error::Input(InputError::TooLong {
                     what,
                     limit: MGM_MAX_BYTES,
-                });
+                }));
             }
         }
         Ok(())

@@ -60,6 +60,7 @@ pub use magma::{
     MAGMA_BLOCK,
 };
 
+use crate::error::{InputError, KeyError};
 use crate::Error;
 use soft::{PackedSbox, Schedule, SideJob, DEC_ORDER, ENC_ORDER};
 
@@ -133,7 +134,7 @@ impl Sbox {
         Sbox::ALL
             .into_iter()
             .find(|s| s.name() == name || s.oid() == name)
-            .ok_or_else(|| Error::UnknownSbox(name.to_string()))
+            .ok_or_else(|| Error::unknown_name("s-box", name, Sbox::ALL.map(Sbox::name)))
     }
 
     /// The table rows `pi[i][x]`.
@@ -214,11 +215,11 @@ impl std::fmt::Debug for Core {
 /// Reads a 32-byte key into words K1..K8 in the convention of `order`.
 fn key_words(key: &[u8], order: Order, what: &'static str) -> Result<[u32; 8], Error> {
     if key.len() != 32 {
-        return Err(Error::KeyLength {
+        return Err(Error::Key(KeyError::Length {
             what,
             got: key.len(),
             expected: "32 bytes",
-        });
+        }));
     }
     Ok(core::array::from_fn(|i| {
         let w: [u8; 4] = key[4 * i..4 * i + 4].try_into().expect("4 bytes");
@@ -337,10 +338,10 @@ impl Core {
 /// Refuses out-of-place calls with different lengths.
 pub(crate) fn same_len(src: &[u8], dst: &[u8]) -> Result<(), Error> {
     if src.len() != dst.len() {
-        return Err(Error::LengthMismatch {
+        return Err(Error::Input(InputError::LengthMismatch {
             src: src.len(),
             dst: dst.len(),
-        });
+        }));
     }
     Ok(())
 }
@@ -348,10 +349,10 @@ pub(crate) fn same_len(src: &[u8], dst: &[u8]) -> Result<(), Error> {
 /// Refuses lengths that are not a whole number of 8-byte blocks.
 pub(crate) fn whole_blocks(len: usize) -> Result<(), Error> {
     if !len.is_multiple_of(GOST_BLOCK) {
-        return Err(Error::Length {
+        return Err(Error::Input(InputError::Length {
             got: len,
             why: "must be a multiple of 8 bytes",
-        });
+        }));
     }
     Ok(())
 }

@@ -47,6 +47,7 @@
 use super::{split, AesKey, Direction};
 use crate::aes::{AesKernels, Block, BLOCK};
 use crate::buf::InOut;
+use crate::error::InputError;
 use crate::ghash;
 use crate::{Backend, Error};
 use subtle::ConstantTimeEq;
@@ -290,16 +291,16 @@ impl Gcm {
     #[inline(always)]
     fn j0_and_aad(&self, iv: &[u8], aad: &[u8]) -> Result<(u128, u128), Error> {
         if iv.is_empty() || iv.len() as u64 > MAX_AAD {
-            return Err(Error::IvLengthRange {
+            return Err(Error::Input(InputError::IvLength {
                 got: iv.len(),
                 expected: "1 to 2^61 - 1 bytes",
-            });
+            }));
         }
         if aad.len() as u64 > MAX_AAD {
-            return Err(Error::MessageTooLong {
+            return Err(Error::Input(InputError::TooLong {
                 what: "gcm aad",
                 limit: MAX_AAD,
-            });
+            }));
         }
         let j0 = if iv.len() == 12 {
             let mut b = [0u8; BLOCK];
@@ -562,7 +563,11 @@ fn ensure_usable(backend: Backend) -> Result<(), Error> {
     if *RESULTS[backend.index()].get_or_init(|| self_test(backend).unwrap_or(false)) {
         Ok(())
     } else {
-        Err(Error::SelfTestFailed(backend))
+        Err(crate::error::BackendError::SelfTestFailed {
+            algorithm: "aes-gcm",
+            backend: backend.name(),
+        }
+        .into())
     }
 }
 
@@ -601,10 +606,10 @@ fn self_test(backend: Backend) -> Result<bool, Error> {
     Ok(true)
 }
 
-const TOO_LONG: Error = Error::MessageTooLong {
+const TOO_LONG: Error = Error::Input(InputError::TooLong {
     what: "gcm plaintext",
     limit: GCM_MAX_PLAINTEXT,
-};
+});
 
 fn check_message_len(len: u64) -> Result<(), Error> {
     if len > GCM_MAX_PLAINTEXT {
@@ -616,14 +621,14 @@ fn check_message_len(len: u64) -> Result<(), Error> {
 fn check_tag_len(len: usize, short: bool) -> Result<(), Error> {
     match (short, len) {
         (false, 12..=16) | (true, 4 | 8) => Ok(()),
-        (false, _) => Err(Error::TagLength {
+        (false, _) => Err(Error::Input(InputError::TagLength {
             got: len,
             expected: "12 to 16 bytes",
-        }),
-        (true, _) => Err(Error::TagLength {
+        })),
+        (true, _) => Err(Error::Input(InputError::TagLength {
             got: len,
             expected: "8 or 4 bytes (short tag)",
-        }),
+        })),
     }
 }
 

@@ -14,6 +14,7 @@ pub use xts::Xts;
 
 use crate::aes::{self, AesKernels};
 use crate::buf::InOut;
+use crate::error::InputError;
 use crate::{Backend, Error};
 
 /// Which way a call goes.
@@ -61,10 +62,10 @@ impl std::fmt::Debug for AesKey {
 /// Builds the `InOut` of an out-of-place call, refusing different lengths.
 pub(crate) fn split<'a>(src: &'a [u8], dst: &'a mut [u8]) -> Result<InOut<'a>, Error> {
     if src.len() != dst.len() {
-        return Err(Error::LengthMismatch {
+        return Err(Error::Input(InputError::LengthMismatch {
             src: src.len(),
             dst: dst.len(),
-        });
+        }));
     }
     Ok(InOut::split(src, dst))
 }
@@ -72,10 +73,10 @@ pub(crate) fn split<'a>(src: &'a [u8], dst: &'a mut [u8]) -> Result<InOut<'a>, E
 /// Refuses lengths that are not a whole number of blocks.
 pub(crate) fn whole_blocks(len: usize) -> Result<(), Error> {
     if !len.is_multiple_of(aes::BLOCK) {
-        return Err(Error::Length {
+        return Err(Error::Input(InputError::Length {
             got: len,
             why: "must be a multiple of 16 bytes",
-        });
+        }));
     }
     Ok(())
 }

@@ -10,6 +10,7 @@ use super::xts::Xts;
 use super::{split, AesKey, Direction};
 use crate::aes::Block;
 use crate::buf::InOut;
+use crate::error::{InputError, KeyError};
 use crate::{Backend, Error};
 use sha2::{Digest, Sha256};
 use std::fmt;
@@ -86,7 +87,7 @@ impl FromStr for CipherSpec {
             "aes-cbc-plain" => (CipherMode::Cbc, IvMode::Plain),
             "aes-cbc-essiv:sha256" => (CipherMode::Cbc, IvMode::EssivSha256),
             "aes-ecb" => (CipherMode::Ecb, IvMode::None),
-            _ => return Err(Error::UnknownCipher(s.to_string())),
+            _ => return Err(Error::unknown_name("cipher", s, CipherSpec::ALL)),
         };
         Ok(CipherSpec { mode, iv })
     }
@@ -122,10 +123,12 @@ impl SectorLayout {
     /// units, advancing by `sector_size / 512`, and the size must then be a multiple of 512.
     pub fn new(sector_size: usize, large_iv: bool) -> Result<SectorLayout, Error> {
         if !(16..=65536).contains(&sector_size) || !sector_size.is_multiple_of(16) {
-            return Err(Error::SectorSize(sector_size));
+            return Err(Error::Input(InputError::SectorSize(sector_size)));
         }
         if !large_iv && !sector_size.is_multiple_of(512) {
-            return Err(Error::SectorSizeNeedsLargeIv(sector_size));
+            return Err(Error::Input(InputError::SectorSizeNeedsLargeIv(
+                sector_size,
+            )));
         }
         Ok(SectorLayout {
             sector_size,
@@ -245,10 +248,10 @@ impl SectorCipher {
     fn run(&self, first_iv: u64, mut data: InOut<'_>, dir: Direction) -> Result<(), Error> {
         let size = self.layout.sector_size;
         if !data.len().is_multiple_of(size) {
-            return Err(Error::Length {
+            return Err(Error::Input(InputError::Length {
                 got: data.len(),
                 why: "must be a whole number of sectors",
-            });
+            }));
         }
         if let Engine::Ecb(key) = &self.engine {
             match dir {
@@ -307,7 +310,7 @@ impl CipherSpec {
         if self.key_lengths().contains(&key.len()) {
             Ok(())
         } else {
-            Err(Error::KeyLength {
+            Err(Error::Key(KeyError::Length {
                 what: match self.mode {
                     CipherMode::Xts => "aes-xts",
                     _ => "aes",
@@ -317,7 +320,7 @@ impl CipherSpec {
                     CipherMode::Xts => "32, 48 or 64 bytes (two aes keys)",
                     _ => "16, 24 or 32 bytes",
                 },
-            })
+            }))
         }
     }
 }

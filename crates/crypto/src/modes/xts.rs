@@ -3,6 +3,7 @@
 use super::{split, AesKey, Direction};
 use crate::aes::{xts_mul_alpha, Block, BLOCK};
 use crate::buf::InOut;
+use crate::error::{InputError, KeyError};
 use crate::{Backend, Error};
 use subtle::ConstantTimeEq;
 
@@ -41,15 +42,15 @@ impl Xts {
 
     fn build(key: &[u8], backend: Option<Backend>, allow_equal: bool) -> Result<Xts, Error> {
         if !matches!(key.len(), 32 | 48 | 64) {
-            return Err(Error::KeyLength {
+            return Err(Error::Key(KeyError::Length {
                 what: "aes-xts",
                 got: key.len(),
                 expected: "32, 48 or 64 bytes (two aes keys)",
-            });
+            }));
         }
         let (a, b) = key.split_at(key.len() / 2);
         if !allow_equal && bool::from(a.ct_eq(b)) {
-            return Err(Error::XtsEqualKeys);
+            return Err(Error::Key(KeyError::XtsEqualHalves));
         }
         Ok(Xts {
             k1: AesKey::new(a, backend)?,
@@ -59,16 +60,16 @@ impl Xts {
 
     fn run(&self, tweak: &[u8; 16], data: InOut<'_>, dir: Direction) -> Result<(), Error> {
         if data.len() < BLOCK {
-            return Err(Error::Length {
+            return Err(Error::Input(InputError::Length {
                 got: data.len(),
                 why: "an xts data unit needs at least 16 bytes",
-            });
+            }));
         }
         if data.len() > MAX_UNIT {
-            return Err(Error::Length {
+            return Err(Error::Input(InputError::Length {
                 got: data.len(),
                 why: "an xts data unit holds at most 2^20 blocks (ieee 1619-2007 section 5.1)",
-            });
+            }));
         }
         let mut t: Block = *tweak;
         self.k2.k().ecb_encrypt(InOut::InPlace(&mut t));

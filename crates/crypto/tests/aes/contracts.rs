@@ -6,6 +6,8 @@
 use crate::differential::rng;
 use crate::harness::backends;
 use rand::{Rng, RngCore};
+use sectorcrypt_crypto::InputError;
+use sectorcrypt_crypto::KeyError;
 use sectorcrypt_crypto::{
     aes::{Cbc, Ctr, Ecb, Xts},
     dmcrypt::{CipherMode, CipherSpec, SectorCipher, SectorLayout},
@@ -215,10 +217,10 @@ fn refused(
 }
 
 fn partial_blocks(len: usize) -> Error {
-    Error::Length {
+    Error::Input(InputError::Length {
         got: len,
         why: "must be a multiple of 16 bytes",
-    }
+    })
 }
 
 #[test]
@@ -274,7 +276,7 @@ fn length_mismatch_is_refused_untouched() {
         ] {
             let src = vec![0x33u8; s];
             let mut dst = vec![0x55u8; d];
-            let want = Error::LengthMismatch { src: s, dst: d };
+            let want = Error::Input(InputError::LengthMismatch { src: s, dst: d });
             let at = |m: &str| format!("{m} {s} -> {d} bytes on {b}");
             refused(&at("ecb encrypt_to"), &want, &mut dst, |o| {
                 ecb.encrypt_to(&src, o)
@@ -314,10 +316,10 @@ fn xts_unit_sizes_are_checked() {
         let x = Xts::with_backend(&key, b).unwrap();
         let t = [1u8; 16];
         for len in [0usize, 1, 8, 15] {
-            let want = Error::Length {
+            let want = Error::Input(InputError::Length {
                 got: len,
                 why: "an xts data unit needs at least 16 bytes",
-            };
+            });
             let src = vec![0u8; len];
             let mut buf = vec![0x66u8; len];
             refused(&format!("xts encrypt {len} on {b}"), &want, &mut buf, |d| {
@@ -337,7 +339,7 @@ fn xts_unit_sizes_are_checked() {
         let max = 16usize << 20;
         let mut big = vec![0u8; max + 1];
         assert!(
-            matches!(x.encrypt(&t, &mut big), Err(Error::Length { got, .. }) if got == max + 1),
+            matches!(x.encrypt(&t, &mut big), Err(Error::Input(InputError::Length { got, .. })) if got == max + 1),
             "2^20 blocks + 1 byte on {b}"
         );
         assert!(big.iter().all(|&v| v == 0), "written on error on {b}");
@@ -356,8 +358,7 @@ fn wrong_key_lengths_are_refused() {
     for b in backends() {
         for len in [0usize, 1, 8, 15, 17, 20, 23, 25, 31, 33, 48, 64] {
             let key = vec![0xa5u8; len];
-            let is_len =
-                |r: Result<(), Error>| matches!(r, Err(Error::KeyLength { got, .. }) if got == len);
+            let is_len = |r: Result<(), Error>| matches!(r, Err(Error::Key(KeyError::Length { got, .. })) if got == len);
             assert!(
                 is_len(Ecb::with_backend(&key, b).map(drop)),
                 "ecb {len} on {b}"
@@ -374,7 +375,7 @@ fn wrong_key_lengths_are_refused() {
         for len in [0usize, 16, 24, 31, 33, 40, 47, 49, 63, 65, 96, 128] {
             let key: Vec<u8> = (0..len as u32).map(|i| i as u8).collect();
             assert!(
-                matches!(Xts::with_backend(&key, b), Err(Error::KeyLength { got, .. }) if got == len),
+                matches!(Xts::with_backend(&key, b), Err(Error::Key(KeyError::Length { got, .. })) if got == len),
                 "xts {len} on {b}"
             );
         }
@@ -383,7 +384,7 @@ fn wrong_key_lengths_are_refused() {
             let key = [half.clone(), half].concat();
             assert_eq!(
                 Xts::with_backend(&key, b).unwrap_err(),
-                Error::XtsEqualKeys,
+                Error::Key(KeyError::XtsEqualHalves),
                 "xts {len} equal halves on {b}"
             );
             let mut other = key.clone();

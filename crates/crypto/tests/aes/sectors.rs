@@ -6,6 +6,8 @@ use crate::differential::{openssl, rng};
 use crate::harness::backends;
 use openssl::symm::{Cipher, Mode};
 use rand::{Rng, RngCore};
+use sectorcrypt_crypto::InputError;
+use sectorcrypt_crypto::KeyError;
 use sectorcrypt_crypto::{
     dmcrypt::{CipherSpec, SectorCipher, SectorLayout},
     Error,
@@ -165,19 +167,22 @@ fn long_runs_match_openssl_per_sector() {
 fn sector_layout_and_lengths_are_checked() {
     for bad in [0usize, 8, 100, 65552, 1 << 20] {
         assert!(
-            matches!(SectorLayout::new(bad, true), Err(Error::SectorSize(_))),
+            matches!(
+                SectorLayout::new(bad, true),
+                Err(Error::Input(InputError::SectorSize(_)))
+            ),
             "{bad}"
         );
     }
     assert!(matches!(
         SectorLayout::new(4112, false),
-        Err(Error::SectorSizeNeedsLargeIv(4112))
+        Err(Error::Input(InputError::SectorSizeNeedsLargeIv(4112)))
     ));
     assert_eq!(SectorLayout::new(4096, false).unwrap().iv_step(), 8);
     assert_eq!(SectorLayout::new(4096, true).unwrap().iv_step(), 1);
     assert!(matches!(
         "aes-xts-essiv:sha256".parse::<CipherSpec>(),
-        Err(Error::UnknownCipher(_))
+        Err(Error::UnknownName { what: "cipher", .. })
     ));
     for b in backends() {
         let c = SectorCipher::with_backend(
@@ -188,7 +193,10 @@ fn sector_layout_and_lengths_are_checked() {
         )
         .unwrap();
         let mut buf = vec![1u8; 700];
-        assert!(matches!(c.encrypt(0, &mut buf), Err(Error::Length { .. })));
+        assert!(matches!(
+            c.encrypt(0, &mut buf),
+            Err(Error::Input(InputError::Length { .. }))
+        ));
         assert!(buf.iter().all(|&v| v == 1));
         assert!(matches!(
             SectorCipher::with_backend(
@@ -197,7 +205,7 @@ fn sector_layout_and_lengths_are_checked() {
                 SectorLayout::new(512, false).unwrap(),
                 b
             ),
-            Err(Error::XtsEqualKeys)
+            Err(Error::Key(KeyError::XtsEqualHalves))
         ));
         assert!(matches!(
             SectorCipher::with_backend(
@@ -206,7 +214,7 @@ fn sector_layout_and_lengths_are_checked() {
                 SectorLayout::new(512, false).unwrap(),
                 b
             ),
-            Err(Error::KeyLength { .. })
+            Err(Error::Key(KeyError::Length { .. }))
         ));
     }
 }

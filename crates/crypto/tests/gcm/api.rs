@@ -2,6 +2,8 @@
 
 use crate::{backends, random_bytes, rng};
 use rand::Rng;
+use sectorcrypt_crypto::InputError;
+use sectorcrypt_crypto::KeyError;
 use sectorcrypt_crypto::{aes::Gcm, Backend, Error};
 
 /// Random cut points of `0..n` (sorted, may repeat, which gives empty pieces).
@@ -143,16 +145,16 @@ fn argument_checks() {
     // Key sizes.
     assert!(matches!(
         Gcm::with_backend(&[0; 20], Backend::Soft),
-        Err(Error::KeyLength { .. })
+        Err(Error::Key(KeyError::Length { .. }))
     ));
     // IV length 0.
     assert!(matches!(
         gcm.seal(&[], b"", &mut buf),
-        Err(Error::IvLengthRange { got: 0, .. })
+        Err(Error::Input(InputError::IvLength { got: 0, .. }))
     ));
     assert!(matches!(
         gcm.encryptor(&[], b""),
-        Err(Error::IvLengthRange { .. })
+        Err(Error::Input(InputError::IvLength { .. }))
     ));
     // Tag lengths: 12..=16 on the normal API, 4 and 8 only on the short-tag API.
     let tag = gcm.seal(&iv, b"", &mut buf).unwrap();
@@ -161,14 +163,17 @@ fn argument_checks() {
         t.resize(bad, 0);
         let mut b = buf;
         assert!(
-            matches!(gcm.open(&iv, b"", &mut b, &t), Err(Error::TagLength { .. })),
+            matches!(
+                gcm.open(&iv, b"", &mut b, &t),
+                Err(Error::Input(InputError::TagLength { .. }))
+            ),
             "{bad}"
         );
         assert_eq!(b, buf, "a tag length error must not touch the buffer");
         let mut dst = [0u8; 40];
         assert!(matches!(
             gcm.open_to(&iv, b"", &buf, &mut dst, &t),
-            Err(Error::TagLength { .. })
+            Err(Error::Input(InputError::TagLength { .. }))
         ));
     }
     for bad in [0usize, 2, 12, 16] {
@@ -176,12 +181,12 @@ fn argument_checks() {
         let mut b = [0u8; 8];
         assert!(matches!(
             gcm.seal_short_tag(&iv, b"", &mut b, &mut t),
-            Err(Error::TagLength { .. })
+            Err(Error::Input(InputError::TagLength { .. }))
         ));
         assert_eq!(b, [0u8; 8], "a tag length error must not encrypt");
         assert!(matches!(
             gcm.open_short_tag(&iv, b"", &mut b, &t),
-            Err(Error::TagLength { .. })
+            Err(Error::Input(InputError::TagLength { .. }))
         ));
     }
     // Short tags round-trip, are prefixes of the full tag, and only the short API takes them.
@@ -201,7 +206,10 @@ fn argument_checks() {
         let mut c = ct;
         dec.update_in_place(&mut c).unwrap();
         assert!(
-            matches!(dec.finish(&t), Err(Error::TagLength { .. })),
+            matches!(
+                dec.finish(&t),
+                Err(Error::Input(InputError::TagLength { .. }))
+            ),
             "short tag on finish"
         );
         let mut dec = gcm.decryptor(&iv, b"x").unwrap();
@@ -221,12 +229,12 @@ fn argument_checks() {
     let mut small = [0u8; 39];
     assert!(matches!(
         gcm.seal_to(&iv, b"", &buf, &mut small),
-        Err(Error::LengthMismatch { .. })
+        Err(Error::Input(InputError::LengthMismatch { .. }))
     ));
     let mut enc = gcm.encryptor(&iv, b"").unwrap();
     assert!(matches!(
         enc.update(&buf, &mut small),
-        Err(Error::LengthMismatch { .. })
+        Err(Error::Input(InputError::LengthMismatch { .. }))
     ));
     // Debug shows the backend and never key material.
     let dbg = format!("{gcm:?}");

@@ -6,6 +6,7 @@
 
 use crate::harness::{backends, bytes};
 use sectorcrypt_crypto::gost89::Sbox;
+use sectorcrypt_crypto::InputError;
 use sectorcrypt_crypto::{gost89, magma, Error, GostBackend};
 
 fn lengths() -> Vec<usize> {
@@ -263,7 +264,7 @@ fn sectors_equal_one_call_per_sector() {
             let mut odd = vec![0u8; 20];
             assert!(matches!(
                 cbc.encrypt_sectors(&[[0; 8]; 2], &mut odd),
-                Err(Error::Length { .. })
+                Err(Error::Input(InputError::Length { .. }))
             ));
         }
     }

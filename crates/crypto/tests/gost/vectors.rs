@@ -4,6 +4,8 @@
 
 use crate::harness::{backends, bytes, unhex, vectors};
 use sectorcrypt_crypto::gost89::Sbox;
+use sectorcrypt_crypto::InputError;
+use sectorcrypt_crypto::KeyError;
 use sectorcrypt_crypto::{gost89, magma, Error, GostBackend};
 use serde_json::Value;
 
@@ -440,40 +442,40 @@ fn contracts() {
     let key = [1u8; 32];
     assert!(matches!(
         gost89::Ecb::new(&key[..31], Sbox::CryptoProA, false),
-        Err(Error::KeyLength { got: 31, .. })
+        Err(Error::Key(KeyError::Length { got: 31, .. }))
     ));
     let e = gost89::Ecb::with_backend(&key, Sbox::CryptoProA, false, GostBackend::Soft).unwrap();
     let mut buf = vec![9u8; 12];
     assert!(matches!(
         e.encrypt(&mut buf),
-        Err(Error::Length { got: 12, .. })
+        Err(Error::Input(InputError::Length { got: 12, .. }))
     ));
     assert_eq!(buf, vec![9u8; 12]);
     let mut dst = vec![0u8; 8];
     assert!(matches!(
         e.encrypt_to(&[0; 16], &mut dst),
-        Err(Error::LengthMismatch { .. })
+        Err(Error::Input(InputError::LengthMismatch { .. }))
     ));
     let cbc = magma::Cbc::with_backend(&key, GostBackend::Soft).unwrap();
     let mut b = vec![0u8; 16];
     assert!(matches!(
         cbc.encrypt(&[0; 12], &mut b),
-        Err(Error::IvLengthRange { got: 12, .. })
+        Err(Error::Input(InputError::IvLength { got: 12, .. }))
     ));
     let mgm = magma::Mgm::with_backend(&key, GostBackend::Soft).unwrap();
     let mut tag = [0u8; 8];
     assert!(matches!(
         mgm.seal(&[0x80, 0, 0, 0, 0, 0, 0, 0], &[], &mut b, &mut tag),
-        Err(Error::InvalidNonce(_))
+        Err(Error::Input(InputError::Nonce(_)))
     ));
     let mut short = [0u8; 3];
     assert!(matches!(
         mgm.seal(&[0; 8], &[], &mut b, &mut short),
-        Err(Error::TagLength { .. })
+        Err(Error::Input(InputError::TagLength { .. }))
     ));
     assert!(matches!(
         magma::CtrAcpkm::new(&key, 12),
-        Err(Error::Length { .. })
+        Err(Error::Input(InputError::Length { .. }))
     ));
     let dbg = format!("{e:?}");
     assert!(
