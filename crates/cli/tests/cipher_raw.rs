@@ -12,9 +12,31 @@ mod support;
 
 use cipher::refused;
 use openssl::symm::Mode;
-use reference::evp;
 use sectorcrypt_testkit::{hex, pattern};
 use support::{ok_bytes, sc_on};
+
+/// Encrypts `data` with the raw mode `name` (`aes-MODE`) on `backend`, compares the
+/// result with OpenSSL's, and decrypts it back; `iv` is `None` for ECB.
+fn matches_openssl(backend: &str, name: &str, key: &[u8], iv: Option<&[u8]>, data: &[u8]) {
+    let mode = name.strip_prefix("aes-").expect("an aes mode");
+    let (k, v) = (hex(key), iv.map(hex));
+    let mut args = vec!["cipher", "encrypt", "--cipher", name, "--key", &k];
+    if let Some(v) = &v {
+        args.extend(["--iv", v]);
+    }
+    let enc = ok_bytes(sc_on(&args, data, Some(backend)));
+    let cipher = reference::aes(mode, key.len());
+    let want = reference::evp(cipher, Mode::Encrypt, key, iv, data);
+    assert_eq!(enc, want, "{name} {} bytes on {backend}", data.len());
+    args[1] = "decrypt";
+    let back = ok_bytes(sc_on(&args, &enc, Some(backend)));
+    assert_eq!(
+        back,
+        data,
+        "{name} decrypt of {} bytes on {backend}",
+        data.len()
+    );
+}
 
 #[test]
 fn raw_modes_match_openssl_under_every_backend() {
@@ -32,32 +54,9 @@ fn raw_modes_match_openssl_under_every_backend() {
         .enumerate()
         {
             let seed = 10 * i as u64;
-            let mode = name.strip_prefix("aes-").expect("an aes mode");
-            let (key, iv, data) = (
-                pattern(key_len, seed),
-                pattern(16, seed + 1),
-                pattern(len, seed + 2),
-            );
-            let (k, v) = (hex(&key), hex(&iv));
-            let mut args = vec!["cipher", "encrypt", "--cipher", name, "--key", &k];
-            let iv = if mode == "ecb" {
-                None
-            } else {
-                args.extend(["--iv", &v]);
-                Some(&iv[..])
-            };
-            let enc = ok_bytes(sc_on(&args, &data, Some(b)));
-            let want = evp(
-                reference::aes(mode, key_len),
-                Mode::Encrypt,
-                &key,
-                iv,
-                &data,
-            );
-            assert_eq!(enc, want, "{name} {len} bytes on {b}");
-            args[1] = "decrypt";
-            let back = ok_bytes(sc_on(&args, &enc, Some(b)));
-            assert_eq!(back, data, "{name} decrypt on {b}");
+            let iv = (name != "aes-ecb").then(|| pattern(16, seed + 1));
+            let data = pattern(len, seed + 2);
+            matches_openssl(b, name, &pattern(key_len, seed), iv.as_deref(), &data);
         }
     }
 }
@@ -68,20 +67,8 @@ fn raw_modes_match_openssl_under_every_backend() {
 fn aes_ecb_takes_whole_blocks_without_a_sector_option() {
     for b in backends::aes() {
         for (len, key_len) in [(16, 16), (32, 24), (48, 32), (4112, 16)] {
-            let (key, data) = (pattern(key_len, len as u64), pattern(len, 1));
-            let k = hex(&key);
-            let mut args = vec!["cipher", "encrypt", "--cipher", "aes-ecb", "--key", &k];
-            let enc = ok_bytes(sc_on(&args, &data, Some(b)));
-            let want = evp(
-                reference::aes("ecb", key_len),
-                Mode::Encrypt,
-                &key,
-                None,
-                &data,
-            );
-            assert_eq!(enc, want, "aes-ecb {len} bytes on {b}");
-            args[1] = "decrypt";
-            assert_eq!(ok_bytes(sc_on(&args, &enc, Some(b))), data, "{len} on {b}");
+            let key = pattern(key_len, len as u64);
+            matches_openssl(b, "aes-ecb", &key, None, &pattern(len, 1));
         }
     }
     let k = hex(&pattern(32, 2));

@@ -82,6 +82,19 @@ macro_rules! crypt {
     };
 }
 
+/// The command line's values, each checked against the cipher's row.
+struct Checked {
+    key: Zeroizing<Vec<u8>>,
+    /// Empty for a cipher without `--iv`.
+    iv: Vec<u8>,
+    aad: Vec<u8>,
+    /// 0 for a cipher without `--tag-len`.
+    tag_len: usize,
+    /// The gost89 ciphers' `--sbox`; Magma's set for the others.
+    sbox: Sbox,
+    key_meshing: bool,
+}
+
 impl Job {
     /// Checks the arguments against the cipher's row of the table, in this order: the
     /// cipher and the direction, the options it does not take, the S-box, the key, the IV,
@@ -89,50 +102,51 @@ impl Job {
     /// crate knows: equal XTS halves, the sector size, the backend).
     pub fn parse(a: &CipherArgs) -> Result<Job, Failure> {
         let c = cipher(a)?;
-        if let Some(f) = Flag::ALL.into_iter().find(|&f| given(a, f) && !c.takes(f)) {
-            let why = match (f, c.iv) {
-                (Flag::Iv, Iv::FromSector) => "; it computes its IVs from --sector",
-                (Flag::Iv, Iv::None) => "; it has no IV",
-                _ => "",
-            };
-            return Err(Failure::usage(format!(
-                "{} goes with {}, not {}{why}",
-                f.name(),
-                table::names(|d| d.takes(f)),
-                c.name
-            )));
-        }
+        refuse_options_not_taken(a, c)?;
         let sbox = if c.sbox { sbox(a, c)? } else { Sbox::Tc26Z };
-        let mesh = a.key_meshing;
-        let key = read_key(a)?;
-        if !c.key.contains(key.len()) {
-            return Err(Failure::usage(format!(
-                "invalid key length {} bytes for {} (expected {})",
-                key.len(),
-                c.name,
-                c.key
-            )));
+        let checked = Checked {
+            sbox,
+            key_meshing: a.key_meshing,
+            key: key(a, c)?,
+            iv: iv(a, c)?,
+            aad: match &a.aad {
+                Some(h) => decode_hex(h, "--aad")?,
+                None => vec![],
+            },
+            tag_len: tag_len(a, c)?,
+        };
+        Ok(Job {
+            encrypt: a.direction == Direction::Encrypt,
+            work: Work::build(a, c, checked)?,
+        })
+    }
+
+    /// The output for the whole input `data`: the transformed data, ciphertext || tag when
+    /// sealing, the plaintext only when the tag verifies, or a MAC as a line of hex.
+    pub fn run(self, mut data: Vec<u8>) -> Result<Vec<u8>, Failure> {
+        let enc = self.encrypt;
+        match &self.work {
+            Work::Sectors { cipher, first } => crypt!(enc, cipher, *first, &mut data)?,
+            Work::Aes(mode) => mode.apply(enc, &mut data)?,
+            Work::Gost(mode) => mode.apply(enc, &mut data)?,
+            Work::Aead { aead, aad, tag_len } if enc => aead.seal(aad, &mut data, *tag_len)?,
+            Work::Aead { aead, aad, tag_len } => return aead.open(aad, data, *tag_len),
+            Work::Mac { mac, tag_len } => return mac.line(&data, *tag_len),
         }
-        let iv = iv(a, c)?;
-        let aad = match &a.aad {
-            Some(h) => decode_hex(h, "--aad")?,
-            None => vec![],
+        Ok(data)
+    }
+}
+
+impl Work {
+    /// The cipher of row `c` with its key expanded.
+    fn build(a: &CipherArgs, c: &Cipher, v: Checked) -> Result<Work, Failure> {
+        let (key, iv, sbox, mesh) = (v.key.as_slice(), v.iv, v.sbox, v.key_meshing);
+        let aead = |aead| Work::Aead {
+            aead,
+            aad: v.aad,
+            tag_len: v.tag_len,
         };
-        let tag_len = match c.tag {
-            Some(t) => {
-                let n = a.tag_len.unwrap_or(t.default);
-                if !t.lengths.contains(n) {
-                    return Err(Failure::usage(format!(
-                        "--tag-len {n}: {} tags are {}",
-                        c.name, t.lengths
-                    )));
-                }
-                n
-            }
-            None => 0,
-        };
-        let key = key.as_slice();
-        let work = match c.kind {
+        Ok(match c.kind {
             Kind::Ecb if !Flag::SECTOR.into_iter().any(|f| given(a, f)) => {
                 Work::Aes(Aes::Ecb(Ecb::new(key)?))
             }
@@ -149,16 +163,8 @@ impl Job {
                 AesMode::Ctr => Aes::Ctr(Ctr::new(key)?, array(c, &iv)?),
                 AesMode::Xts => Aes::Xts(Xts::new(key)?, array(c, &iv)?),
             }),
-            Kind::Gcm => Work::Aead {
-                aead: Aead::Gcm(Gcm::new(key)?, iv),
-                aad,
-                tag_len,
-            },
-            Kind::Mgm => Work::Aead {
-                aead: Aead::Mgm(magma::Mgm::new(key)?, array(c, &iv)?),
-                aad,
-                tag_len,
-            },
+            Kind::Gcm => aead(Aead::Gcm(Gcm::new(key)?, iv)),
+            Kind::Mgm => aead(Aead::Mgm(magma::Mgm::new(key)?, array(c, &iv)?)),
             Kind::Gost89(mode) => Work::Gost(match mode {
                 Gost89Mode::Ecb => Gost::Gost89Ecb(gost89::Ecb::new(key, sbox, mesh)?),
                 Gost89Mode::Cnt => {
@@ -183,32 +189,13 @@ impl Job {
             }),
             Kind::Gost89Mac => Work::Mac {
                 mac: Mac::Gost89(gost89::Mac::new(key, sbox, mesh)?),
-                tag_len,
+                tag_len: v.tag_len,
             },
             Kind::MagmaMac => Work::Mac {
                 mac: Mac::Magma(magma::Mac::new(key)?),
-                tag_len,
+                tag_len: v.tag_len,
             },
-        };
-        Ok(Job {
-            encrypt: a.direction == Direction::Encrypt,
-            work,
         })
-    }
-
-    /// The output for the whole input `data`: the transformed data, ciphertext || tag when
-    /// sealing, the plaintext only when the tag verifies, or a MAC as a line of hex.
-    pub fn run(self, mut data: Vec<u8>) -> Result<Vec<u8>, Failure> {
-        let enc = self.encrypt;
-        match &self.work {
-            Work::Sectors { cipher, first } => crypt!(enc, cipher, *first, &mut data)?,
-            Work::Aes(mode) => mode.apply(enc, &mut data)?,
-            Work::Gost(mode) => mode.apply(enc, &mut data)?,
-            Work::Aead { aead, aad, tag_len } if enc => aead.seal(aad, &mut data, *tag_len)?,
-            Work::Aead { aead, aad, tag_len } => return aead.open(aad, data, *tag_len),
-            Work::Mac { mac, tag_len } => return mac.line(&data, *tag_len),
-        }
-        Ok(data)
     }
 }
 
@@ -234,6 +221,25 @@ fn cipher(a: &CipherArgs) -> Result<&'static Cipher, Failure> {
             table::names(|c| !c.is_mac())
         ))),
     }
+}
+
+/// Refuses the first option given that the cipher does not take, naming the ciphers that
+/// do.
+fn refuse_options_not_taken(a: &CipherArgs, c: &Cipher) -> Result<(), Failure> {
+    let Some(f) = Flag::ALL.into_iter().find(|&f| given(a, f) && !c.takes(f)) else {
+        return Ok(());
+    };
+    let why = match (f, c.iv) {
+        (Flag::Iv, Iv::FromSector) => "; it computes its IVs from --sector",
+        (Flag::Iv, Iv::None) => "; it has no IV",
+        _ => "",
+    };
+    Err(Failure::usage(format!(
+        "{} goes with {}, not {}{why}",
+        f.name(),
+        table::names(|d| d.takes(f)),
+        c.name
+    )))
 }
 
 /// Whether the command line gives `flag`.
@@ -266,6 +272,35 @@ fn sbox(a: &CipherArgs, c: &Cipher) -> Result<Sbox, Failure> {
             names.join(", ")
         ))
     })
+}
+
+/// The key, of one of the row's lengths.
+fn key(a: &CipherArgs, c: &Cipher) -> Result<Zeroizing<Vec<u8>>, Failure> {
+    let key = read_key(a)?;
+    if !c.key.contains(key.len()) {
+        return Err(Failure::usage(format!(
+            "invalid key length {} bytes for {} (expected {})",
+            key.len(),
+            c.name,
+            c.key
+        )));
+    }
+    Ok(key)
+}
+
+/// `--tag-len` or the row's default; 0 for a cipher without a tag.
+fn tag_len(a: &CipherArgs, c: &Cipher) -> Result<usize, Failure> {
+    let Some(t) = c.tag else {
+        return Ok(0);
+    };
+    let n = a.tag_len.unwrap_or(t.default);
+    if !t.lengths.contains(n) {
+        return Err(Failure::usage(format!(
+            "--tag-len {n}: {} tags are {}",
+            c.name, t.lengths
+        )));
+    }
+    Ok(n)
 }
 
 /// `--iv` decoded and checked against the row; empty for a cipher that takes none.

@@ -182,17 +182,11 @@ pub struct Cipher {
 }
 
 impl Cipher {
-    const fn new(
-        name: &'static str,
-        kind: Kind,
-        key: Lengths,
-        iv: Iv,
-        about: &'static str,
-    ) -> Self {
+    const fn new(name: &'static str, kind: Kind, key: Lengths, iv: Iv) -> Self {
         Cipher {
             name,
             kind,
-            about,
+            about: "",
             key,
             iv,
             tag: None,
@@ -200,6 +194,11 @@ impl Cipher {
             sbox: false,
             sectors: false,
         }
+    }
+
+    const fn about(mut self, about: &'static str) -> Self {
+        self.about = about;
+        self
     }
 
     const fn sectors(mut self) -> Self {
@@ -253,185 +252,59 @@ const MAGMA_CHAINS_IV: Iv = Iv::Hex(Lengths::MultipleOf(8));
 const MAC_TAG: Lengths = Lengths::Range(1, 8);
 
 /// Every cipher of `sectorcrypt cipher`, in the order the help lists them.
+#[rustfmt::skip]
 pub const CIPHERS: &[Cipher] = &[
-    Cipher::new(
-        "aes-xts-plain64",
-        Kind::Sectors,
-        XTS_KEY,
-        Iv::FromSector,
-        "dm-crypt XTS",
-    )
-    .sectors(),
-    Cipher::new(
-        "aes-xts-plain",
-        Kind::Sectors,
-        XTS_KEY,
-        Iv::FromSector,
-        "dm-crypt XTS, 32-bit sector numbers (they wrap)",
-    )
-    .sectors(),
-    Cipher::new(
-        "aes-cbc-plain64",
-        Kind::Sectors,
-        AES_KEY,
-        Iv::FromSector,
-        "dm-crypt CBC",
-    )
-    .sectors(),
-    Cipher::new(
-        "aes-cbc-plain",
-        Kind::Sectors,
-        AES_KEY,
-        Iv::FromSector,
-        "dm-crypt CBC, 32-bit sector numbers (they wrap)",
-    )
-    .sectors(),
-    Cipher::new(
-        "aes-cbc-essiv:sha256",
-        Kind::Sectors,
-        AES_KEY,
-        Iv::FromSector,
-        "dm-crypt CBC, IVs encrypted under SHA-256(key)",
-    )
-    .sectors(),
-    Cipher::new(
-        "aes-ecb",
-        Kind::Ecb,
-        AES_KEY,
-        Iv::None,
-        "whole 16-byte blocks; with a sector option, whole dm-crypt sectors",
-    )
-    .sectors(),
-    Cipher::new(
-        "aes-cbc",
-        Kind::Aes(AesMode::Cbc),
-        AES_KEY,
-        AES_IV,
-        "one CBC chain, whole blocks",
-    ),
-    Cipher::new(
-        "aes-ctr",
-        Kind::Aes(AesMode::Ctr),
-        AES_KEY,
-        AES_IV,
-        "CTR, any length",
-    ),
-    Cipher::new(
-        "aes-xts",
-        Kind::Aes(AesMode::Xts),
-        XTS_KEY,
-        AES_IV,
-        "one XTS data unit of 16 bytes or more (ciphertext stealing); the IV is the tweak",
-    ),
-    Cipher::new(
-        "aes-gcm",
-        Kind::Gcm,
-        AES_KEY,
-        Iv::Hex(Lengths::AtLeast(1)),
-        "ciphertext then tag; the IV is 12 bytes as a rule",
-    )
-    .tag(Lengths::Of(&[16, 15, 14, 13, 12, 8, 4]), 16)
-    .aad(),
-    Cipher::new(
-        "gost89-ecb",
-        Kind::Gost89(Gost89Mode::Ecb),
-        GOST_KEY,
-        Iv::None,
-        "GOST 28147-89, whole 8-byte blocks",
-    )
-    .sbox(),
-    Cipher::new(
-        "gost89-cnt",
-        Kind::Gost89(Gost89Mode::Cnt),
-        GOST_KEY,
-        GOST_IV,
-        "GOST 28147-89 counter (gamming), any length",
-    )
-    .sbox(),
-    Cipher::new(
-        "gost89-cfb",
-        Kind::Gost89(Gost89Mode::Cfb),
-        GOST_KEY,
-        GOST_IV,
-        "GOST 28147-89 CFB, any length",
-    )
-    .sbox(),
-    Cipher::new(
-        "gost89-cbc",
-        Kind::Gost89(Gost89Mode::Cbc),
-        GOST_KEY,
-        GOST_IV,
-        "GOST 28147-89 CBC, whole 8-byte blocks",
-    )
-    .sbox(),
-    Cipher::new(
-        "gost89-mac",
-        Kind::Gost89Mac,
-        GOST_KEY,
-        Iv::None,
-        "GOST 28147-89 MAC (imitovstavka), with `cipher mac`",
-    )
-    .tag(MAC_TAG, 4)
-    .sbox(),
-    Cipher::new(
-        "magma-ecb",
-        Kind::Magma(MagmaMode::Ecb),
-        GOST_KEY,
-        Iv::None,
-        "Magma, whole 8-byte blocks",
-    ),
-    Cipher::new(
-        "magma-ctr",
-        Kind::Magma(MagmaMode::Ctr),
-        GOST_KEY,
-        MAGMA_CTR_IV,
-        "Magma CTR, any length",
-    ),
-    Cipher::new(
-        "magma-ofb",
-        Kind::Magma(MagmaMode::Ofb),
-        GOST_KEY,
-        MAGMA_CHAINS_IV,
-        "Magma OFB, any length",
-    ),
-    Cipher::new(
-        "magma-cbc",
-        Kind::Magma(MagmaMode::Cbc),
-        GOST_KEY,
-        MAGMA_CHAINS_IV,
-        "Magma CBC, whole 8-byte blocks",
-    ),
-    Cipher::new(
-        "magma-cfb",
-        Kind::Magma(MagmaMode::Cfb),
-        GOST_KEY,
-        MAGMA_CHAINS_IV,
-        "Magma CFB, any length",
-    ),
-    Cipher::new(
-        "magma-ctr-acpkm",
-        Kind::Magma(MagmaMode::CtrAcpkm),
-        GOST_KEY,
-        MAGMA_CTR_IV,
-        "Magma CTR with a new key every 1 KiB (RFC 8645)",
-    ),
-    Cipher::new(
-        "magma-mgm",
-        Kind::Mgm,
-        GOST_KEY,
-        GOST_IV,
-        "ciphertext then tag (RFC 9058); the IV is the nonce, its top bit 0",
-    )
-    .tag(Lengths::Range(4, 8), 8)
-    .aad(),
-    Cipher::new(
-        "magma-mac",
-        Kind::MagmaMac,
-        GOST_KEY,
-        Iv::None,
-        "Magma MAC (CMAC), with `cipher mac`",
-    )
-    .tag(MAC_TAG, 8),
+    // dm-crypt cipher strings (`CipherSpec::ALL`).
+    Cipher::new("aes-xts-plain64", Kind::Sectors, XTS_KEY, Iv::FromSector).sectors()
+        .about("dm-crypt XTS"),
+    Cipher::new("aes-xts-plain", Kind::Sectors, XTS_KEY, Iv::FromSector).sectors()
+        .about("dm-crypt XTS, 32-bit sector numbers (they wrap)"),
+    Cipher::new("aes-cbc-plain64", Kind::Sectors, AES_KEY, Iv::FromSector).sectors()
+        .about("dm-crypt CBC"),
+    Cipher::new("aes-cbc-plain", Kind::Sectors, AES_KEY, Iv::FromSector).sectors()
+        .about("dm-crypt CBC, 32-bit sector numbers (they wrap)"),
+    Cipher::new("aes-cbc-essiv:sha256", Kind::Sectors, AES_KEY, Iv::FromSector).sectors()
+        .about("dm-crypt CBC, IVs encrypted under SHA-256(key)"),
+    Cipher::new("aes-ecb", Kind::Ecb, AES_KEY, Iv::None).sectors()
+        .about("whole 16-byte blocks; with a sector option, whole dm-crypt sectors"),
+    // Raw AES: the whole input is one message.
+    Cipher::new("aes-cbc", Kind::Aes(AesMode::Cbc), AES_KEY, AES_IV)
+        .about("one CBC chain, whole blocks"),
+    Cipher::new("aes-ctr", Kind::Aes(AesMode::Ctr), AES_KEY, AES_IV)
+        .about("CTR, any length"),
+    Cipher::new("aes-xts", Kind::Aes(AesMode::Xts), XTS_KEY, AES_IV)
+        .about("one XTS data unit of 16 bytes or more (ciphertext stealing); the IV is the tweak"),
+    Cipher::new("aes-gcm", Kind::Gcm, AES_KEY, Iv::Hex(Lengths::AtLeast(1)))
+        .tag(Lengths::Of(&[16, 15, 14, 13, 12, 8, 4]), 16).aad()
+        .about("ciphertext then tag; the IV is 12 bytes as a rule"),
+    // GOST 28147-89, little-endian, with an S-box set.
+    Cipher::new("gost89-ecb", Kind::Gost89(Gost89Mode::Ecb), GOST_KEY, Iv::None).sbox()
+        .about("GOST 28147-89, whole 8-byte blocks"),
+    Cipher::new("gost89-cnt", Kind::Gost89(Gost89Mode::Cnt), GOST_KEY, GOST_IV).sbox()
+        .about("GOST 28147-89 counter (gamming), any length"),
+    Cipher::new("gost89-cfb", Kind::Gost89(Gost89Mode::Cfb), GOST_KEY, GOST_IV).sbox()
+        .about("GOST 28147-89 CFB, any length"),
+    Cipher::new("gost89-cbc", Kind::Gost89(Gost89Mode::Cbc), GOST_KEY, GOST_IV).sbox()
+        .about("GOST 28147-89 CBC, whole 8-byte blocks"),
+    Cipher::new("gost89-mac", Kind::Gost89Mac, GOST_KEY, Iv::None).sbox().tag(MAC_TAG, 4)
+        .about("GOST 28147-89 MAC (imitovstavka), with `cipher mac`"),
+    // Magma, big-endian.
+    Cipher::new("magma-ecb", Kind::Magma(MagmaMode::Ecb), GOST_KEY, Iv::None)
+        .about("Magma, whole 8-byte blocks"),
+    Cipher::new("magma-ctr", Kind::Magma(MagmaMode::Ctr), GOST_KEY, MAGMA_CTR_IV)
+        .about("Magma CTR, any length"),
+    Cipher::new("magma-ofb", Kind::Magma(MagmaMode::Ofb), GOST_KEY, MAGMA_CHAINS_IV)
+        .about("Magma OFB, any length"),
+    Cipher::new("magma-cbc", Kind::Magma(MagmaMode::Cbc), GOST_KEY, MAGMA_CHAINS_IV)
+        .about("Magma CBC, whole 8-byte blocks"),
+    Cipher::new("magma-cfb", Kind::Magma(MagmaMode::Cfb), GOST_KEY, MAGMA_CHAINS_IV)
+        .about("Magma CFB, any length"),
+    Cipher::new("magma-ctr-acpkm", Kind::Magma(MagmaMode::CtrAcpkm), GOST_KEY, MAGMA_CTR_IV)
+        .about("Magma CTR with a new key every 1 KiB (RFC 8645)"),
+    Cipher::new("magma-mgm", Kind::Mgm, GOST_KEY, GOST_IV).tag(Lengths::Range(4, 8), 8).aad()
+        .about("ciphertext then tag (RFC 9058); the IV is the nonce, its top bit 0"),
+    Cipher::new("magma-mac", Kind::MagmaMac, GOST_KEY, Iv::None).tag(MAC_TAG, 8)
+        .about("Magma MAC (CMAC), with `cipher mac`"),
 ];
 
 /// The row named `name`.

@@ -33,20 +33,28 @@ pub fn status(report: &str, prefix: &str, name: &str) -> Result<(), String> {
 
 /// The AES backends to test (`SECTORCRYPT_BACKEND` values), soft always among them.
 pub fn aes() -> Vec<&'static str> {
-    let report = report();
-    let table = Backend::ALL
-        .iter()
-        .map(|b| (b.name(), status(&report, "backend ", b.name())))
-        .collect();
-    sectorcrypt_testkit::usable("aes", "soft", table)
+    usable("aes", "backend ", Backend::ALL.map(Backend::name))
 }
 
 /// The GOST backends to test (`SECTORCRYPT_BACKEND` values), soft always among them.
 pub fn gost() -> Vec<&'static str> {
+    usable(
+        "gost",
+        "gost backend ",
+        GostBackend::ALL.map(GostBackend::name),
+    )
+}
+
+/// Those of `names` that the report's lines `PREFIX NAME ...` say are usable.
+fn usable(
+    what: &str,
+    prefix: &str,
+    names: impl IntoIterator<Item = &'static str>,
+) -> Vec<&'static str> {
     let report = report();
-    let table = GostBackend::ALL
-        .iter()
-        .map(|b| (b.name(), status(&report, "gost backend ", b.name())))
+    let table = names
+        .into_iter()
+        .map(|name| (name, status(&report, prefix, name)))
         .collect();
-    sectorcrypt_testkit::usable("gost", "soft", table)
+    sectorcrypt_testkit::usable(what, "soft", table)
 }
