@@ -1,6 +1,8 @@
 //! The command line, as clap definitions. The flags are an interface scripts rely on.
 
+use clap::builder::{PossibleValue, StringValueParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::ffi::OsStr;
 use std::path::PathBuf;
 
 const EXIT_CODES: &str =
@@ -294,13 +296,21 @@ pub struct CipherArgs {
     pub output: Option<PathBuf>,
 }
 
+/// `bench --backend`: the crypto crate's AES backends.
+const BACKEND_NAMES: Listed = Listed(|| {
+    sectorcrypt_crypto::Backend::ALL
+        .iter()
+        .map(|b| PossibleValue::new(b.name()))
+        .collect()
+});
+
 #[derive(Debug, Args)]
 pub struct BenchArgs {
     /// Only cases whose name contains SUBSTRING.
     #[arg(long, value_name = "SUBSTRING")]
     pub filter: Option<String>,
-    /// Run sectorcrypt on this backend (soft, aesni, vaes, avx512).
-    #[arg(long, value_name = "NAME")]
+    /// Run sectorcrypt on this backend.
+    #[arg(long, value_name = "NAME", value_parser = BACKEND_NAMES)]
     pub backend: Option<String>,
     /// A short smoke run (for CI): fewer runs, smaller totals.
     #[arg(long)]
@@ -431,4 +441,27 @@ pub struct UmountArgs {
     /// Where the volume is mounted.
     #[arg(value_name = "MOUNTPOINT")]
     pub mountpoint: PathBuf,
+}
+
+/// A string option whose help lists its possible values, which the command checks itself:
+/// clap would refuse an unknown value with an error of its own on several lines, where the
+/// commands print one line `sectorcrypt: ...` and exit 2.
+#[derive(Debug, Clone, Copy)]
+pub struct Listed(pub fn() -> Vec<PossibleValue>);
+
+impl TypedValueParser for Listed {
+    type Value = String;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &OsStr,
+    ) -> Result<String, clap::Error> {
+        StringValueParser::new().parse_ref(cmd, arg, value)
+    }
+
+    fn possible_values(&self) -> Option<Box<dyn Iterator<Item = PossibleValue> + '_>> {
+        Some(Box::new(self.0().into_iter()))
+    }
 }

@@ -2,18 +2,13 @@
 //! cipher with its key lengths, IV, tag and options, `--sbox` every parameter set of the
 //! crypto crate.
 //!
-//! Both options keep any value at parse time (clap would refuse an unknown one with an
-//! error of its own, on several lines); the command refuses it with its own one-line
-//! message and exit code 2 ([`super::job`]).
+//! Both options keep any value at parse time ([`Listed`]); the command refuses an unknown
+//! one ([`super::job`]).
 
 use super::table::{Cipher, Flag, Iv, CIPHERS};
-use clap::builder::{PossibleValue, StringValueParser, TypedValueParser};
+use crate::args::Listed;
+use clap::builder::PossibleValue;
 use sectorcrypt_crypto::gost89::Sbox;
-use std::ffi::OsStr;
-
-/// A string option whose help lists possible values that the command itself checks.
-#[derive(Debug, Clone, Copy)]
-pub struct Listed(fn() -> Vec<PossibleValue>);
 
 /// `--cipher`: the rows of the table.
 pub const CIPHER_NAMES: Listed = Listed(|| {
@@ -30,23 +25,6 @@ pub const SBOX_NAMES: Listed = Listed(|| {
         .map(|s| PossibleValue::new(s.name()).help(s.oid()))
         .collect()
 });
-
-impl TypedValueParser for Listed {
-    type Value = String;
-
-    fn parse_ref(
-        &self,
-        cmd: &clap::Command,
-        arg: Option<&clap::Arg>,
-        value: &OsStr,
-    ) -> Result<String, clap::Error> {
-        StringValueParser::new().parse_ref(cmd, arg, value)
-    }
-
-    fn possible_values(&self) -> Option<Box<dyn Iterator<Item = PossibleValue> + '_>> {
-        Some(Box::new(self.0().into_iter()))
-    }
-}
 
 /// One line of the `--cipher` help, e.g. "one CBC chain, whole blocks; key 16, 24 or 32
 /// bytes; --iv 16 bytes".

@@ -3,7 +3,7 @@
 //!
 //! Everything else reads this table: [`super::job`] checks the command line against it,
 //! the error messages that list ciphers, lengths or options are built from it, and so is
-//! the `--cipher` help ([`super::help`]). No other place lists cipher names; the unit
+//! the `--cipher` help ([`super::help`]). No other code lists the ciphers; the unit
 //! tests tie the table to the crypto crate (its dm-crypt strings and what its constructors
 //! accept).
 
@@ -248,7 +248,7 @@ const GOST_IV: Iv = Iv::Hex(Lengths::Of(&[8]));
 const MAGMA_CTR_IV: Iv = Iv::Hex(Lengths::Of(&[4]));
 /// Magma OFB, CBC and CFB: z >= 1 blocks, z interleaved chains.
 const MAGMA_CHAINS_IV: Iv = Iv::Hex(Lengths::MultipleOf(8));
-/// GOST MACs: 1 to 8 bytes of the last block.
+/// GOST MACs: the first 1 to 8 bytes of the last cipher block.
 const MAC_TAG: Lengths = Lengths::Range(1, 8);
 
 /// Every cipher of `sectorcrypt cipher`, in the order the help lists them.
