@@ -334,7 +334,7 @@ fn array<const N: usize>(c: &Cipher, iv: &[u8]) -> Result<[u8; N], Failure> {
 }
 
 /// Hex with any white space in it.
-pub fn decode_hex(s: &str, what: &str) -> Result<Vec<u8>, Failure> {
+fn decode_hex(s: &str, what: &str) -> Result<Vec<u8>, Failure> {
     // Also used for keys: the copy without spaces is wiped when dropped.
     let clean: Zeroizing<String> =
         Zeroizing::new(s.chars().filter(|c| !c.is_whitespace()).collect());
