@@ -1,6 +1,8 @@
 //! The command line, as clap definitions. The flags are an interface scripts rely on.
 
+use clap::builder::{PossibleValue, StringValueParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::ffi::OsStr;
 use std::path::PathBuf;
 
 const EXIT_CODES: &str =
@@ -18,8 +20,9 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Encrypt or decrypt a stream with a dm-crypt cipher string or a raw AES mode.
-    #[command(after_long_help = CIPHER_EXAMPLES)]
+    /// Encrypt, decrypt or MAC a stream: dm-crypt cipher strings, raw AES modes, AES-GCM,
+    /// GOST 28147-89 and Magma.
+    #[command(after_long_help = crate::cmd_cipher::help::EXAMPLES)]
     Cipher(CipherArgs),
     /// Show the CPU features seen and the backend chosen for each algorithm.
     #[command(after_long_help = BACKENDS_HELP)]
@@ -220,49 +223,6 @@ pub struct EraseArgs {
     pub batch: bool,
 }
 
-const CIPHER_EXAMPLES: &str = "\
-Examples:
-  # Encrypt 8 sectors of 512 bytes the way dm-crypt does (IV = sector number):
-  sectorcrypt cipher encrypt --cipher aes-xts-plain64 --key-file volume.key \\
-      --sector 2048 --input plain.bin --output cipher.bin
-
-  # One XTS data unit with an explicit tweak (ciphertext stealing for odd lengths):
-  sectorcrypt cipher decrypt --cipher aes-xts --key 00112233...(64 hex digits) \\
-      --iv 00000000000000000000000000000000 < unit.bin
-
-  # CTR over any length:
-  printf 'hello' | sectorcrypt cipher encrypt --cipher aes-ctr --key $(cat k.hex) --iv $(cat iv.hex)
-
-Cipher strings (dm-crypt / cryptsetup): aes-xts-plain64, aes-xts-plain, aes-cbc-plain64,
-aes-cbc-plain, aes-cbc-essiv:sha256, aes-ecb. The input must be a whole number of sectors;
---sector gives the IV number of the first sector, which advances by sector-size/512 per
-sector (dm-crypt's default) or by 1 with --iv-large-sectors.
-Raw modes: aes-ecb, aes-cbc, aes-ctr, aes-xts, with --iv (16 bytes, hex): the whole input
-is one message (one XTS data unit).
-AES-GCM: --cipher aes-gcm --iv HEX (any non-empty length; 12 bytes is standard) [--aad HEX]
-[--tag-len N]. Encryption writes the ciphertext followed by the tag; decryption reads
-ciphertext||tag and writes the plaintext only if the tag verifies, otherwise it prints
-'authentication failed' and exits 1 with nothing written.
-The key length picks AES-128/192/256 (for XTS, both halves together: 32, 48 or 64 bytes).
-
-GOST 28147-89 (little-endian, as CryptoPro/gost-engine/libgcrypt) and Magma (RFC 8891,
-big-endian), 32-byte keys:
-  sectorcrypt cipher encrypt|decrypt --cipher gost89-ecb|gost89-cnt|gost89-cfb|gost89-cbc \
-      --key HEX [--iv HEX] --sbox NAME [--key-meshing]
-  sectorcrypt cipher encrypt|decrypt --cipher magma-ecb|magma-ctr|magma-ofb|magma-cbc|\
-      magma-cfb|magma-ctr-acpkm|magma-mgm --key HEX [--iv HEX]
-  sectorcrypt cipher mac --cipher gost89-mac --sbox NAME [--key-meshing] --key HEX [--tag-len N]
-  sectorcrypt cipher mac --cipher magma-mac --key HEX [--tag-len N]
---sbox is required for gost89-* (id-GostR3411-94-TestParamSet, id-GostR3411-94-CryptoProParamSet,
-id-Gost28147-89-TestParamSet, id-Gost28147-89-CryptoPro-A-ParamSet ... -D-ParamSet,
-id-tc26-gost-28147-param-Z). IVs: gost89-cnt/cfb/cbc 8 bytes; magma-ctr and magma-ctr-acpkm
-4 bytes; magma-ofb/cbc/cfb a multiple of 8 bytes (z interleaved chains); magma-mgm an 8-byte
-nonce whose top bit is 0, with --aad and --tag-len (4 to 8, default 8) as for aes-gcm.
-gost89-ecb, gost89-cbc, magma-ecb and magma-cbc take whole 8-byte blocks (no padding).
-magma-ctr-acpkm changes the key every 1024 bytes (section size N = 1 KiB, RFC 8645).
-mac prints the MAC as lowercase hex: gost89-mac 4 bytes, magma-mac 8 bytes by default,
---tag-len 1 to 8.";
-
 const BACKENDS_HELP: &str = "\
 SECTORCRYPT_BACKEND=soft|aesni|vaes|avx512|avx2 forces a backend for every algorithm that has it
 and the portable backend for those that do not (avx2: AES soft, GOST avx2; aesni, vaes or
@@ -278,19 +238,21 @@ measured in the same process.";
 pub enum Direction {
     Encrypt,
     Decrypt,
-    /// Compute a MAC (gost89-mac, magma-mac) and print it as lowercase hex.
+    /// Compute a MAC (with a cipher that says `cipher mac`) and print it as lowercase hex.
     Mac,
 }
 
+/// `cipher`: which option goes with which cipher is in the cipher table
+/// (`cmd_cipher::table`), which the `--cipher` help lists and the command checks.
 #[derive(Debug, Args)]
 #[command(group(clap::ArgGroup::new("keysrc").required(true).args(["key", "key_file"])))]
 pub struct CipherArgs {
-    /// encrypt, decrypt, or mac (gost89-mac, magma-mac).
+    /// encrypt, decrypt, or mac.
     #[arg(value_enum)]
     pub direction: Direction,
-    /// A dm-crypt cipher string (aes-xts-plain64, ...), a raw mode (aes-ecb, aes-cbc,
-    /// aes-ctr, aes-xts) or aes-gcm.
-    #[arg(long, value_name = "SPEC")]
+    /// The cipher: a dm-crypt cipher string, a raw AES mode, AES-GCM, GOST 28147-89 or
+    /// Magma.
+    #[arg(long, value_name = "SPEC", value_parser = crate::cmd_cipher::help::CIPHER_NAMES)]
     pub cipher: String,
     /// The key as hex digits.
     #[arg(long, value_name = "HEX")]
@@ -298,31 +260,32 @@ pub struct CipherArgs {
     /// A file holding the raw key bytes.
     #[arg(long, value_name = "FILE")]
     pub key_file: Option<PathBuf>,
-    /// Raw modes: the 16-byte IV (CBC), initial counter block (CTR) or tweak (XTS), hex.
+    /// The IV, hex: the initial counter block (CTR), the tweak (XTS) or the nonce (AEADs);
+    /// its length is the cipher's.
     #[arg(long, value_name = "HEX")]
     pub iv: Option<String>,
-    /// aes-gcm: additional authenticated data, hex.
+    /// Additional authenticated data, hex.
     #[arg(long, value_name = "HEX")]
     pub aad: Option<String>,
-    /// aes-gcm: tag length in bytes (16, 15, 14, 13, 12; 8 and 4 only for protocols that
-    /// require them).
+    /// The length in bytes of the tag or of the MAC (for AES-GCM, 8 and 4 only for
+    /// protocols that require them).
     #[arg(long, value_name = "N")]
     pub tag_len: Option<usize>,
-    /// gost89-*: the S-box parameter set by OID name (required, no default), e.g.
-    /// id-Gost28147-89-CryptoPro-A-ParamSet or id-tc26-gost-28147-param-Z.
-    #[arg(long, value_name = "NAME")]
+    /// The GOST 28147-89 S-box parameter set by OID name or dotted OID (required, no
+    /// default).
+    #[arg(long, value_name = "NAME", value_parser = crate::cmd_cipher::help::SBOX_NAMES)]
     pub sbox: Option<String>,
-    /// gost89-*: CryptoPro key meshing (RFC 4357) every 1024 bytes.
+    /// CryptoPro key meshing (RFC 4357) every 1024 bytes.
     #[arg(long)]
     pub key_meshing: bool,
-    /// Cipher strings: the IV number of the first sector.
+    /// dm-crypt sectors: the IV number of the first sector.
     #[arg(long, value_name = "S")]
     pub sector: Option<u64>,
-    /// Cipher strings: bytes per sector (512, 1024, 2048, 4096, or a multiple of 16 up to
+    /// dm-crypt sectors: bytes per sector (512, 1024, 2048, 4096, or a multiple of 16 up to
     /// 65536 with --iv-large-sectors).
     #[arg(long, value_name = "N")]
     pub sector_size: Option<usize>,
-    /// Cipher strings: the IV counts sectors, not 512-byte units.
+    /// dm-crypt sectors: the IV counts sectors, not 512-byte units.
     #[arg(long)]
     pub iv_large_sectors: bool,
     /// Read from FILE instead of standard input.
@@ -333,13 +296,21 @@ pub struct CipherArgs {
     pub output: Option<PathBuf>,
 }
 
+/// `bench --backend`: the crypto crate's AES backends.
+const BACKEND_NAMES: Listed = Listed(|| {
+    sectorcrypt_crypto::Backend::ALL
+        .iter()
+        .map(|b| PossibleValue::new(b.name()))
+        .collect()
+});
+
 #[derive(Debug, Args)]
 pub struct BenchArgs {
     /// Only cases whose name contains SUBSTRING.
     #[arg(long, value_name = "SUBSTRING")]
     pub filter: Option<String>,
-    /// Run sectorcrypt on this backend (soft, aesni, vaes, avx512).
-    #[arg(long, value_name = "NAME")]
+    /// Run sectorcrypt on this backend.
+    #[arg(long, value_name = "NAME", value_parser = BACKEND_NAMES)]
     pub backend: Option<String>,
     /// A short smoke run (for CI): fewer runs, smaller totals.
     #[arg(long)]
@@ -470,4 +441,27 @@ pub struct UmountArgs {
     /// Where the volume is mounted.
     #[arg(value_name = "MOUNTPOINT")]
     pub mountpoint: PathBuf,
+}
+
+/// A string option whose help lists its possible values, which the command checks itself:
+/// clap would refuse an unknown value with an error of its own on several lines, where the
+/// commands print one line `sectorcrypt: ...` and exit 2.
+#[derive(Debug, Clone, Copy)]
+pub struct Listed(pub fn() -> Vec<PossibleValue>);
+
+impl TypedValueParser for Listed {
+    type Value = String;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &OsStr,
+    ) -> Result<String, clap::Error> {
+        StringValueParser::new().parse_ref(cmd, arg, value)
+    }
+
+    fn possible_values(&self) -> Option<Box<dyn Iterator<Item = PossibleValue> + '_>> {
+        Some(Box::new(self.0().into_iter()))
+    }
 }

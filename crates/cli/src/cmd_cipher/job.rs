@@ -1,0 +1,561 @@
+//! A `cipher` command checked against the table: [`Job::parse`] refuses (exit 2) every
+//! option the cipher does not take and every bad key, IV, AAD, tag length or S-box before
+//! a byte of input is read, and returns the job with its key expanded; [`Job::run`] then
+//! transforms the whole input in memory.
+
+use super::table::{self, AesMode, Cipher, Flag, Gost89Mode, Iv, Kind, MagmaMode};
+use crate::args::{CipherArgs, Direction};
+use crate::failure::Failure;
+use sectorcrypt_crypto::{
+    aes::{Cbc, Ctr, Ecb, Gcm, Xts},
+    dmcrypt::{CipherSpec, SectorCipher, SectorLayout},
+    gost89::{self, Sbox},
+    magma, Error,
+};
+use zeroize::Zeroizing;
+
+/// The CTR-ACPKM section size (RFC 8645): 1 KiB, as OpenSSL's gost provider uses.
+const ACPKM_SECTION: usize = 1024;
+
+/// A checked command: what to do to the input.
+pub struct Job {
+    /// Encrypt (or seal) rather than decrypt (or open); a MAC has no direction.
+    encrypt: bool,
+    work: Work,
+}
+
+enum Work {
+    /// dm-crypt sectors, the first with IV number `first`.
+    Sectors { cipher: SectorCipher, first: u64 },
+    /// One message in a raw AES mode.
+    Aes(Aes),
+    /// One message in a GOST 28147-89 or Magma mode.
+    Gost(Gost),
+    /// Ciphertext followed by a `tag_len`-byte tag.
+    Aead {
+        aead: Aead,
+        aad: Vec<u8>,
+        tag_len: usize,
+    },
+    /// The first `tag_len` bytes of a MAC, printed as a line of hex.
+    Mac { mac: Mac, tag_len: usize },
+}
+
+enum Aes {
+    Ecb(Ecb),
+    Cbc(Cbc, [u8; 16]),
+    Ctr(Ctr, [u8; 16]),
+    Xts(Xts, [u8; 16]),
+}
+
+enum Gost {
+    Gost89Ecb(gost89::Ecb),
+    Gost89Cnt(gost89::Cnt, [u8; 8]),
+    Gost89Cfb(gost89::Cfb, [u8; 8]),
+    Gost89Cbc(gost89::Cbc, [u8; 8]),
+    MagmaEcb(magma::Ecb),
+    MagmaCtr(magma::Ctr, [u8; 4]),
+    MagmaCtrAcpkm(magma::CtrAcpkm, [u8; 4]),
+    MagmaOfb(magma::Ofb, Vec<u8>),
+    MagmaCbc(magma::Cbc, Vec<u8>),
+    MagmaCfb(magma::Cfb, Vec<u8>),
+}
+
+enum Aead {
+    Gcm(Gcm, Vec<u8>),
+    Mgm(magma::Mgm, [u8; 8]),
+}
+
+enum Mac {
+    Gost89(gost89::Mac),
+    Magma(magma::Mac),
+}
+
+/// `$c.encrypt(args)` or `$c.decrypt(args)`: every mode here names its two directions so.
+macro_rules! crypt {
+    ($encrypt:expr, $c:expr $(, $arg:expr)*) => {
+        if $encrypt {
+            $c.encrypt($($arg),*)
+        } else {
+            $c.decrypt($($arg),*)
+        }
+    };
+}
+
+/// The command line's values, each checked against the cipher's row.
+struct Checked {
+    key: Zeroizing<Vec<u8>>,
+    /// Empty for a cipher without `--iv`.
+    iv: Vec<u8>,
+    aad: Vec<u8>,
+    /// 0 for a cipher without `--tag-len`.
+    tag_len: usize,
+    /// The gost89 ciphers' `--sbox`; Magma's set for the others.
+    sbox: Sbox,
+    key_meshing: bool,
+}
+
+impl Job {
+    /// Checks the arguments against the cipher's row of the table, in this order: the
+    /// cipher and the direction, the options it does not take, the S-box, the key, the IV,
+    /// the AAD, the tag length; then builds the cipher (which checks what only the crypto
+    /// crate knows: equal XTS halves, the sector size, the backend).
+    pub fn parse(a: &CipherArgs) -> Result<Job, Failure> {
+        let c = cipher(a)?;
+        refuse_options_not_taken(a, c)?;
+        let sbox = if c.sbox { sbox(a, c)? } else { Sbox::Tc26Z };
+        let checked = Checked {
+            sbox,
+            key_meshing: a.key_meshing,
+            key: key(a, c)?,
+            iv: iv(a, c)?,
+            aad: match &a.aad {
+                Some(h) => decode_hex(h, "--aad")?,
+                None => vec![],
+            },
+            tag_len: tag_len(a, c)?,
+        };
+        Ok(Job {
+            encrypt: a.direction == Direction::Encrypt,
+            work: Work::build(a, c, checked)?,
+        })
+    }
+
+    /// The output for the whole input `data`: the transformed data, ciphertext || tag when
+    /// sealing, the plaintext only when the tag verifies, or a MAC as a line of hex.
+    pub fn run(self, mut data: Vec<u8>) -> Result<Vec<u8>, Failure> {
+        let enc = self.encrypt;
+        match &self.work {
+            Work::Sectors { cipher, first } => crypt!(enc, cipher, *first, &mut data)?,
+            Work::Aes(mode) => mode.apply(enc, &mut data)?,
+            Work::Gost(mode) => mode.apply(enc, &mut data)?,
+            Work::Aead { aead, aad, tag_len } if enc => aead.seal(aad, &mut data, *tag_len)?,
+            Work::Aead { aead, aad, tag_len } => return aead.open(aad, data, *tag_len),
+            Work::Mac { mac, tag_len } => return mac.line(&data, *tag_len),
+        }
+        Ok(data)
+    }
+}
+
+impl Work {
+    /// The cipher of row `c` with its key expanded.
+    fn build(a: &CipherArgs, c: &Cipher, v: Checked) -> Result<Work, Failure> {
+        let (key, iv, sbox, mesh) = (v.key.as_slice(), v.iv, v.sbox, v.key_meshing);
+        let aead = |aead| Work::Aead {
+            aead,
+            aad: v.aad,
+            tag_len: v.tag_len,
+        };
+        Ok(match c.kind {
+            Kind::Ecb if !Flag::SECTOR.into_iter().any(|f| given(a, f)) => {
+                Work::Aes(Aes::Ecb(Ecb::new(key)?))
+            }
+            Kind::Sectors | Kind::Ecb => {
+                let spec: CipherSpec = c.name.parse()?;
+                let layout = SectorLayout::new(a.sector_size.unwrap_or(512), a.iv_large_sectors)?;
+                Work::Sectors {
+                    cipher: SectorCipher::new(spec, key, layout)?,
+                    first: a.sector.unwrap_or(0),
+                }
+            }
+            Kind::Aes(mode) => Work::Aes(match mode {
+                AesMode::Cbc => Aes::Cbc(Cbc::new(key)?, array(c, &iv)?),
+                AesMode::Ctr => Aes::Ctr(Ctr::new(key)?, array(c, &iv)?),
+                AesMode::Xts => Aes::Xts(Xts::new(key)?, array(c, &iv)?),
+            }),
+            Kind::Gcm => aead(Aead::Gcm(Gcm::new(key)?, iv)),
+            Kind::Mgm => aead(Aead::Mgm(magma::Mgm::new(key)?, array(c, &iv)?)),
+            Kind::Gost89(mode) => Work::Gost(match mode {
+                Gost89Mode::Ecb => Gost::Gost89Ecb(gost89::Ecb::new(key, sbox, mesh)?),
+                Gost89Mode::Cnt => {
+                    Gost::Gost89Cnt(gost89::Cnt::new(key, sbox, mesh)?, array(c, &iv)?)
+                }
+                Gost89Mode::Cfb => {
+                    Gost::Gost89Cfb(gost89::Cfb::new(key, sbox, mesh)?, array(c, &iv)?)
+                }
+                Gost89Mode::Cbc => {
+                    Gost::Gost89Cbc(gost89::Cbc::new(key, sbox, mesh)?, array(c, &iv)?)
+                }
+            }),
+            Kind::Magma(mode) => Work::Gost(match mode {
+                MagmaMode::Ecb => Gost::MagmaEcb(magma::Ecb::new(key)?),
+                MagmaMode::Ctr => Gost::MagmaCtr(magma::Ctr::new(key)?, array(c, &iv)?),
+                MagmaMode::CtrAcpkm => {
+                    Gost::MagmaCtrAcpkm(magma::CtrAcpkm::new(key, ACPKM_SECTION)?, array(c, &iv)?)
+                }
+                MagmaMode::Ofb => Gost::MagmaOfb(magma::Ofb::new(key)?, iv),
+                MagmaMode::Cbc => Gost::MagmaCbc(magma::Cbc::new(key)?, iv),
+                MagmaMode::Cfb => Gost::MagmaCfb(magma::Cfb::new(key)?, iv),
+            }),
+            Kind::Gost89Mac => Work::Mac {
+                mac: Mac::Gost89(gost89::Mac::new(key, sbox, mesh)?),
+                tag_len: v.tag_len,
+            },
+            Kind::MagmaMac => Work::Mac {
+                mac: Mac::Magma(magma::Mac::new(key)?),
+                tag_len: v.tag_len,
+            },
+        })
+    }
+}
+
+/// The row of `--cipher`, if it exists and suits the direction.
+fn cipher(a: &CipherArgs) -> Result<&'static Cipher, Failure> {
+    let name = a.cipher.as_str();
+    let found = table::find(name);
+    if a.direction == Direction::Mac {
+        return found.filter(|c| c.is_mac()).ok_or_else(|| {
+            Failure::usage(format!(
+                "cipher mac takes --cipher {}, not {name}",
+                table::names(Cipher::is_mac)
+            ))
+        });
+    }
+    match found {
+        Some(c) if c.is_mac() => Err(Failure::usage(format!(
+            "{name} is a mac: use `sectorcrypt cipher mac --cipher {name}`"
+        ))),
+        Some(c) => Ok(c),
+        None => Err(Failure::usage(format!(
+            "unknown cipher {name:?}; use one of: {}",
+            table::names(|c| !c.is_mac())
+        ))),
+    }
+}
+
+/// Refuses the first option given that the cipher does not take, naming the ciphers that
+/// do.
+fn refuse_options_not_taken(a: &CipherArgs, c: &Cipher) -> Result<(), Failure> {
+    let Some(f) = Flag::ALL.into_iter().find(|&f| given(a, f) && !c.takes(f)) else {
+        return Ok(());
+    };
+    let why = match (f, c.iv) {
+        (Flag::Iv, Iv::FromSector) => "; it computes its IVs from --sector",
+        (Flag::Iv, Iv::None) => "; it has no IV",
+        _ => "",
+    };
+    Err(Failure::usage(format!(
+        "{} goes with {}, not {}{why}",
+        f.name(),
+        table::names(|d| d.takes(f)),
+        c.name
+    )))
+}
+
+/// Whether the command line gives `flag`.
+fn given(a: &CipherArgs, flag: Flag) -> bool {
+    match flag {
+        Flag::Iv => a.iv.is_some(),
+        Flag::Aad => a.aad.is_some(),
+        Flag::TagLen => a.tag_len.is_some(),
+        Flag::Sbox => a.sbox.is_some(),
+        Flag::KeyMeshing => a.key_meshing,
+        Flag::Sector => a.sector.is_some(),
+        Flag::SectorSize => a.sector_size.is_some(),
+        Flag::IvLargeSectors => a.iv_large_sectors,
+    }
+}
+
+/// `--sbox`, required: libraries disagree on the default.
+fn sbox(a: &CipherArgs, c: &Cipher) -> Result<Sbox, Failure> {
+    let names: Vec<&str> = Sbox::ALL.iter().map(|s| s.name()).collect();
+    let name = a.sbox.as_deref().ok_or_else(|| {
+        Failure::usage(format!(
+            "{} needs --sbox NAME (no default; libraries disagree): {}",
+            c.name,
+            names.join(", ")
+        ))
+    })?;
+    Sbox::from_name(name).map_err(|_| {
+        Failure::usage(format!(
+            "unknown --sbox {name:?}; use one of: {}",
+            names.join(", ")
+        ))
+    })
+}
+
+/// The key, of one of the row's lengths.
+fn key(a: &CipherArgs, c: &Cipher) -> Result<Zeroizing<Vec<u8>>, Failure> {
+    let key = read_key(a)?;
+    if !c.key.contains(key.len()) {
+        return Err(Failure::usage(format!(
+            "invalid key length {} bytes for {} (expected {})",
+            key.len(),
+            c.name,
+            c.key
+        )));
+    }
+    Ok(key)
+}
+
+/// `--tag-len` or the row's default; 0 for a cipher without a tag.
+fn tag_len(a: &CipherArgs, c: &Cipher) -> Result<usize, Failure> {
+    let Some(t) = c.tag else {
+        return Ok(0);
+    };
+    let n = a.tag_len.unwrap_or(t.default);
+    if !t.lengths.contains(n) {
+        return Err(Failure::usage(format!(
+            "--tag-len {n}: {} tags are {}",
+            c.name, t.lengths
+        )));
+    }
+    Ok(n)
+}
+
+/// `--iv` decoded and checked against the row; empty for a cipher that takes none.
+fn iv(a: &CipherArgs, c: &Cipher) -> Result<Vec<u8>, Failure> {
+    let Iv::Hex(lengths) = c.iv else {
+        return Ok(vec![]);
+    };
+    let hex =
+        a.iv.as_deref()
+            .ok_or_else(|| Failure::usage(format!("{} needs --iv ({lengths}, hex)", c.name)))?;
+    let iv = decode_hex(hex, "--iv")?;
+    if !lengths.contains(iv.len()) {
+        return Err(Failure::usage(format!(
+            "--iv for {} must be {lengths}, got {} bytes",
+            c.name,
+            iv.len()
+        )));
+    }
+    Ok(iv)
+}
+
+/// The IV as the fixed-size array the mode takes (its length is the row's).
+fn array<const N: usize>(c: &Cipher, iv: &[u8]) -> Result<[u8; N], Failure> {
+    iv.try_into().map_err(|_| {
+        Failure::usage(format!(
+            "--iv for {} must be {N} bytes, got {} bytes",
+            c.name,
+            iv.len()
+        ))
+    })
+}
+
+/// Hex with any white space in it.
+fn decode_hex(s: &str, what: &str) -> Result<Vec<u8>, Failure> {
+    // Also used for keys: the copy without spaces is wiped when dropped.
+    let clean: Zeroizing<String> =
+        Zeroizing::new(s.chars().filter(|c| !c.is_whitespace()).collect());
+    hex::decode(clean.as_bytes())
+        .map_err(|e| Failure::usage(format!("{what}: not valid hex ({e})")))
+}
+
+/// `--key HEX` or the bytes of `--key-file`.
+fn read_key(a: &CipherArgs) -> Result<Zeroizing<Vec<u8>>, Failure> {
+    match (&a.key, &a.key_file) {
+        (Some(hex), None) => Ok(Zeroizing::new(decode_hex(hex, "--key")?)),
+        (None, Some(path)) => std::fs::read(path)
+            .map(Zeroizing::new)
+            .map_err(|e| Failure::usage(format!("cannot read key file {}: {e}", path.display()))),
+        _ => Err(Failure::usage("give exactly one of --key and --key-file")),
+    }
+}
+
+impl Aes {
+    fn apply(&self, encrypt: bool, data: &mut [u8]) -> Result<(), Error> {
+        match self {
+            Aes::Ecb(c) => crypt!(encrypt, c, data),
+            Aes::Cbc(c, iv) => crypt!(encrypt, c, iv, data),
+            Aes::Ctr(c, iv) => {
+                c.apply_keystream(iv, 0, data);
+                Ok(())
+            }
+            Aes::Xts(c, iv) => crypt!(encrypt, c, iv, data),
+        }
+    }
+}
+
+impl Gost {
+    fn apply(&self, encrypt: bool, data: &mut [u8]) -> Result<(), Error> {
+        match self {
+            Gost::Gost89Ecb(c) => crypt!(encrypt, c, data),
+            Gost::Gost89Cnt(c, iv) => crypt!(encrypt, c, iv, data),
+            Gost::Gost89Cfb(c, iv) => crypt!(encrypt, c, iv, data),
+            Gost::Gost89Cbc(c, iv) => crypt!(encrypt, c, iv, data),
+            Gost::MagmaEcb(c) => crypt!(encrypt, c, data),
+            Gost::MagmaCtr(c, iv) => crypt!(encrypt, c, iv, data),
+            Gost::MagmaCtrAcpkm(c, iv) => crypt!(encrypt, c, iv, data),
+            Gost::MagmaOfb(c, iv) => crypt!(encrypt, c, iv, data),
+            Gost::MagmaCbc(c, iv) => crypt!(encrypt, c, iv, data),
+            Gost::MagmaCfb(c, iv) => crypt!(encrypt, c, iv, data),
+        }
+    }
+}
+
+impl Aead {
+    /// Encrypts `data` and appends the tag.
+    fn seal(&self, aad: &[u8], data: &mut Vec<u8>, tag_len: usize) -> Result<(), Error> {
+        let mut tag = [0u8; 16];
+        let tag = &mut tag[..tag_len];
+        match self {
+            // 12 to 16 bytes; 8 and 4 are GCM's short tags (SP 800-38D appendix C), which
+            // the crypto crate keeps behind entry points of their own.
+            Aead::Gcm(g, iv) if tag_len >= 12 => {
+                tag.copy_from_slice(&g.seal(iv, aad, data)?[..tag_len]);
+            }
+            Aead::Gcm(g, iv) => g.seal_short_tag(iv, aad, data, tag)?,
+            Aead::Mgm(m, nonce) => m.seal(nonce, aad, data, tag)?,
+        }
+        data.extend_from_slice(tag);
+        Ok(())
+    }
+
+    /// Splits the tag off `data` and returns the plaintext only if the tag verifies.
+    fn open(&self, aad: &[u8], mut data: Vec<u8>, tag_len: usize) -> Result<Vec<u8>, Failure> {
+        if data.len() < tag_len {
+            return Err(Failure::usage(format!(
+                "input is {} bytes, shorter than the {tag_len}-byte tag",
+                data.len()
+            )));
+        }
+        let tag = data.split_off(data.len() - tag_len);
+        let opened = match self {
+            Aead::Gcm(g, iv) if tag_len >= 12 => g.open(iv, aad, &mut data, &tag),
+            Aead::Gcm(g, iv) => g.open_short_tag(iv, aad, &mut data, &tag),
+            Aead::Mgm(m, nonce) => m.open(nonce, aad, &mut data, &tag),
+        };
+        match opened {
+            Ok(()) => Ok(data),
+            Err(Error::AuthenticationFailed) => Err(Failure::runtime("authentication failed")),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+impl Mac {
+    /// The first `tag_len` bytes of the MAC of `data`, as lowercase hex and a newline.
+    fn line(&self, data: &[u8], tag_len: usize) -> Result<Vec<u8>, Failure> {
+        let mut out = vec![0u8; tag_len];
+        match self {
+            Mac::Gost89(m) => m.mac_to(data, &mut out)?,
+            Mac::Magma(m) => m.mac_to(data, &mut out)?,
+        }
+        Ok(format!("{}\n", hex::encode(&out)).into_bytes())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::args::{Cli, Command};
+    use clap::Parser;
+
+    /// `sectorcrypt cipher ARGS` as parsed by clap.
+    fn args(words: &[&str]) -> CipherArgs {
+        let argv = ["sectorcrypt", "cipher"].iter().chain(words);
+        match Cli::try_parse_from(argv)
+            .expect("a valid command line")
+            .command
+        {
+            Command::Cipher(a) => a,
+            _ => unreachable!("a cipher command"),
+        }
+    }
+
+    /// A key with unequal halves (XTS refuses equal ones).
+    fn key(len: usize) -> String {
+        hex::encode((1..=len).map(|i| i as u8).collect::<Vec<u8>>())
+    }
+
+    /// The least a cipher needs besides its key: an IV of its shortest length, an S-box.
+    fn needs(c: &Cipher) -> Vec<String> {
+        let mut words = vec![];
+        if let Iv::Hex(lengths) = c.iv {
+            let n = (1..).find(|&n| lengths.contains(n)).expect("a length");
+            words.extend(["--iv".to_string(), "00".repeat(n)]);
+        }
+        if c.sbox {
+            words.extend(["--sbox".to_string(), Sbox::CryptoProA.name().to_string()]);
+        }
+        words
+    }
+
+    fn parse(c: &Cipher, key_len: usize, more: &[&str]) -> Result<Job, Failure> {
+        let dir = if c.is_mac() { "mac" } else { "encrypt" };
+        let k = key(key_len);
+        let needs = needs(c);
+        let mut words = vec![dir, "--cipher", c.name, "--key", &k];
+        words.extend(needs.iter().map(String::as_str));
+        words.extend(more);
+        Job::parse(&args(&words))
+    }
+
+    fn usage(r: Result<Job, Failure>) -> String {
+        match r {
+            Err(Failure::Usage(m)) => m,
+            Err(f) => panic!("not a usage failure: {}", f.message()),
+            Ok(_) => panic!("accepted"),
+        }
+    }
+
+    /// Every key length of the table is one the crypto crate accepts, and the lengths
+    /// around them are refused with a message that lists the table's.
+    #[test]
+    fn the_key_lengths_are_the_crypto_crates() {
+        for c in table::CIPHERS {
+            for n in 1..=80 {
+                let r = parse(c, n, &[]);
+                if c.key.contains(n) {
+                    assert!(r.is_ok(), "{} with a {n}-byte key", c.name);
+                } else {
+                    let msg = usage(r);
+                    assert!(msg.contains(&c.key.to_string()), "{msg}");
+                }
+            }
+        }
+    }
+
+    /// Every option a cipher does not take is refused, naming the option.
+    #[test]
+    fn options_a_cipher_does_not_take_are_refused() {
+        for c in table::CIPHERS {
+            let len = (1..).find(|&n| c.key.contains(n)).expect("a key length");
+            for f in Flag::ALL.into_iter().filter(|&f| !c.takes(f)) {
+                let mut more = vec![f.name()];
+                match f {
+                    Flag::KeyMeshing | Flag::IvLargeSectors => {}
+                    Flag::Sbox => more.push(Sbox::Tc26Z.name()),
+                    _ => more.push("10"),
+                }
+                let msg = usage(parse(c, len, &more));
+                assert!(
+                    msg.starts_with(&format!("{} goes with ", f.name())),
+                    "{msg}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn ivs_and_tags_are_checked_against_the_table() {
+        let cbc = |more: &[&str]| {
+            let k = key(16);
+            let mut words = vec!["encrypt", "--cipher", "aes-cbc", "--key", &k];
+            words.extend(more);
+            usage(Job::parse(&args(&words)))
+        };
+        assert_eq!(cbc(&[]), "aes-cbc needs --iv (16 bytes, hex)");
+        assert_eq!(
+            cbc(&["--iv", "00"]),
+            "--iv for aes-cbc must be 16 bytes, got 1 bytes"
+        );
+        let mgm = table::find("magma-mgm").unwrap();
+        let m = usage(parse(mgm, 32, &["--tag-len", "9"]));
+        assert_eq!(m, "--tag-len 9: magma-mgm tags are 4 to 8 bytes");
+        let m = usage(Job::parse(&args(&[
+            "mac", "--cipher", "aes-ctr", "--key", "00",
+        ])));
+        assert_eq!(
+            m,
+            "cipher mac takes --cipher gost89-mac or magma-mac, not aes-ctr"
+        );
+    }
+
+    #[test]
+    fn hex_with_spaces_is_accepted_and_junk_is_not() {
+        assert_eq!(decode_hex("00 ff\n10", "x").unwrap(), vec![0, 0xff, 0x10]);
+        assert!(matches!(decode_hex("0g", "x"), Err(Failure::Usage(_))));
+    }
+}

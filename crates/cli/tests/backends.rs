@@ -1,0 +1,75 @@
+//! `sectorcrypt backends` and the `SECTORCRYPT_BACKEND` override: what the report shows,
+//! a forced backend for every algorithm that has it (the portable one for the others),
+//! and a name that does not exist or cannot run here refused with exit 2.
+
+#[path = "support/backends.rs"]
+mod backends;
+mod support;
+
+use backends::{report, status};
+use support::{code, ok, sc_on};
+
+#[test]
+fn backends_and_the_override() {
+    let text = report();
+    assert!(text.contains("backend soft   usable"), "{text}");
+    assert!(text.lines().any(|l| l.starts_with("aes: ")), "{text}");
+    assert!(text.contains("gost28147-89/magma: "), "{text}");
+    let forced = ok(sc_on(&["backends"], b"", Some("soft")));
+    assert!(
+        forced.contains("aes: soft (forced by SECTORCRYPT_BACKEND)"),
+        "{forced}"
+    );
+    let bad = sc_on(&["backends"], b"", Some("nonsense"));
+    assert_eq!(code(&bad), 2);
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown backend \"nonsense\""));
+    let key = "00".repeat(16);
+    let args = ["cipher", "encrypt", "--cipher", "aes-ecb", "--key", &key];
+    let bad = sc_on(&args, &[0; 16], Some("nonsense"));
+    assert_eq!(code(&bad), 2);
+    assert!(bad.stdout.is_empty());
+}
+
+/// `SECTORCRYPT_BACKEND=avx2` forces GOST's avx2 and AES's portable backend; `vaes` gives
+/// GOST the portable backend; the choice shows in `backends`.
+#[test]
+fn backend_override_across_algorithms() {
+    let forced = ok(sc_on(&["backends"], b"", Some("soft")));
+    assert!(
+        forced.contains("gost28147-89/magma: soft (forced"),
+        "{forced}"
+    );
+    let text = report();
+    let forced = sc_on(&["backends"], b"", Some("avx2"));
+    match status(&text, "gost backend ", "avx2") {
+        Ok(()) => {
+            let t = ok(forced);
+            assert!(t.contains("aes: soft (forced"), "{t}");
+            assert!(t.contains("gost28147-89/magma: avx2 (forced"), "{t}");
+        }
+        Err(why) => {
+            eprintln!("SKIPPED the avx2 half: the gost avx2 backend cannot run here ({why})");
+            assert_eq!(code(&forced), 2);
+        }
+    }
+    match status(&text, "backend ", "vaes") {
+        Ok(()) => {
+            let t = ok(sc_on(&["backends"], b"", Some("vaes")));
+            assert!(t.contains("aes: vaes (forced"), "{t}");
+            assert!(t.contains("gost28147-89/magma: soft (forced"), "{t}");
+        }
+        Err(why) => eprintln!("SKIPPED the vaes half: vaes cannot run here ({why})"),
+    }
+}
+
+/// The report's two forms of line, as the backend lists of the other tests read them.
+#[test]
+fn a_backend_line_says_usable_or_why_not() {
+    let report =
+        "backend avx512 not usable: missing avx512f\nbackend soft   usable (self-test passed)\n";
+    assert_eq!(
+        status(report, "backend ", "avx512"),
+        Err("missing avx512f".to_string())
+    );
+    assert_eq!(status(report, "backend ", "soft"), Ok(()));
+}

@@ -1,0 +1,94 @@
+//! OpenSSL as the reference the `cipher` tests hold the binary to: one EVP call per
+//! message, and dm-crypt modelled one sector at a time with its IVs computed here, from
+//! the cipher string alone (not from the crypto crate's reading of it).
+// Each test binary that includes this file uses a different part of it.
+#![allow(dead_code)]
+
+use openssl::symm::{Cipher, Crypter, Mode};
+
+/// One EVP call over `input`, without padding.
+pub fn evp(cipher: Cipher, mode: Mode, key: &[u8], iv: Option<&[u8]>, input: &[u8]) -> Vec<u8> {
+    let mut c = Crypter::new(cipher, mode, key, iv).expect("openssl crypter");
+    c.pad(false);
+    let mut out = vec![0u8; input.len() + 32];
+    let mut n = c.update(input, &mut out).expect("openssl update");
+    n += c.finalize(&mut out[n..]).expect("openssl finalize");
+    out.truncate(n);
+    out
+}
+
+/// OpenSSL's AES in `mode` (ecb, cbc, ctr, xts, gcm) for a key of `key_len` bytes (for XTS
+/// both halves together).
+pub fn aes(mode: &str, key_len: usize) -> Cipher {
+    match (mode, key_len) {
+        ("ecb", 16) => Cipher::aes_128_ecb(),
+        ("ecb", 24) => Cipher::aes_192_ecb(),
+        ("ecb", 32) => Cipher::aes_256_ecb(),
+        ("cbc", 16) => Cipher::aes_128_cbc(),
+        ("cbc", 24) => Cipher::aes_192_cbc(),
+        ("cbc", 32) => Cipher::aes_256_cbc(),
+        ("ctr", 16) => Cipher::aes_128_ctr(),
+        ("ctr", 24) => Cipher::aes_192_ctr(),
+        ("ctr", 32) => Cipher::aes_256_ctr(),
+        ("xts", 32) => Cipher::aes_128_xts(),
+        ("xts", 64) => Cipher::aes_256_xts(),
+        ("gcm", 16) => Cipher::aes_128_gcm(),
+        ("gcm", 24) => Cipher::aes_192_gcm(),
+        ("gcm", 32) => Cipher::aes_256_gcm(),
+        other => panic!("no openssl aes for {other:?}"),
+    }
+}
+
+/// How dm-crypt lays out sectors: their size, and whether the IV number counts sectors
+/// (`iv_large_sectors`) or 512-byte units.
+#[derive(Debug, Clone, Copy)]
+pub struct Layout {
+    pub size: usize,
+    pub large_iv: bool,
+}
+
+/// What dm-crypt makes of `data` (whole sectors, the first numbered `first`) under the
+/// cipher string `spec`, `aes-MODE[-IVGEN]`.
+pub fn dm_crypt(
+    spec: &str,
+    key: &[u8],
+    layout: Layout,
+    first: u64,
+    data: &[u8],
+    mode: Mode,
+) -> Vec<u8> {
+    let mut parts = spec.splitn(3, '-');
+    assert_eq!(parts.next(), Some("aes"), "{spec}");
+    let chain = parts.next().expect("a mode");
+    let ivgen = parts.next();
+    let step = if layout.large_iv {
+        1
+    } else {
+        (layout.size / 512) as u64
+    };
+    let mut out = vec![];
+    for (i, sector) in data.chunks_exact(layout.size).enumerate() {
+        let n = first.wrapping_add(i as u64 * step);
+        let mut iv = [0u8; 16];
+        let iv = match ivgen {
+            None => None,
+            Some("plain64") => {
+                iv[..8].copy_from_slice(&n.to_le_bytes());
+                Some(iv.to_vec())
+            }
+            Some("plain") => {
+                iv[..4].copy_from_slice(&(n as u32).to_le_bytes());
+                Some(iv.to_vec())
+            }
+            Some("essiv:sha256") => {
+                iv[..8].copy_from_slice(&n.to_le_bytes());
+                let salt = openssl::sha::sha256(key);
+                Some(evp(aes("ecb", 32), Mode::Encrypt, &salt, None, &iv))
+            }
+            Some(other) => panic!("no model of the iv generator {other:?}"),
+        };
+        let cipher = aes(chain, key.len());
+        out.extend(evp(cipher, mode, key, iv.as_deref(), sector));
+    }
+    out
+}
