@@ -10,7 +10,7 @@ use sectorcrypt_crypto::{
     aes::{Cbc, Ctr, Ecb, Gcm, Xts},
     dmcrypt::{CipherSpec, SectorCipher, SectorLayout},
     gost89::{self, Sbox},
-    magma, Error,
+    magma, Aead, Error, Mode,
 };
 use zeroize::Zeroizing;
 
@@ -27,13 +27,13 @@ pub struct Job {
 enum Work {
     /// dm-crypt sectors, the first with IV number `first`.
     Sectors { cipher: SectorCipher, first: u64 },
-    /// One message in a raw AES mode.
-    Aes(Aes),
-    /// One message in a GOST 28147-89 or Magma mode.
-    Gost(Gost),
+    /// One message in a block or stream mode (AES, GOST 28147-89, Magma) with its IV
+    /// (empty for ECB).
+    Mode { mode: Box<dyn Mode>, iv: Vec<u8> },
     /// Ciphertext followed by a `tag_len`-byte tag.
     Aead {
-        aead: Aead,
+        sealer: Sealer,
+        nonce: Vec<u8>,
         aad: Vec<u8>,
         tag_len: usize,
     },
@@ -41,45 +41,17 @@ enum Work {
     Mac { mac: Mac, tag_len: usize },
 }
 
-enum Aes {
-    Ecb(Ecb),
-    Cbc(Cbc, [u8; 16]),
-    Ctr(Ctr, [u8; 16]),
-    Xts(Xts, [u8; 16]),
-}
-
-enum Gost {
-    Gost89Ecb(gost89::Ecb),
-    Gost89Cnt(gost89::Cnt, [u8; 8]),
-    Gost89Cfb(gost89::Cfb, [u8; 8]),
-    Gost89Cbc(gost89::Cbc, [u8; 8]),
-    MagmaEcb(magma::Ecb),
-    MagmaCtr(magma::Ctr, [u8; 4]),
-    MagmaCtrAcpkm(magma::CtrAcpkm, [u8; 4]),
-    MagmaOfb(magma::Ofb, Vec<u8>),
-    MagmaCbc(magma::Cbc, Vec<u8>),
-    MagmaCfb(magma::Cfb, Vec<u8>),
-}
-
-enum Aead {
-    Gcm(Gcm, Vec<u8>),
-    Mgm(magma::Mgm, [u8; 8]),
+/// An AEAD through the crypto crate's trait, or GCM with a short tag (8 or 4 bytes), which
+/// SP 800-38D appendix C restricts and the crypto crate keeps behind entry points of their
+/// own.
+enum Sealer {
+    Aead(Box<dyn Aead>),
+    GcmShortTag(Gcm),
 }
 
 enum Mac {
     Gost89(gost89::Mac),
     Magma(magma::Mac),
-}
-
-/// `$c.encrypt(args)` or `$c.decrypt(args)`: every mode here names its two directions so.
-macro_rules! crypt {
-    ($encrypt:expr, $c:expr $(, $arg:expr)*) => {
-        if $encrypt {
-            $c.encrypt($($arg),*)
-        } else {
-            $c.decrypt($($arg),*)
-        }
-    };
 }
 
 /// The command line's values, each checked against the cipher's row.
@@ -126,11 +98,21 @@ impl Job {
     pub fn run(self, mut data: Vec<u8>) -> Result<Vec<u8>, Failure> {
         let enc = self.encrypt;
         match &self.work {
-            Work::Sectors { cipher, first } => crypt!(enc, cipher, *first, &mut data)?,
-            Work::Aes(mode) => mode.apply(enc, &mut data)?,
-            Work::Gost(mode) => mode.apply(enc, &mut data)?,
-            Work::Aead { aead, aad, tag_len } if enc => aead.seal(aad, &mut data, *tag_len)?,
-            Work::Aead { aead, aad, tag_len } => return aead.open(aad, data, *tag_len),
+            Work::Sectors { cipher, first } if enc => cipher.encrypt(*first, &mut data)?,
+            Work::Sectors { cipher, first } => cipher.decrypt(*first, &mut data)?,
+            Work::Mode { mode, iv } => mode.apply(enc, iv, &mut data)?,
+            Work::Aead {
+                sealer,
+                nonce,
+                aad,
+                tag_len,
+            } if enc => sealer.seal(nonce, aad, &mut data, *tag_len)?,
+            Work::Aead {
+                sealer,
+                nonce,
+                aad,
+                tag_len,
+            } => return sealer.open(nonce, aad, data, *tag_len),
             Work::Mac { mac, tag_len } => return mac.line(&data, *tag_len),
         }
         Ok(data)
@@ -141,14 +123,16 @@ impl Work {
     /// The cipher of row `c` with its key expanded.
     fn build(a: &CipherArgs, c: &Cipher, v: Checked) -> Result<Work, Failure> {
         let (key, iv, sbox, mesh) = (v.key.as_slice(), v.iv, v.sbox, v.key_meshing);
-        let aead = |aead| Work::Aead {
-            aead,
+        let mode = |mode: Box<dyn Mode>, iv: Vec<u8>| Work::Mode { mode, iv };
+        let aead = |sealer, nonce| Work::Aead {
+            sealer,
+            nonce,
             aad: v.aad,
             tag_len: v.tag_len,
         };
         Ok(match c.kind {
             Kind::Ecb if !Flag::SECTOR.into_iter().any(|f| given(a, f)) => {
-                Work::Aes(Aes::Ecb(Ecb::new(key)?))
+                mode(Box::new(Ecb::new(key)?), iv)
             }
             Kind::Sectors | Kind::Ecb => {
                 let spec: CipherSpec = c.name.parse()?;
@@ -158,35 +142,37 @@ impl Work {
                     first: a.sector.unwrap_or(0),
                 }
             }
-            Kind::Aes(mode) => Work::Aes(match mode {
-                AesMode::Cbc => Aes::Cbc(Cbc::new(key)?, array(c, &iv)?),
-                AesMode::Ctr => Aes::Ctr(Ctr::new(key)?, array(c, &iv)?),
-                AesMode::Xts => Aes::Xts(Xts::new(key)?, array(c, &iv)?),
-            }),
-            Kind::Gcm => aead(Aead::Gcm(Gcm::new(key)?, iv)),
-            Kind::Mgm => aead(Aead::Mgm(magma::Mgm::new(key)?, array(c, &iv)?)),
-            Kind::Gost89(mode) => Work::Gost(match mode {
-                Gost89Mode::Ecb => Gost::Gost89Ecb(gost89::Ecb::new(key, sbox, mesh)?),
-                Gost89Mode::Cnt => {
-                    Gost::Gost89Cnt(gost89::Cnt::new(key, sbox, mesh)?, array(c, &iv)?)
-                }
-                Gost89Mode::Cfb => {
-                    Gost::Gost89Cfb(gost89::Cfb::new(key, sbox, mesh)?, array(c, &iv)?)
-                }
-                Gost89Mode::Cbc => {
-                    Gost::Gost89Cbc(gost89::Cbc::new(key, sbox, mesh)?, array(c, &iv)?)
-                }
-            }),
-            Kind::Magma(mode) => Work::Gost(match mode {
-                MagmaMode::Ecb => Gost::MagmaEcb(magma::Ecb::new(key)?),
-                MagmaMode::Ctr => Gost::MagmaCtr(magma::Ctr::new(key)?, array(c, &iv)?),
-                MagmaMode::CtrAcpkm => {
-                    Gost::MagmaCtrAcpkm(magma::CtrAcpkm::new(key, ACPKM_SECTION)?, array(c, &iv)?)
-                }
-                MagmaMode::Ofb => Gost::MagmaOfb(magma::Ofb::new(key)?, iv),
-                MagmaMode::Cbc => Gost::MagmaCbc(magma::Cbc::new(key)?, iv),
-                MagmaMode::Cfb => Gost::MagmaCfb(magma::Cfb::new(key)?, iv),
-            }),
+            Kind::Aes(m) => {
+                let m: Box<dyn Mode> = match m {
+                    AesMode::Cbc => Box::new(Cbc::new(key)?),
+                    AesMode::Ctr => Box::new(Ctr::new(key)?),
+                    AesMode::Xts => Box::new(Xts::new(key)?),
+                };
+                mode(m, iv)
+            }
+            Kind::Gcm if v.tag_len < 12 => aead(Sealer::GcmShortTag(Gcm::new(key)?), iv),
+            Kind::Gcm => aead(Sealer::Aead(Box::new(Gcm::new(key)?)), iv),
+            Kind::Mgm => aead(Sealer::Aead(Box::new(magma::Mgm::new(key)?)), iv),
+            Kind::Gost89(m) => {
+                let m: Box<dyn Mode> = match m {
+                    Gost89Mode::Ecb => Box::new(gost89::Ecb::new(key, sbox, mesh)?),
+                    Gost89Mode::Cnt => Box::new(gost89::Cnt::new(key, sbox, mesh)?),
+                    Gost89Mode::Cfb => Box::new(gost89::Cfb::new(key, sbox, mesh)?),
+                    Gost89Mode::Cbc => Box::new(gost89::Cbc::new(key, sbox, mesh)?),
+                };
+                mode(m, iv)
+            }
+            Kind::Magma(m) => {
+                let m: Box<dyn Mode> = match m {
+                    MagmaMode::Ecb => Box::new(magma::Ecb::new(key)?),
+                    MagmaMode::Ctr => Box::new(magma::Ctr::new(key)?),
+                    MagmaMode::CtrAcpkm => Box::new(magma::CtrAcpkm::new(key, ACPKM_SECTION)?),
+                    MagmaMode::Ofb => Box::new(magma::Ofb::new(key)?),
+                    MagmaMode::Cbc => Box::new(magma::Cbc::new(key)?),
+                    MagmaMode::Cfb => Box::new(magma::Cfb::new(key)?),
+                };
+                mode(m, iv)
+            }
             Kind::Gost89Mac => Work::Mac {
                 mac: Mac::Gost89(gost89::Mac::new(key, sbox, mesh)?),
                 tag_len: v.tag_len,
@@ -322,17 +308,6 @@ fn iv(a: &CipherArgs, c: &Cipher) -> Result<Vec<u8>, Failure> {
     Ok(iv)
 }
 
-/// The IV as the fixed-size array the mode takes (its length is the row's).
-fn array<const N: usize>(c: &Cipher, iv: &[u8]) -> Result<[u8; N], Failure> {
-    iv.try_into().map_err(|_| {
-        Failure::usage(format!(
-            "--iv for {} must be {N} bytes, got {} bytes",
-            c.name,
-            iv.len()
-        ))
-    })
-}
-
 /// Hex with any white space in it.
 fn decode_hex(s: &str, what: &str) -> Result<Vec<u8>, Failure> {
     // Also used for keys: the copy without spaces is wiped when dropped.
@@ -353,57 +328,33 @@ fn read_key(a: &CipherArgs) -> Result<Zeroizing<Vec<u8>>, Failure> {
     }
 }
 
-impl Aes {
-    fn apply(&self, encrypt: bool, data: &mut [u8]) -> Result<(), Error> {
-        match self {
-            Aes::Ecb(c) => crypt!(encrypt, c, data),
-            Aes::Cbc(c, iv) => crypt!(encrypt, c, iv, data),
-            Aes::Ctr(c, iv) => {
-                c.apply_keystream(iv, 0, data);
-                Ok(())
-            }
-            Aes::Xts(c, iv) => crypt!(encrypt, c, iv, data),
-        }
-    }
-}
-
-impl Gost {
-    fn apply(&self, encrypt: bool, data: &mut [u8]) -> Result<(), Error> {
-        match self {
-            Gost::Gost89Ecb(c) => crypt!(encrypt, c, data),
-            Gost::Gost89Cnt(c, iv) => crypt!(encrypt, c, iv, data),
-            Gost::Gost89Cfb(c, iv) => crypt!(encrypt, c, iv, data),
-            Gost::Gost89Cbc(c, iv) => crypt!(encrypt, c, iv, data),
-            Gost::MagmaEcb(c) => crypt!(encrypt, c, data),
-            Gost::MagmaCtr(c, iv) => crypt!(encrypt, c, iv, data),
-            Gost::MagmaCtrAcpkm(c, iv) => crypt!(encrypt, c, iv, data),
-            Gost::MagmaOfb(c, iv) => crypt!(encrypt, c, iv, data),
-            Gost::MagmaCbc(c, iv) => crypt!(encrypt, c, iv, data),
-            Gost::MagmaCfb(c, iv) => crypt!(encrypt, c, iv, data),
-        }
-    }
-}
-
-impl Aead {
+impl Sealer {
     /// Encrypts `data` and appends the tag.
-    fn seal(&self, aad: &[u8], data: &mut Vec<u8>, tag_len: usize) -> Result<(), Error> {
+    fn seal(
+        &self,
+        nonce: &[u8],
+        aad: &[u8],
+        data: &mut Vec<u8>,
+        tag_len: usize,
+    ) -> Result<(), Error> {
         let mut tag = [0u8; 16];
         let tag = &mut tag[..tag_len];
         match self {
-            // 12 to 16 bytes; 8 and 4 are GCM's short tags (SP 800-38D appendix C), which
-            // the crypto crate keeps behind entry points of their own.
-            Aead::Gcm(g, iv) if tag_len >= 12 => {
-                tag.copy_from_slice(&g.seal(iv, aad, data)?[..tag_len]);
-            }
-            Aead::Gcm(g, iv) => g.seal_short_tag(iv, aad, data, tag)?,
-            Aead::Mgm(m, nonce) => m.seal(nonce, aad, data, tag)?,
+            Sealer::Aead(a) => a.seal(nonce, aad, data, tag)?,
+            Sealer::GcmShortTag(g) => g.seal_short_tag(nonce, aad, data, tag)?,
         }
         data.extend_from_slice(tag);
         Ok(())
     }
 
     /// Splits the tag off `data` and returns the plaintext only if the tag verifies.
-    fn open(&self, aad: &[u8], mut data: Vec<u8>, tag_len: usize) -> Result<Vec<u8>, Failure> {
+    fn open(
+        &self,
+        nonce: &[u8],
+        aad: &[u8],
+        mut data: Vec<u8>,
+        tag_len: usize,
+    ) -> Result<Vec<u8>, Failure> {
         if data.len() < tag_len {
             return Err(Failure::usage(format!(
                 "input is {} bytes, shorter than the {tag_len}-byte tag",
@@ -412,9 +363,8 @@ impl Aead {
         }
         let tag = data.split_off(data.len() - tag_len);
         let opened = match self {
-            Aead::Gcm(g, iv) if tag_len >= 12 => g.open(iv, aad, &mut data, &tag),
-            Aead::Gcm(g, iv) => g.open_short_tag(iv, aad, &mut data, &tag),
-            Aead::Mgm(m, nonce) => m.open(nonce, aad, &mut data, &tag),
+            Sealer::Aead(a) => a.open(nonce, aad, &mut data, &tag),
+            Sealer::GcmShortTag(g) => g.open_short_tag(nonce, aad, &mut data, &tag),
         };
         match opened {
             Ok(()) => Ok(data),
