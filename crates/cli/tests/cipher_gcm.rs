@@ -19,6 +19,9 @@ fn gcm_matches_openssl_and_refuses_a_bad_tag() {
             (32, 12, 1000, 16),
             (24, 8, 77, 12),
             (32, 60, 4097, 14),
+            // Short tags (SP 800-38D appendix C), behind their own entry points.
+            (16, 12, 100, 8),
+            (32, 12, 33, 4),
         ]
         .into_iter()
         .enumerate()
