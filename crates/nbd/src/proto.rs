@@ -111,30 +111,63 @@ pub const OPTION_REPLY_LEN: usize = 20;
 /// NBD_INFO_EXPORT carry them.
 pub const SIZE_AND_FLAGS_LEN: usize = 10;
 
-fn u16_at(b: &[u8], at: usize) -> u16 {
-    u16::from_be_bytes([b[at], b[at + 1]])
+/// A fixed-size message of `N` bytes laid out field after field.
+struct Out<const N: usize> {
+    buf: [u8; N],
+    at: usize,
 }
 
-fn u32_at(b: &[u8], at: usize) -> u32 {
-    let mut a = [0u8; 4];
-    a.copy_from_slice(&b[at..at + 4]);
-    u32::from_be_bytes(a)
+impl<const N: usize> Out<N> {
+    fn new() -> Self {
+        Out { buf: [0; N], at: 0 }
+    }
+
+    /// Appends a field (an integer's `to_be_bytes()`).
+    fn put(mut self, field: &[u8]) -> Self {
+        self.buf[self.at..self.at + field.len()].copy_from_slice(field);
+        self.at += field.len();
+        self
+    }
+
+    /// The message; every byte must have been laid out.
+    fn done(self) -> [u8; N] {
+        debug_assert_eq!(self.at, N, "a message's fields fill it exactly");
+        self.buf
+    }
 }
 
-fn u64_at(b: &[u8], at: usize) -> u64 {
-    let mut a = [0u8; 8];
-    a.copy_from_slice(&b[at..at + 8]);
-    u64::from_be_bytes(a)
+/// Big-endian integers read field after field from a fixed-size message (the caller's
+/// array holds every field it reads).
+struct Fields<'a>(&'a [u8]);
+
+impl Fields<'_> {
+    fn take<const K: usize>(&mut self) -> [u8; K] {
+        let (field, rest) = self
+            .0
+            .split_first_chunk::<K>()
+            .expect("the message holds the field");
+        self.0 = rest;
+        *field
+    }
+    fn u16(&mut self) -> u16 {
+        u16::from_be_bytes(self.take())
+    }
+    fn u32(&mut self) -> u32 {
+        u32::from_be_bytes(self.take())
+    }
+    fn u64(&mut self) -> u64 {
+        u64::from_be_bytes(self.take())
+    }
 }
 
 /// The server's greeting: NBDMAGIC, IHAVEOPT (newstyle), then the handshake flags
 /// (`FLAG_FIXED_NEWSTYLE`, `FLAG_NO_ZEROES`).
 pub fn encode_greeting(handshake_flags: u16) -> [u8; GREETING_LEN] {
-    let mut g = [0u8; GREETING_LEN];
-    g[..8].copy_from_slice(&NBDMAGIC.to_be_bytes());
-    g[8..16].copy_from_slice(&IHAVEOPT.to_be_bytes());
-    g[16..].copy_from_slice(&handshake_flags.to_be_bytes());
-    g
+    Out::new()
+        .put(&NBDMAGIC.to_be_bytes())
+        .put(&IHAVEOPT.to_be_bytes())
+        .put(&handshake_flags.to_be_bytes())
+        .done()
 }
 
 /// The header of an option reply; `len` bytes of reply data follow it.
@@ -151,25 +184,25 @@ pub struct OptionReply {
 impl OptionReply {
     /// The header on the wire.
     pub fn encode(&self) -> [u8; OPTION_REPLY_LEN] {
-        let mut h = [0u8; OPTION_REPLY_LEN];
-        h[..8].copy_from_slice(&OPT_REPLY_MAGIC.to_be_bytes());
-        h[8..12].copy_from_slice(&self.option.to_be_bytes());
-        h[12..16].copy_from_slice(&self.kind.to_be_bytes());
-        h[16..].copy_from_slice(&self.len.to_be_bytes());
-        h
+        Out::new()
+            .put(&OPT_REPLY_MAGIC.to_be_bytes())
+            .put(&self.option.to_be_bytes())
+            .put(&self.kind.to_be_bytes())
+            .put(&self.len.to_be_bytes())
+            .done()
     }
 
     /// Parses a header; `Err` holds the magic found when it is not `OPT_REPLY_MAGIC`.
     pub fn decode(h: &[u8; OPTION_REPLY_LEN]) -> Result<OptionReply, u64> {
-        let magic = u64_at(h, 0);
-        if magic != OPT_REPLY_MAGIC {
-            return Err(magic);
+        let mut f = Fields(h);
+        match f.u64() {
+            OPT_REPLY_MAGIC => Ok(OptionReply {
+                option: f.u32(),
+                kind: f.u32(),
+                len: f.u32(),
+            }),
+            magic => Err(magic),
         }
-        Ok(OptionReply {
-            option: u32_at(h, 8),
-            kind: u32_at(h, 12),
-            len: u32_at(h, 16),
-        })
     }
 }
 
@@ -177,35 +210,35 @@ impl OptionReply {
 /// NBD_OPT_EXPORT_NAME (before its optional 124 zero bytes), and NBD_INFO_EXPORT after its
 /// type.
 pub fn encode_size_and_flags(size: u64, flags: u16) -> [u8; SIZE_AND_FLAGS_LEN] {
-    let mut d = [0u8; SIZE_AND_FLAGS_LEN];
-    d[..8].copy_from_slice(&size.to_be_bytes());
-    d[8..].copy_from_slice(&flags.to_be_bytes());
-    d
+    Out::new()
+        .put(&size.to_be_bytes())
+        .put(&flags.to_be_bytes())
+        .done()
 }
 
 /// NBD_INFO_BLOCK_SIZE's data after its type: minimum, preferred and maximum block size.
 pub fn encode_block_sizes(minimum: u32, preferred: u32, maximum: u32) -> [u8; 12] {
-    let mut d = [0u8; 12];
-    d[..4].copy_from_slice(&minimum.to_be_bytes());
-    d[4..8].copy_from_slice(&preferred.to_be_bytes());
-    d[8..].copy_from_slice(&maximum.to_be_bytes());
-    d
+    Out::new()
+        .put(&minimum.to_be_bytes())
+        .put(&preferred.to_be_bytes())
+        .put(&maximum.to_be_bytes())
+        .done()
 }
 
 /// Parses the data of NBD_OPT_INFO and NBD_OPT_GO: `u32 name length, name, u16 count,
 /// count x u16 information type`. Returns the name and the types asked for; `None` when
 /// the lengths do not add up exactly.
 pub fn decode_info_request(data: &[u8]) -> Option<(&[u8], Vec<u16>)> {
-    let name_len = u32_at(data.get(..4)?, 0) as usize;
-    let rest = &data[4..];
-    let name = rest.get(..name_len)?;
-    let rest = &rest[name_len..];
-    let count = u16_at(rest.get(..2)?, 0) as usize;
-    let list = &rest[2..];
-    if list.len() != 2 * count {
+    let (name_len, rest) = data.split_first_chunk::<4>()?;
+    let (name, rest) = rest.split_at_checked(u32::from_be_bytes(*name_len) as usize)?;
+    let (count, list) = rest.split_first_chunk::<2>()?;
+    if list.len() != 2 * usize::from(u16::from_be_bytes(*count)) {
         return None;
     }
-    let infos = list.chunks_exact(2).map(|c| u16_at(c, 0)).collect();
+    let infos = list
+        .chunks_exact(2)
+        .map(|c| u16::from_be_bytes([c[0], c[1]]))
+        .collect();
     Some((name, infos))
 }
 
@@ -228,29 +261,29 @@ impl Request {
     /// Parses a header; `Err` holds the magic found when it is not `REQUEST_MAGIC` (the
     /// stream cannot be parsed any further).
     pub fn decode(h: &[u8; REQUEST_LEN]) -> Result<Request, u32> {
-        let magic = u32_at(h, 0);
-        if magic != REQUEST_MAGIC {
-            return Err(magic);
+        let mut f = Fields(h);
+        match f.u32() {
+            REQUEST_MAGIC => Ok(Request {
+                flags: f.u16(),
+                kind: f.u16(),
+                cookie: f.u64(),
+                offset: f.u64(),
+                len: f.u32(),
+            }),
+            magic => Err(magic),
         }
-        Ok(Request {
-            flags: u16_at(h, 4),
-            kind: u16_at(h, 6),
-            cookie: u64_at(h, 8),
-            offset: u64_at(h, 16),
-            len: u32_at(h, 24),
-        })
     }
 
     /// The header on the wire.
     pub fn encode(&self) -> [u8; REQUEST_LEN] {
-        let mut h = [0u8; REQUEST_LEN];
-        h[..4].copy_from_slice(&REQUEST_MAGIC.to_be_bytes());
-        h[4..6].copy_from_slice(&self.flags.to_be_bytes());
-        h[6..8].copy_from_slice(&self.kind.to_be_bytes());
-        h[8..16].copy_from_slice(&self.cookie.to_be_bytes());
-        h[16..24].copy_from_slice(&self.offset.to_be_bytes());
-        h[24..].copy_from_slice(&self.len.to_be_bytes());
-        h
+        Out::new()
+            .put(&REQUEST_MAGIC.to_be_bytes())
+            .put(&self.flags.to_be_bytes())
+            .put(&self.kind.to_be_bytes())
+            .put(&self.cookie.to_be_bytes())
+            .put(&self.offset.to_be_bytes())
+            .put(&self.len.to_be_bytes())
+            .done()
     }
 
     /// Whether the client asked for the data to be durable before the reply (FUA).
@@ -271,23 +304,23 @@ pub struct SimpleReply {
 impl SimpleReply {
     /// The header on the wire.
     pub fn encode(&self) -> [u8; SIMPLE_REPLY_LEN] {
-        let mut h = [0u8; SIMPLE_REPLY_LEN];
-        h[..4].copy_from_slice(&SIMPLE_REPLY_MAGIC.to_be_bytes());
-        h[4..8].copy_from_slice(&self.error.to_be_bytes());
-        h[8..].copy_from_slice(&self.cookie.to_be_bytes());
-        h
+        Out::new()
+            .put(&SIMPLE_REPLY_MAGIC.to_be_bytes())
+            .put(&self.error.to_be_bytes())
+            .put(&self.cookie.to_be_bytes())
+            .done()
     }
 
     /// Parses a header; `Err` holds the magic found when it is not `SIMPLE_REPLY_MAGIC`.
     pub fn decode(h: &[u8; SIMPLE_REPLY_LEN]) -> Result<SimpleReply, u32> {
-        let magic = u32_at(h, 0);
-        if magic != SIMPLE_REPLY_MAGIC {
-            return Err(magic);
+        let mut f = Fields(h);
+        match f.u32() {
+            SIMPLE_REPLY_MAGIC => Ok(SimpleReply {
+                error: f.u32(),
+                cookie: f.u64(),
+            }),
+            magic => Err(magic),
         }
-        Ok(SimpleReply {
-            error: u32_at(h, 4),
-            cookie: u64_at(h, 8),
-        })
     }
 }
 
