@@ -3,10 +3,11 @@
 //! NBD_OPT_ABORT. Every other option gets NBD_REP_ERR_UNSUP, which fixed newstyle clients
 //! handle (structured replies, meta contexts, TLS and extended headers are thereby off).
 //!
-//! Runs over any `Read + Write` and describes the export from an [`ExportInfo`] alone: the
-//! caller bounds the time (the server's `Deadline`), and the size of what a client may
-//! send is bounded here (option length, number of options), so a client cannot hold a
-//! connection slot or memory by haggling.
+//! Runs over any `Read + Write` and describes the export from an [`ExportInfo`] alone, so
+//! it is unit-tested on a scripted byte stream. The caller bounds the time (the server
+//! reads through `stream::Deadline`); what a client may send is bounded here (option
+//! length, number of options), so a client cannot hold a connection slot or memory by
+//! haggling.
 
 use crate::export_info::ExportInfo;
 use crate::proto::*;

@@ -1,8 +1,8 @@
 //! An NBD server (the NBD protocol's fixed newstyle handshake and transmission phase) over
 //! any [`Export`]. This crate knows nothing about encryption.
 //!
-//! The protocol's state is kept apart from the socket code, in pure modules that are
-//! unit-tested without a socket:
+//! The protocol and its state are kept apart from the socket code, in modules that touch
+//! no socket and are unit-tested without one:
 //! - [`proto`]: the wire constants and the codec of the messages (from the NBD project's
 //!   `doc/proto.md`);
 //! - `export_info`: what a client is told about the export (size, transmission flags,
@@ -10,7 +10,8 @@
 //! - `request`: what a transmission request does, or why it is refused, from its header
 //!   and the export's description;
 //! - `budget`: the server-wide budget of payload bytes in flight;
-//! - `config` ([`ServerConfig`], [`Listen`]), `export` ([`Export`]), `error` ([`Error`]).
+//! - plain types: `config` ([`ServerConfig`], [`Listen`]), `export` ([`Export`]), `error`
+//!   ([`Error`]).
 //!
 //! The socket code sits on top:
 //! - `stream`: a Unix or loopback TCP socket behind one type, and the handshake deadline;

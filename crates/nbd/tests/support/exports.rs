@@ -1,4 +1,5 @@
-//! Exports for the tests: a memory-backed one that counts flushes, and a slow one that records how many data operations run at once.
+//! Exports for the tests: a memory-backed one that counts flushes, and a slow one that
+//! records how many data operations run at once.
 
 use sectorcrypt_nbd::Export;
 use std::io;
