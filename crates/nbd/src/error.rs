@@ -1,4 +1,8 @@
-//! The crate's error type.
+//! The crate's error type: why the server could not start or stopped with a failure.
+//!
+//! Only what ends [`Server::run`](crate::Server::run) or [`Server::bind`](crate::Server::bind)
+//! or a [`Listen`](crate::Listen) parse is an [`Error`]; a connection's failures (a
+//! client that misbehaves or goes away) are logged and end that connection alone.
 
 use std::fmt;
 use std::io;

@@ -2,12 +2,16 @@
 //! types"). Supported: NBD_OPT_GO, NBD_OPT_INFO, NBD_OPT_EXPORT_NAME, NBD_OPT_LIST,
 //! NBD_OPT_ABORT. Every other option gets NBD_REP_ERR_UNSUP, which fixed newstyle clients
 //! handle (structured replies, meta contexts, TLS and extended headers are thereby off).
+//!
+//! Runs over any `Read + Write` and describes the export from an [`ExportInfo`] alone, so
+//! it is unit-tested on a scripted byte stream. The caller bounds the time (the server
+//! reads through `stream::Deadline`); what a client may send is bounded here (option
+//! length, number of options), so a client cannot hold a connection slot or memory by
+//! haggling.
 
+use crate::export_info::ExportInfo;
 use crate::proto::*;
-use crate::server::Shared;
-use crate::stream::Stream;
 use std::io::{self, Read, Write};
-use std::time::Instant;
 
 /// Longest option payload accepted (NBD strings are at most 4096 bytes; an INFO/GO request
 /// is a name plus a list of 16-bit info types).
@@ -17,43 +21,8 @@ const MAX_OPTION_LEN: u32 = 64 * 1024;
 /// that keeps a connection slot busy).
 const MAX_OPTIONS: usize = 64;
 
-/// A stream whose reads must all finish before a deadline: each read waits at most the
-/// time left, so a client that trickles bytes cannot stretch the handshake either.
-pub(crate) struct Deadline<'a> {
-    s: &'a mut Stream,
-    deadline: Instant,
-}
-
-impl<'a> Deadline<'a> {
-    pub(crate) fn new(s: &'a mut Stream, deadline: Instant) -> Deadline<'a> {
-        Deadline { s, deadline }
-    }
-}
-
-impl Read for Deadline<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let left = self.deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err(io::Error::new(
-                io::ErrorKind::TimedOut,
-                "handshake not finished in time",
-            ));
-        }
-        self.s.set_read_timeout(Some(left))?;
-        self.s.read(buf)
-    }
-}
-
-impl Write for Deadline<'_> {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.s.write(buf)
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        self.s.flush()
-    }
-}
-
 /// How the handshake ended.
+#[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Outcome {
     /// Enter the transmission phase.
     Transmit,
@@ -73,29 +42,38 @@ fn read_u64(r: &mut impl Read) -> io::Result<u64> {
     Ok(u64::from_be_bytes(b))
 }
 
-fn reply(w: &mut impl Write, option: u32, kind: u32, data: &[u8]) -> io::Result<()> {
-    let mut msg = Vec::with_capacity(20 + data.len());
-    msg.extend_from_slice(&OPT_REPLY_MAGIC.to_be_bytes());
-    msg.extend_from_slice(&option.to_be_bytes());
-    msg.extend_from_slice(&kind.to_be_bytes());
-    msg.extend_from_slice(&(data.len() as u32).to_be_bytes());
-    msg.extend_from_slice(data);
+/// Sends an option reply whose data are `parts`, one after the other, in one write.
+fn reply(w: &mut impl Write, option: u32, kind: u32, parts: &[&[u8]]) -> io::Result<()> {
+    let len: usize = parts.iter().map(|p| p.len()).sum();
+    let mut msg = Vec::with_capacity(OPTION_REPLY_LEN + len);
+    msg.extend_from_slice(
+        &OptionReply {
+            option,
+            kind,
+            len: len as u32,
+        }
+        .encode(),
+    );
+    for p in parts {
+        msg.extend_from_slice(p);
+    }
     w.write_all(&msg)
 }
 
 /// An error reply with a human-readable message (proto.md: error replies may carry a
 /// string for the user).
 fn reply_err(w: &mut impl Write, option: u32, kind: u32, msg: &str) -> io::Result<()> {
-    reply(w, option, kind, msg.as_bytes())
+    reply(w, option, kind, &[msg.as_bytes()])
+}
+
+/// An NBD_REP_INFO reply: the information type, then its data.
+fn reply_info(w: &mut impl Write, option: u32, info: u16, data: &[u8]) -> io::Result<()> {
+    reply(w, option, REP_INFO, &[&info.to_be_bytes(), data])
 }
 
 /// Runs the handshake on `s` up to the transmission phase.
-pub(crate) fn negotiate<S: Read + Write>(s: &mut S, shared: &Shared) -> io::Result<Outcome> {
-    let mut hello = Vec::with_capacity(18);
-    hello.extend_from_slice(&NBDMAGIC.to_be_bytes());
-    hello.extend_from_slice(&IHAVEOPT.to_be_bytes());
-    hello.extend_from_slice(&(FLAG_FIXED_NEWSTYLE | FLAG_NO_ZEROES).to_be_bytes());
-    s.write_all(&hello)?;
+pub(crate) fn negotiate<S: Read + Write>(s: &mut S, info: &ExportInfo) -> io::Result<Outcome> {
+    s.write_all(&encode_greeting(FLAG_FIXED_NEWSTYLE | FLAG_NO_ZEROES))?;
 
     let client_flags = read_u32(s)?;
     if client_flags & !(FLAG_C_FIXED_NEWSTYLE | FLAG_C_NO_ZEROES) != 0 {
@@ -119,12 +97,11 @@ pub(crate) fn negotiate<S: Read + Write>(s: &mut S, shared: &Shared) -> io::Resu
         match option {
             OPT_EXPORT_NAME => {
                 // No error reply exists for this option: an unknown name closes.
-                if !shared.name_matches(&data) {
+                if !info.name_matches(&data) {
                     return Ok(Outcome::Close("NBD_OPT_EXPORT_NAME: unknown export"));
                 }
-                let mut msg = Vec::with_capacity(10 + 124);
-                msg.extend_from_slice(&shared.export.size().to_be_bytes());
-                msg.extend_from_slice(&shared.transmission_flags().to_be_bytes());
+                let mut msg = Vec::with_capacity(SIZE_AND_FLAGS_LEN + 124);
+                msg.extend_from_slice(&encode_size_and_flags(info.size, info.transmission_flags()));
                 if !no_zeroes {
                     msg.extend_from_slice(&[0u8; 124]);
                 }
@@ -146,26 +123,27 @@ pub(crate) fn negotiate<S: Read + Write>(s: &mut S, shared: &Shared) -> io::Resu
                     reply_err(s, option, REP_ERR_INVALID, "NBD_OPT_LIST takes no data")?;
                     continue;
                 }
-                let name = shared.config.export_name.as_bytes();
-                let mut d = Vec::with_capacity(4 + name.len());
-                d.extend_from_slice(&(name.len() as u32).to_be_bytes());
-                d.extend_from_slice(name);
-                if let Some(desc) = &shared.config.description {
-                    d.extend_from_slice(desc.as_bytes());
-                }
-                reply(s, option, REP_SERVER, &d)?;
+                let name = info.name.as_bytes();
+                let description = info.description.as_deref().unwrap_or_default();
+                let name_len = (name.len() as u32).to_be_bytes();
+                reply(
+                    s,
+                    option,
+                    REP_SERVER,
+                    &[&name_len, name, description.as_bytes()],
+                )?;
                 reply(s, option, REP_ACK, &[])?;
             }
             OPT_INFO | OPT_GO => {
-                let Some((name, infos)) = parse_info_request(&data) else {
+                let Some((name, infos)) = decode_info_request(&data) else {
                     reply_err(s, option, REP_ERR_INVALID, "malformed NBD_OPT_INFO/GO data")?;
                     continue;
                 };
-                if !shared.name_matches(name) {
+                if !info.name_matches(name) {
                     reply_err(s, option, REP_ERR_UNKNOWN, "no such export")?;
                     continue;
                 }
-                send_infos(s, option, shared, &infos)?;
+                send_infos(s, option, info, &infos)?;
                 reply(s, option, REP_ACK, &[])?;
                 if option == OPT_GO {
                     return Ok(Outcome::Transmit);
@@ -184,72 +162,194 @@ pub(crate) fn negotiate<S: Read + Write>(s: &mut S, shared: &Shared) -> io::Resu
     Ok(Outcome::Close("too many options"))
 }
 
-/// Parses `u32 name length, name, u16 count, count x u16 info type`; `None` when the
-/// lengths do not add up exactly.
-fn parse_info_request(data: &[u8]) -> Option<(&[u8], Vec<u16>)> {
-    let name_len = u32::from_be_bytes(data.get(..4)?.try_into().ok()?) as usize;
-    let rest = data.get(4..)?;
-    let name = rest.get(..name_len)?;
-    let rest = &rest[name_len..];
-    let count = u16::from_be_bytes(rest.get(..2)?.try_into().ok()?) as usize;
-    let list = &rest[2..];
-    if list.len() != 2 * count {
-        return None;
-    }
-    let infos = list
-        .chunks_exact(2)
-        .map(|c| u16::from_be_bytes([c[0], c[1]]))
-        .collect();
-    Some((name, infos))
-}
-
-fn send_infos<W: Write>(s: &mut W, option: u32, shared: &Shared, asked: &[u16]) -> io::Result<()> {
+/// The NBD_REP_INFO replies to INFO or GO: the block sizes and the export (size and
+/// flags) always, the name and description when asked for.
+fn send_infos<W: Write>(
+    s: &mut W,
+    option: u32,
+    info: &ExportInfo,
+    asked: &[u16],
+) -> io::Result<()> {
     // Block sizes are always sent: the protocol allows it unasked, and clients then know
     // the preferred size even when they did not ask.
-    let mut bs = Vec::with_capacity(14);
-    bs.extend_from_slice(&INFO_BLOCK_SIZE.to_be_bytes());
-    bs.extend_from_slice(&shared.export.min_block_size().to_be_bytes());
-    bs.extend_from_slice(&shared.preferred_block_size().to_be_bytes());
-    bs.extend_from_slice(&shared.config.max_payload.to_be_bytes());
-    reply(s, option, REP_INFO, &bs)?;
-
+    let b = info.block_sizes;
+    let sizes = encode_block_sizes(b.minimum, b.preferred, b.maximum);
+    reply_info(s, option, INFO_BLOCK_SIZE, &sizes)?;
     if asked.contains(&INFO_NAME) {
-        let mut d = INFO_NAME.to_be_bytes().to_vec();
-        d.extend_from_slice(shared.config.export_name.as_bytes());
-        reply(s, option, REP_INFO, &d)?;
+        reply_info(s, option, INFO_NAME, info.name.as_bytes())?;
     }
     if asked.contains(&INFO_DESCRIPTION) {
-        if let Some(desc) = &shared.config.description {
-            let mut d = INFO_DESCRIPTION.to_be_bytes().to_vec();
-            d.extend_from_slice(desc.as_bytes());
-            reply(s, option, REP_INFO, &d)?;
+        if let Some(desc) = &info.description {
+            reply_info(s, option, INFO_DESCRIPTION, desc.as_bytes())?;
         }
     }
     // NBD_INFO_EXPORT is mandatory.
-    let mut d = Vec::with_capacity(12);
-    d.extend_from_slice(&INFO_EXPORT.to_be_bytes());
-    d.extend_from_slice(&shared.export.size().to_be_bytes());
-    d.extend_from_slice(&shared.transmission_flags().to_be_bytes());
-    reply(s, option, REP_INFO, &d)
+    let export = encode_size_and_flags(info.size, info.transmission_flags());
+    reply_info(s, option, INFO_EXPORT, &export)
 }
 
 #[cfg(test)]
 mod tests {
-    use super::parse_info_request;
+    use super::*;
+    use crate::export_info::BlockSizes;
+
+    /// A client's whole side of the conversation, written before the server runs, and
+    /// what the server sent.
+    struct Scripted {
+        input: io::Cursor<Vec<u8>>,
+        output: Vec<u8>,
+    }
+
+    impl Read for Scripted {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            self.input.read(buf)
+        }
+    }
+
+    impl Write for Scripted {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            self.output.extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn info() -> ExportInfo {
+        ExportInfo {
+            name: "vol".into(),
+            description: Some("test".into()),
+            size: 8192,
+            read_only: false,
+            can_trim: false,
+            can_multi_conn: true,
+            block_sizes: BlockSizes {
+                minimum: 1,
+                preferred: 4096,
+                maximum: 1 << 20,
+            },
+        }
+    }
+
+    fn option(opt: u32, data: &[u8]) -> Vec<u8> {
+        let mut m = IHAVEOPT.to_be_bytes().to_vec();
+        m.extend_from_slice(&opt.to_be_bytes());
+        m.extend_from_slice(&(data.len() as u32).to_be_bytes());
+        m.extend_from_slice(data);
+        m
+    }
+
+    /// Runs the handshake on `client` (flags, then options); returns the outcome and what
+    /// the server sent after its greeting.
+    fn run(client_flags: u32, options: &[Vec<u8>]) -> (io::Result<Outcome>, Vec<u8>) {
+        let mut input = client_flags.to_be_bytes().to_vec();
+        for o in options {
+            input.extend_from_slice(o);
+        }
+        let mut s = Scripted {
+            input: io::Cursor::new(input),
+            output: Vec::new(),
+        };
+        let outcome = negotiate(&mut s, &info());
+        assert_eq!(
+            s.output[..GREETING_LEN],
+            encode_greeting(FLAG_FIXED_NEWSTYLE | FLAG_NO_ZEROES)
+        );
+        (outcome, s.output[GREETING_LEN..].to_vec())
+    }
+
+    /// Splits the server's option replies into (option, type, data).
+    fn replies(mut out: &[u8]) -> Vec<(u32, u32, Vec<u8>)> {
+        let mut v = Vec::new();
+        while !out.is_empty() {
+            let h = OptionReply::decode(out[..OPTION_REPLY_LEN].try_into().unwrap()).unwrap();
+            let end = OPTION_REPLY_LEN + h.len as usize;
+            v.push((h.option, h.kind, out[OPTION_REPLY_LEN..end].to_vec()));
+            out = &out[end..];
+        }
+        v
+    }
 
     #[test]
-    fn info_request_lengths_must_add_up() {
-        let mut d = 3u32.to_be_bytes().to_vec();
-        d.extend_from_slice(b"abc");
-        d.extend_from_slice(&2u16.to_be_bytes());
-        d.extend_from_slice(&[0, 3, 0, 1]);
-        let (name, infos) = parse_info_request(&d).unwrap();
-        assert_eq!(name, b"abc");
-        assert_eq!(infos, vec![3, 1]);
-        assert!(parse_info_request(&d[..d.len() - 1]).is_none());
-        let mut longer = d.clone();
-        longer.push(0);
-        assert!(parse_info_request(&longer).is_none());
-        assert!(parse_info_request(&[0, 0, 0, 9, b'x']).is_none());
+    fn go_sends_block_sizes_name_and_export_then_ack() {
+        let mut go = 0u32.to_be_bytes().to_vec();
+        go.extend_from_slice(&1u16.to_be_bytes());
+        go.extend_from_slice(&INFO_NAME.to_be_bytes());
+        let (outcome, out) = run(3, &[option(OPT_GO, &go)]);
+        assert_eq!(outcome.unwrap(), Outcome::Transmit);
+        let mut want_export = INFO_EXPORT.to_be_bytes().to_vec();
+        want_export.extend_from_slice(&encode_size_and_flags(8192, info().transmission_flags()));
+        let mut want_sizes = INFO_BLOCK_SIZE.to_be_bytes().to_vec();
+        want_sizes.extend_from_slice(&encode_block_sizes(1, 4096, 1 << 20));
+        assert_eq!(
+            replies(&out),
+            vec![
+                (OPT_GO, REP_INFO, want_sizes),
+                (
+                    OPT_GO,
+                    REP_INFO,
+                    [&INFO_NAME.to_be_bytes()[..], b"vol"].concat()
+                ),
+                (OPT_GO, REP_INFO, want_export),
+                (OPT_GO, REP_ACK, vec![]),
+            ]
+        );
+    }
+
+    #[test]
+    fn list_then_unknown_name_then_too_many_options() {
+        let mut info_nope = 4u32.to_be_bytes().to_vec();
+        info_nope.extend_from_slice(b"nope\0\0");
+        let mut options = vec![option(OPT_LIST, &[]), option(OPT_INFO, &info_nope)];
+        options.extend((0..MAX_OPTIONS).map(|_| option(0x7777, &[])));
+        let (outcome, out) = run(1, &options);
+        assert_eq!(outcome.unwrap(), Outcome::Close("too many options"));
+        let r = replies(&out);
+        assert_eq!(r[0], (OPT_LIST, REP_SERVER, b"\0\0\0\x03voltest".to_vec()));
+        assert_eq!(r[1], (OPT_LIST, REP_ACK, vec![]));
+        assert_eq!((r[2].0, r[2].1), (OPT_INFO, REP_ERR_UNKNOWN));
+        // LIST has two replies; every other option one, up to the limit.
+        assert_eq!(r.len(), MAX_OPTIONS + 1);
+        assert!(r[3..].iter().all(|(_, k, _)| *k == REP_ERR_UNSUP));
+    }
+
+    #[test]
+    fn export_name_pads_unless_asked_not_to_and_closes_on_a_wrong_name() {
+        let (outcome, out) = run(1, &[option(OPT_EXPORT_NAME, b"")]);
+        assert_eq!(outcome.unwrap(), Outcome::Transmit);
+        assert_eq!(out.len(), SIZE_AND_FLAGS_LEN + 124);
+        assert_eq!(&out[..8], &8192u64.to_be_bytes());
+        let (outcome, out) = run(3, &[option(OPT_EXPORT_NAME, b"vol")]);
+        assert_eq!(outcome.unwrap(), Outcome::Transmit);
+        assert_eq!(out.len(), SIZE_AND_FLAGS_LEN);
+        let (outcome, out) = run(3, &[option(OPT_EXPORT_NAME, b"nope")]);
+        assert!(matches!(outcome.unwrap(), Outcome::Close(_)));
+        assert!(out.is_empty());
+    }
+
+    #[test]
+    fn misbehaving_clients_are_closed() {
+        let (outcome, _) = run(4, &[]);
+        assert_eq!(
+            outcome.unwrap(),
+            Outcome::Close("client sent unknown handshake flags")
+        );
+        // Plain (not fixed) newstyle may only send EXPORT_NAME.
+        let (outcome, out) = run(0, &[option(OPT_LIST, &[])]);
+        assert!(matches!(outcome.unwrap(), Outcome::Close(_)));
+        assert!(out.is_empty());
+        let mut bad = option(OPT_LIST, &[]);
+        bad[0] ^= 1;
+        let (outcome, _) = run(1, &[bad]);
+        assert_eq!(outcome.unwrap(), Outcome::Close("bad option magic"));
+        let mut long = IHAVEOPT.to_be_bytes().to_vec();
+        long.extend_from_slice(&OPT_GO.to_be_bytes());
+        long.extend_from_slice(&(MAX_OPTION_LEN + 1).to_be_bytes());
+        let (outcome, _) = run(1, &[long]);
+        assert_eq!(outcome.unwrap(), Outcome::Close("option payload too long"));
+        // A client that goes away mid-option.
+        let (outcome, _) = run(1, &[option(OPT_GO, &[0; 8])[..18].to_vec()]);
+        assert_eq!(outcome.unwrap_err().kind(), io::ErrorKind::UnexpectedEof);
     }
 }

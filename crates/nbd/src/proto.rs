@@ -1,5 +1,14 @@
-//! Wire constants of the NBD protocol, from the NetworkBlockDevice project's `doc/proto.md`
-//! ("The NBD protocol"). All integers on the wire are big-endian.
+//! The NBD wire format, from the NetworkBlockDevice project's `doc/proto.md` ("The NBD
+//! protocol"): its constants, and the encoding and decoding of the messages this crate
+//! exchanges. All integers on the wire are big-endian.
+//!
+//! Pure: nothing here touches a socket, an export or the heap on the transmission path
+//! (headers are fixed-size arrays), so the codec is unit-tested on bytes and can serve a
+//! client as well as the server. Callers do the I/O and decide the policy (which options
+//! and commands are accepted). Only what this crate speaks is encoded: fixed newstyle
+//! negotiation and simple replies (no structured replies, no extended headers).
+
+use std::io;
 
 /// "NBDMAGIC": the first 8 bytes the server sends.
 pub const NBDMAGIC: u64 = 0x4e42_444d_4147_4943;
@@ -24,7 +33,7 @@ pub const FLAG_C_FIXED_NEWSTYLE: u32 = 1 << 0;
 /// The client wants no 124 zero bytes after NBD_OPT_EXPORT_NAME.
 pub const FLAG_C_NO_ZEROES: u32 = 1 << 1;
 
-// Transmission flags (16 bits).
+// Transmission flags (16 bits), sent with the export's size.
 pub const FLAG_HAS_FLAGS: u16 = 1 << 0;
 pub const FLAG_READ_ONLY: u16 = 1 << 1;
 pub const FLAG_SEND_FLUSH: u16 = 1 << 2;
@@ -79,7 +88,8 @@ pub const CMD_FLAG_DF: u16 = 1 << 2;
 pub const CMD_FLAG_REQ_ONE: u16 = 1 << 3;
 pub const CMD_FLAG_FAST_ZERO: u16 = 1 << 4;
 
-// Error values in replies (the protocol's own numbering, equal to Linux errno values).
+// Error values in simple replies (the protocol's own numbering, equal to Linux errno
+// values); [`error_code`] maps an I/O error to one of them.
 pub const EPERM: u32 = 1;
 pub const EIO: u32 = 5;
 pub const ENOMEM: u32 = 12;
@@ -93,3 +103,332 @@ pub const ESHUTDOWN: u32 = 108;
 pub const REQUEST_LEN: usize = 28;
 /// Bytes of a simple reply header.
 pub const SIMPLE_REPLY_LEN: usize = 16;
+/// Bytes of the server's greeting (NBDMAGIC, IHAVEOPT, handshake flags).
+pub const GREETING_LEN: usize = 18;
+/// Bytes of an option reply header.
+pub const OPTION_REPLY_LEN: usize = 20;
+/// Bytes of the export's size and transmission flags, as NBD_OPT_EXPORT_NAME's reply and
+/// NBD_INFO_EXPORT carry them.
+pub const SIZE_AND_FLAGS_LEN: usize = 10;
+
+/// A fixed-size message of `N` bytes laid out field after field.
+struct Out<const N: usize> {
+    buf: [u8; N],
+    at: usize,
+}
+
+impl<const N: usize> Out<N> {
+    fn new() -> Self {
+        Out { buf: [0; N], at: 0 }
+    }
+
+    /// Appends a field (an integer's `to_be_bytes()`).
+    fn put(mut self, field: &[u8]) -> Self {
+        self.buf[self.at..self.at + field.len()].copy_from_slice(field);
+        self.at += field.len();
+        self
+    }
+
+    /// The message; every byte must have been laid out.
+    fn done(self) -> [u8; N] {
+        debug_assert_eq!(self.at, N, "a message's fields fill it exactly");
+        self.buf
+    }
+}
+
+/// Big-endian integers read field after field from a fixed-size message (the caller's
+/// array holds every field it reads).
+struct Fields<'a>(&'a [u8]);
+
+impl Fields<'_> {
+    fn take<const K: usize>(&mut self) -> [u8; K] {
+        let (field, rest) = self
+            .0
+            .split_first_chunk::<K>()
+            .expect("the message holds the field");
+        self.0 = rest;
+        *field
+    }
+    fn u16(&mut self) -> u16 {
+        u16::from_be_bytes(self.take())
+    }
+    fn u32(&mut self) -> u32 {
+        u32::from_be_bytes(self.take())
+    }
+    fn u64(&mut self) -> u64 {
+        u64::from_be_bytes(self.take())
+    }
+}
+
+/// The server's greeting: NBDMAGIC, IHAVEOPT (newstyle), then the handshake flags
+/// (`FLAG_FIXED_NEWSTYLE`, `FLAG_NO_ZEROES`).
+pub fn encode_greeting(handshake_flags: u16) -> [u8; GREETING_LEN] {
+    Out::new()
+        .put(&NBDMAGIC.to_be_bytes())
+        .put(&IHAVEOPT.to_be_bytes())
+        .put(&handshake_flags.to_be_bytes())
+        .done()
+}
+
+/// The header of an option reply; `len` bytes of reply data follow it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OptionReply {
+    /// The option replied to (`OPT_*`).
+    pub option: u32,
+    /// The reply type (`REP_*`; error types have `REP_FLAG_ERROR` set).
+    pub kind: u32,
+    /// Bytes of reply data that follow.
+    pub len: u32,
+}
+
+impl OptionReply {
+    /// The header on the wire.
+    pub fn encode(&self) -> [u8; OPTION_REPLY_LEN] {
+        Out::new()
+            .put(&OPT_REPLY_MAGIC.to_be_bytes())
+            .put(&self.option.to_be_bytes())
+            .put(&self.kind.to_be_bytes())
+            .put(&self.len.to_be_bytes())
+            .done()
+    }
+
+    /// Parses a header; `Err` holds the magic found when it is not `OPT_REPLY_MAGIC`.
+    pub fn decode(h: &[u8; OPTION_REPLY_LEN]) -> Result<OptionReply, u64> {
+        let mut f = Fields(h);
+        match f.u64() {
+            OPT_REPLY_MAGIC => Ok(OptionReply {
+                option: f.u32(),
+                kind: f.u32(),
+                len: f.u32(),
+            }),
+            magic => Err(magic),
+        }
+    }
+}
+
+/// The export's size and transmission flags (`FLAG_*` of 16 bits): the reply to
+/// NBD_OPT_EXPORT_NAME (before its optional 124 zero bytes), and NBD_INFO_EXPORT after its
+/// type.
+pub fn encode_size_and_flags(size: u64, flags: u16) -> [u8; SIZE_AND_FLAGS_LEN] {
+    Out::new()
+        .put(&size.to_be_bytes())
+        .put(&flags.to_be_bytes())
+        .done()
+}
+
+/// NBD_INFO_BLOCK_SIZE's data after its type: minimum, preferred and maximum block size.
+pub fn encode_block_sizes(minimum: u32, preferred: u32, maximum: u32) -> [u8; 12] {
+    Out::new()
+        .put(&minimum.to_be_bytes())
+        .put(&preferred.to_be_bytes())
+        .put(&maximum.to_be_bytes())
+        .done()
+}
+
+/// Parses the data of NBD_OPT_INFO and NBD_OPT_GO: `u32 name length, name, u16 count,
+/// count x u16 information type`. Returns the name and the types asked for; `None` when
+/// the lengths do not add up exactly.
+pub fn decode_info_request(data: &[u8]) -> Option<(&[u8], Vec<u16>)> {
+    let (name_len, rest) = data.split_first_chunk::<4>()?;
+    let (name, rest) = rest.split_at_checked(u32::from_be_bytes(*name_len) as usize)?;
+    let (count, list) = rest.split_first_chunk::<2>()?;
+    if list.len() != 2 * usize::from(u16::from_be_bytes(*count)) {
+        return None;
+    }
+    let infos = list
+        .chunks_exact(2)
+        .map(|c| u16::from_be_bytes([c[0], c[1]]))
+        .collect();
+    Some((name, infos))
+}
+
+/// A transmission request header; for NBD_CMD_WRITE, `len` payload bytes follow it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Request {
+    /// Command flags (`CMD_FLAG_*`).
+    pub flags: u16,
+    /// The command (`CMD_*`).
+    pub kind: u16,
+    /// Chosen by the client and sent back in the reply, which may come in any order.
+    pub cookie: u64,
+    /// Where the command acts, in bytes from the start of the export.
+    pub offset: u64,
+    /// Bytes the command acts on (and, for a write, bytes of payload that follow).
+    pub len: u32,
+}
+
+impl Request {
+    /// Parses a header; `Err` holds the magic found when it is not `REQUEST_MAGIC` (the
+    /// stream cannot be parsed any further).
+    pub fn decode(h: &[u8; REQUEST_LEN]) -> Result<Request, u32> {
+        let mut f = Fields(h);
+        match f.u32() {
+            REQUEST_MAGIC => Ok(Request {
+                flags: f.u16(),
+                kind: f.u16(),
+                cookie: f.u64(),
+                offset: f.u64(),
+                len: f.u32(),
+            }),
+            magic => Err(magic),
+        }
+    }
+
+    /// The header on the wire.
+    pub fn encode(&self) -> [u8; REQUEST_LEN] {
+        Out::new()
+            .put(&REQUEST_MAGIC.to_be_bytes())
+            .put(&self.flags.to_be_bytes())
+            .put(&self.kind.to_be_bytes())
+            .put(&self.cookie.to_be_bytes())
+            .put(&self.offset.to_be_bytes())
+            .put(&self.len.to_be_bytes())
+            .done()
+    }
+
+    /// Whether the client asked for the data to be durable before the reply (FUA).
+    pub fn fua(&self) -> bool {
+        self.flags & CMD_FLAG_FUA != 0
+    }
+}
+
+/// A simple reply header; a successful read's data follow it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SimpleReply {
+    /// 0, or one of the error values (`EPERM`, `EIO`...).
+    pub error: u32,
+    /// The cookie of the request replied to.
+    pub cookie: u64,
+}
+
+impl SimpleReply {
+    /// The header on the wire.
+    pub fn encode(&self) -> [u8; SIMPLE_REPLY_LEN] {
+        Out::new()
+            .put(&SIMPLE_REPLY_MAGIC.to_be_bytes())
+            .put(&self.error.to_be_bytes())
+            .put(&self.cookie.to_be_bytes())
+            .done()
+    }
+
+    /// Parses a header; `Err` holds the magic found when it is not `SIMPLE_REPLY_MAGIC`.
+    pub fn decode(h: &[u8; SIMPLE_REPLY_LEN]) -> Result<SimpleReply, u32> {
+        let mut f = Fields(h);
+        match f.u32() {
+            SIMPLE_REPLY_MAGIC => Ok(SimpleReply {
+                error: f.u32(),
+                cookie: f.u64(),
+            }),
+            magic => Err(magic),
+        }
+    }
+}
+
+/// The protocol's error value for an I/O error: the OS error when the protocol has it
+/// (EROFS as EPERM, EFBIG as ENOSPC), otherwise by kind, EIO when nothing fits.
+pub fn error_code(e: &io::Error) -> u32 {
+    const EROFS: u32 = 30;
+    const EFBIG: u32 = 27;
+    match e.raw_os_error().map(|n| n as u32) {
+        Some(n @ (EPERM | EIO | ENOMEM | EINVAL | ENOSPC | EOVERFLOW | ENOTSUP | ESHUTDOWN)) => n,
+        Some(EROFS) => EPERM,
+        Some(EFBIG) => ENOSPC,
+        _ => match e.kind() {
+            io::ErrorKind::PermissionDenied => EPERM,
+            io::ErrorKind::OutOfMemory => ENOMEM,
+            io::ErrorKind::InvalidInput => EINVAL,
+            io::ErrorKind::Unsupported => ENOTSUP,
+            _ => EIO,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_round_trip_and_bad_magic_is_reported() {
+        let r = Request {
+            flags: CMD_FLAG_FUA,
+            kind: CMD_WRITE,
+            cookie: 0x0102_0304_0506_0708,
+            offset: 0x1122_3344_5566_7788,
+            len: 0x99aa_bbcc,
+        };
+        let h = r.encode();
+        assert_eq!(&h[..4], &[0x25, 0x60, 0x95, 0x13]);
+        assert_eq!(&h[24..], &[0x99, 0xaa, 0xbb, 0xcc]);
+        assert_eq!(Request::decode(&h), Ok(r));
+        assert!(r.fua());
+        let mut bad = h;
+        bad[0] ^= 1;
+        assert_eq!(Request::decode(&bad), Err(REQUEST_MAGIC ^ (1 << 24)));
+    }
+
+    #[test]
+    fn replies_round_trip() {
+        let r = SimpleReply {
+            error: ENOSPC,
+            cookie: 77,
+        };
+        let h = r.encode();
+        assert_eq!(&h[..8], &[0x67, 0x44, 0x66, 0x98, 0, 0, 0, 28]);
+        assert_eq!(SimpleReply::decode(&h), Ok(r));
+        assert!(SimpleReply::decode(&[0; SIMPLE_REPLY_LEN]).is_err());
+
+        let o = OptionReply {
+            option: OPT_GO,
+            kind: REP_ERR_UNKNOWN,
+            len: 5,
+        };
+        assert_eq!(OptionReply::decode(&o.encode()), Ok(o));
+        assert_eq!(OptionReply::decode(&[0; OPTION_REPLY_LEN]), Err(0));
+    }
+
+    #[test]
+    fn greeting_and_export_data_layouts() {
+        let g = encode_greeting(FLAG_FIXED_NEWSTYLE | FLAG_NO_ZEROES);
+        assert_eq!(&g[..8], b"NBDMAGIC");
+        assert_eq!(&g[8..16], b"IHAVEOPT");
+        assert_eq!(&g[16..], &[0, 3]);
+        assert_eq!(
+            encode_size_and_flags(0x0102, FLAG_HAS_FLAGS | FLAG_CAN_MULTI_CONN),
+            [0, 0, 0, 0, 0, 0, 1, 2, 1, 1]
+        );
+        assert_eq!(
+            encode_block_sizes(1, 4096, 32 << 20),
+            [0, 0, 0, 1, 0, 0, 0x10, 0, 2, 0, 0, 0]
+        );
+    }
+
+    #[test]
+    fn info_request_lengths_must_add_up() {
+        let mut d = 3u32.to_be_bytes().to_vec();
+        d.extend_from_slice(b"abc");
+        d.extend_from_slice(&2u16.to_be_bytes());
+        d.extend_from_slice(&[0, 3, 0, 1]);
+        let (name, infos) = decode_info_request(&d).unwrap();
+        assert_eq!(name, b"abc");
+        assert_eq!(infos, vec![3, 1]);
+        assert!(decode_info_request(&d[..d.len() - 1]).is_none());
+        let mut longer = d.clone();
+        longer.push(0);
+        assert!(decode_info_request(&longer).is_none());
+        assert!(decode_info_request(&[0, 0, 0, 9, b'x']).is_none());
+    }
+
+    #[test]
+    fn error_codes_map_os_errors_and_kinds() {
+        assert_eq!(error_code(&io::Error::from_raw_os_error(28)), ENOSPC);
+        assert_eq!(error_code(&io::Error::from_raw_os_error(30)), EPERM);
+        assert_eq!(error_code(&io::Error::from_raw_os_error(27)), ENOSPC);
+        assert_eq!(error_code(&io::Error::from_raw_os_error(108)), ESHUTDOWN);
+        assert_eq!(error_code(&io::Error::from_raw_os_error(2)), EIO);
+        assert_eq!(
+            error_code(&io::Error::from(io::ErrorKind::InvalidInput)),
+            EINVAL
+        );
+        assert_eq!(error_code(&io::Error::other("x")), EIO);
+    }
+}

@@ -1,16 +1,24 @@
 //! The listener: binds a Unix socket or a loopback TCP port, runs one thread per
 //! connection, and shuts down cleanly (stop accepting, stop reading requests, finish the
 //! ones in flight, flush the export).
+//!
+//! The top of the crate's socket code: a connection is the handshake, then the
+//! transmission phase, each in its own module, which know nothing of the listener. What
+//! they share across connections (the export, the configuration, the payload budget) is
+//! owned here and lent to them; the export's description is taken once per connection.
 
-use crate::handshake::{self, Deadline, Outcome};
-use crate::proto::*;
-use crate::stream::Stream;
-use crate::transmission::{self, Budget};
-use crate::{Error, Export};
+use crate::budget::Budget;
+use crate::config::{Listen, ServerConfig};
+use crate::error::Error;
+use crate::export::Export;
+use crate::export_info::ExportInfo;
+use crate::handshake::{self, Outcome};
+use crate::stream::{Deadline, Stream};
+use crate::transmission::{self, Context};
 use std::collections::HashMap;
 use std::fmt;
 use std::fs;
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::net::{Shutdown, TcpListener, TcpStream};
 use std::os::unix::fs::FileTypeExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
@@ -19,122 +27,11 @@ use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-/// Where to listen.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Listen {
-    /// A Unix socket at this path.
-    Unix(PathBuf),
-    /// A loopback TCP address.
-    Tcp(SocketAddr),
-}
-
-impl Listen {
-    /// Parses `ADDR:PORT` (`[::1]:PORT` for IPv6); refuses every non-loopback address.
-    pub fn tcp(addr: &str) -> Result<Listen, Error> {
-        let sa: SocketAddr = addr
-            .parse()
-            .map_err(|_| Error::BadAddress(addr.to_string()))?;
-        if !sa.ip().is_loopback() {
-            return Err(Error::NotLoopback(addr.to_string()));
-        }
-        Ok(Listen::Tcp(sa))
-    }
-}
-
-/// Server settings.
-#[derive(Debug, Clone)]
-pub struct ServerConfig {
-    /// The export's name; clients asking for "" get it too (the default export).
-    pub export_name: String,
-    /// Shown by NBD_OPT_LIST and NBD_INFO_DESCRIPTION.
-    pub description: Option<String>,
-    /// Worker threads per connection (requests of one connection run this many at once).
-    pub workers_per_connection: usize,
-    /// The largest READ or WRITE payload accepted (advertised as the maximum block size).
-    pub max_payload: u32,
-    /// Connections served at once; more are closed at once (each costs a reader and the
-    /// workers' threads).
-    pub max_connections: usize,
-    /// Log connections and errors on stderr.
-    pub log: bool,
-    /// The whole handshake (greeting to NBD_OPT_GO) must finish within this time, or the
-    /// connection is closed and its slot freed: idle or slow connections in the
-    /// handshake count against `max_connections`, so without a bound they could lock
-    /// every other client out. Established connections may idle without limit.
-    pub handshake_timeout: Duration,
-    /// READ and WRITE payload bytes in flight at once over all connections (received
-    /// and not yet written to the export, or read and not yet sent): a request waits
-    /// for its share before its buffer is allocated, so memory stays bounded however
-    /// many clients pipeline large requests. A request larger than the whole budget
-    /// waits until it is the only one in flight.
-    pub payload_budget: usize,
-    /// A reply (or handshake message) that cannot be sent within this time ends its
-    /// connection: a client that stops reading cannot hold a worker, its payload budget
-    /// or the shutdown forever. Zero: no timeout.
-    pub write_timeout: Duration,
-    /// On shutdown, connections get this long to finish the requests already read and
-    /// send their replies; then their sockets are shut both ways (a blocked send fails at
-    /// once), the workers finish, and the export is flushed.
-    pub shutdown_grace: Duration,
-}
-
-impl Default for ServerConfig {
-    fn default() -> ServerConfig {
-        ServerConfig {
-            export_name: String::new(),
-            description: None,
-            workers_per_connection: 4,
-            max_payload: 32 << 20,
-            max_connections: 64,
-            log: true,
-            handshake_timeout: Duration::from_secs(10),
-            payload_budget: 256 << 20,
-            write_timeout: Duration::from_secs(30),
-            shutdown_grace: Duration::from_secs(5),
-        }
-    }
-}
-
 /// What every connection shares.
-pub(crate) struct Shared {
-    pub(crate) export: Arc<dyn Export>,
-    pub(crate) config: ServerConfig,
-    pub(crate) budget: Arc<Budget>,
-}
-
-impl Shared {
-    pub(crate) fn name_matches(&self, name: &[u8]) -> bool {
-        name.is_empty() || name == self.config.export_name.as_bytes()
-    }
-
-    pub(crate) fn preferred_block_size(&self) -> u32 {
-        self.export
-            .preferred_block_size()
-            .clamp(self.export.min_block_size().max(1), self.config.max_payload)
-    }
-
-    pub(crate) fn transmission_flags(&self) -> u16 {
-        let e = &*self.export;
-        let mut f = FLAG_HAS_FLAGS | FLAG_SEND_FLUSH;
-        if e.read_only() {
-            f |= FLAG_READ_ONLY;
-        } else {
-            f |= FLAG_SEND_FUA | FLAG_SEND_WRITE_ZEROES;
-            if e.can_trim() {
-                f |= FLAG_SEND_TRIM;
-            }
-        }
-        if e.can_multi_conn() {
-            f |= FLAG_CAN_MULTI_CONN;
-        }
-        f
-    }
-
-    pub(crate) fn log(&self, args: fmt::Arguments<'_>) {
-        if self.config.log {
-            eprintln!("sectorcrypt-nbd: {args}");
-        }
-    }
+struct Shared {
+    export: Arc<dyn Export>,
+    config: ServerConfig,
+    budget: Arc<Budget>,
 }
 
 enum Listener {
@@ -273,7 +170,7 @@ impl Server {
                 .map(|a| a.to_string())
                 .unwrap_or_else(|_| "?".into()),
         };
-        shared.log(format_args!(
+        shared.config.log(format_args!(
             "serving export {:?} ({} bytes{}) on {listen_desc}",
             shared.config.export_name,
             shared.export.size(),
@@ -300,7 +197,7 @@ impl Server {
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(e) => {
                     // Out of descriptors and the like: log, back off, keep serving.
-                    shared.log(format_args!("accept failed: {e}"));
+                    shared.config.log(format_args!("accept failed: {e}"));
                     thread::sleep(Duration::from_millis(50));
                     continue;
                 }
@@ -309,7 +206,7 @@ impl Server {
             {
                 let mut open = open.lock().unwrap_or_else(|e| e.into_inner());
                 if open.len() >= shared.config.max_connections {
-                    shared.log(format_args!(
+                    shared.config.log(format_args!(
                         "connection {id}: refused ({} connections open)",
                         open.len()
                     ));
@@ -331,7 +228,9 @@ impl Server {
             match spawned {
                 Ok(h) => threads.push(h),
                 Err(e) => {
-                    shared.log(format_args!("connection {id}: no thread: {e}"));
+                    shared
+                        .config
+                        .log(format_args!("connection {id}: no thread: {e}"));
                     if let Some(s) = open.lock().unwrap_or_else(|e| e.into_inner()).remove(&id) {
                         s.shutdown(Shutdown::Both);
                     }
@@ -364,36 +263,45 @@ impl Server {
             .export
             .flush()
             .map_err(|e| Error::Io("flushing the export", e))?;
-        shared.log(format_args!("shut down; export flushed"));
+        shared.config.log(format_args!("shut down; export flushed"));
         result
     }
 }
 
-fn connection(mut stream: Stream, shared: &Arc<Shared>, id: u64) {
+fn connection(mut stream: Stream, shared: &Shared, id: u64) {
+    let log = |args: fmt::Arguments<'_>| shared.config.log(args);
     if let Err(e) =
         stream.set_write_timeout(Some(shared.config.write_timeout).filter(|t| !t.is_zero()))
     {
-        shared.log(format_args!("connection {id}: no write timeout: {e}"));
+        log(format_args!("connection {id}: no write timeout: {e}"));
         stream.shutdown(Shutdown::Both);
         return;
     }
+    let info = ExportInfo::new(&*shared.export, &shared.config);
     let deadline = Instant::now() + shared.config.handshake_timeout;
-    let negotiated = handshake::negotiate(&mut Deadline::new(&mut stream, deadline), shared);
+    let negotiated = handshake::negotiate(&mut Deadline::new(&mut stream, deadline), &info);
     // Established connections may idle (clients keep them open between uses).
     let negotiated = negotiated.and_then(|o| stream.set_read_timeout(None).map(|()| o));
     match negotiated {
         Ok(Outcome::Transmit) => {
-            shared.log(format_args!("connection {id}: transmission"));
-            if let Err(e) = transmission::serve(stream, shared.clone(), id) {
-                shared.log(format_args!("connection {id}: ended: {e}"));
+            log(format_args!("connection {id}: transmission"));
+            let cx = Context {
+                export: &*shared.export,
+                info: &info,
+                budget: &shared.budget,
+                config: &shared.config,
+                id,
+            };
+            if let Err(e) = transmission::serve(stream, cx) {
+                log(format_args!("connection {id}: ended: {e}"));
             }
         }
         Ok(Outcome::Close(why)) => {
-            shared.log(format_args!("connection {id}: closed in handshake ({why})"));
+            log(format_args!("connection {id}: closed in handshake ({why})"));
             stream.shutdown(Shutdown::Both);
         }
         Err(e) => {
-            shared.log(format_args!("connection {id}: handshake failed: {e}"));
+            log(format_args!("connection {id}: handshake failed: {e}"));
             stream.shutdown(Shutdown::Both);
         }
     }

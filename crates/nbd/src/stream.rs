@@ -1,9 +1,13 @@
-//! One connected socket, Unix or loopback TCP, behind one type.
+//! One connected socket, Unix or loopback TCP, behind one type ([`Stream`]), and the
+//! handshake's view of it, whose reads must all finish before a deadline ([`Deadline`]).
+//!
+//! Only the socket operations the server needs are here; what goes over the socket is the
+//! business of `handshake` and `transmission`.
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::os::unix::net::UnixStream;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// A client connection.
 #[derive(Debug)]
@@ -71,5 +75,41 @@ impl Write for Stream {
 
     fn flush(&mut self) -> io::Result<()> {
         Ok(())
+    }
+}
+
+/// A stream whose reads must all finish before a deadline: each read waits at most the
+/// time left, so a client that trickles bytes cannot stretch the handshake either.
+pub(crate) struct Deadline<'a> {
+    s: &'a mut Stream,
+    deadline: Instant,
+}
+
+impl<'a> Deadline<'a> {
+    pub(crate) fn new(s: &'a mut Stream, deadline: Instant) -> Deadline<'a> {
+        Deadline { s, deadline }
+    }
+}
+
+impl Read for Deadline<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "handshake not finished in time",
+            ));
+        }
+        self.s.set_read_timeout(Some(left))?;
+        self.s.read(buf)
+    }
+}
+
+impl Write for Deadline<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.s.write(buf)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.s.flush()
     }
 }

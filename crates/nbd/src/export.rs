@@ -1,0 +1,65 @@
+//! The [`Export`] trait: what the server serves, a byte-addressed device of fixed size.
+//!
+//! Capability queries (`read_only`, `can_trim`, `can_multi_conn`, block sizes) become the
+//! transmission flags and block sizes a client is told; data operations run on the
+//! connections' worker threads, several at once. Nothing in the trait is NBD-specific
+//! beyond those capabilities, so a volume, a file or a memory buffer can stand behind it.
+
+use std::io;
+
+/// What the server serves: a byte-addressed device of fixed size. Implementations must be
+/// safe to call from several threads at once (requests run concurrently).
+pub trait Export: Send + Sync {
+    /// Size in bytes.
+    fn size(&self) -> u64;
+    /// The preferred block size (the volume's sector size); a power of two, 512..=65536.
+    fn preferred_block_size(&self) -> u32;
+    /// Whether writes are refused.
+    fn read_only(&self) -> bool;
+    /// Fills `buf` from `offset`; the range is within `size()`.
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
+    /// Stores `buf` at `offset`; the range is within `size()`.
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()>;
+    /// Makes every completed write durable.
+    fn flush(&self) -> io::Result<()>;
+
+    /// The smallest request the export handles without the client doing read-modify-write
+    /// itself: 1 when `read_at`/`write_at` accept any offset and length.
+    fn min_block_size(&self) -> u32 {
+        1
+    }
+
+    /// Whether `flush` on any connection makes the completed writes of every connection
+    /// durable (true when all connections share one file and flush is fdatasync), so
+    /// clients may open several connections (NBD_FLAG_CAN_MULTI_CONN).
+    fn can_multi_conn(&self) -> bool {
+        true
+    }
+
+    /// Whether [`Export::trim`] may be called (NBD_FLAG_SEND_TRIM).
+    fn can_trim(&self) -> bool {
+        false
+    }
+
+    /// Discards `length` bytes at `offset` (the contents read afterwards are unspecified).
+    /// Called only when [`Export::can_trim`] says so.
+    fn trim(&self, offset: u64, length: u64) -> io::Result<()> {
+        let _ = (offset, length);
+        Err(io::Error::from(io::ErrorKind::Unsupported))
+    }
+
+    /// Makes `length` bytes at `offset` read as zeros. The default writes zeros through
+    /// [`Export::write_at`] in bounded pieces (on an encrypted volume: encrypted zeros, so
+    /// nothing about the contents leaks and no hole is punched).
+    fn write_zeroes(&self, offset: u64, length: u64) -> io::Result<()> {
+        const PIECE: usize = 1 << 20;
+        let zeros = vec![0u8; (length.min(PIECE as u64)) as usize];
+        let mut done = 0u64;
+        while done < length {
+            let n = (length - done).min(PIECE as u64) as usize;
+            self.write_at(&zeros[..n], offset + done)?;
+            done += n as u64;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,20 @@
+//! The NBD server against real clients (nbdinfo, nbdcopy, qemu-io, qemu-img from
+//! libnbd-bin and qemu-utils) and against a raw client written here for what no real
+//! client sends. Each test runs its own server on a Unix socket in a temporary directory
+//! (`support`); a test whose client tool is missing is skipped with a printed reason.
+//!
+//! One test binary; the topic files are its modules:
+//! - `real_clients`: the tools' view of the export, and data through them byte-exact;
+//! - `handshake`: option haggling through the raw client;
+//! - `transmission`: requests through the raw client: refusals, pipelining, flush, FUA;
+//! - `limits`: connection slots, the handshake deadline, the payload budget, the write
+//!   timeout;
+//! - `lifecycle`: listening (Unix socket, loopback TCP) and shutting down.
+
+mod support;
+
+mod handshake;
+mod lifecycle;
+mod limits;
+mod real_clients;
+mod transmission;

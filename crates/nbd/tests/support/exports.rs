@@ -1,0 +1,127 @@
+//! Exports for the tests: a memory-backed one that counts flushes, and a slow one that
+//! records how many data operations run at once.
+
+use sectorcrypt_nbd::Export;
+use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::Duration;
+
+/// A memory-backed export that counts flushes.
+pub struct MemExport {
+    data: Mutex<Vec<u8>>,
+    block: u32,
+    read_only: bool,
+    flushes: AtomicU64,
+}
+
+impl MemExport {
+    /// An export holding `data`, with preferred block size `block`.
+    pub fn new(data: Vec<u8>, block: u32, read_only: bool) -> Arc<MemExport> {
+        Arc::new(MemExport {
+            data: Mutex::new(data),
+            block,
+            read_only,
+            flushes: AtomicU64::new(0),
+        })
+    }
+
+    /// The contents now.
+    pub fn snapshot(&self) -> Vec<u8> {
+        self.data.lock().unwrap().clone()
+    }
+
+    /// Flushes so far.
+    pub fn flushes(&self) -> u64 {
+        self.flushes.load(Ordering::SeqCst)
+    }
+}
+
+impl Export for MemExport {
+    fn size(&self) -> u64 {
+        self.data.lock().unwrap().len() as u64
+    }
+    fn preferred_block_size(&self) -> u32 {
+        self.block
+    }
+    fn read_only(&self) -> bool {
+        self.read_only
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        let d = self.data.lock().unwrap();
+        let o = offset as usize;
+        buf.copy_from_slice(&d[o..o + buf.len()]);
+        Ok(())
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        assert!(!self.read_only, "the server wrote to a read-only export");
+        let mut d = self.data.lock().unwrap();
+        let o = offset as usize;
+        d[o..o + buf.len()].copy_from_slice(buf);
+        Ok(())
+    }
+    fn flush(&self) -> io::Result<()> {
+        self.flushes.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+/// An export whose reads and writes take 20 ms each and that records the most that ran at
+/// once; a read returns byte `(offset + i) % 251` at `offset + i`.
+pub struct SlowExport {
+    size: u64,
+    active: AtomicU64,
+    peak: AtomicU64,
+}
+
+impl SlowExport {
+    pub fn new(size: u64) -> Arc<SlowExport> {
+        Arc::new(SlowExport {
+            size,
+            active: AtomicU64::new(0),
+            peak: AtomicU64::new(0),
+        })
+    }
+
+    /// The most data operations that ran at once so far.
+    pub fn peak(&self) -> u64 {
+        self.peak.load(Ordering::SeqCst)
+    }
+
+    /// Runs `op` as one data operation: counted as running for 20 ms and while `op` runs.
+    fn busy(&self, op: impl FnOnce()) {
+        let now = self.active.fetch_add(1, Ordering::SeqCst) + 1;
+        self.peak.fetch_max(now, Ordering::SeqCst);
+        thread::sleep(Duration::from_millis(20));
+        op();
+        self.active.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl Export for SlowExport {
+    fn size(&self) -> u64 {
+        self.size
+    }
+    fn preferred_block_size(&self) -> u32 {
+        512
+    }
+    fn read_only(&self) -> bool {
+        false
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        self.busy(|| {
+            for (i, b) in buf.iter_mut().enumerate() {
+                *b = ((offset + i as u64) % 251) as u8;
+            }
+        });
+        Ok(())
+    }
+    fn write_at(&self, _buf: &[u8], _offset: u64) -> io::Result<()> {
+        self.busy(|| {});
+        Ok(())
+    }
+    fn flush(&self) -> io::Result<()> {
+        Ok(())
+    }
+}
