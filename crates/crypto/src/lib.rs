@@ -53,21 +53,4 @@ pub mod dmcrypt {
     pub use crate::modes::{CipherMode, CipherSpec, IvMode, SectorCipher, SectorLayout};
 }
 
-/// GOST 28147-89 with the little-endian conventions of its libraries (CryptoPro,
-/// gost-engine, libgcrypt): ECB, CNT (gamming), CFB, CBC and the MAC (imitovstavka).
-pub mod gost89 {
-    pub use crate::gost::{
-        Gost89Cbc as Cbc, Gost89Cfb as Cfb, Gost89CfbStream as CfbStream, Gost89Cnt as Cnt,
-        Gost89CntStream as CntStream, Gost89Ecb as Ecb, Gost89Mac as Mac,
-        Gost89MacState as MacState, Sbox, GOST_BLOCK as BLOCK,
-    };
-}
-
-/// Magma (GOST R 34.12-2015, RFC 8891), big-endian, with the modes of GOST R 34.13-2015,
-/// CTR-ACPKM (RFC 8645) and MGM (RFC 9058).
-pub mod magma {
-    pub use crate::gost::{
-        MagmaCbc as Cbc, MagmaCfb as Cfb, MagmaCtr as Ctr, MagmaCtrAcpkm as CtrAcpkm,
-        MagmaEcb as Ecb, MagmaMac as Mac, MagmaMgm as Mgm, MagmaOfb as Ofb, MAGMA_BLOCK as BLOCK,
-    };
-}
+pub use gost::{gost89, magma};

@@ -78,8 +78,9 @@
 //! the `unsafe` calls of the `#[target_feature]` functions sound.
 #![allow(unsafe_code)]
 
-use super::super::soft::SideJob;
-use super::super::{GostBackend, Order, Sbox};
+use super::soft::SideJob;
+use super::{GostBackend, Order, Sbox};
+use crate::buf::InOut;
 use core::arch::x86_64::*;
 use std::sync::OnceLock;
 use zeroize::Zeroize;
@@ -191,22 +192,22 @@ impl Tables {
     }
 }
 
-/// ECB over the whole blocks of `buf` in place with key words `k` used in the round order
-/// `rounds`. Returns the number of leading bytes done: everything, unless the buffer holds
-/// a single block (left to the portable code).
-pub(crate) fn ecb(
+/// ECB over the whole blocks of `io` with key words `k` used in the round order `rounds`.
+/// Returns the number of leading bytes done: everything, unless the buffer holds a single
+/// block (left to the portable code).
+pub(super) fn ecb(
     k: &[u32; 8],
     rounds: &[usize; 32],
     sbox: Sbox,
     order: Order,
-    buf: &mut [u8],
+    mut io: InOut<'_>,
     side: Option<&mut SideJob>,
 ) -> usize {
     assert!(
         GostBackend::Avx2.check_cpu().is_ok(),
         "gost avx2 kernel called on a cpu without avx2"
     );
-    let blocks = buf.len() / 8;
+    let blocks = io.len() / 8;
     if blocks < 2 {
         return 0;
     }
@@ -219,18 +220,20 @@ pub(crate) fn ecb(
         rounds,
     };
     let groups = blocks / BLOCKS;
-    // SAFETY: AVX2 and the ymm state are present (checked above); `buf` holds
-    // `groups * GROUP` bytes from its start.
-    unsafe { ecb_groups(&c, buf.as_mut_ptr(), groups, side.as_deref_mut()) };
+    let (src, dst) = io.ptrs();
+    // SAFETY: AVX2 and the ymm state are present (checked above); `src` and `dst` (equal
+    // when in place) are valid for `io.len() >= groups * GROUP` bytes.
+    unsafe { ecb_groups(&c, src, dst, groups, side.as_deref_mut()) };
     let tail = blocks % BLOCKS;
     if tail > 0 {
         let off = groups * GROUP;
         let n = tail * 8;
         let mut tmp = [0u8; GROUP];
-        tmp[..n].copy_from_slice(&buf[off..off + n]);
-        // SAFETY: as above; `tmp` holds one whole group.
-        unsafe { ecb_groups(&c, tmp.as_mut_ptr(), 1, side) };
-        buf[off..off + n].copy_from_slice(&tmp[..n]);
+        io.load(off, &mut tmp[..n]);
+        let p = tmp.as_mut_ptr();
+        // SAFETY: as above; `tmp` holds one whole group, transformed in place.
+        unsafe { ecb_groups(&c, p, p, 1, side) };
+        io.store(off, &tmp[..n]);
         tmp.zeroize();
     }
     blocks * 8
@@ -360,18 +363,26 @@ unsafe fn round(c: &Ctx<'_>, k: &[[u64; 4]; 7], a: &[__m256i; 4], b: &mut [__m25
     }
 }
 
-/// `G` groups at `p`, interleaved round by round.
+/// `G` groups from `src` to `dst`, interleaved round by round; every group is loaded
+/// before any is stored, so `src == dst` (in place) is allowed.
 ///
 /// # Safety
-/// AVX2 must be present; `p` must be valid for reads and writes of `G * GROUP` bytes.
+/// AVX2 must be present; `src` must be valid for reads and `dst` for writes of
+/// `G * GROUP` bytes.
 #[inline(always)]
-unsafe fn run<const G: usize>(c: &Ctx<'_>, p: *mut u8, side: &mut Option<&mut SideJob>) {
-    // SAFETY (whole function): the caller vouches for `G * GROUP` bytes at `p` and AVX2.
+unsafe fn run<const G: usize>(
+    c: &Ctx<'_>,
+    src: *const u8,
+    dst: *mut u8,
+    side: &mut Option<&mut SideJob>,
+) {
+    // SAFETY (whole function): the caller vouches for `G * GROUP` bytes at `src` and
+    // `dst`, and for AVX2.
     unsafe {
         let mut a = [[_mm256_setzero_si256(); 4]; G];
         let mut b = [[_mm256_setzero_si256(); 4]; G];
         for g in 0..G {
-            (a[g], b[g]) = load_group(c, p.add(g * GROUP));
+            (a[g], b[g]) = load_group(c, src.add(g * GROUP));
         }
         for r in (0..32).step_by(2) {
             let k0 = &c.keys.0[c.rounds[r]];
@@ -391,7 +402,7 @@ unsafe fn run<const G: usize>(c: &Ctx<'_>, p: *mut u8, side: &mut Option<&mut Si
         }
         // After an even number of in-place rounds the output is N1 = b, N2 = a.
         for g in 0..G {
-            store_group(c, p.add(g * GROUP), b[g], a[g]);
+            store_group(c, dst.add(g * GROUP), b[g], a[g]);
         }
     }
 }
@@ -399,22 +410,29 @@ unsafe fn run<const G: usize>(c: &Ctx<'_>, p: *mut u8, side: &mut Option<&mut Si
 /// Groups interleaved per iteration of the main loop.
 const INTERLEAVE: usize = 4;
 
-/// `groups` whole groups at `p`, in place, `INTERLEAVE` groups per iteration.
+/// `groups` whole groups from `src` to `dst` (equal when in place), `INTERLEAVE` groups
+/// per iteration.
 ///
 /// # Safety
-/// The CPU must have AVX2 (and the OS the ymm state); `p` must be valid for reads and
-/// writes of `groups * GROUP` bytes.
+/// The CPU must have AVX2 (and the OS the ymm state); `src` must be valid for reads and
+/// `dst` for writes of `groups * GROUP` bytes.
 #[target_feature(enable = "avx2")]
-unsafe fn ecb_groups(c: &Ctx<'_>, p: *mut u8, groups: usize, mut side: Option<&mut SideJob>) {
+unsafe fn ecb_groups(
+    c: &Ctx<'_>,
+    src: *const u8,
+    dst: *mut u8,
+    groups: usize,
+    mut side: Option<&mut SideJob>,
+) {
     let mut g = 0;
-    // SAFETY (both loops): every pointer is `p` plus a multiple of GROUP, with the groups
-    // it covers below `groups`, the range the caller vouches for.
+    // SAFETY (both loops): every pointer is `src` or `dst` plus a multiple of GROUP, with
+    // the groups it covers below `groups`, the range the caller vouches for.
     while g + INTERLEAVE <= groups {
-        unsafe { run::<INTERLEAVE>(c, p.add(g * GROUP), &mut side) };
+        unsafe { run::<INTERLEAVE>(c, src.add(g * GROUP), dst.add(g * GROUP), &mut side) };
         g += INTERLEAVE;
     }
     while g < groups {
-        unsafe { run::<1>(c, p.add(g * GROUP), &mut side) };
+        unsafe { run::<1>(c, src.add(g * GROUP), dst.add(g * GROUP), &mut side) };
         g += 1;
     }
 }
