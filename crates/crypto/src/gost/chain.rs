@@ -48,80 +48,84 @@ impl Chain<'_> {
         }
     }
 
-    /// How many of the `left` bytes go to the block kernel in one piece: at most
-    /// [`CHUNK`], and not past a meshing boundary.
-    fn span(&self, left: usize) -> usize {
-        let n = left.min(CHUNK);
-        match self.mesh {
-            Some(_) => n.min(MeshChain::to_boundary(*self.blocks)),
-            None => n,
-        }
-    }
-
-    /// The register of the next block.
-    fn first_reg(&self) -> usize {
-        (*self.blocks % self.regs.len() as u64) as usize
-    }
-
-    /// The register after `r`.
+    /// Walks the `len` bytes of this call, meshing at the boundaries: `step(self, off, n,
+    /// r)` handles the `n` bytes at `off`, whose first block uses register `r` (block `j`
+    /// of the step uses register `(r + j) mod z`). With `pieces`, a step is a piece for the
+    /// block kernel (at most [`CHUNK`] bytes, never past a meshing boundary); otherwise it
+    /// is one block (the last may be partial).
     #[inline(always)]
-    fn next_reg(&self, r: usize) -> usize {
-        if r + 1 == self.regs.len() {
-            0
-        } else {
-            r + 1
+    fn walk(
+        &mut self,
+        len: usize,
+        pieces: bool,
+        mut step: impl FnMut(&mut Self, usize, usize, usize),
+    ) {
+        let z = self.regs.len();
+        let mut r = (*self.blocks % z as u64) as usize;
+        let mut off = 0;
+        while off < len {
+            self.maybe_mesh();
+            let mut n = (len - off).min(if pieces { CHUNK } else { BLOCK });
+            if pieces && self.mesh.is_some() {
+                n = n.min(MeshChain::to_boundary(*self.blocks));
+            }
+            step(self, off, n, r);
+            let nb = n.div_ceil(BLOCK);
+            // No division for a step of one block (the sequential paths).
+            r += nb;
+            if r >= z {
+                r = if r - z < z { r - z } else { r % z };
+            }
+            *self.blocks += nb as u64;
+            off += n;
         }
     }
 
     /// Encrypts or decrypts the next part of the message with `mode` (whole blocks for
-    /// CBC).
-    pub(crate) fn run(&mut self, mode: Feedback, dir: Dir, io: InOut<'_>) {
+    /// CBC). Encryption is sequential, one block at a time on the portable code;
+    /// decryption goes to the block kernel a piece at a time.
+    pub(crate) fn run(&mut self, mode: Feedback, dir: Dir, mut io: InOut<'_>) {
+        let o = self.core.order;
+        let len = io.len();
         match (mode, dir) {
-            (Feedback::Cbc, Dir::Encrypt) => self.cbc_encrypt(io),
+            // C_i = E(P_i ^ R), then R = C_i.
+            (Feedback::Cbc, Dir::Encrypt) => self.walk(len, false, |ch, off, _, r| {
+                let mut b = [0u8; BLOCK];
+                io.load(off, &mut b);
+                ch.regs[r] = ch.core.enc(o.load(&b) ^ ch.regs[r]);
+                io.store(off, &o.store(ch.regs[r]));
+            }),
+            // C_i = P_i ^ E(R), then R = C_i (zero-padded when the last block is partial).
+            (Feedback::Cfb, Dir::Encrypt) => self.walk(len, false, |ch, off, n, r| {
+                let mut b = [0u8; BLOCK];
+                io.load(off, &mut b[..n]);
+                let g = o.store(ch.core.enc(ch.regs[r]));
+                for (x, k) in b[..n].iter_mut().zip(&g) {
+                    *x ^= k;
+                }
+                io.store(off, &b[..n]);
+                ch.regs[r] = o.load(&b);
+            }),
             (Feedback::Cbc, Dir::Decrypt) => self.cbc_decrypt(io),
-            (Feedback::Cfb, Dir::Encrypt) => self.cfb_encrypt(io),
             (Feedback::Cfb, Dir::Decrypt) => self.cfb_decrypt(io),
         }
     }
 
-    /// CBC encryption of whole blocks: `C_i = E(P_i ^ R)`, then `R = C_i`.
-    fn cbc_encrypt(&mut self, mut io: InOut<'_>) {
-        let o = self.core.order;
-        let mut r = self.first_reg();
-        let mut b = [0u8; BLOCK];
-        for off in (0..io.len()).step_by(BLOCK) {
-            self.maybe_mesh();
-            io.load(off, &mut b);
-            let c = self.core.enc(o.load(&b) ^ self.regs[r]);
-            self.regs[r] = c;
-            io.store(off, &o.store(c));
-            *self.blocks += 1;
-            r = self.next_reg(r);
-        }
-        b.zeroize();
-    }
-
-    /// CBC decryption of whole blocks, a piece at a time through the block kernel: each
-    /// piece is copied aside (it may be decrypted in place), decrypted into the output and
+    /// CBC decryption of whole blocks, a piece at a time: the piece is copied aside (it
+    /// may be decrypted in place), decrypted into the output by the block kernel and
     /// XORed with the ciphertext `z` blocks back (the registers for the first `z`).
     fn cbc_decrypt(&mut self, mut io: InOut<'_>) {
         let o = self.core.order;
         let z = self.regs.len();
-        let mut r = self.first_reg();
         let mut saved = [0u8; CHUNK];
-        let (len, mut off) = (io.len(), 0);
-        while off < len {
-            self.maybe_mesh();
-            let n = self.span(len - off);
-            let nb = n / BLOCK;
+        self.walk(io.len(), true, |ch, off, n, r| {
+            let (nb, head) = (n / BLOCK, z.min(n / BLOCK));
             let saved = &mut saved[..n];
             io.load(off, saved);
             let out = &mut output(&mut io)[off..off + n];
-            self.core.ecb(Dir::Decrypt, InOut::split(saved, out));
-            let head = z.min(nb);
-            for j in 0..head {
-                let p = &mut out[BLOCK * j..BLOCK * (j + 1)];
-                let v = o.load(p) ^ self.regs[(r + j) % z];
+            ch.core.ecb(Dir::Decrypt, InOut::split(saved, out));
+            for (j, p) in out.chunks_exact_mut(BLOCK).take(head).enumerate() {
+                let v = o.load(p) ^ ch.regs[(r + j) % z];
                 p.copy_from_slice(&o.store(v));
             }
             for (d, c) in out[BLOCK * head..]
@@ -131,70 +135,36 @@ impl Chain<'_> {
                 *d ^= c;
             }
             for j in nb - head..nb {
-                self.regs[(r + j) % z] = o.load(&saved[BLOCK * j..]);
+                ch.regs[(r + j) % z] = o.load(&saved[BLOCK * j..]);
             }
-            r = (r + nb) % z;
-            *self.blocks += nb as u64;
-            off += n;
-        }
+        });
         saved.zeroize();
     }
 
-    /// CFB encryption, any length: `C_i = P_i ^ E(R)`, then `R = C_i` (zero-padded when
-    /// the last block is partial).
-    fn cfb_encrypt(&mut self, mut io: InOut<'_>) {
-        let o = self.core.order;
-        let mut r = self.first_reg();
-        let len = io.len();
-        let mut b = [0u8; BLOCK];
-        for off in (0..len).step_by(BLOCK) {
-            self.maybe_mesh();
-            let n = BLOCK.min(len - off);
-            b = [0; BLOCK];
-            io.load(off, &mut b[..n]);
-            let g = o.store(self.core.enc(self.regs[r]));
-            for (x, k) in b[..n].iter_mut().zip(&g) {
-                *x ^= k;
-            }
-            io.store(off, &b[..n]);
-            self.regs[r] = o.load(&b);
-            *self.blocks += 1;
-            r = self.next_reg(r);
-        }
-        b.zeroize();
-    }
-
-    /// CFB decryption, any length, a piece at a time through the block kernel: the gamma
-    /// of block `i` is the encryption of the ciphertext `z` blocks back (the registers for
-    /// the first `z`), all known before the piece is decrypted.
+    /// CFB decryption, any length, a piece at a time: the gamma of block `i` is the
+    /// encryption of the ciphertext `z` blocks back (the registers for the first `z`), all
+    /// known before the piece is decrypted, so the block kernel makes the piece's gamma.
     fn cfb_decrypt(&mut self, mut io: InOut<'_>) {
         let o = self.core.order;
         let z = self.regs.len();
-        let mut r = self.first_reg();
         let mut ks = [0u8; CHUNK];
-        let (len, mut off) = (io.len(), 0);
-        while off < len {
-            self.maybe_mesh();
-            let n = self.span(len - off);
+        self.walk(io.len(), true, |ch, off, n, r| {
             let nb = n.div_ceil(BLOCK);
             let head = z.min(nb);
-            for j in 0..head {
-                ks[BLOCK * j..BLOCK * (j + 1)].copy_from_slice(&o.store(self.regs[(r + j) % z]));
+            for (j, k) in ks.chunks_exact_mut(BLOCK).take(head).enumerate() {
+                k.copy_from_slice(&o.store(ch.regs[(r + j) % z]));
             }
             io.load(off, &mut ks[BLOCK * head..BLOCK * nb]);
-            // Every whole block of the piece feeds its chain; a partial one ends the message.
+            // Each whole block of the last z feeds its chain; a partial one ends the message.
             let mut c = [0u8; BLOCK];
             for j in nb - head..n / BLOCK {
                 io.load(off + BLOCK * j, &mut c);
-                self.regs[(r + j) % z] = o.load(&c);
+                ch.regs[(r + j) % z] = o.load(&c);
             }
-            self.core
+            ch.core
                 .ecb(Dir::Encrypt, InOut::InPlace(&mut ks[..BLOCK * nb]));
             xor_at(&mut io, off, &ks[..n]);
-            r = (r + nb) % z;
-            *self.blocks += nb as u64;
-            off += n;
-        }
+        });
         ks.zeroize();
     }
 }

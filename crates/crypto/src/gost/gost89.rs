@@ -19,7 +19,7 @@ use super::{mac_len, same_len, whole_blocks, Core, Dir, GostBackend, Order};
 use crate::buf::InOut;
 use crate::Error;
 use std::sync::Arc;
-use zeroize::Zeroize;
+use zeroize::{Zeroize, ZeroizeOnDrop};
 
 pub use super::Sbox;
 
@@ -57,43 +57,17 @@ impl Key {
         let mesh = key_meshing.then(|| Arc::new(MeshChain::new(&core)));
         Ok(Key { core, mesh })
     }
-}
 
-/// The mode types: a [`Key`] each, with the same constructors.
-macro_rules! mode_types {
-    ($($(#[$doc:meta])* $t:ident;)+) => {$(
-        $(#[$doc])*
-        #[derive(Debug)]
-        pub struct $t {
-            key: Key,
-        }
-
-        impl $t {
-            /// A 32-byte key with the S-box set `sbox` on the selected backend;
-            /// `key_meshing` turns on CryptoPro key meshing (RFC 4357) every 1024 bytes.
-            pub fn new(key: &[u8], sbox: Sbox, key_meshing: bool) -> Result<$t, Error> {
-                Ok($t { key: Key::new(key, sbox, key_meshing, None)? })
-            }
-
-            /// The same on a named backend (tests and benchmarks).
-            pub fn with_backend(
-                key: &[u8],
-                sbox: Sbox,
-                key_meshing: bool,
-                backend: GostBackend,
-            ) -> Result<$t, Error> {
-                Ok($t { key: Key::new(key, sbox, key_meshing, Some(backend))? })
-            }
-
-            /// The backend this key runs on.
-            pub fn backend(&self) -> GostBackend {
-                self.key.core.backend
-            }
-        }
-    )+};
+    fn backend(&self) -> GostBackend {
+        self.core.backend
+    }
 }
 
 mode_types! {
+    Key = Key::new,
+    (sbox: Sbox, key_meshing: bool),
+    "A 32-byte key with the S-box set `sbox` on the selected backend; `key_meshing` turns \
+     on CryptoPro key meshing (RFC 4357) every 1024 bytes.";
     /// GOST 28147-89 ECB (simple replacement) over whole 8-byte blocks. With key meshing
     /// the key changes every 1024 bytes.
     Ecb;
@@ -161,7 +135,9 @@ impl Cnt {
 }
 
 /// The running state of a [`Cnt`] keystream. Zeroized on drop.
+#[derive(Zeroize, ZeroizeOnDrop)]
 pub struct CntStream {
+    #[zeroize(skip)]
     key: Key,
     n3: u32,
     n4: u32,
@@ -172,19 +148,14 @@ pub struct CntStream {
     left_len: usize,
     /// The counter register re-encrypted for the next meshing boundary, with that
     /// boundary's key (computed alongside the previous piece).
-    premeshed: Option<(u64, [u32; 8])>,
+    premeshed: Option<Premeshed>,
 }
 
-impl Drop for CntStream {
-    fn drop(&mut self) {
-        if let Some((mut s, mut k)) = self.premeshed.take() {
-            s.zeroize();
-            k.zeroize();
-        }
-        self.n3.zeroize();
-        self.n4.zeroize();
-        self.left.zeroize();
-    }
+/// The counter register and key of the next meshing boundary.
+#[derive(Zeroize)]
+struct Premeshed {
+    reg: u64,
+    key: [u32; 8],
 }
 
 impl CntStream {
@@ -219,7 +190,10 @@ impl CntStream {
                 let reg = ((self.n4 as u64) << 32) | self.n3 as u64;
                 let mut job = SideJob::new(next.s.clone(), reg);
                 core.ecb_with_side(Dir::Encrypt, InOut::InPlace(out), Some(&mut job));
-                self.premeshed = Some((job.finish(), next.s.k));
+                self.premeshed = Some(Premeshed {
+                    reg: job.finish(),
+                    key: next.s.k,
+                });
             }
             _ => core.ecb(Dir::Encrypt, InOut::InPlace(out)),
         }
@@ -232,9 +206,10 @@ impl CntStream {
         let Some(section) = MeshChain::boundary(self.blocks) else {
             return;
         };
-        if let Some((s, k)) = self.premeshed.take() {
-            self.key.core.s.k = k;
-            self.set_reg(s);
+        if let Some(mut p) = self.premeshed.take() {
+            self.key.core.s.k = p.key;
+            self.set_reg(p.reg);
+            p.zeroize();
             return;
         }
         m.apply(section, &mut self.key.core);
@@ -311,17 +286,13 @@ impl Cfb {
 }
 
 /// The running state of [`Cfb`]. Zeroized on drop.
+#[derive(Zeroize, ZeroizeOnDrop)]
 pub struct CfbStream {
+    #[zeroize(skip)]
     key: Key,
     reg: u64,
     blocks: u64,
     done: bool,
-}
-
-impl Drop for CfbStream {
-    fn drop(&mut self) {
-        self.reg.zeroize();
-    }
 }
 
 impl CfbStream {
@@ -416,20 +387,15 @@ impl Mac {
 }
 
 /// The running state of [`Mac`]. Zeroized on drop.
+#[derive(Zeroize, ZeroizeOnDrop)]
 pub struct MacState {
+    #[zeroize(skip)]
     key: Key,
     s: u64,
     buf: [u8; 8],
     buf_len: usize,
     total: u64,
     blocks: u64,
-}
-
-impl Drop for MacState {
-    fn drop(&mut self) {
-        self.s.zeroize();
-        self.buf.zeroize();
-    }
 }
 
 impl MacState {

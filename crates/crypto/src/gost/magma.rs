@@ -23,35 +23,10 @@ fn core(key: &[u8], backend: Option<GostBackend>) -> Result<Core, Error> {
     Core::new(key, Sbox::Tc26Z, Order::Magma, backend, "magma")
 }
 
-/// The mode types: a key each, with the same constructors.
-macro_rules! mode_types {
-    ($($(#[$doc:meta])* $t:ident;)+) => {$(
-        $(#[$doc])*
-        #[derive(Debug)]
-        pub struct $t {
-            core: Core,
-        }
-
-        impl $t {
-            /// A 32-byte key on the selected backend.
-            pub fn new(key: &[u8]) -> Result<$t, Error> {
-                Ok($t { core: core(key, None)? })
-            }
-
-            /// A 32-byte key on a named backend (tests and benchmarks).
-            pub fn with_backend(key: &[u8], backend: GostBackend) -> Result<$t, Error> {
-                Ok($t { core: core(key, Some(backend))? })
-            }
-
-            /// The backend this key runs on.
-            pub fn backend(&self) -> GostBackend {
-                self.core.backend
-            }
-        }
-    )+};
-}
-
 mode_types! {
+    Core = core,
+    (),
+    "A 32-byte key on the selected backend.";
     /// Magma ECB over whole blocks.
     Ecb;
     /// Magma CTR (GOST R 34.13-2015 section 5.2): a 32-bit IV, counter `IV || 0^32`
@@ -77,7 +52,7 @@ impl Ecb {
 
     fn run(&self, dir: Dir, io: InOut<'_>) -> Result<(), Error> {
         whole_blocks(io.len())?;
-        self.core.ecb(dir, io);
+        self.key.ecb(dir, io);
         Ok(())
     }
 }
@@ -101,7 +76,7 @@ impl Ctr {
 
     fn keystream(&self, iv: &[u8; 4], offset: u64, io: InOut<'_>) {
         let mut ctr = ((u32::from_be_bytes(*iv) as u64) << 32).wrapping_add(offset / 8);
-        ctr_xor(&self.core, io, (offset % 8) as usize, counting(&mut ctr));
+        ctr_xor(&self.key, io, (offset % 8) as usize, counting(&mut ctr));
     }
 
     /// Encryption and decryption: the same keystream XOR.
@@ -116,7 +91,7 @@ impl Ctr {
 /// runs on.
 #[derive(Debug)]
 pub struct CtrAcpkm {
-    core: Core,
+    key: Core,
     section: usize,
 }
 
@@ -150,21 +125,21 @@ impl CtrAcpkm {
             }));
         }
         Ok(CtrAcpkm {
-            core: core(key, backend)?,
+            key: core(key, backend)?,
             section,
         })
     }
 
     /// The backend this key runs on.
     pub fn backend(&self) -> GostBackend {
-        self.core.backend
+        self.key.backend
     }
 
     in_out_methods!(iv: &[u8; 4]);
 
     /// Encryption and decryption: the same keystream XOR, with the 4-byte IV.
     fn run(&self, _: Dir, iv: &[u8; 4], mut io: InOut<'_>) -> Result<(), Error> {
-        let mut c = self.core.clone();
+        let mut c = self.key.clone();
         let mut ctr = (u32::from_be_bytes(*iv) as u64) << 32;
         let len = io.len();
         for (i, off) in (0..len).step_by(self.section).enumerate() {
@@ -207,7 +182,7 @@ impl Ofb {
         let (len, z) = (io.len(), r.len());
         let mut i = 0;
         for off in (0..len).step_by(BLOCK) {
-            r[i] = self.core.enc(r[i]);
+            r[i] = self.key.enc(r[i]);
             xor_at(
                 &mut io,
                 off,
@@ -237,38 +212,31 @@ fn chained(core: &Core, mode: Feedback, dir: Dir, iv: &[u8], io: InOut<'_>) -> R
     Ok(())
 }
 
-impl Cbc {
-    in_out_methods!(iv: &[u8]);
+/// CBC and CFB: the shared chains with the z registers of the IV.
+macro_rules! chained_modes {
+    ($($t:ident: $mode:expr;)+) => {$(
+        impl $t {
+            in_out_methods!(iv: &[u8]);
 
-    /// `iv` is z >= 1 blocks. Encryption is sequential; decryption goes through the
-    /// block kernel a piece at a time.
-    fn run(&self, dir: Dir, iv: &[u8], io: InOut<'_>) -> Result<(), Error> {
-        chained(&self.core, Feedback::Cbc, dir, iv, io)
-    }
+            /// `iv` is z >= 1 blocks. Encryption is sequential; decryption goes through the
+            /// block kernel a piece at a time.
+            fn run(&self, dir: Dir, iv: &[u8], io: InOut<'_>) -> Result<(), Error> {
+                chained(&self.key, $mode, dir, iv, io)
+            }
 
-    /// Encrypts many independent sectors in place, one 8-byte IV each (z = 1; all sectors
-    /// the same size, a multiple of 8 bytes): the same as one [`Cbc::encrypt`] per sector,
-    /// up to 128 sectors interleaved through the parallel backend.
-    pub fn encrypt_sectors(&self, ivs: &[[u8; 8]], data: &mut [u8]) -> Result<(), Error> {
-        encrypt_sectors(&self.core, None, Feedback::Cbc, ivs, data)
-    }
+            /// Encrypts many independent sectors in place, one 8-byte IV each (z = 1; all
+            /// sectors the same size, a multiple of 8 bytes): the same as one `encrypt` per
+            /// sector, up to 128 sectors interleaved through the parallel backend.
+            pub fn encrypt_sectors(&self, ivs: &[[u8; 8]], data: &mut [u8]) -> Result<(), Error> {
+                encrypt_sectors(&self.key, None, $mode, ivs, data)
+            }
+        }
+    )+};
 }
 
-impl Cfb {
-    in_out_methods!(iv: &[u8]);
-
-    /// `iv` is z >= 1 blocks. Encryption is sequential; decryption goes through the
-    /// block kernel a piece at a time.
-    fn run(&self, dir: Dir, iv: &[u8], io: InOut<'_>) -> Result<(), Error> {
-        chained(&self.core, Feedback::Cfb, dir, iv, io)
-    }
-
-    /// Encrypts many independent sectors in place, one 8-byte IV each (z = 1; all sectors
-    /// the same size, a multiple of 8 bytes): the same as one [`Cfb::encrypt`] per sector,
-    /// up to 128 sectors interleaved through the parallel backend.
-    pub fn encrypt_sectors(&self, ivs: &[[u8; 8]], data: &mut [u8]) -> Result<(), Error> {
-        encrypt_sectors(&self.core, None, Feedback::Cfb, ivs, data)
-    }
+chained_modes! {
+    Cbc: Feedback::Cbc;
+    Cfb: Feedback::Cfb;
 }
 
 /// Doubling in GF(2^64) with the reduction of GOST R 34.13-2015 section 5.6 (B64 = 0x1b),
@@ -281,12 +249,12 @@ fn dbl(x: u64) -> u64 {
 impl Mac {
     /// The 8-byte MAC of `data`.
     pub fn mac(&self, data: &[u8]) -> [u8; 8] {
-        let k1 = dbl(self.core.enc(0));
+        let k1 = dbl(self.key.enc(0));
         let k2 = dbl(k1);
         let mut s = 0u64;
         let full = data.len().saturating_sub(1) / BLOCK;
         for b in data[..full * BLOCK].chunks_exact(BLOCK) {
-            s = self.core.enc(s ^ Order::Magma.load(b));
+            s = self.key.enc(s ^ Order::Magma.load(b));
         }
         let tail = &data[full * BLOCK..];
         let mut last = [0u8; BLOCK];
@@ -297,7 +265,7 @@ impl Mac {
             last[tail.len()] = 0x80;
             k2
         };
-        let t = self.core.enc(s ^ Order::Magma.load(&last) ^ k);
+        let t = self.key.enc(s ^ Order::Magma.load(&last) ^ k);
         Order::Magma.store(t)
     }
 
@@ -352,8 +320,8 @@ impl Mgm {
 
     /// The encryption keystream: `Y_1 = E(0 || nonce)`, the low half counting modulo 2^32.
     fn crypt(&self, nonce: &[u8; 8], io: InOut<'_>) {
-        let mut y = self.core.enc(u64::from_be_bytes(*nonce));
-        ctr_xor(&self.core, io, 0, || {
+        let mut y = self.key.enc(u64::from_be_bytes(*nonce));
+        ctr_xor(&self.key, io, 0, || {
             let v = y;
             y = (y & 0xffff_ffff_0000_0000) | (y as u32).wrapping_add(1) as u64;
             v
@@ -363,12 +331,12 @@ impl Mgm {
     /// The tag over `aad` and the ciphertext `ct`: `Z_1 = E(1 || nonce)`, the high half
     /// counting modulo 2^32, `H_i = E(Z_i)` in pieces through the block kernel.
     fn tag(&self, nonce: &[u8; 8], aad: &[u8], ct: &[u8]) -> [u8; 8] {
-        let mut z = self.core.enc(u64::from_be_bytes(*nonce) | (1 << 63));
+        let mut z = self.key.enc(u64::from_be_bytes(*nonce) | (1 << 63));
         let mut acc = 0u64;
         let mut hs = [0u8; CHUNK];
         for part in aad.chunks(CHUNK).chain(ct.chunks(CHUNK)) {
             let hs = &mut hs[..part.len().div_ceil(BLOCK) * BLOCK];
-            counter_blocks(&self.core, hs, || {
+            counter_blocks(&self.key, hs, || {
                 let v = z;
                 z = z.wrapping_add(1 << 32);
                 v
@@ -379,11 +347,11 @@ impl Mgm {
                 acc ^= gf64_mul(Order::Magma.load(h), u64::from_be_bytes(blk));
             }
         }
-        let h = self.core.enc(z);
+        let h = self.key.enc(z);
         let lens = ((aad.len() as u64 * 8) << 32) | (ct.len() as u64 * 8);
         acc ^= gf64_mul(h, lens);
         hs.zeroize();
-        Order::Magma.store(self.core.enc(acc))
+        Order::Magma.store(self.key.enc(acc))
     }
 
     fn seal_io(&self, nonce: &[u8; 8], aad: &[u8], mut io: InOut<'_>, tag: &mut [u8]) {

@@ -81,6 +81,43 @@ macro_rules! in_out_methods {
     };
 }
 
+/// Declares mode types that hold one key each (of type `$key`, built by `$ctor(key,
+/// args..., backend)`), with the family's constructors: `new` (the selected backend),
+/// `with_backend` (a named one) and `backend`.
+macro_rules! mode_types {
+    ($key:ty = $ctor:path, $args:tt, $new_doc:literal; $($(#[$doc:meta])* $t:ident;)+) => {$(
+        $(#[$doc])*
+        #[derive(Debug)]
+        pub struct $t {
+            key: $key,
+        }
+
+        mode_types!(@impl $t, $ctor, $new_doc, $args);
+    )+};
+    (@impl $t:ident, $ctor:path, $new_doc:literal, ($($arg:ident: $argt:ty),*)) => {
+        impl $t {
+            #[doc = $new_doc]
+            pub fn new(key: &[u8], $($arg: $argt),*) -> Result<$t, Error> {
+                Ok($t { key: $ctor(key, $($arg,)* None)? })
+            }
+
+            /// The same on a named backend (tests and benchmarks).
+            pub fn with_backend(
+                key: &[u8],
+                $($arg: $argt,)*
+                backend: GostBackend,
+            ) -> Result<$t, Error> {
+                Ok($t { key: $ctor(key, $($arg,)* Some(backend))? })
+            }
+
+            /// The backend this key runs on.
+            pub fn backend(&self) -> GostBackend {
+                self.key.backend()
+            }
+        }
+    };
+}
+
 /// `Debug` for a running state: the key (which never shows key material) and the public
 /// position, nothing of the registers or the buffered data.
 macro_rules! debug_state {
@@ -226,6 +263,11 @@ impl Core {
             order,
             backend,
         }
+    }
+
+    /// The backend this key runs on.
+    pub(crate) fn backend(&self) -> GostBackend {
+        self.backend
     }
 
     /// Encrypts one block (as an integer) on the portable code.

@@ -1,42 +1,85 @@
 //! The eight S-box parameter sets of GOST 28147-89, named by their OID names, with their
 //! tables.
 //!
-//! Tables from RFC 4357 section 11 (the CryptoPro and test sets), RFC 5831 / GOST R 34.11-94
-//! (its test set), and RFC 8891 section 4.1 / GOST R 34.12-2015 (id-tc26-gost-28147-param-Z,
-//! the Magma S-box), as transcribed in `crates/crypto/tests/vectors/gost/README.md`. A set
-//! is written as its eight rows `pi[0]` .. `pi[7]`, each as 16 hex digits where digit `x`
-//! is `pi[i][x]`; row `pi[i]` is applied to nibble `i` of the 32-bit word (`pi[0]` to the
-//! least significant nibble). The digits are read at compile time by [`rows`].
+//! The tables are data, in `sboxes.txt` beside this file: one set a line, its OID name and
+//! its eight rows `pi[0]` .. `pi[7]`, each as 16 hex digits where digit `x` is `pi[i][x]`.
+//! They come from RFC 4357 section 11 (the CryptoPro and test sets), RFC 5831 / GOST R
+//! 34.11-94 (its test set), and RFC 8891 section 4.1 / GOST R 34.12-2015
+//! (id-tc26-gost-28147-param-Z, the Magma S-box), as transcribed in
+//! `crates/crypto/tests/vectors/gost/README.md`. Row `pi[i]` is applied to nibble `i` of
+//! the 32-bit word (`pi[0]` to the least significant nibble). [`rows_named`] reads a set at
+//! compile time, so a missing or malformed line fails the build.
 
 use crate::Error;
 
 /// The rows of one parameter set: `PI[i][x]`.
 pub(crate) type Rows = [[u8; 16]; 8];
 
-/// Reads eight rows of 16 lowercase hex digits each; a malformed table fails the build.
-const fn rows(hex: [&str; 8]) -> Rows {
-    let mut out = [[0u8; 16]; 8];
+/// The tables, one set a line (`#` starts a comment line).
+const TABLES: &str = include_str!("sboxes.txt");
+
+/// Whether `text[at..]` starts with `word` followed by a space.
+const fn starts_with_word(text: &[u8], at: usize, word: &[u8]) -> bool {
+    if at + word.len() >= text.len() || text[at + word.len()] != b' ' {
+        return false;
+    }
     let mut i = 0;
-    while i < 8 {
-        let row = hex[i].as_bytes();
-        assert!(row.len() == 16, "an s-box row has 16 digits");
-        let mut x = 0;
-        while x < 16 {
-            out[i][x] = match row[x] {
-                b'0'..=b'9' => row[x] - b'0',
-                b'a'..=b'f' => row[x] - b'a' + 10,
-                _ => panic!("an s-box row is lowercase hex"),
-            };
-            x += 1;
+    while i < word.len() {
+        if text[at + i] != word[i] {
+            return false;
         }
         i += 1;
     }
+    true
+}
+
+/// The value of a lowercase hex digit.
+const fn hex_digit(c: u8) -> u8 {
+    match c {
+        b'0'..=b'9' => c - b'0',
+        b'a'..=b'f' => c - b'a' + 10,
+        _ => panic!("sboxes.txt: a row digit is not lowercase hex"),
+    }
+}
+
+/// The rows of the set named `name` in [`TABLES`].
+const fn rows_named(name: &str) -> Rows {
+    let (text, name) = (TABLES.as_bytes(), name.as_bytes());
+    let mut at = 0;
+    while !starts_with_word(text, at, name) {
+        // On to the next line.
+        while at < text.len() && text[at] != b'\n' {
+            at += 1;
+        }
+        assert!(at < text.len(), "sboxes.txt: a parameter set is missing");
+        at += 1;
+    }
+    at += name.len();
+    let mut out = [[0u8; 16]; 8];
+    let mut i = 0;
+    while i < 8 {
+        assert!(
+            text[at] == b' ',
+            "sboxes.txt: rows are separated by one space"
+        );
+        let mut x = 0;
+        while x < 16 {
+            out[i][x] = hex_digit(text[at + 1 + x]);
+            x += 1;
+        }
+        at += 17;
+        i += 1;
+    }
+    assert!(
+        text[at] == b'\n',
+        "sboxes.txt: a set has eight rows of 16 digits"
+    );
     out
 }
 
-/// Declares [`Sbox`] from one table: per set its variant, OID name, dotted OID and rows.
+/// Declares [`Sbox`]: per set its variant, OID name and dotted OID.
 macro_rules! parameter_sets {
-    ($($(#[$doc:meta])* $v:ident = $name:literal, $oid:literal, [$($row:literal)*];)+) => {
+    ($($(#[$doc:meta])* $v:ident = $name:literal, $oid:literal;)+) => {
         /// The eight S-box parameter sets of GOST 28147-89, by OID name.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
         pub enum Sbox {
@@ -65,7 +108,7 @@ macro_rules! parameter_sets {
             pub(crate) fn rows(self) -> &'static Rows {
                 match self {
                     $(Sbox::$v => {
-                        const ROWS: Rows = rows([$($row),*]);
+                        const ROWS: Rows = rows_named($name);
                         &ROWS
                     })+
                 }
@@ -76,47 +119,22 @@ macro_rules! parameter_sets {
 
 parameter_sets! {
     /// id-GostR3411-94-TestParamSet, 1.2.643.2.2.30.0 (libgcrypt's and Botan's default).
-    GostR3411_94Test = "id-GostR3411-94-TestParamSet", "1.2.643.2.2.30.0", [
-        "4a92d80e6b1c7f53" "eb4c6dfa23810759" "581da342efc7609b" "7da1089fe46cb253"
-        "6c715fd84a9e03b2" "4ba0721d36859cfe" "db413f590ae7682c" "1fd057a4923e6b8c"
-    ];
+    GostR3411_94Test = "id-GostR3411-94-TestParamSet", "1.2.643.2.2.30.0";
     /// id-GostR3411-94-CryptoProParamSet, 1.2.643.2.2.30.1.
-    GostR3411_94CryptoPro = "id-GostR3411-94-CryptoProParamSet", "1.2.643.2.2.30.1", [
-        "a4568137dce092bf" "5f402db91763cea8" "7fce94103b526a8d" "4a7c0f28e165db93"
-        "764b9c2a180efd35" "7624d9f0a15b8ec3" "de41705a3c8f629b" "13a95b4f867ed02c"
-    ];
+    GostR3411_94CryptoPro = "id-GostR3411-94-CryptoProParamSet", "1.2.643.2.2.30.1";
     /// id-Gost28147-89-TestParamSet, 1.2.643.2.2.31.0.
-    Gost28147Test = "id-Gost28147-89-TestParamSet", "1.2.643.2.2.31.0", [
-        "42f59108e3bcd7a6" "c9fe813a274d60b5" "d8ec739a15246f0b" "e9b25f710dc6a438"
-        "3e59680dab7c21f4" "8f6b19c5d37a0e24" "9bc0367548ef1a2d" "c652b09d3e7af418"
-    ];
+    Gost28147Test = "id-Gost28147-89-TestParamSet", "1.2.643.2.2.31.0";
     /// id-Gost28147-89-CryptoPro-A-ParamSet, 1.2.643.2.2.31.1.
-    CryptoProA = "id-Gost28147-89-CryptoPro-A-ParamSet", "1.2.643.2.2.31.1", [
-        "96328b17a4efc0d5" "37e98af0526cb4d1" "e462b3d8cf5a0719" "e7acd13902b4f856"
-        "b5198df0e423c7a6" "3adc120b75948fe6" "1d297a608c45f3be" "baf50ce8623917d4"
-    ];
+    CryptoProA = "id-Gost28147-89-CryptoPro-A-ParamSet", "1.2.643.2.2.31.1";
     /// id-Gost28147-89-CryptoPro-B-ParamSet, 1.2.643.2.2.31.2.
-    CryptoProB = "id-Gost28147-89-CryptoPro-B-ParamSet", "1.2.643.2.2.31.2", [
-        "84b135092eacd67f" "012a4d5c973fb86e" "ec0a92db758f3614" "750db6123acf4e98"
-        "27cf95ab140d68e3" "83264debc17fa095" "52ab91c374d06f8e" "04be8371a296fd5c"
-    ];
+    CryptoProB = "id-Gost28147-89-CryptoPro-B-ParamSet", "1.2.643.2.2.31.2";
     /// id-Gost28147-89-CryptoPro-C-ParamSet, 1.2.643.2.2.31.3.
-    CryptoProC = "id-Gost28147-89-CryptoPro-C-ParamSet", "1.2.643.2.2.31.3", [
-        "1bc29d0f458ea763" "017db4528efc9a63" "825049fa37cd6e1b" "36015da8b297efc4"
-        "8db0451293ce6fa7" "c9b18e247365a0fd" "a968de20f35b41c7" "7405a2fec61bd938"
-    ];
+    CryptoProC = "id-Gost28147-89-CryptoPro-C-ParamSet", "1.2.643.2.2.31.3";
     /// id-Gost28147-89-CryptoPro-D-ParamSet, 1.2.643.2.2.31.4.
-    CryptoProD = "id-Gost28147-89-CryptoPro-D-ParamSet", "1.2.643.2.2.31.4", [
-        "fc2a645079ed1b83" "b634cfe27d805a91" "1cb0fe65ad489372" "15eca70d62b493f8"
-        "0c89d2ab73654ef1" "80f325eb1a47c9d6" "306f1e92d8c4ba57" "1a68fb04c3597d2e"
-    ];
+    CryptoProD = "id-Gost28147-89-CryptoPro-D-ParamSet", "1.2.643.2.2.31.4";
     /// id-tc26-gost-28147-param-Z, 1.2.643.7.1.2.5.1.1 (Magma's, RFC 8891).
-    Tc26Z = "id-tc26-gost-28147-param-Z", "1.2.643.7.1.2.5.1.1", [
-        "c462a5b9e8d703f1" "68239a5c1e47bd0f" "b3582fade174c960" "c821d4f670a53e9b"
-        "7f5a816d093eb42c" "5df692cab78143e0" "8e25691cf4b0da37" "17ed05834fa69cb2"
-    ];
+    Tc26Z = "id-tc26-gost-28147-param-Z", "1.2.643.7.1.2.5.1.1";
 }
-
 impl Sbox {
     /// Parses an OID name or a dotted OID.
     pub fn from_name(name: &str) -> Result<Sbox, Error> {
