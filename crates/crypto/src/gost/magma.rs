@@ -354,16 +354,27 @@ impl Mgm {
         Order::Magma.store(self.key.enc(acc))
     }
 
-    fn seal_io(&self, nonce: &[u8; 8], aad: &[u8], mut io: InOut<'_>, tag: &mut [u8]) {
+    /// Checks the arguments, encrypts `io` and writes the tag over its output.
+    fn seal_io(
+        &self,
+        nonce: &[u8; 8],
+        aad: &[u8],
+        mut io: InOut<'_>,
+        tag: &mut [u8],
+    ) -> Result<(), Error> {
+        Self::check(nonce, aad, io.len(), tag.len())?;
         self.crypt(nonce, io.reborrow());
         let t = self.tag(nonce, aad, output(&mut io));
         tag.copy_from_slice(&t[..tag.len()]);
+        Ok(())
     }
 
-    /// Checks the tag over the input of `io`, then decrypts. On a wrong tag nothing is
-    /// decrypted, and an in-place buffer is zeroed (a separate destination is untouched).
+    /// Checks the arguments and the tag over the input of `io`, then decrypts. On a wrong
+    /// tag nothing is decrypted, and an in-place buffer is zeroed (a separate destination
+    /// is untouched).
     fn open_io(&self, nonce: &[u8; 8], aad: &[u8], io: InOut<'_>, tag: &[u8]) -> Result<(), Error> {
         use subtle::ConstantTimeEq;
+        Self::check(nonce, aad, io.len(), tag.len())?;
         let t = self.tag(nonce, aad, input(&io));
         if !bool::from(t[..tag.len()].ct_eq(tag)) {
             if let InOut::InPlace(b) = io {
@@ -383,9 +394,7 @@ impl Mgm {
         data: &mut [u8],
         tag: &mut [u8],
     ) -> Result<(), Error> {
-        Self::check(nonce, aad, data.len(), tag.len())?;
-        self.seal_io(nonce, aad, InOut::InPlace(data), tag);
-        Ok(())
+        self.seal_io(nonce, aad, InOut::InPlace(data), tag)
     }
 
     /// Checks the tag, then decrypts `data` in place. On a wrong tag nothing is
@@ -397,7 +406,6 @@ impl Mgm {
         data: &mut [u8],
         tag: &[u8],
     ) -> Result<(), Error> {
-        Self::check(nonce, aad, data.len(), tag.len())?;
         self.open_io(nonce, aad, InOut::InPlace(data), tag)
     }
 
@@ -412,8 +420,7 @@ impl Mgm {
     ) -> Result<(), Error> {
         Self::check(nonce, aad, src.len(), tag.len())?;
         same_len(src, dst)?;
-        self.seal_io(nonce, aad, InOut::split(src, dst), tag);
-        Ok(())
+        self.seal_io(nonce, aad, InOut::split(src, dst), tag)
     }
 
     /// Checks the tag over `src`, then decrypts into `dst` (untouched on failure).
