@@ -8,6 +8,15 @@
 //! [`Gcm`] is AES-GCM (SP 800-38D) with one-shot and streaming APIs; its GHASH runs on the
 //! same backend as its AES (soft, PCLMULQDQ, or VPCLMULQDQ on ymm).
 //!
+//! GOST 28147-89 ([`gost89`]: ECB, CNT, CFB, CBC and the MAC, little-endian as its
+//! libraries, any of eight S-box sets, optional CryptoPro key meshing) and Magma
+//! ([`magma`]: ECB, CTR, OFB, CBC, CFB, the MAC, CTR-ACPKM and MGM, big-endian) are one
+//! cipher with two byte conventions; both families share one implementation of each chain
+//! mode, and every in-place and out-of-place method goes through one code path. Their
+//! backends are [`GostBackend`]s: `soft` (portable, constant-time, the S-boxes evaluated
+//! inside registers) and `avx2` (32 blocks byte-sliced per group, for everything built on
+//! independent blocks); the sequential chains run on the portable code.
+//!
 //! # Backends
 //! Every mode is a whole-buffer kernel of a backend ([`Backend`]):
 //! - `soft`: portable, bitsliced, constant-time, `#![forbid(unsafe_code)]`; the reference;

@@ -1,7 +1,8 @@
 //! The `avx2` GOST 28147-89 / Magma backend: ECB of many independent blocks, byte-sliced in
-//! ymm registers, S-boxes held in registers as `vpshufb` tables. Every parallel mode (ECB,
-//! the CNT/CTR/CTR-ACPKM keystreams, CBC and CFB decryption, MGM's two counter streams) is
-//! built on it by the mode layer.
+//! ymm registers, S-boxes held in registers as `vpshufb` tables, from a source to a
+//! destination (the same bytes when in place). Every parallel mode (ECB, the
+//! CNT/CTR/CTR-ACPKM keystreams, CBC and CFB decryption, the sector-interleaved CBC and CFB
+//! encryption, MGM's two counter streams) is built on it by the mode layer.
 //!
 //! # Design
 //! Target: any x86-64 CPU with AVX2 (Haswell and later, Zen 1 and later); tuned on Zen 4
@@ -35,21 +36,23 @@
 //!   `B`. 36 ops.
 //!
 //! So a round costs ~55 simple ops per 32 blocks, ~1.7 per block; 32 rounds plus the
-//! transposition are ~57 ops per block, i.e. ~14 cycles per block (1.8 cycles per byte) at
-//! four vector ops per cycle. The 12 shuffles per round are a quarter of the ops, well
+//! transposition are ~57 ops per block, i.e. an estimated ~14 cycles per block at four
+//! vector ops per cycle. The 12 shuffles per round are a quarter of the ops, well
 //! under the two shuffle ports.
 //!
 //! ## Many blocks in flight
 //! One round of one group has a dependency chain of ~13 cycles (the carry lookahead, the
 //! index extraction, the shuffle, the XOR chain) and rounds of a group are serial, so
 //! groups are interleaved round by round: `INTERLEAVE` = 4 groups = 128 blocks = 1 KiB per
-//! iteration (measured on Zen 4 against 2 and 3: 4 was best, ~10% over 2, despite spilling
-//! the 32 state registers to the stack; spills cost loads and stores, not latency). 1 KiB
-//! is also the CryptoPro key meshing period, so a meshed chunk is exactly one iteration.
-//! Measured (best of 400 runs of 16 KiB, shared 2-core Zen 4 VM): ECB 1.7 GB/s
-//! (2.5 cycles/byte at 4.2 GHz), Magma CTR 1.5 GB/s, GOST 28147-89 CNT with key meshing
-//! 1.2 GB/s (its extra cost is one one-block re-encryption of the counter per KiB on the
-//! portable path).
+//! iteration (against 2 and 3, 4 was the fastest on Zen 4 despite spilling the 32 state
+//! registers to the stack; spills cost loads and stores, not latency). 1 KiB is also the
+//! CryptoPro key meshing period, so a meshed piece is exactly one iteration. Measured
+//! throughput: `docs/PERFORMANCE.md`, section "GOST 28147-89 and Magma".
+//!
+//! ## Source and destination
+//! The kernel reads a group from the source and writes it to the destination of an
+//! [`InOut`] (the same pointer when in place): every group of an iteration is loaded
+//! before any is stored, so in place is safe and out of place costs no copy.
 //!
 //! Register budget (16 ymm): 8 state registers per group; the tables (12) and shuffles live
 //! in a per-process table, the 7 per-round key rows of each key word in an aligned stack
@@ -62,16 +65,17 @@
 //! that depend on the (public) round order only; there is no branch on data. How this was
 //! checked: `scripts/gost-ct-disasm.sh` disassembles the release build of [`ecb_groups`]
 //! and lists every memory operand by addressing form and every conditional branch. All
-//! operands are stack slots (`%rsp` + constant), the data pointers plus the group offset,
-//! the key-row base plus `rounds[r] * 224`, or the table base plus a constant; the
-//! branches are the loop counters over the public group count. `scripts/gost-ct-cachegrind.sh`
-//! runs every mode under cachegrind with three different keys, IVs and data and requires
-//! identical instruction, data-access and L1-miss counts (they are identical). The
-//! differential tests check the kernel against the portable backend at every boundary.
+//! operands are stack slots (`%rsp` + constant), the source and destination pointers plus
+//! the group offset, the key-row base plus `rounds[r] * 224`, or the table base plus a
+//! constant; the branches are the loop counters over the public group count.
+//! `scripts/gost-ct-cachegrind.sh` runs the modes under cachegrind with three different
+//! keys, IVs and data and requires identical instruction, data-access and L1-miss counts.
+//! The differential tests check the kernel against the portable backend at every boundary.
 //!
-//! Left out: the sequential modes (CBC/CFB encryption, the MACs) gain nothing from 32
-//! lanes on one message and use the portable code; a group shorter than 32 blocks is
-//! padded through a stack buffer (at most once per call).
+//! Left out: the sequential modes (CBC/CFB encryption of one message, OFB, the MACs) gain
+//! nothing from 32 lanes on one message and use the portable code; a group shorter than 32
+//! blocks is padded through a stack buffer (at most once per call), and a single block is
+//! left to the portable code.
 //!
 //! Calling contract: [`ecb`] may only be called for keys on [`GostBackend::Avx2`], which
 //! exists only after its CPU check; it re-checks and panics otherwise, which is what makes
