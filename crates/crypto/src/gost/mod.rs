@@ -294,15 +294,27 @@ impl Core {
         if let Some(j) = side {
             j.finish();
         }
-        let mut b = [0u8; BLOCK];
-        for off in (done..io.len()).step_by(BLOCK) {
-            io.load(off, &mut b);
-            let x = self.order.load(&b);
-            let y = match dir {
+        // The rest on the portable code, one block at a time.
+        let block = |b: &[u8]| {
+            let x = self.order.load(b);
+            self.order.store(match dir {
                 Dir::Encrypt => self.s.encrypt(x),
                 Dir::Decrypt => self.s.decrypt(x),
-            };
-            io.store(off, &self.order.store(y));
+            })
+        };
+        match io {
+            InOut::InPlace(buf) => {
+                for b in buf[done..].chunks_exact_mut(BLOCK) {
+                    let y = block(b);
+                    b.copy_from_slice(&y);
+                }
+            }
+            InOut::Split { src, dst } => {
+                let src = src[done..].chunks_exact(BLOCK);
+                for (s, d) in src.zip(dst[done..].chunks_exact_mut(BLOCK)) {
+                    d.copy_from_slice(&block(s));
+                }
+            }
         }
     }
 
