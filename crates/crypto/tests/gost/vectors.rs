@@ -132,6 +132,9 @@ fn run(v: &Value, b: GostBackend) -> Vec<u8> {
     }
 }
 
+/// The next piece of a long stream, encrypted in place.
+type Next = Box<dyn FnMut(&mut [u8])>;
+
 /// The long vectors: `n` zero bytes streamed in 1 MiB pieces; the result is the last 16
 /// output bytes (or the MAC).
 fn run_zeros(v: &Value, b: GostBackend, n: u64) -> Vec<u8> {
@@ -158,7 +161,7 @@ fn run_zeros(v: &Value, b: GostBackend, n: u64) -> Vec<u8> {
         }
         m @ ("gost89-cnt" | "gost89-cfb") => {
             let iv: [u8; 8] = unhex(s(v, "iv")).try_into().unwrap();
-            let mut next: Box<dyn FnMut(&mut [u8])> = if m == "gost89-cnt" {
+            let mut next: Next = if m == "gost89-cnt" {
                 let c = gost89::Cnt::with_backend(&key, sbox, mesh, b).unwrap();
                 let mut st = c.stream(&iv);
                 Box::new(move |x| st.apply(x))
