@@ -6,7 +6,7 @@
 #   soft (Schedule::encrypt): memory operands are the round-key order table (indexed by
 #   the round counter), the key words (indexed by that public order) and fixed stack slots
 #   holding the packed S-box rows; the S-box is evaluated by `shr %cl` on those rows.
-#   avx2 (ecb_groups): memory operands are stack slots (%rsp + constant), the data
+#   avx2 (ecb_groups): memory operands are stack slots (%rsp + constant), the source and destination
 #   pointers, the key rows at constant offsets from a row chosen by the public round
 #   order, and the tables at constant offsets; lookups are `vpshufb` between registers.
 #
@@ -18,7 +18,7 @@ bin=target/release/sectorcrypt
 dis=$(mktemp)
 trap 'rm -f "$dis"' EXIT
 objdump -d --no-show-raw-insn -C "$bin" >"$dis"
-for f in 'sectorcrypt_crypto::gost::soft::Schedule::encrypt' 'sectorcrypt_crypto::gost::avx2_shim::avx2::ecb_groups'; do
+for f in 'sectorcrypt_crypto::gost::soft::Schedule::encrypt' 'sectorcrypt_crypto::gost::avx2::ecb_groups'; do
     echo "== $f"
     awk -v f="<$f>:" '$2 == f {p=1; next} p && /^$/ {exit} p {print}' "$dis" >"$dis.fn"
     echo "instructions: $(wc -l <"$dis.fn")"

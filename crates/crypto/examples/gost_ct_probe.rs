@@ -7,6 +7,8 @@
 //! Usage: `gost_ct_probe SEED soft|avx2`
 #![forbid(unsafe_code)]
 
+use rand::rngs::StdRng;
+use rand::{RngCore, SeedableRng};
 use sectorcrypt_crypto::gost89::Sbox;
 use sectorcrypt_crypto::{gost89, magma, GostBackend};
 
@@ -17,16 +19,12 @@ fn main() {
         .and_then(|s| s.parse().ok())
         .expect("usage: gost_ct_probe SEED soft|avx2");
     let backend = GostBackend::from_name(&args.next().expect("a backend")).expect("a backend");
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    // ChaCha: the same instructions and accesses for every seed.
+    let mut rng = StdRng::seed_from_u64(seed);
     let mut rnd = |n: usize| -> Vec<u8> {
-        (0..n)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                (x >> 24) as u8
-            })
-            .collect()
+        let mut v = vec![0u8; n];
+        rng.fill_bytes(&mut v);
+        v
     };
     let key = rnd(32);
     let mut data = rnd(8192);

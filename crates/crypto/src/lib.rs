@@ -8,6 +8,15 @@
 //! [`Gcm`] is AES-GCM (SP 800-38D) with one-shot and streaming APIs; its GHASH runs on the
 //! same backend as its AES (soft, PCLMULQDQ, or VPCLMULQDQ on ymm).
 //!
+//! GOST 28147-89 ([`gost89`]: ECB, CNT, CFB, CBC and the MAC, little-endian as its
+//! libraries, any of eight S-box sets, optional CryptoPro key meshing) and Magma
+//! ([`magma`]: ECB, CTR, OFB, CBC, CFB, the MAC, CTR-ACPKM and MGM, big-endian) are one
+//! cipher with two byte conventions; both families share one implementation of each chain
+//! mode, and every in-place and out-of-place method goes through one code path. Their
+//! backends are [`GostBackend`]s: `soft` (portable, constant-time, the S-boxes evaluated
+//! inside registers) and `avx2` (32 blocks byte-sliced per group, for everything built on
+//! independent blocks); the sequential chains run on the portable code.
+//!
 //! # Backends
 //! Every mode is a whole-buffer kernel of a backend ([`Backend`]):
 //! - `soft`: portable, bitsliced, constant-time, `#![forbid(unsafe_code)]`; the reference;
@@ -53,21 +62,4 @@ pub mod dmcrypt {
     pub use crate::modes::{CipherMode, CipherSpec, IvMode, SectorCipher, SectorLayout};
 }
 
-/// GOST 28147-89 with the little-endian conventions of its libraries (CryptoPro,
-/// gost-engine, libgcrypt): ECB, CNT (gamming), CFB, CBC and the MAC (imitovstavka).
-pub mod gost89 {
-    pub use crate::gost::{
-        Gost89Cbc as Cbc, Gost89Cfb as Cfb, Gost89CfbStream as CfbStream, Gost89Cnt as Cnt,
-        Gost89CntStream as CntStream, Gost89Ecb as Ecb, Gost89Mac as Mac,
-        Gost89MacState as MacState, Sbox, GOST_BLOCK as BLOCK,
-    };
-}
-
-/// Magma (GOST R 34.12-2015, RFC 8891), big-endian, with the modes of GOST R 34.13-2015,
-/// CTR-ACPKM (RFC 8645) and MGM (RFC 9058).
-pub mod magma {
-    pub use crate::gost::{
-        MagmaCbc as Cbc, MagmaCfb as Cfb, MagmaCtr as Ctr, MagmaCtrAcpkm as CtrAcpkm,
-        MagmaEcb as Ecb, MagmaMac as Mac, MagmaMgm as Mgm, MagmaOfb as Ofb, MAGMA_BLOCK as BLOCK,
-    };
-}
+pub use gost::{gost89, magma};

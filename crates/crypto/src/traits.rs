@@ -48,7 +48,7 @@ pub trait Aead {
     fn seal(&self, nonce: &[u8], aad: &[u8], buf: &mut [u8], tag: &mut [u8]) -> Result<(), Error>;
     /// Decrypts `buf` in place if `tag` verifies; otherwise
     /// [`Error::AuthenticationFailed`] and nothing unauthenticated is released (GCM zeroes
-    /// `buf`; MGM checks the tag before decrypting and leaves the ciphertext in `buf`).
+    /// `buf`; MGM checks the tag before decrypting and zeroes `buf`).
     fn open(&self, nonce: &[u8], aad: &[u8], buf: &mut [u8], tag: &[u8]) -> Result<(), Error>;
 }
 

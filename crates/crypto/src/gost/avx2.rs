@@ -1,7 +1,8 @@
 //! The `avx2` GOST 28147-89 / Magma backend: ECB of many independent blocks, byte-sliced in
-//! ymm registers, S-boxes held in registers as `vpshufb` tables. Every parallel mode (ECB,
-//! the CNT/CTR/CTR-ACPKM keystreams, CBC and CFB decryption, MGM's two counter streams) is
-//! built on it by the mode layer.
+//! ymm registers, S-boxes held in registers as `vpshufb` tables, from a source to a
+//! destination (the same bytes when in place). Every parallel mode (ECB, the
+//! CNT/CTR/CTR-ACPKM keystreams, CBC and CFB decryption, the sector-interleaved CBC and CFB
+//! encryption, MGM's two counter streams) is built on it by the mode layer.
 //!
 //! # Design
 //! Target: any x86-64 CPU with AVX2 (Haswell and later, Zen 1 and later); tuned on Zen 4
@@ -35,21 +36,23 @@
 //!   `B`. 36 ops.
 //!
 //! So a round costs ~55 simple ops per 32 blocks, ~1.7 per block; 32 rounds plus the
-//! transposition are ~57 ops per block, i.e. ~14 cycles per block (1.8 cycles per byte) at
-//! four vector ops per cycle. The 12 shuffles per round are a quarter of the ops, well
+//! transposition are ~57 ops per block, i.e. an estimated ~14 cycles per block at four
+//! vector ops per cycle. The 12 shuffles per round are a quarter of the ops, well
 //! under the two shuffle ports.
 //!
 //! ## Many blocks in flight
 //! One round of one group has a dependency chain of ~13 cycles (the carry lookahead, the
 //! index extraction, the shuffle, the XOR chain) and rounds of a group are serial, so
 //! groups are interleaved round by round: `INTERLEAVE` = 4 groups = 128 blocks = 1 KiB per
-//! iteration (measured on Zen 4 against 2 and 3: 4 was best, ~10% over 2, despite spilling
-//! the 32 state registers to the stack; spills cost loads and stores, not latency). 1 KiB
-//! is also the CryptoPro key meshing period, so a meshed chunk is exactly one iteration.
-//! Measured (best of 400 runs of 16 KiB, shared 2-core Zen 4 VM): ECB 1.7 GB/s
-//! (2.5 cycles/byte at 4.2 GHz), Magma CTR 1.5 GB/s, GOST 28147-89 CNT with key meshing
-//! 1.2 GB/s (its extra cost is one one-block re-encryption of the counter per KiB on the
-//! portable path).
+//! iteration (against 2 and 3, 4 was the fastest on Zen 4 despite spilling the 32 state
+//! registers to the stack; spills cost loads and stores, not latency). 1 KiB is also the
+//! CryptoPro key meshing period, so a meshed piece is exactly one iteration. Measured
+//! throughput: `docs/PERFORMANCE.md`, section "GOST 28147-89 and Magma".
+//!
+//! ## Source and destination
+//! The kernel reads a group from the source and writes it to the destination of an
+//! [`InOut`] (the same pointer when in place): every group of an iteration is loaded
+//! before any is stored, so in place is safe and out of place costs no copy.
 //!
 //! Register budget (16 ymm): 8 state registers per group; the tables (12) and shuffles live
 //! in a per-process table, the 7 per-round key rows of each key word in an aligned stack
@@ -62,24 +65,26 @@
 //! that depend on the (public) round order only; there is no branch on data. How this was
 //! checked: `scripts/gost-ct-disasm.sh` disassembles the release build of [`ecb_groups`]
 //! and lists every memory operand by addressing form and every conditional branch. All
-//! operands are stack slots (`%rsp` + constant), the data pointers plus the group offset,
-//! the key-row base plus `rounds[r] * 224`, or the table base plus a constant; the
-//! branches are the loop counters over the public group count. `scripts/gost-ct-cachegrind.sh`
-//! runs every mode under cachegrind with three different keys, IVs and data and requires
-//! identical instruction, data-access and L1-miss counts (they are identical). The
-//! differential tests check the kernel against the portable backend at every boundary.
+//! operands are stack slots (`%rsp` + constant), the source and destination pointers plus
+//! the group offset, the key-row base plus `rounds[r] * 224`, or the table base plus a
+//! constant; the branches are the loop counters over the public group count.
+//! `scripts/gost-ct-cachegrind.sh` runs the modes under cachegrind with three different
+//! keys, IVs and data and requires identical instruction, data-access and L1-miss counts.
+//! The differential tests check the kernel against the portable backend at every boundary.
 //!
-//! Left out: the sequential modes (CBC/CFB encryption, the MACs) gain nothing from 32
-//! lanes on one message and use the portable code; a group shorter than 32 blocks is
-//! padded through a stack buffer (at most once per call).
+//! Left out: the sequential modes (CBC/CFB encryption of one message, OFB, the MACs) gain
+//! nothing from 32 lanes on one message and use the portable code; a group shorter than 32
+//! blocks is padded through a stack buffer (at most once per call), and a single block is
+//! left to the portable code.
 //!
 //! Calling contract: [`ecb`] may only be called for keys on [`GostBackend::Avx2`], which
 //! exists only after its CPU check; it re-checks and panics otherwise, which is what makes
 //! the `unsafe` calls of the `#[target_feature]` functions sound.
 #![allow(unsafe_code)]
 
-use super::super::soft::SideJob;
-use super::super::{GostBackend, Order, Sbox};
+use super::soft::SideJob;
+use super::{GostBackend, Order, Sbox};
+use crate::buf::InOut;
 use core::arch::x86_64::*;
 use std::sync::OnceLock;
 use zeroize::Zeroize;
@@ -191,22 +196,22 @@ impl Tables {
     }
 }
 
-/// ECB over the whole blocks of `buf` in place with key words `k` used in the round order
-/// `rounds`. Returns the number of leading bytes done: everything, unless the buffer holds
-/// a single block (left to the portable code).
-pub(crate) fn ecb(
+/// ECB over the whole blocks of `io` with key words `k` used in the round order `rounds`.
+/// Returns the number of leading bytes done: everything, unless the buffer holds a single
+/// block (left to the portable code).
+pub(super) fn ecb(
     k: &[u32; 8],
     rounds: &[usize; 32],
     sbox: Sbox,
     order: Order,
-    buf: &mut [u8],
+    mut io: InOut<'_>,
     side: Option<&mut SideJob>,
 ) -> usize {
     assert!(
         GostBackend::Avx2.check_cpu().is_ok(),
         "gost avx2 kernel called on a cpu without avx2"
     );
-    let blocks = buf.len() / 8;
+    let blocks = io.len() / 8;
     if blocks < 2 {
         return 0;
     }
@@ -219,18 +224,20 @@ pub(crate) fn ecb(
         rounds,
     };
     let groups = blocks / BLOCKS;
-    // SAFETY: AVX2 and the ymm state are present (checked above); `buf` holds
-    // `groups * GROUP` bytes from its start.
-    unsafe { ecb_groups(&c, buf.as_mut_ptr(), groups, side.as_deref_mut()) };
+    let (src, dst) = io.ptrs();
+    // SAFETY: AVX2 and the ymm state are present (checked above); `src` and `dst` (equal
+    // when in place) are valid for `io.len() >= groups * GROUP` bytes.
+    unsafe { ecb_groups(&c, src, dst, groups, side.as_deref_mut()) };
     let tail = blocks % BLOCKS;
     if tail > 0 {
         let off = groups * GROUP;
         let n = tail * 8;
         let mut tmp = [0u8; GROUP];
-        tmp[..n].copy_from_slice(&buf[off..off + n]);
-        // SAFETY: as above; `tmp` holds one whole group.
-        unsafe { ecb_groups(&c, tmp.as_mut_ptr(), 1, side) };
-        buf[off..off + n].copy_from_slice(&tmp[..n]);
+        io.load(off, &mut tmp[..n]);
+        let p = tmp.as_mut_ptr();
+        // SAFETY: as above; `tmp` holds one whole group, transformed in place.
+        unsafe { ecb_groups(&c, p, p, 1, side) };
+        io.store(off, &tmp[..n]);
         tmp.zeroize();
     }
     blocks * 8
@@ -360,18 +367,26 @@ unsafe fn round(c: &Ctx<'_>, k: &[[u64; 4]; 7], a: &[__m256i; 4], b: &mut [__m25
     }
 }
 
-/// `G` groups at `p`, interleaved round by round.
+/// `G` groups from `src` to `dst`, interleaved round by round; every group is loaded
+/// before any is stored, so `src == dst` (in place) is allowed.
 ///
 /// # Safety
-/// AVX2 must be present; `p` must be valid for reads and writes of `G * GROUP` bytes.
+/// AVX2 must be present; `src` must be valid for reads and `dst` for writes of
+/// `G * GROUP` bytes.
 #[inline(always)]
-unsafe fn run<const G: usize>(c: &Ctx<'_>, p: *mut u8, side: &mut Option<&mut SideJob>) {
-    // SAFETY (whole function): the caller vouches for `G * GROUP` bytes at `p` and AVX2.
+unsafe fn run<const G: usize>(
+    c: &Ctx<'_>,
+    src: *const u8,
+    dst: *mut u8,
+    side: &mut Option<&mut SideJob>,
+) {
+    // SAFETY (whole function): the caller vouches for `G * GROUP` bytes at `src` and
+    // `dst`, and for AVX2.
     unsafe {
         let mut a = [[_mm256_setzero_si256(); 4]; G];
         let mut b = [[_mm256_setzero_si256(); 4]; G];
         for g in 0..G {
-            (a[g], b[g]) = load_group(c, p.add(g * GROUP));
+            (a[g], b[g]) = load_group(c, src.add(g * GROUP));
         }
         for r in (0..32).step_by(2) {
             let k0 = &c.keys.0[c.rounds[r]];
@@ -391,7 +406,7 @@ unsafe fn run<const G: usize>(c: &Ctx<'_>, p: *mut u8, side: &mut Option<&mut Si
         }
         // After an even number of in-place rounds the output is N1 = b, N2 = a.
         for g in 0..G {
-            store_group(c, p.add(g * GROUP), b[g], a[g]);
+            store_group(c, dst.add(g * GROUP), b[g], a[g]);
         }
     }
 }
@@ -399,22 +414,29 @@ unsafe fn run<const G: usize>(c: &Ctx<'_>, p: *mut u8, side: &mut Option<&mut Si
 /// Groups interleaved per iteration of the main loop.
 const INTERLEAVE: usize = 4;
 
-/// `groups` whole groups at `p`, in place, `INTERLEAVE` groups per iteration.
+/// `groups` whole groups from `src` to `dst` (equal when in place), `INTERLEAVE` groups
+/// per iteration.
 ///
 /// # Safety
-/// The CPU must have AVX2 (and the OS the ymm state); `p` must be valid for reads and
-/// writes of `groups * GROUP` bytes.
+/// The CPU must have AVX2 (and the OS the ymm state); `src` must be valid for reads and
+/// `dst` for writes of `groups * GROUP` bytes.
 #[target_feature(enable = "avx2")]
-unsafe fn ecb_groups(c: &Ctx<'_>, p: *mut u8, groups: usize, mut side: Option<&mut SideJob>) {
+unsafe fn ecb_groups(
+    c: &Ctx<'_>,
+    src: *const u8,
+    dst: *mut u8,
+    groups: usize,
+    mut side: Option<&mut SideJob>,
+) {
     let mut g = 0;
-    // SAFETY (both loops): every pointer is `p` plus a multiple of GROUP, with the groups
-    // it covers below `groups`, the range the caller vouches for.
+    // SAFETY (both loops): every pointer is `src` or `dst` plus a multiple of GROUP, with
+    // the groups it covers below `groups`, the range the caller vouches for.
     while g + INTERLEAVE <= groups {
-        unsafe { run::<INTERLEAVE>(c, p.add(g * GROUP), &mut side) };
+        unsafe { run::<INTERLEAVE>(c, src.add(g * GROUP), dst.add(g * GROUP), &mut side) };
         g += INTERLEAVE;
     }
     while g < groups {
-        unsafe { run::<1>(c, p.add(g * GROUP), &mut side) };
+        unsafe { run::<1>(c, src.add(g * GROUP), dst.add(g * GROUP), &mut side) };
         g += 1;
     }
 }

@@ -26,7 +26,7 @@
 //! and L1-miss counts (they are identical).
 #![forbid(unsafe_code)]
 
-use super::sbox_tables::Rows;
+use super::sbox::Rows;
 use zeroize::Zeroize;
 
 /// The eight rows of a parameter set, one `u64` per row (nibble `x` = `pi_i[x]`).
@@ -177,15 +177,15 @@ impl Drop for SideJob {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gost::sbox_tables;
+    use crate::gost::Sbox;
 
     /// The register evaluation equals the table definition for every row and input.
     #[test]
     fn no_table_in_memory() {
-        for rows in [sbox_tables::TC26Z, sbox_tables::CRYPTOPROA] {
+        for rows in [Sbox::Tc26Z.rows(), Sbox::CryptoProA.rows()] {
             let s = Schedule {
                 k: [0; 8],
-                sbox: PackedSbox::pack(&rows),
+                sbox: PackedSbox::pack(rows),
             };
             for i in 0..8 {
                 for x in 0..16u32 {
@@ -207,7 +207,7 @@ mod tests {
     fn side_job_equals_encrypt() {
         let s = Schedule {
             k: [1, 2, 3, 4, 5, 6, 7, 0xdead_beef],
-            sbox: PackedSbox::pack(&sbox_tables::CRYPTOPROA),
+            sbox: PackedSbox::pack(Sbox::CryptoProA.rows()),
         };
         for x in [0u64, 1, 0x0123_4567_89ab_cdef] {
             let mut j = SideJob::new(s.clone(), x);
@@ -223,7 +223,7 @@ mod tests {
     fn rfc8891_g() {
         let s = Schedule {
             k: [0; 8],
-            sbox: PackedSbox::pack(&sbox_tables::TC26Z),
+            sbox: PackedSbox::pack(Sbox::Tc26Z.rows()),
         };
         for (k, a, g) in [
             (0x87654321u32, 0xfedcba98u32, 0xfdcbc20cu32),

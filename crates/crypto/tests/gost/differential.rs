@@ -4,7 +4,7 @@
 //! 1023..=1025 bytes for key meshing, and random lengths up to ~4850 bytes; in place and
 //! out of place agree.
 
-use crate::harness::{backends, bytes};
+use crate::harness::{backends, bytes, mode, round_trip};
 use sectorcrypt_crypto::gost89::Sbox;
 use sectorcrypt_crypto::InputError;
 use sectorcrypt_crypto::{gost89, magma, Error, GostBackend};
@@ -48,72 +48,40 @@ const KEY: [u8; 32] = [
     0xd9, 0x02, 0x6f, 0xbb, 0x48, 0x95, 0x1c, 0xe7, 0x70, 0x2a, 0xcd, 0x31, 0x84, 0x5f, 0xf6, 0x0b,
 ];
 
+/// Every GOST 28147-89 mode, with and without key meshing, for three S-box sets; block and
+/// stream modes also in place against out of place and back ([`round_trip`]).
 #[test]
 fn gost89_modes_match_soft() {
     for mesh in [false, true] {
         for sb in [Sbox::CryptoProA, Sbox::Tc26Z, Sbox::GostR3411_94Test] {
-            compare("gost89-ecb", true, |b, x| {
-                let c = gost89::Ecb::with_backend(&KEY, sb, mesh, b).unwrap();
-                let mut o = vec![0u8; x.len()];
-                c.encrypt_to(x, &mut o).unwrap();
-                let mut back = o.clone();
-                c.decrypt(&mut back).unwrap();
-                assert_eq!(back, x);
-                o
-            });
-            compare("gost89-cnt", false, |b, x| {
-                let c = gost89::Cnt::with_backend(&KEY, sb, mesh, b).unwrap();
-                let mut o = x.to_vec();
-                c.encrypt(&[0xfe; 8], &mut o).unwrap();
-                let mut o2 = vec![0u8; x.len()];
-                c.encrypt_to(&[0xfe; 8], x, &mut o2).unwrap();
-                assert_eq!(o, o2);
-                o
-            });
-            compare("gost89-cfb", false, |b, x| {
-                let c = gost89::Cfb::with_backend(&KEY, sb, mesh, b).unwrap();
-                let mut o = x.to_vec();
-                c.encrypt(&[3; 8], &mut o).unwrap();
-                let mut back = vec![0u8; x.len()];
-                c.decrypt_to(&[3; 8], &o, &mut back).unwrap();
-                assert_eq!(back, x);
-                o
-            });
-            compare("gost89-cbc", true, |b, x| {
-                let c = gost89::Cbc::with_backend(&KEY, sb, mesh, b).unwrap();
-                let mut o = x.to_vec();
-                c.encrypt(&[4; 8], &mut o).unwrap();
-                let mut back = o.clone();
-                c.decrypt(&[4; 8], &mut back).unwrap();
-                assert_eq!(back, x);
-                o
-            });
+            for (name, iv) in [
+                ("gost89-ecb", &[][..]),
+                ("gost89-cnt", &[0xfe; 8]),
+                ("gost89-cfb", &[3; 8]),
+                ("gost89-cbc", &[4; 8]),
+            ] {
+                let whole = name.ends_with("ecb") || name.ends_with("cbc");
+                compare(name, whole, |b, x| {
+                    round_trip(&*mode(name, &KEY, sb, mesh, b), iv, x)
+                });
+            }
             compare("gost89-mac", false, |b, x| {
-                gost89::Mac::with_backend(&KEY, sb, mesh, b)
-                    .unwrap()
-                    .mac(x)
-                    .to_vec()
+                let mac = gost89::Mac::with_backend(&KEY, sb, mesh, b).unwrap();
+                mac.mac(x).to_vec()
             });
         }
     }
 }
 
+/// Every Magma mode; OFB, CBC and CFB with registers of 1, 2 and 3 blocks, CTR-ACPKM with
+/// four section sizes, CTR from near the 2^64 wrap of its counter and at an offset.
 #[test]
 fn magma_modes_match_soft() {
-    compare("magma-ecb", true, |b, x| {
-        let c = magma::Ecb::with_backend(&KEY, b).unwrap();
-        let mut o = x.to_vec();
-        c.encrypt(&mut o).unwrap();
-        let mut back = o.clone();
-        c.decrypt(&mut back).unwrap();
-        assert_eq!(back, x);
-        o
-    });
+    let ecb = |b, x: &[u8]| round_trip(&*mode("magma-ecb", &KEY, Sbox::Tc26Z, false, b), &[], x);
+    compare("magma-ecb", true, ecb);
     compare("magma-ctr", false, |b, x| {
         let c = magma::Ctr::with_backend(&KEY, b).unwrap();
-        // Start near the 2^64 wrap of the counter.
-        let mut o = x.to_vec();
-        c.encrypt(&[0xff; 4], &mut o).unwrap();
+        let o = round_trip(&c, &[0xff; 4], x);
         // Random access: the keystream at an offset equals the tail of the whole one.
         if x.len() > 11 {
             let mut part = x[11..].to_vec();
@@ -124,55 +92,33 @@ fn magma_modes_match_soft() {
     });
     for z in [1usize, 2, 3] {
         let iv = bytes(8 * z, z as u64);
-        compare("magma-ofb", false, |b, x| {
-            let mut o = x.to_vec();
-            magma::Ofb::with_backend(&KEY, b)
-                .unwrap()
-                .encrypt(&iv, &mut o)
-                .unwrap();
-            o
-        });
-        compare("magma-cbc", true, |b, x| {
-            let c = magma::Cbc::with_backend(&KEY, b).unwrap();
-            let mut o = x.to_vec();
-            c.encrypt(&iv, &mut o).unwrap();
-            let mut back = o.clone();
-            c.decrypt(&iv, &mut back).unwrap();
-            assert_eq!(back, x);
-            o
-        });
-        compare("magma-cfb", false, |b, x| {
-            let c = magma::Cfb::with_backend(&KEY, b).unwrap();
-            let mut o = x.to_vec();
-            c.encrypt(&iv, &mut o).unwrap();
-            let mut back = o.clone();
-            c.decrypt(&iv, &mut back).unwrap();
-            assert_eq!(back, x);
-            o
-        });
+        for name in ["magma-ofb", "magma-cbc", "magma-cfb"] {
+            compare(name, name == "magma-cbc", |b, x| {
+                round_trip(&*mode(name, &KEY, Sbox::Tc26Z, false, b), &iv, x)
+            });
+        }
     }
     compare("magma-mac", false, |b, x| {
         magma::Mac::with_backend(&KEY, b).unwrap().mac(x).to_vec()
     });
     for section in [8usize, 16, 256, 1024] {
-        compare("magma-ctr-acpkm", false, |b, x| {
-            let mut o = x.to_vec();
-            magma::CtrAcpkm::with_backend(&KEY, section, b)
-                .unwrap()
-                .encrypt(&[1, 2, 3, 4], &mut o)
-                .unwrap();
-            o
+        let name = format!("magma-ctr-acpkm/{section}");
+        compare(&name, false, |b, x| {
+            round_trip(&*mode(&name, &KEY, Sbox::Tc26Z, false, b), &[1, 2, 3, 4], x)
         });
     }
     compare("magma-mgm", false, |b, x| {
         let c = magma::Mgm::with_backend(&KEY, b).unwrap();
-        let aad = &x[..x.len() / 3];
-        let mut o = x[x.len() / 3..].to_vec();
+        let (aad, msg) = x.split_at(x.len() / 3);
+        let mut o = msg.to_vec();
         let mut tag = [0u8; 8];
         c.seal(&[0x12; 8], aad, &mut o, &mut tag).unwrap();
+        let mut back = vec![0u8; o.len()];
+        c.open_to(&[0x12; 8], aad, &o, &mut back, &tag).unwrap();
+        assert_eq!(back, msg);
         let mut back = o.clone();
         c.open(&[0x12; 8], aad, &mut back, &tag).unwrap();
-        assert_eq!(back, x[x.len() / 3..]);
+        assert_eq!(back, msg);
         o.extend_from_slice(&tag);
         o
     });
@@ -209,57 +155,60 @@ fn streams_equal_one_shot() {
     }
 }
 
+/// The types with `encrypt_sectors`: one `encrypt` per sector, or all sectors at once.
+trait Sectors {
+    fn one(&self, iv: &[u8; 8], sector: &mut [u8]);
+    fn all(&self, ivs: &[[u8; 8]], data: &mut [u8]);
+}
+
+macro_rules! sectors {
+    ($($t:ty),+) => {$(
+        impl Sectors for $t {
+            fn one(&self, iv: &[u8; 8], sector: &mut [u8]) {
+                self.encrypt(iv, sector).unwrap();
+            }
+            fn all(&self, ivs: &[[u8; 8]], data: &mut [u8]) {
+                self.encrypt_sectors(ivs, data).unwrap();
+            }
+        }
+    )+};
+}
+
+sectors!(gost89::Cbc, gost89::Cfb, magma::Cbc, magma::Cfb);
+
 /// Sector-interleaved CBC and CFB encryption equals one call per sector, on every backend,
 /// with and without key meshing, for batch sizes around the interleave width.
 #[test]
 fn sectors_equal_one_call_per_sector() {
+    let batches = [
+        (1, 8),
+        (3, 2048),
+        (127, 64),
+        (129, 512),
+        (40, 1032),
+        (130, 72),
+    ];
     for b in backends() {
         for mesh in [false, true] {
             let cbc = gost89::Cbc::with_backend(&KEY, Sbox::CryptoProA, mesh, b).unwrap();
             let cfb = gost89::Cfb::with_backend(&KEY, Sbox::CryptoProA, mesh, b).unwrap();
-            for (count, size) in [
-                (1usize, 8usize),
-                (3, 2048),
-                (127, 64),
-                (129, 512),
-                (40, 1032),
-            ] {
+            let mcbc = magma::Cbc::with_backend(&KEY, b).unwrap();
+            let mcfb = magma::Cfb::with_backend(&KEY, b).unwrap();
+            let mut modes: Vec<(&str, &dyn Sectors)> = vec![("cbc", &cbc), ("cfb", &cfb)];
+            if !mesh {
+                modes.extend([("magma cbc", &mcbc as &dyn Sectors), ("magma cfb", &mcfb)]);
+            }
+            for ((name, m), (count, size)) in modes.iter().flat_map(|m| batches.map(|x| (m, x))) {
                 let data = bytes(count * size, (count * size) as u64);
                 let ivs: Vec<[u8; 8]> =
                     (0..count as u64).map(|i| (i * 977).to_le_bytes()).collect();
-                let mut want_cbc = data.clone();
-                let mut want_cfb = data.clone();
-                for (i, iv) in ivs.iter().enumerate() {
-                    cbc.encrypt(iv, &mut want_cbc[i * size..(i + 1) * size])
-                        .unwrap();
-                    cfb.encrypt(iv, &mut want_cfb[i * size..(i + 1) * size])
-                        .unwrap();
+                let mut want = data.clone();
+                for (iv, sector) in ivs.iter().zip(want.chunks_mut(size)) {
+                    m.one(iv, sector);
                 }
-                let mut got = data.clone();
-                cbc.encrypt_sectors(&ivs, &mut got).unwrap();
-                assert_eq!(got, want_cbc, "cbc {count}x{size} mesh {mesh} backend {b}");
-                let mut got = data.clone();
-                cfb.encrypt_sectors(&ivs, &mut got).unwrap();
-                assert_eq!(got, want_cfb, "cfb {count}x{size} mesh {mesh} backend {b}");
-            }
-            if !mesh {
-                let mcbc = magma::Cbc::with_backend(&KEY, b).unwrap();
-                let mcfb = magma::Cfb::with_backend(&KEY, b).unwrap();
-                let (count, size) = (130usize, 72usize);
-                let data = bytes(count * size, 5);
-                let ivs: Vec<[u8; 8]> = (0..count as u64).map(|i| (i * 31).to_be_bytes()).collect();
-                let mut w1 = data.clone();
-                let mut w2 = data.clone();
-                for (i, iv) in ivs.iter().enumerate() {
-                    mcbc.encrypt(iv, &mut w1[i * size..(i + 1) * size]).unwrap();
-                    mcfb.encrypt(iv, &mut w2[i * size..(i + 1) * size]).unwrap();
-                }
-                let mut g1 = data.clone();
-                mcbc.encrypt_sectors(&ivs, &mut g1).unwrap();
-                assert_eq!(g1, w1, "magma cbc sectors backend {b}");
-                let mut g2 = data.clone();
-                mcfb.encrypt_sectors(&ivs, &mut g2).unwrap();
-                assert_eq!(g2, w2, "magma cfb sectors backend {b}");
+                let mut got = data;
+                m.all(&ivs, &mut got);
+                assert_eq!(got, want, "{name} {count}x{size} mesh {mesh} backend {b}");
             }
             let mut odd = vec![0u8; 20];
             assert!(matches!(

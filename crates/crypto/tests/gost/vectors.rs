@@ -2,7 +2,7 @@
 //! mapping between GOST 28147-89 and Magma, and regression tests for the bugs the README
 //! names in other libraries.
 
-use crate::harness::{backends, bytes, unhex, vectors};
+use crate::harness::{backends, bytes, mode, round_trip, unhex, vectors};
 use sectorcrypt_crypto::gost89::Sbox;
 use sectorcrypt_crypto::InputError;
 use sectorcrypt_crypto::KeyError;
@@ -18,6 +18,14 @@ fn load() -> Vec<Value> {
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let v: Value = serde_json::from_str(&text).expect("vectors.json is json");
     v.as_array().expect("an array").clone()
+}
+
+/// The vector whose name contains `part`.
+fn named(part: &str) -> Value {
+    let all = load();
+    let v = all.iter().find(|v| s(v, "name").contains(part));
+    v.unwrap_or_else(|| panic!("no vector named *{part}*"))
+        .clone()
 }
 
 fn s<'a>(v: &'a Value, k: &str) -> &'a str {
@@ -47,124 +55,85 @@ fn is_magma(v: &Value) -> bool {
         .is_some_and(|b| b.starts_with("magma"))
 }
 
-/// Runs one vector on one backend; returns the output to compare with `ciphertext`.
+/// The name of a vector's block or stream mode in `harness::mode`, if it has one.
+fn mode_name(v: &Value) -> Option<String> {
+    let section = extra(v, "acpkm_section_bytes")
+        .and_then(|x| x.as_u64().or_else(|| x.as_str()?.parse().ok()));
+    match (s(v, "mode"), is_magma(v)) {
+        ("block" | "ecb", true) => Some("magma-ecb".into()),
+        ("block" | "ecb", false) => Some("gost89-ecb".into()),
+        ("ctr-acpkm", _) => Some(format!("magma-ctr-acpkm/{}", section.expect("a section"))),
+        (m @ ("ctr" | "ofb" | "cbc" | "cfb"), _) => Some(format!("magma-{m}")),
+        (m @ ("gost89-cnt" | "gost89-cfb" | "gost89-cbc"), _) => Some(m.into()),
+        _ => None,
+    }
+}
+
+/// Runs one vector on one backend; returns the output to compare with `ciphertext`. Block
+/// and stream modes also decrypt, in place and out of place ([`round_trip`]).
 fn run(v: &Value, b: GostBackend) -> Vec<u8> {
     let key = unhex(s(v, "key"));
     let iv = unhex(s(v, "iv"));
     let pt = unhex(s(v, "plaintext"));
-    let mode = s(v, "mode");
     let sbox = Sbox::from_name(s(v, "sbox")).expect("a known sbox");
     let mesh = meshing(v);
-    let magma = is_magma(v);
     if let Some(n) = zero_len(v) {
         return run_zeros(v, b, n);
     }
-    let mut out = pt.clone();
-    match (mode, magma) {
-        ("block" | "ecb", true) => {
-            let c = magma::Ecb::with_backend(&key, b).unwrap();
-            c.encrypt(&mut out).unwrap();
-            let mut back = out.clone();
-            c.decrypt(&mut back).unwrap();
-            assert_eq!(back, pt, "decrypt");
-        }
-        ("block" | "ecb", false) => {
-            let c = gost89::Ecb::with_backend(&key, sbox, mesh, b).unwrap();
-            c.encrypt(&mut out).unwrap();
-            let mut back = out.clone();
-            c.decrypt(&mut back).unwrap();
-            assert_eq!(back, pt, "decrypt");
-        }
-        ("ctr", _) => {
-            let c = magma::Ctr::with_backend(&key, b).unwrap();
-            let iv: [u8; 4] = iv.try_into().unwrap();
-            c.encrypt(&iv, &mut out).unwrap();
-        }
-        ("ofb", _) => magma::Ofb::with_backend(&key, b)
-            .unwrap()
-            .encrypt(&iv, &mut out)
-            .unwrap(),
-        ("cbc", _) => {
-            let c = magma::Cbc::with_backend(&key, b).unwrap();
-            c.encrypt(&iv, &mut out).unwrap();
-            let mut back = out.clone();
-            c.decrypt(&iv, &mut back).unwrap();
-            assert_eq!(back, pt, "decrypt");
-        }
-        ("cfb", _) => {
-            let c = magma::Cfb::with_backend(&key, b).unwrap();
-            c.encrypt(&iv, &mut out).unwrap();
-            let mut back = out.clone();
-            c.decrypt(&iv, &mut back).unwrap();
-            assert_eq!(back, pt, "decrypt");
-        }
-        ("mac", _) => {
-            let c = magma::Mac::with_backend(&key, b).unwrap();
-            let full = c.mac(&pt);
+    if let Some(name) = mode_name(v) {
+        return round_trip(&*mode(&name, &key, sbox, mesh, b), &iv, &pt);
+    }
+    match s(v, "mode") {
+        "mac" => {
+            let full = magma::Mac::with_backend(&key, b).unwrap().mac(&pt);
             if let Some(f) = extra(v, "full_64bit_mac_computed_here").and_then(|x| x.as_str()) {
                 assert_eq!(hex::encode(full), f, "full 64-bit mac");
             }
-            let n = s(v, "ciphertext").len() / 2;
-            out = full[..n].to_vec();
+            full[..s(v, "ciphertext").len() / 2].to_vec()
         }
-        ("ctr-acpkm", _) => {
-            let section = extra(v, "acpkm_section_bytes")
-                .and_then(|x| x.as_u64().or_else(|| x.as_str()?.parse().ok()))
-                .expect("section size") as usize;
-            let c = magma::CtrAcpkm::with_backend(&key, section, b).unwrap();
-            c.encrypt(&iv.try_into().unwrap(), &mut out).unwrap();
-        }
-        ("mgm", _) => {
+        "mgm" => {
             let c = magma::Mgm::with_backend(&key, b).unwrap();
             let aad = unhex(extra(v, "aad").unwrap().as_str().unwrap());
             let want_tag = unhex(extra(v, "tag").unwrap().as_str().unwrap());
             let nonce: [u8; 8] = iv.try_into().unwrap();
+            let mut out = pt.clone();
             let mut tag = vec![0u8; want_tag.len()];
             c.seal(&nonce, &aad, &mut out, &mut tag).unwrap();
             assert_eq!(hex::encode(&tag), hex::encode(&want_tag), "mgm tag");
-            let mut back = out.clone();
-            c.open(&nonce, &aad, &mut back, &tag).unwrap();
-            assert_eq!(back, pt, "mgm open");
-            let mut bad = tag.clone();
-            bad[0] ^= 1;
+            // Out of place: the same ciphertext and tag, and back.
+            let (mut ct, mut tag2) = (vec![0u8; pt.len()], vec![0u8; tag.len()]);
+            c.seal_to(&nonce, &aad, &pt, &mut ct, &mut tag2).unwrap();
+            assert_eq!((&ct, &tag2), (&out, &tag), "mgm seal_to");
+            let mut back = vec![0u8; pt.len()];
+            c.open_to(&nonce, &aad, &ct, &mut back, &tag).unwrap();
+            assert_eq!(back, pt, "mgm open_to");
+            c.open(&nonce, &aad, &mut ct, &tag).unwrap();
+            assert_eq!(ct, pt, "mgm open");
+            // A wrong tag: the in-place buffer is wiped, a separate destination untouched.
+            tag2[0] ^= 1;
+            let mut dst = vec![0x5a; pt.len()];
+            let failed = c.open_to(&nonce, &aad, &out, &mut dst, &tag2);
+            assert_eq!(failed, Err(Error::AuthenticationFailed));
+            assert!(dst.iter().all(|&x| x == 0x5a), "open_to left dst alone");
             let mut wiped = out.clone();
-            assert_eq!(
-                c.open(&nonce, &aad, &mut wiped, &bad),
-                Err(Error::AuthenticationFailed)
-            );
+            let failed = c.open(&nonce, &aad, &mut wiped, &tag2);
+            assert_eq!(failed, Err(Error::AuthenticationFailed));
             assert!(
                 wiped.iter().all(|&x| x == 0),
                 "a failed open wipes the buffer"
             );
+            out
         }
-        ("gost89-cnt", _) => {
-            let c = gost89::Cnt::with_backend(&key, sbox, mesh, b).unwrap();
-            c.encrypt(&iv.try_into().unwrap(), &mut out).unwrap();
-        }
-        ("gost89-cfb", _) => {
-            let c = gost89::Cfb::with_backend(&key, sbox, mesh, b).unwrap();
-            let iv: [u8; 8] = iv.try_into().unwrap();
-            c.encrypt(&iv, &mut out).unwrap();
-            let mut back = out.clone();
-            c.decrypt(&iv, &mut back).unwrap();
-            assert_eq!(back, pt, "decrypt");
-        }
-        ("gost89-cbc", _) => {
-            let c = gost89::Cbc::with_backend(&key, sbox, mesh, b).unwrap();
-            let iv: [u8; 8] = iv.try_into().unwrap();
-            c.encrypt(&iv, &mut out).unwrap();
-            let mut back = out.clone();
-            c.decrypt(&iv, &mut back).unwrap();
-            assert_eq!(back, pt, "decrypt");
-        }
-        ("gost89-imit", _) => {
+        "gost89-imit" => {
             let c = gost89::Mac::with_backend(&key, sbox, mesh, b).unwrap();
-            out = c.mac(&pt).to_vec();
+            c.mac(&pt).to_vec()
         }
-        (m, _) => panic!("unknown mode {m}"),
+        m => panic!("unknown mode {m}"),
     }
-    out
 }
+
+/// The next piece of a long stream, encrypted in place.
+type Next = Box<dyn FnMut(&mut [u8])>;
 
 /// The long vectors: `n` zero bytes streamed in 1 MiB pieces; the result is the last 16
 /// output bytes (or the MAC).
@@ -190,29 +159,21 @@ fn run_zeros(v: &Value, b: GostBackend, n: u64) -> Vec<u8> {
             st.finish_to(&mut out).unwrap();
             return out.to_vec();
         }
-        "gost89-cnt" => {
+        m @ ("gost89-cnt" | "gost89-cfb") => {
             let iv: [u8; 8] = unhex(s(v, "iv")).try_into().unwrap();
-            let mut st = gost89::Cnt::with_backend(&key, sbox, mesh, b)
-                .unwrap()
-                .stream(&iv);
+            let mut next: Next = if m == "gost89-cnt" {
+                let c = gost89::Cnt::with_backend(&key, sbox, mesh, b).unwrap();
+                let mut st = c.stream(&iv);
+                Box::new(move |x| st.apply(x))
+            } else {
+                let c = gost89::Cfb::with_backend(&key, sbox, mesh, b).unwrap();
+                let mut st = c.stream(&iv);
+                Box::new(move |x| st.encrypt(x).unwrap())
+            };
             while left > 0 {
                 let k = left.min(piece as u64) as usize;
                 buf[..k].fill(0);
-                st.apply(&mut buf[..k]);
-                last.extend_from_slice(&buf[k.saturating_sub(16)..k]);
-                last.drain(..last.len().saturating_sub(16));
-                left -= k as u64;
-            }
-        }
-        "gost89-cfb" => {
-            let iv: [u8; 8] = unhex(s(v, "iv")).try_into().unwrap();
-            let mut st = gost89::Cfb::with_backend(&key, sbox, mesh, b)
-                .unwrap()
-                .stream(&iv);
-            while left > 0 {
-                let k = left.min(piece as u64) as usize;
-                buf[..k].fill(0);
-                st.encrypt(&mut buf[..k]).unwrap();
+                next(&mut buf[..k]);
                 last.extend_from_slice(&buf[k.saturating_sub(16)..k]);
                 last.drain(..last.len().saturating_sub(16));
                 left -= k as u64;
@@ -310,11 +271,7 @@ fn magma_gost89_byte_order_mapping() {
 /// crosses the carry at block 139; a CNT without the carry must differ from there on.
 #[test]
 fn regression_cnt_end_around_carry() {
-    let all = load();
-    let v = all
-        .iter()
-        .find(|v| s(v, "name").starts_with("derived-gost89-cnt-N4-carry"))
-        .unwrap();
+    let v = &named("derived-gost89-cnt-N4-carry");
     for b in backends() {
         assert_eq!(hex::encode(run(v, b)), s(v, "ciphertext"));
     }
@@ -384,11 +341,7 @@ fn regression_mac_extra_zero_block() {
 /// differ from the one without, and equal the vector (testimit2, 1035 bytes).
 #[test]
 fn regression_mac_key_meshing() {
-    let all = load();
-    let v = all
-        .iter()
-        .find(|v| s(v, "name").ends_with("testimit2"))
-        .unwrap();
+    let v = &named("testimit2");
     let key = unhex(s(v, "key"));
     let pt = unhex(s(v, "plaintext"));
     assert!(pt.len() > 1024);
