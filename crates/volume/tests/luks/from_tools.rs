@@ -2,15 +2,12 @@
 //! reads back.
 
 use crate::common::*;
-use crate::require;
 use sectorcrypt_crypto::dmcrypt::{SectorCipher, SectorLayout};
-use sectorcrypt_volume::luks::{Error, Header};
+use sectorcrypt_testkit::{pattern, require, run};
+use sectorcrypt_volume::{Error, Header, Store};
 use std::fs::File;
-use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::process::Command;
-
-const MIB: u64 = 1 << 20;
 
 /// Encrypts a plaintext image in place with `cryptsetup reencrypt --encrypt` (offline,
 /// LUKS2, the header made room for by shifting the data: the first `size - 8 MiB` bytes
@@ -35,7 +32,7 @@ fn reencrypt_and_check(
         .arg(&pass)
         .args(extra)
         .arg(&img));
-    let f = File::open(&img).unwrap();
+    let f = open_ro(&img);
     let h = Header::read(&f).unwrap();
     assert!(matches!(
         h.unlock(&f, b"wrong horse"),
@@ -44,7 +41,7 @@ fn reencrypt_and_check(
     let u = h.unlock(&f, b"correct horse").unwrap();
     assert_eq!(u.cipher, want_cipher);
     assert_eq!(u.volume_key().len() * 8, want_key_bits);
-    assert_eq!(u.layout.sector_size(), want_sector);
+    assert_eq!(u.sector_size, want_sector);
     assert_eq!(u.data_offset, 4 * MIB);
     assert_eq!(u.data_size, size - 4 * MIB);
     // `--reduce-device-size 8M` moved the header in and gave up the last 8 MiB; what
@@ -112,11 +109,11 @@ fn cryptsetup_luks2_argon2i_xts256_sector4096_iv_counts_512_byte_units() {
         256,
         4096,
     );
-    let f = File::open(&img).unwrap();
+    let f = open_ro(&img);
     let u = h.unlock(&f, b"correct horse").unwrap();
     // Sector 1 decrypted with IV 1 (large-IV rule) is not the plaintext; with IV 8 it is.
     let mut raw = vec![0u8; 4096];
-    f.read_exact_at(&mut raw, u.data_offset + 4096).unwrap();
+    f.read_at(&mut raw, u.data_offset + 4096).unwrap();
     let large = SectorCipher::new(
         u.spec,
         u.volume_key(),
@@ -219,9 +216,9 @@ fn qemu_luks1(opts: &str, want_cipher: &str, want_bits: usize) {
         .args(["-o", &format!("key-secret=sec0,iter-time=10{opts}")])
         .arg(&raw)
         .arg(&img));
-    let f = File::open(&img).unwrap();
+    let f = open_ro(&img);
     let h = Header::read(&f).unwrap();
-    assert_eq!(h.version(), 1);
+    assert_eq!(h.name(), "luks1");
     assert!(matches!(
         h.unlock(&f, b"qemu pas"),
         Err(Error::WrongPassphrase)
@@ -276,24 +273,19 @@ fn cryptsetup_luks1_filled_by_qemu() {
     File::create(&img).unwrap().set_len(4 * MIB).unwrap();
     let pass = dir.path().join("pass");
     std::fs::write(&pass, b"luks one").unwrap();
-    run(Command::new("cryptsetup")
-        .args([
-            "luksFormat",
-            "-q",
-            "--type",
-            "luks1",
-            "--cipher",
-            "aes-xts-plain64",
-        ])
-        .args([
-            "--key-size",
-            "256",
-            "--pbkdf-force-iterations",
-            "1000",
-            "--key-file",
-        ])
-        .arg(&pass)
-        .arg(&img));
+    let args = [
+        "--type",
+        "luks1",
+        "--cipher",
+        "aes-xts-plain64",
+        "--key-size",
+        "256",
+    ];
+    cryptsetup_format(
+        &img,
+        &pass,
+        &[&args[..], &["--pbkdf-force-iterations", "1000"]].concat(),
+    );
     let raw = dir.path().join("p.raw");
     let plain = pattern(2 * MIB as usize, 77);
     make_file(&raw, 2 * MIB, &plain);
@@ -313,7 +305,7 @@ fn cryptsetup_luks1_filled_by_qemu() {
             "driver=luks,key-secret=s,file.filename={}",
             img.display()
         )));
-    let f = File::open(&img).unwrap();
+    let f = open_ro(&img);
     let h = Header::read(&f).unwrap();
     let u = h.unlock(&f, b"luks one").unwrap();
     assert_eq!(
@@ -336,32 +328,26 @@ fn cryptsetup_luks2_64k_metadata_and_small_keyslots_area() {
     File::create(&img).unwrap().set_len(8 * MIB).unwrap();
     let pass = dir.path().join("pass");
     std::fs::write(&pass, b"big header").unwrap();
-    run(Command::new("cryptsetup")
-        .args([
-            "luksFormat",
-            "-q",
-            "--type",
-            "luks2",
-            "--luks2-metadata-size",
-            "64k",
-        ])
-        .args([
-            "--luks2-keyslots-size",
-            "1m",
-            "--pbkdf",
-            "argon2id",
-            "--pbkdf-memory",
-            "64",
-        ])
-        .args([
-            "--pbkdf-force-iterations",
-            "4",
-            "--pbkdf-parallel",
-            "1",
-            "--key-file",
-        ])
-        .arg(&pass)
-        .arg(&img));
+    let sizes = [
+        "--luks2-metadata-size",
+        "64k",
+        "--luks2-keyslots-size",
+        "1m",
+    ];
+    let kdf = [
+        "--pbkdf",
+        "argon2id",
+        "--pbkdf-memory",
+        "64",
+        "--pbkdf-parallel",
+        "1",
+    ];
+    let cost = ["--pbkdf-force-iterations", "4"];
+    cryptsetup_format(
+        &img,
+        &pass,
+        &[&["--type", "luks2"], &sizes[..], &kdf, &cost].concat(),
+    );
     let f = open_rw(&img);
     let mut h = Header::read(&f).unwrap();
     let u = h.unlock(&f, b"big header").unwrap();
@@ -382,7 +368,7 @@ fn cryptsetup_luks2_64k_metadata_and_small_keyslots_area() {
         .arg(&second)
         .arg(&img));
     // Destroy the primary copy entirely: the secondary at 64 KiB still opens the volume.
-    f.write_all_at(&vec![0u8; 64 * 1024], 0).unwrap();
+    f.write_at(&vec![0u8; 64 * 1024], 0).unwrap();
     let h = Header::read(&f).unwrap();
     assert!(h.needs_repair());
     assert_eq!(

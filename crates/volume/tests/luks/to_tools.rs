@@ -2,15 +2,13 @@
 //! luksAddKey) and, for LUKS1, read back through qemu-img and nbdkit's luks filter.
 
 use crate::common::*;
-use crate::require;
-use sectorcrypt_volume::luks::{
-    format, Error, FormatOptions, Header, KdfKind, KdfOptions, Version,
-};
+use sectorcrypt_testkit::{pattern, require, run};
+use sectorcrypt_volume::kdf::{KdfKind, KdfOptions};
+use sectorcrypt_volume::luks::{format, FormatOptions, Version};
+use sectorcrypt_volume::{backup_header, restore_header, Error, Header, KeyslotError};
 use std::fs::File;
 use std::path::Path;
 use std::process::Command;
-
-const MIB: u64 = 1 << 20;
 
 fn cryptsetup_accepts(img: &Path, pass_file: &Path) -> bool {
     Command::new("cryptsetup")
@@ -79,7 +77,7 @@ fn cryptsetup_add_key_opens_here(dir: &Path, img: &Path, data: &[u8]) {
         .arg(&good)
         .arg(img)
         .arg(&new));
-    let f = File::open(img).unwrap();
+    let f = open_ro(img);
     let h = Header::read(&f).unwrap();
     let a = h.unlock(&f, b"our passphrase").unwrap();
     let b = h.unlock(&f, b"added by cryptsetup").unwrap();
@@ -180,10 +178,10 @@ fn luks2_key_changes_and_foreign_tokens_survive() {
     assert!(!cryptsetup_accepts(&img, &pf));
     let dump = luks_dump(&img);
     assert!(dump.contains("x-sectorcrypt-test"), "{dump}");
-    let f = File::open(&img).unwrap();
+    let f = open_ro(&img);
     assert!(matches!(
         Header::read(&f).unwrap().unlock(&f, b"third"),
-        Err(Error::NoKeyslot)
+        Err(Error::Keyslot(KeyslotError::NoneActive))
     ));
 }
 
@@ -260,7 +258,6 @@ fn luks1_read_by_nbdkit_luks_filter() {
 #[test]
 fn header_backups_match_cryptsetup() {
     require!("cryptsetup");
-    use sectorcrypt_volume::luks::{backup_header, restore_header};
     for version in [Version::Luks2, Version::Luks1] {
         let dir = tempfile::tempdir().unwrap();
         let img = dir.path().join("v.img");
@@ -285,7 +282,7 @@ fn header_backups_match_cryptsetup() {
         // Theirs restored here, ours restored by cryptsetup.
         Header::read(&f).unwrap().erase(&f).unwrap();
         assert!(!cryptsetup_accepts(&img, &pw));
-        restore_header(&f, &File::open(&theirs).unwrap()).unwrap();
+        restore_header(&f, &open_ro(&theirs)).unwrap();
         assert!(cryptsetup_accepts(&img, &pw));
         Header::read(&f).unwrap().erase(&f).unwrap();
         run(Command::new("cryptsetup")
