@@ -118,66 +118,30 @@ fn format_refuses_bad_requests_and_leaves_no_file() {
     let dir = tempfile::tempdir().unwrap();
     let img = dir.path().join("x.img");
     let k = key(dir.path(), "k", "pw");
-    for args in [
-        vec!["format", s(&img), "--key-file", s(&k)],
-        vec![
-            "format",
-            s(&img),
-            "--size",
-            "20M",
-            "--type",
-            "luks1",
-            "--pbkdf",
-            "argon2id",
-            "--key-file",
-            s(&k),
-        ],
-        vec![
-            "format",
-            s(&img),
-            "--size",
-            "20M",
-            "--cipher",
-            "aes-xts-plain64",
-            "--key-size",
-            "128",
-            "--key-file",
-            s(&k),
-        ],
-        vec![
-            "format",
-            s(&img),
-            "--size",
-            "20M",
-            "--cipher",
-            "twofish-xts-plain64",
-            "--key-file",
-            s(&k),
-        ],
-        vec![
-            "format",
-            s(&img),
-            "--size",
-            "20M",
-            "--sector-size",
-            "8192",
-            "--key-file",
-            s(&k),
-        ],
-        vec!["format", s(&img), "--size", "1M", "--key-file", s(&k)],
-        vec![
-            "format",
-            s(&img),
-            "--size",
-            "20M",
-            "--pbkdf-force-iterations",
-            "10",
-            "--pbkdf",
-            "pbkdf2",
-            "--key-file",
-            s(&k),
-        ],
-    ] {
+    // (--size, more arguments): no size for a new image, argon2 for luks1, a 128-bit XTS
+    // key, an unknown cipher, 8192-byte sectors, no room for the metadata, too few
+    // iterations.
+    let bad: [(Option<&str>, &[&str]); 7] = [
+        (None, &[]),
+        (Some("20M"), &["--type", "luks1", "--pbkdf", "argon2id"]),
+        (
+            Some("20M"),
+            &["--cipher", "aes-xts-plain64", "--key-size", "128"],
+        ),
+        (Some("20M"), &["--cipher", "twofish-xts-plain64"]),
+        (Some("20M"), &["--sector-size", "8192"]),
+        (Some("1M"), &[]),
+        (
+            Some("20M"),
+            &["--pbkdf-force-iterations", "10", "--pbkdf", "pbkdf2"],
+        ),
+    ];
+    for (size, more) in bad {
+        let mut args = vec!["format", s(&img), "--key-file", s(&k)];
+        if let Some(size) = size {
+            args.extend(["--size", size]);
+        }
+        args.extend_from_slice(more);
         let o = sc(&args, b"");
         assert_eq!(
             code(&o),

@@ -239,6 +239,13 @@ impl Layout {
         mut f: impl FnMut(&SectorCipher, u64, Range<usize>) -> CryptoResult,
     ) -> Result<()> {
         let ss = self.geometry.sector_size;
+        let rule = self.geometry.iv;
+        if let (Keys::Single(cipher), IvRule::Units512 { .. } | IvRule::Sectors { .. }) =
+            (&self.keys, rule)
+        {
+            // The hot path: one call (the cipher checks for whole sectors itself).
+            return Ok(f(cipher, rule.number(first, ss), 0..len)?);
+        }
         if !len.is_multiple_of(ss) {
             return Err(Error::invalid(format!(
                 "{len} bytes is not a whole number of {ss}-byte sectors"

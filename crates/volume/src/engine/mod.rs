@@ -242,11 +242,7 @@ impl Volume {
     /// Stores `len` zero bytes of plaintext at `offset` (encrypted zeros: NBD's
     /// WRITE_ZEROES, wiping a new volume), without the caller building a zero buffer.
     pub fn write_zeroes(&self, offset: u64, len: u64) -> io::Result<()> {
-        if self.read_only {
-            return Err(read_only_error());
-        }
-        let len_usize = usize::try_from(len).map_err(|_| invalid(format!("{len} bytes")))?;
-        self.check_range(offset, len_usize)?;
+        self.check_write(offset, len)?;
         let ss = self.sector as u64;
         let mut done = 0u64;
         while done < len {
@@ -270,11 +266,7 @@ impl Volume {
     /// as under dm-crypt; [`Volume::write_zeroes`] gives zeros. Fails with `Unsupported`
     /// where the store cannot discard.
     pub fn discard(&self, offset: u64, len: u64) -> io::Result<()> {
-        if self.read_only {
-            return Err(read_only_error());
-        }
-        let len_usize = usize::try_from(len).map_err(|_| invalid(format!("{len} bytes")))?;
-        self.check_range(offset, len_usize)?;
+        self.check_write(offset, len)?;
         let ss = self.sector as u64;
         let first = offset.div_ceil(ss);
         let end = (offset + len) / ss;
@@ -299,6 +291,16 @@ impl Volume {
                 self.size
             ))),
         }
+    }
+
+    /// Checks a write of `len` bytes at `offset` given by length (zeroes, discards): the
+    /// volume takes writes and the range lies inside it.
+    fn check_write(&self, offset: u64, len: u64) -> io::Result<()> {
+        if self.read_only {
+            return Err(read_only_error());
+        }
+        let len = usize::try_from(len).map_err(|_| invalid(format!("{len} bytes")))?;
+        self.check_range(offset, len)
     }
 
     /// How the (checked, non-empty) range `offset..offset + len` falls on sectors.

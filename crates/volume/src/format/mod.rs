@@ -76,25 +76,16 @@ pub trait Format: fmt::Debug + Send + Sync + Any {
     /// Whether `key` is this volume's key.
     fn verify_key(&self, key: &[u8]) -> Result<bool>;
 
-    /// Writes a keyslot holding `key` (already verified) for `passphrase` (in `slot` when
-    /// given); returns its number.
-    fn add_keyslot(
-        &mut self,
-        store: &dyn Store,
-        key: &[u8],
-        passphrase: &[u8],
-        kdf: &KdfOptions,
-        slot: Option<usize>,
-    ) -> Result<usize>;
+    /// Writes the keyslot `new` (its key already verified); returns its number.
+    fn add_keyslot(&mut self, store: &dyn Store, new: &NewKeyslot<'_>) -> Result<usize>;
 
-    /// Replaces the passphrase of the keyslot that opened `unlocked` with `passphrase`;
-    /// returns the keyslot now holding it.
+    /// Replaces keyslot `old` (whose passphrase was checked) with `new`, crash-safe;
+    /// returns the keyslot now holding the new passphrase.
     fn change_keyslot(
         &mut self,
         store: &dyn Store,
-        unlocked: &Unlocked,
-        passphrase: &[u8],
-        kdf: &KdfOptions,
+        old: usize,
+        new: &NewKeyslot<'_>,
     ) -> Result<usize>;
 
     /// Destroys keyslot `slot`, or every keyslot when `None` (metadata first, then the
@@ -128,6 +119,28 @@ pub trait Format: fmt::Debug + Send + Sync + Any {
 
     /// For downcasting to the concrete type (tests, format-specific tools).
     fn as_any(&self) -> &dyn Any;
+}
+
+/// A keyslot to write: the volume key it holds (verified against the volume first), the
+/// passphrase that will open it, how its KDF cost is chosen and, when asked for, its
+/// number. `Debug` shows the number only.
+pub struct NewKeyslot<'a> {
+    /// The volume key.
+    pub key: &'a [u8],
+    /// The passphrase.
+    pub passphrase: &'a [u8],
+    /// The KDF and its cost.
+    pub kdf: &'a KdfOptions,
+    /// The keyslot number asked for (the first free one otherwise).
+    pub slot: Option<usize>,
+}
+
+impl fmt::Debug for NewKeyslot<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("NewKeyslot")
+            .field("slot", &self.slot)
+            .finish_non_exhaustive()
+    }
 }
 
 /// A range of a header backup: `len` bytes at `image` in the image, at `backup` in the
@@ -274,8 +287,13 @@ impl Header {
         if !self.0.verify_key(unlocked.volume_key())? {
             return Err(Error::invalid("the key does not match this volume"));
         }
-        self.0
-            .add_keyslot(store, unlocked.volume_key(), new_passphrase, kdf, slot)
+        let new = NewKeyslot {
+            key: unlocked.volume_key(),
+            passphrase: new_passphrase,
+            kdf,
+            slot,
+        };
+        self.0.add_keyslot(store, &new)
     }
 
     /// Replaces the passphrase of the keyslot `old_passphrase` opens (only `slot` when
@@ -290,7 +308,13 @@ impl Header {
         slot: Option<usize>,
     ) -> Result<usize> {
         let unlocked = self.unlock_slot(store, old_passphrase, slot)?;
-        self.0.change_keyslot(store, &unlocked, new_passphrase, kdf)
+        let new = NewKeyslot {
+            key: unlocked.volume_key(),
+            passphrase: new_passphrase,
+            kdf,
+            slot: None,
+        };
+        self.0.change_keyslot(store, unlocked.keyslot, &new)
     }
 
     /// Destroys keyslot `slot` (metadata first, then its material).

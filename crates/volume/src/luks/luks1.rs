@@ -19,9 +19,11 @@ use super::fields::{align_up, be16, be32, cstr, put_cstr};
 use super::keyslot::{cipher_spec, digest_matches, seal_material, try_keyslots, Material};
 use crate::error::{Error, HeaderError, KeyslotError, Result};
 use crate::format::dump::{Field, Item, Report, Section};
-use crate::format::{no_keyslot, Detected, Driver, Format, Piece, Probe, Unlocked, VolumeInfo};
+use crate::format::{
+    no_keyslot, Detected, Driver, Format, NewKeyslot, Piece, Probe, Unlocked, VolumeInfo,
+};
 use crate::hash::HashAlg;
-use crate::kdf::{Kdf, KdfKind, KdfOptions};
+use crate::kdf::{Kdf, KdfKind};
 use crate::layout::IvRule;
 use crate::store::{self, Store};
 use std::any::Any;
@@ -212,17 +214,6 @@ impl Luks1 {
         off >= HEADER_LEN as u64 && end <= limit
     }
 
-    /// Whether `key` matches the volume key digest.
-    pub fn verify_key(&self, key: &[u8]) -> Result<bool> {
-        Ok(digest_matches(
-            self.hash()?,
-            key,
-            &self.mk_salt,
-            self.mk_iterations,
-            &self.mk_digest,
-        ))
-    }
-
     /// A new header in memory, cryptsetup's layout: keyslot material from sector 8, each
     /// slot's material aligned to 4 KiB, the data aligned to 1 MiB.
     pub fn format(
@@ -302,20 +293,15 @@ impl Luks1 {
         Ok(())
     }
 
-    /// Writes key material for `key` into a free slot and enables it. Returns the slot.
-    fn write_keyslot(
-        &mut self,
-        store: &dyn Store,
-        key: &[u8],
-        passphrase: &[u8],
-        opts: &KdfOptions,
-        slot: Option<usize>,
-    ) -> Result<usize> {
-        if let Some(why) = opts.kind.refusal("luks1", KDF_KINDS) {
+    /// Writes key material for `new` into a free slot (or `new.slot`) and enables it.
+    /// Returns the slot.
+    fn write_keyslot(&mut self, store: &dyn Store, new: &NewKeyslot<'_>) -> Result<usize> {
+        if let Some(why) = new.kdf.kind.refusal("luks1", KDF_KINDS) {
             return Err(Error::invalid(why));
         }
+        let key = new.key;
         let hash = self.hash()?;
-        let i = match slot {
+        let i = match new.slot {
             Some(n) if n >= KEYSLOTS => {
                 return Err(Error::invalid(format!(
                     "keyslot {n} is out of range (0 to {})",
@@ -333,13 +319,13 @@ impl Luks1 {
                 })?,
         };
         let cipher = self.cipher();
-        let mut o = *opts;
+        let mut o = *new.kdf;
         o.hash = hash;
         let kdf = o.resolve(key.len())?;
         let Kdf::Pbkdf2 { iterations, .. } = kdf else {
             unreachable!("pbkdf2 asked for")
         };
-        let (salt, material) = seal_material(passphrase, key, &kdf, &cipher, key.len(), hash)?;
+        let (salt, material) = seal_material(new.passphrase, key, &kdf, &cipher, key.len(), hash)?;
         // The slot's offset comes from the header (unchecked for an inactive slot): its
         // material must lie between the header and the data (or the image end).
         let offset = self.slots[i].key_offset as u64 * 512;
@@ -502,19 +488,20 @@ impl Format for Luks1 {
         Ok(Unlocked::new(info, spec, key, keyslot))
     }
 
+    /// Whether `key` matches the volume key digest.
     fn verify_key(&self, key: &[u8]) -> Result<bool> {
-        Luks1::verify_key(self, key)
+        let (salt, digest) = (&self.mk_salt, &self.mk_digest);
+        Ok(digest_matches(
+            self.hash()?,
+            key,
+            salt,
+            self.mk_iterations,
+            digest,
+        ))
     }
 
-    fn add_keyslot(
-        &mut self,
-        store: &dyn Store,
-        key: &[u8],
-        passphrase: &[u8],
-        kdf: &KdfOptions,
-        slot: Option<usize>,
-    ) -> Result<usize> {
-        self.write_keyslot(store, key, passphrase, kdf, slot)
+    fn add_keyslot(&mut self, store: &dyn Store, new: &NewKeyslot<'_>) -> Result<usize> {
+        self.write_keyslot(store, new)
     }
 
     /// Moves to a free slot when there is one, like cryptsetup: the new slot is written
@@ -523,19 +510,20 @@ impl Format for Luks1 {
     fn change_keyslot(
         &mut self,
         store: &dyn Store,
-        unlocked: &Unlocked,
-        passphrase: &[u8],
-        kdf: &KdfOptions,
+        old: usize,
+        new: &NewKeyslot<'_>,
     ) -> Result<usize> {
-        let old = unlocked.keyslot;
-        let key = unlocked.volume_key();
         if (0..KEYSLOTS).any(|i| !self.slots[i].active) {
-            let n = self.write_keyslot(store, key, passphrase, kdf, None)?;
+            let n = self.write_keyslot(store, new)?;
             self.disable_keyslots(store, Some(old))?;
             Ok(n)
         } else {
             self.disable_keyslots(store, Some(old))?;
-            self.write_keyslot(store, key, passphrase, kdf, Some(old))
+            let in_place = NewKeyslot {
+                slot: Some(old),
+                ..*new
+            };
+            self.write_keyslot(store, &in_place)
         }
     }
 

@@ -26,7 +26,7 @@ pub use luks1::Luks1;
 pub use luks2::Luks2;
 
 use crate::error::{Error, Result};
-use crate::format::{Format, Header, Unlocked};
+use crate::format::{Format, Header, NewKeyslot, Unlocked};
 use crate::hash::HashAlg;
 use crate::kdf::{Kdf, KdfKind, KdfOptions};
 use crate::store::{self, Store};
@@ -244,7 +244,13 @@ pub fn format(
     }
     store::wipe(store, 0, meta, false)?;
     store::sync(store)?;
-    let slot = header.add_keyslot(store, &key, passphrase, &opts.kdf, Some(0))?;
+    let first = NewKeyslot {
+        key: &key,
+        passphrase,
+        kdf: &opts.kdf,
+        slot: Some(0),
+    };
+    let slot = header.add_keyslot(store, &first)?;
     let unlocked = header.unlocked(store, key, slot)?;
     Ok((Header::new(header), unlocked))
 }

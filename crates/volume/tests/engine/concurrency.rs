@@ -22,11 +22,7 @@ fn random_partition(rng: &mut impl Rng, size: u64, pieces: usize) -> Vec<(u64, u
 #[test]
 fn concurrent_writers_on_disjoint_unaligned_ranges_lose_nothing() {
     // 1 MiB.
-    let cfg = Config {
-        iv_offset: 5,
-        data_offset: 1024,
-        ..Config::xts(512, 2048)
-    };
+    let cfg = Config::xts(512, 2048).at(1024, 5);
     let fx = Fixture::new(cfg, 42);
     let vol = Arc::new(fx.open(engine(3, Some(8192))));
     let mut rng = rand::rngs::StdRng::seed_from_u64(4242);

@@ -233,11 +233,7 @@ impl Drop for LoopDevice {
 
 #[test]
 fn block_device_through_a_loop_device() {
-    let cfg = Config {
-        iv_offset: 8,
-        data_offset: 8192,
-        ..Config::xts(4096, 255)
-    };
+    let cfg = Config::xts(4096, 255).at(8192, 8);
     // The fixture file is data_offset + size + 1000 bytes; a loop device wants whole
     // 512-byte sectors, so the backing file is cut to data_offset + size.
     let fx = Fixture::new(cfg, 60);

@@ -39,6 +39,15 @@ impl Config {
         }
     }
 
+    /// The same with the data at `data_offset` and IV number `iv_offset` for sector 0.
+    pub fn at(self, data_offset: u64, iv_offset: u64) -> Config {
+        Config {
+            data_offset,
+            iv_offset,
+            ..self
+        }
+    }
+
     pub fn size(&self) -> u64 {
         self.sectors * self.sector as u64
     }

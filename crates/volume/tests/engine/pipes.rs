@@ -38,11 +38,7 @@ impl std::io::Read for Uneven {
 
 fn pipe_fixture(seed: u64) -> (Fixture, Volume) {
     // 24 MiB: several 8 MiB pieces.
-    let cfg = Config {
-        iv_offset: 9,
-        data_offset: 4096,
-        ..Config::xts(512, 48 * 1024)
-    };
+    let cfg = Config::xts(512, 48 * 1024).at(4096, 9);
     let fx = Fixture::new(cfg, seed);
     let vol = fx.open(engine(2, None));
     (fx, vol)

@@ -8,10 +8,24 @@ use sectorcrypt_volume::kdf::{KdfKind, KdfOptions};
 use sectorcrypt_volume::{FileStore, IvRule, Unlocked};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 pub const MIB: u64 = 1 << 20;
+
+/// `dir/name` holding `content` (a key file, a token).
+pub fn file_with(dir: &Path, name: &str, content: impl AsRef<[u8]>) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, content).unwrap();
+    p
+}
+
+/// `dir/v.img`: `len` bytes of zeros (sparse).
+pub fn blank_image(dir: &Path, len: u64) -> PathBuf {
+    let img = dir.join("v.img");
+    File::create(&img).unwrap().set_len(len).unwrap();
+    img
+}
 
 /// A file of `len` bytes holding `data` at the start (sparse after it).
 pub fn make_file(path: &Path, len: u64, data: &[u8]) {

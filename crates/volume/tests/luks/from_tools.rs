@@ -5,7 +5,6 @@ use crate::common::*;
 use sectorcrypt_crypto::dmcrypt::{SectorCipher, SectorLayout};
 use sectorcrypt_testkit::{pattern, require, run};
 use sectorcrypt_volume::{Error, Header, Store};
-use std::fs::File;
 use std::path::Path;
 use std::process::Command;
 
@@ -24,8 +23,7 @@ fn reencrypt_and_check(
     let size = 12 * MIB;
     let plain = pattern(size as usize, want_key_bits as u64 + want_sector as u64);
     make_file(&img, size, &plain);
-    let pass = dir.join("pass");
-    std::fs::write(&pass, b"correct horse").unwrap();
+    let pass = file_with(dir, "pass", b"correct horse");
     run(Command::new("cryptsetup")
         .args(["reencrypt", "-q", "--encrypt", "--type", "luks2"])
         .args(["--reduce-device-size", "8M", "--key-file"])
@@ -269,10 +267,8 @@ fn qemu_img_luks1_cbc_essiv_sha1() {
 fn cryptsetup_luks1_filled_by_qemu() {
     require!("cryptsetup", "qemu-img");
     let dir = tempfile::tempdir().unwrap();
-    let img = dir.path().join("v.img");
-    File::create(&img).unwrap().set_len(4 * MIB).unwrap();
-    let pass = dir.path().join("pass");
-    std::fs::write(&pass, b"luks one").unwrap();
+    let img = blank_image(dir.path(), 4 * MIB);
+    let pass = file_with(dir.path(), "pass", b"luks one");
     let args = [
         "--type",
         "luks1",
@@ -324,10 +320,8 @@ fn cryptsetup_luks1_filled_by_qemu() {
 fn cryptsetup_luks2_64k_metadata_and_small_keyslots_area() {
     require!("cryptsetup");
     let dir = tempfile::tempdir().unwrap();
-    let img = dir.path().join("v.img");
-    File::create(&img).unwrap().set_len(8 * MIB).unwrap();
-    let pass = dir.path().join("pass");
-    std::fs::write(&pass, b"big header").unwrap();
+    let img = blank_image(dir.path(), 8 * MIB);
+    let pass = file_with(dir.path(), "pass", b"big header");
     let sizes = [
         "--luks2-metadata-size",
         "64k",
@@ -355,8 +349,7 @@ fn cryptsetup_luks2_64k_metadata_and_small_keyslots_area() {
     assert_eq!(u.data_offset, 2 * MIB);
     assert_eq!(cryptsetup_volume_key(&img, &pass), u.volume_key());
     let slot = h.add_key(&f, &u, b"second", &fast_pbkdf2(), None).unwrap();
-    let second = dir.path().join("second");
-    std::fs::write(&second, b"second").unwrap();
+    let second = file_with(dir.path(), "second", b"second");
     run(Command::new("cryptsetup")
         .args([
             "open",

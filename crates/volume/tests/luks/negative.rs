@@ -12,8 +12,7 @@ use std::path::{Path, PathBuf};
 const HDR: u64 = 16384;
 
 fn luks2_image(dir: &Path) -> PathBuf {
-    let img = dir.join("v.img");
-    File::create(&img).unwrap().set_len(20 * MIB).unwrap();
+    let img = blank_image(dir, 20 * MIB);
     let f = open_rw(&img);
     let opts = FormatOptions {
         kdf: fast_pbkdf2(),
@@ -91,15 +90,7 @@ fn truncated_images_say_so() {
         }
     }
     // LUKS1 cut inside its header.
-    let l1 = dir.path().join("l1");
-    File::create(&l1).unwrap().set_len(3 * MIB).unwrap();
-    let f = open_rw(&l1);
-    let opts = FormatOptions {
-        version: Version::Luks1,
-        kdf: fast_pbkdf2(),
-        ..FormatOptions::default()
-    };
-    format(&f, &opts, b"x", None).unwrap();
+    let f = open_rw(&luks1_image(dir.path()));
     f.file().set_len(300).unwrap();
     assert!(matches!(
         Header::read(&f),
@@ -339,9 +330,9 @@ fn empty_or_short_digest_is_refused_not_a_match() {
     }
 }
 
+/// `dir/v.img`: a 4 MiB LUKS1 volume opened by "first".
 fn luks1_image(dir: &Path) -> PathBuf {
-    let img = dir.join("v1.img");
-    File::create(&img).unwrap().set_len(4 * MIB).unwrap();
+    let img = blank_image(dir, 4 * MIB);
     let f = open_rw(&img);
     let opts = FormatOptions {
         version: Version::Luks1,
@@ -551,8 +542,7 @@ fn bad_header_restore_writes_nothing() {
 #[test]
 fn label_length_and_nul_are_checked() {
     let dir = tempfile::tempdir().unwrap();
-    let img = dir.path().join("l.img");
-    File::create(&img).unwrap().set_len(20 * MIB).unwrap();
+    let img = blank_image(dir.path(), 20 * MIB);
     let before = snapshot(&img);
     for bad in ["x".repeat(48), "ab\0cd".to_string()] {
         let opts = FormatOptions {

@@ -6,8 +6,7 @@ use sectorcrypt_testkit::{pattern, require, run};
 use sectorcrypt_volume::kdf::{KdfKind, KdfOptions};
 use sectorcrypt_volume::luks::{format, FormatOptions, Version};
 use sectorcrypt_volume::{backup_header, restore_header, Error, Header, KeyslotError};
-use std::fs::File;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn cryptsetup_accepts(img: &Path, pass_file: &Path) -> bool {
@@ -28,9 +27,8 @@ fn luks_dump(img: &Path) -> String {
 
 /// Formats `img` here with `opts`, writes a pattern through the cipher, and checks what
 /// cryptsetup says about it.
-fn format_and_check(dir: &Path, opts: &FormatOptions, size: u64) -> (std::path::PathBuf, Vec<u8>) {
-    let img = dir.join("v.img");
-    File::create(&img).unwrap().set_len(size).unwrap();
+fn format_and_check(dir: &Path, opts: &FormatOptions, size: u64) -> (PathBuf, Vec<u8>) {
+    let img = blank_image(dir, size);
     let f = open_rw(&img);
     let (_h, u) = format(&f, opts, b"our passphrase", None).unwrap();
     let data = pattern(MIB as usize, 5);
@@ -38,10 +36,8 @@ fn format_and_check(dir: &Path, opts: &FormatOptions, size: u64) -> (std::path::
     drop(f);
     let dump = luks_dump(&img);
     assert!(dump.contains(&opts.cipher), "{dump}");
-    let good = dir.join("good");
-    std::fs::write(&good, b"our passphrase").unwrap();
-    let bad = dir.join("bad");
-    std::fs::write(&bad, b"our passphrase\n").unwrap();
+    let good = file_with(dir, "good", b"our passphrase");
+    let bad = file_with(dir, "bad", b"our passphrase\n");
     assert!(cryptsetup_accepts(&img, &good));
     assert!(!cryptsetup_accepts(&img, &bad));
     assert_eq!(cryptsetup_volume_key(&img, &good), u.volume_key());
@@ -62,8 +58,7 @@ fn luks2_opts(cipher: &str, bits: usize, sector: usize, kdf: KdfOptions) -> Form
 /// After `cryptsetup luksAddKey`, the new passphrase opens here to the same key and data.
 fn cryptsetup_add_key_opens_here(dir: &Path, img: &Path, data: &[u8]) {
     let good = dir.join("good");
-    let new = dir.join("new");
-    std::fs::write(&new, b"added by cryptsetup").unwrap();
+    let new = file_with(dir, "new", b"added by cryptsetup");
     run(Command::new("cryptsetup")
         .args([
             "luksAddKey",
@@ -86,12 +81,17 @@ fn cryptsetup_add_key_opens_here(dir: &Path, img: &Path, data: &[u8]) {
     assert!(read_plain(&f, &b, 0, data.len()) == data);
 }
 
+/// An aes-xts-plain64 volume with a PBKDF2 keyslot, checked by cryptsetup.
+fn pbkdf2_volume(dir: &Path) -> (PathBuf, Vec<u8>) {
+    let opts = luks2_opts("aes-xts-plain64", 512, 512, fast_pbkdf2());
+    format_and_check(dir, &opts, 20 * MIB)
+}
+
 #[test]
 fn luks2_pbkdf2_xts512_checked_by_cryptsetup() {
     require!("cryptsetup");
     let dir = tempfile::tempdir().unwrap();
-    let opts = luks2_opts("aes-xts-plain64", 512, 512, fast_pbkdf2());
-    let (img, data) = format_and_check(dir.path(), &opts, 20 * MIB);
+    let (img, data) = pbkdf2_volume(dir.path());
     assert!(luks_dump(&img).contains("sectorcrypt test"));
     cryptsetup_add_key_opens_here(dir.path(), &img, &data);
 }
@@ -129,8 +129,7 @@ fn luks2_argon2i_cbc_essiv_checked_by_cryptsetup() {
 fn luks2_key_changes_and_foreign_tokens_survive() {
     require!("cryptsetup");
     let dir = tempfile::tempdir().unwrap();
-    let opts = luks2_opts("aes-xts-plain64", 512, 512, fast_pbkdf2());
-    let (img, _data) = format_and_check(dir.path(), &opts, 20 * MIB);
+    let (img, _data) = pbkdf2_volume(dir.path());
     let token = dir.path().join("token.json");
     std::fs::write(
         &token,
@@ -160,8 +159,7 @@ fn luks2_key_changes_and_foreign_tokens_survive() {
     assert_eq!(exported["note"], "kept");
     assert_eq!(exported["n"], serde_json::json!([1, 2, 3]));
     for (p, ok) in [("second", true), ("third", true), ("our passphrase", false)] {
-        let pf = dir.path().join("p");
-        std::fs::write(&pf, p).unwrap();
+        let pf = file_with(dir.path(), "p", p);
         assert_eq!(cryptsetup_accepts(&img, &pf), ok, "{p}");
     }
     let f = open_rw(&img);
@@ -173,8 +171,7 @@ fn luks2_key_changes_and_foreign_tokens_survive() {
     ));
     h.erase(&f).unwrap();
     drop(f);
-    let pf = dir.path().join("p");
-    std::fs::write(&pf, "third").unwrap();
+    let pf = file_with(dir.path(), "p", "third");
     assert!(!cryptsetup_accepts(&img, &pf));
     let dump = luks_dump(&img);
     assert!(dump.contains("x-sectorcrypt-test"), "{dump}");
@@ -185,7 +182,7 @@ fn luks2_key_changes_and_foreign_tokens_survive() {
     ));
 }
 
-fn luks1_volume(dir: &Path, cipher: &str, bits: usize) -> (std::path::PathBuf, Vec<u8>) {
+fn luks1_volume(dir: &Path, cipher: &str, bits: usize) -> (PathBuf, Vec<u8>) {
     let opts = FormatOptions {
         version: Version::Luks1,
         cipher: cipher.into(),
@@ -193,16 +190,14 @@ fn luks1_volume(dir: &Path, cipher: &str, bits: usize) -> (std::path::PathBuf, V
         kdf: fast_pbkdf2(),
         ..FormatOptions::default()
     };
-    let img = dir.join("v.img");
-    File::create(&img).unwrap().set_len(6 * MIB).unwrap();
+    let img = blank_image(dir, 6 * MIB);
     let f = open_rw(&img);
     let (_h, u) = format(&f, &opts, b"our passphrase", None).unwrap();
     assert_eq!(u.data_offset, 2 * MIB);
     let data = pattern(4 * MIB as usize, bits as u64);
     write_plain(&f, &u, 0, &data);
     drop(f);
-    let good = dir.join("good");
-    std::fs::write(&good, b"our passphrase").unwrap();
+    let good = file_with(dir, "good", b"our passphrase");
     assert!(cryptsetup_accepts(&img, &good));
     let dump = luks_dump(&img);
     assert!(dump.contains("Version:       \t1"), "{dump}");
@@ -260,8 +255,7 @@ fn header_backups_match_cryptsetup() {
     require!("cryptsetup");
     for version in [Version::Luks2, Version::Luks1] {
         let dir = tempfile::tempdir().unwrap();
-        let img = dir.path().join("v.img");
-        File::create(&img).unwrap().set_len(20 * MIB).unwrap();
+        let img = blank_image(dir.path(), 20 * MIB);
         let f = open_rw(&img);
         let opts = FormatOptions {
             version,
@@ -277,8 +271,7 @@ fn header_backups_match_cryptsetup() {
             .arg(&theirs)
             .arg(&img));
         assert!(std::fs::read(&ours).unwrap() == std::fs::read(&theirs).unwrap());
-        let pw = dir.path().join("pw");
-        std::fs::write(&pw, "pw").unwrap();
+        let pw = file_with(dir.path(), "pw", "pw");
         // Theirs restored here, ours restored by cryptsetup.
         Header::read(&f).unwrap().erase(&f).unwrap();
         assert!(!cryptsetup_accepts(&img, &pw));

@@ -12,7 +12,7 @@ use super::copies::BIN_SIZE;
 use super::json::{kdf_json, obj, u64_str, AREA_ALIGN, MAX_KEYSLOTS};
 use super::Luks2;
 use crate::error::{Error, KeyslotError, Result};
-use crate::kdf::KdfOptions;
+use crate::format::NewKeyslot;
 use crate::luks::af;
 use crate::luks::fields::align_up;
 use crate::luks::keyslot::{cipher_spec, seal_material};
@@ -84,22 +84,20 @@ impl Luks2 {
         })
     }
 
-    /// Writes a new keyslot holding `key` (already verified) and records it. With
+    /// Writes the keyslot `new` (its key already verified) and records it. With
     /// `replace`, that keyslot id is taken over (change-key) and its old area wiped after
     /// the header write. Returns the keyslot id.
     pub(super) fn write_keyslot(
         &mut self,
         store: &dyn Store,
-        key: &[u8],
-        passphrase: &[u8],
-        opts: &KdfOptions,
-        slot: Option<usize>,
+        new: &NewKeyslot<'_>,
         replace: Option<usize>,
     ) -> Result<usize> {
         self.check_supported()?;
         let seg = self.segment()?;
         let digest = self.segment_digest(&seg)?;
-        let id = self.new_keyslot_id(slot, replace)?;
+        let id = self.new_keyslot_id(new.slot, replace)?;
+        let (key, opts) = (new.key, new.kdf);
         let old_area = match replace {
             Some(r) => area_of(&self.json["keyslots"][r.to_string()])?,
             None => None,
@@ -117,7 +115,7 @@ impl Luks2 {
         }
         let kdf = opts.resolve(area_key_size)?;
         let (salt, material) = seal_material(
-            passphrase,
+            new.passphrase,
             key,
             &kdf,
             &seg.encryption,

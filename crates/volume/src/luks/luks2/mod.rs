@@ -29,9 +29,11 @@ use json::{id_list_text, keyslot_kdf, obj};
 
 use crate::error::{Error, Result};
 use crate::format::dump::{Field, Item, Report, Section};
-use crate::format::{no_keyslot, Detected, Driver, Format, Piece, Probe, Unlocked, VolumeInfo};
+use crate::format::{
+    no_keyslot, Detected, Driver, Format, NewKeyslot, Piece, Probe, Unlocked, VolumeInfo,
+};
 use crate::hash::HashAlg;
-use crate::kdf::{Kdf, KdfKind, KdfOptions};
+use crate::kdf::{Kdf, KdfKind};
 use crate::layout::IvRule;
 use crate::store::{self, Store};
 use base64::engine::general_purpose::STANDARD as B64;
@@ -220,12 +222,6 @@ impl Luks2 {
         &self.damage
     }
 
-    /// Whether `key` matches the volume key digest.
-    pub fn verify_key(&self, key: &[u8]) -> Result<bool> {
-        let seg = self.segment()?;
-        Ok(self.segment_digest(&seg)?.verify(key))
-    }
-
     /// The keyslots section of `dump`.
     fn keyslot_items(&self) -> Vec<Item> {
         let Some(keyslots) = self.json["keyslots"].as_object() else {
@@ -412,19 +408,14 @@ impl Format for Luks2 {
         Ok(Unlocked::new(info, spec, key, keyslot))
     }
 
+    /// Whether `key` matches the volume key digest.
     fn verify_key(&self, key: &[u8]) -> Result<bool> {
-        Luks2::verify_key(self, key)
+        let seg = self.segment()?;
+        Ok(self.segment_digest(&seg)?.verify(key))
     }
 
-    fn add_keyslot(
-        &mut self,
-        store: &dyn Store,
-        key: &[u8],
-        passphrase: &[u8],
-        kdf: &KdfOptions,
-        slot: Option<usize>,
-    ) -> Result<usize> {
-        self.write_keyslot(store, key, passphrase, kdf, slot, None)
+    fn add_keyslot(&mut self, store: &dyn Store, new: &NewKeyslot<'_>) -> Result<usize> {
+        self.write_keyslot(store, new, None)
     }
 
     /// Keeps the keyslot number: new material in a free area, then the metadata, then the
@@ -432,19 +423,10 @@ impl Format for Luks2 {
     fn change_keyslot(
         &mut self,
         store: &dyn Store,
-        unlocked: &Unlocked,
-        passphrase: &[u8],
-        kdf: &KdfOptions,
+        old: usize,
+        new: &NewKeyslot<'_>,
     ) -> Result<usize> {
-        let old = unlocked.keyslot;
-        self.write_keyslot(
-            store,
-            unlocked.volume_key(),
-            passphrase,
-            kdf,
-            None,
-            Some(old),
-        )
+        self.write_keyslot(store, new, Some(old))
     }
 
     fn remove_keyslots(&mut self, store: &dyn Store, slot: Option<usize>) -> Result<()> {
