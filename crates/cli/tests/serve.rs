@@ -11,7 +11,7 @@ use sectorcrypt_testkit::{require, run_stdout as run};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-use support::{bin, code, ok, s, sc};
+use support::{code, ok, s, sc};
 
 /// A `sectorcrypt serve` process; killed if the test ends early.
 struct Served {
@@ -21,16 +21,8 @@ struct Served {
 
 impl Served {
     fn start(args: &[&str], sock: &Path) -> Served {
-        let child = Command::new(bin())
-            .arg("serve")
-            .args(args)
-            .arg("--socket")
-            .arg(sock)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let all = [&["serve"], args, &["--socket", s(sock)]].concat();
+        let child = volumes::spawn(&all, Stdio::piped());
         let mut served = Served {
             child: Some(child),
             sock: sock.to_path_buf(),

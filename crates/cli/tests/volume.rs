@@ -12,8 +12,8 @@ use sectorcrypt_testkit::{have, pattern, run};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Instant;
-use support::{bin, code, ok, ok_bytes, s, sc};
-use volumes::{key_file as key, new_volume, FAST};
+use support::{code, ok, ok_bytes, s, sc};
+use volumes::{key_file as key, new_volume, write_volume, FAST};
 
 fn test_key(img: &Path, pass: &str) -> i32 {
     code(&sc(
@@ -205,13 +205,7 @@ fn kill_9_during_add_key(luks_type: &str) {
     let mut outcomes = [0usize; 2];
     for i in 0..16u32 {
         std::fs::write(&img, &pristine).unwrap();
-        let mut child = Command::new(bin())
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+        let mut child = volumes::spawn(&args, Stdio::null());
         std::thread::sleep(full * i / 12);
         let _ = child.kill();
         let _ = child.wait();
@@ -240,12 +234,8 @@ fn write_and_read_through_the_engine() {
     let k0 = dir.path().join("k0");
     let size = 4usize << 20;
     let data = pattern(size, 9);
+    write_volume(dir.path(), &img, &k0, &data);
     let input = dir.path().join("in");
-    std::fs::write(&input, &data).unwrap();
-    ok(sc(
-        &["write", s(&img), "--input", s(&input), "--key-file", s(&k0)],
-        b"",
-    ));
     let out = dir.path().join("out");
     ok(sc(
         &["read", s(&img), "--output", s(&out), "--key-file", s(&k0)],
@@ -327,12 +317,7 @@ fn luks1_written_here_reads_back_in_qemu_img_and_nbdkit() {
         b"",
     ));
     let data = pattern(3 << 20, 4);
-    let input = dir.path().join("in");
-    std::fs::write(&input, &data).unwrap();
-    ok(sc(
-        &["write", s(&img), "--input", s(&input), "--key-file", s(&k0)],
-        b"",
-    ));
+    write_volume(dir.path(), &img, &k0, &data);
     let q = dir.path().join("q.raw");
     run(Command::new("qemu-img")
         .args(["convert", "-q", "-O", "raw", "--object"])
@@ -369,24 +354,8 @@ fn demo_formats_writes_verifies_and_removes_a_volume() {
 const OPENING: [&[&str]; 12] = [
     &["dump", "IMG"],
     &["test-key", "IMG", "--key-file", "KEY"],
-    &[
-        "add-key",
-        "IMG",
-        "DIR/k2",
-        "--key-file",
-        "KEY",
-        "--pbkdf",
-        "pbkdf2",
-    ],
-    &[
-        "change-key",
-        "IMG",
-        "DIR/k2",
-        "--key-file",
-        "KEY",
-        "--pbkdf",
-        "pbkdf2",
-    ],
+    &["add-key", "IMG", "DIR/k2", "--key-file", "KEY"],
+    &["change-key", "IMG", "DIR/k2", "--key-file", "KEY"],
     &["remove-key", "IMG", "--key-file", "KEY", "--batch"],
     &["header", "backup", "IMG", "DIR/backup"],
     // The image under test as the backup to restore.

@@ -5,10 +5,10 @@
 // Each test binary uses a different subset of these helpers.
 #![allow(dead_code)]
 
-use crate::support::{ok, s, sc};
+use crate::support::{bin, ok, s, sc};
 use sectorcrypt_testkit::run;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Child, Command, Stdio};
 
 /// The lowest keyslot cost `format` and the key commands accept.
 pub const FAST: [&str; 4] = ["--pbkdf", "pbkdf2", "--pbkdf-force-iterations", "1000"];
@@ -50,4 +50,25 @@ pub fn mounted(mp: &Path) -> bool {
         .unwrap()
         .lines()
         .any(|l| l.split(' ').nth(4) == Some(mp.as_str()))
+}
+
+/// Starts `sectorcrypt ARGS` with no standard input or output; its standard error goes to
+/// `stderr`.
+pub fn spawn(args: &[&str], stderr: Stdio) -> Child {
+    Command::new(bin())
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .expect("start sectorcrypt")
+}
+
+/// `sectorcrypt write IMG --input DIR/in --key-file KEY` of `data` (which goes to
+/// `dir/in` first).
+pub fn write_volume(dir: &Path, img: &Path, key: &Path, data: &[u8]) {
+    let input = dir.join("in");
+    std::fs::write(&input, data).unwrap();
+    let args = ["write", s(img), "--input", s(&input), "--key-file", s(key)];
+    ok(sc(&args, b""));
 }

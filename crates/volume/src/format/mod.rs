@@ -108,8 +108,18 @@ pub trait Format: fmt::Debug + Send + Sync + Any {
     fn backup_pieces(&self, image_size: u64) -> Vec<Piece>;
 
     /// Whether this header (read from a backup) can be restored onto an image of
-    /// `image_size` bytes.
-    fn check_restore_target(&self, image_size: u64) -> Result<()>;
+    /// `image_size` bytes. The default: the image must be larger than the end of the
+    /// backup's pieces (room for data after the metadata).
+    fn check_restore_target(&self, image_size: u64) -> Result<()> {
+        let end = backup_extent(&self.backup_pieces(image_size));
+        if image_size <= end {
+            return Err(Error::invalid(format!(
+                "the image has {image_size} bytes, too small for a header whose data starts \
+                 at {end}"
+            )));
+        }
+        Ok(())
+    }
 
     /// What `dump` shows.
     fn report(&self) -> dump::Report;
@@ -153,6 +163,21 @@ pub struct Piece {
     pub backup: u64,
     /// Length.
     pub len: u64,
+}
+
+impl Piece {
+    /// Pieces at the same offsets in the image and in the backup (a header at the start
+    /// of the image), from (offset, length) pairs in restore order.
+    pub fn in_place(ranges: &[(u64, u64)]) -> Vec<Piece> {
+        ranges
+            .iter()
+            .map(|&(at, len)| Piece {
+                image: at,
+                backup: at,
+                len,
+            })
+            .collect()
+    }
 }
 
 /// What a store looks like to the detectors.

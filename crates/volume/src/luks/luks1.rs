@@ -535,17 +535,7 @@ impl Format for Luks1 {
     fn backup_pieces(&self, _image_size: u64) -> Vec<Piece> {
         let len = self.metadata_size();
         let hl = HEADER_LEN as u64;
-        [(hl, len - hl), (0, hl)]
-            .map(|(at, len)| Piece {
-                image: at,
-                backup: at,
-                len,
-            })
-            .to_vec()
-    }
-
-    fn check_restore_target(&self, image_size: u64) -> Result<()> {
-        super::check_restore_target(self.metadata_size(), image_size)
+        Piece::in_place(&[(hl, len - hl), (0, hl)])
     }
 
     fn report(&self) -> Report {

@@ -131,17 +131,6 @@ fn digest_iterations(hash: HashAlg, key_len: usize, forced: bool) -> Result<u32>
     }
 }
 
-/// A restore target must be larger than the metadata a header describes.
-fn check_restore_target(metadata: u64, image_size: u64) -> Result<()> {
-    if image_size <= metadata {
-        return Err(Error::invalid(format!(
-            "the image has {image_size} bytes, too small for a header whose data starts at \
-             {metadata}"
-        )));
-    }
-    Ok(())
-}
-
 /// A new header of `opts.version` in memory for `key`, with the bytes of metadata before
 /// the data and the sector size.
 fn new_header(opts: &FormatOptions, key: &[u8], uuid: &str) -> Result<(Box<dyn Format>, u64, u64)> {

@@ -101,14 +101,18 @@ pub fn open_ro(path: &Path) -> FileStore {
     FileStore::open(path, false).unwrap()
 }
 
-/// `cryptsetup luksFormat -q ARGS --key-file PASS IMG`.
-pub fn cryptsetup_format(img: &Path, pass: &Path, args: &[&str]) {
+/// `dir/v.img` of `size` bytes formatted by `cryptsetup luksFormat -q ARGS` with the
+/// passphrase `pass`, and the key file holding it (`dir/pass`).
+pub fn cryptsetup_volume(dir: &Path, size: u64, pass: &str, args: &[&str]) -> (PathBuf, PathBuf) {
+    let img = blank_image(dir, size);
+    let key = file_with(dir, "pass", pass);
     run(Command::new("cryptsetup")
         .args(["luksFormat", "-q"])
         .args(args)
         .arg("--key-file")
-        .arg(pass)
-        .arg(img));
+        .arg(&key)
+        .arg(&img));
+    (img, key)
 }
 
 /// Hex of the volume key as `cryptsetup luksDump --dump-volume-key` prints it.

@@ -4,7 +4,9 @@
 use crate::common::*;
 use sectorcrypt_testkit::pattern;
 use sectorcrypt_volume::luks::{format, FormatOptions, Luks2, Version};
-use sectorcrypt_volume::{backup_header, restore_header, Error, Header, HeaderError, Store};
+use sectorcrypt_volume::{
+    backup_header, restore_header, Error, FileStore, Header, HeaderError, Store,
+};
 use sha2::{Digest, Sha256};
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -22,6 +24,14 @@ fn luks2_image(dir: &Path) -> PathBuf {
     h.add_key(&f, &u, b"second", &fast_pbkdf2(), None).unwrap();
     write_plain(&f, &u, 0, &pattern(65536, 3));
     img
+}
+
+/// [`luks2_image`], opened read-only, and its header.
+fn open_luks2(dir: &Path) -> (PathBuf, FileStore, Header) {
+    let img = luks2_image(dir);
+    let f = open_ro(&img);
+    let h = Header::read(&f).unwrap();
+    (img, f, h)
 }
 
 fn flip(path: &Path, at: u64) {
@@ -52,9 +62,7 @@ fn rewrite_json(path: &Path, at: u64, edit: impl Fn(&mut serde_json::Value)) {
 #[test]
 fn wrong_passphrase_is_its_own_error() {
     let dir = tempfile::tempdir().unwrap();
-    let img = luks2_image(dir.path());
-    let f = open_ro(&img);
-    let h = Header::read(&f).unwrap();
+    let (_img, f, h) = open_luks2(dir.path());
     let e = h.unlock(&f, b"third").unwrap_err();
     assert!(matches!(e, Error::WrongPassphrase), "{e}");
     assert!(!e.to_string().contains("third"));
@@ -167,9 +175,7 @@ fn both_copies_damaged_is_a_clear_error_and_writes_nothing() {
 #[test]
 fn damaged_keyslot_area_fails_that_keyslot_only() {
     let dir = tempfile::tempdir().unwrap();
-    let img = luks2_image(dir.path());
-    let f = open_ro(&img);
-    let h = Header::read(&f).unwrap();
+    let (img, f, h) = open_luks2(dir.path());
     let l2 = h.downcast_ref::<Luks2>().expect("a luks2 header");
     let ks0 = l2.keyslots().unwrap()[0].area_offset;
     drop(f);

@@ -447,17 +447,7 @@ impl Format for Luks2 {
     fn backup_pieces(&self, _image_size: u64) -> Vec<Piece> {
         let hs = self.bin.hdr_size;
         let len = self.metadata_size();
-        [(2 * hs, len - 2 * hs), (hs, hs), (0, hs)]
-            .map(|(at, len)| Piece {
-                image: at,
-                backup: at,
-                len,
-            })
-            .to_vec()
-    }
-
-    fn check_restore_target(&self, image_size: u64) -> Result<()> {
-        super::check_restore_target(self.metadata_size(), image_size)
+        Piece::in_place(&[(2 * hs, len - 2 * hs), (hs, hs), (0, hs)])
     }
 
     fn report(&self) -> Report {
