@@ -94,7 +94,8 @@ pub struct Geometry {
     pub metadata: Option<SectorMetadata>,
 }
 
-/// Makes the key of a zone (GELI derives each zone's key from the master key).
+/// Makes the key of a zone (GELI derives each zone's key from the master key). Its
+/// `Debug` must not show key material.
 pub trait KeySource: fmt::Debug + Send + Sync {
     /// The key of zone `zone` (sectors `zone * zone_sectors ..`). Zeroized on drop.
     fn zone_key(&self, zone: u64) -> Result<Zeroizing<Vec<u8>>>;
