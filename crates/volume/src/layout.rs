@@ -305,6 +305,10 @@ impl Layout {
         let key = source.zone_key(zone)?;
         let cipher = Arc::new(SectorCipher::new(*spec, &key, self.cipher_layout)?);
         let mut entries = lock(cache);
+        // Another thread may have made the same zone meanwhile: keep one entry.
+        if let Some((_, made)) = entries.iter().find(|(z, _)| *z == zone) {
+            return Ok(Arc::clone(made));
+        }
         if entries.len() >= ZONE_CACHE {
             entries.remove(0);
         }

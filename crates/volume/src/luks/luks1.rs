@@ -296,7 +296,7 @@ impl Luks1 {
     /// Writes key material for `new` into a free slot (or `new.slot`) and enables it.
     /// Returns the slot.
     fn write_keyslot(&mut self, store: &dyn Store, new: &NewKeyslot<'_>) -> Result<usize> {
-        if let Some(why) = new.kdf.kind.refusal("luks1", KDF_KINDS) {
+        if let Some(why) = new.kdf.kind.refusal(NAME, KDF_KINDS) {
             return Err(Error::invalid(why));
         }
         let key = new.key;
@@ -381,6 +381,9 @@ impl Luks1 {
     }
 }
 
+/// The format's name.
+pub const NAME: &str = "luks1";
+
 /// LUKS1 keyslots take PBKDF2 only.
 pub(crate) const KDF_KINDS: &[KdfKind] = &[KdfKind::Pbkdf2];
 
@@ -394,14 +397,11 @@ fn detect(p: &Probe<'_>) -> Detected {
 }
 
 /// The registration of LUKS1 in [`crate::format::FORMATS`].
-pub(crate) const DRIVER: Driver = Driver {
-    name: "luks1",
-    detect,
-};
+pub(crate) const DRIVER: Driver = Driver { name: NAME, detect };
 
 impl Format for Luks1 {
     fn name(&self) -> &'static str {
-        "luks1"
+        NAME
     }
 
     fn uuid(&self) -> Option<&str> {

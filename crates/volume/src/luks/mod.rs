@@ -63,8 +63,8 @@ impl Version {
     /// `luks1` or `luks2`.
     pub fn name(self) -> &'static str {
         match self {
-            Version::Luks1 => luks1::DRIVER.name,
-            Version::Luks2 => luks2::DRIVER.name,
+            Version::Luks1 => luks1::NAME,
+            Version::Luks2 => luks2::NAME,
         }
     }
 

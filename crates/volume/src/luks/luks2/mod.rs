@@ -76,6 +76,9 @@ pub(crate) struct FormatParams<'a> {
     pub(crate) hash: HashAlg,
 }
 
+/// The format's name.
+pub const NAME: &str = "luks2";
+
 /// The KDFs of LUKS2 keyslots, cryptsetup's default first.
 pub(crate) const KDF_KINDS: &[KdfKind] = &[KdfKind::Argon2id, KdfKind::Argon2i, KdfKind::Pbkdf2];
 
@@ -111,10 +114,7 @@ fn detect(p: &Probe<'_>) -> Detected {
 }
 
 /// The registration of LUKS2 in [`crate::format::FORMATS`].
-pub(crate) const DRIVER: Driver = Driver {
-    name: "luks2",
-    detect,
-};
+pub(crate) const DRIVER: Driver = Driver { name: NAME, detect };
 
 impl Luks2 {
     /// A new header in memory (nothing written): one crypt segment, one digest, no keyslot.
@@ -309,7 +309,7 @@ fn section(title: &'static str, blank_before: bool, items: Vec<Item>) -> Section
 
 impl Format for Luks2 {
     fn name(&self) -> &'static str {
-        "luks2"
+        NAME
     }
 
     fn uuid(&self) -> Option<&str> {
