@@ -17,6 +17,15 @@ use sectorcrypt_volume::luks::{self, FormatOptions, Version};
 use sectorcrypt_volume::{Header, Store};
 use std::fs::OpenOptions;
 
+/// Size suffixes (lowercase) and the power of two they stand for.
+const UNITS: [(&[&str], u32); 5] = [
+    (&["", "b"], 0),
+    (&["k", "kib", "kb"], 10),
+    (&["m", "mib", "mb"], 20),
+    (&["g", "gib", "gb"], 30),
+    (&["t", "tib", "tb"], 40),
+];
+
 /// Parses `256M`, `1G`, `1GiB`, `4096` (binary multiples).
 pub fn parse_size(s: &str) -> Result<u64, Failure> {
     let t = s.trim();
@@ -25,17 +34,19 @@ pub fn parse_size(s: &str) -> Result<u64, Failure> {
     let n: u64 = num
         .parse()
         .map_err(|_| Failure::usage(format!("invalid size {s:?}")))?;
-    let shift = match unit.to_ascii_lowercase().as_str() {
-        "" | "b" => 0,
-        "k" | "kib" | "kb" => 10,
-        "m" | "mib" | "mb" => 20,
-        "g" | "gib" | "gb" => 30,
-        "t" | "tib" | "tb" => 40,
-        _ => {
-            return Err(Failure::usage(format!(
-                "invalid size unit in {s:?} (K, M, G, T)"
-            )))
-        }
+    let unit = unit.to_ascii_lowercase();
+    let Some((_, shift)) = UNITS
+        .iter()
+        .find(|(names, _)| names.contains(&unit.as_str()))
+    else {
+        let names: Vec<String> = UNITS[1..]
+            .iter()
+            .map(|(n, _)| n[0].to_uppercase())
+            .collect();
+        return Err(Failure::usage(format!(
+            "invalid size unit in {s:?} ({})",
+            names.join(", ")
+        )));
     };
     n.checked_mul(1u64 << shift)
         .ok_or_else(|| Failure::usage(format!("size {s:?} is too large")))

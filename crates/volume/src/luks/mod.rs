@@ -137,10 +137,13 @@ fn new_header(opts: &FormatOptions, key: &[u8], uuid: &str) -> Result<(Box<dyn F
     let forced = opts.kdf.force_iterations.is_some();
     match opts.version {
         Version::Luks2 => {
-            if !(512..=4096).contains(&opts.sector_size) || !opts.sector_size.is_power_of_two() {
+            if !luks2::SECTOR_SIZES.contains(&opts.sector_size) {
+                let sizes: Vec<String> =
+                    luks2::SECTOR_SIZES.iter().map(|n| n.to_string()).collect();
                 return Err(Error::invalid(format!(
-                    "sector size {} (must be 512, 1024, 2048 or 4096)",
-                    opts.sector_size
+                    "sector size {} (must be one of {})",
+                    opts.sector_size,
+                    sizes.join(", ")
                 )));
             }
             let data_offset = opts.data_offset.unwrap_or(LUKS2_DEFAULT_DATA_OFFSET);

@@ -260,7 +260,8 @@ pub(super) fn kdf_of(ks: &Value, path: &str) -> Result<(Kdf, Vec<u8>)> {
         }
         other => {
             return Err(Error::unsupported(format!(
-                "keyslot kdf {other:?} (supported: pbkdf2, argon2i, argon2id)"
+                "keyslot kdf {other:?} (supported: {})",
+                KdfKind::names(&KdfKind::ALL)
             )))
         }
     };
@@ -366,9 +367,10 @@ impl Luks2 {
         }
         let size = str_of(seg, "size", &path)?;
         let sector_size = int_of(seg, "sector_size", &path)? as usize;
-        if !(512..=4096).contains(&sector_size) || !sector_size.is_power_of_two() {
+        if !super::SECTOR_SIZES.contains(&sector_size) {
             return Err(corrupt(format!(
-                "json: segment {id} sector size {sector_size} (must be 512 to 4096, a power of two)"
+                "json: segment {id} sector size {sector_size} (must be one of {:?})",
+                super::SECTOR_SIZES
             )));
         }
         Ok(Segment {

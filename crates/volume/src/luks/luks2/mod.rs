@@ -79,6 +79,9 @@ pub(crate) struct FormatParams<'a> {
 /// The format's name.
 pub const NAME: &str = "luks2";
 
+/// The encryption sector sizes LUKS2 allows.
+pub const SECTOR_SIZES: [usize; 4] = [512, 1024, 2048, 4096];
+
 /// The KDFs of LUKS2 keyslots, cryptsetup's default first.
 pub(crate) const KDF_KINDS: &[KdfKind] = &[KdfKind::Argon2id, KdfKind::Argon2i, KdfKind::Pbkdf2];
 
