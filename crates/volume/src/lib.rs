@@ -2,7 +2,7 @@
 //!
 //! - [`store`]: where the bytes live ([`Store`]: positioned reads and writes, sync, size,
 //!   discard; [`FileStore`] over a local file or block device);
-//! - [`format`]: the on-disk formats behind one interface ([`format::Format`]: detect,
+//! - [`mod@format`]: the on-disk formats behind one interface ([`format::Format`]: detect,
 //!   read and validate, unlock, keyslot changes, header backup and restore, dump), with
 //!   [`luks`] (LUKS1 and LUKS2, compatible with cryptsetup) registered today;
 //! - [`layout`]: what the engine needs from a format ([`Layout`]: where each sector lives,

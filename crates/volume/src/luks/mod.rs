@@ -5,7 +5,7 @@
 //! - `keyslot.rs`: the keyslot material both versions share (key derivation, area
 //!   encryption, the volume key digest, trying keyslots), `af.rs` the anti-forensic
 //!   splitter, `fields.rs` binary field access;
-//! - this file: creating volumes ([`format`]).
+//! - this file: creating volumes ([`format()`]).
 //!
 //! Every change writes keyslot material before the metadata that points at it and syncs
 //! after each step, so a crash leaves a volume that opens with the old passphrases (and
@@ -77,7 +77,7 @@ impl Version {
     }
 }
 
-/// What [`format`] creates. Defaults are cryptsetup 2.6's: LUKS2, aes-xts-plain64, a
+/// What [`format()`] creates. Defaults are cryptsetup 2.6's: LUKS2, aes-xts-plain64, a
 /// 512-bit key, Argon2id calibrated to 2 s, 16 MiB of metadata and keyslots.
 #[derive(Debug, Clone)]
 pub struct FormatOptions {
