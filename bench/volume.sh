@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Sector engine throughput against `qemu-img convert -O luks` (issue 6's speed target: a
-# 1 GiB write into a new AES-256-XTS volume on tmpfs at least 10x qemu-img's).
+# Sector engine throughput against `qemu-img convert -O luks` (the speed target: a 1 GiB
+# write into a new AES-256-XTS volume on tmpfs at least 10x qemu-img's).
 #
 #   bash bench/volume.sh            # 1 GiB, 3 runs each, files on /dev/shm
 #   SIZE=256M RUNS=5 DIR=/dev/shm bash bench/volume.sh
 #
 # Prints, as medians of RUNS runs (release build):
-# - the engine (crates/volume/examples/volume_bench.rs: Volume over a raw SectorCipher,
+# - the engine (crates/volume/examples/volume_bench.rs: Volume over a one-key Layout,
 #   aes-xts-plain64 with a 512-bit key, 512-byte sectors, 8 MiB requests from memory into a
 #   new sparse file) with 1 and 2 threads and the default (all cores): write and read GB/s,
 #   and GB per CPU-second (steadier than wall time on a shared machine);
@@ -14,7 +14,7 @@
 # - plaintext from a file on the same tmpfs into the volume and back into a new file, with
 #   the file I/O alternating with the engine (seq) or overlapped by write_from/read_to (pipe);
 # - 256 KiB requests from 4 concurrent callers, engine and bare (an NBD server's pattern;
-#   issue 7 wants its reads at >= 0.9x nbdkit serving the bare file);
+#   the NBD target is reads at >= 0.9x nbdkit serving the bare file);
 # - `sectorcrypt write` of the same plaintext file into a new LUKS2 volume, when the CLI
 #   has the volume commands (format/write), timed end to end;
 # - `qemu-img convert -O luks` (aes-256-xts-plain64, LUKS1) of the same plaintext file;

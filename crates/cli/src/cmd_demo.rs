@@ -76,7 +76,10 @@ impl Drop for TempDir {
 
 fn volume_demo() -> Result<(), Failure> {
     use sectorcrypt_volume::engine::EngineOptions;
-    use sectorcrypt_volume::luks::{self, FormatOptions, HashAlg, Header, KdfOptions};
+    use sectorcrypt_volume::hash::HashAlg;
+    use sectorcrypt_volume::kdf::KdfOptions;
+    use sectorcrypt_volume::luks::{self, FormatOptions};
+    use sectorcrypt_volume::{FileStore, Header};
     let rt = |e: std::io::Error| Failure::runtime(format!("demo volume: {e}"));
     let mut seed = [0u8; 16];
     getrandom::getrandom(&mut seed).map_err(|e| Failure::runtime(format!("random source: {e}")))?;
@@ -95,6 +98,7 @@ fn volume_demo() -> Result<(), Failure> {
         .map_err(rt)?;
     file.set_len(luks::LUKS2_DEFAULT_DATA_OFFSET + VOLUME_BYTES)
         .map_err(rt)?;
+    let store = FileStore::new(file, path.display().to_string());
     // A generated passphrase; the keyslot uses PBKDF2 at its minimum cost because the
     // demo is about the data path, not about slowing down guessing.
     let passphrase = zeroize::Zeroizing::new(hex::encode(seed));
@@ -107,21 +111,21 @@ fn volume_demo() -> Result<(), Failure> {
         label: "sectorcrypt demo".into(),
         ..FormatOptions::default()
     };
-    let (header, _) = luks::format(&file, &opts, passphrase.as_bytes(), None)?;
+    let (header, _) = luks::format(&store, &opts, passphrase.as_bytes(), None)?;
     println!(
         "volume       : LUKS2 {} at {} ({} MiB of data, aes-xts-plain64, 512-bit key, 4096-byte sectors)",
-        header.uuid(),
+        header.uuid().unwrap_or("-"),
         path.display(),
         VOLUME_BYTES >> 20
     );
     // Reopen it the way a user would: header, passphrase, keyslot.
-    let header = Header::read(&file)?;
-    let unlocked = header.unlock(&file, passphrase.as_bytes())?;
+    let header = Header::read(&store)?;
+    let unlocked = header.unlock(&store, passphrase.as_bytes())?;
     println!(
         "unlocked     : keyslot {} with the generated passphrase",
         unlocked.keyslot
     );
-    let volume = unlocked.engine(file, EngineOptions::default())?;
+    let volume = unlocked.engine(Box::new(store), EngineOptions::default())?;
     let chunk = 16usize << 20;
     let data: Vec<u8> = TEXT.bytes().cycle().take(chunk).collect();
     let start = Instant::now();

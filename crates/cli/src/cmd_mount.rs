@@ -84,6 +84,14 @@ fn errno(e: &std::io::Error) -> i32 {
     })
 }
 
+/// The byte offset of a read or write of `ino`, which must be the disk: an errno otherwise.
+fn disk_offset(ino: u64, offset: i64) -> Result<u64, i32> {
+    if ino != DISK {
+        return Err(libc::EISDIR);
+    }
+    u64::try_from(offset).map_err(|_| libc::EINVAL)
+}
+
 impl Filesystem for DiskFs {
     fn init(&mut self, _req: &Request<'_>, config: &mut KernelConfig) -> Result<(), i32> {
         // Larger writes mean fewer round trips; the kernel clamps to what it supports.
@@ -165,13 +173,11 @@ impl Filesystem for DiskFs {
         _lock_owner: Option<u64>,
         reply: ReplyData,
     ) {
-        if ino != DISK {
-            return reply.error(libc::EISDIR);
-        }
-        let total = self.export.size();
-        let Ok(offset) = u64::try_from(offset) else {
-            return reply.error(libc::EINVAL);
+        let offset = match disk_offset(ino, offset) {
+            Ok(o) => o,
+            Err(e) => return reply.error(e),
         };
+        let total = self.export.size();
         // Reads at or past the end return what is there (nothing): end of file.
         let n = (size as u64).min(total.saturating_sub(offset)) as usize;
         let mut buf = vec![0u8; n];
@@ -193,11 +199,9 @@ impl Filesystem for DiskFs {
         _lock_owner: Option<u64>,
         reply: ReplyWrite,
     ) {
-        if ino != DISK {
-            return reply.error(libc::EISDIR);
-        }
-        let Ok(offset) = u64::try_from(offset) else {
-            return reply.error(libc::EINVAL);
+        let offset = match disk_offset(ino, offset) {
+            Ok(o) => o,
+            Err(e) => return reply.error(e),
         };
         if offset
             .checked_add(data.len() as u64)
@@ -389,10 +393,12 @@ fn background(mp: &Path) -> Result<(), Failure> {
             .try_wait()
             .map_err(|e| Failure::runtime(format!("waiting for the mount process: {e}")))?
         {
-            return Err(match status.code() {
-                Some(2) => Failure::usage("mounting failed (see above)"),
-                _ => Failure::runtime(format!("mounting failed: the mount process {status}")),
-            });
+            // The same exit code as the mount process: the same failure.
+            let msg = match status.code() {
+                Some(2 | 3) => "mounting failed (see above)".to_string(),
+                _ => format!("mounting failed: the mount process {status}"),
+            };
+            return Err(Failure::from_exit_code(status.code(), msg));
         }
         std::thread::sleep(Duration::from_millis(20));
     }

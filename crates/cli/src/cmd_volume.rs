@@ -1,34 +1,30 @@
-//! The volume commands over `sectorcrypt_volume::luks`: format, dump, add-key, remove-key,
-//! change-key, test-key, header backup/restore, erase. Each opens the image, reads the
-//! header (never writing while reading), asks for passphrases and confirmations, then
-//! makes one change. Wrong passphrases exit 3; nothing is written then.
+//! The volume commands: format, dump, add-key, remove-key, change-key, test-key, header
+//! backup/restore, erase. Each opens the image through the one opener (`image.rs`), which
+//! reads the header (never writing while reading) of whatever format it is, asks for
+//! passphrases and confirmations, then makes one change. Wrong passphrases exit 3;
+//! nothing is written then. Only `format` names a format (`--type`).
 
 use crate::args::{
     AddKeyArgs, DumpArgs, EraseArgs, FormatArgs, HeaderCommand, LuksType, PbkdfArgs, RemoveKeyArgs,
     TestKeyArgs,
 };
 use crate::failure::Failure;
-use crate::passphrase;
-use sectorcrypt_volume::luks::{
-    self, FormatOptions, HashAlg, Header, KdfKind, KdfOptions, Version,
-};
-use std::fs::{File, OpenOptions};
-use std::path::Path;
+use crate::image::{self, Image};
+use crate::passphrase::{self, Secret};
+use sectorcrypt_volume::hash::HashAlg;
+use sectorcrypt_volume::kdf::{KdfKind, KdfOptions};
+use sectorcrypt_volume::luks::{self, FormatOptions, Version};
+use sectorcrypt_volume::{Header, Store};
+use std::fs::OpenOptions;
 
-fn open(image: &Path, write: bool) -> Result<File, Failure> {
-    OpenOptions::new()
-        .read(true)
-        .write(write)
-        .open(image)
-        .map_err(|e| {
-            let msg = format!("{}: {e}", image.display());
-            if e.kind() == std::io::ErrorKind::NotFound {
-                Failure::usage(msg)
-            } else {
-                Failure::runtime(msg)
-            }
-        })
-}
+/// Size suffixes (lowercase) and the power of two they stand for.
+const UNITS: [(&[&str], u32); 5] = [
+    (&["", "b"], 0),
+    (&["k", "kib", "kb"], 10),
+    (&["m", "mib", "mb"], 20),
+    (&["g", "gib", "gb"], 30),
+    (&["t", "tib", "tb"], 40),
+];
 
 /// Parses `256M`, `1G`, `1GiB`, `4096` (binary multiples).
 pub fn parse_size(s: &str) -> Result<u64, Failure> {
@@ -38,32 +34,33 @@ pub fn parse_size(s: &str) -> Result<u64, Failure> {
     let n: u64 = num
         .parse()
         .map_err(|_| Failure::usage(format!("invalid size {s:?}")))?;
-    let shift = match unit.to_ascii_lowercase().as_str() {
-        "" | "b" => 0,
-        "k" | "kib" | "kb" => 10,
-        "m" | "mib" | "mb" => 20,
-        "g" | "gib" | "gb" => 30,
-        "t" | "tib" | "tb" => 40,
-        _ => {
-            return Err(Failure::usage(format!(
-                "invalid size unit in {s:?} (K, M, G, T)"
-            )))
-        }
+    let unit = unit.to_ascii_lowercase();
+    let Some((_, shift)) = UNITS
+        .iter()
+        .find(|(names, _)| names.contains(&unit.as_str()))
+    else {
+        let names: Vec<String> = UNITS[1..]
+            .iter()
+            .map(|(n, _)| n[0].to_uppercase())
+            .collect();
+        return Err(Failure::usage(format!(
+            "invalid size unit in {s:?} ({})",
+            names.join(", ")
+        )));
     };
     n.checked_mul(1u64 << shift)
         .ok_or_else(|| Failure::usage(format!("size {s:?} is too large")))
 }
 
-fn kdf_options(p: &PbkdfArgs, version: u8) -> Result<KdfOptions, Failure> {
+/// The KDF options of a new keyslot of `format`, whose keyslots take `kinds` (the
+/// default first).
+fn kdf_options(p: &PbkdfArgs, format: &str, kinds: &[KdfKind]) -> Result<KdfOptions, Failure> {
     let kind = match &p.pbkdf {
         Some(k) => KdfKind::parse(k)?,
-        None if version == 1 => KdfKind::Pbkdf2,
-        None => KdfKind::Argon2id,
+        None => kinds[0],
     };
-    if version == 1 && kind != KdfKind::Pbkdf2 {
-        return Err(Failure::usage(
-            "luks1 keyslots use pbkdf2 only (--pbkdf pbkdf2)",
-        ));
+    if let Some(why) = kind.refusal(format, kinds) {
+        return Err(Failure::usage(why));
     }
     let hash = match &p.hash {
         Some(h) => HashAlg::parse(h)?,
@@ -82,29 +79,10 @@ fn kdf_options(p: &PbkdfArgs, version: u8) -> Result<KdfOptions, Failure> {
     })
 }
 
+/// How keyslot `slot` derives its key, for messages.
 fn describe_kdf(h: &Header, slot: usize) -> String {
-    let json = h.to_json();
-    match h {
-        Header::Luks1(l) => format!(
-            "pbkdf2-{} {} iterations",
-            l.hash_spec, l.slots[slot].iterations
-        ),
-        Header::Luks2(_) => {
-            let k = &json["keyslots"][slot.to_string()]["kdf"];
-            match k["type"].as_str() {
-                Some("pbkdf2") => format!(
-                    "pbkdf2-{} {} iterations",
-                    k["hash"].as_str().unwrap_or("?"),
-                    k["iterations"]
-                ),
-                Some(t) => format!(
-                    "{t} time {} memory {} KiB parallel {}",
-                    k["time"], k["memory"], k["cpus"]
-                ),
-                None => "?".into(),
-            }
-        }
-    }
+    h.keyslot_kdf(slot)
+        .map_or_else(|_| "?".to_string(), |k| k.to_string())
 }
 
 pub fn format(a: FormatArgs) -> Result<(), Failure> {
@@ -113,11 +91,12 @@ pub fn format(a: FormatArgs) -> Result<(), Failure> {
         LuksType::Luks2 => Version::Luks2,
     };
     let vnum = if version == Version::Luks1 { 1 } else { 2 };
-    let kdf = kdf_options(&a.pbkdf, vnum)?;
+    let kdf = kdf_options(&a.pbkdf, version.name(), version.kdf_kinds())?;
     let spec: sectorcrypt_crypto::dmcrypt::CipherSpec = a.cipher.parse().map_err(|_| {
         Failure::usage(format!(
-            "unsupported cipher {:?} (aes-xts-plain64, aes-xts-plain, aes-cbc-plain64, aes-cbc-plain, aes-cbc-essiv:sha256)",
-            a.cipher
+            "unsupported cipher {:?} ({})",
+            a.cipher,
+            luks::ciphers().collect::<Vec<_>>().join(", ")
         ))
     })?;
     let key_bits = a.key_size.unwrap_or(match spec.mode {
@@ -128,12 +107,10 @@ pub fn format(a: FormatArgs) -> Result<(), Failure> {
         return Err(Failure::usage("--key-size is in bits, a multiple of 8"));
     }
     let size = a.size.as_deref().map(parse_size).transpose()?;
-    let exists = a.image.exists();
-    let file;
-    let mut created = false;
-    if exists {
-        file = open(&a.image, true)?;
-        let meta = file
+    let (store, created) = if a.image.exists() {
+        let store = image::open_store(&a.image, true)?;
+        let meta = store
+            .file()
             .metadata()
             .map_err(|e| Failure::runtime(e.to_string()))?;
         if let Some(s) = size {
@@ -152,6 +129,7 @@ pub fn format(a: FormatArgs) -> Result<(), Failure> {
             ),
             a.key.batch,
         )?;
+        (store, false)
     } else {
         let Some(s) = size else {
             return Err(Failure::usage(format!(
@@ -159,22 +137,19 @@ pub fn format(a: FormatArgs) -> Result<(), Failure> {
                 a.image.display()
             )));
         };
-        file = OpenOptions::new()
+        let created = |e: std::io::Error| Failure::runtime(format!("{}: {e}", a.image.display()));
+        let file = OpenOptions::new()
             .read(true)
             .write(true)
             .create_new(true)
             .open(&a.image)
-            .map_err(|e| Failure::runtime(format!("{}: {e}", a.image.display())))?;
-        created = true;
-        file.set_len(s)
-            .map_err(|e| Failure::runtime(format!("{}: {e}", a.image.display())))?;
-    }
+            .map_err(created)?;
+        let store = sectorcrypt_volume::FileStore::new(file, a.image.display().to_string());
+        store.file().set_len(s).map_err(created)?;
+        (store, true)
+    };
     let result = (|| {
-        let image_size = {
-            let mut f: &File = &file;
-            std::io::Seek::seek(&mut f, std::io::SeekFrom::End(0))
-                .map_err(|e| Failure::runtime(e.to_string()))?
-        };
+        let image_size = store.size().map_err(|e| Failure::runtime(e.to_string()))?;
         let sector_size = match (a.sector_size, version) {
             (Some(n), _) => n,
             (None, Version::Luks1) => 512,
@@ -198,14 +173,14 @@ pub fn format(a: FormatArgs) -> Result<(), Failure> {
             uuid: None,
         };
         let pass = passphrase::new(a.key.key_file.as_deref())?;
-        let (h, u) = luks::format(&file, &opts, &pass, None)?;
+        let (h, u) = luks::format(&store, &opts, &pass, None)?;
         println!(
             "{}: LUKS{vnum} volume {}, {} with a {}-bit key, {}-byte sectors, {} bytes of data at offset {}",
             a.image.display(),
-            h.uuid(),
+            h.uuid().unwrap_or("-"),
             u.cipher,
             key_bits,
-            u.layout.sector_size(),
+            u.sector_size,
             u.data_size,
             u.data_offset
         );
@@ -213,15 +188,14 @@ pub fn format(a: FormatArgs) -> Result<(), Failure> {
         Ok(())
     })();
     if result.is_err() && created {
-        drop(file);
+        drop(store);
         let _ = std::fs::remove_file(&a.image);
     }
     result
 }
 
 pub fn dump(a: DumpArgs) -> Result<(), Failure> {
-    let file = open(&a.image, false)?;
-    let h = Header::read(&file)?;
+    let h = image::open(&a.image, false)?.header;
     if a.json {
         let text = serde_json::to_string_pretty(&h.to_json())
             .map_err(|e| Failure::runtime(e.to_string()))?;
@@ -232,47 +206,47 @@ pub fn dump(a: DumpArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-fn version_of(h: &Header) -> u8 {
-    h.version()
+/// What add-key and change-key start with: the image opened for writing, the new
+/// keyslot's KDF options and the existing passphrase.
+fn open_for_new_key(a: &AddKeyArgs) -> Result<(Image, KdfOptions, Secret), Failure> {
+    passphrase::check_one_stdin(a.key.key_file.as_deref(), a.new_key_file.as_deref())?;
+    let img = image::open(&a.image, true)?;
+    let kdf = kdf_options(&a.pbkdf, img.header.name(), img.header.kdf_kinds())?;
+    let old = img.passphrase(&a.key)?;
+    Ok((img, kdf, old))
 }
 
 pub fn add_key(a: AddKeyArgs) -> Result<(), Failure> {
-    passphrase::check_one_stdin(a.key.key_file.as_deref(), a.new_key_file.as_deref())?;
-    let file = open(&a.image, true)?;
-    let mut h = Header::read(&file)?;
-    let kdf = kdf_options(&a.pbkdf, version_of(&h))?;
-    let old = passphrase::existing(&a.key, &a.image)?;
-    let u = h.unlock(&file, &old)?;
+    let (mut img, kdf, old) = open_for_new_key(&a)?;
+    let u = img.header.unlock(&img.store, &old)?;
     let new = passphrase::new(a.new_key_file.as_deref())?;
-    let slot = h.add_key(&file, &u, &new, &kdf, a.key.key_slot)?;
-    println!("keyslot {slot} added ({})", describe_kdf(&h, slot));
+    let slot = img
+        .header
+        .add_key(&img.store, &u, &new, &kdf, a.key.key_slot)?;
+    println!("keyslot {slot} added ({})", describe_kdf(&img.header, slot));
     Ok(())
 }
 
 pub fn change_key(a: AddKeyArgs) -> Result<(), Failure> {
-    passphrase::check_one_stdin(a.key.key_file.as_deref(), a.new_key_file.as_deref())?;
-    let file = open(&a.image, true)?;
-    let mut h = Header::read(&file)?;
-    let kdf = kdf_options(&a.pbkdf, version_of(&h))?;
-    let old = passphrase::existing(&a.key, &a.image)?;
+    let (mut img, kdf, old) = open_for_new_key(&a)?;
     // Check the old passphrase before asking for the new one.
-    let u = h.unlock_slot(&file, &old, a.key.key_slot)?;
+    let u = img.header.unlock_slot(&img.store, &old, a.key.key_slot)?;
     let new = passphrase::new(a.new_key_file.as_deref())?;
-    let slot = h.change_key(&file, &old, &new, &kdf, Some(u.keyslot))?;
+    let slot = img
+        .header
+        .change_key(&img.store, &old, &new, &kdf, Some(u.keyslot))?;
     println!(
         "keyslot {} passphrase changed; now in keyslot {slot} ({})",
         u.keyslot,
-        describe_kdf(&h, slot)
+        describe_kdf(&img.header, slot)
     );
     Ok(())
 }
 
 pub fn remove_key(a: RemoveKeyArgs) -> Result<(), Failure> {
-    let file = open(&a.image, true)?;
-    let mut h = Header::read(&file)?;
-    let pass = passphrase::existing(&a.key, &a.image)?;
-    let u = h.unlock_slot(&file, &pass, a.key.key_slot)?;
-    if h.active_keyslots()?.len() == 1 {
+    let mut img = image::open(&a.image, true)?;
+    let u = img.unlock(&a.key)?;
+    if img.header.active_keyslots()?.len() == 1 {
         passphrase::confirm(
             &format!(
                 "Keyslot {} is the last one: after removing it nobody can open {}.",
@@ -282,16 +256,13 @@ pub fn remove_key(a: RemoveKeyArgs) -> Result<(), Failure> {
             a.key.batch,
         )?;
     }
-    h.remove_key(&file, u.keyslot)?;
+    img.header.remove_key(&img.store, u.keyslot)?;
     println!("keyslot {} removed", u.keyslot);
     Ok(())
 }
 
 pub fn test_key(a: TestKeyArgs) -> Result<(), Failure> {
-    let file = open(&a.image, false)?;
-    let h = Header::read(&file)?;
-    let pass = passphrase::existing(&a.key, &a.image)?;
-    let u = h.unlock_slot(&file, &pass, a.key.key_slot)?;
+    let u = image::open(&a.image, false)?.unlock(&a.key)?;
     println!("keyslot {} opens {}", u.keyslot, a.image.display());
     Ok(())
 }
@@ -299,14 +270,14 @@ pub fn test_key(a: TestKeyArgs) -> Result<(), Failure> {
 pub fn header(c: HeaderCommand) -> Result<(), Failure> {
     match c {
         HeaderCommand::Backup { image, file } => {
-            let img = open(&image, false)?;
+            let img = image::open_store(&image, false)?;
             if file.exists() {
                 return Err(Failure::usage(format!(
                     "{} exists; the backup goes to a new file",
                     file.display()
                 )));
             }
-            luks::backup_header(&img, &file)?;
+            sectorcrypt_volume::backup_header(&img, &file)?;
             println!(
                 "headers and keyslots of {} saved to {}",
                 image.display(),
@@ -315,17 +286,14 @@ pub fn header(c: HeaderCommand) -> Result<(), Failure> {
             Ok(())
         }
         HeaderCommand::Restore { image, file, batch } => {
-            let backup = open(&file, false)?;
             // Check the backup before asking anything.
-            let hb = Header::read(&backup)?;
-            let img = open(&image, true)?;
+            let backup = image::open(&file, false)?;
+            let img = image::open_store(&image, true)?;
             let current = Header::read(&img).ok();
-            let warning = match &current {
-                Some(h) if h.uuid() != hb.uuid() => format!(
-                    "{} holds another volume ({}); the backup is of {}. Its keyslots will be replaced.",
+            let warning = match (current.as_ref().and_then(Header::uuid), backup.header.uuid()) {
+                (Some(now), Some(then)) if now != then => format!(
+                    "{} holds another volume ({now}); the backup is of {then}. Its keyslots will be replaced.",
                     image.display(),
-                    h.uuid(),
-                    hb.uuid()
                 ),
                 _ => format!(
                     "The header and keyslots of {} will be replaced with those in {}.",
@@ -334,11 +302,11 @@ pub fn header(c: HeaderCommand) -> Result<(), Failure> {
                 ),
             };
             passphrase::confirm(&warning, batch)?;
-            let h = luks::restore_header(&img, &backup)?;
+            let h = sectorcrypt_volume::restore_header(&img, &backup.store)?;
             println!(
                 "header of {} restored (volume {})",
                 image.display(),
-                h.uuid()
+                h.uuid().unwrap_or("-")
             );
             Ok(())
         }
@@ -346,8 +314,7 @@ pub fn header(c: HeaderCommand) -> Result<(), Failure> {
 }
 
 pub fn erase(a: EraseArgs) -> Result<(), Failure> {
-    let file = open(&a.image, true)?;
-    let mut h = Header::read(&file)?;
+    let mut img = image::open(&a.image, true)?;
     passphrase::confirm(
         &format!(
             "This will destroy every keyslot of {}: the data cannot be opened again without a header backup.",
@@ -355,7 +322,7 @@ pub fn erase(a: EraseArgs) -> Result<(), Failure> {
         ),
         a.batch,
     )?;
-    h.erase(&file)?;
+    img.header.erase(&img.store)?;
     println!("all keyslots of {} destroyed", a.image.display());
     Ok(())
 }

@@ -7,11 +7,10 @@
 
 use crate::args::{ReadArgs, WriteArgs};
 use crate::failure::Failure;
-use crate::passphrase;
+use crate::image;
 use sectorcrypt_volume::atomic::AtomicFile;
 use sectorcrypt_volume::engine::{EngineOptions, Volume};
-use sectorcrypt_volume::luks::{Header, Unlocked};
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{IsTerminal, Read, Write};
 use std::path::Path;
 use std::time::Instant;
@@ -20,36 +19,24 @@ fn io_err(what: impl std::fmt::Display, e: std::io::Error) -> Failure {
     Failure::runtime(format!("{what}: {e}"))
 }
 
-/// Opens `image`, unlocks it and returns the engine over its data area.
-pub fn open_volume(
-    image: &Path,
-    key: &crate::args::KeyArgs,
-    write: bool,
-) -> Result<(Volume, Unlocked), Failure> {
-    let file = OpenOptions::new()
-        .read(true)
-        .write(write)
-        .open(image)
-        .map_err(|e| {
-            if e.kind() == std::io::ErrorKind::NotFound {
-                Failure::usage(format!("{}: {e}", image.display()))
-            } else {
-                io_err(image.display(), e)
-            }
-        })?;
-    let header = Header::read(&file)?;
-    let pass = passphrase::existing(key, image)?;
-    let u = header.unlock_slot(&file, &pass, key.key_slot)?;
-    let volume = u
-        .engine(
-            file,
-            EngineOptions {
-                read_only: !write,
-                ..EngineOptions::default()
-            },
-        )
-        .map_err(|e| Failure::runtime(format!("{}: {e}", image.display())))?;
-    Ok((volume, u))
+/// The volume of `image` for reading or writing.
+fn open_volume(image: &Path, key: &crate::args::KeyArgs, write: bool) -> Result<Volume, Failure> {
+    let opts = EngineOptions {
+        read_only: !write,
+        ..EngineOptions::default()
+    };
+    Ok(image::open_volume(image, key, opts)?.0)
+}
+
+/// Refuses an `--offset` beyond the end of the volume.
+fn check_offset(vol: &Volume, offset: u64) -> Result<(), Failure> {
+    if offset > vol.size() {
+        return Err(Failure::usage(format!(
+            "--offset {offset} is beyond the end of the volume ({} bytes)",
+            vol.size()
+        )));
+    }
+    Ok(())
 }
 
 /// A progress line on a terminal's stderr, at most every 200 ms.
@@ -128,14 +115,9 @@ impl<T: Write + ?Sized> Write for Counted<'_, T> {
 }
 
 pub fn read(a: ReadArgs) -> Result<(), Failure> {
-    let (vol, _u) = open_volume(&a.image, &a.key, false)?;
+    let vol = open_volume(&a.image, &a.key, false)?;
     let offset = a.offset.unwrap_or(0);
-    if offset > vol.size() {
-        return Err(Failure::usage(format!(
-            "--offset {offset} is beyond the end of the volume ({} bytes)",
-            vol.size()
-        )));
-    }
+    check_offset(&vol, offset)?;
     let length = a.length.unwrap_or(vol.size() - offset);
     if offset.checked_add(length).is_none_or(|e| e > vol.size()) {
         return Err(Failure::usage(format!(
@@ -191,7 +173,7 @@ pub fn write(a: WriteArgs) -> Result<(), Failure> {
     }
     let mut input: Box<dyn Read + Send> = match &a.input {
         Some(p) if p != Path::new("-") => {
-            Box::new(File::open(p).map_err(|e| Failure::usage(format!("{}: {e}", p.display())))?)
+            Box::new(File::open(p).map_err(|e| Failure::cannot_open(p, e))?)
         }
         _ => Box::new(std::io::stdin()),
     };
@@ -202,14 +184,9 @@ pub fn write(a: WriteArgs) -> Result<(), Failure> {
             .map(|m| m.len()),
         _ => None,
     };
-    let (vol, _u) = open_volume(&a.image, &a.key, true)?;
+    let vol = open_volume(&a.image, &a.key, true)?;
     let offset = a.offset.unwrap_or(0);
-    if offset > vol.size() {
-        return Err(Failure::usage(format!(
-            "--offset {offset} is beyond the end of the volume ({} bytes)",
-            vol.size()
-        )));
-    }
+    check_offset(&vol, offset)?;
     if let Some(len) = known_len {
         if offset + len > vol.size() {
             return Err(Failure::usage(format!(

@@ -1,6 +1,12 @@
-//! The two ways a command fails, and their exit codes.
+//! How a command fails, and the exit code of each failure: 0 success, 1 a runtime failure
+//! (an I/O error on an image that opened, a closed output), 2 bad usage or bad input (a
+//! missing or unreadable image, a file that is no volume, a damaged or cut-short header,
+//! options the volume cannot take; nothing was written), 3 a wrong passphrase. Volume
+//! errors are mapped here and nowhere else.
 
+use sectorcrypt_volume::Error as VolumeError;
 use std::fmt::Display;
+use std::path::Path;
 
 /// A failed command.
 #[derive(Debug)]
@@ -20,6 +26,22 @@ impl Failure {
 
     pub fn runtime(msg: impl Display) -> Failure {
         Failure::Runtime(msg.to_string())
+    }
+
+    /// An image or input file that cannot be opened (missing, unreadable, a directory):
+    /// bad input.
+    pub fn cannot_open(path: &Path, e: impl Display) -> Failure {
+        Failure::usage(format!("{}: {e}", path.display()))
+    }
+
+    /// A command run as a child process (`mount` in the background) exited with `code`:
+    /// the same failure here.
+    pub fn from_exit_code(code: Option<i32>, msg: impl Display) -> Failure {
+        match code {
+            Some(2) => Failure::usage(msg),
+            Some(3) => Failure::WrongPassphrase(msg.to_string()),
+            _ => Failure::runtime(msg),
+        }
     }
 
     pub fn message(&self) -> &str {
@@ -44,14 +66,13 @@ impl From<sectorcrypt_crypto::Error> for Failure {
     }
 }
 
-/// LUKS errors: a wrong passphrase (exit 3), I/O (exit 1), everything else is about the
-/// volume or the arguments (exit 2).
-impl From<sectorcrypt_volume::luks::Error> for Failure {
-    fn from(e: sectorcrypt_volume::luks::Error) -> Failure {
-        use sectorcrypt_volume::luks::Error as E;
+/// Volume errors: a wrong passphrase (exit 3), I/O on the store (exit 1), everything else
+/// is about the volume or the arguments (exit 2).
+impl From<VolumeError> for Failure {
+    fn from(e: VolumeError) -> Failure {
         match e {
-            E::WrongPassphrase => Failure::WrongPassphrase(e.to_string()),
-            E::Io(_) => Failure::runtime(e),
+            VolumeError::WrongPassphrase => Failure::WrongPassphrase(e.to_string()),
+            VolumeError::Io { .. } => Failure::runtime(e),
             _ => Failure::usage(e),
         }
     }

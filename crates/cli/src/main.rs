@@ -13,6 +13,7 @@ mod cmd_serve;
 mod cmd_volume;
 mod cmd_volume_io;
 mod failure;
+mod image;
 mod passphrase;
 mod volume_export;
 

@@ -3,13 +3,12 @@
 
 use crate::args::{KeyArgs, OpenArgs};
 use crate::failure::Failure;
-use crate::passphrase;
-use sectorcrypt_crypto::dmcrypt::{CipherSpec, SectorCipher, SectorLayout};
+use crate::image;
+use sectorcrypt_crypto::dmcrypt::CipherSpec;
 use sectorcrypt_nbd::Export;
 use sectorcrypt_volume::engine::{EngineOptions, Volume};
-use sectorcrypt_volume::luks::Header;
-use std::fs::{File, OpenOptions};
-use std::io::{self, Seek, SeekFrom, Write};
+use sectorcrypt_volume::{Geometry, IvRule, Layout, Store};
+use std::io::{self, Write};
 use zeroize::Zeroizing;
 
 /// An open volume as an NBD export.
@@ -57,14 +56,6 @@ impl Export for VolumeExport {
     }
 }
 
-fn open_file(a: &OpenArgs) -> Result<File, Failure> {
-    OpenOptions::new()
-        .read(true)
-        .write(!a.read_only)
-        .open(&a.image)
-        .map_err(|e| Failure::usage(format!("cannot open {}: {e}", a.image.display())))
-}
-
 fn options(a: &OpenArgs) -> Result<EngineOptions, Failure> {
     if a.threads == Some(0) {
         return Err(Failure::usage("--threads must be at least 1"));
@@ -81,19 +72,12 @@ pub fn open(a: &OpenArgs) -> Result<VolumeExport, Failure> {
     if a.onetime {
         return onetime(a);
     }
-    let file = open_file(a)?;
-    let header = Header::read(&file)?;
     let key = KeyArgs {
         key_file: a.key_file.clone(),
         key_slot: None,
         batch: false,
     };
-    let pass = passphrase::existing(&key, &a.image)?;
-    let unlocked = header.unlock(&file, &pass)?;
-    drop(pass);
-    let volume = unlocked
-        .engine(file, options(a)?)
-        .map_err(|e| Failure::runtime(format!("{}: {e}", a.image.display())))?;
+    let (volume, unlocked) = image::open_volume(&a.image, &key, options(a)?)?;
     let _ = writeln!(
         io::stderr(),
         "sectorcrypt: {} unlocked with keyslot {}: {} bytes of {}, {}-byte sectors",
@@ -101,7 +85,7 @@ pub fn open(a: &OpenArgs) -> Result<VolumeExport, Failure> {
         unlocked.keyslot,
         unlocked.data_size,
         unlocked.cipher,
-        unlocked.layout.sector_size()
+        unlocked.sector_size
     );
     Ok(VolumeExport {
         volume,
@@ -117,9 +101,9 @@ fn onetime(a: &OpenArgs) -> Result<VolumeExport, Failure> {
             "--onetime with --read-only: nothing written under a fresh key could be read",
         ));
     }
-    let mut file = open_file(a)?;
-    let len = file
-        .seek(SeekFrom::End(0))
+    let store = image::open_store(&a.image, true)?;
+    let len = store
+        .size()
         .map_err(|e| Failure::runtime(format!("{}: {e}", a.image.display())))?;
     let size = len / 512 * 512;
     if size == 0 {
@@ -132,10 +116,16 @@ fn onetime(a: &OpenArgs) -> Result<VolumeExport, Failure> {
     getrandom::getrandom(&mut key[..])
         .map_err(|e| Failure::runtime(format!("no random key from the OS: {e}")))?;
     let spec: CipherSpec = "aes-xts-plain64".parse()?;
-    let cipher = SectorCipher::new(spec, &key[..], SectorLayout::new(512, false)?)?;
+    let geometry = Geometry {
+        sector_size: 512,
+        data_offset: 0,
+        size,
+        iv: IvRule::Units512 { first: 0 },
+        metadata: None,
+    };
+    let layout = Layout::single(geometry, spec, &key[..])?;
     drop(key);
-    let volume = Volume::new(file, cipher, 0, size, 0, options(a)?)
-        .map_err(|e| Failure::runtime(format!("{}: {e}", a.image.display())))?;
+    let volume = Volume::new(Box::new(store), layout, options(a)?)?;
     let _ = writeln!(
         io::stderr(),
         "sectorcrypt: one-time volume of {size} bytes (aes-xts-plain64, random 512-bit key \

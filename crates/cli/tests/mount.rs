@@ -4,24 +4,16 @@
 //! check the files. Needs /dev/fuse, root (for
 //! losetup and mount) and the tools; otherwise the test says why it is skipped.
 
+mod support;
+#[path = "support/volumes.rs"]
+mod volumes;
+
+use sectorcrypt_testkit::run_stdout as sh;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
-
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_sectorcrypt")
-}
-
-fn sh(cmd: &mut Command) -> String {
-    let out = cmd.output().unwrap();
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed: {}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
+use support::{bin, code, s, sc};
+use volumes::mounted;
 
 /// Why this machine cannot run the test, if it cannot.
 fn unavailable() -> Option<String> {
@@ -72,14 +64,6 @@ fn unavailable() -> Option<String> {
     None
 }
 
-fn mounted(mp: &Path) -> bool {
-    let mp = mp.to_string_lossy().to_string();
-    std::fs::read_to_string("/proc/self/mountinfo")
-        .unwrap()
-        .lines()
-        .any(|l| l.split(' ').nth(4) == Some(mp.as_str()))
-}
-
 /// Undoes whatever the test set up, even when it fails half-way.
 struct Cleanup {
     fs_mount: PathBuf,
@@ -104,15 +88,30 @@ impl Drop for Cleanup {
     }
 }
 
-/// Mounts the volume (the command returns once mounted), attaches a loop device.
-fn attach(img: &Path, pass: &Path, fuse_mount: &Path, clean: &mut Cleanup) -> String {
+/// `sectorcrypt mount IMG MP --key-file PASS` (which returns once mounted).
+fn mount_volume(img: &Path, pass: &Path, mp: &Path) {
     sh(Command::new(bin())
         .arg("mount")
         .arg(img)
-        .arg(fuse_mount)
+        .arg(mp)
         .arg("--key-file")
         .arg(pass));
-    assert!(mounted(fuse_mount));
+    assert!(mounted(mp));
+}
+
+/// `sectorcrypt umount MP`, then waits until the serving process let go of it.
+fn unmount_volume(mp: &Path) {
+    sh(Command::new(bin()).arg("umount").arg(mp));
+    let t0 = Instant::now();
+    while mounted(mp) {
+        assert!(t0.elapsed() < Duration::from_secs(20), "still mounted");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Mounts the volume, attaches a loop device to its disk.
+fn attach(img: &Path, pass: &Path, fuse_mount: &Path, clean: &mut Cleanup) -> String {
+    mount_volume(img, pass, fuse_mount);
     let disk = fuse_mount.join("disk");
     let dev = sh(Command::new("losetup").args(["-f", "--show"]).arg(&disk))
         .trim()
@@ -121,16 +120,11 @@ fn attach(img: &Path, pass: &Path, fuse_mount: &Path, clean: &mut Cleanup) -> St
     dev
 }
 
-/// Detaches the loop device and unmounts the volume; waits for the unmount.
+/// Detaches the loop device and unmounts the volume.
 fn detach(dev: &str, fuse_mount: &Path, clean: &mut Cleanup) {
     sh(Command::new("losetup").args(["-d", dev]));
     clean.loopdev = None;
-    sh(Command::new(bin()).arg("umount").arg(fuse_mount));
-    let t0 = Instant::now();
-    while mounted(fuse_mount) {
-        assert!(t0.elapsed() < Duration::from_secs(20), "still mounted");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    unmount_volume(fuse_mount);
 }
 
 #[test]
@@ -141,14 +135,8 @@ fn ext4_on_a_loop_device_over_the_mounted_volume() {
     }
     let dir = tempfile::tempdir().unwrap();
     let img = dir.path().join("vol.img");
-    let pass = dir.path().join("pass");
-    std::fs::write(&pass, b"mount test passphrase").unwrap();
-    sh(Command::new("qemu-img")
-        .args(["create", "-q", "-f", "luks", "--object"])
-        .arg(format!("secret,id=s0,file={}", pass.display()))
-        .args(["-o", "key-secret=s0,iter-time=10"])
-        .arg(&img)
-        .arg("48M"));
+    let pass = volumes::key_file(dir.path(), "pass", "mount test passphrase");
+    volumes::qemu_luks(&img, &pass, 48 << 20);
     let fuse_mount = dir.path().join("plain");
     let fs_mount = dir.path().join("fs");
     std::fs::create_dir(&fuse_mount).unwrap();
@@ -196,12 +184,7 @@ fn ext4_on_a_loop_device_over_the_mounted_volume() {
     detach(&dev, &fuse_mount, &mut clean);
 
     // Unmounting again is a clear usage error.
-    let out = Command::new(bin())
-        .arg("umount")
-        .arg(&fuse_mount)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(code(&sc(&["umount", s(&fuse_mount)], b"")), 2);
 }
 
 #[test]
@@ -211,22 +194,11 @@ fn the_mounted_file_reads_and_writes_at_odd_offsets_and_keeps_its_size() {
         eprintln!("skipped: no /dev/fuse");
         return;
     }
-    for tool in ["fusermount3", "qemu-img"] {
-        if Command::new(tool).arg("--version").output().is_err() {
-            eprintln!("skipped: {tool} is not installed");
-            return;
-        }
-    }
+    sectorcrypt_testkit::require!("fusermount3", "qemu-img");
     let dir = tempfile::tempdir().unwrap();
     let img = dir.path().join("vol.img");
-    let pass = dir.path().join("pass");
-    std::fs::write(&pass, b"odd offsets").unwrap();
-    sh(Command::new("qemu-img")
-        .args(["create", "-q", "-f", "luks", "--object"])
-        .arg(format!("secret,id=s0,file={}", pass.display()))
-        .args(["-o", "key-secret=s0,iter-time=10"])
-        .arg(&img)
-        .arg("4M"));
+    let pass = volumes::key_file(dir.path(), "pass", "odd offsets");
+    volumes::qemu_luks(&img, &pass, 4 << 20);
     let mp = dir.path().join("plain");
     std::fs::create_dir(&mp).unwrap();
     let mp = std::fs::canonicalize(&mp).unwrap();
@@ -235,22 +207,8 @@ fn the_mounted_file_reads_and_writes_at_odd_offsets_and_keeps_its_size() {
         loopdev: None,
         fuse_mount: mp.clone(),
     };
-    let mount = || {
-        sh(Command::new(bin())
-            .arg("mount")
-            .arg(&img)
-            .arg(&mp)
-            .arg("--key-file")
-            .arg(&pass));
-    };
-    let unmount = || {
-        sh(Command::new(bin()).arg("umount").arg(&mp));
-        let t0 = Instant::now();
-        while mounted(&mp) {
-            assert!(t0.elapsed() < Duration::from_secs(20), "still mounted");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    };
+    let mount = || mount_volume(&img, &pass, &mp);
+    let unmount = || unmount_volume(&mp);
     mount();
     let disk = mp.join("disk");
     let names: Vec<_> = std::fs::read_dir(&mp)

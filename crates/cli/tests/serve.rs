@@ -2,37 +2,16 @@
 //! qemu-io): a one-time volume round trip, a clean stop on SIGTERM and SIGINT, refused
 //! listen addresses.
 
+mod support;
+#[path = "support/volumes.rs"]
+mod volumes;
+
 use rand::{RngCore, SeedableRng};
+use sectorcrypt_testkit::{require, run_stdout as run};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_sectorcrypt")
-}
-
-fn have(tool: &str) -> bool {
-    let ok = Command::new(tool)
-        .arg("--version")
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false);
-    if !ok {
-        eprintln!("skipped: {tool} is not installed");
-    }
-    ok
-}
-
-fn run(cmd: &mut Command) -> String {
-    let out = cmd.output().unwrap();
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed: {}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
+use support::{code, ok, s, sc};
 
 /// A `sectorcrypt serve` process; killed if the test ends early.
 struct Served {
@@ -42,24 +21,16 @@ struct Served {
 
 impl Served {
     fn start(args: &[&str], sock: &Path) -> Served {
-        let child = Command::new(bin())
-            .arg("serve")
-            .args(args)
-            .arg("--socket")
-            .arg(sock)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut s = Served {
+        let all = [&["serve"], args, &["--socket", s(sock)]].concat();
+        let child = volumes::spawn(&all, Stdio::piped());
+        let mut served = Served {
             child: Some(child),
             sock: sock.to_path_buf(),
         };
         let t0 = Instant::now();
         while !sock.exists() {
-            if let Some(st) = s.child.as_mut().unwrap().try_wait().unwrap() {
-                let out = s.child.take().unwrap().wait_with_output().unwrap();
+            if let Some(st) = served.child.as_mut().unwrap().try_wait().unwrap() {
+                let out = served.child.take().unwrap().wait_with_output().unwrap();
                 panic!(
                     "serve exited with {st}: {}",
                     String::from_utf8_lossy(&out.stderr)
@@ -68,7 +39,7 @@ impl Served {
             assert!(t0.elapsed() < Duration::from_secs(20), "no socket");
             std::thread::sleep(Duration::from_millis(20));
         }
-        s
+        served
     }
 
     fn uri(&self) -> String {
@@ -97,9 +68,7 @@ impl Drop for Served {
 
 #[test]
 fn onetime_volume_round_trips_through_nbdcopy_and_stops_cleanly() {
-    if !have("nbdcopy") || !have("qemu-io") {
-        return;
-    }
+    require!("nbdcopy", "qemu-io");
     let dir = tempfile::tempdir().unwrap();
     let img = dir.path().join("scratch.img");
     let size = 16 << 20;
@@ -111,7 +80,7 @@ fn onetime_volume_round_trips_through_nbdcopy_and_stops_cleanly() {
     std::fs::write(&input, &plain).unwrap();
 
     let sock = dir.path().join("s.sock");
-    let srv = Served::start(&[img.to_str().unwrap(), "--onetime"], &sock);
+    let srv = Served::start(&[s(&img), "--onetime"], &sock);
     let info = run(Command::new("nbdinfo").arg("--size").arg(srv.uri()));
     assert_eq!(info.trim(), size.to_string());
     run(Command::new("nbdcopy")
@@ -146,7 +115,7 @@ fn sigint_stops_the_server_cleanly() {
     let img = dir.path().join("scratch.img");
     std::fs::write(&img, vec![0u8; 1 << 20]).unwrap();
     let sock = dir.path().join("s.sock");
-    let srv = Served::start(&[img.to_str().unwrap(), "--onetime"], &sock);
+    let srv = Served::start(&[s(&img), "--onetime"], &sock);
     let (status, log) = srv.stop("INT");
     assert!(status.success(), "exit {status}: {log}");
     assert!(!sock.exists());
@@ -157,66 +126,38 @@ fn non_loopback_addresses_and_bad_arguments_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let img = dir.path().join("scratch.img");
     std::fs::write(&img, vec![0u8; 1 << 20]).unwrap();
+    let onetime = ["serve", s(&img), "--onetime"];
     for addr in ["0.0.0.0:10809", "10.1.2.3:10809", "not-an-address"] {
-        let out = Command::new(bin())
-            .args([
-                "serve",
-                img.to_str().unwrap(),
-                "--onetime",
-                "--listen",
-                addr,
-            ])
-            .output()
-            .unwrap();
-        assert_eq!(out.status.code(), Some(2), "{addr}");
+        let out = sc(&[&onetime[..], &["--listen", addr]].concat(), b"");
+        assert_eq!(code(&out), 2, "{addr}");
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains("loopback") || err.contains("address"), "{err}");
     }
     // Neither --socket nor --listen.
-    let out = Command::new(bin())
-        .args(["serve", img.to_str().unwrap(), "--onetime"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(code(&sc(&onetime, b"")), 2);
     // A missing image.
-    let out = Command::new(bin())
-        .args(["serve", "/nonexistent/x.img", "--onetime", "--socket"])
-        .arg(dir.path().join("s"))
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
+    let sock = dir.path().join("s");
+    let missing = [
+        "serve",
+        "/nonexistent/x.img",
+        "--onetime",
+        "--socket",
+        s(&sock),
+    ];
+    assert_eq!(code(&sc(&missing, b"")), 2);
     // A regular file where the socket should go is not replaced.
     let taken = dir.path().join("taken");
     std::fs::write(&taken, b"keep").unwrap();
-    let out = Command::new(bin())
-        .args(["serve", img.to_str().unwrap(), "--onetime", "--socket"])
-        .arg(&taken)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
+    let out = sc(&[&onetime[..], &["--socket", s(&taken)]].concat(), b"");
+    assert_eq!(code(&out), 2);
     assert_eq!(std::fs::read(&taken).unwrap(), b"keep");
 }
 
-/// A LUKS1 volume made by qemu-img (low iteration time), filled with `plain`.
+/// A LUKS1 volume of `size` bytes made by qemu-img, and its passphrase file.
 fn qemu_luks(dir: &Path, size: usize) -> (PathBuf, PathBuf) {
     let img = dir.join("luks.img");
-    let pass = dir.join("pass");
-    std::fs::write(&pass, b"correct horse").unwrap();
-    run(Command::new("qemu-img")
-        .args(
-            [
-                "create",
-                "-q",
-                "-f",
-                "luks",
-                "--object",
-                "secret,id=s0,file=PASS",
-            ]
-            .map(|a| a.replace("PASS", pass.to_str().unwrap())),
-        )
-        .args(["-o", "key-secret=s0,iter-time=10"])
-        .arg(&img)
-        .arg(size.to_string()));
+    let pass = volumes::key_file(dir, "pass", "correct horse");
+    volumes::qemu_luks(&img, &pass, size);
     (img, pass)
 }
 
@@ -239,9 +180,7 @@ fn qemu_plaintext(dir: &Path, img: &Path, pass: &Path) -> Vec<u8> {
 
 #[test]
 fn luks_volume_flush_then_kill_9_loses_nothing_acknowledged() {
-    if !have("nbdcopy") || !have("qemu-img") || !have("qemu-io") {
-        return;
-    }
+    require!("nbdcopy", "qemu-img", "qemu-io");
     let dir = tempfile::tempdir().unwrap();
     let size = 8 << 20;
     let (img, pass) = qemu_luks(dir.path(), size);
@@ -251,10 +190,7 @@ fn luks_volume_flush_then_kill_9_loses_nothing_acknowledged() {
     std::fs::write(&input, &plain).unwrap();
 
     let sock = dir.path().join("s.sock");
-    let mut srv = Served::start(
-        &[img.to_str().unwrap(), "--key-file", pass.to_str().unwrap()],
-        &sock,
-    );
+    let mut srv = Served::start(&[s(&img), "--key-file", s(&pass)], &sock);
     // nbdcopy --flush returns after the server acknowledged the flush.
     run(Command::new("nbdcopy")
         .args(["--connections", "2", "--flush"])
@@ -286,15 +222,7 @@ fn luks_volume_flush_then_kill_9_loses_nothing_acknowledged() {
     );
     // And through a new server.
     let _ = std::fs::remove_file(&sock);
-    let srv = Served::start(
-        &[
-            img.to_str().unwrap(),
-            "--key-file",
-            pass.to_str().unwrap(),
-            "--read-only",
-        ],
-        &sock,
-    );
+    let srv = Served::start(&[s(&img), "--key-file", s(&pass), "--read-only"], &sock);
     let output = dir.path().join("out.bin");
     run(Command::new("nbdcopy").arg(srv.uri()).arg(&output));
     assert!(std::fs::read(&output).unwrap() == plain);
@@ -309,27 +237,21 @@ fn luks_volume_flush_then_kill_9_loses_nothing_acknowledged() {
 
 #[test]
 fn wrong_passphrase_exits_3_and_serves_nothing() {
-    if !have("qemu-img") {
-        return;
-    }
+    require!("qemu-img");
     let dir = tempfile::tempdir().unwrap();
     let (img, _) = qemu_luks(dir.path(), 1 << 20);
-    let wrong = dir.path().join("wrong");
-    std::fs::write(&wrong, b"incorrect").unwrap();
+    let wrong = volumes::key_file(dir.path(), "wrong", "incorrect");
     let sock = dir.path().join("s.sock");
-    let out = Command::new(bin())
-        .args(["serve", img.to_str().unwrap(), "--key-file"])
-        .arg(&wrong)
-        .arg("--socket")
-        .arg(&sock)
-        .output()
-        .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(3),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let args = [
+        "serve",
+        s(&img),
+        "--key-file",
+        s(&wrong),
+        "--socket",
+        s(&sock),
+    ];
+    let out = sc(&args, b"");
+    assert_eq!(code(&out), 3, "{}", String::from_utf8_lossy(&out.stderr));
     assert!(!sock.exists());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -340,43 +262,15 @@ fn wrong_passphrase_exits_3_and_serves_nothing() {
 
 #[test]
 fn luks2_4096_byte_sectors_advertise_their_block_size() {
-    if !have("nbdinfo") || !have("qemu-io") {
-        return;
-    }
+    require!("nbdinfo", "qemu-io");
     let dir = tempfile::tempdir().unwrap();
     let img = dir.path().join("l2.img");
-    let pass = dir.path().join("pass");
-    std::fs::write(&pass, b"four k sectors").unwrap();
-    let out = Command::new(bin())
-        .args([
-            "format",
-            img.to_str().unwrap(),
-            "--size",
-            "24M",
-            "--sector-size",
-            "4096",
-        ])
-        .args([
-            "--pbkdf",
-            "pbkdf2",
-            "--pbkdf-force-iterations",
-            "1000",
-            "--batch",
-        ])
-        .arg("--key-file")
-        .arg(&pass)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let pass = volumes::key_file(dir.path(), "pass", "four k sectors");
+    let args = ["format", s(&img), "--size", "24M", "--sector-size", "4096"];
+    let more = ["--batch", "--key-file", s(&pass)];
+    ok(sc(&[&args[..], &volumes::FAST, &more].concat(), b""));
     let sock = dir.path().join("s.sock");
-    let srv = Served::start(
-        &[img.to_str().unwrap(), "--key-file", pass.to_str().unwrap()],
-        &sock,
-    );
+    let srv = Served::start(&[s(&img), "--key-file", s(&pass)], &sock);
     let json = run(Command::new("nbdinfo").arg("--json").arg(srv.uri()));
     let has = |k: &str, v: &str| {
         json.replace([' ', '\n'], "")
@@ -410,9 +304,7 @@ fn luks2_4096_byte_sectors_advertise_their_block_size() {
 
 #[test]
 fn trim_is_offered_only_with_allow_discards_and_punches_holes() {
-    if !have("nbdinfo") || !have("qemu-io") {
-        return;
-    }
+    require!("nbdinfo", "qemu-io");
     use std::os::unix::fs::MetadataExt;
     let dir = tempfile::tempdir().unwrap();
     let img = dir.path().join("scratch.img");
@@ -420,15 +312,12 @@ fn trim_is_offered_only_with_allow_discards_and_punches_holes() {
     let sock = dir.path().join("s.sock");
     let flat = |j: &str| j.replace([' ', '\n'], "");
 
-    let srv = Served::start(&[img.to_str().unwrap(), "--onetime"], &sock);
+    let srv = Served::start(&[s(&img), "--onetime"], &sock);
     let json = flat(&run(Command::new("nbdinfo").arg("--json").arg(srv.uri())));
     assert!(json.contains("\"can_trim\":false"), "{json}");
     srv.stop("TERM");
 
-    let srv = Served::start(
-        &[img.to_str().unwrap(), "--onetime", "--allow-discards"],
-        &sock,
-    );
+    let srv = Served::start(&[s(&img), "--onetime", "--allow-discards"], &sock);
     let json = flat(&run(Command::new("nbdinfo").arg("--json").arg(srv.uri())));
     assert!(json.contains("\"can_trim\":true"), "{json}");
     let before = std::fs::metadata(&img).unwrap().blocks();

@@ -1,70 +1,19 @@
 //! The volume commands end to end: format, dump, test-key, add-key, change-key,
-//! remove-key, header backup/restore, erase; exit codes (3 for a wrong passphrase, 2 for
-//! bad input with nothing changed); a kill -9 in the middle of add-key leaves a volume
+//! remove-key, header backup/restore, erase, read, write; exit codes (3 for a wrong
+//! passphrase, 2 for bad input with nothing changed), the same in every command that opens
+//! an image (serve and mount included); a kill -9 in the middle of add-key leaves a volume
 //! that opens.
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+mod support;
+#[path = "support/volumes.rs"]
+mod volumes;
+
+use sectorcrypt_testkit::{have, pattern, run};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::Instant;
-
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_sectorcrypt")
-}
-
-fn sc(args: &[&str], stdin: &[u8]) -> Output {
-    let mut child = Command::new(bin())
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run sectorcrypt");
-    let mut input = child.stdin.take().unwrap();
-    let data = stdin.to_vec();
-    let w = std::thread::spawn(move || {
-        let _ = input.write_all(&data);
-    });
-    let out = child.wait_with_output().unwrap();
-    w.join().unwrap();
-    out
-}
-
-fn code(o: &Output) -> i32 {
-    o.status.code().unwrap_or(-1)
-}
-
-fn ok(o: Output) -> String {
-    assert!(
-        o.status.success(),
-        "exit {:?}: {}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8(o.stdout).unwrap()
-}
-
-const FAST: [&str; 4] = ["--pbkdf", "pbkdf2", "--pbkdf-force-iterations", "1000"];
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
-
-fn key(dir: &Path, name: &str, pass: &str) -> PathBuf {
-    let p = dir.join(name);
-    std::fs::write(&p, pass).unwrap();
-    p
-}
-
-fn new_volume(dir: &Path, extra: &[&str]) -> PathBuf {
-    let img = dir.join("v.img");
-    let k = key(dir, "k0", "zero");
-    let mut args = vec!["format", s(&img), "--size", "20M", "--key-file", s(&k)];
-    args.extend_from_slice(&FAST);
-    args.extend_from_slice(extra);
-    ok(sc(&args, b""));
-    img
-}
+use support::{code, ok, ok_bytes, s, sc};
+use volumes::{key_file as key, new_volume, write_volume, FAST};
 
 fn test_key(img: &Path, pass: &str) -> i32 {
     code(&sc(
@@ -126,7 +75,7 @@ fn keys_lifecycle_and_exit_codes() {
         serde_json::from_str(&ok(sc(&["dump", s(&img), "--json"], b""))).unwrap();
     assert_eq!(json["segments"]["0"]["sector_size"], 4096);
     assert_eq!(json["keyslots"].as_object().unwrap().len(), 1);
-    if Command::new("cryptsetup").arg("--version").output().is_ok() {
+    if have("cryptsetup") {
         let kf = key(dir.path(), "kz", "zero");
         let st = Command::new("cryptsetup")
             .args(["open", "--test-passphrase", "--key-file", s(&kf), s(&img)])
@@ -169,66 +118,30 @@ fn format_refuses_bad_requests_and_leaves_no_file() {
     let dir = tempfile::tempdir().unwrap();
     let img = dir.path().join("x.img");
     let k = key(dir.path(), "k", "pw");
-    for args in [
-        vec!["format", s(&img), "--key-file", s(&k)],
-        vec![
-            "format",
-            s(&img),
-            "--size",
-            "20M",
-            "--type",
-            "luks1",
-            "--pbkdf",
-            "argon2id",
-            "--key-file",
-            s(&k),
-        ],
-        vec![
-            "format",
-            s(&img),
-            "--size",
-            "20M",
-            "--cipher",
-            "aes-xts-plain64",
-            "--key-size",
-            "128",
-            "--key-file",
-            s(&k),
-        ],
-        vec![
-            "format",
-            s(&img),
-            "--size",
-            "20M",
-            "--cipher",
-            "twofish-xts-plain64",
-            "--key-file",
-            s(&k),
-        ],
-        vec![
-            "format",
-            s(&img),
-            "--size",
-            "20M",
-            "--sector-size",
-            "8192",
-            "--key-file",
-            s(&k),
-        ],
-        vec!["format", s(&img), "--size", "1M", "--key-file", s(&k)],
-        vec![
-            "format",
-            s(&img),
-            "--size",
-            "20M",
-            "--pbkdf-force-iterations",
-            "10",
-            "--pbkdf",
-            "pbkdf2",
-            "--key-file",
-            s(&k),
-        ],
-    ] {
+    // (--size, more arguments): no size for a new image, argon2 for luks1, a 128-bit XTS
+    // key, an unknown cipher, 8192-byte sectors, no room for the metadata, too few
+    // iterations.
+    let bad: [(Option<&str>, &[&str]); 7] = [
+        (None, &[]),
+        (Some("20M"), &["--type", "luks1", "--pbkdf", "argon2id"]),
+        (
+            Some("20M"),
+            &["--cipher", "aes-xts-plain64", "--key-size", "128"],
+        ),
+        (Some("20M"), &["--cipher", "twofish-xts-plain64"]),
+        (Some("20M"), &["--sector-size", "8192"]),
+        (Some("1M"), &[]),
+        (
+            Some("20M"),
+            &["--pbkdf-force-iterations", "10", "--pbkdf", "pbkdf2"],
+        ),
+    ];
+    for (size, more) in bad {
+        let mut args = vec!["format", s(&img), "--key-file", s(&k)];
+        if let Some(size) = size {
+            args.extend(["--size", size]);
+        }
+        args.extend_from_slice(more);
         let o = sc(&args, b"");
         assert_eq!(
             code(&o),
@@ -284,10 +197,7 @@ fn kill_9_during_add_key(luks_type: &str) {
     let t = Instant::now();
     ok(sc(&args, b""));
     let full = t.elapsed();
-    let have_cryptsetup = Command::new("cryptsetup")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
+    let have_cryptsetup = have("cryptsetup");
     if !have_cryptsetup {
         // The kill test itself still runs; only the cryptsetup cross-check is skipped.
         eprintln!("skipped: cryptsetup is not installed");
@@ -295,13 +205,7 @@ fn kill_9_during_add_key(luks_type: &str) {
     let mut outcomes = [0usize; 2];
     for i in 0..16u32 {
         std::fs::write(&img, &pristine).unwrap();
-        let mut child = Command::new(bin())
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+        let mut child = volumes::spawn(&args, Stdio::null());
         std::thread::sleep(full * i / 12);
         let _ = child.kill();
         let _ = child.wait();
@@ -323,17 +227,6 @@ fn kill_9_during_add_key(luks_type: &str) {
     );
 }
 
-fn pattern(len: usize, seed: u8) -> Vec<u8> {
-    (0..len)
-        .map(|i| {
-            (i as u32)
-                .wrapping_mul(2_654_435_761)
-                .rotate_left(seed as u32 % 31) as u8
-                ^ seed
-        })
-        .collect()
-}
-
 #[test]
 fn write_and_read_through_the_engine() {
     let dir = tempfile::tempdir().unwrap();
@@ -341,12 +234,8 @@ fn write_and_read_through_the_engine() {
     let k0 = dir.path().join("k0");
     let size = 4usize << 20;
     let data = pattern(size, 9);
+    write_volume(dir.path(), &img, &k0, &data);
     let input = dir.path().join("in");
-    std::fs::write(&input, &data).unwrap();
-    ok(sc(
-        &["write", s(&img), "--input", s(&input), "--key-file", s(&k0)],
-        b"",
-    ));
     let out = dir.path().join("out");
     ok(sc(
         &["read", s(&img), "--output", s(&out), "--key-file", s(&k0)],
@@ -414,77 +303,37 @@ fn write_and_read_through_the_engine() {
     assert!(std::fs::read(&img).unwrap() == before);
 }
 
-fn ok_bytes(o: Output) -> Vec<u8> {
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    o.stdout
-}
-
 /// LUKS1 written by `sectorcrypt write` reads back byte-exact through qemu-img and
 /// nbdkit's luks filter.
 #[test]
 fn luks1_written_here_reads_back_in_qemu_img_and_nbdkit() {
-    for tool in ["qemu-img", "nbdkit", "nbdcopy"] {
-        if Command::new(tool).arg("--version").output().is_err() {
-            eprintln!("skipped: {tool} is not installed");
-            return;
-        }
-    }
+    sectorcrypt_testkit::require!("qemu-img", "nbdkit", "nbdcopy");
     let dir = tempfile::tempdir().unwrap();
     let img = dir.path().join("v.img");
     let k0 = key(dir.path(), "k0", "luks one");
+    let args = ["format", s(&img), "--size", "5M", "--type", "luks1"];
     ok(sc(
-        &[
-            &[
-                "format",
-                s(&img),
-                "--size",
-                "5M",
-                "--type",
-                "luks1",
-                "--key-file",
-                s(&k0),
-            ][..],
-            &FAST,
-        ]
-        .concat(),
+        &[&args[..], &["--key-file", s(&k0)], &FAST].concat(),
         b"",
     ));
     let data = pattern(3 << 20, 4);
-    let input = dir.path().join("in");
-    std::fs::write(&input, &data).unwrap();
-    ok(sc(
-        &["write", s(&img), "--input", s(&input), "--key-file", s(&k0)],
-        b"",
-    ));
+    write_volume(dir.path(), &img, &k0, &data);
     let q = dir.path().join("q.raw");
-    let o = Command::new("qemu-img")
-        .args([
-            "convert",
-            "-q",
-            "-O",
-            "raw",
-            "--object",
-            "secret,id=s,data=luks one",
-            "--image-opts",
-        ])
+    run(Command::new("qemu-img")
+        .args(["convert", "-q", "-O", "raw", "--object"])
+        .args(["secret,id=s,data=luks one", "--image-opts"])
         .arg(format!(
             "driver=luks,key-secret=s,file.filename={}",
             s(&img)
         ))
-        .arg(&q)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        .arg(&q));
     assert!(std::fs::read(&q).unwrap()[..data.len()] == data[..]);
     let n = dir.path().join("n.raw");
-    let o = Command::new("nbdkit")
+    run(Command::new("nbdkit")
         .args(["-U", "-", "file", s(&img), "--filter=luks"])
         .arg(format!("passphrase=+{}", s(&k0)))
         .arg("--run")
-        .arg(format!("nbdcopy \"$uri\" {}", s(&n)))
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        .arg(format!("nbdcopy \"$uri\" {}", s(&n))));
     assert!(std::fs::read(&n).unwrap()[..data.len()] == data[..]);
 }
 
@@ -498,4 +347,89 @@ fn demo_formats_writes_verifies_and_removes_a_volume() {
         .find_map(|l| l.strip_prefix("removed      : "))
         .expect("removed line");
     assert!(!Path::new(path).exists(), "{path} was left behind");
+}
+
+/// The commands that open a volume, as argument lists: `IMG` is the image under test, `KEY`
+/// its key file; `OTHER` a good volume, `DIR` the test's directory.
+const OPENING: [&[&str]; 12] = [
+    &["dump", "IMG"],
+    &["test-key", "IMG", "--key-file", "KEY"],
+    &["add-key", "IMG", "DIR/k2", "--key-file", "KEY"],
+    &["change-key", "IMG", "DIR/k2", "--key-file", "KEY"],
+    &["remove-key", "IMG", "--key-file", "KEY", "--batch"],
+    &["header", "backup", "IMG", "DIR/backup"],
+    // The image under test as the backup to restore.
+    &["header", "restore", "OTHER", "IMG", "--batch"],
+    &["erase", "IMG", "--batch"],
+    &["read", "IMG", "--key-file", "KEY", "--output", "DIR/out"],
+    &["write", "IMG", "--key-file", "KEY", "--input", "DIR/in"],
+    &["serve", "IMG", "--key-file", "KEY", "--socket", "DIR/sock"],
+    &["mount", "IMG", "DIR/mnt", "--key-file", "KEY"],
+];
+
+/// Every command that opens a volume fails alike on the same image: exit 2 (bad input)
+/// for an image that is missing, a directory, no volume at all or cut inside its header,
+/// exit 3 for a wrong passphrase (in the commands that take one); nothing is written,
+/// served or mounted.
+#[test]
+fn every_command_fails_alike_on_an_image_it_cannot_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let other = new_volume(d, &[]);
+    let good = std::fs::read(&other).unwrap();
+    let wrong = key(d, "wrong", "not the passphrase");
+    key(d, "k2", "two");
+    std::fs::write(d.join("in"), b"plaintext").unwrap();
+    std::fs::create_dir(d.join("mnt")).unwrap();
+    let directory = d.join("directory.img");
+    std::fs::create_dir(&directory).unwrap();
+    let random = d.join("random.img");
+    std::fs::write(&random, pattern(1 << 20, 8)).unwrap();
+    let cut = d.join("cut.img");
+    std::fs::write(&cut, &good[..10_000]).unwrap();
+    let locked = d.join("locked.img");
+    std::fs::write(&locked, &good).unwrap();
+    let cases = [
+        (d.join("missing.img"), 2),
+        (directory, 2),
+        (random, 2),
+        (cut, 2),
+        (locked.clone(), 3),
+    ];
+    let mut table = String::new();
+    let mut wrong_codes = Vec::new();
+    for (img, want) in &cases {
+        let before = std::fs::read(img).ok();
+        for cmd in OPENING {
+            if *want == 3 && !cmd.contains(&"KEY") {
+                continue; // no passphrase asked: a wrong one cannot matter
+            }
+            let args: Vec<String> = cmd
+                .iter()
+                .map(|a| {
+                    a.replace("IMG", s(img))
+                        .replace("KEY", s(&wrong))
+                        .replace("OTHER", s(&other))
+                        .replace("DIR", s(d))
+                })
+                .collect();
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let got = code(&sc(&args, b""));
+            table += &format!("{got} {}\n", args.join(" "));
+            if got != *want {
+                wrong_codes.push(format!("{} -> {got}, want {want}", args.join(" ")));
+            }
+        }
+        assert_eq!(std::fs::read(img).ok(), before, "{} changed", s(img));
+    }
+    assert!(wrong_codes.is_empty(), "{wrong_codes:#?}\n{table}");
+    assert!(
+        std::fs::read(&other).unwrap() == good,
+        "the restore target changed"
+    );
+    for left in ["backup", "out", "sock"] {
+        assert!(!d.join(left).exists(), "{left} was created");
+    }
+    assert!(!volumes::mounted(&d.join("mnt")), "something was mounted");
+    assert_eq!(test_key(&locked, "zero"), 0);
 }

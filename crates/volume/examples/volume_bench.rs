@@ -1,5 +1,5 @@
-//! Engine throughput: writes then reads SIZE bytes of plaintext through [`Volume`] over a raw
-//! `SectorCipher` (AES-256-XTS, plain64, 512-byte sectors by default) on a file, in requests
+//! Engine throughput: writes then reads SIZE bytes of plaintext through [`Volume`] over a
+//! one-key [`Layout`] (AES-256-XTS, plain64, 512-byte sectors by default) on a file, in requests
 //! of REQUEST bytes, and prints the median GB/s of several runs. Each write run starts from a
 //! new, empty (sparse) file, as a fresh volume would.
 //!
@@ -19,8 +19,9 @@
 //!
 //! Used by `bench/volume.sh`. Release builds only.
 
-use sectorcrypt_crypto::dmcrypt::{CipherSpec, SectorCipher, SectorLayout};
+use sectorcrypt_crypto::dmcrypt::CipherSpec;
 use sectorcrypt_volume::engine::{EngineOptions, Volume};
+use sectorcrypt_volume::{FileStore, Geometry, IvRule, Layout};
 use std::fs::OpenOptions;
 use std::io::{Read, Write};
 use std::os::unix::fs::FileExt;
@@ -268,7 +269,17 @@ fn main() -> Result<(), String> {
     let a = args()?;
     let key: Vec<u8> = (0..64u8).map(|i| i.wrapping_mul(151) ^ 0x5a).collect();
     let spec: CipherSpec = "aes-xts-plain64".parse().map_err(|e| format!("{e}"))?;
-    let layout = SectorLayout::new(a.sector, a.sector > 512).map_err(|e| format!("{e}"))?;
+    let geometry = Geometry {
+        sector_size: a.sector,
+        data_offset: 0,
+        size: a.size,
+        iv: if a.sector > 512 {
+            IvRule::Sectors { first: 0 }
+        } else {
+            IvRule::Units512 { first: 0 }
+        },
+        metadata: None,
+    };
     // Plaintext source: 64 MiB (or less) of varied bytes, cycled.
     let src_len = (64usize << 20)
         .min(a.size as usize)
@@ -288,13 +299,11 @@ fn main() -> Result<(), String> {
         if a.raw {
             return Ok(Box::new(Raw(file)));
         }
-        let cipher = SectorCipher::new(spec, &key, layout).map_err(|e| e.to_string())?;
+        let layout = Layout::single(geometry, spec, &key).map_err(|e| e.to_string())?;
+        let store = Box::new(FileStore::new(file, a.file.display().to_string()));
         let vol = Volume::new(
-            file,
-            cipher,
-            0,
-            a.size,
-            0,
+            store,
+            layout,
             EngineOptions {
                 threads: a.threads,
                 read_only: false,

@@ -1,11 +1,52 @@
-//! Encrypted volumes.
+//! Encrypted volumes, in layers that know little of each other:
 //!
-//! - [`luks`]: the LUKS2 and LUKS1 on-disk formats (headers, JSON metadata, keyslots with
-//!   the anti-forensic splitter, digests, PBKDF2/Argon2), compatible with cryptsetup;
-//! - [`engine`]: the sector engine, `read_at`/`write_at` at any offset over an encrypted
-//!   data area, large requests split into bounded chunks of whole sectors over a worker pool.
+//! - [`store`]: where the bytes live ([`Store`]: positioned reads and writes, sync, size,
+//!   discard; [`FileStore`] over a local file or block device);
+//! - [`mod@format`]: the on-disk formats behind one interface ([`format::Format`]: detect,
+//!   read and validate, unlock, keyslot changes, header backup and restore, dump), with
+//!   [`luks`] (LUKS1 and LUKS2, compatible with cryptsetup) registered today;
+//! - [`layout`]: what the engine needs from a format ([`Layout`]: where each sector lives,
+//!   its key, one per volume or per zone, its IV rule);
+//! - [`engine`]: `read_at`/`write_at` at any offset over the data area a layout
+//!   describes, large requests split into chunks of whole sectors over a worker pool.
+//!
+//! Shared by the formats: [`kdf`] (PBKDF2, Argon2, calibration) and [`hash`]; the one
+//! error type is [`Error`]. [`atomic`] replaces files atomically (header backups, the
+//! CLI's outputs).
 #![forbid(unsafe_code)]
 
 pub mod atomic;
 pub mod engine;
+mod error;
+pub mod format;
+pub mod hash;
+pub mod kdf;
+pub mod layout;
 pub mod luks;
+pub mod store;
+
+pub use error::{Error, HeaderError, KeyslotError, Result};
+pub use format::{backup_header, restore_header, Header, Unlocked};
+pub use layout::{Geometry, IvRule, Layout};
+pub use store::{FileStore, Store};
+
+use std::sync::{Mutex, MutexGuard};
+
+/// Fills `buf` from the operating system's random source.
+pub(crate) fn random(buf: &mut [u8]) -> Result<()> {
+    getrandom::getrandom(buf)
+        .map_err(|e| Error::io("the random source", std::io::Error::other(e.to_string())))
+}
+
+/// Constant-time equality (`subtle`); slices of different lengths are unequal.
+pub(crate) fn ct_eq(a: &[u8], b: &[u8]) -> bool {
+    use subtle::ConstantTimeEq as _;
+    a.len() == b.len() && bool::from(a.ct_eq(b))
+}
+
+/// Locks `m`, ignoring poisoning: none of this crate's locks guards an invariant that a
+/// panicking holder could leave broken (lock tables guard no data; buffer lists and
+/// caches are plain collections).
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}

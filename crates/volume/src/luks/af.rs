@@ -5,8 +5,8 @@
 //! is XORed into an accumulator that is then diffused with the hash; the last block is the
 //! accumulator XOR the key. Destroying any one block destroys the key.
 
-use super::error::{Error, Result};
-use super::hash::HashAlg;
+use crate::error::Result;
+use crate::hash::HashAlg;
 use zeroize::{Zeroize, Zeroizing};
 
 /// cryptsetup's stripe count (and the only one it writes).
@@ -29,8 +29,7 @@ fn diffuse(hash: HashAlg, buf: &mut [u8]) {
 pub fn split(key: &[u8], stripes: usize, hash: HashAlg) -> Result<Zeroizing<Vec<u8>>> {
     let n = key.len();
     let mut out = Zeroizing::new(vec![0u8; n * stripes]);
-    getrandom::getrandom(&mut out[..n * (stripes - 1)])
-        .map_err(|e| Error::Io(std::io::Error::other(format!("random: {e}"))))?;
+    crate::random(&mut out[..n * (stripes - 1)])?;
     let mut acc = Zeroizing::new(vec![0u8; n]);
     for s in out[..n * (stripes - 1)].chunks(n) {
         for (a, b) in acc.iter_mut().zip(s) {

@@ -14,14 +14,19 @@
 //! There is one header copy, so a header write is a single 592-byte write: new keyslot
 //! material is written (and synced) before the header that enables it.
 
-use super::error::{Error, Result};
-use super::hash::HashAlg;
-use super::io::{align_up, be16, be32, cstr, put_cstr, read_exact_at, sync, write_all_at};
-use super::kdf::{Kdf, KdfKind, KdfOptions};
-use super::luks2::{cipher_spec, open_material, seal_material, Material};
-use super::{af, ct_eq, random, Unlocked};
-use sectorcrypt_crypto::dmcrypt::SectorLayout;
-use std::fs::File;
+use super::af;
+use super::fields::{align_up, be16, be32, cstr, put_cstr};
+use super::keyslot::{cipher_spec, digest_matches, seal_material, try_keyslots, Material};
+use crate::error::{Error, HeaderError, KeyslotError, Result};
+use crate::format::dump::{Field, Item, Report, Section};
+use crate::format::{
+    no_keyslot, Detected, Driver, Format, NewKeyslot, Piece, Probe, Unlocked, VolumeInfo,
+};
+use crate::hash::HashAlg;
+use crate::kdf::{Kdf, KdfKind};
+use crate::layout::IvRule;
+use crate::store::{self, Store};
+use std::any::Any;
 use zeroize::Zeroizing;
 
 /// Header length.
@@ -90,12 +95,10 @@ impl Luks1 {
     /// Parses the header in `first` (the image's first bytes).
     pub fn parse(first: &[u8]) -> Result<Luks1> {
         if first.len() < HEADER_LEN {
-            return Err(Error::Truncated(
-                "the image is shorter than a luks1 header".into(),
-            ));
+            return Err(Error::truncated("the image is shorter than a luks1 header"));
         }
         if &first[..6] != MAGIC || be16(first, 6) != 1 {
-            return Err(Error::NotLuks("no luks1 magic".into()));
+            return Err(HeaderError::Unrecognised("no luks1 magic".into()).into());
         }
         let raw: [u8; HEADER_LEN] = first[..HEADER_LEN].try_into().expect("592 bytes");
         let mut slots = [Slot {
@@ -112,7 +115,7 @@ impl Luks1 {
                 ACTIVE => true,
                 DISABLED => false,
                 x => {
-                    return Err(Error::Corrupt(format!(
+                    return Err(Error::corrupt(format!(
                         "luks1 keyslot {i} has an invalid state {x:#010x}"
                     )))
                 }
@@ -122,7 +125,7 @@ impl Luks1 {
             s.key_offset = be32(&raw, at + 40);
             s.stripes = be32(&raw, at + 44);
             if s.active && (s.stripes as usize != af::STRIPES || s.iterations == 0) {
-                return Err(Error::Corrupt(format!(
+                return Err(Error::corrupt(format!(
                     "luks1 keyslot {i} is active with {} stripes (must be {}) or 0 iterations",
                     s.stripes,
                     af::STRIPES
@@ -143,12 +146,10 @@ impl Luks1 {
             slots,
         };
         if h.mk_iterations == 0 {
-            return Err(Error::Corrupt(
-                "luks1 volume key digest has 0 iterations".into(),
-            ));
+            return Err(Error::corrupt("luks1 volume key digest has 0 iterations"));
         }
-        if h.key_bytes == 0 || h.key_bytes as u64 > super::luks2::MAX_KEY_BYTES {
-            return Err(Error::Corrupt(format!(
+        if h.key_bytes == 0 || h.key_bytes as u64 > super::keyslot::MAX_KEY_BYTES {
+            return Err(Error::corrupt(format!(
                 "luks1 key length {} bytes",
                 h.key_bytes
             )));
@@ -157,7 +158,7 @@ impl Luks1 {
             // Without a data offset the bound is the image size, checked when the slot is
             // read or written.
             if !h.area_ok(s.key_offset as u64 * 512, u64::MAX) {
-                return Err(Error::Corrupt(format!(
+                return Err(Error::corrupt(format!(
                     "luks1 keyslot {i} material overlaps the header or the data"
                 )));
             }
@@ -213,92 +214,6 @@ impl Luks1 {
         off >= HEADER_LEN as u64 && end <= limit
     }
 
-    /// Whether `key` matches the volume key digest.
-    pub fn verify_key(&self, key: &[u8]) -> Result<bool> {
-        let mut d = [0u8; DIGEST_LEN];
-        self.hash()?
-            .pbkdf2(key, &self.mk_salt, self.mk_iterations, &mut d);
-        Ok(ct_eq(&d, &self.mk_digest))
-    }
-
-    /// Tries the active keyslots in order; returns the volume key and the slot.
-    pub fn unlock(
-        &self,
-        file: &File,
-        passphrase: &[u8],
-        only: Option<usize>,
-    ) -> Result<(Zeroizing<Vec<u8>>, usize)> {
-        let cipher = self.cipher();
-        cipher_spec(&cipher, self.key_bytes as usize)?;
-        let hash = self.hash()?;
-        let active: Vec<usize> = (0..KEYSLOTS)
-            .filter(|&i| self.slots[i].active && only.is_none_or(|n| n == i))
-            .collect();
-        if active.is_empty() {
-            return Err(match only {
-                Some(n) => Error::KeyslotNotActive(n),
-                None => Error::NoKeyslot,
-            });
-        }
-        let mut last_err = None;
-        for i in active {
-            let s = &self.slots[i];
-            let kdf = Kdf::Pbkdf2 {
-                hash,
-                iterations: s.iterations,
-            };
-            let r = open_material(
-                file,
-                passphrase,
-                &Material {
-                    kdf: &kdf,
-                    salt: &s.salt,
-                    area_offset: s.key_offset as u64 * 512,
-                    area_encryption: &cipher,
-                    area_key_size: self.key_bytes as usize,
-                    key_size: self.key_bytes as usize,
-                    stripes: s.stripes as usize,
-                    af_hash: hash,
-                },
-            );
-            match r {
-                Ok(key) if self.verify_key(&key)? => return Ok((key, i)),
-                Ok(_) => {}
-                Err(e @ (Error::Truncated(_) | Error::Io(_))) => last_err = Some(e),
-                Err(e) => return Err(e),
-            }
-        }
-        Err(last_err.unwrap_or(Error::WrongPassphrase))
-    }
-
-    /// What an open volume looks like for the sector engine.
-    pub fn unlocked(
-        &self,
-        file: &File,
-        key: Zeroizing<Vec<u8>>,
-        keyslot: usize,
-    ) -> Result<Unlocked> {
-        let cipher = self.cipher();
-        let spec = cipher_spec(&cipher, key.len())?;
-        let image = super::io::image_size(file)?;
-        let offset = self.payload_offset as u64 * 512;
-        if image < offset {
-            return Err(Error::Truncated(format!(
-                "the data area starts at {offset} but the image has {image} bytes"
-            )));
-        }
-        Ok(Unlocked {
-            volume_key: key,
-            cipher,
-            spec,
-            layout: SectorLayout::new(512, false)?,
-            data_offset: offset,
-            data_size: (image - offset) / 512 * 512,
-            iv_offset: 0,
-            keyslot,
-        })
-    }
-
     /// A new header in memory, cryptsetup's layout: keyslot material from sector 8, each
     /// slot's material aligned to 4 KiB, the data aligned to 1 MiB.
     pub fn format(
@@ -314,7 +229,7 @@ impl Luks1 {
         raw[..6].copy_from_slice(MAGIC);
         raw[6..8].copy_from_slice(&1u16.to_be_bytes());
         let mut mk_salt = [0u8; 32];
-        random(&mut mk_salt)?;
+        crate::random(&mut mk_salt)?;
         let mut mk_digest = [0u8; DIGEST_LEN];
         hash.pbkdf2(key, &mk_salt, digest_iterations, &mut mk_digest);
         let km = material_sectors(key.len() as u32);
@@ -369,77 +284,73 @@ impl Luks1 {
         Ok(b)
     }
 
-    /// Writes the header (one write, then `fdatasync`).
-    pub fn write(&mut self, file: &File) -> Result<()> {
+    /// Writes the header (one write, then a sync).
+    pub fn write(&mut self, store: &dyn Store) -> Result<()> {
         let b = self.serialize()?;
-        write_all_at(file, &b, 0)?;
-        sync(file)?;
+        store::write_all(store, &b, 0, "luks1 header")?;
+        store::sync(store)?;
         self.raw = b;
         Ok(())
     }
 
-    /// Writes key material for `key` into a free slot and enables it. Returns the slot.
-    pub fn add_keyslot(
-        &mut self,
-        file: &File,
-        key: &[u8],
-        passphrase: &[u8],
-        opts: &KdfOptions,
-        slot: Option<usize>,
-    ) -> Result<usize> {
-        if opts.kind != KdfKind::Pbkdf2 {
-            return Err(Error::Invalid(
-                "luks1 keyslots use pbkdf2 only (--pbkdf pbkdf2)".into(),
-            ));
+    /// Writes key material for `new` into a free slot (or `new.slot`) and enables it.
+    /// Returns the slot.
+    fn write_keyslot(&mut self, store: &dyn Store, new: &NewKeyslot<'_>) -> Result<usize> {
+        if let Some(why) = new.kdf.kind.refusal(NAME, KDF_KINDS) {
+            return Err(Error::invalid(why));
         }
+        let key = new.key;
         let hash = self.hash()?;
-        let i = match slot {
+        let i = match new.slot {
             Some(n) if n >= KEYSLOTS => {
-                return Err(Error::Invalid(format!(
-                    "keyslot {n} is out of range (0 to 7)"
+                return Err(Error::invalid(format!(
+                    "keyslot {n} is out of range (0 to {})",
+                    KEYSLOTS - 1
                 )))
             }
             Some(n) if self.slots[n].active => {
-                return Err(Error::NoFreeKeyslot(format!("keyslot {n} is in use")))
+                return Err(KeyslotError::NoFree(format!("keyslot {n} is in use")).into())
             }
             Some(n) => n,
             None => (0..KEYSLOTS)
                 .find(|&n| !self.slots[n].active)
-                .ok_or_else(|| Error::NoFreeKeyslot("all 8 keyslots are in use".into()))?,
+                .ok_or_else(|| {
+                    KeyslotError::NoFree(format!("all {KEYSLOTS} keyslots are in use"))
+                })?,
         };
         let cipher = self.cipher();
-        let mut o = *opts;
+        let mut o = *new.kdf;
         o.hash = hash;
         let kdf = o.resolve(key.len())?;
         let Kdf::Pbkdf2 { iterations, .. } = kdf else {
             unreachable!("pbkdf2 asked for")
         };
-        let (salt, material) = seal_material(passphrase, key, &kdf, &cipher, key.len(), hash)?;
+        let (salt, material) = seal_material(new.passphrase, key, &kdf, &cipher, key.len(), hash)?;
         // The slot's offset comes from the header (unchecked for an inactive slot): its
         // material must lie between the header and the data (or the image end).
         let offset = self.slots[i].key_offset as u64 * 512;
-        let image = super::io::image_size(file)?;
+        let image = store::size(store)?;
         if !self.area_ok(offset, image) || offset + material.len() as u64 > self.slot_end(i) {
-            return Err(Error::Corrupt(format!(
+            return Err(Error::corrupt(format!(
                 "luks1 keyslot {i} material offset is outside the keyslot area"
             )));
         }
-        write_all_at(file, &material, offset)?;
-        sync(file)?;
+        store::write_all(store, &material, offset, "keyslot area")?;
+        store::sync(store)?;
         let s = &mut self.slots[i];
         s.stripes = af::STRIPES as u32;
         s.active = true;
         s.iterations = iterations;
         s.salt.copy_from_slice(&salt);
-        self.write(file)?;
+        self.write(store)?;
         Ok(i)
     }
 
     /// Disables keyslots (`None`: all), writes the header, then wipes their material.
-    pub fn remove_keyslots(&mut self, file: &File, which: Option<usize>) -> Result<()> {
+    fn disable_keyslots(&mut self, store: &dyn Store, which: Option<usize>) -> Result<()> {
         let ids: Vec<usize> = match which {
             Some(n) if n >= KEYSLOTS || !self.slots[n].active => {
-                return Err(Error::KeyslotNotActive(n))
+                return Err(KeyslotError::NotActive(n).into())
             }
             Some(n) => vec![n],
             None => (0..KEYSLOTS).collect(),
@@ -450,22 +361,249 @@ impl Luks1 {
             s.iterations = 0;
             s.salt = [0; 32];
         }
-        self.write(file)?;
-        let image = super::io::image_size(file)?;
+        self.write(store)?;
+        let image = store::size(store)?;
         for &i in &ids {
             let off = self.slots[i].key_offset as u64 * 512;
             // Only areas inside the keyslot area: an inactive slot's offset is unchecked.
             if self.area_ok(off, image) {
-                super::io::wipe(file, off, self.slot_end(i) - off, true)?;
+                store::wipe(store, off, self.slot_end(i) - off, true)?;
             }
         }
-        sync(file)
+        store::sync(store)
     }
 
     /// Reads the first bytes of an image and parses them.
-    pub fn read(file: &File) -> Result<Luks1> {
+    pub fn read(store: &dyn Store) -> Result<Luks1> {
         let mut b = [0u8; HEADER_LEN];
-        read_exact_at(file, &mut b, 0, "luks1 header")?;
+        store::read_exact(store, &mut b, 0, "luks1 header")?;
         Luks1::parse(&b)
+    }
+}
+
+/// The format's name.
+pub const NAME: &str = "luks1";
+
+/// LUKS1 keyslots take PBKDF2 only.
+pub(crate) const KDF_KINDS: &[KdfKind] = &[KdfKind::Pbkdf2];
+
+/// Recognises a LUKS1 header: the LUKS magic with version 1.
+fn detect(p: &Probe<'_>) -> Detected {
+    let h = p.head;
+    if h.len() < 8 || &h[..6] != MAGIC || h[6..8] != [0, 1] {
+        return None;
+    }
+    Some(Luks1::parse(h).map(|l| Box::new(l) as Box<dyn Format>))
+}
+
+/// The registration of LUKS1 in [`crate::format::FORMATS`].
+pub(crate) const DRIVER: Driver = Driver { name: NAME, detect };
+
+impl Format for Luks1 {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn uuid(&self) -> Option<&str> {
+        Some(&self.uuid)
+    }
+
+    fn active_keyslots(&self) -> Result<Vec<usize>> {
+        Ok((0..KEYSLOTS).filter(|&i| self.slots[i].active).collect())
+    }
+
+    fn keyslot_kdf(&self, slot: usize) -> Result<Kdf> {
+        match self.slots.get(slot) {
+            Some(s) if s.active => Ok(Kdf::Pbkdf2 {
+                hash: self.hash()?,
+                iterations: s.iterations,
+            }),
+            _ => Err(KeyslotError::NotActive(slot).into()),
+        }
+    }
+
+    fn kdf_kinds(&self) -> &'static [KdfKind] {
+        KDF_KINDS
+    }
+
+    /// Tries the active keyslots in order; returns the volume key and the slot.
+    fn unlock_key(
+        &self,
+        store: &dyn Store,
+        passphrase: &[u8],
+        only: Option<usize>,
+    ) -> Result<(Zeroizing<Vec<u8>>, usize)> {
+        let cipher = self.cipher();
+        cipher_spec(&cipher, self.key_bytes as usize)?;
+        let hash = self.hash()?;
+        let active: Vec<usize> = (0..KEYSLOTS)
+            .filter(|&i| self.slots[i].active && only.is_none_or(|n| n == i))
+            .collect();
+        if active.is_empty() {
+            return Err(no_keyslot(only));
+        }
+        let candidates = active.into_iter().map(|i| {
+            let s = &self.slots[i];
+            let material = Material {
+                kdf: Kdf::Pbkdf2 {
+                    hash,
+                    iterations: s.iterations,
+                },
+                salt: &s.salt,
+                area_offset: s.key_offset as u64 * 512,
+                area_encryption: &cipher,
+                area_key_size: self.key_bytes as usize,
+                key_size: self.key_bytes as usize,
+                stripes: s.stripes as usize,
+                af_hash: hash,
+            };
+            (i, material)
+        });
+        try_keyslots(store, passphrase, candidates, |key| self.verify_key(key))
+    }
+
+    /// What an open volume looks like for the sector engine.
+    fn unlocked(
+        &self,
+        store: &dyn Store,
+        key: Zeroizing<Vec<u8>>,
+        keyslot: usize,
+    ) -> Result<Unlocked> {
+        let cipher = self.cipher();
+        let spec = cipher_spec(&cipher, key.len())?;
+        let image = store::size(store)?;
+        let offset = self.payload_offset as u64 * 512;
+        if image < offset {
+            return Err(Error::truncated(format!(
+                "the data area starts at {offset} but the image has {image} bytes"
+            )));
+        }
+        let info = VolumeInfo {
+            cipher,
+            sector_size: 512,
+            iv: IvRule::Units512 { first: 0 },
+            data_offset: offset,
+            data_size: (image - offset) / 512 * 512,
+        };
+        Ok(Unlocked::new(info, spec, key, keyslot))
+    }
+
+    /// Whether `key` matches the volume key digest.
+    fn verify_key(&self, key: &[u8]) -> Result<bool> {
+        let (salt, digest) = (&self.mk_salt, &self.mk_digest);
+        Ok(digest_matches(
+            self.hash()?,
+            key,
+            salt,
+            self.mk_iterations,
+            digest,
+        ))
+    }
+
+    fn add_keyslot(&mut self, store: &dyn Store, new: &NewKeyslot<'_>) -> Result<usize> {
+        self.write_keyslot(store, new)
+    }
+
+    /// Moves to a free slot when there is one, like cryptsetup: the new slot is written
+    /// before the old one is disabled. With every slot in use, the old slot is disabled
+    /// and rewritten in place.
+    fn change_keyslot(
+        &mut self,
+        store: &dyn Store,
+        old: usize,
+        new: &NewKeyslot<'_>,
+    ) -> Result<usize> {
+        if (0..KEYSLOTS).any(|i| !self.slots[i].active) {
+            let n = self.write_keyslot(store, new)?;
+            self.disable_keyslots(store, Some(old))?;
+            Ok(n)
+        } else {
+            self.disable_keyslots(store, Some(old))?;
+            let in_place = NewKeyslot {
+                slot: Some(old),
+                ..*new
+            };
+            self.write_keyslot(store, &in_place)
+        }
+    }
+
+    fn remove_keyslots(&mut self, store: &dyn Store, slot: Option<usize>) -> Result<()> {
+        self.disable_keyslots(store, slot)
+    }
+
+    /// Keyslot areas first (no header points at them yet), then the one header.
+    fn backup_pieces(&self, _image_size: u64) -> Vec<Piece> {
+        let len = self.metadata_size();
+        let hl = HEADER_LEN as u64;
+        Piece::in_place(&[(hl, len - hl), (0, hl)])
+    }
+
+    fn report(&self) -> Report {
+        let slots = self
+            .slots
+            .iter()
+            .enumerate()
+            .map(|(i, k)| Item {
+                id: i.to_string(),
+                kind: if k.active { "ENABLED" } else { "DISABLED" }.into(),
+                fields: if k.active {
+                    vec![
+                        Field::new("Iterations", k.iterations),
+                        Field::new("Key material offset", k.key_offset),
+                        Field::new("AF stripes", k.stripes),
+                    ]
+                } else {
+                    Vec::new()
+                },
+            })
+            .collect();
+        Report {
+            title: "LUKS header information",
+            blank_after_title: true,
+            value_column: 16,
+            fields: vec![
+                Field::new("Version", 1),
+                Field::new("Cipher name", &self.cipher_name),
+                Field::new("Cipher mode", &self.cipher_mode),
+                Field::new("Hash spec", &self.hash_spec),
+                Field::new("Payload offset", self.payload_offset),
+                Field::new("MK bits", self.key_bytes * 8),
+                Field::new("MK iterations", self.mk_iterations),
+                Field::new("UUID", &self.uuid),
+            ],
+            blank_after_fields: true,
+            sections: vec![Section {
+                title: None,
+                blank_before: false,
+                item_prefix: "Key Slot ",
+                value_column: 21,
+                items: slots,
+            }],
+        }
+    }
+
+    /// A description of the header (LUKS1 has no JSON of its own).
+    fn to_json(&self) -> serde_json::Value {
+        let slots: Vec<serde_json::Value> = self
+            .slots
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                serde_json::json!({
+                    "slot": i, "active": s.active, "iterations": s.iterations,
+                    "key_material_offset": s.key_offset, "stripes": s.stripes,
+                })
+            })
+            .collect();
+        serde_json::json!({
+            "version": 1, "cipher_name": self.cipher_name, "cipher_mode": self.cipher_mode,
+            "hash_spec": self.hash_spec, "payload_offset": self.payload_offset,
+            "key_bytes": self.key_bytes, "mk_digest_iterations": self.mk_iterations,
+            "uuid": self.uuid, "keyslots": slots,
+        })
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
     }
 }

@@ -1,55 +1,30 @@
-//! Helpers: tool detection, deterministic data, plaintext access through the sector
-//! cipher (independent of the engine), fast KDF settings.
+//! Helpers: images on files, plaintext access through the sector cipher (independent of
+//! the engine), fast KDF settings, what cryptsetup says. Tool detection, commands and
+//! deterministic data come from `sectorcrypt-testkit`.
 
-use sectorcrypt_volume::luks::{HashAlg, KdfKind, KdfOptions, Unlocked};
+use sectorcrypt_testkit::run;
+use sectorcrypt_volume::hash::HashAlg;
+use sectorcrypt_volume::kdf::{KdfKind, KdfOptions};
+use sectorcrypt_volume::{FileStore, IvRule, Unlocked};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
-use std::path::Path;
-use std::process::{Command, Output};
+use std::path::{Path, PathBuf};
+use std::process::Command;
 
-/// Whether `tool` runs.
-pub fn have(tool: &str) -> bool {
-    Command::new(tool)
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success())
+pub const MIB: u64 = 1 << 20;
+
+/// `dir/name` holding `content` (a key file, a token).
+pub fn file_with(dir: &Path, name: &str, content: impl AsRef<[u8]>) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, content).unwrap();
+    p
 }
 
-/// Returns from the test with `skipped: ...` when a tool is missing.
-#[macro_export]
-macro_rules! require {
-    ($($tool:expr),+) => {
-        $(if !$crate::common::have($tool) {
-            eprintln!("skipped: {} is not installed", $tool);
-            return;
-        })+
-    };
-}
-
-/// Runs a command, panicking with its stderr when it fails.
-pub fn run(cmd: &mut Command) -> Output {
-    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed: {}\n{}",
-        String::from_utf8_lossy(&out.stderr),
-        String::from_utf8_lossy(&out.stdout)
-    );
-    out
-}
-
-/// Deterministic, incompressible-looking bytes (xorshift64*).
-pub fn pattern(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let mut out = Vec::with_capacity(len + 8);
-    while out.len() < len {
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        out.extend_from_slice(&x.wrapping_mul(0x2545_F491_4F6C_DD1D).to_le_bytes());
-    }
-    out.truncate(len);
-    out
+/// `dir/v.img`: `len` bytes of zeros (sparse).
+pub fn blank_image(dir: &Path, len: u64) -> PathBuf {
+    let img = dir.join("v.img");
+    File::create(&img).unwrap().set_len(len).unwrap();
+    img
 }
 
 /// A file of `len` bytes holding `data` at the start (sparse after it).
@@ -59,28 +34,42 @@ pub fn make_file(path: &Path, len: u64, data: &[u8]) {
     f.write_all_at(data, 0).unwrap();
 }
 
+/// The IV number of the data byte `off` (sector-aligned): LUKS counts 512-byte units.
+fn first_iv(u: &Unlocked, off: u64) -> u64 {
+    let IvRule::Units512 { first } = u.iv else {
+        panic!("luks volumes count IVs in 512-byte units, not {:?}", u.iv)
+    };
+    first + off / 512
+}
+
 /// Reads `len` plaintext bytes at plaintext offset `off` (sector-aligned), decrypting
 /// with the sector cipher directly (not the engine).
-pub fn read_plain(file: &File, u: &Unlocked, off: u64, len: usize) -> Vec<u8> {
-    let ss = u.layout.sector_size() as u64;
+pub fn read_plain(store: &FileStore, u: &Unlocked, off: u64, len: usize) -> Vec<u8> {
+    let ss = u.sector_size as u64;
     assert!(off.is_multiple_of(ss) && (len as u64).is_multiple_of(ss));
     let mut buf = vec![0u8; len];
-    file.read_exact_at(&mut buf, u.data_offset + off).unwrap();
+    store
+        .file()
+        .read_exact_at(&mut buf, u.data_offset + off)
+        .unwrap();
     u.sector_cipher()
         .unwrap()
-        .decrypt(u.iv_offset + off / 512, &mut buf)
+        .decrypt(first_iv(u, off), &mut buf)
         .unwrap();
     buf
 }
 
 /// Writes plaintext at a sector-aligned plaintext offset.
-pub fn write_plain(file: &File, u: &Unlocked, off: u64, data: &[u8]) {
+pub fn write_plain(store: &FileStore, u: &Unlocked, off: u64, data: &[u8]) {
     let mut buf = data.to_vec();
     u.sector_cipher()
         .unwrap()
-        .encrypt(u.iv_offset + off / 512, &mut buf)
+        .encrypt(first_iv(u, off), &mut buf)
         .unwrap();
-    file.write_all_at(&buf, u.data_offset + off).unwrap();
+    store
+        .file()
+        .write_all_at(&buf, u.data_offset + off)
+        .unwrap();
 }
 
 /// PBKDF2 at cryptsetup's minimum cost.
@@ -103,12 +92,27 @@ pub fn fast_argon2(kind: KdfKind) -> KdfOptions {
 }
 
 /// Opens read-write.
-pub fn open_rw(path: &Path) -> File {
-    std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(path)
-        .unwrap()
+pub fn open_rw(path: &Path) -> FileStore {
+    FileStore::open(path, true).unwrap()
+}
+
+/// Opens read-only.
+pub fn open_ro(path: &Path) -> FileStore {
+    FileStore::open(path, false).unwrap()
+}
+
+/// `dir/v.img` of `size` bytes formatted by `cryptsetup luksFormat -q ARGS` with the
+/// passphrase `pass`, and the key file holding it (`dir/pass`).
+pub fn cryptsetup_volume(dir: &Path, size: u64, pass: &str, args: &[&str]) -> (PathBuf, PathBuf) {
+    let img = blank_image(dir, size);
+    let key = file_with(dir, "pass", pass);
+    run(Command::new("cryptsetup")
+        .args(["luksFormat", "-q"])
+        .args(args)
+        .arg("--key-file")
+        .arg(&key)
+        .arg(&img));
+    (img, key)
 }
 
 /// Hex of the volume key as `cryptsetup luksDump --dump-volume-key` prints it.

@@ -2,49 +2,66 @@
 //! reads back.
 
 use crate::common::*;
-use crate::require;
 use sectorcrypt_crypto::dmcrypt::{SectorCipher, SectorLayout};
-use sectorcrypt_volume::luks::{Error, Header};
-use std::fs::File;
-use std::os::unix::fs::FileExt;
+use sectorcrypt_testkit::{pattern, require, run};
+use sectorcrypt_volume::{Error, FileStore, Header, Store, Unlocked};
 use std::path::Path;
 use std::process::Command;
 
-const MIB: u64 = 1 << 20;
+/// Opens `img`: `passphrase` with one byte less is wrong, `passphrase` unlocks a volume
+/// of `cipher` with a key of `key_bits`.
+fn unlock_checked(
+    img: &Path,
+    passphrase: &[u8],
+    cipher: &str,
+    key_bits: usize,
+) -> (FileStore, Header, Unlocked) {
+    let f = open_ro(img);
+    let h = Header::read(&f).unwrap();
+    let wrong = &passphrase[..passphrase.len() - 1];
+    assert!(matches!(h.unlock(&f, wrong), Err(Error::WrongPassphrase)));
+    let u = h.unlock(&f, passphrase).unwrap();
+    assert_eq!(u.cipher, cipher);
+    assert_eq!(u.volume_key().len() * 8, key_bits);
+    (f, h, u)
+}
 
 /// Encrypts a plaintext image in place with `cryptsetup reencrypt --encrypt` (offline,
 /// LUKS2, the header made room for by shifting the data: the first `size - 8 MiB` bytes
-/// of the plaintext become the volume), then opens it here and compares every byte.
+/// of the plaintext become the volume) with the keyslot KDF options `kdf` and `cipher`,
+/// `key_bits`, `sector` bytes per sector, then opens it here and compares every byte.
 /// Returns the image path and the header.
 fn reencrypt_and_check(
     dir: &Path,
-    extra: &[&str],
-    want_cipher: &str,
-    want_key_bits: usize,
-    want_sector: usize,
+    kdf: &[&str],
+    cipher: &str,
+    key_bits: usize,
+    sector: usize,
 ) -> (std::path::PathBuf, Header) {
+    let (want_cipher, want_key_bits, want_sector) = (cipher, key_bits, sector);
+    let (bits, sector) = (key_bits.to_string(), sector.to_string());
+    let cipher = [
+        "--cipher",
+        cipher,
+        "--key-size",
+        &bits,
+        "--sector-size",
+        &sector,
+    ];
+    let extra = [kdf, &cipher[..]].concat();
     let img = dir.join("v.img");
     let size = 12 * MIB;
     let plain = pattern(size as usize, want_key_bits as u64 + want_sector as u64);
     make_file(&img, size, &plain);
-    let pass = dir.join("pass");
-    std::fs::write(&pass, b"correct horse").unwrap();
+    let pass = file_with(dir, "pass", b"correct horse");
     run(Command::new("cryptsetup")
         .args(["reencrypt", "-q", "--encrypt", "--type", "luks2"])
         .args(["--reduce-device-size", "8M", "--key-file"])
         .arg(&pass)
-        .args(extra)
+        .args(&extra)
         .arg(&img));
-    let f = File::open(&img).unwrap();
-    let h = Header::read(&f).unwrap();
-    assert!(matches!(
-        h.unlock(&f, b"wrong horse"),
-        Err(Error::WrongPassphrase)
-    ));
-    let u = h.unlock(&f, b"correct horse").unwrap();
-    assert_eq!(u.cipher, want_cipher);
-    assert_eq!(u.volume_key().len() * 8, want_key_bits);
-    assert_eq!(u.layout.sector_size(), want_sector);
+    let (f, h, u) = unlock_checked(&img, b"correct horse", want_cipher, want_key_bits);
+    assert_eq!(u.sector_size, want_sector);
     assert_eq!(u.data_offset, 4 * MIB);
     assert_eq!(u.data_size, size - 4 * MIB);
     // `--reduce-device-size 8M` moved the header in and gave up the last 8 MiB; what
@@ -66,18 +83,7 @@ fn cryptsetup_luks2_pbkdf2_xts512_sector512() {
     let dir = tempfile::tempdir().unwrap();
     reencrypt_and_check(
         dir.path(),
-        &[
-            "--pbkdf",
-            "pbkdf2",
-            "--pbkdf-force-iterations",
-            "1000",
-            "--cipher",
-            "aes-xts-plain64",
-            "--key-size",
-            "512",
-            "--sector-size",
-            "512",
-        ],
+        &["--pbkdf", "pbkdf2", "--pbkdf-force-iterations", "1000"],
         "aes-xts-plain64",
         512,
         512,
@@ -101,22 +107,16 @@ fn cryptsetup_luks2_argon2i_xts256_sector4096_iv_counts_512_byte_units() {
             "32",
             "--pbkdf-parallel",
             "1",
-            "--cipher",
-            "aes-xts-plain64",
-            "--key-size",
-            "256",
-            "--sector-size",
-            "4096",
         ],
         "aes-xts-plain64",
         256,
         4096,
     );
-    let f = File::open(&img).unwrap();
+    let f = open_ro(&img);
     let u = h.unlock(&f, b"correct horse").unwrap();
     // Sector 1 decrypted with IV 1 (large-IV rule) is not the plaintext; with IV 8 it is.
     let mut raw = vec![0u8; 4096];
-    f.read_exact_at(&mut raw, u.data_offset + 4096).unwrap();
+    f.read_at(&mut raw, u.data_offset + 4096).unwrap();
     let large = SectorCipher::new(
         u.spec,
         u.volume_key(),
@@ -146,12 +146,6 @@ fn cryptsetup_luks2_argon2id_cbc_essiv() {
             "64",
             "--pbkdf-parallel",
             "2",
-            "--cipher",
-            "aes-cbc-essiv:sha256",
-            "--key-size",
-            "256",
-            "--sector-size",
-            "512",
         ],
         "aes-cbc-essiv:sha256",
         256,
@@ -162,48 +156,15 @@ fn cryptsetup_luks2_argon2id_cbc_essiv() {
 #[test]
 fn cryptsetup_luks2_xts_plain_and_cbc_plain64_sector_2048() {
     require!("cryptsetup");
-    let dir = tempfile::tempdir().unwrap();
-    reencrypt_and_check(
-        dir.path(),
-        &[
-            "--pbkdf",
-            "pbkdf2",
-            "--hash",
-            "sha512",
-            "--pbkdf-force-iterations",
-            "1000",
-            "--cipher",
-            "aes-xts-plain",
-            "--key-size",
-            "512",
-            "--sector-size",
-            "2048",
-        ],
-        "aes-xts-plain",
-        512,
-        2048,
-    );
-    let dir = tempfile::tempdir().unwrap();
-    reencrypt_and_check(
-        dir.path(),
-        &[
-            "--pbkdf",
-            "pbkdf2",
-            "--hash",
-            "sha1",
-            "--pbkdf-force-iterations",
-            "1000",
-            "--cipher",
-            "aes-cbc-plain64",
-            "--key-size",
-            "128",
-            "--sector-size",
-            "4096",
-        ],
-        "aes-cbc-plain64",
-        128,
-        4096,
-    );
+    for (hash, cipher, bits, sector) in [
+        ("sha512", "aes-xts-plain", 512, 2048),
+        ("sha1", "aes-cbc-plain64", 128, 4096),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let kdf = ["--pbkdf", "pbkdf2", "--pbkdf-force-iterations", "1000"];
+        let kdf = [&kdf[..], &["--hash", hash]].concat();
+        reencrypt_and_check(dir.path(), &kdf, cipher, bits, sector);
+    }
 }
 
 /// A LUKS1 volume written by qemu-img (its own header layout) reads back here.
@@ -219,16 +180,8 @@ fn qemu_luks1(opts: &str, want_cipher: &str, want_bits: usize) {
         .args(["-o", &format!("key-secret=sec0,iter-time=10{opts}")])
         .arg(&raw)
         .arg(&img));
-    let f = File::open(&img).unwrap();
-    let h = Header::read(&f).unwrap();
-    assert_eq!(h.version(), 1);
-    assert!(matches!(
-        h.unlock(&f, b"qemu pas"),
-        Err(Error::WrongPassphrase)
-    ));
-    let u = h.unlock(&f, b"qemu pass").unwrap();
-    assert_eq!(u.cipher, want_cipher);
-    assert_eq!(u.volume_key().len() * 8, want_bits);
+    let (f, h, u) = unlock_checked(&img, b"qemu pass", want_cipher, want_bits);
+    assert_eq!(h.name(), "luks1");
     assert!(u.data_size >= 3 * MIB);
     assert!(read_plain(&f, &u, 0, 3 * MIB as usize) == plain);
     // A keyslot added here (at qemu's keyslot offsets) opens in qemu-img.
@@ -272,28 +225,13 @@ fn qemu_img_luks1_cbc_essiv_sha1() {
 fn cryptsetup_luks1_filled_by_qemu() {
     require!("cryptsetup", "qemu-img");
     let dir = tempfile::tempdir().unwrap();
-    let img = dir.path().join("v.img");
-    File::create(&img).unwrap().set_len(4 * MIB).unwrap();
-    let pass = dir.path().join("pass");
-    std::fs::write(&pass, b"luks one").unwrap();
-    run(Command::new("cryptsetup")
-        .args([
-            "luksFormat",
-            "-q",
-            "--type",
-            "luks1",
-            "--cipher",
-            "aes-xts-plain64",
-        ])
-        .args([
-            "--key-size",
-            "256",
-            "--pbkdf-force-iterations",
-            "1000",
-            "--key-file",
-        ])
-        .arg(&pass)
-        .arg(&img));
+    let cipher = ["--cipher", "aes-xts-plain64", "--key-size", "256"];
+    let args = [
+        &["--type", "luks1"],
+        &cipher[..],
+        &["--pbkdf-force-iterations", "1000"],
+    ];
+    let (img, pass) = cryptsetup_volume(dir.path(), 4 * MIB, "luks one", &args.concat());
     let raw = dir.path().join("p.raw");
     let plain = pattern(2 * MIB as usize, 77);
     make_file(&raw, 2 * MIB, &plain);
@@ -313,7 +251,7 @@ fn cryptsetup_luks1_filled_by_qemu() {
             "driver=luks,key-secret=s,file.filename={}",
             img.display()
         )));
-    let f = File::open(&img).unwrap();
+    let f = open_ro(&img);
     let h = Header::read(&f).unwrap();
     let u = h.unlock(&f, b"luks one").unwrap();
     assert_eq!(
@@ -332,36 +270,27 @@ fn cryptsetup_luks1_filled_by_qemu() {
 fn cryptsetup_luks2_64k_metadata_and_small_keyslots_area() {
     require!("cryptsetup");
     let dir = tempfile::tempdir().unwrap();
-    let img = dir.path().join("v.img");
-    File::create(&img).unwrap().set_len(8 * MIB).unwrap();
-    let pass = dir.path().join("pass");
-    std::fs::write(&pass, b"big header").unwrap();
-    run(Command::new("cryptsetup")
-        .args([
-            "luksFormat",
-            "-q",
-            "--type",
-            "luks2",
-            "--luks2-metadata-size",
-            "64k",
-        ])
-        .args([
-            "--luks2-keyslots-size",
-            "1m",
-            "--pbkdf",
-            "argon2id",
-            "--pbkdf-memory",
-            "64",
-        ])
-        .args([
-            "--pbkdf-force-iterations",
-            "4",
-            "--pbkdf-parallel",
-            "1",
-            "--key-file",
-        ])
-        .arg(&pass)
-        .arg(&img));
+    let sizes = [
+        "--luks2-metadata-size",
+        "64k",
+        "--luks2-keyslots-size",
+        "1m",
+    ];
+    let kdf = [
+        "--pbkdf",
+        "argon2id",
+        "--pbkdf-memory",
+        "64",
+        "--pbkdf-parallel",
+        "1",
+    ];
+    let args = [
+        &["--type", "luks2"],
+        &sizes[..],
+        &kdf,
+        &["--pbkdf-force-iterations", "4"],
+    ];
+    let (img, pass) = cryptsetup_volume(dir.path(), 8 * MIB, "big header", &args.concat());
     let f = open_rw(&img);
     let mut h = Header::read(&f).unwrap();
     let u = h.unlock(&f, b"big header").unwrap();
@@ -369,8 +298,7 @@ fn cryptsetup_luks2_64k_metadata_and_small_keyslots_area() {
     assert_eq!(u.data_offset, 2 * MIB);
     assert_eq!(cryptsetup_volume_key(&img, &pass), u.volume_key());
     let slot = h.add_key(&f, &u, b"second", &fast_pbkdf2(), None).unwrap();
-    let second = dir.path().join("second");
-    std::fs::write(&second, b"second").unwrap();
+    let second = file_with(dir.path(), "second", b"second");
     run(Command::new("cryptsetup")
         .args([
             "open",
@@ -382,7 +310,7 @@ fn cryptsetup_luks2_64k_metadata_and_small_keyslots_area() {
         .arg(&second)
         .arg(&img));
     // Destroy the primary copy entirely: the secondary at 64 KiB still opens the volume.
-    f.write_all_at(&vec![0u8; 64 * 1024], 0).unwrap();
+    f.write_at(&vec![0u8; 64 * 1024], 0).unwrap();
     let h = Header::read(&f).unwrap();
     assert!(h.needs_repair());
     assert_eq!(

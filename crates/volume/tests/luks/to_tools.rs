@@ -2,15 +2,12 @@
 //! luksAddKey) and, for LUKS1, read back through qemu-img and nbdkit's luks filter.
 
 use crate::common::*;
-use crate::require;
-use sectorcrypt_volume::luks::{
-    format, Error, FormatOptions, Header, KdfKind, KdfOptions, Version,
-};
-use std::fs::File;
-use std::path::Path;
+use sectorcrypt_testkit::{pattern, require, run};
+use sectorcrypt_volume::kdf::{KdfKind, KdfOptions};
+use sectorcrypt_volume::luks::{format, FormatOptions, Version};
+use sectorcrypt_volume::{backup_header, restore_header, Error, Header, KeyslotError};
+use std::path::{Path, PathBuf};
 use std::process::Command;
-
-const MIB: u64 = 1 << 20;
 
 fn cryptsetup_accepts(img: &Path, pass_file: &Path) -> bool {
     Command::new("cryptsetup")
@@ -30,9 +27,8 @@ fn luks_dump(img: &Path) -> String {
 
 /// Formats `img` here with `opts`, writes a pattern through the cipher, and checks what
 /// cryptsetup says about it.
-fn format_and_check(dir: &Path, opts: &FormatOptions, size: u64) -> (std::path::PathBuf, Vec<u8>) {
-    let img = dir.join("v.img");
-    File::create(&img).unwrap().set_len(size).unwrap();
+fn format_and_check(dir: &Path, opts: &FormatOptions, size: u64) -> (PathBuf, Vec<u8>) {
+    let img = blank_image(dir, size);
     let f = open_rw(&img);
     let (_h, u) = format(&f, opts, b"our passphrase", None).unwrap();
     let data = pattern(MIB as usize, 5);
@@ -40,10 +36,8 @@ fn format_and_check(dir: &Path, opts: &FormatOptions, size: u64) -> (std::path::
     drop(f);
     let dump = luks_dump(&img);
     assert!(dump.contains(&opts.cipher), "{dump}");
-    let good = dir.join("good");
-    std::fs::write(&good, b"our passphrase").unwrap();
-    let bad = dir.join("bad");
-    std::fs::write(&bad, b"our passphrase\n").unwrap();
+    let good = file_with(dir, "good", b"our passphrase");
+    let bad = file_with(dir, "bad", b"our passphrase\n");
     assert!(cryptsetup_accepts(&img, &good));
     assert!(!cryptsetup_accepts(&img, &bad));
     assert_eq!(cryptsetup_volume_key(&img, &good), u.volume_key());
@@ -64,8 +58,7 @@ fn luks2_opts(cipher: &str, bits: usize, sector: usize, kdf: KdfOptions) -> Form
 /// After `cryptsetup luksAddKey`, the new passphrase opens here to the same key and data.
 fn cryptsetup_add_key_opens_here(dir: &Path, img: &Path, data: &[u8]) {
     let good = dir.join("good");
-    let new = dir.join("new");
-    std::fs::write(&new, b"added by cryptsetup").unwrap();
+    let new = file_with(dir, "new", b"added by cryptsetup");
     run(Command::new("cryptsetup")
         .args([
             "luksAddKey",
@@ -79,7 +72,7 @@ fn cryptsetup_add_key_opens_here(dir: &Path, img: &Path, data: &[u8]) {
         .arg(&good)
         .arg(img)
         .arg(&new));
-    let f = File::open(img).unwrap();
+    let f = open_ro(img);
     let h = Header::read(&f).unwrap();
     let a = h.unlock(&f, b"our passphrase").unwrap();
     let b = h.unlock(&f, b"added by cryptsetup").unwrap();
@@ -88,12 +81,17 @@ fn cryptsetup_add_key_opens_here(dir: &Path, img: &Path, data: &[u8]) {
     assert!(read_plain(&f, &b, 0, data.len()) == data);
 }
 
+/// An aes-xts-plain64 volume with a PBKDF2 keyslot, checked by cryptsetup.
+fn pbkdf2_volume(dir: &Path) -> (PathBuf, Vec<u8>) {
+    let opts = luks2_opts("aes-xts-plain64", 512, 512, fast_pbkdf2());
+    format_and_check(dir, &opts, 20 * MIB)
+}
+
 #[test]
 fn luks2_pbkdf2_xts512_checked_by_cryptsetup() {
     require!("cryptsetup");
     let dir = tempfile::tempdir().unwrap();
-    let opts = luks2_opts("aes-xts-plain64", 512, 512, fast_pbkdf2());
-    let (img, data) = format_and_check(dir.path(), &opts, 20 * MIB);
+    let (img, data) = pbkdf2_volume(dir.path());
     assert!(luks_dump(&img).contains("sectorcrypt test"));
     cryptsetup_add_key_opens_here(dir.path(), &img, &data);
 }
@@ -131,8 +129,7 @@ fn luks2_argon2i_cbc_essiv_checked_by_cryptsetup() {
 fn luks2_key_changes_and_foreign_tokens_survive() {
     require!("cryptsetup");
     let dir = tempfile::tempdir().unwrap();
-    let opts = luks2_opts("aes-xts-plain64", 512, 512, fast_pbkdf2());
-    let (img, _data) = format_and_check(dir.path(), &opts, 20 * MIB);
+    let (img, _data) = pbkdf2_volume(dir.path());
     let token = dir.path().join("token.json");
     std::fs::write(
         &token,
@@ -162,8 +159,7 @@ fn luks2_key_changes_and_foreign_tokens_survive() {
     assert_eq!(exported["note"], "kept");
     assert_eq!(exported["n"], serde_json::json!([1, 2, 3]));
     for (p, ok) in [("second", true), ("third", true), ("our passphrase", false)] {
-        let pf = dir.path().join("p");
-        std::fs::write(&pf, p).unwrap();
+        let pf = file_with(dir.path(), "p", p);
         assert_eq!(cryptsetup_accepts(&img, &pf), ok, "{p}");
     }
     let f = open_rw(&img);
@@ -175,19 +171,18 @@ fn luks2_key_changes_and_foreign_tokens_survive() {
     ));
     h.erase(&f).unwrap();
     drop(f);
-    let pf = dir.path().join("p");
-    std::fs::write(&pf, "third").unwrap();
+    let pf = file_with(dir.path(), "p", "third");
     assert!(!cryptsetup_accepts(&img, &pf));
     let dump = luks_dump(&img);
     assert!(dump.contains("x-sectorcrypt-test"), "{dump}");
-    let f = File::open(&img).unwrap();
+    let f = open_ro(&img);
     assert!(matches!(
         Header::read(&f).unwrap().unlock(&f, b"third"),
-        Err(Error::NoKeyslot)
+        Err(Error::Keyslot(KeyslotError::NoneActive))
     ));
 }
 
-fn luks1_volume(dir: &Path, cipher: &str, bits: usize) -> (std::path::PathBuf, Vec<u8>) {
+fn luks1_volume(dir: &Path, cipher: &str, bits: usize) -> (PathBuf, Vec<u8>) {
     let opts = FormatOptions {
         version: Version::Luks1,
         cipher: cipher.into(),
@@ -195,16 +190,14 @@ fn luks1_volume(dir: &Path, cipher: &str, bits: usize) -> (std::path::PathBuf, V
         kdf: fast_pbkdf2(),
         ..FormatOptions::default()
     };
-    let img = dir.join("v.img");
-    File::create(&img).unwrap().set_len(6 * MIB).unwrap();
+    let img = blank_image(dir, 6 * MIB);
     let f = open_rw(&img);
     let (_h, u) = format(&f, &opts, b"our passphrase", None).unwrap();
     assert_eq!(u.data_offset, 2 * MIB);
     let data = pattern(4 * MIB as usize, bits as u64);
     write_plain(&f, &u, 0, &data);
     drop(f);
-    let good = dir.join("good");
-    std::fs::write(&good, b"our passphrase").unwrap();
+    let good = file_with(dir, "good", b"our passphrase");
     assert!(cryptsetup_accepts(&img, &good));
     let dump = luks_dump(&img);
     assert!(dump.contains("Version:       \t1"), "{dump}");
@@ -260,11 +253,9 @@ fn luks1_read_by_nbdkit_luks_filter() {
 #[test]
 fn header_backups_match_cryptsetup() {
     require!("cryptsetup");
-    use sectorcrypt_volume::luks::{backup_header, restore_header};
     for version in [Version::Luks2, Version::Luks1] {
         let dir = tempfile::tempdir().unwrap();
-        let img = dir.path().join("v.img");
-        File::create(&img).unwrap().set_len(20 * MIB).unwrap();
+        let img = blank_image(dir.path(), 20 * MIB);
         let f = open_rw(&img);
         let opts = FormatOptions {
             version,
@@ -280,12 +271,11 @@ fn header_backups_match_cryptsetup() {
             .arg(&theirs)
             .arg(&img));
         assert!(std::fs::read(&ours).unwrap() == std::fs::read(&theirs).unwrap());
-        let pw = dir.path().join("pw");
-        std::fs::write(&pw, "pw").unwrap();
+        let pw = file_with(dir.path(), "pw", "pw");
         // Theirs restored here, ours restored by cryptsetup.
         Header::read(&f).unwrap().erase(&f).unwrap();
         assert!(!cryptsetup_accepts(&img, &pw));
-        restore_header(&f, &File::open(&theirs).unwrap()).unwrap();
+        restore_header(&f, &open_ro(&theirs)).unwrap();
         assert!(cryptsetup_accepts(&img, &pw));
         Header::read(&f).unwrap().erase(&f).unwrap();
         run(Command::new("cryptsetup")

@@ -10,8 +10,9 @@
 //! target; when even 4 passes (cryptsetup's minimum) would take too long it lowers the
 //! memory instead; the estimate is re-measured until it lands within 20% of the target.
 
-use super::error::{Error, Result};
-use super::hash::HashAlg;
+use crate::error::{Error, Result};
+use crate::hash::HashAlg;
+use std::fmt;
 use std::time::Instant;
 
 /// The lowest PBKDF2 iteration count cryptsetup accepts.
@@ -37,19 +38,45 @@ pub enum KdfKind {
 }
 
 impl KdfKind {
+    /// Every supported KDF.
+    pub const ALL: [KdfKind; 3] = [KdfKind::Pbkdf2, KdfKind::Argon2i, KdfKind::Argon2id];
+
     /// Parses `pbkdf2`, `argon2i` or `argon2id`.
     pub fn parse(s: &str) -> Result<KdfKind> {
-        match s {
-            "pbkdf2" => Ok(KdfKind::Pbkdf2),
-            "argon2i" => Ok(KdfKind::Argon2i),
-            "argon2id" => Ok(KdfKind::Argon2id),
-            _ => Err(Error::Unsupported(format!(
-                "kdf {s:?} is not supported (supported: pbkdf2, argon2i, argon2id)"
-            ))),
-        }
+        KdfKind::ALL
+            .into_iter()
+            .find(|k| k.name() == s)
+            .ok_or_else(|| {
+                Error::unsupported(format!(
+                    "kdf {s:?} is not supported (supported: {})",
+                    KdfKind::names(&KdfKind::ALL)
+                ))
+            })
     }
 
-    /// The name in LUKS2 metadata.
+    /// Why this KDF cannot serve a keyslot of `format`, whose keyslots take `allowed` (the
+    /// default first); `None` when it can.
+    pub fn refusal(self, format: &str, allowed: &[KdfKind]) -> Option<String> {
+        if allowed.contains(&self) {
+            return None;
+        }
+        let default = allowed.first().map_or("?", |k| k.name());
+        Some(format!(
+            "{format} keyslots use {} only (--pbkdf {default})",
+            KdfKind::names(allowed)
+        ))
+    }
+
+    /// `kinds` as text: `pbkdf2, argon2i, argon2id`.
+    pub fn names(kinds: &[KdfKind]) -> String {
+        kinds
+            .iter()
+            .map(|k| k.name())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// The name in metadata and on the command line.
     pub fn name(self) -> &'static str {
         match self {
             KdfKind::Pbkdf2 => "pbkdf2",
@@ -82,13 +109,34 @@ pub enum Kdf {
     },
 }
 
+/// `pbkdf2-sha256 1000 iterations`, `argon2id time 4 memory 65536 KiB parallel 1`.
+impl fmt::Display for Kdf {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Kdf::Pbkdf2 { hash, iterations } => {
+                write!(f, "pbkdf2-{} {iterations} iterations", hash.name())
+            }
+            Kdf::Argon2 {
+                kind,
+                time,
+                memory_kib,
+                parallel,
+            } => write!(
+                f,
+                "{} time {time} memory {memory_kib} KiB parallel {parallel}",
+                kind.name()
+            ),
+        }
+    }
+}
+
 impl Kdf {
     /// Derives `out.len()` bytes from `passphrase` and `salt`.
     pub fn derive(&self, passphrase: &[u8], salt: &[u8], out: &mut [u8]) -> Result<()> {
         match *self {
             Kdf::Pbkdf2 { hash, iterations } => {
                 if iterations == 0 {
-                    return Err(Error::Corrupt("pbkdf2 with 0 iterations".into()));
+                    return Err(Error::corrupt("pbkdf2 with 0 iterations"));
                 }
                 hash.pbkdf2(passphrase, salt, iterations, out);
                 Ok(())
@@ -104,10 +152,10 @@ impl Kdf {
                     _ => argon2::Algorithm::Argon2id,
                 };
                 let params = argon2::Params::new(memory_kib, time, parallel, Some(out.len()))
-                    .map_err(|e| Error::Invalid(format!("argon2 parameters: {e}")))?;
+                    .map_err(|e| Error::invalid(format!("argon2 parameters: {e}")))?;
                 argon2::Argon2::new(alg, argon2::Version::V0x13, params)
                     .hash_password_into(passphrase, salt, out)
-                    .map_err(|e| Error::Invalid(format!("argon2: {e}")))
+                    .map_err(|e| Error::invalid(format!("argon2: {e}")))
             }
         }
     }
@@ -163,13 +211,13 @@ impl KdfOptions {
     /// of the derived key (PBKDF2's cost grows with it).
     pub fn resolve(&self, key_len: usize) -> Result<Kdf> {
         if self.iter_time_ms == 0 && self.force_iterations.is_none() {
-            return Err(Error::Invalid("--iter-time must be at least 1 ms".into()));
+            return Err(Error::invalid("--iter-time must be at least 1 ms"));
         }
         match self.kind {
             KdfKind::Pbkdf2 => {
                 let iterations = match self.force_iterations {
                     Some(n) if n < PBKDF2_MIN_ITERATIONS => {
-                        return Err(Error::Invalid(format!(
+                        return Err(Error::invalid(format!(
                             "pbkdf2 needs at least {PBKDF2_MIN_ITERATIONS} iterations (got {n})"
                         )))
                     }
@@ -185,7 +233,7 @@ impl KdfOptions {
                 let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
                 let parallel = self.parallel.unwrap_or(cores.min(4));
                 if !(1..=16).contains(&parallel) {
-                    return Err(Error::Invalid(format!(
+                    return Err(Error::invalid(format!(
                         "--pbkdf-parallel must be 1 to 16 (got {parallel})"
                     )));
                 }
@@ -196,13 +244,13 @@ impl KdfOptions {
                 if !(ARGON2_MIN_MEMORY_KIB..=ARGON2_MAX_MEMORY_KIB).contains(&memory_kib)
                     || memory_kib < 8 * parallel
                 {
-                    return Err(Error::Invalid(format!(
+                    return Err(Error::invalid(format!(
                         "--pbkdf-memory must be {ARGON2_MIN_MEMORY_KIB} to {ARGON2_MAX_MEMORY_KIB} \
                          KiB and at least 8 KiB per lane (got {memory_kib})"
                     )));
                 }
                 match self.force_iterations {
-                    Some(t) if t < 1 => Err(Error::Invalid("argon2 time cost must be >= 1".into())),
+                    Some(t) if t < 1 => Err(Error::invalid("argon2 time cost must be >= 1")),
                     Some(time) => Ok(Kdf::Argon2 {
                         kind,
                         time,

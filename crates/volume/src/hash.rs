@@ -1,11 +1,11 @@
-//! The hashes LUKS names in its metadata (`sha1`, `sha256`, `sha512`), over the RustCrypto
+//! The hashes volume metadata names (`sha1`, `sha256`, `sha512`), over the RustCrypto
 //! crates: plain digests (anti-forensic diffusion, LUKS2 header checksums) and PBKDF2-HMAC.
 
-use super::error::{Error, Result};
+use crate::error::{Error, Result};
 use sha1::Sha1;
 use sha2::{Digest, Sha256, Sha512};
 
-/// A hash named in a LUKS header.
+/// A hash named in a header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HashAlg {
     /// SHA-1 (LUKS1 volumes of old cryptsetup versions; qemu-img's LUKS1 default).
@@ -17,16 +17,22 @@ pub enum HashAlg {
 }
 
 impl HashAlg {
+    /// Every supported hash.
+    pub const ALL: [HashAlg; 3] = [HashAlg::Sha1, HashAlg::Sha256, HashAlg::Sha512];
+
     /// Parses a name as cryptsetup writes it (case-insensitive).
     pub fn parse(name: &str) -> Result<HashAlg> {
-        match name.to_ascii_lowercase().as_str() {
-            "sha1" => Ok(HashAlg::Sha1),
-            "sha256" => Ok(HashAlg::Sha256),
-            "sha512" => Ok(HashAlg::Sha512),
-            _ => Err(Error::Unsupported(format!(
-                "hash {name:?} is not supported (supported: sha1, sha256, sha512)"
-            ))),
-        }
+        let lower = name.to_ascii_lowercase();
+        HashAlg::ALL
+            .into_iter()
+            .find(|h| h.name() == lower)
+            .ok_or_else(|| {
+                let names: Vec<&str> = HashAlg::ALL.iter().map(|h| h.name()).collect();
+                Error::unsupported(format!(
+                    "hash {name:?} is not supported (supported: {})",
+                    names.join(", ")
+                ))
+            })
     }
 
     /// The name cryptsetup writes.

@@ -1,0 +1,74 @@
+//! Volume images for the tests of the volume commands, `serve` and `mount` (included with
+//! `#[path = "support/volumes.rs"] mod volumes;` beside `mod support;`): key files, a
+//! LUKS2 volume made by `sectorcrypt format` at the lowest KDF cost, a LUKS1 volume made by
+//! qemu-img, mount points.
+// Each test binary uses a different subset of these helpers.
+#![allow(dead_code)]
+
+use crate::support::{bin, ok, s, sc};
+use sectorcrypt_testkit::run;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+/// The lowest keyslot cost `format` and the key commands accept.
+pub const FAST: [&str; 4] = ["--pbkdf", "pbkdf2", "--pbkdf-force-iterations", "1000"];
+
+/// A key file `dir/name` holding `pass`.
+pub fn key_file(dir: &Path, name: &str, pass: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, pass).unwrap();
+    p
+}
+
+/// `dir/v.img`: a 20 MiB volume made by `sectorcrypt format FAST EXTRA`, keyslot 0 opened
+/// by "zero" (in the key file `dir/k0`).
+pub fn new_volume(dir: &Path, extra: &[&str]) -> PathBuf {
+    let img = dir.join("v.img");
+    let k = key_file(dir, "k0", "zero");
+    let mut args = vec!["format", s(&img), "--size", "20M", "--key-file", s(&k)];
+    args.extend_from_slice(&FAST);
+    args.extend_from_slice(extra);
+    ok(sc(&args, b""));
+    img
+}
+
+/// A LUKS1 volume of `size` bytes of data made by `qemu-img create -f luks` (10 ms of
+/// PBKDF2) with the passphrase in `pass`.
+pub fn qemu_luks(img: &Path, pass: &Path, size: usize) {
+    run(Command::new("qemu-img")
+        .args(["create", "-q", "-f", "luks", "--object"])
+        .arg(format!("secret,id=s0,file={}", pass.display()))
+        .args(["-o", "key-secret=s0,iter-time=10"])
+        .arg(img)
+        .arg(size.to_string()));
+}
+
+/// Whether `mp` is a mount point (field 5 of /proc/self/mountinfo).
+pub fn mounted(mp: &Path) -> bool {
+    let mp = mp.to_string_lossy().to_string();
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap()
+        .lines()
+        .any(|l| l.split(' ').nth(4) == Some(mp.as_str()))
+}
+
+/// Starts `sectorcrypt ARGS` with no standard input or output; its standard error goes to
+/// `stderr`.
+pub fn spawn(args: &[&str], stderr: Stdio) -> Child {
+    Command::new(bin())
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .expect("start sectorcrypt")
+}
+
+/// `sectorcrypt write IMG --input DIR/in --key-file KEY` of `data` (which goes to
+/// `dir/in` first).
+pub fn write_volume(dir: &Path, img: &Path, key: &Path, data: &[u8]) {
+    let input = dir.join("in");
+    std::fs::write(&input, data).unwrap();
+    let args = ["write", s(img), "--input", s(&input), "--key-file", s(key)];
+    ok(sc(&args, b""));
+}

@@ -1,0 +1,563 @@
+//! The on-disk formats behind one interface.
+//!
+//! Each format is a module (`luks::luks1`, `luks::luks2`; GELI next) that implements
+//! [`Format`] for its parsed header and registers one [`Driver`] in [`FORMATS`]: a name and
+//! a `detect` function that looks at the first bytes and the size of a store and, when the
+//! store is of its format, reads and validates the header. [`Header::read`] asks the
+//! drivers in order; the first that recognises the store wins. Everything else the
+//! commands do goes through [`Header`] (a `Box<dyn Format>` with the format-neutral steps
+//! around it) and [`Unlocked`], so a new format is a new module and one line in
+//! [`FORMATS`]: the CLI's commands never name a format.
+//!
+//! Why a trait object rather than an enum: a header is read once per command and used a
+//! few times, so a virtual call costs nothing measurable, and a new format then touches no
+//! `match` outside its own module. The data path never sees a format: an [`Unlocked`]
+//! volume gives the engine a [`Layout`].
+//!
+//! The rules every format keeps:
+//! - reading and validating never writes, and nothing is written through a header that
+//!   failed validation;
+//! - every change is crash-safe: new keyslot material is written and synced before the
+//!   metadata that points at it, old material is wiped after the metadata that drops it;
+//! - all I/O goes through the [`Store`]; allocations are bounded by what the input
+//!   itself allows, never by a size a header claims;
+//! - wrong passphrases are [`Error::WrongPassphrase`]; messages hold no secret.
+//!
+//! Header backups ([`backup_header`], [`restore_header`]) copy the pieces a format names
+//! ([`Format::backup_pieces`]), in the order that keeps a crash during a restore
+//! recoverable. [`Header::dump`] renders the format's [`dump::Report`].
+
+pub mod dump;
+
+use crate::error::{Error, HeaderError, KeyslotError, Result};
+use crate::kdf::{Kdf, KdfKind, KdfOptions};
+use crate::layout::{Geometry, IvRule, Layout};
+use crate::store::{self, FileStore, Store};
+use sectorcrypt_crypto::dmcrypt::{CipherSpec, SectorCipher};
+use std::any::Any;
+use std::fmt;
+use zeroize::Zeroizing;
+
+/// A parsed, validated header of one format.
+pub trait Format: fmt::Debug + Send + Sync + Any {
+    /// The format's name as users write it: `luks1`, `luks2`.
+    fn name(&self) -> &'static str;
+
+    /// The volume's UUID, when the format has one.
+    fn uuid(&self) -> Option<&str>;
+
+    /// Numbers of the active keyslots.
+    fn active_keyslots(&self) -> Result<Vec<usize>>;
+
+    /// How keyslot `slot` turns a passphrase into its key.
+    fn keyslot_kdf(&self, slot: usize) -> Result<Kdf>;
+
+    /// The KDFs new keyslots may use, the default first.
+    fn kdf_kinds(&self) -> &'static [KdfKind];
+
+    /// Tries the keyslots (only `slot` when given) with `passphrase`; returns the volume
+    /// key and the keyslot that opened.
+    fn unlock_key(
+        &self,
+        store: &dyn Store,
+        passphrase: &[u8],
+        slot: Option<usize>,
+    ) -> Result<(Zeroizing<Vec<u8>>, usize)>;
+
+    /// The volume opened with its `key` (known to be right: from keyslot `keyslot`, or
+    /// just made): where the data is and how it is encrypted.
+    fn unlocked(
+        &self,
+        store: &dyn Store,
+        key: Zeroizing<Vec<u8>>,
+        keyslot: usize,
+    ) -> Result<Unlocked>;
+
+    /// Whether `key` is this volume's key.
+    fn verify_key(&self, key: &[u8]) -> Result<bool>;
+
+    /// Writes the keyslot `new` (its key already verified); returns its number.
+    fn add_keyslot(&mut self, store: &dyn Store, new: &NewKeyslot<'_>) -> Result<usize>;
+
+    /// Replaces keyslot `old` (whose passphrase was checked) with `new`, crash-safe;
+    /// returns the keyslot now holding the new passphrase.
+    fn change_keyslot(
+        &mut self,
+        store: &dyn Store,
+        old: usize,
+        new: &NewKeyslot<'_>,
+    ) -> Result<usize>;
+
+    /// Destroys keyslot `slot`, or every keyslot when `None` (metadata first, then the
+    /// material).
+    fn remove_keyslots(&mut self, store: &dyn Store, slot: Option<usize>) -> Result<()>;
+
+    /// Whether a redundant copy of the header is damaged or stale.
+    fn needs_repair(&self) -> bool {
+        false
+    }
+
+    /// Rewrites damaged or stale copies from the good one.
+    fn repair(&mut self, store: &dyn Store) -> Result<()> {
+        let _ = store;
+        Ok(())
+    }
+
+    /// The pieces a header backup holds, in the order a restore writes them, for an image
+    /// of `image_size` bytes.
+    fn backup_pieces(&self, image_size: u64) -> Vec<Piece>;
+
+    /// Whether this header (read from a backup) can be restored onto an image of
+    /// `image_size` bytes. The default: the image must be larger than the end of the
+    /// backup's pieces (room for data after the metadata).
+    fn check_restore_target(&self, image_size: u64) -> Result<()> {
+        let end = backup_extent(&self.backup_pieces(image_size));
+        if image_size <= end {
+            return Err(Error::invalid(format!(
+                "the image has {image_size} bytes, too small for a header whose data starts \
+                 at {end}"
+            )));
+        }
+        Ok(())
+    }
+
+    /// What `dump` shows.
+    fn report(&self) -> dump::Report;
+
+    /// The metadata as JSON (the format's own document where it has one).
+    fn to_json(&self) -> serde_json::Value;
+
+    /// For downcasting to the concrete type (tests, format-specific tools).
+    fn as_any(&self) -> &dyn Any;
+}
+
+/// A keyslot to write: the volume key it holds (verified against the volume first), the
+/// passphrase that will open it, how its KDF cost is chosen and, when asked for, its
+/// number. `Debug` shows the number only.
+pub struct NewKeyslot<'a> {
+    /// The volume key.
+    pub key: &'a [u8],
+    /// The passphrase.
+    pub passphrase: &'a [u8],
+    /// The KDF and its cost.
+    pub kdf: &'a KdfOptions,
+    /// The keyslot number asked for (the first free one otherwise).
+    pub slot: Option<usize>,
+}
+
+impl fmt::Debug for NewKeyslot<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("NewKeyslot")
+            .field("slot", &self.slot)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A range of a header backup: `len` bytes at `image` in the image, at `backup` in the
+/// backup file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Piece {
+    /// Offset in the image.
+    pub image: u64,
+    /// Offset in the backup file.
+    pub backup: u64,
+    /// Length.
+    pub len: u64,
+}
+
+impl Piece {
+    /// Pieces at the same offsets in the image and in the backup (a header at the start
+    /// of the image), from (offset, length) pairs in restore order.
+    pub fn in_place(ranges: &[(u64, u64)]) -> Vec<Piece> {
+        ranges
+            .iter()
+            .map(|&(at, len)| Piece {
+                image: at,
+                backup: at,
+                len,
+            })
+            .collect()
+    }
+}
+
+/// What a store looks like to the detectors.
+#[derive(Debug)]
+pub struct Probe<'a> {
+    /// The store.
+    pub store: &'a dyn Store,
+    /// Its first bytes (up to [`PROBE_BYTES`]; fewer when the store is shorter).
+    pub head: &'a [u8],
+    /// Its size.
+    pub size: u64,
+}
+
+/// Bytes at the start of a store handed to every detector.
+pub const PROBE_BYTES: usize = 4096;
+
+/// What a detector says of a store: `None` when the store is not of its format;
+/// otherwise the header read and validated, or why it cannot be (truncated, corrupt).
+pub type Detected = Option<Result<Box<dyn Format>>>;
+
+/// A registered format.
+#[derive(Debug)]
+pub struct Driver {
+    /// The format's name.
+    pub name: &'static str,
+    /// Recognises the format and reads the header.
+    pub detect: fn(&Probe<'_>) -> Detected,
+}
+
+/// The formats, in the order they are tried.
+pub const FORMATS: &[Driver] = &[crate::luks::luks1::DRIVER, crate::luks::luks2::DRIVER];
+
+/// The names of [`FORMATS`], for messages: `luks1, luks2`.
+pub fn known_formats() -> String {
+    let names: Vec<&str> = FORMATS.iter().map(|d| d.name).collect();
+    names.join(", ")
+}
+
+/// A volume's header, of whichever format.
+#[derive(Debug)]
+pub struct Header(Box<dyn Format>);
+
+impl Header {
+    /// Detects the format of `store` and reads its header. Never writes.
+    pub fn read(store: &dyn Store) -> Result<Header> {
+        let mut head = vec![0u8; PROBE_BYTES];
+        let n = store::read_head(store, &mut head)?;
+        let probe = Probe {
+            store,
+            head: &head[..n],
+            size: store::size(store)?,
+        };
+        for driver in FORMATS {
+            if let Some(found) = (driver.detect)(&probe) {
+                return found.map(Header);
+            }
+        }
+        Err(HeaderError::Unrecognised(format!(
+            "none of their headers is in {} ({} bytes)",
+            store.name(),
+            probe.size
+        ))
+        .into())
+    }
+
+    /// Wraps a header a format made.
+    pub fn new(format: Box<dyn Format>) -> Header {
+        Header(format)
+    }
+
+    /// The format's interface.
+    pub fn format(&self) -> &dyn Format {
+        &*self.0
+    }
+
+    /// The concrete header, when it is a `T`.
+    pub fn downcast_ref<T: Format>(&self) -> Option<&T> {
+        self.0.as_any().downcast_ref()
+    }
+
+    /// The format's name.
+    pub fn name(&self) -> &'static str {
+        self.0.name()
+    }
+
+    /// The volume UUID, when the format has one.
+    pub fn uuid(&self) -> Option<&str> {
+        self.0.uuid()
+    }
+
+    /// Numbers of the active keyslots.
+    pub fn active_keyslots(&self) -> Result<Vec<usize>> {
+        self.0.active_keyslots()
+    }
+
+    /// How keyslot `slot` turns a passphrase into its key.
+    pub fn keyslot_kdf(&self, slot: usize) -> Result<Kdf> {
+        self.0.keyslot_kdf(slot)
+    }
+
+    /// The KDFs new keyslots may use, the default first.
+    pub fn kdf_kinds(&self) -> &'static [KdfKind] {
+        self.0.kdf_kinds()
+    }
+
+    /// Opens the volume with `passphrase`, trying every keyslot.
+    pub fn unlock(&self, store: &dyn Store, passphrase: &[u8]) -> Result<Unlocked> {
+        self.unlock_slot(store, passphrase, None)
+    }
+
+    /// Opens the volume with `passphrase`, trying only keyslot `slot` when given.
+    pub fn unlock_slot(
+        &self,
+        store: &dyn Store,
+        passphrase: &[u8],
+        slot: Option<usize>,
+    ) -> Result<Unlocked> {
+        let (key, n) = self.0.unlock_key(store, passphrase, slot)?;
+        self.0.unlocked(store, key, n)
+    }
+
+    /// Adds a keyslot for `new_passphrase` holding the volume key of `unlocked`. Returns
+    /// its number.
+    pub fn add_key(
+        &mut self,
+        store: &dyn Store,
+        unlocked: &Unlocked,
+        new_passphrase: &[u8],
+        kdf: &KdfOptions,
+        slot: Option<usize>,
+    ) -> Result<usize> {
+        if !self.0.verify_key(unlocked.volume_key())? {
+            return Err(Error::invalid("the key does not match this volume"));
+        }
+        let new = NewKeyslot {
+            key: unlocked.volume_key(),
+            passphrase: new_passphrase,
+            kdf,
+            slot,
+        };
+        self.0.add_keyslot(store, &new)
+    }
+
+    /// Replaces the passphrase of the keyslot `old_passphrase` opens (only `slot` when
+    /// given). Returns the keyslot now holding the new passphrase (see each format for
+    /// whether it moves).
+    pub fn change_key(
+        &mut self,
+        store: &dyn Store,
+        old_passphrase: &[u8],
+        new_passphrase: &[u8],
+        kdf: &KdfOptions,
+        slot: Option<usize>,
+    ) -> Result<usize> {
+        let unlocked = self.unlock_slot(store, old_passphrase, slot)?;
+        let new = NewKeyslot {
+            key: unlocked.volume_key(),
+            passphrase: new_passphrase,
+            kdf,
+            slot: None,
+        };
+        self.0.change_keyslot(store, unlocked.keyslot, &new)
+    }
+
+    /// Destroys keyslot `slot` (metadata first, then its material).
+    pub fn remove_key(&mut self, store: &dyn Store, slot: usize) -> Result<()> {
+        self.0.remove_keyslots(store, Some(slot))
+    }
+
+    /// Destroys every keyslot: the data cannot be opened again without a header backup.
+    pub fn erase(&mut self, store: &dyn Store) -> Result<()> {
+        self.0.remove_keyslots(store, None)
+    }
+
+    /// Whether a redundant copy of the header is damaged or stale.
+    pub fn needs_repair(&self) -> bool {
+        self.0.needs_repair()
+    }
+
+    /// Rewrites damaged or stale copies from the good one.
+    pub fn repair(&mut self, store: &dyn Store) -> Result<()> {
+        self.0.repair(store)
+    }
+
+    /// Bytes of a header backup of this volume in an image of `image_size` bytes.
+    pub fn backup_len(&self, image_size: u64) -> u64 {
+        backup_extent(&self.0.backup_pieces(image_size))
+    }
+
+    /// The metadata as JSON.
+    pub fn to_json(&self) -> serde_json::Value {
+        self.0.to_json()
+    }
+
+    /// A human-readable description, in the spirit of `cryptsetup luksDump`.
+    pub fn dump(&self) -> String {
+        dump::render(&self.0.report())
+    }
+}
+
+/// The end of the furthest piece in a backup file: its length.
+fn backup_extent(pieces: &[Piece]) -> u64 {
+    pieces.iter().map(|p| p.backup + p.len).max().unwrap_or(0)
+}
+
+/// An unlocked volume: what the engine needs, and the volume key for keyslot changes. The
+/// key is zeroized on drop and never printed.
+pub struct Unlocked {
+    volume_key: Zeroizing<Vec<u8>>,
+    /// The cipher string, e.g. `aes-xts-plain64`.
+    pub cipher: String,
+    /// The cipher, parsed.
+    pub spec: CipherSpec,
+    /// Bytes per sector.
+    pub sector_size: usize,
+    /// How each sector's IV number is formed.
+    pub iv: IvRule,
+    /// Byte offset of the data in the image.
+    pub data_offset: u64,
+    /// Bytes of data (whole sectors).
+    pub data_size: u64,
+    /// The keyslot that opened.
+    pub keyslot: usize,
+}
+
+impl fmt::Debug for Unlocked {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Unlocked")
+            .field("cipher", &self.cipher)
+            .field("key_bits", &(self.volume_key.len() * 8))
+            .field("sector_size", &self.sector_size)
+            .field("iv", &self.iv)
+            .field("data_offset", &self.data_offset)
+            .field("data_size", &self.data_size)
+            .field("keyslot", &self.keyslot)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a format knows of an opened volume, for [`Unlocked::new`].
+#[derive(Debug, Clone)]
+pub struct VolumeInfo {
+    /// The cipher string.
+    pub cipher: String,
+    /// Bytes per sector.
+    pub sector_size: usize,
+    /// The IV rule.
+    pub iv: IvRule,
+    /// Byte offset of the data.
+    pub data_offset: u64,
+    /// Bytes of data (whole sectors).
+    pub data_size: u64,
+}
+
+impl Unlocked {
+    /// An unlocked volume of one key for all its sectors.
+    pub fn new(
+        info: VolumeInfo,
+        spec: CipherSpec,
+        volume_key: Zeroizing<Vec<u8>>,
+        keyslot: usize,
+    ) -> Unlocked {
+        Unlocked {
+            volume_key,
+            cipher: info.cipher,
+            spec,
+            sector_size: info.sector_size,
+            iv: info.iv,
+            data_offset: info.data_offset,
+            data_size: info.data_size,
+            keyslot,
+        }
+    }
+
+    /// The volume key.
+    pub fn volume_key(&self) -> &[u8] {
+        &self.volume_key
+    }
+
+    /// Where the data is and how its sectors are cut.
+    pub fn geometry(&self) -> Geometry {
+        Geometry {
+            sector_size: self.sector_size,
+            data_offset: self.data_offset,
+            size: self.data_size,
+            iv: self.iv,
+            metadata: None,
+        }
+    }
+
+    /// The sector map of the data area, for the engine.
+    pub fn layout(&self) -> Result<Layout> {
+        Layout::single(self.geometry(), self.spec, &self.volume_key)
+    }
+
+    /// A sector cipher under the volume key whose IV step matches the IV rule (apply
+    /// [`IvRule::number`] for a sector's first IV number): an independent path to the
+    /// data, for tests and tools.
+    pub fn sector_cipher(&self) -> Result<SectorCipher> {
+        let large = !matches!(self.iv, IvRule::Units512 { .. });
+        let layout = sectorcrypt_crypto::dmcrypt::SectorLayout::new(self.sector_size, large)?;
+        Ok(SectorCipher::new(self.spec, &self.volume_key, layout)?)
+    }
+
+    /// The engine over this volume's data area in `store` (the store it was unlocked from,
+    /// opened read-write unless `opts.read_only`).
+    pub fn engine(
+        &self,
+        store: Box<dyn Store>,
+        opts: crate::engine::EngineOptions,
+    ) -> Result<crate::engine::Volume> {
+        crate::engine::Volume::new(store, self.layout()?, opts)
+    }
+}
+
+/// Copies the header pieces of `image` (see [`Format::backup_pieces`]) to `out`, a new file
+/// (it must not exist).
+pub fn backup_header(image: &dyn Store, out: &std::path::Path) -> Result<()> {
+    let header = Header::read(image)?;
+    let pieces = header.0.backup_pieces(store::size(image)?);
+    if out.symlink_metadata().is_ok() {
+        return Err(Error::io(
+            format!("creating {}", out.display()),
+            std::io::Error::new(std::io::ErrorKind::AlreadyExists, "it already exists"),
+        ));
+    }
+    // Written beside the backup and renamed over it once complete and synced: a failure
+    // leaves no partial backup. Only the owner may read it (it holds keyslot material).
+    let creating = |e| Error::io(format!("creating {}", out.display()), e);
+    let file = crate::atomic::AtomicFile::create(out).map_err(creating)?;
+    let dst = FileStore::new(
+        file.file().try_clone().map_err(creating)?,
+        out.display().to_string(),
+    );
+    for p in &pieces {
+        store::copy(
+            image,
+            p.image,
+            &dst,
+            p.backup,
+            p.len,
+            "header and keyslot areas",
+        )?;
+    }
+    file.commit().map_err(creating)
+}
+
+/// Writes the header pieces of the backup `backup` onto `image`, after checking the
+/// backup's header and that it fits the image. Each piece is synced before the next, in
+/// the order the format gives (keyslot areas before the metadata naming them). Returns the
+/// restored header, read back from the image.
+pub fn restore_header(image: &dyn Store, backup: &dyn Store) -> Result<Header> {
+    let header = Header::read(backup).map_err(|e| match e {
+        Error::Header(HeaderError::Unrecognised(m)) => {
+            Error::Header(HeaderError::Unrecognised(format!("the backup file: {m}")))
+        }
+        e => e,
+    })?;
+    let size = store::size(image)?;
+    let pieces = header.0.backup_pieces(size);
+    let need = backup_extent(&pieces);
+    let have = store::size(backup)?;
+    if have < need {
+        return Err(Error::truncated(format!(
+            "the backup file has {have} bytes, its header describes {need} bytes of metadata \
+             and keyslot areas"
+        )));
+    }
+    header.0.check_restore_target(size)?;
+    for p in pieces {
+        store::copy(backup, p.backup, image, p.image, p.len, "backup's metadata")?;
+        store::sync(image)?;
+    }
+    Header::read(image)
+}
+
+/// [`KeyslotError::NotActive`] or, without a slot asked for, [`KeyslotError::NoneActive`].
+pub(crate) fn no_keyslot(only: Option<usize>) -> Error {
+    match only {
+        Some(n) => KeyslotError::NotActive(n).into(),
+        None => KeyslotError::NoneActive.into(),
+    }
+}

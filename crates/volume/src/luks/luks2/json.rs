@@ -1,0 +1,513 @@
+//! The LUKS2 JSON metadata: typed access to its fields, the structural checks made before
+//! any field is used, and typed views of the parts sectorcrypt interprets ([`Segment`],
+//! [`Keyslot`], [`Digest`]).
+//!
+//! The document is kept as a [`serde_json::Value`] and edited in place, so tokens, flags
+//! and fields sectorcrypt does not interpret survive a rewrite; the views are read from it
+//! when needed. [`validate`] makes the checks cryptsetup makes, enough that the views
+//! cannot fail on a header that passed them for the fields sectorcrypt uses; the views
+//! bound every size (keys, stripes, KDF costs) before anything is allocated.
+
+use super::copies::BIN_SIZE;
+use super::Luks2;
+use crate::error::{Error, KeyslotError, Result};
+use crate::hash::HashAlg;
+use crate::kdf::{Kdf, KdfKind, ARGON2_MAX_MEMORY_KIB, ARGON2_MIN_MEMORY_KIB};
+use crate::luks::af;
+use crate::luks::fields::align_up;
+use crate::luks::keyslot::{digest_matches, MAX_KEY_BYTES};
+use base64::engine::general_purpose::STANDARD as B64;
+use base64::Engine as _;
+use serde_json::{json, Map, Value};
+
+/// LUKS2 keyslots are numbered 0..32.
+pub const MAX_KEYSLOTS: usize = 32;
+/// The largest keyslots area cryptsetup accepts (LUKS2_MAX_KEYSLOTS_SIZE, 128 MiB); it
+/// also writes no larger one whatever the data offset.
+pub const MAX_KEYSLOTS_SIZE: u64 = 128 << 20;
+/// Keyslot areas are aligned to 4096 bytes, as cryptsetup does.
+pub(super) const AREA_ALIGN: u64 = 4096;
+
+/// The data segment that holds the volume.
+#[derive(Debug, Clone)]
+pub struct Segment {
+    /// Its id in `segments`.
+    pub id: String,
+    /// Byte offset of the data in the image.
+    pub offset: u64,
+    /// Size in bytes, or `None` for "dynamic" (up to the end of the image).
+    pub size: Option<u64>,
+    /// The IV number of the first sector, in 512-byte units.
+    pub iv_tweak: u64,
+    /// The cipher string.
+    pub encryption: String,
+    /// Encryption sector size.
+    pub sector_size: usize,
+}
+
+/// A `luks2` keyslot.
+#[derive(Debug, Clone)]
+pub struct Keyslot {
+    /// Keyslot number.
+    pub id: usize,
+    /// Length of the volume key it holds.
+    pub key_size: usize,
+    /// The AF splitter's hash and stripes.
+    pub af_hash: HashAlg,
+    /// AF stripes.
+    pub stripes: usize,
+    /// The area holding the encrypted AF material.
+    pub area_offset: u64,
+    /// Size of that area.
+    pub area_size: u64,
+    /// Cipher of the area.
+    pub area_encryption: String,
+    /// Key length of the area cipher (= the KDF output length).
+    pub area_key_size: usize,
+    /// The KDF and its costs.
+    pub kdf: Kdf,
+    /// The KDF salt.
+    pub salt: Vec<u8>,
+    /// 0 ignore, 1 normal, 2 high.
+    pub priority: i64,
+}
+
+/// A `pbkdf2` digest of the volume key.
+#[derive(Debug, Clone)]
+pub struct Digest {
+    /// Its id in `digests`.
+    pub id: String,
+    /// Keyslots it covers.
+    pub keyslots: Vec<usize>,
+    /// Segments it covers.
+    pub segments: Vec<String>,
+    hash: HashAlg,
+    iterations: u32,
+    salt: Vec<u8>,
+    digest: Vec<u8>,
+}
+
+impl Digest {
+    /// Whether `key` is the volume key this digest was made of.
+    pub fn verify(&self, key: &[u8]) -> bool {
+        self.digest.len() == self.hash.output_len()
+            && digest_matches(self.hash, key, &self.salt, self.iterations, &self.digest)
+    }
+}
+
+pub(super) fn corrupt(msg: impl Into<String>) -> Error {
+    Error::corrupt(msg)
+}
+
+pub(super) fn obj<'a>(v: &'a Value, key: &str, path: &str) -> Result<&'a Map<String, Value>> {
+    v.get(key)
+        .and_then(Value::as_object)
+        .ok_or_else(|| corrupt(format!("json: {path}{key} is missing or not an object")))
+}
+
+pub(super) fn str_of<'a>(v: &'a Value, key: &str, path: &str) -> Result<&'a str> {
+    v.get(key)
+        .and_then(Value::as_str)
+        .ok_or_else(|| corrupt(format!("json: {path}{key} is missing or not a string")))
+}
+
+/// A u64 the specification stores as a decimal string.
+pub(super) fn u64_str(v: &Value, key: &str, path: &str) -> Result<u64> {
+    str_of(v, key, path)?
+        .parse()
+        .map_err(|_| corrupt(format!("json: {path}{key} is not a decimal number")))
+}
+
+pub(super) fn int_of(v: &Value, key: &str, path: &str) -> Result<u64> {
+    v.get(key)
+        .and_then(Value::as_u64)
+        .ok_or_else(|| corrupt(format!("json: {path}{key} is missing or not a number")))
+}
+
+pub(super) fn b64_of(v: &Value, key: &str, path: &str) -> Result<Vec<u8>> {
+    B64.decode(str_of(v, key, path)?)
+        .map_err(|_| corrupt(format!("json: {path}{key} is not base64")))
+}
+
+pub(super) fn id_list(v: &Value, key: &str, path: &str) -> Result<Vec<String>> {
+    v.get(key)
+        .and_then(Value::as_array)
+        .ok_or_else(|| corrupt(format!("json: {path}{key} is missing or not an array")))?
+        .iter()
+        .map(|x| {
+            x.as_str()
+                .map(str::to_string)
+                .ok_or_else(|| corrupt(format!("json: {path}{key} holds a non-string")))
+        })
+        .collect()
+}
+
+/// The structural checks cryptsetup also makes, enough that the typed views cannot fail
+/// on a header that passed them for the fields sectorcrypt uses.
+pub(super) fn validate(json: &Value, hdr_size: u64) -> Result<()> {
+    if !json.is_object() {
+        return Err(corrupt("json: metadata is not an object"));
+    }
+    for key in ["keyslots", "segments", "digests", "config"] {
+        obj(json, key, "")?;
+    }
+    let config = &json["config"];
+    let json_size = u64_str(config, "json_size", "config.")?;
+    if json_size != hdr_size - BIN_SIZE as u64 {
+        return Err(corrupt(format!(
+            "json: config.json_size {json_size} does not match the header size {hdr_size}"
+        )));
+    }
+    let keyslots_size = u64_str(config, "keyslots_size", "config.")?;
+    if keyslots_size > MAX_KEYSLOTS_SIZE || !keyslots_size.is_multiple_of(AREA_ALIGN) {
+        return Err(corrupt(format!(
+            "json: config.keyslots_size {keyslots_size} (at most {MAX_KEYSLOTS_SIZE}, a \
+             multiple of {AREA_ALIGN})"
+        )));
+    }
+    // hdr_size is at most 4 MiB and keyslots_size 128 MiB: no overflow.
+    let area_end = 2 * hdr_size + keyslots_size;
+    for (id, ks) in obj(json, "keyslots", "")? {
+        let n: usize = id
+            .parse()
+            .map_err(|_| corrupt(format!("json: keyslot id {id:?} is not a number")))?;
+        if n >= MAX_KEYSLOTS {
+            return Err(corrupt(format!("json: keyslot id {n} is out of range")));
+        }
+        let path = format!("keyslots.{id}.");
+        str_of(ks, "type", &path)?;
+        if let Some(area) = ks.get("area") {
+            let p = format!("{path}area.");
+            let off = u64_str(area, "offset", &p)?;
+            let size = u64_str(area, "size", &p)?;
+            if off < 2 * hdr_size || off.checked_add(size).is_none_or(|e| e > area_end) {
+                return Err(corrupt(format!(
+                    "json: keyslot {id} area {off}+{size} lies outside the keyslots area"
+                )));
+            }
+        }
+    }
+    for (id, seg) in obj(json, "segments", "")? {
+        id.parse::<u64>()
+            .map_err(|_| corrupt(format!("json: segment id {id:?} is not a number")))?;
+        let path = format!("segments.{id}.");
+        str_of(seg, "type", &path)?;
+        let off = u64_str(seg, "offset", &path)?;
+        if off < area_end && off != 0 {
+            // Offset 0 is a detached header (data on another device).
+            return Err(corrupt(format!(
+                "json: segment {id} at {off} overlaps the metadata and keyslots ({area_end} bytes)"
+            )));
+        }
+        let size = str_of(seg, "size", &path)?;
+        if size != "dynamic" && size.parse::<u64>().is_err() {
+            return Err(corrupt(format!(
+                "json: segment {id} size {size:?} is invalid"
+            )));
+        }
+    }
+    for (id, d) in obj(json, "digests", "")? {
+        let path = format!("digests.{id}.");
+        str_of(d, "type", &path)?;
+        id_list(d, "keyslots", &path)?;
+        id_list(d, "segments", &path)?;
+    }
+    Ok(())
+}
+
+pub(super) fn kdf_of(ks: &Value, path: &str) -> Result<(Kdf, Vec<u8>)> {
+    let kdf = ks
+        .get("kdf")
+        .ok_or_else(|| corrupt(format!("json: {path}kdf is missing")))?;
+    let p = format!("{path}kdf.");
+    let kind = str_of(kdf, "type", &p)?;
+    let salt = b64_of(kdf, "salt", &p)?;
+    if salt.is_empty() {
+        return Err(corrupt(format!("json: {p}salt is empty")));
+    }
+    let k = match kind {
+        "pbkdf2" => Kdf::Pbkdf2 {
+            hash: HashAlg::parse(str_of(kdf, "hash", &p)?)?,
+            iterations: int_of(kdf, "iterations", &p)?
+                .try_into()
+                .ok()
+                .filter(|&i: &u32| i >= 1)
+                .ok_or_else(|| corrupt(format!("json: {p}iterations is out of range")))?,
+        },
+        "argon2i" | "argon2id" => {
+            let num = |key: &str| -> Result<u32> {
+                int_of(kdf, key, &p)?
+                    .try_into()
+                    .map_err(|_| corrupt(format!("json: {p}{key} is out of range")))
+            };
+            let (time, memory_kib, parallel) = (num("time")?, num("memory")?, num("cpus")?);
+            // The bounds cryptsetup enforces: a header cannot make us allocate more.
+            if time == 0
+                || !(ARGON2_MIN_MEMORY_KIB..=ARGON2_MAX_MEMORY_KIB).contains(&memory_kib)
+                || !(1..=16).contains(&parallel)
+            {
+                return Err(corrupt(format!(
+                    "json: {p}: argon2 costs out of range (time {time}, memory {memory_kib} KiB, \
+                     cpus {parallel})"
+                )));
+            }
+            Kdf::Argon2 {
+                kind: KdfKind::parse(kind)?,
+                time,
+                memory_kib,
+                parallel,
+            }
+        }
+        other => {
+            return Err(Error::unsupported(format!(
+                "keyslot kdf {other:?} (supported: {})",
+                KdfKind::names(&KdfKind::ALL)
+            )))
+        }
+    };
+    Ok((k, salt))
+}
+
+/// The KDF of the keyslot JSON `ks` (keyslot `slot`).
+pub(super) fn keyslot_kdf(ks: &Value, slot: usize) -> Result<Kdf> {
+    if ks.is_null() {
+        return Err(KeyslotError::NotActive(slot).into());
+    }
+    Ok(kdf_of(ks, &format!("keyslots.{slot}."))?.0)
+}
+
+/// `["0", "1"]` as `0 1` (for `dump`).
+pub(super) fn id_list_text(v: &Value) -> String {
+    v.as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|x| x.as_str())
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .unwrap_or_default()
+}
+
+pub(super) fn kdf_json(kdf: &Kdf, salt: &[u8]) -> Value {
+    match *kdf {
+        Kdf::Pbkdf2 { hash, iterations } => json!({
+            "type": "pbkdf2", "hash": hash.name(), "iterations": iterations,
+            "salt": B64.encode(salt),
+        }),
+        Kdf::Argon2 {
+            kind,
+            time,
+            memory_kib,
+            parallel,
+        } => json!({
+            "type": kind.name(), "time": time, "memory": memory_kib, "cpus": parallel,
+            "salt": B64.encode(salt),
+        }),
+    }
+}
+
+impl Luks2 {
+    /// Size of the keyslots area.
+    pub fn keyslots_size(&self) -> u64 {
+        u64_str(&self.json["config"], "keyslots_size", "config.")
+            .unwrap_or(0)
+            .min(MAX_KEYSLOTS_SIZE)
+    }
+
+    /// Refuses volumes whose metadata lists requirements this implementation lacks.
+    pub fn check_supported(&self) -> Result<()> {
+        if let Some(req) = self.json["config"].get("requirements") {
+            let mandatory: Vec<String> = req
+                .get("mandatory")
+                .and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .map(|x| x.as_str().unwrap_or("?").to_string())
+                        .collect()
+                })
+                .unwrap_or_default();
+            if !mandatory.is_empty() {
+                let hint = if mandatory.iter().any(|m| m.contains("reencrypt")) {
+                    " (a reencryption is in progress: finish it with cryptsetup first)"
+                } else {
+                    ""
+                };
+                return Err(Error::unsupported(format!(
+                    "the volume requires {}, which sectorcrypt does not implement{hint}",
+                    mandatory.join(", ")
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The one data segment.
+    pub fn segment(&self) -> Result<Segment> {
+        let segs = obj(&self.json, "segments", "")?;
+        if segs.len() != 1 {
+            return Err(Error::unsupported(format!(
+                "{} data segments (sectorcrypt opens volumes with exactly one; an unfinished \
+                 reencryption leaves several)",
+                segs.len()
+            )));
+        }
+        let (id, seg) = segs.iter().next().expect("one segment");
+        let path = format!("segments.{id}.");
+        let kind = str_of(seg, "type", &path)?;
+        if kind != "crypt" {
+            return Err(Error::unsupported(format!(
+                "segment type {kind:?} (only \"crypt\" is supported)"
+            )));
+        }
+        if seg.get("integrity").is_some() {
+            return Err(Error::unsupported(
+                "the segment has integrity protection (dm-integrity / authenticated \
+                 encryption), which sectorcrypt does not implement",
+            ));
+        }
+        let size = str_of(seg, "size", &path)?;
+        let sector_size = int_of(seg, "sector_size", &path)? as usize;
+        if !super::SECTOR_SIZES.contains(&sector_size) {
+            return Err(corrupt(format!(
+                "json: segment {id} sector size {sector_size} (must be one of {:?})",
+                super::SECTOR_SIZES
+            )));
+        }
+        Ok(Segment {
+            id: id.clone(),
+            offset: u64_str(seg, "offset", &path)?,
+            size: if size == "dynamic" {
+                None
+            } else {
+                Some(size.parse().map_err(|_| corrupt("json: segment size"))?)
+            },
+            iv_tweak: u64_str(seg, "iv_tweak", &path)?,
+            encryption: str_of(seg, "encryption", &path)?.to_string(),
+            sector_size,
+        })
+    }
+
+    /// The `luks2` keyslots, by id.
+    pub fn keyslots(&self) -> Result<Vec<Keyslot>> {
+        let mut out = Vec::new();
+        for (id, ks) in obj(&self.json, "keyslots", "")? {
+            let path = format!("keyslots.{id}.");
+            if str_of(ks, "type", &path)? != "luks2" {
+                continue;
+            }
+            let af = ks
+                .get("af")
+                .ok_or_else(|| corrupt(format!("json: {path}af is missing")))?;
+            let afp = format!("{path}af.");
+            if str_of(af, "type", &afp)? != "luks1" {
+                return Err(Error::unsupported(format!(
+                    "keyslot {id}: anti-forensic splitter {:?}",
+                    af["type"]
+                )));
+            }
+            let area = &ks["area"];
+            let ap = format!("{path}area.");
+            if str_of(area, "type", &ap)? != "raw" {
+                return Err(Error::unsupported(format!(
+                    "keyslot {id}: area type {:?}",
+                    area["type"]
+                )));
+            }
+            let (kdf, salt) = kdf_of(ks, &path)?;
+            let key_size = int_of(ks, "key_size", &path)?;
+            let area_key_size = int_of(area, "key_size", &ap)?;
+            let stripes = int_of(af, "stripes", &afp)?;
+            let area_size = u64_str(area, "size", &ap)?;
+            // Bounds before anything is allocated: AES keys are at most 64 bytes (XTS-256),
+            // the area key is the volume key's size, and cryptsetup writes and reads 4000
+            // stripes only.
+            if !(1..=MAX_KEY_BYTES).contains(&key_size) || area_key_size != key_size {
+                return Err(corrupt(format!(
+                    "json: keyslot {id}: key size {key_size} / area key size {area_key_size} \
+                     (must be equal, 1 to {MAX_KEY_BYTES} bytes)"
+                )));
+            }
+            if stripes != af::STRIPES as u64 {
+                return Err(corrupt(format!(
+                    "json: keyslot {id}: {stripes} anti-forensic stripes (must be {})",
+                    af::STRIPES
+                )));
+            }
+            if key_size
+                .checked_mul(stripes)
+                .is_none_or(|n| align_up(n, 512) > area_size)
+            {
+                return Err(corrupt(format!(
+                    "json: keyslot {id}: {stripes} stripes of {key_size} bytes do not fit its area"
+                )));
+            }
+            let (key_size, stripes, area_key_size) =
+                (key_size as usize, stripes as usize, area_key_size as usize);
+            out.push(Keyslot {
+                id: id.parse().expect("validated"),
+                key_size,
+                af_hash: HashAlg::parse(str_of(af, "hash", &afp)?)?,
+                stripes,
+                area_offset: u64_str(area, "offset", &ap)?,
+                area_size,
+                area_encryption: str_of(area, "encryption", &ap)?.to_string(),
+                area_key_size,
+                kdf,
+                salt,
+                priority: ks.get("priority").and_then(Value::as_i64).unwrap_or(1),
+            });
+        }
+        out.sort_by_key(|k| k.id);
+        Ok(out)
+    }
+
+    /// The digests.
+    pub fn digests(&self) -> Result<Vec<Digest>> {
+        let mut out = Vec::new();
+        for (id, d) in obj(&self.json, "digests", "")? {
+            let path = format!("digests.{id}.");
+            let kind = str_of(d, "type", &path)?;
+            if kind != "pbkdf2" {
+                return Err(Error::unsupported(format!("digest type {kind:?}")));
+            }
+            let hash = HashAlg::parse(str_of(d, "hash", &path)?)?;
+            let iterations: u32 = int_of(d, "iterations", &path)?
+                .try_into()
+                .map_err(|_| corrupt(format!("json: {path}iterations is out of range")))?;
+            let salt = b64_of(d, "salt", &path)?;
+            let digest = b64_of(d, "digest", &path)?;
+            // An empty or short digest would match any key: refuse it.
+            if digest.len() != hash.output_len() {
+                return Err(corrupt(format!(
+                    "json: {path}digest has {} bytes, {} makes {}",
+                    digest.len(),
+                    hash.name(),
+                    hash.output_len()
+                )));
+            }
+            if salt.is_empty() || iterations == 0 {
+                return Err(corrupt(format!("json: {path}: empty salt or 0 iterations")));
+            }
+            out.push(Digest {
+                id: id.clone(),
+                keyslots: id_list(d, "keyslots", &path)?
+                    .iter()
+                    .filter_map(|s| s.parse().ok())
+                    .collect(),
+                segments: id_list(d, "segments", &path)?,
+                hash,
+                iterations,
+                salt,
+                digest,
+            });
+        }
+        Ok(out)
+    }
+
+    pub(super) fn segment_digest(&self, seg: &Segment) -> Result<Digest> {
+        self.digests()?
+            .into_iter()
+            .find(|d| d.segments.contains(&seg.id))
+            .ok_or_else(|| corrupt(format!("json: no digest covers segment {}", seg.id)))
+    }
+}
