@@ -31,21 +31,40 @@
 
 pub mod cpu;
 
-pub mod aes;
+mod aes_core;
 mod backend;
+mod block;
 mod buf;
 mod error;
+mod gcm;
 mod ghash;
 mod gost;
 mod modes;
 mod traits;
 
-pub use backend::{probe_units, Backend};
+pub use aes_core::Backend;
 pub use error::{BackendError, Error, InputError, KeyError};
-#[doc(hidden)]
-pub use ghash::Ghash;
 pub use gost::GostBackend;
 pub use traits::{Aead, IvLen, Mode};
+
+// `SECTORCRYPT_BACKEND` is one setting for both algorithm families, and a name only one of
+// them has gives the other its portable backend: each family's choice asks about the
+// other. They are introduced to each other here, at the crate root, so that neither
+// family module (nor the shared rules in `backend`) names the other.
+impl backend::Selectable for Backend {
+    type Other = GostBackend;
+}
+impl backend::Selectable for GostBackend {
+    type Other = Backend;
+}
+
+/// AES (FIPS-197) with the modes storage uses: ECB, CBC, CTR (random access into the
+/// keystream), XTS (IEEE 1619-2007) and GCM (SP 800-38D).
+pub mod aes {
+    pub use crate::block::BLOCK;
+    pub use crate::gcm::{Gcm, GcmDecryptor, GcmEncryptor, GCM_MAX_PLAINTEXT};
+    pub use crate::modes::{Cbc, Ctr, Ecb, Xts};
+}
 
 /// dm-crypt compatible sectors: many sectors per call, with dm-crypt's IV generators
 /// (`aes-xts-plain64`, `aes-cbc-essiv:sha256`, ...).
@@ -70,4 +89,23 @@ pub mod magma {
         MagmaCbc as Cbc, MagmaCfb as Cfb, MagmaCtr as Ctr, MagmaCtrAcpkm as CtrAcpkm,
         MagmaEcb as Ecb, MagmaMac as Mac, MagmaMgm as Mgm, MagmaOfb as Ofb, MAGMA_BLOCK as BLOCK,
     };
+}
+
+/// Test and benchmark hooks (the `hazmat-testing` feature, off by default): the internal
+/// kernels on a named backend, for this crate's tests and `sectorcrypt bench`. Not a
+/// stable interface, and nothing a caller of the modes above needs.
+#[cfg(feature = "hazmat-testing")]
+pub mod hazmat {
+    pub use crate::ghash::{Ghash, GhashBackend};
+
+    /// Measures how the AES and carry-less multiply units share the core (`sectorcrypt
+    /// bench --probe`): seconds per loop step of named mixes of independent instructions,
+    /// on ymm (when the CPU can run the `vaes` backend) and on zmm (when it can run
+    /// `avx512`); empty on other CPUs.
+    pub fn probe_units() -> Vec<(&'static str, f64)> {
+        #[cfg(target_arch = "x86_64")]
+        return crate::gcm::probe_units();
+        #[cfg(not(target_arch = "x86_64"))]
+        Vec::new()
+    }
 }

@@ -25,6 +25,7 @@
 
 #![allow(unsafe_code)]
 
+use super::clmul::{from_xmm, reduce, to_xmm};
 use core::arch::x86_64::*;
 use zeroize::{Zeroize, ZeroizeOnDrop};
 
@@ -72,18 +73,6 @@ impl Key {
         // saving ymm state) and pclmulqdq (module doc), the features of `update_vpclmul`.
         unsafe { update_vpclmul(self, y, blocks) }
     }
-}
-
-#[inline]
-#[target_feature(enable = "avx2,vpclmulqdq,pclmulqdq")]
-pub(crate) fn reduce(high: __m128i, low: __m128i) -> __m128i {
-    // See `super::clmul::reduce` and `super::soft::reduce`.
-    let poly = _mm_set_epi64x(0, 0xC200_0000_0000_0000_u64 as i64);
-    let t = _mm_clmulepi64_si128::<0x00>(low, poly);
-    let v = _mm_xor_si128(_mm_shuffle_epi32::<0x4E>(low), t);
-    let t2 = _mm_clmulepi64_si128::<0x00>(v, poly);
-    let w = _mm_xor_si128(_mm_shuffle_epi32::<0x4E>(v), t2);
-    _mm_xor_si128(high, w)
 }
 
 /// The XOR of the two 128-bit lanes.
@@ -200,7 +189,7 @@ fn update_vpclmul(key: &Key, y: &mut u128, blocks: &[u8]) {
         // SAFETY: the 32 bytes from block `i` are in `group` (asserted); unaligned load.
         unsafe { _mm256_loadu_si256(group.as_ptr().add(16 * i).cast()) }
     };
-    let mut y_acc = _mm_set_epi64x((*y >> 64) as i64, *y as i64);
+    let mut y_acc = to_xmm(*y);
     let mut groups = blocks.chunks_exact(16 * N);
     for group in &mut groups {
         // SAFETY: `group` is 16 * N readable bytes.
@@ -228,8 +217,5 @@ fn update_vpclmul(key: &Key, y: &mut u128, blocks: &[u8]) {
         }
         y_acc = finish_group(acc);
     }
-    let mut out = [0u8; 16];
-    // SAFETY: `out` is 16 writable bytes; unaligned store.
-    unsafe { _mm_storeu_si128(out.as_mut_ptr().cast(), y_acc) };
-    *y = u128::from_le_bytes(out);
+    *y = from_xmm(y_acc);
 }

@@ -20,7 +20,7 @@
 
 #![allow(unsafe_code)]
 
-use super::vpclmul::reduce;
+use super::clmul::{from_xmm, reduce, to_xmm};
 use core::arch::x86_64::*;
 use zeroize::{Zeroize, ZeroizeOnDrop};
 
@@ -197,14 +197,14 @@ pub(crate) unsafe fn hash_group(
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,vpclmulqdq,pclmulqdq")]
 pub(crate) fn add_lengths(key: &Key, lens: u128, acc: &mut [__m512i; 3]) {
-    let l = _mm_set_epi64x((lens >> 64) as i64, lens as i64);
+    let l = to_xmm(lens);
     // Entry 2N is H^1; the three after it are zero, as are the upper lanes of `l`.
     mul_add(key, 2 * N, _mm512_zextsi128_si512(l), acc);
 }
 
 #[target_feature(enable = "avx512f,avx512bw,vpclmulqdq,pclmulqdq")]
 fn update_zmm(key: &Key, y: &mut u128, blocks: &[u8]) {
-    let mut y_acc = _mm_set_epi64x((*y >> 64) as i64, *y as i64);
+    let mut y_acc = to_xmm(*y);
     let mut groups = blocks.chunks_exact(16 * N);
     for group in &mut groups {
         // SAFETY: `group` is 16 * N readable bytes.
@@ -230,8 +230,5 @@ fn update_zmm(key: &Key, y: &mut u128, blocks: &[u8]) {
         }
         y_acc = finish(acc);
     }
-    let mut out = [0u8; 16];
-    // SAFETY: `out` is 16 writable bytes; unaligned store.
-    unsafe { _mm_storeu_si128(out.as_mut_ptr().cast(), y_acc) };
-    *y = u128::from_le_bytes(out);
+    *y = from_xmm(y_acc);
 }

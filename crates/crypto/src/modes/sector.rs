@@ -8,7 +8,7 @@
 
 use super::xts::Xts;
 use super::{split, AesKey, Direction};
-use crate::aes::Block;
+use crate::block::Block;
 use crate::buf::InOut;
 use crate::error::{InputError, KeyError};
 use crate::{Backend, Error};

@@ -11,8 +11,10 @@ mod vectors;
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use sectorcrypt_crypto::hazmat::GhashBackend;
 use sectorcrypt_crypto::Backend;
 use std::path::PathBuf;
+use std::sync::Once;
 
 /// The AES vectors folder (`sectorcrypt_testkit::vectors`).
 pub fn vectors_dir() -> PathBuf {
@@ -27,6 +29,30 @@ pub fn backends() -> Vec<Backend> {
         .map(|b| (b, b.ensure_usable().map_err(|e| e.to_string())))
         .collect();
     sectorcrypt_testkit::usable("gcm", Backend::Soft, table)
+}
+
+/// The GHASH backends this CPU can run, soft first; the first call prints which are tested
+/// and why any is skipped (soft must be usable).
+pub fn ghash_backends() -> Vec<GhashBackend> {
+    static REPORT: Once = Once::new();
+    let table: Vec<_> = GhashBackend::ALL
+        .into_iter()
+        .rev()
+        .map(|b| (b, b.ensure_usable().map_err(|e| e.to_string())))
+        .collect();
+    REPORT.call_once(|| {
+        for (b, r) in &table {
+            match r {
+                Ok(()) => eprintln!("ghash backend {b}: tested"),
+                Err(e) => eprintln!("ghash backend {b}: SKIPPED ({e})"),
+            }
+        }
+    });
+    assert!(table[0].1.is_ok(), "the soft ghash backend must be usable");
+    table
+        .into_iter()
+        .filter_map(|(b, r)| r.ok().map(|()| b))
+        .collect()
 }
 
 /// A seeded generator; `GCM_TEST_SEED` reproduces a run.

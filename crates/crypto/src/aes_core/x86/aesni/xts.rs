@@ -7,8 +7,10 @@
 //! round-0 whitening and the last round key.
 #![allow(unsafe_code)]
 
-use super::{last_round_aesni, rounds_but_last_aesni, tail_through_buffer, Keys, GROUP};
-use crate::aes::{xts_mul_alpha, Block};
+use super::super::scaffold::tail_through_buffer;
+use super::{tweaked_group, Keys, GROUP, REGS};
+use crate::aes_core::xts_mul_alpha;
+use crate::block::Block;
 use core::arch::x86_64::*;
 
 #[inline]
@@ -22,36 +24,19 @@ unsafe fn mul_x8(t: __m128i) -> __m128i {
     )
 }
 
-#[inline]
-#[target_feature(enable = "aes,sse4.1")]
-unsafe fn group<const DEC: bool>(k: &Keys, tw: &[__m128i; 8], src: *const u8, dst: *mut u8) {
-    let (first, last) = (k.key::<DEC>(0), k.key::<DEC>(k.rounds));
-    let mut x = [_mm_setzero_si128(); 8];
-    for (i, v) in x.iter_mut().enumerate() {
-        *v = _mm_xor_si128(
-            _mm_loadu_si128(src.add(16 * i).cast()),
-            _mm_xor_si128(tw[i], first),
-        );
-    }
-    rounds_but_last_aesni::<8, DEC>(k, &mut x);
-    for (i, v) in x.iter().enumerate() {
-        let out = last_round_aesni::<DEC>(*v, _mm_xor_si128(tw[i], last));
-        _mm_storeu_si128(dst.add(16 * i).cast(), out);
-    }
-}
-
-/// Data units of `unit` bytes (a multiple of 16), one encrypted tweak each.
+/// Data units of `len / tweaks.len()` bytes (a multiple of 16), one encrypted tweak each.
 #[target_feature(enable = "aes,sse4.1,pclmulqdq")]
 pub(super) unsafe fn xts_aesni<const DEC: bool>(
     k: &Keys,
     tweaks: &[Block],
     src: *const u8,
     dst: *mut u8,
-    unit: usize,
+    len: usize,
 ) {
+    let unit = len / tweaks.len();
     for (u, t) in tweaks.iter().enumerate() {
         let (src, dst) = (src.add(u * unit), dst.add(u * unit));
-        let mut tw = [_mm_setzero_si128(); 8];
+        let mut tw = [_mm_setzero_si128(); REGS];
         let mut t = u128::from_le_bytes(*t);
         for v in tw.iter_mut() {
             let b = t.to_le_bytes();
@@ -66,14 +51,14 @@ pub(super) unsafe fn xts_aesni<const DEC: bool>(
             } else {
                 tw
             };
-            group::<DEC>(k, &tw, src.add(off), dst.add(off));
+            tweaked_group::<REGS, DEC>(k, &tw, src.add(off), dst.add(off));
             tw = next;
             off += GROUP;
         }
         if off < unit {
             // SAFETY (for the closure): the buffer pointers cover GROUP bytes.
-            tail_through_buffer(src.add(off), dst.add(off), unit - off, |s, d| unsafe {
-                group::<DEC>(k, &tw, s, d)
+            tail_through_buffer::<GROUP>(src.add(off), dst.add(off), unit - off, |s, d| unsafe {
+                tweaked_group::<REGS, DEC>(k, &tw, s, d)
             });
         }
     }

@@ -48,14 +48,90 @@
 //! 128-bit counter arithmetic of the CTR kernel equals `inc32` here.
 #![allow(unsafe_code)]
 
-use super::super::common::gcm::{encrypt_j0, hand_back, tag_in_place};
-use super::ctr::counters;
-use super::{Keys, GROUP};
-use crate::aes::Block;
+use super::glue::{self, encrypt_j0, hand_back, tag_in_place};
+use crate::aes_core::x86::vaes::ctr::counters;
+use crate::aes_core::x86::vaes::{Keys, GROUP};
+use crate::aes_core::{expand_key, AesKernels, Backend};
+use crate::block::Block;
+use crate::buf::InOut;
+use crate::ghash::clmul::to_xmm;
 use crate::ghash::vpclmul::{
     finish_group, hash_group, mul_add_table, mul_h, Key as GhashKey, FAR, N,
 };
+use crate::Error;
 use core::arch::x86_64::*;
+use zeroize::Zeroize;
+
+/// An AES key on the vaes kernels with its GHASH key on VPCLMULQDQ ymm: the pair the
+/// stitched kernel of this file takes, and no other (see [`crate::gcm`]).
+pub(crate) struct Pair {
+    aes: Keys,
+    ghash: Box<GhashKey>,
+}
+
+impl Pair {
+    /// The pair for `key`. The vaes backend must be usable (checked by the caller); the
+    /// GHASH backend is checked here.
+    pub(crate) fn new(key: &[u8]) -> Result<Pair, Error> {
+        let aes = Keys::new(&expand_key(key)?, Backend::Vaes);
+        let mut h: Block = [0; 16];
+        aes.ecb_encrypt(InOut::InPlace(&mut h));
+        let ghash = GhashKey::checked(&h);
+        h.zeroize();
+        Ok(Pair { aes, ghash: ghash? })
+    }
+
+    /// The AES kernels (for the parts of a message outside the stitched loop).
+    pub(crate) fn aes(&self) -> &Keys {
+        &self.aes
+    }
+
+    /// The GHASH key.
+    pub(crate) fn ghash(&self) -> &GhashKey {
+        &self.ghash
+    }
+
+    /// The whole groups of `data` through the stitched kernel (see [`glue::stitched`]).
+    pub(crate) fn stitched(
+        &self,
+        ctr: &mut u128,
+        y: &mut u128,
+        data: InOut<'_>,
+        decrypt: bool,
+        j0: Option<&mut Block>,
+    ) -> usize {
+        glue::stitched::<GROUP>(ctr, y, data, j0, self.kernel(decrypt))
+    }
+
+    /// A whole message through the stitched kernel, if it is whole groups (see
+    /// [`glue::message`]).
+    pub(crate) fn message(
+        &self,
+        y: u128,
+        data: InOut<'_>,
+        decrypt: bool,
+        j0: &mut Block,
+        lens: u128,
+    ) -> bool {
+        glue::message::<GROUP, false>(y, data, j0, lens, self.kernel(decrypt))
+    }
+
+    fn kernel(&self, decrypt: bool) -> impl glue::Kernel + '_ {
+        move |ctr, y, src, dst, len, j0, lens| {
+            let (k, g) = (&self.aes, &*self.ghash);
+            // SAFETY: the two keys prove the vaes and vpclmul features; the glue passes
+            // pointers covering `len` bytes of whole groups and a counter that does not wrap
+            // its low 32 bits within them.
+            unsafe {
+                if decrypt {
+                    gcm_vaes_avx2::<true>(k, g, ctr, y, src, dst, len, j0, lens)
+                } else {
+                    gcm_vaes_avx2::<false>(k, g, ctr, y, src, dst, len, j0, lens)
+                }
+            }
+        }
+    }
+}
 
 /// Encrypts (`DEC = false`) or decrypts `len` bytes, a multiple of [`GROUP`], with the
 /// counter `*ctr` (advanced by the blocks done) and hashes the ciphertext into `*y`.
@@ -76,7 +152,7 @@ use core::arch::x86_64::*;
 /// final GHASH and `j0` (which must then be given) as the tag, GHASH ^ E_K(J0).
 #[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx2,aes,vaes,vpclmulqdq,pclmulqdq")]
-pub(super) unsafe fn gcm_vaes_avx2<const DEC: bool>(
+unsafe fn gcm_vaes_avx2<const DEC: bool>(
     k: &Keys,
     g: &GhashKey,
     ctr: &mut u128,
@@ -94,20 +170,17 @@ pub(super) unsafe fn gcm_vaes_avx2<const DEC: bool>(
     }
     let mut j0 = j0;
     if let Some(b) = j0.as_deref_mut() {
-        encrypt_j0(b, k.rounds, |r| k.key128(r));
+        encrypt_j0(b, k.rounds(), |r| k.key128(r));
     }
-    let mut h = _mm_set_epi64x((*y >> 64) as i64, *y as i64);
+    let mut h = to_xmm(*y);
     // One monomorphised loop per key size: the rounds unroll into straight-line code.
-    match k.rounds {
+    match k.rounds() {
         10 => run::<DEC, 10>(k, g, &mut h, ctr, src, dst, groups),
         12 => run::<DEC, 12>(k, g, &mut h, ctr, src, dst, groups),
         _ => run::<DEC, 14>(k, g, &mut h, ctr, src, dst, groups),
     }
     if let Some(l) = lens {
-        h = mul_h(
-            g,
-            _mm_xor_si128(h, _mm_set_epi64x((l >> 64) as i64, l as i64)),
-        );
+        h = mul_h(g, _mm_xor_si128(h, to_xmm(l)));
     }
     if let (Some(b), Some(_)) = (j0, lens) {
         tag_in_place(b, h);
@@ -127,7 +200,7 @@ unsafe fn run<const DEC: bool, const R: usize>(
     dst: *mut u8,
     groups: usize,
 ) {
-    debug_assert_eq!(k.rounds, R);
+    debug_assert_eq!(k.rounds(), R);
     let mut carry = [_mm256_setzero_si256(); 3];
     // The steps that hash: step `i` hashes group `hashed(i)`. They go in runs of FAR
     // (table FAR - 1 first, with the running hash; table 0 last, with the reduction), the

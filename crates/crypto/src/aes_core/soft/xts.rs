@@ -1,7 +1,8 @@
 //! XTS over whole blocks on the soft backend: four blocks of a data unit at a time.
 
 use super::{xor_into, Keys};
-use crate::aes::{xts_mul_alpha, Block};
+use crate::aes_core::xts_mul_alpha;
+use crate::block::Block;
 use crate::buf::InOut;
 
 pub(super) fn crypt(k: &Keys, tweaks: &[Block], mut data: InOut<'_>, decrypt: bool) {

@@ -1,27 +1,23 @@
-//! AES (FIPS-197): the public modes ([`Ecb`], [`Cbc`], [`Ctr`], [`Xts`], [`Gcm`]), and
-//! inside the crate the key schedule, the kernel interface every backend implements, and
-//! the choice of backend for a key.
+//! The AES core: the key schedule, the kernel interface every backend implements
+//! ([`AesKernels`]), the backends ([`Backend`]: `soft/`, `x86/`) and their self-test.
 //!
-//! A backend implements whole mode kernels over whole buffers ([`AesKernels`]); there is no
-//! "encrypt one block" callback anywhere on a hot path. The public, checked types that use
-//! these kernels live in [`crate::modes`].
+//! A backend implements whole mode kernels over whole buffers; there is no "encrypt one
+//! block" callback anywhere on a hot path. The public, checked types over these kernels are
+//! in [`crate::modes`] (ECB, CBC, CTR, XTS, sectors) and [`crate::gcm`]; this module
+//! depends on neither of them, nor on GHASH.
 
+use crate::block::Block;
 use crate::buf::InOut;
 use crate::error::KeyError;
-use crate::{Backend, Error};
+use crate::Error;
 use zeroize::{Zeroize, ZeroizeOnDrop};
 
-pub use crate::modes::{Cbc, Ctr, Ecb, Gcm, GcmDecryptor, GcmEncryptor, Xts, GCM_MAX_PLAINTEXT};
-
+mod backend;
 pub(crate) mod soft;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86;
 
-/// The AES block size in bytes.
-pub const BLOCK: usize = 16;
-
-/// One 16-byte block.
-pub(crate) type Block = [u8; BLOCK];
+pub use backend::Backend;
 
 /// The FIPS-197 expanded encryption key: `rounds + 1` round keys, each 16 bytes in the
 /// cipher's byte order. Backends convert it to whatever layout they need.
@@ -130,43 +126,6 @@ pub(crate) trait AesKernels: Send + Sync {
     fn xts_encrypt(&self, tweaks: &[Block], data: InOut<'_>);
     /// XTS over whole blocks, one data unit per tweak.
     fn xts_decrypt(&self, tweaks: &[Block], data: InOut<'_>);
-
-    /// GCM's bulk in one pass: CTR with the 32-bit counter `ctr` stitched with GHASH (key
-    /// `g`, state `y`) over the ciphertext. Does a prefix of `data` (whole groups of the
-    /// backend, never across a wrap of the low 32 bits of `ctr`) and returns its length;
-    /// `ctr` and `y` advance over it. If `j0` is given and the returned length is not 0,
-    /// the block has been encrypted in place (GCM's E_K(J0), computed alongside the bulk
-    /// so that its latency chain overlaps with it). The default, for backends without a
-    /// stitched loop (or a GHASH key of another backend), does nothing and returns 0.
-    fn gcm_stitched(
-        &self,
-        _g: &crate::ghash::Key,
-        _ctr: &mut u128,
-        _y: &mut u128,
-        _data: InOut<'_>,
-        _decrypt: bool,
-        _j0: Option<&mut Block>,
-    ) -> usize {
-        0
-    }
-
-    /// A whole GCM message in one pass, where the backend's stitched kernel takes it (the
-    /// message is whole groups of the kernel and the low 32 bits of the counter do not
-    /// wrap): CTR over `data` with the counters from `inc32(J0)`, GHASH of the ciphertext
-    /// from the state `y` (the hashed AAD) followed by the length block `lens`, and the tag
-    /// GHASH ^ E_K(J0), which replaces `j0`. Returns false, having changed nothing, when it
-    /// does not take the message (the default).
-    fn gcm_message(
-        &self,
-        _g: &crate::ghash::Key,
-        _y: u128,
-        _data: InOut<'_>,
-        _decrypt: bool,
-        _j0: &mut Block,
-        _lens: u128,
-    ) -> bool {
-        false
-    }
 }
 
 /// The kernels of `backend` for `key`. The backend must have passed
@@ -176,11 +135,9 @@ pub(crate) fn kernels(backend: Backend, key: &[u8]) -> Result<Box<dyn AesKernels
     Ok(match backend {
         Backend::Soft => Box::new(soft::Keys::new(&rk)),
         #[cfg(target_arch = "x86_64")]
-        Backend::Aesni => Box::new(x86::aesni::Keys::new(&rk)),
+        Backend::Aesni => Box::new(x86::aesni::Keys::new(&rk, backend)),
         #[cfg(target_arch = "x86_64")]
-        Backend::Vaes => Box::new(x86::vaes::Keys::new(&rk)),
-        #[cfg(target_arch = "x86_64")]
-        Backend::Avx512 => Box::new(x86::vaes512::Keys::new(&rk)),
+        Backend::Vaes | Backend::Avx512 => Box::new(x86::vaes::Keys::new(&rk, backend)),
         #[cfg(not(target_arch = "x86_64"))]
         other => return Err(other.check_cpu().unwrap_err()),
     })

@@ -3,7 +3,7 @@
 //! lane.
 
 use super::{xor_into, Keys, LANES};
-use crate::aes::Block;
+use crate::block::Block;
 use crate::buf::InOut;
 
 pub(super) fn encrypt(k: &Keys, iv: &mut Block, mut data: InOut<'_>) {

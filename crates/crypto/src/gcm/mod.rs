@@ -42,16 +42,24 @@
 //! are compared in constant time. [`GcmDecryptor`] necessarily releases plaintext before
 //! [`GcmDecryptor::finish`]; see its documentation.
 
-#![forbid(unsafe_code)]
+mod pair;
+mod stream;
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod x86;
 
-use super::{split, AesKey, Direction};
-use crate::aes::{AesKernels, Block, BLOCK};
-use crate::buf::InOut;
+use crate::aes_core::Backend;
+use crate::block::BLOCK;
+use crate::buf::{split, Direction, InOut};
 use crate::error::InputError;
-use crate::ghash;
-use crate::{Backend, Error};
+use crate::ghash::GhashBackend;
+use crate::Error;
+use pair::Pair;
+use stream::{hash_padded, Stream};
 use subtle::ConstantTimeEq;
 use zeroize::Zeroize;
+
+#[cfg(all(feature = "hazmat-testing", target_arch = "x86_64"))]
+pub(crate) use x86::probe::probe as probe_units;
 
 /// The longest plaintext of one GCM message in bytes: 2^39 - 256 bits (SP 800-38D 5.2.1.1).
 pub const GCM_MAX_PLAINTEXT: u64 = (1 << 36) - 32;
@@ -73,8 +81,7 @@ pub(crate) const CHUNK: usize = 4096;
 /// # Ok::<(), sectorcrypt_crypto::Error>(())
 /// ```
 pub struct Gcm {
-    key: AesKey,
-    ghash: ghash::Key,
+    pair: Pair,
 }
 
 impl std::fmt::Debug for Gcm {
@@ -88,42 +95,40 @@ impl std::fmt::Debug for Gcm {
 impl Gcm {
     /// A 16-, 24- or 32-byte key on the selected backend.
     pub fn new(key: &[u8]) -> Result<Gcm, Error> {
-        Gcm::build(AesKey::new(key, None)?, None)
+        Gcm::build(key, Backend::selected()?, None)
     }
 
     /// A key on a named backend: `soft` uses the soft GHASH, `aesni` PCLMULQDQ, `vaes`
     /// VPCLMULQDQ on ymm, `avx512` VPCLMULQDQ on zmm.
     pub fn with_backend(key: &[u8], backend: Backend) -> Result<Gcm, Error> {
-        Gcm::build(AesKey::new(key, Some(backend))?, None)
+        Gcm::build(key, backend, None)
     }
 
-    /// A key whose AES runs on `aes` and whose GHASH runs on the GHASH of `ghash`, for the
-    /// tests of every AES x GHASH pair; not a stable API. A stitched kernel runs only when
-    /// both are the same backend; otherwise CTR and GHASH run as two passes per chunk.
-    #[doc(hidden)]
-    pub fn with_backend_pair(key: &[u8], aes: Backend, ghash: Backend) -> Result<Gcm, Error> {
-        Gcm::build(AesKey::new(key, Some(aes))?, Some(ghash))
+    /// A key whose AES runs on `aes` and whose GHASH runs on `ghash`, for the tests of
+    /// every AES x GHASH pair (`hazmat-testing` feature). A stitched kernel runs only for
+    /// the GHASH backend that matches `aes`; any other pair runs CTR and GHASH as two
+    /// passes per chunk.
+    #[cfg(feature = "hazmat-testing")]
+    pub fn with_backend_pair(key: &[u8], aes: Backend, ghash: GhashBackend) -> Result<Gcm, Error> {
+        Gcm::build(key, aes, Some(ghash))
     }
 
-    fn build(key: AesKey, ghash: Option<Backend>) -> Result<Gcm, Error> {
-        let ghash = ghash.unwrap_or(key.backend());
-        ensure_usable(key.backend())?;
-        ensure_usable(ghash)?;
-        Gcm::build_unchecked(key, ghash)
+    /// The keys on `aes` and `ghash` (or the GHASH backend that matches `aes`), after the
+    /// GCM self-test of `aes` and the GHASH self-test.
+    fn build(key: &[u8], aes: Backend, ghash: Option<GhashBackend>) -> Result<Gcm, Error> {
+        pair::ensure_usable(aes)?;
+        Gcm::from_pair(Pair::new(key, aes, ghash)?)
     }
 
-    /// [`Gcm::build`] without the GCM self-test (which uses it).
-    fn build_unchecked(key: AesKey, ghash: Backend) -> Result<Gcm, Error> {
-        let mut h: Block = [0; BLOCK];
-        key.k().ecb_encrypt(InOut::InPlace(&mut h));
-        let ghash = ghash::Key::new(&h, ghash);
-        h.zeroize();
-        Ok(Gcm { ghash: ghash?, key })
+    /// A key over `pair` (the GCM self-test builds its keys with this, before its backend
+    /// is known to pass).
+    fn from_pair(pair: Pair) -> Result<Gcm, Error> {
+        Ok(Gcm { pair })
     }
 
     /// The backend this key runs on (AES and GHASH).
     pub fn backend(&self) -> Backend {
-        self.key.backend()
+        self.pair.aes().backend()
     }
 
     /// Encrypts `buf` in place and returns the 16-byte tag.
@@ -243,9 +248,8 @@ impl Gcm {
         let decrypt = dir == Direction::Decrypt;
         // On success the kernel has replaced J0 with the tag (public); the GHASH states it
         // worked with are wiped there.
-        self.key
-            .k()
-            .gcm_message(&self.ghash, y, data, decrypt, &mut block, lens)
+        self.pair
+            .message(y, data, decrypt, &mut block, lens)
             .then_some(block)
     }
 
@@ -309,156 +313,14 @@ impl Gcm {
             u128::from_be_bytes(b)
         } else {
             let mut y = 0u128;
-            hash_padded(&self.ghash, &mut y, iv);
+            hash_padded(self, &mut y, iv);
             let lens = (iv.len() as u128) * 8;
-            self.ghash.update(&mut y, &lens.to_be_bytes());
+            self.pair.ghash(&mut y, &lens.to_be_bytes());
             y
         };
         let mut y = 0u128;
-        hash_padded(&self.ghash, &mut y, aad);
+        hash_padded(self, &mut y, aad);
         Ok((j0, y))
-    }
-}
-
-/// The per-message state of the one-shot and streaming paths: O(1), at most one partial
-/// block. Zeroized on drop.
-struct Stream {
-    /// The counter block of the next keystream block not yet generated.
-    ctr: u128,
-    /// The GHASH state.
-    y: u128,
-    /// J0 until `ek_done`, then E_K(J0): the block is encrypted by the first stitched bulk
-    /// call (alongside the data) or, failing that, by [`Stream::tag`].
-    ek_j0: Block,
-    ek_done: bool,
-    aad_len: u64,
-    /// Message bytes processed so far.
-    len: u64,
-    /// Keystream of the current partial block (valid when `pos > 0`).
-    ks: Block,
-    /// Ciphertext bytes `[0, pos)` of the current partial block.
-    partial: Block,
-    /// Bytes used of the current partial block; 0 at a block boundary.
-    pos: usize,
-}
-
-impl Drop for Stream {
-    fn drop(&mut self) {
-        self.y.zeroize();
-        self.ek_j0.zeroize();
-        self.ks.zeroize();
-        self.partial.zeroize();
-    }
-}
-
-impl Stream {
-    fn new(j0: u128, y: u128, aad_len: usize) -> Stream {
-        Stream {
-            ctr: inc32(j0),
-            y,
-            ek_j0: j0.to_be_bytes(),
-            ek_done: false,
-            aad_len: aad_len as u64,
-            len: 0,
-            ks: [0; BLOCK],
-            partial: [0; BLOCK],
-            pos: 0,
-        }
-    }
-
-    fn update(&mut self, gcm: &Gcm, mut data: InOut<'_>, dir: Direction) -> Result<(), Error> {
-        let total = self.len.checked_add(data.len() as u64).ok_or(TOO_LONG)?;
-        check_message_len(total)?;
-        self.len = total;
-        let len = data.len();
-        let mut off = 0;
-        // 1. Finish a partial block left by the previous call.
-        if self.pos > 0 {
-            let n = (BLOCK - self.pos).min(len);
-            self.crypt_partial(data.slice(0, n), dir);
-            off = n;
-            if self.pos == BLOCK {
-                gcm.ghash.update(&mut self.y, &self.partial);
-                self.pos = 0;
-            }
-        }
-        // 2. Whole blocks, chunk by chunk: CTR then GHASH (encrypt) or GHASH then CTR.
-        let whole_end = off + (len - off) / BLOCK * BLOCK;
-        // 2a. The backend's stitched CTR + GHASH loop, where it has one.
-        let done = gcm.key.k().gcm_stitched(
-            &gcm.ghash,
-            &mut self.ctr,
-            &mut self.y,
-            data.slice(off, whole_end),
-            dir == Direction::Decrypt,
-            (!self.ek_done).then_some(&mut self.ek_j0),
-        );
-        self.ek_done |= done > 0;
-        off += done;
-        while off < whole_end {
-            let end = (off + CHUNK).min(whole_end);
-            let mut part = data.slice(off, end);
-            match dir {
-                Direction::Encrypt => {
-                    ctr32(gcm.key.k(), &mut self.ctr, part.reborrow());
-                    gcm.ghash.update(&mut self.y, output(&part));
-                }
-                Direction::Decrypt => {
-                    gcm.ghash.update(&mut self.y, input(&part));
-                    ctr32(gcm.key.k(), &mut self.ctr, part);
-                }
-            }
-            off = end;
-        }
-        // 3. Start a new partial block with what is left.
-        if off < len {
-            self.ks = self.next_keystream(gcm);
-            self.crypt_partial(data.slice(off, len), dir);
-        }
-        Ok(())
-    }
-
-    /// XORs `data` (no longer than what is left of the partial block) with the keystream
-    /// and collects its ciphertext.
-    fn crypt_partial(&mut self, mut data: InOut<'_>, dir: Direction) {
-        let n = data.len();
-        let mut b = [0u8; BLOCK];
-        data.load(0, &mut b[..n]);
-        if dir == Direction::Decrypt {
-            self.partial[self.pos..self.pos + n].copy_from_slice(&b[..n]);
-        }
-        xor_in(&mut b[..n], &self.ks[self.pos..self.pos + n]);
-        if dir == Direction::Encrypt {
-            self.partial[self.pos..self.pos + n].copy_from_slice(&b[..n]);
-        }
-        data.store(0, &b[..n]);
-        b.zeroize();
-        self.pos += n;
-    }
-
-    /// E_K(ctr), then `ctr = inc32(ctr)`.
-    fn next_keystream(&mut self, gcm: &Gcm) -> Block {
-        let mut ks = [0u8; BLOCK];
-        ctr32(gcm.key.k(), &mut self.ctr, InOut::InPlace(&mut ks));
-        ks
-    }
-
-    /// Hashes the pending partial block and the length block; the full 16-byte tag.
-    fn tag(&mut self, gcm: &Gcm) -> [u8; 16] {
-        if self.pos > 0 {
-            self.partial[self.pos..].fill(0);
-            gcm.ghash.update(&mut self.y, &self.partial);
-            self.pos = 0;
-        }
-        if !self.ek_done {
-            gcm.key.k().encrypt_block(&mut self.ek_j0);
-            self.ek_done = true;
-        }
-        let lens = ((self.aad_len as u128 * 8) << 64) | (self.len as u128 * 8);
-        gcm.ghash.update(&mut self.y, &lens.to_be_bytes());
-        let mut tag = self.y.to_be_bytes();
-        xor_in(&mut tag, &self.ek_j0);
-        tag
     }
 }
 
@@ -553,59 +415,6 @@ impl GcmDecryptor<'_> {
     }
 }
 
-/// The GCM self-test of `backend` (its AES kernels with its own GHASH), run once before its
-/// first GCM key: the AES and GHASH self-tests check the kernels one by one, but a backend's
-/// stitched GCM kernel (CTR and GHASH in one loop, the one-pass path with the length block
-/// and the tag) is code of its own. A backend that fails is refused.
-fn ensure_usable(backend: Backend) -> Result<(), Error> {
-    backend.ensure_usable()?;
-    static RESULTS: [std::sync::OnceLock<bool>; 4] = [const { std::sync::OnceLock::new() }; 4];
-    if *RESULTS[backend.index()].get_or_init(|| self_test(backend).unwrap_or(false)) {
-        Ok(())
-    } else {
-        Err(crate::error::BackendError::SelfTestFailed {
-            algorithm: "aes-gcm",
-            backend: backend.name(),
-        }
-        .into())
-    }
-}
-
-/// McGrew-Viega test case 2 (key, IV and plaintext of zeros: the ciphertext and tag
-/// below), then messages of 0 to 1605 bytes (whole groups of 256 and 512 bytes, and not)
-/// with AAD, sealed in place and out of place and opened, against the soft backend.
-fn self_test(backend: Backend) -> Result<bool, Error> {
-    let gcm = |key: &[u8], b: Backend| Gcm::build_unchecked(AesKey::new(key, Some(b))?, b);
-    let mut block = [0u8; 16];
-    let tag = gcm(&[0; 16], backend)?.seal(&[0; 12], &[], &mut block)?;
-    if u128::from_be_bytes(block) != 0x0388_dace_60b6_a392_f328_c2b9_71b2_fe78
-        || u128::from_be_bytes(tag) != 0xab6e_47d4_2cec_13bd_f53a_67b2_1257_bddf
-    {
-        return Ok(false);
-    }
-    let key: Vec<u8> = (0..32u8).map(|i| i.wrapping_mul(0x9d) ^ 0x3c).collect();
-    let (ours, soft) = (gcm(&key, backend)?, gcm(&key, Backend::Soft)?);
-    let data: Vec<u8> = (0..1700u32).map(|i| (i * 131 + 7) as u8).collect();
-    let (iv, aad) = ([0x5a; 12], &data[..37]);
-    for len in [0usize, 16, 240, 256, 272, 512, 528, 1024, 1536, 1600, 1605] {
-        let pt = &data[..len];
-        let mut want = pt.to_vec();
-        let want_tag = soft.seal(&iv, aad, &mut want)?;
-        let mut got = pt.to_vec();
-        let mut got_to = vec![0u8; pt.len()];
-        let ok = ours.seal(&iv, aad, &mut got)? == want_tag
-            && ours.seal_to(&iv, aad, pt, &mut got_to)? == want_tag
-            && got == want
-            && got_to == want
-            && ours.open(&iv, aad, &mut got, &want_tag).is_ok()
-            && got == pt;
-        if !ok {
-            return Ok(false);
-        }
-    }
-    Ok(true)
-}
-
 const TOO_LONG: Error = Error::Input(InputError::TooLong {
     what: "gcm plaintext",
     limit: GCM_MAX_PLAINTEXT,
@@ -629,60 +438,5 @@ fn check_tag_len(len: usize, short: bool) -> Result<(), Error> {
             got: len,
             expected: "8 or 4 bytes (short tag)",
         })),
-    }
-}
-
-/// `inc32`: adds one to the low 32 bits only.
-fn inc32(c: u128) -> u128 {
-    (c & !0xffff_ffff) | ((c as u32).wrapping_add(1) as u128)
-}
-
-/// CTR with GCM's `inc32` counter over whole blocks: the 128-bit CTR kernel, split where
-/// the low 32 bits wrap. `ctr` ends at the counter of the next block.
-fn ctr32(k: &dyn AesKernels, ctr: &mut u128, mut data: InOut<'_>) {
-    let mut blocks = (data.len() / BLOCK) as u64;
-    let mut off = 0;
-    while blocks > 0 {
-        let low = *ctr as u32;
-        let take = blocks.min((1u64 << 32) - low as u64);
-        let bytes = take as usize * BLOCK;
-        let mut c = *ctr;
-        k.ctr(&mut c, data.slice(off, off + bytes));
-        *ctr = (*ctr & !0xffff_ffff) | (low.wrapping_add(take as u32) as u128);
-        off += bytes;
-        blocks -= take;
-    }
-}
-
-/// GHASH over `data`, the last partial block padded with zeros.
-#[inline]
-fn hash_padded(g: &ghash::Key, y: &mut u128, data: &[u8]) {
-    let whole = data.len() / BLOCK * BLOCK;
-    g.update(y, &data[..whole]);
-    if whole < data.len() {
-        let mut b = [0u8; BLOCK];
-        b[..data.len() - whole].copy_from_slice(&data[whole..]);
-        g.update(y, &b);
-        b.zeroize();
-    }
-}
-
-fn xor_in(a: &mut [u8], b: &[u8]) {
-    for (x, y) in a.iter_mut().zip(b) {
-        *x ^= y;
-    }
-}
-
-fn input<'b>(d: &'b InOut<'_>) -> &'b [u8] {
-    match d {
-        InOut::InPlace(b) => b,
-        InOut::Split { src, .. } => src,
-    }
-}
-
-fn output<'b>(d: &'b InOut<'_>) -> &'b [u8] {
-    match d {
-        InOut::InPlace(b) => b,
-        InOut::Split { dst, .. } => dst,
     }
 }

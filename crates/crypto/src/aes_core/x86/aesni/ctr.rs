@@ -9,7 +9,8 @@
 //! OpenSSL's 8-block AES-NI CTR).
 #![allow(unsafe_code)]
 
-use super::{last_round_aesni, rounds_but_last_aesni, Keys};
+use super::super::scaffold::for_each_group;
+use super::{keystream_group, Keys};
 use core::arch::x86_64::*;
 
 /// Blocks per group: 12 rather than the minimum of 8 (latency 4 x 2 per cycle), so that
@@ -43,23 +44,6 @@ unsafe fn counters(c: u128) -> [__m128i; BLOCKS] {
     x
 }
 
-/// Encrypts the counter blocks `x` and XORs the keystream over one group; the data XOR is
-/// folded into the last round key.
-#[inline]
-#[target_feature(enable = "aes,sse4.1")]
-unsafe fn group(k: &Keys, mut x: [__m128i; BLOCKS], src: *const u8, dst: *mut u8) {
-    let (first, last) = (k.key::<false>(0), k.key::<false>(k.rounds));
-    for v in x.iter_mut() {
-        *v = _mm_xor_si128(*v, first);
-    }
-    rounds_but_last_aesni::<BLOCKS, false>(k, &mut x);
-    for (i, v) in x.iter().enumerate() {
-        let d = _mm_loadu_si128(src.add(16 * i).cast());
-        let out = last_round_aesni::<false>(*v, _mm_xor_si128(d, last));
-        _mm_storeu_si128(dst.add(16 * i).cast(), out);
-    }
-}
-
 /// `len` is a multiple of 16; `counter` advances by `len / 16`.
 #[target_feature(enable = "aes,sse4.1")]
 pub(super) unsafe fn ctr_aesni(
@@ -69,21 +53,13 @@ pub(super) unsafe fn ctr_aesni(
     dst: *mut u8,
     len: usize,
 ) {
-    let mut off = 0;
-    while off + GROUP <= len {
-        group(k, counters(*counter), src.add(off), dst.add(off));
+    // Each group's counters are built just before it (the rest of a group's counters in a
+    // short last group are not used).
+    for_each_group::<GROUP>(src, dst, len, |s, d| {
+        keystream_group::<BLOCKS>(k, counters(*counter), s, d);
         *counter = counter.wrapping_add(BLOCKS as u128);
-        off += GROUP;
-    }
-    if off < len {
-        let x = counters(*counter);
-        // SAFETY (for the closure): the buffer pointers cover GROUP bytes.
-        crate::aes::x86::common::tail_through_buffer::<GROUP>(
-            src.add(off),
-            dst.add(off),
-            len - off,
-            |s, d| unsafe { group(k, x, s, d) },
-        );
-        *counter = counter.wrapping_add(((len - off) / 16) as u128);
-    }
+    });
+    // The last group may have been short: the counter advances by the blocks done.
+    let short = (len.div_ceil(GROUP) * GROUP - len) / 16;
+    *counter = counter.wrapping_sub(short as u128);
 }

@@ -25,13 +25,112 @@
 //! wrap GCM's 32-bit counter.
 #![allow(unsafe_code)]
 
-use super::super::common::gcm::{encrypt_j0, hand_back, tag_in_place};
-use super::{ZmmKeys, GROUP};
-use crate::aes::Block;
+use super::glue::{self, encrypt_j0, hand_back, tag_in_place};
+use crate::aes_core::x86::scaffold::round_keys;
+use crate::aes_core::x86::vaes;
+use crate::aes_core::{expand_key, AesKernels, Backend};
+use crate::block::Block;
+use crate::buf::InOut;
+use crate::ghash::clmul::to_xmm;
 use crate::ghash::vpclmul512::{
     add_lengths, bswap, finish, first_power, hash_group, mul_add, mul_add2, Key as GhashKey, N,
 };
+use crate::Error;
 use core::arch::x86_64::*;
+use zeroize::Zeroize;
+
+/// Bytes in one group of 8 zmm registers.
+const GROUP: usize = 512;
+
+round_keys! {
+    /// The cipher's round keys broadcast to the four lanes of a zmm register (encryption
+    /// only: GCM never runs the inverse cipher).
+    struct ZmmKeys {
+        register: __m512i,
+        words: 8,
+        features: "avx512f,aes",
+        load: _mm512_load_si512,
+        broadcast: _mm512_broadcast_i32x4,
+        store: _mm512_storeu_si512,
+        decryption: false,
+        kernels: Backend::Avx512,
+    }
+}
+
+/// An AES key on the avx512 backend with its GHASH key on VPCLMULQDQ zmm: the vaes (ymm)
+/// kernels for the parts of a message outside the stitched loop, the round keys on zmm for
+/// the stitched kernel of this file, which takes this pair and no other (see
+/// [`crate::gcm`]).
+pub(crate) struct Pair {
+    aes: vaes::Keys,
+    zmm: ZmmKeys,
+    ghash: Box<GhashKey>,
+}
+
+impl Pair {
+    /// The pair for `key`. The avx512 backend must be usable (checked by the caller); the
+    /// GHASH backend is checked here.
+    pub(crate) fn new(key: &[u8]) -> Result<Pair, Error> {
+        let rk = expand_key(key)?;
+        let aes = vaes::Keys::new(&rk, Backend::Avx512);
+        let zmm = ZmmKeys::new(&rk, Backend::Avx512);
+        let mut h: Block = [0; 16];
+        aes.ecb_encrypt(InOut::InPlace(&mut h));
+        let ghash = GhashKey::checked(&h);
+        h.zeroize();
+        Ok(Pair {
+            aes,
+            zmm,
+            ghash: ghash?,
+        })
+    }
+
+    /// The AES kernels (for the parts of a message outside the stitched loop).
+    pub(crate) fn aes(&self) -> &vaes::Keys {
+        &self.aes
+    }
+
+    /// The GHASH key.
+    pub(crate) fn ghash(&self) -> &GhashKey {
+        &self.ghash
+    }
+
+    /// The whole groups of `data` through the stitched kernel (see [`glue::stitched`]).
+    pub(crate) fn stitched(
+        &self,
+        ctr: &mut u128,
+        y: &mut u128,
+        data: InOut<'_>,
+        decrypt: bool,
+        j0: Option<&mut Block>,
+    ) -> usize {
+        glue::stitched::<GROUP>(ctr, y, data, j0, self.kernel(decrypt))
+    }
+
+    /// A whole message of any length through the stitched kernel, which does a shorter
+    /// last group itself (see [`glue::message`]).
+    pub(crate) fn message(
+        &self,
+        y: u128,
+        data: InOut<'_>,
+        decrypt: bool,
+        j0: &mut Block,
+        lens: u128,
+    ) -> bool {
+        glue::message::<GROUP, true>(y, data, j0, lens, self.kernel(decrypt))
+    }
+
+    fn kernel(&self, decrypt: bool) -> impl glue::Kernel + '_ {
+        move |ctr, y, src, dst, len, j0, lens| {
+            let (k, g) = (&self.zmm, &*self.ghash);
+            // SAFETY: the two keys prove the avx512 and vpclmul512 features; the glue passes
+            // pointers covering `len` bytes (whole groups, or any length with `lens`, which
+            // this kernel finishes with a masked group) and a counter that does not wrap its
+            // low 32 bits within them.
+            unsafe { gcm_vaes_avx512(k, g, ctr, y, src, dst, len, decrypt, j0, lens) }
+        }
+    }
+}
 
 /// Encrypts or decrypts `len` bytes, a multiple of [`GROUP`], with the
 /// 32-bit counter `*ctr` (advanced by the blocks done) and hashes the ciphertext into `*y`.
@@ -48,7 +147,7 @@ use core::arch::x86_64::*;
 /// (the end of a message: its last, shorter group is done by [`last_group`]).
 #[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,vaes,vpclmulqdq,pclmulqdq,aes")]
-pub(super) unsafe fn gcm_vaes_avx512(
+unsafe fn gcm_vaes_avx512(
     k: &ZmmKeys,
     g: &GhashKey,
     ctr: &mut u128,
@@ -67,12 +166,12 @@ pub(super) unsafe fn gcm_vaes_avx512(
     }
     let mut j0 = j0;
     if let Some(b) = j0.as_deref_mut() {
-        encrypt_j0(b, k.rounds, |r| _mm512_castsi512_si128(k.key(r)));
+        encrypt_j0(b, k.rounds(), |r| _mm512_castsi512_si128(k.key::<false>(r)));
     }
-    let mut h = _mm_set_epi64x((*y >> 64) as i64, *y as i64);
+    let mut h = to_xmm(*y);
     // One monomorphised loop per key size: the rounds unroll into straight-line code.
     let h = &mut h;
-    match (decrypt, k.rounds) {
+    match (decrypt, k.rounds()) {
         (false, 10) => run::<false, 10>(k, g, h, ctr, src, dst, groups, rest, lens),
         (false, 12) => run::<false, 12>(k, g, h, ctr, src, dst, groups, rest, lens),
         (false, _) => run::<false, 14>(k, g, h, ctr, src, dst, groups, rest, lens),
@@ -101,7 +200,7 @@ unsafe fn run<const DEC: bool, const R: usize>(
     rest: usize,
     lens: Option<u128>,
 ) {
-    debug_assert_eq!(k.rounds, R);
+    debug_assert_eq!(k.rounds(), R);
     let mut c = Counters::new(*ctr);
     // With a shorter last group, the length block goes with it.
     let (lens, tail_lens) = if rest > 0 { (None, lens) } else { (lens, None) };
@@ -180,16 +279,16 @@ unsafe fn last_group<const DEC: bool, const R: usize>(
         // SAFETY (of the masked load): only the bytes under the mask, which are inside the
         // message, are read.
         data[j] = _mm512_maskz_loadu_epi8(mask(j), s.add(64 * j).cast());
-        v[j] = _mm512_xor_si512(v[j], k.key(0));
+        v[j] = _mm512_xor_si512(v[j], k.key::<false>(0));
     }
     for round in 1..R {
         for r in v.iter_mut().take(regs) {
-            *r = _mm512_aesenc_epi128(*r, k.key(round));
+            *r = _mm512_aesenc_epi128(*r, k.key::<false>(round));
         }
     }
     let mut hashed = [_mm512_setzero_si512(); 8];
     for j in 0..regs {
-        let out = _mm512_aesenclast_epi128(v[j], _mm512_xor_si512(data[j], k.key(R)));
+        let out = _mm512_aesenclast_epi128(v[j], _mm512_xor_si512(data[j], k.key::<false>(R)));
         // Only the message's bytes are written.
         _mm512_mask_storeu_epi8(d.add(64 * j).cast(), mask(j), out);
         // GHASH takes the ciphertext, zero past the message's end.
@@ -265,7 +364,7 @@ unsafe fn byte15(x: i32) -> __m512i {
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,vaes,vpclmulqdq,pclmulqdq,aes")]
 unsafe fn slow<const M: usize>(c: u128) -> [__m512i; M] {
-    let le = _mm512_broadcast_i32x4(_mm_set_epi64x((c >> 64) as i64, c as i64));
+    let le = _mm512_broadcast_i32x4(to_xmm(c));
     let mut v = [le; M];
     for (j, x) in v.iter_mut().enumerate() {
         let b = 4 * j as i32;
@@ -305,7 +404,7 @@ unsafe fn step<const MODE: u8, const R: usize>(
     let at = first_power(lens.is_some(), MODE == FIRST);
     let mut v = c.group();
     for r in v.iter_mut() {
-        *r = _mm512_xor_si512(*r, k.key(0));
+        *r = _mm512_xor_si512(*r, k.key::<false>(0));
     }
     // Registers 0 and 7 are hashed after the stores below, which overwrite them when
     // decrypting in place: load them first.
@@ -327,7 +426,7 @@ unsafe fn step<const MODE: u8, const R: usize>(
     }
     let round = |v: &mut [__m512i; 8], r: usize| {
         for x in v.iter_mut() {
-            *x = _mm512_aesenc_epi128(*x, k.key(r));
+            *x = _mm512_aesenc_epi128(*x, k.key::<false>(r));
         }
     };
     // Registers 1..=6 of the hashed group in pairs after rounds 2, 4 and 6, written out so
@@ -346,7 +445,7 @@ unsafe fn step<const MODE: u8, const R: usize>(
     }
     for (j, r) in v.iter().enumerate() {
         let data = _mm512_loadu_si512(s.add(64 * j).cast());
-        let out = _mm512_aesenclast_epi128(*r, _mm512_xor_si512(data, k.key(R)));
+        let out = _mm512_aesenclast_epi128(*r, _mm512_xor_si512(data, k.key::<false>(R)));
         _mm512_storeu_si512(d.add(64 * j).cast(), out);
     }
     if hash {
@@ -385,17 +484,17 @@ unsafe fn only_group<const R: usize>(
     let half = |first: usize| {
         let mut x = [v[first], v[first + 1], v[first + 2], v[first + 3]];
         for r in x.iter_mut() {
-            *r = _mm512_xor_si512(*r, k.key(0));
+            *r = _mm512_xor_si512(*r, k.key::<false>(0));
         }
         for round in 1..R {
             for r in x.iter_mut() {
-                *r = _mm512_aesenc_epi128(*r, k.key(round));
+                *r = _mm512_aesenc_epi128(*r, k.key::<false>(round));
             }
         }
         for (j, r) in x.iter_mut().enumerate() {
             let p = 64 * (first + j);
             let data = _mm512_loadu_si512(s.add(p).cast());
-            *r = _mm512_aesenclast_epi128(*r, _mm512_xor_si512(data, k.key(R)));
+            *r = _mm512_aesenclast_epi128(*r, _mm512_xor_si512(data, k.key::<false>(R)));
             _mm512_storeu_si512(d.add(p).cast(), *r);
             *r = bswap(*r);
         }

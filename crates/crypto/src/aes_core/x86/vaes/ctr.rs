@@ -6,14 +6,15 @@
 //! 128-bit scalar arithmetic, which also handles the 2^64 carry and the 2^128 wrap.
 #![allow(unsafe_code)]
 
-use super::{last_round_vaes_avx2, rounds_but_last_vaes_avx2, tail_through_buffer, Keys, GROUP};
+use super::super::scaffold::tail_through_buffer;
+use super::{keystream_group, Keys, GROUP, REGS};
 use core::arch::x86_64::*;
 
 /// The 16 counter blocks `c, c + 1, ..., c + 15`, big-endian, two per register.
 #[inline]
 #[target_feature(enable = "avx2")]
-pub(super) unsafe fn counters(c: u128) -> [__m256i; 8] {
-    let mut x = [_mm256_setzero_si256(); 8];
+pub(crate) unsafe fn counters(c: u128) -> [__m256i; REGS] {
+    let mut x = [_mm256_setzero_si256(); REGS];
     if (c as u8) <= 0xff - 15 {
         // Common case: the 16 counters differ only in their last (least significant) byte.
         // Keep them big-endian and add i to byte 15, which is the top byte of the lane's
@@ -50,28 +51,6 @@ pub(super) unsafe fn counters(c: u128) -> [__m256i; 8] {
     x
 }
 
-/// Encrypts the counter blocks `x` and XORs the keystream over one group.
-#[inline]
-#[target_feature(enable = "avx2,vaes")]
-pub(super) unsafe fn group<const N: usize>(
-    k: &Keys,
-    mut x: [__m256i; N],
-    src: *const u8,
-    dst: *mut u8,
-) {
-    let (first, last) = (k.key::<false>(0), k.key::<false>(k.rounds));
-    for v in x.iter_mut() {
-        *v = _mm256_xor_si256(*v, first);
-    }
-    rounds_but_last_vaes_avx2::<N, false>(k, &mut x);
-    // The data XOR is folded into the last round key: AESENCLAST XORs its key last.
-    for (i, v) in x.iter().enumerate() {
-        let d = _mm256_loadu_si256(src.add(32 * i).cast());
-        let out = last_round_vaes_avx2::<false>(*v, _mm256_xor_si256(d, last));
-        _mm256_storeu_si256(dst.add(32 * i).cast(), out);
-    }
-}
-
 /// `len` is a multiple of 16; `counter` advances by `len / 16`.
 #[target_feature(enable = "avx2,vaes")]
 pub(super) unsafe fn ctr_vaes_avx2(
@@ -88,25 +67,17 @@ pub(super) unsafe fn ctr_vaes_avx2(
     while off + GROUP <= len {
         *counter = counter.wrapping_add(16);
         let next = counters(*counter);
-        group::<8>(k, x, src.add(off), dst.add(off));
+        keystream_group::<REGS>(k, x, src.add(off), dst.add(off));
         x = next;
         off += GROUP;
     }
-    if off < len && len - off <= 32 {
+    let rest = len - off;
+    let (s, d) = (src.add(off), dst.add(off));
+    if rest > 0 && rest <= 32 {
         // One or two blocks (a GCM tail): one register, through a 32-byte buffer.
-        // SAFETY (for the closure): the buffer pointers cover 32 bytes.
-        crate::aes::x86::common::tail_through_buffer::<32>(
-            src.add(off),
-            dst.add(off),
-            len - off,
-            |s, d| unsafe { group::<1>(k, [x[0]], s, d) },
-        );
-        *counter = counter.wrapping_add(((len - off) / 16) as u128);
-    } else if off < len {
-        // SAFETY (for the closure): the buffer pointers cover GROUP bytes.
-        tail_through_buffer(src.add(off), dst.add(off), len - off, |s, d| unsafe {
-            group::<8>(k, x, s, d)
-        });
-        *counter = counter.wrapping_add(((len - off) / 16) as u128);
+        tail_through_buffer::<32>(s, d, rest, |s, d| keystream_group::<1>(k, [x[0]], s, d));
+    } else if rest > 0 {
+        tail_through_buffer::<GROUP>(s, d, rest, |s, d| keystream_group::<REGS>(k, x, s, d));
     }
+    *counter = counter.wrapping_add((rest / 16) as u128);
 }

@@ -15,8 +15,9 @@
 //! speed of one long buffer.
 #![allow(unsafe_code)]
 
-use super::{last_round_vaes_avx2, rounds_but_last_vaes_avx2, tail_through_buffer, Keys, GROUP};
-use crate::aes::Block;
+use super::super::scaffold::tail_through_buffer;
+use super::{tweaked_group, Keys, GROUP, REGS};
+use crate::block::Block;
 use core::arch::x86_64::*;
 
 /// `t * x^k` in each 128-bit lane, with the per-quadword shift counts `shl = k` and
@@ -44,35 +45,18 @@ unsafe fn mul_x16(t: __m256i) -> __m256i {
     _mm256_xor_si256(_mm256_bslli_epi128::<2>(t), folded)
 }
 
-/// One group of 16 blocks. The tweak XOR before the cipher is folded into the round-0
-/// whitening and the one after it into the last round key (AESENCLAST XORs its key last),
-/// so the tweaks cost two XORs with round keys per register and no extra step on the
-/// AES dependency chain.
-#[inline]
-#[target_feature(enable = "avx2,vaes")]
-unsafe fn group<const DEC: bool>(k: &Keys, tw: &[__m256i; 8], src: *const u8, dst: *mut u8) {
-    let (first, last) = (k.key::<DEC>(0), k.key::<DEC>(k.rounds));
-    let mut x = [_mm256_setzero_si256(); 8];
-    for (i, v) in x.iter_mut().enumerate() {
-        let whitening = _mm256_xor_si256(tw[i], first);
-        *v = _mm256_xor_si256(_mm256_loadu_si256(src.add(32 * i).cast()), whitening);
-    }
-    rounds_but_last_vaes_avx2::<8, DEC>(k, &mut x);
-    for (i, v) in x.iter().enumerate() {
-        let out = last_round_vaes_avx2::<DEC>(*v, _mm256_xor_si256(tw[i], last));
-        _mm256_storeu_si256(dst.add(32 * i).cast(), out);
-    }
-}
-
-/// Data units of `unit` bytes (a multiple of 16), one encrypted tweak each.
+/// Data units of `len / tweaks.len()` bytes (a multiple of 16), one encrypted tweak each.
+/// Each group's tweak XORs are folded into the round-0 whitening and the last round key
+/// (`tweaked_group`), so they cost no step on the AES dependency chain.
 #[target_feature(enable = "avx2,vaes,vpclmulqdq")]
 pub(super) unsafe fn xts_vaes_avx2<const DEC: bool>(
     k: &Keys,
     tweaks: &[Block],
     src: *const u8,
     dst: *mut u8,
-    unit: usize,
+    len: usize,
 ) {
+    let unit = len / tweaks.len();
     // The tweaks of the next group are computed after the current group's rounds: built
     // before them (software pipelining), eight more registers stay live through the
     // rounds and spill (measured: AES-256 14.5 -> 16.0 GB/s, AES-128 18.9 -> 21.1 GB/s by
@@ -82,14 +66,14 @@ pub(super) unsafe fn xts_vaes_avx2<const DEC: bool>(
     if unit == 2 * GROUP {
         // 512-byte sectors, the most common unit: the next unit's tweaks built
         // unconditionally (for the last unit, a harmless repeat), and the two groups in a
-        // loop with one call site of `group`, which the compiler then inlines (with two
+        // loop with one call site of `tweaked_group`, which the compiler then inlines (with two
         // call sites it did not: 14.0 -> 15.2 GB/s, 0.95x of the 4096-byte rate).
         let n = tweaks.len();
         for u in 0..n {
             let (src, dst) = (src.add(u * unit), dst.add(u * unit));
             let next_unit = first_tweaks(&tweaks[(u + 1).min(n - 1)]);
             for half in 0..2 {
-                group::<DEC>(k, &tw, src.add(half * GROUP), dst.add(half * GROUP));
+                tweaked_group::<REGS, DEC>(k, &tw, src.add(half * GROUP), dst.add(half * GROUP));
                 tw = tw.map(|v| mul_x16(v));
             }
             tw = next_unit;
@@ -104,14 +88,14 @@ pub(super) unsafe fn xts_vaes_avx2<const DEC: bool>(
         };
         let mut off = 0;
         while off + GROUP <= unit {
-            group::<DEC>(k, &tw, src.add(off), dst.add(off));
+            tweaked_group::<REGS, DEC>(k, &tw, src.add(off), dst.add(off));
             tw = tw.map(|v| mul_x16(v));
             off += GROUP;
         }
         if off < unit {
             // SAFETY (for the closure): the buffer pointers cover GROUP bytes.
-            tail_through_buffer(src.add(off), dst.add(off), unit - off, |s, d| unsafe {
-                group::<DEC>(k, &tw, s, d)
+            tail_through_buffer::<GROUP>(src.add(off), dst.add(off), unit - off, |s, d| unsafe {
+                tweaked_group::<REGS, DEC>(k, &tw, s, d)
             });
         }
         tw = next_unit;
@@ -122,11 +106,11 @@ pub(super) unsafe fn xts_vaes_avx2<const DEC: bool>(
 /// encrypted tweak T.
 #[inline]
 #[target_feature(enable = "avx2,vpclmulqdq")]
-unsafe fn first_tweaks(t: &Block) -> [__m256i; 8] {
+unsafe fn first_tweaks(t: &Block) -> [__m256i; REGS] {
     let both = _mm256_broadcastsi128_si256(_mm_loadu_si128(t.as_ptr().cast()));
     // Register i is [T x^2i, T x^(2i+1)]: each one multiply of T by per-lane powers, all
     // eight independent (a chain of one multiply, not four).
-    let mut out = [_mm256_setzero_si256(); 8];
+    let mut out = [_mm256_setzero_si256(); REGS];
     for (i, v) in out.iter_mut().enumerate() {
         let (lo, hi) = (2 * i as i64, 2 * i as i64 + 1);
         *v = mul_x_pow(

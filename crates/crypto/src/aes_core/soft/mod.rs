@@ -18,8 +18,8 @@ mod ecb;
 mod xts;
 
 use super::{AesKernels, Block, RoundKeys};
+use crate::aes_core::Backend;
 use crate::buf::InOut;
-use crate::Backend;
 use bitslice::State;
 use zeroize::{Zeroize, ZeroizeOnDrop};
 

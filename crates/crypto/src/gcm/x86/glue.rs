@@ -1,0 +1,124 @@
+//! The glue between GCM and the stitched kernels (ymm and zmm, around their kernel `K`):
+//! which prefix of the data a kernel may take, the counter it starts from, and the J0 block
+//! it reads J0 from and writes E_K(J0) or the tag to. A leaf file: the xmm steps before and
+//! after a kernel.
+#![allow(unsafe_code)]
+
+use crate::aes_core::x86::scaffold::encrypt_xmm;
+use crate::block::Block;
+use crate::buf::InOut;
+use crate::ghash::clmul::{bswap_xmm, from_xmm};
+use core::arch::x86_64::*;
+use zeroize::Zeroize;
+
+/// A stitched kernel's call: `len` bytes (whole groups) from `src` to `dst` with the
+/// counter `ctr` and the GHASH state `y`; `j0` and `lens` as in [`message`] (E_K(J0) into
+/// `j0`; with `lens`, the final GHASH in `y` and the tag in `j0`). The glue passes
+/// pointers covering `len` bytes and a counter whose low 32 bits do not wrap within them.
+pub(crate) trait Kernel:
+    FnOnce(&mut u128, &mut u128, *const u8, *mut u8, usize, Option<&mut Block>, Option<u128>)
+{
+}
+impl<F> Kernel for F where
+    F: FnOnce(&mut u128, &mut u128, *const u8, *mut u8, usize, Option<&mut Block>, Option<u128>)
+{
+}
+
+/// The longest prefix of `len` bytes that is whole groups of `GROUP` bytes and does not
+/// reach the wrap of the low 32 bits of the counter `ctr`.
+pub(crate) fn whole_groups<const GROUP: usize>(ctr: u128, len: usize) -> usize {
+    let before_wrap = ((1u64 << 32) - (ctr as u32) as u64) * 16;
+    (len as u64).min(before_wrap) as usize / GROUP * GROUP
+}
+
+/// The whole groups of `data` through `kernel` (the bulk of a streamed message): `ctr`
+/// advanced with GCM's `inc32` rule (a kernel's 128-bit increments equal it up to the wrap,
+/// but ending exactly at the wrap they carry into bit 32). Returns the bytes done.
+pub(crate) fn stitched<const GROUP: usize>(
+    ctr: &mut u128,
+    y: &mut u128,
+    mut data: InOut<'_>,
+    j0: Option<&mut Block>,
+    kernel: impl Kernel,
+) -> usize {
+    let len = whole_groups::<GROUP>(*ctr, data.len());
+    if len == 0 {
+        return 0;
+    }
+    let (src, dst) = data.slice(0, len).ptrs();
+    let start = *ctr;
+    kernel(ctr, y, src, dst, len, j0, None);
+    let blocks = (len / 16) as u32;
+    *ctr = (start & !0xffff_ffff) | (start as u32).wrapping_add(blocks) as u128;
+    len
+}
+
+/// A whole message through `kernel` (a one-shot seal or open): CTR from `inc32(J0)` over
+/// `data`, GHASH of the ciphertext from `y` (the hashed AAD) and then of the length block
+/// `lens`, and the tag GHASH ^ E_K(J0), which replaces `j0`. Taken if its counters do not
+/// wrap their low 32 bits and it is whole groups or, for a kernel that does a shorter last
+/// group itself (`ANY_LENGTH`), of any non-zero length; otherwise nothing is done and the
+/// answer is false.
+pub(crate) fn message<const GROUP: usize, const ANY_LENGTH: bool>(
+    y: u128,
+    mut data: InOut<'_>,
+    j0: &mut Block,
+    lens: u128,
+    kernel: impl Kernel,
+) -> bool {
+    let j = u128::from_be_bytes(*j0);
+    let mut ctr = (j & !0xffff_ffff) | (j as u32).wrapping_add(1) as u128;
+    let len = data.len();
+    let before_wrap = ((1u64 << 32) - (ctr as u32) as u64) * 16;
+    let fits = if ANY_LENGTH {
+        len as u64 <= before_wrap
+    } else {
+        whole_groups::<GROUP>(ctr, len) == len
+    };
+    if len == 0 || !fits {
+        return false;
+    }
+    let (src, dst) = data.ptrs();
+    let mut y = y;
+    kernel(&mut ctr, &mut y, src, dst, len, Some(j0), Some(lens));
+    // The final GHASH is tag ^ E_K(J0): wiped like the streaming state.
+    y.zeroize();
+    true
+}
+
+/// Replaces J0 in `block` by E_K(J0), computed on xmm with the round keys
+/// `key(0..=rounds)`: one dependent chain, which a kernel starts before its first group so
+/// that it runs under it. Written to the caller's block at once, so that the kernel does
+/// not hold it across its calls (it would spill to the kernel's own stack frame, which
+/// nothing wipes).
+#[inline]
+#[target_feature(enable = "aes,sse4.1")]
+pub(crate) fn encrypt_j0(block: &mut Block, rounds: usize, key: impl Fn(usize) -> __m128i) {
+    // SAFETY: `block` is 16 readable and writable bytes; unaligned load and store.
+    unsafe {
+        let x = encrypt_xmm(_mm_loadu_si128(block.as_ptr().cast()), rounds, key);
+        _mm_storeu_si128(block.as_mut_ptr().cast(), x);
+    }
+}
+
+/// Replaces E_K(J0) in `block` by the tag: the final GHASH `h` (as kept in a register) in
+/// GCM's byte order, XORed with E_K(J0).
+#[inline]
+#[target_feature(enable = "aes,sse4.1")]
+pub(crate) fn tag_in_place(block: &mut Block, h: __m128i) {
+    // SAFETY: `block` is 16 readable and writable bytes; unaligned load and store.
+    unsafe {
+        let ek = _mm_loadu_si128(block.as_ptr().cast());
+        let tag = _mm_xor_si128(bswap_xmm(h), ek);
+        _mm_storeu_si128(block.as_mut_ptr().cast(), tag);
+    }
+}
+
+/// Hands the final GHASH register `h` back as the integer `*y` and wipes both copies the
+/// kernel made (the register variable and the bytes it went through).
+#[inline]
+#[target_feature(enable = "aes,sse4.1")]
+pub(crate) fn hand_back(h: &mut __m128i, y: &mut u128) {
+    *y = from_xmm(*h);
+    h.zeroize();
+}
