@@ -73,6 +73,135 @@ pub(crate) trait Selectable: Family {
     type Other: Selectable;
 }
 
+/// Defines a family's enum of backends, fastest first, each with its name and the CPU
+/// features it needs (`x86 [...]`: on x86-64 only; `portable`: none, everywhere), with its
+/// `ALL` list, `name()`, `Display`, the public checks (`check_cpu`, `ensure_usable`,
+/// `usable`) and its [`Family`] implementation.
+macro_rules! family {
+    (
+        $(#[$attr:meta])*
+        pub enum $name:ident: $algorithm:ident, self_test: $test:path {
+            $(
+                $(#[$vattr:meta])*
+                $variant:ident = $vname:literal, $kind:ident $([$($need:ident),*])?
+            ),* $(,)?
+        }
+    ) => {
+        $(#[$attr])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        #[non_exhaustive]
+        pub enum $name {
+            $($(#[$vattr])* $variant,)*
+        }
+
+        // (GHASH's enum is public only with the test hooks; without them nothing calls
+        // some of these.)
+        #[allow(dead_code)]
+        impl $name {
+            /// Every backend, fastest first (the default preference order).
+            pub const ALL: [$name; [$($vname),*].len()] = [$($name::$variant),*];
+
+            /// The name used by `SECTORCRYPT_BACKEND`, `--backend` and the reports.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $($name::$variant => $vname,)*
+                }
+            }
+
+            /// `Ok` when this CPU and OS can run the backend; otherwise what is missing.
+            pub fn check_cpu(self) -> Result<(), $crate::Error> {
+                $crate::backend::check_cpu(self)
+            }
+
+            /// `Ok` when the backend can run here and passed its known-answer self-test
+            /// (run once, on first use). A backend that fails is never used.
+            pub fn ensure_usable(self) -> Result<(), $crate::Error> {
+                $crate::backend::ensure_usable(self)
+            }
+
+            /// The backends this CPU can run and that pass their self-test, fastest first.
+            pub fn usable() -> Vec<$name> {
+                $crate::backend::usable()
+            }
+        }
+
+        impl ::std::fmt::Display for $name {
+            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+                f.write_str(self.name())
+            }
+        }
+
+        impl $crate::backend::Family for $name {
+            const ALGORITHM: $crate::backend::Algorithm = $crate::backend::Algorithm::$algorithm;
+            const ALL: &'static [$name] = &$name::ALL;
+
+            fn name(self) -> &'static str {
+                $name::name(self)
+            }
+
+            fn needs(self) -> Option<&'static [$crate::cpu::Feature]> {
+                match self {
+                    $($name::$variant => $crate::backend::family!(@needs $kind $([$($need),*])?),)*
+                }
+            }
+
+            fn self_test(self) -> bool {
+                $test(self)
+            }
+        }
+    };
+    (@needs portable) => {
+        Some(&[])
+    };
+    (@needs x86 [$($need:ident),*]) => {
+        if cfg!(target_arch = "x86_64") {
+            Some(&[$($crate::cpu::Feature::$need),*])
+        } else {
+            None
+        }
+    };
+}
+pub(crate) use family;
+
+/// Defines the public methods of a [`Selectable`] family that choose its backend:
+/// `from_name` (an unknown name's error lists `known`: `all` the names any family has, or
+/// `own`), `selected` and `for_forced_name`.
+macro_rules! selectable {
+    ($name:ident, unknown: $what:literal lists $known:ident) => {
+        impl $name {
+            /// Parses a backend name.
+            pub fn from_name(name: &str) -> Result<$name, $crate::Error> {
+                $crate::backend::from_name(name).ok_or_else(|| {
+                    $crate::Error::unknown_name($what, name, $crate::backend::selectable!(@known $known $name))
+                })
+            }
+
+            /// The backend new keys use, decided once: the fastest usable one, unless
+            /// `SECTORCRYPT_BACKEND` names one ([`Self::for_forced_name`]; an error when it
+            /// names an unknown or unusable backend).
+            pub fn selected() -> Result<$name, $crate::Error> {
+                $crate::backend::selected()
+            }
+
+            /// What `SECTORCRYPT_BACKEND=name` means here: this algorithm's backend of that
+            /// name, which must be usable; the portable backend when only the other
+            /// algorithm (AES or GOST) has the name, which must be usable there (`avx2`
+            /// gives AES `soft`, `aesni`, `vaes` and `avx512` give GOST `soft`); an error
+            /// for any other name.
+            pub fn for_forced_name(name: &str) -> Result<$name, $crate::Error> {
+                $crate::backend::for_forced_name(name)
+            }
+        }
+    };
+    (@known all $name:ident) => {
+        $crate::backend::all_names::<$name>()
+    };
+    (@known own $name:ident) => {
+        $name::ALL.map($name::name)
+    };
+}
+pub(crate) use selectable;
+
 /// The position of `b` in `F::ALL`.
 pub(crate) fn index<F: Family>(b: F) -> usize {
     F::ALL.iter().position(|x| *x == b).unwrap_or(0)

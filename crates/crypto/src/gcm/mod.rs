@@ -42,7 +42,7 @@
 //! are compared in constant time. [`GcmDecryptor`] necessarily releases plaintext before
 //! [`GcmDecryptor::finish`]; see its documentation.
 
-mod pair;
+pub(crate) mod pair;
 mod stream;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86;

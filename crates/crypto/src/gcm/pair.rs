@@ -20,7 +20,7 @@ use crate::Error;
 use zeroize::Zeroize;
 
 #[cfg(target_arch = "x86_64")]
-use super::x86::{ymm, zmm};
+use super::x86::{glue, ymm, zmm};
 
 /// An AES key and the GHASH key that goes with it.
 pub(crate) enum Pair {
@@ -69,11 +69,8 @@ impl Pair {
             _ => {}
         }
         let aes = aes_core::kernels(aes, key)?;
-        let mut h: Block = [0; 16];
-        aes.ecb_encrypt(InOut::InPlace(&mut h));
-        let ghash = ghash::Key::new(&h, ghash);
-        h.zeroize();
-        Ok(Pair::TwoPass { aes, ghash: ghash? })
+        let ghash = with_hash_key(aes.as_ref(), |h| ghash::Key::new(h, ghash))?;
+        Ok(Pair::TwoPass { aes, ghash })
     }
 
     /// The AES kernels (CTR, E_K(J0) and every part of a message outside a stitched loop).
@@ -81,9 +78,9 @@ impl Pair {
         match self {
             Pair::TwoPass { aes, .. } => aes.as_ref(),
             #[cfg(target_arch = "x86_64")]
-            Pair::Ymm(p) => p.aes(),
+            Pair::Ymm(p) => &p.aes,
             #[cfg(target_arch = "x86_64")]
-            Pair::Zmm(p) => p.aes(),
+            Pair::Zmm(p) => &p.aes,
         }
     }
 
@@ -96,9 +93,9 @@ impl Pair {
         match self {
             Pair::TwoPass { ghash, .. } => ghash.update(y, blocks),
             #[cfg(target_arch = "x86_64")]
-            Pair::Ymm(p) => p.ghash().update(y, blocks),
+            Pair::Ymm(p) => p.ghash.update(y, blocks),
             #[cfg(target_arch = "x86_64")]
-            Pair::Zmm(p) => p.ghash().update(y, blocks),
+            Pair::Zmm(p) => p.ghash.update(y, blocks),
         }
     }
 
@@ -119,9 +116,9 @@ impl Pair {
         match self {
             Pair::TwoPass { .. } => 0,
             #[cfg(target_arch = "x86_64")]
-            Pair::Ymm(p) => p.stitched(ctr, y, data, decrypt, j0),
+            Pair::Ymm(p) => glue::stitched(p.as_ref(), ctr, y, data, decrypt, j0),
             #[cfg(target_arch = "x86_64")]
-            Pair::Zmm(p) => p.stitched(ctr, y, data, decrypt, j0),
+            Pair::Zmm(p) => glue::stitched(p.as_ref(), ctr, y, data, decrypt, j0),
         }
     }
 
@@ -142,11 +139,20 @@ impl Pair {
         match self {
             Pair::TwoPass { .. } => false,
             #[cfg(target_arch = "x86_64")]
-            Pair::Ymm(p) => p.message(y, data, decrypt, j0, lens),
+            Pair::Ymm(p) => glue::message(p.as_ref(), y, data, decrypt, j0, lens),
             #[cfg(target_arch = "x86_64")]
-            Pair::Zmm(p) => p.message(y, data, decrypt, j0, lens),
+            Pair::Zmm(p) => glue::message(p.as_ref(), y, data, decrypt, j0, lens),
         }
     }
+}
+
+/// `f` of GHASH's key H = E_K(0^128) under `aes`, wiped afterwards.
+pub(crate) fn with_hash_key<T>(aes: &dyn AesKernels, f: impl FnOnce(&Block) -> T) -> T {
+    let mut h: Block = [0; 16];
+    aes.ecb_encrypt(InOut::InPlace(&mut h));
+    let out = f(&h);
+    h.zeroize();
+    out
 }
 
 /// `Ok` when AES-GCM on `aes` with its matching GHASH passed its self-test (run once, before

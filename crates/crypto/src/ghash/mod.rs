@@ -32,9 +32,8 @@
 //! Every backend runs a differential self-test against the soft GHASH before its first use
 //! and is refused when it fails.
 
-use crate::backend::{self, Algorithm, Family};
+use crate::backend::family;
 use crate::block::Block;
-use crate::cpu::Feature;
 #[cfg(feature = "hazmat-testing")]
 use crate::error::InputError;
 use crate::Error;
@@ -48,75 +47,20 @@ pub(crate) mod vpclmul;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod vpclmul512;
 
-/// An implementation of GHASH.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum GhashBackend {
-    /// Portable, constant-time, no `unsafe`: the reference.
-    Soft,
-    /// PCLMULQDQ on xmm registers.
-    Clmul,
-    /// VPCLMULQDQ on ymm registers (AVX2, no AVX-512).
-    Vpclmul,
-    /// VPCLMULQDQ on zmm registers (AVX-512F/BW/VL).
-    Vpclmul512,
-}
-
-impl GhashBackend {
-    /// Every GHASH backend, fastest first.
-    pub const ALL: [GhashBackend; 4] = [
-        GhashBackend::Vpclmul512,
-        GhashBackend::Vpclmul,
-        GhashBackend::Clmul,
-        GhashBackend::Soft,
-    ];
-
-    /// Its name in reports and errors.
-    pub fn name(self) -> &'static str {
-        match self {
-            GhashBackend::Soft => "soft",
-            GhashBackend::Clmul => "clmul",
-            GhashBackend::Vpclmul => "vpclmul",
-            GhashBackend::Vpclmul512 => "vpclmul512",
-        }
-    }
-
-    /// `Ok` when this CPU runs it and it passed its self-test (run once, on first use).
-    pub fn ensure_usable(self) -> Result<(), Error> {
-        backend::ensure_usable(self)
-    }
-}
-
-impl std::fmt::Display for GhashBackend {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl Family for GhashBackend {
-    const ALGORITHM: Algorithm = Algorithm::Ghash;
-    const ALL: &'static [GhashBackend] = &GhashBackend::ALL;
-
-    fn name(self) -> &'static str {
-        GhashBackend::name(self)
-    }
-
-    fn needs(self) -> Option<&'static [Feature]> {
-        use Feature::*;
-        match self {
-            GhashBackend::Soft => Some(&[]),
-            _ if !cfg!(target_arch = "x86_64") => None,
-            GhashBackend::Clmul => Some(&[Pclmulqdq, Sse41]),
-            // VPCLMULQDQ implies PCLMULQDQ in the compiler's feature model; checked too.
-            GhashBackend::Vpclmul => Some(&[Pclmulqdq, Avx2, Vpclmulqdq, OsYmm]),
-            GhashBackend::Vpclmul512 => Some(&[
-                Pclmulqdq, Avx2, Vpclmulqdq, OsZmm, Avx512f, Avx512bw, Avx512vl,
-            ]),
-        }
-    }
-
-    fn self_test(self) -> bool {
-        self_test(self)
+family! {
+    /// An implementation of GHASH.
+    pub enum GhashBackend: Ghash, self_test: self_test {
+        /// VPCLMULQDQ on zmm registers (AVX-512F/BW/VL).
+        Vpclmul512 = "vpclmul512", x86 [
+            Pclmulqdq, Avx2, Vpclmulqdq, OsZmm, Avx512f, Avx512bw, Avx512vl
+        ],
+        /// VPCLMULQDQ on ymm registers (AVX2, no AVX-512). (VPCLMULQDQ implies PCLMULQDQ
+        /// in the compiler's feature model; both are checked.)
+        Vpclmul = "vpclmul", x86 [Pclmulqdq, Avx2, Vpclmulqdq, OsYmm],
+        /// PCLMULQDQ on xmm registers.
+        Clmul = "clmul", x86 [Pclmulqdq, Sse41],
+        /// Portable, constant-time, no `unsafe`: the reference.
+        Soft = "soft", portable,
     }
 }
 

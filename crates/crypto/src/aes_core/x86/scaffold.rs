@@ -125,7 +125,8 @@ pub(crate) unsafe fn cbc_encrypt_xmm(
 ///
 /// `new(rk, backend)` asserts that this CPU runs `kernels` (the backend whose kernels use
 /// the container) and `backend`; so a value proves the features of those kernels.
-/// `key::<DEC>(i)` loads round key `i` (`features` enabled); `key128(i)` the low lane of
+/// `key::<DEC>(i)` loads round key `i` (always inlined into the kernel, which has the
+/// features); `key128(i)` the low lane of
 /// the cipher's round key `i`, which needs only SSE2 (the x86-64 baseline) and so inlines
 /// anywhere.
 macro_rules! round_keys {
@@ -207,13 +208,15 @@ macro_rules! round_keys {
             }
 
             /// Round key `i` of the cipher (`DEC = false`) or of the equivalent inverse
-            /// cipher, in every lane.
-            #[inline]
-            #[target_feature(enable = $features)]
+            /// cipher, in every lane. Always inlined, and compiled without features of its
+            /// own: it becomes one load inside the kernel that calls it, which has them.
+            #[inline(always)]
             #[allow(dead_code)]
             pub(crate) fn key<const DEC: bool>(&self, i: usize) -> $reg {
                 let table: &[[u64; $words]] = if DEC { &self.dec } else { &self.enc };
-                // SAFETY: an entry is `$words` u64, one register, aligned by `repr`.
+                // SAFETY: a value of this type proves the CPU features of its kernels (its
+                // constructor checked them), which include the load's; an entry is one
+                // register, aligned by `repr`.
                 unsafe { $load(table[i].as_ptr().cast()) }
             }
 
@@ -291,10 +294,19 @@ macro_rules! aes_rounds {
             for v in x.iter_mut() {
                 *v = $xor(*v, k0);
             }
-            rounds_but_last::<N, DEC>(k, x);
+            for r in 1..k.rounds {
+                let kr = k.key::<DEC>(r);
+                for v in x.iter_mut() {
+                    *v = if DEC { $dec(*v, kr) } else { $enc(*v, kr) };
+                }
+            }
             let kl = k.key::<DEC>(k.rounds);
             for v in x.iter_mut() {
-                *v = last_round::<DEC>(*v, kl);
+                *v = if DEC {
+                    $declast(*v, kl)
+                } else {
+                    $enclast(*v, kl)
+                };
             }
         }
 
@@ -421,10 +433,12 @@ pub(crate) use aes_rounds;
 
 /// Defines the two CBC kernels that are the same on every width around the backend's own
 /// pieces:
-/// - `$decrypt(k, iv, src, dst, len)`: one chain, a group of `REGS` registers at a time by
-///   `$group(k, chain, src, dst)` (the width's own: how it finds each block's predecessor),
-///   where `chain` is the block before the group; the last ciphertext block, the next IV,
-///   is read before any store (in place it is overwritten);
+/// - `$decrypt(k, iv, src, dst, len)`: one chain, a group of `REGS` registers at a time,
+///   all decrypted in parallel and XORed with their predecessors: for register `i > 0` the
+///   `$bytes` bytes 16 before it, for register 0 `$first` of the group's source and the
+///   chaining value (the width's own); every predecessor is read before the group's first
+///   store, and the last ciphertext block, the next IV, before any store (in place they
+///   are overwritten);
 /// - `$sectors(k, ivs, src, dst, len)`: independent chains, one per sector, `$chains`
 ///   sectors per register (`$load`/`$store` move one block of each of a register's
 ///   sectors, `$ivs` loads their IVs), `REGS` registers advancing together.
@@ -442,13 +456,47 @@ macro_rules! cbc_kernels {
         features: $features:literal,
         xor: $xor:path,
         zero: $zero:path,
-        decrypt: $decrypt:ident by $group:path,
+        bytes: $bytes:literal,
+        load: $load_reg:path,
+        store: $store_reg:path,
+        decrypt: $decrypt:ident,
+        first: |$fsrc:ident, $fchain:ident| $first:expr,
         sectors: $sectors:ident,
         chains: $chains:literal,
         load: |$lp:ident, $lsize:ident| $load:expr,
         store: |$sp:ident, $ssize:ident, $sv:ident| $store:expr,
         ivs: |$ivs:ident| $load_ivs:expr $(,)?
     ) => {
+        /// Decrypts one group whose predecessor is `chain`.
+        ///
+        /// # Safety
+        /// The backend's CPU features (`k` proves them); `src` and `dst` cover one group.
+        #[target_feature(enable = $features)]
+        unsafe fn decrypt_group(
+            k: &$keys,
+            chain: ::core::arch::x86_64::__m128i,
+            src: *const u8,
+            dst: *mut u8,
+        ) {
+            let mut x = [$zero(); REGS];
+            let mut prev = [$zero(); REGS];
+            // SAFETY (of the loads and stores): the registers are inside the group (caller).
+            unsafe {
+                for (i, v) in x.iter_mut().enumerate() {
+                    *v = $load_reg(src.add($bytes * i).cast());
+                }
+                crypt::<REGS, true>(k, &mut x);
+                let ($fsrc, $fchain) = (src, chain);
+                prev[0] = $first;
+                for (i, p) in prev.iter_mut().enumerate().skip(1) {
+                    *p = $load_reg(src.add($bytes * i - 16).cast());
+                }
+                for i in 0..REGS {
+                    $store_reg(dst.add($bytes * i).cast(), $xor(x[i], prev[i]));
+                }
+            }
+        }
+
         /// One CBC chain, decrypted a group at a time; `len` is a multiple of 16.
         ///
         /// # Safety
@@ -472,7 +520,7 @@ macro_rules! cbc_kernels {
                 let mut off = 0;
                 while off + GROUP <= len {
                     let following = _mm_loadu_si128(src.add(off + GROUP - 16).cast());
-                    $group(k, chain, src.add(off), dst.add(off));
+                    decrypt_group(k, chain, src.add(off), dst.add(off));
                     chain = following;
                     off += GROUP;
                 }
@@ -482,7 +530,7 @@ macro_rules! cbc_kernels {
                         s,
                         d,
                         len - off,
-                        |s, d| $group(k, chain, s, d),
+                        |s, d| decrypt_group(k, chain, s, d),
                     );
                 }
                 _mm_storeu_si128(iv.as_mut_ptr().cast(), next_iv);
@@ -552,19 +600,18 @@ macro_rules! cbc_kernels {
             }
         }
 
-        /// Independent chains, one per sector, `$chains * REGS` at a time.
+        /// Independent chains, one per sector of `size` bytes, `$chains * REGS` at a time.
         ///
         /// # Safety
-        /// As for the kernels; at least one IV, `len` a multiple of their count.
+        /// As for the kernels; at least one IV, and the buffers cover `ivs.len()` sectors.
         #[target_feature(enable = $features)]
         pub(super) unsafe fn $sectors(
             k: &$keys,
             ivs: &[$crate::block::Block],
             src: *const u8,
             dst: *mut u8,
-            len: usize,
+            size: usize,
         ) {
-            let size = len / ivs.len();
             // One cache line of skew between register pairs when sectors alias in the L1 cache.
             let skew = if size.is_multiple_of(2048) { 4 } else { 0 };
             let mut s = 0;
@@ -612,7 +659,7 @@ pub(crate) use cbc_kernels;
 /// destination pointers and the length): the safe methods take the pointers of their
 /// `InOut`, which cover its length, and call the kernel, whose CPU features the container
 /// proves. The kernels over data units (sectors, XTS units) are called only with at least
-/// one unit, and find the unit size as the length over the number of units. Single-chain
+/// one unit, and with the unit size instead of the length. Single-chain
 /// CBC encryption is latency bound, so every x86 backend runs it on xmm
 /// ([`cbc_encrypt_xmm`]).
 macro_rules! aes_kernels {
@@ -671,17 +718,22 @@ macro_rules! aes_kernels {
                 unsafe { kernel(self, state, src, dst, len) }
             }
 
-            /// [`Self::run`] for a kernel over data units, if there is at least one.
+            /// Calls `kernel` over data units, one per entry of `units`, with the unit size
+            /// (nothing to do without units).
             #[inline(always)]
             fn run_units(
                 &self,
                 units: &[$crate::block::Block],
-                data: $crate::buf::InOut<'_>,
+                mut data: $crate::buf::InOut<'_>,
                 kernel: unsafe fn(&Self, &[$crate::block::Block], *const u8, *mut u8, usize),
             ) {
-                if !units.is_empty() {
-                    self.run(units, data, kernel)
+                if units.is_empty() {
+                    return;
                 }
+                let (len, (src, dst)) = (data.len(), data.ptrs());
+                // SAFETY: as in `run`; `len` is `units.len()` units (the `AesKernels`
+                // contract), so the kernel's units cover the pointers' bytes.
+                unsafe { kernel(self, units, src, dst, len / units.len()) }
             }
 
             /// One CBC chain on xmm.

@@ -15,6 +15,7 @@ use zeroize::Zeroize;
 /// counter `ctr` and the GHASH state `y`; `j0` and `lens` as in [`message`] (E_K(J0) into
 /// `j0`; with `lens`, the final GHASH in `y` and the tag in `j0`). The glue passes
 /// pointers covering `len` bytes and a counter whose low 32 bits do not wrap within them.
+/// (A closure over the keys, so that the unsafe call stays in the kernel's leaf file.)
 pub(crate) trait Kernel:
     FnOnce(&mut u128, &mut u128, *const u8, *mut u8, usize, Option<&mut Block>, Option<u128>)
 {
@@ -24,63 +25,78 @@ impl<F> Kernel for F where
 {
 }
 
-/// The longest prefix of `len` bytes that is whole groups of `GROUP` bytes and does not
-/// reach the wrap of the low 32 bits of the counter `ctr`.
-pub(crate) fn whole_groups<const GROUP: usize>(ctr: u128, len: usize) -> usize {
-    let before_wrap = ((1u64 << 32) - (ctr as u32) as u64) * 16;
-    (len as u64).min(before_wrap) as usize / GROUP * GROUP
+/// A pair of matching AES and GHASH keys with a stitched kernel.
+pub(crate) trait Stitched {
+    /// Bytes in one group of the kernel.
+    const GROUP: usize;
+    /// Whether the kernel does a shorter last group of a message itself, so that it takes
+    /// messages of any length.
+    const ANY_LENGTH: bool;
+
+    /// The kernel's call with these keys, one direction.
+    fn kernel(&self, decrypt: bool) -> impl Kernel + '_;
 }
 
-/// The whole groups of `data` through `kernel` (the bulk of a streamed message): `ctr`
-/// advanced with GCM's `inc32` rule (a kernel's 128-bit increments equal it up to the wrap,
-/// but ending exactly at the wrap they carry into bit 32). Returns the bytes done.
-pub(crate) fn stitched<const GROUP: usize>(
+/// The longest prefix of `len` bytes that is whole groups of `group` bytes and does not
+/// reach the wrap of the low 32 bits of the counter `ctr`.
+fn whole_groups(group: usize, ctr: u128, len: usize) -> usize {
+    let before_wrap = ((1u64 << 32) - (ctr as u32) as u64) * 16;
+    (len as u64).min(before_wrap) as usize / group * group
+}
+
+/// The whole groups of `data` through the kernel of `pair` (the bulk of a streamed
+/// message): `ctr` advanced with GCM's `inc32` rule (a kernel's 128-bit increments equal
+/// it up to the wrap, but ending exactly at the wrap they carry into bit 32). Returns the
+/// bytes done.
+pub(crate) fn stitched<P: Stitched>(
+    pair: &P,
     ctr: &mut u128,
     y: &mut u128,
     mut data: InOut<'_>,
+    decrypt: bool,
     j0: Option<&mut Block>,
-    kernel: impl Kernel,
 ) -> usize {
-    let len = whole_groups::<GROUP>(*ctr, data.len());
+    let len = whole_groups(P::GROUP, *ctr, data.len());
     if len == 0 {
         return 0;
     }
     let (src, dst) = data.slice(0, len).ptrs();
     let start = *ctr;
-    kernel(ctr, y, src, dst, len, j0, None);
+    pair.kernel(decrypt)(ctr, y, src, dst, len, j0, None);
     let blocks = (len / 16) as u32;
     *ctr = (start & !0xffff_ffff) | (start as u32).wrapping_add(blocks) as u128;
     len
 }
 
-/// A whole message through `kernel` (a one-shot seal or open): CTR from `inc32(J0)` over
-/// `data`, GHASH of the ciphertext from `y` (the hashed AAD) and then of the length block
-/// `lens`, and the tag GHASH ^ E_K(J0), which replaces `j0`. Taken if its counters do not
-/// wrap their low 32 bits and it is whole groups or, for a kernel that does a shorter last
-/// group itself (`ANY_LENGTH`), of any non-zero length; otherwise nothing is done and the
+/// A whole message through the kernel of `pair` (a one-shot seal or open): CTR from
+/// `inc32(J0)` over `data`, GHASH of the ciphertext from `y` (the hashed AAD) and then of
+/// the length block `lens`, and the tag GHASH ^ E_K(J0), which replaces `j0`. Taken if its
+/// counters do not wrap their low 32 bits and it is whole groups or, for a kernel that does
+/// a shorter last group itself, of any non-zero length; otherwise nothing is done and the
 /// answer is false.
-pub(crate) fn message<const GROUP: usize, const ANY_LENGTH: bool>(
+pub(crate) fn message<P: Stitched>(
+    pair: &P,
     y: u128,
     mut data: InOut<'_>,
+    decrypt: bool,
     j0: &mut Block,
     lens: u128,
-    kernel: impl Kernel,
 ) -> bool {
     let j = u128::from_be_bytes(*j0);
     let mut ctr = (j & !0xffff_ffff) | (j as u32).wrapping_add(1) as u128;
     let len = data.len();
     let before_wrap = ((1u64 << 32) - (ctr as u32) as u64) * 16;
-    let fits = if ANY_LENGTH {
+    let fits = if P::ANY_LENGTH {
         len as u64 <= before_wrap
     } else {
-        whole_groups::<GROUP>(ctr, len) == len
+        whole_groups(P::GROUP, ctr, len) == len
     };
     if len == 0 || !fits {
         return false;
     }
     let (src, dst) = data.ptrs();
     let mut y = y;
-    kernel(&mut ctr, &mut y, src, dst, len, Some(j0), Some(lens));
+    pair.kernel(decrypt)(&mut ctr, &mut y, src, dst, len, Some(j0), Some(lens));
     // The final GHASH is tag ^ E_K(J0): wiped like the streaming state.
     y.zeroize();
     true

@@ -51,22 +51,21 @@
 use super::glue::{self, encrypt_j0, hand_back, tag_in_place};
 use crate::aes_core::x86::vaes::ctr::counters;
 use crate::aes_core::x86::vaes::{Keys, GROUP};
-use crate::aes_core::{expand_key, AesKernels, Backend};
+use crate::aes_core::{expand_key, Backend};
 use crate::block::Block;
-use crate::buf::InOut;
+use crate::gcm::pair::with_hash_key;
 use crate::ghash::clmul::to_xmm;
 use crate::ghash::vpclmul::{
     finish_group, hash_group, mul_add_table, mul_h, Key as GhashKey, FAR, N,
 };
 use crate::Error;
 use core::arch::x86_64::*;
-use zeroize::Zeroize;
 
 /// An AES key on the vaes kernels with its GHASH key on VPCLMULQDQ ymm: the pair the
 /// stitched kernel of this file takes, and no other (see [`crate::gcm`]).
 pub(crate) struct Pair {
-    aes: Keys,
-    ghash: Box<GhashKey>,
+    pub(crate) aes: Keys,
+    pub(crate) ghash: Box<GhashKey>,
 }
 
 impl Pair {
@@ -74,47 +73,14 @@ impl Pair {
     /// GHASH backend is checked here.
     pub(crate) fn new(key: &[u8]) -> Result<Pair, Error> {
         let aes = Keys::new(&expand_key(key)?, Backend::Vaes);
-        let mut h: Block = [0; 16];
-        aes.ecb_encrypt(InOut::InPlace(&mut h));
-        let ghash = GhashKey::checked(&h);
-        h.zeroize();
-        Ok(Pair { aes, ghash: ghash? })
+        let ghash = with_hash_key(&aes, GhashKey::checked)?;
+        Ok(Pair { aes, ghash })
     }
+}
 
-    /// The AES kernels (for the parts of a message outside the stitched loop).
-    pub(crate) fn aes(&self) -> &Keys {
-        &self.aes
-    }
-
-    /// The GHASH key.
-    pub(crate) fn ghash(&self) -> &GhashKey {
-        &self.ghash
-    }
-
-    /// The whole groups of `data` through the stitched kernel (see [`glue::stitched`]).
-    pub(crate) fn stitched(
-        &self,
-        ctr: &mut u128,
-        y: &mut u128,
-        data: InOut<'_>,
-        decrypt: bool,
-        j0: Option<&mut Block>,
-    ) -> usize {
-        glue::stitched::<GROUP>(ctr, y, data, j0, self.kernel(decrypt))
-    }
-
-    /// A whole message through the stitched kernel, if it is whole groups (see
-    /// [`glue::message`]).
-    pub(crate) fn message(
-        &self,
-        y: u128,
-        data: InOut<'_>,
-        decrypt: bool,
-        j0: &mut Block,
-        lens: u128,
-    ) -> bool {
-        glue::message::<GROUP, false>(y, data, j0, lens, self.kernel(decrypt))
-    }
+impl glue::Stitched for Pair {
+    const GROUP: usize = GROUP;
+    const ANY_LENGTH: bool = false;
 
     fn kernel(&self, decrypt: bool) -> impl glue::Kernel + '_ {
         move |ctr, y, src, dst, len, j0, lens| {

@@ -28,16 +28,15 @@
 use super::glue::{self, encrypt_j0, hand_back, tag_in_place};
 use crate::aes_core::x86::scaffold::round_keys;
 use crate::aes_core::x86::vaes;
-use crate::aes_core::{expand_key, AesKernels, Backend};
+use crate::aes_core::{expand_key, Backend};
 use crate::block::Block;
-use crate::buf::InOut;
+use crate::gcm::pair::with_hash_key;
 use crate::ghash::clmul::to_xmm;
 use crate::ghash::vpclmul512::{
     add_lengths, bswap, finish, first_power, hash_group, mul_add, mul_add2, Key as GhashKey, N,
 };
 use crate::Error;
 use core::arch::x86_64::*;
-use zeroize::Zeroize;
 
 /// Bytes in one group of 8 zmm registers.
 const GROUP: usize = 512;
@@ -62,9 +61,9 @@ round_keys! {
 /// the stitched kernel of this file, which takes this pair and no other (see
 /// [`crate::gcm`]).
 pub(crate) struct Pair {
-    aes: vaes::Keys,
+    pub(crate) aes: vaes::Keys,
     zmm: ZmmKeys,
-    ghash: Box<GhashKey>,
+    pub(crate) ghash: Box<GhashKey>,
 }
 
 impl Pair {
@@ -73,52 +72,15 @@ impl Pair {
     pub(crate) fn new(key: &[u8]) -> Result<Pair, Error> {
         let rk = expand_key(key)?;
         let aes = vaes::Keys::new(&rk, Backend::Avx512);
+        let ghash = with_hash_key(&aes, GhashKey::checked)?;
         let zmm = ZmmKeys::new(&rk, Backend::Avx512);
-        let mut h: Block = [0; 16];
-        aes.ecb_encrypt(InOut::InPlace(&mut h));
-        let ghash = GhashKey::checked(&h);
-        h.zeroize();
-        Ok(Pair {
-            aes,
-            zmm,
-            ghash: ghash?,
-        })
+        Ok(Pair { aes, zmm, ghash })
     }
+}
 
-    /// The AES kernels (for the parts of a message outside the stitched loop).
-    pub(crate) fn aes(&self) -> &vaes::Keys {
-        &self.aes
-    }
-
-    /// The GHASH key.
-    pub(crate) fn ghash(&self) -> &GhashKey {
-        &self.ghash
-    }
-
-    /// The whole groups of `data` through the stitched kernel (see [`glue::stitched`]).
-    pub(crate) fn stitched(
-        &self,
-        ctr: &mut u128,
-        y: &mut u128,
-        data: InOut<'_>,
-        decrypt: bool,
-        j0: Option<&mut Block>,
-    ) -> usize {
-        glue::stitched::<GROUP>(ctr, y, data, j0, self.kernel(decrypt))
-    }
-
-    /// A whole message of any length through the stitched kernel, which does a shorter
-    /// last group itself (see [`glue::message`]).
-    pub(crate) fn message(
-        &self,
-        y: u128,
-        data: InOut<'_>,
-        decrypt: bool,
-        j0: &mut Block,
-        lens: u128,
-    ) -> bool {
-        glue::message::<GROUP, true>(y, data, j0, lens, self.kernel(decrypt))
-    }
+impl glue::Stitched for Pair {
+    const GROUP: usize = GROUP;
+    const ANY_LENGTH: bool = true;
 
     fn kernel(&self, decrypt: bool) -> impl glue::Kernel + '_ {
         move |ctr, y, src, dst, len, j0, lens| {

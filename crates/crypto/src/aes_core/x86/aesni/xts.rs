@@ -24,16 +24,15 @@ unsafe fn mul_x8(t: __m128i) -> __m128i {
     )
 }
 
-/// Data units of `len / tweaks.len()` bytes (a multiple of 16), one encrypted tweak each.
+/// Data units of `unit` bytes (a multiple of 16), one encrypted tweak each.
 #[target_feature(enable = "aes,sse4.1,pclmulqdq")]
 pub(super) unsafe fn xts_aesni<const DEC: bool>(
     k: &Keys,
     tweaks: &[Block],
     src: *const u8,
     dst: *mut u8,
-    len: usize,
+    unit: usize,
 ) {
-    let unit = len / tweaks.len();
     for (u, t) in tweaks.iter().enumerate() {
         let (src, dst) = (src.add(u * unit), dst.add(u * unit));
         let mut tw = [_mm_setzero_si128(); REGS];

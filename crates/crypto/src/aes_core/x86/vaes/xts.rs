@@ -45,7 +45,7 @@ unsafe fn mul_x16(t: __m256i) -> __m256i {
     _mm256_xor_si256(_mm256_bslli_epi128::<2>(t), folded)
 }
 
-/// Data units of `len / tweaks.len()` bytes (a multiple of 16), one encrypted tweak each.
+/// Data units of `unit` bytes (a multiple of 16), one encrypted tweak each, at least one.
 /// Each group's tweak XORs are folded into the round-0 whitening and the last round key
 /// (`tweaked_group`), so they cost no step on the AES dependency chain.
 #[target_feature(enable = "avx2,vaes,vpclmulqdq")]
@@ -54,9 +54,8 @@ pub(super) unsafe fn xts_vaes_avx2<const DEC: bool>(
     tweaks: &[Block],
     src: *const u8,
     dst: *mut u8,
-    len: usize,
+    unit: usize,
 ) {
-    let unit = len / tweaks.len();
     // The tweaks of the next group are computed after the current group's rounds: built
     // before them (software pipelining), eight more registers stay live through the
     // rounds and spill (measured: AES-256 14.5 -> 16.0 GB/s, AES-128 18.9 -> 21.1 GB/s by
