@@ -324,74 +324,67 @@ impl Gcm {
     }
 }
 
-/// Streaming AES-GCM encryption of one message: [`update`](Self::update) with pieces of any
-/// size, then [`finish`](Self::finish) for the tag. Keeps at most one partial block.
-pub struct GcmEncryptor<'a> {
-    gcm: &'a Gcm,
-    st: Stream,
+/// Defines a streaming type over one message (the struct, a `Debug` showing the length so
+/// far and nothing secret, `update` and `update_in_place` in direction `$dir`).
+macro_rules! streaming {
+    (
+        $(#[$doc:meta])*
+        $name:ident: $dir:ident, $verb:literal $input:literal, $note:literal
+    ) => {
+        $(#[$doc])*
+        pub struct $name<'a> {
+            gcm: &'a Gcm,
+            st: Stream,
+        }
+
+        impl std::fmt::Debug for $name<'_> {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                let len = self.st.len;
+                f.debug_struct(stringify!($name))
+                    .field("len", &len)
+                    .finish_non_exhaustive()
+            }
+        }
+
+        impl $name<'_> {
+            #[doc = concat!($verb, " the next piece of ", $input, " `input` into `output` (same length).", $note)]
+            pub fn update(&mut self, input: &[u8], output: &mut [u8]) -> Result<(), Error> {
+                self.st.update(self.gcm, split(input, output)?, Direction::$dir)
+            }
+
+            #[doc = concat!($verb, " the next piece of ", $input, " in place.", $note)]
+            pub fn update_in_place(&mut self, buf: &mut [u8]) -> Result<(), Error> {
+                self.st.update(self.gcm, InOut::InPlace(buf), Direction::$dir)
+            }
+        }
+    };
 }
 
-impl std::fmt::Debug for GcmEncryptor<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("GcmEncryptor")
-            .field("len", &self.st.len)
-            .finish_non_exhaustive()
-    }
+streaming! {
+    /// Streaming AES-GCM encryption of one message: [`update`](Self::update) with pieces of
+    /// any size, then [`finish`](Self::finish) for the tag. Keeps at most one partial block.
+    GcmEncryptor: Encrypt, "Encrypts" "plaintext", ""
 }
 
 impl GcmEncryptor<'_> {
-    /// Encrypts the next piece of plaintext `input` into `output` (same length).
-    pub fn update(&mut self, input: &[u8], output: &mut [u8]) -> Result<(), Error> {
-        self.st
-            .update(self.gcm, split(input, output)?, Direction::Encrypt)
-    }
-
-    /// Encrypts the next piece of plaintext in place.
-    pub fn update_in_place(&mut self, buf: &mut [u8]) -> Result<(), Error> {
-        self.st
-            .update(self.gcm, InOut::InPlace(buf), Direction::Encrypt)
-    }
-
     /// Ends the message; the full 16-byte tag (a prefix of 12 to 15 bytes may be kept).
     pub fn finish(mut self) -> [u8; 16] {
         self.st.tag(self.gcm)
     }
 }
 
-/// Streaming AES-GCM decryption of one message.
-///
-/// **The output of [`update`](Self::update) is unauthenticated** until
-/// [`finish`](Self::finish) returns `Ok`: it may be forged or corrupted. Do not act on it,
-/// write it anywhere durable or show it before then, and discard it when `finish` fails.
-/// When that is impractical, use [`Gcm::open_to`], which checks first.
-pub struct GcmDecryptor<'a> {
-    gcm: &'a Gcm,
-    st: Stream,
-}
-
-impl std::fmt::Debug for GcmDecryptor<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("GcmDecryptor")
-            .field("len", &self.st.len)
-            .finish_non_exhaustive()
-    }
+streaming! {
+    /// Streaming AES-GCM decryption of one message.
+    ///
+    /// **The output of [`update`](Self::update) is unauthenticated** until
+    /// [`finish`](Self::finish) returns `Ok`: it may be forged or corrupted. Do not act on
+    /// it, write it anywhere durable or show it before then, and discard it when `finish`
+    /// fails. When that is impractical, use [`Gcm::open_to`], which checks first.
+    GcmDecryptor: Decrypt, "Decrypts" "ciphertext",
+    " Unauthenticated until [`finish`](Self::finish) succeeds."
 }
 
 impl GcmDecryptor<'_> {
-    /// Decrypts the next piece of ciphertext `input` into `output` (same length).
-    /// Unauthenticated until [`finish`](Self::finish) succeeds.
-    pub fn update(&mut self, input: &[u8], output: &mut [u8]) -> Result<(), Error> {
-        self.st
-            .update(self.gcm, split(input, output)?, Direction::Decrypt)
-    }
-
-    /// Decrypts the next piece of ciphertext in place. Unauthenticated until
-    /// [`finish`](Self::finish) succeeds.
-    pub fn update_in_place(&mut self, buf: &mut [u8]) -> Result<(), Error> {
-        self.st
-            .update(self.gcm, InOut::InPlace(buf), Direction::Decrypt)
-    }
-
     /// Ends the message and checks `tag` (12 to 16 bytes) in constant time.
     pub fn finish(self, tag: &[u8]) -> Result<(), Error> {
         check_tag_len(tag.len(), false)?;

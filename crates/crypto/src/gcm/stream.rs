@@ -9,10 +9,11 @@ use crate::aes_core::AesKernels;
 use crate::block::{Block, BLOCK};
 use crate::buf::{Direction, InOut};
 use crate::Error;
-use zeroize::Zeroize;
+use zeroize::{Zeroize, ZeroizeOnDrop};
 
 /// The per-message state of the one-shot and streaming paths: O(1), at most one partial
 /// block. Zeroized on drop.
+#[derive(Zeroize, ZeroizeOnDrop)]
 pub(super) struct Stream {
     /// The counter block of the next keystream block not yet generated.
     ctr: u128,
@@ -31,15 +32,6 @@ pub(super) struct Stream {
     partial: Block,
     /// Bytes used of the current partial block; 0 at a block boundary.
     pos: usize,
-}
-
-impl Drop for Stream {
-    fn drop(&mut self) {
-        self.y.zeroize();
-        self.ek_j0.zeroize();
-        self.ks.zeroize();
-        self.partial.zeroize();
-    }
 }
 
 impl Stream {

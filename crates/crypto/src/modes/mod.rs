@@ -54,11 +54,9 @@ impl std::fmt::Debug for AesKey {
 
 /// Refuses lengths that are not a whole number of blocks.
 pub(crate) fn whole_blocks(len: usize) -> Result<(), Error> {
-    if !len.is_multiple_of(BLOCK) {
-        return Err(Error::Input(InputError::Length {
-            got: len,
-            why: "must be a multiple of 16 bytes",
-        }));
+    let why = "must be a multiple of 16 bytes";
+    match len % BLOCK {
+        0 => Ok(()),
+        _ => Err(Error::Input(InputError::Length { got: len, why })),
     }
-    Ok(())
 }

@@ -153,24 +153,24 @@ const ROW: [u64; 4] = [lanes(0x1111), lanes(0x2222), lanes(0x4444), lanes(0x8888
 /// ShiftRows: s'[r][c] = s[r][c + r mod 4], i.e. row `r` rotates right by 4r bits.
 #[inline(always)]
 pub(super) fn shift_rows(s: &mut State) {
-    for p in s.iter_mut() {
-        let x = *p;
-        *p = (x & ROW[0])
-            | lane_rotr(x & ROW[1], 4)
-            | lane_rotr(x & ROW[2], 8)
-            | lane_rotr(x & ROW[3], 12);
-    }
+    rotate_rows(s, [4, 8, 12]);
 }
 
-/// InvShiftRows: row `r` rotates left by 4r bits.
+/// InvShiftRows: row `r` rotates left by 4r bits (right by 16 - 4r).
 #[inline(always)]
 pub(super) fn inv_shift_rows(s: &mut State) {
+    rotate_rows(s, [12, 8, 4]);
+}
+
+/// Rotates rows 1, 2 and 3 of every lane right by `by[0]`, `by[1]` and `by[2]` bits.
+#[inline(always)]
+fn rotate_rows(s: &mut State, by: [u32; 3]) {
     for p in s.iter_mut() {
         let x = *p;
         *p = (x & ROW[0])
-            | lane_rotr(x & ROW[1], 12)
-            | lane_rotr(x & ROW[2], 8)
-            | lane_rotr(x & ROW[3], 4);
+            | lane_rotr(x & ROW[1], by[0])
+            | lane_rotr(x & ROW[2], by[1])
+            | lane_rotr(x & ROW[3], by[2]);
     }
 }
 

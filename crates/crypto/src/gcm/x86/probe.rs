@@ -87,12 +87,12 @@ fn run_zmm(mix: Mix, steps: u64) -> __m512i {
         .fold(k, |r, v| _mm512_xor_si512(r, *v))
 }
 
-/// The best of five timings of `steps` steps of `run`, in seconds per step.
-fn best_of_five(steps: u64, run: impl Fn()) -> f64 {
+/// The best of five timings of `run(steps)`, in seconds per step.
+fn best_of_five(steps: u64, run: impl Fn(u64)) -> f64 {
     (0..5)
         .map(|_| {
             let t = Instant::now();
-            run();
+            run(steps);
             t.elapsed().as_secs_f64() / steps as f64
         })
         .fold(f64::MAX, f64::min)
@@ -101,38 +101,36 @@ fn best_of_five(steps: u64, run: impl Fn()) -> f64 {
 /// Seconds per loop step of each mix this CPU can run (ymm where the vaes backend can run,
 /// zmm where the avx512 backend can), with its name.
 pub(crate) fn probe() -> Vec<(&'static str, f64)> {
+    let (ymm, zmm) = (
+        Backend::Vaes.check_cpu().is_ok(),
+        Backend::Avx512.check_cpu().is_ok(),
+    );
+    let mixes = [
+        ("8 VAESENC ymm", false, Mix::AesOnly),
+        ("4 VPCLMULQDQ ymm", false, Mix::ClmulOnly),
+        ("8 VAESENC + 4 VPCLMULQDQ ymm", false, Mix::Clmul),
+        ("8 VAESENC zmm", true, Mix::AesOnly),
+        ("4 VPCLMULQDQ zmm", true, Mix::ClmulOnly),
+        ("8 VAESENC + 4 VPCLMULQDQ zmm", true, Mix::Clmul),
+        ("8 VAESENC + 8 VPXORQ zmm", true, Mix::Xor),
+        ("8 VAESENC + 8 VPSHUFB zmm", true, Mix::Shuffle),
+    ];
     let mut out = Vec::new();
-    if Backend::Vaes.check_cpu().is_ok() {
-        let steps = 2_000_000;
-        for (name, mix) in [
-            ("8 VAESENC ymm", Mix::AesOnly),
-            ("4 VPCLMULQDQ ymm", Mix::ClmulOnly),
-            ("8 VAESENC + 4 VPCLMULQDQ ymm", Mix::Clmul),
-        ] {
-            // SAFETY: checked above: the vaes backend's CPU features (vaes, vpclmulqdq, avx2
-            // with the OS saving ymm state), those `run_ymm` is compiled for.
-            let t = best_of_five(steps, || {
+    for (name, wide, mix) in mixes {
+        let seconds = match (wide, ymm, zmm) {
+            (false, true, _) => best_of_five(2_000_000, |steps| {
+                // SAFETY: checked above: the vaes backend's CPU features (vaes, vpclmulqdq,
+                // avx2 with the OS saving ymm state), those `run_ymm` is compiled for.
                 std::hint::black_box(unsafe { run_ymm(mix, steps) });
-            });
-            out.push((name, t));
-        }
-    }
-    if Backend::Avx512.check_cpu().is_ok() {
-        let steps = 1_000_000;
-        for (name, mix) in [
-            ("8 VAESENC zmm", Mix::AesOnly),
-            ("4 VPCLMULQDQ zmm", Mix::ClmulOnly),
-            ("8 VAESENC + 4 VPCLMULQDQ zmm", Mix::Clmul),
-            ("8 VAESENC + 8 VPXORQ zmm", Mix::Xor),
-            ("8 VAESENC + 8 VPSHUFB zmm", Mix::Shuffle),
-        ] {
-            // SAFETY: checked above: the avx512 backend's CPU features (avx512f/bw, vaes,
-            // vpclmulqdq with the OS saving zmm state), those `run_zmm` is compiled for.
-            let t = best_of_five(steps, || {
+            }),
+            (true, _, true) => best_of_five(1_000_000, |steps| {
+                // SAFETY: checked above: the avx512 backend's CPU features (avx512f/bw, vaes,
+                // vpclmulqdq with the OS saving zmm state), those `run_zmm` is compiled for.
                 std::hint::black_box(unsafe { run_zmm(mix, steps) });
-            });
-            out.push((name, t));
-        }
+            }),
+            _ => continue,
+        };
+        out.push((name, seconds));
     }
     out
 }
