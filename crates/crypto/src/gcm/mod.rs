@@ -150,8 +150,7 @@ impl Gcm {
     /// Decrypts `buf` in place if `tag` (12 to 16 bytes, a prefix of the sealed tag) is
     /// right. On [`Error::AuthenticationFailed`] the buffer is zeroed.
     pub fn open(&self, iv: &[u8], aad: &[u8], buf: &mut [u8], tag: &[u8]) -> Result<(), Error> {
-        check_tag_len(tag.len(), false)?;
-        self.open_inout(iv, aad, InOut::InPlace(buf), tag)
+        self.open_inout(iv, aad, InOut::InPlace(buf), check_tag_len(tag, false)?)
     }
 
     /// Decrypts `src` into `dst` (same length) if `tag` (12 to 16 bytes) is right. On
@@ -166,7 +165,7 @@ impl Gcm {
         dst: &mut [u8],
         tag: &[u8],
     ) -> Result<(), Error> {
-        check_tag_len(tag.len(), false)?;
+        let tag = check_tag_len(tag, false)?;
         self.open_inout(iv, aad, split(src, dst)?, tag)
     }
 
@@ -182,7 +181,7 @@ impl Gcm {
         buf: &mut [u8],
         tag: &mut [u8],
     ) -> Result<(), Error> {
-        check_tag_len(tag.len(), true)?;
+        check_tag_len(tag, true)?;
         let full = self.seal(iv, aad, buf)?;
         tag.copy_from_slice(&full[..tag.len()]);
         Ok(())
@@ -197,8 +196,7 @@ impl Gcm {
         buf: &mut [u8],
         tag: &[u8],
     ) -> Result<(), Error> {
-        check_tag_len(tag.len(), true)?;
-        self.open_inout(iv, aad, InOut::InPlace(buf), tag)
+        self.open_inout(iv, aad, InOut::InPlace(buf), check_tag_len(tag, true)?)
     }
 
     /// A streaming encryptor for one message with this IV and AAD.
@@ -387,15 +385,13 @@ streaming! {
 impl GcmDecryptor<'_> {
     /// Ends the message and checks `tag` (12 to 16 bytes) in constant time.
     pub fn finish(self, tag: &[u8]) -> Result<(), Error> {
-        check_tag_len(tag.len(), false)?;
-        self.verify(tag)
+        self.verify(check_tag_len(tag, false)?)
     }
 
     /// Ends the message and checks a **short** tag (8 or 4 bytes); see
     /// [`Gcm::seal_short_tag`].
     pub fn finish_short_tag(self, tag: &[u8]) -> Result<(), Error> {
-        check_tag_len(tag.len(), true)?;
-        self.verify(tag)
+        self.verify(check_tag_len(tag, true)?)
     }
 
     fn verify(mut self, tag: &[u8]) -> Result<(), Error> {
@@ -420,15 +416,16 @@ fn check_message_len(len: u64) -> Result<(), Error> {
     Ok(())
 }
 
-fn check_tag_len(len: usize, short: bool) -> Result<(), Error> {
-    match (short, len) {
-        (false, 12..=16) | (true, 4 | 8) => Ok(()),
-        (false, _) => Err(Error::Input(InputError::TagLength {
-            got: len,
+/// `tag`, if its length is one this call accepts: 12 to 16 bytes, or with `short` 8 or 4.
+fn check_tag_len(tag: &[u8], short: bool) -> Result<&[u8], Error> {
+    match (short, tag.len()) {
+        (false, 12..=16) | (true, 4 | 8) => Ok(tag),
+        (false, got) => Err(Error::Input(InputError::TagLength {
+            got,
             expected: "12 to 16 bytes",
         })),
-        (true, _) => Err(Error::Input(InputError::TagLength {
-            got: len,
+        (true, got) => Err(Error::Input(InputError::TagLength {
+            got,
             expected: "8 or 4 bytes (short tag)",
         })),
     }

@@ -30,17 +30,6 @@
 
 use zeroize::{Zeroize, ZeroizeOnDrop};
 
-/// Bit `i` is set when `i % 5 == k`, for 64-bit operands.
-const IN_MASK: [u64; 5] = {
-    let mut m = [0u64; 5];
-    let mut i = 0;
-    while i < 64 {
-        m[i % 5] |= 1 << i;
-        i += 1;
-    }
-    m
-};
-
 /// Bit `i` is set when `i % 5 == k`, for the 128-bit products.
 const OUT_MASK: [u128; 5] = {
     let mut m = [0u128; 5];
@@ -51,6 +40,15 @@ const OUT_MASK: [u128; 5] = {
     }
     m
 };
+
+/// The same classes for the 64-bit operands: the low halves of [`OUT_MASK`].
+const IN_MASK: [u64; 5] = [
+    OUT_MASK[0] as u64,
+    OUT_MASK[1] as u64,
+    OUT_MASK[2] as u64,
+    OUT_MASK[3] as u64,
+    OUT_MASK[4] as u64,
+];
 
 /// The carry-less product of two 64-bit polynomials (bit `i` = coefficient of x^i), in
 /// constant time with integer multiplications of masked operands (see the module doc).

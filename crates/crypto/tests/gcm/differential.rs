@@ -2,7 +2,7 @@
 //! soft GHASH.
 
 use crate::ghash_backends;
-use crate::{backends, random_bytes, rng};
+use crate::{backends, each_key, random_bytes, rng};
 use openssl::symm::{decrypt_aead, encrypt_aead, Cipher};
 use rand::Rng;
 use sectorcrypt_crypto::aes::Gcm;
@@ -134,44 +134,34 @@ fn every_aes_and_ghash_backend_pair_matches_openssl() {
 /// at an arbitrary 32-bit value), compared with OpenSSL in place and out of place.
 #[test]
 fn matches_openssl_for_whole_group_messages() {
-    let mut rng = rng();
-    for backend in backends() {
-        for key_len in [16, 24, 32] {
-            let key = random_bytes(&mut rng, key_len);
-            let gcm = Gcm::with_backend(&key, backend).unwrap();
-            for groups in 1..=9 {
-                for (aad_len, iv_len) in [(0, 12), (13, 12), (0, 16), (40, 16)] {
-                    let iv = random_bytes(&mut rng, iv_len);
-                    let aad = random_bytes(&mut rng, aad_len);
-                    for group in [256, 512] {
-                        let pt = random_bytes(&mut rng, groups * group);
-                        compare(&gcm, &key, &iv, &aad, &pt, 16);
-                    }
+    each_key(&[16, 24, 32], |rng, gcm, key| {
+        for groups in 1..=9 {
+            for (aad_len, iv_len) in [(0, 12), (13, 12), (0, 16), (40, 16)] {
+                let iv = random_bytes(rng, iv_len);
+                let aad = random_bytes(rng, aad_len);
+                for group in [256, 512] {
+                    let pt = random_bytes(rng, groups * group);
+                    compare(gcm, key, &iv, &aad, &pt, 16);
                 }
             }
         }
-    }
+    });
 }
 
 #[test]
 fn matches_openssl_with_other_iv_lengths_and_tags() {
-    let mut rng = rng();
-    for backend in backends() {
-        for key_len in [16, 24, 32] {
-            let key = random_bytes(&mut rng, key_len);
-            let gcm = Gcm::with_backend(&key, backend).unwrap();
-            for iv_len in [1, 8, 12, 16, 60, 64, 100] {
-                for n in [0, 1, 15, 16, 17, 63, 64, 65, 255, 256, 257, 1000, 4097] {
-                    let iv = random_bytes(&mut rng, iv_len);
-                    let aad_len = rng.gen_range(0..40);
-                    let aad = random_bytes(&mut rng, aad_len);
-                    let pt = random_bytes(&mut rng, n);
-                    let tag_len = [16, 15, 14, 13, 12, 8, 4][(n + iv_len) % 7];
-                    compare(&gcm, &key, &iv, &aad, &pt, tag_len);
-                }
+    each_key(&[16, 24, 32], |rng, gcm, key| {
+        for iv_len in [1, 8, 12, 16, 60, 64, 100] {
+            for n in [0, 1, 15, 16, 17, 63, 64, 65, 255, 256, 257, 1000, 4097] {
+                let iv = random_bytes(rng, iv_len);
+                let aad_len = rng.gen_range(0..40);
+                let aad = random_bytes(rng, aad_len);
+                let pt = random_bytes(rng, n);
+                let tag_len = [16, 15, 14, 13, 12, 8, 4][(n + iv_len) % 7];
+                compare(gcm, key, &iv, &aad, &pt, tag_len);
             }
         }
-    }
+    });
 }
 
 /// Each backend's GHASH equals the soft GHASH on 0..=40 blocks (every group size and tail
@@ -383,33 +373,26 @@ fn counter_wraps_its_low_32_bits() {
 /// OpenSSL.
 #[test]
 fn matches_openssl_at_every_length_to_600() {
-    let mut rng = rng();
-    for backend in backends() {
-        for key_len in [16, 24, 32] {
-            let key = random_bytes(&mut rng, key_len);
-            let gcm = Gcm::with_backend(&key, backend).unwrap();
-            for iv_len in [12, 13] {
-                let iv = random_bytes(&mut rng, iv_len);
-                let aad_len = rng.gen_range(0..40);
-                let aad = random_bytes(&mut rng, aad_len);
-                for len in 0..=600 {
-                    let pt = random_bytes(&mut rng, len);
-                    compare(&gcm, &key, &iv, &aad, &pt, 16);
-                }
+    each_key(&[16, 24, 32], |rng, gcm, key| {
+        for iv_len in [12, 13] {
+            let iv = random_bytes(rng, iv_len);
+            let aad_len = rng.gen_range(0..40);
+            let aad = random_bytes(rng, aad_len);
+            for len in 0..=600 {
+                let pt = random_bytes(rng, len);
+                compare(gcm, key, &iv, &aad, &pt, 16);
             }
         }
-    }
+    });
 }
 
 /// Streaming where the first piece has no whole group and a later one does (E_K(J0) then
 /// comes from the later stitched call), and where no piece has one (from `finish`).
 #[test]
 fn streaming_computes_e_k_j0_in_a_later_piece() {
-    let mut rng = rng();
-    for backend in backends() {
-        let key = random_bytes(&mut rng, 32);
-        let gcm = Gcm::with_backend(&key, backend).unwrap();
-        let iv = random_bytes(&mut rng, 12);
+    each_key(&[32], |rng, gcm, key| {
+        let backend = gcm.backend();
+        let iv = random_bytes(rng, 12);
         for (len, cuts) in [
             (1000, vec![0, 100, 1000]),
             (1000, vec![0, 255, 256, 600, 1000]),
@@ -417,10 +400,10 @@ fn streaming_computes_e_k_j0_in_a_later_piece() {
             (600, vec![0, 200, 400, 600]),
             (300, vec![0, 16, 32, 300]),
         ] {
-            let pt = random_bytes(&mut rng, len);
+            let pt = random_bytes(rng, len);
             let mut want_tag = [0u8; 16];
             let want =
-                encrypt_aead(cipher(32), &key, Some(&iv), b"hdr", &pt, &mut want_tag).unwrap();
+                encrypt_aead(cipher(32), key, Some(&iv), b"hdr", &pt, &mut want_tag).unwrap();
             let mut enc = gcm.encryptor(&iv, b"hdr").unwrap();
             let mut ct = vec![0u8; len];
             for w in cuts.windows(2) {
@@ -437,5 +420,5 @@ fn streaming_computes_e_k_j0_in_a_later_piece() {
             dec.finish(&want_tag).unwrap();
             assert!(back == pt, "{backend} {len} {cuts:?}: plaintext");
         }
-    }
+    });
 }

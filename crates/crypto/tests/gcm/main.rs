@@ -11,8 +11,9 @@ mod vectors;
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use sectorcrypt_crypto::aes::Gcm;
 use sectorcrypt_crypto::hazmat::GhashBackend;
-use sectorcrypt_crypto::Backend;
+use sectorcrypt_crypto::{Backend, Error};
 use std::path::PathBuf;
 use std::sync::Once;
 
@@ -21,13 +22,21 @@ pub fn vectors_dir() -> PathBuf {
     sectorcrypt_testkit::vectors("aes").join("aes")
 }
 
+/// Each backend of `all` (fastest first), soft first, with whether it can run here (or why
+/// not).
+fn usable_table<B: Copy>(
+    all: &[B],
+    usable: impl Fn(B) -> Result<(), Error>,
+) -> Vec<(B, Result<(), String>)> {
+    all.iter()
+        .rev()
+        .map(|&b| (b, usable(b).map_err(|e| e.to_string())))
+        .collect()
+}
+
 /// The backends this CPU can run, soft first; the others are reported and skipped.
 pub fn backends() -> Vec<Backend> {
-    let table = Backend::ALL
-        .into_iter()
-        .rev()
-        .map(|b| (b, b.ensure_usable().map_err(|e| e.to_string())))
-        .collect();
+    let table = usable_table(&Backend::ALL, Backend::ensure_usable);
     sectorcrypt_testkit::usable("gcm", Backend::Soft, table)
 }
 
@@ -35,11 +44,7 @@ pub fn backends() -> Vec<Backend> {
 /// and why any is skipped (soft must be usable).
 pub fn ghash_backends() -> Vec<GhashBackend> {
     static REPORT: Once = Once::new();
-    let table: Vec<_> = GhashBackend::ALL
-        .into_iter()
-        .rev()
-        .map(|b| (b, b.ensure_usable().map_err(|e| e.to_string())))
-        .collect();
+    let table = usable_table(&GhashBackend::ALL, GhashBackend::ensure_usable);
     REPORT.call_once(|| {
         for (b, r) in &table {
             match r {
@@ -63,6 +68,19 @@ pub fn rng() -> StdRng {
         .unwrap_or_else(|| rand::thread_rng().gen());
     eprintln!("gcm tests: seed {seed} (set GCM_TEST_SEED to repeat)");
     StdRng::seed_from_u64(seed)
+}
+
+/// Runs `f` with the test's generator, a random key of each of `key_lens` bytes and its GCM,
+/// on every backend (backends outermost).
+pub fn each_key(key_lens: &[usize], mut f: impl FnMut(&mut StdRng, &Gcm, &[u8])) {
+    let mut rng = rng();
+    for backend in backends() {
+        for &len in key_lens {
+            let key = random_bytes(&mut rng, len);
+            let gcm = Gcm::with_backend(&key, backend).unwrap();
+            f(&mut rng, &gcm, &key);
+        }
+    }
 }
 
 pub fn random_bytes(rng: &mut StdRng, n: usize) -> Vec<u8> {

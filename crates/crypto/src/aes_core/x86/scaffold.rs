@@ -192,12 +192,14 @@ macro_rules! round_keys {
                 for i in 0..=n {
                     put(&mut self.enc[i], key(i));
                 }
-                if $dec {
-                    put(&mut self.dec[0], key(n));
-                    for i in 1..n {
-                        put(&mut self.dec[i], _mm_aesimc_si128(key(n - i)));
-                    }
-                    put(&mut self.dec[n], key(0));
+                // (Nothing without `decryption`: `dec` is empty.)
+                for (i, slot) in self.dec.iter_mut().take(n + 1).enumerate() {
+                    let x = match i {
+                        0 => key(n),
+                        _ if i == n => key(0),
+                        _ => _mm_aesimc_si128(key(n - i)),
+                    };
+                    put(slot, x);
                 }
             }
 

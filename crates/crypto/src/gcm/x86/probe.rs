@@ -28,64 +28,52 @@ enum Mix {
     Shuffle,
 }
 
-/// Steps of the mix on ymm (`Xor` and `Shuffle` are probed on zmm only).
-#[target_feature(enable = "avx2,vaes,vpclmulqdq")]
-fn run_ymm(mix: Mix, steps: u64) -> __m256i {
-    let k = _mm256_set1_epi32(0x0123_4567);
-    let mut a = [_mm256_set1_epi32(1); CHAINS];
-    let mut c = [_mm256_set1_epi32(3); CLMUL_CHAINS];
-    for _ in 0..steps {
-        if !matches!(mix, Mix::ClmulOnly) {
-            for v in a.iter_mut() {
-                *v = _mm256_aesenc_epi128(*v, k);
+/// Defines `$name(mix, steps)`, the loop of one register width: `steps` steps of the mix on
+/// `CHAINS` AES chains and `CHAINS` other chains (`CLMUL_CHAINS` of them for multiplies),
+/// then everything folded into one register so that nothing is optimised away.
+macro_rules! probe_loop {
+    (
+        $name:ident: $reg:ty, $features:literal,
+        $set1:path, $aesenc:path, $clmul:path, $xor:path, $shuffle:path
+    ) => {
+        #[target_feature(enable = $features)]
+        fn $name(mix: Mix, steps: u64) -> $reg {
+            let k = $set1(0x0123_4567);
+            let mut a = [$set1(1); CHAINS];
+            let mut c = [$set1(3); CHAINS];
+            for _ in 0..steps {
+                if !matches!(mix, Mix::ClmulOnly) {
+                    for v in a.iter_mut() {
+                        *v = $aesenc(*v, k);
+                    }
+                }
+                for v in c.iter_mut().take(match mix {
+                    Mix::AesOnly => 0,
+                    Mix::Clmul | Mix::ClmulOnly => CLMUL_CHAINS,
+                    Mix::Xor | Mix::Shuffle => CHAINS,
+                }) {
+                    *v = match mix {
+                        Mix::Xor => $xor(*v, k),
+                        Mix::Shuffle => $shuffle(*v, k),
+                        _ => $clmul(*v, k),
+                    };
+                }
             }
+            a.iter().chain(c.iter()).fold(k, |r, v| $xor(r, *v))
         }
-        if matches!(mix, Mix::Clmul | Mix::ClmulOnly) {
-            for v in c.iter_mut() {
-                *v = _mm256_clmulepi64_epi128::<0x01>(*v, k);
-            }
-        }
-    }
-    a.iter()
-        .chain(c.iter())
-        .fold(k, |r, v| _mm256_xor_si256(r, *v))
+    };
 }
 
-/// Steps of the mix on zmm.
-#[target_feature(enable = "avx512f,avx512bw,vaes,vpclmulqdq")]
-fn run_zmm(mix: Mix, steps: u64) -> __m512i {
-    let k = _mm512_set1_epi32(0x0123_4567);
-    let mut a = [_mm512_set1_epi32(1); CHAINS];
-    let mut c = [_mm512_set1_epi32(3); CHAINS];
-    for _ in 0..steps {
-        if !matches!(mix, Mix::ClmulOnly) {
-            for v in a.iter_mut() {
-                *v = _mm512_aesenc_epi128(*v, k);
-            }
-        }
-        match mix {
-            Mix::AesOnly => {}
-            Mix::Clmul | Mix::ClmulOnly => {
-                for v in c.iter_mut().take(CLMUL_CHAINS) {
-                    *v = _mm512_clmulepi64_epi128::<0x01>(*v, k);
-                }
-            }
-            Mix::Xor => {
-                for v in c.iter_mut() {
-                    *v = _mm512_xor_si512(*v, k);
-                }
-            }
-            Mix::Shuffle => {
-                for v in c.iter_mut() {
-                    *v = _mm512_shuffle_epi8(*v, k);
-                }
-            }
-        }
-    }
-    a.iter()
-        .chain(c.iter())
-        .fold(k, |r, v| _mm512_xor_si512(r, *v))
-}
+probe_loop!(
+    run_ymm: __m256i, "avx2,vaes,vpclmulqdq",
+    _mm256_set1_epi32, _mm256_aesenc_epi128, _mm256_clmulepi64_epi128::<0x01>,
+    _mm256_xor_si256, _mm256_shuffle_epi8
+);
+probe_loop!(
+    run_zmm: __m512i, "avx512f,avx512bw,vaes,vpclmulqdq",
+    _mm512_set1_epi32, _mm512_aesenc_epi128, _mm512_clmulepi64_epi128::<0x01>,
+    _mm512_xor_si512, _mm512_shuffle_epi8
+);
 
 /// The best of five timings of `run(steps)`, in seconds per step.
 fn best_of_five(steps: u64, run: impl Fn(u64)) -> f64 {

@@ -138,72 +138,80 @@ unsafe fn gcm_vaes_avx2<const DEC: bool>(
     if let Some(b) = j0.as_deref_mut() {
         encrypt_j0(b, k.rounds(), |r| k.key128(r));
     }
-    let mut h = to_xmm(*y);
+    // Encryption hashes the previous group's output, decryption each group's input.
+    let hashed = if DEC { src } else { dst.wrapping_sub(GROUP) };
+    let mut run = Run {
+        k,
+        g,
+        src,
+        dst,
+        hashed,
+        h: to_xmm(*y),
+        ctr: *ctr,
+        carry: [_mm256_setzero_si256(); 3],
+    };
     // One monomorphised loop per key size: the rounds unroll into straight-line code.
     match k.rounds() {
-        10 => run::<DEC, 10>(k, g, &mut h, ctr, src, dst, groups),
-        12 => run::<DEC, 12>(k, g, &mut h, ctr, src, dst, groups),
-        _ => run::<DEC, 14>(k, g, &mut h, ctr, src, dst, groups),
+        10 => run.groups::<DEC, 10>(groups),
+        12 => run.groups::<DEC, 12>(groups),
+        _ => run.groups::<DEC, 14>(groups),
     }
+    *ctr = run.ctr;
     if let Some(l) = lens {
-        h = mul_h(g, _mm_xor_si128(h, to_xmm(l)));
+        run.h = mul_h(g, _mm_xor_si128(run.h, to_xmm(l)));
     }
     if let (Some(b), Some(_)) = (j0, lens) {
-        tag_in_place(b, h);
+        tag_in_place(b, run.h);
     }
-    hand_back(&mut h, y);
+    hand_back(&mut run.h, y);
 }
 
-/// The loop over `groups` whole groups for a key of `R` rounds (see [`gcm_vaes_avx2`]).
-#[inline(always)]
-#[allow(clippy::too_many_arguments)]
-unsafe fn run<const DEC: bool, const R: usize>(
-    k: &Keys,
-    g: &GhashKey,
-    h: &mut __m128i,
-    ctr: &mut u128,
+/// One call of the kernel: the keys, the data (`hashed`: where step `i`'s hashed group is,
+/// minus `i` groups), the running hash as kept in a register, the counter of the next
+/// group, and the unreduced sums a `FAR` step leaves for the next.
+struct Run<'a> {
+    k: &'a Keys,
+    g: &'a GhashKey,
     src: *const u8,
     dst: *mut u8,
-    groups: usize,
-) {
-    debug_assert_eq!(k.rounds(), R);
-    let mut carry = [_mm256_setzero_si256(); 3];
-    // The steps that hash: step `i` hashes group `hashed(i)`. They go in runs of FAR
-    // (table FAR - 1 first, with the running hash; table 0 last, with the reduction), the
-    // rest in a run of 2 and/or a single step.
-    let (first, hashing) = if DEC { (0, groups) } else { (1, groups - 1) };
-    let end = first + hashing;
-    let hashed = |i: usize| {
-        if DEC {
-            src.add(i * GROUP)
-        } else {
-            dst.add((i - 1) * GROUP)
+    hashed: *const u8,
+    h: __m128i,
+    ctr: u128,
+    carry: [__m256i; 3],
+}
+
+impl Run<'_> {
+    /// The loop over `groups` whole groups for a key of `R` rounds (see [`gcm_vaes_avx2`]).
+    #[inline(always)]
+    unsafe fn groups<const DEC: bool, const R: usize>(&mut self, groups: usize) {
+        debug_assert_eq!(self.k.rounds(), R);
+        // The steps that hash: step `i` hashes group `i` (decrypting) or `i - 1`. They go
+        // in runs of FAR (table FAR - 1 first, with the running hash; table 0 last, with
+        // the reduction), the rest in a run of 2 and/or a single step.
+        let (first, hashing) = if DEC { (0, groups) } else { (1, groups - 1) };
+        let end = first + hashing;
+        if !DEC {
+            step::<NO_HASH, R>(self, 0);
         }
-    };
-    let s = |i: usize| src.add(i * GROUP);
-    let d = |i: usize| dst.add(i * GROUP);
-    if !DEC {
-        step::<NO_HASH, R>(k, g, h, ctr, &mut carry, src, dst, src);
-    }
-    let c = &mut carry;
-    let mut i = first;
-    while i + FAR <= end {
-        step::<{ mode(3, true, false) }, R>(k, g, h, ctr, c, s(i), d(i), hashed(i));
-        step::<{ mode(2, false, false) }, R>(k, g, h, ctr, c, s(i + 1), d(i + 1), hashed(i + 1));
-        step::<{ mode(1, false, false) }, R>(k, g, h, ctr, c, s(i + 2), d(i + 2), hashed(i + 2));
-        step::<{ mode(0, false, true) }, R>(k, g, h, ctr, c, s(i + 3), d(i + 3), hashed(i + 3));
-        i += FAR;
-    }
-    if i + 2 <= end {
-        step::<{ mode(1, true, false) }, R>(k, g, h, ctr, c, s(i), d(i), hashed(i));
-        step::<{ mode(0, false, true) }, R>(k, g, h, ctr, c, s(i + 1), d(i + 1), hashed(i + 1));
-        i += 2;
-    }
-    if i < end {
-        step::<{ mode(0, true, true) }, R>(k, g, h, ctr, c, s(i), d(i), hashed(i));
-    }
-    if !DEC {
-        *h = hash_group(g, *h, dst.add((groups - 1) * GROUP));
+        let mut i = first;
+        while i + FAR <= end {
+            step::<{ mode(3, true, false) }, R>(self, i);
+            step::<{ mode(2, false, false) }, R>(self, i + 1);
+            step::<{ mode(1, false, false) }, R>(self, i + 2);
+            step::<{ mode(0, false, true) }, R>(self, i + 3);
+            i += FAR;
+        }
+        if i + 2 <= end {
+            step::<{ mode(1, true, false) }, R>(self, i);
+            step::<{ mode(0, false, true) }, R>(self, i + 1);
+            i += 2;
+        }
+        if i < end {
+            step::<{ mode(0, true, true) }, R>(self, i);
+        }
+        if !DEC {
+            self.h = hash_group(self.g, self.h, self.dst.add((groups - 1) * GROUP));
+        }
     }
 }
 
@@ -215,25 +223,18 @@ const fn mode(table: u8, first: bool, reduce: bool) -> u8 {
 }
 const NO_HASH: u8 = 0;
 
-/// One group: the CTR rounds of 16 counters from `*ctr` over `s` into `d`, and (unless
-/// `MODE` is `NO_HASH`) the GHASH of the 16 blocks at `hashed`: pair `p` after round `p`
-/// for p = 1..=7 (they do not need the running hash), then, after the last round and the
-/// stores, pair 0 (with the running hash in modes `ONE` and `FAR`) and the reduction
-/// (`ONE`, `NEAR`), whose latency chain overlaps the next step's first rounds. `carry`
-/// holds the unreduced sums from a `FAR` step to the following `NEAR` step.
+/// Group `i`: the CTR rounds of its 16 counters over its source into its destination, and
+/// (unless `MODE` is `NO_HASH`) the GHASH of the 16 blocks of step `i`'s hashed group: pair
+/// `p` after round `p` for p = 1..=7 (they do not need the running hash), then, after the
+/// last round and the stores, pair 0 (with the running hash in the first step of a run) and,
+/// in the last, the reduction, whose latency chain overlaps the next step's first rounds.
+/// `carry` holds the unreduced sums from one step of a run to the next.
 #[inline(never)]
-#[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx2,vaes,vpclmulqdq,pclmulqdq")]
-unsafe fn step<const MODE: u8, const R: usize>(
-    k: &Keys,
-    g: &GhashKey,
-    h: &mut __m128i,
-    ctr: &mut u128,
-    carry: &mut [__m256i; 3],
-    s: *const u8,
-    d: *mut u8,
-    hashed: *const u8,
-) {
+unsafe fn step<const MODE: u8, const R: usize>(run: &mut Run<'_>, i: usize) {
+    let (k, g) = (run.k, run.g);
+    let (s, d) = (run.src.add(i * GROUP), run.dst.add(i * GROUP));
+    let hashed = run.hashed.wrapping_add(i * GROUP);
     let hash = MODE & 1 << 4 != 0;
     let table = (MODE & 3) as usize;
     let first_of_run = MODE & 1 << 2 != 0;
@@ -241,13 +242,13 @@ unsafe fn step<const MODE: u8, const R: usize>(
     let bswap = _mm256_broadcastsi128_si256(_mm_set_epi8(
         0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15,
     ));
-    // SAFETY (for the closure): `hashed` covers one group (caller).
+    // SAFETY (for the closure): a hashing step's group is inside the data (caller).
     let pair = |p: usize| unsafe {
         _mm256_shuffle_epi8(_mm256_loadu_si256(hashed.add(32 * p).cast()), bswap)
     };
     let mul = |at: usize, x: __m256i, acc: &mut [__m256i; 3]| mul_add_table(g, table, at, x, acc);
-    let mut v = counters(*ctr);
-    *ctr = ctr.wrapping_add(16);
+    let mut v = counters(run.ctr);
+    run.ctr = run.ctr.wrapping_add(16);
     let first = k.key::<false>(0);
     for r in v.iter_mut() {
         *r = _mm256_xor_si256(*r, first);
@@ -261,7 +262,7 @@ unsafe fn step<const MODE: u8, const R: usize>(
     let mut acc = if first_of_run {
         [_mm256_setzero_si256(); 3]
     } else {
-        *carry
+        run.carry
     };
     for round in 1..N / 2 {
         let kr = k.key::<false>(round);
@@ -286,15 +287,15 @@ unsafe fn step<const MODE: u8, const R: usize>(
     }
     if hash {
         let x = if first_of_run {
-            _mm256_xor_si256(p0, _mm256_zextsi128_si256(*h))
+            _mm256_xor_si256(p0, _mm256_zextsi128_si256(run.h))
         } else {
             p0
         };
         mul(0, x, &mut acc);
         if reduce {
-            *h = finish_group(acc);
+            run.h = finish_group(acc);
         } else {
-            *carry = acc;
+            run.carry = acc;
         }
     }
 }

@@ -130,85 +130,106 @@ unsafe fn gcm_vaes_avx512(
     if let Some(b) = j0.as_deref_mut() {
         encrypt_j0(b, k.rounds(), |r| _mm512_castsi512_si128(k.key::<false>(r)));
     }
-    let mut h = to_xmm(*y);
+    // Encryption hashes the previous group's output, decryption each group's input.
+    let hashed = if decrypt {
+        src
+    } else {
+        dst.wrapping_sub(GROUP)
+    };
+    let mut run = Run {
+        k,
+        g,
+        src,
+        dst,
+        hashed,
+        h: to_xmm(*y),
+        c: Counters::new(*ctr),
+        carry: [_mm512_setzero_si512(); 3],
+    };
     // One monomorphised loop per key size: the rounds unroll into straight-line code.
-    let h = &mut h;
     match (decrypt, k.rounds()) {
-        (false, 10) => run::<false, 10>(k, g, h, ctr, src, dst, groups, rest, lens),
-        (false, 12) => run::<false, 12>(k, g, h, ctr, src, dst, groups, rest, lens),
-        (false, _) => run::<false, 14>(k, g, h, ctr, src, dst, groups, rest, lens),
-        (true, 10) => run::<true, 10>(k, g, h, ctr, src, dst, groups, rest, lens),
-        (true, 12) => run::<true, 12>(k, g, h, ctr, src, dst, groups, rest, lens),
-        (true, _) => run::<true, 14>(k, g, h, ctr, src, dst, groups, rest, lens),
+        (false, 10) => run.groups::<false, 10>(groups, rest, lens),
+        (false, 12) => run.groups::<false, 12>(groups, rest, lens),
+        (false, _) => run.groups::<false, 14>(groups, rest, lens),
+        (true, 10) => run.groups::<true, 10>(groups, rest, lens),
+        (true, 12) => run.groups::<true, 12>(groups, rest, lens),
+        (true, _) => run.groups::<true, 14>(groups, rest, lens),
     }
+    *ctr = run.c.scalar;
     if let (Some(b), Some(_)) = (j0, lens) {
-        tag_in_place(b, *h);
+        tag_in_place(b, run.h);
     }
-    hand_back(h, y);
+    hand_back(&mut run.h, y);
 }
 
-/// The loop over `groups` whole groups for a key of `R` rounds.
-#[inline]
-#[allow(clippy::too_many_arguments)]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,vaes,vpclmulqdq,pclmulqdq,aes")]
-unsafe fn run<const DEC: bool, const R: usize>(
-    k: &ZmmKeys,
-    g: &GhashKey,
-    h: &mut __m128i,
-    ctr: &mut u128,
+/// One call of the kernel: the keys, the data (`hashed`: where step `i`'s hashed group is,
+/// minus `i` groups), the running hash as kept in a register, the counters, and the
+/// unreduced sums a [`FIRST`] step leaves for the [`SECOND`].
+struct Run<'a> {
+    k: &'a ZmmKeys,
+    g: &'a GhashKey,
     src: *const u8,
     dst: *mut u8,
-    groups: usize,
-    rest: usize,
-    lens: Option<u128>,
-) {
-    debug_assert_eq!(k.rounds(), R);
-    let mut c = Counters::new(*ctr);
-    // With a shorter last group, the length block goes with it.
-    let (lens, tail_lens) = if rest > 0 { (None, lens) } else { (lens, None) };
-    let s = |i: usize| src.add(i * GROUP);
-    let d = |i: usize| dst.add(i * GROUP);
-    let c = &mut c;
-    let mut carry = [_mm512_setzero_si512(); 3];
-    let cr = &mut carry;
-    // The hashing steps go in pairs that share one reduction (`FIRST` then `SECOND`), a
-    // last odd one alone (`ALONE`). Decryption hashes each step's own input; encryption
-    // the previous step's output, after a first step that only encrypts and before a last
-    // group hashed alone.
-    if groups == 0 {
-        // Only the short group.
-    } else if DEC {
-        let mut i = 0;
-        while i + 2 <= groups {
-            let l = if i + 2 == groups { lens } else { None };
-            step::<FIRST, R>(k, g, h, c, cr, s(i), d(i), s(i), l);
-            step::<SECOND, R>(k, g, h, c, cr, s(i + 1), d(i + 1), s(i + 1), l);
-            i += 2;
+    hashed: *const u8,
+    h: __m128i,
+    c: Counters,
+    carry: [__m512i; 3],
+}
+
+impl Run<'_> {
+    /// The loop over `groups` whole groups for a key of `R` rounds, then the `rest` bytes
+    /// of a shorter last group.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,vaes,vpclmulqdq,pclmulqdq,aes")]
+    unsafe fn groups<const DEC: bool, const R: usize>(
+        &mut self,
+        groups: usize,
+        rest: usize,
+        lens: Option<u128>,
+    ) {
+        debug_assert_eq!(self.k.rounds(), R);
+        // With a shorter last group, the length block goes with it.
+        let (lens, tail_lens) = if rest > 0 { (None, lens) } else { (lens, None) };
+        // The hashing steps go in pairs that share one reduction (`FIRST` then `SECOND`), a
+        // last odd one alone (`ALONE`). Decryption hashes each step's own input;
+        // encryption the previous step's output, after a first step that only encrypts
+        // and before a last group hashed alone.
+        if groups == 0 {
+            // Only the short group.
+        } else if DEC {
+            let mut i = 0;
+            while i + 2 <= groups {
+                let l = if i + 2 == groups { lens } else { None };
+                step::<FIRST, R>(self, i, l);
+                step::<SECOND, R>(self, i + 1, l);
+                i += 2;
+            }
+            if i < groups {
+                step::<ALONE, R>(self, i, lens);
+            }
+        } else if groups == 1 {
+            only_group::<R>(self, lens);
+        } else {
+            step::<NO_HASH, R>(self, 0, None);
+            let mut i = 1;
+            while i + 2 <= groups {
+                step::<FIRST, R>(self, i, None);
+                step::<SECOND, R>(self, i + 1, None);
+                i += 2;
+            }
+            if i < groups {
+                step::<ALONE, R>(self, i, None);
+            }
+            let last = self.dst.add((groups - 1) * GROUP);
+            self.h = hash_group(self.g, self.h, last, lens);
         }
-        if i < groups {
-            step::<ALONE, R>(k, g, h, c, cr, s(i), d(i), s(i), lens);
+        if rest > 0 {
+            let start = self.c.scalar;
+            last_group::<DEC, R>(self, groups * GROUP, rest, tail_lens);
+            // Its counters: one per (possibly partial) block.
+            let blocks = rest.div_ceil(16) as u32;
+            self.c.scalar = (start & !0xffff_ffff) | (start as u32).wrapping_add(blocks) as u128;
         }
-    } else if groups == 1 {
-        only_group::<R>(k, g, h, c, src, dst, lens);
-    } else {
-        step::<NO_HASH, R>(k, g, h, c, cr, s(0), d(0), s(0), None);
-        let mut i = 1;
-        while i + 2 <= groups {
-            step::<FIRST, R>(k, g, h, c, cr, s(i), d(i), d(i - 1), None);
-            step::<SECOND, R>(k, g, h, c, cr, s(i + 1), d(i + 1), d(i), None);
-            i += 2;
-        }
-        if i < groups {
-            step::<ALONE, R>(k, g, h, c, cr, s(i), d(i), d(i - 1), None);
-        }
-        *h = hash_group(g, *h, d(groups - 1), lens);
-    }
-    *ctr = c.scalar;
-    if rest > 0 {
-        last_group::<DEC, R>(k, g, h, c, s(groups), d(groups), rest, tail_lens);
-        // Its counters: one per (possibly partial) block.
-        let blocks = rest.div_ceil(16) as u32;
-        *ctr = (*ctr & !0xffff_ffff) | (*ctr as u32).wrapping_add(blocks) as u128;
     }
 }
 
@@ -221,21 +242,19 @@ unsafe fn run<const DEC: bool, const R: usize>(
 #[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,vaes,vpclmulqdq,pclmulqdq,aes")]
 unsafe fn last_group<const DEC: bool, const R: usize>(
-    k: &ZmmKeys,
-    g: &GhashKey,
-    h: &mut __m128i,
-    c: &mut Counters,
-    s: *const u8,
-    d: *mut u8,
+    run: &mut Run<'_>,
+    at: usize,
     bytes: usize,
     lens: Option<u128>,
 ) {
+    let (k, g) = (run.k, run.g);
+    let (s, d) = (run.src.add(at), run.dst.add(at));
     debug_assert!(bytes > 0 && bytes < GROUP);
     let blocks = bytes.div_ceil(16);
     let regs = blocks.div_ceil(4);
     // Register j's bytes: 64, except in the last register.
     let mask = |j: usize| u64::MAX >> (64 - (bytes - 64 * j).min(64));
-    let mut v = c.group();
+    let mut v = run.c.group();
     let mut data = [_mm512_setzero_si512(); 8];
     for j in 0..regs {
         // SAFETY (of the masked load): only the bytes under the mask, which are inside the
@@ -261,16 +280,16 @@ unsafe fn last_group<const DEC: bool, const R: usize>(
         });
     }
     // Block i is multiplied by H^(blocks - i), one higher with the length block.
-    let at = first_power(lens.is_some(), false) + N - blocks;
+    let first = first_power(lens.is_some(), false) + N - blocks;
     let mut acc = [_mm512_setzero_si512(); 3];
-    hashed[0] = _mm512_xor_si512(hashed[0], _mm512_zextsi128_si512(*h));
+    hashed[0] = _mm512_xor_si512(hashed[0], _mm512_zextsi128_si512(run.h));
     for (j, x) in hashed.iter().enumerate().take(regs) {
-        mul_add(g, at + 4 * j, *x, &mut acc);
+        mul_add(g, first + 4 * j, *x, &mut acc);
     }
     if let Some(l) = lens {
         add_lengths(g, l, &mut acc);
     }
-    *h = finish(acc);
+    run.h = finish(acc);
 }
 
 /// The counter blocks: `scalar` is the next counter (GCM's `inc32` arithmetic), `cur` the
@@ -351,20 +370,13 @@ const ALONE: u8 = 3;
 #[inline(never)]
 #[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,vaes,vpclmulqdq,pclmulqdq,aes")]
-unsafe fn step<const MODE: u8, const R: usize>(
-    k: &ZmmKeys,
-    g: &GhashKey,
-    h: &mut __m128i,
-    c: &mut Counters,
-    carry: &mut [__m512i; 3],
-    s: *const u8,
-    d: *mut u8,
-    hashed: *const u8,
-    lens: Option<u128>,
-) {
+unsafe fn step<const MODE: u8, const R: usize>(run: &mut Run<'_>, i: usize, lens: Option<u128>) {
+    let (k, g) = (run.k, run.g);
+    let (s, d) = (run.src.add(i * GROUP), run.dst.add(i * GROUP));
+    let hashed = run.hashed.wrapping_add(i * GROUP);
     let hash = MODE != NO_HASH;
     let at = first_power(lens.is_some(), MODE == FIRST);
-    let mut v = c.group();
+    let mut v = run.c.group();
     for r in v.iter_mut() {
         *r = _mm512_xor_si512(*r, k.key::<false>(0));
     }
@@ -379,7 +391,7 @@ unsafe fn step<const MODE: u8, const R: usize>(
         (_mm512_setzero_si512(), _mm512_setzero_si512())
     };
     let mut acc = if MODE == SECOND {
-        *carry
+        run.carry
     } else {
         [_mm512_setzero_si512(); 3]
     };
@@ -414,13 +426,13 @@ unsafe fn step<const MODE: u8, const R: usize>(
         let x = if MODE == SECOND {
             bswap(x0)
         } else {
-            _mm512_xor_si512(bswap(x0), _mm512_zextsi128_si512(*h))
+            _mm512_xor_si512(bswap(x0), _mm512_zextsi128_si512(run.h))
         };
         mul_add2(g, at + 28, bswap(x7), at, x, &mut acc);
         if MODE == FIRST {
-            *carry = acc;
+            run.carry = acc;
         } else {
-            *h = finish(acc);
+            run.h = finish(acc);
         }
     }
 }
@@ -432,17 +444,10 @@ unsafe fn step<const MODE: u8, const R: usize>(
 /// finishes first). Then the second half, the length block and the reduction.
 #[inline(never)]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,vaes,vpclmulqdq,pclmulqdq,aes")]
-unsafe fn only_group<const R: usize>(
-    k: &ZmmKeys,
-    g: &GhashKey,
-    h: &mut __m128i,
-    c: &mut Counters,
-    s: *const u8,
-    d: *mut u8,
-    lens: Option<u128>,
-) {
+unsafe fn only_group<const R: usize>(run: &mut Run<'_>, lens: Option<u128>) {
+    let (k, g, s, d) = (run.k, run.g, run.src, run.dst);
     let at = first_power(lens.is_some(), false);
-    let v = c.group();
+    let v = run.c.group();
     let half = |first: usize| {
         let mut x = [v[first], v[first + 1], v[first + 2], v[first + 3]];
         for r in x.iter_mut() {
@@ -464,7 +469,7 @@ unsafe fn only_group<const R: usize>(
     };
     let mut acc = [_mm512_setzero_si512(); 3];
     let a = half(0);
-    let x0 = _mm512_xor_si512(a[0], _mm512_zextsi128_si512(*h));
+    let x0 = _mm512_xor_si512(a[0], _mm512_zextsi128_si512(run.h));
     mul_add2(g, at, x0, at + 4, a[1], &mut acc);
     mul_add2(g, at + 8, a[2], at + 12, a[3], &mut acc);
     let b = half(4);
@@ -473,5 +478,5 @@ unsafe fn only_group<const R: usize>(
     if let Some(l) = lens {
         add_lengths(g, l, &mut acc);
     }
-    *h = finish(acc);
+    run.h = finish(acc);
 }
