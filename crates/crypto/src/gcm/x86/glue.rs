@@ -37,6 +37,71 @@ pub(crate) trait Stitched {
     fn kernel(&self, decrypt: bool) -> impl Kernel + '_;
 }
 
+/// One call of a stitched kernel: the keys `k` (AES) and `g` (GHASH), the data, the running
+/// hash `h` as kept in a register, the counter state `ctr` and the unreduced sums `carry`
+/// one step leaves for the next. Step `i` encrypts group `i` of `src` into `dst` and hashes
+/// the group at `hashed + i` groups: each group's input when decrypting, the previous
+/// group's output when encrypting.
+pub(crate) struct Call<'a, K, G, C, S> {
+    pub(crate) k: &'a K,
+    pub(crate) g: &'a G,
+    pub(crate) src: *const u8,
+    pub(crate) dst: *mut u8,
+    hashed: *const u8,
+    group: usize,
+    pub(crate) h: __m128i,
+    pub(crate) ctr: C,
+    pub(crate) carry: S,
+}
+
+impl<'a, K, G, C, S> Call<'a, K, G, C, S> {
+    /// A call with the keys `(k, g)` over `(src, dst)` in groups of `group` bytes, starting
+    /// from the state `(h, ctr, carry)`.
+    pub(crate) fn new(
+        (k, g): (&'a K, &'a G),
+        (src, dst): (*const u8, *mut u8),
+        group: usize,
+        decrypt: bool,
+        (h, ctr, carry): (__m128i, C, S),
+    ) -> Self {
+        // (A pointer one group before `dst` when encrypting: step 0 does not hash.)
+        let hashed = if decrypt {
+            src
+        } else {
+            dst.wrapping_sub(group)
+        };
+        Call {
+            k,
+            g,
+            src,
+            dst,
+            hashed,
+            group,
+            h,
+            ctr,
+            carry,
+        }
+    }
+
+    /// Step `i`'s source and destination groups and the group it hashes (which only a step
+    /// with `i > 0` may read when encrypting).
+    ///
+    /// # Safety
+    /// Group `i` is inside the data.
+    #[inline(always)]
+    pub(crate) unsafe fn at(&self, i: usize) -> (*const u8, *mut u8, *const u8) {
+        let off = i * self.group;
+        // SAFETY: group `i` is inside the data (caller).
+        unsafe {
+            (
+                self.src.add(off),
+                self.dst.add(off),
+                self.hashed.wrapping_add(off),
+            )
+        }
+    }
+}
+
 /// The longest prefix of `len` bytes that is whole groups of `group` bytes and does not
 /// reach the wrap of the low 32 bits of the counter `ctr`.
 fn whole_groups(group: usize, ctr: u128, len: usize) -> usize {

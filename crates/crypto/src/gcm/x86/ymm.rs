@@ -138,18 +138,8 @@ unsafe fn gcm_vaes_avx2<const DEC: bool>(
     if let Some(b) = j0.as_deref_mut() {
         encrypt_j0(b, k.rounds(), |r| k.key128(r));
     }
-    // Encryption hashes the previous group's output, decryption each group's input.
-    let hashed = if DEC { src } else { dst.wrapping_sub(GROUP) };
-    let mut run = Run {
-        k,
-        g,
-        src,
-        dst,
-        hashed,
-        h: to_xmm(*y),
-        ctr: *ctr,
-        carry: [_mm256_setzero_si256(); 3],
-    };
+    let state = (to_xmm(*y), *ctr, [_mm256_setzero_si256(); 3]);
+    let mut run = Run::new((k, g), (src, dst), GROUP, DEC, state);
     // One monomorphised loop per key size: the rounds unroll into straight-line code.
     match k.rounds() {
         10 => run.groups::<DEC, 10>(groups),
@@ -166,19 +156,9 @@ unsafe fn gcm_vaes_avx2<const DEC: bool>(
     hand_back(&mut run.h, y);
 }
 
-/// One call of the kernel: the keys, the data (`hashed`: where step `i`'s hashed group is,
-/// minus `i` groups), the running hash as kept in a register, the counter of the next
-/// group, and the unreduced sums a `FAR` step leaves for the next.
-struct Run<'a> {
-    k: &'a Keys,
-    g: &'a GhashKey,
-    src: *const u8,
-    dst: *mut u8,
-    hashed: *const u8,
-    h: __m128i,
-    ctr: u128,
-    carry: [__m256i; 3],
-}
+/// One call of this kernel: the counter of the next group, and the sums of a run of `FAR`
+/// steps before its reduction.
+type Run<'a> = glue::Call<'a, Keys, GhashKey, u128, [__m256i; 3]>;
 
 impl Run<'_> {
     /// The loop over `groups` whole groups for a key of `R` rounds (see [`gcm_vaes_avx2`]).
@@ -233,8 +213,7 @@ const NO_HASH: u8 = 0;
 #[target_feature(enable = "avx2,vaes,vpclmulqdq,pclmulqdq")]
 unsafe fn step<const MODE: u8, const R: usize>(run: &mut Run<'_>, i: usize) {
     let (k, g) = (run.k, run.g);
-    let (s, d) = (run.src.add(i * GROUP), run.dst.add(i * GROUP));
-    let hashed = run.hashed.wrapping_add(i * GROUP);
+    let (s, d, hashed) = run.at(i);
     let hash = MODE & 1 << 4 != 0;
     let table = (MODE & 3) as usize;
     let first_of_run = MODE & 1 << 2 != 0;

@@ -130,22 +130,8 @@ unsafe fn gcm_vaes_avx512(
     if let Some(b) = j0.as_deref_mut() {
         encrypt_j0(b, k.rounds(), |r| _mm512_castsi512_si128(k.key::<false>(r)));
     }
-    // Encryption hashes the previous group's output, decryption each group's input.
-    let hashed = if decrypt {
-        src
-    } else {
-        dst.wrapping_sub(GROUP)
-    };
-    let mut run = Run {
-        k,
-        g,
-        src,
-        dst,
-        hashed,
-        h: to_xmm(*y),
-        c: Counters::new(*ctr),
-        carry: [_mm512_setzero_si512(); 3],
-    };
+    let state = (to_xmm(*y), Counters::new(*ctr), [_mm512_setzero_si512(); 3]);
+    let mut run = Run::new((k, g), (src, dst), GROUP, decrypt, state);
     // One monomorphised loop per key size: the rounds unroll into straight-line code.
     match (decrypt, k.rounds()) {
         (false, 10) => run.groups::<false, 10>(groups, rest, lens),
@@ -155,26 +141,16 @@ unsafe fn gcm_vaes_avx512(
         (true, 12) => run.groups::<true, 12>(groups, rest, lens),
         (true, _) => run.groups::<true, 14>(groups, rest, lens),
     }
-    *ctr = run.c.scalar;
+    *ctr = run.ctr.scalar;
     if let (Some(b), Some(_)) = (j0, lens) {
         tag_in_place(b, run.h);
     }
     hand_back(&mut run.h, y);
 }
 
-/// One call of the kernel: the keys, the data (`hashed`: where step `i`'s hashed group is,
-/// minus `i` groups), the running hash as kept in a register, the counters, and the
-/// unreduced sums a [`FIRST`] step leaves for the [`SECOND`].
-struct Run<'a> {
-    k: &'a ZmmKeys,
-    g: &'a GhashKey,
-    src: *const u8,
-    dst: *mut u8,
-    hashed: *const u8,
-    h: __m128i,
-    c: Counters,
-    carry: [__m512i; 3],
-}
+/// One call of this kernel: its counters, and the sums a [`FIRST`] step leaves for the
+/// [`SECOND`].
+type Run<'a> = glue::Call<'a, ZmmKeys, GhashKey, Counters, [__m512i; 3]>;
 
 impl Run<'_> {
     /// The loop over `groups` whole groups for a key of `R` rounds, then the `rest` bytes
@@ -224,37 +200,36 @@ impl Run<'_> {
             self.h = hash_group(self.g, self.h, last, lens);
         }
         if rest > 0 {
-            let start = self.c.scalar;
-            last_group::<DEC, R>(self, groups * GROUP, rest, tail_lens);
+            let start = self.ctr.scalar;
+            last_group::<DEC, R>(self, groups, rest, tail_lens);
             // Its counters: one per (possibly partial) block.
             let blocks = rest.div_ceil(16) as u32;
-            self.c.scalar = (start & !0xffff_ffff) | (start as u32).wrapping_add(blocks) as u128;
+            self.ctr.scalar = (start & !0xffff_ffff) | (start as u32).wrapping_add(blocks) as u128;
         }
     }
 }
 
-/// The last `bytes` (1 to `GROUP - 1`) bytes of a message, not stitched with anything: the
-/// counters of `bytes.div_ceil(16)` blocks in as many registers as they need, loads and
-/// stores under byte masks (nothing outside the message is read or written), then the
-/// hash of the blocks, the last one zero-padded as GHASH requires, and the length block
-/// `lens`, all in one reduction.
+/// The last `bytes` (1 to `GROUP - 1`) bytes of a message, from group `i` on, not stitched
+/// with anything: the counters of `bytes.div_ceil(16)` blocks in as many registers as they
+/// need, loads and stores under byte masks (nothing outside the message is read or
+/// written), then the hash of the blocks, the last one zero-padded as GHASH requires, and
+/// the length block `lens`, all in one reduction.
 #[inline(never)]
-#[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,vaes,vpclmulqdq,pclmulqdq,aes")]
 unsafe fn last_group<const DEC: bool, const R: usize>(
     run: &mut Run<'_>,
-    at: usize,
+    i: usize,
     bytes: usize,
     lens: Option<u128>,
 ) {
     let (k, g) = (run.k, run.g);
-    let (s, d) = (run.src.add(at), run.dst.add(at));
+    let (s, d, _) = run.at(i);
     debug_assert!(bytes > 0 && bytes < GROUP);
     let blocks = bytes.div_ceil(16);
     let regs = blocks.div_ceil(4);
     // Register j's bytes: 64, except in the last register.
     let mask = |j: usize| u64::MAX >> (64 - (bytes - 64 * j).min(64));
-    let mut v = run.c.group();
+    let mut v = run.ctr.group();
     let mut data = [_mm512_setzero_si512(); 8];
     for j in 0..regs {
         // SAFETY (of the masked load): only the bytes under the mask, which are inside the
@@ -363,20 +338,18 @@ const FIRST: u8 = 1;
 const SECOND: u8 = 2;
 const ALONE: u8 = 3;
 
-/// One group: the CTR rounds of the next 32 counters over `s` into `d` and, unless `MODE` is
-/// [`NO_HASH`], the GHASH of the 32 blocks at `hashed` (module doc). `lens`: GCM's length
-/// block, hashed in this step's reduction (or, for [`FIRST`], in the next step's: the
-/// powers are one higher either way).
+/// Group `i`: the CTR rounds of the next 32 counters over its source into its destination
+/// and, unless `MODE` is [`NO_HASH`], the GHASH of the 32 blocks of step `i`'s hashed group
+/// (module doc). `lens`: GCM's length block, hashed in this step's reduction (or, for
+/// [`FIRST`], in the next step's: the powers are one higher either way).
 #[inline(never)]
-#[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,vaes,vpclmulqdq,pclmulqdq,aes")]
 unsafe fn step<const MODE: u8, const R: usize>(run: &mut Run<'_>, i: usize, lens: Option<u128>) {
     let (k, g) = (run.k, run.g);
-    let (s, d) = (run.src.add(i * GROUP), run.dst.add(i * GROUP));
-    let hashed = run.hashed.wrapping_add(i * GROUP);
+    let (s, d, hashed) = run.at(i);
     let hash = MODE != NO_HASH;
     let at = first_power(lens.is_some(), MODE == FIRST);
-    let mut v = run.c.group();
+    let mut v = run.ctr.group();
     for r in v.iter_mut() {
         *r = _mm512_xor_si512(*r, k.key::<false>(0));
     }
@@ -447,7 +420,7 @@ unsafe fn step<const MODE: u8, const R: usize>(run: &mut Run<'_>, i: usize, lens
 unsafe fn only_group<const R: usize>(run: &mut Run<'_>, lens: Option<u128>) {
     let (k, g, s, d) = (run.k, run.g, run.src, run.dst);
     let at = first_power(lens.is_some(), false);
-    let v = run.c.group();
+    let v = run.ctr.group();
     let half = |first: usize| {
         let mut x = [v[first], v[first + 1], v[first + 2], v[first + 3]];
         for r in x.iter_mut() {
