@@ -48,27 +48,24 @@ pub(crate) struct Call<'a, K, G, C, S> {
     pub(crate) src: *const u8,
     pub(crate) dst: *mut u8,
     hashed: *const u8,
-    group: usize,
     pub(crate) h: __m128i,
     pub(crate) ctr: C,
     pub(crate) carry: S,
 }
 
 impl<'a, K, G, C, S> Call<'a, K, G, C, S> {
-    /// A call with the keys `(k, g)` over `(src, dst)` in groups of `group` bytes, starting
+    /// A call with the keys `(k, g)` over `(src, dst)` in groups of `GROUP` bytes, starting
     /// from the state `(h, ctr, carry)`.
-    pub(crate) fn new(
+    pub(crate) fn new<const GROUP: usize>(
         (k, g): (&'a K, &'a G),
         (src, dst): (*const u8, *mut u8),
-        group: usize,
         decrypt: bool,
         (h, ctr, carry): (__m128i, C, S),
     ) -> Self {
         // (A pointer one group before `dst` when encrypting: step 0 does not hash.)
-        let hashed = if decrypt {
-            src
-        } else {
-            dst.wrapping_sub(group)
+        let hashed = match decrypt {
+            true => src,
+            false => dst.wrapping_sub(GROUP),
         };
         Call {
             k,
@@ -76,21 +73,23 @@ impl<'a, K, G, C, S> Call<'a, K, G, C, S> {
             src,
             dst,
             hashed,
-            group,
             h,
             ctr,
             carry,
         }
     }
 
-    /// Step `i`'s source and destination groups and the group it hashes (which only a step
-    /// with `i > 0` may read when encrypting).
+    /// Step `i`'s source and destination groups of `GROUP` bytes and the group it hashes
+    /// (which only a step with `i > 0` may read when encrypting).
     ///
     /// # Safety
     /// Group `i` is inside the data.
     #[inline(always)]
-    pub(crate) unsafe fn at(&self, i: usize) -> (*const u8, *mut u8, *const u8) {
-        let off = i * self.group;
+    pub(crate) unsafe fn at<const GROUP: usize>(
+        &self,
+        i: usize,
+    ) -> (*const u8, *mut u8, *const u8) {
+        let off = i * GROUP;
         // SAFETY: group `i` is inside the data (caller).
         unsafe {
             (

@@ -139,7 +139,7 @@ unsafe fn gcm_vaes_avx2<const DEC: bool>(
         encrypt_j0(b, k.rounds(), |r| k.key128(r));
     }
     let state = (to_xmm(*y), *ctr, [_mm256_setzero_si256(); 3]);
-    let mut run = Run::new((k, g), (src, dst), GROUP, DEC, state);
+    let mut run = Run::new::<GROUP>((k, g), (src, dst), DEC, state);
     // One monomorphised loop per key size: the rounds unroll into straight-line code.
     match k.rounds() {
         10 => run.groups::<DEC, 10>(groups),
@@ -213,7 +213,7 @@ const NO_HASH: u8 = 0;
 #[target_feature(enable = "avx2,vaes,vpclmulqdq,pclmulqdq")]
 unsafe fn step<const MODE: u8, const R: usize>(run: &mut Run<'_>, i: usize) {
     let (k, g) = (run.k, run.g);
-    let (s, d, hashed) = run.at(i);
+    let (s, d, hashed) = run.at::<GROUP>(i);
     let hash = MODE & 1 << 4 != 0;
     let table = (MODE & 3) as usize;
     let first_of_run = MODE & 1 << 2 != 0;

@@ -131,7 +131,7 @@ unsafe fn gcm_vaes_avx512(
         encrypt_j0(b, k.rounds(), |r| _mm512_castsi512_si128(k.key::<false>(r)));
     }
     let state = (to_xmm(*y), Counters::new(*ctr), [_mm512_setzero_si512(); 3]);
-    let mut run = Run::new((k, g), (src, dst), GROUP, decrypt, state);
+    let mut run = Run::new::<GROUP>((k, g), (src, dst), decrypt, state);
     // One monomorphised loop per key size: the rounds unroll into straight-line code.
     match (decrypt, k.rounds()) {
         (false, 10) => run.groups::<false, 10>(groups, rest, lens),
@@ -223,7 +223,7 @@ unsafe fn last_group<const DEC: bool, const R: usize>(
     lens: Option<u128>,
 ) {
     let (k, g) = (run.k, run.g);
-    let (s, d, _) = run.at(i);
+    let (s, d, _) = run.at::<GROUP>(i);
     debug_assert!(bytes > 0 && bytes < GROUP);
     let blocks = bytes.div_ceil(16);
     let regs = blocks.div_ceil(4);
@@ -346,7 +346,7 @@ const ALONE: u8 = 3;
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,vaes,vpclmulqdq,pclmulqdq,aes")]
 unsafe fn step<const MODE: u8, const R: usize>(run: &mut Run<'_>, i: usize, lens: Option<u128>) {
     let (k, g) = (run.k, run.g);
-    let (s, d, hashed) = run.at(i);
+    let (s, d, hashed) = run.at::<GROUP>(i);
     let hash = MODE != NO_HASH;
     let at = first_power(lens.is_some(), MODE == FIRST);
     let mut v = run.ctr.group();
