@@ -41,13 +41,14 @@ pub fn rng(test: &str) -> StdRng {
     StdRng::seed_from_u64(seed)
 }
 
+/// OpenSSL's EVP over `input` in one call, without padding.
 pub fn openssl(cipher: Cipher, mode: Mode, key: &[u8], iv: Option<&[u8]>, input: &[u8]) -> Vec<u8> {
     let mut c = Crypter::new(cipher, mode, key, iv).expect("openssl crypter");
     c.pad(false);
-    let mut out = vec![0u8; input.len() + 32];
-    let mut n = c.update(input, &mut out).expect("openssl update");
-    n += c.finalize(&mut out[n..]).expect("openssl finalize");
-    out.truncate(n);
+    let mut out = vec![0u8; input.len() + cipher.block_size()];
+    let done = c.update(input, &mut out).expect("openssl update");
+    let last = c.finalize(&mut out[done..]).expect("openssl finalize");
+    out.truncate(done + last);
     out
 }
 

@@ -11,18 +11,17 @@ use crate::ghash::clmul::{bswap_xmm, from_xmm};
 use core::arch::x86_64::*;
 use zeroize::Zeroize;
 
-/// A stitched kernel's call: `len` bytes (whole groups) from `src` to `dst` with the
-/// counter `ctr` and the GHASH state `y`; `j0` and `lens` as in [`message`] (E_K(J0) into
-/// `j0`; with `lens`, the final GHASH in `y` and the tag in `j0`). The glue passes
-/// pointers covering `len` bytes and a counter whose low 32 bits do not wrap within them.
-/// (A closure over the keys, so that the unsafe call stays in the kernel's leaf file.)
-pub(crate) trait Kernel:
-    FnOnce(&mut u128, &mut u128, *const u8, *mut u8, usize, Option<&mut Block>, Option<u128>)
-{
-}
-impl<F> Kernel for F where
-    F: FnOnce(&mut u128, &mut u128, *const u8, *mut u8, usize, Option<&mut Block>, Option<u128>)
-{
+/// The arguments of a stitched kernel's call: `len` bytes from `src` to `dst` with the
+/// counter `ctr` and the GHASH state `y`; `j0` (E_K(J0) goes there) and `lens` as in
+/// [`message`] (with `lens`, the final GHASH comes back in `y` and the tag in `j0`).
+pub(crate) struct Args<'a> {
+    pub(crate) ctr: &'a mut u128,
+    pub(crate) y: &'a mut u128,
+    pub(crate) src: *const u8,
+    pub(crate) dst: *mut u8,
+    pub(crate) len: usize,
+    pub(crate) j0: Option<&'a mut Block>,
+    pub(crate) lens: Option<u128>,
 }
 
 /// A pair of matching AES and GHASH keys with a stitched kernel.
@@ -33,8 +32,13 @@ pub(crate) trait Stitched {
     /// messages of any length.
     const ANY_LENGTH: bool;
 
-    /// The kernel's call with these keys, one direction.
-    fn kernel(&self, decrypt: bool) -> impl Kernel + '_;
+    /// The kernel with these keys, one direction.
+    ///
+    /// # Safety
+    /// `src` and `dst` cover `len` bytes (equal or not overlapping), whole groups unless
+    /// `ANY_LENGTH` and `lens` is given, and the low 32 bits of `ctr` do not wrap within
+    /// them (the glue's contract with every kernel).
+    unsafe fn kernel(&self, decrypt: bool, args: Args<'_>);
 }
 
 /// One call of a stitched kernel: the keys `k` (AES) and `g` (GHASH), the data, the running
@@ -126,7 +130,22 @@ pub(crate) fn stitched<P: Stitched>(
     }
     let (src, dst) = data.slice(0, len).ptrs();
     let start = *ctr;
-    pair.kernel(decrypt)(ctr, y, src, dst, len, j0, None);
+    let lens = None;
+    // SAFETY: whole groups of `data` and a counter that does not wrap within them.
+    unsafe {
+        pair.kernel(
+            decrypt,
+            Args {
+                ctr,
+                y,
+                src,
+                dst,
+                len,
+                j0,
+                lens,
+            },
+        )
+    };
     let blocks = (len / 16) as u32;
     *ctr = (start & !0xffff_ffff) | (start as u32).wrapping_add(blocks) as u128;
     len
@@ -160,7 +179,23 @@ pub(crate) fn message<P: Stitched>(
     }
     let (src, dst) = data.ptrs();
     let mut y = y;
-    pair.kernel(decrypt)(&mut ctr, &mut y, src, dst, len, Some(j0), Some(lens));
+    let (ctr, y, j0, lens) = (&mut ctr, &mut y, Some(j0), Some(lens));
+    // SAFETY: all of `data`, whole groups unless the kernel takes any length, and a counter
+    // that does not wrap within it (checked above).
+    unsafe {
+        pair.kernel(
+            decrypt,
+            Args {
+                ctr,
+                y,
+                src,
+                dst,
+                len,
+                j0,
+                lens,
+            },
+        )
+    };
     // The final GHASH is tag ^ E_K(J0): wiped like the streaming state.
     y.zeroize();
     true

@@ -52,7 +52,6 @@ use super::glue::{self, encrypt_j0, hand_back, tag_in_place};
 use crate::aes_core::x86::vaes::ctr::counters;
 use crate::aes_core::x86::vaes::{Keys, GROUP};
 use crate::aes_core::{expand_key, Backend};
-use crate::block::Block;
 use crate::gcm::pair::with_hash_key;
 use crate::ghash::clmul::to_xmm;
 use crate::ghash::vpclmul::{
@@ -82,18 +81,14 @@ impl glue::Stitched for Pair {
     const GROUP: usize = GROUP;
     const ANY_LENGTH: bool = false;
 
-    fn kernel(&self, decrypt: bool) -> impl glue::Kernel + '_ {
-        move |ctr, y, src, dst, len, j0, lens| {
-            let (k, g) = (&self.aes, &*self.ghash);
-            // SAFETY: the two keys prove the vaes and vpclmul features; the glue passes
-            // pointers covering `len` bytes of whole groups and a counter that does not wrap
-            // its low 32 bits within them.
-            unsafe {
-                if decrypt {
-                    gcm_vaes_avx2::<true>(k, g, ctr, y, src, dst, len, j0, lens)
-                } else {
-                    gcm_vaes_avx2::<false>(k, g, ctr, y, src, dst, len, j0, lens)
-                }
+    unsafe fn kernel(&self, decrypt: bool, args: glue::Args<'_>) {
+        let (k, g) = (&self.aes, &*self.ghash);
+        // SAFETY: the two keys prove the vaes and vpclmul features; the rest is the glue's
+        // contract (the caller's).
+        unsafe {
+            match decrypt {
+                true => gcm_vaes_avx2::<true>(k, g, args),
+                false => gcm_vaes_avx2::<false>(k, g, args),
             }
         }
     }
@@ -116,19 +111,17 @@ impl glue::Stitched for Pair {
 /// of a separate latency-bound call before the bulk. `lens`, if given, is GCM's length
 /// block (the data ends the message): it is hashed after the data, `*y` comes back as the
 /// final GHASH and `j0` (which must then be given) as the tag, GHASH ^ E_K(J0).
-#[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx2,aes,vaes,vpclmulqdq,pclmulqdq")]
-unsafe fn gcm_vaes_avx2<const DEC: bool>(
-    k: &Keys,
-    g: &GhashKey,
-    ctr: &mut u128,
-    y: &mut u128,
-    src: *const u8,
-    dst: *mut u8,
-    len: usize,
-    j0: Option<&mut Block>,
-    lens: Option<u128>,
-) {
+unsafe fn gcm_vaes_avx2<const DEC: bool>(k: &Keys, g: &GhashKey, args: glue::Args<'_>) {
+    let glue::Args {
+        ctr,
+        y,
+        src,
+        dst,
+        len,
+        j0,
+        lens,
+    } = args;
     debug_assert!(len.is_multiple_of(GROUP) && GROUP == 16 * N);
     let groups = len / GROUP;
     if groups == 0 {

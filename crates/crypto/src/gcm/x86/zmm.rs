@@ -29,7 +29,6 @@ use super::glue::{self, encrypt_j0, hand_back, tag_in_place};
 use crate::aes_core::x86::scaffold::round_keys;
 use crate::aes_core::x86::vaes;
 use crate::aes_core::{expand_key, Backend};
-use crate::block::Block;
 use crate::gcm::pair::with_hash_key;
 use crate::ghash::clmul::to_xmm;
 use crate::ghash::vpclmul512::{
@@ -82,15 +81,11 @@ impl glue::Stitched for Pair {
     const GROUP: usize = GROUP;
     const ANY_LENGTH: bool = true;
 
-    fn kernel(&self, decrypt: bool) -> impl glue::Kernel + '_ {
-        move |ctr, y, src, dst, len, j0, lens| {
-            let (k, g) = (&self.zmm, &*self.ghash);
-            // SAFETY: the two keys prove the avx512 and vpclmul512 features; the glue passes
-            // pointers covering `len` bytes (whole groups, or any length with `lens`, which
-            // this kernel finishes with a masked group) and a counter that does not wrap its
-            // low 32 bits within them.
-            unsafe { gcm_vaes_avx512(k, g, ctr, y, src, dst, len, decrypt, j0, lens) }
-        }
+    unsafe fn kernel(&self, decrypt: bool, args: glue::Args<'_>) {
+        // SAFETY: the two keys prove the avx512 and vpclmul512 features; the rest is the
+        // glue's contract (the caller's), a shorter last group allowed with `lens`, which
+        // this kernel finishes with a masked group.
+        unsafe { gcm_vaes_avx512(&self.zmm, &self.ghash, decrypt, args) }
     }
 }
 
@@ -107,20 +102,17 @@ impl glue::Stitched for Pair {
 /// `dst` cover `len` bytes (equal or not overlapping); the low 32 bits of `*ctr` do not
 /// wrap within `len.div_ceil(16)` blocks; `len` is whole groups unless `lens` is given
 /// (the end of a message: its last, shorter group is done by [`last_group`]).
-#[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,vaes,vpclmulqdq,pclmulqdq,aes")]
-unsafe fn gcm_vaes_avx512(
-    k: &ZmmKeys,
-    g: &GhashKey,
-    ctr: &mut u128,
-    y: &mut u128,
-    src: *const u8,
-    dst: *mut u8,
-    len: usize,
-    decrypt: bool,
-    j0: Option<&mut Block>,
-    lens: Option<u128>,
-) {
+unsafe fn gcm_vaes_avx512(k: &ZmmKeys, g: &GhashKey, decrypt: bool, args: glue::Args<'_>) {
+    let glue::Args {
+        ctr,
+        y,
+        src,
+        dst,
+        len,
+        j0,
+        lens,
+    } = args;
     debug_assert!(GROUP == 16 * N && (len.is_multiple_of(GROUP) || lens.is_some()));
     let (groups, rest) = (len / GROUP, len % GROUP);
     if len == 0 {
