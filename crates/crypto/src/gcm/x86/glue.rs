@@ -11,18 +11,19 @@ use crate::ghash::clmul::{bswap_xmm, from_xmm};
 use core::arch::x86_64::*;
 use zeroize::Zeroize;
 
-/// The arguments of a stitched kernel's call: `len` bytes from `src` to `dst` with the
-/// counter `ctr` and the GHASH state `y`; `j0` (E_K(J0) goes there) and `lens` as in
-/// [`message`] (with `lens`, the final GHASH comes back in `y` and the tag in `j0`).
-pub(crate) struct Args<'a> {
-    pub(crate) ctr: &'a mut u128,
-    pub(crate) y: &'a mut u128,
-    pub(crate) src: *const u8,
-    pub(crate) dst: *mut u8,
-    pub(crate) len: usize,
-    pub(crate) j0: Option<&'a mut Block>,
-    pub(crate) lens: Option<u128>,
-}
+/// The arguments of a stitched kernel's call, in this order: the counter `ctr` and the
+/// GHASH state `y`, then `len` bytes from `src` to `dst`, then `j0` (E_K(J0) goes there)
+/// and `lens` as in [`message`] (with `lens`, the final GHASH comes back in `y` and the
+/// tag in `j0`).
+pub(crate) struct Args<'a>(
+    pub(crate) &'a mut u128,
+    pub(crate) &'a mut u128,
+    pub(crate) *const u8,
+    pub(crate) *mut u8,
+    pub(crate) usize,
+    pub(crate) Option<&'a mut Block>,
+    pub(crate) Option<u128>,
+);
 
 /// A pair of matching AES and GHASH keys with a stitched kernel.
 pub(crate) trait Stitched {
@@ -132,20 +133,7 @@ pub(crate) fn stitched<P: Stitched>(
     let start = *ctr;
     let lens = None;
     // SAFETY: whole groups of `data` and a counter that does not wrap within them.
-    unsafe {
-        pair.kernel(
-            decrypt,
-            Args {
-                ctr,
-                y,
-                src,
-                dst,
-                len,
-                j0,
-                lens,
-            },
-        )
-    };
+    unsafe { pair.kernel(decrypt, Args(ctr, y, src, dst, len, j0, lens)) };
     let blocks = (len / 16) as u32;
     *ctr = (start & !0xffff_ffff) | (start as u32).wrapping_add(blocks) as u128;
     len
@@ -182,20 +170,7 @@ pub(crate) fn message<P: Stitched>(
     let (ctr, y, j0, lens) = (&mut ctr, &mut y, Some(j0), Some(lens));
     // SAFETY: all of `data`, whole groups unless the kernel takes any length, and a counter
     // that does not wrap within it (checked above).
-    unsafe {
-        pair.kernel(
-            decrypt,
-            Args {
-                ctr,
-                y,
-                src,
-                dst,
-                len,
-                j0,
-                lens,
-            },
-        )
-    };
+    unsafe { pair.kernel(decrypt, Args(ctr, y, src, dst, len, j0, lens)) };
     // The final GHASH is tag ^ E_K(J0): wiped like the streaming state.
     y.zeroize();
     true

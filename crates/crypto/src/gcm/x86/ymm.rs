@@ -113,15 +113,7 @@ impl glue::Stitched for Pair {
 /// final GHASH and `j0` (which must then be given) as the tag, GHASH ^ E_K(J0).
 #[target_feature(enable = "avx2,aes,vaes,vpclmulqdq,pclmulqdq")]
 unsafe fn gcm_vaes_avx2<const DEC: bool>(k: &Keys, g: &GhashKey, args: glue::Args<'_>) {
-    let glue::Args {
-        ctr,
-        y,
-        src,
-        dst,
-        len,
-        j0,
-        lens,
-    } = args;
+    let glue::Args(ctr, y, src, dst, len, j0, lens) = args;
     debug_assert!(len.is_multiple_of(GROUP) && GROUP == 16 * N);
     let groups = len / GROUP;
     if groups == 0 {

@@ -104,15 +104,7 @@ impl glue::Stitched for Pair {
 /// (the end of a message: its last, shorter group is done by [`last_group`]).
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,vaes,vpclmulqdq,pclmulqdq,aes")]
 unsafe fn gcm_vaes_avx512(k: &ZmmKeys, g: &GhashKey, decrypt: bool, args: glue::Args<'_>) {
-    let glue::Args {
-        ctr,
-        y,
-        src,
-        dst,
-        len,
-        j0,
-        lens,
-    } = args;
+    let glue::Args(ctr, y, src, dst, len, j0, lens) = args;
     debug_assert!(GROUP == 16 * N && (len.is_multiple_of(GROUP) || lens.is_some()));
     let (groups, rest) = (len / GROUP, len % GROUP);
     if len == 0 {
