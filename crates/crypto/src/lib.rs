@@ -1,26 +1,44 @@
 //! sectorcrypt's crypto core.
 //!
 //! # Algorithms and modes
-//! AES-128/192/256 (FIPS-197) with the modes storage uses: [`Ecb`], [`Cbc`], [`Ctr`] (random
-//! access into the keystream), [`Xts`] (IEEE 1619-2007, with ciphertext stealing), and
-//! [`SectorCipher`], which encrypts many dm-crypt sectors in one call with the `plain64`,
-//! `plain` and `essiv:sha256` IV generators.
-//! [`Gcm`] is AES-GCM (SP 800-38D) with one-shot and streaming APIs; its GHASH runs on the
-//! same backend as its AES (soft, PCLMULQDQ, or VPCLMULQDQ on ymm).
+//! AES-128/192/256 (FIPS-197, [`aes`]) with the modes storage uses: [`aes::Ecb`],
+//! [`aes::Cbc`], [`aes::Ctr`] (random access into the keystream), [`aes::Xts`] (IEEE
+//! 1619-2007, with ciphertext stealing), and [`dmcrypt::SectorCipher`], which encrypts many
+//! dm-crypt sectors in one call with the `plain64`, `plain` and `essiv:sha256` IV
+//! generators. [`aes::Gcm`] is AES-GCM (SP 800-38D) with one-shot and streaming APIs.
+//! GOST 28147-89 ([`gost89`]) and Magma ([`magma`]) have their own backends
+//! ([`GostBackend`]). [`Mode`] and [`Aead`] are small traits over the mode types.
 //!
 //! # Backends
-//! Every mode is a whole-buffer kernel of a backend ([`Backend`]):
+//! Every AES mode is a whole-buffer kernel of a backend ([`Backend`]):
 //! - `soft`: portable, bitsliced, constant-time, `#![forbid(unsafe_code)]`; the reference;
 //! - `aesni`: AES-NI + PCLMULQDQ on xmm registers;
 //! - `vaes`: VAES + VPCLMULQDQ on 256-bit ymm registers (no AVX-512 needed);
-//! - `avx512`: the `vaes` kernels, with GCM on 512-bit zmm registers (AVX-512F/BW/VL and
-//!   the OS saving the AVX-512 state).
+//! - `avx512`: the `vaes` kernels, with GCM's stitched loop on 512-bit zmm registers
+//!   (AVX-512F/BW/VL and the OS saving the AVX-512 state).
+//!
+//! GCM pairs each AES backend with the GHASH of the same instruction set (soft, PCLMULQDQ,
+//! VPCLMULQDQ on ymm or on zmm); `vaes` and `avx512` run CTR and GHASH stitched in one loop.
 //!
 //! The CPU is probed once ([`cpu::features`]); each backend runs a known-answer self-test
 //! before its first use and is never used if it fails. New keys take the fastest usable
-//! backend, unless `SECTORCRYPT_BACKEND=soft|aesni|vaes|avx512` names one (an unknown or unusable
-//! name is an error, never a silent fallback). `with_backend` constructors pick one
-//! explicitly, which is how the tests run every backend.
+//! backend, unless `SECTORCRYPT_BACKEND` names one: a backend name of either algorithm
+//! (`soft`, `aesni`, `vaes`, `avx512`, `avx2`), which the algorithm that has it uses and
+//! the other replaces by its portable backend; an unknown name, or one this CPU cannot run,
+//! is an error, never a silent fallback. `with_backend` constructors pick one explicitly,
+//! which is how the tests run every backend.
+//!
+//! # Inside
+//! The public modes (`modes`, `gcm`) sit on the AES core (`aes_core`: key schedule, the
+//! kernel trait, the backends) and on GHASH (`ghash`); the rules that check and choose a
+//! backend, for every algorithm, are in `backend`. Dependencies point one way, from the
+//! modes down to those and to the neutral `block`, `buf`, `cpu` and `error`
+//! (`scripts/module-deps.sh` lists them and fails on a cycle).
+//!
+//! # Test hooks
+//! The `hazmat-testing` feature (off by default) adds the `hazmat` module and a few
+//! constructors for the tests and benchmarks: the internal kernels on a named backend,
+//! nothing a user of the modes needs.
 //!
 //! # Secrets
 //! Expanded keys are zeroized on drop and never appear in `Debug` output or errors.

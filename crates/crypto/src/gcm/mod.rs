@@ -17,23 +17,33 @@
 //! IV the low word starts at 2 and a message cannot reach the wrap; other IV lengths give an
 //! arbitrary starting word.)
 //!
+//! # Keys: pairs of AES and GHASH
+//! A key is a [`pair::Pair`] of an AES key and its GHASH key. The vaes and avx512 backends
+//! have a stitched kernel each ([`x86::ymm`], [`x86::zmm`]: AES rounds and carry-less
+//! multiplications interleaved in one loop), and their pair variants hold the exact key
+//! types their kernel takes, so a kernel cannot be given keys of another width. Every other
+//! combination (the soft and aesni backends with their GHASH, and, for the tests, any AES
+//! backend with any GHASH backend: `Gcm::with_backend_pair`) is the two-pass variant,
+//! which has no stitched kernel. This module depends on the AES core and on GHASH; neither
+//! knows GCM.
+//!
 //! # Data path
-//! A backend with a stitched kernel ([`AesKernels::gcm_stitched`]: AES rounds and
-//! carry-less multiplications interleaved in one loop; the vaes and avx512 backends) takes
-//! the whole groups of each call; it also encrypts J0 (E_K(J0), needed only for the tag)
-//! alongside the first group it sees, otherwise [`Stream::tag`] does. The rest (other
-//! backends, tails) is processed in chunks of [`CHUNK`] bytes that stay in L1: encryption
-//! runs the CTR kernel over a chunk, then GHASH over that chunk's ciphertext; decryption
-//! hashes the chunk's ciphertext first, then decrypts it.
+//! A pair with a stitched kernel takes the whole groups of each streamed piece; it also
+//! encrypts J0 (E_K(J0), needed only for the tag) alongside the first group it sees,
+//! otherwise the stream's `tag` does. The rest (the two-pass variant, tails) is processed in
+//! chunks of [`CHUNK`] bytes that stay in L1 (`stream.rs`): encryption runs the CTR kernel
+//! over a chunk, then GHASH over that chunk's ciphertext; decryption hashes the chunk's
+//! ciphertext first, then decrypts it.
 //!
-//! One-shot seal and open first offer the whole message to the backend
-//! ([`AesKernels::gcm_message`]): where the stitched kernel takes it (vaes: whole 256-byte
-//! groups, e.g. every storage sector; avx512: any length), one kernel call does the
-//! message, the length block and the tag, and no per-message state is built. Otherwise
-//! they take the streaming path above.
+//! One-shot seal and open first offer the whole message to the stitched kernel: where it
+//! takes it (ymm: whole 256-byte groups, e.g. every storage sector; zmm: any length), one
+//! kernel call does the message, the length block and the tag, and no per-message state is
+//! built. Otherwise they take the streaming path above.
 //!
-//! Before a backend's first GCM key, a self-test checks its GCM (a known answer, then
-//! messages of 0 to 1605 bytes against the soft backend); a backend that fails is refused.
+//! Before a backend's first GCM key, a self-test checks its pair (a known answer, then
+//! messages of 0 to 1605 bytes against the soft backend, in place, out of place, opened):
+//! the AES and GHASH self-tests check their kernels one by one, but a stitched kernel is
+//! code of its own. A backend that fails is refused.
 //!
 //! # Releasing nothing unauthenticated
 //! [`Gcm::open`] and [`Gcm::open_to`] decrypt and authenticate in one pass and, when the
@@ -228,8 +238,8 @@ impl Gcm {
         Ok(st.tag(self))
     }
 
-    /// The whole message in one call of the backend's stitched kernel, where it takes it
-    /// (`AesKernels::gcm_message`): no per-message state, the length block hashed and the
+    /// The whole message in one call of the pair's stitched kernel, where it takes it
+    /// (`Pair::message`): no per-message state, the length block hashed and the
     /// tag formed in the kernel. The full tag, or `None` (nothing done) to take the
     /// streaming path.
     #[inline(always)]

@@ -1,4 +1,4 @@
-//! GHASH with PCLMULQDQ on xmm registers (the `aesni` backend's GHASH).
+//! GHASH with PCLMULQDQ on xmm registers (GCM pairs it with the `aesni` AES backend).
 //!
 //! Targets every x86-64 CPU with PCLMULQDQ and SSE4.1 (Westmere and later, every AMD since
 //! Bulldozer). Tuned for long runs of blocks: groups of [`N`] = 8 blocks are multiplied by
@@ -14,7 +14,7 @@
 //! accumulators, `bswap` the byte-reversal shuffle (blocks are big-endian, see
 //! [`super`]), `poly` the reduction constant.
 //!
-//! Calling contract: a [`Key`] is built only after the CPU check of `Backend::Aesni`
+//! Calling contract: a [`Key`] is built only after the CPU check of `GhashBackend::Clmul`
 //! (pclmulqdq, sse4.1) succeeded; that is what makes its safe `update` sound.
 
 #![allow(unsafe_code)]

@@ -1,4 +1,5 @@
-//! GHASH with VPCLMULQDQ on 256-bit ymm registers (the `vaes` backend's GHASH).
+//! GHASH with VPCLMULQDQ on 256-bit ymm registers (GCM pairs it with the `vaes` AES
+//! backend).
 //!
 //! Targets CPUs with VPCLMULQDQ and AVX2 but not necessarily AVX-512 (Zen 3/4, Ice Lake
 //! and later, Alder Lake E-cores): only ymm registers, so only the YMM register state is
@@ -10,18 +11,17 @@
 //! group. A shorter last group uses the last entries of the same table; an odd block is
 //! paired with a zero block (its partner power is the zero padding entry of the table).
 //!
-//! The key also holds `H^64..H^17` ([`FAR`] tables of 16): the fused GCM kernel of the
-//! `vaes` backend (`aes/x86/vaes/gcm.rs`) multiplies four consecutive groups by
-//! `H^64..H^49`, ..., `H^16..H^1`, sums the unreduced products and reduces once per four
-//! groups, because there the reduction's extra vector instructions compete with the AES
-//! rounds for pipes (measured: +4% over one reduction per group).
+//! The key also holds `H^64..H^17` ([`FAR`] tables of 16): the stitched GCM kernel on ymm
+//! (`gcm/x86/ymm.rs`) multiplies four consecutive groups by `H^64..H^49`, ...,
+//! `H^16..H^1`, sums the unreduced products and reduces once per four groups, because
+//! there the reduction's extra vector instructions compete with the AES rounds for pipes.
 //!
-//! The 4-way (zmm) version, which needs the AVX-512 state, is `vpclmul512.rs` (the `avx512`
-//! backend); this one must run without it.
+//! The 4-way (zmm) version, which needs the AVX-512 state, is `vpclmul512.rs`; this one
+//! must run without it.
 //!
-//! Calling contract: a [`Key`] is built only after the CPU check of `Backend::Vaes`
-//! (vpclmulqdq, avx2, os ymm state) plus pclmulqdq succeeded; that is what makes its safe
-//! `update` sound.
+//! Calling contract: a [`Key`] is built only after the CPU check of
+//! `GhashBackend::Vpclmul` (vpclmulqdq, pclmulqdq, avx2, os ymm state) succeeded; that is
+//! what makes its safe `update` sound.
 
 #![allow(unsafe_code)]
 
@@ -144,12 +144,11 @@ pub(crate) fn mul_h(key: &Key, x: __m128i) -> __m128i {
 }
 
 /// One full group of `N` blocks at `group` hashed into the state `y` (GHASH's bit order, as
-/// kept in a register by [`update_vpclmul`]); also the GHASH half of the `vaes` backend's
-/// fused GCM kernel.
+/// kept in a register by [`update_vpclmul`]); also the last hash of the stitched GCM
+/// kernel on ymm.
 ///
 /// # Safety
-/// The CPU features of the `vaes` backend (module doc); `group` points to `16 * N` readable
-/// bytes.
+/// The CPU features of this GHASH (module doc); `group` points to `16 * N` readable bytes.
 #[inline]
 #[target_feature(enable = "avx2,vpclmulqdq,pclmulqdq")]
 pub(crate) unsafe fn hash_group(key: &Key, y: __m128i, group: *const u8) -> __m128i {

@@ -18,7 +18,7 @@ use std::str::FromStr;
 use zeroize::Zeroize;
 
 /// Sectors whose IVs are prepared together (256 x 16 bytes of stack): fewer, longer kernel
-/// calls; 512-byte sectors ran ~1% faster than with 64.
+/// calls (512-byte sectors ran faster than with 64: docs/PERFORMANCE.md).
 const BATCH: usize = 256;
 
 /// The block cipher mode of a dm-crypt cipher string.

@@ -1,8 +1,8 @@
-//! The one-pass GCM path (`AesKernels::gcm_message`) of the vaes and avx512 backends, on
-//! inputs the other tests do not reach deterministically (whole-group messages in general
-//! are in `differential.rs`): every low byte of the first counter (the avx512 kernel's
-//! counter fast and slow paths), AAD that fills whole GHASH groups before the message,
-//! short tags, a shorter last group.
+//! The one-pass GCM path (the stitched kernel taking a whole message) of the vaes and avx512
+//! backends, on inputs the other tests do not reach deterministically (whole-group messages
+//! in general are in `differential.rs`): every low byte of the first counter (the avx512
+//! kernel's counter fast and slow paths), AAD that fills whole GHASH groups before the
+//! message, short tags, a shorter last group.
 
 use crate::differential::{compare, iv_for_j0};
 use crate::{backends, each_key, random_bytes, rng};

@@ -150,7 +150,7 @@ fn lane_rotr(t: u64, n: u32) -> u64 {
 /// Row `r` of every column: bit positions 4c + r in each lane.
 const ROW: [u64; 4] = [lanes(0x1111), lanes(0x2222), lanes(0x4444), lanes(0x8888)];
 
-/// ShiftRows: s'[r][c] = s[r][c + r mod 4], i.e. row `r` rotates right by 4r bits.
+/// ShiftRows: `s'[r][c] = s[r][c + r mod 4]`, i.e. row `r` rotates right by 4r bits.
 #[inline(always)]
 pub(super) fn shift_rows(s: &mut State) {
     rotate_rows(s, [4, 8, 12]);

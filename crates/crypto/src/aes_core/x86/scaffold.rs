@@ -5,9 +5,9 @@
 //! # Why macros
 //! A helper that is generic over the register width would call the intrinsics of a width
 //! from a function compiled without that width's features, and LLVM inlines an intrinsic
-//! only into a caller with the features: such helpers stay calls (measured on the stitched
-//! GCM loop: 1.14 instead of 0.37 cycles per byte until every helper carried
-//! `#[target_feature]`). So the helpers are stamped out per backend by the macros here,
+//! only into a caller with the features: such helpers stay calls (on the stitched GCM loop
+//! they tripled its cost until every helper carried `#[target_feature]`; docs/PERFORMANCE.md).
+//! So the helpers are stamped out per backend by the macros here,
 //! each function with the backend's `#[target_feature]` list, which makes them inline
 //! into the kernels like the intrinsics themselves. What takes no intrinsic of a width
 //! (the tail through a buffer, a group loop, the xmm single-block chain, which needs only
@@ -446,8 +446,8 @@ pub(crate) use aes_rounds;
 ///   sectors, `$ivs` loads their IVs), `REGS` registers advancing together.
 ///
 /// Sectors of 2 KiB and more start at addresses equal modulo 4 KiB, so chains at the same
-/// block offset would compete for one set of the 8-way L1 cache (measured: a third of the
-/// speed with 16 chains). The chains are therefore skewed: register pair `r / 2` runs
+/// block offset would compete for one set of the 8-way L1 cache (with 16 chains, a third
+/// of the speed). The chains are therefore skewed: register pair `r / 2` runs
 /// `skew` blocks (one cache line per pair) behind the previous pair, and the few steps at
 /// the start and end where some registers have no block take a slower masked path. A
 /// remainder of fewer than `$chains` sectors runs alone on xmm.

@@ -2,7 +2,8 @@
 //! ([`ymm`]: the vaes AES kernels with the VPCLMULQDQ ymm GHASH, 256-byte groups) and on
 //! zmm ([`zmm`]: 512-byte groups, AVX-512), each as a pair of matching keys; [`glue`] puts a
 //! message (or the whole groups of a piece of a stream) through either. The kernels are
-//! tuned per width and kept apart; [`probe`] measures what their design rests on.
+//! tuned per width and kept apart; `probe` (with the test hooks) measures what their design
+//! rests on.
 
 pub(crate) mod glue;
 #[cfg(feature = "hazmat-testing")]

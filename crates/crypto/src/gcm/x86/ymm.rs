@@ -1,50 +1,51 @@
-//! GCM's bulk on VAES + VPCLMULQDQ: CTR and GHASH stitched in one pass over the data.
+//! GCM on VAES + VPCLMULQDQ with ymm registers: CTR and GHASH stitched in one pass over
+//! the data, for the `vaes` AES backend paired with the ymm GHASH ([`Pair`]).
 //!
 //! # Design
+//! Target: CPUs with VAES and VPCLMULQDQ on ymm but not necessarily the AVX-512 state
+//! (where it is there, the zmm kernel, `zmm.rs`, does better).
+//!
 //! The AES rounds run on the AES units and the carry-less multiplications on a separate
-//! unit (measured here on Zen 4: a VPCLMULQDQ ymm every 2 cycles, fully overlapped with two
-//! VAESENC per cycle). Run as two passes, each over a few KiB, the two halves cannot
-//! overlap: the out-of-order window (a few hundred instructions) sees only one of them at a
-//! time, and the cost is the sum, ~0.46 cycles/byte for AES-256. Here one step holds the
-//! CTR rounds of group `i` and the GHASH of an independent group (the ciphertext of group
-//! `i - 1` when encrypting, of group `i` itself when decrypting), about 250 instructions,
-//! so the core executes both at once.
+//! unit, and the two overlap (the `sectorcrypt bench --probe` table). Run as two passes,
+//! each over a few KiB, the two halves cannot overlap: the out-of-order window (a few
+//! hundred instructions) sees only one of them at a time, and the cost is the sum. Here
+//! one step holds the CTR rounds of group `i` and the GHASH of an independent group (the
+//! ciphertext of group `i - 1` when encrypting, of group `i` itself when decrypting), about
+//! 250 instructions, so the core executes both at once.
 //!
 //! Layout of a step (one function per key size, `R` rounds unrolled, not inlined into the
 //! loop: inlined, LLVM hoists the 15 round keys and 32 H-power loads out of the loop and
-//! spills them, which measured 20% slower): pair `p` (blocks 2p, 2p + 1, multiplied by
-//! H^(16-2p), H^(15-2p) with Karatsuba) after round `p` for p = 1..=7; then the remaining
-//! rounds, the last round with the data XOR folded into its key, the stores; then pair 0,
-//! which needs the running hash, and the reduction, whose ~25-cycle latency chain overlaps
-//! the next step's first rounds. (Pair 0 is loaded before the stores: in-place decryption
-//! overwrites it.) The hashing steps go in runs of four groups that share one reduction:
-//! the first multiplies by `H^64..H^49` and takes in the running hash, the next two by
-//! `H^48..H^17` and pass their unreduced sums on (three ymm through memory), the last by
-//! `H^16..H^1` and reduces; a remainder runs as a run of two and/or one. This removes ~3/4
-//! of the reduction and lane-fold instructions per group, which is what the rounds compete
-//! with (below): one reduction per group -> per two groups: +3%, per four: +1.5% more. E_K(J0) of the message is encrypted on xmm before
-//! the first step when the caller asks (one dependent chain the core runs under the first
-//! group instead of a separate latency-bound call).
+//! spills them): block pair `p` (blocks 2p, 2p + 1, multiplied by H^(16-2p), H^(15-2p)
+//! with Karatsuba) after round `p` for p = 1..=7; then the remaining rounds, the last round
+//! with the data XOR folded into its key, the stores; then pair 0, which needs the running
+//! hash, and the reduction, whose latency chain overlaps the next step's first rounds.
+//! (Pair 0 is loaded before the stores: in-place decryption overwrites it.) The hashing
+//! steps go in runs of four groups that share one reduction: the first multiplies by
+//! `H^64..H^49` and takes in the running hash, the next two by `H^48..H^17` and pass their
+//! unreduced sums on (three ymm through memory), the last by `H^16..H^1` and reduces; a
+//! remainder runs as a run of two and/or one. This removes about three quarters of the
+//! reduction and lane-fold instructions per group, which is what the rounds compete with
+//! (below). E_K(J0) of the message is encrypted on xmm before the first step when the
+//! caller asks (one dependent chain the core runs under the first group instead of a
+//! separate latency-bound call).
 //!
 //! What limits it: per 256-byte group, 120 AES instructions (2 per cycle: 60 cycles), 26
-//! VPCLMULQDQ (1 per 2 cycles: 52 cycles), and ~85 other vector instructions (XORs,
-//! byte swaps, Karatsuba shuffles, counters, lane folds). The probe in `probe.rs` extended
-//! by hand shows the third group is what costs: 16 VAESENC + 16 VPXOR run in 8 cycles, but
-//! 16 VAESENC + 4 VPCLMULQDQ + 8 VPXOR take 10 and + 8 VPSHUFB 12, i.e. the multiplier
-//! occupies one of the two non-AES pipes and shuffles also issue on an AES pipe. The step
-//! runs at ~77 cycles per group (AES-256), not 60. Where the AVX-512 state is available the
-//! `avx512` backend's zmm kernel (`aes/x86/vaes512/gcm.rs`) does better: a VPCLMULQDQ zmm
-//! multiplies four blocks for the cost of two here, and VPTERNLOGQ merges the XORs.
+//! VPCLMULQDQ (1 per 2 cycles: 52 cycles), and some 85 other vector instructions (XORs,
+//! byte swaps, Karatsuba shuffles, counters, lane folds). The multiplier occupies one of the
+//! two non-AES pipes and byte shuffles also issue on an AES pipe, so those other
+//! instructions are what keeps the step above 60 cycles. The zmm kernel does better where
+//! it can run: a VPCLMULQDQ zmm multiplies four blocks for the cost of two here, and
+//! VPTERNLOGQ merges the XORs.
 //!
-//! Tried and measured slower: the schoolbook middle term (4 multiplications per pair, no
-//! shuffle: the multiplier becomes the bottleneck, -10%); the pairs spread over all rounds
-//! or packed into the first four (LLVM then keeps the round loop rolled, -18%); the next
-//! group's counters built one step ahead and passed through memory (-2%); the counter
-//! block broadcast from memory instead of built in registers (a store-forwarding stall on
-//! the critical path, -20%); E_K(J0) under the last group's GHASH instead of the first
-//! group (no change); the lane fold done on 256 bits before extracting (no change).
+//! Tried and measured slower (the figures: docs/PERFORMANCE.md): the schoolbook middle
+//! term (4 multiplications per pair, no shuffle: the multiplier becomes the bottleneck);
+//! the pairs spread over all rounds or packed into the first four (LLVM then keeps the
+//! round loop rolled); the next group's counters built one step ahead and passed through
+//! memory; the counter block broadcast from memory instead of built in registers (a
+//! store-forwarding stall on the critical path). No better: E_K(J0) under the last group's
+//! GHASH instead of the first group; the lane fold done on 256 bits before extracting.
 //!
-//! The caller passes whole groups whose counters do not wrap GCM's 32-bit counter, so the
+//! The glue passes whole groups whose counters do not wrap GCM's 32-bit counter, so the
 //! 128-bit counter arithmetic of the CTR kernel equals `inc32` here.
 #![allow(unsafe_code)]
 

@@ -1,28 +1,36 @@
-//! GCM's bulk on VAES + VPCLMULQDQ with zmm registers: CTR and GHASH stitched in one pass.
+//! GCM on VAES + VPCLMULQDQ with zmm registers: CTR and GHASH stitched in one pass, for
+//! the `avx512` AES backend paired with the zmm GHASH ([`Pair`]).
 //!
 //! # Design
-//! The same plan as the ymm kernel (`aes/x86/vaes/gcm.rs`), on groups of 32 blocks (8 zmm,
-//! 512 bytes): a step encrypts the counters of group `i` and, between its rounds, hashes an
-//! independent group (the ciphertext of group `i - 1` when encrypting, of group `i` itself
-//! when decrypting): register `j` of the hashed group after round `j` for j = 1..=7, then,
-//! after the last round and the stores, register 0 (which takes in the running hash) and
-//! the reduction, whose latency chain overlaps the next step's first rounds. Register 0 is
-//! loaded before the stores, which overwrite it when decrypting in place.
+//! Target: CPUs with AVX-512F/BW/VL, VAES and VPCLMULQDQ and the OS saving the AVX-512
+//! state (Zen 4 and later, Ice Lake and later); the only zmm code of the crate, since AES
+//! alone gains nothing from zmm on the cores it targets (`aes_core/x86`).
 //!
-//! What changes with zmm (measured with the probe, Zen 4): a VAESENC zmm costs the AES
-//! pipes what two ymm cost, but a VPCLMULQDQ zmm multiplies four blocks for what a ymm one
-//! costs for two, XORs and 32-bit shuffles issue beside the AES units, and only the byte
-//! shuffle (VPSHUFB) takes an AES pipe for about half a cycle. Per 512-byte group of
+//! The same plan as the ymm kernel (`ymm.rs`), on groups of 32 blocks (8 zmm, 512 bytes):
+//! a step encrypts the counters of group `i` and, between its rounds, hashes an independent
+//! group (the ciphertext of group `i - 1` when encrypting, of group `i` itself when
+//! decrypting): register `j` of the hashed group after round `j` for j = 1..=7, then, after
+//! the last round and the stores, register 0 (which takes in the running hash) and the
+//! reduction, whose latency chain overlaps the next step's first rounds. Register 0 is
+//! loaded before the stores, which overwrite it when decrypting in place. Two groups share
+//! one reduction (`FIRST` with powers 32 higher, then `SECOND`); a message's only group,
+//! which no other group's hash can fill, is encrypted in two halves with the first half
+//! hashed under the second's rounds; a shorter last group is done under byte masks.
+//!
+//! What changes with zmm (the probe, `sectorcrypt bench --probe`): a VAESENC zmm costs the
+//! AES pipes what two ymm cost, but a VPCLMULQDQ zmm multiplies four blocks for what a ymm
+//! one costs for two, XORs and 32-bit shuffles issue beside the AES units, and only the
+//! byte shuffle (VPSHUFB) takes an AES pipe, for about half a cycle. Per 512-byte group of
 //! AES-256: 112 VAESENC (one per cycle) + 24 VPCLMULQDQ + one reduction + 8 byte swaps of
-//! the hashed data, i.e. ~140 cycles, 0.27 cycles per byte. With 32 registers the 15
-//! round keys, the 8 AES states and the 3 hash accumulators all stay in registers.
+//! the hashed data. With 32 registers the 15 round keys, the 8 AES states and the 3 hash
+//! accumulators all stay in registers. (What it reaches: docs/PERFORMANCE.md.)
 //!
 //! Counters: kept big-endian in a register (`cur`, lanes `c..c + 3`) and advanced by adding
 //! to byte 15 (the top byte of each lane's last 32-bit word), which needs no byte shuffle as
 //! long as that byte does not carry within the group; the groups where it would (one in
 //! eight) build their counters from the scalar counter with 32-bit adds on the
-//! little-endian form and a byte swap. The caller passes whole groups whose counters do not
-//! wrap GCM's 32-bit counter.
+//! little-endian form and a byte swap. The glue passes counters that do not wrap GCM's
+//! 32-bit counter within the message.
 #![allow(unsafe_code)]
 
 use super::glue::{self, encrypt_j0, hand_back, tag_in_place};

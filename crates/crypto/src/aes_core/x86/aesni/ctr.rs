@@ -5,8 +5,8 @@
 //! counter is kept as a little-endian (lo, hi) pair, added and byte-swapped, or, when the
 //! low 64 bits carry (or at the 2^128 wrap), built with 128-bit scalar arithmetic.
 //! Counters are built just before their group: software-pipelining them a group ahead, as
-//! with 8 blocks, would need 12 more registers than xmm has (12 blocks: 1.0x -> 1.1x
-//! OpenSSL's 8-block AES-NI CTR).
+//! with 8 blocks, would need 12 more registers than xmm has, and 12 blocks without it beat
+//! 8 blocks with it (docs/PERFORMANCE.md).
 #![allow(unsafe_code)]
 
 use super::super::scaffold::for_each_group;

@@ -11,7 +11,8 @@
 //! issues two per cycle with a latency of about 4 cycles, so 8 independent registers (16
 //! blocks) must be in flight to keep both units busy. Every parallel kernel therefore works
 //! on groups of 8 ymm = 16 blocks = 256 bytes. AES-256 costs 14 rounds per block, i.e.
-//! 16 x 14 / 4 = 56 cycles per group at best: 0.22 cycles per byte, ~12.8 GB/s at 2.8 GHz.
+//! 16 x 14 / 4 = 56 cycles per 256-byte group at best (docs/PERFORMANCE.md measures how
+//! close each mode comes).
 //!
 //! Register budget (16 ymm): 8 data registers, 1 round key (round keys are broadcast to
 //! both lanes once per key and streamed from L1, one load per round per group), the rest

@@ -9,7 +9,7 @@
 //!
 //! Per data unit: the encrypted tweak T is broadcast; eight independent multiplies with
 //! per-lane shift counts give [T x^2i, T x^(2i+1)] for the 8 registers (a chain one
-//! multiply deep: with the earlier chain of four, 512-byte units ran ~1.5% slower). After
+//! multiply deep, which a chain of four made measurably slower on 512-byte units). After
 //! each group of 16 blocks every register is multiplied by x^16. A new unit only costs
 //! these eight independent multiplies, so many 512-byte sectors in one call run at the
 //! speed of one long buffer.
@@ -58,15 +58,15 @@ pub(super) unsafe fn xts_vaes_avx2<const DEC: bool>(
 ) {
     // The tweaks of the next group are computed after the current group's rounds: built
     // before them (software pipelining), eight more registers stay live through the
-    // rounds and spill (measured: AES-256 14.5 -> 16.0 GB/s, AES-128 18.9 -> 21.1 GB/s by
-    // moving them after). The next *unit's* first tweaks, a longer chain, are still built
-    // before the unit's rounds: computed after them, 512-byte units ran ~10% slower.
+    // rounds and spill, which costs more than the latency it hides. The next *unit's*
+    // first tweaks, a longer chain, are still built before the unit's rounds: computed
+    // after them, 512-byte units ran slower (both measured: docs/PERFORMANCE.md).
     let mut tw = first_tweaks(&tweaks[0]);
     if unit == 2 * GROUP {
         // 512-byte sectors, the most common unit: the next unit's tweaks built
         // unconditionally (for the last unit, a harmless repeat), and the two groups in a
         // loop with one call site of `tweaked_group`, which the compiler then inlines (with two
-        // call sites it did not: 14.0 -> 15.2 GB/s, 0.95x of the 4096-byte rate).
+        // call sites it did not, and 512-byte units fell well below the 4096-byte rate).
         let n = tweaks.len();
         for u in 0..n {
             let (src, dst) = (src.add(u * unit), dst.add(u * unit));
