@@ -15,7 +15,12 @@
 //! and chaining values.
 //!
 //! Left out: XTS ciphertext stealing (generic layer, `modes/xts.rs`); a group shorter than
-//! 8 blocks goes through a 128-byte stack buffer.
+//! 8 blocks goes through a 128-byte stack buffer (ECB: a single block through one
+//! register).
+//!
+//! The key container, the round helpers, ECB, the CBC kernels around `cbc.rs`'s pieces, the
+//! single-chain CBC on xmm and the `AesKernels` methods come from the scaffolding
+//! (`super::scaffold`); `ctr.rs` and `xts.rs` are this width's own.
 //!
 //! Calling contract: every `unsafe fn` in this folder needs the CPU features of
 //! [`Backend::Aesni`]; a [`Keys`] value exists only when they are present (checked in

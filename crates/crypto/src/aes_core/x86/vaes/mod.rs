@@ -24,14 +24,21 @@
 //! of many independent sectors (16 chains at once, two per register).
 //!
 //! Left out: single-stream CBC encryption is latency bound by definition and uses plain
-//! AES-NI on xmm here; XTS ciphertext stealing is done by the generic layer
-//! (`modes/xts.rs`); a group shorter than 16 blocks is run through a 256-byte stack
-//! buffer rather than with narrower code, since it happens at most once per data unit.
+//! AES-NI on xmm (the scaffolding's chain); XTS ciphertext stealing is done by the generic
+//! layer (`modes/xts.rs`); a group shorter than 16 blocks is run through a 256-byte stack
+//! buffer rather than with narrower code, since it happens at most once per data unit
+//! (ECB and CTR put a tail of one or two blocks, a tweak or a GCM block, through one
+//! register instead).
+//!
+//! The key container, the round helpers, ECB, the CBC kernels around `cbc.rs`'s pieces
+//! and the `AesKernels` methods come from the scaffolding (`super::scaffold`); `ctr.rs` and
+//! `xts.rs` are this width's own.
 //!
 //! Calling contract: every `unsafe fn` in this folder needs the CPU features of
 //! [`Backend::Vaes`]; a [`Keys`] value exists only when they are present (checked in
-//! [`Keys::new`]), which is what makes the safe trait methods sound. Pointers passed to
-//! the kernels come from an `InOut` of the stated length.
+//! [`Keys::new`], for the `vaes` or the `avx512` backend), which is what makes the safe
+//! trait methods sound. Pointers passed to the kernels come from an `InOut` of the stated
+//! length.
 #![allow(unsafe_code)]
 
 mod cbc;
