@@ -1,11 +1,11 @@
 //! CBC on AES-NI (the kernels around these pieces:
-//! [`cbc_kernels!`](super::super::scaffold::cbc_kernels)): parallel decryption, 8 blocks
+//! [`cbc_kernels!`](super::super::rounds::cbc_kernels)): parallel decryption, 8 blocks
 //! per group, each block's predecessor one block back; encryption of many sectors with 8
 //! independent chains interleaved, one per register. One chain is encrypted by the
 //! scaffolding's xmm chain.
 #![allow(unsafe_code)]
 
-use super::super::scaffold::cbc_kernels;
+use super::super::rounds::cbc_kernels;
 use super::{crypt, Keys, GROUP, REGS};
 use core::arch::x86_64::*;
 

@@ -32,7 +32,8 @@ mod cbc;
 mod ctr;
 mod xts;
 
-use super::scaffold::{aes_kernels, aes_rounds, round_keys};
+use super::rounds::aes_rounds;
+use super::scaffold::{aes_kernels, round_keys};
 use crate::aes_core::Backend;
 use core::arch::x86_64::*;
 

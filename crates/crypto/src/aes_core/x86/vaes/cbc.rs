@@ -1,5 +1,5 @@
 //! CBC on VAES (the kernels around these pieces:
-//! [`cbc_kernels!`](super::super::scaffold::cbc_kernels)).
+//! [`cbc_kernels!`](super::super::rounds::cbc_kernels)).
 //!
 //! - Decryption is parallel: 16 blocks per group; the predecessors of blocks (2i, 2i+1)
 //!   are (2i-1, 2i), a load one block back, except for the first register, whose low lane
@@ -10,7 +10,7 @@
 //!   (lane 0 and lane 1), up to 8 registers = 16 sectors advancing together.
 #![allow(unsafe_code)]
 
-use super::super::scaffold::cbc_kernels;
+use super::super::rounds::cbc_kernels;
 use super::{crypt, Keys, GROUP, REGS};
 use core::arch::x86_64::*;
 
