@@ -13,8 +13,8 @@ use zeroize::Zeroize;
 
 /// The arguments of a stitched kernel's call, in this order: the counter `ctr` and the
 /// GHASH state `y`, then `len` bytes from `src` to `dst`, then `j0` (E_K(J0) goes there)
-/// and `lens` as in [`message`] (with `lens`, the final GHASH comes back in `y` and the
-/// tag in `j0`).
+/// and `lens` as in [`message`] (with `lens`, the tag comes back in `j0`; without, the
+/// GHASH state in `y`).
 pub(crate) struct Args<'a>(
     pub(crate) &'a mut u128,
     pub(crate) &'a mut u128,
@@ -171,7 +171,7 @@ pub(crate) fn message<P: Stitched>(
     // SAFETY: all of `data`, whole groups unless the kernel takes any length, and a counter
     // that does not wrap within it (checked above).
     unsafe { pair.kernel(decrypt, Args(ctr, y, src, dst, len, j0, lens)) };
-    // The final GHASH is tag ^ E_K(J0): wiped like the streaming state.
+    // The hash of the AAD the kernel started from: wiped like the streaming state.
     y.zeroize();
     true
 }
@@ -191,24 +191,23 @@ pub(crate) fn encrypt_j0(block: &mut Block, rounds: usize, key: impl Fn(usize) -
     }
 }
 
-/// Replaces E_K(J0) in `block` by the tag: the final GHASH `h` (as kept in a register) in
-/// GCM's byte order, XORed with E_K(J0).
+/// The end of a kernel call, with the GHASH state `h` as the kernel kept it in a register:
+/// at the end of a message (`lens`), the tag, GHASH ^ E_K(J0), replaces E_K(J0) in `j0` and
+/// the final GHASH goes nowhere else; otherwise the state is handed back in `y`. Either way
+/// the kernel's copy is wiped.
 #[inline]
 #[target_feature(enable = "aes,sse4.1")]
-pub(crate) fn tag_in_place(block: &mut Block, h: __m128i) {
-    // SAFETY: `block` is 16 readable and writable bytes; unaligned load and store.
-    unsafe {
-        let ek = _mm_loadu_si128(block.as_ptr().cast());
-        let tag = _mm_xor_si128(bswap_xmm(h), ek);
-        _mm_storeu_si128(block.as_mut_ptr().cast(), tag);
+pub(crate) fn finish(h: &mut __m128i, y: &mut u128, j0: Option<&mut Block>, lens: Option<u128>) {
+    match (j0, lens) {
+        (Some(block), Some(_)) => {
+            // SAFETY: `block` is 16 readable and writable bytes; unaligned load and store.
+            unsafe {
+                let ek = _mm_loadu_si128(block.as_ptr().cast());
+                let tag = _mm_xor_si128(bswap_xmm(*h), ek);
+                _mm_storeu_si128(block.as_mut_ptr().cast(), tag);
+            }
+        }
+        _ => *y = from_xmm(*h),
     }
-}
-
-/// Hands the final GHASH register `h` back as the integer `*y` and wipes both copies the
-/// kernel made (the register variable and the bytes it went through).
-#[inline]
-#[target_feature(enable = "aes,sse4.1")]
-pub(crate) fn hand_back(h: &mut __m128i, y: &mut u128) {
-    *y = from_xmm(*h);
     h.zeroize();
 }

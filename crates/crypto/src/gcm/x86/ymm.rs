@@ -49,7 +49,7 @@
 //! 128-bit counter arithmetic of the CTR kernel equals `inc32` here.
 #![allow(unsafe_code)]
 
-use super::glue::{self, encrypt_j0, hand_back, tag_in_place};
+use super::glue::{self, encrypt_j0};
 use crate::aes_core::x86::vaes::ctr::counters;
 use crate::aes_core::x86::vaes::{Keys, GROUP};
 use crate::aes_core::{expand_key, Backend};
@@ -110,8 +110,9 @@ impl glue::Stitched for Pair {
 /// `j0`, if given, is encrypted in place with the same key (GCM's E_K(J0)) at the start:
 /// one dependent chain of rounds on xmm that the core runs under the first group, instead
 /// of a separate latency-bound call before the bulk. `lens`, if given, is GCM's length
-/// block (the data ends the message): it is hashed after the data, `*y` comes back as the
-/// final GHASH and `j0` (which must then be given) as the tag, GHASH ^ E_K(J0).
+/// block (the data ends the message): it is hashed after the data and `j0` (which must
+/// then be given) comes back as the tag, GHASH ^ E_K(J0); the final GHASH leaves the
+/// registers nowhere (`glue::finish`).
 #[target_feature(enable = "avx2,aes,vaes,vpclmulqdq,pclmulqdq")]
 unsafe fn gcm_vaes_avx2<const DEC: bool>(k: &Keys, g: &GhashKey, args: glue::Args<'_>) {
     let glue::Args(ctr, y, src, dst, len, j0, lens) = args;
@@ -136,10 +137,7 @@ unsafe fn gcm_vaes_avx2<const DEC: bool>(k: &Keys, g: &GhashKey, args: glue::Arg
     if let Some(l) = lens {
         run.h = mul_h(g, _mm_xor_si128(run.h, to_xmm(l)));
     }
-    if let (Some(b), Some(_)) = (j0, lens) {
-        tag_in_place(b, run.h);
-    }
-    hand_back(&mut run.h, y);
+    glue::finish(&mut run.h, y, j0, lens);
 }
 
 /// One call of this kernel: the counter of the next group, and the sums of a run of `FAR`

@@ -33,7 +33,7 @@
 //! 32-bit counter within the message.
 #![allow(unsafe_code)]
 
-use super::glue::{self, encrypt_j0, hand_back, tag_in_place};
+use super::glue::{self, encrypt_j0};
 use crate::aes_core::x86::scaffold::round_keys;
 use crate::aes_core::x86::vaes;
 use crate::aes_core::{expand_key, Backend};
@@ -101,9 +101,9 @@ impl glue::Stitched for Pair {
 /// 32-bit counter `*ctr` (advanced by the blocks done) and hashes the ciphertext into `*y`.
 /// `j0`, if given, is encrypted in place (GCM's E_K(J0)) on xmm at the start, a dependent
 /// chain that runs under the first group. `lens`, if given, is GCM's length block (the data
-/// ends the message): it is hashed in the last group's reduction, `*y` comes back as the
-/// final GHASH, and `j0` (which must then be given) as the tag, GHASH ^ E_K(J0), so that
-/// neither leaves the registers on its own.
+/// ends the message): it is hashed in the last group's reduction and `j0` (which must then
+/// be given) comes back as the tag, GHASH ^ E_K(J0); neither E_K(J0) nor the final GHASH
+/// leaves the registers on its own (`glue::finish`).
 ///
 /// # Safety
 /// The CPU features of the avx512 backend (a `ZmmKeys` and a `GhashKey` exist); `src` and
@@ -134,10 +134,7 @@ unsafe fn gcm_vaes_avx512(k: &ZmmKeys, g: &GhashKey, decrypt: bool, args: glue::
         (true, _) => run.groups::<true, 14>(groups, rest, lens),
     }
     *ctr = run.ctr.scalar;
-    if let (Some(b), Some(_)) = (j0, lens) {
-        tag_in_place(b, run.h);
-    }
-    hand_back(&mut run.h, y);
+    glue::finish(&mut run.h, y, j0, lens);
 }
 
 /// One call of this kernel: its counters, and the sums a [`FIRST`] step leaves for the
