@@ -12,25 +12,31 @@ use crate::Error;
 use zeroize::{Zeroize, ZeroizeOnDrop};
 
 /// The per-message state of the one-shot and streaming paths: O(1), at most one partial
-/// block. Zeroized on drop.
+/// block. Its secrets (the hash state, E_K(J0), keystream and data of the partial block)
+/// are zeroized on drop.
 #[derive(Zeroize, ZeroizeOnDrop)]
 pub(super) struct Stream {
     /// The counter block of the next keystream block not yet generated.
+    #[zeroize(skip)]
     ctr: u128,
     /// The GHASH state.
     y: u128,
     /// J0 until `ek_done`, then E_K(J0): the block is encrypted by the first stitched bulk
     /// call (alongside the data) or, failing that, by [`Stream::tag`].
     ek_j0: Block,
+    #[zeroize(skip)]
     ek_done: bool,
+    #[zeroize(skip)]
     aad_len: u64,
     /// Message bytes processed so far.
+    #[zeroize(skip)]
     pub(super) len: u64,
     /// Keystream of the current partial block (valid when `pos > 0`).
     ks: Block,
     /// Ciphertext bytes `[0, pos)` of the current partial block.
     partial: Block,
     /// Bytes used of the current partial block; 0 at a block boundary.
+    #[zeroize(skip)]
     pos: usize,
 }
 

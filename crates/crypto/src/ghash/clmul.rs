@@ -74,16 +74,13 @@ pub(crate) fn to_xmm(y: u128) -> __m128i {
     unsafe { _mm_set_epi64x((y >> 64) as i64, y as i64) }
 }
 
-/// The state kept in the register `x` back as an integer; the bytes it passes through on
-/// the stack are wiped.
+/// Stores the state kept in the register `x` into the integer `y` (the inverse of
+/// [`to_xmm`]), straight from the register: no copy on the stack.
 #[inline(always)]
-pub(crate) fn from_xmm(x: __m128i) -> u128 {
-    let mut out = [0u8; 16];
-    // SAFETY: `out` is 16 writable bytes; unaligned store (SSE2, the x86-64 baseline).
-    unsafe { _mm_storeu_si128(out.as_mut_ptr().cast(), x) };
-    let y = u128::from_le_bytes(out);
-    out.zeroize();
-    y
+pub(crate) fn store_xmm(y: &mut u128, x: __m128i) {
+    // SAFETY: a u128 is 16 writable bytes, stored little-endian on x86-64, which is the
+    // order of `to_xmm`'s lanes; unaligned store (SSE2, the x86-64 baseline).
+    unsafe { _mm_storeu_si128((y as *mut u128).cast(), x) };
 }
 
 /// Byte reversal of a block (GCM's blocks are big-endian).
@@ -130,5 +127,5 @@ fn update_pclmul(key: &Key, y: &mut u128, blocks: &[u8]) {
         let low = _mm_xor_si128(lo, _mm_slli_si128::<8>(mid));
         acc = reduce(high, low);
     }
-    *y = from_xmm(acc);
+    store_xmm(y, acc);
 }

@@ -21,7 +21,7 @@
 
 #![allow(unsafe_code)]
 
-use super::clmul::{from_xmm, reduce, to_xmm};
+use super::clmul::{reduce, store_xmm, to_xmm};
 use core::arch::x86_64::*;
 use zeroize::{Zeroize, ZeroizeOnDrop};
 
@@ -231,5 +231,5 @@ fn update_zmm(key: &Key, y: &mut u128, blocks: &[u8]) {
         }
         y_acc = finish(acc);
     }
-    *y = from_xmm(y_acc);
+    store_xmm(y, y_acc);
 }

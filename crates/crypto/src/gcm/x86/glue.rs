@@ -7,7 +7,7 @@
 use crate::aes_core::x86::scaffold::encrypt_xmm;
 use crate::block::Block;
 use crate::buf::InOut;
-use crate::ghash::clmul::{bswap_xmm, from_xmm};
+use crate::ghash::clmul::{bswap_xmm, store_xmm};
 use core::arch::x86_64::*;
 use zeroize::Zeroize;
 
@@ -207,7 +207,7 @@ pub(crate) fn finish(h: &mut __m128i, y: &mut u128, j0: Option<&mut Block>, lens
                 _mm_storeu_si128(block.as_mut_ptr().cast(), tag);
             }
         }
-        _ => *y = from_xmm(*h),
+        _ => store_xmm(y, *h),
     }
     h.zeroize();
 }

@@ -145,6 +145,15 @@ unsafe fn gcm_vaes_avx2<const DEC: bool>(k: &Keys, g: &GhashKey, args: glue::Arg
 type Run<'a> = glue::Call<'a, Keys, GhashKey, u128, [__m256i; 3]>;
 
 impl Run<'_> {
+    /// Group `i` through [`step`], with the call's state taken apart into its arguments (a
+    /// step reading them from this struct ran decryption slower, as on zmm).
+    #[inline(always)]
+    unsafe fn step<const MODE: u8, const R: usize>(&mut self, i: usize) {
+        let (s, d, hashed) = self.at::<GROUP>(i);
+        let (h, ctr, carry) = (&mut self.h, &mut self.ctr, &mut self.carry);
+        step::<MODE, R>(self.k, self.g, s, d, hashed, h, ctr, carry);
+    }
+
     /// The loop over `groups` whole groups for a key of `R` rounds (see [`gcm_vaes_avx2`]).
     #[inline(always)]
     unsafe fn groups<const DEC: bool, const R: usize>(&mut self, groups: usize) {
@@ -155,23 +164,23 @@ impl Run<'_> {
         let (first, hashing) = if DEC { (0, groups) } else { (1, groups - 1) };
         let end = first + hashing;
         if !DEC {
-            step::<NO_HASH, R>(self, 0);
+            self.step::<NO_HASH, R>(0);
         }
         let mut i = first;
         while i + FAR <= end {
-            step::<{ mode(3, true, false) }, R>(self, i);
-            step::<{ mode(2, false, false) }, R>(self, i + 1);
-            step::<{ mode(1, false, false) }, R>(self, i + 2);
-            step::<{ mode(0, false, true) }, R>(self, i + 3);
+            self.step::<{ mode(3, true, false) }, R>(i);
+            self.step::<{ mode(2, false, false) }, R>(i + 1);
+            self.step::<{ mode(1, false, false) }, R>(i + 2);
+            self.step::<{ mode(0, false, true) }, R>(i + 3);
             i += FAR;
         }
         if i + 2 <= end {
-            step::<{ mode(1, true, false) }, R>(self, i);
-            step::<{ mode(0, false, true) }, R>(self, i + 1);
+            self.step::<{ mode(1, true, false) }, R>(i);
+            self.step::<{ mode(0, false, true) }, R>(i + 1);
             i += 2;
         }
         if i < end {
-            step::<{ mode(0, true, true) }, R>(self, i);
+            self.step::<{ mode(0, true, true) }, R>(i);
         }
         if !DEC {
             self.h = hash_group(self.g, self.h, self.dst.add((groups - 1) * GROUP));
@@ -187,17 +196,25 @@ const fn mode(table: u8, first: bool, reduce: bool) -> u8 {
 }
 const NO_HASH: u8 = 0;
 
-/// Group `i`: the CTR rounds of its 16 counters over its source into its destination, and
-/// (unless `MODE` is `NO_HASH`) the GHASH of the 16 blocks of step `i`'s hashed group: pair
-/// `p` after round `p` for p = 1..=7 (they do not need the running hash), then, after the
-/// last round and the stores, pair 0 (with the running hash in the first step of a run) and,
-/// in the last, the reduction, whose latency chain overlaps the next step's first rounds.
-/// `carry` holds the unreduced sums from one step of a run to the next.
+/// One group: the CTR rounds of 16 counters from `*ctr` over `s` into `d`, and (unless
+/// `MODE` is `NO_HASH`) the GHASH of the 16 blocks at `hashed` into the running hash `h`:
+/// pair `p` after round `p` for p = 1..=7 (they do not need the running hash), then, after
+/// the last round and the stores, pair 0 (with the running hash in the first step of a run)
+/// and, in the last, the reduction, whose latency chain overlaps the next step's first
+/// rounds. `carry` holds the unreduced sums from one step of a run to the next.
+#[allow(clippy::too_many_arguments)]
 #[inline(never)]
 #[target_feature(enable = "avx2,vaes,vpclmulqdq,pclmulqdq")]
-unsafe fn step<const MODE: u8, const R: usize>(run: &mut Run<'_>, i: usize) {
-    let (k, g) = (run.k, run.g);
-    let (s, d, hashed) = run.at::<GROUP>(i);
+unsafe fn step<const MODE: u8, const R: usize>(
+    k: &Keys,
+    g: &GhashKey,
+    s: *const u8,
+    d: *mut u8,
+    hashed: *const u8,
+    h: &mut __m128i,
+    ctr: &mut u128,
+    carry: &mut [__m256i; 3],
+) {
     let hash = MODE & 1 << 4 != 0;
     let table = (MODE & 3) as usize;
     let first_of_run = MODE & 1 << 2 != 0;
@@ -210,8 +227,8 @@ unsafe fn step<const MODE: u8, const R: usize>(run: &mut Run<'_>, i: usize) {
         _mm256_shuffle_epi8(_mm256_loadu_si256(hashed.add(32 * p).cast()), bswap)
     };
     let mul = |at: usize, x: __m256i, acc: &mut [__m256i; 3]| mul_add_table(g, table, at, x, acc);
-    let mut v = counters(run.ctr);
-    run.ctr = run.ctr.wrapping_add(16);
+    let mut v = counters(*ctr);
+    *ctr = ctr.wrapping_add(16);
     let first = k.key::<false>(0);
     for r in v.iter_mut() {
         *r = _mm256_xor_si256(*r, first);
@@ -225,7 +242,7 @@ unsafe fn step<const MODE: u8, const R: usize>(run: &mut Run<'_>, i: usize) {
     let mut acc = if first_of_run {
         [_mm256_setzero_si256(); 3]
     } else {
-        run.carry
+        *carry
     };
     for round in 1..N / 2 {
         let kr = k.key::<false>(round);
@@ -250,15 +267,15 @@ unsafe fn step<const MODE: u8, const R: usize>(run: &mut Run<'_>, i: usize) {
     }
     if hash {
         let x = if first_of_run {
-            _mm256_xor_si256(p0, _mm256_zextsi128_si256(run.h))
+            _mm256_xor_si256(p0, _mm256_zextsi128_si256(*h))
         } else {
             p0
         };
         mul(0, x, &mut acc);
         if reduce {
-            run.h = finish_group(acc);
+            *h = finish_group(acc);
         } else {
-            run.carry = acc;
+            *carry = acc;
         }
     }
 }
