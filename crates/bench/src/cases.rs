@@ -31,83 +31,39 @@ const SECTOR_BUFFER: usize = 256 << 10;
 
 pub(crate) fn all() -> Vec<Case> {
     vec![
-        Case {
-            name: "aes-128-xts/4096",
-            build: |b, _, _| xts_sectors(b, 32, 4096, true),
-        },
-        Case {
-            name: "aes-256-xts/4096",
-            build: |b, _, _| xts_sectors(b, 64, 4096, true),
-        },
-        Case {
-            name: "aes-256-xts-dec/4096",
-            build: |b, _, _| xts_sectors(b, 64, 4096, false),
-        },
-        Case {
-            name: "aes-256-xts/512",
-            build: |b, _, _| xts_sectors(b, 64, 512, true),
-        },
-        Case {
-            name: "aes-256-ctr/16384",
-            build: |b, _, _| message(b, "ctr", 16384),
-        },
-        Case {
-            name: "aes-256-cbc-dec/16384",
-            build: |b, _, _| message(b, "cbc-dec", 16384),
-        },
-        Case {
-            name: "aes-256-ecb/16384",
-            build: |b, _, _| message(b, "ecb", 16384),
-        },
-        Case {
-            name: "aes-256-cbc-enc/16384",
-            build: |b, _, _| message(b, "cbc-enc", 16384),
-        },
-        Case {
-            name: "aes-256-cbc-enc-sectors/4096x64",
-            build: |b, _, _| cbc_sectors(b, 4096, 64),
-        },
-        Case {
-            name: "aes-256-xts/4096-mt",
-            build: xts_multithreaded,
-        },
-        Case {
-            name: "aes-256-gcm/16384",
-            build: |b, _, _| gcm(b, 32, 16384, true),
-        },
-        Case {
-            name: "aes-256-gcm/512",
-            build: |b, _, _| gcm(b, 32, 512, true),
-        },
-        Case {
-            name: "aes-128-gcm/16384",
-            build: |b, _, _| gcm(b, 16, 16384, true),
-        },
-        Case {
-            name: "aes-256-gcm-dec/16384",
-            build: |b, _, _| gcm(b, 32, 16384, false),
-        },
-        Case {
-            name: "gost89-cnt/16384",
-            build: |b, _, _| gost(b, "gost89-cnt", 16384),
-        },
-        Case {
-            name: "magma-ctr/16384",
-            build: |b, _, _| gost(b, "magma-ctr", 16384),
-        },
-        Case {
-            name: "gost89-ecb/16384",
-            build: |b, _, _| gost(b, "gost89-ecb", 16384),
-        },
-        Case {
-            name: "gost89-cfb/16384",
-            build: |b, _, _| gost(b, "gost89-cfb", 16384),
-        },
-        Case {
-            name: "gost89-mac/16384",
-            build: |b, _, _| gost(b, "gost89-mac", 16384),
-        },
+        case("aes-128-xts/4096", |b, _, _| xts_sectors(b, 32, 4096, true)),
+        case("aes-256-xts/4096", |b, _, _| xts_sectors(b, 64, 4096, true)),
+        case("aes-256-xts-dec/4096", |b, _, _| {
+            xts_sectors(b, 64, 4096, false)
+        }),
+        case("aes-256-xts/512", |b, _, _| xts_sectors(b, 64, 512, true)),
+        case("aes-256-ctr/16384", |b, _, _| message(b, "ctr", 16384)),
+        case("aes-256-cbc-dec/16384", |b, _, _| {
+            message(b, "cbc-dec", 16384)
+        }),
+        case("aes-256-ecb/16384", |b, _, _| message(b, "ecb", 16384)),
+        case("aes-256-cbc-enc/16384", |b, _, _| {
+            message(b, "cbc-enc", 16384)
+        }),
+        case("aes-256-cbc-enc-sectors/4096x64", |b, _, _| {
+            cbc_sectors(b, 4096, 64)
+        }),
+        case("aes-256-xts/4096-mt", xts_multithreaded),
+        case("aes-256-gcm/16384", |b, _, _| gcm(b, 32, 16384, true)),
+        case("aes-256-gcm/512", |b, _, _| gcm(b, 32, 512, true)),
+        case("aes-128-gcm/16384", |b, _, _| gcm(b, 16, 16384, true)),
+        case("aes-256-gcm-dec/16384", |b, _, _| gcm(b, 32, 16384, false)),
+        case("gost89-cnt/16384", |b, _, _| gost(b, "gost89-cnt", 16384)),
+        case("magma-ctr/16384", |b, _, _| gost(b, "magma-ctr", 16384)),
+        case("gost89-ecb/16384", |b, _, _| gost(b, "gost89-ecb", 16384)),
+        case("gost89-cfb/16384", |b, _, _| gost(b, "gost89-cfb", 16384)),
+        case("gost89-mac/16384", |b, _, _| gost(b, "gost89-mac", 16384)),
     ]
+}
+
+/// A case named `name`, built by `build`.
+const fn case(name: &'static str, build: Build) -> Case {
+    Case { name, build }
 }
 
 /// Deterministic filler: the content does not matter to the ciphers, only that both sides
