@@ -61,8 +61,8 @@ pub(crate) fn all() -> Vec<Case> {
     ]
 }
 
-/// One named case.
-fn case(name: &'static str, build: Build) -> Case {
+/// A case named `name`, built by `build`.
+const fn case(name: &'static str, build: Build) -> Case {
     Case { name, build }
 }
 

@@ -17,6 +17,10 @@ pub mod clock;
 mod stats;
 
 use sectorcrypt_crypto::{cpu, Backend};
+
+/// The probe of how the AES and carry-less multiply units share the core (`sectorcrypt
+/// bench --probe`): seconds per loop step of named mixes of independent instructions.
+pub use sectorcrypt_crypto::hazmat::probe_units;
 use serde::Serialize;
 use std::io::Write;
 use std::time::Instant;

@@ -32,7 +32,7 @@ pub fn run(a: BenchArgs) -> Result<(), Failure> {
 
 /// `--probe`: cycles per step of the unit probe, at the clock measured in this process.
 fn probe(quick: bool) -> Result<(), Failure> {
-    let steps = sectorcrypt_crypto::probe_units();
+    let steps = sectorcrypt_bench::probe_units();
     if steps.is_empty() {
         return Err(Failure::runtime(
             "the probe needs the vaes backend's CPU features",

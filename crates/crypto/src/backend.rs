@@ -1,222 +1,337 @@
-//! Which implementation runs: the backends, their availability on this CPU, the
-//! `SECTORCRYPT_BACKEND` override and the known-answer self-test run before first use.
+//! Which implementation runs, for every algorithm family: the one self-test registry, the
+//! CPU checks and the one reading of `SECTORCRYPT_BACKEND`.
+//!
+//! A family (AES, GHASH, GOST) is an enum of backends implementing [`Family`]: its
+//! backends fastest first, each with the CPU features it needs and its known-answer
+//! self-test. The functions here do the rest for all of them:
+//! - [`check_cpu`]: the features this CPU lacks for a backend, in one error;
+//! - [`ensure_usable`]: the CPU check, then the self-test, run once per backend and
+//!   remembered in one registry (AES-GCM's pairs of AES and GHASH are tested through the
+//!   same registry, with [`self_test_passed`]); a backend that fails is never used;
+//! - [`selected`]: the backend new keys take, decided once per family. Unset or empty
+//!   `SECTORCRYPT_BACKEND`: the fastest usable backend. Otherwise the name must be one some
+//!   family has and this CPU can run: the family with that backend takes it; a family
+//!   without it takes its portable backend (`avx2`: AES `soft`, GOST `avx2`; `aesni`:
+//!   AES `aesni`, GOST `soft`). An unknown or unusable name is an error, never a silent
+//!   fallback.
+//!
+//! The families that share `SECTORCRYPT_BACKEND` are introduced to each other by
+//! [`Selectable::Other`], implemented at the crate root, so that this module and the
+//! family modules name none of the others.
 
-use crate::error::BackendError;
-use crate::{cpu, Error};
-use std::fmt;
+use crate::cpu::{self, Feature};
+use crate::error::{BackendError, Error};
 use std::sync::OnceLock;
 
-/// An implementation of the AES kernels.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Backend {
-    /// Portable, constant-time (bitsliced), no `unsafe`. Always available; the reference.
-    Soft,
-    /// AES-NI + PCLMULQDQ on xmm registers.
-    Aesni,
-    /// VAES + VPCLMULQDQ on 256-bit ymm registers (AVX2 integer ops, no AVX-512).
-    Vaes,
-    /// The `vaes` kernels, with GCM on 512-bit zmm registers (AVX-512F/BW/VL): four blocks
-    /// per instruction and 32 registers, which the carry-less multiplications need.
-    Avx512,
+/// The rows of the self-test registry; the name is the `algorithm` of a [`BackendError`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Algorithm {
+    Aes,
+    Ghash,
+    AesGcm,
+    Gost,
 }
 
-impl Backend {
-    /// Every AES backend, fastest first (the default preference order).
-    pub const ALL: [Backend; 4] = [
-        Backend::Avx512,
-        Backend::Vaes,
-        Backend::Aesni,
-        Backend::Soft,
-    ];
+impl Algorithm {
+    const COUNT: usize = 4;
+
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Algorithm::Aes => "aes",
+            Algorithm::Ghash => "ghash",
+            Algorithm::AesGcm => "aes-gcm",
+            Algorithm::Gost => "gost",
+        }
+    }
+}
+
+/// The most backends a family has.
+const MAX_BACKENDS: usize = 4;
+
+/// An enum of the backends of one algorithm family.
+pub(crate) trait Family: Copy + PartialEq + 'static {
+    /// Its row in the registry.
+    const ALGORITHM: Algorithm;
+    /// Every backend, fastest first; the last is the portable one, which every CPU runs.
+    const ALL: &'static [Self];
 
     /// The name used by `SECTORCRYPT_BACKEND`, `--backend` and the reports.
-    pub fn name(self) -> &'static str {
-        match self {
-            Backend::Soft => "soft",
-            Backend::Aesni => "aesni",
-            Backend::Vaes => "vaes",
-            Backend::Avx512 => "avx512",
+    fn name(self) -> &'static str;
+
+    /// The CPU features the backend needs, in the order a "missing" error lists them, or
+    /// `None` when this build has no code for it (another architecture).
+    fn needs(self) -> Option<&'static [Feature]>;
+
+    /// The known-answer self-test, run once by [`ensure_usable`] before first use.
+    fn self_test(self) -> bool;
+}
+
+/// A family whose backend `SECTORCRYPT_BACKEND` chooses.
+pub(crate) trait Selectable: Family {
+    /// The other family sharing the variable: a name only it has gives this family its
+    /// portable backend.
+    type Other: Selectable;
+}
+
+/// Defines a family's enum of backends, fastest first, each with its name and the CPU
+/// features it needs (`x86 [...]`: on x86-64 only; `portable`: none, everywhere), with its
+/// `ALL` list, `name()`, `Display`, the public checks (`check_cpu`, `ensure_usable`,
+/// `usable`) and its [`Family`] implementation.
+macro_rules! family {
+    (
+        $(#[$attr:meta])*
+        pub enum $name:ident: $algorithm:ident, self_test: $test:path {
+            $(
+                $(#[$vattr:meta])*
+                $variant:ident = $vname:literal, $kind:ident $([$($need:ident),*])?
+            ),* $(,)?
         }
-    }
-
-    /// A dense index (for per-backend tables).
-    pub(crate) fn index(self) -> usize {
-        match self {
-            Backend::Soft => 0,
-            Backend::Aesni => 1,
-            Backend::Vaes => 2,
-            Backend::Avx512 => 3,
+    ) => {
+        $(#[$attr])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        #[non_exhaustive]
+        pub enum $name {
+            $($(#[$vattr])* $variant,)*
         }
-    }
 
-    /// Parses a backend name.
-    pub fn from_name(name: &str) -> Result<Backend, Error> {
-        Backend::ALL
-            .into_iter()
-            .find(|b| b.name() == name)
-            .ok_or_else(|| Error::unknown_name("backend", name, backend_names()))
-    }
+        // (GHASH's enum is public only with the test hooks; without them nothing calls
+        // some of these.)
+        #[allow(dead_code)]
+        impl $name {
+            /// Every backend, fastest first (the default preference order).
+            pub const ALL: [$name; [$($vname),*].len()] = [$($name::$variant),*];
 
-    /// `Ok` when this CPU and OS can run the backend; otherwise what is missing.
-    pub fn check_cpu(self) -> Result<(), Error> {
-        let f = cpu::features();
-        let missing: Vec<&str> = match self {
-            Backend::Soft => vec![],
-            Backend::Aesni => [
-                ("aes", f.aes),
-                ("pclmulqdq", f.pclmulqdq),
-                ("sse4.1", f.sse41),
-            ]
-            .iter()
-            .filter(|(_, on)| !on)
-            .map(|(n, _)| *n)
-            .collect(),
-            Backend::Vaes => [
-                ("aes", f.aes),
-                ("avx2", f.avx2),
-                ("vaes", f.vaes),
-                ("vpclmulqdq", f.vpclmulqdq),
-                ("os ymm state", f.os_ymm),
-            ]
-            .iter()
-            .filter(|(_, on)| !on)
-            .map(|(n, _)| *n)
-            .collect(),
-            Backend::Avx512 => [
-                ("aes", f.aes),
-                ("pclmulqdq", f.pclmulqdq),
-                ("avx2", f.avx2),
-                ("vaes", f.vaes),
-                ("vpclmulqdq", f.vpclmulqdq),
-                ("os zmm state", f.os_zmm),
-                ("avx512f", f.avx512f),
-                ("avx512bw", f.avx512bw),
-                ("avx512vl", f.avx512vl),
-            ]
-            .iter()
-            .filter(|(_, on)| !on)
-            .map(|(n, _)| *n)
-            .collect(),
-        };
-        if missing.is_empty() && self.compiled_in() {
-            Ok(())
-        } else if !self.compiled_in() {
-            Err(self.unavailable("not built for this architecture".into()))
-        } else {
-            Err(self.unavailable(format!("missing {}", missing.join(", "))))
-        }
-    }
-
-    fn compiled_in(self) -> bool {
-        match self {
-            Backend::Soft => true,
-            Backend::Aesni | Backend::Vaes | Backend::Avx512 => cfg!(target_arch = "x86_64"),
-        }
-    }
-
-    /// `Ok` when the backend can run here and passed its known-answer self-test (run once,
-    /// on first use). A backend that fails is never used.
-    pub fn ensure_usable(self) -> Result<(), Error> {
-        self.check_cpu()?;
-        static RESULTS: [OnceLock<bool>; 4] = [const { OnceLock::new() }; 4];
-        if *RESULTS[self.index()].get_or_init(|| crate::aes::self_test(self)) {
-            Ok(())
-        } else {
-            Err(BackendError::SelfTestFailed {
-                algorithm: "aes",
-                backend: self.name(),
+            /// The name used by `SECTORCRYPT_BACKEND`, `--backend` and the reports.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $($name::$variant => $vname,)*
+                }
             }
-            .into())
+
+            /// `Ok` when this CPU and OS can run the backend; otherwise what is missing.
+            pub fn check_cpu(self) -> Result<(), $crate::Error> {
+                $crate::backend::check_cpu(self)
+            }
+
+            /// `Ok` when the backend can run here and passed its known-answer self-test
+            /// (run once, on first use). A backend that fails is never used.
+            pub fn ensure_usable(self) -> Result<(), $crate::Error> {
+                $crate::backend::ensure_usable(self)
+            }
+
+            /// The backends this CPU can run and that pass their self-test, fastest first.
+            pub fn usable() -> Vec<$name> {
+                $crate::backend::usable()
+            }
         }
-    }
 
-    /// The backends this CPU can run and that pass their self-test, fastest first.
-    pub fn usable() -> Vec<Backend> {
-        Backend::ALL
-            .into_iter()
-            .filter(|b| b.ensure_usable().is_ok())
-            .collect()
-    }
+        impl ::std::fmt::Display for $name {
+            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+                f.write_str(self.name())
+            }
+        }
 
-    /// The backend new keys use: `SECTORCRYPT_BACKEND` when set (see
-    /// [`Backend::for_forced_name`]; an error when it names an unknown or unusable
-    /// backend), otherwise the fastest usable one. Decided once.
-    pub fn selected() -> Result<Backend, Error> {
-        static SELECTED: OnceLock<Result<Backend, Error>> = OnceLock::new();
-        SELECTED
-            .get_or_init(|| match std::env::var("SECTORCRYPT_BACKEND") {
-                Ok(name) if !name.is_empty() => Backend::for_forced_name(&name),
-                _ => Ok(Backend::usable().first().copied().unwrap_or(Backend::Soft)),
-            })
-            .clone()
+        impl $crate::backend::Family for $name {
+            const ALGORITHM: $crate::backend::Algorithm = $crate::backend::Algorithm::$algorithm;
+            const ALL: &'static [$name] = &$name::ALL;
+
+            fn name(self) -> &'static str {
+                $name::name(self)
+            }
+
+            fn needs(self) -> Option<&'static [$crate::cpu::Feature]> {
+                match self {
+                    $($name::$variant => $crate::backend::family!(@needs $kind $([$($need),*])?),)*
+                }
+            }
+
+            fn self_test(self) -> bool {
+                $test(self)
+            }
+        }
+    };
+    (@needs portable) => {
+        Some(&[])
+    };
+    (@needs x86 [$($need:ident),*]) => {
+        if cfg!(target_arch = "x86_64") {
+            Some(&[$($crate::cpu::Feature::$need),*])
+        } else {
+            None
+        }
+    };
+}
+pub(crate) use family;
+
+/// Defines the public methods of a [`Selectable`] family that choose its backend:
+/// `from_name` (an unknown name's error lists `known`: `all` the names any family has, or
+/// `own`), `selected` and `for_forced_name`.
+macro_rules! selectable {
+    ($name:ident, unknown: $what:literal lists $known:ident) => {
+        impl $name {
+            /// Parses a backend name.
+            pub fn from_name(name: &str) -> Result<$name, $crate::Error> {
+                $crate::backend::from_name(name).ok_or_else(|| {
+                    $crate::Error::unknown_name($what, name, $crate::backend::selectable!(@known $known $name))
+                })
+            }
+
+            /// The backend new keys use, decided once: the fastest usable one, unless
+            /// `SECTORCRYPT_BACKEND` names one ([`Self::for_forced_name`]; an error when it
+            /// names an unknown or unusable backend).
+            pub fn selected() -> Result<$name, $crate::Error> {
+                $crate::backend::selected()
+            }
+
+            /// What `SECTORCRYPT_BACKEND=name` means here: this algorithm's backend of that
+            /// name, which must be usable; the portable backend when only the other
+            /// algorithm (AES or GOST) has the name, which must be usable there (`avx2`
+            /// gives AES `soft`, `aesni`, `vaes` and `avx512` give GOST `soft`); an error
+            /// for any other name.
+            pub fn for_forced_name(name: &str) -> Result<$name, $crate::Error> {
+                $crate::backend::for_forced_name(name)
+            }
+        }
+    };
+    (@known all $name:ident) => {
+        $crate::backend::all_names::<$name>()
+    };
+    (@known own $name:ident) => {
+        $name::ALL.map($name::name)
+    };
+}
+pub(crate) use selectable;
+
+/// The position of `b` in `F::ALL`.
+pub(crate) fn index<F: Family>(b: F) -> usize {
+    F::ALL.iter().position(|x| *x == b).unwrap_or(0)
+}
+
+/// The backend of `F` called `name`.
+pub(crate) fn from_name<F: Family>(name: &str) -> Option<F> {
+    F::ALL.iter().copied().find(|b| b.name() == name)
+}
+
+/// `Ok` when this CPU and OS can run `b`; otherwise what is missing.
+pub(crate) fn check_cpu<F: Family>(b: F) -> Result<(), Error> {
+    let Some(needs) = b.needs() else {
+        return Err(unavailable(b, "not built for this architecture".into()));
+    };
+    let f = cpu::features();
+    let missing: Vec<&str> = needs
+        .iter()
+        .filter(|n| !f.has(**n))
+        .map(|n| n.name())
+        .collect();
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(unavailable(b, format!("missing {}", missing.join(", "))))
     }
 }
 
-impl Backend {
-    /// What `SECTORCRYPT_BACKEND=name` means for AES: NAME when AES has that backend (it
-    /// must be usable); the portable backend when only another algorithm has it (GOST's
-    /// `avx2`, which must be usable on this CPU); an error for any other name.
-    pub fn for_forced_name(name: &str) -> Result<Backend, Error> {
-        if let Ok(b) = Backend::from_name(name) {
-            b.ensure_usable()?;
-            return Ok(b);
+/// `b` cannot run here, because of `why`.
+pub(crate) fn unavailable<F: Family>(b: F, why: String) -> Error {
+    BackendError::Unavailable {
+        algorithm: F::ALGORITHM.name(),
+        backend: b.name(),
+        why,
+    }
+    .into()
+}
+
+/// `Ok` when `b` can run here and passed its self-test (run once, on first use).
+pub(crate) fn ensure_usable<F: Family>(b: F) -> Result<(), Error> {
+    check_cpu(b)?;
+    self_test_passed(F::ALGORITHM, index(b), b.name(), || b.self_test())
+}
+
+/// The registry: `test` is run the first time row `algorithm`, column `index` is asked
+/// about, and its answer kept for the life of the process. `Ok` when it passed.
+pub(crate) fn self_test_passed(
+    algorithm: Algorithm,
+    index: usize,
+    backend: &'static str,
+    test: impl FnOnce() -> bool,
+) -> Result<(), Error> {
+    static RESULTS: [[OnceLock<bool>; MAX_BACKENDS]; Algorithm::COUNT] =
+        [const { [const { OnceLock::new() }; MAX_BACKENDS] }; Algorithm::COUNT];
+    if *RESULTS[algorithm as usize][index].get_or_init(test) {
+        Ok(())
+    } else {
+        Err(BackendError::SelfTestFailed {
+            algorithm: algorithm.name(),
+            backend,
         }
-        let gost = crate::GostBackend::from_name(name)
-            .map_err(|_| Error::unknown_name("backend", name, backend_names()))?;
-        gost.ensure_usable()?;
-        Ok(Backend::Soft)
+        .into())
     }
 }
 
-impl Backend {
-    /// This backend cannot run here, because of `why`.
-    pub(crate) fn unavailable(self, why: String) -> Error {
-        BackendError::Unavailable {
-            algorithm: "aes",
-            backend: self.name(),
-            why,
-        }
-        .into()
-    }
+/// The backends of `F` this CPU can run and that pass their self-test, fastest first.
+pub(crate) fn usable<F: Family>() -> Vec<F> {
+    F::ALL
+        .iter()
+        .copied()
+        .filter(|b| ensure_usable(*b).is_ok())
+        .collect()
 }
 
-/// Every name `SECTORCRYPT_BACKEND` accepts: the AES backends, then GOST's own.
-fn backend_names() -> impl Iterator<Item = &'static str> {
-    let gost = crate::GostBackend::ALL
-        .into_iter()
-        .map(crate::GostBackend::name);
-    let aes = Backend::ALL.into_iter().map(Backend::name);
-    aes.chain(gost.filter(|g| Backend::ALL.iter().all(|a| a.name() != *g)))
+/// The portable backend of `F`.
+fn portable<F: Family>() -> F {
+    F::ALL[F::ALL.len() - 1]
 }
 
-impl fmt::Display for Backend {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
+/// Every name `SECTORCRYPT_BACKEND` accepts: the AES backends, then those only GOST has.
+pub(crate) fn all_names<F: Selectable>() -> Vec<&'static str> {
+    let (first, second) = if F::ALGORITHM == Algorithm::Aes {
+        (names::<F>(), names::<F::Other>())
+    } else {
+        (names::<F::Other>(), names::<F>())
+    };
+    let extra: Vec<&str> = second.into_iter().filter(|n| !first.contains(n)).collect();
+    first.into_iter().chain(extra).collect()
 }
 
-/// Measures how the AES and carry-less multiply units share the core (see `sectorcrypt
-/// bench --probe`): seconds per loop step of named mixes of independent instructions, on
-/// ymm (when the CPU can run the `vaes` backend) and on zmm (when it can run `avx512`).
-#[doc(hidden)]
-pub fn probe_units() -> Vec<(&'static str, f64)> {
-    #[allow(unused_mut)]
-    let mut out = Vec::new();
-    #[cfg(target_arch = "x86_64")]
-    {
-        use crate::aes::x86::{vaes, vaes512};
-        if Backend::Vaes.check_cpu().is_ok() {
-            let [a, c, m] = vaes::probe::probe(2_000_000);
-            out.extend([
-                ("8 VAESENC ymm", a),
-                ("4 VPCLMULQDQ ymm", c),
-                ("8 VAESENC + 4 VPCLMULQDQ ymm", m),
-            ]);
-        }
-        if Backend::Avx512.check_cpu().is_ok() {
-            out.extend(vaes512::probe::probe(1_000_000));
-        }
+fn names<F: Family>() -> Vec<&'static str> {
+    F::ALL.iter().map(|b| b.name()).collect()
+}
+
+/// What `SECTORCRYPT_BACKEND=name` means for `F`: its backend of that name (which must be
+/// usable); its portable backend when only the other family has the name (which must be
+/// usable there); an error for any other name.
+pub(crate) fn for_forced_name<F: Selectable>(name: &str) -> Result<F, Error> {
+    if let Some(b) = from_name::<F>(name) {
+        ensure_usable(b)?;
+        return Ok(b);
     }
-    out
+    let Some(other) = from_name::<F::Other>(name) else {
+        return Err(Error::unknown_name("backend", name, all_names::<F>()));
+    };
+    ensure_usable(other)?;
+    let b = portable::<F>();
+    ensure_usable(b)?;
+    Ok(b)
+}
+
+/// The backend new keys of `F` take: `SECTORCRYPT_BACKEND` when set (see
+/// [`for_forced_name`]), otherwise the fastest usable one. Decided once per family.
+pub(crate) fn selected<F: Selectable>() -> Result<F, Error> {
+    static FORCED: OnceLock<Option<String>> = OnceLock::new();
+    static SELECTED: [OnceLock<Result<usize, Error>>; Algorithm::COUNT] =
+        [const { OnceLock::new() }; Algorithm::COUNT];
+    let forced = FORCED.get_or_init(|| {
+        std::env::var("SECTORCRYPT_BACKEND")
+            .ok()
+            .filter(|n| !n.is_empty())
+    });
+    SELECTED[F::ALGORITHM as usize]
+        .get_or_init(|| {
+            let b = match forced {
+                Some(name) => for_forced_name::<F>(name)?,
+                None => usable::<F>().first().copied().unwrap_or(portable::<F>()),
+            };
+            Ok(index(b))
+        })
+        .clone()
+        .map(|i| F::ALL[i])
 }

@@ -7,6 +7,27 @@
 //! a block before they write it (they all do: each group of blocks is loaded, transformed,
 //! stored).
 
+use crate::error::InputError;
+use crate::Error;
+
+/// Which way a call goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Direction {
+    Encrypt,
+    Decrypt,
+}
+
+/// Builds the `InOut` of an out-of-place call, refusing different lengths.
+pub(crate) fn split<'a>(src: &'a [u8], dst: &'a mut [u8]) -> Result<InOut<'a>, Error> {
+    if src.len() != dst.len() {
+        return Err(Error::Input(InputError::LengthMismatch {
+            src: src.len(),
+            dst: dst.len(),
+        }));
+    }
+    Ok(InOut::split(src, dst))
+}
+
 /// A source/destination pair of equal length, or one buffer transformed in place.
 #[derive(Debug)]
 pub(crate) enum InOut<'a> {

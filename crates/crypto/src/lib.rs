@@ -1,12 +1,12 @@
 //! sectorcrypt's crypto core.
 //!
 //! # Algorithms and modes
-//! AES-128/192/256 (FIPS-197) with the modes storage uses: [`Ecb`], [`Cbc`], [`Ctr`] (random
-//! access into the keystream), [`Xts`] (IEEE 1619-2007, with ciphertext stealing), and
-//! [`SectorCipher`], which encrypts many dm-crypt sectors in one call with the `plain64`,
-//! `plain` and `essiv:sha256` IV generators.
-//! [`Gcm`] is AES-GCM (SP 800-38D) with one-shot and streaming APIs; its GHASH runs on the
-//! same backend as its AES (soft, PCLMULQDQ, or VPCLMULQDQ on ymm).
+//! AES-128/192/256 (FIPS-197, [`aes`]) with the modes storage uses: [`aes::Ecb`],
+//! [`aes::Cbc`], [`aes::Ctr`] (random access into the keystream), [`aes::Xts`] (IEEE
+//! 1619-2007, with ciphertext stealing), and [`dmcrypt::SectorCipher`], which encrypts many
+//! dm-crypt sectors in one call with the `plain64`, `plain` and `essiv:sha256` IV
+//! generators. [`aes::Gcm`] is AES-GCM (SP 800-38D) with one-shot and streaming APIs.
+//! [`Mode`] and [`Aead`] are two small traits over the mode types of every family.
 //!
 //! GOST 28147-89 ([`gost89`]: ECB, CNT, CFB, CBC and the MAC, little-endian as its
 //! libraries, any of eight S-box sets, optional CryptoPro key meshing) and Magma
@@ -18,18 +18,35 @@
 //! independent blocks); the sequential chains run on the portable code.
 //!
 //! # Backends
-//! Every mode is a whole-buffer kernel of a backend ([`Backend`]):
+//! Every AES mode is a whole-buffer kernel of a backend ([`Backend`]):
 //! - `soft`: portable, bitsliced, constant-time, `#![forbid(unsafe_code)]`; the reference;
 //! - `aesni`: AES-NI + PCLMULQDQ on xmm registers;
 //! - `vaes`: VAES + VPCLMULQDQ on 256-bit ymm registers (no AVX-512 needed);
-//! - `avx512`: the `vaes` kernels, with GCM on 512-bit zmm registers (AVX-512F/BW/VL and
-//!   the OS saving the AVX-512 state).
+//! - `avx512`: the `vaes` kernels, with GCM's stitched loop on 512-bit zmm registers
+//!   (AVX-512F/BW/VL and the OS saving the AVX-512 state).
+//!
+//! GCM pairs each AES backend with the GHASH of the same instruction set (soft, PCLMULQDQ,
+//! VPCLMULQDQ on ymm or on zmm); `vaes` and `avx512` run CTR and GHASH stitched in one loop.
 //!
 //! The CPU is probed once ([`cpu::features`]); each backend runs a known-answer self-test
 //! before its first use and is never used if it fails. New keys take the fastest usable
-//! backend, unless `SECTORCRYPT_BACKEND=soft|aesni|vaes|avx512` names one (an unknown or unusable
-//! name is an error, never a silent fallback). `with_backend` constructors pick one
-//! explicitly, which is how the tests run every backend.
+//! backend, unless `SECTORCRYPT_BACKEND` names one: a backend name of either algorithm
+//! (`soft`, `aesni`, `vaes`, `avx512`, `avx2`), which the algorithm that has it uses and
+//! the other replaces by its portable backend; an unknown name, or one this CPU cannot run,
+//! is an error, never a silent fallback. `with_backend` constructors pick one explicitly,
+//! which is how the tests run every backend.
+//!
+//! # Inside
+//! The public modes (`modes`, `gcm`) sit on the AES core (`aes_core`: key schedule, the
+//! kernel trait, the backends) and on GHASH (`ghash`); the rules that check and choose a
+//! backend, for every algorithm, are in `backend`. Dependencies point one way, from the
+//! modes down to those and to the neutral `block`, `buf`, `cpu` and `error`
+//! (`scripts/module-deps.sh` lists them and fails on a cycle).
+//!
+//! # Test hooks
+//! The `hazmat-testing` feature (off by default) adds the `hazmat` module and a few
+//! constructors for the tests and benchmarks: the internal kernels on a named backend,
+//! nothing a user of the modes needs.
 //!
 //! # Secrets
 //! Expanded keys are zeroized on drop and never appear in `Debug` output or errors.
@@ -40,21 +57,40 @@
 
 pub mod cpu;
 
-pub mod aes;
+mod aes_core;
 mod backend;
+mod block;
 mod buf;
 mod error;
+mod gcm;
 mod ghash;
 mod gost;
 mod modes;
 mod traits;
 
-pub use backend::{probe_units, Backend};
+pub use aes_core::Backend;
 pub use error::{BackendError, Error, InputError, KeyError};
-#[doc(hidden)]
-pub use ghash::Ghash;
 pub use gost::GostBackend;
 pub use traits::{Aead, IvLen, Mode};
+
+// `SECTORCRYPT_BACKEND` is one setting for both algorithm families, and a name only one of
+// them has gives the other its portable backend: each family's choice asks about the
+// other. They are introduced to each other here, at the crate root, so that neither
+// family module (nor the shared rules in `backend`) names the other.
+impl backend::Selectable for Backend {
+    type Other = GostBackend;
+}
+impl backend::Selectable for GostBackend {
+    type Other = Backend;
+}
+
+/// AES (FIPS-197) with the modes storage uses: ECB, CBC, CTR (random access into the
+/// keystream), XTS (IEEE 1619-2007) and GCM (SP 800-38D).
+pub mod aes {
+    pub use crate::block::BLOCK;
+    pub use crate::gcm::{Gcm, GcmDecryptor, GcmEncryptor, GCM_MAX_PLAINTEXT};
+    pub use crate::modes::{Cbc, Ctr, Ecb, Xts};
+}
 
 /// dm-crypt compatible sectors: many sectors per call, with dm-crypt's IV generators
 /// (`aes-xts-plain64`, `aes-cbc-essiv:sha256`, ...).
@@ -63,3 +99,22 @@ pub mod dmcrypt {
 }
 
 pub use gost::{gost89, magma};
+
+/// Test and benchmark hooks (the `hazmat-testing` feature, off by default): the internal
+/// kernels on a named backend, for this crate's tests and `sectorcrypt bench`. Not a
+/// stable interface, and nothing a caller of the modes above needs.
+#[cfg(feature = "hazmat-testing")]
+pub mod hazmat {
+    pub use crate::ghash::{Ghash, GhashBackend};
+
+    /// Measures how the AES and carry-less multiply units share the core (`sectorcrypt
+    /// bench --probe`): seconds per loop step of named mixes of independent instructions,
+    /// on ymm (when the CPU can run the `vaes` backend) and on zmm (when it can run
+    /// `avx512`); empty on other CPUs.
+    pub fn probe_units() -> Vec<(&'static str, f64)> {
+        #[cfg(target_arch = "x86_64")]
+        return crate::gcm::probe_units();
+        #[cfg(not(target_arch = "x86_64"))]
+        Vec::new()
+    }
+}

@@ -44,24 +44,94 @@ pub struct CpuFeatures {
     pub avx512vl: bool,
 }
 
+/// One of the features in [`CpuFeatures`], as the backends list what they need.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Feature {
+    Sse41,
+    Aes,
+    Pclmulqdq,
+    Avx,
+    Avx2,
+    Vaes,
+    Vpclmulqdq,
+    OsYmm,
+    OsZmm,
+    Avx512f,
+    Avx512bw,
+    Avx512vl,
+}
+
+impl Feature {
+    /// Every feature, in the order of the reports.
+    const ALL: [Feature; 12] = [
+        Feature::Sse41,
+        Feature::Aes,
+        Feature::Pclmulqdq,
+        Feature::Avx,
+        Feature::Avx2,
+        Feature::Vaes,
+        Feature::Vpclmulqdq,
+        Feature::OsYmm,
+        Feature::OsZmm,
+        Feature::Avx512f,
+        Feature::Avx512bw,
+        Feature::Avx512vl,
+    ];
+
+    /// The name in the reports (`sectorcrypt backends`, `bench`).
+    fn report_name(self) -> &'static str {
+        match self {
+            Feature::Sse41 => "sse4.1",
+            Feature::Aes => "aes",
+            Feature::Pclmulqdq => "pclmulqdq",
+            Feature::Avx => "avx",
+            Feature::Avx2 => "avx2",
+            Feature::Vaes => "vaes",
+            Feature::Vpclmulqdq => "vpclmulqdq",
+            Feature::OsYmm => "os-ymm-state",
+            Feature::OsZmm => "os-zmm-state",
+            Feature::Avx512f => "avx512f",
+            Feature::Avx512bw => "avx512bw",
+            Feature::Avx512vl => "avx512vl",
+        }
+    }
+
+    /// The name in a backend's "missing ..." error.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Feature::OsYmm => "os ymm state",
+            Feature::OsZmm => "os zmm state",
+            other => other.report_name(),
+        }
+    }
+}
+
 impl CpuFeatures {
+    /// Whether `feature` is present.
+    pub(crate) fn has(&self, feature: Feature) -> bool {
+        match feature {
+            Feature::Sse41 => self.sse41,
+            Feature::Aes => self.aes,
+            Feature::Pclmulqdq => self.pclmulqdq,
+            Feature::Avx => self.avx,
+            Feature::Avx2 => self.avx2,
+            Feature::Vaes => self.vaes,
+            Feature::Vpclmulqdq => self.vpclmulqdq,
+            Feature::OsYmm => self.os_ymm,
+            Feature::OsZmm => self.os_zmm,
+            Feature::Avx512f => self.avx512f,
+            Feature::Avx512bw => self.avx512bw,
+            Feature::Avx512vl => self.avx512vl,
+        }
+    }
+
     /// The names of the features that are present, for `sectorcrypt backends` and `bench`.
     pub fn names(&self) -> Vec<&'static str> {
-        let all = [
-            ("sse4.1", self.sse41),
-            ("aes", self.aes),
-            ("pclmulqdq", self.pclmulqdq),
-            ("avx", self.avx),
-            ("avx2", self.avx2),
-            ("vaes", self.vaes),
-            ("vpclmulqdq", self.vpclmulqdq),
-            ("os-ymm-state", self.os_ymm),
-            ("os-zmm-state", self.os_zmm),
-            ("avx512f", self.avx512f),
-            ("avx512bw", self.avx512bw),
-            ("avx512vl", self.avx512vl),
-        ];
-        all.iter().filter(|(_, on)| *on).map(|(n, _)| *n).collect()
+        Feature::ALL
+            .into_iter()
+            .filter(|f| self.has(*f))
+            .map(Feature::report_name)
+            .collect()
     }
 }
 

@@ -1,4 +1,4 @@
-//! GHASH with PCLMULQDQ on xmm registers (the `aesni` backend's GHASH).
+//! GHASH with PCLMULQDQ on xmm registers (GCM pairs it with the `aesni` AES backend).
 //!
 //! Targets every x86-64 CPU with PCLMULQDQ and SSE4.1 (Westmere and later, every AMD since
 //! Bulldozer). Tuned for long runs of blocks: groups of [`N`] = 8 blocks are multiplied by
@@ -14,7 +14,7 @@
 //! accumulators, `bswap` the byte-reversal shuffle (blocks are big-endian, see
 //! [`super`]), `poly` the reduction constant.
 //!
-//! Calling contract: a [`Key`] is built only after the CPU check of `Backend::Aesni`
+//! Calling contract: a [`Key`] is built only after the CPU check of `GhashBackend::Clmul`
 //! (pclmulqdq, sse4.1) succeeded; that is what makes its safe `update` sound.
 
 #![allow(unsafe_code)]
@@ -53,9 +53,11 @@ impl Key {
 /// algebra): the low 64-bit lane `X0` is folded up by 64 bits as
 /// `X0 * (x^64-shift + 0xC2 << 56)`, which is a lane swap plus one carry-less
 /// multiplication, then the new low lane the same way.
+///
+/// Shared by the ymm and zmm GHASH, which reduce their lane sums on xmm.
 #[inline]
-#[target_feature(enable = "pclmulqdq,sse2,ssse3,sse4.1")]
-fn reduce(high: __m128i, low: __m128i) -> __m128i {
+#[target_feature(enable = "pclmulqdq,sse4.1")]
+pub(crate) fn reduce(high: __m128i, low: __m128i) -> __m128i {
     let poly = _mm_set_epi64x(0, 0xC200_0000_0000_0000_u64 as i64);
     let t = _mm_clmulepi64_si128::<0x00>(low, poly);
     let v = _mm_xor_si128(_mm_shuffle_epi32::<0x4E>(low), t);
@@ -64,10 +66,36 @@ fn reduce(high: __m128i, low: __m128i) -> __m128i {
     _mm_xor_si128(high, w)
 }
 
-#[target_feature(enable = "pclmulqdq,sse2,ssse3,sse4.1")]
+/// The state `y` as kept in a register (GHASH's bit order: the integer's low half in the
+/// low lane).
+#[inline(always)]
+pub(crate) fn to_xmm(y: u128) -> __m128i {
+    // SAFETY: SSE2 is the x86-64 baseline.
+    unsafe { _mm_set_epi64x((y >> 64) as i64, y as i64) }
+}
+
+/// Stores the state kept in the register `x` into the integer `y` (the inverse of
+/// [`to_xmm`]), straight from the register: no copy on the stack.
+#[inline(always)]
+pub(crate) fn store_xmm(y: &mut u128, x: __m128i) {
+    // SAFETY: a u128 is 16 writable bytes, stored little-endian on x86-64, which is the
+    // order of `to_xmm`'s lanes; unaligned store (SSE2, the x86-64 baseline).
+    unsafe { _mm_storeu_si128((y as *mut u128).cast(), x) };
+}
+
+/// Byte reversal of a block (GCM's blocks are big-endian).
+#[inline]
+#[target_feature(enable = "ssse3")]
+pub(crate) fn bswap_xmm(x: __m128i) -> __m128i {
+    _mm_shuffle_epi8(
+        x,
+        _mm_set_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+    )
+}
+
+#[target_feature(enable = "pclmulqdq,sse4.1")]
 fn update_pclmul(key: &Key, y: &mut u128, blocks: &[u8]) {
-    let bswap = _mm_set_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    let mut acc = _mm_set_epi64x((*y >> 64) as i64, *y as i64);
+    let mut acc = to_xmm(*y);
     for group in blocks.chunks(16 * N) {
         let n = group.len() / 16;
         let first = N - n;
@@ -77,7 +105,7 @@ fn update_pclmul(key: &Key, y: &mut u128, blocks: &[u8]) {
         for i in 0..n {
             // SAFETY: `16 * i + 16 <= group.len()`; unaligned load.
             let raw = unsafe { _mm_loadu_si128(group.as_ptr().add(16 * i).cast()) };
-            let mut x = _mm_shuffle_epi8(raw, bswap);
+            let mut x = bswap_xmm(raw);
             if i == 0 {
                 x = _mm_xor_si128(x, acc);
             }
@@ -99,8 +127,5 @@ fn update_pclmul(key: &Key, y: &mut u128, blocks: &[u8]) {
         let low = _mm_xor_si128(lo, _mm_slli_si128::<8>(mid));
         acc = reduce(high, low);
     }
-    let mut out = [0u8; 16];
-    // SAFETY: `out` is 16 writable bytes; unaligned store.
-    unsafe { _mm_storeu_si128(out.as_mut_ptr().cast(), acc) };
-    *y = u128::from_le_bytes(out);
+    store_xmm(y, acc);
 }

@@ -1,12 +1,13 @@
 //! GHASH (NIST SP 800-38D section 6.4): the universal hash of GCM, with one implementation
-//! per AES backend.
+//! per instruction set, chosen by its own enum ([`GhashBackend`]); GCM pairs each AES
+//! backend with one of them ([`crate::gcm`]). This module knows nothing of AES.
 //!
-//! | AES backend | GHASH | file |
+//! | GHASH backend | instructions | file |
 //! |---|---|---|
 //! | `soft`  | portable, constant-time integer-multiply carry-less product | `soft.rs` |
-//! | `aesni` | PCLMULQDQ on xmm, 8 blocks per reduction | `clmul.rs` |
-//! | `vaes`  | VPCLMULQDQ on ymm (AVX2, no AVX-512), 16 blocks per reduction | `vpclmul.rs` |
-//! | `avx512` | VPCLMULQDQ on zmm (AVX-512), 32 blocks per reduction | `vpclmul512.rs` |
+//! | `clmul` | PCLMULQDQ on xmm, 8 blocks per reduction | `clmul.rs` |
+//! | `vpclmul` | VPCLMULQDQ on ymm (AVX2, no AVX-512), 16 blocks per reduction | `vpclmul.rs` |
+//! | `vpclmul512` | VPCLMULQDQ on zmm (AVX-512), 32 blocks per reduction | `vpclmul512.rs` |
 //!
 //! # Representation (shared by all of them)
 //! The hash state and each data block are handled as the big-endian `u128` of the 16 bytes.
@@ -25,25 +26,43 @@
 //! The SIMD backends precompute `H^1..H^N` and hash a group of n <= N blocks as
 //! `(Y ^ X_1) H^n ^ X_2 H^(n-1) ^ ... ^ X_n H`, summing the unreduced 256-bit products and
 //! reducing once per group (reduction is linear). The powers are stored highest first so a
-//! group of n blocks uses the last n entries. (The fused GCM kernel of the vaes backend
-//! goes further: `H^1..H^64`, one reduction per 64 blocks.)
+//! group of n blocks uses the last n entries. (The stitched GCM kernel on ymm goes
+//! further: `H^1..H^64`, one reduction per 64 blocks.)
 //!
 //! Every backend runs a differential self-test against the soft GHASH before its first use
 //! and is refused when it fails.
 
-use crate::aes::Block;
+use crate::backend::family;
+use crate::block::Block;
+#[cfg(feature = "hazmat-testing")]
 use crate::error::InputError;
-use crate::{Backend, Error};
-use std::sync::OnceLock;
+use crate::Error;
 
 mod soft;
 
 #[cfg(target_arch = "x86_64")]
-mod clmul;
+pub(crate) mod clmul;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod vpclmul;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod vpclmul512;
+
+family! {
+    /// An implementation of GHASH.
+    pub enum GhashBackend: Ghash, self_test: self_test {
+        /// VPCLMULQDQ on zmm registers (AVX-512F/BW/VL).
+        Vpclmul512 = "vpclmul512", x86 [
+            Pclmulqdq, Avx2, Vpclmulqdq, OsZmm, Avx512f, Avx512bw, Avx512vl
+        ],
+        /// VPCLMULQDQ on ymm registers (AVX2, no AVX-512). (VPCLMULQDQ implies PCLMULQDQ
+        /// in the compiler's feature model; both are checked.)
+        Vpclmul = "vpclmul", x86 [Pclmulqdq, Avx2, Vpclmulqdq, OsYmm],
+        /// PCLMULQDQ on xmm registers.
+        Clmul = "clmul", x86 [Pclmulqdq, Sse41],
+        /// Portable, constant-time, no `unsafe`: the reference.
+        Soft = "soft", portable,
+    }
+}
 
 /// An expanded GHASH key for one backend. Zeroized on drop by the backend key types.
 #[derive(Clone)]
@@ -58,31 +77,26 @@ pub(crate) enum Key {
 }
 
 impl Key {
-    /// The GHASH key `h` (= E_K(0^128)) for the GHASH backend that goes with the AES
-    /// `backend`. The backend must be usable (checked by the caller with
-    /// [`Backend::ensure_usable`]); the GHASH self-test is run here.
-    pub(crate) fn new(h: &Block, backend: Backend) -> Result<Key, Error> {
-        ensure_usable(backend)?;
+    /// The GHASH key `h` (= E_K(0^128)) for `backend`, which must be usable (checked here:
+    /// the CPU, then the self-test, once).
+    pub(crate) fn new(h: &Block, backend: GhashBackend) -> Result<Key, Error> {
+        backend.ensure_usable()?;
         Ok(Key::new_unchecked(h, backend))
     }
 
-    fn new_unchecked(h: &Block, backend: Backend) -> Key {
+    fn new_unchecked(h: &Block, backend: GhashBackend) -> Key {
         let h = u128::from_be_bytes(*h);
         match backend {
             #[cfg(target_arch = "x86_64")]
-            Backend::Aesni => Key::Clmul(Box::new(clmul::Key::new(&powers::<{ clmul::N }>(h)))),
+            GhashBackend::Clmul => Key::Clmul(Box::new(clmul::Key::new(&powers(h)))),
             #[cfg(target_arch = "x86_64")]
-            Backend::Vaes => Key::Vpclmul(Box::new(vpclmul::Key::new(&powers::<
-                { vpclmul::FAR * vpclmul::N },
-            >(h)))),
+            GhashBackend::Vpclmul => Key::Vpclmul(Box::new(vpclmul::Key::new(&powers(h)))),
             #[cfg(target_arch = "x86_64")]
-            Backend::Avx512 => Key::Vpclmul512(Box::new(vpclmul512::Key::new(&powers::<
-                { vpclmul512::POWERS },
-            >(h)))),
+            GhashBackend::Vpclmul512 => Key::Vpclmul512(Box::new(vpclmul512::Key::new(&powers(h)))),
             // Not reached: `check_cpu` refuses these backends on other architectures.
             #[cfg(not(target_arch = "x86_64"))]
-            Backend::Aesni | Backend::Vaes | Backend::Avx512 => Key::Soft(soft::Key::new(h)),
-            Backend::Soft => Key::Soft(soft::Key::new(h)),
+            _ => Key::Soft(soft::Key::new(h)),
+            GhashBackend::Soft => Key::Soft(soft::Key::new(h)),
         }
     }
 
@@ -104,27 +118,49 @@ impl Key {
             Key::Vpclmul512(k) => k.update(y, blocks),
         }
     }
+
+    /// The backend of this key.
+    pub(crate) fn backend(&self) -> GhashBackend {
+        match self {
+            Key::Soft(_) => GhashBackend::Soft,
+            #[cfg(target_arch = "x86_64")]
+            Key::Clmul(_) => GhashBackend::Clmul,
+            #[cfg(target_arch = "x86_64")]
+            Key::Vpclmul(_) => GhashBackend::Vpclmul,
+            #[cfg(target_arch = "x86_64")]
+            Key::Vpclmul512(_) => GhashBackend::Vpclmul512,
+        }
+    }
 }
+
+/// The typed keys of the x86 implementations, for GCM's pairs of matching AES and GHASH
+/// keys: each built after the checks of its backend.
+#[cfg(target_arch = "x86_64")]
+macro_rules! checked_keys {
+    ($($module:ident: $backend:expr),*) => {$(
+        impl $module::Key {
+            /// The key for `h` (= E_K(0^128)), after the CPU check and self-test of its
+            /// backend.
+            pub(crate) fn checked(h: &Block) -> Result<Box<Self>, Error> {
+                $backend.ensure_usable()?;
+                Ok(Box::new(Self::new(&powers(u128::from_be_bytes(*h)))))
+            }
+        }
+    )*};
+}
+#[cfg(target_arch = "x86_64")]
+checked_keys!(vpclmul: GhashBackend::Vpclmul, vpclmul512: GhashBackend::Vpclmul512);
 
 impl std::fmt::Debug for Key {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let name = match self {
-            Key::Soft(_) => "soft",
-            #[cfg(target_arch = "x86_64")]
-            Key::Clmul(_) => "clmul",
-            #[cfg(target_arch = "x86_64")]
-            Key::Vpclmul(_) => "vpclmul",
-            #[cfg(target_arch = "x86_64")]
-            Key::Vpclmul512(_) => "vpclmul512",
-        };
         f.debug_struct("GhashKey")
-            .field("impl", &name)
+            .field("impl", &self.backend().name())
             .finish_non_exhaustive()
     }
 }
 
 /// `[H^N, H^(N-1), ..., H^1]`, reflected and twisted.
-fn powers<const N: usize>(h: u128) -> [u128; N] {
+pub(crate) fn powers<const N: usize>(h: u128) -> [u128; N] {
     let ht = soft::twist(h);
     let mut out = [0u128; N];
     let mut p = h;
@@ -135,29 +171,9 @@ fn powers<const N: usize>(h: u128) -> [u128; N] {
     out
 }
 
-/// The CPU check for the GHASH half of `backend`, then the self-test, once per backend.
-fn ensure_usable(backend: Backend) -> Result<(), Error> {
-    backend.check_cpu()?;
-    #[cfg(target_arch = "x86_64")]
-    if matches!(backend, Backend::Vaes | Backend::Avx512) && !crate::cpu::features().pclmulqdq {
-        // VPCLMULQDQ implies PCLMULQDQ in the compiler's feature model; be sure of it.
-        return Err(backend.unavailable("missing pclmulqdq".into()));
-    }
-    static RESULTS: [OnceLock<bool>; 4] = [const { OnceLock::new() }; 4];
-    if *RESULTS[backend.index()].get_or_init(|| self_test(backend)) {
-        Ok(())
-    } else {
-        Err(crate::error::BackendError::SelfTestFailed {
-            algorithm: "ghash",
-            backend: backend.name(),
-        }
-        .into())
-    }
-}
-
 /// A known answer (McGrew-Viega test case 2, one block and the length block), then every
 /// group size 0..=40 blocks (in one call and block by block) against the soft GHASH.
-fn self_test(backend: Backend) -> bool {
+fn self_test(backend: GhashBackend) -> bool {
     let h: Block = core::array::from_fn(|i| (i as u8).wrapping_mul(0x3b) ^ 0xa5);
     let data: Vec<u8> = (0..40 * 16).map(|i| (i * 31 + 7) as u8).collect();
     let reference = Key::Soft(soft::Key::new(u128::from_be_bytes(h)));
@@ -192,27 +208,26 @@ fn self_test(backend: Backend) -> bool {
 const KAT_CASE2: u128 =
     0xab6e_47d4_2cec_13bd_f53a_67b2_1257_bddf ^ 0x58e2_fcce_fa7e_3061_367f_1d57_a4e7_455a;
 
-/// GHASH on a named backend, for tests and benchmarks of the GHASH kernels themselves;
-/// not a stable API (GCM is the supported use).
-#[doc(hidden)]
+/// GHASH on a named backend, for the tests and benchmarks of the GHASH kernels themselves
+/// (`hazmat-testing` feature; GCM is the supported use).
+#[cfg(feature = "hazmat-testing")]
 #[derive(Debug, Clone)]
 pub struct Ghash {
     key: Key,
-    backend: Backend,
 }
 
+#[cfg(feature = "hazmat-testing")]
 impl Ghash {
-    /// A GHASH key `h` (normally E_K(0^128)) for the GHASH that goes with `backend`.
-    pub fn with_backend(h: &[u8; 16], backend: Backend) -> Result<Ghash, Error> {
+    /// A GHASH key `h` (normally E_K(0^128)) on `backend`.
+    pub fn with_backend(h: &[u8; 16], backend: GhashBackend) -> Result<Ghash, Error> {
         Ok(Ghash {
             key: Key::new(h, backend)?,
-            backend,
         })
     }
 
-    /// The GHASH backend's AES backend name.
-    pub fn backend(&self) -> Backend {
-        self.backend
+    /// The backend it runs on.
+    pub fn backend(&self) -> GhashBackend {
+        self.key.backend()
     }
 
     /// Continues the hash state `y` over `data`, which must be whole 16-byte blocks.

@@ -30,17 +30,6 @@
 
 use zeroize::{Zeroize, ZeroizeOnDrop};
 
-/// Bit `i` is set when `i % 5 == k`, for 64-bit operands.
-const IN_MASK: [u64; 5] = {
-    let mut m = [0u64; 5];
-    let mut i = 0;
-    while i < 64 {
-        m[i % 5] |= 1 << i;
-        i += 1;
-    }
-    m
-};
-
 /// Bit `i` is set when `i % 5 == k`, for the 128-bit products.
 const OUT_MASK: [u128; 5] = {
     let mut m = [0u128; 5];
@@ -51,6 +40,15 @@ const OUT_MASK: [u128; 5] = {
     }
     m
 };
+
+/// The same classes for the 64-bit operands: the low halves of [`OUT_MASK`].
+const IN_MASK: [u64; 5] = [
+    OUT_MASK[0] as u64,
+    OUT_MASK[1] as u64,
+    OUT_MASK[2] as u64,
+    OUT_MASK[3] as u64,
+    OUT_MASK[4] as u64,
+];
 
 /// The carry-less product of two 64-bit polynomials (bit `i` = coefficient of x^i), in
 /// constant time with integer multiplications of masked operands (see the module doc).
@@ -160,15 +158,19 @@ mod tests {
             .fold(0u128, |acc, i| acc ^ ((a as u128) << i))
     }
 
-    #[test]
-    fn clmul64_matches_shift_and_xor() {
-        let mut s = 0x0123_4567_89ab_cdefu64;
-        let mut next = || {
+    /// A xorshift64 generator from `seed`.
+    fn xorshift(mut s: u64) -> impl FnMut() -> u64 {
+        move || {
             s ^= s << 13;
             s ^= s >> 7;
             s ^= s << 17;
             s
-        };
+        }
+    }
+
+    #[test]
+    fn clmul64_matches_shift_and_xor() {
+        let mut next = xorshift(0x0123_4567_89ab_cdef);
         for _ in 0..2000 {
             let (a, b) = (next(), next());
             assert_eq!(clmul64(a, b), clmul64_reference(a, b));
@@ -181,11 +183,9 @@ mod tests {
 
     #[test]
     fn mul_matches_algorithm_1() {
-        let mut s = 0x9e37_79b9_7f4a_7c15u64;
+        let mut word = xorshift(0x9e37_79b9_7f4a_7c15);
         let mut next = || {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
+            let s = word();
             ((s as u128) << 64) | (s.rotate_left(29) as u128 ^ 0x5555)
         };
         for _ in 0..500 {

@@ -1,4 +1,5 @@
-//! GHASH with VPCLMULQDQ on 256-bit ymm registers (the `vaes` backend's GHASH).
+//! GHASH with VPCLMULQDQ on 256-bit ymm registers (GCM pairs it with the `vaes` AES
+//! backend).
 //!
 //! Targets CPUs with VPCLMULQDQ and AVX2 but not necessarily AVX-512 (Zen 3/4, Ice Lake
 //! and later, Alder Lake E-cores): only ymm registers, so only the YMM register state is
@@ -10,21 +11,21 @@
 //! group. A shorter last group uses the last entries of the same table; an odd block is
 //! paired with a zero block (its partner power is the zero padding entry of the table).
 //!
-//! The key also holds `H^64..H^17` ([`FAR`] tables of 16): the fused GCM kernel of the
-//! `vaes` backend (`aes/x86/vaes/gcm.rs`) multiplies four consecutive groups by
-//! `H^64..H^49`, ..., `H^16..H^1`, sums the unreduced products and reduces once per four
-//! groups, because there the reduction's extra vector instructions compete with the AES
-//! rounds for pipes (measured: +4% over one reduction per group).
+//! The key also holds `H^64..H^17` ([`FAR`] tables of 16): the stitched GCM kernel on ymm
+//! (`gcm/x86/ymm.rs`) multiplies four consecutive groups by `H^64..H^49`, ...,
+//! `H^16..H^1`, sums the unreduced products and reduces once per four groups, because
+//! there the reduction's extra vector instructions compete with the AES rounds for pipes.
 //!
-//! The 4-way (zmm) version, which needs the AVX-512 state, is `vpclmul512.rs` (the `avx512`
-//! backend); this one must run without it.
+//! The 4-way (zmm) version, which needs the AVX-512 state, is `vpclmul512.rs`; this one
+//! must run without it.
 //!
-//! Calling contract: a [`Key`] is built only after the CPU check of `Backend::Vaes`
-//! (vpclmulqdq, avx2, os ymm state) plus pclmulqdq succeeded; that is what makes its safe
-//! `update` sound.
+//! Calling contract: a [`Key`] is built only after the CPU check of
+//! `GhashBackend::Vpclmul` (vpclmulqdq, pclmulqdq, avx2, os ymm state) succeeded; that is
+//! what makes its safe `update` sound.
 
 #![allow(unsafe_code)]
 
+use super::clmul::{reduce, store_xmm, to_xmm};
 use core::arch::x86_64::*;
 use zeroize::{Zeroize, ZeroizeOnDrop};
 
@@ -72,18 +73,6 @@ impl Key {
         // saving ymm state) and pclmulqdq (module doc), the features of `update_vpclmul`.
         unsafe { update_vpclmul(self, y, blocks) }
     }
-}
-
-#[inline]
-#[target_feature(enable = "avx2,vpclmulqdq,pclmulqdq")]
-pub(crate) fn reduce(high: __m128i, low: __m128i) -> __m128i {
-    // See `super::clmul::reduce` and `super::soft::reduce`.
-    let poly = _mm_set_epi64x(0, 0xC200_0000_0000_0000_u64 as i64);
-    let t = _mm_clmulepi64_si128::<0x00>(low, poly);
-    let v = _mm_xor_si128(_mm_shuffle_epi32::<0x4E>(low), t);
-    let t2 = _mm_clmulepi64_si128::<0x00>(v, poly);
-    let w = _mm_xor_si128(_mm_shuffle_epi32::<0x4E>(v), t2);
-    _mm_xor_si128(high, w)
 }
 
 /// The XOR of the two 128-bit lanes.
@@ -155,12 +144,11 @@ pub(crate) fn mul_h(key: &Key, x: __m128i) -> __m128i {
 }
 
 /// One full group of `N` blocks at `group` hashed into the state `y` (GHASH's bit order, as
-/// kept in a register by [`update_vpclmul`]); also the GHASH half of the `vaes` backend's
-/// fused GCM kernel.
+/// kept in a register by [`update_vpclmul`]); also the last hash of the stitched GCM
+/// kernel on ymm.
 ///
 /// # Safety
-/// The CPU features of the `vaes` backend (module doc); `group` points to `16 * N` readable
-/// bytes.
+/// The CPU features of this GHASH (module doc); `group` points to `16 * N` readable bytes.
 #[inline]
 #[target_feature(enable = "avx2,vpclmulqdq,pclmulqdq")]
 pub(crate) unsafe fn hash_group(key: &Key, y: __m128i, group: *const u8) -> __m128i {
@@ -200,7 +188,7 @@ fn update_vpclmul(key: &Key, y: &mut u128, blocks: &[u8]) {
         // SAFETY: the 32 bytes from block `i` are in `group` (asserted); unaligned load.
         unsafe { _mm256_loadu_si256(group.as_ptr().add(16 * i).cast()) }
     };
-    let mut y_acc = _mm_set_epi64x((*y >> 64) as i64, *y as i64);
+    let mut y_acc = to_xmm(*y);
     let mut groups = blocks.chunks_exact(16 * N);
     for group in &mut groups {
         // SAFETY: `group` is 16 * N readable bytes.
@@ -228,8 +216,5 @@ fn update_vpclmul(key: &Key, y: &mut u128, blocks: &[u8]) {
         }
         y_acc = finish_group(acc);
     }
-    let mut out = [0u8; 16];
-    // SAFETY: `out` is 16 writable bytes; unaligned store.
-    unsafe { _mm_storeu_si128(out.as_mut_ptr().cast(), y_acc) };
-    *y = u128::from_le_bytes(out);
+    store_xmm(y, y_acc);
 }

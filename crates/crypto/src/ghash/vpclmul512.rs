@@ -1,4 +1,5 @@
-//! GHASH with VPCLMULQDQ on 512-bit zmm registers (the `avx512` backend's GHASH).
+//! GHASH with VPCLMULQDQ on 512-bit zmm registers (GCM pairs it with the `avx512` AES
+//! backend).
 //!
 //! Each zmm holds four blocks, one per 128-bit lane, and one VPCLMULQDQ does the same
 //! half-product for all four. A group of [`N`] = 32 blocks (8 zmm) is multiplied by
@@ -8,19 +9,19 @@
 //! the last entries of the same table, its last partial register loaded with a byte mask
 //! (the blocks past the end are zero and meet zero padding entries of the table).
 //!
-//! Why zmm, on a core that splits 512-bit operations in two: measured on Zen 4 (the
-//! `sectorcrypt bench --probe` table), a VPCLMULQDQ takes the multiplier for 2 cycles on
-//! ymm and on zmm alike, so zmm doubles the multiplier's throughput per byte, while VAESENC
-//! costs the same per byte in both widths. The stitched GCM kernel of the `avx512` backend
-//! (`aes/x86/vaes512/gcm.rs`) hashes with the functions here.
+//! Why zmm, on a core that splits 512-bit operations in two: there (the `sectorcrypt bench
+//! --probe` table) a VPCLMULQDQ takes the multiplier as long on ymm as on zmm, so zmm
+//! doubles the multiplier's throughput per byte, while VAESENC costs the same per byte in
+//! both widths. The stitched GCM kernel on zmm (`gcm/x86/zmm.rs`) hashes with the
+//! functions here.
 //!
-//! Calling contract: a [`Key`] is built only after the CPU check of `Backend::Avx512`
-//! (avx512f/bw/vl with the OS saving zmm state, vpclmulqdq, pclmulqdq); that is what makes
-//! its safe `update` sound.
+//! Calling contract: a [`Key`] is built only after the CPU check of
+//! `GhashBackend::Vpclmul512` (avx512f/bw/vl with the OS saving zmm state, avx2,
+//! vpclmulqdq, pclmulqdq); that is what makes its safe `update` sound.
 
 #![allow(unsafe_code)]
 
-use super::vpclmul::reduce;
+use super::clmul::{reduce, store_xmm, to_xmm};
 use core::arch::x86_64::*;
 use zeroize::{Zeroize, ZeroizeOnDrop};
 
@@ -64,7 +65,7 @@ impl Key {
     }
 
     pub(crate) fn update(&self, y: &mut u128, blocks: &[u8]) {
-        // SAFETY: a Key exists only after the CPU check of the avx512 backend (module doc),
+        // SAFETY: a Key exists only after the CPU check of its backend (module doc),
         // which covers the features of `update_zmm`.
         unsafe { update_zmm(self, y, blocks) }
     }
@@ -166,7 +167,7 @@ fn fold_lanes(v: __m512i) -> __m128i {
 /// so they overlap with the previous group's reduction.
 ///
 /// # Safety
-/// The CPU features of the avx512 backend (module doc); `group` points to `16 * N`
+/// The CPU features of this GHASH (module doc); `group` points to `16 * N`
 /// readable bytes.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,vpclmulqdq,pclmulqdq")]
@@ -197,14 +198,14 @@ pub(crate) unsafe fn hash_group(
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,vpclmulqdq,pclmulqdq")]
 pub(crate) fn add_lengths(key: &Key, lens: u128, acc: &mut [__m512i; 3]) {
-    let l = _mm_set_epi64x((lens >> 64) as i64, lens as i64);
+    let l = to_xmm(lens);
     // Entry 2N is H^1; the three after it are zero, as are the upper lanes of `l`.
     mul_add(key, 2 * N, _mm512_zextsi128_si512(l), acc);
 }
 
 #[target_feature(enable = "avx512f,avx512bw,vpclmulqdq,pclmulqdq")]
 fn update_zmm(key: &Key, y: &mut u128, blocks: &[u8]) {
-    let mut y_acc = _mm_set_epi64x((*y >> 64) as i64, *y as i64);
+    let mut y_acc = to_xmm(*y);
     let mut groups = blocks.chunks_exact(16 * N);
     for group in &mut groups {
         // SAFETY: `group` is 16 * N readable bytes.
@@ -230,8 +231,5 @@ fn update_zmm(key: &Key, y: &mut u128, blocks: &[u8]) {
         }
         y_acc = finish(acc);
     }
-    let mut out = [0u8; 16];
-    // SAFETY: `out` is 16 writable bytes; unaligned store.
-    unsafe { _mm_storeu_si128(out.as_mut_ptr().cast(), y_acc) };
-    *y = u128::from_le_bytes(out);
+    store_xmm(y, y_acc);
 }

@@ -28,28 +28,46 @@ macro_rules! entry_points {
 }
 pub(crate) use entry_points;
 
-/// AES in ECB mode (whole blocks). Only for building other modes and for interop: ECB leaks
-/// equal plaintext blocks.
-#[derive(Debug)]
-pub struct Ecb {
-    key: AesKey,
+/// Defines a mode type over one AES key: the struct, `new` (the selected backend),
+/// `with_backend` and `backend`.
+macro_rules! one_key_mode {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Debug)]
+        pub struct $name {
+            key: AesKey,
+        }
+
+        impl $name {
+            /// A 16-, 24- or 32-byte key on the selected backend.
+            pub fn new(key: &[u8]) -> Result<$name, Error> {
+                Ok($name {
+                    key: AesKey::new(key, None)?,
+                })
+            }
+
+            /// A key on a named backend (tests and benchmarks).
+            pub fn with_backend(key: &[u8], backend: Backend) -> Result<$name, Error> {
+                Ok($name {
+                    key: AesKey::new(key, Some(backend))?,
+                })
+            }
+
+            /// The backend this key runs on.
+            pub fn backend(&self) -> Backend {
+                self.key.backend()
+            }
+        }
+    };
+}
+
+one_key_mode! {
+    /// AES in ECB mode (whole blocks). Only for building other modes and for interop: ECB leaks
+    /// equal plaintext blocks.
+    Ecb
 }
 
 impl Ecb {
-    /// A 16-, 24- or 32-byte key on the selected backend.
-    pub fn new(key: &[u8]) -> Result<Ecb, Error> {
-        Ok(Ecb {
-            key: AesKey::new(key, None)?,
-        })
-    }
-
-    /// A key on a named backend (tests and benchmarks).
-    pub fn with_backend(key: &[u8], backend: Backend) -> Result<Ecb, Error> {
-        Ok(Ecb {
-            key: AesKey::new(key, Some(backend))?,
-        })
-    }
-
     fn run(&self, data: InOut<'_>, dir: Direction) -> Result<(), Error> {
         whole_blocks(data.len())?;
         match dir {
@@ -60,34 +78,14 @@ impl Ecb {
     }
 
     entry_points!();
-
-    /// The backend this key runs on.
-    pub fn backend(&self) -> Backend {
-        self.key.backend()
-    }
 }
 
-/// AES in CBC mode over one message of whole blocks (no padding).
-#[derive(Debug)]
-pub struct Cbc {
-    key: AesKey,
+one_key_mode! {
+    /// AES in CBC mode over one message of whole blocks (no padding).
+    Cbc
 }
 
 impl Cbc {
-    /// A 16-, 24- or 32-byte key on the selected backend.
-    pub fn new(key: &[u8]) -> Result<Cbc, Error> {
-        Ok(Cbc {
-            key: AesKey::new(key, None)?,
-        })
-    }
-
-    /// A key on a named backend (tests and benchmarks).
-    pub fn with_backend(key: &[u8], backend: Backend) -> Result<Cbc, Error> {
-        Ok(Cbc {
-            key: AesKey::new(key, Some(backend))?,
-        })
-    }
-
     fn run(&self, iv: &[u8; 16], data: InOut<'_>, dir: Direction) -> Result<(), Error> {
         whole_blocks(data.len())?;
         let mut chain = *iv;
@@ -99,35 +97,15 @@ impl Cbc {
     }
 
     entry_points!(iv: &[u8; 16]);
-
-    /// The backend this key runs on.
-    pub fn backend(&self) -> Backend {
-        self.key.backend()
-    }
 }
 
-/// AES in CTR mode: a 128-bit big-endian counter starting at the IV, wrapping at 2^128, any
-/// length, with random access into the keystream at a byte offset.
-#[derive(Debug)]
-pub struct Ctr {
-    key: AesKey,
+one_key_mode! {
+    /// AES in CTR mode: a 128-bit big-endian counter starting at the IV, wrapping at 2^128, any
+    /// length, with random access into the keystream at a byte offset.
+    Ctr
 }
 
 impl Ctr {
-    /// A 16-, 24- or 32-byte key on the selected backend.
-    pub fn new(key: &[u8]) -> Result<Ctr, Error> {
-        Ok(Ctr {
-            key: AesKey::new(key, None)?,
-        })
-    }
-
-    /// A key on a named backend (tests and benchmarks).
-    pub fn with_backend(key: &[u8], backend: Backend) -> Result<Ctr, Error> {
-        Ok(Ctr {
-            key: AesKey::new(key, Some(backend))?,
-        })
-    }
-
     /// XORs `buf` with the keystream that starts `offset` bytes after the IV's first block.
     pub fn apply_keystream(&self, iv: &[u8; 16], offset: u64, buf: &mut [u8]) {
         self.apply(iv, offset, InOut::InPlace(buf));
@@ -143,11 +121,6 @@ impl Ctr {
     ) -> Result<(), Error> {
         self.apply(iv, offset, split(src, dst)?);
         Ok(())
-    }
-
-    /// The backend this key runs on.
-    pub fn backend(&self) -> Backend {
-        self.key.backend()
     }
 
     fn apply(&self, iv: &[u8; 16], offset: u64, data: InOut<'_>) {

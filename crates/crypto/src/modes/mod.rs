@@ -1,28 +1,21 @@
-//! The public, safe, checked types: [`Ecb`], [`Cbc`], [`Ctr`], [`Xts`], [`Gcm`] and the
-//! dm-crypt style [`SectorCipher`]. Each checks lengths once, then makes one call into the
-//! backend's whole buffer kernel; nothing here allocates on the data path.
+//! The public, safe, checked AES modes: [`Ecb`], [`Cbc`], [`Ctr`], [`Xts`] and the dm-crypt
+//! style [`SectorCipher`] (GCM has a module of its own, [`crate::gcm`]). Each checks
+//! lengths once, then makes one call into the backend's whole buffer kernel; nothing here
+//! allocates on the data path.
 
 mod block;
-mod gcm;
 mod sector;
 mod xts;
 
 pub use block::{Cbc, Ctr, Ecb};
-pub use gcm::{Gcm, GcmDecryptor, GcmEncryptor, GCM_MAX_PLAINTEXT};
 pub use sector::{CipherMode, CipherSpec, IvMode, SectorCipher, SectorLayout};
 pub use xts::Xts;
 
-use crate::aes::{self, AesKernels};
-use crate::buf::InOut;
+use crate::aes_core::{self, AesKernels, Backend};
+use crate::block::BLOCK;
+pub(crate) use crate::buf::{split, Direction};
 use crate::error::InputError;
-use crate::{Backend, Error};
-
-/// Which way a call goes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Direction {
-    Encrypt,
-    Decrypt,
-}
+use crate::Error;
 
 /// An expanded AES key bound to a backend. Zeroized on drop (by the backend's key type);
 /// its `Debug` shows the backend, never key material.
@@ -38,7 +31,7 @@ impl AesKey {
         };
         backend.ensure_usable()?;
         Ok(AesKey {
-            kernels: aes::kernels(backend, key)?,
+            kernels: aes_core::kernels(backend, key)?,
         })
     }
 
@@ -59,24 +52,11 @@ impl std::fmt::Debug for AesKey {
     }
 }
 
-/// Builds the `InOut` of an out-of-place call, refusing different lengths.
-pub(crate) fn split<'a>(src: &'a [u8], dst: &'a mut [u8]) -> Result<InOut<'a>, Error> {
-    if src.len() != dst.len() {
-        return Err(Error::Input(InputError::LengthMismatch {
-            src: src.len(),
-            dst: dst.len(),
-        }));
-    }
-    Ok(InOut::split(src, dst))
-}
-
 /// Refuses lengths that are not a whole number of blocks.
 pub(crate) fn whole_blocks(len: usize) -> Result<(), Error> {
-    if !len.is_multiple_of(aes::BLOCK) {
-        return Err(Error::Input(InputError::Length {
-            got: len,
-            why: "must be a multiple of 16 bytes",
-        }));
+    let why = "must be a multiple of 16 bytes";
+    match len % BLOCK {
+        0 => Ok(()),
+        _ => Err(Error::Input(InputError::Length { got: len, why })),
     }
-    Ok(())
 }

@@ -1,7 +1,8 @@
 //! XTS-AES (IEEE 1619-2007) over one data unit of any length >= 16 bytes.
 
 use super::{split, AesKey, Direction};
-use crate::aes::{xts_mul_alpha, Block, BLOCK};
+use crate::aes_core::xts_mul_alpha;
+use crate::block::{Block, BLOCK};
 use crate::buf::InOut;
 use crate::error::{InputError, KeyError};
 use crate::{Backend, Error};
@@ -33,9 +34,10 @@ impl Xts {
         Xts::build(key, Some(backend), false)
     }
 
-    /// Like [`Xts::with_backend`] but accepts Key1 == Key2. It exists only to reproduce IEEE
-    /// 1619-2007 vector 1, which uses equal halves; never use it for data.
-    #[doc(hidden)]
+    /// Like [`Xts::with_backend`] but accepts Key1 == Key2 (`hazmat-testing` feature). It
+    /// exists only to reproduce IEEE 1619-2007 vector 1, which uses equal halves; never use
+    /// it for data.
+    #[cfg(feature = "hazmat-testing")]
     pub fn with_backend_allowing_equal_halves(key: &[u8], backend: Backend) -> Result<Xts, Error> {
         Xts::build(key, Some(backend), true)
     }

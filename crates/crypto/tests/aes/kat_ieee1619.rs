@@ -72,12 +72,7 @@ fn mbedtls_copy() {
                 }
                 "aes_crypt_xts_size" => {
                     // Too short (< 16 bytes) or too long (> 2^20 blocks): refused, output untouched.
-                    let size: usize = args
-                        .split(':')
-                        .next()
-                        .expect("size")
-                        .parse()
-                        .expect("number");
+                    let size = first_number(&args);
                     let x = Xts::with_backend(
                         &[7u8; 32]
                             .iter()
@@ -101,12 +96,7 @@ fn mbedtls_copy() {
                     );
                 }
                 "aes_crypt_xts_keysize" => {
-                    let size: usize = args
-                        .split(':')
-                        .next()
-                        .expect("size")
-                        .parse()
-                        .expect("number");
+                    let size = first_number(&args);
                     let key: Vec<u8> = (0..size as u8).collect();
                     if size == 48 {
                         // Mbed TLS has no AES-192-XTS; IEEE 1619 does not forbid it and this
@@ -190,4 +180,10 @@ fn gladman_copy() {
         }
     }
     report.finish();
+}
+
+/// The first `:`-separated argument of a test line, a number.
+fn first_number(args: &str) -> usize {
+    let first = args.split(':').next().expect("an argument");
+    first.parse().expect("a number")
 }

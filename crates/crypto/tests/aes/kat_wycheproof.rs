@@ -6,6 +6,7 @@
 use crate::harness::{backends, block, read, unhex, Report};
 use sectorcrypt_crypto::aes::Cbc;
 use sectorcrypt_crypto::aes::Xts;
+use sectorcrypt_crypto::Backend;
 
 fn wycheproof(file: &str) -> serde_json::Value {
     serde_json::from_str(&read(&format!("aes/wycheproof/testvectors_v1/{file}"))).expect("json")
@@ -20,52 +21,60 @@ fn tests_of(doc: &serde_json::Value) -> Vec<&serde_json::Value> {
         .collect()
 }
 
+/// Runs `case` on every test of the Wycheproof `file` under every backend, and reports the
+/// count under `label`.
+fn each_case(file: &str, label: &str, case: impl Fn(Backend, &serde_json::Value)) {
+    let doc = wycheproof(file);
+    let mut report = Report::new(label);
+    for b in backends() {
+        for t in tests_of(&doc) {
+            case(b, t);
+            report.passed += 1;
+        }
+    }
+    report.finish();
+}
+
 fn hexfield(t: &serde_json::Value, k: &str) -> Vec<u8> {
     unhex(t[k].as_str().expect(k))
 }
 
 #[test]
 fn wycheproof_xts() {
-    let doc = wycheproof("aes_xts_test.json");
-    let mut report = Report::new("wycheproof/aes_xts_test.json");
-    for b in backends() {
-        for t in tests_of(&doc) {
-            let (key, msg, ct) = (hexfield(t, "key"), hexfield(t, "msg"), hexfield(t, "ct"));
-            let mut tweak = [0u8; 16];
-            let iv = hexfield(t, "iv");
-            tweak[..iv.len()].copy_from_slice(&iv);
-            let id = &t["tcId"];
-            // "acceptable" cases must work like valid ones (none in the current file).
-            let valid = match t["result"].as_str() {
-                Some("valid") | Some("acceptable") => true,
-                Some("invalid") => false,
-                other => panic!("tc {id}: unknown result {other:?}"),
-            };
-            let x = match Xts::with_backend(&key, b) {
-                Ok(x) => x,
-                Err(e) => {
-                    assert!(!valid, "tc {id}: valid key refused: {e}");
-                    report.passed += 1;
-                    continue;
-                }
-            };
-            let mut out = vec![0u8; msg.len()];
-            let enc = x.encrypt_to(&tweak, &msg, &mut out);
-            if valid {
-                enc.expect("encrypt");
-                assert_eq!(out, ct, "tc {id} on {b}");
-                x.decrypt(&tweak, &mut out).expect("decrypt");
-                assert_eq!(out, msg, "tc {id} decrypt on {b}");
-            } else {
-                assert!(
-                    enc.is_err() || out != ct,
-                    "tc {id}: invalid case accepted on {b}"
-                );
+    let file = "aes_xts_test.json";
+    each_case(file, "wycheproof/aes_xts_test.json", |b, t| {
+        let (key, msg, ct) = (hexfield(t, "key"), hexfield(t, "msg"), hexfield(t, "ct"));
+        let mut tweak = [0u8; 16];
+        let iv = hexfield(t, "iv");
+        tweak[..iv.len()].copy_from_slice(&iv);
+        let id = &t["tcId"];
+        // "acceptable" cases must work like valid ones (none in the current file).
+        let valid = match t["result"].as_str() {
+            Some("valid") | Some("acceptable") => true,
+            Some("invalid") => false,
+            other => panic!("tc {id}: unknown result {other:?}"),
+        };
+        let x = match Xts::with_backend(&key, b) {
+            Ok(x) => x,
+            Err(e) => {
+                assert!(!valid, "tc {id}: valid key refused: {e}");
+                return;
             }
-            report.passed += 1;
+        };
+        let mut out = vec![0u8; msg.len()];
+        let enc = x.encrypt_to(&tweak, &msg, &mut out);
+        if valid {
+            enc.expect("encrypt");
+            assert_eq!(out, ct, "tc {id} on {b}");
+            x.decrypt(&tweak, &mut out).expect("decrypt");
+            assert_eq!(out, msg, "tc {id} decrypt on {b}");
+        } else {
+            assert!(
+                enc.is_err() || out != ct,
+                "tc {id}: invalid case accepted on {b}"
+            );
         }
-    }
-    report.finish();
+    });
 }
 
 fn pkcs7_pad(m: &[u8]) -> Vec<u8> {
@@ -85,43 +94,39 @@ fn pkcs7_unpad(m: &[u8]) -> Option<Vec<u8>> {
 
 #[test]
 fn wycheproof_cbc_pkcs5() {
-    let doc = wycheproof("aes_cbc_pkcs5_test.json");
-    let mut report = Report::new("wycheproof/aes_cbc_pkcs5_test.json (padding done by the test)");
-    for b in backends() {
-        for t in tests_of(&doc) {
-            let (key, iv, msg, ct) = (
-                hexfield(t, "key"),
-                block(t["iv"].as_str().expect("iv")),
-                hexfield(t, "msg"),
-                hexfield(t, "ct"),
+    let file = "aes_cbc_pkcs5_test.json";
+    let label = "wycheproof/aes_cbc_pkcs5_test.json (padding done by the test)";
+    each_case(file, label, |b, t| {
+        let (key, iv, msg, ct) = (
+            hexfield(t, "key"),
+            block(t["iv"].as_str().expect("iv")),
+            hexfield(t, "msg"),
+            hexfield(t, "ct"),
+        );
+        let id = &t["tcId"];
+        let c = Cbc::with_backend(&key, b).expect("key");
+        let mut pt = vec![0u8; ct.len()];
+        let opened = c
+            .decrypt_to(&iv, &ct, &mut pt)
+            .ok()
+            .and_then(|()| pkcs7_unpad(&pt));
+        let valid = match t["result"].as_str() {
+            Some("valid") => true,
+            Some("invalid") => false,
+            other => panic!("tc {id}: unexpected result {other:?}"),
+        };
+        if valid {
+            let padded = pkcs7_pad(&msg);
+            let mut out = vec![0u8; padded.len()];
+            c.encrypt_to(&iv, &padded, &mut out).expect("encrypt");
+            assert_eq!(out, ct, "tc {id} on {b}");
+            assert_eq!(
+                opened.as_deref(),
+                Some(msg.as_slice()),
+                "tc {id} decrypt on {b}"
             );
-            let id = &t["tcId"];
-            let c = Cbc::with_backend(&key, b).expect("key");
-            let mut pt = vec![0u8; ct.len()];
-            let opened = c
-                .decrypt_to(&iv, &ct, &mut pt)
-                .ok()
-                .and_then(|()| pkcs7_unpad(&pt));
-            let valid = match t["result"].as_str() {
-                Some("valid") => true,
-                Some("invalid") => false,
-                other => panic!("tc {id}: unexpected result {other:?}"),
-            };
-            if valid {
-                let padded = pkcs7_pad(&msg);
-                let mut out = vec![0u8; padded.len()];
-                c.encrypt_to(&iv, &padded, &mut out).expect("encrypt");
-                assert_eq!(out, ct, "tc {id} on {b}");
-                assert_eq!(
-                    opened.as_deref(),
-                    Some(msg.as_slice()),
-                    "tc {id} decrypt on {b}"
-                );
-            } else {
-                assert!(opened.is_none(), "tc {id}: invalid padding accepted on {b}");
-            }
-            report.passed += 1;
+        } else {
+            assert!(opened.is_none(), "tc {id}: invalid padding accepted on {b}");
         }
-    }
-    report.finish();
+    });
 }

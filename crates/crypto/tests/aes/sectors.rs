@@ -13,24 +13,28 @@ use sectorcrypt_crypto::{
     Error,
 };
 
+/// The IV dm-crypt's `plain` (32-bit) or `plain64` generator gives sector `number`.
+fn plain_iv(spec: &str, number: u64) -> [u8; 16] {
+    let mut iv = [0u8; 16];
+    let le = number.to_le_bytes();
+    let width = if spec.ends_with("-plain") { 4 } else { 8 };
+    iv[..width].copy_from_slice(&le[..width]);
+    iv
+}
+
+/// What dm-crypt gives for `data`: OpenSSL, one sector at a time, with IVs made here.
 fn expected(
     spec: &str,
     key: &[u8],
-    size: usize,
-    step: u64,
+    layout: (usize, u64),
     first: u64,
     data: &[u8],
     mode: Mode,
 ) -> Vec<u8> {
+    let (size, step) = layout;
     let mut out = vec![];
     for (i, sector) in data.chunks_exact(size).enumerate() {
-        let number = first.wrapping_add(i as u64 * step);
-        let mut iv = [0u8; 16];
-        if spec.ends_with("-plain") {
-            iv[..4].copy_from_slice(&(number as u32).to_le_bytes());
-        } else {
-            iv[..8].copy_from_slice(&number.to_le_bytes());
-        }
+        let iv = plain_iv(spec, first.wrapping_add(i as u64 * step));
         let (cipher, iv) = match spec {
             "aes-xts-plain64" | "aes-xts-plain" => (
                 if key.len() == 32 {
@@ -105,7 +109,7 @@ fn cipher_strings_match_openssl_per_sector() {
                         rng.fill_bytes(&mut data);
                         let c = SectorCipher::with_backend(spec, &key, lay, b).unwrap();
                         let want =
-                            expected(spec_name, &key, size, step, first, &data, Mode::Encrypt);
+                            expected(spec_name, &key, (size, step), first, &data, Mode::Encrypt);
                         let mut got = vec![0u8; data.len()];
                         c.encrypt_to(first, &data, &mut got).unwrap();
                         assert_eq!(got, want, "{spec_name} key {key_len} {count}x{size} large {large} first {first} on {b}");
@@ -116,7 +120,7 @@ fn cipher_strings_match_openssl_per_sector() {
                         c.decrypt_to(first, &got, &mut back).unwrap();
                         assert_eq!(back, data);
                         let want =
-                            expected(spec_name, &key, size, step, first, &data, Mode::Decrypt);
+                            expected(spec_name, &key, (size, step), first, &data, Mode::Decrypt);
                         c.decrypt(first, &mut data).unwrap();
                         assert_eq!(data, want, "{spec_name} decrypt on {b}");
                     }
@@ -154,7 +158,7 @@ fn long_runs_match_openssl_per_sector() {
                 let c = SectorCipher::with_backend(spec, &key, lay, b).unwrap();
                 let mut got = data.clone();
                 c.encrypt(first, &mut got).unwrap();
-                let want = expected(spec_name, &key, 512, 1, first, &data, Mode::Encrypt);
+                let want = expected(spec_name, &key, (512, 1), first, &data, Mode::Encrypt);
                 assert_eq!(got, want, "{spec_name} {count} sectors from {first} on {b}");
                 c.decrypt(first, &mut got).unwrap();
                 assert_eq!(got, data, "{spec_name} decrypt {count} sectors on {b}");

@@ -1,11 +1,11 @@
-//! The one-pass GCM path (`AesKernels::gcm_message`) of the vaes and avx512 backends, on
-//! inputs the other tests do not reach deterministically (whole-group messages in general
-//! are in `differential.rs`): every low byte of the first counter (the avx512 kernel's
-//! counter fast and slow paths), AAD that fills whole GHASH groups before the message,
-//! short tags, a shorter last group.
+//! The one-pass GCM path (the stitched kernel taking a whole message) of the vaes and avx512
+//! backends, on inputs the other tests do not reach deterministically (whole-group messages
+//! in general are in `differential.rs`): every low byte of the first counter (the avx512
+//! kernel's counter fast and slow paths), AAD that fills whole GHASH groups before the
+//! message, short tags, a shorter last group.
 
 use crate::differential::{compare, iv_for_j0};
-use crate::{backends, random_bytes, rng};
+use crate::{backends, each_key, random_bytes, rng};
 use sectorcrypt_crypto::aes::Gcm;
 
 /// Every value 0..=255 of the low byte of the first counter (so the byte-15 fast path, the
@@ -36,10 +36,7 @@ fn one_pass_every_counter_low_byte() {
 /// the zmm GHASH (full groups and the masked tail) before a one-pass message.
 #[test]
 fn one_pass_with_long_aad() {
-    let mut rng = rng();
-    for backend in backends() {
-        let key = random_bytes(&mut rng, 32);
-        let gcm = Gcm::with_backend(&key, backend).unwrap();
+    each_key(&[32], |rng, gcm, key| {
         for aad_len in [
             255,
             256,
@@ -54,30 +51,27 @@ fn one_pass_with_long_aad() {
             4096 + 100,
         ] {
             for groups in [1, 2, 3] {
-                let iv = random_bytes(&mut rng, 12);
-                let aad = random_bytes(&mut rng, aad_len);
-                let pt = random_bytes(&mut rng, groups * 512);
-                compare(&gcm, &key, &iv, &aad, &pt, 16);
+                let iv = random_bytes(rng, 12);
+                let aad = random_bytes(rng, aad_len);
+                let pt = random_bytes(rng, groups * 512);
+                compare(gcm, key, &iv, &aad, &pt, 16);
             }
         }
-    }
+    });
 }
 
 /// Short and truncated tags on one-pass messages.
 #[test]
 fn one_pass_short_tags() {
-    let mut rng = rng();
-    for backend in backends() {
-        let key = random_bytes(&mut rng, 16);
-        let gcm = Gcm::with_backend(&key, backend).unwrap();
+    each_key(&[16], |rng, gcm, key| {
         for tag_len in [4, 8, 12, 13, 15] {
             for groups in [1, 2, 5] {
-                let iv = random_bytes(&mut rng, 12);
-                let pt = random_bytes(&mut rng, groups * 512);
-                compare(&gcm, &key, &iv, b"hdr", &pt, tag_len);
+                let iv = random_bytes(rng, 12);
+                let pt = random_bytes(rng, groups * 512);
+                compare(gcm, key, &iv, b"hdr", &pt, tag_len);
             }
         }
-    }
+    });
 }
 
 /// Messages that end with a shorter group, which the avx512 kernel does itself under byte
@@ -85,19 +79,14 @@ fn one_pass_short_tags() {
 /// place and out of place.
 #[test]
 fn one_pass_with_a_short_last_group() {
-    let mut rng = rng();
-    for backend in backends() {
-        for key_len in [16, 24, 32] {
-            let key = random_bytes(&mut rng, key_len);
-            let gcm = Gcm::with_backend(&key, backend).unwrap();
-            for groups in 0..=3 {
-                for tail in [1, 15, 16, 17, 63, 64, 65, 255, 256, 257, 400, 511] {
-                    let iv = random_bytes(&mut rng, 12);
-                    let aad = random_bytes(&mut rng, tail % 40);
-                    let pt = random_bytes(&mut rng, groups * 512 + tail);
-                    compare(&gcm, &key, &iv, &aad, &pt, 16);
-                }
+    each_key(&[16, 24, 32], |rng, gcm, key| {
+        for groups in 0..=3 {
+            for tail in [1, 15, 16, 17, 63, 64, 65, 255, 256, 257, 400, 511] {
+                let iv = random_bytes(rng, 12);
+                let aad = random_bytes(rng, tail % 40);
+                let pt = random_bytes(rng, groups * 512 + tail);
+                compare(gcm, key, &iv, &aad, &pt, 16);
             }
         }
-    }
+    });
 }

@@ -97,35 +97,31 @@ fn check(case: &Case, backend: Backend) {
     } else {
         gcm.open(&case.iv, &case.aad, &mut b, &case.tag)
     };
-    if case.valid {
-        r.unwrap_or_else(|e| panic!("{ctx}: open: {e}"));
-        assert_eq!(b, case.pt, "{ctx}: open plaintext");
-    } else {
-        assert_eq!(
-            r,
-            Err(Error::AuthenticationFailed),
-            "{ctx}: forged tag accepted"
-        );
-        assert!(b.iter().all(|&x| x == 0), "{ctx}: buffer not wiped");
-    }
+    opened(&ctx, "open", r, &b, case);
     if short {
         return;
     }
     // Out of place: dst wiped on failure.
     let mut dst = vec![0xA5u8; case.ct.len()];
     let r = gcm.open_to(&case.iv, &case.aad, &case.ct, &mut dst, &case.tag);
+    opened(&ctx, "open_to", r, &dst, case);
+}
+
+/// The outcome `r` of opening `case` (`what`: open or open_to) into `out`: its plaintext if
+/// the case is valid; otherwise an authentication failure with `out` wiped.
+fn opened(ctx: &str, what: &str, r: Result<(), Error>, out: &[u8], case: &Case) {
     if case.valid {
-        r.unwrap_or_else(|e| panic!("{ctx}: open_to: {e}"));
-        assert_eq!(dst, case.pt, "{ctx}: open_to plaintext");
+        r.unwrap_or_else(|e| panic!("{ctx}: {what}: {e}"));
+        assert_eq!(out, case.pt, "{ctx}: {what} plaintext");
     } else {
         assert_eq!(
             r,
             Err(Error::AuthenticationFailed),
-            "{ctx}: open_to forged tag accepted"
+            "{ctx}: {what}: forged tag accepted"
         );
         assert!(
-            dst.iter().all(|&x| x == 0),
-            "{ctx}: open_to did not wipe dst"
+            out.iter().all(|&x| x == 0),
+            "{ctx}: {what} did not wipe its output"
         );
     }
 }

@@ -1,0 +1,122 @@
+//! XTS on VAES: 16 blocks per group, tweaks computed in registers.
+//!
+//! Tweak arithmetic (IEEE 1619: the tweak is a little-endian element of GF(2^128) modulo
+//! x^128 + x^7 + x^2 + x + 1). Multiplying a 128-bit lane by x^k for k < 57 is a 128-bit
+//! shift left by k, done as two 64-bit shifts plus the bits that cross from the low to the
+//! high quadword, and the k bits shifted out of the top, h, folded back as h * 0x87 (a
+//! carry-less product that fits in the low quadword), with one VPCLMULQDQ. No branches and
+//! no byte loops.
+//!
+//! Per data unit: the encrypted tweak T is broadcast; eight independent multiplies with
+//! per-lane shift counts give [T x^2i, T x^(2i+1)] for the 8 registers (a chain one
+//! multiply deep, which a chain of four made measurably slower on 512-byte units). After
+//! each group of 16 blocks every register is multiplied by x^16. A new unit only costs
+//! these eight independent multiplies, so many 512-byte sectors in one call run at the
+//! speed of one long buffer.
+#![allow(unsafe_code)]
+
+use super::super::scaffold::tail_through_buffer;
+use super::{tweaked_group, Keys, GROUP, REGS};
+use crate::block::Block;
+use core::arch::x86_64::*;
+
+/// `t * x^k` in each 128-bit lane, with the per-quadword shift counts `shl = k` and
+/// `shr = 64 - k` (a count of 64 gives 0, so k = 0 is the identity).
+#[inline]
+#[target_feature(enable = "avx2,vpclmulqdq")]
+unsafe fn mul_x_pow(t: __m256i, shl: __m256i, shr: __m256i) -> __m256i {
+    // 0x87: x^128 = x^7 + x^2 + x + 1.
+    let poly = _mm256_set_epi64x(0, 0x87, 0, 0x87);
+    let carry = _mm256_srlv_epi64(t, shr);
+    let shifted = _mm256_sllv_epi64(t, shl);
+    let cross = _mm256_bslli_epi128::<8>(carry);
+    let folded = _mm256_clmulepi64_epi128::<0x01>(carry, poly);
+    _mm256_xor_si256(_mm256_xor_si256(shifted, cross), folded)
+}
+
+/// `t * x^16` in each 128-bit lane: a two-byte shift of the lane, and the 16 bits shifted
+/// out of the top folded back as h * 0x87 with one carry-less multiplication.
+#[inline]
+#[target_feature(enable = "avx2,vpclmulqdq")]
+unsafe fn mul_x16(t: __m256i) -> __m256i {
+    let poly = _mm256_set_epi64x(0, 0x87, 0, 0x87);
+    let h = _mm256_bsrli_epi128::<14>(t);
+    let folded = _mm256_clmulepi64_epi128::<0x00>(h, poly);
+    _mm256_xor_si256(_mm256_bslli_epi128::<2>(t), folded)
+}
+
+/// Data units of `unit` bytes (a multiple of 16), one encrypted tweak each, at least one.
+/// Each group's tweak XORs are folded into the round-0 whitening and the last round key
+/// (`tweaked_group`), so they cost no step on the AES dependency chain.
+#[target_feature(enable = "avx2,vaes,vpclmulqdq")]
+pub(super) unsafe fn xts_vaes_avx2<const DEC: bool>(
+    k: &Keys,
+    tweaks: &[Block],
+    src: *const u8,
+    dst: *mut u8,
+    unit: usize,
+) {
+    // The tweaks of the next group are computed after the current group's rounds: built
+    // before them (software pipelining), eight more registers stay live through the
+    // rounds and spill, which costs more than the latency it hides. The next *unit's*
+    // first tweaks, a longer chain, are still built before the unit's rounds: computed
+    // after them, 512-byte units ran slower (both measured: docs/PERFORMANCE.md).
+    let mut tw = first_tweaks(&tweaks[0]);
+    if unit == 2 * GROUP {
+        // 512-byte sectors, the most common unit: the next unit's tweaks built
+        // unconditionally (for the last unit, a harmless repeat), and the two groups in a
+        // loop with one call site of `tweaked_group`, which the compiler then inlines (with two
+        // call sites it did not, and 512-byte units fell well below the 4096-byte rate).
+        let n = tweaks.len();
+        for u in 0..n {
+            let (src, dst) = (src.add(u * unit), dst.add(u * unit));
+            let next_unit = first_tweaks(&tweaks[(u + 1).min(n - 1)]);
+            for half in 0..2 {
+                tweaked_group::<REGS, DEC>(k, &tw, src.add(half * GROUP), dst.add(half * GROUP));
+                tw = tw.map(|v| mul_x16(v));
+            }
+            tw = next_unit;
+        }
+        return;
+    }
+    for u in 0..tweaks.len() {
+        let (src, dst) = (src.add(u * unit), dst.add(u * unit));
+        let next_unit = match tweaks.get(u + 1) {
+            Some(t) => first_tweaks(t),
+            None => tw,
+        };
+        let mut off = 0;
+        while off + GROUP <= unit {
+            tweaked_group::<REGS, DEC>(k, &tw, src.add(off), dst.add(off));
+            tw = tw.map(|v| mul_x16(v));
+            off += GROUP;
+        }
+        if off < unit {
+            // SAFETY (for the closure): the buffer pointers cover GROUP bytes.
+            tail_through_buffer::<GROUP>(src.add(off), dst.add(off), unit - off, |s, d| unsafe {
+                tweaked_group::<REGS, DEC>(k, &tw, s, d)
+            });
+        }
+        tw = next_unit;
+    }
+}
+
+/// The tweaks of a unit's first 16 blocks, [T x^2i, T x^(2i+1)] in register i, from the
+/// encrypted tweak T.
+#[inline]
+#[target_feature(enable = "avx2,vpclmulqdq")]
+unsafe fn first_tweaks(t: &Block) -> [__m256i; REGS] {
+    let both = _mm256_broadcastsi128_si256(_mm_loadu_si128(t.as_ptr().cast()));
+    // Register i is [T x^2i, T x^(2i+1)]: each one multiply of T by per-lane powers, all
+    // eight independent (a chain of one multiply, not four).
+    let mut out = [_mm256_setzero_si256(); REGS];
+    for (i, v) in out.iter_mut().enumerate() {
+        let (lo, hi) = (2 * i as i64, 2 * i as i64 + 1);
+        *v = mul_x_pow(
+            both,
+            _mm256_set_epi64x(hi, hi, lo, lo),
+            _mm256_set_epi64x(64 - hi, 64 - hi, 64 - lo, 64 - lo),
+        );
+    }
+    out
+}

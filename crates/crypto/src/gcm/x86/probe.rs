@@ -1,0 +1,124 @@
+//! The probe of how the AES and carry-less multiply units share the core, which the
+//! stitched GCM kernels are designed around (`sectorcrypt bench --probe` prints it with its
+//! own clock; docs/PERFORMANCE.md reads the table): loops of independent instructions,
+//! timed. If two kinds of instruction issue on separate pipes, a loop of both costs the
+//! slower of the two; if they compete for the same pipes, the sum.
+//! - ymm (CPUs with the vaes backend): 8 VAESENC per step, 4 VPCLMULQDQ, and both;
+//! - zmm (CPUs with the avx512 backend): 8 VAESENC zmm per step alone, 4 VPCLMULQDQ zmm
+//!   alone, and 8 VAESENC beside 4 VPCLMULQDQ, 8 VPXORQ or 8 VPSHUFB.
+#![allow(unsafe_code)]
+
+use crate::aes_core::Backend;
+use core::arch::x86_64::*;
+use std::time::Instant;
+
+/// Independent chains per kind of instruction: AES latency (4 to 5) x issue rate, which
+/// with the multiply chains and the key leaves registers to spare (nothing spills).
+const CHAINS: usize = 8;
+/// Independent multiply chains.
+const CLMUL_CHAINS: usize = 4;
+
+/// What a step runs: 8 VAESENC unless `ClmulOnly`, and beside them the mix.
+#[derive(Clone, Copy)]
+enum Mix {
+    AesOnly,
+    ClmulOnly,
+    Clmul,
+    Xor,
+    Shuffle,
+}
+
+/// Defines `$name(mix, steps)`, the loop of one register width: `steps` steps of the mix on
+/// `CHAINS` AES chains and `CHAINS` other chains (`CLMUL_CHAINS` of them for multiplies),
+/// then everything folded into one register so that nothing is optimised away.
+macro_rules! probe_loop {
+    (
+        $name:ident: $reg:ty, $features:literal,
+        $set1:path, $aesenc:path, $clmul:path, $xor:path, $shuffle:path
+    ) => {
+        #[target_feature(enable = $features)]
+        fn $name(mix: Mix, steps: u64) -> $reg {
+            let k = $set1(0x0123_4567);
+            let mut a = [$set1(1); CHAINS];
+            let mut c = [$set1(3); CHAINS];
+            for _ in 0..steps {
+                if !matches!(mix, Mix::ClmulOnly) {
+                    for v in a.iter_mut() {
+                        *v = $aesenc(*v, k);
+                    }
+                }
+                for v in c.iter_mut().take(match mix {
+                    Mix::AesOnly => 0,
+                    Mix::Clmul | Mix::ClmulOnly => CLMUL_CHAINS,
+                    Mix::Xor | Mix::Shuffle => CHAINS,
+                }) {
+                    *v = match mix {
+                        Mix::Xor => $xor(*v, k),
+                        Mix::Shuffle => $shuffle(*v, k),
+                        _ => $clmul(*v, k),
+                    };
+                }
+            }
+            a.iter().chain(c.iter()).fold(k, |r, v| $xor(r, *v))
+        }
+    };
+}
+
+probe_loop!(
+    run_ymm: __m256i, "avx2,vaes,vpclmulqdq",
+    _mm256_set1_epi32, _mm256_aesenc_epi128, _mm256_clmulepi64_epi128::<0x01>,
+    _mm256_xor_si256, _mm256_shuffle_epi8
+);
+probe_loop!(
+    run_zmm: __m512i, "avx512f,avx512bw,vaes,vpclmulqdq",
+    _mm512_set1_epi32, _mm512_aesenc_epi128, _mm512_clmulepi64_epi128::<0x01>,
+    _mm512_xor_si512, _mm512_shuffle_epi8
+);
+
+/// The best of five timings of `run(steps)`, in seconds per step.
+fn best_of_five(steps: u64, run: impl Fn(u64)) -> f64 {
+    (0..5)
+        .map(|_| {
+            let t = Instant::now();
+            run(steps);
+            t.elapsed().as_secs_f64() / steps as f64
+        })
+        .fold(f64::MAX, f64::min)
+}
+
+/// Seconds per loop step of each mix this CPU can run (ymm where the vaes backend can run,
+/// zmm where the avx512 backend can), with its name.
+pub(crate) fn probe() -> Vec<(&'static str, f64)> {
+    let (ymm, zmm) = (
+        Backend::Vaes.check_cpu().is_ok(),
+        Backend::Avx512.check_cpu().is_ok(),
+    );
+    let mixes = [
+        ("8 VAESENC ymm", false, Mix::AesOnly),
+        ("4 VPCLMULQDQ ymm", false, Mix::ClmulOnly),
+        ("8 VAESENC + 4 VPCLMULQDQ ymm", false, Mix::Clmul),
+        ("8 VAESENC zmm", true, Mix::AesOnly),
+        ("4 VPCLMULQDQ zmm", true, Mix::ClmulOnly),
+        ("8 VAESENC + 4 VPCLMULQDQ zmm", true, Mix::Clmul),
+        ("8 VAESENC + 8 VPXORQ zmm", true, Mix::Xor),
+        ("8 VAESENC + 8 VPSHUFB zmm", true, Mix::Shuffle),
+    ];
+    let mut out = Vec::new();
+    for (name, wide, mix) in mixes {
+        let seconds = match (wide, ymm, zmm) {
+            (false, true, _) => best_of_five(2_000_000, |steps| {
+                // SAFETY: checked above: the vaes backend's CPU features (vaes, vpclmulqdq,
+                // avx2 with the OS saving ymm state), those `run_ymm` is compiled for.
+                std::hint::black_box(unsafe { run_ymm(mix, steps) });
+            }),
+            (true, _, true) => best_of_five(1_000_000, |steps| {
+                // SAFETY: checked above: the avx512 backend's CPU features (avx512f/bw, vaes,
+                // vpclmulqdq with the OS saving zmm state), those `run_zmm` is compiled for.
+                std::hint::black_box(unsafe { run_zmm(mix, steps) });
+            }),
+            _ => continue,
+        };
+        out.push((name, seconds));
+    }
+    out
+}

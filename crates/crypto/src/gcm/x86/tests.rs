@@ -1,0 +1,127 @@
+//! The masked loads and stores of the avx512 backend's GCM (the zmm GHASH's short last
+//! group and the stitched kernel's shorter last group) must touch nothing outside the
+//! caller's bytes. Each
+//! buffer here ends exactly where an inaccessible page begins, so a read or write past the
+//! end faults, and the results are compared with the soft backend. (The other behaviour of
+//! the backend is covered by the GCM test suite, which runs every backend.)
+#![allow(unsafe_code)]
+
+use crate::aes_core::Backend;
+use crate::gcm::Gcm;
+use crate::ghash::{Ghash, GhashBackend};
+
+const PAGE: usize = 4096;
+
+/// `pages` read-write pages followed by one inaccessible page.
+struct Guarded {
+    base: *mut u8,
+    pages: usize,
+}
+
+impl Guarded {
+    fn new(pages: usize) -> Guarded {
+        let size = (pages + 1) * PAGE;
+        // SAFETY: an anonymous private mapping of `size` bytes at an address the kernel
+        // chooses; checked for failure below.
+        let p = unsafe {
+            libc::mmap(
+                core::ptr::null_mut(),
+                size,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(p, libc::MAP_FAILED, "mmap");
+        let base = p.cast::<u8>();
+        // SAFETY: the last page lies inside the mapping just made.
+        let r = unsafe { libc::mprotect(base.add(pages * PAGE).cast(), PAGE, libc::PROT_NONE) };
+        assert_eq!(r, 0, "mprotect");
+        Guarded { base, pages }
+    }
+
+    /// The last `n` bytes before the inaccessible page.
+    fn tail(&mut self, n: usize) -> &mut [u8] {
+        assert!(n <= self.pages * PAGE);
+        // SAFETY: the `n` bytes end where the read-write pages end, inside the mapping,
+        // and the returned borrow of `self` keeps them exclusive.
+        unsafe { core::slice::from_raw_parts_mut(self.base.add(self.pages * PAGE - n), n) }
+    }
+}
+
+impl Drop for Guarded {
+    fn drop(&mut self) {
+        // SAFETY: unmaps exactly the mapping made in `new`; no borrow of it outlives `self`.
+        unsafe { libc::munmap(self.base.cast(), (self.pages + 1) * PAGE) };
+    }
+}
+
+fn bytes(len: usize, seed: u64) -> Vec<u8> {
+    let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..len)
+        .map(|_| {
+            s = s.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            (s >> 56) as u8
+        })
+        .collect()
+}
+
+#[test]
+fn masked_tails_stay_inside_the_buffers() {
+    if let Err(e) = Backend::Avx512.ensure_usable() {
+        eprintln!("avx512 guard-page test SKIPPED: {e}");
+        return;
+    }
+    let (mut a, mut b) = (Guarded::new(3), Guarded::new(3));
+    // GHASH: every block count up to three groups and a bit, ending at the guard page.
+    let h: [u8; 16] = bytes(16, 1).try_into().unwrap();
+    let (zmm, soft) = (
+        Ghash::with_backend(&h, GhashBackend::Vpclmul512).unwrap(),
+        Ghash::with_backend(&h, GhashBackend::Soft).unwrap(),
+    );
+    for blocks in 0..=100 {
+        let data = bytes(16 * blocks, blocks as u64);
+        let t = a.tail(data.len());
+        t.copy_from_slice(&data);
+        assert_eq!(
+            zmm.update(&[7; 16], t).unwrap(),
+            soft.update(&[7; 16], &data).unwrap(),
+            "ghash of {blocks} blocks"
+        );
+    }
+    // GCM one pass: messages (and AAD) ending at the guard page, in place and out of place
+    // (source and destination each ending at one).
+    let key = bytes(32, 2);
+    let (fast, reference) = (
+        Gcm::with_backend(&key, Backend::Avx512).unwrap(),
+        Gcm::with_backend(&key, Backend::Soft).unwrap(),
+    );
+    let iv = [9u8; 12];
+    let lens = (1..=600)
+        .chain((4096..=4096 + 64).step_by(3))
+        .chain([8192, 8191]);
+    for len in lens {
+        let pt = bytes(len, len as u64);
+        let aad = bytes(len % 50, 3);
+        let mut want = pt.clone();
+        let tag = reference.seal(&iv, &aad, &mut want).unwrap();
+        let t = a.tail(len);
+        t.copy_from_slice(&pt);
+        assert_eq!(fast.seal(&iv, &aad, t).unwrap(), tag, "seal {len}");
+        assert!(*t == want[..], "seal {len}");
+        fast.open(&iv, &aad, t, &tag).unwrap();
+        assert!(*t == pt[..], "open {len}");
+        a.tail(len).copy_from_slice(&pt);
+        let (src, dst) = (a.tail(len), b.tail(len));
+        assert_eq!(
+            fast.seal_to(&iv, &aad, src, dst).unwrap(),
+            tag,
+            "seal_to {len}"
+        );
+        assert!(*dst == want[..], "seal_to {len}");
+        let (src, dst) = (b.tail(len), a.tail(len));
+        fast.open_to(&iv, &aad, src, dst, &tag).unwrap();
+        assert!(*dst == pt[..], "open_to {len}");
+    }
+}
