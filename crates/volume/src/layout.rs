@@ -14,17 +14,15 @@
 //!   yet.
 //!
 //! [`Layout::encrypt`], [`Layout::decrypt`] and [`Layout::encrypt_to`] take a run of whole
-//! sectors and cut it into the fewest cipher calls the rules allow: one call for a single
-//! key with a 512-unit or sector IV rule (the hot path: the crypto core prepares the IVs of
-//! many sectors and runs one kernel over all of them), one call per zone for zoned keys.
-//! The byte-offset rule costs one call per sector: the crypto core's
-//! [`SectorLayout`] advances the IV number by 1 or by `sector_size / 512` per sector, not
-//! by `sector_size`, so each sector gets its own first IV. Nothing is allocated; a zoned
-//! layout takes a lock and clones an `Arc` once per zone of a run.
+//! sectors and cut it into the fewest cipher calls the keys allow: one call for a single
+//! key (the hot path: the crypto core prepares the IVs of many sectors and runs one kernel
+//! over all of them, whatever the IV rule, since its [`SectorLayout`] advances the IV
+//! number by the rule's step), one call per zone for zoned keys. Nothing is allocated; a
+//! zoned layout takes a lock and clones an `Arc` once per zone of a run.
 
 use crate::error::{Error, Result};
 use crate::lock;
-use sectorcrypt_crypto::dmcrypt::{CipherSpec, SectorCipher, SectorLayout};
+use sectorcrypt_crypto::dmcrypt::{CipherSpec, IvStep, SectorCipher, SectorLayout};
 use std::fmt;
 use std::ops::Range;
 use std::sync::{Arc, Mutex};
@@ -61,13 +59,15 @@ impl IvRule {
         }
     }
 
-    /// The crypto core's sector layout for a cipher serving this rule: its IV step must
-    /// match the rule's (the byte-offset rule calls the cipher one sector at a time).
-    fn cipher_layout(self, sector_size: usize) -> Result<SectorLayout> {
-        Ok(SectorLayout::new(
-            sector_size,
-            !matches!(self, IvRule::Units512 { .. }),
-        )?)
+    /// The crypto core's sector layout for a cipher serving this rule: the same IV step,
+    /// so that a call given sector `s`'s IV number derives every following sector's.
+    pub(crate) fn cipher_layout(self, sector_size: usize) -> Result<SectorLayout> {
+        let step = match self {
+            IvRule::Units512 { .. } => IvStep::Units512,
+            IvRule::Sectors { .. } => IvStep::Sector,
+            IvRule::ByteOffset => IvStep::Bytes,
+        };
+        Ok(SectorLayout::with_step(sector_size, step)?)
     }
 }
 
@@ -241,31 +241,15 @@ impl Layout {
     ) -> Result<()> {
         let ss = self.geometry.sector_size;
         let rule = self.geometry.iv;
-        if let (Keys::Single(cipher), IvRule::Units512 { .. } | IvRule::Sectors { .. }) =
-            (&self.keys, rule)
-        {
-            // The hot path: one call (the cipher checks for whole sectors itself).
-            return Ok(f(cipher, rule.number(first, ss), 0..len)?);
-        }
-        if !len.is_multiple_of(ss) {
-            return Err(Error::invalid(format!(
-                "{len} bytes is not a whole number of {ss}-byte sectors"
-            )));
-        }
-        let mut per_key =
-            |cipher: &SectorCipher, s: u64, range: Range<usize>| match self.geometry.iv {
-                IvRule::ByteOffset => {
-                    for (i, at) in range.clone().step_by(ss).enumerate() {
-                        let iv = self.geometry.iv.number(s + i as u64, ss);
-                        f(cipher, iv, at..at + ss)?;
-                    }
-                    Ok(())
-                }
-                rule => f(cipher, rule.number(s, ss), range),
-            };
         match &self.keys {
-            Keys::Single(cipher) => per_key(cipher, first, 0..len)?,
+            // The hot path: one call (the cipher checks for whole sectors itself).
+            Keys::Single(cipher) => f(cipher, rule.number(first, ss), 0..len)?,
             Keys::Zoned { zone_sectors, .. } => {
+                if !len.is_multiple_of(ss) {
+                    return Err(Error::invalid(format!(
+                        "{len} bytes is not a whole number of {ss}-byte sectors"
+                    )));
+                }
                 let mut done = 0;
                 while done < len {
                     let s = first + (done / ss) as u64;
@@ -273,7 +257,7 @@ impl Layout {
                     let in_zone = (zone + 1) * zone_sectors - s;
                     let n = in_zone.min(((len - done) / ss) as u64) as usize * ss;
                     let cipher = self.zone_cipher(zone)?;
-                    per_key(&cipher, s, done..done + n)?;
+                    f(&cipher, rule.number(s, ss), done..done + n)?;
                     done += n;
                 }
             }

@@ -8,7 +8,7 @@ mod sector;
 mod xts;
 
 pub use block::{Cbc, Ctr, Ecb};
-pub use sector::{CipherMode, CipherSpec, IvMode, SectorCipher, SectorLayout};
+pub use sector::{CipherMode, CipherSpec, IvMode, IvStep, SectorCipher, SectorLayout};
 pub use xts::Xts;
 
 use crate::aes_core::{self, AesKernels, Backend};

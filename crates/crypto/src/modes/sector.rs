@@ -118,11 +118,23 @@ impl fmt::Display for CipherSpec {
     }
 }
 
+/// How the IV number advances from one sector to the next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IvStep {
+    /// By `sector_size / 512`: the IV counts 512-byte units whatever the sector size
+    /// (dm-crypt's default, LUKS); the sector size must be a multiple of 512.
+    Units512,
+    /// By 1: the IV counts sectors (dm-crypt's `iv_large_sectors`).
+    Sector,
+    /// By `sector_size`: the IV number is a byte offset (GELI's XTS tweak).
+    Bytes,
+}
+
 /// Sector size and how the IV number advances.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SectorLayout {
     sector_size: usize,
-    large_iv: bool,
+    step: IvStep,
 }
 
 impl SectorLayout {
@@ -130,18 +142,26 @@ impl SectorLayout {
     /// advances by 1 per sector (dm-crypt's `iv_large_sectors`); otherwise it counts 512-byte
     /// units, advancing by `sector_size / 512`, and the size must then be a multiple of 512.
     pub fn new(sector_size: usize, large_iv: bool) -> Result<SectorLayout, Error> {
+        let step = if large_iv {
+            IvStep::Sector
+        } else {
+            IvStep::Units512
+        };
+        SectorLayout::with_step(sector_size, step)
+    }
+
+    /// `sector_size` (a multiple of 16 from 16 to 65536; of 512 for [`IvStep::Units512`])
+    /// with the IV number advancing by `step`.
+    pub fn with_step(sector_size: usize, step: IvStep) -> Result<SectorLayout, Error> {
         if !(16..=65536).contains(&sector_size) || !sector_size.is_multiple_of(16) {
             return Err(Error::Input(InputError::SectorSize(sector_size)));
         }
-        if !large_iv && !sector_size.is_multiple_of(512) {
+        if step == IvStep::Units512 && !sector_size.is_multiple_of(512) {
             return Err(Error::Input(InputError::SectorSizeNeedsLargeIv(
                 sector_size,
             )));
         }
-        Ok(SectorLayout {
-            sector_size,
-            large_iv,
-        })
+        Ok(SectorLayout { sector_size, step })
     }
 
     /// Bytes per sector.
@@ -149,17 +169,22 @@ impl SectorLayout {
         self.sector_size
     }
 
-    /// Whether the IV counts sectors (true) or 512-byte units (false).
+    /// Whether the IV counts sectors (true) or another unit (false).
     pub fn large_iv(&self) -> bool {
-        self.large_iv
+        self.step == IvStep::Sector
+    }
+
+    /// The rule the IV number follows.
+    pub fn step(&self) -> IvStep {
+        self.step
     }
 
     /// How much the IV number grows from one sector to the next.
     pub fn iv_step(&self) -> u64 {
-        if self.large_iv {
-            1
-        } else {
-            (self.sector_size / 512) as u64
+        match self.step {
+            IvStep::Units512 => (self.sector_size / 512) as u64,
+            IvStep::Sector => 1,
+            IvStep::Bytes => self.sector_size as u64,
         }
     }
 }

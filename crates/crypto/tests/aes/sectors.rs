@@ -1,6 +1,6 @@
 //! The sector API against OpenSSL doing one EVP call per sector with IVs computed here,
-//! independently: plain64, plain (32-bit, wraps), essiv:sha256; 512-byte IV units or
-//! large-sector IVs.
+//! independently: plain64, plain (32-bit, wraps), essiv:sha256; IV numbers in 512-byte
+//! units, in sectors (large-sector IVs) or in bytes (GELI's byte-offset tweaks).
 
 use crate::differential::{openssl, rng};
 use crate::harness::backends;
@@ -9,7 +9,7 @@ use rand::{Rng, RngCore};
 use sectorcrypt_crypto::InputError;
 use sectorcrypt_crypto::KeyError;
 use sectorcrypt_crypto::{
-    dmcrypt::{CipherSpec, SectorCipher, SectorLayout},
+    dmcrypt::{CipherSpec, IvStep, SectorCipher, SectorLayout},
     Error,
 };
 
@@ -85,17 +85,23 @@ fn cipher_strings_match_openssl_per_sector() {
             for &key_len in key_lens {
                 let mut key = vec![0u8; key_len];
                 rng.fill_bytes(&mut key);
-                for (size, large) in [
-                    (512, false),
-                    (1024, false),
-                    (2048, false),
-                    (4096, false),
-                    (4096, true),
-                    (16, true),
-                    (4112, true),
+                for (size, unit) in [
+                    (512, IvStep::Units512),
+                    (1024, IvStep::Units512),
+                    (2048, IvStep::Units512),
+                    (4096, IvStep::Units512),
+                    (4096, IvStep::Sector),
+                    (16, IvStep::Sector),
+                    (4112, IvStep::Sector),
+                    (512, IvStep::Bytes),
+                    (4096, IvStep::Bytes),
                 ] {
-                    let lay = SectorLayout::new(size, large).unwrap();
-                    let step = if large { 1 } else { size as u64 / 512 };
+                    let lay = SectorLayout::with_step(size, unit).unwrap();
+                    let step = match unit {
+                        IvStep::Units512 => size as u64 / 512,
+                        IvStep::Sector => 1,
+                        IvStep::Bytes => size as u64,
+                    };
                     // Sector counts: random small ones, and runs that wrap the 32-bit
                     // (plain) and 64-bit (plain64) IV numbers within the call.
                     for (first, count) in [
@@ -112,7 +118,7 @@ fn cipher_strings_match_openssl_per_sector() {
                             expected(spec_name, &key, (size, step), first, &data, Mode::Encrypt);
                         let mut got = vec![0u8; data.len()];
                         c.encrypt_to(first, &data, &mut got).unwrap();
-                        assert_eq!(got, want, "{spec_name} key {key_len} {count}x{size} large {large} first {first} on {b}");
+                        assert_eq!(got, want, "{spec_name} key {key_len} {count}x{size} iv step {unit:?} first {first} on {b}");
                         let mut inplace = data.clone();
                         c.encrypt(first, &mut inplace).unwrap();
                         assert_eq!(inplace, want, "{spec_name} in place on {b}");

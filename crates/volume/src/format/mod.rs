@@ -477,8 +477,7 @@ impl Unlocked {
     /// [`IvRule::number`] for a sector's first IV number): an independent path to the
     /// data, for tests and tools.
     pub fn sector_cipher(&self) -> Result<SectorCipher> {
-        let large = !matches!(self.iv, IvRule::Units512 { .. });
-        let layout = sectorcrypt_crypto::dmcrypt::SectorLayout::new(self.sector_size, large)?;
+        let layout = self.iv.cipher_layout(self.sector_size)?;
         Ok(SectorCipher::new(self.spec, &self.volume_key, layout)?)
     }
 
