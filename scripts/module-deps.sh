@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Lists which top-level modules of the crypto crate use which (every `crate::X` path in
+# Lists which top-level modules of a crate (the crypto crate unless a src folder is given;
+# its lib.rs, or main.rs for a binary) use which (every `crate::X` path in
 # their files, `use` or not, including grouped imports, `$crate::` in macros and paths
 # that climb to the crate root through `super::`; names the crate root re-exports count
 # as the module they come from; the public facades written inline in lib.rs, such as
@@ -43,7 +44,10 @@ def braced(text, start):
     raise SystemExit(f"unbalanced braces in lib.rs from offset {start}")
 
 
-lib = strip_comments(open(os.path.join(src, "lib.rs")).read())
+root = os.path.join(src, "lib.rs")
+if not os.path.exists(root):
+    root = os.path.join(src, "main.rs")
+lib = strip_comments(open(root).read())
 modules = {}  # name -> list of (file, module path inside the crate)
 inline = {}  # facade name -> its text
 for m in re.finditer(r"^\s*(?:pub(?:\([^)]*\))?\s+)?mod\s+(\w+)\s*([;{])", lib, re.M):

@@ -6,6 +6,11 @@ cd "$(dirname "$0")/.."
 bash scripts/deps.sh
 
 cargo fmt --all -- --check
+# Module imports point one way inside every crate (no cycle between top-level modules).
+for src in crates/*/src; do bash scripts/module-deps.sh "$src" > /dev/null || {
+    bash scripts/module-deps.sh "$src"
+    exit 1
+}; done
 cargo clippy --workspace --all-targets -- -D warnings
 cargo test --workspace 2>&1
 cargo run --release -q -p sectorcrypt -- bench --quick

@@ -1,8 +1,8 @@
 //! The command line, as clap definitions. The flags are an interface scripts rely on.
 
-use clap::builder::{PossibleValue, StringValueParser, TypedValueParser};
+use crate::listed::Listed;
+use clap::builder::PossibleValue;
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use std::ffi::OsStr;
 use std::path::PathBuf;
 
 const EXIT_CODES: &str =
@@ -22,7 +22,7 @@ pub struct Cli {
 pub enum Command {
     /// Encrypt, decrypt or MAC a stream: dm-crypt cipher strings, raw AES modes, AES-GCM,
     /// GOST 28147-89 and Magma.
-    #[command(after_long_help = crate::cmd_cipher::help::EXAMPLES)]
+    #[command(after_long_help = crate::ciphers::help::EXAMPLES)]
     Cipher(CipherArgs),
     /// Show the CPU features seen and the backend chosen for each algorithm.
     #[command(after_long_help = BACKENDS_HELP)]
@@ -252,7 +252,7 @@ pub struct CipherArgs {
     pub direction: Direction,
     /// The cipher: a dm-crypt cipher string, a raw AES mode, AES-GCM, GOST 28147-89 or
     /// Magma.
-    #[arg(long, value_name = "SPEC", value_parser = crate::cmd_cipher::help::CIPHER_NAMES)]
+    #[arg(long, value_name = "SPEC", value_parser = crate::ciphers::help::CIPHER_NAMES)]
     pub cipher: String,
     /// The key as hex digits.
     #[arg(long, value_name = "HEX")]
@@ -273,7 +273,7 @@ pub struct CipherArgs {
     pub tag_len: Option<usize>,
     /// The GOST 28147-89 S-box parameter set by OID name or dotted OID (required, no
     /// default).
-    #[arg(long, value_name = "NAME", value_parser = crate::cmd_cipher::help::SBOX_NAMES)]
+    #[arg(long, value_name = "NAME", value_parser = crate::ciphers::help::SBOX_NAMES)]
     pub sbox: Option<String>,
     /// CryptoPro key meshing (RFC 4357) every 1024 bytes.
     #[arg(long)]
@@ -441,27 +441,4 @@ pub struct UmountArgs {
     /// Where the volume is mounted.
     #[arg(value_name = "MOUNTPOINT")]
     pub mountpoint: PathBuf,
-}
-
-/// A string option whose help lists its possible values, which the command checks itself:
-/// clap would refuse an unknown value with an error of its own on several lines, where the
-/// commands print one line `sectorcrypt: ...` and exit 2.
-#[derive(Debug, Clone, Copy)]
-pub struct Listed(pub fn() -> Vec<PossibleValue>);
-
-impl TypedValueParser for Listed {
-    type Value = String;
-
-    fn parse_ref(
-        &self,
-        cmd: &clap::Command,
-        arg: Option<&clap::Arg>,
-        value: &OsStr,
-    ) -> Result<String, clap::Error> {
-        StringValueParser::new().parse_ref(cmd, arg, value)
-    }
-
-    fn possible_values(&self) -> Option<Box<dyn Iterator<Item = PossibleValue> + '_>> {
-        Some(Box::new(self.0().into_iter()))
-    }
 }

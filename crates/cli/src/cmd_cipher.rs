@@ -3,13 +3,11 @@
 //! memory, and `--output` is replaced atomically, so bad input never leaves a partial or
 //! truncated output behind.
 //!
-//! - [`table`]: every cipher with its key lengths, IV rule, tag rule and options;
-//! - [`job`]: the command line checked against the table, then run;
-//! - [`help`]: the help generated from the table.
+//! - [`crate::ciphers`]: every cipher with its key lengths, IV rule, tag rule and options,
+//!   and the help generated from them;
+//! - [`job`]: the command line checked against the table, then run.
 
-pub mod help;
 mod job;
-mod table;
 
 use crate::args::CipherArgs;
 use crate::failure::Failure;
@@ -56,4 +54,31 @@ fn write_output(path: Option<&Path>, data: &[u8]) -> Result<(), Failure> {
             f.commit()
         })
         .map_err(|e| Failure::runtime(format!("writing {}: {e}", path.display())))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::args::Cli;
+    use clap::CommandFactory;
+    use sectorcrypt_crypto::gost89::Sbox;
+
+    #[test]
+    fn the_help_lists_every_cipher_and_sbox() {
+        let mut cli = Cli::command();
+        let help = cli
+            .find_subcommand_mut("cipher")
+            .expect("the cipher command")
+            .render_long_help()
+            .to_string();
+        for c in crate::ciphers::CIPHERS {
+            assert!(
+                help.contains(&format!("- {}:", c.name)),
+                "{} in {help}",
+                c.name
+            );
+        }
+        for s in Sbox::ALL {
+            assert!(help.contains(s.name()), "{} in {help}", s.name());
+        }
+    }
 }

@@ -4,6 +4,7 @@
 #![forbid(unsafe_code)]
 
 mod args;
+mod ciphers;
 mod cmd_backends;
 mod cmd_bench;
 mod cmd_cipher;
@@ -14,6 +15,7 @@ mod cmd_volume;
 mod cmd_volume_io;
 mod failure;
 mod image;
+mod listed;
 mod passphrase;
 mod volume_export;
 

@@ -51,8 +51,8 @@ pub enum Error {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum HeaderError {
-    /// No format of [`crate::format::FORMATS`] recognises the store.
-    #[error("not a volume of a known format ({known}): {0}", known = crate::format::known_formats())]
+    /// No format of [`crate::formats::FORMATS`] recognises the store.
+    #[error("not a volume of a known format: {0}")]
     Unrecognised(String),
     /// A header (or every copy of it) fails its checks: magic, checksum, metadata, layout.
     #[error("corrupt header: {0}")]

@@ -3,8 +3,8 @@
 //! a byte of input is read, and returns the job with its key expanded; [`Job::run`] then
 //! transforms the whole input in memory.
 
-use super::table::{self, AesMode, Cipher, Flag, Gost89Mode, Iv, Kind, MagmaMode};
 use crate::args::{CipherArgs, Direction};
+use crate::ciphers::{self as table, AesMode, Cipher, Flag, Gost89Mode, Iv, Kind, MagmaMode};
 use crate::failure::Failure;
 use sectorcrypt_crypto::{
     aes::{Cbc, Ctr, Ecb, Gcm, Xts},

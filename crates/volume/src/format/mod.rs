@@ -1,13 +1,15 @@
 //! The on-disk formats behind one interface.
 //!
 //! Each format is a module (`luks::luks1`, `luks::luks2`; GELI next) that implements
-//! [`Format`] for its parsed header and registers one [`Driver`] in [`FORMATS`]: a name and
-//! a `detect` function that looks at the first bytes and the size of a store and, when the
-//! store is of its format, reads and validates the header. [`Header::read`] asks the
-//! drivers in order; the first that recognises the store wins. Everything else the
-//! commands do goes through [`Header`] (a `Box<dyn Format>` with the format-neutral steps
-//! around it) and [`Unlocked`], so a new format is a new module and one line in
-//! [`FORMATS`]: the CLI's commands never name a format.
+//! [`Format`] for its parsed header and offers one [`Driver`]: a name and a `detect`
+//! function that looks at the first bytes and the size of a store and, when the store is
+//! of its format, reads and validates the header. The registry
+//! ([`crate::formats::FORMATS`], above this module and the formats, so that neither
+//! imports the other) lists the drivers; [`Header::read`] asks them in order and the first
+//! that recognises the store wins. Everything else the commands do goes through [`Header`]
+//! (a `Box<dyn Format>` with the format-neutral steps around it) and [`Unlocked`], so a new
+//! format is a new module and one line in the registry: the CLI's commands never name a
+//! format.
 //!
 //! Why a trait object rather than an enum: a header is read once per command and used a
 //! few times, so a virtual call costs nothing measurable, and a new format then touches no
@@ -207,42 +209,11 @@ pub struct Driver {
     pub detect: fn(&Probe<'_>) -> Detected,
 }
 
-/// The formats, in the order they are tried.
-pub const FORMATS: &[Driver] = &[crate::luks::luks1::DRIVER, crate::luks::luks2::DRIVER];
-
-/// The names of [`FORMATS`], for messages: `luks1, luks2`.
-pub fn known_formats() -> String {
-    let names: Vec<&str> = FORMATS.iter().map(|d| d.name).collect();
-    names.join(", ")
-}
-
 /// A volume's header, of whichever format.
 #[derive(Debug)]
 pub struct Header(Box<dyn Format>);
 
 impl Header {
-    /// Detects the format of `store` and reads its header. Never writes.
-    pub fn read(store: &dyn Store) -> Result<Header> {
-        let mut head = vec![0u8; PROBE_BYTES];
-        let n = store::read_head(store, &mut head)?;
-        let probe = Probe {
-            store,
-            head: &head[..n],
-            size: store::size(store)?,
-        };
-        for driver in FORMATS {
-            if let Some(found) = (driver.detect)(&probe) {
-                return found.map(Header);
-            }
-        }
-        Err(HeaderError::Unrecognised(format!(
-            "none of their headers is in {} ({} bytes)",
-            store.name(),
-            probe.size
-        ))
-        .into())
-    }
-
     /// Wraps a header a format made.
     pub fn new(format: Box<dyn Format>) -> Header {
         Header(format)

@@ -396,7 +396,7 @@ fn detect(p: &Probe<'_>) -> Detected {
     Some(Luks1::parse(h).map(|l| Box::new(l) as Box<dyn Format>))
 }
 
-/// The registration of LUKS1 in [`crate::format::FORMATS`].
+/// The registration of LUKS1 in [`crate::formats::FORMATS`].
 pub(crate) const DRIVER: Driver = Driver { name: NAME, detect };
 
 impl Format for Luks1 {

@@ -1,7 +1,7 @@
 //! LUKS2 and LUKS1, compatible with cryptsetup (and, for LUKS1, qemu and nbdkit).
 //!
 //! - [`luks1`], [`luks2`]: each header, behind [`crate::format::Format`] and registered in
-//!   [`crate::format::FORMATS`];
+//!   [`crate::formats::FORMATS`];
 //! - `keyslot.rs`: the keyslot material both versions share (key derivation, area
 //!   encryption, the volume key digest, trying keyslots), `af.rs` the anti-forensic
 //!   splitter, `fields.rs` binary field access;

@@ -116,7 +116,7 @@ fn detect(p: &Probe<'_>) -> Detected {
     })))
 }
 
-/// The registration of LUKS2 in [`crate::format::FORMATS`].
+/// The registration of LUKS2 in [`crate::formats::FORMATS`].
 pub(crate) const DRIVER: Driver = Driver { name: NAME, detect };
 
 impl Luks2 {
