@@ -4,9 +4,9 @@
 
 #[path = "support/backends.rs"]
 mod backends;
-#[path = "support/openssl.rs"]
-mod reference;
 mod support;
+
+use sectorcrypt_testkit::reference;
 
 use sectorcrypt_testkit::{hex, pattern};
 use support::{code, ok_bytes, sc_on};

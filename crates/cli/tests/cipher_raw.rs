@@ -6,9 +6,9 @@
 mod backends;
 #[path = "support/cipher.rs"]
 mod cipher;
-#[path = "support/openssl.rs"]
-mod reference;
 mod support;
+
+use sectorcrypt_testkit::reference;
 
 use cipher::refused;
 use openssl::symm::Mode;

@@ -6,16 +6,33 @@
 mod backends;
 #[path = "support/cipher.rs"]
 mod cipher;
-#[path = "support/openssl.rs"]
-mod reference;
 mod support;
 
 use cipher::refused;
 use openssl::symm::Mode;
-use reference::{dm_crypt, evp, Layout};
 use sectorcrypt_crypto::dmcrypt::CipherSpec;
+use sectorcrypt_testkit::reference::{self, dm_crypt, evp};
 use sectorcrypt_testkit::{hex, pattern};
 use support::{ok_bytes, s, sc, sc_on};
+
+/// How dm-crypt lays out sectors: their size, and whether the IV number counts sectors
+/// (`--iv-large-sectors`) or 512-byte units.
+#[derive(Debug, Clone, Copy)]
+struct Layout {
+    size: usize,
+    large_iv: bool,
+}
+
+impl Layout {
+    /// How much the IV number grows from one sector to the next.
+    fn step(self) -> u64 {
+        if self.large_iv {
+            1
+        } else {
+            self.size as u64 / 512
+        }
+    }
+}
 
 /// Sector layouts with the first sector's IV number: the last two cross 2^32, where
 /// `plain` wraps and `plain64` does not.
@@ -63,7 +80,15 @@ fn cipher_strings_match_openssl_under_every_backend() {
                     args.push("--iv-large-sectors");
                 }
                 let enc = ok_bytes(sc_on(&args, &data, Some(b)));
-                let want = dm_crypt(spec, &key, layout, first, &data, Mode::Encrypt);
+                let want = dm_crypt(
+                    spec,
+                    &key,
+                    layout.size,
+                    layout.step(),
+                    first,
+                    &data,
+                    Mode::Encrypt,
+                );
                 assert_eq!(enc, want, "{spec} {layout:?} from {first} on {b}");
                 args[1] = "decrypt";
                 let back = ok_bytes(sc_on(&args, &enc, Some(b)));
@@ -90,11 +115,7 @@ fn files_and_key_files() {
     args.extend(["--input", s(&inf), "--output", s(&outf)]);
     assert!(ok_bytes(sc(&args, b"")).is_empty());
     let enc = std::fs::read(&outf).unwrap();
-    let layout = Layout {
-        size: 512,
-        large_iv: false,
-    };
-    assert_eq!(enc, dm_crypt(spec, &key, layout, 0, &data, Mode::Encrypt));
+    assert_eq!(enc, dm_crypt(spec, &key, 512, 1, 0, &data, Mode::Encrypt));
     // Output files are private (they usually hold plaintext) and no temporary is left.
     use std::os::unix::fs::PermissionsExt;
     let mode = std::fs::metadata(&outf).unwrap().permissions().mode() & 0o777;

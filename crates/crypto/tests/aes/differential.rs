@@ -3,12 +3,13 @@
 //! `SECTORCRYPT_TEST_SEED` to replay a run.
 
 use crate::harness::backends;
-use openssl::symm::{Cipher, Crypter, Mode};
+use openssl::symm::{Cipher, Mode};
 use rand::{rngs::StdRng, Rng, RngCore, SeedableRng};
 use sectorcrypt_crypto::{
     aes::{Cbc, Ctr, Ecb, Xts},
     Backend, Mode as AesMode,
 };
+use sectorcrypt_testkit::reference::{aes, evp};
 
 /// The lengths the issue names, plus a large one.
 pub const LENGTHS: [usize; 18] = [
@@ -39,34 +40,6 @@ pub fn rng(test: &str) -> StdRng {
         .unwrap_or_else(|| rand::thread_rng().gen());
     eprintln!("{test}: seed {seed} (rerun with SECTORCRYPT_TEST_SEED={seed})");
     StdRng::seed_from_u64(seed)
-}
-
-/// OpenSSL's EVP over `input` in one call, without padding.
-pub fn openssl(cipher: Cipher, mode: Mode, key: &[u8], iv: Option<&[u8]>, input: &[u8]) -> Vec<u8> {
-    let mut c = Crypter::new(cipher, mode, key, iv).expect("openssl crypter");
-    c.pad(false);
-    let mut out = vec![0u8; input.len() + cipher.block_size()];
-    let done = c.update(input, &mut out).expect("openssl update");
-    let last = c.finalize(&mut out[done..]).expect("openssl finalize");
-    out.truncate(done + last);
-    out
-}
-
-fn aes_cipher(mode: &str, key_len: usize) -> Cipher {
-    match (mode, key_len) {
-        ("ecb", 16) => Cipher::aes_128_ecb(),
-        ("ecb", 24) => Cipher::aes_192_ecb(),
-        ("ecb", 32) => Cipher::aes_256_ecb(),
-        ("cbc", 16) => Cipher::aes_128_cbc(),
-        ("cbc", 24) => Cipher::aes_192_cbc(),
-        ("cbc", 32) => Cipher::aes_256_cbc(),
-        ("ctr", 16) => Cipher::aes_128_ctr(),
-        ("ctr", 24) => Cipher::aes_192_ctr(),
-        ("ctr", 32) => Cipher::aes_256_ctr(),
-        ("xts", 32) => Cipher::aes_128_xts(),
-        ("xts", 64) => Cipher::aes_256_xts(),
-        other => panic!("no openssl cipher for {other:?}"),
-    }
 }
 
 fn random(rng: &mut StdRng, n: usize) -> Vec<u8> {
@@ -129,7 +102,7 @@ fn check_both<M: AesMode>(
 ) {
     let v = iv.unwrap_or_default();
     for (dir, mode, enc) in [("enc", Mode::Encrypt, true), ("dec", Mode::Decrypt, false)] {
-        let want = openssl(cipher, mode, key, iv, pt);
+        let want = evp(cipher, mode, key, iv, pt);
         check(
             b,
             &format!("{what} {dir}"),
@@ -155,7 +128,7 @@ fn ecb_and_cbc_match_openssl() {
                 let iv: [u8; 16] = rng.gen();
                 let pt = random(&mut rng, len);
                 let what = |m: &str| format!("aes-{}-{m} {len} bytes", key_len * 8);
-                let (ecb_c, cbc_c) = (aes_cipher("ecb", key_len), aes_cipher("cbc", key_len));
+                let (ecb_c, cbc_c) = (aes("ecb", key_len), aes("cbc", key_len));
 
                 let ecb = Ecb::with_backend(&key, b).unwrap();
                 check_both(b, &what("ecb"), (&ecb, ecb_c, &key, None), &pt, &mut rng);
@@ -180,8 +153,8 @@ fn openssl_ctr_at(key: &[u8], iv: &[u8; 16], offset: u64, data: &[u8]) -> Vec<u8
     let skip = (offset % 16) as usize;
     let mut input = vec![0u8; skip];
     input.extend_from_slice(data);
-    let out = openssl(
-        aes_cipher("ctr", key.len()),
+    let out = evp(
+        aes("ctr", key.len()),
         Mode::Encrypt,
         key,
         Some(&start.to_be_bytes()),
@@ -282,7 +255,7 @@ fn xts_matches_openssl() {
                 let pt = random(&mut rng, len);
                 let x = Xts::with_backend(&key, b).unwrap();
                 let what = format!("xts{} {len}", key_len * 4);
-                let cipher = aes_cipher("xts", key_len);
+                let cipher = aes("xts", key_len);
                 check_both(b, &what, (&x, cipher, &key, Some(&tweak)), &pt, &mut rng);
             }
         }

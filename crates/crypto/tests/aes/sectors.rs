@@ -2,9 +2,9 @@
 //! independently: plain64, plain (32-bit, wraps), essiv:sha256; IV numbers in 512-byte
 //! units, in sectors (large-sector IVs) or in bytes (GELI's byte-offset tweaks).
 
-use crate::differential::{openssl, rng};
+use crate::differential::rng;
 use crate::harness::backends;
-use openssl::symm::{Cipher, Mode};
+use openssl::symm::Mode;
 use rand::{Rng, RngCore};
 use sectorcrypt_crypto::InputError;
 use sectorcrypt_crypto::KeyError;
@@ -12,64 +12,7 @@ use sectorcrypt_crypto::{
     dmcrypt::{CipherSpec, IvStep, SectorCipher, SectorLayout},
     Error,
 };
-
-/// The IV dm-crypt's `plain` (32-bit) or `plain64` generator gives sector `number`.
-fn plain_iv(spec: &str, number: u64) -> [u8; 16] {
-    let mut iv = [0u8; 16];
-    let le = number.to_le_bytes();
-    let width = if spec.ends_with("-plain") { 4 } else { 8 };
-    iv[..width].copy_from_slice(&le[..width]);
-    iv
-}
-
-/// What dm-crypt gives for `data`: OpenSSL, one sector at a time, with IVs made here.
-fn expected(
-    spec: &str,
-    key: &[u8],
-    layout: (usize, u64),
-    first: u64,
-    data: &[u8],
-    mode: Mode,
-) -> Vec<u8> {
-    let (size, step) = layout;
-    let mut out = vec![];
-    for (i, sector) in data.chunks_exact(size).enumerate() {
-        let iv = plain_iv(spec, first.wrapping_add(i as u64 * step));
-        let (cipher, iv) = match spec {
-            "aes-xts-plain64" | "aes-xts-plain" => (
-                if key.len() == 32 {
-                    Cipher::aes_128_xts()
-                } else {
-                    Cipher::aes_256_xts()
-                },
-                Some(iv),
-            ),
-            "aes-ecb" => (Cipher::aes_256_ecb(), None),
-            _ => {
-                let cbc = match key.len() {
-                    16 => Cipher::aes_128_cbc(),
-                    24 => Cipher::aes_192_cbc(),
-                    _ => Cipher::aes_256_cbc(),
-                };
-                if spec == "aes-cbc-essiv:sha256" {
-                    let salt = openssl::sha::sha256(key);
-                    let e = openssl(Cipher::aes_256_ecb(), Mode::Encrypt, &salt, None, &iv);
-                    (cbc, Some(e.try_into().unwrap()))
-                } else {
-                    (cbc, Some(iv))
-                }
-            }
-        };
-        out.extend(openssl(
-            cipher,
-            mode,
-            key,
-            iv.as_ref().map(|v: &[u8; 16]| &v[..]),
-            sector,
-        ));
-    }
-    out
-}
+use sectorcrypt_testkit::reference::dm_crypt;
 
 #[test]
 fn cipher_strings_match_openssl_per_sector() {
@@ -115,7 +58,7 @@ fn cipher_strings_match_openssl_per_sector() {
                         rng.fill_bytes(&mut data);
                         let c = SectorCipher::with_backend(spec, &key, lay, b).unwrap();
                         let want =
-                            expected(spec_name, &key, (size, step), first, &data, Mode::Encrypt);
+                            dm_crypt(spec_name, &key, size, step, first, &data, Mode::Encrypt);
                         let mut got = vec![0u8; data.len()];
                         c.encrypt_to(first, &data, &mut got).unwrap();
                         assert_eq!(got, want, "{spec_name} key {key_len} {count}x{size} iv step {unit:?} first {first} on {b}");
@@ -126,7 +69,7 @@ fn cipher_strings_match_openssl_per_sector() {
                         c.decrypt_to(first, &got, &mut back).unwrap();
                         assert_eq!(back, data);
                         let want =
-                            expected(spec_name, &key, (size, step), first, &data, Mode::Decrypt);
+                            dm_crypt(spec_name, &key, size, step, first, &data, Mode::Decrypt);
                         c.decrypt(first, &mut data).unwrap();
                         assert_eq!(data, want, "{spec_name} decrypt on {b}");
                     }
@@ -164,7 +107,7 @@ fn long_runs_match_openssl_per_sector() {
                 let c = SectorCipher::with_backend(spec, &key, lay, b).unwrap();
                 let mut got = data.clone();
                 c.encrypt(first, &mut got).unwrap();
-                let want = expected(spec_name, &key, (512, 1), first, &data, Mode::Encrypt);
+                let want = dm_crypt(spec_name, &key, 512, 1, first, &data, Mode::Encrypt);
                 assert_eq!(got, want, "{spec_name} {count} sectors from {first} on {b}");
                 c.decrypt(first, &mut got).unwrap();
                 assert_eq!(got, data, "{spec_name} decrypt {count} sectors on {b}");

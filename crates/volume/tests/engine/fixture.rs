@@ -1,12 +1,13 @@
 //! Volumes on temporary files and the two references the engine is checked against:
 //! `SectorCipher` applied directly to the file's data area, and OpenSSL sector by sector.
 
-use openssl::symm::{Cipher, Crypter, Mode};
+use openssl::symm::Mode;
 use rand::{RngCore, SeedableRng};
 use sectorcrypt_crypto::{
     aes::Ctr,
     dmcrypt::{CipherSpec, SectorCipher, SectorLayout},
 };
+use sectorcrypt_testkit::reference;
 use sectorcrypt_volume::engine::{EngineOptions, Volume};
 use sectorcrypt_volume::{FileStore, Geometry, IvRule, Layout};
 use std::fs::{File, OpenOptions};
@@ -208,44 +209,11 @@ pub fn random_bytes(rng: &mut impl RngCore, len: usize) -> Vec<u8> {
     data
 }
 
-fn openssl_run(cipher: Cipher, mode: Mode, key: &[u8], iv: Option<&[u8]>, data: &[u8]) -> Vec<u8> {
-    let mut c = Crypter::new(cipher, mode, key, iv).unwrap();
-    c.pad(false);
-    let mut out = vec![0; data.len() + 32];
-    let mut n = c.update(data, &mut out).unwrap();
-    n += c.finalize(&mut out[n..]).unwrap();
-    out.truncate(n);
-    out
-}
-
-/// One sector decrypted by OpenSSL with IV number `number`: aes-xts-plain64 (the number is
-/// the tweak, 64-bit little-endian), aes-cbc-plain64 (the number is the IV) or
-/// aes-cbc-essiv:sha256 (the IV is the number encrypted under SHA-256(key)).
+/// One sector decrypted by OpenSSL with IV number `number` (the testkit's dm-crypt
+/// model: for XTS the number is the tweak, for CBC the IV or, with ESSIV, encrypted into
+/// it).
 pub fn openssl_decrypt_sector(spec: &str, key: &[u8], number: u64, sector: &[u8]) -> Vec<u8> {
-    let mut plain64 = [0u8; 16];
-    plain64[..8].copy_from_slice(&number.to_le_bytes());
-    let (cipher, iv) = match spec {
-        "aes-xts-plain64" => {
-            let c = if key.len() == 32 {
-                Cipher::aes_128_xts()
-            } else {
-                Cipher::aes_256_xts()
-            };
-            (c, plain64)
-        }
-        "aes-cbc-plain64" => {
-            assert_eq!(key.len(), 32);
-            (Cipher::aes_256_cbc(), plain64)
-        }
-        "aes-cbc-essiv:sha256" => {
-            assert_eq!(key.len(), 32);
-            let salt = openssl::sha::sha256(key);
-            let iv = openssl_run(Cipher::aes_256_ecb(), Mode::Encrypt, &salt, None, &plain64);
-            (Cipher::aes_256_cbc(), iv.try_into().unwrap())
-        }
-        other => panic!("no openssl reference for {other}"),
-    };
-    openssl_run(cipher, Mode::Decrypt, key, Some(&iv), sector)
+    reference::dm_crypt(spec, key, sector.len(), 0, number, sector, Mode::Decrypt)
 }
 
 /// Opens a file read-write.

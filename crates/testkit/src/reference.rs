@@ -1,8 +1,7 @@
-//! OpenSSL as the reference the `cipher` tests hold the binary to: one EVP call per
-//! message, and dm-crypt modelled one sector at a time with its IVs computed here, from
-//! the cipher string alone (not from the crypto crate's reading of it).
-// Each test binary that includes this file uses a different part of it.
-#![allow(dead_code)]
+//! OpenSSL as the independent reference the tests hold sectorcrypt to (the `openssl`
+//! feature): one EVP call per message ([`evp`]), AES by mode and key length ([`aes`]), and
+//! dm-crypt's sectors modelled one at a time with their IVs computed here from the cipher
+//! string alone, not from the crypto crate's reading of it ([`dm_crypt`]).
 
 use openssl::symm::{Cipher, Crypter, Mode};
 
@@ -10,7 +9,7 @@ use openssl::symm::{Cipher, Crypter, Mode};
 pub fn evp(cipher: Cipher, mode: Mode, key: &[u8], iv: Option<&[u8]>, input: &[u8]) -> Vec<u8> {
     let mut c = Crypter::new(cipher, mode, key, iv).expect("openssl crypter");
     c.pad(false);
-    let mut out = vec![0u8; input.len() + 32];
+    let mut out = vec![0u8; input.len() + cipher.block_size()];
     let mut n = c.update(input, &mut out).expect("openssl update");
     n += c.finalize(&mut out[n..]).expect("openssl finalize");
     out.truncate(n);
@@ -18,7 +17,7 @@ pub fn evp(cipher: Cipher, mode: Mode, key: &[u8], iv: Option<&[u8]>, input: &[u
 }
 
 /// OpenSSL's AES in `mode` (ecb, cbc, ctr, xts, gcm) for a key of `key_len` bytes (for XTS
-/// both halves together).
+/// both halves together). OpenSSL has no AES-192-XTS.
 pub fn aes(mode: &str, key_len: usize) -> Cipher {
     match (mode, key_len) {
         ("ecb", 16) => Cipher::aes_128_ecb(),
@@ -39,20 +38,16 @@ pub fn aes(mode: &str, key_len: usize) -> Cipher {
     }
 }
 
-/// How dm-crypt lays out sectors: their size, and whether the IV number counts sectors
-/// (`iv_large_sectors`) or 512-byte units.
-#[derive(Debug, Clone, Copy)]
-pub struct Layout {
-    pub size: usize,
-    pub large_iv: bool,
-}
-
-/// What dm-crypt makes of `data` (whole sectors, the first numbered `first`) under the
-/// cipher string `spec`, `aes-MODE[-IVGEN]`.
+/// What dm-crypt makes of `data` (whole sectors of `size` bytes) under the cipher string
+/// `spec` (`aes-MODE[-IVGEN]`: plain64, plain, essiv:sha256, or none for ECB): sector `i`
+/// gets IV number `first + i * step` (wrapping), as dm-crypt counts 512-byte units
+/// (`step = size / 512`), sectors (`iv_large_sectors`, `step = 1`), or GELI bytes
+/// (`step = size`).
 pub fn dm_crypt(
     spec: &str,
     key: &[u8],
-    layout: Layout,
+    size: usize,
+    step: u64,
     first: u64,
     data: &[u8],
     mode: Mode,
@@ -61,14 +56,10 @@ pub fn dm_crypt(
     assert_eq!(parts.next(), Some("aes"), "{spec}");
     let chain = parts.next().expect("a mode");
     let ivgen = parts.next();
-    let step = if layout.large_iv {
-        1
-    } else {
-        (layout.size / 512) as u64
-    };
-    let mut out = vec![];
-    for (i, sector) in data.chunks_exact(layout.size).enumerate() {
-        let n = first.wrapping_add(i as u64 * step);
+    assert!(data.len().is_multiple_of(size), "whole sectors");
+    let mut out = Vec::with_capacity(data.len());
+    for (i, sector) in data.chunks_exact(size).enumerate() {
+        let n = first.wrapping_add((i as u64).wrapping_mul(step));
         let mut iv = [0u8; 16];
         let iv = match ivgen {
             None => None,
@@ -87,8 +78,7 @@ pub fn dm_crypt(
             }
             Some(other) => panic!("no model of the iv generator {other:?}"),
         };
-        let cipher = aes(chain, key.len());
-        out.extend(evp(cipher, mode, key, iv.as_deref(), sector));
+        out.extend(evp(aes(chain, key.len()), mode, key, iv.as_deref(), sector));
     }
     out
 }
