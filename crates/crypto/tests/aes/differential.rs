@@ -11,7 +11,8 @@ use sectorcrypt_crypto::{
 };
 use sectorcrypt_testkit::reference::{aes, evp};
 
-/// The lengths the issue names, plus a large one.
+/// Every block and group boundary (1, 16, 32, 128 and 512 bytes, 4 KiB sectors) and one
+/// off either side of it, the empty message, and 1 MiB (many groups and IV batches).
 pub const LENGTHS: [usize; 18] = [
     0,
     1,
