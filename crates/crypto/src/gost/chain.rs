@@ -97,10 +97,17 @@ impl Chain<'_> {
             }),
             // C_i = P_i ^ E(R), then R = C_i (zero-padded when the last block is partial).
             (Feedback::Cfb, Dir::Encrypt) => self.walk(len, false, |ch, off, n, r| {
+                let g = ch.core.enc(ch.regs[r]);
                 let mut b = [0u8; BLOCK];
+                if n == BLOCK {
+                    // A whole block as one word: fixed-size copies, no byte loop.
+                    io.load(off, &mut b);
+                    ch.regs[r] = o.load(&b) ^ g;
+                    io.store(off, &o.store(ch.regs[r]));
+                    return;
+                }
                 io.load(off, &mut b[..n]);
-                let g = o.store(ch.core.enc(ch.regs[r]));
-                for (x, k) in b[..n].iter_mut().zip(&g) {
+                for (x, k) in b[..n].iter_mut().zip(&o.store(g)) {
                     *x ^= k;
                 }
                 io.store(off, &b[..n]);
