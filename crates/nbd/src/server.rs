@@ -268,6 +268,19 @@ impl Server {
     }
 }
 
+/// Serves one client already connected on `stream`, as [`Server::run`] serves a connection
+/// it accepted (the handshake within its deadline, then the transmission phase) until the
+/// client disconnects, with a payload budget of its own. For a socket handed over by
+/// another process, and for driving the protocol over a socket pair (the fuzz targets).
+pub fn serve_connection(stream: UnixStream, export: Arc<dyn Export>, config: ServerConfig) {
+    let shared = Shared {
+        export,
+        budget: Arc::new(Budget::new(config.payload_budget)),
+        config,
+    };
+    connection(Stream::Unix(stream), &shared, 0);
+}
+
 fn connection(mut stream: Stream, shared: &Shared, id: u64) {
     let log = |args: fmt::Arguments<'_>| shared.config.log(args);
     if let Err(e) =
