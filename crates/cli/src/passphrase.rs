@@ -5,29 +5,14 @@
 
 use crate::args::KeyArgs;
 use crate::failure::Failure;
+pub use sectorcrypt_cli::Secret;
+use sectorcrypt_cli::{append, read_key_file, MAX_KEY_FILE};
 use std::io::{IsTerminal, Read};
 use std::path::Path;
 use zeroize::Zeroizing;
 
-/// cryptsetup's default key file size limit.
-const MAX_KEY_FILE: u64 = 8 << 20;
 /// cryptsetup's limit for an interactive passphrase.
 const MAX_TYPED: usize = 512;
-
-pub type Secret = Zeroizing<Vec<u8>>;
-
-/// Appends to a secret without leaving copies behind: a plain `Vec` that grows frees its
-/// old allocation unwiped, so when full the bytes move to a new buffer of twice the
-/// capacity and the old one is wiped as it is dropped.
-fn append(buf: &mut Secret, bytes: &[u8]) {
-    if buf.capacity() - buf.len() < bytes.len() {
-        let want = (buf.len() + bytes.len()).max(2 * buf.capacity()).max(64);
-        let mut bigger = Zeroizing::new(Vec::with_capacity(want));
-        bigger.extend_from_slice(buf);
-        *buf = bigger;
-    }
-    buf.extend_from_slice(bytes);
-}
 
 /// The bytes of a key file ('-': standard input).
 fn from_file(path: &Path) -> Result<Secret, Failure> {
@@ -39,34 +24,7 @@ fn from_file(path: &Path) -> Result<Secret, Failure> {
                 .map_err(|e| Failure::usage(format!("key file {}: {e}", path.display())))?,
         )
     };
-    let mut buf = Zeroizing::new(Vec::new());
-    let mut piece = Zeroizing::new([0u8; 4096]);
-    loop {
-        match input.read(&mut piece[..]) {
-            Ok(0) => break,
-            Ok(n) => append(&mut buf, &piece[..n]),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => {
-                return Err(Failure::runtime(format!(
-                    "reading key file {}: {e}",
-                    path.display()
-                )))
-            }
-        }
-        if buf.len() as u64 > MAX_KEY_FILE {
-            return Err(Failure::usage(format!(
-                "key file {} is larger than 8 MiB",
-                path.display()
-            )));
-        }
-    }
-    if buf.is_empty() {
-        return Err(Failure::usage(format!(
-            "key file {} is empty",
-            path.display()
-        )));
-    }
-    Ok(buf)
+    read_key_file(&mut *input, path)
 }
 
 /// One line of standard input, byte by byte (so a second line stays for the next read).
@@ -168,22 +126,5 @@ pub fn confirm(warning: &str, batch: bool) -> Result<(), Failure> {
         Ok(())
     } else {
         Err(Failure::usage("not confirmed; nothing was changed"))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn append_keeps_every_byte_across_growth() {
-        let mut buf = Zeroizing::new(Vec::new());
-        let mut want = Vec::new();
-        for i in 0..1000u32 {
-            let piece = [(i % 251) as u8; 7];
-            append(&mut buf, &piece);
-            want.extend_from_slice(&piece);
-        }
-        assert_eq!(&buf[..], &want[..]);
     }
 }
