@@ -214,7 +214,7 @@ fn unix_sockets_are_0600_whatever_the_umask_unless_widened() {
 
 #[test]
 fn listening_on_tcp_says_that_any_local_user_can_connect() {
-    let (dir, img) = scratch();
+    let (_dir, img) = scratch();
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
