@@ -71,6 +71,7 @@ fn options(a: &OpenArgs) -> Result<EngineOptions, Failure> {
 pub fn open(a: &OpenArgs) -> Result<VolumeExport, Failure> {
     crate::memory::hold_keys_for_long();
     let export = open_export(a);
+    crate::memory::scrub_after_unlock();
     crate::memory::warn_if_unlocked();
     export
 }

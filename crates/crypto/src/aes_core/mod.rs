@@ -9,7 +9,7 @@
 use crate::block::Block;
 use crate::buf::InOut;
 use crate::error::KeyError;
-use crate::secret::Secret;
+use crate::secret::{self, Secret};
 use crate::Error;
 use zeroize::{Zeroize, ZeroizeOnDrop};
 
@@ -133,6 +133,18 @@ pub(crate) trait AesKernels: Send + Sync {
 /// backend must have passed [`Backend::ensure_usable`] (the self-test calls this before
 /// that, on purpose).
 pub(crate) fn kernels(backend: Backend, key: &[u8]) -> Result<Box<dyn AesKernels>, Error> {
+    let kernels = build_kernels(backend, key);
+    // The key schedule was built on the stack below, then moved into secret memory.
+    secret::scrub_stack(SCRUB);
+    kernels
+}
+
+/// Stack zeroed after a key is built: the frames of [`build_kernels`] and its callees (a
+/// few schedules of up to 1 KiB, with room to spare).
+const SCRUB: usize = 16 << 10;
+
+#[inline(never)]
+fn build_kernels(backend: Backend, key: &[u8]) -> Result<Box<dyn AesKernels>, Error> {
     let rk = expand_key(key)?;
     Ok(match backend {
         Backend::Soft => Box::new(Secret::new(soft::Keys::new(&rk))),
@@ -147,7 +159,7 @@ pub(crate) fn kernels(backend: Backend, key: &[u8]) -> Result<Box<dyn AesKernels
     })
 }
 
-/// A backend's kernels with their expanded key in secret pages: every call goes to the
+/// A backend's kernels with their expanded key in secret memory: every call goes to the
 /// backend's own kernels.
 impl<K: AesKernels> AesKernels for Secret<K> {
     fn backend(&self) -> Backend {

@@ -1,13 +1,15 @@
-//! [`Secret`]: one value (an expanded key) in pages of its own (see [`super::region`]),
-//! like a `Box` whose memory is locked, kept out of core dumps and wiped when dropped.
+//! [`Secret`]: one value (an expanded key) in secret memory (see `pool.rs` and
+//! `pages.rs`), like a `Box` whose memory is locked, kept out of core dumps and wiped when
+//! dropped.
 #![allow(unsafe_code)]
 
-use super::region::{page_size, Region};
+use super::pages::page_size;
+use super::pool::Region;
 use std::fmt;
 use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
 
-/// A value of type `T` in secret pages. The value is moved in once (its temporary on the
+/// A value of type `T` in secret memory. The value is moved in once (its temporary on the
 /// stack is the caller's to keep short-lived); on drop it is dropped in place and its
 /// pages are wiped. `Debug` shows the type, never the value.
 pub struct Secret<T> {
@@ -21,15 +23,18 @@ unsafe impl<T: Send> Send for Secret<T> {}
 unsafe impl<T: Sync> Sync for Secret<T> {}
 
 impl<T> Secret<T> {
-    /// Moves `value` into secret pages.
+    /// Moves `value` into secret memory.
     pub fn new(value: T) -> Secret<T> {
         assert!(
             std::mem::align_of::<T>() <= page_size(),
             "alignment above the page size"
         );
         let region = Region::new(std::mem::size_of::<T>().max(1));
-        // SAFETY: the region is at least `size_of::<T>()` bytes, page-aligned (so aligned
-        // for `T`, checked above), writable and owned by us; nothing was there to drop.
+        // A slot is aligned to its size, a power of two at least `size_of::<T>()`, which
+        // is a multiple of `align_of::<T>()`; pages are aligned to the page (checked above).
+        assert!(region.start().cast::<T>().is_aligned());
+        // SAFETY: the region is at least `size_of::<T>()` bytes, aligned for `T` (checked
+        // above), writable and owned by us; nothing was there to drop.
         unsafe { region.start().cast::<T>().as_ptr().write(value) };
         Secret {
             region,

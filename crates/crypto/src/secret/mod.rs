@@ -1,41 +1,45 @@
 //! Memory for secrets: passphrases, volume keys, derived keys and the expanded keys of
-//! this crate's ciphers live in pages of their own, never on the heap, so that no copy
+//! this crate's ciphers live in memory of their own, never on the heap, so that no copy
 //! of them is swapped out, written into a core dump, or left behind in freed memory.
 //!
 //! - [`SecretBytes`]: a byte buffer (a passphrase, a key) that grows without leaving
-//!   copies: a full buffer moves to new pages and the old ones are wiped;
-//! - [`Secret`]: one value (an expanded key) in pages of its own, as a `Box` would hold it;
+//!   copies: a full buffer moves to a new block and the old one is wiped;
+//! - [`Secret`]: one value (an expanded key) in secret memory, as a `Box` would hold it;
 //! - [`protection`]: how well the secrets of this process could be protected (whether
 //!   `RLIMIT_MEMLOCK` allowed locking them), for a warning;
-//! - [`forbid_core_dumps`]: `PR_SET_DUMPABLE` 0, for processes that hold keys for long.
+//! - [`forbid_core_dumps`]: `PR_SET_DUMPABLE` 0, for processes that hold keys for long;
+//! - [`scrub_stack`]: zeroes the stack below the caller, where the functions it called
+//!   left the temporaries of a key they built.
 //!
-//! The pages come from `memfd_secret(2)` where the kernel has it, otherwise from anonymous
-//! mappings locked with `mlock(2)` and marked `MADV_DONTDUMP` (`region.rs` says what each
-//! gives). Every secret takes at least one page: these types are for the few keys a
-//! process holds, not for bulk data. What they cannot cover: copies the compiler leaves
+//! Inside: `pages.rs` maps whole pages, from `memfd_secret(2)` where the kernel has it,
+//! otherwise anonymous pages locked with `mlock(2)` and marked `MADV_DONTDUMP` (it says
+//! what each gives); `pool.rs` cuts chunks of such pages into slots for the small secrets
+//! (up to 2 KiB), so that making a key needs no system call. These types are for the keys
+//! a process holds, not for bulk data. What they cannot cover: copies the compiler leaves
 //! in registers and on the stack while a value is built or moved in, and what other
 //! libraries do with a secret they are lent (a KDF's internal state).
 
 mod boxed;
-mod region;
+mod pages;
+mod pool;
 
 pub use boxed::Secret;
-pub use region::{forbid_core_dumps, protection, Protection};
+pub use pages::{forbid_core_dumps, protection, Protection};
 
-use region::Region;
+use pool::Region;
 use std::fmt;
 use std::ops::{Deref, DerefMut};
 use zeroize::Zeroize;
 
-/// Bytes in secret pages: a fixed capacity, grown only by moving to new pages (the old ones
-/// are wiped). Bytes beyond the length are always zero. `Debug` shows the length only.
+/// Bytes in secret memory: a fixed capacity, grown only by moving to a new block (the old
+/// one is wiped). Bytes beyond the length are always zero. `Debug` shows the length only.
 pub struct SecretBytes {
     region: Region,
     len: usize,
 }
 
 impl SecretBytes {
-    /// An empty buffer (no pages until the first byte).
+    /// An empty buffer (no memory until the first byte).
     pub const fn new() -> SecretBytes {
         SecretBytes {
             region: Region::empty(),
@@ -71,8 +75,8 @@ impl SecretBytes {
         self.region.bytes().len()
     }
 
-    /// Makes room for `additional` more bytes: when full, the bytes move to new pages of at
-    /// least twice the capacity and the old pages are wiped.
+    /// Makes room for `additional` more bytes: when full, the bytes move to a new block of
+    /// at least twice the capacity and the old one is wiped.
     pub fn reserve(&mut self, additional: usize) {
         let need = self
             .len
@@ -118,12 +122,12 @@ impl SecretBytes {
         self.len = len;
     }
 
-    /// Wipes the bytes and makes the buffer empty (keeping its pages).
+    /// Wipes the bytes and makes the buffer empty (keeping its memory).
     pub fn clear(&mut self) {
         self.set_len(0);
     }
 
-    /// How these bytes' pages are protected (`None` before the first byte).
+    /// How these bytes' memory is protected (`None` before the first byte).
     pub fn protection(&self) -> Option<Protection> {
         (self.capacity() > 0).then(|| self.region.protection())
     }
@@ -168,6 +172,21 @@ impl fmt::Debug for SecretBytes {
             .field("len", &self.len)
             .finish_non_exhaustive()
     }
+}
+
+/// Zeroes at least `bytes` of the stack below the caller's frame, where the functions it
+/// has called (and that have returned) left their locals: the temporaries of a key built
+/// there before it was moved into secret memory, a KDF's state. Volatile writes, in 4 KiB
+/// frames one below the other.
+#[inline(never)]
+pub fn scrub_stack(bytes: usize) {
+    let mut frame = [0u64; 512];
+    frame.zeroize();
+    if bytes > 4096 {
+        scrub_stack(bytes - 4096);
+    }
+    // Used after the call, so that the frames stay one below the other (no tail call).
+    std::hint::black_box(&frame);
 }
 
 #[cfg(test)]

@@ -1,7 +1,8 @@
-//! The secret types: contents, growth without copies left behind, and how the kernel
-//! sees their pages (/proc/self/smaps: locked, not dumped).
+//! The secret types: contents, growth without copies left behind, the pool's slots, and
+//! how the kernel sees their pages (/proc/self/smaps: locked, not dumped).
 
-use super::region::{page_size, Region};
+use super::pages::{page_size, Pages};
+use super::pool::Region;
 use super::*;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -32,38 +33,100 @@ fn mapping(addr: usize) -> (Vec<String>, String) {
     panic!("no mapping holds {addr:#x}");
 }
 
-/// Checks the kernel's view of `r`'s pages against the protection it reports.
-fn check_pages(r: &Region) {
-    let (flags, name) = mapping(r.start().as_ptr() as usize);
+/// Checks the kernel's view of the memory at `addr` against `protection`: never dumped,
+/// locked unless `Unlocked`, memfd_secret's when `Secretmem`.
+fn check_memory(addr: usize, protection: Protection) {
+    let (flags, name) = mapping(addr);
     let has = |f: &str| flags.iter().any(|x| x == f);
-    match r.protection() {
-        Protection::Secretmem => assert!(name.contains("secretmem"), "{name} {flags:?}"),
-        Protection::Locked => assert!(has("lo") && has("dd"), "{flags:?}"),
-        Protection::Unlocked => assert!(has("dd") && !has("lo"), "{flags:?}"),
-    }
-    if r.protection() != Protection::Unlocked {
-        assert!(has("lo"), "{name}: {flags:?}");
-    }
     assert!(has("dd"), "{name}: {flags:?}");
+    assert_eq!(
+        has("lo"),
+        protection != Protection::Unlocked,
+        "{name}: {flags:?}"
+    );
+    assert_eq!(
+        name.contains("secretmem"),
+        protection == Protection::Secretmem,
+        "{name}"
+    );
 }
 
 #[test]
-fn regions_are_whole_zeroed_pages_out_of_core_dumps() {
+fn pages_are_whole_zeroed_and_out_of_core_dumps() {
     for secretmem in [true, false] {
-        let mut r = Region::with(100, secretmem);
-        assert_eq!(r.bytes().len(), page_size());
-        assert!(r.bytes().iter().all(|&b| b == 0));
-        r.bytes_mut()[..4].copy_from_slice(b"abcd");
-        assert_eq!(&r.bytes()[..4], b"abcd");
-        assert_eq!(r.start().as_ptr() as usize % page_size(), 0);
-        check_pages(&r);
+        let mut p = Pages::with(100, secretmem);
+        assert_eq!(p.bytes().len(), page_size());
+        assert!(p.bytes().iter().all(|&b| b == 0));
+        p.bytes_mut()[..4].copy_from_slice(b"abcd");
+        assert_eq!(&p.bytes()[..4], b"abcd");
+        assert_eq!(p.start().as_ptr() as usize % page_size(), 0);
+        check_memory(p.start().as_ptr() as usize, p.protection());
         if !secretmem {
-            assert_ne!(r.protection(), Protection::Secretmem);
+            assert_ne!(p.protection(), Protection::Secretmem);
         }
     }
     assert!(protection().is_some());
-    let empty = Region::with(0, true);
-    assert!(empty.bytes().is_empty());
+    assert!(Pages::with(0, true).bytes().is_empty());
+}
+
+#[test]
+fn small_regions_are_distinct_aligned_slots_zeroed_when_reused() {
+    let sizes = [1, 31, 32, 33, 100, 500, 1000, 2048];
+    let mut held: Vec<Region> = Vec::new();
+    for round in 0..3u8 {
+        for (n, &size) in sizes.iter().cycle().take(200).enumerate() {
+            let mut r = Region::new(size);
+            let len = r.bytes().len();
+            assert!(
+                len >= size && len.is_power_of_two() && len <= 2048,
+                "{size}: {len}"
+            );
+            assert_eq!(r.start().as_ptr() as usize % len, 0, "slot alignment");
+            assert!(
+                r.bytes().iter().all(|&b| b == 0),
+                "a reused slot was not wiped"
+            );
+            r.bytes_mut()
+                .fill(round.wrapping_mul(31).wrapping_add(n as u8) | 1);
+            held.push(r);
+        }
+        // No two live regions overlap.
+        let mut spans: Vec<(usize, usize)> = held
+            .iter()
+            .map(|r| (r.start().as_ptr() as usize, r.bytes().len()))
+            .collect();
+        spans.sort();
+        assert!(spans.windows(2).all(|w| w[0].0 + w[0].1 <= w[1].0));
+        check_memory(spans[0].0, held[0].protection());
+        // Free every other one; the next round takes their slots again.
+        let mut i = 0;
+        held.retain(|_| {
+            i += 1;
+            i % 2 == 0
+        });
+    }
+    let big = Region::new(2049);
+    assert_eq!(big.bytes().len(), page_size());
+    assert!(Region::new(0).bytes().is_empty());
+}
+
+#[test]
+fn slots_are_shared_safely_between_threads() {
+    let threads: Vec<_> = (0..4u8)
+        .map(|t| {
+            std::thread::spawn(move || {
+                for i in 0..2000usize {
+                    let mut a = SecretBytes::zeroed(1 + i % 300);
+                    a.fill(t + 1);
+                    let b = Secret::new([t; 40]);
+                    assert!(a.iter().all(|&x| x == t + 1) && b.iter().all(|&x| x == t));
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
 }
 
 #[test]
@@ -78,8 +141,8 @@ fn bytes_grow_keeping_every_byte() {
         want.extend_from_slice(&piece);
     }
     assert_eq!(&s[..], &want[..]);
-    assert!(s.capacity() >= want.len() && s.capacity().is_multiple_of(page_size()));
-    check_pages(&s.region);
+    assert!(s.capacity() >= want.len());
+    check_memory(s.as_ptr() as usize, s.protection().unwrap());
     s.push(9);
     assert_eq!(s.last(), Some(&9));
     let c = s.clone();

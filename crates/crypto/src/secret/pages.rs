@@ -1,18 +1,18 @@
-//! Whole pages for secrets, mapped outside the heap: from `memfd_secret(2)` where the
+//! Whole pages for secrets, mapped outside the heap ([`Pages`]): from `memfd_secret(2)` where the
 //! kernel has it (Linux 5.14 and later, on by default since 6.5: the pages leave the
 //! kernel's direct map, so no other process, not even root through /proc/PID/mem or
 //! ptrace, can read them; they are never swapped and never in a core dump), otherwise
 //! private anonymous pages marked `MADV_DONTDUMP` and locked with `mlock(2)`. When the lock
 //! is refused (`RLIMIT_MEMLOCK`) the pages are used as they are, still out of core dumps,
-//! and [`Protection::Unlocked`] is recorded for [`protection`] to report. Every region is
-//! wiped (volatile writes) before it is unmapped.
+//! and [`Protection::Unlocked`] is recorded for [`protection`] to report. Every mapping
+//! is wiped (volatile writes) before it is unmapped.
 //!
 //! Both kinds count against `RLIMIT_MEMLOCK` (8 MiB by default on current distributions;
-//! processes with `CAP_IPC_LOCK` have no limit). While a `memfd_secret` region exists the
+//! processes with `CAP_IPC_LOCK` have no limit). While a `memfd_secret` mapping exists the
 //! kernel refuses to hibernate, which would write the pages to disk.
 //!
-//! The only `unsafe` of the secret types, with [`super::boxed`]: the system calls and the
-//! region's view of its own pages.
+//! One of the three leaves with `unsafe` of the secret types (with `pool.rs` and
+//! `boxed.rs`): the system calls, and the view of a mapping as bytes.
 #![allow(unsafe_code)]
 
 use std::ptr::NonNull;
@@ -42,7 +42,7 @@ impl Protection {
     }
 }
 
-/// The weakest protection any region got so far (0: no region yet).
+/// The weakest protection any mapping got so far (0: none yet).
 static WEAKEST: AtomicU8 = AtomicU8::new(0);
 
 /// Whether `memfd_secret` may work: cleared for good when the kernel lacks it.
@@ -89,7 +89,7 @@ pub(crate) fn page_size() -> usize {
 }
 
 /// Pages of memory for secrets, zero when new, owned by this value alone.
-pub(crate) struct Region {
+pub(crate) struct Pages {
     /// Page-aligned start (dangling when `len` is 0).
     ptr: NonNull<u8>,
     /// Bytes mapped: a whole number of pages, or 0.
@@ -97,16 +97,16 @@ pub(crate) struct Region {
     kind: Protection,
 }
 
-// SAFETY: a region is plain memory owned by this value alone (like a `Box<[u8]>`);
+// SAFETY: a mapping is plain memory owned by this value alone (like a `Box<[u8]>`);
 // nothing in it is tied to a thread.
-unsafe impl Send for Region {}
+unsafe impl Send for Pages {}
 // SAFETY: shared references only read the bytes (see `bytes`).
-unsafe impl Sync for Region {}
+unsafe impl Sync for Pages {}
 
-impl Region {
+impl Pages {
     /// No pages.
-    pub(crate) const fn empty() -> Region {
-        Region {
+    pub(crate) const fn empty() -> Pages {
+        Pages {
             ptr: NonNull::dangling(),
             len: 0,
             kind: Protection::Secretmem,
@@ -115,14 +115,14 @@ impl Region {
 
     /// At least `min` bytes (rounded up to whole pages), zeroed; the best protection this
     /// system gives (see the module documentation).
-    pub(crate) fn new(min: usize) -> Region {
-        Region::with(min, true)
+    pub(crate) fn new(min: usize) -> Pages {
+        Pages::with(min, true)
     }
 
-    /// [`Region::new`], trying `memfd_secret` only when `secretmem` (tests of the fallback).
-    pub(crate) fn with(min: usize, secretmem: bool) -> Region {
+    /// [`Pages::new`], trying `memfd_secret` only when `secretmem` (tests of the fallback).
+    pub(crate) fn with(min: usize, secretmem: bool) -> Pages {
         if min == 0 {
-            return Region::empty();
+            return Pages::empty();
         }
         let page = page_size();
         let len = min
@@ -163,13 +163,13 @@ impl Region {
     }
 }
 
-impl Drop for Region {
+impl Drop for Pages {
     fn drop(&mut self) {
         if self.len == 0 {
             return;
         }
         self.bytes_mut().zeroize();
-        // SAFETY: `ptr`/`len` are exactly one mapping made by this region, which no
+        // SAFETY: `ptr`/`len` are exactly one mapping made by this value, which no
         // reference outlives (they all borrow `self`). munmap also unlocks the pages.
         unsafe {
             libc::munmap(self.ptr.as_ptr().cast(), self.len);
@@ -179,7 +179,7 @@ impl Drop for Region {
 
 /// `len` bytes of `memfd_secret` pages, or `None` when the kernel refuses (no such
 /// system call, disabled, or over `RLIMIT_MEMLOCK`).
-fn secretmem_pages(len: usize) -> Option<Region> {
+fn secretmem_pages(len: usize) -> Option<Pages> {
     // SAFETY: memfd_secret takes only flags and returns a new descriptor or -1.
     let fd = unsafe { libc::syscall(libc::SYS_memfd_secret, libc::O_CLOEXEC as libc::c_ulong) };
     if fd < 0 {
@@ -211,7 +211,7 @@ fn secretmem_pages(len: usize) -> Option<Region> {
     if ptr == libc::MAP_FAILED {
         return None;
     }
-    Some(Region {
+    Some(Pages {
         ptr: NonNull::new(ptr.cast()).expect("mmap does not map page 0"),
         len,
         kind: Protection::Secretmem,
@@ -219,7 +219,7 @@ fn secretmem_pages(len: usize) -> Option<Region> {
 }
 
 /// `len` bytes of private anonymous pages, out of core dumps, locked if the limit allows.
-fn anonymous_pages(len: usize) -> Region {
+fn anonymous_pages(len: usize) -> Pages {
     // SAFETY: an anonymous private mapping at an address the kernel chooses; no pointer of
     // ours is passed.
     let ptr = unsafe {
@@ -244,7 +244,7 @@ fn anonymous_pages(len: usize) -> Region {
         libc::madvise(ptr, len, libc::MADV_DONTDUMP);
         libc::mlock(ptr, len) == 0
     };
-    Region {
+    Pages {
         ptr: NonNull::new(ptr.cast()).expect("mmap does not map page 0"),
         len,
         kind: if locked {
