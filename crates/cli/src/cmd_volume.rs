@@ -16,6 +16,7 @@ use sectorcrypt_volume::kdf::{KdfKind, KdfOptions};
 use sectorcrypt_volume::luks::{self, FormatOptions, Version};
 use sectorcrypt_volume::{Header, Store};
 use std::fs::OpenOptions;
+use std::os::unix::fs::OpenOptionsExt;
 
 /// Size suffixes (lowercase) and the power of two they stand for.
 const UNITS: [(&[&str], u32); 5] = [
@@ -138,10 +139,13 @@ pub fn format(a: FormatArgs) -> Result<(), Failure> {
             )));
         };
         let created = |e: std::io::Error| Failure::runtime(format!("{}: {e}", a.image.display()));
+        // Readable by its owner only, as the key material in its header should be (an
+        // existing image or device keeps its mode: format changes contents, not access).
         let file = OpenOptions::new()
             .read(true)
             .write(true)
             .create_new(true)
+            .mode(0o600)
             .open(&a.image)
             .map_err(created)?;
         let store = sectorcrypt_volume::FileStore::new(file, a.image.display().to_string());
