@@ -96,9 +96,12 @@ pub fn nbd(data: &[u8]) {
         workers_per_connection: 2,
         // Small limits keep each run fast; the code paths are the same.
         max_payload: 256 << 10,
-        payload_budget: 512 << 10,
+        connection_budget: 512 << 10,
         log: false,
+        // The client half is shut for writing once the input is sent, so reads end at
+        // once; the limits only bound a server that waits on something else.
         handshake_timeout: Duration::from_secs(5),
+        read_timeout: Duration::from_secs(5),
         write_timeout: Duration::from_secs(5),
         ..ServerConfig::default()
     };

@@ -17,6 +17,7 @@ use sectorcrypt_volume::kdf::{KdfKind, KdfOptions};
 use sectorcrypt_volume::luks::{self, FormatOptions, Version};
 use sectorcrypt_volume::{Header, Store};
 use std::fs::OpenOptions;
+use std::os::unix::fs::OpenOptionsExt;
 
 /// The KDF options of a new keyslot of `format`, whose keyslots take `kinds` (the
 /// default first).
@@ -104,10 +105,13 @@ pub fn format(a: FormatArgs) -> Result<(), Failure> {
             )));
         };
         let created = |e: std::io::Error| Failure::runtime(format!("{}: {e}", a.image.display()));
+        // Readable by its owner only, as the key material in its header should be (an
+        // existing image or device keeps its mode: format changes contents, not access).
         let file = OpenOptions::new()
             .read(true)
             .write(true)
             .create_new(true)
+            .mode(0o600)
             .open(&a.image)
             .map_err(created)?;
         let store = sectorcrypt_volume::FileStore::new(file, a.image.display().to_string());

@@ -15,6 +15,8 @@ mod cmd_volume;
 mod cmd_volume_io;
 mod image;
 mod listed;
+mod memory;
+mod output;
 mod passphrase;
 mod volume_export;
 
@@ -45,6 +47,7 @@ fn main() {
         Command::Mount(a) => cmd_mount::run(a),
         Command::Umount(a) => cmd_mount::umount(a),
     };
+    memory::warn_if_unlocked();
     if let Err(f) = result {
         eprintln!("sectorcrypt: {}", f.message());
         std::process::exit(f.exit_code());

@@ -1,5 +1,6 @@
 //! The values the command line takes apart itself, and how a command fails: sizes (`256M`,
-//! `1GiB`), hex with white space in it (keys, IVs, AAD), the bytes of a key file. A library
+//! `1GiB`), hex with white space in it (keys, IVs, AAD), the bytes of a key file or a
+//! passphrase line (read straight into secret memory, with no buffered copy). A library
 //! target of the `sectorcrypt` package, so that the fuzz targets (`fuzz/`) call exactly
 //! what the binary calls; the binary's commands use these from here, and [`failure`] is
 //! the binary's failure type (exit codes).
@@ -8,15 +9,17 @@
 pub mod failure;
 
 use failure::Failure;
-use std::io::Read;
+use sectorcrypt_crypto::secret::SecretBytes;
+use std::io::{self, Read};
+use std::os::fd::BorrowedFd;
 use std::path::Path;
 use zeroize::Zeroizing;
 
-/// A passphrase or key: wiped when dropped.
-pub type Secret = Zeroizing<Vec<u8>>;
+/// A passphrase or key, in secret memory (locked, out of core dumps, wiped when dropped).
+pub type Secret = SecretBytes;
 
 /// cryptsetup's default key file size limit.
-pub const MAX_KEY_FILE: u64 = 8 << 20;
+pub const MAX_KEY_FILE: usize = 8 << 20;
 
 /// Size suffixes (lowercase) and the power of two they stand for.
 const UNITS: [(&[&str], u32); 5] = [
@@ -62,55 +65,94 @@ pub fn decode_hex(s: &str, what: &str) -> Result<Vec<u8>, Failure> {
         .map_err(|e| Failure::usage(format!("{what}: not valid hex ({e})")))
 }
 
-/// Appends to a secret without leaving copies behind: a plain `Vec` that grows frees its
-/// old allocation unwiped, so when full the bytes move to a new buffer of twice the
-/// capacity and the old one is wiped as it is dropped.
-pub fn append(buf: &mut Secret, bytes: &[u8]) {
-    if buf.capacity() - buf.len() < bytes.len() {
-        let want = (buf.len() + bytes.len()).max(2 * buf.capacity()).max(64);
-        let mut bigger = Zeroizing::new(Vec::with_capacity(want));
-        bigger.extend_from_slice(buf);
-        *buf = bigger;
+/// `read(2)` on a descriptor, with no buffer of its own: what it reads goes only into the
+/// caller's buffer (std's standard input keeps what it read ahead for the life of the
+/// process).
+#[derive(Debug)]
+pub struct Unbuffered<'a>(pub BorrowedFd<'a>);
+
+impl Read for Unbuffered<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        rustix::io::read(self.0, buf).map_err(io::Error::from)
     }
-    buf.extend_from_slice(bytes);
+}
+
+/// `input.read(buf)`, again when interrupted by a signal.
+fn read_some(input: &mut dyn Read, buf: &mut [u8]) -> io::Result<usize> {
+    loop {
+        match input.read(buf) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            r => return r,
+        }
+    }
+}
+
+/// Reads one byte of `input` onto the end of `s`; false at the end of the input.
+pub fn read_byte(input: &mut dyn Read, s: &mut Secret) -> io::Result<bool> {
+    s.reserve(1);
+    let n = read_some(input, &mut s.spare_capacity_mut()[..1])?;
+    s.set_len(s.len() + n);
+    Ok(n == 1)
+}
+
+/// All of `input` read straight into secret memory, at most `max` bytes (`Ok(None)`
+/// beyond).
+pub fn read_all(input: &mut dyn Read, max: usize) -> io::Result<Option<Secret>> {
+    let mut s = Secret::with_capacity(4096);
+    loop {
+        if s.spare_capacity_mut().is_empty() {
+            s.reserve(s.capacity());
+        }
+        let room = s.spare_capacity_mut().len().min(max + 1 - s.len());
+        let n = read_some(input, &mut s.spare_capacity_mut()[..room])?;
+        if n == 0 {
+            return Ok(Some(s));
+        }
+        s.set_len(s.len() + n);
+        if s.len() > max {
+            return Ok(None);
+        }
+    }
+}
+
+/// One line of `input` without its newline, at most `max` bytes (`Ok(None)` beyond), read
+/// one byte at a time so that what follows it stays for the next reader.
+pub fn read_line(input: &mut dyn Read, max: usize) -> io::Result<Option<Secret>> {
+    let mut s = Secret::with_capacity(256);
+    while read_byte(input, &mut s)? {
+        if s.last() == Some(&b'\n') {
+            s.set_len(s.len() - 1);
+            break;
+        }
+        if s.len() > max {
+            return Ok(None);
+        }
+    }
+    Ok(Some(s))
 }
 
 /// The bytes of the key file `path`, read from `input` to its end: at most
 /// [`MAX_KEY_FILE`] bytes, and not empty.
 pub fn read_key_file(input: &mut dyn Read, path: &Path) -> Result<Secret, Failure> {
-    let mut buf = Zeroizing::new(Vec::new());
-    let mut piece = Zeroizing::new([0u8; 4096]);
-    loop {
-        match input.read(&mut piece[..]) {
-            Ok(0) => break,
-            Ok(n) => append(&mut buf, &piece[..n]),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => {
-                return Err(Failure::runtime(format!(
-                    "reading key file {}: {e}",
-                    path.display()
-                )))
-            }
-        }
-        if buf.len() as u64 > MAX_KEY_FILE {
-            return Err(Failure::usage(format!(
-                "key file {} is larger than 8 MiB",
-                path.display()
-            )));
-        }
-    }
-    if buf.is_empty() {
-        return Err(Failure::usage(format!(
+    let read = read_all(input, MAX_KEY_FILE)
+        .map_err(|e| Failure::runtime(format!("reading key file {}: {e}", path.display())))?;
+    match read {
+        None => Err(Failure::usage(format!(
+            "key file {} is larger than 8 MiB",
+            path.display()
+        ))),
+        Some(s) if s.is_empty() => Err(Failure::usage(format!(
             "key file {} is empty",
             path.display()
-        )));
+        ))),
+        Some(s) => Ok(s),
     }
-    Ok(buf)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::fd::AsFd;
 
     #[test]
     fn sizes_parse_with_binary_units() {
@@ -127,15 +169,38 @@ mod tests {
         assert!(matches!(decode_hex("0g", "x"), Err(Failure::Usage(_))));
     }
 
+    /// A pipe holding `bytes`, its writing end closed.
+    fn pipe_with(bytes: &[u8]) -> io::PipeReader {
+        use std::io::Write;
+        let (r, mut w) = io::pipe().unwrap();
+        w.write_all(bytes).unwrap();
+        r
+    }
+
     #[test]
-    fn append_keeps_every_byte_across_growth() {
-        let mut buf = Zeroizing::new(Vec::new());
-        let mut want = Vec::new();
-        for i in 0..1000u32 {
-            let piece = [(i % 251) as u8; 7];
-            append(&mut buf, &piece);
-            want.extend_from_slice(&piece);
-        }
-        assert_eq!(&buf[..], &want[..]);
+    fn a_line_is_read_up_to_its_newline_and_no_further() {
+        let f = pipe_with(b"first\nsecond\n");
+        let mut f = Unbuffered(f.as_fd());
+        let a = read_line(&mut f, 100).unwrap().unwrap();
+        assert_eq!(&a[..], b"first");
+        let b = read_line(&mut f, 100).unwrap().unwrap();
+        assert_eq!(&b[..], b"second");
+        assert!(read_line(&mut f, 100).unwrap().unwrap().is_empty());
+        let long = pipe_with(&[b'x'; 101]);
+        assert!(read_line(&mut Unbuffered(long.as_fd()), 100)
+            .unwrap()
+            .is_none());
+    }
+
+    #[test]
+    fn a_whole_file_is_read_across_growth_up_to_the_limit() {
+        let data: Vec<u8> = (0..20_000u32).map(|i| (i % 251) as u8).collect();
+        let f = pipe_with(&data);
+        let got = read_all(&mut Unbuffered(f.as_fd()), 20_000).unwrap().unwrap();
+        assert_eq!(&got[..], &data[..]);
+        let f = pipe_with(&data);
+        assert!(read_all(&mut Unbuffered(f.as_fd()), 19_999)
+            .unwrap()
+            .is_none());
     }
 }

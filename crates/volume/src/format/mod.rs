@@ -36,6 +36,7 @@ use crate::kdf::{Kdf, KdfKind, KdfOptions};
 use crate::layout::{Geometry, IvRule, Layout};
 use crate::store::{self, FileStore, Store};
 use sectorcrypt_crypto::dmcrypt::{CipherSpec, SectorCipher};
+use sectorcrypt_crypto::secret::SecretBytes;
 use std::any::Any;
 use std::fmt;
 use zeroize::Zeroizing;
@@ -355,9 +356,10 @@ fn backup_extent(pieces: &[Piece]) -> u64 {
 }
 
 /// An unlocked volume: what the engine needs, and the volume key for keyslot changes. The
-/// key is zeroized on drop and never printed.
+/// key is held in secret memory (locked, out of core dumps, wiped on drop) and never
+/// printed.
 pub struct Unlocked {
-    volume_key: Zeroizing<Vec<u8>>,
+    volume_key: SecretBytes,
     /// The cipher string, e.g. `aes-xts-plain64`.
     pub cipher: String,
     /// The cipher, parsed.
@@ -412,7 +414,7 @@ impl Unlocked {
         keyslot: usize,
     ) -> Unlocked {
         Unlocked {
-            volume_key,
+            volume_key: SecretBytes::from_slice(&volume_key),
             cipher: info.cipher,
             spec,
             sector_size: info.sector_size,
