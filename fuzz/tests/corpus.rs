@@ -96,7 +96,9 @@ fn the_luks_seeds_reach_the_parsers_and_unlock() {
 fn error_of(data: &[u8]) -> String {
     let f = tempfile_with(data);
     let store = sectorcrypt_volume::FileStore::open(&f, false).unwrap();
-    let e = sectorcrypt_volume::Header::read(&store).unwrap_err().to_string();
+    let e = sectorcrypt_volume::Header::read(&store)
+        .unwrap_err()
+        .to_string();
     std::fs::remove_file(&f).unwrap();
     e
 }

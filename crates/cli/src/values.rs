@@ -196,7 +196,9 @@ mod tests {
     fn a_whole_file_is_read_across_growth_up_to_the_limit() {
         let data: Vec<u8> = (0..20_000u32).map(|i| (i % 251) as u8).collect();
         let f = pipe_with(&data);
-        let got = read_all(&mut Unbuffered(f.as_fd()), 20_000).unwrap().unwrap();
+        let got = read_all(&mut Unbuffered(f.as_fd()), 20_000)
+            .unwrap()
+            .unwrap();
         assert_eq!(&got[..], &data[..]);
         let f = pipe_with(&data);
         assert!(read_all(&mut Unbuffered(f.as_fd()), 19_999)
