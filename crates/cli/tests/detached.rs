@@ -347,6 +347,10 @@ fn mount_takes_header_and_refuses_the_header_alone() {
     disk.write_all(&plain).unwrap();
     disk.sync_all().unwrap();
     drop(disk);
+    // A mounted volume's header is not erased under it.
+    let out = d.sc(&["erase"], &["--batch"], b"");
+    assert_eq!(code(&out), 1, "{}", err(&out));
+    assert!(err(&out).contains("in use"), "{}", err(&out));
     volumes::unmount(&mp);
     assert!(std::fs::read(&d.hdr).unwrap() == header_before);
     assert!(d.independent_plaintext(512) == plain);
