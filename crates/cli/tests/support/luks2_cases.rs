@@ -495,7 +495,7 @@ pub const CASES: [Case; 85] = [
     case!(
         "invalid-object-type-json0",
         Refuse,
-        "luks2-json-object",
+        "luks2-json-start",
         |g| { retext0(g, |t| (0, format!("[{t}]"))) }
     ),
     case!(

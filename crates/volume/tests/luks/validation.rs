@@ -1,0 +1,252 @@
+//! Headers that break a rule of their format are refused before anything uses or writes
+//! through them, naming the rule; what used to go wrong with each is the failure these
+//! tests report on code that accepted them: keyslots sharing an area (LUKS2 entries, a
+//! LUKS1 inactive slot), an image smaller than its keyslots area, a keyslot that cannot be
+//! used, a secondary copy planted beside a sound primary, LUKS1 slots outside their place.
+
+use crate::common::*;
+use sectorcrypt_testkit::require;
+use sectorcrypt_volume::luks::Luks2;
+use sectorcrypt_volume::{Error, Header, HeaderError, Store};
+use std::path::Path;
+use std::process::Command;
+
+/// Asserts `e` is a header error (corrupt or truncated) whose message names `rule`.
+fn assert_names(e: &Error, rule: &str) {
+    assert!(
+        matches!(e, Error::Header(HeaderError::Corrupt(m) | HeaderError::Truncated(m)) if m.contains(rule)),
+        "expected a header error naming {rule}, got: {e}"
+    );
+}
+
+/// Two LUKS2 keyslots naming one area: removing either must not destroy the other, so
+/// the header is refused (cryptsetup refuses it too).
+#[test]
+fn luks2_keyslots_sharing_an_area_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = luks2_image(dir.path());
+    for at in [0, HDR] {
+        rewrite_json(&img, at, |j| {
+            j["keyslots"]["1"] = j["keyslots"]["0"].clone()
+        });
+    }
+    let before = snapshot(&img);
+    let f = open_rw(&img);
+    match Header::read(&f) {
+        Err(e) => assert_names(&e, "luks2-area-overlap"),
+        Ok(mut h) => {
+            // Both keyslots open with "first"; removing keyslot 0 wipes the shared area.
+            let u = h.unlock(&f, b"first").unwrap();
+            h.remove_key(&f, u.keyslot).unwrap();
+            let left = Header::read(&f).unwrap().unlock(&f, b"first");
+            panic!(
+                "accepted; after removing keyslot {} the other opens: {:?}",
+                u.keyslot,
+                left.map(|u| u.keyslot)
+            );
+        }
+    }
+    assert!(snapshot(&img) == before, "the image was written");
+}
+
+/// An inactive LUKS1 slot whose material offset is an active slot's: change-key writes
+/// the new key there, then wipes the old slot, and nothing opens.
+#[test]
+fn luks1_inactive_slot_inside_an_active_slot_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = luks1_image(dir.path());
+    let f = open_rw(&img);
+    let mut slot0 = [0u8; 4];
+    f.read_at(&mut slot0, 208 + 40).unwrap();
+    f.write_at(&slot0, 208 + 48 + 40).unwrap();
+    let before = snapshot(&img);
+    match Header::read(&f) {
+        Err(e) => assert_names(&e, "luks1-slot-overlap"),
+        Ok(mut h) => {
+            let r = h.change_key(&f, b"first", b"new", &fast_pbkdf2(), None);
+            let h = Header::read(&f).unwrap();
+            panic!(
+                "accepted; change-key {:?}, then the new passphrase: {:?}, the old: {:?}",
+                r.map_err(|e| e.to_string()),
+                h.unlock(&f, b"new")
+                    .map(|u| u.keyslot)
+                    .map_err(|e| e.to_string()),
+                h.unlock(&f, b"first")
+                    .map(|u| u.keyslot)
+                    .map_err(|e| e.to_string()),
+            );
+        }
+    }
+    assert!(snapshot(&img) == before, "the image was written");
+}
+
+/// An image that ends inside its keyslots area (a truncated copy, a header file too
+/// short): erasing it must not write past its end, so it is refused as cryptsetup does
+/// ("Device too small"), and nothing is written.
+#[test]
+fn an_image_smaller_than_its_keyslots_area_is_refused_and_not_grown() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = luks2_image(dir.path());
+    let f = open_rw(&img);
+    f.file().set_len(8 * MIB).unwrap();
+    let before = snapshot(&img);
+    let r = Header::read(&f).and_then(|mut h| h.erase(&f));
+    let len = f.file().metadata().unwrap().len();
+    assert_eq!(len, 8 * MIB, "erase grew the image (erase: {r:?})");
+    assert_names(&r.unwrap_err(), "device-too-small");
+    assert!(snapshot(&img) == before, "the image was written");
+    // LUKS1 alike: its last keyslot ends at 1 MiB here.
+    let img = luks1_image(dir.path());
+    let f = open_rw(&img);
+    f.file().set_len(MIB / 2).unwrap();
+    let r = Header::read(&f).and_then(|mut h| h.erase(&f));
+    let len = f.file().metadata().unwrap().len();
+    assert_eq!(len, MIB / 2, "erase grew the image (erase: {r:?})");
+    assert_names(&r.unwrap_err(), "device-too-small");
+}
+
+/// A keyslot this implementation cannot use (PBKDF2 with sha384, which cryptsetup's
+/// `luksAddKey --hash sha384` makes) leaves the other keyslots usable, as in cryptsetup.
+#[test]
+fn a_keyslot_that_cannot_be_used_leaves_the_others_usable() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = luks2_image(dir.path());
+    for at in [0, HDR] {
+        rewrite_json(&img, at, |j| {
+            let kdf = &mut j["keyslots"]["0"]["kdf"];
+            kdf["hash"] = "sha384".into();
+        });
+    }
+    let f = open_ro(&img);
+    let h = Header::read(&f).unwrap();
+    let u = h.unlock(&f, b"second").map_err(|e| e.to_string());
+    assert_eq!(u.map(|u| u.keyslot), Ok(1), "keyslot 1 no longer opens");
+    // Keyslot 0 itself says why it cannot be tried.
+    let e = h.unlock_slot(&f, b"first", Some(0)).unwrap_err();
+    assert!(e.to_string().contains("sha384"), "{e}");
+    // With the other keyslots tried, a passphrase none opens is a wrong passphrase.
+    assert!(matches!(
+        h.unlock(&f, b"first"),
+        Err(Error::WrongPassphrase)
+    ));
+    assert!(h.dump().contains("sha384"), "{}", h.dump());
+}
+
+/// A sound primary copy is read with the secondary where the primary's size puts it; a
+/// copy planted at another allowed offset (inside keyslot 0's area) with a higher
+/// sequence id is never looked at, even when the real secondary is damaged.
+#[test]
+fn a_copy_planted_beside_a_sound_primary_is_ignored() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = luks2_image(dir.path());
+    let planted_at: u64 = 64 << 10;
+    let f = open_rw(&img);
+    let mut primary = vec![0u8; HDR as usize];
+    f.read_at(&mut primary, 0).unwrap();
+    let seqid = u64::from_be_bytes(primary[16..24].try_into().unwrap());
+    // A secondary copy of 64 KiB, with a label of its own and a newer sequence id, its
+    // keyslot areas moved past the two 64 KiB copies.
+    let mut planted = vec![0u8; planted_at as usize];
+    planted[..4096].copy_from_slice(&primary[..4096]);
+    planted[..6].copy_from_slice(b"SKUL\xba\xbe");
+    planted[8..16].copy_from_slice(&planted_at.to_be_bytes());
+    planted[16..24].copy_from_slice(&(seqid + 100).to_be_bytes());
+    planted[24..72].fill(0);
+    planted[24..31].copy_from_slice(b"planted");
+    planted[256..264].copy_from_slice(&planted_at.to_be_bytes());
+    let end = primary[4096..].iter().position(|&c| c == 0).unwrap();
+    let mut json: serde_json::Value = serde_json::from_slice(&primary[4096..4096 + end]).unwrap();
+    let shift = 2 * (planted_at - HDR);
+    for ks in json["keyslots"].as_object_mut().unwrap().values_mut() {
+        let off: u64 = ks["area"]["offset"].as_str().unwrap().parse().unwrap();
+        ks["area"]["offset"] = (off + shift).to_string().into();
+    }
+    let ks_size: u64 = json["config"]["keyslots_size"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    json["config"]["keyslots_size"] = (ks_size - shift).to_string().into();
+    json["config"]["json_size"] = (planted_at - 4096).to_string().into();
+    let text = serde_json::to_vec(&json).unwrap();
+    planted[4096..4096 + text.len()].copy_from_slice(&text);
+    planted[448..512].fill(0);
+    let sum = <sha2::Sha256 as sha2::Digest>::digest(&planted);
+    planted[448..480].copy_from_slice(&sum);
+    f.write_at(&planted, planted_at).unwrap();
+    flip(&img, HDR); // the real secondary's magic
+    let h = Header::read(&f).unwrap();
+    let l2 = h.downcast_ref::<Luks2>().unwrap();
+    assert_eq!(
+        (l2.label(), l2.seqid(), l2.hdr_size()),
+        ("", seqid, HDR),
+        "the planted copy was used"
+    );
+    if sectorcrypt_testkit::have("cryptsetup") {
+        let out = Command::new("cryptsetup")
+            .args(["luksDump", "--disable-locks"])
+            .arg(&img)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains(&format!("Epoch:         \t{seqid}")),
+            "{text}"
+        );
+    }
+}
+
+/// LUKS1 keyslots, active or not, must have 4000 stripes and material after the header
+/// and before the data; an image whose keyslots are refused is not written.
+#[test]
+fn luks1_slots_outside_their_place_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = luks1_image(dir.path());
+    let pristine = snapshot(&img);
+    let slot3 = 208 + 3 * 48;
+    let payload = u32::from_be_bytes(pristine[104..108].try_into().unwrap());
+    let cases: [(&str, usize, u32); 4] = [
+        ("luks1-slot-in-header", slot3 + 40, 0),
+        ("luks1-slot-in-data", slot3 + 40, payload - 1),
+        ("luks1-slot", slot3 + 44, 1),
+        ("luks1-slot-overlap", slot3 + 40, 8 + 2 * 504 + 3),
+    ];
+    for (rule, at, value) in cases {
+        std::fs::write(&img, &pristine).unwrap();
+        let f = open_rw(&img);
+        f.write_at(&value.to_be_bytes(), at as u64).unwrap();
+        let before = snapshot(&img);
+        match Header::read(&f) {
+            Err(e) => assert_names(&e, rule),
+            Ok(mut h) => {
+                let r = h.erase(&f).map_err(|e| e.to_string());
+                panic!("{rule}: accepted (erase: {r:?})");
+            }
+        }
+        assert!(snapshot(&img) == before, "{rule}: the image was written");
+    }
+}
+
+/// cryptsetup refuses the same LUKS1 headers.
+#[test]
+fn cryptsetup_refuses_the_luks1_headers_refused_here() {
+    require!("cryptsetup");
+    let dir = tempfile::tempdir().unwrap();
+    let img = luks1_image(dir.path());
+    let f = open_rw(&img);
+    let mut slot0 = [0u8; 4];
+    f.read_at(&mut slot0, 208 + 40).unwrap();
+    f.write_at(&slot0, 208 + 48 + 40).unwrap();
+    assert!(!cryptsetup_loads(&img));
+}
+
+/// Whether `cryptsetup luksDump` loads `img`.
+pub fn cryptsetup_loads(img: &Path) -> bool {
+    Command::new("cryptsetup")
+        .args(["luksDump", "--disable-locks"])
+        .arg(img)
+        .output()
+        .unwrap()
+        .status
+        .success()
+}
