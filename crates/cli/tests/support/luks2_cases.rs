@@ -973,3 +973,25 @@ fn max_key(v: &Value) -> u64 {
         .parse()
         .unwrap()
 }
+
+/// Edits the metadata of both 16 KiB header copies of the LUKS2 image `path` (a volume
+/// made here) with `edit`, checksums recomputed.
+pub fn edit_copies(path: &Path, edit: impl Fn(&mut Value)) {
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .unwrap();
+    for at in [0, HDR] {
+        let mut copy = vec![0u8; HDR];
+        f.read_exact_at(&mut copy, at as u64).unwrap();
+        let mut v: Value = serde_json::from_str(&text_of(&copy[BIN..])).unwrap();
+        edit(&mut v);
+        let text = serde_json::to_vec(&v).unwrap();
+        copy[BIN..].copy_from_slice(&padded(&text, JSON));
+        copy[CSUM].fill(0);
+        let sum = openssl::sha::sha256(&copy);
+        copy[CSUM.start..CSUM.start + 32].copy_from_slice(&sum);
+        f.write_all_at(&copy, at as u64).unwrap();
+    }
+}
