@@ -204,7 +204,9 @@ fn repair_like_cryptsetup(dir: &Path, damaged: &Path, says: &str, copy_at: usize
     );
     let dump = |img: &Path| {
         let o = run(Command::new("cryptsetup").arg("luksDump").arg(img));
-        String::from_utf8(o.stdout).unwrap().replace(s(img), "IMAGE")
+        String::from_utf8(o.stdout)
+            .unwrap()
+            .replace(s(img), "IMAGE")
     };
     assert_eq!(dump(&ours), dump(&theirs));
 }
