@@ -6,7 +6,8 @@
 
 use crate::common::*;
 use sectorcrypt_testkit::require;
-use sectorcrypt_volume::luks::Luks2;
+use sectorcrypt_volume::hash::HashAlg;
+use sectorcrypt_volume::luks::{Luks1, Luks2};
 use sectorcrypt_volume::{Error, Header, HeaderError, Store};
 use std::path::Path;
 use std::process::Command;
@@ -249,4 +250,19 @@ pub fn cryptsetup_loads(img: &Path) -> bool {
         .unwrap()
         .status
         .success()
+}
+
+/// What remove-key's last-keyslot confirmation counts: the keyslots that still open the
+/// volume once one is destroyed, so a keyslot whose material lies in the destroyed one's
+/// area does not count (a header read from disk never has one: it is refused).
+#[test]
+fn keyslots_in_the_removed_area_do_not_survive_it() {
+    let mut l1 = Luks1::format("aes-xts-plain64", &[7u8; 64], HashAlg::Sha256, "u", 1000).unwrap();
+    for i in [0, 1, 2] {
+        l1.slots[i].active = true;
+    }
+    l1.slots[1].key_offset = l1.slots[0].key_offset + 1;
+    let h = Header::new(Box::new(l1));
+    assert_eq!(h.keyslots_left_without(0).unwrap(), vec![2]);
+    assert_eq!(h.keyslots_left_without(2).unwrap(), vec![0, 1]);
 }

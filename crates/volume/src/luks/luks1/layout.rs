@@ -116,12 +116,19 @@ impl Luks1 {
             {
                 continue;
             }
+            let mut what = Vec::new();
+            if s.key_offset != standard {
+                what.push(format!("material at sector {} -> {standard}", s.key_offset));
+            }
+            if s.stripes as usize != af::STRIPES {
+                what.push(format!("{} -> {} stripes", s.stripes, af::STRIPES));
+            }
+            if s.state != DISABLED {
+                what.push(format!("state {:#010x} -> disabled", s.state));
+            }
             h.repairs.push(format!(
-                "inactive keyslot {i}: material offset {} -> {standard} sectors, {} -> {} \
-                 stripes, disabled, salt wiped",
-                s.key_offset,
-                s.stripes,
-                af::STRIPES
+                "inactive keyslot {i} reset to the standard layout ({}); salt wiped",
+                what.join(", ")
             ));
             s.key_offset = standard;
             s.stripes = af::STRIPES as u32;
