@@ -19,7 +19,7 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::process::{Command, Output};
 use support::{code, ok, s, sc};
-use volumes::{key_file, new_volume, FAST};
+use volumes::{key_file, new_volume, test_key, FAST};
 
 /// `cryptsetup luksDump` of a copy of `img` (it may repair the header it reads): whether
 /// it loads.
@@ -102,13 +102,6 @@ fn outcome(o: &Output) -> (i32, String) {
     (code(o), String::from_utf8_lossy(&o.stderr).into_owned())
 }
 
-fn test_key(img: &Path, pass: &str) -> i32 {
-    code(&sc(
-        &["test-key", s(img), "--key-file", "-"],
-        pass.as_bytes(),
-    ))
-}
-
 /// A refused header: `dump` prints the fields it could read, each copy's problem, the
 /// keyslots, then exits 2 naming the rule; `--json` prints the metadata found.
 #[test]
@@ -148,6 +141,21 @@ fn flip(path: &Path, at: u64) {
     let mut b = [0u8; 1];
     f.read_exact_at(&mut b, at).unwrap();
     f.write_all_at(&[b[0] ^ 0x55], at).unwrap();
+}
+
+/// Points the material of LUKS1 keyslot `slot` of `img` at keyslot `at`'s, `plus`
+/// sectors on.
+fn point_luks1_slot(img: &Path, slot: u64, at: u64, plus: u32) {
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(img)
+        .unwrap();
+    let mut offset = [0u8; 4];
+    f.read_exact_at(&mut offset, 208 + at * 48 + 40).unwrap();
+    let moved = u32::from_be_bytes(offset) + plus;
+    f.write_all_at(&moved.to_be_bytes(), 208 + slot * 48 + 40)
+        .unwrap();
 }
 
 /// The byte ranges where two files differ.
@@ -264,16 +272,7 @@ fn repair_does_what_cryptsetup_repair_does() {
     // LUKS1: inactive keyslot 3 inside keyslot 2.
     let dir1 = tempfile::tempdir().unwrap();
     let img = new_volume(dir1.path(), &["--type", "luks1"]);
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(&img)
-        .unwrap();
-    let mut slot2 = [0u8; 4];
-    f.read_exact_at(&mut slot2, 208 + 2 * 48 + 40).unwrap();
-    let inside = u32::from_be_bytes(slot2) + 3;
-    f.write_all_at(&inside.to_be_bytes(), 208 + 3 * 48 + 40)
-        .unwrap();
+    point_luks1_slot(&img, 3, 2, 3);
     assert_eq!(test_key(&img, "zero"), 2);
     repair_like_cryptsetup(dir1.path(), &img, "inactive keyslot 3 reset", usize::MAX);
 }
@@ -303,14 +302,7 @@ fn keyslots_sharing_an_area_are_refused_by_remove_key_and_change_key() {
     );
     let dir1 = tempfile::tempdir().unwrap();
     let img1 = new_volume(dir1.path(), &["--type", "luks1"]);
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(&img1)
-        .unwrap();
-    let mut slot0 = [0u8; 4];
-    f.read_exact_at(&mut slot0, 208 + 40).unwrap();
-    f.write_all_at(&slot0, 208 + 48 + 40).unwrap();
+    point_luks1_slot(&img1, 1, 0, 0);
     let before = std::fs::read(&img1).unwrap();
     let k1 = key_file(dir1.path(), "k1", "one");
     let k0 = dir1.path().join("k0");

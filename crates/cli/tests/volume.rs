@@ -15,14 +15,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Instant;
 use support::{code, ok, ok_bytes, s, sc};
-use volumes::{key_file as key, new_volume, write_volume, FAST};
-
-fn test_key(img: &Path, pass: &str) -> i32 {
-    code(&sc(
-        &["test-key", s(img), "--key-file", "-"],
-        pass.as_bytes(),
-    ))
-}
+use volumes::{key_file as key, new_volume, test_key, write_volume, FAST};
 
 #[test]
 fn keys_lifecycle_and_exit_codes() {
@@ -399,6 +392,19 @@ fn run_opening(
     out
 }
 
+/// After [`run_opening`] in `d` refused everything: the restore target `other` still
+/// holds `good`, no backup, output or socket was made, nothing is mounted.
+fn assert_nothing_done(d: &Path, other: &Path, good: &[u8]) {
+    assert!(
+        std::fs::read(other).unwrap() == good,
+        "the restore target changed"
+    );
+    for left in ["backup", "out", "sock"] {
+        assert!(!d.join(left).exists(), "{left} was created");
+    }
+    assert!(!volumes::mounted(&d.join("mnt")), "something was mounted");
+}
+
 /// Every command that opens a volume fails alike on the same image: exit 2 (bad input)
 /// for an image that is missing, a directory, no volume at all or cut inside its header,
 /// exit 3 for a wrong passphrase (in the commands that take one); nothing is written,
@@ -442,14 +448,7 @@ fn every_command_fails_alike_on_an_image_it_cannot_open() {
         assert_eq!(std::fs::read(img).ok(), before, "{} changed", s(img));
     }
     assert!(wrong_codes.is_empty(), "{wrong_codes:#?}\n{table}");
-    assert!(
-        std::fs::read(&other).unwrap() == good,
-        "the restore target changed"
-    );
-    for left in ["backup", "out", "sock"] {
-        assert!(!d.join(left).exists(), "{left} was created");
-    }
-    assert!(!volumes::mounted(&d.join("mnt")), "something was mounted");
+    assert_nothing_done(d, &other, &good);
     assert_eq!(test_key(&locked, "zero"), 0);
 }
 
@@ -559,12 +558,5 @@ fn every_command_refuses_a_header_that_breaks_a_rule() {
         cases.len(),
         OPENING.len() + 1
     );
-    assert!(
-        std::fs::read(&other).unwrap() == good,
-        "the restore target changed"
-    );
-    for left in ["backup", "out", "sock"] {
-        assert!(!d.join(left).exists(), "{left} was created");
-    }
-    assert!(!volumes::mounted(&d.join("mnt")), "something was mounted");
+    assert_nothing_done(d, &other, &good);
 }

@@ -206,3 +206,14 @@ pub fn luks1_image(dir: &Path) -> PathBuf {
     format(&f, &opts, b"first", None).unwrap();
     img
 }
+
+/// Points the material of LUKS1 keyslot `slot` of `img` at keyslot `at`'s, `plus` sectors
+/// on.
+pub fn point_luks1_slot(img: &Path, slot: u64, at: u64, plus: u32) {
+    let f = open_rw(img);
+    let mut offset = [0u8; 4];
+    f.read_at(&mut offset, 208 + at * 48 + 40).unwrap();
+    let moved = u32::from_be_bytes(offset) + plus;
+    f.write_at(&moved.to_be_bytes(), 208 + slot * 48 + 40)
+        .unwrap();
+}

@@ -56,10 +56,8 @@ fn luks2_keyslots_sharing_an_area_are_refused() {
 fn luks1_inactive_slot_inside_an_active_slot_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let img = luks1_image(dir.path());
+    point_luks1_slot(&img, 1, 0, 0);
     let f = open_rw(&img);
-    let mut slot0 = [0u8; 4];
-    f.read_at(&mut slot0, 208 + 40).unwrap();
-    f.write_at(&slot0, 208 + 48 + 40).unwrap();
     let before = snapshot(&img);
     match Header::read(&f) {
         Err(e) => assert_names(&e, "luks1-slot-overlap"),
@@ -234,10 +232,7 @@ fn cryptsetup_refuses_the_luks1_headers_refused_here() {
     require!("cryptsetup");
     let dir = tempfile::tempdir().unwrap();
     let img = luks1_image(dir.path());
-    let f = open_rw(&img);
-    let mut slot0 = [0u8; 4];
-    f.read_at(&mut slot0, 208 + 40).unwrap();
-    f.write_at(&slot0, 208 + 48 + 40).unwrap();
+    point_luks1_slot(&img, 1, 0, 0);
     assert!(!cryptsetup_loads(&img));
 }
 
