@@ -141,7 +141,7 @@ fn binary_size(bin: &[u8], at: u64, secondary: bool) -> Result<u64> {
 
 /// Parses and checks the JSON area of a copy: the metadata (when it parses as an object)
 /// and the verdict on it.
-fn parse_area(area: &[u8]) -> (Option<Value>, Result<()>, Vec<String>) {
+pub(super) fn parse_area(area: &[u8]) -> (Option<Value>, Result<()>, Vec<String>) {
     let mut stream = serde_json::Deserializer::from_slice(area).into_iter::<Value>();
     let mut json = match stream.next() {
         Some(Ok(v)) => v,

@@ -1,14 +1,16 @@
 //! What `dump` still shows of a LUKS2 header that failed its checks: the metadata of a copy
-//! whose checksum is sound when it parses (even if it breaks a rule), else what the
-//! primary's binary header says, and why each copy was refused. Nothing here is used to
+//! whose checksum is sound when it parses (even if it breaks a rule), else the primary's
+//! binary header and whatever metadata its JSON area holds (checksum or not), and why
+//! each copy was refused. Nothing here is used to
 //! open or change a volume, and nothing is rebuilt: with no valid copy there is nothing
 //! to rebuild from.
 
-use super::copies::{self, Binary, Read, COPY};
+use super::copies::{self, Binary, Read, BIN_SIZE, COPY, HDR_SIZES};
 use super::Luks2;
 use crate::format::{Format, Probe, Salvaged};
 use crate::luks::fields::be64;
 use crate::luks::rules::detail;
+use crate::store;
 use serde_json::Value;
 
 /// The primary's binary header read without checks (text fields up to their first NUL).
@@ -30,6 +32,16 @@ fn unchecked_binary(head: &[u8]) -> Binary {
         uuid: text(168, 40),
         subsystem: text(208, 48),
     }
+}
+
+/// The metadata in the primary's JSON area, if it parses, whatever its checksum says.
+fn unchecked_json(p: &Probe<'_>, hdr_size: u64) -> Option<Value> {
+    if !(HDR_SIZES[0]..=HDR_SIZES[8]).contains(&hdr_size) {
+        return None;
+    }
+    let mut area = vec![0u8; hdr_size as usize - BIN_SIZE];
+    store::read_exact(p.store, &mut area, BIN_SIZE as u64, "luks2 json area").ok()?;
+    copies::parse_area(&area).0
 }
 
 /// The report of a LUKS2 header [`detect`](super::detect) refused, when the store holds
@@ -57,7 +69,11 @@ pub(super) fn salvage(p: &Probe<'_>) -> Option<Salvaged> {
             problems.push(detail(&e));
         }
     }
-    let (bin, json) = shown.unwrap_or_else(|| (unchecked_binary(p.head), None));
+    let (bin, json) = shown.unwrap_or_else(|| {
+        let bin = unchecked_binary(p.head);
+        let json = unchecked_json(p, bin.hdr_size);
+        (bin, json)
+    });
     let report = Luks2::shown(bin, json.clone().unwrap_or(Value::Null), problems).report();
     Some(Salvaged {
         report,
