@@ -261,3 +261,93 @@ fn keyslots_in_the_removed_area_do_not_survive_it() {
     assert_eq!(h.keyslots_left_without(0).unwrap(), vec![2]);
     assert_eq!(h.keyslots_left_without(2).unwrap(), vec![0, 1]);
 }
+
+/// Each LUKS2 metadata rule the cryptsetup suite does not reach alone, broken in both
+/// copies of a volume made here: refused when read, naming the rule, nothing written.
+#[test]
+fn each_luks2_rule_is_enforced_on_its_own() {
+    type Edit = fn(&mut serde_json::Value);
+    let cases: [(&str, Edit); 9] = [
+        ("luks2-id", |j| {
+            j["tokens"]["x"] = serde_json::json!({"type": "t", "keyslots": []})
+        }),
+        ("luks2-requirements", |j| j["config"]["requirements"] = 5.into()),
+        ("luks2-token", |j| {
+            j["tokens"]["0"] = serde_json::json!({"type": "t"})
+        }),
+        ("luks2-digest", |j| {
+            j["digests"]["0"].as_object_mut().unwrap().remove("type");
+        }),
+        ("luks2-segment-digest", |j| {
+            j["digests"]["0"]["segments"] = serde_json::json!([])
+        }),
+        ("luks2-segment-overlap", |j| {
+            let off = j["segments"]["0"]["offset"].clone();
+            j["segments"]["0"]["size"] = "4096".into();
+            j["segments"]["1"] =
+                serde_json::json!({"type": "linear", "offset": off, "size": "dynamic"});
+        }),
+        ("luks2-segment-order", |j| {
+            j["segments"]["2"] =
+                serde_json::json!({"type": "linear", "offset": "512", "size": "512"});
+        }),
+        ("luks2-config", |j| j["config"]["flags"] = "allow-discards".into()),
+        ("luks2-reencrypt", |j| {
+            j["keyslots"]["2"] = serde_json::json!({
+                "type": "reencrypt", "key_size": 1, "mode": "reencrypt",
+                "direction": "forward",
+                "area": {"type": "none", "offset": "1048576", "size": "4096"}});
+        }),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let img = luks2_image(dir.path());
+    let pristine = snapshot(&img);
+    for (rule, edit) in cases {
+        std::fs::write(&img, &pristine).unwrap();
+        for at in [0, HDR] {
+            rewrite_json(&img, at, edit);
+        }
+        let before = snapshot(&img);
+        let e = Header::read(&open_rw(&img)).unwrap_err();
+        assert_names(&e, rule);
+        assert!(snapshot(&img) == before, "{rule}: the image was written");
+    }
+}
+
+/// The binary rules of one copy (its offset field, its JSON) leave the other copy in use,
+/// and say which rule the bad one broke; LUKS1's slot state and key length are checked.
+#[test]
+fn copy_rules_and_luks1_fields_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = luks2_image(dir.path());
+    let pristine = snapshot(&img);
+    let with_checksum = |bytes: &mut [u8]| {
+        bytes[448..512].fill(0);
+        let sum = <sha2::Sha256 as sha2::Digest>::digest(&bytes[..HDR as usize]);
+        bytes[448..480].copy_from_slice(&sum);
+    };
+    let mut offset = pristine[..HDR as usize].to_vec();
+    offset[256..264].copy_from_slice(&512u64.to_be_bytes());
+    with_checksum(&mut offset);
+    let mut syntax = pristine[..HDR as usize].to_vec();
+    syntax[4096 + 1] = b'!';
+    with_checksum(&mut syntax);
+    for (rule, copy) in [("luks2-header-offset", offset), ("luks2-json-syntax", syntax)] {
+        std::fs::write(&img, &pristine).unwrap();
+        open_rw(&img).write_at(&copy, 0).unwrap();
+        let f = open_ro(&img);
+        let h = Header::read(&f).unwrap();
+        assert!(h.needs_repair() && h.dump().contains(rule), "{}", h.dump());
+        h.unlock(&f, b"first").unwrap();
+    }
+    let img = luks1_image(dir.path());
+    let pristine = snapshot(&img);
+    for (rule, at, value) in [
+        ("luks1-slot-state", 208 + 2 * 48, 0x1234_5678u32),
+        ("luks1-key", 108, 0),
+    ] {
+        std::fs::write(&img, &pristine).unwrap();
+        open_rw(&img).write_at(&value.to_be_bytes(), at).unwrap();
+        assert_names(&Header::read(&open_ro(&img)).unwrap_err(), rule);
+    }
+}
