@@ -48,6 +48,9 @@ pub enum Command {
     /// Back up or restore the headers and keyslot areas.
     #[command(subcommand)]
     Header(HeaderCommand),
+    /// Rebuild a damaged or stale header copy from the good one (as `cryptsetup repair`).
+    #[command(after_long_help = REPAIR_HELP)]
+    Repair(RepairArgs),
     /// Destroy every keyslot: the data can never be opened again without a header backup.
     Erase(EraseArgs),
     /// Write a volume's plaintext to standard output or a file.
@@ -213,6 +216,19 @@ pub enum HeaderCommand {
         batch: bool,
     },
 }
+
+#[derive(Debug, Args)]
+pub struct RepairArgs {
+    /// The image file or block device.
+    pub image: PathBuf,
+}
+
+const REPAIR_HELP: &str = "\
+LUKS2 keeps two copies of its header: a copy that is damaged, or older than the other, is
+rewritten from the valid one (its metadata byte for byte, the same sequence id). LUKS1 has
+one copy: inactive keyslots that point outside cryptsetup's standard layout are reset there
+(active keyslots are never moved). A header with nothing valid to rebuild from is refused
+(exit 2) and left as it is. Exit 0 also when nothing needed repair.";
 
 #[derive(Debug, Args)]
 pub struct EraseArgs {

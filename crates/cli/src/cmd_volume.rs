@@ -1,20 +1,24 @@
 //! The volume commands: format, dump, add-key, remove-key, change-key, test-key, header
-//! backup/restore, erase. Each opens the image through the one opener (`image.rs`), which
-//! reads the header (never writing while reading) of whatever format it is, asks for
-//! passphrases and confirmations, then makes one change. Wrong passphrases exit 3;
-//! nothing is written then. Only `format` names a format (`--type`).
+//! backup/restore, repair, erase. Each opens the image through the one opener
+//! (`image.rs`), which reads and validates the header (never writing while reading) of
+//! whatever format it is, asks for passphrases and confirmations, then makes one change.
+//! A header that fails validation is refused by all of them (exit 2, naming the rule it
+//! breaks); `dump` then still prints what it can read, and `repair` rebuilds what can be
+//! rebuilt without guessing. Wrong passphrases exit 3; nothing is written then. Only
+//! `format` names a format (`--type`).
 
 use crate::args::{
     AddKeyArgs, DumpArgs, EraseArgs, FormatArgs, HeaderCommand, LuksType, PbkdfArgs, RemoveKeyArgs,
-    TestKeyArgs,
+    RepairArgs, TestKeyArgs,
 };
 use crate::failure::Failure;
 use crate::image::{self, Image};
 use crate::passphrase::{self, Secret};
+use sectorcrypt_volume::format::dump;
 use sectorcrypt_volume::hash::HashAlg;
 use sectorcrypt_volume::kdf::{KdfKind, KdfOptions};
 use sectorcrypt_volume::luks::{self, FormatOptions, Version};
-use sectorcrypt_volume::{Header, Store};
+use sectorcrypt_volume::{formats, Header, Store};
 use std::fs::OpenOptions;
 use std::os::unix::fs::OpenOptionsExt;
 
@@ -198,14 +202,59 @@ pub fn format(a: FormatArgs) -> Result<(), Failure> {
     result
 }
 
+fn print_json(v: &serde_json::Value) -> Result<(), Failure> {
+    let text = serde_json::to_string_pretty(v).map_err(|e| Failure::runtime(e.to_string()))?;
+    println!("{text}");
+    Ok(())
+}
+
+/// Shows the header, as `cryptsetup luksDump`. A header that fails validation exits 2, as
+/// there, after what can still be read of it (with each problem) is printed.
 pub fn dump(a: DumpArgs) -> Result<(), Failure> {
-    let h = image::open(&a.image, false)?.header;
+    let h = match image::open(&a.image, false) {
+        Ok(img) => img.header,
+        Err(f) => {
+            if f.exit_code() == 2 {
+                print_salvaged(&a)?;
+            }
+            return Err(f);
+        }
+    };
     if a.json {
-        let text = serde_json::to_string_pretty(&h.to_json())
-            .map_err(|e| Failure::runtime(e.to_string()))?;
-        println!("{text}");
+        print_json(&h.to_json())
     } else {
         print!("{}", h.dump());
+        Ok(())
+    }
+}
+
+/// Prints what is left of the refused header of `a.image`, if anything.
+fn print_salvaged(a: &DumpArgs) -> Result<(), Failure> {
+    let Ok(store) = image::open_store(&a.image, false) else {
+        return Ok(());
+    };
+    let Ok(Some(s)) = formats::salvage(&store) else {
+        return Ok(());
+    };
+    match (a.json, &s.json) {
+        (true, Some(json)) => print_json(json),
+        (true, None) => Ok(()),
+        (false, _) => {
+            print!("{}", dump::render(&s.report));
+            Ok(())
+        }
+    }
+}
+
+/// Rebuilds a damaged or stale header copy from the good one.
+pub fn repair(a: RepairArgs) -> Result<(), Failure> {
+    let store = image::open_store(&a.image, true)?;
+    let done = formats::repair_header(&store)?;
+    if done.is_empty() {
+        println!("{}: no known problems in the header", a.image.display());
+    }
+    for d in done {
+        println!("{}: {d}", a.image.display());
     }
     Ok(())
 }
@@ -250,7 +299,7 @@ pub fn change_key(a: AddKeyArgs) -> Result<(), Failure> {
 pub fn remove_key(a: RemoveKeyArgs) -> Result<(), Failure> {
     let mut img = image::open(&a.image, true)?;
     let u = img.unlock(&a.key)?;
-    if img.header.active_keyslots()?.len() == 1 {
+    if img.header.keyslots_left_without(u.keyslot)?.is_empty() {
         passphrase::confirm(
             &format!(
                 "Keyslot {} is the last one: after removing it nobody can open {}.",
