@@ -271,7 +271,9 @@ fn each_luks2_rule_is_enforced_on_its_own() {
         ("luks2-id", |j| {
             j["tokens"]["x"] = serde_json::json!({"type": "t", "keyslots": []})
         }),
-        ("luks2-requirements", |j| j["config"]["requirements"] = 5.into()),
+        ("luks2-requirements", |j| {
+            j["config"]["requirements"] = 5.into()
+        }),
         ("luks2-token", |j| {
             j["tokens"]["0"] = serde_json::json!({"type": "t"})
         }),
@@ -291,7 +293,9 @@ fn each_luks2_rule_is_enforced_on_its_own() {
             j["segments"]["2"] =
                 serde_json::json!({"type": "linear", "offset": "512", "size": "512"});
         }),
-        ("luks2-config", |j| j["config"]["flags"] = "allow-discards".into()),
+        ("luks2-config", |j| {
+            j["config"]["flags"] = "allow-discards".into()
+        }),
         ("luks2-reencrypt", |j| {
             j["keyslots"]["2"] = serde_json::json!({
                 "type": "reencrypt", "key_size": 1, "mode": "reencrypt",
@@ -332,7 +336,10 @@ fn copy_rules_and_luks1_fields_are_named() {
     let mut syntax = pristine[..HDR as usize].to_vec();
     syntax[4096 + 1] = b'!';
     with_checksum(&mut syntax);
-    for (rule, copy) in [("luks2-header-offset", offset), ("luks2-json-syntax", syntax)] {
+    for (rule, copy) in [
+        ("luks2-header-offset", offset),
+        ("luks2-json-syntax", syntax),
+    ] {
         std::fs::write(&img, &pristine).unwrap();
         open_rw(&img).write_at(&copy, 0).unwrap();
         let f = open_ro(&img);
