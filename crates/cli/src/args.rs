@@ -48,6 +48,9 @@ pub enum Command {
     /// Back up or restore the headers and keyslot areas.
     #[command(subcommand)]
     Header(HeaderCommand),
+    /// Rebuild a damaged or stale header copy from the good one (as `cryptsetup repair`).
+    #[command(after_long_help = REPAIR_HELP)]
+    Repair(RepairArgs),
     /// Destroy every keyslot: the data can never be opened again without a header backup.
     Erase(EraseArgs),
     /// Write a volume's plaintext to standard output or a file.
@@ -239,6 +242,21 @@ pub enum HeaderCommand {
 }
 
 #[derive(Debug, Args)]
+pub struct RepairArgs {
+    /// The image file or block device.
+    pub image: PathBuf,
+    #[command(flatten)]
+    pub header: HeaderArg,
+}
+
+const REPAIR_HELP: &str = "\
+LUKS2 keeps two copies of its header: a copy that is damaged, or older than the other, is
+rewritten from the valid one (its metadata byte for byte, the same sequence id). LUKS1 has
+one copy: inactive keyslots that point outside cryptsetup's standard layout are reset there
+(active keyslots are never moved). A header with nothing valid to rebuild from is refused
+(exit 2) and left as it is. Exit 0 also when nothing needed repair.";
+
+#[derive(Debug, Args)]
 pub struct EraseArgs {
     /// The image file or block device.
     pub image: PathBuf,
@@ -398,6 +416,15 @@ Examples:
 Only a Unix socket or a loopback address is served. The server speaks the fixed newstyle
 NBD protocol with several connections (multi-conn) and many requests in flight; SIGINT or
 SIGTERM stops it after the requests in flight are done and the volume is flushed.
+Who may connect: a Unix socket is created mode 0600 whatever the umask (its owner and
+root); --socket-mode 0660 lets its group in too. A TCP port has no access control: any
+local user can connect, and the server says so when it starts.
+Slow and idle clients: once a request has begun, its header, and a write's payload, must
+arrive within --timeout seconds, or the connection is closed. A connection with no request
+in flight is closed after --idle-timeout seconds (default: never). Up to 64 connections are
+served; when all are taken, a new one takes the slot of the connection idle longest.
+After a failed flush every later flush fails, on every connection, until the server is
+restarted: writes acknowledged before it may not have reached the disk.
 --onetime: a headerless volume (aes-xts-plain64, 512-bit key, 512-byte sectors) under a
 fresh random key that is never stored (GELI's one-time mode, for swap or scratch space):
 whatever is written is unreadable once the server stops.";
@@ -443,6 +470,25 @@ pub struct ServeArgs {
     /// --allow-discards: it reveals which areas of the volume are unused.
     #[arg(long)]
     pub allow_discards: bool,
+    /// The Unix socket's permissions, in octal [default: 0600, only the owner may connect].
+    #[arg(long, value_name = "MODE", value_parser = socket_mode, conflicts_with = "listen")]
+    pub socket_mode: Option<u32>,
+    /// Seconds a request's header, and a write's payload, may take to arrive once begun
+    /// (0: no limit).
+    #[arg(long, value_name = "SECS", default_value_t = 30)]
+    pub timeout: u64,
+    /// Seconds a connection may stay with no request in flight before it is closed
+    /// (0: no limit).
+    #[arg(long, value_name = "SECS", default_value_t = 0)]
+    pub idle_timeout: u64,
+}
+
+/// A file mode in octal: permission bits only (at most 0777).
+fn socket_mode(s: &str) -> Result<u32, String> {
+    match u32::from_str_radix(s, 8) {
+        Ok(m) if m <= 0o777 && !s.starts_with('+') => Ok(m),
+        _ => Err("expected permission bits in octal, such as 0600 or 0660".into()),
+    }
 }
 
 const MOUNT_HELP: &str = "\

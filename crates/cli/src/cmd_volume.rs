@@ -1,21 +1,27 @@
 //! The volume commands: format, dump, add-key, remove-key, change-key, test-key, header
-//! backup/restore, erase. Each opens the image through the one opener (`image.rs`), which
-//! reads the header (never writing while reading) of whatever format it is, asks for
-//! passphrases and confirmations, then makes one change. Wrong passphrases exit 3;
-//! nothing is written then. Only `format` names a format (`--type`).
+//! backup/restore, repair, erase. Each opens the image through the one opener
+//! (`image.rs`), which reads and validates the header (never writing while reading) of
+//! whatever format it is, asks for passphrases and confirmations, then makes one change.
+//! A header that fails validation is refused by all of them (exit 2, naming the rule it
+//! breaks); `dump` then still prints what it can read, and `repair` rebuilds what can be
+//! rebuilt without guessing. Wrong passphrases exit 3; nothing is written then. Only
+//! `format` names a format (`--type`).
 
 use crate::args::{
     AddKeyArgs, DumpArgs, EraseArgs, FormatArgs, HeaderCommand, LuksType, PbkdfArgs, RemoveKeyArgs,
-    TestKeyArgs,
+    RepairArgs, TestKeyArgs,
 };
 use crate::failure::Failure;
 use crate::image::{self, Access, Image};
 use crate::passphrase::{self, Secret};
+use sectorcrypt_volume::format::dump;
 use sectorcrypt_volume::hash::HashAlg;
 use sectorcrypt_volume::kdf::{KdfKind, KdfOptions};
 use sectorcrypt_volume::lock::Mode;
 use sectorcrypt_volume::luks::{self, FormatOptions, Version};
-use sectorcrypt_volume::{Error as VolumeError, FileStore, Header, KeyslotError, Placement, Store};
+use sectorcrypt_volume::{
+    formats, Error as VolumeError, FileStore, Header, KeyslotError, Placement, Store,
+};
 use std::fs::OpenOptions;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
@@ -89,9 +95,10 @@ fn describe_kdf(h: &Header, slot: usize) -> String {
 }
 
 /// Opens `path` for formatting, or creates it when missing: an image with `size` bytes
-/// (`--size`, required), or with `header` an empty file of mode 0600 (a detached header's
-/// file, which grows to the header's size; it holds keyslots). Returns the store and
-/// whether it was created.
+/// (`--size`, required), or with `header` an empty file (a detached header's file, which
+/// grows to the header's size). Either is created readable by its owner only, as key
+/// material should be (an existing file or device keeps its mode: format changes contents,
+/// not access). Returns the store and whether it was created.
 fn open_or_create(
     path: &Path,
     size: Option<u64>,
@@ -130,7 +137,7 @@ fn open_or_create(
         .read(true)
         .write(true)
         .create_new(true)
-        .mode(if header { 0o600 } else { 0o666 })
+        .mode(0o600)
         .open(path)
         .map_err(created)?;
     let store = FileStore::new(file, path.display().to_string());
@@ -268,14 +275,62 @@ pub fn format(a: FormatArgs) -> Result<(), Failure> {
     result
 }
 
+fn print_json(v: &serde_json::Value) -> Result<(), Failure> {
+    let text = serde_json::to_string_pretty(v).map_err(|e| Failure::runtime(e.to_string()))?;
+    println!("{text}");
+    Ok(())
+}
+
+/// Shows the header, as `cryptsetup luksDump`. A header that fails validation exits 2, as
+/// there, after what can still be read of it (with each problem) is printed.
 pub fn dump(a: DumpArgs) -> Result<(), Failure> {
-    let h = image::open(&a.image, &a.header, Access::Inspect)?.header;
+    let h = match image::open(&a.image, &a.header, Access::Inspect) {
+        Ok(img) => img.header,
+        Err(f) => {
+            if f.exit_code() == 2 {
+                print_salvaged(&a)?;
+            }
+            return Err(f);
+        }
+    };
     if a.json {
-        let text = serde_json::to_string_pretty(&h.to_json())
-            .map_err(|e| Failure::runtime(e.to_string()))?;
-        println!("{text}");
+        print_json(&h.to_json())
     } else {
         print!("{}", h.dump());
+        Ok(())
+    }
+}
+
+/// Prints what is left of the refused header of `a.image`, if anything.
+fn print_salvaged(a: &DumpArgs) -> Result<(), Failure> {
+    let Ok(store) = image::open_store(a.header.file.as_ref().unwrap_or(&a.image), false) else {
+        return Ok(());
+    };
+    let Ok(Some(s)) = formats::salvage(&store) else {
+        return Ok(());
+    };
+    match (a.json, &s.json) {
+        (true, Some(json)) => print_json(json),
+        (true, None) => Ok(()),
+        (false, _) => {
+            print!("{}", dump::render(&s.report));
+            Ok(())
+        }
+    }
+}
+
+/// Rebuilds a damaged or stale header copy from the good one.
+pub fn repair(a: RepairArgs) -> Result<(), Failure> {
+    let path = a.header.file.as_ref().unwrap_or(&a.image);
+    let store = image::open_store(path, true)?;
+    // Never beside another header update.
+    let _lock = image::lock_header(&store, path, Mode::Exclusive)?;
+    let done = formats::repair_header(&store)?;
+    if done.is_empty() {
+        println!("{}: no known problems in the header", a.image.display());
+    }
+    for d in done {
+        println!("{}: {d}", a.image.display());
     }
     Ok(())
 }
@@ -331,7 +386,7 @@ pub fn remove_key(a: RemoveKeyArgs) -> Result<(), Failure> {
     // Which keyslot, and whether it is the last one, as the header is under the lock.
     let slot = img.update(|h, store| {
         let slot = h.opened_keyslot(store, &pass, a.key.key_slot)?;
-        if h.active_keyslots()?.len() == 1 {
+        if h.keyslots_left_without(slot)?.is_empty() {
             passphrase::confirm(
                 &format!(
                     "Keyslot {slot} is the last one: after removing it nobody can open {}.",

@@ -1,14 +1,15 @@
 //! `read` and `write`: plaintext in and out of a volume through the sector engine's
 //! pipelined `read_to` / `write_from` (the standard stream or file is served by a second
-//! thread while the engine's workers encrypt or decrypt). `read` replaces `--output`
-//! only on success; `write` checks that a file input fits before writing anything (stdin's
+//! thread while the engine's workers encrypt or decrypt). `read` replaces a regular
+//! `--output` file only on success and writes through a FIFO or device (`output.rs`);
+//! `write` checks that a file input fits before writing anything (stdin's
 //! length is unknown: it stops with an error at the end of the volume). Progress goes to a
 //! terminal's stderr only.
 
 use crate::args::{HeaderArg, KeyArgs, ReadArgs, WriteArgs};
 use crate::failure::Failure;
 use crate::image::{self, Claims};
-use sectorcrypt_volume::atomic::AtomicFile;
+use crate::output::Output;
 use sectorcrypt_volume::engine::{EngineOptions, Volume};
 use std::fs::File;
 use std::io::{IsTerminal, Read, Write};
@@ -133,11 +134,9 @@ pub fn read(a: ReadArgs) -> Result<(), Failure> {
             vol.size()
         )));
     }
-    // Output: replaced atomically, only on success (see `sectorcrypt_volume::atomic`).
-    let mut file = match &a.output {
-        Some(p) => Some(AtomicFile::create(p).map_err(|e| io_err(p.display(), e))?),
-        None => None,
-    };
+    // Output: a regular file is replaced only on success, a FIFO or device written
+    // through (see `output.rs`).
+    let mut file = a.output.as_deref().map(Output::open).transpose()?;
     let mut stdout = std::io::stdout();
     let out: &mut (dyn Write + Send) = match file.as_mut() {
         Some(f) => f,

@@ -71,6 +71,14 @@ fn options(a: &OpenArgs) -> Result<EngineOptions, Failure> {
 
 /// Opens the volume `a` describes.
 pub fn open(a: &OpenArgs) -> Result<VolumeExport, Failure> {
+    crate::memory::hold_keys_for_long();
+    let export = open_export(a);
+    crate::memory::scrub_after_unlock();
+    crate::memory::warn_if_unlocked();
+    export
+}
+
+fn open_export(a: &OpenArgs) -> Result<VolumeExport, Failure> {
     if a.onetime {
         return onetime(a);
     }

@@ -22,7 +22,29 @@ impl Served {
     /// Starts `sectorcrypt serve ARGS --socket SOCK` and waits for the socket.
     pub fn start(args: &[&str], sock: &Path) -> Served {
         let all = [&["serve"], args, &["--socket", s(sock)]].concat();
-        let child = volumes::spawn(&all, Stdio::piped());
+        Served::wait(volumes::spawn(&all, Stdio::piped()), sock)
+    }
+
+    /// [`Served::start`] under the file mode creation mask `umask` (octal).
+    pub fn start_umask(umask: &str, args: &[&str], sock: &Path) -> Served {
+        let child = Command::new("sh")
+            .arg("-c")
+            .arg(format!("umask {umask} && exec \"$0\" \"$@\""))
+            .arg(crate::support::bin())
+            .arg("serve")
+            .args(args)
+            .arg("--socket")
+            .arg(sock)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        Served::wait(child, sock)
+    }
+
+    /// Waits until `child` listens on `sock`.
+    fn wait(child: Child, sock: &Path) -> Served {
         let mut served = Served {
             child: Some(child),
             sock: sock.to_path_buf(),

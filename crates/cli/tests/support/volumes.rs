@@ -5,7 +5,7 @@
 // Each test binary uses a different subset of these helpers.
 #![allow(dead_code)]
 
-use crate::support::{bin, ok, s, sc};
+use crate::support::{bin, code, ok, s, sc};
 use sectorcrypt_testkit::run;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -30,6 +30,14 @@ pub fn new_volume(dir: &Path, extra: &[&str]) -> PathBuf {
     args.extend_from_slice(extra);
     ok(sc(&args, b""));
     img
+}
+
+/// `sectorcrypt test-key IMG` with `pass` on standard input: its exit code.
+pub fn test_key(img: &Path, pass: &str) -> i32 {
+    code(&sc(
+        &["test-key", s(img), "--key-file", "-"],
+        pass.as_bytes(),
+    ))
 }
 
 /// A LUKS1 volume of `size` bytes of data made by `qemu-img create -f luks` (10 ms of

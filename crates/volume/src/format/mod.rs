@@ -18,7 +18,9 @@
 //!
 //! The rules every format keeps:
 //! - reading and validating never writes, and nothing is written through a header that
-//!   failed validation;
+//!   failed validation: every operation refuses it, naming the rule it breaks; only
+//!   `dump` shows what is left of it ([`Salvaged`]), and [`repair_header`](crate::formats::repair_header)
+//!   rebuilds it where the format can do so without guessing;
 //! - every change is crash-safe: new keyslot material is written and synced before the
 //!   metadata that points at it, old material is wiped after the metadata that drops it;
 //! - all I/O goes through the [`Store`]; allocations are bounded by what the input
@@ -43,6 +45,7 @@ use crate::kdf::{Kdf, KdfKind, KdfOptions};
 use crate::layout::{Geometry, IvRule, Layout};
 use crate::store::{self, FileStore, Placement, Store};
 use sectorcrypt_crypto::dmcrypt::{CipherSpec, SectorCipher};
+use sectorcrypt_crypto::secret::SecretBytes;
 use std::any::Any;
 use std::fmt;
 use zeroize::Zeroizing;
@@ -103,15 +106,22 @@ pub trait Format: fmt::Debug + Send + Sync + Any {
     /// material).
     fn remove_keyslots(&mut self, store: &dyn Store, slot: Option<usize>) -> Result<()>;
 
+    /// Where keyslot `slot`'s material is (offset, length), when the format keeps it in
+    /// an area of its own.
+    fn keyslot_area(&self, slot: usize) -> Option<(u64, u64)> {
+        let _ = slot;
+        None
+    }
+
     /// Whether a redundant copy of the header is damaged or stale.
     fn needs_repair(&self) -> bool {
         false
     }
 
-    /// Rewrites damaged or stale copies from the good one.
-    fn repair(&mut self, store: &dyn Store) -> Result<()> {
+    /// Rewrites damaged or stale copies from the good one; returns what was done.
+    fn repair(&mut self, store: &dyn Store) -> Result<Vec<String>> {
         let _ = store;
-        Ok(())
+        Ok(Vec::new())
     }
 
     /// The pieces a header backup holds, in the order a restore writes them, for an image
@@ -216,6 +226,29 @@ pub struct Driver {
     pub name: &'static str,
     /// Recognises the format and reads the header.
     pub detect: fn(&Probe<'_>) -> Detected,
+    /// For a store of this format whose header `detect` refused: what is left of it.
+    /// `None` when the store holds no header of this format.
+    pub salvage: fn(&Probe<'_>) -> Option<Salvaged>,
+}
+
+/// What is left of a header that failed validation: what `dump` shows (the fields that
+/// could be read and why the header cannot be used), the metadata as JSON when any was
+/// readable, and the header rebuilt, when the format can rebuild it without guessing.
+pub struct Salvaged {
+    /// The report, with the problems.
+    pub report: dump::Report,
+    /// The metadata as found.
+    pub json: Option<serde_json::Value>,
+    /// A valid header made from the damaged one, whose [`Format::repair`] writes it.
+    pub rebuilt: Option<Box<dyn Format>>,
+}
+
+impl fmt::Debug for Salvaged {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Salvaged")
+            .field("rebuilt", &self.rebuilt.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 /// A volume's header, of whichever format.
@@ -356,6 +389,21 @@ impl Header {
         self.0.remove_keyslots(store, Some(slot))
     }
 
+    /// The active keyslots that still open the volume once `slot` is destroyed: the
+    /// others, less any whose material lies in `slot`'s area (wiped with it).
+    pub fn keyslots_left_without(&self, slot: usize) -> Result<Vec<usize>> {
+        let gone = self.0.keyslot_area(slot);
+        let overlaps = |n: usize| match (self.0.keyslot_area(n), gone) {
+            (Some((o, l)), Some((go, gl))) => o < go.saturating_add(gl) && go < o.saturating_add(l),
+            _ => false,
+        };
+        Ok(self
+            .active_keyslots()?
+            .into_iter()
+            .filter(|&n| n != slot && !overlaps(n))
+            .collect())
+    }
+
     /// Destroys every keyslot: the data cannot be opened again without a header backup.
     pub fn erase(&mut self, store: &dyn Store) -> Result<()> {
         self.0.remove_keyslots(store, None)
@@ -366,8 +414,8 @@ impl Header {
         self.0.needs_repair()
     }
 
-    /// Rewrites damaged or stale copies from the good one.
-    pub fn repair(&mut self, store: &dyn Store) -> Result<()> {
+    /// Rewrites damaged or stale copies from the good one; returns what was done.
+    pub fn repair(&mut self, store: &dyn Store) -> Result<Vec<String>> {
         self.0.repair(store)
     }
 
@@ -393,9 +441,10 @@ fn backup_extent(pieces: &[Piece]) -> u64 {
 }
 
 /// An unlocked volume: what the engine needs, and the volume key for keyslot changes. The
-/// key is zeroized on drop and never printed.
+/// key is held in secret memory (locked, out of core dumps, wiped on drop) and never
+/// printed.
 pub struct Unlocked {
-    volume_key: Zeroizing<Vec<u8>>,
+    volume_key: SecretBytes,
     /// The cipher string, e.g. `aes-xts-plain64`.
     pub cipher: String,
     /// The cipher, parsed.
@@ -454,7 +503,7 @@ impl Unlocked {
         keyslot: usize,
     ) -> Unlocked {
         Unlocked {
-            volume_key,
+            volume_key: SecretBytes::from_slice(&volume_key),
             cipher: info.cipher,
             spec,
             sector_size: info.sector_size,
