@@ -60,6 +60,16 @@ pub fn mounted(mp: &Path) -> bool {
         .any(|l| l.split(' ').nth(4) == Some(mp.as_str()))
 }
 
+/// `sectorcrypt umount MP`, then waits until the serving process let go of it.
+pub fn unmount(mp: &Path) {
+    run(Command::new(bin()).arg("umount").arg(mp));
+    let t0 = std::time::Instant::now();
+    while mounted(mp) {
+        assert!(t0.elapsed().as_secs() < 20, "still mounted");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 /// Starts `sectorcrypt ARGS` with no standard input or output; its standard error goes to
 /// `stderr`.
 pub fn spawn(args: &[&str], stderr: Stdio) -> Child {

@@ -30,13 +30,20 @@
 //! Header backups ([`backup_header`], [`restore_header`]) copy the pieces a format names
 //! ([`Format::backup_pieces`]), in the order that keeps a crash during a restore
 //! recoverable. [`Header::dump`] renders the format's [`dump::Report`].
+//!
+//! A volume's header and data share one store or, with a detached header, sit in two
+//! ([`Placement`]): [`Header::unlock_at`] and [`restore_header_at`] take the placement,
+//! keyslots being read and written in the header's store and the data measured in the
+//! data's. An attached header whose data offset lies inside its own metadata (a detached
+//! header used on its own) opens its keyslots but not its data ([`Unlocked::engine`]
+//! refuses it).
 
 pub mod dump;
 
 use crate::error::{Error, HeaderError, KeyslotError, Result};
 use crate::kdf::{Kdf, KdfKind, KdfOptions};
 use crate::layout::{Geometry, IvRule, Layout};
-use crate::store::{self, FileStore, Store};
+use crate::store::{self, FileStore, Placement, Store};
 use sectorcrypt_crypto::dmcrypt::{CipherSpec, SectorCipher};
 use sectorcrypt_crypto::secret::SecretBytes;
 use std::any::Any;
@@ -70,7 +77,9 @@ pub trait Format: fmt::Debug + Send + Sync + Any {
     ) -> Result<(Zeroizing<Vec<u8>>, usize)>;
 
     /// The volume opened with its `key` (known to be right: from keyslot `keyslot`, or
-    /// just made): where the data is and how it is encrypted.
+    /// just made): where the data is and how it is encrypted. `store` is where the data is
+    /// (the header's own store, or the data device of a detached header): its size bounds
+    /// the data.
     fn unlocked(
         &self,
         store: &dyn Store,
@@ -299,8 +308,26 @@ impl Header {
         passphrase: &[u8],
         slot: Option<usize>,
     ) -> Result<Unlocked> {
-        let (key, n) = self.0.unlock_key(store, passphrase, slot)?;
-        self.0.unlocked(store, key, n)
+        self.unlock_at(Placement::Attached(store), passphrase, slot)
+    }
+
+    /// Opens the volume placed as `at` with `passphrase` (only keyslot `slot` when given):
+    /// the keyslots are read from the header's store, the data is measured in the data's.
+    /// With an attached header the data must start after the header's metadata and
+    /// keyslots, which [`Unlocked::engine`] checks (a header whose data offset is 0 is a
+    /// detached one: its keyslots open, its data does not).
+    pub fn unlock_at(
+        &self,
+        at: Placement<'_>,
+        passphrase: &[u8],
+        slot: Option<usize>,
+    ) -> Result<Unlocked> {
+        let (key, n) = self.0.unlock_key(at.header(), passphrase, slot)?;
+        let mut unlocked = self.0.unlocked(at.data(), key, n)?;
+        if !at.is_detached() {
+            unlocked.header_end = self.backup_len(store::size(at.header())?);
+        }
+        Ok(unlocked)
     }
 
     /// Adds a keyslot for `new_passphrase` holding the volume key of `unlocked`. Returns
@@ -336,14 +363,25 @@ impl Header {
         kdf: &KdfOptions,
         slot: Option<usize>,
     ) -> Result<usize> {
-        let unlocked = self.unlock_slot(store, old_passphrase, slot)?;
+        let (key, old) = self.0.unlock_key(store, old_passphrase, slot)?;
         let new = NewKeyslot {
-            key: unlocked.volume_key(),
+            key: &key,
             passphrase: new_passphrase,
             kdf,
             slot: None,
         };
-        self.0.change_keyslot(store, unlocked.keyslot, &new)
+        self.0.change_keyslot(store, old, &new)
+    }
+
+    /// The keyslot `passphrase` opens (only `slot` when given), from the header's store
+    /// alone: what a keyslot command needs, without the data.
+    pub fn opened_keyslot(
+        &self,
+        store: &dyn Store,
+        passphrase: &[u8],
+        slot: Option<usize>,
+    ) -> Result<usize> {
+        Ok(self.0.unlock_key(store, passphrase, slot)?.1)
     }
 
     /// Destroys keyslot `slot` (metadata first, then its material).
@@ -421,6 +459,9 @@ pub struct Unlocked {
     pub data_size: u64,
     /// The keyslot that opened.
     pub keyslot: usize,
+    /// Bytes at the start of the data's store that the header occupies (its metadata and
+    /// keyslots when attached; 0 when detached or unknown).
+    header_end: u64,
 }
 
 impl fmt::Debug for Unlocked {
@@ -433,6 +474,7 @@ impl fmt::Debug for Unlocked {
             .field("data_offset", &self.data_offset)
             .field("data_size", &self.data_size)
             .field("keyslot", &self.keyslot)
+            .field("header_end", &self.header_end)
             .finish_non_exhaustive()
     }
 }
@@ -469,7 +511,15 @@ impl Unlocked {
             data_offset: info.data_offset,
             data_size: info.data_size,
             keyslot,
+            header_end: 0,
         }
+    }
+
+    /// Where the data would overlap the header that shares its store: `Some((data
+    /// offset, end of the header's metadata and keyslots))` for an attached header whose
+    /// data offset lies inside its own metadata (a detached header used on its own).
+    pub fn data_inside_header(&self) -> Option<(u64, u64)> {
+        (self.data_offset < self.header_end).then_some((self.data_offset, self.header_end))
     }
 
     /// The volume key.
@@ -501,13 +551,23 @@ impl Unlocked {
         Ok(SectorCipher::new(self.spec, &self.volume_key, layout)?)
     }
 
-    /// The engine over this volume's data area in `store` (the store it was unlocked from,
-    /// opened read-write unless `opts.read_only`).
+    /// The engine over this volume's data area in `store` (the data's store it was
+    /// unlocked with, opened read-write unless `opts.read_only`). Refused when the data
+    /// would overlap the header that shares the store ([`Unlocked::data_inside_header`]):
+    /// writing it would destroy the header.
     pub fn engine(
         &self,
         store: Box<dyn Store>,
         opts: crate::engine::EngineOptions,
     ) -> Result<crate::engine::Volume> {
+        if let Some((offset, end)) = self.data_inside_header() {
+            return Err(Error::invalid(format!(
+                "the data offset {offset} lies inside the header's {end} bytes of metadata \
+                 and keyslots in {}: a reduced data offset is allowed only for a detached \
+                 header, used beside its data device",
+                store.name()
+            )));
+        }
         crate::engine::Volume::new(store, self.layout()?, opts)
     }
 }
@@ -549,6 +609,13 @@ pub fn backup_header(image: &dyn Store, out: &std::path::Path) -> Result<()> {
 /// the order the format gives (keyslot areas before the metadata naming them). Returns the
 /// restored header, read back from the image.
 pub fn restore_header(image: &dyn Store, backup: &dyn Store) -> Result<Header> {
+    restore_header_at(Placement::Attached(image), backup)
+}
+
+/// [`restore_header`] onto the header's store of a volume placed as `at`. A detached
+/// header's file needs room for the backup's pieces only (no data follows them there).
+pub fn restore_header_at(at: Placement<'_>, backup: &dyn Store) -> Result<Header> {
+    let image = at.header();
     let header = Header::read(backup).map_err(|e| match e {
         Error::Header(HeaderError::Unrecognised(m)) => {
             Error::Header(HeaderError::Unrecognised(format!("the backup file: {m}")))
@@ -565,7 +632,13 @@ pub fn restore_header(image: &dyn Store, backup: &dyn Store) -> Result<Header> {
              and keyslot areas"
         )));
     }
-    header.0.check_restore_target(size)?;
+    if !at.is_detached() {
+        header.0.check_restore_target(size)?;
+    } else if size < need {
+        return Err(Error::invalid(format!(
+            "the header file has {size} bytes, the backup's header and keyslots need {need}"
+        )));
+    }
     for p in pieces {
         store::copy(backup, p.backup, image, p.image, p.len, "backup's metadata")?;
         store::sync(image)?;

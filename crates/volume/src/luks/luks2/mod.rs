@@ -84,6 +84,9 @@ pub(crate) struct FormatParams<'a> {
     pub(crate) label: &'a str,
     pub(crate) uuid: &'a str,
     pub(crate) data_offset: u64,
+    /// Bytes of the two header copies and the keyslot area (the data offset, unless the
+    /// header is detached).
+    pub(crate) metadata_size: u64,
     pub(crate) digest_iterations: u32,
     pub(crate) hash: HashAlg,
 }
@@ -153,7 +156,7 @@ impl Luks2 {
     pub(crate) fn format(p: &FormatParams<'_>) -> Result<Luks2> {
         let hdr_size = HDR_SIZES[0];
         let keyslots_size = p
-            .data_offset
+            .metadata_size
             .checked_sub(2 * hdr_size)
             .ok_or_else(|| Error::invalid("the data offset leaves no room for the metadata"))?
             .min(MAX_KEYSLOTS_SIZE);
@@ -632,6 +635,7 @@ mod tests {
             label: "",
             uuid: "u",
             data_offset: 1 << 20,
+            metadata_size: 1 << 20,
             digest_iterations: 1000,
             hash: HashAlg::Sha256,
         })
