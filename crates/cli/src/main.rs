@@ -40,6 +40,7 @@ fn main() {
         Command::ChangeKey(a) => cmd_volume::change_key(a),
         Command::TestKey(a) => cmd_volume::test_key(a),
         Command::Header(c) => cmd_volume::header(c),
+        Command::Repair(a) => cmd_volume::repair(a),
         Command::Erase(a) => cmd_volume::erase(a),
         Command::Read(a) => cmd_volume_io::read(a),
         Command::Write(a) => cmd_volume_io::write(a),

@@ -2,91 +2,19 @@
 //! qemu-io): a one-time volume round trip, a clean stop on SIGTERM and SIGINT, refused
 //! listen addresses, who may connect (the socket's mode, the warning on TCP).
 
+#[path = "support/served.rs"]
+mod served;
 mod support;
 #[path = "support/volumes.rs"]
 mod volumes;
 
 use rand::{RngCore, SeedableRng};
 use sectorcrypt_testkit::{require, run_stdout as run};
+use served::Served;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use support::{code, ok, s, sc};
-
-/// A `sectorcrypt serve` process; killed if the test ends early.
-struct Served {
-    child: Option<Child>,
-    sock: PathBuf,
-}
-
-impl Served {
-    fn start(args: &[&str], sock: &Path) -> Served {
-        let all = [&["serve"], args, &["--socket", s(sock)]].concat();
-        Served::wait(volumes::spawn(&all, Stdio::piped()), sock)
-    }
-
-    /// [`Served::start`] under the file mode creation mask `umask` (octal).
-    fn start_umask(umask: &str, args: &[&str], sock: &Path) -> Served {
-        let child = Command::new("sh")
-            .arg("-c")
-            .arg(format!("umask {umask} && exec \"$0\" \"$@\""))
-            .arg(support::bin())
-            .arg("serve")
-            .args(args)
-            .arg("--socket")
-            .arg(sock)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        Served::wait(child, sock)
-    }
-
-    /// Waits until `child` listens on `sock`.
-    fn wait(child: Child, sock: &Path) -> Served {
-        let mut served = Served {
-            child: Some(child),
-            sock: sock.to_path_buf(),
-        };
-        let t0 = Instant::now();
-        while !sock.exists() {
-            if let Some(st) = served.child.as_mut().unwrap().try_wait().unwrap() {
-                let out = served.child.take().unwrap().wait_with_output().unwrap();
-                panic!(
-                    "serve exited with {st}: {}",
-                    String::from_utf8_lossy(&out.stderr)
-                );
-            }
-            assert!(t0.elapsed() < Duration::from_secs(20), "no socket");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        served
-    }
-
-    fn uri(&self) -> String {
-        format!("nbd+unix:///?socket={}", self.sock.display())
-    }
-
-    /// Sends `signal` and returns the exit status and stderr.
-    fn stop(mut self, signal: &str) -> (std::process::ExitStatus, String) {
-        let child = self.child.take().unwrap();
-        run(Command::new("kill")
-            .arg(format!("-{signal}"))
-            .arg(child.id().to_string()));
-        let out = child.wait_with_output().unwrap();
-        (out.status, String::from_utf8_lossy(&out.stderr).to_string())
-    }
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
 
 /// A temporary directory holding a 1 MiB image of zeros for `--onetime`.
 fn scratch() -> (tempfile::TempDir, PathBuf) {
