@@ -1,5 +1,8 @@
 //! The LUKS1 and LUKS2 targets: an image's first bytes through header detection, parsing
-//! and validation, `dump`, the JSON rendering, and unlocking where the KDFs are cheap.
+//! and validation, `dump`, the JSON rendering, and unlocking where the KDFs are cheap; a
+//! refused header through what `dump` still shows of it, and a header that needs repair
+//! (or is refused) through `repair` on a copy, which must leave a header that reads
+//! without needing repair, or refuse without writing.
 //!
 //! The seed images (`scripts/fuzz.sh seeds`) are made by cryptsetup and qemu-img with
 //! [`PASSPHRASE`] and the cheapest KDF costs they accept, so a mutated header whose
@@ -9,7 +12,8 @@ use crate::store::MemStore;
 use sectorcrypt_volume::hash::HashAlg;
 use sectorcrypt_volume::kdf::Kdf;
 use sectorcrypt_volume::luks::luks2::HDR_SIZES;
-use sectorcrypt_volume::{Header, Store};
+use sectorcrypt_volume::format::dump;
+use sectorcrypt_volume::{formats, Error, Header, Store};
 use serde_json::Value;
 
 /// The passphrase of the seed images.
@@ -108,14 +112,22 @@ fn open(image: Vec<u8>) -> Reached {
         IMAGE_SIZE
     };
     let input_len = image.len() as u64;
-    let store = MemStore::new(image, size);
+    let store = MemStore::new(image.clone(), size);
     let header = match Header::read(&store) {
         Ok(h) => h,
         Err(e) => {
             assert!(!e.to_string().is_empty());
+            if let Ok(Some(s)) = formats::salvage(&store) {
+                let _ = dump::render(&s.report);
+                let _ = s.json.map(|j| j.to_string());
+            }
+            repair(image, size);
             return Reached::Refused;
         }
     };
+    if header.needs_repair() {
+        repair(image, size);
+    }
     let _ = header.dump();
     let json = header.to_json();
     let _ = json.to_string();
@@ -144,6 +156,22 @@ fn open(image: Vec<u8>) -> Reached {
         }
     }
     reached
+}
+
+/// `repair` as the command runs it, on a writable copy of the image: a repair that did
+/// something leaves a header that reads and needs no more repair; a header refused as
+/// such (not an I/O error) is refused before anything is written.
+fn repair(image: Vec<u8>, size: u64) {
+    let store = MemStore::writable(image, size);
+    match formats::repair_header(&store) {
+        Ok(done) if !done.is_empty() => match Header::read(&store) {
+            Ok(h) => assert!(!h.needs_repair(), "after repair ({done:?}) still needs repair"),
+            Err(e) => panic!("after repair ({done:?}) the header is refused: {e}"),
+        },
+        Ok(_) => {}
+        Err(e @ Error::Header(_)) => assert_eq!(store.written(), 0, "refused ({e}) after writing"),
+        Err(_) => {}
+    }
 }
 
 /// The sector layout and cipher of an opened volume, and its first sector decrypted.
