@@ -9,10 +9,10 @@
 //! keyslot still opens goes on into the sector layout and the data area's cipher.
 
 use crate::store::MemStore;
+use sectorcrypt_volume::format::dump;
 use sectorcrypt_volume::hash::HashAlg;
 use sectorcrypt_volume::kdf::Kdf;
 use sectorcrypt_volume::luks::luks2::HDR_SIZES;
-use sectorcrypt_volume::format::dump;
 use sectorcrypt_volume::{formats, Error, Header, Store};
 use serde_json::Value;
 
@@ -165,7 +165,10 @@ fn repair(image: Vec<u8>, size: u64) {
     let store = MemStore::writable(image, size);
     match formats::repair_header(&store) {
         Ok(done) if !done.is_empty() => match Header::read(&store) {
-            Ok(h) => assert!(!h.needs_repair(), "after repair ({done:?}) still needs repair"),
+            Ok(h) => assert!(
+                !h.needs_repair(),
+                "after repair ({done:?}) still needs repair"
+            ),
             Err(e) => panic!("after repair ({done:?}) the header is refused: {e}"),
         },
         Ok(_) => {}
