@@ -7,9 +7,10 @@ set -euo pipefail
 # Interop tests run the real tools: cryptsetup-bin (LUKS), qemu-utils (qemu-img, qemu-io,
 # qemu-nbd), nbdkit (its luks filter), libnbd-bin (nbdinfo, nbdcopy, nbdfuse), fuse3
 # (fusermount3 for the FUSE mount), libengine-gost-openssl (OpenSSL's GOST peer), e2fsprogs
-# (mkfs.ext4 on a mounted volume).
+# (mkfs.ext4 on a mounted volume), python3-libnbd (nbdsh and the python bindings the soak
+# clients of bench/soak.sh and the fuzz seeds use).
 needed=(pkg-config libssl-dev cryptsetup-bin qemu-utils nbdkit libnbd-bin fuse3
-    libengine-gost-openssl e2fsprogs)
+    libengine-gost-openssl e2fsprogs python3-libnbd)
 missing=()
 for p in "${needed[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -12,5 +12,9 @@ for src in crates/*/src; do bash scripts/module-deps.sh "$src" > /dev/null || {
     exit 1
 }; done
 cargo clippy --workspace --all-targets -- -D warnings
+# (The fuzz targets' corpora and regression inputs are replayed by the tests of
+# sectorcrypt-fuzz; the fuzzing itself is scripts/fuzz.sh.)
 cargo test --workspace 2>&1
+# Load and a SIGKILL of the server under it: nothing acknowledged before a FLUSH is lost.
+bash bench/soak.sh 60
 cargo run --release -q -p sectorcrypt -- bench --quick

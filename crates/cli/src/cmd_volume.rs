@@ -14,6 +14,7 @@ use crate::args::{
 use crate::failure::Failure;
 use crate::image::{self, Access, Image};
 use crate::passphrase::{self, Secret};
+use sectorcrypt_cli::parse_size;
 use sectorcrypt_volume::format::dump;
 use sectorcrypt_volume::hash::HashAlg;
 use sectorcrypt_volume::kdf::{KdfKind, KdfOptions};
@@ -25,41 +26,6 @@ use sectorcrypt_volume::{
 use std::fs::OpenOptions;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
-
-/// Size suffixes (lowercase) and the power of two they stand for.
-const UNITS: [(&[&str], u32); 5] = [
-    (&["", "b"], 0),
-    (&["k", "kib", "kb"], 10),
-    (&["m", "mib", "mb"], 20),
-    (&["g", "gib", "gb"], 30),
-    (&["t", "tib", "tb"], 40),
-];
-
-/// Parses `256M`, `1G`, `1GiB`, `4096` (binary multiples).
-pub fn parse_size(s: &str) -> Result<u64, Failure> {
-    let t = s.trim();
-    let digits = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (num, unit) = t.split_at(digits);
-    let n: u64 = num
-        .parse()
-        .map_err(|_| Failure::usage(format!("invalid size {s:?}")))?;
-    let unit = unit.to_ascii_lowercase();
-    let Some((_, shift)) = UNITS
-        .iter()
-        .find(|(names, _)| names.contains(&unit.as_str()))
-    else {
-        let names: Vec<String> = UNITS[1..]
-            .iter()
-            .map(|(n, _)| n[0].to_uppercase())
-            .collect();
-        return Err(Failure::usage(format!(
-            "invalid size unit in {s:?} ({})",
-            names.join(", ")
-        )));
-    };
-    n.checked_mul(1u64 << shift)
-        .ok_or_else(|| Failure::usage(format!("size {s:?} is too large")))
-}
 
 /// The KDF options of a new keyslot of `format`, whose keyslots take `kinds` (the
 /// default first).
@@ -479,18 +445,4 @@ pub fn erase(a: EraseArgs) -> Result<(), Failure> {
         img.files.header_path.display()
     );
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sizes_parse_with_binary_units() {
-        assert_eq!(parse_size("4096").unwrap(), 4096);
-        assert_eq!(parse_size("256M").unwrap(), 256 << 20);
-        assert_eq!(parse_size("1GiB").unwrap(), 1 << 30);
-        assert!(parse_size("1X").is_err());
-        assert!(parse_size("M").is_err());
-    }
 }

@@ -13,13 +13,15 @@ mod cmd_mount;
 mod cmd_serve;
 mod cmd_volume;
 mod cmd_volume_io;
-mod failure;
 mod image;
 mod listed;
 mod memory;
 mod output;
 mod passphrase;
 mod volume_export;
+
+// How a command fails, shared with the library target (values.rs).
+use sectorcrypt_cli::failure;
 
 use args::{Cli, Command};
 use clap::Parser;

@@ -3,7 +3,7 @@
 //! terminal, or the exact bytes of `--key-file F` ('-' = all of standard input).
 //!
 //! Every passphrase is read with `read(2)` straight into secret memory
-//! ([`SecretBytes`]: locked, out of core dumps, wiped when dropped), never through a
+//! ([`Secret`]: locked, out of core dumps, wiped when dropped), never through a
 //! buffer of its own or of the standard library: std's standard input keeps what it read
 //! ahead in a buffer for the life of the process. A line is read one byte at a time, so
 //! what follows it stays in the file for the next reader. Passphrases are never printed.
@@ -11,70 +11,15 @@
 use crate::args::KeyArgs;
 use crate::failure::Failure;
 use rustix::termios::{self, LocalModes, OptionalActions, SpecialCodeIndex};
-use sectorcrypt_crypto::secret::SecretBytes;
+pub use sectorcrypt_cli::Secret;
+use sectorcrypt_cli::{read_byte, read_key_file, read_line, Unbuffered, MAX_KEY_FILE};
 use std::fs::File;
 use std::io::{self, IsTerminal, Write};
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::AsFd;
 use std::path::Path;
 
-/// cryptsetup's default key file size limit.
-const MAX_KEY_FILE: usize = 8 << 20;
 /// cryptsetup's limit for an interactive passphrase.
 const MAX_TYPED: usize = 512;
-
-pub type Secret = SecretBytes;
-
-/// `read(2)` into `buf`, again when interrupted by a signal.
-fn read_fd(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize> {
-    loop {
-        match rustix::io::read(fd, &mut *buf) {
-            Err(rustix::io::Errno::INTR) => {}
-            r => return r.map_err(io::Error::from),
-        }
-    }
-}
-
-/// Reads one byte of `fd` onto the end of `s`; false at the end of the file.
-fn read_byte(fd: BorrowedFd<'_>, s: &mut Secret) -> io::Result<bool> {
-    s.reserve(1);
-    let n = read_fd(fd, &mut s.spare_capacity_mut()[..1])?;
-    s.set_len(s.len() + n);
-    Ok(n == 1)
-}
-
-/// All of `fd`, at most `max` bytes (`Ok(None)` beyond).
-fn read_all(fd: BorrowedFd<'_>, max: usize) -> io::Result<Option<Secret>> {
-    let mut s = Secret::with_capacity(4096);
-    loop {
-        if s.spare_capacity_mut().is_empty() {
-            s.reserve(s.capacity());
-        }
-        let room = s.spare_capacity_mut().len().min(max + 1 - s.len());
-        let n = read_fd(fd, &mut s.spare_capacity_mut()[..room])?;
-        if n == 0 {
-            return Ok(Some(s));
-        }
-        s.set_len(s.len() + n);
-        if s.len() > max {
-            return Ok(None);
-        }
-    }
-}
-
-/// One line of `fd` without its newline, at most `max` bytes (`Ok(None)` beyond).
-fn read_line(fd: BorrowedFd<'_>, max: usize) -> io::Result<Option<Secret>> {
-    let mut s = Secret::with_capacity(256);
-    while read_byte(fd, &mut s)? {
-        if s.last() == Some(&b'\n') {
-            s.set_len(s.len() - 1);
-            break;
-        }
-        if s.len() > max {
-            return Ok(None);
-        }
-    }
-    Ok(Some(s))
-}
 
 /// The bytes of a key file ('-': standard input).
 fn from_file(path: &Path) -> Result<Secret, Failure> {
@@ -87,24 +32,12 @@ fn from_file(path: &Path) -> Result<Secret, Failure> {
             .map_err(|e| Failure::usage(format!("key file {}: {e}", path.display())))?;
         file.as_fd()
     };
-    let read = read_all(fd, MAX_KEY_FILE)
-        .map_err(|e| Failure::runtime(format!("reading key file {}: {e}", path.display())))?;
-    match read {
-        None => Err(Failure::usage(format!(
-            "key file {} is larger than 8 MiB",
-            path.display()
-        ))),
-        Some(s) if s.is_empty() => Err(Failure::usage(format!(
-            "key file {} is empty",
-            path.display()
-        ))),
-        Some(s) => Ok(s),
-    }
+    read_key_file(&mut Unbuffered(fd), path)
 }
 
 /// One line of standard input (a second line stays for the next read).
 fn stdin_line() -> Result<Secret, Failure> {
-    read_line(io::stdin().as_fd(), MAX_KEY_FILE)
+    read_line(&mut Unbuffered(io::stdin().as_fd()), MAX_KEY_FILE)
         .map_err(|e| Failure::runtime(format!("reading standard input: {e}")))?
         .ok_or_else(|| Failure::usage("passphrase line longer than 8 MiB"))
 }
@@ -149,7 +82,7 @@ enum Typed {
 fn typed(tty: &File) -> io::Result<Typed> {
     let mut s = Secret::with_capacity(MAX_TYPED + 1);
     loop {
-        if !read_byte(tty.as_fd(), &mut s)? {
+        if !read_byte(&mut Unbuffered(tty.as_fd()), &mut s)? {
             return Ok(Typed::EndOfFile);
         }
         let b = s[s.len() - 1];
@@ -277,45 +210,11 @@ pub fn confirm(warning: &str, batch: bool) -> Result<(), Failure> {
     eprintln!("WARNING!\n========\n{warning}\n");
     eprint!("Are you sure? (Type 'yes' in capital letters): ");
     // Unbuffered too: whatever follows the answer stays for the next reader.
-    let answer = read_line(io::stdin().as_fd(), MAX_TYPED)
+    let answer = read_line(&mut Unbuffered(io::stdin().as_fd()), MAX_TYPED)
         .map_err(|e| Failure::runtime(format!("reading the answer: {e}")))?;
     if answer.is_some_and(|a| a.trim_ascii() == b"YES") {
         Ok(())
     } else {
         Err(Failure::usage("not confirmed; nothing was changed"))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A pipe holding `bytes`, its writing end closed.
-    fn pipe_with(bytes: &[u8]) -> io::PipeReader {
-        let (r, mut w) = io::pipe().unwrap();
-        w.write_all(bytes).unwrap();
-        r
-    }
-
-    #[test]
-    fn a_line_is_read_up_to_its_newline_and_no_further() {
-        let f = pipe_with(b"first\nsecond\n");
-        let a = read_line(f.as_fd(), 100).unwrap().unwrap();
-        assert_eq!(&a[..], b"first");
-        let b = read_line(f.as_fd(), 100).unwrap().unwrap();
-        assert_eq!(&b[..], b"second");
-        assert!(read_line(f.as_fd(), 100).unwrap().unwrap().is_empty());
-        let long = pipe_with(&[b'x'; 101]);
-        assert!(read_line(long.as_fd(), 100).unwrap().is_none());
-    }
-
-    #[test]
-    fn a_whole_file_is_read_across_growth_up_to_the_limit() {
-        let data: Vec<u8> = (0..20_000u32).map(|i| (i % 251) as u8).collect();
-        let f = pipe_with(&data);
-        let got = read_all(f.as_fd(), 20_000).unwrap().unwrap();
-        assert_eq!(&got[..], &data[..]);
-        let f = pipe_with(&data);
-        assert!(read_all(f.as_fd(), 19_999).unwrap().is_none());
     }
 }

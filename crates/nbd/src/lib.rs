@@ -26,7 +26,7 @@
 //!   order (the client matches them by cookie);
 //! - [`Server`]: binds a Unix socket or a loopback TCP port, accepts connections, and on
 //!   [`ShutdownHandle::shutdown`] stops reading requests, lets the ones in flight finish,
-//!   and flushes the export.
+//!   and flushes the export; [`serve_connection`] serves one socket already connected.
 //!
 //! Imports point one way, down that list: `server` uses `handshake` and `transmission`,
 //! which use `incoming`, `activity`, `stream` and the protocol state, which uses `proto`;
@@ -54,4 +54,4 @@ mod writeback;
 pub use config::{Listen, ServerConfig};
 pub use error::Error;
 pub use export::Export;
-pub use server::{Server, ShutdownHandle};
+pub use server::{serve_connection, Server, ShutdownHandle};

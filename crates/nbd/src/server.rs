@@ -305,6 +305,23 @@ impl Server {
     }
 }
 
+/// Serves one client already connected on `stream`, as [`Server::run`] serves a connection
+/// it accepted (the handshake within its deadline, then the transmission phase with the
+/// connection's own payload budget and timeouts) until the client disconnects. Flush
+/// failures stick for this connection alone: it shares no writeback state with any other.
+/// For a socket handed over by another process, and for driving the protocol over a
+/// socket pair (the fuzz targets).
+pub fn serve_connection(stream: UnixStream, export: Arc<dyn Export>, config: ServerConfig) {
+    let epoch = Instant::now();
+    let shared = Shared {
+        export,
+        config,
+        writeback: Writeback::default(),
+        epoch,
+    };
+    connection(Stream::Unix(stream), &shared, &Activity::new(epoch), 0);
+}
+
 fn connection(mut stream: Stream, shared: &Shared, activity: &Activity, id: u64) {
     let log = |args: fmt::Arguments<'_>| shared.config.log(args);
     if let Err(e) =

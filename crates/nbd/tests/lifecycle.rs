@@ -2,10 +2,12 @@
 //! end, loopback TCP only, a shutdown that finishes the requests in flight and flushes, and one that is
 //! bounded when a client stops reading its replies.
 
+use crate::support::raw::PATIENCE;
 use crate::support::{quiet, start, MemExport, Raw};
-use sectorcrypt_nbd::{proto, Listen, Server, ServerConfig};
+use sectorcrypt_nbd::{proto, serve_connection, Listen, Server, ServerConfig};
 use sectorcrypt_testkit::{have, run_stdout};
 use std::io::Read;
+use std::os::unix::net::UnixStream;
 use std::process::Command;
 use std::sync::mpsc;
 use std::thread;
@@ -118,4 +120,21 @@ fn tcp_only_on_loopback() {
     }
     handle.shutdown();
     t.join().unwrap().unwrap();
+}
+
+#[test]
+fn one_connected_socket_is_served_until_the_client_disconnects() {
+    let export = MemExport::new(vec![0; 65536], 512, false);
+    let (client, server) = UnixStream::pair().unwrap();
+    let e2 = export.clone();
+    let t = thread::spawn(move || serve_connection(server, e2, quiet()));
+    let mut c = Raw::greeted(client, PATIENCE).expect("the server greets");
+    c.send_go();
+    c.request(proto::CMD_WRITE, 0, 1, 512, 4, b"abcd");
+    assert_eq!(c.reply(), Some((0, 1)));
+    assert_eq!(c.read(2, 510, 8), b"\0\0abcd\0\0");
+    c.request(proto::CMD_DISC, 0, 3, 0, 0, &[]);
+    t.join().unwrap();
+    assert_eq!(&export.snapshot()[512..516], b"abcd");
+    assert_eq!(c.reply(), None);
 }

@@ -6,6 +6,7 @@
 use crate::args::{CipherArgs, Direction};
 use crate::ciphers::{self as table, AesMode, Cipher, Flag, Gost89Mode, Iv, Kind, MagmaMode};
 use crate::failure::Failure;
+use sectorcrypt_cli::decode_hex;
 use sectorcrypt_crypto::{
     aes::{Cbc, Ctr, Ecb, Gcm, Xts},
     dmcrypt::{CipherSpec, SectorCipher, SectorLayout},
@@ -308,15 +309,6 @@ fn iv(a: &CipherArgs, c: &Cipher) -> Result<Vec<u8>, Failure> {
     Ok(iv)
 }
 
-/// Hex with any white space in it.
-fn decode_hex(s: &str, what: &str) -> Result<Vec<u8>, Failure> {
-    // Also used for keys: the copy without spaces is wiped when dropped.
-    let clean: Zeroizing<String> =
-        Zeroizing::new(s.chars().filter(|c| !c.is_whitespace()).collect());
-    hex::decode(clean.as_bytes())
-        .map_err(|e| Failure::usage(format!("{what}: not valid hex ({e})")))
-}
-
 /// `--key HEX` or the bytes of `--key-file`.
 fn read_key(a: &CipherArgs) -> Result<Zeroizing<Vec<u8>>, Failure> {
     match (&a.key, &a.key_file) {
@@ -501,11 +493,5 @@ mod tests {
             m,
             "cipher mac takes --cipher gost89-mac or magma-mac, not aes-ctr"
         );
-    }
-
-    #[test]
-    fn hex_with_spaces_is_accepted_and_junk_is_not() {
-        assert_eq!(decode_hex("00 ff\n10", "x").unwrap(), vec![0, 0xff, 0x10]);
-        assert!(matches!(decode_hex("0g", "x"), Err(Failure::Usage(_))));
     }
 }

@@ -53,7 +53,11 @@ impl Raw {
     /// newstyle, no zeroes); `None` when the server closes the connection instead of
     /// greeting (no slot free) or the greeting does not come within `wait`.
     pub fn try_handshake(path: &Path, wait: Duration) -> Option<Raw> {
-        let mut s = UnixStream::connect(path).unwrap();
+        Raw::greeted(UnixStream::connect(path).unwrap(), wait)
+    }
+
+    /// [`Raw::try_handshake`] on a socket already connected to a server.
+    pub fn greeted(mut s: UnixStream, wait: Duration) -> Option<Raw> {
         s.set_read_timeout(Some(wait)).unwrap();
         let mut hello = [0u8; 18];
         s.read_exact(&mut hello).ok()?;

@@ -558,7 +558,7 @@ impl Format for Luks1 {
                 Field::new("Cipher mode", &self.cipher_mode),
                 Field::new("Hash spec", &self.hash_spec),
                 Field::new("Payload offset", self.payload_offset),
-                Field::new("MK bits", self.key_bytes * 8),
+                Field::new("MK bits", u64::from(self.key_bytes) * 8),
                 Field::new("MK iterations", self.mk_iterations),
                 Field::new("UUID", &self.uuid),
             ],

@@ -1,0 +1,43 @@
+//! Fuzz harnesses: one function per target, taking the fuzzer's bytes. The libFuzzer
+//! binaries (`fuzz_targets/`, built by `scripts/fuzz.sh` through cargo-fuzz) call them, and
+//! so does the stable test `tests/corpus.rs`, over every committed corpus and regression
+//! input, in the workspace's ordinary tests.
+//!
+//! - [`luks1`], [`luks2`]: the bytes are the start of an image (zeros after them, up to a
+//!   64 MiB image); the header is read, dumped, rendered as JSON, and every keyslot whose
+//!   KDF is cheap is tried with the passphrase the seed images were made with. [`luks2`]
+//!   first recomputes the checksum of every header copy it finds, so mutated metadata
+//!   reaches the JSON parser and its validation instead of stopping at the checksum.
+//! - [`nbd`]: the bytes are what a client sends, handshake and transmission phase alike,
+//!   over a socket pair to [`sectorcrypt_nbd::serve_connection`] on a memory export that
+//!   panics on any access outside its range.
+//! - [`cipher_spec`]: a cipher string for `CipherSpec`, then a key, a sector layout and
+//!   data: parsing round-trips, and every usable backend encrypts alike and decrypts back.
+//! - [`cli_values`]: the command line's value parsers (`sectorcrypt_cli`): sizes, hex,
+//!   key files, each against an independent statement of what it accepts.
+//!
+//! A harness panics only on a broken property; errors of the code under test are results.
+#![forbid(unsafe_code)]
+
+mod cipher;
+mod cli;
+mod luks;
+mod nbd;
+mod store;
+
+pub use cipher::cipher_spec;
+pub use cli::cli_values;
+pub use luks::{fix_luks2_checksums, luks1, luks2, reached, Reached, PASSPHRASE};
+pub use nbd::nbd;
+
+/// A harness: runs the code under test on the fuzzer's bytes, panics on a broken property.
+pub type Harness = fn(&[u8]);
+
+/// Every target by name (the names of the corpus folders and of the fuzz binaries).
+pub const TARGETS: &[(&str, Harness)] = &[
+    ("luks1", luks1),
+    ("luks2", luks2),
+    ("nbd", nbd),
+    ("cipher_spec", cipher_spec),
+    ("cli_values", cli_values),
+];

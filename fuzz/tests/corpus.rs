@@ -1,0 +1,127 @@
+//! Every fuzz target's harness over its committed corpus (`fuzz/corpus/TARGET/`) and its
+//! regression inputs (`fuzz/regressions/TARGET/`, one file per crash found, named after
+//! what it broke): the stable, quick half of the fuzzing, in the ordinary tests. The
+//! fuzzing itself is `scripts/fuzz.sh`.
+
+use std::path::{Path, PathBuf};
+
+fn inputs(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|d| d.map(|e| e.unwrap().path()).collect())
+        .unwrap_or_default();
+    files.retain(|p| p.is_file() && p.file_name().is_some_and(|n| n != "README.md"));
+    files.sort();
+    files
+}
+
+/// Runs `target` over its corpus and regressions; returns how many inputs ran.
+fn replay(target: &str) -> usize {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let (_, run) = sectorcrypt_fuzz::TARGETS
+        .iter()
+        .find(|(name, _)| *name == target)
+        .expect("a target of that name");
+    let mut n = 0;
+    for dir in ["corpus", "regressions"] {
+        for file in inputs(&root.join(dir).join(target)) {
+            let data = std::fs::read(&file).unwrap();
+            eprintln!("{target}: {}", file.display());
+            run(&data);
+            n += 1;
+        }
+    }
+    n
+}
+
+#[test]
+fn every_target_has_a_test_here() {
+    let mut named: Vec<&str> = sectorcrypt_fuzz::TARGETS.iter().map(|t| t.0).collect();
+    named.sort();
+    assert_eq!(
+        named,
+        ["cipher_spec", "cli_values", "luks1", "luks2", "nbd"]
+    );
+}
+
+#[test]
+fn luks1_corpus() {
+    assert!(replay("luks1") > 0);
+}
+
+#[test]
+fn luks2_corpus() {
+    assert!(replay("luks2") > 0);
+}
+
+/// The header seeds are real images: each is read, and those that keep their keyslot
+/// material open with the passphrase; a LUKS2 seed whose JSON is changed still reaches
+/// the JSON validation once its checksum is fixed up, and is refused there.
+#[test]
+fn the_luks_seeds_reach_the_parsers_and_unlock() {
+    use sectorcrypt_fuzz::{reached, Reached};
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus");
+    for (target, fix) in [("luks1", false), ("luks2", true)] {
+        let seeds = inputs(&root.join(target));
+        assert!(seeds.len() >= 5, "{target}: {} seeds", seeds.len());
+        for seed in seeds {
+            let data = std::fs::read(&seed).unwrap();
+            let want = if seed.to_str().unwrap().ends_with("-unlocks") {
+                Reached::Unlocked
+            } else {
+                Reached::Read
+            };
+            assert_eq!(reached(&data, fix), want, "{}", seed.display());
+        }
+    }
+    let mut seed = std::fs::read(root.join("luks2/cryptsetup-pbkdf2-xts-512")).unwrap();
+    assert_eq!(reached(&seed, false), Reached::Read);
+    // "keyslots" becomes "keyslotz" in both copies: the checksums no longer match, and
+    // once fixed up the JSON fails validation (a missing section), not the checksum.
+    // (The first "keyslots" of each 16 KiB copy is the section; digests name keyslots too.)
+    for copy in [0, 16384] {
+        let i = (copy..copy + 16384)
+            .find(|&i| &seed[i..i + 10] == b"\"keyslots\"")
+            .unwrap();
+        seed[i + 8] = b'z';
+    }
+    assert_eq!(reached(&seed, false), Reached::Refused);
+    assert_eq!(reached(&seed, true), Reached::Refused);
+    let fixed = sectorcrypt_fuzz::fix_luks2_checksums(&seed);
+    let store_err = error_of(&fixed);
+    assert!(store_err.contains("keyslots is missing"), "{store_err}");
+    assert!(error_of(&seed).contains("checksum"), "{}", error_of(&seed));
+}
+
+/// The error reading the header of an image starting with `data` (64 MiB of it).
+fn error_of(data: &[u8]) -> String {
+    let f = tempfile_with(data);
+    let store = sectorcrypt_volume::FileStore::open(&f, false).unwrap();
+    let e = sectorcrypt_volume::Header::read(&store)
+        .unwrap_err()
+        .to_string();
+    std::fs::remove_file(&f).unwrap();
+    e
+}
+
+fn tempfile_with(data: &[u8]) -> PathBuf {
+    let p = std::env::temp_dir().join(format!("sectorcrypt-fuzz-{}", std::process::id()));
+    std::fs::write(&p, data).unwrap();
+    let f = std::fs::OpenOptions::new().write(true).open(&p).unwrap();
+    f.set_len(64 << 20).unwrap();
+    p
+}
+
+#[test]
+fn nbd_corpus() {
+    assert!(replay("nbd") > 0);
+}
+
+#[test]
+fn cipher_spec_corpus() {
+    assert!(replay("cipher_spec") > 0);
+}
+
+#[test]
+fn cli_values_corpus() {
+    assert!(replay("cli_values") > 0);
+}
