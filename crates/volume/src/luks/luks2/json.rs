@@ -287,8 +287,12 @@ pub(super) fn keyslot(id: &str, ks: &Value) -> Result<Keyslot> {
     }
     let (key_size, stripes, area_key_size) =
         (key_size as usize, stripes as usize, area_key_size as usize);
+    // Validation refuses other ids, but a refused header's keyslots are still described.
+    let id = id
+        .parse()
+        .map_err(|_| corrupt(format!("json: keyslot id {id:?} is not a number")))?;
     Ok(Keyslot {
-        id: id.parse().expect("validated"),
+        id,
         key_size,
         af_hash: HashAlg::parse(str_of(af, "hash", &afp)?)?,
         stripes,
