@@ -11,20 +11,21 @@ use sectorcrypt_testkit::pattern;
 use sectorcrypt_volume::hash::HashAlg;
 use sectorcrypt_volume::kdf::KdfOptions;
 use sectorcrypt_volume::luks::{self, FormatOptions, Version};
-use sectorcrypt_volume::{backup_header, restore_header, FileStore, Header, Result, Store};
+use sectorcrypt_volume::{backup_header, restore_header, Error, FileStore, Header, Result, Store};
 
 pub const A: Pass = Pass("passphrase-A");
 pub const B: Pass = Pass("passphrase-B");
 pub const C: Pass = Pass("passphrase-C");
 pub const D: Pass = Pass("passphrase-D");
 /// Passphrases that fill the remaining keyslots of a volume.
-const FILL: [Pass; 6] = [
+const FILL: [Pass; 7] = [
     Pass("fill-1"),
     Pass("fill-2"),
     Pass("fill-3"),
     Pass("fill-4"),
     Pass("fill-5"),
     Pass("fill-6"),
+    Pass("fill-7"),
 ];
 
 /// Bytes of data after the metadata.
@@ -151,7 +152,19 @@ fn restoring(
 ) -> Prepared {
     let mut p = prepared(store, plain, before, after, move |s| {
         let backup = FileStore::open(&file, false).unwrap();
-        restore_header(s, &backup).map(drop)
+        restore_header(s, &backup)?;
+        // Complete, the restore leaves the backup's bytes in every piece.
+        let h = Header::read(&backup).unwrap();
+        for piece in h.format().backup_pieces(s.size().unwrap()) {
+            let mut want = vec![0u8; piece.len as usize];
+            backup.read_at(&mut want, piece.backup).unwrap();
+            let mut got = vec![0u8; piece.len as usize];
+            s.read_at(&mut got, piece.image).unwrap();
+            if got != want {
+                return Err(Error::invalid(format!("restored bytes differ: {piece:?}")));
+            }
+        }
+        Ok(())
     });
     p._keep = Some(dir);
     p
@@ -240,7 +253,7 @@ pub const OPERATIONS: &[Operation] = &[
             // for want of room (the LUKS2 keyslots area here holds seven areas) and there
             // is nothing to cut.
             let mut passes = vec![A, C];
-            passes.extend(FILL);
+            passes.extend(&FILL[..6]);
             let (store, plain) = volume(kind, &passes);
             let trial = CutStore::new(store.bytes(), None);
             change(&trial, A, B).ok()?;
@@ -293,6 +306,22 @@ pub const OPERATIONS: &[Operation] = &[
         },
     },
     Operation {
+        name: "header restore after change-key",
+        prepare: |kind| {
+            let (store, plain) = volume(kind, &[A, C]);
+            let (dir, file) = backup(&store);
+            change(&store, A, B).unwrap();
+            Some(restoring(
+                &store,
+                plain,
+                opens(&[B, C]),
+                opens(&[A, C]),
+                dir,
+                file,
+            ))
+        },
+    },
+    Operation {
         name: "header restore after two change-keys",
         prepare: |kind| {
             let (store, plain) = volume(kind, &[A]);
@@ -307,6 +336,33 @@ pub const OPERATIONS: &[Operation] = &[
                 dir,
                 file,
             ))
+        },
+    },
+    Operation {
+        name: "header restore with no room to move the current keyslots",
+        prepare: |kind| {
+            // The backup's keyslot lies where the current one does, and every other area
+            // is taken: no order keeps either header (the restore's documented
+            // exception). A cut may leave the backup's header over the current material,
+            // which opens with nothing; running the restore again completes it.
+            let (store, plain) = volume(kind, &[A]);
+            let (dir, file) = backup(&store);
+            let mut h = Header::read(&store).unwrap();
+            let u = h.unlock(&store, A.bytes()).unwrap();
+            let mut current = Vec::new();
+            for p in FILL {
+                if h.add_key(&store, &u, p.bytes(), &fast(), None).is_err() {
+                    break;
+                }
+                current.push(p);
+            }
+            h.remove_key(&store, u.keyslot).unwrap();
+            let slot = h.add_key(&store, &u, D.bytes(), &fast(), None).unwrap();
+            assert_eq!(slot, u.keyslot);
+            current.push(D);
+            let mut p = restoring(&store, plain, opens(&current), opens(&[A]), dir, file);
+            p.also = vec![opens(&[])];
+            Some(p)
         },
     },
     Operation {
