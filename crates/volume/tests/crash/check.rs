@@ -166,7 +166,16 @@ impl<'a> Image<'a> {
         let Ok(h) = &self.header else {
             return (false, Ok(()));
         };
-        let hint = self.p.hints.borrow().get(pass.0).copied();
+        // The keyslot it opened last, unless it is the only one (then trying it first
+        // would try it twice).
+        let several = h.active_keyslots().is_ok_and(|k| k.len() > 1);
+        let hint = self
+            .p
+            .hints
+            .borrow()
+            .get(pass.0)
+            .copied()
+            .filter(|_| several);
         let unlocked = hint
             .and_then(|n| h.unlock_slot(&self.store, pass.bytes(), Some(n)).ok())
             .map_or_else(|| h.unlock(&self.store, pass.bytes()), Ok);

@@ -3,14 +3,17 @@
 //! leave on the disk.
 //!
 //! The crash model is the page cache's. A write that a later sync covered survives. A
-//! write after the last sync may or may not have reached the disk, independently of the
-//! others and in any order, and the write the cut interrupted, or any write still in the
-//! cache, may be torn: only some of its blocks reached the disk. So a cut after step k
-//! leaves the synced state plus any subset of the pending writes ([`crash_images`]
-//! enumerates all subsets when there are few, and the two extremes otherwise), plus each
-//! pending or interrupted write torn at a block boundary ([`TEAR`] bytes: the page and
-//! physical sector size, which the disks and file systems this runs on write whole) with
-//! only its first or only its last half of blocks present.
+//! write after the last sync, and the write the cut interrupted, may or may not have
+//! reached the disk, independently of the others and in any order, and may be torn: only
+//! some of its blocks reached it. So a cut after step k leaves the synced state plus, of
+//! each pending write, nothing, all, or its first or last half of blocks ([`TEAR`] bytes:
+//! the page and physical sector size, which the disks and file systems this runs on write
+//! whole), torn after its first block, in its middle or before its last block.
+//! [`crash_images`] tries every combination while there are at most 256 (two pending
+//! writes of several blocks and two of one block, say), and otherwise every subset of
+//! whole writes (up to six) and each tear of each write with the earlier writes landed
+//! and the later ones lost. The long variant (`SECTORCRYPT_CRASH_FULL=1`) tears at every
+//! 512-byte boundary and tries every combination while there are at most 16384.
 
 use sectorcrypt_volume::Store;
 use std::fmt;
@@ -20,7 +23,8 @@ use std::sync::{Mutex, MutexGuard};
 /// The unit a torn write keeps or loses whole.
 pub const TEAR: u64 = 4096;
 
-/// Pending writes up to which every subset is tried.
+/// Pending writes up to which every subset of whole writes is tried, when there are too
+/// many combinations with tears.
 const ALL_SUBSETS_UP_TO: usize = 6;
 
 /// One step of I/O an operation made.
@@ -168,27 +172,154 @@ fn apply(image: &mut [u8], at: u64, data: &[u8]) {
     image[at as usize..at as usize + data.len()].copy_from_slice(data);
 }
 
-/// The part of a write a tear keeps: its first (`head`) or last half of [`TEAR`] blocks,
-/// or `None` when the write lies within one block (it lands whole or not at all).
-fn torn(at: u64, data: &[u8], head: bool) -> Option<(u64, &[u8])> {
-    let end = at + data.len() as u64;
-    let first_boundary = (at / TEAR + 1) * TEAR;
-    if first_boundary >= end {
-        return None;
+/// How much of a write reached the disk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Landed {
+    None,
+    All,
+    /// Only the part before byte `split` of the write (a boundary of [`tear_unit`]
+    /// blocks).
+    Head(usize),
+    /// Only the part from byte `split` on.
+    Tail(usize),
+}
+
+impl Landed {
+    fn mark(self) -> String {
+        match self {
+            Landed::None => "-".into(),
+            Landed::All => "+".into(),
+            Landed::Head(n) => format!("<{n}"),
+            Landed::Tail(n) => format!(">{n}"),
+        }
     }
-    let blocks = (end - 1) / TEAR - at / TEAR + 1;
-    let cut = (at / TEAR + blocks / 2) * TEAR;
-    let cut = cut.max(first_boundary);
-    let split = (cut - at) as usize;
-    Some(if head {
-        (at, &data[..split])
+
+    /// The part of the write at `at` that landed.
+    fn part(self, at: u64, data: &[u8]) -> Option<(u64, &[u8])> {
+        match self {
+            Landed::None => None,
+            Landed::All => Some((at, data)),
+            Landed::Head(n) => Some((at, &data[..n])),
+            Landed::Tail(n) => Some((at + n as u64, &data[n..])),
+        }
+    }
+}
+
+/// The unit a torn write keeps or loses whole: [`TEAR`], or 512 bytes (the smallest
+/// sector) when `SECTORCRYPT_CRASH_FULL` is set.
+pub fn tear_unit() -> u64 {
+    if full() {
+        512
     } else {
-        (cut, &data[split..])
-    })
+        TEAR
+    }
+}
+
+/// Whether the long variant runs (`SECTORCRYPT_CRASH_FULL=1`): tears at 512 bytes and
+/// every combination of many more pending writes.
+pub fn full() -> bool {
+    std::env::var_os("SECTORCRYPT_CRASH_FULL").is_some_and(|v| v != "0")
+}
+
+/// Where a write of `len` bytes at `at` may tear (byte offsets into it): after its first
+/// block, in its middle and before its last block (every boundary in the long variant).
+/// None when it lies within one block: it lands whole or not at all.
+fn tears(at: u64, len: usize) -> Vec<usize> {
+    let unit = tear_unit();
+    let end = at + len as u64;
+    let boundaries: Vec<usize> = (at / unit + 1..)
+        .map(|b| b * unit)
+        .take_while(|&b| b < end)
+        .map(|b| (b - at) as usize)
+        .collect();
+    if full() || boundaries.len() <= 3 {
+        return boundaries;
+    }
+    let mut picked = vec![
+        boundaries[0],
+        boundaries[boundaries.len() / 2],
+        boundaries[boundaries.len() - 1],
+    ];
+    picked.dedup();
+    picked
+}
+
+/// What each of `writes` may have left: nothing, all of it, or (a write of more than one
+/// block) a part before or after one of its tears.
+fn landings(writes: &[(u64, &[u8])]) -> Vec<Vec<Landed>> {
+    writes
+        .iter()
+        .map(|&(at, data)| {
+            let mut l = vec![Landed::None, Landed::All];
+            for n in tears(at, data.len()) {
+                l.extend([Landed::Head(n), Landed::Tail(n)]);
+            }
+            l
+        })
+        .collect()
+}
+
+/// Combinations of landings to try: all of them while there are at most `limit`;
+/// otherwise every subset of whole writes (when few enough) and each write torn with
+/// those before it landed and those after it lost.
+fn combinations(choices: &[Vec<Landed>], limit: usize) -> Vec<Vec<Landed>> {
+    let n = choices.len();
+    let count = choices
+        .iter()
+        .try_fold(1usize, |c, l| c.checked_mul(l.len()));
+    if count.is_some_and(|c| c <= limit) {
+        let mut out = vec![Vec::new()];
+        for l in choices {
+            out = out
+                .into_iter()
+                .flat_map(|prefix| {
+                    l.iter().map(move |&x| {
+                        let mut v = prefix.clone();
+                        v.push(x);
+                        v
+                    })
+                })
+                .collect();
+        }
+        return out;
+    }
+    let mut out = Vec::new();
+    if n <= ALL_SUBSETS_UP_TO {
+        for mask in 0..1u64 << n {
+            out.push(
+                (0..n)
+                    .map(|i| {
+                        if mask >> i & 1 == 1 {
+                            Landed::All
+                        } else {
+                            Landed::None
+                        }
+                    })
+                    .collect(),
+            );
+        }
+    } else {
+        out.push(vec![Landed::None; n]);
+        out.push(vec![Landed::All; n]);
+    }
+    for (i, l) in choices.iter().enumerate() {
+        for &t in l
+            .iter()
+            .filter(|t| matches!(t, Landed::Head(_) | Landed::Tail(_)))
+        {
+            let mut v = vec![Landed::All; i];
+            v.push(t);
+            v.resize(n, Landed::None);
+            out.push(v);
+        }
+    }
+    out
 }
 
 /// The images a crash may leave when the power went after `steps` (starting from `base`)
-/// while `refused` was under way, each with a label saying which writes it holds.
+/// while `refused` was under way, each with a label saying what landed of the writes
+/// after the last sync (`+` all, `-` nothing, `<n`/`>n` the part before/after byte n;
+/// the interrupted write last).
 pub fn crash_images(base: &[u8], steps: &[Step], refused: Option<&Step>) -> Vec<(String, Vec<u8>)> {
     let last_sync = steps.iter().rposition(|s| matches!(s, Step::Sync));
     let durable_end = last_sync.map_or(0, |i| i + 1);
@@ -198,60 +329,62 @@ pub fn crash_images(base: &[u8], steps: &[Step], refused: Option<&Step>) -> Vec<
             apply(&mut durable, *at, data);
         }
     }
-    let pending: Vec<(u64, &[u8])> = steps[durable_end..]
+    // The interrupted write may have landed as much as a pending one.
+    let writes: Vec<(u64, &[u8])> = steps[durable_end..]
         .iter()
+        .chain(refused)
         .filter_map(|s| match s {
             Step::Write { at, data } => Some((*at, data.as_slice())),
             Step::Sync => None,
         })
         .collect();
-    let n = pending.len();
-    let subsets: Vec<u64> = if n <= ALL_SUBSETS_UP_TO {
-        (0..1u64 << n).collect()
-    } else {
-        vec![0, (1u64 << n) - 1]
-    };
+    let limit = if full() { 1 << 14 } else { 256 };
     let mut out = Vec::new();
-    for mask in subsets {
+    for combo in combinations(&landings(&writes), limit) {
         let mut img = durable.clone();
-        for (i, (at, data)) in pending.iter().enumerate() {
-            if mask >> i & 1 == 1 {
-                apply(&mut img, *at, data);
+        for (&(at, data), landed) in writes.iter().zip(&combo) {
+            if let Some((at, data)) = landed.part(at, data) {
+                apply(&mut img, at, data);
             }
         }
-        let label = if mask == 0 {
-            "only synced writes".to_string()
-        } else if mask == (1u64 << n) - 1 {
-            "every write".to_string()
-        } else {
-            format!("synced + pending writes {mask:#b}")
-        };
+        let landed: Vec<String> = writes
+            .iter()
+            .zip(&combo)
+            .map(|((at, d), l)| format!("{at}+{} {}", d.len(), l.mark()))
+            .collect();
+        let label = format!("synced writes, then [{}]", landed.join(", "));
         out.push((label, img));
     }
-    // Tears: a pending write (those before it present) or the refused one (every pending
-    // write present) with only half of its blocks.
-    let refused_write = match refused {
-        Some(Step::Write { at, data }) => Some((*at, data.as_slice())),
-        _ => None,
-    };
-    let tearable = pending.iter().copied().chain(refused_write);
-    for (i, (at, data)) in tearable.enumerate() {
-        for head in [true, false] {
-            let Some((t_at, t_data)) = torn(at, data, head) else {
-                continue;
-            };
-            let mut img = durable.clone();
-            for (p_at, p_data) in &pending[..i.min(n)] {
-                apply(&mut img, *p_at, p_data);
-            }
-            apply(&mut img, t_at, t_data);
-            let which = if i < n { "pending" } else { "interrupted" };
-            let half = if head { "first" } else { "last" };
-            out.push((
-                format!("{which} write {at}+{} torn ({half} half)", data.len()),
-                img,
-            ));
-        }
-    }
     out
+}
+
+#[test]
+fn pending_writes_land_in_every_combination_of_whole_and_torn() {
+    let base = vec![0u8; 32768];
+    let steps = vec![
+        Step::Write {
+            at: 0,
+            data: vec![1; 16384],
+        },
+        Step::Write {
+            at: 16384,
+            data: vec![2; 16384],
+        },
+    ];
+    let images = crash_images(&base, &steps, None);
+    // Each write: nothing, all, or the part before or after each of its three block
+    // boundaries (4 KiB blocks; the long variant tears at 512 bytes).
+    let per_write = 2 + 2 * (16384 / tear_unit() as usize - 1);
+    assert_eq!(images.len(), per_write * per_write);
+    let block = |img: &[u8], i: usize| img[i * 4096];
+    // Both torn at once: the first write's head and the second's tail.
+    assert!(images.iter().any(|(_, img)| {
+        let blocks: Vec<u8> = (0..8).map(|i| block(img, i)).collect();
+        blocks == [1, 0, 0, 0, 0, 0, 0, 2]
+    }));
+    // Nothing and everything.
+    assert!(images.iter().any(|(_, img)| img.iter().all(|&b| b == 0)));
+    assert!(images.iter().any(
+        |(_, img)| img[..16384].iter().all(|&b| b == 1) && img[16384..].iter().all(|&b| b == 2)
+    ));
 }

@@ -5,7 +5,10 @@
 //! before or of the state after (for `erase`: before, or nothing), and the data area is
 //! untouched.
 //!
-//! Each test prints how many cuts and images it judged (`--nocapture` shows them).
+//! Each test prints, per operation and format, how many cuts (values of k) and images it
+//! judged (`--nocapture` shows them). One test runs the harness on a restore that copies
+//! the backup in piece order, the order that is not crash-safe, and requires failures:
+//! the harness must be able to tell.
 
 mod check;
 mod cut;
@@ -34,12 +37,14 @@ fn every_cut(group: &str) {
                 continue;
             };
             let what = format!("{} ({})", op.name, kind.name);
+            let start = std::time::Instant::now();
             let t = check::run_every_cut(&what, &p);
             eprintln!(
-                "crash: {what}: {} cuts, {} images, {} failures",
+                "crash: {what}: {} cuts, {} images, {} failures ({:.1} s)",
                 t.cuts,
                 t.images,
-                t.failures.len()
+                t.failures.len(),
+                start.elapsed().as_secs_f64()
             );
             cuts += t.cuts;
             images += t.images;
@@ -100,4 +105,26 @@ fn header_restore_at_every_cut() {
 #[test]
 fn repair_at_every_cut() {
     every_cut("repair");
+}
+
+#[test]
+fn a_restore_in_piece_order_is_caught() {
+    for kind in FORMATS {
+        let p = ops::restore_after_change_key(kind, ops::restore_in_piece_order);
+        let what = format!("header restore in piece order ({})", kind.name);
+        let t = check::run_every_cut(&what, &p);
+        eprintln!(
+            "crash: {what}: {} cuts, {} images, {} failures (expected some)",
+            t.cuts,
+            t.images,
+            t.failures.len()
+        );
+        if let Some(first) = t.failures.first() {
+            eprintln!("crash: first: {first}");
+        }
+        assert!(
+            t.failures.iter().any(|f| f.contains("cut after")),
+            "{what}: no cut leaves an image that breaks the rules"
+        );
+    }
 }

@@ -141,18 +141,41 @@ fn backup(store: &CutStore) -> (tempfile::TempDir, std::path::PathBuf) {
     (dir, path)
 }
 
-/// `header restore` of the backup `file` onto a state built after the backup was taken.
+/// A way to restore a header backup (`backup`) onto an image.
+pub type Restore = fn(&dyn Store, &dyn Store) -> Result<()>;
+
+/// `header restore` as the CLI runs it.
+fn restore(image: &dyn Store, backup: &dyn Store) -> Result<()> {
+    restore_header(image, backup).map(drop)
+}
+
+/// The backup's pieces copied in the format's order, each synced before the next, with
+/// nothing held back: the order that overwrites the current header's keyslot areas
+/// before the backup's header is in place, which the harness must catch.
+pub fn restore_in_piece_order(image: &dyn Store, backup: &dyn Store) -> Result<()> {
+    let io = |e| Error::io("header restore in piece order", e);
+    let h = Header::read(backup)?;
+    for piece in h.format().backup_pieces(image.size().map_err(io)?) {
+        let mut buf = vec![0u8; piece.len as usize];
+        backup.read_at(&mut buf, piece.backup).map_err(io)?;
+        image.write_at(&buf, piece.image).map_err(io)?;
+        image.sync().map_err(io)?;
+    }
+    Ok(())
+}
+
+/// `header restore` (by `how`) of the backup `file` onto a state built after the backup
+/// was taken.
 fn restoring(
     store: &CutStore,
     plain: Vec<u8>,
-    before: Outcome,
-    after: Outcome,
-    dir: tempfile::TempDir,
-    file: std::path::PathBuf,
+    (before, after): (Outcome, Outcome),
+    (dir, file): (tempfile::TempDir, std::path::PathBuf),
+    how: Restore,
 ) -> Prepared {
     let mut p = prepared(store, plain, before, after, move |s| {
         let backup = FileStore::open(&file, false).unwrap();
-        restore_header(s, &backup)?;
+        how(s, &backup)?;
         // Complete, the restore leaves the backup's bytes in every piece.
         let h = Header::read(&backup).unwrap();
         for piece in h.format().backup_pieces(s.size().unwrap()) {
@@ -168,6 +191,16 @@ fn restoring(
     });
     p._keep = Some(dir);
     p
+}
+
+/// A volume opening with A and C whose passphrase A was changed to B after a header
+/// backup was taken, and the restore (by `how`) of that backup: B and C open before, A
+/// and C after.
+pub fn restore_after_change_key(kind: &Kind, how: Restore) -> Prepared {
+    let (store, plain) = volume(kind, &[A, C]);
+    let saved = backup(&store);
+    change(&store, A, B).unwrap();
+    restoring(&store, plain, (opens(&[B, C]), opens(&[A, C])), saved, how)
 }
 
 /// `repair` of a volume opening with A and C whose copy is damaged by `damage`.
@@ -290,7 +323,7 @@ pub const OPERATIONS: &[Operation] = &[
         name: "header restore after change-key and add-key",
         prepare: |kind| {
             let (store, plain) = volume(kind, &[A]);
-            let (dir, file) = backup(&store);
+            let saved = backup(&store);
             change(&store, A, B).unwrap();
             let mut h = Header::read(&store).unwrap();
             let u = h.unlock(&store, B.bytes()).unwrap();
@@ -298,43 +331,29 @@ pub const OPERATIONS: &[Operation] = &[
             Some(restoring(
                 &store,
                 plain,
-                opens(&[B, C]),
-                opens(&[A]),
-                dir,
-                file,
+                (opens(&[B, C]), opens(&[A])),
+                saved,
+                restore,
             ))
         },
     },
     Operation {
         name: "header restore after change-key",
-        prepare: |kind| {
-            let (store, plain) = volume(kind, &[A, C]);
-            let (dir, file) = backup(&store);
-            change(&store, A, B).unwrap();
-            Some(restoring(
-                &store,
-                plain,
-                opens(&[B, C]),
-                opens(&[A, C]),
-                dir,
-                file,
-            ))
-        },
+        prepare: |kind| Some(restore_after_change_key(kind, restore)),
     },
     Operation {
         name: "header restore after two change-keys",
         prepare: |kind| {
             let (store, plain) = volume(kind, &[A]);
-            let (dir, file) = backup(&store);
+            let saved = backup(&store);
             change(&store, A, B).unwrap();
             change(&store, B, D).unwrap();
             Some(restoring(
                 &store,
                 plain,
-                opens(&[D]),
-                opens(&[A]),
-                dir,
-                file,
+                (opens(&[D]), opens(&[A])),
+                saved,
+                restore,
             ))
         },
     },
@@ -346,7 +365,7 @@ pub const OPERATIONS: &[Operation] = &[
             // exception). A cut may leave the backup's header over the current material,
             // which opens with nothing; running the restore again completes it.
             let (store, plain) = volume(kind, &[A]);
-            let (dir, file) = backup(&store);
+            let saved = backup(&store);
             let mut h = Header::read(&store).unwrap();
             let u = h.unlock(&store, A.bytes()).unwrap();
             let mut current = Vec::new();
@@ -360,7 +379,8 @@ pub const OPERATIONS: &[Operation] = &[
             let slot = h.add_key(&store, &u, D.bytes(), &fast(), None).unwrap();
             assert_eq!(slot, u.keyslot);
             current.push(D);
-            let mut p = restoring(&store, plain, opens(&current), opens(&[A]), dir, file);
+            let states = (opens(&current), opens(&[A]));
+            let mut p = restoring(&store, plain, states, saved, restore);
             p.also = vec![opens(&[])];
             Some(p)
         },
@@ -369,15 +389,14 @@ pub const OPERATIONS: &[Operation] = &[
         name: "header restore onto an erased volume",
         prepare: |kind| {
             let (store, plain) = volume(kind, &[A, C]);
-            let (dir, file) = backup(&store);
+            let saved = backup(&store);
             Header::read(&store).unwrap().erase(&store).unwrap();
             Some(restoring(
                 &store,
                 plain,
-                opens(&[]),
-                opens(&[A, C]),
-                dir,
-                file,
+                (opens(&[]), opens(&[A, C])),
+                saved,
+                restore,
             ))
         },
     },
@@ -385,15 +404,14 @@ pub const OPERATIONS: &[Operation] = &[
         name: "header restore onto a destroyed header",
         prepare: |kind| {
             let (store, plain) = volume(kind, &[A, C]);
-            let (dir, file) = backup(&store);
+            let saved = backup(&store);
             store.write_at(&[0; 64 << 10], 0).unwrap();
             Some(restoring(
                 &store,
                 plain,
-                Outcome::Absent,
-                opens(&[A, C]),
-                dir,
-                file,
+                (Outcome::Absent, opens(&[A, C])),
+                saved,
+                restore,
             ))
         },
     },
