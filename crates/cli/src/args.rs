@@ -48,6 +48,9 @@ pub enum Command {
     /// Back up or restore the headers and keyslot areas.
     #[command(subcommand)]
     Header(HeaderCommand),
+    /// Rebuild a damaged or stale header copy from the good one (as `cryptsetup repair`).
+    #[command(after_long_help = REPAIR_HELP)]
+    Repair(RepairArgs),
     /// Destroy every keyslot: the data can never be opened again without a header backup.
     Erase(EraseArgs),
     /// Write a volume's plaintext to standard output or a file.
@@ -76,7 +79,17 @@ or --key-file F (the file's bytes, all of them, are the passphrase; '-' reads st
 Examples:
   sectorcrypt format disk.img --size 1G
   sectorcrypt format disk.img --type luks1 --cipher aes-cbc-essiv:sha256 --key-size 256
+  sectorcrypt format data.img --header hdr.img   # detached header, data from byte 0
   printf secret | sectorcrypt format disk.img --size 64M --key-file - --batch";
+
+/// A detached header: every volume command takes it.
+#[derive(Debug, Args, Clone, Default)]
+pub struct HeaderArg {
+    /// The volume's header and keyslots are in FILE, detached from IMAGE, which then holds
+    /// only data (cryptsetup's --header; `format` creates FILE when it does not exist).
+    #[arg(long = "header", id = "header", value_name = "FILE")]
+    pub file: Option<PathBuf>,
+}
 
 /// Where passphrases come from.
 #[derive(Debug, Args, Clone)]
@@ -126,6 +139,8 @@ pub enum LuksType {
 pub struct FormatArgs {
     /// The image file or block device.
     pub image: PathBuf,
+    #[command(flatten)]
+    pub header: HeaderArg,
     /// Size of the image to create when it does not exist (bytes, or with K, M, G, T).
     #[arg(long, value_name = "SIZE")]
     pub size: Option<String>,
@@ -159,6 +174,8 @@ pub struct FormatArgs {
 pub struct DumpArgs {
     /// The image file or block device.
     pub image: PathBuf,
+    #[command(flatten)]
+    pub header: HeaderArg,
     /// Print the metadata as JSON (LUKS2: its own document).
     #[arg(long)]
     pub json: bool,
@@ -168,6 +185,8 @@ pub struct DumpArgs {
 pub struct AddKeyArgs {
     /// The image file or block device.
     pub image: PathBuf,
+    #[command(flatten)]
+    pub header: HeaderArg,
     /// A file holding the new passphrase (its exact bytes); prompted otherwise.
     #[arg(value_name = "NEW_KEY_FILE")]
     pub new_key_file: Option<PathBuf>,
@@ -182,6 +201,8 @@ pub struct RemoveKeyArgs {
     /// The image file or block device.
     pub image: PathBuf,
     #[command(flatten)]
+    pub header: HeaderArg,
+    #[command(flatten)]
     pub key: KeyArgs,
 }
 
@@ -189,6 +210,8 @@ pub struct RemoveKeyArgs {
 pub struct TestKeyArgs {
     /// The image file or block device.
     pub image: PathBuf,
+    #[command(flatten)]
+    pub header: HeaderArg,
     #[command(flatten)]
     pub key: KeyArgs,
 }
@@ -201,6 +224,8 @@ pub enum HeaderCommand {
         image: PathBuf,
         /// The backup file to create.
         file: PathBuf,
+        #[command(flatten)]
+        header: HeaderArg,
     },
     /// Write the headers and keyslot areas from FILE onto IMAGE (after confirmation).
     Restore {
@@ -211,13 +236,32 @@ pub enum HeaderCommand {
         /// Answer confirmations with yes (for scripts).
         #[arg(long, short = 'q', visible_alias = "batch-mode")]
         batch: bool,
+        #[command(flatten)]
+        header: HeaderArg,
     },
 }
+
+#[derive(Debug, Args)]
+pub struct RepairArgs {
+    /// The image file or block device.
+    pub image: PathBuf,
+    #[command(flatten)]
+    pub header: HeaderArg,
+}
+
+const REPAIR_HELP: &str = "\
+LUKS2 keeps two copies of its header: a copy that is damaged, or older than the other, is
+rewritten from the valid one (its metadata byte for byte, the same sequence id). LUKS1 has
+one copy: inactive keyslots that point outside cryptsetup's standard layout are reset there
+(active keyslots are never moved). A header with nothing valid to rebuild from is refused
+(exit 2) and left as it is. Exit 0 also when nothing needed repair.";
 
 #[derive(Debug, Args)]
 pub struct EraseArgs {
     /// The image file or block device.
     pub image: PathBuf,
+    #[command(flatten)]
+    pub header: HeaderArg,
     /// Answer confirmations with yes (for scripts).
     #[arg(long, short = 'q', visible_alias = "batch-mode")]
     pub batch: bool,
@@ -331,6 +375,8 @@ pub struct BenchArgs {
 pub struct ReadArgs {
     /// The image file or block device.
     pub image: PathBuf,
+    #[command(flatten)]
+    pub header: HeaderArg,
     /// Plaintext byte offset to start at.
     #[arg(long, value_name = "N")]
     pub offset: Option<u64>,
@@ -348,6 +394,8 @@ pub struct ReadArgs {
 pub struct WriteArgs {
     /// The image file or block device.
     pub image: PathBuf,
+    #[command(flatten)]
+    pub header: HeaderArg,
     /// Plaintext byte offset to start at.
     #[arg(long, value_name = "N")]
     pub offset: Option<u64>,
@@ -368,6 +416,15 @@ Examples:
 Only a Unix socket or a loopback address is served. The server speaks the fixed newstyle
 NBD protocol with several connections (multi-conn) and many requests in flight; SIGINT or
 SIGTERM stops it after the requests in flight are done and the volume is flushed.
+Who may connect: a Unix socket is created mode 0600 whatever the umask (its owner and
+root); --socket-mode 0660 lets its group in too. A TCP port has no access control: any
+local user can connect, and the server says so when it starts.
+Slow and idle clients: once a request has begun, its header, and a write's payload, must
+arrive within --timeout seconds, or the connection is closed. A connection with no request
+in flight is closed after --idle-timeout seconds (default: never). Up to 64 connections are
+served; when all are taken, a new one takes the slot of the connection idle longest.
+After a failed flush every later flush fails, on every connection, until the server is
+restarted: writes acknowledged before it may not have reached the disk.
 --onetime: a headerless volume (aes-xts-plain64, 512-bit key, 512-byte sectors) under a
 fresh random key that is never stored (GELI's one-time mode, for swap or scratch space):
 whatever is written is unreadable once the server stops.";
@@ -378,12 +435,14 @@ pub struct OpenArgs {
     /// The volume: a file or a block device.
     #[arg(value_name = "IMAGE")]
     pub image: PathBuf,
+    #[command(flatten)]
+    pub header: HeaderArg,
     /// Read the passphrase from FILE (its bytes, as cryptsetup does; `-` = standard input)
     /// instead of prompting.
     #[arg(long, value_name = "FILE", conflicts_with = "onetime")]
     pub key_file: Option<PathBuf>,
     /// A headerless volume under a fresh random key that is never stored.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "header")]
     pub onetime: bool,
     /// Refuse writes.
     #[arg(long)]
@@ -411,6 +470,25 @@ pub struct ServeArgs {
     /// --allow-discards: it reveals which areas of the volume are unused.
     #[arg(long)]
     pub allow_discards: bool,
+    /// The Unix socket's permissions, in octal [default: 0600, only the owner may connect].
+    #[arg(long, value_name = "MODE", value_parser = socket_mode, conflicts_with = "listen")]
+    pub socket_mode: Option<u32>,
+    /// Seconds a request's header, and a write's payload, may take to arrive once begun
+    /// (0: no limit).
+    #[arg(long, value_name = "SECS", default_value_t = 30)]
+    pub timeout: u64,
+    /// Seconds a connection may stay with no request in flight before it is closed
+    /// (0: no limit).
+    #[arg(long, value_name = "SECS", default_value_t = 0)]
+    pub idle_timeout: u64,
+}
+
+/// A file mode in octal: permission bits only (at most 0777).
+fn socket_mode(s: &str) -> Result<u32, String> {
+    match u32::from_str_radix(s, 8) {
+        Ok(m) if m <= 0o777 && !s.starts_with('+') => Ok(m),
+        _ => Err("expected permission bits in octal, such as 0600 or 0660".into()),
+    }
 }
 
 const MOUNT_HELP: &str = "\

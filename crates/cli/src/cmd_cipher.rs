@@ -1,7 +1,8 @@
 //! `sectorcrypt cipher encrypt|decrypt|mac`: the command line is checked against the
 //! cipher table before the input is read ([`job`]), the whole input is transformed in
-//! memory, and `--output` is replaced atomically, so bad input never leaves a partial or
-//! truncated output behind.
+//! memory, and a regular `--output` file is replaced atomically, so bad input never leaves
+//! a partial or truncated output behind (a FIFO or device is written through:
+//! `output.rs`).
 //!
 //! - [`crate::ciphers`]: every cipher with its key lengths, IV rule, tag rule and options,
 //!   and the help generated from them;
@@ -11,6 +12,7 @@ mod job;
 
 use crate::args::CipherArgs;
 use crate::failure::Failure;
+use crate::output::Output;
 use job::Job;
 use std::io::{Read, Write};
 use std::path::Path;
@@ -38,8 +40,7 @@ fn read_input(path: Option<&Path>) -> Result<Vec<u8>, Failure> {
     Ok(data)
 }
 
-/// Writes all of `data`, to standard output or atomically to `path` (a temporary file in
-/// the same directory, then a rename).
+/// Writes all of `data`, to standard output or to `path` (see [`Output`]).
 fn write_output(path: Option<&Path>, data: &[u8]) -> Result<(), Failure> {
     let Some(path) = path else {
         let mut out = std::io::stdout().lock();
@@ -48,11 +49,9 @@ fn write_output(path: Option<&Path>, data: &[u8]) -> Result<(), Failure> {
             .and_then(|()| out.flush())
             .map_err(|e| Failure::runtime(format!("writing standard output: {e}")));
     };
-    sectorcrypt_volume::atomic::AtomicFile::create(path)
-        .and_then(|mut f| {
-            f.write_all(data)?;
-            f.commit()
-        })
+    let mut out = Output::open(path)?;
+    out.write_all(data)
+        .and_then(|()| out.commit())
         .map_err(|e| Failure::runtime(format!("writing {}: {e}", path.display())))
 }
 

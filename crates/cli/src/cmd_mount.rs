@@ -178,8 +178,12 @@ impl Filesystem for DiskFs {
             Err(e) => return reply.error(e),
         };
         let total = self.export.size();
-        // Reads at or past the end return what is there (nothing): end of file.
+        // Reads at or past the end return what is there (nothing): end of file. The
+        // volume refuses a range that starts beyond its end, even an empty one.
         let n = (size as u64).min(total.saturating_sub(offset)) as usize;
+        if n == 0 {
+            return reply.data(&[]);
+        }
         let mut buf = vec![0u8; n];
         match self.export.read_at(&mut buf, offset) {
             Ok(()) => reply.data(&buf),

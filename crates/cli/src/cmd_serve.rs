@@ -1,4 +1,6 @@
-//! `sectorcrypt serve`: the plaintext of a volume over NBD, until SIGINT or SIGTERM.
+//! `sectorcrypt serve`: the plaintext of a volume over NBD, until SIGINT or SIGTERM. Who
+//! may connect is said once at the start: a Unix socket's mode (0600 unless widened), or a
+//! warning that a TCP port is open to every local user.
 
 use crate::args::ServeArgs;
 use crate::failure::Failure;
@@ -6,6 +8,7 @@ use crate::volume_export;
 use sectorcrypt_nbd::{Listen, Server, ServerConfig};
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
+use std::time::Duration;
 
 pub fn run(a: ServeArgs) -> Result<(), Failure> {
     let listen = match (&a.socket, &a.listen) {
@@ -19,16 +22,26 @@ pub fn run(a: ServeArgs) -> Result<(), Failure> {
         .map_err(|e| Failure::runtime(format!("cannot catch signals: {e}")))?;
     let mut export = volume_export::open(&a.open)?;
     export.allow_discards(a.allow_discards);
+    let defaults = ServerConfig::default();
     let config = ServerConfig {
         export_name: a.export_name.clone(),
         description: Some(format!("sectorcrypt {}", a.open.image.display())),
-        ..ServerConfig::default()
+        read_timeout: Duration::from_secs(a.timeout),
+        idle_timeout: Duration::from_secs(a.idle_timeout),
+        socket_mode: a.socket_mode.unwrap_or(defaults.socket_mode),
+        ..defaults
     };
     let server =
         Server::bind(&listen, std::sync::Arc::new(export), config).map_err(|e| match e {
             sectorcrypt_nbd::Error::Io(..) => Failure::runtime(e),
             _ => Failure::usage(e),
         })?;
+    if let Listen::Tcp(addr) = server.local() {
+        eprintln!(
+            "sectorcrypt: warning: listening on TCP {addr}: any local user can connect and \
+             read and write the volume (a --socket is mode 0600 instead)"
+        );
+    }
     let handle = server.shutdown_handle();
     let signals_handle = signals.handle();
     let watcher = std::thread::spawn(move || {

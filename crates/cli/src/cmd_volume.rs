@@ -1,21 +1,30 @@
 //! The volume commands: format, dump, add-key, remove-key, change-key, test-key, header
-//! backup/restore, erase. Each opens the image through the one opener (`image.rs`), which
-//! reads the header (never writing while reading) of whatever format it is, asks for
-//! passphrases and confirmations, then makes one change. Wrong passphrases exit 3;
-//! nothing is written then. Only `format` names a format (`--type`).
+//! backup/restore, repair, erase. Each opens the image through the one opener
+//! (`image.rs`), which reads and validates the header (never writing while reading) of
+//! whatever format it is, asks for passphrases and confirmations, then makes one change.
+//! A header that fails validation is refused by all of them (exit 2, naming the rule it
+//! breaks); `dump` then still prints what it can read, and `repair` rebuilds what can be
+//! rebuilt without guessing. Wrong passphrases exit 3; nothing is written then. Only
+//! `format` names a format (`--type`).
 
 use crate::args::{
     AddKeyArgs, DumpArgs, EraseArgs, FormatArgs, HeaderCommand, LuksType, PbkdfArgs, RemoveKeyArgs,
-    TestKeyArgs,
+    RepairArgs, TestKeyArgs,
 };
 use crate::failure::Failure;
-use crate::image::{self, Image};
+use crate::image::{self, Access, Image};
 use crate::passphrase::{self, Secret};
+use sectorcrypt_volume::format::dump;
 use sectorcrypt_volume::hash::HashAlg;
 use sectorcrypt_volume::kdf::{KdfKind, KdfOptions};
+use sectorcrypt_volume::lock::Mode;
 use sectorcrypt_volume::luks::{self, FormatOptions, Version};
-use sectorcrypt_volume::{Header, Store};
+use sectorcrypt_volume::{
+    formats, Error as VolumeError, FileStore, Header, KeyslotError, Placement, Store,
+};
 use std::fs::OpenOptions;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
 
 /// Size suffixes (lowercase) and the power of two they stand for.
 const UNITS: [(&[&str], u32); 5] = [
@@ -85,6 +94,57 @@ fn describe_kdf(h: &Header, slot: usize) -> String {
         .map_or_else(|_| "?".to_string(), |k| k.to_string())
 }
 
+/// Opens `path` for formatting, or creates it when missing: an image with `size` bytes
+/// (`--size`, required), or with `header` an empty file (a detached header's file, which
+/// grows to the header's size). Either is created readable by its owner only, as key
+/// material should be (an existing file or device keeps its mode: format changes contents,
+/// not access). Returns the store and whether it was created.
+fn open_or_create(
+    path: &Path,
+    size: Option<u64>,
+    header: bool,
+) -> Result<(FileStore, bool), Failure> {
+    let needs_size = !header;
+    if path.exists() {
+        let store = image::open_store(path, true)?;
+        let meta = store
+            .file()
+            .metadata()
+            .map_err(|e| Failure::runtime(e.to_string()))?;
+        if let Some(s) = size.filter(|_| needs_size) {
+            if meta.is_file() && meta.len() != s {
+                return Err(Failure::usage(format!(
+                    "{} exists ({} bytes); --size is only for creating a new image",
+                    path.display(),
+                    meta.len()
+                )));
+            }
+        }
+        return Ok((store, false));
+    }
+    let size = match size {
+        Some(s) => s,
+        None if !needs_size => 0,
+        None => {
+            return Err(Failure::usage(format!(
+                "{} does not exist: give --size to create it",
+                path.display()
+            )))
+        }
+    };
+    let created = |e: std::io::Error| Failure::runtime(format!("{}: {e}", path.display()));
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(created)?;
+    let store = FileStore::new(file, path.display().to_string());
+    store.file().set_len(size).map_err(created)?;
+    Ok((store, true))
+}
+
 pub fn format(a: FormatArgs) -> Result<(), Failure> {
     let version = match a.luks_type {
         LuksType::Luks1 => Version::Luks1,
@@ -107,54 +167,65 @@ pub fn format(a: FormatArgs) -> Result<(), Failure> {
         return Err(Failure::usage("--key-size is in bits, a multiple of 8"));
     }
     let size = a.size.as_deref().map(parse_size).transpose()?;
-    let (store, created) = if a.image.exists() {
-        let store = image::open_store(&a.image, true)?;
-        let meta = store
-            .file()
-            .metadata()
-            .map_err(|e| Failure::runtime(e.to_string()))?;
-        if let Some(s) = size {
-            if meta.is_file() && meta.len() != s {
-                return Err(Failure::usage(format!(
-                    "{} exists ({} bytes); --size is only for creating a new image",
-                    a.image.display(),
-                    meta.len()
-                )));
+    let (store, created) = open_or_create(&a.image, size, false)?;
+    // A detached header: its own file (created when missing), the image holding data only.
+    let mut detached = None;
+    if let Some(h) = &a.header.file {
+        let opened = open_or_create(h, None, true);
+        let (hdr, made) = match opened {
+            Ok(o) => o,
+            Err(e) => {
+                if created {
+                    drop(store);
+                    let _ = std::fs::remove_file(&a.image);
+                }
+                return Err(e);
             }
-        }
-        passphrase::confirm(
-            &format!(
-                "This will overwrite data on {} irrevocably.",
-                a.image.display()
-            ),
-            a.key.batch,
-        )?;
-        (store, false)
-    } else {
-        let Some(s) = size else {
-            return Err(Failure::usage(format!(
-                "{} does not exist: give --size to create it",
-                a.image.display()
-            )));
         };
-        let created = |e: std::io::Error| Failure::runtime(format!("{}: {e}", a.image.display()));
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(&a.image)
-            .map_err(created)?;
-        let store = sectorcrypt_volume::FileStore::new(file, a.image.display().to_string());
-        store.file().set_len(s).map_err(created)?;
-        (store, true)
+        if !image::same_file(&hdr, &store) {
+            detached = Some((hdr, made, h.clone()));
+        }
+    }
+    let header_path = detached.as_ref().map_or(&a.image, |(_, _, p)| p);
+    let existed = match &detached {
+        Some((_, made, _)) => !made,
+        None => !created,
     };
     let result = (|| {
+        // Never a volume in use: its server would go on under the old key.
+        let mut claims = vec![image::claim(&store, &a.image, Mode::Exclusive)?];
+        if let Some((hdr, _, p)) = &detached {
+            claims.push(image::claim(hdr, p, Mode::Exclusive)?);
+        }
+        if existed {
+            passphrase::confirm(
+                &format!(
+                    "This will overwrite data on {} irrevocably.",
+                    header_path.display()
+                ),
+                a.key.batch,
+            )?;
+        }
+        let at = match &detached {
+            Some((hdr, _, _)) => Placement::Detached {
+                header: hdr,
+                data: &store,
+            },
+            None => Placement::Attached(&store),
+        };
+        let header_store = detached.as_ref().map_or(&store, |(h, _, _)| h);
+        let _lock = image::lock_header(header_store, header_path, Mode::Exclusive)?;
         let image_size = store.size().map_err(|e| Failure::runtime(e.to_string()))?;
         let sector_size = match (a.sector_size, version) {
             (Some(n), _) => n,
             (None, Version::Luks1) => 512,
             (None, Version::Luks2) => {
-                let data = image_size.saturating_sub(luks::LUKS2_DEFAULT_DATA_OFFSET);
+                let reserved = if detached.is_some() {
+                    0
+                } else {
+                    luks::LUKS2_DEFAULT_DATA_OFFSET
+                };
+                let data = image_size.saturating_sub(reserved);
                 if data > 0 && data.is_multiple_of(4096) {
                     4096
                 } else {
@@ -173,9 +244,13 @@ pub fn format(a: FormatArgs) -> Result<(), Failure> {
             uuid: None,
         };
         let pass = passphrase::new(a.key.key_file.as_deref())?;
-        let (h, u) = luks::format(&store, &opts, &pass, None)?;
+        let (h, u) = luks::format_at(at, &opts, &pass, None)?;
+        let place = match &detached {
+            Some((_, _, p)) => format!(" (header in {})", p.display()),
+            None => String::new(),
+        };
         println!(
-            "{}: LUKS{vnum} volume {}, {} with a {}-bit key, {}-byte sectors, {} bytes of data at offset {}",
+            "{}: LUKS{vnum} volume {}, {} with a {}-bit key, {}-byte sectors, {} bytes of data at offset {}{place}",
             a.image.display(),
             h.uuid().unwrap_or("-"),
             u.cipher,
@@ -187,30 +262,84 @@ pub fn format(a: FormatArgs) -> Result<(), Failure> {
         println!("keyslot {}: {}", u.keyslot, describe_kdf(&h, u.keyslot));
         Ok(())
     })();
-    if result.is_err() && created {
-        drop(store);
-        let _ = std::fs::remove_file(&a.image);
+    if result.is_err() {
+        if let Some((hdr, true, p)) = detached {
+            drop(hdr);
+            let _ = std::fs::remove_file(p);
+        }
+        if created {
+            drop(store);
+            let _ = std::fs::remove_file(&a.image);
+        }
     }
     result
 }
 
+fn print_json(v: &serde_json::Value) -> Result<(), Failure> {
+    let text = serde_json::to_string_pretty(v).map_err(|e| Failure::runtime(e.to_string()))?;
+    println!("{text}");
+    Ok(())
+}
+
+/// Shows the header, as `cryptsetup luksDump`. A header that fails validation exits 2, as
+/// there, after what can still be read of it (with each problem) is printed.
 pub fn dump(a: DumpArgs) -> Result<(), Failure> {
-    let h = image::open(&a.image, false)?.header;
+    let h = match image::open(&a.image, &a.header, Access::Inspect) {
+        Ok(img) => img.header,
+        Err(f) => {
+            if f.exit_code() == 2 {
+                print_salvaged(&a)?;
+            }
+            return Err(f);
+        }
+    };
     if a.json {
-        let text = serde_json::to_string_pretty(&h.to_json())
-            .map_err(|e| Failure::runtime(e.to_string()))?;
-        println!("{text}");
+        print_json(&h.to_json())
     } else {
         print!("{}", h.dump());
+        Ok(())
+    }
+}
+
+/// Prints what is left of the refused header of `a.image`, if anything.
+fn print_salvaged(a: &DumpArgs) -> Result<(), Failure> {
+    let Ok(store) = image::open_store(a.header.file.as_ref().unwrap_or(&a.image), false) else {
+        return Ok(());
+    };
+    let Ok(Some(s)) = formats::salvage(&store) else {
+        return Ok(());
+    };
+    match (a.json, &s.json) {
+        (true, Some(json)) => print_json(json),
+        (true, None) => Ok(()),
+        (false, _) => {
+            print!("{}", dump::render(&s.report));
+            Ok(())
+        }
+    }
+}
+
+/// Rebuilds a damaged or stale header copy from the good one.
+pub fn repair(a: RepairArgs) -> Result<(), Failure> {
+    let path = a.header.file.as_ref().unwrap_or(&a.image);
+    let store = image::open_store(path, true)?;
+    // Never beside another header update.
+    let _lock = image::lock_header(&store, path, Mode::Exclusive)?;
+    let done = formats::repair_header(&store)?;
+    if done.is_empty() {
+        println!("{}: no known problems in the header", a.image.display());
+    }
+    for d in done {
+        println!("{}: {d}", a.image.display());
     }
     Ok(())
 }
 
-/// What add-key and change-key start with: the image opened for writing, the new
+/// What add-key and change-key start with: the volume opened for keyslot changes, the new
 /// keyslot's KDF options and the existing passphrase.
 fn open_for_new_key(a: &AddKeyArgs) -> Result<(Image, KdfOptions, Secret), Failure> {
     passphrase::check_one_stdin(a.key.key_file.as_deref(), a.new_key_file.as_deref())?;
-    let img = image::open(&a.image, true)?;
+    let img = image::open(&a.image, &a.header, Access::Keyslots)?;
     let kdf = kdf_options(&a.pbkdf, img.header.name(), img.header.kdf_kinds())?;
     let old = img.passphrase(&a.key)?;
     Ok((img, kdf, old))
@@ -218,11 +347,10 @@ fn open_for_new_key(a: &AddKeyArgs) -> Result<(Image, KdfOptions, Secret), Failu
 
 pub fn add_key(a: AddKeyArgs) -> Result<(), Failure> {
     let (mut img, kdf, old) = open_for_new_key(&a)?;
-    let u = img.header.unlock(&img.store, &old)?;
+    let u = img.unlock_with(&old, None)?;
     let new = passphrase::new(a.new_key_file.as_deref())?;
-    let slot = img
-        .header
-        .add_key(&img.store, &u, &new, &kdf, a.key.key_slot)?;
+    // The volume key is checked against the header as it is now, under the lock.
+    let slot = img.update(|h, store| Ok(h.add_key(store, &u, &new, &kdf, a.key.key_slot)?))?;
     println!("keyslot {slot} added ({})", describe_kdf(&img.header, slot));
     Ok(())
 }
@@ -230,11 +358,20 @@ pub fn add_key(a: AddKeyArgs) -> Result<(), Failure> {
 pub fn change_key(a: AddKeyArgs) -> Result<(), Failure> {
     let (mut img, kdf, old) = open_for_new_key(&a)?;
     // Check the old passphrase before asking for the new one.
-    let u = img.header.unlock_slot(&img.store, &old, a.key.key_slot)?;
+    let u = img.unlock_with(&old, a.key.key_slot)?;
     let new = passphrase::new(a.new_key_file.as_deref())?;
-    let slot = img
-        .header
-        .change_key(&img.store, &old, &new, &kdf, Some(u.keyslot))?;
+    // Opened again under the lock: if another process changed the keyslot meanwhile, the
+    // old passphrase is looked for in the other keyslots (unless --key-slot), and when it
+    // opens none any more, that is a wrong passphrase (3) and nothing is written.
+    let slot =
+        img.update(
+            |h, store| match h.change_key(store, &old, &new, &kdf, Some(u.keyslot)) {
+                Err(
+                    VolumeError::WrongPassphrase | VolumeError::Keyslot(KeyslotError::NotActive(_)),
+                ) if a.key.key_slot.is_none() => Ok(h.change_key(store, &old, &new, &kdf, None)?),
+                r => Ok(r?),
+            },
+        )?;
     println!(
         "keyslot {} passphrase changed; now in keyslot {slot} ({})",
         u.keyslot,
@@ -244,68 +381,82 @@ pub fn change_key(a: AddKeyArgs) -> Result<(), Failure> {
 }
 
 pub fn remove_key(a: RemoveKeyArgs) -> Result<(), Failure> {
-    let mut img = image::open(&a.image, true)?;
-    let u = img.unlock(&a.key)?;
-    if img.header.active_keyslots()?.len() == 1 {
-        passphrase::confirm(
-            &format!(
-                "Keyslot {} is the last one: after removing it nobody can open {}.",
-                u.keyslot,
-                a.image.display()
-            ),
-            a.key.batch,
-        )?;
-    }
-    img.header.remove_key(&img.store, u.keyslot)?;
-    println!("keyslot {} removed", u.keyslot);
+    let mut img = image::open(&a.image, &a.header, Access::Keyslots)?;
+    let pass = img.passphrase(&a.key)?;
+    // Which keyslot, and whether it is the last one, as the header is under the lock.
+    let slot = img.update(|h, store| {
+        let slot = h.opened_keyslot(store, &pass, a.key.key_slot)?;
+        if h.keyslots_left_without(slot)?.is_empty() {
+            passphrase::confirm(
+                &format!(
+                    "Keyslot {slot} is the last one: after removing it nobody can open {}.",
+                    a.image.display()
+                ),
+                a.key.batch,
+            )?;
+        }
+        h.remove_key(store, slot)?;
+        Ok(slot)
+    })?;
+    println!("keyslot {slot} removed");
     Ok(())
 }
 
 pub fn test_key(a: TestKeyArgs) -> Result<(), Failure> {
-    let u = image::open(&a.image, false)?.unlock(&a.key)?;
+    let u = image::open(&a.image, &a.header, Access::Inspect)?.unlock(&a.key)?;
     println!("keyslot {} opens {}", u.keyslot, a.image.display());
     Ok(())
 }
 
 pub fn header(c: HeaderCommand) -> Result<(), Failure> {
     match c {
-        HeaderCommand::Backup { image, file } => {
-            let img = image::open_store(&image, false)?;
+        HeaderCommand::Backup {
+            image,
+            file,
+            header,
+        } => {
+            let files = image::Files::open(&image, &header, Access::Inspect)?;
             if file.exists() {
                 return Err(Failure::usage(format!(
                     "{} exists; the backup goes to a new file",
                     file.display()
                 )));
             }
-            sectorcrypt_volume::backup_header(&img, &file)?;
+            let _lock = files.lock(Mode::Shared)?;
+            sectorcrypt_volume::backup_header(&files.store, &file)?;
             println!(
                 "headers and keyslots of {} saved to {}",
-                image.display(),
+                files.header_path.display(),
                 file.display()
             );
             Ok(())
         }
-        HeaderCommand::Restore { image, file, batch } => {
+        HeaderCommand::Restore {
+            image,
+            file,
+            batch,
+            header,
+        } => {
             // Check the backup before asking anything.
-            let backup = image::open(&file, false)?;
-            let img = image::open_store(&image, true)?;
-            let current = Header::read(&img).ok();
-            let warning = match (current.as_ref().and_then(Header::uuid), backup.header.uuid()) {
+            let backup = image::open_store(&file, false)?;
+            let saved = Header::read(&backup)?;
+            let files = image::Files::open(&image, &header, Access::Replace)?;
+            let target = files.header_path.display();
+            let current = files.read_header().ok();
+            let warning = match (current.as_ref().and_then(Header::uuid), saved.uuid()) {
                 (Some(now), Some(then)) if now != then => format!(
-                    "{} holds another volume ({now}); the backup is of {then}. Its keyslots will be replaced.",
-                    image.display(),
+                    "{target} holds another volume ({now}); the backup is of {then}. Its keyslots will be replaced.",
                 ),
                 _ => format!(
-                    "The header and keyslots of {} will be replaced with those in {}.",
-                    image.display(),
+                    "The header and keyslots of {target} will be replaced with those in {}.",
                     file.display()
                 ),
             };
             passphrase::confirm(&warning, batch)?;
-            let h = sectorcrypt_volume::restore_header(&img, &backup.store)?;
+            let _lock = files.lock(Mode::Exclusive)?;
+            let h = sectorcrypt_volume::format::restore_header_at(files.placement(), &backup)?;
             println!(
-                "header of {} restored (volume {})",
-                image.display(),
+                "header of {target} restored (volume {})",
                 h.uuid().unwrap_or("-")
             );
             Ok(())
@@ -314,16 +465,19 @@ pub fn header(c: HeaderCommand) -> Result<(), Failure> {
 }
 
 pub fn erase(a: EraseArgs) -> Result<(), Failure> {
-    let mut img = image::open(&a.image, true)?;
+    let mut img = image::open(&a.image, &a.header, Access::Replace)?;
     passphrase::confirm(
         &format!(
             "This will destroy every keyslot of {}: the data cannot be opened again without a header backup.",
-            a.image.display()
+            img.files.header_path.display()
         ),
         a.batch,
     )?;
-    img.header.erase(&img.store)?;
-    println!("all keyslots of {} destroyed", a.image.display());
+    img.update(|h, store| Ok(h.erase(store)?))?;
+    println!(
+        "all keyslots of {} destroyed",
+        img.files.header_path.display()
+    );
     Ok(())
 }
 

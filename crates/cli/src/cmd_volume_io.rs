@@ -1,14 +1,15 @@
 //! `read` and `write`: plaintext in and out of a volume through the sector engine's
 //! pipelined `read_to` / `write_from` (the standard stream or file is served by a second
-//! thread while the engine's workers encrypt or decrypt). `read` replaces `--output`
-//! only on success; `write` checks that a file input fits before writing anything (stdin's
+//! thread while the engine's workers encrypt or decrypt). `read` replaces a regular
+//! `--output` file only on success and writes through a FIFO or device (`output.rs`);
+//! `write` checks that a file input fits before writing anything (stdin's
 //! length is unknown: it stops with an error at the end of the volume). Progress goes to a
 //! terminal's stderr only.
 
-use crate::args::{ReadArgs, WriteArgs};
+use crate::args::{HeaderArg, KeyArgs, ReadArgs, WriteArgs};
 use crate::failure::Failure;
-use crate::image;
-use sectorcrypt_volume::atomic::AtomicFile;
+use crate::image::{self, Claims};
+use crate::output::Output;
 use sectorcrypt_volume::engine::{EngineOptions, Volume};
 use std::fs::File;
 use std::io::{IsTerminal, Read, Write};
@@ -19,13 +20,21 @@ fn io_err(what: impl std::fmt::Display, e: std::io::Error) -> Failure {
     Failure::runtime(format!("{what}: {e}"))
 }
 
-/// The volume of `image` for reading or writing.
-fn open_volume(image: &Path, key: &crate::args::KeyArgs, write: bool) -> Result<Volume, Failure> {
+/// The volume of `image` (with its header in `header` when detached) for reading or
+/// writing, and the claims on its files to hold while it is used (listed first: dropped
+/// after the volume).
+fn open_volume(
+    image: &Path,
+    header: &HeaderArg,
+    key: &KeyArgs,
+    write: bool,
+) -> Result<(Claims, Volume), Failure> {
     let opts = EngineOptions {
         read_only: !write,
         ..EngineOptions::default()
     };
-    Ok(image::open_volume(image, key, opts)?.0)
+    let opened = image::open_volume(image, header, key, opts)?;
+    Ok((opened.claims, opened.volume))
 }
 
 /// Refuses an `--offset` beyond the end of the volume.
@@ -115,7 +124,7 @@ impl<T: Write + ?Sized> Write for Counted<'_, T> {
 }
 
 pub fn read(a: ReadArgs) -> Result<(), Failure> {
-    let vol = open_volume(&a.image, &a.key, false)?;
+    let (_claims, vol) = open_volume(&a.image, &a.header, &a.key, false)?;
     let offset = a.offset.unwrap_or(0);
     check_offset(&vol, offset)?;
     let length = a.length.unwrap_or(vol.size() - offset);
@@ -125,11 +134,9 @@ pub fn read(a: ReadArgs) -> Result<(), Failure> {
             vol.size()
         )));
     }
-    // Output: replaced atomically, only on success (see `sectorcrypt_volume::atomic`).
-    let mut file = match &a.output {
-        Some(p) => Some(AtomicFile::create(p).map_err(|e| io_err(p.display(), e))?),
-        None => None,
-    };
+    // Output: a regular file is replaced only on success, a FIFO or device written
+    // through (see `output.rs`).
+    let mut file = a.output.as_deref().map(Output::open).transpose()?;
     let mut stdout = std::io::stdout();
     let out: &mut (dyn Write + Send) = match file.as_mut() {
         Some(f) => f,
@@ -184,7 +191,7 @@ pub fn write(a: WriteArgs) -> Result<(), Failure> {
             .map(|m| m.len()),
         _ => None,
     };
-    let vol = open_volume(&a.image, &a.key, true)?;
+    let (_claims, vol) = open_volume(&a.image, &a.header, &a.key, true)?;
     let offset = a.offset.unwrap_or(0);
     check_offset(&vol, offset)?;
     if let Some(len) = known_len {

@@ -1,29 +1,67 @@
 //! The one image opener: every command that opens a volume (dump, test-key, add-key,
 //! change-key, remove-key, header backup/restore, erase, read, write, serve, mount) goes
-//! through here: open the file, read and detect its header (any format the volume crate
-//! knows), get the passphrase, unlock, start the engine. The same failure therefore gives
-//! the same message and exit code in every command (see `failure.rs`): an image that
-//! cannot be opened (missing, unreadable, a directory) or that holds no valid header is
-//! bad input (2), an I/O error while reading an image that opened is a runtime failure
-//! (1), a wrong passphrase is 3.
+//! through here: open the files, take the locks the command needs, read and detect the
+//! header (any format the volume crate knows), get the passphrase, unlock, start the
+//! engine. The same failure therefore gives the same message and exit code in every
+//! command (see `failure.rs`): an image that cannot be opened (missing, unreadable, a
+//! directory) or that holds no valid header is bad input (2), an I/O error while reading an
+//! image that opened is a runtime failure (1), a wrong passphrase is 3.
+//!
+//! **Detached headers** (`--header FILE`, as cryptsetup's): the header and keyslots are
+//! read and written in FILE, the data in IMAGE from the header's data offset on (0 for
+//! the headers `cryptsetup luksFormat --header` makes). The same file given twice is an
+//! attached header. A header whose data starts inside its own metadata (data offset 0),
+//! used without `--header`, opens its keyslots (as `cryptsetup open --test-passphrase`
+//! does) but never its data: read, write, serve and mount refuse it (2), since writing
+//! the data would overwrite the header.
+//!
+//! **Locks** (`sectorcrypt_volume::lock`): the header lock (`flock`, cryptsetup's) on the
+//! header's file is shared while a header is read and a keyslot opened, exclusive while a
+//! keyslot changes; every change reads the header again under the exclusive lock, so two
+//! processes changing keyslots run one after the other and both results survive. The use
+//! claim is shared by read, write, serve and mount on every file of the volume for as long
+//! as they run; erase and header restore (and format, in its own command) claim the files
+//! they write exclusively and refuse, with exit 1, a volume in use: the image and the
+//! arguments are right, and the same command succeeds once the other process is done (a
+//! runtime condition, like an I/O error, not bad input). Keyslot changes need no claim:
+//! they are allowed on a served volume, as cryptsetup allows them on an active device.
 
-use crate::args::KeyArgs;
+use crate::args::{HeaderArg, KeyArgs};
 use crate::failure::Failure;
 use crate::passphrase::{self, Secret};
 use sectorcrypt_volume::engine::{EngineOptions, Volume};
-use sectorcrypt_volume::{FileStore, Header, Unlocked};
+use sectorcrypt_volume::lock::{HeaderLock, Mode, UseClaim};
+use sectorcrypt_volume::{FileStore, Header, Placement, Unlocked};
 use std::fs::OpenOptions;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-/// An image whose header was read.
-#[derive(Debug)]
-pub struct Image {
-    /// The path given.
-    pub path: PathBuf,
-    /// The file.
-    pub store: FileStore,
-    /// Its header.
-    pub header: Header,
+/// How a command uses a volume: what it opens for writing and which locks it takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Reads the header: dump, test-key, header backup.
+    Inspect,
+    /// Changes keyslots (allowed while the volume is in use): add-key, change-key,
+    /// remove-key.
+    Keyslots,
+    /// Replaces or destroys the header (refused while the volume is in use): erase,
+    /// header restore.
+    Replace,
+    /// Reads or writes the data: read, write, serve, mount.
+    Data {
+        /// Whether the data is written.
+        write: bool,
+    },
+}
+
+/// The use claims a command holds while it uses a volume; released when dropped.
+#[derive(Debug, Default)]
+pub struct Claims(Vec<UseClaim>);
+
+impl From<UseClaim> for Claims {
+    fn from(c: UseClaim) -> Claims {
+        Claims(vec![c])
+    }
 }
 
 /// Opens `path` (read-write when `write`) as a store. A file that cannot be opened, or a
@@ -41,43 +79,241 @@ pub fn open_store(path: &Path, write: bool) -> Result<FileStore, Failure> {
     Ok(FileStore::new(file, path.display().to_string()))
 }
 
-/// Opens `path` and reads its header (never writing).
-pub fn open(path: &Path, write: bool) -> Result<Image, Failure> {
-    let store = open_store(path, write)?;
-    let header = Header::read(&store)?;
-    Ok(Image {
-        path: path.to_path_buf(),
-        store,
-        header,
-    })
+/// Claims the use of `store` (the file `path`) in `mode`. A shared claim waits for an
+/// exclusive one to end (a header being replaced); an exclusive claim never waits: a
+/// volume in use is refused (exit 1, see the module doc).
+pub fn claim(store: &FileStore, path: &Path, mode: Mode) -> Result<UseClaim, Failure> {
+    let failed = |e| Failure::runtime(format!("locking {}: {e}", path.display()));
+    if let Some(c) = store.claim_use(mode, false).map_err(failed)? {
+        return Ok(c);
+    }
+    if mode == Mode::Exclusive {
+        return Err(Failure::runtime(format!(
+            "{} is in use: another process is serving, mounting, reading or writing it; \
+             stop it first",
+            path.display()
+        )));
+    }
+    eprintln!(
+        "sectorcrypt: waiting: another process is replacing the header of {}",
+        path.display()
+    );
+    Ok(store
+        .claim_use(mode, true)
+        .map_err(failed)?
+        .expect("a waiting claim"))
+}
+
+/// Takes the header lock on `store` (the file `path`) in `mode`, waiting for another
+/// process's conflicting lock to be released (saying so).
+pub fn lock_header(store: &FileStore, path: &Path, mode: Mode) -> Result<HeaderLock, Failure> {
+    let failed = |e| Failure::runtime(format!("locking the header of {}: {e}", path.display()));
+    if let Some(l) = store.lock_header(mode, false).map_err(failed)? {
+        return Ok(l);
+    }
+    eprintln!(
+        "sectorcrypt: waiting for another process to finish with the header of {}",
+        path.display()
+    );
+    Ok(store
+        .lock_header(mode, true)
+        .map_err(failed)?
+        .expect("a waiting lock"))
+}
+
+/// Whether two open files are one file (a `--header` naming the image itself).
+pub fn same_file(a: &FileStore, b: &FileStore) -> bool {
+    match (a.file().metadata(), b.file().metadata()) {
+        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+        _ => false,
+    }
+}
+
+/// The files of a volume, opened for a command's [`Access`] with its use claims.
+#[derive(Debug)]
+pub struct Files {
+    /// The image as given: the data, and the header too unless it is detached.
+    pub path: PathBuf,
+    /// Where the header is: `path`, or the `--header` file.
+    pub header_path: PathBuf,
+    /// The header's store.
+    pub store: FileStore,
+    /// The data's store, when the header is detached.
+    data: Option<FileStore>,
+    claims: Claims,
+}
+
+impl Files {
+    /// Opens the files of the volume at `path` (with its header in `header` when given)
+    /// and claims them as `access` needs.
+    pub fn open(path: &Path, header: &HeaderArg, access: Access) -> Result<Files, Failure> {
+        let data_write = access == Access::Data { write: true };
+        let header_write = matches!(access, Access::Keyslots | Access::Replace);
+        let attached = |path: &Path| open_store(path, header_write || data_write);
+        let (store, header_path, data) = match &header.file {
+            Some(h) => {
+                let data = open_store(path, data_write)?;
+                let hdr = open_store(h, header_write)?;
+                if same_file(&hdr, &data) {
+                    (attached(path)?, path.to_path_buf(), None)
+                } else {
+                    (hdr, h.clone(), Some(data))
+                }
+            }
+            None => (attached(path)?, path.to_path_buf(), None),
+        };
+        let mut files = Files {
+            path: path.to_path_buf(),
+            header_path,
+            store,
+            data,
+            claims: Claims::default(),
+        };
+        match access {
+            Access::Data { .. } => {
+                let c = claim(&files.store, &files.header_path, Mode::Shared)?;
+                files.claims.0.push(c);
+                if let Some(d) = &files.data {
+                    files.claims.0.push(claim(d, &files.path, Mode::Shared)?);
+                }
+            }
+            Access::Replace => {
+                let c = claim(&files.store, &files.header_path, Mode::Exclusive)?;
+                files.claims.0.push(c);
+            }
+            Access::Inspect | Access::Keyslots => {}
+        }
+        Ok(files)
+    }
+
+    /// Where the header and the data are.
+    pub fn placement(&self) -> Placement<'_> {
+        match &self.data {
+            None => Placement::Attached(&self.store),
+            Some(data) => Placement::Detached {
+                header: &self.store,
+                data,
+            },
+        }
+    }
+
+    /// Takes the header lock in `mode` (see [`lock_header`]).
+    pub fn lock(&self, mode: Mode) -> Result<HeaderLock, Failure> {
+        lock_header(&self.store, &self.header_path, mode)
+    }
+
+    /// Reads the header under the shared header lock (never writing).
+    pub fn read_header(&self) -> Result<Header, Failure> {
+        let _lock = self.lock(Mode::Shared)?;
+        Ok(Header::read(&self.store)?)
+    }
+}
+
+/// A volume whose header was read.
+#[derive(Debug)]
+pub struct Image {
+    /// Its files.
+    pub files: Files,
+    /// Its header, as last read.
+    pub header: Header,
+}
+
+/// Opens the volume at `path` (header in `header` when given) for `access` and reads its
+/// header (never writing).
+pub fn open(path: &Path, header: &HeaderArg, access: Access) -> Result<Image, Failure> {
+    let files = Files::open(path, header, access)?;
+    let header = files.read_header()?;
+    Ok(Image { files, header })
 }
 
 impl Image {
-    /// The passphrase of this image, as `key` says (key file, prompt, standard input).
+    /// The passphrase of this volume, as `key` says (key file, prompt, standard input).
     pub fn passphrase(&self, key: &KeyArgs) -> Result<Secret, Failure> {
-        passphrase::existing(key, &self.path)
+        passphrase::existing(key, &self.files.path)
     }
 
     /// Gets the passphrase and unlocks (only `--key-slot` when given).
-    pub fn unlock(&self, key: &KeyArgs) -> Result<Unlocked, Failure> {
+    pub fn unlock(&mut self, key: &KeyArgs) -> Result<Unlocked, Failure> {
         let pass = self.passphrase(key)?;
-        Ok(self.header.unlock_slot(&self.store, &pass, key.key_slot)?)
+        self.unlock_with(&pass, key.key_slot)
     }
 
-    /// The engine over the data area of the volume `unlocked` opened.
-    pub fn engine(self, unlocked: &Unlocked, opts: EngineOptions) -> Result<Volume, Failure> {
-        Ok(unlocked.engine(Box::new(self.store), opts)?)
+    /// Unlocks with `pass` (only keyslot `slot` when given) under the shared header lock,
+    /// after reading the header again: the keyslot opened is one no other process is
+    /// changing.
+    pub fn unlock_with(&mut self, pass: &[u8], slot: Option<usize>) -> Result<Unlocked, Failure> {
+        let _lock = self.files.lock(Mode::Shared)?;
+        self.header = Header::read(&self.files.store)?;
+        Ok(self.header.unlock_at(self.files.placement(), pass, slot)?)
+    }
+
+    /// Runs `change` on the header under the exclusive header lock, after reading the
+    /// header again: a change made by another process meanwhile is kept.
+    pub fn update<T>(
+        &mut self,
+        change: impl FnOnce(&mut Header, &FileStore) -> Result<T, Failure>,
+    ) -> Result<T, Failure> {
+        let _lock = self.files.lock(Mode::Exclusive)?;
+        self.header = Header::read(&self.files.store)?;
+        change(&mut self.header, &self.files.store)
+    }
+
+    /// The engine over the data area of the volume `unlocked` opened, and the use claims
+    /// to hold while it runs. A detached header used on its own is refused.
+    pub fn engine(
+        self,
+        unlocked: &Unlocked,
+        opts: EngineOptions,
+    ) -> Result<(Volume, Claims), Failure> {
+        if let Some((offset, end)) = unlocked.data_inside_header() {
+            return Err(Failure::usage(format!(
+                "{} holds a detached header: its data offset is {offset}, inside its own \
+                 {end} bytes of metadata and keyslots (\"Reduced data offset is allowed only \
+                 for detached LUKS header\", cryptsetup says); give the data device as the \
+                 image and this file with --header",
+                self.files.path.display()
+            )));
+        }
+        let Files {
+            store,
+            data,
+            claims,
+            ..
+        } = self.files;
+        let data = data.unwrap_or(store);
+        Ok((unlocked.engine(Box::new(data), opts)?, claims))
     }
 }
 
-/// Opens `path`, unlocks it with `key` and starts the engine (read-write when `write`).
+/// An open volume: the engine, what unlocking found, and the claims to hold while the
+/// engine runs.
+#[derive(Debug)]
+pub struct Opened {
+    /// The engine.
+    pub volume: Volume,
+    /// The unlocked volume.
+    pub unlocked: Unlocked,
+    /// The use claims (drop them after the engine).
+    pub claims: Claims,
+}
+
+/// Opens the volume at `path` (header in `header` when given), unlocks it with `key` and
+/// starts the engine (read-write unless `opts.read_only`).
 pub fn open_volume(
     path: &Path,
+    header: &HeaderArg,
     key: &KeyArgs,
     opts: EngineOptions,
-) -> Result<(Volume, Unlocked), Failure> {
-    let image = open(path, !opts.read_only)?;
+) -> Result<Opened, Failure> {
+    let access = Access::Data {
+        write: !opts.read_only,
+    };
+    let mut image = open(path, header, access)?;
     let unlocked = image.unlock(key)?;
-    let volume = image.engine(&unlocked, opts)?;
-    Ok((volume, unlocked))
+    let (volume, claims) = image.engine(&unlocked, opts)?;
+    Ok(Opened {
+        volume,
+        unlocked,
+        claims,
+    })
 }

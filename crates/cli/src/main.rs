@@ -16,6 +16,8 @@ mod cmd_volume_io;
 mod failure;
 mod image;
 mod listed;
+mod memory;
+mod output;
 mod passphrase;
 mod volume_export;
 
@@ -36,6 +38,7 @@ fn main() {
         Command::ChangeKey(a) => cmd_volume::change_key(a),
         Command::TestKey(a) => cmd_volume::test_key(a),
         Command::Header(c) => cmd_volume::header(c),
+        Command::Repair(a) => cmd_volume::repair(a),
         Command::Erase(a) => cmd_volume::erase(a),
         Command::Read(a) => cmd_volume_io::read(a),
         Command::Write(a) => cmd_volume_io::write(a),
@@ -43,6 +46,7 @@ fn main() {
         Command::Mount(a) => cmd_mount::run(a),
         Command::Umount(a) => cmd_mount::umount(a),
     };
+    memory::warn_if_unlocked();
     if let Err(f) = result {
         eprintln!("sectorcrypt: {}", f.message());
         std::process::exit(f.exit_code());

@@ -1,103 +1,219 @@
 //! Passphrases and confirmations, the way cryptsetup users expect them: prompted without
 //! echo on a terminal (from /dev/tty), one line from standard input when it is not a
 //! terminal, or the exact bytes of `--key-file F` ('-' = all of standard input).
-//! Passphrases are kept in zeroizing buffers and never printed.
+//!
+//! Every passphrase is read with `read(2)` straight into secret memory
+//! ([`SecretBytes`]: locked, out of core dumps, wiped when dropped), never through a
+//! buffer of its own or of the standard library: std's standard input keeps what it read
+//! ahead in a buffer for the life of the process. A line is read one byte at a time, so
+//! what follows it stays in the file for the next reader. Passphrases are never printed.
 
 use crate::args::KeyArgs;
 use crate::failure::Failure;
-use std::io::{IsTerminal, Read};
+use rustix::termios::{self, LocalModes, OptionalActions, SpecialCodeIndex};
+use sectorcrypt_crypto::secret::SecretBytes;
+use std::fs::File;
+use std::io::{self, IsTerminal, Write};
+use std::os::fd::{AsFd, BorrowedFd};
 use std::path::Path;
-use zeroize::Zeroizing;
 
 /// cryptsetup's default key file size limit.
-const MAX_KEY_FILE: u64 = 8 << 20;
+const MAX_KEY_FILE: usize = 8 << 20;
 /// cryptsetup's limit for an interactive passphrase.
 const MAX_TYPED: usize = 512;
 
-pub type Secret = Zeroizing<Vec<u8>>;
+pub type Secret = SecretBytes;
 
-/// Appends to a secret without leaving copies behind: a plain `Vec` that grows frees its
-/// old allocation unwiped, so when full the bytes move to a new buffer of twice the
-/// capacity and the old one is wiped as it is dropped.
-fn append(buf: &mut Secret, bytes: &[u8]) {
-    if buf.capacity() - buf.len() < bytes.len() {
-        let want = (buf.len() + bytes.len()).max(2 * buf.capacity()).max(64);
-        let mut bigger = Zeroizing::new(Vec::with_capacity(want));
-        bigger.extend_from_slice(buf);
-        *buf = bigger;
+/// `read(2)` into `buf`, again when interrupted by a signal.
+fn read_fd(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize> {
+    loop {
+        match rustix::io::read(fd, &mut *buf) {
+            Err(rustix::io::Errno::INTR) => {}
+            r => return r.map_err(io::Error::from),
+        }
     }
-    buf.extend_from_slice(bytes);
+}
+
+/// Reads one byte of `fd` onto the end of `s`; false at the end of the file.
+fn read_byte(fd: BorrowedFd<'_>, s: &mut Secret) -> io::Result<bool> {
+    s.reserve(1);
+    let n = read_fd(fd, &mut s.spare_capacity_mut()[..1])?;
+    s.set_len(s.len() + n);
+    Ok(n == 1)
+}
+
+/// All of `fd`, at most `max` bytes (`Ok(None)` beyond).
+fn read_all(fd: BorrowedFd<'_>, max: usize) -> io::Result<Option<Secret>> {
+    let mut s = Secret::with_capacity(4096);
+    loop {
+        if s.spare_capacity_mut().is_empty() {
+            s.reserve(s.capacity());
+        }
+        let room = s.spare_capacity_mut().len().min(max + 1 - s.len());
+        let n = read_fd(fd, &mut s.spare_capacity_mut()[..room])?;
+        if n == 0 {
+            return Ok(Some(s));
+        }
+        s.set_len(s.len() + n);
+        if s.len() > max {
+            return Ok(None);
+        }
+    }
+}
+
+/// One line of `fd` without its newline, at most `max` bytes (`Ok(None)` beyond).
+fn read_line(fd: BorrowedFd<'_>, max: usize) -> io::Result<Option<Secret>> {
+    let mut s = Secret::with_capacity(256);
+    while read_byte(fd, &mut s)? {
+        if s.last() == Some(&b'\n') {
+            s.set_len(s.len() - 1);
+            break;
+        }
+        if s.len() > max {
+            return Ok(None);
+        }
+    }
+    Ok(Some(s))
 }
 
 /// The bytes of a key file ('-': standard input).
 fn from_file(path: &Path) -> Result<Secret, Failure> {
-    let mut input: Box<dyn Read> = if path == Path::new("-") {
-        Box::new(std::io::stdin().lock())
+    let (file, stdin);
+    let fd = if path == Path::new("-") {
+        stdin = io::stdin();
+        stdin.as_fd()
     } else {
-        Box::new(
-            std::fs::File::open(path)
-                .map_err(|e| Failure::usage(format!("key file {}: {e}", path.display())))?,
-        )
+        file = File::open(path)
+            .map_err(|e| Failure::usage(format!("key file {}: {e}", path.display())))?;
+        file.as_fd()
     };
-    let mut buf = Zeroizing::new(Vec::new());
-    let mut piece = Zeroizing::new([0u8; 4096]);
-    loop {
-        match input.read(&mut piece[..]) {
-            Ok(0) => break,
-            Ok(n) => append(&mut buf, &piece[..n]),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => {
-                return Err(Failure::runtime(format!(
-                    "reading key file {}: {e}",
-                    path.display()
-                )))
-            }
-        }
-        if buf.len() as u64 > MAX_KEY_FILE {
-            return Err(Failure::usage(format!(
-                "key file {} is larger than 8 MiB",
-                path.display()
-            )));
-        }
-    }
-    if buf.is_empty() {
-        return Err(Failure::usage(format!(
+    let read = read_all(fd, MAX_KEY_FILE)
+        .map_err(|e| Failure::runtime(format!("reading key file {}: {e}", path.display())))?;
+    match read {
+        None => Err(Failure::usage(format!(
+            "key file {} is larger than 8 MiB",
+            path.display()
+        ))),
+        Some(s) if s.is_empty() => Err(Failure::usage(format!(
             "key file {} is empty",
             path.display()
-        )));
+        ))),
+        Some(s) => Ok(s),
     }
-    Ok(buf)
 }
 
-/// One line of standard input, byte by byte (so a second line stays for the next read).
+/// One line of standard input (a second line stays for the next read).
 fn stdin_line() -> Result<Secret, Failure> {
-    let mut line = Zeroizing::new(Vec::new());
-    let mut stdin = std::io::stdin().lock();
-    let mut b = [0u8; 1];
+    read_line(io::stdin().as_fd(), MAX_KEY_FILE)
+        .map_err(|e| Failure::runtime(format!("reading standard input: {e}")))?
+        .ok_or_else(|| Failure::usage("passphrase line longer than 8 MiB"))
+}
+
+/// The terminal with echo, line editing and signal keys off while it lives (restored
+/// on drop), so that every key comes to [`typed`] as it is pressed.
+struct Raw<'a> {
+    tty: &'a File,
+    saved: termios::Termios,
+}
+
+impl<'a> Raw<'a> {
+    fn new(tty: &'a File) -> io::Result<Raw<'a>> {
+        let saved = termios::tcgetattr(tty)?;
+        let mut raw = saved.clone();
+        raw.local_modes
+            .remove(LocalModes::ECHO | LocalModes::ICANON | LocalModes::ISIG);
+        raw.special_codes[SpecialCodeIndex::VMIN] = 1;
+        raw.special_codes[SpecialCodeIndex::VTIME] = 0;
+        termios::tcsetattr(tty, OptionalActions::Flush, &raw)?;
+        Ok(Raw { tty, saved })
+    }
+}
+
+impl Drop for Raw<'_> {
+    fn drop(&mut self) {
+        let _ = termios::tcsetattr(self.tty, OptionalActions::Now, &self.saved);
+    }
+}
+
+/// What the terminal signals rather than types.
+enum Typed {
+    Line(Secret),
+    TooLong,
+    Interrupted,
+    EndOfFile,
+}
+
+/// One passphrase typed on `tty` (in raw mode): Enter ends it, Backspace erases a
+/// character, Ctrl-U the line, Ctrl-C interrupts, Ctrl-D on an empty line is the end of
+/// input; other control keys are ignored.
+fn typed(tty: &File) -> io::Result<Typed> {
+    let mut s = Secret::with_capacity(MAX_TYPED + 1);
     loop {
-        match stdin.read(&mut b) {
-            Ok(0) => break,
-            Ok(_) if b[0] == b'\n' => break,
-            Ok(_) => append(&mut line, &b),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(Failure::runtime(format!("reading standard input: {e}"))),
+        if !read_byte(tty.as_fd(), &mut s)? {
+            return Ok(Typed::EndOfFile);
         }
-        if line.len() > MAX_KEY_FILE as usize {
-            return Err(Failure::usage("passphrase line longer than 8 MiB"));
+        let b = s[s.len() - 1];
+        if b >= 0x20 && b != 0x7f {
+            if s.len() > MAX_TYPED {
+                return Ok(Typed::TooLong);
+            }
+            continue;
+        }
+        // A control key: never part of the passphrase.
+        let mut n = s.len() - 1;
+        match b {
+            b'\r' | b'\n' => {
+                s.set_len(n);
+                return Ok(Typed::Line(s));
+            }
+            0x03 => return Ok(Typed::Interrupted),
+            0x04 if n == 0 => return Ok(Typed::EndOfFile),
+            0x15 => n = 0,
+            // Backspace: the last character, with its UTF-8 continuation bytes.
+            0x7f | 0x08 => {
+                while n > 0 && s[n - 1] & 0xc0 == 0x80 {
+                    n -= 1;
+                }
+                n = n.saturating_sub(1);
+            }
+            _ => {}
+        }
+        s.set_len(n);
+    }
+}
+
+/// Prompts with `msg` on the terminal and reads a passphrase without echo.
+fn from_terminal(msg: &str) -> Result<Secret, Failure> {
+    let failed = |e: io::Error| Failure::runtime(format!("reading the passphrase: {e}"));
+    let mut tty = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/tty")
+        .map_err(failed)?;
+    tty.write_all(msg.as_bytes()).map_err(failed)?;
+    let got = {
+        let _raw = Raw::new(&tty).map_err(failed)?;
+        typed(&tty).map_err(failed)?
+    };
+    let _ = tty.write_all(b"\n");
+    match got {
+        Typed::Line(s) => Ok(s),
+        Typed::TooLong => Err(Failure::usage("passphrase longer than 512 characters")),
+        Typed::EndOfFile => Err(Failure::usage("no passphrase: end of input")),
+        Typed::Interrupted => {
+            // The terminal is restored: stop as Ctrl-C would have stopped us.
+            let _ = rustix::process::kill_process(
+                rustix::process::getpid(),
+                rustix::process::Signal::INT,
+            );
+            Err(Failure::runtime("interrupted"))
         }
     }
-    Ok(line)
 }
 
 fn prompt(msg: &str) -> Result<Secret, Failure> {
-    if std::io::stdin().is_terminal() {
-        let s = rpassword::prompt_password(msg)
-            .map_err(|e| Failure::runtime(format!("reading the passphrase: {e}")))?;
-        let s = Zeroizing::new(s.into_bytes());
-        if s.len() > MAX_TYPED {
-            return Err(Failure::usage("passphrase longer than 512 characters"));
-        }
-        Ok(s)
+    if io::stdin().is_terminal() {
+        from_terminal(msg)
     } else {
         stdin_line()
     }
@@ -128,7 +244,7 @@ pub fn new(file: Option<&Path>) -> Result<Secret, Failure> {
         return from_file(f);
     }
     let a = nonempty(prompt("Enter new passphrase: ")?)?;
-    if std::io::stdin().is_terminal() {
+    if io::stdin().is_terminal() {
         let b = prompt("Verify passphrase: ")?;
         if *a != *b {
             return Err(Failure::usage("passphrases do not match"));
@@ -153,18 +269,17 @@ pub fn confirm(warning: &str, batch: bool) -> Result<(), Failure> {
     if batch {
         return Ok(());
     }
-    if !std::io::stdin().is_terminal() {
+    if !io::stdin().is_terminal() {
         return Err(Failure::usage(format!(
             "{warning}\nconfirmation needed: rerun with --batch (-q) to proceed without a terminal"
         )));
     }
     eprintln!("WARNING!\n========\n{warning}\n");
     eprint!("Are you sure? (Type 'yes' in capital letters): ");
-    let mut answer = String::new();
-    std::io::stdin()
-        .read_line(&mut answer)
+    // Unbuffered too: whatever follows the answer stays for the next reader.
+    let answer = read_line(io::stdin().as_fd(), MAX_TYPED)
         .map_err(|e| Failure::runtime(format!("reading the answer: {e}")))?;
-    if answer.trim() == "YES" {
+    if answer.is_some_and(|a| a.trim_ascii() == b"YES") {
         Ok(())
     } else {
         Err(Failure::usage("not confirmed; nothing was changed"))
@@ -175,15 +290,32 @@ pub fn confirm(warning: &str, batch: bool) -> Result<(), Failure> {
 mod tests {
     use super::*;
 
+    /// A pipe holding `bytes`, its writing end closed.
+    fn pipe_with(bytes: &[u8]) -> io::PipeReader {
+        let (r, mut w) = io::pipe().unwrap();
+        w.write_all(bytes).unwrap();
+        r
+    }
+
     #[test]
-    fn append_keeps_every_byte_across_growth() {
-        let mut buf = Zeroizing::new(Vec::new());
-        let mut want = Vec::new();
-        for i in 0..1000u32 {
-            let piece = [(i % 251) as u8; 7];
-            append(&mut buf, &piece);
-            want.extend_from_slice(&piece);
-        }
-        assert_eq!(&buf[..], &want[..]);
+    fn a_line_is_read_up_to_its_newline_and_no_further() {
+        let f = pipe_with(b"first\nsecond\n");
+        let a = read_line(f.as_fd(), 100).unwrap().unwrap();
+        assert_eq!(&a[..], b"first");
+        let b = read_line(f.as_fd(), 100).unwrap().unwrap();
+        assert_eq!(&b[..], b"second");
+        assert!(read_line(f.as_fd(), 100).unwrap().unwrap().is_empty());
+        let long = pipe_with(&[b'x'; 101]);
+        assert!(read_line(long.as_fd(), 100).unwrap().is_none());
+    }
+
+    #[test]
+    fn a_whole_file_is_read_across_growth_up_to_the_limit() {
+        let data: Vec<u8> = (0..20_000u32).map(|i| (i % 251) as u8).collect();
+        let f = pipe_with(&data);
+        let got = read_all(f.as_fd(), 20_000).unwrap().unwrap();
+        assert_eq!(&got[..], &data[..]);
+        let f = pipe_with(&data);
+        assert!(read_all(f.as_fd(), 19_999).unwrap().is_none());
     }
 }

@@ -3,19 +3,21 @@
 
 use crate::args::{KeyArgs, OpenArgs};
 use crate::failure::Failure;
-use crate::image;
+use crate::image::{self, Claims};
 use sectorcrypt_crypto::dmcrypt::CipherSpec;
 use sectorcrypt_nbd::Export;
 use sectorcrypt_volume::engine::{EngineOptions, Volume};
+use sectorcrypt_volume::lock::Mode;
 use sectorcrypt_volume::{Geometry, IvRule, Layout, Store};
 use std::io::{self, Write};
 use zeroize::Zeroizing;
 
-/// An open volume as an NBD export.
+/// An open volume as an NBD export, with the claims on its files (dropped after it).
 #[derive(Debug)]
 pub struct VolumeExport {
     volume: Volume,
     discards: bool,
+    _claims: Claims,
 }
 
 impl VolumeExport {
@@ -69,6 +71,14 @@ fn options(a: &OpenArgs) -> Result<EngineOptions, Failure> {
 
 /// Opens the volume `a` describes.
 pub fn open(a: &OpenArgs) -> Result<VolumeExport, Failure> {
+    crate::memory::hold_keys_for_long();
+    let export = open_export(a);
+    crate::memory::scrub_after_unlock();
+    crate::memory::warn_if_unlocked();
+    export
+}
+
+fn open_export(a: &OpenArgs) -> Result<VolumeExport, Failure> {
     if a.onetime {
         return onetime(a);
     }
@@ -77,7 +87,11 @@ pub fn open(a: &OpenArgs) -> Result<VolumeExport, Failure> {
         key_slot: None,
         batch: false,
     };
-    let (volume, unlocked) = image::open_volume(&a.image, &key, options(a)?)?;
+    let image::Opened {
+        volume,
+        unlocked,
+        claims,
+    } = image::open_volume(&a.image, &a.header, &key, options(a)?)?;
     let _ = writeln!(
         io::stderr(),
         "sectorcrypt: {} unlocked with keyslot {}: {} bytes of {}, {}-byte sectors",
@@ -90,6 +104,7 @@ pub fn open(a: &OpenArgs) -> Result<VolumeExport, Failure> {
     Ok(VolumeExport {
         volume,
         discards: false,
+        _claims: claims,
     })
 }
 
@@ -102,6 +117,7 @@ fn onetime(a: &OpenArgs) -> Result<VolumeExport, Failure> {
         ));
     }
     let store = image::open_store(&a.image, true)?;
+    let claim = image::claim(&store, &a.image, Mode::Shared)?;
     let len = store
         .size()
         .map_err(|e| Failure::runtime(format!("{}: {e}", a.image.display())))?;
@@ -134,5 +150,6 @@ fn onetime(a: &OpenArgs) -> Result<VolumeExport, Failure> {
     Ok(VolumeExport {
         volume,
         discards: false,
+        _claims: Claims::from(claim),
     })
 }

@@ -11,7 +11,6 @@ mod volumes;
 use sectorcrypt_testkit::run_stdout as sh;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
 use support::{bin, code, s, sc};
 use volumes::mounted;
 
@@ -99,16 +98,6 @@ fn mount_volume(img: &Path, pass: &Path, mp: &Path) {
     assert!(mounted(mp));
 }
 
-/// `sectorcrypt umount MP`, then waits until the serving process let go of it.
-fn unmount_volume(mp: &Path) {
-    sh(Command::new(bin()).arg("umount").arg(mp));
-    let t0 = Instant::now();
-    while mounted(mp) {
-        assert!(t0.elapsed() < Duration::from_secs(20), "still mounted");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 /// Mounts the volume, attaches a loop device to its disk.
 fn attach(img: &Path, pass: &Path, fuse_mount: &Path, clean: &mut Cleanup) -> String {
     mount_volume(img, pass, fuse_mount);
@@ -124,7 +113,7 @@ fn attach(img: &Path, pass: &Path, fuse_mount: &Path, clean: &mut Cleanup) -> St
 fn detach(dev: &str, fuse_mount: &Path, clean: &mut Cleanup) {
     sh(Command::new("losetup").args(["-d", dev]));
     clean.loopdev = None;
-    unmount_volume(fuse_mount);
+    volumes::unmount(fuse_mount);
 }
 
 #[test]
@@ -208,7 +197,7 @@ fn the_mounted_file_reads_and_writes_at_odd_offsets_and_keeps_its_size() {
         fuse_mount: mp.clone(),
     };
     let mount = || mount_volume(&img, &pass, &mp);
-    let unmount = || unmount_volume(&mp);
+    let unmount = || volumes::unmount(&mp);
     mount();
     let disk = mp.join("disk");
     let names: Vec<_> = std::fs::read_dir(&mp)
@@ -232,12 +221,15 @@ fn the_mounted_file_reads_and_writes_at_odd_offsets_and_keeps_its_size() {
         f.seek(SeekFrom::Start(o)).unwrap();
         f.write_all(&vec![p; l]).unwrap();
     }
-    // Writing past the end fails; reading at the end gives end of file.
+    // Writing past the end fails; reading at or past the end gives end of file.
     f.seek(SeekFrom::Start(size - 1)).unwrap();
     assert!(f.write_all(b"xy").is_err());
-    f.seek(SeekFrom::Start(size)).unwrap();
     let mut b = [0u8; 10];
-    assert_eq!(f.read(&mut b).unwrap(), 0);
+    for at in [size, size + 1, size + 4096, 1 << 40] {
+        f.seek(SeekFrom::Start(at)).unwrap();
+        let got = f.read(&mut b);
+        assert_eq!(got.as_ref().ok(), Some(&0), "a read at {at}: {got:?}");
+    }
     f.sync_all().unwrap();
     drop(f);
     assert_eq!(std::fs::metadata(&disk).unwrap().len(), size);

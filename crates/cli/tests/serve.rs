@@ -1,69 +1,27 @@
 //! `sectorcrypt serve` as a separate process, used by real NBD clients (nbdcopy, nbdinfo,
 //! qemu-io): a one-time volume round trip, a clean stop on SIGTERM and SIGINT, refused
-//! listen addresses.
+//! listen addresses, who may connect (the socket's mode, the warning on TCP).
 
+#[path = "support/served.rs"]
+mod served;
 mod support;
 #[path = "support/volumes.rs"]
 mod volumes;
 
 use rand::{RngCore, SeedableRng};
 use sectorcrypt_testkit::{require, run_stdout as run};
+use served::Served;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use support::{code, ok, s, sc};
 
-/// A `sectorcrypt serve` process; killed if the test ends early.
-struct Served {
-    child: Option<Child>,
-    sock: PathBuf,
-}
-
-impl Served {
-    fn start(args: &[&str], sock: &Path) -> Served {
-        let all = [&["serve"], args, &["--socket", s(sock)]].concat();
-        let child = volumes::spawn(&all, Stdio::piped());
-        let mut served = Served {
-            child: Some(child),
-            sock: sock.to_path_buf(),
-        };
-        let t0 = Instant::now();
-        while !sock.exists() {
-            if let Some(st) = served.child.as_mut().unwrap().try_wait().unwrap() {
-                let out = served.child.take().unwrap().wait_with_output().unwrap();
-                panic!(
-                    "serve exited with {st}: {}",
-                    String::from_utf8_lossy(&out.stderr)
-                );
-            }
-            assert!(t0.elapsed() < Duration::from_secs(20), "no socket");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        served
-    }
-
-    fn uri(&self) -> String {
-        format!("nbd+unix:///?socket={}", self.sock.display())
-    }
-
-    /// Sends `signal` and returns the exit status and stderr.
-    fn stop(mut self, signal: &str) -> (std::process::ExitStatus, String) {
-        let child = self.child.take().unwrap();
-        run(Command::new("kill")
-            .arg(format!("-{signal}"))
-            .arg(child.id().to_string()));
-        let out = child.wait_with_output().unwrap();
-        (out.status, String::from_utf8_lossy(&out.stderr).to_string())
-    }
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
+/// A temporary directory holding a 1 MiB image of zeros for `--onetime`.
+fn scratch() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("scratch.img");
+    std::fs::write(&img, vec![0u8; 1 << 20]).unwrap();
+    (dir, img)
 }
 
 #[test]
@@ -111,9 +69,7 @@ fn onetime_volume_round_trips_through_nbdcopy_and_stops_cleanly() {
 
 #[test]
 fn sigint_stops_the_server_cleanly() {
-    let dir = tempfile::tempdir().unwrap();
-    let img = dir.path().join("scratch.img");
-    std::fs::write(&img, vec![0u8; 1 << 20]).unwrap();
+    let (dir, img) = scratch();
     let sock = dir.path().join("s.sock");
     let srv = Served::start(&[s(&img), "--onetime"], &sock);
     let (status, log) = srv.stop("INT");
@@ -123,9 +79,7 @@ fn sigint_stops_the_server_cleanly() {
 
 #[test]
 fn non_loopback_addresses_and_bad_arguments_are_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    let img = dir.path().join("scratch.img");
-    std::fs::write(&img, vec![0u8; 1 << 20]).unwrap();
+    let (dir, img) = scratch();
     let onetime = ["serve", s(&img), "--onetime"];
     for addr in ["0.0.0.0:10809", "10.1.2.3:10809", "not-an-address"] {
         let out = sc(&[&onetime[..], &["--listen", addr]].concat(), b"");
@@ -151,6 +105,68 @@ fn non_loopback_addresses_and_bad_arguments_are_refused() {
     let out = sc(&[&onetime[..], &["--socket", s(&taken)]].concat(), b"");
     assert_eq!(code(&out), 2);
     assert_eq!(std::fs::read(&taken).unwrap(), b"keep");
+}
+
+#[test]
+fn unix_sockets_are_0600_whatever_the_umask_unless_widened() {
+    use std::os::unix::fs::PermissionsExt;
+    let (dir, img) = scratch();
+    let sock = dir.path().join("s.sock");
+    let mode = || {
+        std::fs::symlink_metadata(&sock)
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o7777
+    };
+    for (umask, extra, want) in [
+        ("000", &[][..], 0o600),
+        ("077", &[][..], 0o600),
+        ("000", &["--socket-mode", "0660"][..], 0o660),
+        ("077", &["--socket-mode", "666"][..], 0o666),
+    ] {
+        let args = [&[s(&img), "--onetime"][..], extra].concat();
+        let srv = Served::start_umask(umask, &args, &sock);
+        assert_eq!(mode(), want, "umask {umask} {extra:?}: mode {:o}", mode());
+        let (status, log) = srv.stop("TERM");
+        assert!(status.success(), "{log}");
+        assert!(!log.contains("any local user"), "{log}");
+    }
+    for bad in ["0800", "abc", "01777", "", "-1"] {
+        let args = ["serve", s(&img), "--onetime", "--socket", s(&sock)];
+        let out = sc(&[&args[..], &["--socket-mode", bad]].concat(), b"");
+        assert_eq!(code(&out), 2, "--socket-mode {bad:?}");
+        assert!(!sock.exists());
+    }
+}
+
+#[test]
+fn listening_on_tcp_says_that_any_local_user_can_connect() {
+    let (_dir, img) = scratch();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let args = ["serve", s(&img), "--onetime", "--listen", &addr];
+    let mut child = volumes::spawn(&args, Stdio::piped());
+    let t0 = Instant::now();
+    while std::net::TcpStream::connect(&addr).is_err() {
+        assert!(child.try_wait().unwrap().is_none(), "serve exited");
+        assert!(t0.elapsed() < Duration::from_secs(20), "not listening");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    run(Command::new("kill").arg(child.id().to_string()));
+    let out = child.wait_with_output().unwrap();
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{log}");
+    let warnings: Vec<_> = log
+        .lines()
+        .filter(|l| l.contains("any local user can connect"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{log}");
+    assert!(warnings[0].contains(&addr), "{log}");
 }
 
 /// A LUKS1 volume of `size` bytes made by qemu-img, and its passphrase file.

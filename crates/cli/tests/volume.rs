@@ -1,9 +1,11 @@
 //! The volume commands end to end: format, dump, test-key, add-key, change-key,
 //! remove-key, header backup/restore, erase, read, write; exit codes (3 for a wrong
 //! passphrase, 2 for bad input with nothing changed), the same in every command that opens
-//! an image (serve and mount included); a kill -9 in the middle of add-key leaves a volume
-//! that opens.
+//! an image (serve and mount included), also for every class of header that breaks a rule
+//! of its format; a kill -9 in the middle of add-key leaves a volume that opens.
 
+#[path = "support/luks2_cases.rs"]
+mod luks2_cases;
 mod support;
 #[path = "support/volumes.rs"]
 mod volumes;
@@ -13,14 +15,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Instant;
 use support::{code, ok, ok_bytes, s, sc};
-use volumes::{key_file as key, new_volume, write_volume, FAST};
-
-fn test_key(img: &Path, pass: &str) -> i32 {
-    code(&sc(
-        &["test-key", s(img), "--key-file", "-"],
-        pass.as_bytes(),
-    ))
-}
+use volumes::{key_file as key, new_volume, test_key, write_volume, FAST};
 
 #[test]
 fn keys_lifecycle_and_exit_codes() {
@@ -367,6 +362,49 @@ const OPENING: [&[&str]; 12] = [
     &["mount", "IMG", "DIR/mnt", "--key-file", "KEY"],
 ];
 
+/// Runs every command of [`OPENING`] on `img` (only those taking a passphrase when
+/// `keyed`), in `d` beside the good volume `other`, with the key file `key`: each command
+/// line and its outcome.
+fn run_opening(
+    img: &Path,
+    d: &Path,
+    other: &Path,
+    key: &Path,
+    keyed: bool,
+) -> Vec<(String, std::process::Output)> {
+    let mut out = Vec::new();
+    for cmd in OPENING {
+        if keyed && !cmd.contains(&"KEY") {
+            continue; // no passphrase asked: a wrong one cannot matter
+        }
+        let args: Vec<String> = cmd
+            .iter()
+            .map(|a| {
+                a.replace("IMG", s(img))
+                    .replace("KEY", s(key))
+                    .replace("OTHER", s(other))
+                    .replace("DIR", s(d))
+            })
+            .collect();
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        out.push((args.join(" "), sc(&args, b"")));
+    }
+    out
+}
+
+/// After [`run_opening`] in `d` refused everything: the restore target `other` still
+/// holds `good`, no backup, output or socket was made, nothing is mounted.
+fn assert_nothing_done(d: &Path, other: &Path, good: &[u8]) {
+    assert!(
+        std::fs::read(other).unwrap() == good,
+        "the restore target changed"
+    );
+    for left in ["backup", "out", "sock"] {
+        assert!(!d.join(left).exists(), "{left} was created");
+    }
+    assert!(!volumes::mounted(&d.join("mnt")), "something was mounted");
+}
+
 /// Every command that opens a volume fails alike on the same image: exit 2 (bad input)
 /// for an image that is missing, a directory, no volume at all or cut inside its header,
 /// exit 3 for a wrong passphrase (in the commands that take one); nothing is written,
@@ -400,36 +438,125 @@ fn every_command_fails_alike_on_an_image_it_cannot_open() {
     let mut wrong_codes = Vec::new();
     for (img, want) in &cases {
         let before = std::fs::read(img).ok();
-        for cmd in OPENING {
-            if *want == 3 && !cmd.contains(&"KEY") {
-                continue; // no passphrase asked: a wrong one cannot matter
-            }
-            let args: Vec<String> = cmd
-                .iter()
-                .map(|a| {
-                    a.replace("IMG", s(img))
-                        .replace("KEY", s(&wrong))
-                        .replace("OTHER", s(&other))
-                        .replace("DIR", s(d))
-                })
-                .collect();
-            let args: Vec<&str> = args.iter().map(String::as_str).collect();
-            let got = code(&sc(&args, b""));
-            table += &format!("{got} {}\n", args.join(" "));
+        for (args, out) in run_opening(img, d, &other, &wrong, *want == 3) {
+            let got = code(&out);
+            table += &format!("{got} {args}\n");
             if got != *want {
-                wrong_codes.push(format!("{} -> {got}, want {want}", args.join(" ")));
+                wrong_codes.push(format!("{args} -> {got}, want {want}"));
             }
         }
         assert_eq!(std::fs::read(img).ok(), before, "{} changed", s(img));
     }
     assert!(wrong_codes.is_empty(), "{wrong_codes:#?}\n{table}");
-    assert!(
-        std::fs::read(&other).unwrap() == good,
-        "the restore target changed"
-    );
-    for left in ["backup", "out", "sock"] {
-        assert!(!d.join(left).exists(), "{left} was created");
-    }
-    assert!(!volumes::mounted(&d.join("mnt")), "something was mounted");
+    assert_nothing_done(d, &other, &good);
     assert_eq!(test_key(&locked, "zero"), 0);
+}
+
+/// A header of each class that breaks a rule (keyslot areas overlapping each other, the
+/// header copies or the data; a missing reference; a number that overflows or is
+/// negative; a segment field; a metadata size; bytes after the JSON; LUKS1 slots
+/// overlapping, in the header, in the data; an image too small for its keyslots) is
+/// refused by every command that opens a volume: exit 2, the rule named, nothing
+/// written, served or mounted.
+#[test]
+fn every_command_refuses_a_header_that_breaks_a_rule() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let other = new_volume(d, &[]);
+    let good = std::fs::read(&other).unwrap();
+    let k0 = d.join("k0");
+    key(d, "k2", "two");
+    std::fs::write(d.join("in"), b"plaintext").unwrap();
+    std::fs::create_dir(d.join("mnt")).unwrap();
+    let mut cases: Vec<(std::path::PathBuf, &str)> = Vec::new();
+    for name in [
+        "overlapping-areas-c1-json0",
+        "area-in-json-hdr-space-json0",
+        "invalid-keyslots-size-c0",
+        "metadata-size-64k-inv-area-c1",
+        "missing-keyslot-referenced-in-digest",
+        "keyslot-missing-digest",
+        "uint64-overflow-segment-size",
+        "uint64-signed-segment-size",
+        "segment-crypt-missing-encryption",
+        "segment-crypt-wrong-sectorsize-0",
+        "invalid-json-size-c2",
+        "metadata-size-invalid",
+        "non-null-bytes-beyond-json0",
+        "missing-trailing-null-byte-json0",
+    ] {
+        let case = luks2_cases::CASES.iter().find(|c| c.name == name).unwrap();
+        let img = d.join(format!("{name}.img"));
+        case.write(&img);
+        cases.push((img, case.rule));
+    }
+    let small = d.join("small.img");
+    std::fs::write(&small, &good[..8 << 20]).unwrap();
+    cases.push((small, "device-too-small"));
+    // LUKS1: slot 1 at slot 0's material, slot 3 inside the header, slot 3 in the data.
+    let luks1 = tempfile::tempdir().unwrap();
+    let l1 = std::fs::read(new_volume(luks1.path(), &["--type", "luks1"])).unwrap();
+    let slot = |i: usize| 208 + 48 * i + 40;
+    let payload = u32::from_be_bytes(l1[104..108].try_into().unwrap());
+    for (name, rule, at, value) in [
+        (
+            "l1-overlap",
+            "luks1-slot-overlap",
+            slot(1),
+            l1[slot(0)..slot(0) + 4].to_vec(),
+        ),
+        (
+            "l1-in-header",
+            "luks1-slot-in-header",
+            slot(3),
+            1u32.to_be_bytes().to_vec(),
+        ),
+        (
+            "l1-in-data",
+            "luks1-slot-in-data",
+            slot(3),
+            payload.to_be_bytes().to_vec(),
+        ),
+    ] {
+        let mut bytes = l1.clone();
+        bytes[at..at + 4].copy_from_slice(&value);
+        let img = d.join(format!("{name}.img"));
+        std::fs::write(&img, bytes).unwrap();
+        cases.push((img, rule));
+    }
+    let mut wrong = Vec::new();
+    let mut runs = 0;
+    for (img, rule) in &cases {
+        let before = std::fs::read(img).unwrap();
+        let mut outcomes = run_opening(img, d, &other, &k0, false);
+        // mount in the background relays its child's message without waiting for all of
+        // it; in the foreground the message is its own.
+        let mnt = d.join("mnt");
+        let fg = [
+            "mount",
+            s(img),
+            s(&mnt),
+            "--foreground",
+            "--key-file",
+            s(&k0),
+        ];
+        outcomes.push(("mount --foreground".into(), sc(&fg, b"")));
+        for (args, out) in outcomes {
+            runs += 1;
+            let err = String::from_utf8_lossy(&out.stderr);
+            let named =
+                err.contains(rule) || (args.starts_with("mount ") && err.contains("see above"));
+            if code(&out) != 2 || !named {
+                wrong.push(format!("{args} -> {}: {err}", code(&out)));
+            }
+        }
+        assert!(std::fs::read(img).unwrap() == before, "{} changed", s(img));
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
+    eprintln!(
+        "{} headers x {} commands: {runs} refusals",
+        cases.len(),
+        OPENING.len() + 1
+    );
+    assert_nothing_done(d, &other, &good);
 }

@@ -49,11 +49,15 @@
 //! nothing a user of the modes needs.
 //!
 //! # Secrets
-//! Expanded keys are zeroized on drop and never appear in `Debug` output or errors.
+//! Expanded keys are zeroized on drop and never appear in `Debug` output or errors. The
+//! AES and GHASH key schedules and the GOST key-meshing chains live in [`secret`] memory
+//! (`memfd_secret` pages, or locked pages kept out of core dumps), as do the passphrases
+//! and volume keys of the crates above, through [`secret::SecretBytes`].
 //!
 //! # Unsafe
-//! `unsafe` is denied crate-wide and allowed only in the x86 backend leaf files and the CPUID
-//! probe, each block with a `// SAFETY:` comment.
+//! `unsafe` is denied crate-wide and allowed only in the x86 backend leaf files, the CPUID
+//! probe and the two leaves of [`secret`] (the system calls that map, lock and unmap
+//! secret pages, and the typed value in them), each block with a `// SAFETY:` comment.
 
 pub mod cpu;
 
@@ -66,6 +70,7 @@ mod gcm;
 mod ghash;
 mod gost;
 mod modes;
+pub mod secret;
 mod traits;
 
 pub use aes_core::Backend;

@@ -1,10 +1,12 @@
-//! The server-wide budget of READ and WRITE payload bytes in flight: a counting semaphore
-//! shared by every connection ([`ServerConfig::payload_budget`](crate::ServerConfig)).
+//! A connection's budget of READ and WRITE payload bytes in flight: a counting semaphore
+//! shared by the connection's reader and workers, and by no other connection
+//! ([`ServerConfig::connection_budget`](crate::ServerConfig)), so a client that stalls
+//! holds up only itself.
 //!
 //! A request takes its payload's share ([`Budget::take`], which waits while the budget is
 //! spent) before its buffer is allocated, and gives it back when its [`Permit`] is dropped
-//! (the reply sent, or the request refused). A request larger than the whole budget takes
-//! all of it, so it waits until it is the only one in flight and never deadlocks.
+//! (the reply sent). A request larger than the whole budget takes all of it, so it waits
+//! until it is the only one in flight and never deadlocks.
 
 use std::sync::{Arc, Condvar, Mutex};
 

@@ -1,5 +1,6 @@
 //! What the caller chooses: where to listen ([`Listen`]) and how the server behaves
-//! ([`ServerConfig`]: the export's name and description, limits, timeouts, logging).
+//! ([`ServerConfig`]: the export's name and description, limits, timeouts, the socket's
+//! mode, logging).
 //!
 //! Plain data with defaults; nothing here binds or reads a socket. Addresses are checked
 //! when parsed: the server serves loopback and Unix sockets only.
@@ -43,30 +44,44 @@ pub struct ServerConfig {
     pub workers_per_connection: usize,
     /// The largest READ or WRITE payload accepted (advertised as the maximum block size).
     pub max_payload: u32,
-    /// Connections served at once; more are closed at once (each costs a reader and the
-    /// workers' threads).
+    /// Connections served at once (each costs a reader and the workers' threads, and up
+    /// to `connection_budget` bytes). When every slot is taken, a new connection takes the
+    /// slot of the one idle longest (no request in flight, or still in the handshake),
+    /// which is closed; when none is idle, the new connection is closed at once.
     pub max_connections: usize,
     /// Log connections and errors on stderr.
     pub log: bool,
     /// The whole handshake (greeting to NBD_OPT_GO) must finish within this time, or the
-    /// connection is closed and its slot freed: idle or slow connections in the
-    /// handshake count against `max_connections`, so without a bound they could lock
-    /// every other client out. Established connections may idle without limit.
+    /// connection is closed and its slot freed.
     pub handshake_timeout: Duration,
-    /// READ and WRITE payload bytes in flight at once over all connections (received
-    /// and not yet written to the export, or read and not yet sent): a request waits
-    /// for its share before its buffer is allocated, so memory stays bounded however
-    /// many clients pipeline large requests. A request larger than the whole budget
-    /// waits until it is the only one in flight.
-    pub payload_budget: usize,
+    /// After the handshake: once the first byte of a request has arrived, the rest of its
+    /// header must arrive within this time, and a write's payload within this time once
+    /// the connection's budget has room for it; otherwise the connection is closed. A
+    /// client stalled in the middle of a request holds nothing but its own connection,
+    /// and not for longer than this. Zero: no limit.
+    pub read_timeout: Duration,
+    /// After the handshake: a connection with no request in flight for this long is
+    /// closed. Zero (the default): idle connections stay open (block devices and virtual
+    /// machines keep theirs for as long as they run) until their slot is needed.
+    pub idle_timeout: Duration,
+    /// READ and WRITE payload bytes in flight at once on one connection (received and not
+    /// yet written to the export, or read and not yet sent): the connection's reader waits
+    /// for its share before a buffer is allocated, so memory stays below
+    /// `max_connections` times this however clients pipeline. Each connection has its
+    /// own: a client that stops sending a payload or reading its replies waits alone. A
+    /// request larger than the whole budget waits until it is the connection's only one.
+    pub connection_budget: usize,
     /// A reply (or handshake message) that cannot be sent within this time ends its
-    /// connection: a client that stops reading cannot hold a worker, its payload budget
-    /// or the shutdown forever. Zero: no timeout.
+    /// connection: a client that stops reading cannot hold a worker or the shutdown
+    /// forever. Zero: no timeout.
     pub write_timeout: Duration,
     /// On shutdown, connections get this long to finish the requests already read and
     /// send their replies; then their sockets are shut both ways (a blocked send fails at
     /// once), the workers finish, and the export is flushed.
     pub shutdown_grace: Duration,
+    /// The permission bits of a Unix socket (only the owner may connect by default: the
+    /// socket gives whoever connects the volume's plaintext). The umask plays no part.
+    pub socket_mode: u32,
 }
 
 impl Default for ServerConfig {
@@ -79,9 +94,12 @@ impl Default for ServerConfig {
             max_connections: 64,
             log: true,
             handshake_timeout: Duration::from_secs(10),
-            payload_budget: 256 << 20,
+            read_timeout: Duration::from_secs(30),
+            idle_timeout: Duration::ZERO,
+            connection_budget: 64 << 20,
             write_timeout: Duration::from_secs(30),
             shutdown_grace: Duration::from_secs(5),
+            socket_mode: 0o600,
         }
     }
 }

@@ -18,6 +18,8 @@ pub enum Error {
     BadAddress(String),
     /// Something exists at the socket path and is not a socket.
     SocketPathTaken(String),
+    /// A Unix socket's mode with bits beyond the permission bits (0o777).
+    SocketMode(u32),
     /// An I/O failure, with what was being done.
     Io(&'static str, io::Error),
 }
@@ -32,6 +34,9 @@ impl fmt::Display for Error {
             Error::BadAddress(a) => write!(f, "bad listen address {a:?}: expected ADDR:PORT"),
             Error::SocketPathTaken(p) => {
                 write!(f, "{p} exists and is not a socket; refusing to replace it")
+            }
+            Error::SocketMode(m) => {
+                write!(f, "socket mode {m:#o}: only permission bits (at most 0777)")
             }
             Error::Io(what, e) => write!(f, "{what}: {e}"),
         }

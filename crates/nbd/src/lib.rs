@@ -9,12 +9,17 @@
 //!   block sizes, name, description) and which export names select it;
 //! - `request`: what a transmission request does, or why it is refused, from its header
 //!   and the export's description;
-//! - `budget`: the server-wide budget of payload bytes in flight;
+//! - `budget`: a connection's budget of payload bytes in flight;
+//! - `writeback`: the export's flushes, one at a time, a failure sticking;
 //! - plain types: `config` ([`ServerConfig`], [`Listen`]), `export` ([`Export`]), `error`
 //!   ([`Error`]).
 //!
 //! The socket code sits on top:
 //! - `stream`: a Unix or loopback TCP socket behind one type, and the handshake deadline;
+//! - `activity`: which connections are busy or idle, and the listener's table of open
+//!   connections, which closes the one idle longest to make room for a new one;
+//! - `incoming`: request headers and payloads off the socket, under the read and idle
+//!   timeouts;
 //! - `handshake`: option haggling (GO, INFO, EXPORT_NAME, LIST, ABORT; the rest unsupported);
 //! - `transmission`: one reader thread per connection parses requests and hands them to a
 //!   small worker pool; replies are serialized by a mutex on the socket and may leave in any
@@ -24,23 +29,27 @@
 //!   and flushes the export.
 //!
 //! Imports point one way, down that list: `server` uses `handshake` and `transmission`,
-//! which use the protocol state, which uses `proto`; no module imports `server`.
+//! which use `incoming`, `activity`, `stream` and the protocol state, which uses `proto`;
+//! no module imports `server`.
 //!
 //! Simple replies only: structured replies bring nothing here (no sparse reads, no block
 //! status), and every NBD client falls back to simple replies when the option is refused.
 #![forbid(unsafe_code)]
 
+mod activity;
 mod budget;
 mod config;
 mod error;
 mod export;
 mod export_info;
 mod handshake;
+mod incoming;
 pub mod proto;
 mod request;
 mod server;
 mod stream;
 mod transmission;
+mod writeback;
 
 pub use config::{Listen, ServerConfig};
 pub use error::Error;

@@ -15,9 +15,8 @@ use crate::proto::*;
 pub(crate) enum Action {
     /// Read `len` bytes at `offset` and send them after the reply header.
     Read,
-    /// Receive the `len` payload bytes, then write them at `offset`; or, when `refuse` is
-    /// set, drop them and reply with that error.
-    Write { refuse: Option<u32> },
+    /// Receive the `len` payload bytes, then write them at `offset`.
+    Write,
     /// Make the completed writes durable.
     Flush,
     /// Discard the range.
@@ -28,8 +27,8 @@ pub(crate) enum Action {
     Disconnect,
     /// Reply with this error at once (no payload follows the header).
     Refuse(u32),
-    /// Read and drop the `len` payload bytes, then reply with this error (a write larger
-    /// than the maximum payload, which is never buffered).
+    /// Read and drop the `len` payload bytes, then reply with this error (a write that is
+    /// refused: its payload is never buffered, and nothing is reserved for it).
     DiscardAndRefuse(u32),
 }
 
@@ -61,9 +60,9 @@ pub(crate) fn decide(req: &Request, info: &ExportInfo) -> Action {
         }
         CMD_READ => Action::Read,
         CMD_WRITE if len > max => Action::DiscardAndRefuse(EINVAL),
-        CMD_WRITE => Action::Write {
-            refuse: refuse_change(info, req.offset, len),
-        },
+        CMD_WRITE => {
+            refuse_change(info, req.offset, len).map_or(Action::Write, Action::DiscardAndRefuse)
+        }
         CMD_DISC => Action::Disconnect,
         CMD_FLUSH => Action::Flush,
         CMD_TRIM if info.can_trim => refused(refuse_change(info, req.offset, len), Action::Trim),
@@ -146,24 +145,17 @@ mod tests {
         let end = rw.size;
         assert_eq!(
             decide(&req(CMD_WRITE, CMD_FLAG_FUA, 0, 512), &rw),
-            Action::Write { refuse: None }
+            Action::Write
         );
         // An empty write is accepted.
-        assert_eq!(
-            decide(&req(CMD_WRITE, 0, end, 0), &rw),
-            Action::Write { refuse: None }
-        );
+        assert_eq!(decide(&req(CMD_WRITE, 0, end, 0), &rw), Action::Write);
         assert_eq!(
             decide(&req(CMD_WRITE, 0, end, 100), &rw),
-            Action::Write {
-                refuse: Some(ENOSPC)
-            }
+            Action::DiscardAndRefuse(ENOSPC)
         );
         assert_eq!(
             decide(&req(CMD_WRITE, 0, 0, 4), &info(true, false)),
-            Action::Write {
-                refuse: Some(EPERM)
-            }
+            Action::DiscardAndRefuse(EPERM)
         );
         // Too large to buffer: dropped as it arrives, on a read-only export too.
         for ro in [false, true] {

@@ -1,13 +1,14 @@
-//! The listener: binds a Unix socket or a loopback TCP port, runs one thread per
-//! connection, and shuts down cleanly (stop accepting, stop reading requests, finish the
-//! ones in flight, flush the export).
+//! The listener: binds a Unix socket (its mode set before anyone can reach it) or a
+//! loopback TCP port, runs one thread per connection, makes room for a new connection by
+//! closing the one idle longest when every slot is taken, and shuts down cleanly (stop
+//! accepting, stop reading requests, finish the ones in flight, flush the export).
 //!
 //! The top of the crate's socket code: a connection is the handshake, then the
 //! transmission phase, each in its own module, which know nothing of the listener. What
-//! they share across connections (the export, the configuration, the payload budget) is
-//! owned here and lent to them; the export's description is taken once per connection.
+//! they share across connections (the export, the configuration, the flushes) is owned
+//! here and lent to them; the export's description is taken once per connection.
 
-use crate::budget::Budget;
+use crate::activity::{Activity, Admission, Connections};
 use crate::config::{Listen, ServerConfig};
 use crate::error::Error;
 use crate::export::Export;
@@ -15,15 +16,15 @@ use crate::export_info::ExportInfo;
 use crate::handshake::{self, Outcome};
 use crate::stream::{Deadline, Stream};
 use crate::transmission::{self, Context};
-use std::collections::HashMap;
+use crate::writeback::Writeback;
 use std::fmt;
 use std::fs;
 use std::net::{Shutdown, TcpListener, TcpStream};
-use std::os::unix::fs::FileTypeExt;
+use std::os::unix::fs::{DirBuilderExt, FileTypeExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
@@ -31,7 +32,9 @@ use std::time::{Duration, Instant};
 struct Shared {
     export: Arc<dyn Export>,
     config: ServerConfig,
-    budget: Arc<Budget>,
+    writeback: Writeback,
+    /// What connection times are measured from.
+    epoch: Instant,
 }
 
 enum Listener {
@@ -75,7 +78,7 @@ impl fmt::Debug for Server {
     }
 }
 
-fn bind_unix(path: &Path) -> Result<UnixListener, Error> {
+fn bind_unix(path: &Path, mode: u32) -> Result<UnixListener, Error> {
     match fs::symlink_metadata(path) {
         Ok(m) if m.file_type().is_socket() => {
             // A socket left by a server that died: replace it only if nobody answers.
@@ -93,19 +96,40 @@ fn bind_unix(path: &Path) -> Result<UnixListener, Error> {
         Ok(_) => return Err(Error::SocketPathTaken(path.display().to_string())),
         Err(_) => {}
     }
-    // Bind under a temporary name and rename into place once listening: the socket path
+    // Bind in a private directory beside the path (mode 0700: nobody else can reach the
+    // socket inside), give the socket its mode, and rename it into place: the socket path
     // appears only when connections are accepted (a client that waits for the path never
-    // sees "connection refused" between bind and listen).
-    let mut tmp_name = path.file_name().unwrap_or_default().to_os_string();
-    tmp_name.push(format!(".tmp{}", std::process::id()));
-    let tmp = path.with_file_name(tmp_name);
-    let _ = fs::remove_file(&tmp);
-    let listener = UnixListener::bind(&tmp).map_err(|e| Error::Io("binding the socket", e))?;
-    if let Err(e) = fs::rename(&tmp, path) {
+    // sees "connection refused" between bind and listen), with its final mode whatever the
+    // umask, and no one connects in between. The names are short: a socket's path is
+    // limited to 107 bytes, and the temporary one must fit too.
+    let private = private_dir(path)?;
+    let tmp = private.join("s");
+    let bound = UnixListener::bind(&tmp)
+        .map_err(|e| Error::Io("binding the socket", e))
+        .and_then(|l| {
+            fs::set_permissions(&tmp, fs::Permissions::from_mode(mode))
+                .map_err(|e| Error::Io("setting the socket's mode", e))?;
+            fs::rename(&tmp, path).map_err(|e| Error::Io("moving the socket into place", e))?;
+            Ok(l)
+        });
+    if bound.is_err() {
         let _ = fs::remove_file(&tmp);
-        return Err(Error::Io("moving the socket into place", e));
     }
-    Ok(listener)
+    let _ = fs::remove_dir(&private);
+    bound
+}
+
+/// Creates a new directory of mode 0700 beside `path` (never one that exists already).
+fn private_dir(path: &Path) -> Result<PathBuf, Error> {
+    let mut n = 0;
+    loop {
+        let dir = path.with_file_name(format!(".sc{}-{n}", std::process::id()));
+        match fs::DirBuilder::new().mode(0o700).create(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && n < 100 => n += 1,
+            Err(e) => return Err(Error::Io("creating a directory for the socket", e)),
+        }
+    }
 }
 
 impl Server {
@@ -116,10 +140,15 @@ impl Server {
         config: ServerConfig,
     ) -> Result<Server, Error> {
         let (listener, wake) = match listen {
-            Listen::Unix(p) => (
-                Listener::Unix(bind_unix(p)?, p.clone()),
-                Listen::Unix(p.clone()),
-            ),
+            Listen::Unix(p) => {
+                if config.socket_mode & !0o777 != 0 {
+                    return Err(Error::SocketMode(config.socket_mode));
+                }
+                (
+                    Listener::Unix(bind_unix(p, config.socket_mode)?, p.clone()),
+                    Listen::Unix(p.clone()),
+                )
+            }
             Listen::Tcp(a) => {
                 if !a.ip().is_loopback() {
                     return Err(Error::NotLoopback(a.to_string()));
@@ -135,8 +164,9 @@ impl Server {
             listener,
             shared: Arc::new(Shared {
                 export,
-                budget: Arc::new(Budget::new(config.payload_budget)),
                 config,
+                writeback: Writeback::default(),
+                epoch: Instant::now(),
             }),
             handle: ShutdownHandle {
                 stop: Arc::new(AtomicBool::new(false)),
@@ -161,7 +191,7 @@ impl Server {
         let shared = self.shared.clone();
         let stop = self.handle.stop.clone();
         let next_id = AtomicU64::new(1);
-        let open: Arc<Mutex<HashMap<u64, Stream>>> = Arc::new(Mutex::new(HashMap::new()));
+        let open = Arc::new(Connections::new(shared.config.max_connections));
         let mut threads: Vec<JoinHandle<()>> = Vec::new();
         let listen_desc = match &self.listener {
             Listener::Unix(_, p) => format!("unix:{}", p.display()),
@@ -203,18 +233,31 @@ impl Server {
                 }
             };
             let id = next_id.fetch_add(1, Ordering::Relaxed);
-            {
-                let mut open = open.lock().unwrap_or_else(|e| e.into_inner());
-                if open.len() >= shared.config.max_connections {
+            let activity = Arc::new(Activity::new(shared.epoch));
+            let Ok(handle) = stream.try_clone() else {
+                shared
+                    .config
+                    .log(format_args!("connection {id}: refused (no descriptor)"));
+                stream.shutdown(Shutdown::Both);
+                continue;
+            };
+            match open.admit(id, handle, activity.clone()) {
+                Admission::Admitted => {}
+                Admission::ClosedIdle { closed, idle_for } => {
                     shared.config.log(format_args!(
-                        "connection {id}: refused ({} connections open)",
-                        open.len()
+                        "connection {closed}: closed after {:.1} s idle, to make room for \
+                         connection {id} ({} connections open)",
+                        idle_for.as_secs_f64(),
+                        shared.config.max_connections
+                    ));
+                }
+                Admission::Full => {
+                    shared.config.log(format_args!(
+                        "connection {id}: refused ({} connections open, none idle)",
+                        shared.config.max_connections
                     ));
                     stream.shutdown(Shutdown::Both);
                     continue;
-                }
-                if let Ok(c) = stream.try_clone() {
-                    open.insert(id, c);
                 }
             }
             let shared2 = shared.clone();
@@ -222,8 +265,8 @@ impl Server {
             let spawned = thread::Builder::new()
                 .name(format!("nbd-{id}"))
                 .spawn(move || {
-                    connection(stream, &shared2, id);
-                    open2.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
+                    connection(stream, &shared2, &activity, id);
+                    open2.remove(id);
                 });
             match spawned {
                 Ok(h) => threads.push(h),
@@ -231,9 +274,7 @@ impl Server {
                     shared
                         .config
                         .log(format_args!("connection {id}: no thread: {e}"));
-                    if let Some(s) = open.lock().unwrap_or_else(|e| e.into_inner()).remove(&id) {
-                        s.shutdown(Shutdown::Both);
-                    }
+                    open.remove(id);
                 }
             }
             threads.retain(|h| !h.is_finished());
@@ -241,18 +282,14 @@ impl Server {
 
         // Stop reading requests on every connection; the requests already read finish
         // and get their replies.
-        for s in open.lock().unwrap_or_else(|e| e.into_inner()).values() {
-            s.shutdown(Shutdown::Read);
-        }
+        open.shutdown_all(Shutdown::Read);
         // A client that stopped reading replies keeps a worker in a send: after the grace
         // period its socket is shut both ways so the send fails and the worker goes on.
         let grace_end = Instant::now() + shared.config.shutdown_grace;
         while threads.iter().any(|h| !h.is_finished()) && Instant::now() < grace_end {
             thread::sleep(Duration::from_millis(10));
         }
-        for s in open.lock().unwrap_or_else(|e| e.into_inner()).values() {
-            s.shutdown(Shutdown::Both);
-        }
+        open.shutdown_all(Shutdown::Both);
         for h in threads {
             let _ = h.join();
         }
@@ -260,15 +297,15 @@ impl Server {
             let _ = fs::remove_file(p);
         }
         shared
-            .export
-            .flush()
+            .writeback
+            .flush(&*shared.export)
             .map_err(|e| Error::Io("flushing the export", e))?;
         shared.config.log(format_args!("shut down; export flushed"));
         result
     }
 }
 
-fn connection(mut stream: Stream, shared: &Shared, id: u64) {
+fn connection(mut stream: Stream, shared: &Shared, activity: &Activity, id: u64) {
     let log = |args: fmt::Arguments<'_>| shared.config.log(args);
     if let Err(e) =
         stream.set_write_timeout(Some(shared.config.write_timeout).filter(|t| !t.is_zero()))
@@ -280,16 +317,15 @@ fn connection(mut stream: Stream, shared: &Shared, id: u64) {
     let info = ExportInfo::new(&*shared.export, &shared.config);
     let deadline = Instant::now() + shared.config.handshake_timeout;
     let negotiated = handshake::negotiate(&mut Deadline::new(&mut stream, deadline), &info);
-    // Established connections may idle (clients keep them open between uses).
-    let negotiated = negotiated.and_then(|o| stream.set_read_timeout(None).map(|()| o));
     match negotiated {
         Ok(Outcome::Transmit) => {
             log(format_args!("connection {id}: transmission"));
             let cx = Context {
                 export: &*shared.export,
                 info: &info,
-                budget: &shared.budget,
                 config: &shared.config,
+                writeback: &shared.writeback,
+                activity,
                 id,
             };
             if let Err(e) = transmission::serve(stream, cx) {

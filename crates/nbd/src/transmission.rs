@@ -1,15 +1,16 @@
 //! The transmission phase (proto.md, "Transmission"): requests in, simple replies out.
 //!
-//! One reader thread per connection parses request headers and write payloads and hands
-//! each request to the connection's worker pool through a bounded queue (so a client that
-//! sends faster than the export works is slowed down, not buffered without limit). Workers
-//! run the request against the export and write the reply under a mutex on the socket: a
-//! reply header and its data leave in one `write_all`, and replies may leave in any order.
+//! One reader thread per connection parses request headers and write payloads (through
+//! `incoming`, which applies the read and idle timeouts) and hands each request to the
+//! connection's worker pool through a bounded queue (so a client that sends faster than
+//! the export works is slowed down, not buffered without limit). Workers run the request
+//! against the export and write the reply under a mutex on the socket: a reply header and
+//! its data leave in one `write_all`, and replies may leave in any order.
 //!
 //! A malformed request never reaches the export: a bad magic ends this connection (the
 //! stream can no longer be parsed); a bad range or length gets an error reply, after a
-//! write's payload has been consumed, so the connection stays usable. Nothing a client does
-//! affects another connection.
+//! write's payload has been consumed (in small pieces, with nothing reserved for it), so
+//! the connection stays usable. Nothing a client does affects another connection.
 //!
 //! The data path copies nothing it need not: a read's data and its reply header share one
 //! pooled buffer and leave in one `write_all`; a write's payload is read into a pooled
@@ -18,24 +19,28 @@
 //! What a request does is decided by [`decide`] from its header and the connection's
 //! [`ExportInfo`]; this module only moves bytes and runs the export.
 //!
-//! Memory is bounded server-wide: a READ or WRITE takes its payload's share of the
-//! server's [`Budget`] before its buffer is allocated (the reader waits when the budget is
-//! spent) and gives it back when its reply is sent; pooled buffers are few and small. A
-//! client that stops reading its replies is cut off after the write timeout, which gives
-//! its share back.
+//! Memory is bounded per connection: a READ or WRITE takes its payload's share of the
+//! connection's own [`Budget`] before its buffer is allocated (the reader waits when the
+//! budget is spent) and gives it back when its reply is sent; pooled buffers are few and
+//! small. A client that stops sending a payload or reading its replies thus waits on its
+//! own budget, never on another connection's; it is cut off after the read or write
+//! timeout. Flushes go through the server's [`Writeback`], which makes a failure stick.
 //!
 //! When the reader stops (NBD_CMD_DISC, end of stream, protocol violation, server
 //! shutdown) the queue is closed, the workers finish every request already received and
 //! send their replies, and only then is the socket closed.
 
+use crate::activity::Activity;
 use crate::budget::{Budget, Permit};
 use crate::config::ServerConfig;
 use crate::export::Export;
 use crate::export_info::ExportInfo;
+use crate::incoming::{Incoming, Next};
 use crate::proto::*;
 use crate::request::{decide, Action};
 use crate::stream::Stream;
-use std::io::{self, BufReader, Read, Write};
+use crate::writeback::Writeback;
+use std::io::{self, Write};
 use std::net::Shutdown;
 use std::sync::mpsc::sync_channel;
 use std::sync::{Arc, Mutex};
@@ -46,11 +51,6 @@ const POOL_KEEP: usize = 4;
 /// Larger buffers are freed after use, not kept: a connection keeps at most
 /// `POOL_KEEP * POOL_MAX_BUFFER` bytes between requests.
 const POOL_MAX_BUFFER: usize = 4 << 20;
-/// Read-side buffering of the socket: request headers and small payloads come out of it
-/// with few syscalls. Kept small because a header read fills it with the start of the
-/// next payload, which is then copied once more; larger payloads are read straight into
-/// their pooled buffer.
-const READ_BUFFER: usize = 32 * 1024;
 
 /// What one connection's transmission phase works with, lent by the server for the
 /// connection's lifetime (the workers are scoped threads).
@@ -58,8 +58,11 @@ const READ_BUFFER: usize = 32 * 1024;
 pub(crate) struct Context<'a> {
     pub(crate) export: &'a dyn Export,
     pub(crate) info: &'a ExportInfo,
-    pub(crate) budget: &'a Arc<Budget>,
     pub(crate) config: &'a ServerConfig,
+    /// The server's flushes of the export.
+    pub(crate) writeback: &'a Writeback,
+    /// The connection's requests in flight, as the listener sees them.
+    pub(crate) activity: &'a Activity,
     /// The connection's number in log lines and thread names.
     pub(crate) id: u64,
 }
@@ -120,6 +123,7 @@ struct Conn<'a> {
     cx: Context<'a>,
     writer: Mutex<Stream>,
     pool: BufPool,
+    budget: Arc<Budget>,
 }
 
 impl Conn<'_> {
@@ -134,6 +138,16 @@ impl Conn<'_> {
 
     fn reply(&self, cookie: u64, error: u32) {
         self.send(&SimpleReply { error, cookie }.encode());
+    }
+
+    /// Refuses a request the reader handles alone; the request is over.
+    fn refuse(&self, cookie: u64, error: u32) {
+        self.reply(cookie, error);
+        self.cx.activity.end();
+    }
+
+    fn flush(&self) -> io::Result<()> {
+        self.cx.writeback.flush(self.cx.export)
     }
 
     /// Replies with success, or logs the failure and replies with its error value.
@@ -153,7 +167,7 @@ impl Conn<'_> {
     /// Replies to a request that changed the export, after a flush when it asked for FUA.
     fn changed(&self, req: &Request, what: &str, r: io::Result<()>) {
         let r = match r {
-            Ok(()) if req.fua() => self.cx.export.flush(),
+            Ok(()) if req.fua() => self.flush(),
             r => r,
         };
         self.result(req.cookie, what, r);
@@ -183,7 +197,7 @@ impl Conn<'_> {
                 self.pool.put(data);
                 self.changed(&req, "write", r);
             }
-            Job::Flush(req) => self.result(req.cookie, "flush", export.flush()),
+            Job::Flush(req) => self.result(req.cookie, "flush", self.flush()),
             Job::Trim(req) => {
                 let r = export.trim(req.offset, req.len.into());
                 self.changed(&req, "trim", r);
@@ -196,22 +210,15 @@ impl Conn<'_> {
     }
 }
 
-/// Reads and drops `n` bytes (the payload of a write that is refused).
-fn discard(r: &mut impl Read, n: u64) -> io::Result<()> {
-    let got = io::copy(&mut r.take(n), &mut io::sink())?;
-    if got != n {
-        return Err(io::ErrorKind::UnexpectedEof.into());
-    }
-    Ok(())
-}
-
 /// Serves requests on `stream` until the client disconnects or the server shuts down.
 pub(crate) fn serve(stream: Stream, cx: Context<'_>) -> io::Result<()> {
     let conn = Conn {
         cx,
         writer: Mutex::new(stream.try_clone()?),
         pool: BufPool::default(),
+        budget: Arc::new(Budget::new(cx.config.connection_budget)),
     };
+    let mut incoming = Incoming::new(stream, cx.activity, cx.config)?;
     let workers = cx.config.workers_per_connection.max(1);
     let (tx, rx) = sync_channel::<Job>(workers * 2);
     let rx = Mutex::new(rx);
@@ -226,14 +233,16 @@ pub(crate) fn serve(stream: Stream, cx: Context<'_>) -> io::Result<()> {
                 .spawn_scoped(scope, || loop {
                     let job = rx.lock().unwrap_or_else(|e| e.into_inner()).recv();
                     match job {
-                        Ok(job) => conn.run(job),
+                        Ok(job) => {
+                            conn.run(job);
+                            cx.activity.end();
+                        }
                         Err(_) => break,
                     }
                 })?;
             handles.push(worker);
         }
-        let mut reader = BufReader::with_capacity(READ_BUFFER, stream);
-        let why = read_requests(&mut reader, &conn, |job| tx.send(job).is_ok());
+        let why = read_requests(&mut incoming, &conn, |job| tx.send(job).is_ok());
         drop(tx);
         // Joined here rather than by the scope, which would re-raise a worker's panic (one
         // from the export) and skip the closing below.
@@ -254,21 +263,16 @@ pub(crate) fn serve(stream: Stream, cx: Context<'_>) -> io::Result<()> {
 
 /// The reader loop; returns why it stopped.
 fn read_requests(
-    r: &mut impl Read,
+    r: &mut Incoming<'_>,
     conn: &Conn<'_>,
     mut dispatch: impl FnMut(Job) -> bool,
 ) -> io::Result<&'static str> {
     let cx = conn.cx;
     let mut h = [0u8; REQUEST_LEN];
     loop {
-        // End of stream before a header: the client (or the shutdown) closed the socket.
-        match r.read(&mut h[..1]) {
-            Ok(0) => return Ok("end of stream"),
-            Ok(_) => {}
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
+        if let Next::Closed(why) = r.header(&mut h)? {
+            return Ok(why);
         }
-        r.read_exact(&mut h[1..])?;
         let req = match Request::decode(&h) {
             Ok(req) => req,
             Err(magic) => {
@@ -283,19 +287,14 @@ fn read_requests(
         let job = match decide(&req, cx.info) {
             Action::Read => Job::Read {
                 req,
-                _permit: cx.budget.take(len),
+                _permit: conn.budget.take(len),
             },
-            Action::Write { refuse } => {
+            Action::Write => {
                 // The budget first: the buffer is allocated and filled only once its
                 // bytes are accounted for.
-                let permit = cx.budget.take(len);
+                let permit = conn.budget.take(len);
                 let mut data = conn.pool.get(len);
-                r.read_exact(&mut data[..len])?;
-                if let Some(error) = refuse {
-                    conn.pool.put(data);
-                    conn.reply(req.cookie, error);
-                    continue;
-                }
+                r.payload(&mut data[..len])?;
                 Job::Write {
                     req,
                     data,
@@ -307,12 +306,12 @@ fn read_requests(
             Action::WriteZeroes => Job::Zero(req),
             Action::Disconnect => return Ok("client disconnected"),
             Action::Refuse(error) => {
-                conn.reply(req.cookie, error);
+                conn.refuse(req.cookie, error);
                 continue;
             }
             Action::DiscardAndRefuse(error) => {
-                discard(r, req.len.into())?;
-                conn.reply(req.cookie, error);
+                r.discard(req.len.into())?;
+                conn.refuse(req.cookie, error);
                 continue;
             }
         };

@@ -1,5 +1,5 @@
-//! Listening and shutting down: a Unix socket that disappears at the end, loopback TCP
-//! only, a shutdown that finishes the requests in flight and flushes, and one that is
+//! Listening and shutting down: a Unix socket of the configured mode that disappears at the
+//! end, loopback TCP only, a shutdown that finishes the requests in flight and flushes, and one that is
 //! bounded when a client stops reading its replies.
 
 use crate::support::{quiet, start, MemExport, Raw};
@@ -61,6 +61,36 @@ fn shutdown_is_bounded_when_a_client_stops_reading_replies() {
     );
     assert!(export.flushes() > before, "flushed at the end");
     assert_eq!(&export.snapshot()[..4], b"wxyz");
+}
+
+#[test]
+fn the_socket_has_its_mode_and_nothing_is_left_beside_it() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("nbd.sock");
+    let export = MemExport::new(vec![5; 4096], 512, false);
+    let config = |socket_mode| ServerConfig {
+        socket_mode,
+        ..quiet()
+    };
+    let bad = Server::bind(&Listen::Unix(sock.clone()), export.clone(), config(0o1777));
+    assert!(matches!(
+        bad,
+        Err(sectorcrypt_nbd::Error::SocketMode(0o1777))
+    ));
+    let server = Server::bind(&Listen::Unix(sock.clone()), export, config(0o640)).unwrap();
+    let mode = std::fs::metadata(&sock).unwrap().permissions().mode();
+    assert_eq!(mode & 0o7777, 0o640);
+    let names: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, ["nbd.sock"]);
+    let handle = server.shutdown_handle();
+    let t = thread::spawn(move || server.run());
+    handle.shutdown();
+    t.join().unwrap().unwrap();
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }
 
 #[test]

@@ -1,7 +1,8 @@
-//! What bounds the resources a client can hold: connection slots, the handshake deadline,
-//! the server-wide payload budget, and the write timeout on replies nobody reads.
+//! What bounds the resources a client can hold: connection slots (an idle connection gives
+//! its slot up to a new one), the handshake deadline, the read and idle timeouts, each
+//! connection's payload budget, and the write timeout on replies nobody reads.
 
-use crate::support::raw::PATIENCE;
+use crate::support::raw::{request_bytes, PATIENCE};
 use crate::support::{quiet, start, MemExport, Raw, SlowExport};
 use sectorcrypt_nbd::{proto, ServerConfig};
 use std::collections::BTreeSet;
@@ -10,8 +11,19 @@ use std::os::unix::net::UnixStream;
 use std::thread;
 use std::time::{Duration, Instant};
 
+/// Whether the server closed `c`'s connection: it reads end of stream (or a reset) within
+/// a few seconds.
+fn closed(c: &mut Raw) -> bool {
+    c.s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut rest = Vec::new();
+    match c.s.read_to_end(&mut rest) {
+        Ok(_) => true,
+        Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+    }
+}
+
 #[test]
-fn connections_beyond_the_limit_are_closed_and_the_others_served() {
+fn at_the_connection_limit_the_longest_idle_gives_way_and_busy_ones_do_not() {
     let export = MemExport::new(vec![3; 8192], 512, false);
     let srv = start(
         export,
@@ -21,29 +33,101 @@ fn connections_beyond_the_limit_are_closed_and_the_others_served() {
         },
     );
     let mut a = Raw::go(&srv.sock);
+    thread::sleep(Duration::from_millis(20));
     let mut b = Raw::go(&srv.sock);
-    // The third is closed before the greeting.
-    let mut c = UnixStream::connect(&srv.sock).unwrap();
-    c.set_read_timeout(Some(PATIENCE)).unwrap();
-    let mut got = Vec::new();
-    assert_eq!(c.read_to_end(&mut got).unwrap_or(0), 0);
-    assert_eq!(a.read(1, 0, 16), vec![3; 16]);
+    assert_eq!(b.read(1, 0, 16), vec![3; 16]);
+    // Both idle, a for longer: a third client takes a's slot.
+    let mut c = Raw::go(&srv.sock);
+    assert!(closed(&mut a), "the longest idle connection was closed");
     assert_eq!(b.read(2, 100, 16), vec![3; 16]);
-    // Once one goes, a new one is served.
-    a.request(proto::CMD_DISC, 0, 3, 0, 0, &[]);
-    assert_eq!(a.reply(), None);
+    assert_eq!(c.read(3, 200, 16), vec![3; 16]);
+    // b and c in the middle of a write: busy. A fourth client is closed at once.
+    b.request(proto::CMD_WRITE, 0, 4, 0, 1024, &[7; 100]);
+    c.request(proto::CMD_WRITE, 0, 5, 0, 1024, &[8; 100]);
+    thread::sleep(Duration::from_millis(50));
+    let mut d = UnixStream::connect(&srv.sock).unwrap();
+    d.set_read_timeout(Some(PATIENCE)).unwrap();
+    let mut got = Vec::new();
+    assert_eq!(d.read_to_end(&mut got).unwrap_or(0), 0, "refused");
+    // Once b's write is whole and answered, b is idle and gives way to the next client
+    // (b's worker marks it idle just after sending the reply: a moment to wait).
+    b.s.write_all(&[7; 924]).unwrap();
+    assert_eq!(b.reply(), Some((0, 4)));
     let t0 = Instant::now();
-    while Raw::try_handshake(&srv.sock, PATIENCE).is_none() {
-        assert!(t0.elapsed() < Duration::from_secs(20), "no slot freed");
-        thread::sleep(Duration::from_millis(20));
+    let mut e = loop {
+        if let Some(e) = Raw::try_go(&srv.sock, PATIENCE) {
+            break e;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(5), "b never gave way");
+        thread::sleep(Duration::from_millis(10));
+    };
+    assert!(closed(&mut b));
+    c.s.write_all(&[8; 924]).unwrap();
+    assert_eq!(c.reply(), Some((0, 5)));
+    assert_eq!(e.read(6, 0, 1024), vec![8; 1024]);
+    srv.stop();
+}
+
+#[test]
+fn a_client_stalled_in_a_request_is_closed_after_the_read_timeout() {
+    let export = MemExport::new(vec![4; 1 << 20], 512, false);
+    let srv = start(
+        export.clone(),
+        ServerConfig {
+            read_timeout: Duration::from_millis(300),
+            ..quiet()
+        },
+    );
+    let mut header = Raw::go(&srv.sock);
+    header
+        .s
+        .write_all(&request_bytes(proto::CMD_READ, 0, 1, 0, 512)[..10])
+        .unwrap();
+    let mut payload = Raw::go(&srv.sock);
+    payload.request(proto::CMD_WRITE, 0, 1, 0, 65536, &[9; 1000]);
+    let mut refused = Raw::go(&srv.sock);
+    refused.request(proto::CMD_WRITE, 0, 1, 1 << 20, 65536, &[9; 1000]);
+    let mut idle = Raw::go(&srv.sock);
+    let t0 = Instant::now();
+    for c in [&mut header, &mut payload, &mut refused] {
+        assert!(closed(c));
     }
+    assert!(t0.elapsed() < Duration::from_secs(3), "{:?}", t0.elapsed());
+    // An idle connection is not subject to the read timeout.
+    assert_eq!(idle.read(2, 0, 16), vec![4; 16]);
+    assert!(export.snapshot().iter().all(|&b| b == 4));
+    srv.stop();
+}
+
+#[test]
+fn idle_connections_are_closed_after_the_idle_timeout() {
+    let export = MemExport::new(vec![5; 1 << 20], 512, false);
+    let srv = start(
+        export,
+        ServerConfig {
+            idle_timeout: Duration::from_millis(300),
+            ..quiet()
+        },
+    );
+    let mut idle = Raw::go(&srv.sock);
+    let mut used = Raw::go(&srv.sock);
+    // A request in flight (a write whose payload is on its way) is not idling.
+    used.request(proto::CMD_WRITE, 0, 1, 0, 4096, &[6; 1000]);
+    let t0 = Instant::now();
+    assert!(closed(&mut idle));
+    assert!(t0.elapsed() < Duration::from_secs(3), "{:?}", t0.elapsed());
+    used.s.write_all(&[6; 3096]).unwrap();
+    assert_eq!(used.reply(), Some((0, 1)));
+    assert_eq!(used.read(2, 4000, 200)[..96], [6; 96]);
+    assert!(closed(&mut used), "idle again after its requests");
     srv.stop();
 }
 
 #[test]
 fn idle_handshakes_time_out_and_free_their_slots() {
-    // Every slot taken by a connection that never sends a byte: a real client must still
-    // get served once their handshakes time out (the slots are freed).
+    // Every slot taken by a connection that never sends a byte: their handshakes time
+    // out and they are closed, and a real client is served (at once, in the slot of the
+    // one idle longest).
     let export = MemExport::new(vec![9; 8192], 512, false);
     let srv = start(
         export,
@@ -95,14 +179,15 @@ fn idle_handshakes_time_out_and_free_their_slots() {
 }
 
 #[test]
-fn payload_bytes_in_flight_are_bounded_across_connections() {
-    // Budget for two 512 KiB requests; two clients each pipeline eight reads and eight
-    // writes (4 workers each): never more than two payloads in flight server-wide.
+fn payload_bytes_in_flight_are_bounded_per_connection() {
+    // Budget for two 512 KiB requests per connection; two clients each pipeline eight
+    // reads and eight writes (4 workers each): never more than two payloads in flight on
+    // a connection, four in all.
     let export = SlowExport::new(8 << 20);
     let srv = start(
         export.clone(),
         ServerConfig {
-            payload_budget: 1 << 20,
+            connection_budget: 1 << 20,
             ..quiet()
         },
     );
@@ -146,36 +231,48 @@ fn payload_bytes_in_flight_are_bounded_across_connections() {
     }
     let peak = export.peak();
     assert!(peak >= 1);
-    assert!(peak <= 2, "{peak} payloads in flight with a budget for 2");
+    assert!(
+        peak <= 4,
+        "{peak} payloads in flight with budgets for 2 + 2"
+    );
     srv.stop();
 }
 
 #[test]
 fn a_client_that_stops_reading_is_dropped_after_the_write_timeout() {
-    // Its blocked replies hold the whole payload budget until the write timeout ends its
-    // connection; then another client is served.
+    // Its blocked replies hold its own connection's budget until the write timeout ends
+    // the connection; another client is served meanwhile.
     let export = MemExport::new(vec![2; 8 << 20], 512, false);
     let srv = start(
         export,
         ServerConfig {
-            payload_budget: 4 << 20,
+            connection_budget: 4 << 20,
             write_timeout: Duration::from_millis(300),
             ..quiet()
         },
     );
     let mut stuck = Raw::stuck(&srv.sock, 64);
     thread::sleep(Duration::from_millis(100));
+    let t0 = Instant::now();
     let mut c = Raw::go(&srv.sock);
     assert_eq!(c.read(1, 0, 4096), vec![2; 4096]);
-    // The stuck connection was closed by the server.
+    assert!(
+        t0.elapsed() < Duration::from_secs(1),
+        "another client waited {:?}",
+        t0.elapsed()
+    );
+    // The stuck connection is closed by the server once a reply has waited for the
+    // write timeout (a read here would unblock the server: wait first).
+    thread::sleep(Duration::from_millis(1500));
     stuck
         .s
         .set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();
     let mut sink = Vec::new();
+    let end = stuck.s.read_to_end(&mut sink);
     assert!(
-        stuck.s.read_to_end(&mut sink).is_ok(),
-        "closed, not timed out"
+        end.is_ok() || end.as_ref().unwrap_err().kind() == std::io::ErrorKind::ConnectionReset,
+        "closed, not timed out: {end:?}"
     );
     srv.stop();
 }

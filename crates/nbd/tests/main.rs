@@ -9,12 +9,16 @@
 //! - `transmission`: requests through the raw client: refusals, pipelining, flush, FUA;
 //! - `limits`: connection slots, the handshake deadline, the payload budget, the write
 //!   timeout;
+//! - `fairness`: stalled and idle clients hold up no one else;
+//! - `writeback`: a failed flush fails every later flush;
 //! - `lifecycle`: listening (Unix socket, loopback TCP) and shutting down.
 
 mod support;
 
+mod fairness;
 mod handshake;
 mod lifecycle;
 mod limits;
 mod real_clients;
 mod transmission;
+mod writeback;

@@ -3,8 +3,8 @@
 //! and the format modules (the implementations), so that neither of those imports the
 //! other.
 
-use crate::error::{HeaderError, Result};
-use crate::format::{Driver, Header, Probe, PROBE_BYTES};
+use crate::error::{Error, HeaderError, Result};
+use crate::format::{Driver, Header, Probe, Salvaged, PROBE_BYTES};
 use crate::store::{self, Store};
 
 /// The formats, in the order they are tried.
@@ -16,15 +16,53 @@ pub fn known_formats() -> String {
     names.join(", ")
 }
 
+/// The first bytes of `store` and its size, for the detectors.
+fn probe_parts(store: &dyn Store) -> Result<(Vec<u8>, u64)> {
+    let mut head = vec![0u8; PROBE_BYTES];
+    let n = store::read_head(store, &mut head)?;
+    head.truncate(n);
+    Ok((head, store::size(store)?))
+}
+
+/// What is left of the header of `store` when [`Header::read`] refuses it: the first
+/// format that recognises a header there says. Never writes.
+pub fn salvage(store: &dyn Store) -> Result<Option<Salvaged>> {
+    let (head, size) = probe_parts(store)?;
+    let probe = Probe {
+        store,
+        head: &head,
+        size,
+    };
+    Ok(FORMATS.iter().find_map(|d| (d.salvage)(&probe)))
+}
+
+/// Repairs the header of `store` as cryptsetup's `repair` does: a damaged or stale copy
+/// is rebuilt from the good one, a header the format can rebuild without guessing (LUKS1:
+/// inactive keyslots pointing outside the standard layout) is rewritten; a header with
+/// nothing valid to rebuild from is refused with why. Returns what was done (nothing
+/// when the header needs no repair).
+pub fn repair_header(store: &dyn Store) -> Result<Vec<String>> {
+    match Header::read(store) {
+        Ok(mut h) if h.needs_repair() => h.repair(store),
+        Ok(_) => Ok(Vec::new()),
+        Err(e @ Error::Header(HeaderError::Corrupt(_))) => {
+            match salvage(store)?.and_then(|s| s.rebuilt) {
+                Some(mut rebuilt) => rebuilt.repair(store),
+                None => Err(e),
+            }
+        }
+        Err(e) => Err(e),
+    }
+}
+
 impl Header {
     /// Detects the format of `store` and reads its header. Never writes.
     pub fn read(store: &dyn Store) -> Result<Header> {
-        let mut head = vec![0u8; PROBE_BYTES];
-        let n = store::read_head(store, &mut head)?;
+        let (head, size) = probe_parts(store)?;
         let probe = Probe {
             store,
-            head: &head[..n],
-            size: store::size(store)?,
+            head: &head,
+            size,
         };
         for driver in FORMATS {
             if let Some(found) = (driver.detect)(&probe) {

@@ -1,7 +1,10 @@
 //! Encrypted volumes, in layers that know little of each other:
 //!
 //! - [`store`]: where the bytes live ([`Store`]: positioned reads and writes, sync, size,
-//!   discard; [`FileStore`] over a local file or block device);
+//!   discard; [`FileStore`] over a local file or block device; [`Placement`]: one store,
+//!   or a detached header beside its data), and [`lock`], the advisory locks between
+//!   processes on an image (a header lock for reading and changing headers, a use claim
+//!   while the data is read or written);
 //! - [`mod@format`]: the on-disk formats behind one interface ([`format::Format`]: detect,
 //!   read and validate, unlock, keyslot changes, header backup and restore, dump), with
 //!   [`luks`] (LUKS1 and LUKS2, compatible with cryptsetup) registered today in
@@ -24,13 +27,14 @@ pub mod formats;
 pub mod hash;
 pub mod kdf;
 pub mod layout;
+pub mod lock;
 pub mod luks;
 pub mod store;
 
 pub use error::{Error, HeaderError, KeyslotError, Result};
 pub use format::{backup_header, restore_header, Header, Unlocked};
 pub use layout::{Geometry, IvRule, Layout};
-pub use store::{FileStore, Store};
+pub use store::{FileStore, Placement, Store};
 
 use std::sync::{Mutex, MutexGuard};
 

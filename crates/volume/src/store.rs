@@ -6,7 +6,14 @@
 //! The trait is small on purpose: positioned reads and writes of exact lengths, a durable
 //! sync, the size, and an optional discard. A store has a name (a path, a URI) for
 //! messages. [`FileStore`] is the one implementation today: a file or block device opened
-//! by the caller.
+//! by the caller, with the advisory locks of [`crate::lock`] on it.
+//!
+//! A volume is one store (the header at its start, the data after it) or two: a detached
+//! header (cryptsetup's `--header`), whose file holds the header and keyslots, beside a
+//! data device whose every byte is data. [`Placement`] says which; the formats read and
+//! write keyslots in the header's store and measure the data in the data's store, and the
+//! engine gets the data's store with the header's data offset (usually 0 for a detached
+//! header).
 //!
 //! Cost: the engine holds a `Box<dyn Store>`, so each `pread`/`pwrite` of a chunk (512 KiB
 //! by default) or of an edge sector goes through one virtual call, about a nanosecond
@@ -14,6 +21,7 @@
 //! sector (see docs/PERFORMANCE.md for the before/after figures).
 
 use crate::error::{Error, HeaderError, Result};
+use crate::lock::{self, HeaderLock, UseClaim};
 use std::fmt;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Seek, SeekFrom};
@@ -76,6 +84,56 @@ impl FileStore {
     /// The file.
     pub fn file(&self) -> &File {
         &self.file
+    }
+
+    /// Takes the header lock on this file (see [`crate::lock`]): waits for it when
+    /// `wait`, otherwise `None` when another process holds a conflicting one.
+    pub fn lock_header(&self, mode: lock::Mode, wait: bool) -> io::Result<Option<HeaderLock>> {
+        lock::lock_header(&self.file, mode, wait)
+    }
+
+    /// Claims the use of this file (see [`crate::lock`]): waits for it when `wait`,
+    /// otherwise `None` when another process holds a conflicting claim.
+    pub fn claim_use(&self, mode: lock::Mode, wait: bool) -> io::Result<Option<UseClaim>> {
+        lock::claim_use(&self.file, mode, wait)
+    }
+}
+
+/// Where a volume's header (with its keyslots) and its data are.
+#[derive(Debug, Clone, Copy)]
+pub enum Placement<'a> {
+    /// One store: the header at the start, the data at the header's data offset.
+    Attached(&'a dyn Store),
+    /// A detached header: the header and keyslots in one store, the data in another, the
+    /// header's data offset counting in the data's store.
+    Detached {
+        /// The header's store.
+        header: &'a dyn Store,
+        /// The data's store.
+        data: &'a dyn Store,
+    },
+}
+
+impl<'a> Placement<'a> {
+    /// The store holding the header and keyslots.
+    pub fn header(&self) -> &'a dyn Store {
+        match *self {
+            Placement::Attached(s) => s,
+            Placement::Detached { header, .. } => header,
+        }
+    }
+
+    /// The store holding the data.
+    pub fn data(&self) -> &'a dyn Store {
+        match *self {
+            Placement::Attached(s) => s,
+            Placement::Detached { data, .. } => data,
+        }
+    }
+
+    /// Whether the header is detached from the data.
+    pub fn is_detached(&self) -> bool {
+        matches!(self, Placement::Detached { .. })
     }
 }
 

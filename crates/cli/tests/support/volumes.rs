@@ -5,7 +5,7 @@
 // Each test binary uses a different subset of these helpers.
 #![allow(dead_code)]
 
-use crate::support::{bin, ok, s, sc};
+use crate::support::{bin, code, ok, s, sc};
 use sectorcrypt_testkit::run;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -32,6 +32,14 @@ pub fn new_volume(dir: &Path, extra: &[&str]) -> PathBuf {
     img
 }
 
+/// `sectorcrypt test-key IMG` with `pass` on standard input: its exit code.
+pub fn test_key(img: &Path, pass: &str) -> i32 {
+    code(&sc(
+        &["test-key", s(img), "--key-file", "-"],
+        pass.as_bytes(),
+    ))
+}
+
 /// A LUKS1 volume of `size` bytes of data made by `qemu-img create -f luks` (10 ms of
 /// PBKDF2) with the passphrase in `pass`.
 pub fn qemu_luks(img: &Path, pass: &Path, size: usize) {
@@ -50,6 +58,16 @@ pub fn mounted(mp: &Path) -> bool {
         .unwrap()
         .lines()
         .any(|l| l.split(' ').nth(4) == Some(mp.as_str()))
+}
+
+/// `sectorcrypt umount MP`, then waits until the serving process let go of it.
+pub fn unmount(mp: &Path) {
+    run(Command::new(bin()).arg("umount").arg(mp));
+    let t0 = std::time::Instant::now();
+    while mounted(mp) {
+        assert!(t0.elapsed().as_secs() < 20, "still mounted");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }
 
 /// Starts `sectorcrypt ARGS` with no standard input or output; its standard error goes to

@@ -9,6 +9,7 @@
 use crate::block::Block;
 use crate::buf::InOut;
 use crate::error::KeyError;
+use crate::secret::{self, Secret};
 use crate::Error;
 use zeroize::{Zeroize, ZeroizeOnDrop};
 
@@ -128,19 +129,72 @@ pub(crate) trait AesKernels: Send + Sync {
     fn xts_decrypt(&self, tweaks: &[Block], data: InOut<'_>);
 }
 
-/// The kernels of `backend` for `key`. The backend must have passed
-/// [`Backend::ensure_usable`] (the self-test calls this before that, on purpose).
+/// The kernels of `backend` for `key`, their expanded key in [`Secret`] memory. The
+/// backend must have passed [`Backend::ensure_usable`] (the self-test calls this before
+/// that, on purpose).
 pub(crate) fn kernels(backend: Backend, key: &[u8]) -> Result<Box<dyn AesKernels>, Error> {
+    let kernels = build_kernels(backend, key);
+    // The key schedule was built on the stack below, then moved into secret memory.
+    secret::scrub_stack(SCRUB);
+    kernels
+}
+
+/// Stack zeroed after a key is built: the frames of [`build_kernels`] and its callees (a
+/// few schedules of up to 1 KiB, with room to spare).
+const SCRUB: usize = 16 << 10;
+
+#[inline(never)]
+fn build_kernels(backend: Backend, key: &[u8]) -> Result<Box<dyn AesKernels>, Error> {
     let rk = expand_key(key)?;
     Ok(match backend {
-        Backend::Soft => Box::new(soft::Keys::new(&rk)),
+        Backend::Soft => Box::new(Secret::new(soft::Keys::new(&rk))),
         #[cfg(target_arch = "x86_64")]
-        Backend::Aesni => Box::new(x86::aesni::Keys::new(&rk, backend)),
+        Backend::Aesni => Box::new(Secret::new(x86::aesni::Keys::new(&rk, backend))),
         #[cfg(target_arch = "x86_64")]
-        Backend::Vaes | Backend::Avx512 => Box::new(x86::vaes::Keys::new(&rk, backend)),
+        Backend::Vaes | Backend::Avx512 => {
+            Box::new(Secret::new(x86::vaes::Keys::new(&rk, backend)))
+        }
         #[cfg(not(target_arch = "x86_64"))]
         other => return Err(other.check_cpu().unwrap_err()),
     })
+}
+
+/// A backend's kernels with their expanded key in secret memory: every call goes to the
+/// backend's own kernels.
+impl<K: AesKernels> AesKernels for Secret<K> {
+    fn backend(&self) -> Backend {
+        (**self).backend()
+    }
+    fn ecb_encrypt(&self, data: InOut<'_>) {
+        (**self).ecb_encrypt(data)
+    }
+    fn ecb_decrypt(&self, data: InOut<'_>) {
+        (**self).ecb_decrypt(data)
+    }
+    fn cbc_encrypt(&self, iv: &mut Block, data: InOut<'_>) {
+        (**self).cbc_encrypt(iv, data)
+    }
+    fn cbc_decrypt(&self, iv: &mut Block, data: InOut<'_>) {
+        (**self).cbc_decrypt(iv, data)
+    }
+    fn encrypt_block(&self, block: &mut Block) {
+        (**self).encrypt_block(block)
+    }
+    fn cbc_encrypt_sectors(&self, ivs: &[Block], data: InOut<'_>) {
+        (**self).cbc_encrypt_sectors(ivs, data)
+    }
+    fn cbc_decrypt_sectors(&self, ivs: &[Block], data: InOut<'_>) {
+        (**self).cbc_decrypt_sectors(ivs, data)
+    }
+    fn ctr(&self, counter: &mut u128, data: InOut<'_>) {
+        (**self).ctr(counter, data)
+    }
+    fn xts_encrypt(&self, tweaks: &[Block], data: InOut<'_>) {
+        (**self).xts_encrypt(tweaks, data)
+    }
+    fn xts_decrypt(&self, tweaks: &[Block], data: InOut<'_>) {
+        (**self).xts_decrypt(tweaks, data)
+    }
 }
 
 /// Multiplies an XTS tweak by alpha (x) in GF(2^128) with the IEEE 1619 little-endian byte

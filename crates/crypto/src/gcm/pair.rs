@@ -16,6 +16,7 @@ use crate::backend::{self, Algorithm};
 use crate::block::Block;
 use crate::buf::InOut;
 use crate::ghash::{self, GhashBackend};
+use crate::secret::Secret;
 use crate::Error;
 use zeroize::Zeroize;
 
@@ -31,10 +32,10 @@ pub(crate) enum Pair {
     },
     /// The vaes kernels with the ymm GHASH: the stitched kernel on ymm.
     #[cfg(target_arch = "x86_64")]
-    Ymm(Box<ymm::Pair>),
+    Ymm(Secret<ymm::Pair>),
     /// The avx512 backend with the zmm GHASH: the stitched kernel on zmm.
     #[cfg(target_arch = "x86_64")]
-    Zmm(Box<zmm::Pair>),
+    Zmm(Secret<zmm::Pair>),
 }
 
 /// The GHASH backend that goes with each AES backend (the one of the same instruction
@@ -61,10 +62,10 @@ impl Pair {
         #[cfg(target_arch = "x86_64")]
         match (aes, ghash) {
             (Backend::Vaes, GhashBackend::Vpclmul) => {
-                return Ok(Pair::Ymm(Box::new(ymm::Pair::new(key)?)))
+                return Ok(Pair::Ymm(Secret::new(ymm::Pair::new(key)?)))
             }
             (Backend::Avx512, GhashBackend::Vpclmul512) => {
-                return Ok(Pair::Zmm(Box::new(zmm::Pair::new(key)?)))
+                return Ok(Pair::Zmm(Secret::new(zmm::Pair::new(key)?)))
             }
             _ => {}
         }

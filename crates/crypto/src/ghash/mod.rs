@@ -36,6 +36,7 @@ use crate::backend::family;
 use crate::block::Block;
 #[cfg(feature = "hazmat-testing")]
 use crate::error::InputError;
+use crate::secret::Secret;
 use crate::Error;
 
 mod soft;
@@ -64,16 +65,17 @@ family! {
     }
 }
 
-/// An expanded GHASH key for one backend. Zeroized on drop by the backend key types.
+/// An expanded GHASH key for one backend, in [`Secret`] memory. Zeroized on drop by the
+/// backend key types.
 #[derive(Clone)]
 pub(crate) enum Key {
-    Soft(soft::Key),
+    Soft(Secret<soft::Key>),
     #[cfg(target_arch = "x86_64")]
-    Clmul(Box<clmul::Key>),
+    Clmul(Secret<clmul::Key>),
     #[cfg(target_arch = "x86_64")]
-    Vpclmul(Box<vpclmul::Key>),
+    Vpclmul(Secret<vpclmul::Key>),
     #[cfg(target_arch = "x86_64")]
-    Vpclmul512(Box<vpclmul512::Key>),
+    Vpclmul512(Secret<vpclmul512::Key>),
 }
 
 impl Key {
@@ -88,15 +90,17 @@ impl Key {
         let h = u128::from_be_bytes(*h);
         match backend {
             #[cfg(target_arch = "x86_64")]
-            GhashBackend::Clmul => Key::Clmul(Box::new(clmul::Key::new(&powers(h)))),
+            GhashBackend::Clmul => Key::Clmul(Secret::new(clmul::Key::new(&powers(h)))),
             #[cfg(target_arch = "x86_64")]
-            GhashBackend::Vpclmul => Key::Vpclmul(Box::new(vpclmul::Key::new(&powers(h)))),
+            GhashBackend::Vpclmul => Key::Vpclmul(Secret::new(vpclmul::Key::new(&powers(h)))),
             #[cfg(target_arch = "x86_64")]
-            GhashBackend::Vpclmul512 => Key::Vpclmul512(Box::new(vpclmul512::Key::new(&powers(h)))),
+            GhashBackend::Vpclmul512 => {
+                Key::Vpclmul512(Secret::new(vpclmul512::Key::new(&powers(h))))
+            }
             // Not reached: `check_cpu` refuses these backends on other architectures.
             #[cfg(not(target_arch = "x86_64"))]
-            _ => Key::Soft(soft::Key::new(h)),
-            GhashBackend::Soft => Key::Soft(soft::Key::new(h)),
+            _ => Key::Soft(Secret::new(soft::Key::new(h))),
+            GhashBackend::Soft => Key::Soft(Secret::new(soft::Key::new(h))),
         }
     }
 
@@ -141,9 +145,9 @@ macro_rules! checked_keys {
         impl $module::Key {
             /// The key for `h` (= E_K(0^128)), after the CPU check and self-test of its
             /// backend.
-            pub(crate) fn checked(h: &Block) -> Result<Box<Self>, Error> {
+            pub(crate) fn checked(h: &Block) -> Result<Secret<Self>, Error> {
                 $backend.ensure_usable()?;
-                Ok(Box::new(Self::new(&powers(u128::from_be_bytes(*h)))))
+                Ok(Secret::new(Self::new(&powers(u128::from_be_bytes(*h)))))
             }
         }
     )*};
@@ -176,7 +180,7 @@ pub(crate) fn powers<const N: usize>(h: u128) -> [u128; N] {
 fn self_test(backend: GhashBackend) -> bool {
     let h: Block = core::array::from_fn(|i| (i as u8).wrapping_mul(0x3b) ^ 0xa5);
     let data: Vec<u8> = (0..40 * 16).map(|i| (i * 31 + 7) as u8).collect();
-    let reference = Key::Soft(soft::Key::new(u128::from_be_bytes(h)));
+    let reference = Key::Soft(Secret::new(soft::Key::new(u128::from_be_bytes(h))));
     let tested = Key::new_unchecked(&h, backend);
     // McGrew-Viega test case 2: GHASH(H, {}, C) with H = 66e94bd4ef8a2c3b884cfa59ca342b2e,
     // C = 0388dace60b6a392f328c2b971b2fe78: the state after C and the length block.

@@ -3,9 +3,11 @@
 //! register is re-encrypted under the new key (the MAC changes only its key).
 //!
 //! The chain of meshed keys depends on the key only, so [`MeshChain`] computes it once, on
-//! demand, and shares it between every message and stream of the key.
+//! demand, and shares it between every message and stream of the key. It lives in secret
+//! memory of a fixed size (8 KiB), so it never moves and leaves no key in freed memory.
 
 use super::{Core, Order};
+use crate::secret::Secret;
 use std::sync::Mutex;
 use zeroize::Zeroize;
 
@@ -39,9 +41,17 @@ impl Core {
 
 /// The key meshing chain of one key: `keys[i]` is the key of bytes
 /// `1024 i .. 1024 (i + 1)`. A meshing step then costs a lookup instead of four block
-/// decryptions. Zeroized on drop.
+/// decryptions. The chain has room for all the keys it caches from the start, in
+/// [`Secret`] memory (locked, out of core dumps, wiped on drop): it never moves, so no
+/// copy of a key is left behind.
 pub(crate) struct MeshChain {
-    keys: Mutex<Vec<[u32; 8]>>,
+    chain: Mutex<Chain>,
+}
+
+/// The keys computed so far: `keys[..len]`.
+struct Chain {
+    keys: Secret<[[u32; 8]; MESH_CACHE as usize]>,
+    len: usize,
 }
 
 impl std::fmt::Debug for MeshChain {
@@ -50,18 +60,12 @@ impl std::fmt::Debug for MeshChain {
     }
 }
 
-impl Drop for MeshChain {
-    fn drop(&mut self) {
-        if let Ok(v) = self.keys.get_mut() {
-            v.zeroize();
-        }
-    }
-}
-
 impl MeshChain {
     pub(crate) fn new(core: &Core) -> MeshChain {
+        let mut keys = Secret::new([[0u32; 8]; MESH_CACHE as usize]);
+        keys[0] = core.s.k;
         MeshChain {
-            keys: Mutex::new(vec![core.s.k]),
+            chain: Mutex::new(Chain { keys, len: 1 }),
         }
     }
 
@@ -74,14 +78,16 @@ impl MeshChain {
             return;
         }
         let i = i as usize;
-        let mut keys = self.keys.lock().unwrap_or_else(|e| e.into_inner());
-        while keys.len() <= i {
+        let mut guard = self.chain.lock().unwrap_or_else(|e| e.into_inner());
+        let chain = &mut *guard;
+        while chain.len <= i {
             let mut c = core.clone();
-            c.s.k = *keys.last().expect("the chain starts with the key");
+            c.s.k = chain.keys[chain.len - 1];
             c.mesh();
-            keys.push(c.s.k);
+            chain.keys[chain.len] = c.s.k;
+            chain.len += 1;
         }
-        core.s.k = keys[i];
+        core.s.k = chain.keys[i];
     }
 
     /// Before block `blocks` of a message: `Some(section)` when a meshing boundary is

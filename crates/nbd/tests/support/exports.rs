@@ -1,19 +1,21 @@
-//! Exports for the tests: a memory-backed one that counts flushes, and a slow one that
-//! records how many data operations run at once.
+//! Exports for the tests: a memory-backed one that counts flushes (and fails them on
+//! demand), and a slow one that records how many data operations run at once.
 
-use sectorcrypt_nbd::Export;
+use sectorcrypt_nbd::{proto, Export};
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
-/// A memory-backed export that counts flushes.
+/// A memory-backed export that counts flushes and fails the next ones when told to (as a
+/// file whose writeback failed: the error is reported once, then flushes succeed again).
 pub struct MemExport {
     data: Mutex<Vec<u8>>,
     block: u32,
     read_only: bool,
     flushes: AtomicU64,
+    failing_flushes: AtomicU64,
 }
 
 impl MemExport {
@@ -24,6 +26,7 @@ impl MemExport {
             block,
             read_only,
             flushes: AtomicU64::new(0),
+            failing_flushes: AtomicU64::new(0),
         })
     }
 
@@ -35,6 +38,11 @@ impl MemExport {
     /// Flushes so far.
     pub fn flushes(&self) -> u64 {
         self.flushes.load(Ordering::SeqCst)
+    }
+
+    /// The next flush fails with EIO; the ones after it succeed.
+    pub fn fail_next_flush(&self) {
+        self.failing_flushes.store(1, Ordering::SeqCst);
     }
 }
 
@@ -63,6 +71,13 @@ impl Export for MemExport {
     }
     fn flush(&self) -> io::Result<()> {
         self.flushes.fetch_add(1, Ordering::SeqCst);
+        let fail = self
+            .failing_flushes
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok();
+        if fail {
+            return Err(io::Error::from_raw_os_error(proto::EIO as i32));
+        }
         Ok(())
     }
 }

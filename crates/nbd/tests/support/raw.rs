@@ -78,6 +78,14 @@ impl Raw {
         r
     }
 
+    /// [`Raw::go`], or `None` when the server closes the connection instead of greeting
+    /// (no slot free) or the greeting does not come within `wait`.
+    pub fn try_go(path: &Path, wait: Duration) -> Option<Raw> {
+        let mut r = Raw::try_handshake(path, wait)?;
+        r.send_go();
+        Some(r)
+    }
+
     /// NBD_OPT_GO for export "vol", asking for no information; panics unless acknowledged.
     pub fn send_go(&mut self) {
         let mut d = 3u32.to_be_bytes().to_vec();

@@ -18,7 +18,9 @@
 //!
 //! The rules every format keeps:
 //! - reading and validating never writes, and nothing is written through a header that
-//!   failed validation;
+//!   failed validation: every operation refuses it, naming the rule it breaks; only
+//!   `dump` shows what is left of it ([`Salvaged`]), and [`repair_header`](crate::formats::repair_header)
+//!   rebuilds it where the format can do so without guessing;
 //! - every change is crash-safe: new keyslot material is written and synced before the
 //!   metadata that points at it, old material is wiped after the metadata that drops it;
 //! - all I/O goes through the [`Store`]; allocations are bounded by what the input
@@ -30,6 +32,13 @@
 //! keyslot areas until the backup's header is in place (`restore.rs` argues the order),
 //! so that a crash leaves a volume that opens with the old header or the restored one.
 //! [`Header::dump`] renders the format's [`dump::Report`].
+//!
+//! A volume's header and data share one store or, with a detached header, sit in two
+//! ([`Placement`]): [`Header::unlock_at`] and [`restore_header_at`] take the placement,
+//! keyslots being read and written in the header's store and the data measured in the
+//! data's. An attached header whose data offset lies inside its own metadata (a detached
+//! header used on its own) opens its keyslots but not its data ([`Unlocked::engine`]
+//! refuses it).
 
 pub mod dump;
 mod restore;
@@ -37,8 +46,9 @@ mod restore;
 use crate::error::{Error, HeaderError, KeyslotError, Result};
 use crate::kdf::{Kdf, KdfKind, KdfOptions};
 use crate::layout::{Geometry, IvRule, Layout};
-use crate::store::{self, FileStore, Store};
+use crate::store::{self, FileStore, Placement, Store};
 use sectorcrypt_crypto::dmcrypt::{CipherSpec, SectorCipher};
+use sectorcrypt_crypto::secret::SecretBytes;
 use std::any::Any;
 use std::fmt;
 use zeroize::Zeroizing;
@@ -70,7 +80,9 @@ pub trait Format: fmt::Debug + Send + Sync + Any {
     ) -> Result<(Zeroizing<Vec<u8>>, usize)>;
 
     /// The volume opened with its `key` (known to be right: from keyslot `keyslot`, or
-    /// just made): where the data is and how it is encrypted.
+    /// just made): where the data is and how it is encrypted. `store` is where the data is
+    /// (the header's own store, or the data device of a detached header): its size bounds
+    /// the data.
     fn unlocked(
         &self,
         store: &dyn Store,
@@ -97,15 +109,22 @@ pub trait Format: fmt::Debug + Send + Sync + Any {
     /// material).
     fn remove_keyslots(&mut self, store: &dyn Store, slot: Option<usize>) -> Result<()>;
 
+    /// Where keyslot `slot`'s material is (offset, length), when the format keeps it in
+    /// an area of its own.
+    fn keyslot_area(&self, slot: usize) -> Option<(u64, u64)> {
+        let _ = slot;
+        None
+    }
+
     /// Whether a redundant copy of the header is damaged or stale.
     fn needs_repair(&self) -> bool {
         false
     }
 
-    /// Rewrites damaged or stale copies from the good one.
-    fn repair(&mut self, store: &dyn Store) -> Result<()> {
+    /// Rewrites damaged or stale copies from the good one; returns what was done.
+    fn repair(&mut self, store: &dyn Store) -> Result<Vec<String>> {
         let _ = store;
-        Ok(())
+        Ok(Vec::new())
     }
 
     /// The pieces a header backup holds, in the order a restore writes them, for an image
@@ -228,6 +247,29 @@ pub struct Driver {
     pub name: &'static str,
     /// Recognises the format and reads the header.
     pub detect: fn(&Probe<'_>) -> Detected,
+    /// For a store of this format whose header `detect` refused: what is left of it.
+    /// `None` when the store holds no header of this format.
+    pub salvage: fn(&Probe<'_>) -> Option<Salvaged>,
+}
+
+/// What is left of a header that failed validation: what `dump` shows (the fields that
+/// could be read and why the header cannot be used), the metadata as JSON when any was
+/// readable, and the header rebuilt, when the format can rebuild it without guessing.
+pub struct Salvaged {
+    /// The report, with the problems.
+    pub report: dump::Report,
+    /// The metadata as found.
+    pub json: Option<serde_json::Value>,
+    /// A valid header made from the damaged one, whose [`Format::repair`] writes it.
+    pub rebuilt: Option<Box<dyn Format>>,
+}
+
+impl fmt::Debug for Salvaged {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Salvaged")
+            .field("rebuilt", &self.rebuilt.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 /// A volume's header, of whichever format.
@@ -287,8 +329,26 @@ impl Header {
         passphrase: &[u8],
         slot: Option<usize>,
     ) -> Result<Unlocked> {
-        let (key, n) = self.0.unlock_key(store, passphrase, slot)?;
-        self.0.unlocked(store, key, n)
+        self.unlock_at(Placement::Attached(store), passphrase, slot)
+    }
+
+    /// Opens the volume placed as `at` with `passphrase` (only keyslot `slot` when given):
+    /// the keyslots are read from the header's store, the data is measured in the data's.
+    /// With an attached header the data must start after the header's metadata and
+    /// keyslots, which [`Unlocked::engine`] checks (a header whose data offset is 0 is a
+    /// detached one: its keyslots open, its data does not).
+    pub fn unlock_at(
+        &self,
+        at: Placement<'_>,
+        passphrase: &[u8],
+        slot: Option<usize>,
+    ) -> Result<Unlocked> {
+        let (key, n) = self.0.unlock_key(at.header(), passphrase, slot)?;
+        let mut unlocked = self.0.unlocked(at.data(), key, n)?;
+        if !at.is_detached() {
+            unlocked.header_end = self.backup_len(store::size(at.header())?);
+        }
+        Ok(unlocked)
     }
 
     /// Adds a keyslot for `new_passphrase` holding the volume key of `unlocked`. Returns
@@ -324,19 +384,45 @@ impl Header {
         kdf: &KdfOptions,
         slot: Option<usize>,
     ) -> Result<usize> {
-        let unlocked = self.unlock_slot(store, old_passphrase, slot)?;
+        let (key, old) = self.0.unlock_key(store, old_passphrase, slot)?;
         let new = NewKeyslot {
-            key: unlocked.volume_key(),
+            key: &key,
             passphrase: new_passphrase,
             kdf,
             slot: None,
         };
-        self.0.change_keyslot(store, unlocked.keyslot, &new)
+        self.0.change_keyslot(store, old, &new)
+    }
+
+    /// The keyslot `passphrase` opens (only `slot` when given), from the header's store
+    /// alone: what a keyslot command needs, without the data.
+    pub fn opened_keyslot(
+        &self,
+        store: &dyn Store,
+        passphrase: &[u8],
+        slot: Option<usize>,
+    ) -> Result<usize> {
+        Ok(self.0.unlock_key(store, passphrase, slot)?.1)
     }
 
     /// Destroys keyslot `slot` (metadata first, then its material).
     pub fn remove_key(&mut self, store: &dyn Store, slot: usize) -> Result<()> {
         self.0.remove_keyslots(store, Some(slot))
+    }
+
+    /// The active keyslots that still open the volume once `slot` is destroyed: the
+    /// others, less any whose material lies in `slot`'s area (wiped with it).
+    pub fn keyslots_left_without(&self, slot: usize) -> Result<Vec<usize>> {
+        let gone = self.0.keyslot_area(slot);
+        let overlaps = |n: usize| match (self.0.keyslot_area(n), gone) {
+            (Some((o, l)), Some((go, gl))) => o < go.saturating_add(gl) && go < o.saturating_add(l),
+            _ => false,
+        };
+        Ok(self
+            .active_keyslots()?
+            .into_iter()
+            .filter(|&n| n != slot && !overlaps(n))
+            .collect())
     }
 
     /// Destroys every keyslot: the data cannot be opened again without a header backup.
@@ -349,8 +435,8 @@ impl Header {
         self.0.needs_repair()
     }
 
-    /// Rewrites damaged or stale copies from the good one.
-    pub fn repair(&mut self, store: &dyn Store) -> Result<()> {
+    /// Rewrites damaged or stale copies from the good one; returns what was done.
+    pub fn repair(&mut self, store: &dyn Store) -> Result<Vec<String>> {
         self.0.repair(store)
     }
 
@@ -376,9 +462,10 @@ fn backup_extent(pieces: &[Piece]) -> u64 {
 }
 
 /// An unlocked volume: what the engine needs, and the volume key for keyslot changes. The
-/// key is zeroized on drop and never printed.
+/// key is held in secret memory (locked, out of core dumps, wiped on drop) and never
+/// printed.
 pub struct Unlocked {
-    volume_key: Zeroizing<Vec<u8>>,
+    volume_key: SecretBytes,
     /// The cipher string, e.g. `aes-xts-plain64`.
     pub cipher: String,
     /// The cipher, parsed.
@@ -393,6 +480,9 @@ pub struct Unlocked {
     pub data_size: u64,
     /// The keyslot that opened.
     pub keyslot: usize,
+    /// Bytes at the start of the data's store that the header occupies (its metadata and
+    /// keyslots when attached; 0 when detached or unknown).
+    header_end: u64,
 }
 
 impl fmt::Debug for Unlocked {
@@ -405,6 +495,7 @@ impl fmt::Debug for Unlocked {
             .field("data_offset", &self.data_offset)
             .field("data_size", &self.data_size)
             .field("keyslot", &self.keyslot)
+            .field("header_end", &self.header_end)
             .finish_non_exhaustive()
     }
 }
@@ -433,7 +524,7 @@ impl Unlocked {
         keyslot: usize,
     ) -> Unlocked {
         Unlocked {
-            volume_key,
+            volume_key: SecretBytes::from_slice(&volume_key),
             cipher: info.cipher,
             spec,
             sector_size: info.sector_size,
@@ -441,7 +532,15 @@ impl Unlocked {
             data_offset: info.data_offset,
             data_size: info.data_size,
             keyslot,
+            header_end: 0,
         }
+    }
+
+    /// Where the data would overlap the header that shares its store: `Some((data
+    /// offset, end of the header's metadata and keyslots))` for an attached header whose
+    /// data offset lies inside its own metadata (a detached header used on its own).
+    pub fn data_inside_header(&self) -> Option<(u64, u64)> {
+        (self.data_offset < self.header_end).then_some((self.data_offset, self.header_end))
     }
 
     /// The volume key.
@@ -473,13 +572,23 @@ impl Unlocked {
         Ok(SectorCipher::new(self.spec, &self.volume_key, layout)?)
     }
 
-    /// The engine over this volume's data area in `store` (the store it was unlocked from,
-    /// opened read-write unless `opts.read_only`).
+    /// The engine over this volume's data area in `store` (the data's store it was
+    /// unlocked with, opened read-write unless `opts.read_only`). Refused when the data
+    /// would overlap the header that shares the store ([`Unlocked::data_inside_header`]):
+    /// writing it would destroy the header.
     pub fn engine(
         &self,
         store: Box<dyn Store>,
         opts: crate::engine::EngineOptions,
     ) -> Result<crate::engine::Volume> {
+        if let Some((offset, end)) = self.data_inside_header() {
+            return Err(Error::invalid(format!(
+                "the data offset {offset} lies inside the header's {end} bytes of metadata \
+                 and keyslots in {}: a reduced data offset is allowed only for a detached \
+                 header, used beside its data device",
+                store.name()
+            )));
+        }
         crate::engine::Volume::new(store, self.layout()?, opts)
     }
 }
@@ -524,6 +633,13 @@ pub fn backup_header(image: &dyn Store, out: &std::path::Path) -> Result<()> {
 /// see `restore.rs` for why a crash at any point leaves a volume that opens with the old
 /// header or the restored one. Returns the restored header, read back from the image.
 pub fn restore_header(image: &dyn Store, backup: &dyn Store) -> Result<Header> {
+    restore_header_at(Placement::Attached(image), backup)
+}
+
+/// [`restore_header`] onto the header's store of a volume placed as `at`. A detached
+/// header's file needs room for the backup's pieces only (no data follows them there).
+pub fn restore_header_at(at: Placement<'_>, backup: &dyn Store) -> Result<Header> {
+    let image = at.header();
     let header = Header::read(backup).map_err(|e| match e {
         Error::Header(HeaderError::Unrecognised(m)) => {
             Error::Header(HeaderError::Unrecognised(format!("the backup file: {m}")))
@@ -540,7 +656,13 @@ pub fn restore_header(image: &dyn Store, backup: &dyn Store) -> Result<Header> {
              and keyslot areas"
         )));
     }
-    header.0.check_restore_target(size)?;
+    if !at.is_detached() {
+        header.0.check_restore_target(size)?;
+    } else if size < need {
+        return Err(Error::invalid(format!(
+            "the header file has {size} bytes, the backup's header and keyslots need {need}"
+        )));
+    }
     let current = Header::read(image).ok();
     restore::write(image, backup, &*header.0, &pieces, current)?;
     Header::read(image)

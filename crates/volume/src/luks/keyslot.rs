@@ -15,6 +15,7 @@ use crate::hash::HashAlg;
 use crate::kdf::Kdf;
 use crate::store::{self, Store};
 use sectorcrypt_crypto::dmcrypt::{CipherSpec, SectorCipher, SectorLayout};
+use sectorcrypt_crypto::secret::SecretBytes;
 use zeroize::Zeroizing;
 
 /// The largest key any supported cipher takes (AES-256-XTS: 64 bytes).
@@ -116,9 +117,9 @@ pub(crate) fn open_material(
         )));
     }
     let len = len as usize;
-    let mut derived = Zeroizing::new(vec![0u8; m.area_key_size]);
+    let mut derived = SecretBytes::zeroed(m.area_key_size);
     m.kdf.derive(passphrase, m.salt, &mut derived)?;
-    let mut material = Zeroizing::new(vec![0u8; len]);
+    let mut material = SecretBytes::zeroed(len);
     store::read_exact(store, &mut material, m.area_offset, "keyslot area")?;
     crypt_area(m.area_encryption, &derived, &mut material, false)?;
     Ok(af::merge(&material, m.key_size, m.stripes, m.af_hash))
@@ -157,7 +158,7 @@ pub fn seal_material(
 ) -> Result<(Vec<u8>, Zeroizing<Vec<u8>>)> {
     let mut salt = vec![0u8; 32];
     crate::random(&mut salt)?;
-    let mut derived = Zeroizing::new(vec![0u8; area_key_size]);
+    let mut derived = SecretBytes::zeroed(area_key_size);
     kdf.derive(passphrase, &salt, &mut derived)?;
     let split = af::split(key, af::STRIPES, af_hash)?;
     let len = align_up(split.len() as u64, 512) as usize;

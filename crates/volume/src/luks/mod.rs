@@ -5,7 +5,9 @@
 //! - `keyslot.rs`: the keyslot material both versions share (key derivation, area
 //!   encryption, the volume key digest, trying keyslots), `af.rs` the anti-forensic
 //!   splitter, `fields.rs` binary field access;
-//! - this file: creating volumes ([`format()`]).
+//! - [`Rule`] (`rules.rs`): the named rules a header must keep to be used;
+//! - this file: creating volumes ([`format()`], and [`format_at`] for a detached
+//!   header, whose data offset is 0 as cryptsetup's `luksFormat --header` makes it).
 //!
 //! Every change writes keyslot material before the metadata that points at it and syncs
 //! after each step, so a crash leaves a volume that opens with the old passphrases (and
@@ -20,16 +22,18 @@ mod fields;
 mod keyslot;
 pub mod luks1;
 pub mod luks2;
+mod rules;
 
 pub use keyslot::{cipher_spec, ciphers, crypt_area, seal_material};
 pub use luks1::Luks1;
 pub use luks2::Luks2;
+pub use rules::Rule;
 
 use crate::error::{Error, Result};
 use crate::format::{Format, Header, NewKeyslot, Unlocked};
 use crate::hash::HashAlg;
 use crate::kdf::{Kdf, KdfKind, KdfOptions};
-use crate::store::{self, Store};
+use crate::store::{self, Placement, Store};
 use sectorcrypt_crypto::dmcrypt::{SectorCipher, SectorLayout};
 use zeroize::Zeroizing;
 
@@ -131,9 +135,14 @@ fn digest_iterations(hash: HashAlg, key_len: usize, forced: bool) -> Result<u32>
     }
 }
 
-/// A new header of `opts.version` in memory for `key`, with the bytes of metadata before
-/// the data and the sector size.
-fn new_header(opts: &FormatOptions, key: &[u8], uuid: &str) -> Result<(Box<dyn Format>, u64, u64)> {
+/// A new header in memory: the header, the bytes of its metadata and keyslots, its data
+/// offset, its sector size.
+type NewHeader = (Box<dyn Format>, u64, u64, u64);
+
+/// A new header of `opts.version` in memory for `key`. A `detached` header keeps the
+/// default metadata size and puts the data at offset 0 of the data device (LUKS2: at
+/// `opts.data_offset` when given), as cryptsetup does.
+fn new_header(opts: &FormatOptions, key: &[u8], uuid: &str, detached: bool) -> Result<NewHeader> {
     let forced = opts.kdf.force_iterations.is_some();
     match opts.version {
         Version::Luks2 => {
@@ -146,7 +155,16 @@ fn new_header(opts: &FormatOptions, key: &[u8], uuid: &str) -> Result<(Box<dyn F
                     sizes.join(", ")
                 )));
             }
-            let data_offset = opts.data_offset.unwrap_or(LUKS2_DEFAULT_DATA_OFFSET);
+            let data_offset = match (opts.data_offset, detached) {
+                (Some(o), _) => o,
+                (None, false) => LUKS2_DEFAULT_DATA_OFFSET,
+                (None, true) => 0,
+            };
+            let metadata_size = if detached {
+                LUKS2_DEFAULT_DATA_OFFSET
+            } else {
+                data_offset
+            };
             if !data_offset.is_multiple_of(4096) {
                 return Err(Error::invalid("the data offset must be a multiple of 4096"));
             }
@@ -157,11 +175,12 @@ fn new_header(opts: &FormatOptions, key: &[u8], uuid: &str) -> Result<(Box<dyn F
                 label: &opts.label,
                 uuid,
                 data_offset,
+                metadata_size,
                 digest_iterations: digest_iterations(HashAlg::Sha256, key.len(), forced)?,
                 hash: HashAlg::Sha256,
             })?;
             let meta = h.metadata_size();
-            Ok((Box::new(h), meta, opts.sector_size as u64))
+            Ok((Box::new(h), meta, data_offset, opts.sector_size as u64))
         }
         Version::Luks1 => {
             if opts.sector_size != 512 {
@@ -175,9 +194,16 @@ fn new_header(opts: &FormatOptions, key: &[u8], uuid: &str) -> Result<(Box<dyn F
             }
             let hash = opts.kdf.hash;
             let iterations = digest_iterations(hash, key.len(), forced)?;
-            let h = Luks1::format(&opts.cipher, key, hash, uuid, iterations)?;
-            let meta = h.payload_offset as u64 * 512;
-            Ok((Box::new(h), meta, 512))
+            let mut h = Luks1::format(&opts.cipher, key, hash, uuid, iterations)?;
+            let mut meta = h.payload_offset as u64 * 512;
+            if detached {
+                // The keyslot areas (all eight, measured while the payload still bounds
+                // them) end the header file; the payload starts the data device.
+                meta = h.metadata_size();
+                h.payload_offset = 0;
+            }
+            let data_offset = h.payload_offset as u64 * 512;
+            Ok((Box::new(h), meta, data_offset, 512))
         }
     }
 }
@@ -188,6 +214,18 @@ fn new_header(opts: &FormatOptions, key: &[u8], uuid: &str) -> Result<(Box<dyn F
 /// as it is.
 pub fn format(
     store: &dyn Store,
+    opts: &FormatOptions,
+    passphrase: &[u8],
+    volume_key: Option<&[u8]>,
+) -> Result<(Header, Unlocked)> {
+    format_at(Placement::Attached(store), opts, passphrase, volume_key)
+}
+
+/// [`format()`] of a volume placed as `at`. A detached header's store gets the metadata and
+/// keyslots only (zeroed first; a file grows to their size) and the data's store is
+/// left as it is: its whole size, from the data offset on, is data.
+pub fn format_at(
+    at: Placement<'_>,
     opts: &FormatOptions,
     passphrase: &[u8],
     volume_key: Option<&[u8]>,
@@ -218,21 +256,27 @@ pub fn format(
         Some(u) => u.clone(),
         None => new_uuid()?,
     };
-    let image = store::size(store)?;
-    let (mut header, meta, sector) = new_header(opts, &key, &uuid)?;
-    if image < meta + sector {
+    let image = store::size(at.data())?;
+    let (mut header, meta, offset, sector) = new_header(opts, &key, &uuid, at.is_detached())?;
+    if image < offset + sector {
         return Err(Error::invalid(format!(
-            "the image has {image} bytes; a {} volume needs at least {} ({meta} of \
+            "the image has {image} bytes; a {} volume needs at least {} ({offset} of \
              metadata and one sector of data)",
             opts.version.name(),
-            meta + sector
+            offset + sector
         )));
     }
-    if !(image - meta).is_multiple_of(sector) {
+    if !(image - offset).is_multiple_of(sector) {
         return Err(Error::invalid(format!(
             "the data area ({} bytes) is not a multiple of the {sector}-byte sector size",
-            image - meta
+            image - offset
         )));
+    }
+    let store = at.header();
+    if at.is_detached() {
+        // The last byte first: a header device too small fails here, before anything of
+        // it is overwritten; a file grows to the header's size.
+        store::write_all(store, &[0], meta - 1, "end of the header area")?;
     }
     store::wipe(store, 0, meta, false)?;
     store::sync(store)?;
@@ -243,7 +287,7 @@ pub fn format(
         slot: Some(0),
     };
     let slot = header.add_keyslot(store, &first)?;
-    let unlocked = header.unlocked(store, key, slot)?;
+    let unlocked = header.unlocked(at.data(), key, slot)?;
     Ok((Header::new(header), unlocked))
 }
 

@@ -35,7 +35,8 @@ impl fmt::Debug for Pass {
 /// What a state of the image looks like from outside.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Outcome {
-    /// No header is recognised (a blank image, or one whose header is destroyed).
+    /// No header is used: none is recognised (a blank image, a destroyed header), or the
+    /// one there breaks a rule and is refused.
     Absent,
     /// A valid header that every passphrase listed opens (others may open too, as when a
     /// change-key has written the new keyslot and not yet dropped the old one). An empty

@@ -8,6 +8,7 @@
 use crate::check::{Outcome, Pass, Prepared};
 use crate::cut::CutStore;
 use sectorcrypt_testkit::pattern;
+use sectorcrypt_volume::formats;
 use sectorcrypt_volume::hash::HashAlg;
 use sectorcrypt_volume::kdf::KdfOptions;
 use sectorcrypt_volume::luks::{self, FormatOptions, Version};
@@ -33,6 +34,10 @@ const DATA: u64 = 64 << 10;
 /// Where the data starts: LUKS1's fixed layout for a 512-bit key, and the LUKS2 volumes
 /// here (room for seven keyslot areas).
 const DATA_OFFSET: u64 = 2 << 20;
+
+/// Where LUKS1's eight 48-byte keyslot entries start (each: state, iterations, salt,
+/// material offset in sectors at +40, stripes).
+const LUKS1_SLOTS: u64 = 208;
 
 /// PBKDF2 at cryptsetup's minimum cost: every image is opened many times.
 pub fn fast() -> KdfOptions {
@@ -217,7 +222,7 @@ fn repairing(kind: &Kind, damage: impl FnOnce(&CutStore)) -> Option<Prepared> {
         plain,
         opens(&[A, C]),
         opens(&[A, C]),
-        |s| Header::read(s)?.repair(s),
+        |s| formats::repair_header(s).map(drop),
     ))
 }
 
@@ -432,6 +437,28 @@ pub const OPERATIONS: &[Operation] = &[
                 s.read_at(&mut b, 448).unwrap();
                 s.write_at(&[b[0] ^ 0x5a], 448).unwrap();
             })
+        },
+    },
+    Operation {
+        name: "repair of a luks1 header whose inactive keyslot points into an active one",
+        prepare: |kind| {
+            // Refused as it is (the next add-key would overwrite keyslot 0); repair puts
+            // keyslot 7 back in its place in the standard layout.
+            if kind.name != "luks1" {
+                return None;
+            }
+            let (store, plain) = volume(kind, &[A, C]);
+            let mut slot0 = [0u8; 4];
+            store.read_at(&mut slot0, LUKS1_SLOTS + 40).unwrap();
+            store.write_at(&slot0, LUKS1_SLOTS + 7 * 48 + 40).unwrap();
+            assert!(Header::read(&store).is_err(), "the damage is not refused");
+            Some(prepared(
+                &store,
+                plain,
+                Outcome::Absent,
+                opens(&[A, C]),
+                |s| formats::repair_header(s).map(drop),
+            ))
         },
     },
     Operation {

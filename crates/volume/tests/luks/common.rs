@@ -1,11 +1,14 @@
 //! Helpers: images on files, plaintext access through the sector cipher (independent of
-//! the engine), fast KDF settings, what cryptsetup says. Tool detection, commands and
+//! the engine), fast KDF settings, what cryptsetup says, LUKS volumes made here and their
+//! headers edited (checksums kept right). Tool detection, commands and
 //! deterministic data come from `sectorcrypt-testkit`.
 
-use sectorcrypt_testkit::run;
+use sectorcrypt_testkit::{pattern, run};
 use sectorcrypt_volume::hash::HashAlg;
 use sectorcrypt_volume::kdf::{KdfKind, KdfOptions};
-use sectorcrypt_volume::{FileStore, IvRule, Unlocked};
+use sectorcrypt_volume::luks::{format, FormatOptions, Version};
+use sectorcrypt_volume::{FileStore, Header, IvRule, Store, Unlocked};
+use sha2::{Digest, Sha256};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -132,4 +135,85 @@ pub fn cryptsetup_volume_key(image: &Path, passphrase_file: &Path) -> Vec<u8> {
         .filter(|c| c.is_ascii_hexdigit())
         .collect();
     hex::decode(hexdigits).unwrap()
+}
+
+/// The size of a LUKS2 header copy made here.
+pub const HDR: u64 = 16384;
+
+/// `dir/v.img`: a 20 MiB LUKS2 volume, keyslot 0 opened by "first", keyslot 1 by
+/// "second", a pattern in its first 64 KiB.
+pub fn luks2_image(dir: &Path) -> PathBuf {
+    let img = blank_image(dir, 20 * MIB);
+    let f = open_rw(&img);
+    let opts = FormatOptions {
+        kdf: fast_pbkdf2(),
+        ..FormatOptions::default()
+    };
+    let (mut h, u) = format(&f, &opts, b"first", None).unwrap();
+    h.add_key(&f, &u, b"second", &fast_pbkdf2(), None).unwrap();
+    write_plain(&f, &u, 0, &pattern(65536, 3));
+    img
+}
+
+/// [`luks2_image`], opened read-only, and its header.
+pub fn open_luks2(dir: &Path) -> (PathBuf, FileStore, Header) {
+    let img = luks2_image(dir);
+    let f = open_ro(&img);
+    let h = Header::read(&f).unwrap();
+    (img, f, h)
+}
+
+/// Flips the bits of one byte of `path`.
+pub fn flip(path: &Path, at: u64) {
+    let f = open_rw(path);
+    let mut b = [0u8; 1];
+    f.read_at(&mut b, at).unwrap();
+    b[0] ^= 0x55;
+    f.write_at(&b, at).unwrap();
+}
+
+/// Rewrites the json of the LUKS2 header copy at `at` with a valid checksum.
+pub fn rewrite_json(path: &Path, at: u64, edit: impl Fn(&mut serde_json::Value)) {
+    let f = open_rw(path);
+    let mut buf = vec![0u8; HDR as usize];
+    f.read_at(&mut buf, at).unwrap();
+    let end = buf[4096..].iter().position(|&c| c == 0).unwrap();
+    let mut json: serde_json::Value = serde_json::from_slice(&buf[4096..4096 + end]).unwrap();
+    edit(&mut json);
+    let text = serde_json::to_vec(&json).unwrap();
+    buf[4096..].fill(0);
+    buf[4096..4096 + text.len()].copy_from_slice(&text);
+    buf[448..512].fill(0);
+    let sum = Sha256::digest(&buf);
+    buf[448..480].copy_from_slice(&sum);
+    f.write_at(&buf, at).unwrap();
+}
+
+/// The whole image, to show a refused header wrote nothing.
+pub fn snapshot(path: &Path) -> Vec<u8> {
+    std::fs::read(path).unwrap()
+}
+
+/// `dir/v.img`: a 4 MiB LUKS1 volume opened by "first".
+pub fn luks1_image(dir: &Path) -> PathBuf {
+    let img = blank_image(dir, 4 * MIB);
+    let f = open_rw(&img);
+    let opts = FormatOptions {
+        version: Version::Luks1,
+        kdf: fast_pbkdf2(),
+        ..FormatOptions::default()
+    };
+    format(&f, &opts, b"first", None).unwrap();
+    img
+}
+
+/// Points the material of LUKS1 keyslot `slot` of `img` at keyslot `at`'s, `plus` sectors
+/// on.
+pub fn point_luks1_slot(img: &Path, slot: u64, at: u64, plus: u32) {
+    let f = open_rw(img);
+    let mut offset = [0u8; 4];
+    f.read_at(&mut offset, 208 + at * 48 + 40).unwrap();
+    let moved = u32::from_be_bytes(offset) + plus;
+    f.write_at(&moved.to_be_bytes(), 208 + slot * 48 + 40)
+        .unwrap();
 }

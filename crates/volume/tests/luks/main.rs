@@ -6,3 +6,4 @@ mod common;
 mod from_tools;
 mod negative;
 mod to_tools;
+mod validation;

@@ -3,61 +3,10 @@
 
 use crate::common::*;
 use sectorcrypt_testkit::pattern;
-use sectorcrypt_volume::luks::{format, FormatOptions, Luks2, Version};
-use sectorcrypt_volume::{
-    backup_header, restore_header, Error, FileStore, Header, HeaderError, Store,
-};
-use sha2::{Digest, Sha256};
+use sectorcrypt_volume::luks::{format, FormatOptions, Luks2};
+use sectorcrypt_volume::{backup_header, restore_header, Error, Header, HeaderError, Store};
 use std::fs::File;
-use std::path::{Path, PathBuf};
-
-const HDR: u64 = 16384;
-
-fn luks2_image(dir: &Path) -> PathBuf {
-    let img = blank_image(dir, 20 * MIB);
-    let f = open_rw(&img);
-    let opts = FormatOptions {
-        kdf: fast_pbkdf2(),
-        ..FormatOptions::default()
-    };
-    let (mut h, u) = format(&f, &opts, b"first", None).unwrap();
-    h.add_key(&f, &u, b"second", &fast_pbkdf2(), None).unwrap();
-    write_plain(&f, &u, 0, &pattern(65536, 3));
-    img
-}
-
-/// [`luks2_image`], opened read-only, and its header.
-fn open_luks2(dir: &Path) -> (PathBuf, FileStore, Header) {
-    let img = luks2_image(dir);
-    let f = open_ro(&img);
-    let h = Header::read(&f).unwrap();
-    (img, f, h)
-}
-
-fn flip(path: &Path, at: u64) {
-    let f = open_rw(path);
-    let mut b = [0u8; 1];
-    f.read_at(&mut b, at).unwrap();
-    b[0] ^= 0x55;
-    f.write_at(&b, at).unwrap();
-}
-
-/// Rewrites the json of the LUKS2 header copy at `at` with a valid checksum.
-fn rewrite_json(path: &Path, at: u64, edit: impl Fn(&mut serde_json::Value)) {
-    let f = open_rw(path);
-    let mut buf = vec![0u8; HDR as usize];
-    f.read_at(&mut buf, at).unwrap();
-    let end = buf[4096..].iter().position(|&c| c == 0).unwrap();
-    let mut json: serde_json::Value = serde_json::from_slice(&buf[4096..4096 + end]).unwrap();
-    edit(&mut json);
-    let text = serde_json::to_vec(&json).unwrap();
-    buf[4096..].fill(0);
-    buf[4096..4096 + text.len()].copy_from_slice(&text);
-    buf[448..512].fill(0);
-    let sum = Sha256::digest(&buf);
-    buf[448..480].copy_from_slice(&sum);
-    f.write_at(&buf, at).unwrap();
-}
+use std::path::Path;
 
 #[test]
 fn wrong_passphrase_is_its_own_error() {
@@ -251,7 +200,8 @@ fn not_luks_and_key_secrets_stay_out_of_debug() {
     );
 }
 
-/// A header asking for 8 GiB of Argon2 memory is refused before anything is allocated.
+/// A keyslot asking for 8 GiB of Argon2 memory is refused before anything is allocated;
+/// the other keyslot still opens.
 #[test]
 fn absurd_kdf_costs_are_refused() {
     let dir = tempfile::tempdir().unwrap();
@@ -265,16 +215,13 @@ fn absurd_kdf_costs_are_refused() {
         });
     }
     let f = open_ro(&img);
-    let e = Header::read(&f).unwrap().unlock(&f, b"second").unwrap_err();
+    let h = Header::read(&f).unwrap();
+    let e = h.unlock_slot(&f, b"first", Some(0)).unwrap_err();
     assert!(
         matches!(&e, Error::Header(HeaderError::Corrupt(m)) if m.contains("argon2")),
         "{e}"
     );
-}
-
-/// The whole image, to show a refused header wrote nothing.
-fn snapshot(path: &Path) -> Vec<u8> {
-    std::fs::read(path).unwrap()
+    assert_eq!(h.unlock(&f, b"second").unwrap().keyslot, 1);
 }
 
 /// Patches both LUKS2 copies, then asserts unlocking with any passphrase fails with a
@@ -336,19 +283,6 @@ fn empty_or_short_digest_is_refused_not_a_match() {
     }
 }
 
-/// `dir/v.img`: a 4 MiB LUKS1 volume opened by "first".
-fn luks1_image(dir: &Path) -> PathBuf {
-    let img = blank_image(dir, 4 * MIB);
-    let f = open_rw(&img);
-    let opts = FormatOptions {
-        version: Version::Luks1,
-        kdf: fast_pbkdf2(),
-        ..FormatOptions::default()
-    };
-    format(&f, &opts, b"first", None).unwrap();
-    img
-}
-
 /// LUKS1: a digest with 0 iterations is refused when reading.
 #[test]
 fn luks1_zero_digest_iterations_is_refused() {
@@ -374,12 +308,14 @@ fn huge_key_sizes_and_stripes_are_refused() {
     let img = luks2_image(dir.path());
     let pristine = snapshot(&img);
     type Edit = fn(&mut serde_json::Value);
+    // A keyslot key size beyond 32 bits breaks the header's rules; the others are
+    // refused when the keyslot is used.
     let cases: [(&str, Edit); 5] = [
         ("key size", |ks| {
             ks["area"]["key_size"] = (1u64 << 40).into()
         }),
         ("key size", |ks| ks["area"]["key_size"] = 32.into()),
-        ("key size", |ks| ks["key_size"] = (1u64 << 40).into()),
+        ("key_size", |ks| ks["key_size"] = (1u64 << 40).into()),
         ("stripes", |ks| ks["af"]["stripes"] = (1u64 << 62).into()),
         ("stripes", |ks| ks["af"]["stripes"] = 4001.into()),
     ];
@@ -394,8 +330,9 @@ fn huge_key_sizes_and_stripes_are_refused() {
 }
 
 /// LUKS1: a stripe count of 2^32-1 is refused (it asked for 256 GiB); a slot past the end
-/// of an image with no data offset is a truncated image, not a read of garbage; erasing
-/// a volume whose inactive slot points far away writes nothing there.
+/// of an image with no data offset makes the image too small, not a read of garbage; an
+/// inactive slot pointing far away is refused until `repair` puts it back in place, and
+/// erasing never extends the image there.
 #[test]
 fn luks1_hostile_slots_are_refused() {
     let dir = tempfile::tempdir().unwrap();
@@ -418,16 +355,23 @@ fn luks1_hostile_slots_are_refused() {
     f.write_at(&0x7fff_0000u32.to_be_bytes(), slot0 + 40)
         .unwrap();
     let before = snapshot(&img);
-    let e = Header::read(&f).unwrap().unlock(&f, b"first").unwrap_err();
+    let e = Header::read(&f).unwrap_err();
     assert!(matches!(e, Error::Header(HeaderError::Truncated(_))), "{e}");
     assert!(snapshot(&img) == before);
 
-    // Inactive slot 3 pointing at 1 TiB: erase must not extend the image there.
+    // Inactive slot 3 pointing at 1 TiB: refused; repair resets it; erase stays inside.
     std::fs::write(&img, &pristine).unwrap();
     let f = open_rw(&img);
     f.write_at(&0x8000_0000u32.to_be_bytes(), slot0 + 3 * 48 + 40)
         .unwrap();
     let len = f.file().metadata().unwrap().len();
+    assert!(Header::read(&f).is_err());
+    let done = sectorcrypt_volume::formats::repair_header(&f).unwrap();
+    assert_eq!(done.len(), 1, "{done:?}");
+    assert!(
+        snapshot(&img)[..592] == pristine[..592],
+        "not the standard layout"
+    );
     let mut h = Header::read(&f).unwrap();
     assert!(h.backup_len(len) < 4 * MIB, "{}", h.backup_len(len));
     h.erase(&f).unwrap();
@@ -440,7 +384,7 @@ fn luks1_hostile_slots_are_refused() {
 }
 
 /// A keyslots area of 2^64-1 or 1 TiB bytes (overflow; a 1 TiB header backup buffer) and
-/// a segment whose end overflows are clean errors.
+/// a segment whose end overflows (its size the largest multiple of 512) are clean errors.
 #[test]
 fn huge_keyslots_size_and_segment_size_are_refused() {
     let dir = tempfile::tempdir().unwrap();
@@ -462,7 +406,7 @@ fn huge_keyslots_size_and_segment_size_are_refused() {
     std::fs::write(&img, &pristine).unwrap();
     for at in [0, HDR] {
         rewrite_json(&img, at, |j| {
-            j["segments"]["0"]["size"] = (u64::MAX - 4096).to_string().into()
+            j["segments"]["0"]["size"] = (u64::MAX - 511).to_string().into()
         });
     }
     let f = open_ro(&img);

@@ -58,6 +58,7 @@ use crate::ghash::clmul::to_xmm;
 use crate::ghash::vpclmul::{
     finish_group, hash_group, mul_add_table, mul_h, Key as GhashKey, FAR, N,
 };
+use crate::secret::Secret;
 use crate::Error;
 use core::arch::x86_64::*;
 
@@ -65,7 +66,7 @@ use core::arch::x86_64::*;
 /// stitched kernel of this file takes, and no other (see [`crate::gcm`]).
 pub(crate) struct Pair {
     pub(crate) aes: Keys,
-    pub(crate) ghash: Box<GhashKey>,
+    pub(crate) ghash: Secret<GhashKey>,
 }
 
 impl Pair {

@@ -42,6 +42,7 @@ use crate::ghash::clmul::to_xmm;
 use crate::ghash::vpclmul512::{
     add_lengths, bswap, finish, first_power, hash_group, mul_add, mul_add2, Key as GhashKey, N,
 };
+use crate::secret::Secret;
 use crate::Error;
 use core::arch::x86_64::*;
 
@@ -70,7 +71,7 @@ round_keys! {
 pub(crate) struct Pair {
     pub(crate) aes: vaes::Keys,
     zmm: ZmmKeys,
-    pub(crate) ghash: Box<GhashKey>,
+    pub(crate) ghash: Secret<GhashKey>,
 }
 
 impl Pair {

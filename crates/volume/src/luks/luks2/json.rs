@@ -1,14 +1,13 @@
-//! The LUKS2 JSON metadata: typed access to its fields, the structural checks made before
-//! any field is used, and typed views of the parts sectorcrypt interprets ([`Segment`],
-//! [`Keyslot`], [`Digest`]).
+//! The LUKS2 JSON metadata: typed access to its fields and typed views of the parts
+//! sectorcrypt interprets ([`Segment`], [`Keyslot`], [`Digest`]).
 //!
 //! The document is kept as a [`serde_json::Value`] and edited in place, so tokens, flags
 //! and fields sectorcrypt does not interpret survive a rewrite; the views are read from it
-//! when needed. [`validate`] makes the checks cryptsetup makes, enough that the views
-//! cannot fail on a header that passed them for the fields sectorcrypt uses; the views
-//! bound every size (keys, stripes, KDF costs) before anything is allocated.
+//! when needed, from a document that passed [`validate`](super::validate). The views
+//! bound every size (keys, stripes, KDF costs) before anything is allocated, and a
+//! keyslot that cannot be used here (an unknown KDF or hash, absurd costs) is refused on
+//! its own: the other keyslots still open the volume.
 
-use super::copies::BIN_SIZE;
 use super::Luks2;
 use crate::error::{Error, KeyslotError, Result};
 use crate::hash::HashAlg;
@@ -142,79 +141,6 @@ pub(super) fn id_list(v: &Value, key: &str, path: &str) -> Result<Vec<String>> {
         .collect()
 }
 
-/// The structural checks cryptsetup also makes, enough that the typed views cannot fail
-/// on a header that passed them for the fields sectorcrypt uses.
-pub(super) fn validate(json: &Value, hdr_size: u64) -> Result<()> {
-    if !json.is_object() {
-        return Err(corrupt("json: metadata is not an object"));
-    }
-    for key in ["keyslots", "segments", "digests", "config"] {
-        obj(json, key, "")?;
-    }
-    let config = &json["config"];
-    let json_size = u64_str(config, "json_size", "config.")?;
-    if json_size != hdr_size - BIN_SIZE as u64 {
-        return Err(corrupt(format!(
-            "json: config.json_size {json_size} does not match the header size {hdr_size}"
-        )));
-    }
-    let keyslots_size = u64_str(config, "keyslots_size", "config.")?;
-    if keyslots_size > MAX_KEYSLOTS_SIZE || !keyslots_size.is_multiple_of(AREA_ALIGN) {
-        return Err(corrupt(format!(
-            "json: config.keyslots_size {keyslots_size} (at most {MAX_KEYSLOTS_SIZE}, a \
-             multiple of {AREA_ALIGN})"
-        )));
-    }
-    // hdr_size is at most 4 MiB and keyslots_size 128 MiB: no overflow.
-    let area_end = 2 * hdr_size + keyslots_size;
-    for (id, ks) in obj(json, "keyslots", "")? {
-        let n: usize = id
-            .parse()
-            .map_err(|_| corrupt(format!("json: keyslot id {id:?} is not a number")))?;
-        if n >= MAX_KEYSLOTS {
-            return Err(corrupt(format!("json: keyslot id {n} is out of range")));
-        }
-        let path = format!("keyslots.{id}.");
-        str_of(ks, "type", &path)?;
-        if let Some(area) = ks.get("area") {
-            let p = format!("{path}area.");
-            let off = u64_str(area, "offset", &p)?;
-            let size = u64_str(area, "size", &p)?;
-            if off < 2 * hdr_size || off.checked_add(size).is_none_or(|e| e > area_end) {
-                return Err(corrupt(format!(
-                    "json: keyslot {id} area {off}+{size} lies outside the keyslots area"
-                )));
-            }
-        }
-    }
-    for (id, seg) in obj(json, "segments", "")? {
-        id.parse::<u64>()
-            .map_err(|_| corrupt(format!("json: segment id {id:?} is not a number")))?;
-        let path = format!("segments.{id}.");
-        str_of(seg, "type", &path)?;
-        let off = u64_str(seg, "offset", &path)?;
-        if off < area_end && off != 0 {
-            // Offset 0 is a detached header (data on another device).
-            return Err(corrupt(format!(
-                "json: segment {id} at {off} overlaps the metadata and keyslots ({area_end} bytes)"
-            )));
-        }
-        let size = str_of(seg, "size", &path)?;
-        if size != "dynamic" && size.parse::<u64>().is_err() {
-            return Err(corrupt(format!(
-                "json: segment {id} size {size:?} is invalid"
-            )));
-        }
-    }
-    for (id, d) in obj(json, "digests", "")? {
-        let path = format!("digests.{id}.");
-        str_of(d, "type", &path)?;
-        id_list(d, "keyslots", &path)?;
-        id_list(d, "segments", &path)?;
-    }
-    Ok(())
-}
-
 pub(super) fn kdf_of(ks: &Value, path: &str) -> Result<(Kdf, Vec<u8>)> {
     let kdf = ks
         .get("kdf")
@@ -306,6 +232,76 @@ pub(super) fn kdf_json(kdf: &Kdf, salt: &[u8]) -> Value {
     }
 }
 
+/// The typed view of keyslot `id`, or why it cannot be used here.
+pub(super) fn keyslot(id: &str, ks: &Value) -> Result<Keyslot> {
+    let path = format!("keyslots.{id}.");
+    let kind = str_of(ks, "type", &path)?;
+    if kind != "luks2" {
+        return Err(Error::unsupported(format!("keyslot {id}: type {kind:?}")));
+    }
+    let af = ks
+        .get("af")
+        .ok_or_else(|| corrupt(format!("json: {path}af is missing")))?;
+    let afp = format!("{path}af.");
+    if str_of(af, "type", &afp)? != "luks1" {
+        return Err(Error::unsupported(format!(
+            "keyslot {id}: anti-forensic splitter {:?}",
+            af["type"]
+        )));
+    }
+    let area = &ks["area"];
+    let ap = format!("{path}area.");
+    if str_of(area, "type", &ap)? != "raw" {
+        return Err(Error::unsupported(format!(
+            "keyslot {id}: area type {:?}",
+            area["type"]
+        )));
+    }
+    let (kdf, salt) = kdf_of(ks, &path)?;
+    let key_size = int_of(ks, "key_size", &path)?;
+    let area_key_size = int_of(area, "key_size", &ap)?;
+    let stripes = int_of(af, "stripes", &afp)?;
+    let area_size = u64_str(area, "size", &ap)?;
+    // Bounds before anything is allocated: AES keys are at most 64 bytes (XTS-256),
+    // the area key is the volume key's size, and cryptsetup writes and reads 4000
+    // stripes only.
+    if !(1..=MAX_KEY_BYTES).contains(&key_size) || area_key_size != key_size {
+        return Err(corrupt(format!(
+            "json: keyslot {id}: key size {key_size} / area key size {area_key_size} \
+                 (must be equal, 1 to {MAX_KEY_BYTES} bytes)"
+        )));
+    }
+    if stripes != af::STRIPES as u64 {
+        return Err(corrupt(format!(
+            "json: keyslot {id}: {stripes} anti-forensic stripes (must be {})",
+            af::STRIPES
+        )));
+    }
+    if key_size
+        .checked_mul(stripes)
+        .is_none_or(|n| align_up(n, 512) > area_size)
+    {
+        return Err(corrupt(format!(
+            "json: keyslot {id}: {stripes} stripes of {key_size} bytes do not fit its area"
+        )));
+    }
+    let (key_size, stripes, area_key_size) =
+        (key_size as usize, stripes as usize, area_key_size as usize);
+    Ok(Keyslot {
+        id: id.parse().expect("validated"),
+        key_size,
+        af_hash: HashAlg::parse(str_of(af, "hash", &afp)?)?,
+        stripes,
+        area_offset: u64_str(area, "offset", &ap)?,
+        area_size,
+        area_encryption: str_of(area, "encryption", &ap)?.to_string(),
+        area_key_size,
+        kdf,
+        salt,
+        priority: ks.get("priority").and_then(Value::as_i64).unwrap_or(1),
+    })
+}
+
 impl Luks2 {
     /// Size of the keyslots area.
     pub fn keyslots_size(&self) -> u64 {
@@ -387,78 +383,24 @@ impl Luks2 {
         })
     }
 
-    /// The `luks2` keyslots, by id.
+    /// The `luks2` keyslots, by id; an error if any of them cannot be used here.
     pub fn keyslots(&self) -> Result<Vec<Keyslot>> {
-        let mut out = Vec::new();
-        for (id, ks) in obj(&self.json, "keyslots", "")? {
-            let path = format!("keyslots.{id}.");
-            if str_of(ks, "type", &path)? != "luks2" {
-                continue;
-            }
-            let af = ks
-                .get("af")
-                .ok_or_else(|| corrupt(format!("json: {path}af is missing")))?;
-            let afp = format!("{path}af.");
-            if str_of(af, "type", &afp)? != "luks1" {
-                return Err(Error::unsupported(format!(
-                    "keyslot {id}: anti-forensic splitter {:?}",
-                    af["type"]
-                )));
-            }
-            let area = &ks["area"];
-            let ap = format!("{path}area.");
-            if str_of(area, "type", &ap)? != "raw" {
-                return Err(Error::unsupported(format!(
-                    "keyslot {id}: area type {:?}",
-                    area["type"]
-                )));
-            }
-            let (kdf, salt) = kdf_of(ks, &path)?;
-            let key_size = int_of(ks, "key_size", &path)?;
-            let area_key_size = int_of(area, "key_size", &ap)?;
-            let stripes = int_of(af, "stripes", &afp)?;
-            let area_size = u64_str(area, "size", &ap)?;
-            // Bounds before anything is allocated: AES keys are at most 64 bytes (XTS-256),
-            // the area key is the volume key's size, and cryptsetup writes and reads 4000
-            // stripes only.
-            if !(1..=MAX_KEY_BYTES).contains(&key_size) || area_key_size != key_size {
-                return Err(corrupt(format!(
-                    "json: keyslot {id}: key size {key_size} / area key size {area_key_size} \
-                     (must be equal, 1 to {MAX_KEY_BYTES} bytes)"
-                )));
-            }
-            if stripes != af::STRIPES as u64 {
-                return Err(corrupt(format!(
-                    "json: keyslot {id}: {stripes} anti-forensic stripes (must be {})",
-                    af::STRIPES
-                )));
-            }
-            if key_size
-                .checked_mul(stripes)
-                .is_none_or(|n| align_up(n, 512) > area_size)
-            {
-                return Err(corrupt(format!(
-                    "json: keyslot {id}: {stripes} stripes of {key_size} bytes do not fit its area"
-                )));
-            }
-            let (key_size, stripes, area_key_size) =
-                (key_size as usize, stripes as usize, area_key_size as usize);
-            out.push(Keyslot {
-                id: id.parse().expect("validated"),
-                key_size,
-                af_hash: HashAlg::parse(str_of(af, "hash", &afp)?)?,
-                stripes,
-                area_offset: u64_str(area, "offset", &ap)?,
-                area_size,
-                area_encryption: str_of(area, "encryption", &ap)?.to_string(),
-                area_key_size,
-                kdf,
-                salt,
-                priority: ks.get("priority").and_then(Value::as_i64).unwrap_or(1),
-            });
-        }
-        out.sort_by_key(|k| k.id);
-        Ok(out)
+        self.keyslot_states().into_iter().map(|(_, k)| k).collect()
+    }
+
+    /// Every `luks2` keyslot by id (ascending), with its typed view or why it cannot be
+    /// used here.
+    pub fn keyslot_states(&self) -> Vec<(usize, Result<Keyslot>)> {
+        let Some(keyslots) = self.json["keyslots"].as_object() else {
+            return Vec::new();
+        };
+        let mut out: Vec<(usize, Result<Keyslot>)> = keyslots
+            .iter()
+            .filter(|(_, ks)| ks["type"].as_str() == Some("luks2"))
+            .filter_map(|(id, ks)| Some((id.parse().ok()?, keyslot(id, ks))))
+            .collect();
+        out.sort_by_key(|(id, _)| *id);
+        out
     }
 
     /// The digests.

@@ -1,10 +1,12 @@
 //! LUKS2 (cryptsetup's "LUKS2 On-Disk Format Specification", version 1.1.x).
 //!
 //! - `copies.rs`: the two binary header copies, their checksums, which copy wins, the
-//!   ordered write of both;
-//! - `json.rs`: the JSON metadata, its validation and typed views ([`Segment`],
-//!   [`Keyslot`], [`Digest`]);
+//!   ordered write of both, rebuilding a bad copy from the good one;
+//! - `validate.rs`: the checks the metadata must pass (cryptsetup's, each a
+//!   [`Rule`](crate::luks::Rule));
+//! - `json.rs`: typed views of the metadata ([`Segment`], [`Keyslot`], [`Digest`]);
 //! - `areas.rs`: keyslot areas, adding and removing keyslots;
+//! - `salvage.rs`: what `dump` still shows of a header that failed its checks;
 //! - this file: the header as a whole, unlocking, the [`Format`] interface and what
 //!   `dump` shows.
 //!
@@ -19,12 +21,15 @@
 mod areas;
 mod copies;
 mod json;
+mod salvage;
+mod validate;
 
 pub use copies::{BIN_SIZE, HDR_SIZES};
 pub use json::{Digest, Keyslot, Segment, MAX_KEYSLOTS, MAX_KEYSLOTS_SIZE};
 
 use super::keyslot::{cipher_spec, try_keyslots, Material};
-use copies::Binary;
+use super::rules::Rule;
+use copies::{Binary, Found};
 use json::{id_list_text, keyslot_kdf, obj};
 
 use crate::error::{Error, Result};
@@ -47,10 +52,17 @@ pub struct Luks2 {
     bin: Binary,
     salts: [[u8; 64]; 2],
     json: Value,
+    /// The JSON area of the copy the metadata came from, as it is on disk: what a bad
+    /// copy is rebuilt from.
+    area: Vec<u8>,
     /// Whether each copy (primary, secondary) is valid and current.
     current: [bool; 2],
     /// Why a copy was not used, for `dump`.
     damage: Vec<String>,
+    /// Keyslots whose KDF leftovers were dropped when reading, for `dump`.
+    fixed: Vec<String>,
+    /// Why the header cannot be used at all (only in what `dump` salvages).
+    problems: Vec<String>,
 }
 
 impl std::fmt::Debug for Luks2 {
@@ -72,6 +84,9 @@ pub(crate) struct FormatParams<'a> {
     pub(crate) label: &'a str,
     pub(crate) uuid: &'a str,
     pub(crate) data_offset: u64,
+    /// Bytes of the two header copies and the keyslot area (the data offset, unless the
+    /// header is detached).
+    pub(crate) metadata_size: u64,
     pub(crate) digest_iterations: u32,
     pub(crate) hash: HashAlg,
 }
@@ -95,36 +110,53 @@ fn detect(p: &Probe<'_>) -> Detected {
             "the image ends inside the luks header",
         )));
     }
-    let mut first = [0u8; BIN_SIZE];
-    first[..n.min(BIN_SIZE)].copy_from_slice(&p.head[..n.min(BIN_SIZE)]);
-    let found = match copies::read(p.store, &first)? {
-        Ok(found) => found,
-        Err(Error::Header(crate::HeaderError::Corrupt(m))) if p.size < 2 * HDR_SIZES[0] => {
-            return Some(Err(Error::truncated(format!(
-                "the image has {} bytes, less than the two luks2 header copies ({m})",
-                p.size
-            ))))
-        }
-        Err(e) => return Some(Err(e)),
-    };
-    Some(Ok(Box::new(Luks2 {
-        bin: found.chosen.bin,
-        salts: [found.chosen.salt; 2],
-        json: found.chosen.json,
-        current: found.current,
-        damage: found.damage,
-    })))
+    let copies = copies::read_both(p.store)?;
+    Some(
+        copies::choose(copies, p.size)
+            .and_then(|found| Luks2::from_found(found, p.size))
+            .map(|h| Box::new(h) as Box<dyn Format>),
+    )
 }
 
 /// The registration of LUKS2 in [`crate::formats::FORMATS`].
-pub(crate) const DRIVER: Driver = Driver { name: NAME, detect };
+pub(crate) const DRIVER: Driver = Driver {
+    name: NAME,
+    detect,
+    salvage: salvage::salvage,
+};
 
 impl Luks2 {
+    /// The header of the copy reading chose, once the image is known to hold its header
+    /// copies and keyslots area (cryptsetup's "Device too small" otherwise).
+    fn from_found(found: Found, image: u64) -> Result<Luks2> {
+        let chosen = found.chosen;
+        let h = Luks2 {
+            bin: chosen.bin,
+            salts: [chosen.salt; 2],
+            json: chosen.json.expect("a valid copy has metadata"),
+            area: chosen.area,
+            current: found.current,
+            damage: found.damage,
+            fixed: chosen.fixed,
+            problems: Vec::new(),
+        };
+        let need = h.metadata_size();
+        if image < need {
+            return Err(Rule::DeviceTooSmall.broken(format!(
+                "the image has {image} bytes; its two {}-byte header copies and {}-byte \
+                 keyslots area need {need}",
+                h.bin.hdr_size,
+                h.keyslots_size()
+            )));
+        }
+        Ok(h)
+    }
+
     /// A new header in memory (nothing written): one crypt segment, one digest, no keyslot.
     pub(crate) fn format(p: &FormatParams<'_>) -> Result<Luks2> {
         let hdr_size = HDR_SIZES[0];
         let keyslots_size = p
-            .data_offset
+            .metadata_size
             .checked_sub(2 * hdr_size)
             .ok_or_else(|| Error::invalid("the data offset leaves no room for the metadata"))?
             .min(MAX_KEYSLOTS_SIZE);
@@ -179,8 +211,11 @@ impl Luks2 {
             },
             salts,
             json,
+            area: Vec::new(),
             current: [false, false],
             damage: Vec::new(),
+            fixed: Vec::new(),
+            problems: Vec::new(),
         })
     }
 
@@ -267,6 +302,11 @@ impl Luks2 {
                     format!("{} [bytes]", text(&ks["area"]["size"])),
                 ),
             ]);
+            if ks["type"].as_str() == Some("luks2") {
+                if let Err(e) = json::keyslot(id, ks) {
+                    fields.push(Field::new("Unusable", e));
+                }
+            }
             items.push(Item {
                 id: id.clone(),
                 kind: text(&ks["type"]).into(),
@@ -320,7 +360,13 @@ impl Format for Luks2 {
     }
 
     fn active_keyslots(&self) -> Result<Vec<usize>> {
-        Ok(self.keyslots()?.iter().map(|k| k.id).collect())
+        Ok(self.keyslot_states().iter().map(|(id, _)| *id).collect())
+    }
+
+    fn keyslot_area(&self, slot: usize) -> Option<(u64, u64)> {
+        let area = &self.json["keyslots"][slot.to_string()]["area"];
+        let num = |k: &str| area[k].as_str()?.parse().ok();
+        Some((num("offset")?, num("size")?))
     }
 
     fn keyslot_kdf(&self, slot: usize) -> Result<Kdf> {
@@ -332,7 +378,9 @@ impl Format for Luks2 {
     }
 
     /// Tries the keyslots (priority high, then normal; `ignore` ones only when asked for by
-    /// number) and returns the volume key and the keyslot that opened.
+    /// number) and returns the volume key and the keyslot that opened. A keyslot that
+    /// cannot be used here (an unknown KDF or hash, say) is passed over: the others are
+    /// tried. When none could be tried, the first one's reason is the error.
     fn unlock_key(
         &self,
         store: &dyn Store,
@@ -342,17 +390,30 @@ impl Format for Luks2 {
         self.check_supported()?;
         let seg = self.segment()?;
         let digest = self.segment_digest(&seg)?;
-        let mut slots: Vec<Keyslot> = self
-            .keyslots()?
-            .into_iter()
-            .filter(|k| digest.keyslots.contains(&k.id))
-            .filter(|k| match only {
-                Some(n) => k.id == n,
-                None => k.priority > 0,
-            })
-            .collect();
+        let priority = |id: usize| {
+            self.json["keyslots"][id.to_string()]["priority"]
+                .as_i64()
+                .unwrap_or(1)
+        };
+        let mut slots = Vec::new();
+        let mut unusable = None;
+        for (id, state) in self.keyslot_states() {
+            let wanted = match only {
+                Some(n) => id == n,
+                None => priority(id) > 0,
+            };
+            if !wanted || !digest.keyslots.contains(&id) {
+                continue;
+            }
+            match state {
+                Ok(ks) => slots.push(ks),
+                Err(e) => {
+                    unusable.get_or_insert(e);
+                }
+            }
+        }
         if slots.is_empty() {
-            return Err(no_keyslot(only));
+            return Err(unusable.unwrap_or_else(|| no_keyslot(only)));
         }
         slots.sort_by_key(|k| (-k.priority, k.id));
         let candidates = slots.iter().map(|ks| {
@@ -440,9 +501,11 @@ impl Format for Luks2 {
         !(self.current[0] && self.current[1])
     }
 
-    fn repair(&mut self, store: &dyn Store) -> Result<()> {
+    /// Rebuilds the copies that are not current from the good one (never a guess: a
+    /// header with no valid copy is not read at all).
+    fn repair(&mut self, store: &dyn Store) -> Result<Vec<String>> {
         self.check_supported()?;
-        self.write(store)
+        self.rebuild_copies(store)
     }
 
     /// Keyslot areas first (no header points at them yet), then the secondary copy, then
@@ -496,8 +559,17 @@ impl Format for Luks2 {
         for d in &self.damage {
             fields.push(Field::new(
                 "Warning",
-                format!("{d} (repaired on the next write)"),
+                format!("{d} (rebuilt by repair or the next write)"),
             ));
+        }
+        for id in &self.fixed {
+            fields.push(Field::new(
+                "Warning",
+                format!("keyslot {id}: fields its kdf does not take are ignored (dropped on the next write)"),
+            ));
+        }
+        for p in &self.problems {
+            fields.push(Field::new("Problem", p));
         }
         if let Err(e) = self.check_supported() {
             fields.push(Field::new("Warning", e));
@@ -572,6 +644,7 @@ mod tests {
             label: "",
             uuid: "u",
             data_offset: 1 << 20,
+            metadata_size: 1 << 20,
             digest_iterations: 1000,
             hash: HashAlg::Sha256,
         })

@@ -12,7 +12,11 @@
 //!     (sectors), stripes u32
 //! ```
 //! There is one header copy, so a header write is a single 592-byte write: new keyslot
-//! material is written (and synced) before the header that enables it.
+//! material is written (and synced) before the header that enables it. `layout.rs` holds
+//! the keyslot layout checks a header must pass to be used (cryptsetup's) and the repair
+//! of inactive keyslots that break them.
+
+mod layout;
 
 use super::af;
 use super::fields::{align_up, be16, be32, cstr, put_cstr};
@@ -43,6 +47,8 @@ const DIGEST_LEN: usize = 20;
 pub struct Slot {
     /// Enabled.
     pub active: bool,
+    /// The state field as read (enabled, disabled, or anything else).
+    state: u32,
     /// PBKDF2 iterations.
     pub iterations: u32,
     /// PBKDF2 salt.
@@ -75,6 +81,8 @@ pub struct Luks1 {
     pub uuid: String,
     /// The keyslots.
     pub slots: [Slot; KEYSLOTS],
+    /// What rebuilding the header changed (written by [`Format::repair`]).
+    repairs: Vec<String>,
 }
 
 impl std::fmt::Debug for Luks1 {
@@ -92,8 +100,15 @@ fn material_sectors(key_bytes: u32) -> u32 {
 }
 
 impl Luks1 {
-    /// Parses the header in `first` (the image's first bytes).
+    /// Parses the header in `first` (the image's first bytes) and checks it.
     pub fn parse(first: &[u8]) -> Result<Luks1> {
+        let h = Luks1::parse_fields(first)?;
+        h.check()?;
+        Ok(h)
+    }
+
+    /// Reads the header's fields, unchecked beyond its magic and its text fields.
+    fn parse_fields(first: &[u8]) -> Result<Luks1> {
         if first.len() < HEADER_LEN {
             return Err(Error::truncated("the image is shorter than a luks1 header"));
         }
@@ -101,38 +116,19 @@ impl Luks1 {
             return Err(HeaderError::Unrecognised("no luks1 magic".into()).into());
         }
         let raw: [u8; HEADER_LEN] = first[..HEADER_LEN].try_into().expect("592 bytes");
-        let mut slots = [Slot {
-            active: false,
-            iterations: 0,
-            salt: [0; 32],
-            key_offset: 0,
-            stripes: 0,
-        }; KEYSLOTS];
-        for (i, s) in slots.iter_mut().enumerate() {
+        let slots = std::array::from_fn(|i| {
             let at = 208 + 48 * i;
             let state = be32(&raw, at);
-            s.active = match state {
-                ACTIVE => true,
-                DISABLED => false,
-                x => {
-                    return Err(Error::corrupt(format!(
-                        "luks1 keyslot {i} has an invalid state {x:#010x}"
-                    )))
-                }
-            };
-            s.iterations = be32(&raw, at + 4);
-            s.salt.copy_from_slice(&raw[at + 8..at + 40]);
-            s.key_offset = be32(&raw, at + 40);
-            s.stripes = be32(&raw, at + 44);
-            if s.active && (s.stripes as usize != af::STRIPES || s.iterations == 0) {
-                return Err(Error::corrupt(format!(
-                    "luks1 keyslot {i} is active with {} stripes (must be {}) or 0 iterations",
-                    s.stripes,
-                    af::STRIPES
-                )));
+            Slot {
+                active: state == ACTIVE,
+                state,
+                iterations: be32(&raw, at + 4),
+                salt: raw[at + 8..at + 40].try_into().expect("32 bytes"),
+                key_offset: be32(&raw, at + 40),
+                stripes: be32(&raw, at + 44),
             }
-        }
-        let h = Luks1 {
+        });
+        Ok(Luks1 {
             raw,
             cipher_name: cstr(&raw[8..40], "cipher name")?,
             cipher_mode: cstr(&raw[40..72], "cipher mode")?,
@@ -144,26 +140,8 @@ impl Luks1 {
             mk_iterations: be32(&raw, 164),
             uuid: cstr(&raw[168..208], "uuid")?,
             slots,
-        };
-        if h.mk_iterations == 0 {
-            return Err(Error::corrupt("luks1 volume key digest has 0 iterations"));
-        }
-        if h.key_bytes == 0 || h.key_bytes as u64 > super::keyslot::MAX_KEY_BYTES {
-            return Err(Error::corrupt(format!(
-                "luks1 key length {} bytes",
-                h.key_bytes
-            )));
-        }
-        for (i, s) in h.slots.iter().enumerate().filter(|(_, s)| s.active) {
-            // Without a data offset the bound is the image size, checked when the slot is
-            // read or written.
-            if !h.area_ok(s.key_offset as u64 * 512, u64::MAX) {
-                return Err(Error::corrupt(format!(
-                    "luks1 keyslot {i} material overlaps the header or the data"
-                )));
-            }
-        }
-        Ok(h)
+            repairs: Vec::new(),
+        })
     }
 
     /// The cipher string, e.g. `aes-xts-plain64`.
@@ -177,41 +155,17 @@ impl Luks1 {
 
     /// Bytes from the start of the image to the end of the last keyslot's material, aligned
     /// to 4 KiB: what a header backup holds (the same length as cryptsetup's
-    /// luksHeaderBackup of a LUKS1 volume).
-    ///
-    /// Active slots count (their areas were checked when parsing), and inactive ones only
-    /// when their area lies between the header and the data: an inactive slot's offset is
-    /// not otherwise validated.
+    /// luksHeaderBackup of a LUKS1 volume). Every slot counts, active or not: all were
+    /// checked to lie between the header and the data.
     pub fn metadata_size(&self) -> u64 {
-        let end = (0..KEYSLOTS)
-            .filter(|&i| {
-                let s = &self.slots[i];
-                s.active || (self.payload_offset != 0 && self.area_ok(s.key_offset as u64 * 512, 0))
-            })
-            .map(|i| self.slot_end(i))
-            .max()
-            .unwrap_or(HEADER_LEN as u64);
-        align_up(end.max(HEADER_LEN as u64), 4096)
+        let end = (0..KEYSLOTS).map(|i| self.slot_end(i)).max();
+        align_up(end.unwrap_or(0).max(HEADER_LEN as u64), 4096)
     }
 
-    /// End of slot `i`'s material (4000 stripes of the key, whole sectors). Cannot
-    /// overflow: a u32 of sectors plus at most 64 * 4000 bytes.
+    /// End of slot `i`'s material. Cannot overflow: a u32 of sectors plus at most
+    /// 64 * 4000 bytes.
     fn slot_end(&self, i: usize) -> u64 {
-        self.slots[i].key_offset as u64 * 512
-            + align_up(self.key_bytes as u64 * af::STRIPES as u64, 512)
-    }
-
-    /// Whether material at `off` (of the slot starting there) lies after the header and
-    /// before the data, or before the end of an `image` of that size when the header
-    /// names no data offset.
-    fn area_ok(&self, off: u64, image: u64) -> bool {
-        let end = off + align_up(self.key_bytes as u64 * af::STRIPES as u64, 512);
-        let limit = if self.payload_offset != 0 {
-            self.payload_offset as u64 * 512
-        } else {
-            image
-        };
-        off >= HEADER_LEN as u64 && end <= limit
+        self.slots[i].key_offset as u64 * 512 + self.material_len()
     }
 
     /// A new header in memory, cryptsetup's layout: keyslot material from sector 8, each
@@ -235,6 +189,7 @@ impl Luks1 {
         let km = material_sectors(key.len() as u32);
         let mut slots = [Slot {
             active: false,
+            state: DISABLED,
             iterations: 0,
             salt: [0; 32],
             key_offset: 0,
@@ -256,6 +211,7 @@ impl Luks1 {
             mk_iterations: digest_iterations,
             uuid: uuid.to_string(),
             slots,
+            repairs: Vec::new(),
         })
     }
 
@@ -274,8 +230,7 @@ impl Luks1 {
         put_cstr(&mut b[168..208], &self.uuid, "uuid")?;
         for (i, s) in self.slots.iter().enumerate() {
             let at = 208 + 48 * i;
-            b[at..at + 4]
-                .copy_from_slice(&(if s.active { ACTIVE } else { DISABLED }).to_be_bytes());
+            b[at..at + 4].copy_from_slice(&s.state.to_be_bytes());
             b[at + 4..at + 8].copy_from_slice(&s.iterations.to_be_bytes());
             b[at + 8..at + 40].copy_from_slice(&s.salt);
             b[at + 40..at + 44].copy_from_slice(&s.key_offset.to_be_bytes());
@@ -326,13 +281,15 @@ impl Luks1 {
             unreachable!("pbkdf2 asked for")
         };
         let (salt, material) = seal_material(new.passphrase, key, &kdf, &cipher, key.len(), hash)?;
-        // The slot's offset comes from the header (unchecked for an inactive slot): its
-        // material must lie between the header and the data (or the image end).
+        // Every slot's area was checked to lie between the header and the data, and the
+        // image to hold them all.
         let offset = self.slots[i].key_offset as u64 * 512;
         let image = store::size(store)?;
-        if !self.area_ok(offset, image) || offset + material.len() as u64 > self.slot_end(i) {
-            return Err(Error::corrupt(format!(
-                "luks1 keyslot {i} material offset is outside the keyslot area"
+        if offset + material.len() as u64 > self.slot_end(i).min(image) {
+            return Err(Error::truncated(format!(
+                "luks1 keyslot {i} material {offset}+{} lies beyond its area or the image \
+                 ({image} bytes)",
+                material.len()
             )));
         }
         store::write_all(store, &material, offset, "keyslot area")?;
@@ -340,6 +297,7 @@ impl Luks1 {
         let s = &mut self.slots[i];
         s.stripes = af::STRIPES as u32;
         s.active = true;
+        s.state = ACTIVE;
         s.iterations = iterations;
         s.salt.copy_from_slice(&salt);
         self.write(store)?;
@@ -358,6 +316,7 @@ impl Luks1 {
         for &i in &ids {
             let s = &mut self.slots[i];
             s.active = false;
+            s.state = DISABLED;
             s.iterations = 0;
             s.salt = [0; 32];
         }
@@ -365,9 +324,10 @@ impl Luks1 {
         let image = store::size(store)?;
         for &i in &ids {
             let off = self.slots[i].key_offset as u64 * 512;
-            // Only areas inside the keyslot area: an inactive slot's offset is unchecked.
-            if self.area_ok(off, image) {
-                store::wipe(store, off, self.slot_end(i) - off, true)?;
+            // Never past the end of the image (the image was checked to hold every slot).
+            let end = self.slot_end(i).min(image);
+            if off < end {
+                store::wipe(store, off, end - off, true)?;
             }
         }
         store::sync(store)
@@ -377,9 +337,11 @@ impl Luks1 {
     /// pairs) into an inactive slot whose area lies outside them and outside every active
     /// slot's: the material is copied and synced, then one header write enables the new
     /// slot and disables the old one. The old areas are left as they are. Nothing is
-    /// written when there are not enough such slots.
+    /// written when there are not enough such slots. Only slots' places are reused, and
+    /// the header was checked when read (every slot, active or not, lies between the
+    /// header and the data, inside the image, apart from the others), so the header
+    /// written passes the same checks.
     fn move_keyslots(&mut self, store: &dyn Store, ranges: &[(u64, u64)]) -> Result<()> {
-        let image = store::size(store)?;
         let span = |i: usize| (self.slots[i].key_offset as u64 * 512, self.slot_end(i));
         let hits =
             |(a, b): (u64, u64), list: &[(u64, u64)]| list.iter().any(|&(s, e)| a < e && s < b);
@@ -397,7 +359,6 @@ impl Luks1 {
                 .find(|&j| {
                     !self.slots[j].active
                         && !moves.iter().any(|&(_, t)| t == j)
-                        && self.area_ok(span(j).0, image)
                         && !hits(span(j), &ranges)
                         && !hits(span(j), &taken)
                 })
@@ -424,6 +385,7 @@ impl Luks1 {
             };
             let s = &mut self.slots[i];
             s.active = false;
+            s.state = DISABLED;
             s.iterations = 0;
             s.salt = [0; 32];
         }
@@ -444,17 +406,29 @@ pub const NAME: &str = "luks1";
 /// LUKS1 keyslots take PBKDF2 only.
 pub(crate) const KDF_KINDS: &[KdfKind] = &[KdfKind::Pbkdf2];
 
+/// Whether the store starts with the LUKS magic and version 1.
+fn is_luks1(head: &[u8]) -> bool {
+    head.len() >= 8 && &head[..6] == MAGIC && head[6..8] == [0, 1]
+}
+
 /// Recognises a LUKS1 header: the LUKS magic with version 1.
 fn detect(p: &Probe<'_>) -> Detected {
-    let h = p.head;
-    if h.len() < 8 || &h[..6] != MAGIC || h[6..8] != [0, 1] {
+    if !is_luks1(p.head) {
         return None;
     }
-    Some(Luks1::parse(h).map(|l| Box::new(l) as Box<dyn Format>))
+    let h = Luks1::parse(p.head).and_then(|h| {
+        h.check_size(p.size)?;
+        Ok(h)
+    });
+    Some(h.map(|l| Box::new(l) as Box<dyn Format>))
 }
 
 /// The registration of LUKS1 in [`crate::formats::FORMATS`].
-pub(crate) const DRIVER: Driver = Driver { name: NAME, detect };
+pub(crate) const DRIVER: Driver = Driver {
+    name: NAME,
+    detect,
+    salvage: layout::salvage,
+};
 
 impl Format for Luks1 {
     fn name(&self) -> &'static str {
@@ -481,6 +455,25 @@ impl Format for Luks1 {
 
     fn kdf_kinds(&self) -> &'static [KdfKind] {
         KDF_KINDS
+    }
+
+    fn keyslot_area(&self, slot: usize) -> Option<(u64, u64)> {
+        let s = self.slots.get(slot)?;
+        Some((s.key_offset as u64 * 512, self.material_len()))
+    }
+
+    fn needs_repair(&self) -> bool {
+        !self.repairs.is_empty()
+    }
+
+    /// Writes a header [`layout`] rebuilt (one write and a sync); a header read as it is
+    /// needs nothing.
+    fn repair(&mut self, store: &dyn Store) -> Result<Vec<String>> {
+        if self.repairs.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.write(store)?;
+        Ok(std::mem::take(&mut self.repairs))
     }
 
     /// Tries the active keyslots in order; returns the volume key and the slot.
