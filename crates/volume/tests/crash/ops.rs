@@ -127,6 +127,17 @@ fn prepared(
     }
 }
 
+/// `run` on a volume of `kind` opening with A and C, leaving a volume opening with
+/// exactly `after`.
+fn on_a_and_c(
+    kind: &Kind,
+    after: &[Pass],
+    run: impl Fn(&dyn Store) -> Result<()> + 'static,
+) -> Option<Prepared> {
+    let (store, plain) = volume(kind, &[A, C]);
+    Some(prepared(&store, plain, opens(&[A, C]), opens(after), run))
+}
+
 fn opens(p: &[Pass]) -> Outcome {
     Outcome::Opens(p.to_vec())
 }
@@ -198,14 +209,26 @@ fn restoring(
     p
 }
 
+/// A volume opening with `first`, a header backup taken of it, `then` done to it (after
+/// which `before` opens), and the restore (by `how`) of the backup: `first` opens after.
+fn restore_after(
+    kind: &Kind,
+    first: &[Pass],
+    then: impl FnOnce(&CutStore),
+    before: &[Pass],
+    how: Restore,
+) -> Prepared {
+    let (store, plain) = volume(kind, first);
+    let saved = backup(&store);
+    then(&store);
+    restoring(&store, plain, (opens(before), opens(first)), saved, how)
+}
+
 /// A volume opening with A and C whose passphrase A was changed to B after a header
 /// backup was taken, and the restore (by `how`) of that backup: B and C open before, A
 /// and C after.
 pub fn restore_after_change_key(kind: &Kind, how: Restore) -> Prepared {
-    let (store, plain) = volume(kind, &[A, C]);
-    let saved = backup(&store);
-    change(&store, A, B).unwrap();
-    restoring(&store, plain, (opens(&[B, C]), opens(&[A, C])), saved, how)
+    restore_after(kind, &[A, C], |s| change(s, A, B).unwrap(), &[B, C], how)
 }
 
 /// `repair` of a volume opening with A and C whose copy is damaged by `damage`.
@@ -254,32 +277,16 @@ pub const OPERATIONS: &[Operation] = &[
     Operation {
         name: "add-key to a volume of two keyslots",
         prepare: |kind| {
-            let (store, plain) = volume(kind, &[A, C]);
-            Some(prepared(
-                &store,
-                plain,
-                opens(&[A, C]),
-                opens(&[A, B, C]),
-                |s| {
-                    let mut h = Header::read(s)?;
-                    let u = h.unlock(s, A.bytes())?;
-                    h.add_key(s, &u, B.bytes(), &fast(), None).map(drop)
-                },
-            ))
+            on_a_and_c(kind, &[A, B, C], |s| {
+                let mut h = Header::read(s)?;
+                let u = h.unlock(s, A.bytes())?;
+                h.add_key(s, &u, B.bytes(), &fast(), None).map(drop)
+            })
         },
     },
     Operation {
         name: "change-key in a volume of two keyslots",
-        prepare: |kind| {
-            let (store, plain) = volume(kind, &[A, C]);
-            Some(prepared(
-                &store,
-                plain,
-                opens(&[A, C]),
-                opens(&[B, C]),
-                |s| change(s, A, B),
-            ))
-        },
+        prepare: |kind| on_a_and_c(kind, &[B, C], |s| change(s, A, B)),
     },
     Operation {
         name: "change-key in a volume whose keyslots are all in use",
@@ -307,39 +314,27 @@ pub const OPERATIONS: &[Operation] = &[
     Operation {
         name: "remove-key of the second keyslot",
         prepare: |kind| {
-            let (store, plain) = volume(kind, &[A, C]);
-            Some(prepared(&store, plain, opens(&[A, C]), opens(&[A]), |s| {
+            on_a_and_c(kind, &[A], |s| {
                 let mut h = Header::read(s)?;
                 let slot = h.unlock(s, C.bytes())?.keyslot;
                 h.remove_key(s, slot)
-            }))
+            })
         },
     },
     Operation {
         name: "erase a volume of two keyslots",
-        prepare: |kind| {
-            let (store, plain) = volume(kind, &[A, C]);
-            Some(prepared(&store, plain, opens(&[A, C]), opens(&[]), |s| {
-                Header::read(s)?.erase(s)
-            }))
-        },
+        prepare: |kind| on_a_and_c(kind, &[], |s| Header::read(s)?.erase(s)),
     },
     Operation {
         name: "header restore after change-key and add-key",
         prepare: |kind| {
-            let (store, plain) = volume(kind, &[A]);
-            let saved = backup(&store);
-            change(&store, A, B).unwrap();
-            let mut h = Header::read(&store).unwrap();
-            let u = h.unlock(&store, B.bytes()).unwrap();
-            h.add_key(&store, &u, C.bytes(), &fast(), None).unwrap();
-            Some(restoring(
-                &store,
-                plain,
-                (opens(&[B, C]), opens(&[A])),
-                saved,
-                restore,
-            ))
+            let then = |s: &CutStore| {
+                change(s, A, B).unwrap();
+                let mut h = Header::read(s).unwrap();
+                let u = h.unlock(s, B.bytes()).unwrap();
+                h.add_key(s, &u, C.bytes(), &fast(), None).unwrap();
+            };
+            Some(restore_after(kind, &[A], then, &[B, C], restore))
         },
     },
     Operation {
@@ -349,17 +344,11 @@ pub const OPERATIONS: &[Operation] = &[
     Operation {
         name: "header restore after two change-keys",
         prepare: |kind| {
-            let (store, plain) = volume(kind, &[A]);
-            let saved = backup(&store);
-            change(&store, A, B).unwrap();
-            change(&store, B, D).unwrap();
-            Some(restoring(
-                &store,
-                plain,
-                (opens(&[D]), opens(&[A])),
-                saved,
-                restore,
-            ))
+            let then = |s: &CutStore| {
+                change(s, A, B).unwrap();
+                change(s, B, D).unwrap();
+            };
+            Some(restore_after(kind, &[A], then, &[D], restore))
         },
     },
     Operation {
@@ -393,16 +382,8 @@ pub const OPERATIONS: &[Operation] = &[
     Operation {
         name: "header restore onto an erased volume",
         prepare: |kind| {
-            let (store, plain) = volume(kind, &[A, C]);
-            let saved = backup(&store);
-            Header::read(&store).unwrap().erase(&store).unwrap();
-            Some(restoring(
-                &store,
-                plain,
-                (opens(&[]), opens(&[A, C])),
-                saved,
-                restore,
-            ))
+            let then = |s: &CutStore| Header::read(s).unwrap().erase(s).unwrap();
+            Some(restore_after(kind, &[A, C], then, &[], restore))
         },
     },
     Operation {
