@@ -319,8 +319,12 @@ fn combinations(choices: &[Vec<Landed>], limit: usize) -> Vec<Vec<Landed>> {
 /// The images a crash may leave when the power went after `steps` (starting from `base`)
 /// while `refused` was under way, each with a label saying what landed of the writes
 /// after the last sync (`+` all, `-` nothing, `<n`/`>n` the part before/after byte n;
-/// the interrupted write last).
-pub fn crash_images(base: &[u8], steps: &[Step], refused: Option<&Step>) -> Vec<(String, Vec<u8>)> {
+/// the interrupted write last). Made one at a time: there may be thousands.
+pub fn crash_images<'a>(
+    base: &[u8],
+    steps: &'a [Step],
+    refused: Option<&'a Step>,
+) -> impl Iterator<Item = (String, Vec<u8>)> + 'a {
     let last_sync = steps.iter().rposition(|s| matches!(s, Step::Sync));
     let durable_end = last_sync.map_or(0, |i| i + 1);
     let mut durable = base.to_vec();
@@ -339,8 +343,8 @@ pub fn crash_images(base: &[u8], steps: &[Step], refused: Option<&Step>) -> Vec<
         })
         .collect();
     let limit = if full() { 1 << 14 } else { 256 };
-    let mut out = Vec::new();
-    for combo in combinations(&landings(&writes), limit) {
+    let combos = combinations(&landings(&writes), limit);
+    combos.into_iter().map(move |combo| {
         let mut img = durable.clone();
         for (&(at, data), landed) in writes.iter().zip(&combo) {
             if let Some((at, data)) = landed.part(at, data) {
@@ -352,10 +356,8 @@ pub fn crash_images(base: &[u8], steps: &[Step], refused: Option<&Step>) -> Vec<
             .zip(&combo)
             .map(|((at, d), l)| format!("{at}+{} {}", d.len(), l.mark()))
             .collect();
-        let label = format!("synced writes, then [{}]", landed.join(", "));
-        out.push((label, img));
-    }
-    out
+        (format!("synced writes, then [{}]", landed.join(", ")), img)
+    })
 }
 
 #[test]
@@ -371,7 +373,7 @@ fn pending_writes_land_in_every_combination_of_whole_and_torn() {
             data: vec![2; 16384],
         },
     ];
-    let images = crash_images(&base, &steps, None);
+    let images: Vec<_> = crash_images(&base, &steps, None).collect();
     // Each write: nothing, all, or the part before or after each of its three block
     // boundaries (4 KiB blocks; the long variant tears at 512 bytes).
     let per_write = 2 + 2 * (16384 / tear_unit() as usize - 1);
