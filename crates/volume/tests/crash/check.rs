@@ -42,6 +42,9 @@ pub enum Outcome {
     /// change-key has written the new keyslot and not yet dropped the old one). An empty
     /// list: nothing opens.
     Opens(Vec<Pass>),
+    /// A valid header, whatever opens (a documented exception; with [`Prepared::again`],
+    /// running the operation again on it must complete it).
+    Valid,
 }
 
 /// An operation on a store.
@@ -57,6 +60,10 @@ pub struct Prepared {
     pub after: Outcome,
     /// Other states a cut may leave: documented exceptions to "before or after".
     pub also: Vec<Outcome>,
+    /// Whether an image in none of the states but one of `also` must, when the operation
+    /// runs again on it, end exactly `after` (an operation whose exception is undone by
+    /// running it again).
+    pub again: bool,
     /// Where the data area starts: nothing from there on may change.
     pub data_offset: u64,
     /// The plaintext of the data area, when the volume existed before.
@@ -213,6 +220,7 @@ impl<'a> Image<'a> {
         match o {
             Outcome::Absent => self.header.is_err(),
             _ if self.header.is_err() => false,
+            Outcome::Valid => true,
             Outcome::Opens(want) if want.is_empty() => {
                 self.p.passes().into_iter().all(|pass| !self.opens(pass))
             }
@@ -224,6 +232,7 @@ impl<'a> Image<'a> {
     fn is_exactly(&mut self, o: &Outcome) -> bool {
         match o {
             Outcome::Absent => self.header.is_err(),
+            Outcome::Valid => self.header.is_ok(),
             Outcome::Opens(want) => {
                 self.header.is_ok()
                     && self
@@ -275,23 +284,36 @@ impl Prepared {
         all
     }
 
-    /// `Ok` when `bytes` is the state before or the state after (or one of `also`) with
-    /// its data intact; otherwise what it is.
+    /// `Ok` when `bytes` is the state before or the state after (or one of `also`, and
+    /// with `again` running the operation again completes it) with its data intact;
+    /// otherwise what it is.
     fn judge(&self, bytes: Vec<u8>) -> std::result::Result<(), String> {
         let at = self.data_offset as usize;
         if bytes[at..] != self.image[at..] {
             return Err("the data area changed".into());
         }
+        let copy = self.again.then(|| bytes.clone());
         let mut img = Image::new(self, bytes);
-        let fits = [&self.before, &self.after]
-            .into_iter()
-            .chain(&self.also)
-            .any(|o| img.is(o));
-        if fits && img.data.is_ok() {
-            Ok(())
-        } else {
-            Err(img.describe())
+        let expected = img.is(&self.before) || img.is(&self.after);
+        let excepted = !expected && self.also.iter().any(|o| img.is(o));
+        if !(expected || excepted) || img.data.is_err() {
+            return Err(img.describe());
         }
+        match copy {
+            Some(bytes) if excepted => self.run_again(bytes).map_err(|e| {
+                let what = img.describe();
+                format!("{what}, and run again on it the operation {e}")
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Runs the operation (without a cut) on `bytes`, which must leave exactly `after`.
+    fn run_again(&self, bytes: Vec<u8>) -> std::result::Result<(), String> {
+        let store = CutStore::new(bytes, None);
+        (self.run)(&store).map_err(|e| format!("fails: {e}"))?;
+        self.judge_end(store.bytes())
+            .map_err(|e| format!("leaves {e}, expected exactly {:?}", self.after))
     }
 
     /// Whether `bytes`, the image after the operation completed, is exactly the state

@@ -2,8 +2,9 @@
 //! every format ([`ops::FORMATS`]) is stopped after each of its writes and syncs in turn by
 //! a store that loses power there ([`cut`]), and every image the cut may leave is judged
 //! ([`check`]): the header reads and validates, it opens with the passphrases of the state
-//! before or of the state after (for `erase`: before, or nothing), and the data area is
-//! untouched.
+//! before or of the state after (for `erase`: before, or nothing; for a header restore
+//! that has no room to move the current keyslots, its documented exception: a valid
+//! header that running the restore again completes), and the data area is untouched.
 //!
 //! Each test prints, per operation and format, how many cuts (values of k) and images it
 //! judged (`--nocapture` shows them). One test runs the harness on a restore that copies
