@@ -28,8 +28,10 @@
 //! - wrong passphrases are [`Error::WrongPassphrase`]; messages hold no secret.
 //!
 //! Header backups ([`backup_header`], [`restore_header`]) copy the pieces a format names
-//! ([`Format::backup_pieces`]), in the order that keeps a crash during a restore
-//! recoverable. [`Header::dump`] renders the format's [`dump::Report`].
+//! ([`Format::backup_pieces`]); a restore holds back the bytes under the current header's
+//! keyslot areas until the backup's header is in place (`restore.rs` argues the order),
+//! so that a crash leaves a volume that opens with the old header or the restored one.
+//! [`Header::dump`] renders the format's [`dump::Report`].
 //!
 //! A volume's header and data share one store or, with a detached header, sit in two
 //! ([`Placement`]): [`Header::unlock_at`] and [`restore_header_at`] take the placement,
@@ -39,6 +41,7 @@
 //! refuses it).
 
 pub mod dump;
+mod restore;
 
 use crate::error::{Error, HeaderError, KeyslotError, Result};
 use crate::kdf::{Kdf, KdfKind, KdfOptions};
@@ -127,6 +130,24 @@ pub trait Format: fmt::Debug + Send + Sync + Any {
     /// The pieces a header backup holds, in the order a restore writes them, for an image
     /// of `image_size` bytes.
     fn backup_pieces(&self, image_size: u64) -> Vec<Piece>;
+
+    /// Where the material of the keyslots this header names lies, as (offset, length)
+    /// pairs in the image: what opening reads besides the header itself. The default:
+    /// nowhere (keys held in the header).
+    fn keyslot_areas(&self) -> Vec<(u64, u64)> {
+        Vec::new()
+    }
+
+    /// Moves the material of every keyslot whose area overlaps `ranges` ((offset,
+    /// length) pairs) to free space outside them, crash-safe: the copies are written and
+    /// synced before the metadata that points at them, so every passphrase keeps opening
+    /// at any point. The old areas are left as they are, for the caller to overwrite (a
+    /// header restore). Writes nothing when it cannot move them all (no room: a
+    /// [`KeyslotError::NoFree`]). The default: nothing to move (no keyslot areas).
+    fn vacate(&mut self, store: &dyn Store, ranges: &[(u64, u64)]) -> Result<()> {
+        let _ = (store, ranges);
+        Ok(())
+    }
 
     /// Whether this header (read from a backup) can be restored onto an image of
     /// `image_size` bytes. The default: the image must be larger than the end of the
@@ -605,9 +626,12 @@ pub fn backup_header(image: &dyn Store, out: &std::path::Path) -> Result<()> {
 }
 
 /// Writes the header pieces of the backup `backup` onto `image`, after checking the
-/// backup's header and that it fits the image. Each piece is synced before the next, in
-/// the order the format gives (keyslot areas before the metadata naming them). Returns the
-/// restored header, read back from the image.
+/// backup's header and that it fits the image: in the format's order (keyslot areas
+/// before the metadata naming them), each piece synced before the next, except the bytes
+/// under the keyslot areas of the image's current header, written last (after moving
+/// the current keyslots out of the way of the backup's, when both need the same bytes);
+/// see `restore.rs` for why a crash at any point leaves a volume that opens with the old
+/// header or the restored one. Returns the restored header, read back from the image.
 pub fn restore_header(image: &dyn Store, backup: &dyn Store) -> Result<Header> {
     restore_header_at(Placement::Attached(image), backup)
 }
@@ -639,10 +663,8 @@ pub fn restore_header_at(at: Placement<'_>, backup: &dyn Store) -> Result<Header
             "the header file has {size} bytes, the backup's header and keyslots need {need}"
         )));
     }
-    for p in pieces {
-        store::copy(backup, p.backup, image, p.image, p.len, "backup's metadata")?;
-        store::sync(image)?;
-    }
+    let current = Header::read(image).ok();
+    restore::write(image, backup, &*header.0, &pieces, current)?;
     Header::read(image)
 }
 

@@ -333,6 +333,65 @@ impl Luks1 {
         store::sync(store)
     }
 
+    /// Moves every active keyslot whose material overlaps `ranges` ((offset, length)
+    /// pairs) into an inactive slot whose area lies outside them and outside every active
+    /// slot's: the material is copied and synced, then one header write enables the new
+    /// slot and disables the old one. The old areas are left as they are. Nothing is
+    /// written when there are not enough such slots. Only slots' places are reused, and
+    /// the header was checked when read (every slot, active or not, lies between the
+    /// header and the data, inside the image, apart from the others), so the header
+    /// written passes the same checks.
+    fn move_keyslots(&mut self, store: &dyn Store, ranges: &[(u64, u64)]) -> Result<()> {
+        let span = |i: usize| (self.slots[i].key_offset as u64 * 512, self.slot_end(i));
+        let hits =
+            |(a, b): (u64, u64), list: &[(u64, u64)]| list.iter().any(|&(s, e)| a < e && s < b);
+        let ranges: Vec<(u64, u64)> = ranges
+            .iter()
+            .map(|&(off, len)| (off, off.saturating_add(len)))
+            .collect();
+        let mut taken: Vec<(u64, u64)> = (0..KEYSLOTS)
+            .filter(|&i| self.slots[i].active)
+            .map(span)
+            .collect();
+        let mut moves = Vec::new();
+        for i in (0..KEYSLOTS).filter(|&i| self.slots[i].active && hits(span(i), &ranges)) {
+            let j = (0..KEYSLOTS)
+                .find(|&j| {
+                    !self.slots[j].active
+                        && !moves.iter().any(|&(_, t)| t == j)
+                        && !hits(span(j), &ranges)
+                        && !hits(span(j), &taken)
+                })
+                .ok_or_else(|| {
+                    KeyslotError::NoFree(format!(
+                        "no free keyslot outside the areas to vacate for keyslot {i}"
+                    ))
+                })?;
+            taken.push(span(j));
+            moves.push((i, j));
+        }
+        if moves.is_empty() {
+            return Ok(());
+        }
+        for &(i, j) in &moves {
+            let (from, end) = span(i);
+            store::copy(store, from, store, span(j).0, end - from, "keyslot area")?;
+        }
+        store::sync(store)?;
+        for &(i, j) in &moves {
+            self.slots[j] = Slot {
+                key_offset: self.slots[j].key_offset,
+                ..self.slots[i]
+            };
+            let s = &mut self.slots[i];
+            s.active = false;
+            s.state = DISABLED;
+            s.iterations = 0;
+            s.salt = [0; 32];
+        }
+        self.write(store)
+    }
+
     /// Reads the first bytes of an image and parses them.
     pub fn read(store: &dyn Store) -> Result<Luks1> {
         let mut b = [0u8; HEADER_LEN];
@@ -527,6 +586,21 @@ impl Format for Luks1 {
         let len = self.metadata_size();
         let hl = HEADER_LEN as u64;
         Piece::in_place(&[(hl, len - hl), (0, hl)])
+    }
+
+    /// The material of the active slots.
+    fn keyslot_areas(&self) -> Vec<(u64, u64)> {
+        (0..KEYSLOTS)
+            .filter(|&i| self.slots[i].active)
+            .map(|i| {
+                let off = self.slots[i].key_offset as u64 * 512;
+                (off, self.slot_end(i) - off)
+            })
+            .collect()
+    }
+
+    fn vacate(&mut self, store: &dyn Store, ranges: &[(u64, u64)]) -> Result<()> {
+        self.move_keyslots(store, ranges)
     }
 
     fn report(&self) -> Report {

@@ -7,6 +7,8 @@
 //! names, then the metadata that names it; replacing one (change-key) keeps the keyslot
 //! number, points it at the new area and wipes the old area only after the metadata
 //! write. Removing a keyslot drops it from the metadata first, then wipes its area.
+//! Moving keyslots (for a header restore) copies their material to free areas, syncs,
+//! then writes the metadata that points at the copies.
 
 use super::copies::BIN_SIZE;
 use super::json::{kdf_json, obj, u64_str, AREA_ALIGN, MAX_KEYSLOTS};
@@ -31,13 +33,21 @@ fn area_of(keyslot: &Value) -> Result<Option<(u64, u64)>> {
 }
 
 impl Luks2 {
-    /// The first gap of `need` bytes in the keyslots area (areas of every keyslot, the one
-    /// being replaced included, are in use until the header no longer names them).
-    fn free_area(&self, need: u64) -> Result<u64> {
-        let mut used: Vec<(u64, u64)> = Vec::new();
+    /// The areas (offset, size) the keyslots name.
+    pub(super) fn areas(&self) -> Result<Vec<(u64, u64)>> {
+        let mut used = Vec::new();
         for ks in obj(&self.json, "keyslots", "")?.values() {
             used.extend(area_of(ks)?);
         }
+        Ok(used)
+    }
+
+    /// The first gap of `need` bytes in the keyslots area outside `avoid` ((offset, size)
+    /// pairs) and the areas of every keyslot (the one being replaced included: areas are
+    /// in use until the header no longer names them).
+    fn free_area(&self, need: u64, avoid: &[(u64, u64)]) -> Result<u64> {
+        let mut used = self.areas()?;
+        used.extend_from_slice(avoid);
         used.sort();
         let start = 2 * self.bin.hdr_size;
         let end = start + self.keyslots_size();
@@ -105,7 +115,7 @@ impl Luks2 {
         let area_key_size = key.len();
         cipher_spec(&seg.encryption, area_key_size)?;
         let need = align_up((key.len() * af::STRIPES) as u64, AREA_ALIGN);
-        let offset = self.free_area(need)?;
+        let offset = self.free_area(need, &[])?;
         let image = store::size(store)?;
         if offset + need > image {
             return Err(Error::truncated(format!(
@@ -197,6 +207,51 @@ impl Luks2 {
             store::wipe(store, off, size, true)?;
         }
         store::sync(store)
+    }
+
+    /// Moves every keyslot whose area overlaps `ranges` ((offset, length) pairs) to a free
+    /// area outside them: the material is copied and synced, then the metadata points at
+    /// the copies. The old areas are left as they are. Nothing is written when there is
+    /// no room for them all.
+    pub(super) fn move_keyslots(&mut self, store: &dyn Store, ranges: &[(u64, u64)]) -> Result<()> {
+        self.check_supported()?;
+        let hits = |off: u64, size: u64| {
+            ranges
+                .iter()
+                .any(|&(r, len)| off < r.saturating_add(len) && r < off.saturating_add(size))
+        };
+        let mut avoid = ranges.to_vec();
+        let mut moves = Vec::new();
+        for (id, ks) in obj(&self.json, "keyslots", "")? {
+            let Some((from, size)) = area_of(ks)? else {
+                continue;
+            };
+            if hits(from, size) {
+                let to = self.free_area(size, &avoid)?;
+                avoid.push((to, size));
+                moves.push((id.clone(), from, to, size));
+            }
+        }
+        if moves.is_empty() {
+            return Ok(());
+        }
+        let image = store::size(store)?;
+        let mut json = self.json.clone();
+        for (id, _, to, size) in &moves {
+            if to + size > image {
+                return Err(Error::truncated(format!(
+                    "the keyslot area {to}+{size} lies beyond the end of the image ({image} bytes)"
+                )));
+            }
+            json["keyslots"][id]["area"]["offset"] = Value::String(to.to_string());
+        }
+        self.check_fits(&json)?;
+        for (_, from, to, size) in &moves {
+            store::copy(store, *from, store, *to, *size, "keyslot area")?;
+        }
+        store::sync(store)?;
+        self.json = json;
+        self.write(store)
     }
 
     /// Refuses metadata that would not fit the JSON area.

@@ -516,6 +516,15 @@ impl Format for Luks2 {
         Piece::in_place(&[(2 * hs, len - 2 * hs), (hs, hs), (0, hs)])
     }
 
+    /// The areas every keyslot names (whatever its type: its material is there).
+    fn keyslot_areas(&self) -> Vec<(u64, u64)> {
+        self.areas().unwrap_or_default()
+    }
+
+    fn vacate(&mut self, store: &dyn Store, ranges: &[(u64, u64)]) -> Result<()> {
+        self.move_keyslots(store, ranges)
+    }
+
     fn report(&self) -> Report {
         let b = &self.bin;
         let config = &self.json["config"];
