@@ -13,8 +13,11 @@ for src in crates/*/src; do bash scripts/module-deps.sh "$src" > /dev/null || {
 }; done
 cargo clippy --workspace --all-targets -- -D warnings
 # (The fuzz targets' corpora and regression inputs are replayed by the tests of
-# sectorcrypt-fuzz; the fuzzing itself is scripts/fuzz.sh.)
+# sectorcrypt-fuzz.)
 cargo test --workspace 2>&1
+# A short fuzzing smoke of every target (stable toolchain; scripts/fuzz.sh installs
+# cargo-fuzz when missing). Long runs: scripts/fuzz.sh all 600.
+bash scripts/fuzz.sh all 20
 # Load and a SIGKILL of the server under it: nothing acknowledged before a FLUSH is lost.
 bash bench/soak.sh 60
 cargo run --release -q -p sectorcrypt -- bench --quick
