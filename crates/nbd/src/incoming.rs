@@ -119,8 +119,10 @@ impl<'a> Incoming<'a> {
         Ok(())
     }
 
+    /// When the read timeout from now ends; none for a timeout beyond the clock's range.
     fn deadline(&self) -> Option<Instant> {
-        self.read_timeout.map(|t| Instant::now() + t)
+        self.read_timeout
+            .and_then(|t| Instant::now().checked_add(t))
     }
 
     /// Fills `buf` from the socket before `deadline`.

@@ -265,8 +265,9 @@ impl Server {
             let spawned = thread::Builder::new()
                 .name(format!("nbd-{id}"))
                 .spawn(move || {
+                    // The slot is freed however the connection ends, a panic included.
+                    let _leaving = Leaving(&open2, id);
                     connection(stream, &shared2, &activity, id);
-                    open2.remove(id);
                 });
             match spawned {
                 Ok(h) => threads.push(h),
@@ -302,6 +303,15 @@ impl Server {
             .map_err(|e| Error::Io("flushing the export", e))?;
         shared.config.log(format_args!("shut down; export flushed"));
         result
+    }
+}
+
+/// Removes a connection from the open table when dropped.
+struct Leaving<'a>(&'a Connections, u64);
+
+impl Drop for Leaving<'_> {
+    fn drop(&mut self) {
+        self.0.remove(self.1);
     }
 }
 
