@@ -108,6 +108,35 @@ fn header_backup_erase_restore() {
     assert_eq!(test_key(&img, "zero"), 0);
 }
 
+/// A backup whose header and keyslots end elsewhere than the image's current header is
+/// refused, as cryptsetup refuses it ("data offset or key size differs"): restoring a
+/// LUKS2 backup onto a LUKS1 volume used to overwrite its first MiBs of data with the
+/// backup's keyslot area and exit 0.
+#[test]
+fn header_restore_refuses_a_backup_of_another_layout() {
+    let dir = tempfile::tempdir().unwrap();
+    let v1 = dir.path().join("v1");
+    let v2 = dir.path().join("v2");
+    std::fs::create_dir_all(&v1).unwrap();
+    std::fs::create_dir_all(&v2).unwrap();
+    let luks1 = new_volume(&v1, &["--type", "luks1"]);
+    let luks2 = new_volume(&v2, &["--type", "luks2"]);
+    let k = v1.join("k0");
+    write_volume(dir.path(), &luks1, &k, &vec![0x5a; 4 << 20]);
+    let bak = dir.path().join("v2.hdr");
+    ok(sc(&["header", "backup", s(&luks2), s(&bak)], b""));
+    let before = std::fs::read(&luks1).unwrap();
+    let out = sc(&["header", "restore", s(&luks1), s(&bak), "-q"], b"");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(code(&out), 2, "{said}");
+    assert!(said.contains("layout"), "{said}");
+    assert!(
+        std::fs::read(&luks1).unwrap() == before,
+        "the image was written"
+    );
+    assert_eq!(test_key(&luks1, "zero"), 0);
+}
+
 #[test]
 fn format_refuses_bad_requests_and_leaves_no_file() {
     let dir = tempfile::tempdir().unwrap();

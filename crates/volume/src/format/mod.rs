@@ -664,6 +664,16 @@ pub fn restore_header_at(at: Placement<'_>, backup: &dyn Store) -> Result<Header
         )));
     }
     let current = Header::read(image).ok();
+    if let (false, Some(now)) = (at.is_detached(), &current) {
+        // Where the data starts, as the two headers place it: a backup that ends
+        // elsewhere would move the data, or write its keyslots over it.
+        let ends = now.backup_len(size);
+        if ends != need {
+            return Err(Error::invalid(format!(
+                "the backup's header and keyslots end at byte {need}, the image's current                  header's at {ends}: a different layout, whose restore would move or                  overwrite the data (cryptsetup refuses it too)"
+            )));
+        }
+    }
     restore::write(image, backup, &*header.0, &pieces, current)?;
     Header::read(image)
 }
