@@ -65,7 +65,7 @@ fn describe_kdf(h: &Header, slot: usize) -> String {
 /// grows to the header's size). Either is created readable by its owner only, as key
 /// material should be (an existing file or device keeps its mode: format changes contents,
 /// not access). Returns the store and whether it was created.
-fn open_or_create(
+pub(crate) fn open_or_create(
     path: &Path,
     size: Option<u64>,
     header: bool,
@@ -115,6 +115,7 @@ pub fn format(a: FormatArgs) -> Result<(), Failure> {
     let version = match a.luks_type {
         LuksType::Luks1 => Version::Luks1,
         LuksType::Luks2 => Version::Luks2,
+        LuksType::Geli => return crate::cmd_geli::format(a),
     };
     let vnum = if version == Version::Luks1 { 1 } else { 2 };
     let kdf = kdf_options(&a.pbkdf, version.name(), version.kdf_kinds())?;

@@ -216,6 +216,8 @@ pub struct Image {
     pub files: Files,
     /// Its header, as last read.
     pub header: Header,
+    /// Keyfile components (GELI), given to the header each time it is read.
+    keyfiles: Vec<zeroize::Zeroizing<Vec<u8>>>,
 }
 
 /// Opens the volume at `path` (header in `header` when given) for `access` and reads its
@@ -223,7 +225,11 @@ pub struct Image {
 pub fn open(path: &Path, header: &HeaderArg, access: Access) -> Result<Image, Failure> {
     let files = Files::open(path, header, access)?;
     let header = files.read_header()?;
-    Ok(Image { files, header })
+    Ok(Image {
+        files,
+        header,
+        keyfiles: Vec::new(),
+    })
 }
 
 impl Image {
@@ -234,6 +240,7 @@ impl Image {
 
     /// Gets the passphrase and unlocks (only `--key-slot` when given).
     pub fn unlock(&mut self, key: &KeyArgs) -> Result<Unlocked, Failure> {
+        self.keyfiles = passphrase::keyfiles(key)?;
         let pass = self.passphrase(key)?;
         self.unlock_with(&pass, key.key_slot)
     }
@@ -244,6 +251,9 @@ impl Image {
     pub fn unlock_with(&mut self, pass: &[u8], slot: Option<usize>) -> Result<Unlocked, Failure> {
         let _lock = self.files.lock(Mode::Shared)?;
         self.header = Header::read(&self.files.store)?;
+        if !self.keyfiles.is_empty() {
+            self.header.set_keyfiles(self.keyfiles.clone())?;
+        }
         Ok(self.header.unlock_at(self.files.placement(), pass, slot)?)
     }
 

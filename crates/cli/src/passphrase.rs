@@ -162,6 +162,9 @@ fn nonempty(s: Secret) -> Result<Secret, Failure> {
 
 /// An existing passphrase of `image`.
 pub fn existing(key: &KeyArgs, image: &Path) -> Result<Secret, Failure> {
+    if key.no_passphrase {
+        return Ok(Secret::from_slice(&[]));
+    }
     match &key.key_file {
         Some(f) => from_file(f),
         None => nonempty(prompt(&format!(
@@ -169,6 +172,14 @@ pub fn existing(key: &KeyArgs, image: &Path) -> Result<Secret, Failure> {
             image.display()
         ))?),
     }
+}
+
+/// The keyfile components `key` names (GELI's `-k` files), their whole contents in order.
+pub fn keyfiles(key: &KeyArgs) -> Result<Vec<zeroize::Zeroizing<Vec<u8>>>, Failure> {
+    key.keyfile_component
+        .iter()
+        .map(|f| from_file(f).map(|s| zeroize::Zeroizing::new(s.to_vec())))
+        .collect()
 }
 
 /// A new passphrase: from `file`, or prompted twice on a terminal.
