@@ -472,3 +472,105 @@ fn hostile_metadata_exits_2_and_writes_nothing_a_wrong_passphrase_exits_3() {
         );
     }
 }
+
+#[test]
+fn setkey_delkey_backup_restore_and_kill() {
+    let dir = tempfile::tempdir().unwrap();
+    let p1 = file(dir.path(), "p1", b"one");
+    let p2 = file(dir.path(), "p2", b"two");
+    let img = dir.path().join("keys.img");
+    ok(sc(
+        &[
+            "format",
+            s(&img),
+            "--type",
+            "geli",
+            "--size",
+            "256K",
+            "--key-file",
+            s(&p1),
+            "--pbkdf-force-iterations",
+            "0",
+            "-q",
+        ],
+        b"",
+    ));
+    let orig = std::fs::read(&img).unwrap();
+    // geli setkey with the same passphrase and count: the same bytes.
+    ok(sc(
+        &["change-key", s(&img), s(&p1), "--key-file", s(&p1)],
+        b"",
+    ));
+    assert_eq!(
+        std::fs::read(&img).unwrap(),
+        orig,
+        "change-key to the same passphrase"
+    );
+    let out = ok(sc(
+        &["add-key", s(&img), s(&p2), "--key-file", s(&p1), "-S", "1"],
+        b"",
+    ));
+    assert!(out.contains("keyslot 1 added"), "{out}");
+    // Both slots decrypt to the same master key in the model.
+    let md = parse(&last_sector(&img));
+    assert_eq!(md.keys, 0b11);
+    let a = master_key(&md, &[], b"one");
+    let slot1 = Md {
+        mkeys: md.mkeys[192..].to_vec(),
+        ..parse(&last_sector(&img))
+    };
+    assert_eq!(master_key(&slot1, &[], b"two"), a);
+    // Both slots share the iteration count: changing it needs the other slot unused.
+    let out = sc(
+        &[
+            "change-key",
+            s(&img),
+            s(&p1),
+            "--key-file",
+            s(&p2),
+            "--pbkdf-force-iterations",
+            "5",
+        ],
+        b"",
+    );
+    assert_eq!(code(&out), 2);
+    let out = sc(&["add-key", s(&img), s(&p2), "--key-file", s(&p1)], b"");
+    assert_eq!(code(&out), 2, "no free slot");
+    ok(sc(
+        &["remove-key", s(&img), "--key-file", s(&p2), "-q"],
+        b"",
+    ));
+    assert_eq!(
+        code(&sc(&["test-key", s(&img), "--key-file", s(&p2)], b"")),
+        3
+    );
+    assert_eq!(
+        code(&sc(&["test-key", s(&img), "--key-file", s(&p1)], b"")),
+        0
+    );
+
+    // A backup is exactly the last sector; a restore after zeroing it gives it back.
+    let bk = dir.path().join("bk");
+    ok(sc(&["header", "backup", s(&img), s(&bk)], b""));
+    let before = std::fs::read(&img).unwrap();
+    assert_eq!(std::fs::read(&bk).unwrap(), &before[before.len() - 512..]);
+    tamper(&img, false, |m| m.fill(0));
+    ok(sc(&["header", "restore", s(&img), s(&bk), "-q"], b""));
+    assert_eq!(std::fs::read(&img).unwrap(), before);
+    // A backup of another provider size is refused.
+    let small = dir.path().join("small.img");
+    std::fs::write(&small, vec![0u8; 128 * 1024]).unwrap();
+    let out = sc(&["header", "restore", s(&small), s(&bk), "-q"], b"");
+    assert_eq!(code(&out), 2, "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(std::fs::read(&small).unwrap(), vec![0u8; 128 * 1024]);
+
+    // geli kill: the metadata sector overwritten, the data left.
+    ok(sc(&["erase", s(&img), "-q"], b""));
+    let after = std::fs::read(&img).unwrap();
+    assert_eq!(after[..after.len() - 512], before[..before.len() - 512]);
+    assert_ne!(after[after.len() - 512..], before[before.len() - 512..]);
+    assert_eq!(
+        code(&sc(&["test-key", s(&img), "--key-file", s(&p1)], b"")),
+        2
+    );
+}

@@ -168,11 +168,7 @@ impl ZoneKeys {
         let (iv, data) = mkey.split_at(KEY_LEN);
         let mut base = Zeroizing::new([0u8; KEY_LEN]);
         // g_eli_key_init / g_eli_key_fill: G_ELI_FLAG_ENC_IVKEY before version 7.
-        base.copy_from_slice(if version >= 5 && version < 7 {
-            iv
-        } else {
-            data
-        });
+        base.copy_from_slice(if (5..7).contains(&version) { iv } else { data });
         let iv_key = cbc.then(|| {
             let mut k = Zeroizing::new([0u8; GELI_IV_KEY_LEN]);
             k.copy_from_slice(iv);

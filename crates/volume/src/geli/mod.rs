@@ -16,7 +16,7 @@ pub mod init;
 pub mod keys;
 pub mod metadata;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, KeyslotError, Result};
 use crate::format::dump::{Field, Item, Report, Section};
 use crate::format::VolumeInfo;
 use crate::format::{no_keyslot, Detected, Driver, Format, NewKeyslot, Piece, Probe, Unlocked};
@@ -167,6 +167,43 @@ impl Geli {
             .collect()
     }
 
+    /// `geli setkey`: seals the master key `new.key` into slot `n` for `new.passphrase`
+    /// (and the keyfiles given), the salt kept. The iteration count is kept unless
+    /// `new.kdf` forces one; it is shared by both slots, so changing it needs the other
+    /// slot unused (`lib/geom/eli/geom_eli.c`, `eli_setkey_detached`); a provider that
+    /// had keyfiles only (-1) gets a calibrated count. Same passphrase, keyfiles and count:
+    /// the same bytes (a CBC slot under a zero IV).
+    fn set_key(&mut self, store: &dyn Store, n: usize, new: &NewKeyslot<'_>) -> Result<usize> {
+        let cipher = self.cipher()?;
+        self.check_provider(store)?;
+        let iterations = match new.kdf.force_iterations {
+            Some(i) => i32::try_from(i)
+                .map_err(|_| Error::invalid(format!("{i} PBKDF2 iterations is too many")))?,
+            None if self.md.iterations >= 0 => self.md.iterations,
+            None => match new.kdf.resolve(keys::KEY_LEN)? {
+                Kdf::Pbkdf2 { iterations, .. } => i32::try_from(iterations).unwrap_or(i32::MAX),
+                _ => unreachable!("GELI keys are derived with PBKDF2 only"),
+            },
+        };
+        if iterations != self.md.iterations && self.md.keys & !(1u8 << n) != 0 {
+            return Err(Error::invalid(format!(
+                "changing the iteration count ({} to {iterations}) needs the other GELI master-key \
+                 slot unused: both slots share it",
+                self.md.iterations
+            )));
+        }
+        let files: Vec<&[u8]> = self.keyfiles.iter().map(|k| &k[..]).collect();
+        let user = keys::user_key(&files, new.passphrase, &self.md.salt, iterations)?;
+        let mut md = self.md.clone();
+        md.mkeys[n] = keys::seal_slot(new.key, &user[..], cipher.slot_key_bytes)?;
+        md.keys |= 1 << n;
+        md.iterations = iterations;
+        let updated = Geli { md, ..self.clone() };
+        updated.write(store)?;
+        self.md = updated.md;
+        Ok(n)
+    }
+
     /// Writes the metadata sector of `store` (the rest of the sector zeroed) and syncs.
     fn write(&self, store: &dyn Store) -> Result<()> {
         let size = store::size(store)?;
@@ -285,21 +322,31 @@ impl Format for Geli {
         Ok(key.len() == 2 * keys::KEY_LEN)
     }
 
-    fn add_keyslot(&mut self, _store: &dyn Store, _new: &NewKeyslot<'_>) -> Result<usize> {
-        Err(Error::unsupported(
-            "adding GELI keys (geli setkey) is not supported yet",
-        ))
+    fn add_keyslot(&mut self, store: &dyn Store, new: &NewKeyslot<'_>) -> Result<usize> {
+        let free: Vec<usize> = (0..MAX_MKEYS)
+            .filter(|&n| self.md.keys & (1 << n) == 0)
+            .collect();
+        let n = match new.slot {
+            Some(n) if n >= MAX_MKEYS => {
+                return Err(Error::invalid(format!(
+                    "GELI has master-key slots 0 and 1, not {n}"
+                )))
+            }
+            Some(n) => n,
+            None => *free.first().ok_or_else(|| {
+                KeyslotError::NoFree("both GELI master-key slots are in use".into())
+            })?,
+        };
+        self.set_key(store, n, new)
     }
 
     fn change_keyslot(
         &mut self,
-        _store: &dyn Store,
-        _old: usize,
-        _new: &NewKeyslot<'_>,
+        store: &dyn Store,
+        old: usize,
+        new: &NewKeyslot<'_>,
     ) -> Result<usize> {
-        Err(Error::unsupported(
-            "changing GELI keys (geli setkey) is not supported yet",
-        ))
+        self.set_key(store, old, new)
     }
 
     fn remove_keyslots(&mut self, store: &dyn Store, slot: Option<usize>) -> Result<()> {
