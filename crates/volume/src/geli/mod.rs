@@ -79,7 +79,7 @@ impl Geli {
 
     /// Where the metadata sector of an image of `size` bytes is.
     fn metadata_offset(&self, size: u64) -> u64 {
-        (size / self.provider_sector) * self.provider_sector - self.provider_sector
+        ((size / self.provider_sector) * self.provider_sector).saturating_sub(self.provider_sector)
     }
 
     /// The provider's size as the metadata must name it, for an image of `size` bytes.
