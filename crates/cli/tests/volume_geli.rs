@@ -5,14 +5,19 @@
 //! never with sectorcrypt's code. Then hostile metadata: each refusal exits 2 and writes
 //! nothing; a wrong passphrase exits 3.
 
+#[path = "support/served.rs"]
+mod served;
 mod support;
+#[path = "support/volumes.rs"]
+#[allow(dead_code)]
+mod volumes;
 
 use openssl::hash::{hash, MessageDigest};
 use openssl::pkey::PKey;
 use openssl::sign::Signer;
 use openssl::symm::Mode;
-use sectorcrypt_testkit::pattern;
 use sectorcrypt_testkit::reference::{aes, evp};
+use sectorcrypt_testkit::{pattern, require, run_stdout};
 use std::path::{Path, PathBuf};
 use support::{code, ok, s, sc};
 
@@ -573,4 +578,56 @@ fn setkey_delkey_backup_restore_and_kill() {
         code(&sc(&["test-key", s(&img), "--key-file", s(&p1)], b"")),
         2
     );
+}
+
+#[test]
+fn served_over_nbd_what_nbdcopy_writes_is_what_the_model_decrypts() {
+    require!("nbdcopy", "nbdinfo");
+    let dir = tempfile::tempdir().unwrap();
+    let pass = file(dir.path(), "pass", b"nbd");
+    let img = dir.path().join("served.img");
+    ok(sc(
+        &[
+            "format",
+            s(&img),
+            "--type",
+            "geli",
+            "--size",
+            "2M",
+            "--cipher",
+            "aes-cbc",
+            "--key-size",
+            "256",
+            "--sector-size",
+            "4096",
+            "--key-file",
+            s(&pass),
+            "--pbkdf-force-iterations",
+            "0",
+            "-q",
+        ],
+        b"",
+    ));
+    let md = parse(&last_sector(&img));
+    let size = (2 << 20) - 4096;
+    let plain = pattern(size, 21);
+    let input = file(dir.path(), "in.bin", &plain);
+    let sock = dir.path().join("s.sock");
+    let srv = served::Served::start(&[s(&img), "--key-file", s(&pass)], &sock);
+    let info = run_stdout(
+        std::process::Command::new("nbdinfo")
+            .arg("--size")
+            .arg(srv.uri()),
+    );
+    assert_eq!(info.trim(), size.to_string());
+    run_stdout(
+        std::process::Command::new("nbdcopy")
+            .args(["--flush"])
+            .arg(&input)
+            .arg(srv.uri()),
+    );
+    let (status, log) = srv.stop("TERM");
+    assert!(status.success(), "exit {status}: {log}");
+    let mkey = master_key(&md, &[], b"nbd");
+    check_model(&img, &md, &mkey, 0, &plain);
 }
