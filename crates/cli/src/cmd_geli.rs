@@ -4,7 +4,6 @@
 //! its `-J`, `--no-passphrase` its `-P`, `--geli-version` its `-V`.
 
 use crate::args::FormatArgs;
-use crate::cmd_volume::open_or_create;
 use crate::failure::Failure;
 use crate::image;
 use crate::passphrase;
@@ -71,7 +70,7 @@ pub fn format(a: FormatArgs) -> Result<(), Failure> {
     }
     let keyfiles = passphrase::keyfiles(&a.key)?;
     let size = a.size.as_deref().map(parse_size).transpose()?;
-    let (store, created) = open_or_create(&a.image, size, false)?;
+    let (store, created) = image::open_or_create(&a.image, size, false)?;
     let result = (|| {
         let _claim = image::claim(&store, &a.image, Mode::Exclusive)?;
         if !created {

@@ -346,6 +346,24 @@ fn a_provider_larger_than_one_key_zone_changes_keys_at_sector_2_pow_20() {
     check_model(&img, &md, &mkey, (1 << 20) - 4, &data);
 }
 
+/// `format IMG --type geli --size SIZE --key-file PASS --pbkdf-force-iterations 0 EXTRA`.
+fn format_geli(img: &Path, size: &str, pass: &Path, extra: &[&str]) {
+    let args = [
+        "format",
+        s(img),
+        "--type",
+        "geli",
+        "--size",
+        size,
+        "--key-file",
+        s(pass),
+        "--pbkdf-force-iterations",
+        "0",
+        "-q",
+    ];
+    ok(sc(&[&args[..], extra].concat(), b""));
+}
+
 /// Rewrites the metadata of `img` with `edit` applied, the MD5 recomputed when `fix_md5`.
 fn tamper(img: &Path, fix_md5: bool, edit: impl FnOnce(&mut [u8])) {
     let mut b = std::fs::read(img).unwrap();
@@ -366,85 +384,40 @@ fn hostile_metadata_exits_2_and_writes_nothing_a_wrong_passphrase_exits_3() {
     let wrong = file(dir.path(), "wrong", b"wrong");
     let input = file(dir.path(), "in", &pattern(512, 1));
     let fresh = dir.path().join("fresh.img");
-    ok(sc(
-        &[
-            "format",
-            s(&fresh),
-            "--type",
-            "geli",
-            "--size",
-            "64K",
-            "--key-file",
-            s(&pass),
-            "--pbkdf-force-iterations",
-            "0",
-            "-q",
-        ],
-        b"",
-    ));
+    format_geli(&fresh, "64K", &pass, &[]);
     let out = sc(&["test-key", s(&fresh), "--key-file", s(&wrong)], b"");
     assert_eq!(code(&out), 3, "{}", String::from_utf8_lossy(&out.stderr));
 
-    type Edit = Box<dyn Fn(&Path)>;
-    let cases: Vec<(&str, Edit, &str)> = vec![
-        (
-            "md5",
-            Box::new(|p| tamper(p, false, |m| m[60] ^= 1)),
-            "MD5 mismatch",
-        ),
-        (
-            "version",
-            Box::new(|p| tamper(p, true, |m| m[16] = 8)),
-            "version 8 is unknown",
-        ),
-        (
-            "ealgo",
-            Box::new(|p| tamper(p, true, |m| m[24] = 99)),
-            "algorithm 99 is unknown",
-        ),
-        (
-            "camellia",
-            Box::new(|p| tamper(p, true, |m| m[24] = 21)),
-            "CAMELLIA-CBC is not supported",
-        ),
-        (
-            "keylen",
-            Box::new(|p| tamper(p, true, |m| m[26] = 0x40)),
-            "key length",
-        ),
+    // Each case: how the metadata (its sector in `m`) is mangled, the MD5 recomputed
+    // except for "md5", and what the error says.
+    type Edit = fn(&mut [u8]);
+    let cases: [(&str, Edit, &str); 8] = [
+        ("md5", |m| m[60] ^= 1, "MD5 mismatch"),
+        ("version", |m| m[16] = 8, "version 8 is unknown"),
+        ("ealgo", |m| m[24] = 99, "algorithm 99 is unknown"),
+        ("camellia", |m| m[24] = 21, "CAMELLIA-CBC is not supported"),
+        ("keylen", |m| m[26] = 0x40, "key length"),
         (
             "auth",
-            Box::new(|p| {
-                tamper(p, true, |m| {
-                    m[20] |= 0x10;
-                    m[28] = 18
-                })
-            }),
+            |m| (m[20], m[28]) = (m[20] | 0x10, 18),
             "not supported yet",
         ),
-        (
-            "provsize",
-            Box::new(|p| tamper(p, true, |m| m[31] ^= 0x10)),
-            "provider size mismatch",
-        ),
-        (
-            "sectorsize",
-            Box::new(|p| tamper(p, true, |m| m[39] = 3)),
-            "sector size",
-        ),
-        (
-            "truncated",
-            Box::new(|p| {
-                let f = std::fs::OpenOptions::new().write(true).open(p).unwrap();
-                f.set_len(64 * 1024 - 512).unwrap();
-            }),
-            "none of luks1, luks2, geli",
-        ),
+        ("provsize", |m| m[31] ^= 0x10, "provider size mismatch"),
+        ("sectorsize", |m| m[39] = 3, "sector size"),
     ];
+    let truncate: Edit = |_| {};
+    let cases = cases
+        .into_iter()
+        .chain([("truncated", truncate, "none of luks1, luks2, geli")]);
     for (name, edit, why) in cases {
         let img = dir.path().join(format!("{name}.img"));
         std::fs::copy(&fresh, &img).unwrap();
-        edit(&img);
+        if name == "truncated" {
+            let f = std::fs::OpenOptions::new().write(true).open(&img).unwrap();
+            f.set_len(64 * 1024 - 512).unwrap();
+        } else {
+            tamper(&img, name != "md5", edit);
+        }
         let before = std::fs::read(&img).unwrap();
         for args in [
             vec!["test-key", s(&img), "--key-file", s(&pass)],
@@ -484,22 +457,7 @@ fn setkey_delkey_backup_restore_and_kill() {
     let p1 = file(dir.path(), "p1", b"one");
     let p2 = file(dir.path(), "p2", b"two");
     let img = dir.path().join("keys.img");
-    ok(sc(
-        &[
-            "format",
-            s(&img),
-            "--type",
-            "geli",
-            "--size",
-            "256K",
-            "--key-file",
-            s(&p1),
-            "--pbkdf-force-iterations",
-            "0",
-            "-q",
-        ],
-        b"",
-    ));
+    format_geli(&img, "256K", &p1, &[]);
     let orig = std::fs::read(&img).unwrap();
     // geli setkey with the same passphrase and count: the same bytes.
     ok(sc(
@@ -586,28 +544,19 @@ fn served_over_nbd_what_nbdcopy_writes_is_what_the_model_decrypts() {
     let dir = tempfile::tempdir().unwrap();
     let pass = file(dir.path(), "pass", b"nbd");
     let img = dir.path().join("served.img");
-    ok(sc(
+    format_geli(
+        &img,
+        "2M",
+        &&pass,
         &[
-            "format",
-            s(&img),
-            "--type",
-            "geli",
-            "--size",
-            "2M",
             "--cipher",
             "aes-cbc",
             "--key-size",
             "256",
             "--sector-size",
             "4096",
-            "--key-file",
-            s(&pass),
-            "--pbkdf-force-iterations",
-            "0",
-            "-q",
         ],
-        b"",
-    ));
+    );
     let md = parse(&last_sector(&img));
     let size = (2 << 20) - 4096;
     let plain = pattern(size, 21);
