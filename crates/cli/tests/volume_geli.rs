@@ -9,7 +9,6 @@
 mod served;
 mod support;
 #[path = "support/volumes.rs"]
-#[allow(dead_code)]
 mod volumes;
 
 use openssl::hash::{hash, MessageDigest};
@@ -547,7 +546,7 @@ fn served_over_nbd_what_nbdcopy_writes_is_what_the_model_decrypts() {
     format_geli(
         &img,
         "2M",
-        &&pass,
+        &pass,
         &[
             "--cipher",
             "aes-cbc",
