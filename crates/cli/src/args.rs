@@ -174,6 +174,21 @@ pub struct FormatArgs {
     /// GELI: the metadata version to write (geli's -V), 1 to 7.
     #[arg(long, value_name = "N", default_value_t = 7)]
     pub geli_version: u32,
+    /// GELI: ask for the passphrase while booting (geli init -b, the BOOT flag).
+    #[arg(long)]
+    pub geli_boot: bool,
+    /// GELI: the loader may attach it (geli init -g, GELIBOOT).
+    #[arg(long)]
+    pub geli_boot_loader: bool,
+    /// GELI: show the passphrase length while booting (geli init -d, GELIDISPLAYPASS).
+    #[arg(long)]
+    pub geli_display_pass: bool,
+    /// GELI: do not pass TRIM through (geli init -T, NODELETE).
+    #[arg(long)]
+    pub geli_no_trim: bool,
+    /// GELI: no automatic resize (geli init -R: AUTORESIZE, set by default, cleared).
+    #[arg(long)]
+    pub geli_no_autoresize: bool,
     #[command(flatten)]
     pub pbkdf: PbkdfArgs,
     #[command(flatten)]

@@ -1,7 +1,9 @@
 //! `format --type geli`: a new GELI provider (geli's `init`), with geli's own names for
 //! ciphers and key lengths: `--key-size` is geli's `-l` (the AES key, 128 or 256 bits for
 //! AES-XTS, 128, 192 or 256 for AES-CBC), `--keyfile-component` its `-k`, `--key-file`
-//! its `-J`, `--no-passphrase` its `-P`, `--geli-version` its `-V`.
+//! its `-J`, `--no-passphrase` its `-P`, `--geli-version` its `-V`; `--geli-boot`,
+//! `--geli-boot-loader`, `--geli-display-pass`, `--geli-no-trim` and
+//! `--geli-no-autoresize` its flags `-b -g -d -T -R`.
 
 use crate::args::FormatArgs;
 use crate::failure::Failure;
@@ -9,7 +11,7 @@ use crate::image;
 use crate::passphrase;
 use sectorcrypt_cli::parse_size;
 use sectorcrypt_volume::geli::init::{self, InitOptions};
-use sectorcrypt_volume::geli::metadata::algo;
+use sectorcrypt_volume::geli::metadata::{self, algo};
 use sectorcrypt_volume::lock::Mode;
 
 /// geli's encryption algorithm names (`g_eli_str2ealgo`, any case), and the cipher
@@ -53,7 +55,22 @@ pub fn format(a: FormatArgs) -> Result<(), Failure> {
         Some(n) => u32::try_from(n)
             .map_err(|_| Failure::usage(format!("--sector-size {n} is too large")))?,
     };
+    let mut flags = InitOptions::default().flags;
+    for (set, bit) in [
+        (a.geli_boot, metadata::flags::BOOT),
+        (a.geli_boot_loader, metadata::flags::GELIBOOT),
+        (a.geli_display_pass, metadata::flags::GELIDISPLAYPASS),
+        (a.geli_no_trim, metadata::flags::NODELETE),
+    ] {
+        if set {
+            flags |= bit;
+        }
+    }
+    if a.geli_no_autoresize {
+        flags &= !metadata::flags::AUTORESIZE;
+    }
     let opts = InitOptions {
+        flags,
         ealgo: ealgo(&a.cipher)?,
         keylen,
         sectorsize,

@@ -175,10 +175,20 @@ pub fn existing(key: &KeyArgs, image: &Path) -> Result<Secret, Failure> {
 }
 
 /// The keyfile components `key` names (GELI's `-k` files), their whole contents in order.
+/// Unlike a passphrase file, a keyfile may be empty (`geli init -K /dev/null`).
 pub fn keyfiles(key: &KeyArgs) -> Result<Vec<zeroize::Zeroizing<Vec<u8>>>, Failure> {
     key.keyfile_component
         .iter()
-        .map(|f| from_file(f).map(|s| zeroize::Zeroizing::new(s.to_vec())))
+        .map(|path| {
+            let file = File::open(path)
+                .map_err(|e| Failure::usage(format!("keyfile {}: {e}", path.display())))?;
+            let read = sectorcrypt_cli::read_all(&mut Unbuffered(file.as_fd()), MAX_KEY_FILE)
+                .map_err(|e| Failure::runtime(format!("reading keyfile {}: {e}", path.display())))?
+                .ok_or_else(|| {
+                    Failure::usage(format!("keyfile {} is larger than 8 MiB", path.display()))
+                })?;
+            Ok(zeroize::Zeroizing::new(read.to_vec()))
+        })
         .collect()
 }
 

@@ -579,3 +579,41 @@ fn served_over_nbd_what_nbdcopy_writes_is_what_the_model_decrypts() {
     let mkey = master_key(&md, &[], b"nbd");
     check_model(&img, &md, &mkey, 0, &plain);
 }
+
+#[test]
+fn init_flags_are_stored_as_geli_stores_them_and_an_empty_keyfile_is_a_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let pass = file(dir.path(), "pass", b"flags");
+    let flags = |img: &Path| le(&last_sector(img)[20..24]);
+    // geli init sets AUTORESIZE (0x200) unless -R.
+    let plain = dir.path().join("plain.img");
+    format_geli(&plain, "64K", &pass, &[]);
+    assert_eq!(flags(&plain), 0x200);
+    let all = dir.path().join("all.img");
+    let every = [
+        "--geli-boot",
+        "--geli-boot-loader",
+        "--geli-display-pass",
+        "--geli-no-trim",
+    ];
+    format_geli(&all, "64K", &pass, &every);
+    assert_eq!(flags(&all), 0x200 | 0x2 | 0x80 | 0x100 | 0x40);
+    let no_resize = dir.path().join("no-resize.img");
+    format_geli(
+        &no_resize,
+        "64K",
+        &pass,
+        &["--geli-no-autoresize", "--geli-boot"],
+    );
+    assert_eq!(flags(&no_resize), 0x2);
+
+    // geli init -P -K /dev/null: an empty keyfile, keyfiles only.
+    let empty = file(dir.path(), "empty", b"");
+    let img = dir.path().join("empty-key.img");
+    let key = ["--keyfile-component", s(&empty), "--no-passphrase"];
+    let data = pattern(512, 4);
+    let md = round_trip(&img, "64K", &[], &key, 3, &data);
+    assert_eq!(md.iterations, -1);
+    let mkey = master_key(&md, &[b""], b"");
+    check_model(&img, &md, &mkey, 3, &data);
+}

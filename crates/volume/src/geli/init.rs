@@ -4,7 +4,7 @@
 //! the metadata written to the provider's last sector. The data is not touched.
 
 use super::keys::{self, KEY_LEN};
-use super::metadata::{algo, Metadata, MAX_MKEYS, MKEY_LEN, SALT_LEN, VERSION};
+use super::metadata::{algo, flags, Metadata, MAX_MKEYS, MKEY_LEN, SALT_LEN, VERSION};
 use super::Geli;
 use crate::error::{Error, Result};
 use crate::format::Format as _;
@@ -15,7 +15,9 @@ use crate::Unlocked;
 use zeroize::Zeroizing;
 
 /// What `geli init` is told. Defaults: AES-XTS with a 128-bit key, 512-byte sectors,
-/// version 7, PBKDF2 calibrated to about 2 seconds.
+/// version 7, PBKDF2 calibrated to about 2 seconds, the AUTORESIZE flag (geli init sets it
+/// unless `-R`: FreeBSD's `tests/sys/geom/class/eli/configure_test.sh` expects `flags:
+/// 0x200` after a plain `geli init`).
 #[derive(Debug, Clone)]
 pub struct InitOptions {
     /// `md_ealgo`: [`algo::AES_XTS`] or [`algo::AES_CBC`].
@@ -49,7 +51,7 @@ impl Default for InitOptions {
             iterations: None,
             iter_time_ms: 2000,
             use_passphrase: true,
-            flags: 0,
+            flags: flags::AUTORESIZE,
             version: VERSION,
         }
     }

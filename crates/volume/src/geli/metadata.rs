@@ -43,7 +43,7 @@ pub mod flags {
     pub const GELIBOOT: u32 = 0x80;
     /// `GELIDISPLAYPASS`: the loader shows the passphrase length (`geli configure -d`).
     pub const GELIDISPLAYPASS: u32 = 0x100;
-    /// `AUTORESIZE`: metadata follows provider growth (`geli init -R` clears it).
+    /// `AUTORESIZE`: metadata follows provider growth (set by `geli init` unless `-R`).
     pub const AUTORESIZE: u32 = 0x200;
     /// Names of the flags, for `dump`.
     pub const NAMES: [(u32, &str); 10] = [
