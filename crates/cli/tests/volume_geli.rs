@@ -617,3 +617,51 @@ fn init_flags_are_stored_as_geli_stores_them_and_an_empty_keyfile_is_a_key() {
     let mkey = master_key(&md, &[b""], b"");
     check_model(&img, &md, &mkey, 3, &data);
 }
+
+#[test]
+fn a_metadata_backup_opens_a_killed_provider_through_header() {
+    let dir = tempfile::tempdir().unwrap();
+    let pass = file(dir.path(), "pass", b"backup");
+    let img = dir.path().join("killed.img");
+    format_geli(&img, "256K", &pass, &[]);
+    let data = pattern(8192, 5);
+    let input = file(dir.path(), "in", &data);
+    ok(sc(
+        &[
+            "write",
+            s(&img),
+            "--key-file",
+            s(&pass),
+            "--input",
+            s(&input),
+        ],
+        b"",
+    ));
+    let bk = dir.path().join("meta.bak");
+    ok(sc(&["header", "backup", s(&img), s(&bk)], b""));
+    ok(sc(&["erase", s(&img), "-q"], b""));
+    assert_eq!(
+        code(&sc(&["test-key", s(&img), "--key-file", s(&pass)], b"")),
+        2
+    );
+    let out = dir.path().join("out");
+    let read = ["read", s(&img), "--header", s(&bk), "--key-file", s(&pass)];
+    ok(sc(
+        &[&read[..], &["--length", "8192", "--output", s(&out)]].concat(),
+        b"",
+    ));
+    assert_eq!(std::fs::read(&out).unwrap(), data);
+    // The backup names its provider's size: another data image is refused.
+    let other = file(dir.path(), "other.img", &vec![0u8; 128 * 1024]);
+    let read = [
+        "read",
+        s(&other),
+        "--header",
+        s(&bk),
+        "--key-file",
+        s(&pass),
+    ];
+    let o = sc(&[&read[..], &["--output", s(&out)]].concat(), b"");
+    assert_eq!(code(&o), 2);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("provider size mismatch"));
+}

@@ -139,9 +139,15 @@ impl Geli {
     }
 
     /// Refuses a provider whose size is not the one its metadata names (geli refuses to
-    /// attach it too).
-    fn check_provider(&self, store: &dyn Store) -> Result<()> {
-        let size = self.provider_size(store::size(store)?);
+    /// attach it too). With `backup_ok`, a store holding the metadata sector alone (a
+    /// `header backup` file used as a detached header, `--header`) passes: its provider
+    /// is the data's store, checked when the data is opened.
+    fn check_provider(&self, store: &dyn Store, backup_ok: bool) -> Result<()> {
+        let have = store::size(store)?;
+        if backup_ok && have == self.provider_sector {
+            return Ok(());
+        }
+        let size = self.provider_size(have);
         if size != self.md.provsize {
             return Err(Error::invalid(format!(
                 "GELI provider size mismatch: the metadata names {} bytes, {} has {size}",
@@ -175,7 +181,7 @@ impl Geli {
     /// the same bytes (a CBC slot under a zero IV).
     fn set_key(&mut self, store: &dyn Store, n: usize, new: &NewKeyslot<'_>) -> Result<usize> {
         let cipher = self.cipher()?;
-        self.check_provider(store)?;
+        self.check_provider(store, true)?;
         let iterations = match new.kdf.force_iterations {
             Some(i) => i32::try_from(i)
                 .map_err(|_| Error::invalid(format!("{i} PBKDF2 iterations is too many")))?,
@@ -253,7 +259,7 @@ impl Format for Geli {
         slot: Option<usize>,
     ) -> Result<(Zeroizing<Vec<u8>>, usize)> {
         let cipher = self.cipher()?;
-        self.check_provider(store)?;
+        self.check_provider(store, true)?;
         let candidates: Vec<usize> = self
             .slots()
             .into_iter()
@@ -281,14 +287,8 @@ impl Format for Geli {
         keyslot: usize,
     ) -> Result<Unlocked> {
         let cipher = self.cipher()?;
-        let have = store::size(store)?;
+        self.check_provider(store, false)?;
         let size = self.data_size();
-        if have < size {
-            return Err(Error::truncated(format!(
-                "the GELI provider holds {size} bytes of data, {} has {have}",
-                store.name()
-            )));
-        }
         let zones = ZoneKeys::new(
             self.md.version,
             &key,
