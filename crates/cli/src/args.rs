@@ -98,6 +98,12 @@ pub struct KeyArgs {
     /// prompting.
     #[arg(long, short = 'd', value_name = "FILE")]
     pub key_file: Option<PathBuf>,
+    /// GELI: a keyfile that is part of the key (geli's -k), in order; repeatable.
+    #[arg(long = "keyfile-component", value_name = "FILE")]
+    pub keyfile_component: Vec<PathBuf>,
+    /// GELI: the key is made of keyfiles only (geli's -P); no passphrase is read.
+    #[arg(long)]
+    pub no_passphrase: bool,
     /// add-key: the keyslot for the new passphrase; other commands: only try this keyslot.
     #[arg(long, short = 'S', value_name = "N")]
     pub key_slot: Option<usize>,
@@ -133,6 +139,7 @@ pub struct PbkdfArgs {
 pub enum LuksType {
     Luks2,
     Luks1,
+    Geli,
 }
 
 #[derive(Debug, Args)]
@@ -144,7 +151,7 @@ pub struct FormatArgs {
     /// Size of the image to create when it does not exist (bytes, or with K, M, G, T).
     #[arg(long, value_name = "SIZE")]
     pub size: Option<String>,
-    /// luks2 or luks1.
+    /// luks2, luks1 or geli.
     #[arg(long = "type", value_enum, default_value_t = LuksType::Luks2)]
     pub luks_type: LuksType,
     /// Segment cipher: aes-xts-plain64, aes-xts-plain, aes-cbc-plain64, aes-cbc-essiv:sha256.
@@ -164,6 +171,24 @@ pub struct FormatArgs {
     /// LUKS2 label.
     #[arg(long, value_name = "L")]
     pub label: Option<String>,
+    /// GELI: the metadata version to write (geli's -V), 1 to 7.
+    #[arg(long, value_name = "N", default_value_t = 7)]
+    pub geli_version: u32,
+    /// GELI: ask for the passphrase while booting (geli init -b, the BOOT flag).
+    #[arg(long)]
+    pub geli_boot: bool,
+    /// GELI: the loader may attach it (geli init -g, GELIBOOT).
+    #[arg(long)]
+    pub geli_boot_loader: bool,
+    /// GELI: show the passphrase length while booting (geli init -d, GELIDISPLAYPASS).
+    #[arg(long)]
+    pub geli_display_pass: bool,
+    /// GELI: do not pass TRIM through (geli init -T, NODELETE).
+    #[arg(long)]
+    pub geli_no_trim: bool,
+    /// GELI: no automatic resize (geli init -R: AUTORESIZE, set by default, cleared).
+    #[arg(long)]
+    pub geli_no_autoresize: bool,
     #[command(flatten)]
     pub pbkdf: PbkdfArgs,
     #[command(flatten)]
@@ -441,6 +466,16 @@ pub struct OpenArgs {
     /// instead of prompting.
     #[arg(long, value_name = "FILE", conflicts_with = "onetime")]
     pub key_file: Option<PathBuf>,
+    /// GELI: a keyfile that is part of the key (geli's -k), in order; repeatable.
+    #[arg(
+        long = "keyfile-component",
+        value_name = "FILE",
+        conflicts_with = "onetime"
+    )]
+    pub keyfile_component: Vec<PathBuf>,
+    /// GELI: the key is made of keyfiles only (geli's -P); no passphrase is read.
+    #[arg(long, conflicts_with = "onetime")]
+    pub no_passphrase: bool,
     /// A headerless volume under a fresh random key that is never stored.
     #[arg(long, conflicts_with = "header")]
     pub onetime: bool,

@@ -20,12 +20,7 @@ use sectorcrypt_volume::hash::HashAlg;
 use sectorcrypt_volume::kdf::{KdfKind, KdfOptions};
 use sectorcrypt_volume::lock::Mode;
 use sectorcrypt_volume::luks::{self, FormatOptions, Version};
-use sectorcrypt_volume::{
-    formats, Error as VolumeError, FileStore, Header, KeyslotError, Placement, Store,
-};
-use std::fs::OpenOptions;
-use std::os::unix::fs::OpenOptionsExt;
-use std::path::Path;
+use sectorcrypt_volume::{formats, Error as VolumeError, Header, KeyslotError, Placement, Store};
 
 /// The KDF options of a new keyslot of `format`, whose keyslots take `kinds` (the
 /// default first).
@@ -60,61 +55,11 @@ fn describe_kdf(h: &Header, slot: usize) -> String {
         .map_or_else(|_| "?".to_string(), |k| k.to_string())
 }
 
-/// Opens `path` for formatting, or creates it when missing: an image with `size` bytes
-/// (`--size`, required), or with `header` an empty file (a detached header's file, which
-/// grows to the header's size). Either is created readable by its owner only, as key
-/// material should be (an existing file or device keeps its mode: format changes contents,
-/// not access). Returns the store and whether it was created.
-fn open_or_create(
-    path: &Path,
-    size: Option<u64>,
-    header: bool,
-) -> Result<(FileStore, bool), Failure> {
-    let needs_size = !header;
-    if path.exists() {
-        let store = image::open_store(path, true)?;
-        let meta = store
-            .file()
-            .metadata()
-            .map_err(|e| Failure::runtime(e.to_string()))?;
-        if let Some(s) = size.filter(|_| needs_size) {
-            if meta.is_file() && meta.len() != s {
-                return Err(Failure::usage(format!(
-                    "{} exists ({} bytes); --size is only for creating a new image",
-                    path.display(),
-                    meta.len()
-                )));
-            }
-        }
-        return Ok((store, false));
-    }
-    let size = match size {
-        Some(s) => s,
-        None if !needs_size => 0,
-        None => {
-            return Err(Failure::usage(format!(
-                "{} does not exist: give --size to create it",
-                path.display()
-            )))
-        }
-    };
-    let created = |e: std::io::Error| Failure::runtime(format!("{}: {e}", path.display()));
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)
-        .map_err(created)?;
-    let store = FileStore::new(file, path.display().to_string());
-    store.file().set_len(size).map_err(created)?;
-    Ok((store, true))
-}
-
 pub fn format(a: FormatArgs) -> Result<(), Failure> {
     let version = match a.luks_type {
         LuksType::Luks1 => Version::Luks1,
         LuksType::Luks2 => Version::Luks2,
+        LuksType::Geli => return crate::cmd_geli::format(a),
     };
     let vnum = if version == Version::Luks1 { 1 } else { 2 };
     let kdf = kdf_options(&a.pbkdf, version.name(), version.kdf_kinds())?;
@@ -133,11 +78,11 @@ pub fn format(a: FormatArgs) -> Result<(), Failure> {
         return Err(Failure::usage("--key-size is in bits, a multiple of 8"));
     }
     let size = a.size.as_deref().map(parse_size).transpose()?;
-    let (store, created) = open_or_create(&a.image, size, false)?;
+    let (store, created) = image::open_or_create(&a.image, size, false)?;
     // A detached header: its own file (created when missing), the image holding data only.
     let mut detached = None;
     if let Some(h) = &a.header.file {
-        let opened = open_or_create(h, None, true);
+        let opened = image::open_or_create(h, None, true);
         let (hdr, made) = match opened {
             Ok(o) => o,
             Err(e) => {

@@ -216,6 +216,8 @@ pub struct Image {
     pub files: Files,
     /// Its header, as last read.
     pub header: Header,
+    /// Keyfile components (GELI), given to the header each time it is read.
+    keyfiles: Vec<zeroize::Zeroizing<Vec<u8>>>,
 }
 
 /// Opens the volume at `path` (header in `header` when given) for `access` and reads its
@@ -223,7 +225,11 @@ pub struct Image {
 pub fn open(path: &Path, header: &HeaderArg, access: Access) -> Result<Image, Failure> {
     let files = Files::open(path, header, access)?;
     let header = files.read_header()?;
-    Ok(Image { files, header })
+    Ok(Image {
+        files,
+        header,
+        keyfiles: Vec::new(),
+    })
 }
 
 impl Image {
@@ -234,6 +240,7 @@ impl Image {
 
     /// Gets the passphrase and unlocks (only `--key-slot` when given).
     pub fn unlock(&mut self, key: &KeyArgs) -> Result<Unlocked, Failure> {
+        self.keyfiles = passphrase::keyfiles(key)?;
         let pass = self.passphrase(key)?;
         self.unlock_with(&pass, key.key_slot)
     }
@@ -244,6 +251,9 @@ impl Image {
     pub fn unlock_with(&mut self, pass: &[u8], slot: Option<usize>) -> Result<Unlocked, Failure> {
         let _lock = self.files.lock(Mode::Shared)?;
         self.header = Header::read(&self.files.store)?;
+        if !self.keyfiles.is_empty() {
+            self.header.set_keyfiles(self.keyfiles.clone())?;
+        }
         Ok(self.header.unlock_at(self.files.placement(), pass, slot)?)
     }
 
@@ -316,4 +326,56 @@ pub fn open_volume(
         unlocked,
         claims,
     })
+}
+
+/// Opens `path` for formatting, or creates it when missing: an image with `size` bytes
+/// (`--size`, required), or with `header` an empty file (a detached header's file, which
+/// grows to the header's size). Either is created readable by its owner only, as key
+/// material should be (an existing file or device keeps its mode: format changes contents,
+/// not access). Returns the store and whether it was created.
+pub fn open_or_create(
+    path: &Path,
+    size: Option<u64>,
+    header: bool,
+) -> Result<(FileStore, bool), Failure> {
+    let needs_size = !header;
+    if path.exists() {
+        let store = open_store(path, true)?;
+        let meta = store
+            .file()
+            .metadata()
+            .map_err(|e| Failure::runtime(e.to_string()))?;
+        if let Some(s) = size.filter(|_| needs_size) {
+            if meta.is_file() && meta.len() != s {
+                return Err(Failure::usage(format!(
+                    "{} exists ({} bytes); --size is only for creating a new image",
+                    path.display(),
+                    meta.len()
+                )));
+            }
+        }
+        return Ok((store, false));
+    }
+    let size = match size {
+        Some(s) => s,
+        None if !needs_size => 0,
+        None => {
+            return Err(Failure::usage(format!(
+                "{} does not exist: give --size to create it",
+                path.display()
+            )))
+        }
+    };
+    let created = |e: std::io::Error| Failure::runtime(format!("{}: {e}", path.display()));
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(created)?;
+    let store = FileStore::new(file, path.display().to_string());
+    store.file().set_len(size).map_err(created)?;
+    Ok((store, true))
 }

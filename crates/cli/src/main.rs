@@ -9,6 +9,7 @@ mod cmd_backends;
 mod cmd_bench;
 mod cmd_cipher;
 mod cmd_demo;
+mod cmd_geli;
 mod cmd_mount;
 mod cmd_serve;
 mod cmd_volume;

@@ -162,6 +162,9 @@ fn nonempty(s: Secret) -> Result<Secret, Failure> {
 
 /// An existing passphrase of `image`.
 pub fn existing(key: &KeyArgs, image: &Path) -> Result<Secret, Failure> {
+    if key.no_passphrase {
+        return Ok(Secret::from_slice(&[]));
+    }
     match &key.key_file {
         Some(f) => from_file(f),
         None => nonempty(prompt(&format!(
@@ -169,6 +172,24 @@ pub fn existing(key: &KeyArgs, image: &Path) -> Result<Secret, Failure> {
             image.display()
         ))?),
     }
+}
+
+/// The keyfile components `key` names (GELI's `-k` files), their whole contents in order.
+/// Unlike a passphrase file, a keyfile may be empty (`geli init -K /dev/null`).
+pub fn keyfiles(key: &KeyArgs) -> Result<Vec<zeroize::Zeroizing<Vec<u8>>>, Failure> {
+    key.keyfile_component
+        .iter()
+        .map(|path| {
+            let file = File::open(path)
+                .map_err(|e| Failure::usage(format!("keyfile {}: {e}", path.display())))?;
+            let read = sectorcrypt_cli::read_all(&mut Unbuffered(file.as_fd()), MAX_KEY_FILE)
+                .map_err(|e| Failure::runtime(format!("reading keyfile {}: {e}", path.display())))?
+                .ok_or_else(|| {
+                    Failure::usage(format!("keyfile {} is larger than 8 MiB", path.display()))
+                })?;
+            Ok(zeroize::Zeroizing::new(read.to_vec()))
+        })
+        .collect()
 }
 
 /// A new passphrase: from `file`, or prompted twice on a terminal.

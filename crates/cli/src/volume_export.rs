@@ -84,6 +84,8 @@ fn open_export(a: &OpenArgs) -> Result<VolumeExport, Failure> {
     }
     let key = KeyArgs {
         key_file: a.key_file.clone(),
+        keyfile_component: a.keyfile_component.clone(),
+        no_passphrase: a.no_passphrase,
         key_slot: None,
         batch: false,
     };

@@ -100,7 +100,9 @@ pub mod aes {
 /// dm-crypt compatible sectors: many sectors per call, with dm-crypt's IV generators
 /// (`aes-xts-plain64`, `aes-cbc-essiv:sha256`, ...).
 pub mod dmcrypt {
-    pub use crate::modes::{CipherMode, CipherSpec, IvMode, IvStep, SectorCipher, SectorLayout};
+    pub use crate::modes::{
+        CipherMode, CipherSpec, IvMode, IvStep, SectorCipher, SectorLayout, GELI_IV_KEY_LEN,
+    };
 }
 
 pub use gost::{gost89, magma};

@@ -8,9 +8,13 @@ use crate::format::{Driver, Header, Probe, Salvaged, PROBE_BYTES};
 use crate::store::{self, Store};
 
 /// The formats, in the order they are tried.
-pub const FORMATS: &[Driver] = &[crate::luks::luks1::DRIVER, crate::luks::luks2::DRIVER];
+pub const FORMATS: &[Driver] = &[
+    crate::luks::luks1::DRIVER,
+    crate::luks::luks2::DRIVER,
+    crate::geli::DRIVER,
+];
 
-/// The names of [`FORMATS`], for messages: `luks1, luks2`.
+/// The names of [`FORMATS`], for messages: `luks1, luks2, geli`.
 pub fn known_formats() -> String {
     let names: Vec<&str> = FORMATS.iter().map(|d| d.name).collect();
     names.join(", ")

@@ -101,6 +101,12 @@ pub trait KeySource: fmt::Debug + Send + Sync {
     fn zone_key(&self, zone: u64) -> Result<Zeroizing<Vec<u8>>>;
 }
 
+impl<T: KeySource + ?Sized> KeySource for Arc<T> {
+    fn zone_key(&self, zone: u64) -> Result<Zeroizing<Vec<u8>>> {
+        (**self).zone_key(zone)
+    }
+}
+
 type CryptoResult = std::result::Result<(), sectorcrypt_crypto::Error>;
 
 /// Zone ciphers kept after first use, most recent last.

@@ -7,8 +7,8 @@
 //!   while the data is read or written);
 //! - [`mod@format`]: the on-disk formats behind one interface ([`format::Format`]: detect,
 //!   read and validate, unlock, keyslot changes, header backup and restore, dump), with
-//!   [`luks`] (LUKS1 and LUKS2, compatible with cryptsetup) registered today in
-//!   [`formats`];
+//!   [`luks`] (LUKS1 and LUKS2, compatible with cryptsetup) and [`geli`] (FreeBSD's GELI)
+//!   registered in [`formats`];
 //! - [`layout`]: what the engine needs from a format ([`Layout`]: where each sector lives,
 //!   its key, one per volume or per zone, its IV rule);
 //! - [`engine`]: `read_at`/`write_at` at any offset over the data area a layout
@@ -24,6 +24,7 @@ pub mod engine;
 mod error;
 pub mod format;
 pub mod formats;
+pub mod geli;
 pub mod hash;
 pub mod kdf;
 pub mod layout;

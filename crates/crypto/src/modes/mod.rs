@@ -8,7 +8,9 @@ mod sector;
 mod xts;
 
 pub use block::{Cbc, Ctr, Ecb};
-pub use sector::{CipherMode, CipherSpec, IvMode, IvStep, SectorCipher, SectorLayout};
+pub use sector::{
+    CipherMode, CipherSpec, IvMode, IvStep, SectorCipher, SectorLayout, GELI_IV_KEY_LEN,
+};
 pub use xts::Xts;
 
 use crate::aes_core::{self, AesKernels, Backend};

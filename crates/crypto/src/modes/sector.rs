@@ -15,7 +15,7 @@ use crate::{Backend, Error};
 use sha2::{Digest, Sha256};
 use std::fmt;
 use std::str::FromStr;
-use zeroize::Zeroize;
+use zeroize::{Zeroize, Zeroizing};
 
 /// Sectors whose IVs are prepared together (256 x 16 bytes of stack): fewer, longer kernel
 /// calls (512-byte sectors ran faster than with 64: docs/PERFORMANCE.md).
@@ -43,9 +43,18 @@ pub enum IvMode {
     Plain,
     /// AES-256-ECB under SHA-256(key) of the `plain64` block (CBC only).
     EssivSha256,
+    /// GELI's CBC IV: the first 16 bytes of SHA-256(IV key || le64(IV number)), the IV
+    /// number being the sector's byte offset (FreeBSD `sys/geom/eli/g_eli_crypto.c`,
+    /// `g_eli_crypto_ivgen`). CBC only; the key is the AES key followed by the 64-byte IV
+    /// key. No cipher string names it: formats build the spec directly.
+    GeliSha256,
     /// No IV (ECB).
     None,
 }
+
+/// Bytes of GELI's IV key, appended to the AES key of an [`IvMode::GeliSha256`] cipher
+/// (FreeBSD `sys/geom/eli/g_eli.h`, `G_ELI_IVKEYLEN`).
+pub const GELI_IV_KEY_LEN: usize = 64;
 
 /// A dm-crypt / cryptsetup cipher string such as `aes-xts-plain64`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,6 +91,7 @@ impl CipherSpec {
     pub fn key_lengths(&self) -> &'static [usize] {
         match self.mode {
             CipherMode::Xts => &[32, 48, 64],
+            CipherMode::Cbc if self.iv == IvMode::GeliSha256 => &[80, 88, 96],
             CipherMode::Cbc | CipherMode::Ecb => &[16, 24, 32],
         }
     }
@@ -112,6 +122,7 @@ impl fmt::Display for CipherSpec {
             IvMode::Plain64 => "-plain64",
             IvMode::Plain => "-plain",
             IvMode::EssivSha256 => "-essiv:sha256",
+            IvMode::GeliSha256 => "-geli",
             IvMode::None => "",
         };
         write!(f, "aes-{mode}{iv}")
@@ -191,7 +202,11 @@ impl SectorLayout {
 
 enum Engine {
     Xts(Xts),
-    Cbc { key: AesKey, essiv: Option<AesKey> },
+    Cbc {
+        key: AesKey,
+        essiv: Option<AesKey>,
+        geli_iv_key: Option<Zeroizing<[u8; GELI_IV_KEY_LEN]>>,
+    },
     Ecb(AesKey),
 }
 
@@ -240,6 +255,15 @@ impl SectorCipher {
                 None => Xts::new(key)?,
             }),
             CipherMode::Cbc => {
+                let (key, geli_iv_key) = if spec.iv == IvMode::GeliSha256 {
+                    spec.check_key(key)?;
+                    let (aes, iv) = key.split_at(key.len() - GELI_IV_KEY_LEN);
+                    let mut iv_key = Zeroizing::new([0u8; GELI_IV_KEY_LEN]);
+                    iv_key.copy_from_slice(iv);
+                    (aes, Some(iv_key))
+                } else {
+                    (key, None)
+                };
                 let aes = AesKey::new(key, backend)?;
                 let essiv = if spec.iv == IvMode::EssivSha256 {
                     let mut salt: [u8; 32] = Sha256::digest(key).into();
@@ -249,7 +273,11 @@ impl SectorCipher {
                 } else {
                     None
                 };
-                Engine::Cbc { key: aes, essiv }
+                Engine::Cbc {
+                    key: aes,
+                    essiv,
+                    geli_iv_key,
+                }
             }
             CipherMode::Ecb => Engine::Ecb(AesKey::new(key, backend)?),
         };
@@ -302,8 +330,21 @@ impl SectorCipher {
             for (i, iv) in ivs[..n].iter_mut().enumerate() {
                 let number = first_iv.wrapping_add(((done + i) as u64).wrapping_mul(step));
                 *iv = [0; 16];
-                match self.spec.iv {
-                    IvMode::Plain => iv[..4].copy_from_slice(&(number as u32).to_le_bytes()),
+                match (self.spec.iv, &self.engine) {
+                    (IvMode::Plain, _) => iv[..4].copy_from_slice(&(number as u32).to_le_bytes()),
+                    (
+                        IvMode::GeliSha256,
+                        Engine::Cbc {
+                            geli_iv_key: Some(k),
+                            ..
+                        },
+                    ) => {
+                        let hash = Sha256::new()
+                            .chain_update(&k[..])
+                            .chain_update(number.to_le_bytes())
+                            .finalize();
+                        iv.copy_from_slice(&hash[..16]);
+                    }
                     _ => iv[..8].copy_from_slice(&number.to_le_bytes()),
                 }
             }
@@ -317,7 +358,7 @@ impl SectorCipher {
                         Direction::Decrypt => x.k1.k().xts_decrypt(ivs, chunk),
                     }
                 }
-                Engine::Cbc { key, essiv } => {
+                Engine::Cbc { key, essiv, .. } => {
                     if let Some(e) = essiv {
                         e.k().ecb_encrypt(InOut::InPlace(ivs.as_flattened_mut()));
                     }
@@ -351,6 +392,9 @@ impl CipherSpec {
                 got: key.len(),
                 expected: match self.mode {
                     CipherMode::Xts => "32, 48 or 64 bytes (two aes keys)",
+                    CipherMode::Cbc if self.iv == IvMode::GeliSha256 => {
+                        "80, 88 or 96 bytes (an aes key and the 64-byte iv key)"
+                    }
                     _ => "16, 24 or 32 bytes",
                 },
             }))

@@ -1,6 +1,6 @@
 //! The on-disk formats behind one interface.
 //!
-//! Each format is a module (`luks::luks1`, `luks::luks2`; GELI next) that implements
+//! Each format is a module (`luks::luks1`, `luks::luks2`, `geli`) that implements
 //! [`Format`] for its parsed header and offers one [`Driver`]: a name and a `detect`
 //! function that looks at the first bytes and the size of a store and, when the store is
 //! of its format, reads and validates the header. The registry
@@ -45,12 +45,13 @@ mod restore;
 
 use crate::error::{Error, HeaderError, KeyslotError, Result};
 use crate::kdf::{Kdf, KdfKind, KdfOptions};
-use crate::layout::{Geometry, IvRule, Layout};
+use crate::layout::{Geometry, IvRule, KeySource, Layout};
 use crate::store::{self, FileStore, Placement, Store};
 use sectorcrypt_crypto::dmcrypt::{CipherSpec, SectorCipher};
 use sectorcrypt_crypto::secret::SecretBytes;
 use std::any::Any;
 use std::fmt;
+use std::sync::Arc;
 use zeroize::Zeroizing;
 
 /// A parsed, validated header of one format.
@@ -161,6 +162,16 @@ pub trait Format: fmt::Debug + Send + Sync + Any {
             )));
         }
         Ok(())
+    }
+
+    /// Keyfiles that form the user key beside the passphrase (GELI's `-k`), in order.
+    /// The default: refused (the format has no such key components).
+    fn set_keyfiles(&mut self, files: Vec<Zeroizing<Vec<u8>>>) -> Result<()> {
+        let _ = files;
+        Err(Error::unsupported(format!(
+            "{} volumes take no keyfile components",
+            self.name()
+        )))
     }
 
     /// What `dump` shows.
@@ -317,6 +328,12 @@ impl Header {
         self.0.kdf_kinds()
     }
 
+    /// Keyfiles that form the user key beside the passphrase (GELI), in order; refused by
+    /// formats without keyfile components.
+    pub fn set_keyfiles(&mut self, files: Vec<Zeroizing<Vec<u8>>>) -> Result<()> {
+        self.0.set_keyfiles(files)
+    }
+
     /// Opens the volume with `passphrase`, trying every keyslot.
     pub fn unlock(&self, store: &dyn Store, passphrase: &[u8]) -> Result<Unlocked> {
         self.unlock_slot(store, passphrase, None)
@@ -346,7 +363,15 @@ impl Header {
         let (key, n) = self.0.unlock_key(at.header(), passphrase, slot)?;
         let mut unlocked = self.0.unlocked(at.data(), key, n)?;
         if !at.is_detached() {
-            unlocked.header_end = self.backup_len(store::size(at.header())?);
+            // The header's bytes at the start of the store (LUKS); a header kept at the
+            // end (GELI) names its piece elsewhere in the backup than in the image.
+            let pieces = self.0.backup_pieces(store::size(at.header())?);
+            unlocked.header_end = pieces
+                .iter()
+                .filter(|p| p.image == p.backup)
+                .map(|p| p.image + p.len)
+                .max()
+                .unwrap_or(0);
         }
         Ok(unlocked)
     }
@@ -483,6 +508,9 @@ pub struct Unlocked {
     /// Bytes at the start of the data's store that the header occupies (its metadata and
     /// keyslots when attached; 0 when detached or unknown).
     header_end: u64,
+    /// Per-zone keys (sectors per zone, the source), when the volume key is not the data
+    /// key itself (GELI).
+    zones: Option<(u64, Arc<dyn KeySource>)>,
 }
 
 impl fmt::Debug for Unlocked {
@@ -533,7 +561,16 @@ impl Unlocked {
             data_size: info.data_size,
             keyslot,
             header_end: 0,
+            zones: None,
         }
+    }
+
+    /// The same volume with one key per zone of `zone_sectors` sectors, made by `source`
+    /// (the volume key then only identifies the volume: keyslots hold it, the data does
+    /// not use it directly).
+    pub fn with_zones(mut self, zone_sectors: u64, source: Arc<dyn KeySource>) -> Unlocked {
+        self.zones = Some((zone_sectors, source));
+        self
     }
 
     /// Where the data would overlap the header that shares its store: `Some((data
@@ -561,13 +598,26 @@ impl Unlocked {
 
     /// The sector map of the data area, for the engine.
     pub fn layout(&self) -> Result<Layout> {
-        Layout::single(self.geometry(), self.spec, &self.volume_key)
+        match &self.zones {
+            None => Layout::single(self.geometry(), self.spec, &self.volume_key),
+            Some((zone_sectors, source)) => Layout::zoned(
+                self.geometry(),
+                self.spec,
+                *zone_sectors,
+                Box::new(Arc::clone(source)),
+            ),
+        }
     }
 
     /// A sector cipher under the volume key whose IV step matches the IV rule (apply
     /// [`IvRule::number`] for a sector's first IV number): an independent path to the
     /// data, for tests and tools.
     pub fn sector_cipher(&self) -> Result<SectorCipher> {
+        if self.zones.is_some() {
+            return Err(Error::unsupported(
+                "this volume has one key per zone: use its layout",
+            ));
+        }
         let layout = self.iv.cipher_layout(self.sector_size)?;
         Ok(SectorCipher::new(self.spec, &self.volume_key, layout)?)
     }

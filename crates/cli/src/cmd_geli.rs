@@ -1,0 +1,129 @@
+//! `format --type geli`: a new GELI provider (geli's `init`), with geli's own names for
+//! ciphers and key lengths: `--key-size` is geli's `-l` (the AES key, 128 or 256 bits for
+//! AES-XTS, 128, 192 or 256 for AES-CBC), `--keyfile-component` its `-k`, `--key-file`
+//! its `-J`, `--no-passphrase` its `-P`, `--geli-version` its `-V`; `--geli-boot`,
+//! `--geli-boot-loader`, `--geli-display-pass`, `--geli-no-trim` and
+//! `--geli-no-autoresize` its flags `-b -g -d -T -R`.
+
+use crate::args::FormatArgs;
+use crate::failure::Failure;
+use crate::image;
+use crate::passphrase;
+use sectorcrypt_cli::parse_size;
+use sectorcrypt_volume::geli::init::{self, InitOptions};
+use sectorcrypt_volume::geli::metadata::{self, algo};
+use sectorcrypt_volume::lock::Mode;
+
+/// geli's encryption algorithm names (`g_eli_str2ealgo`, any case), and the cipher
+/// strings that mean the same here.
+fn ealgo(name: &str) -> Result<u16, Failure> {
+    match name.to_ascii_lowercase().as_str() {
+        "aes" | "aes-xts" | "aes-xts-plain64" => Ok(algo::AES_XTS),
+        "aes-cbc" => Ok(algo::AES_CBC),
+        "null" | "null-cbc" | "camellia" | "camellia-cbc" | "blowfish" | "blowfish-cbc"
+        | "3des" | "3des-cbc" => Err(Failure::usage(format!(
+            "GELI cipher {name:?} is not supported (supported: aes-xts, aes-cbc)"
+        ))),
+        _ => Err(Failure::usage(format!(
+            "unknown GELI cipher {name:?} (supported: aes-xts, aes-cbc)"
+        ))),
+    }
+}
+
+/// `format --type geli`.
+pub fn format(a: FormatArgs) -> Result<(), Failure> {
+    if a.header.file.is_some() {
+        return Err(Failure::usage(
+            "GELI keeps its metadata in the provider's last sector: --header does not apply",
+        ));
+    }
+    if a.label.is_some() {
+        return Err(Failure::usage("GELI providers have no label"));
+    }
+    if a.pbkdf.pbkdf.as_deref().is_some_and(|k| k != "pbkdf2") {
+        return Err(Failure::usage(
+            "GELI derives keys with pbkdf2 (sha512) only",
+        ));
+    }
+    let keylen = match a.key_size {
+        None => 0,
+        Some(bits) => u16::try_from(bits)
+            .map_err(|_| Failure::usage(format!("--key-size {bits} is not a GELI key length")))?,
+    };
+    let sectorsize = match a.sector_size {
+        None => 0,
+        Some(n) => u32::try_from(n)
+            .map_err(|_| Failure::usage(format!("--sector-size {n} is too large")))?,
+    };
+    let mut flags = InitOptions::default().flags;
+    for (set, bit) in [
+        (a.geli_boot, metadata::flags::BOOT),
+        (a.geli_boot_loader, metadata::flags::GELIBOOT),
+        (a.geli_display_pass, metadata::flags::GELIDISPLAYPASS),
+        (a.geli_no_trim, metadata::flags::NODELETE),
+    ] {
+        if set {
+            flags |= bit;
+        }
+    }
+    if a.geli_no_autoresize {
+        flags &= !metadata::flags::AUTORESIZE;
+    }
+    let opts = InitOptions {
+        flags,
+        ealgo: ealgo(&a.cipher)?,
+        keylen,
+        sectorsize,
+        iterations: a.pbkdf.pbkdf_force_iterations,
+        iter_time_ms: a.pbkdf.iter_time,
+        use_passphrase: !a.key.no_passphrase,
+        version: a.geli_version,
+        ..InitOptions::default()
+    };
+    if a.key.no_passphrase && a.key.keyfile_component.is_empty() {
+        return Err(Failure::usage(
+            "--no-passphrase needs at least one --keyfile-component",
+        ));
+    }
+    let keyfiles = passphrase::keyfiles(&a.key)?;
+    let size = a.size.as_deref().map(parse_size).transpose()?;
+    let (store, created) = image::open_or_create(&a.image, size, false)?;
+    let result = (|| {
+        let _claim = image::claim(&store, &a.image, Mode::Exclusive)?;
+        if !created {
+            passphrase::confirm(
+                &format!(
+                    "This will overwrite the last sector of {} irrevocably.",
+                    a.image.display()
+                ),
+                a.key.batch,
+            )?;
+        }
+        let _lock = image::lock_header(&store, &a.image, Mode::Exclusive)?;
+        let pass = if opts.use_passphrase {
+            passphrase::new(a.key.key_file.as_deref())?
+        } else {
+            passphrase::Secret::from_slice(&[])
+        };
+        let files: Vec<&[u8]> = keyfiles.iter().map(|k| &k[..]).collect();
+        let (geli, u) = init::init(&store, &opts, &files, &pass)?;
+        let md = geli.metadata();
+        println!(
+            "{}: GELI provider (metadata version {}), {} with a {}-bit key, {}-byte sectors, \
+             {} bytes of data, iterations {}",
+            a.image.display(),
+            md.version,
+            algo::name(md.ealgo),
+            md.keylen,
+            u.sector_size,
+            u.data_size,
+            md.iterations
+        );
+        Ok(())
+    })();
+    if result.is_err() && created {
+        drop(store);
+        let _ = std::fs::remove_file(&a.image);
+    }
+    result
+}

@@ -1,0 +1,179 @@
+//! Creating GELI providers (`geli init`, FreeBSD `lib/geom/eli/geom_eli.c`, `eli_init`):
+//! a random salt and master key (IV key || data key), slot 0 sealed under the user key,
+//! slot 1 random bytes (geli fills both slots with random bytes before sealing the first),
+//! the metadata written to the provider's last sector. The data is not touched.
+
+use super::keys::{self, KEY_LEN};
+use super::metadata::{algo, flags, Metadata, MAX_MKEYS, MKEY_LEN, SALT_LEN, VERSION};
+use super::Geli;
+use crate::error::{Error, Result};
+use crate::format::Format as _;
+use crate::hash::HashAlg;
+use crate::kdf::{KdfKind, KdfOptions};
+use crate::store::{self, Store};
+use crate::Unlocked;
+use zeroize::Zeroizing;
+
+/// What `geli init` is told. Defaults: AES-XTS with a 128-bit key, 512-byte sectors,
+/// version 7, PBKDF2 calibrated to about 2 seconds, the AUTORESIZE flag (geli init sets it
+/// unless `-R`: FreeBSD's `tests/sys/geom/class/eli/configure_test.sh` expects `flags:
+/// 0x200` after a plain `geli init`).
+#[derive(Debug, Clone)]
+pub struct InitOptions {
+    /// `md_ealgo`: [`algo::AES_XTS`] or [`algo::AES_CBC`].
+    pub ealgo: u16,
+    /// Key length in bits; 0 for the algorithm's default (128, `g_eli_keylen`).
+    pub keylen: u16,
+    /// Bytes per GELI sector (0: the provider's sector size).
+    pub sectorsize: u32,
+    /// Bytes per provider sector: 512, or 4096 for a provider of 4 KiB sectors.
+    pub provider_sector: u64,
+    /// PBKDF2 iterations: `Some(0)` for salt || passphrase, `None` to calibrate (or -1
+    /// with no passphrase).
+    pub iterations: Option<u32>,
+    /// Calibration target in milliseconds.
+    pub iter_time_ms: u32,
+    /// Whether a passphrase is part of the user key (geli's `-P` clears it).
+    pub use_passphrase: bool,
+    /// On-disk flags (`BOOT`, `RW_DETACH`, `GELIBOOT`, `NODELETE`, ...).
+    pub flags: u32,
+    /// Metadata version (geli's `-V`), 1 to 7.
+    pub version: u32,
+}
+
+impl Default for InitOptions {
+    fn default() -> InitOptions {
+        InitOptions {
+            ealgo: algo::AES_XTS,
+            keylen: 0,
+            sectorsize: 0,
+            provider_sector: 512,
+            iterations: None,
+            iter_time_ms: 2000,
+            use_passphrase: true,
+            flags: flags::AUTORESIZE,
+            version: VERSION,
+        }
+    }
+}
+
+/// Initialises `store` as a GELI provider whose user key comes from `keyfiles` (in
+/// order) and, when `opts.use_passphrase`, `passphrase`. Returns the header and the
+/// provider opened with its new key (slot 0).
+pub fn init(
+    store: &dyn Store,
+    opts: &InitOptions,
+    keyfiles: &[&[u8]],
+    passphrase: &[u8],
+) -> Result<(Geli, Unlocked)> {
+    let keylen = match (opts.ealgo, opts.keylen) {
+        (algo::AES_XTS | algo::AES_CBC, 0) => 128,
+        (algo::AES_XTS, k @ (128 | 256)) => k,
+        (algo::AES_CBC, k @ (128 | 192 | 256)) => k,
+        (algo::AES_XTS | algo::AES_CBC, k) => {
+            return Err(Error::invalid(format!(
+                "key length {k} is not valid for {} (AES-XTS: 128 or 256; AES-CBC: 128, 192 \
+                 or 256)",
+                algo::name(opts.ealgo)
+            )))
+        }
+        (a, _) => {
+            return Err(Error::unsupported(format!(
+                "GELI encryption {} is not supported for new providers (supported: AES-XTS, \
+                 AES-CBC)",
+                algo::name(a)
+            )))
+        }
+    };
+    if !(1..=VERSION).contains(&opts.version) {
+        return Err(Error::invalid(format!(
+            "GELI metadata version {} cannot be created (1 to {VERSION})",
+            opts.version
+        )));
+    }
+    if opts.ealgo == algo::AES_XTS && opts.version < 5 {
+        return Err(Error::invalid(
+            "AES-XTS exists from GELI metadata version 5 on",
+        ));
+    }
+    if !opts.use_passphrase && keyfiles.is_empty() {
+        return Err(Error::invalid(
+            "no key component: give a passphrase or a keyfile",
+        ));
+    }
+    let prov = opts.provider_sector;
+    if prov != 512 && prov != 4096 {
+        return Err(Error::invalid(format!(
+            "a provider sector has 512 or 4096 bytes, not {prov}"
+        )));
+    }
+    let sectorsize = if opts.sectorsize == 0 {
+        prov as u32
+    } else {
+        opts.sectorsize
+    };
+    let size = store::size(store)?;
+    let provsize = size / prov * prov;
+    let ss = u64::from(sectorsize);
+    if !ss.is_power_of_two() || ss < prov || ss > 65536 {
+        return Err(Error::invalid(format!(
+            "GELI sector size {sectorsize} must be a power of two from {prov} to 65536"
+        )));
+    }
+    if provsize < prov + ss {
+        return Err(Error::invalid(format!(
+            "{} has {size} bytes: too small for one {sectorsize}-byte GELI sector and the \
+             metadata sector",
+            store.name()
+        )));
+    }
+    let iterations: i32 = if !opts.use_passphrase {
+        -1
+    } else {
+        match opts.iterations {
+            Some(n) => i32::try_from(n)
+                .map_err(|_| Error::invalid(format!("{n} PBKDF2 iterations is too many")))?,
+            None => {
+                let kdf = KdfOptions {
+                    kind: KdfKind::Pbkdf2,
+                    hash: HashAlg::Sha512,
+                    iter_time_ms: opts.iter_time_ms,
+                    ..KdfOptions::default()
+                };
+                match kdf.resolve(KEY_LEN)? {
+                    crate::kdf::Kdf::Pbkdf2 { iterations, .. } => {
+                        i32::try_from(iterations).unwrap_or(i32::MAX)
+                    }
+                    _ => unreachable!("a PBKDF2 request resolves to PBKDF2"),
+                }
+            }
+        }
+    };
+    let mut salt = [0u8; SALT_LEN];
+    crate::random(&mut salt)?;
+    let mut mkeys = [[0u8; MKEY_LEN]; MAX_MKEYS];
+    for m in &mut mkeys {
+        crate::random(m)?;
+    }
+    let mut mkey = Zeroizing::new(vec![0u8; 2 * KEY_LEN]);
+    crate::random(&mut mkey)?;
+    let user = keys::user_key(keyfiles, passphrase, &salt, iterations)?;
+    mkeys[0] = keys::seal_slot(&mkey, &user[..], usize::from(keylen) / 8)?;
+    let md = Metadata {
+        version: opts.version,
+        flags: opts.flags,
+        ealgo: opts.ealgo,
+        keylen,
+        aalgo: 0,
+        provsize,
+        sectorsize,
+        keys: 1,
+        iterations,
+        salt,
+        mkeys,
+    };
+    let geli = Geli::new(md, prov);
+    geli.write(store)?;
+    let unlocked = geli.unlocked(store, mkey, 0)?;
+    Ok((geli, unlocked))
+}

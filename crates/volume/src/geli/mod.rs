@@ -1,0 +1,522 @@
+//! GELI, FreeBSD's disk encryption (`geli(8)`): the metadata in the provider's last
+//! sector ([`metadata`]), its keys ([`keys`]), the [`Format`] implementation and the
+//! creation of new providers ([`init`]).
+//!
+//! A provider here is an image: its last 512-byte sector (or, when none is there, its
+//! last 4096-byte sector: a provider of 4 KiB sectors) holds the metadata; the decrypted
+//! provider is everything before that sector, rounded down to whole GELI sectors
+//! (`sys/geom/eli/g_eli.h`, `eli_metadata_softc`). Each GELI sector's IV comes from its
+//! byte offset in the decrypted provider ([`IvRule::ByteOffset`]); the key changes every
+//! 2^20 sectors ([`keys::ZoneKeys`]). Metadata of versions 0 to 7 is read; the
+//! pre-version-4 rule "IV offset in the host's byte order" is taken as little-endian
+//! (FreeBSD on x86). Authenticated providers (`geli init -a`), NULL, Camellia, Blowfish
+//! and 3DES encryption are refused with a clear error.
+
+pub mod init;
+pub mod keys;
+pub mod metadata;
+
+use crate::error::{Error, KeyslotError, Result};
+use crate::format::dump::{Field, Item, Report, Section};
+use crate::format::VolumeInfo;
+use crate::format::{no_keyslot, Detected, Driver, Format, NewKeyslot, Piece, Probe, Unlocked};
+use crate::hash::HashAlg;
+use crate::kdf::{Kdf, KdfKind};
+use crate::layout::IvRule;
+use crate::store::{self, Store};
+use keys::ZoneKeys;
+use metadata::{algo, flags, hex, Metadata, MAX_MKEYS};
+use sectorcrypt_crypto::dmcrypt::{CipherMode, CipherSpec, IvMode};
+use std::any::Any;
+use std::sync::Arc;
+use zeroize::Zeroizing;
+
+/// The format's name.
+pub const NAME: &str = "geli";
+/// Provider sector sizes whose last sector is searched for metadata, in order.
+pub const PROVIDER_SECTORS: [u64; 2] = [512, 4096];
+/// Times `kill` overwrites the metadata sector (`G_ELI_OVERWRITES`).
+pub const OVERWRITES: usize = 5;
+
+/// A GELI provider's metadata and where it was found.
+#[derive(Debug, Clone)]
+pub struct Geli {
+    md: Metadata,
+    /// Bytes per sector of the provider (512 or 4096).
+    provider_sector: u64,
+    /// Keyfiles (geli's `-k`), in order, for the user key.
+    keyfiles: Vec<Zeroizing<Vec<u8>>>,
+}
+
+/// What the data of a provider needs: cipher, key bytes per zone key.
+struct Cipher {
+    spec: CipherSpec,
+    /// Bytes of AES key(s) taken from a zone key (two AES keys for XTS).
+    key_bytes: usize,
+    /// Bytes of the master-key slots' AES-CBC key (`keylen / 8`).
+    slot_key_bytes: usize,
+}
+
+impl Geli {
+    /// The metadata.
+    pub fn metadata(&self) -> &Metadata {
+        &self.md
+    }
+
+    /// Bytes per sector of the provider the metadata was found for (512 or 4096).
+    pub fn provider_sector(&self) -> u64 {
+        self.provider_sector
+    }
+
+    /// A header for metadata `md` on a provider of `provider_sector`-byte sectors.
+    pub fn new(md: Metadata, provider_sector: u64) -> Geli {
+        Geli {
+            md,
+            provider_sector,
+            keyfiles: Vec::new(),
+        }
+    }
+
+    /// Where the metadata sector of an image of `size` bytes is.
+    fn metadata_offset(&self, size: u64) -> u64 {
+        ((size / self.provider_sector) * self.provider_sector).saturating_sub(self.provider_sector)
+    }
+
+    /// The provider's size as the metadata must name it, for an image of `size` bytes.
+    fn provider_size(&self, size: u64) -> u64 {
+        (size / self.provider_sector) * self.provider_sector
+    }
+
+    /// Refuses what this implementation cannot decrypt, before any KDF runs.
+    fn cipher(&self) -> Result<Cipher> {
+        let md = &self.md;
+        if md.flags & flags::ONETIME != 0 {
+            return Err(Error::unsupported(
+                "this GELI metadata has the ONETIME flag: a one-time provider keeps no keys",
+            ));
+        }
+        if md.flags & flags::AUTH != 0 {
+            return Err(Error::unsupported(format!(
+                "authenticated GELI providers (geli init -a, {}) are not supported yet",
+                algo::name(md.aalgo)
+            )));
+        }
+        let bits = usize::from(md.keylen);
+        let (mode, iv, allowed): (_, _, &[usize]) = match md.ealgo {
+            algo::AES_XTS => (CipherMode::Xts, IvMode::Plain64, &[128, 256]),
+            algo::AES_CBC => (CipherMode::Cbc, IvMode::GeliSha256, &[128, 192, 256]),
+            algo::NULL_CBC | algo::CAMELLIA_CBC | algo::BLOWFISH_CBC | algo::DES3_CBC => {
+                return Err(Error::unsupported(format!(
+                    "GELI encryption {} is not supported (supported: AES-XTS, AES-CBC)",
+                    algo::name(md.ealgo)
+                )))
+            }
+            a => {
+                return Err(Error::unsupported(format!(
+                    "GELI encryption algorithm {a} is unknown (supported: AES-XTS = {}, \
+                     AES-CBC = {})",
+                    algo::AES_XTS,
+                    algo::AES_CBC
+                )))
+            }
+        };
+        if !allowed.contains(&bits) {
+            return Err(Error::corrupt(format!(
+                "GELI key length {bits} bits is not valid for {} (valid: {allowed:?})",
+                algo::name(md.ealgo)
+            )));
+        }
+        let key_bytes = if mode == CipherMode::Xts {
+            bits / 4
+        } else {
+            bits / 8
+        };
+        Ok(Cipher {
+            spec: CipherSpec { mode, iv },
+            key_bytes,
+            slot_key_bytes: bits / 8,
+        })
+    }
+
+    /// Refuses a provider whose size is not the one its metadata names (geli refuses to
+    /// attach it too). With `backup_ok`, a store holding the metadata sector alone (a
+    /// `header backup` file used as a detached header, `--header`) passes: its provider
+    /// is the data's store, checked when the data is opened.
+    fn check_provider(&self, store: &dyn Store, backup_ok: bool) -> Result<()> {
+        let have = store::size(store)?;
+        if backup_ok && have == self.provider_sector {
+            return Ok(());
+        }
+        let size = self.provider_size(have);
+        if size != self.md.provsize {
+            return Err(Error::invalid(format!(
+                "GELI provider size mismatch: the metadata names {} bytes, {} has {size}",
+                self.md.provsize,
+                store.name()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Bytes of decrypted data (`eli_metadata_softc`): the provider less its metadata
+    /// sector, rounded down to whole GELI sectors.
+    pub fn data_size(&self) -> u64 {
+        let ss = u64::from(self.md.sectorsize);
+        let size = self.md.provsize.saturating_sub(self.provider_sector);
+        size - size % ss
+    }
+
+    /// The master-key slots in use.
+    fn slots(&self) -> Vec<usize> {
+        (0..MAX_MKEYS)
+            .filter(|&n| self.md.keys & (1 << n) != 0)
+            .collect()
+    }
+
+    /// `geli setkey`: seals the master key `new.key` into slot `n` for `new.passphrase`
+    /// (and the keyfiles given), the salt kept. The iteration count is kept unless
+    /// `new.kdf` forces one; it is shared by both slots, so changing it needs the other
+    /// slot unused (`lib/geom/eli/geom_eli.c`, `eli_setkey_detached`); a provider that
+    /// had keyfiles only (-1) gets a calibrated count. Same passphrase, keyfiles and count:
+    /// the same bytes (a CBC slot under a zero IV).
+    fn set_key(&mut self, store: &dyn Store, n: usize, new: &NewKeyslot<'_>) -> Result<usize> {
+        let cipher = self.cipher()?;
+        self.check_provider(store, true)?;
+        let iterations = match new.kdf.force_iterations {
+            Some(i) => i32::try_from(i)
+                .map_err(|_| Error::invalid(format!("{i} PBKDF2 iterations is too many")))?,
+            None if self.md.iterations >= 0 => self.md.iterations,
+            None => match new.kdf.resolve(keys::KEY_LEN)? {
+                Kdf::Pbkdf2 { iterations, .. } => i32::try_from(iterations).unwrap_or(i32::MAX),
+                _ => unreachable!("GELI keys are derived with PBKDF2 only"),
+            },
+        };
+        if iterations != self.md.iterations && self.md.keys & !(1u8 << n) != 0 {
+            return Err(Error::invalid(format!(
+                "changing the iteration count ({} to {iterations}) needs the other GELI master-key \
+                 slot unused: both slots share it",
+                self.md.iterations
+            )));
+        }
+        let files: Vec<&[u8]> = self.keyfiles.iter().map(|k| &k[..]).collect();
+        let user = keys::user_key(&files, new.passphrase, &self.md.salt, iterations)?;
+        let mut md = self.md.clone();
+        md.mkeys[n] = keys::seal_slot(new.key, &user[..], cipher.slot_key_bytes)?;
+        md.keys |= 1 << n;
+        md.iterations = iterations;
+        let updated = Geli { md, ..self.clone() };
+        updated.write(store)?;
+        self.md = updated.md;
+        Ok(n)
+    }
+
+    /// Writes the metadata sector of `store` (the rest of the sector zeroed) and syncs.
+    fn write(&self, store: &dyn Store) -> Result<()> {
+        let size = store::size(store)?;
+        let mut sector = vec![0u8; self.provider_sector as usize];
+        sector[..metadata::ENCODED_LEN].copy_from_slice(&self.md.encode());
+        store::write_all(
+            store,
+            &sector,
+            self.metadata_offset(size),
+            "the GELI metadata",
+        )?;
+        store::sync(store)
+    }
+}
+
+impl Format for Geli {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn uuid(&self) -> Option<&str> {
+        None
+    }
+
+    fn active_keyslots(&self) -> Result<Vec<usize>> {
+        Ok(self.slots())
+    }
+
+    fn keyslot_kdf(&self, slot: usize) -> Result<Kdf> {
+        if !self.slots().contains(&slot) {
+            return Err(no_keyslot(Some(slot)));
+        }
+        Ok(Kdf::Pbkdf2 {
+            hash: HashAlg::Sha512,
+            iterations: self.md.iterations.max(0) as u32,
+        })
+    }
+
+    fn kdf_kinds(&self) -> &'static [KdfKind] {
+        &[KdfKind::Pbkdf2]
+    }
+
+    fn unlock_key(
+        &self,
+        store: &dyn Store,
+        passphrase: &[u8],
+        slot: Option<usize>,
+    ) -> Result<(Zeroizing<Vec<u8>>, usize)> {
+        let cipher = self.cipher()?;
+        self.check_provider(store, true)?;
+        let candidates: Vec<usize> = self
+            .slots()
+            .into_iter()
+            .filter(|&n| slot.is_none_or(|s| s == n))
+            .collect();
+        if candidates.is_empty() {
+            return Err(no_keyslot(slot));
+        }
+        let files: Vec<&[u8]> = self.keyfiles.iter().map(|k| &k[..]).collect();
+        let user = keys::user_key(&files, passphrase, &self.md.salt, self.md.iterations)?;
+        for n in candidates {
+            if let Some(mkey) =
+                keys::open_slot(&self.md.mkeys[n], &user[..], cipher.slot_key_bytes)?
+            {
+                return Ok((mkey, n));
+            }
+        }
+        Err(Error::WrongPassphrase)
+    }
+
+    fn unlocked(
+        &self,
+        store: &dyn Store,
+        key: Zeroizing<Vec<u8>>,
+        keyslot: usize,
+    ) -> Result<Unlocked> {
+        let cipher = self.cipher()?;
+        self.check_provider(store, false)?;
+        let size = self.data_size();
+        let zones = ZoneKeys::new(
+            self.md.version,
+            &key,
+            cipher.key_bytes,
+            cipher.spec.mode == CipherMode::Cbc,
+        );
+        let zone_sectors = if zones.single() {
+            u64::MAX
+        } else {
+            1 << keys::ZONE_SHIFT
+        };
+        let info = VolumeInfo {
+            cipher: format!(
+                "{}-{}",
+                algo::name(self.md.ealgo).to_lowercase(),
+                self.md.keylen
+            ),
+            sector_size: self.md.sectorsize as usize,
+            iv: IvRule::ByteOffset,
+            data_offset: 0,
+            data_size: size,
+        };
+        Ok(
+            Unlocked::new(info, cipher.spec, key, keyslot)
+                .with_zones(zone_sectors, Arc::new(zones)),
+        )
+    }
+
+    fn verify_key(&self, key: &[u8]) -> Result<bool> {
+        // A master key carries no digest of its own: slots check it against the user key.
+        Ok(key.len() == 2 * keys::KEY_LEN)
+    }
+
+    fn add_keyslot(&mut self, store: &dyn Store, new: &NewKeyslot<'_>) -> Result<usize> {
+        let free: Vec<usize> = (0..MAX_MKEYS)
+            .filter(|&n| self.md.keys & (1 << n) == 0)
+            .collect();
+        let n = match new.slot {
+            Some(n) if n >= MAX_MKEYS => {
+                return Err(Error::invalid(format!(
+                    "GELI has master-key slots 0 and 1, not {n}"
+                )))
+            }
+            Some(n) => n,
+            None => *free.first().ok_or_else(|| {
+                KeyslotError::NoFree("both GELI master-key slots are in use".into())
+            })?,
+        };
+        self.set_key(store, n, new)
+    }
+
+    fn change_keyslot(
+        &mut self,
+        store: &dyn Store,
+        old: usize,
+        new: &NewKeyslot<'_>,
+    ) -> Result<usize> {
+        self.set_key(store, old, new)
+    }
+
+    fn remove_keyslots(&mut self, store: &dyn Store, slot: Option<usize>) -> Result<()> {
+        match slot {
+            Some(n) => {
+                if !self.slots().contains(&n) {
+                    return Err(no_keyslot(Some(n)));
+                }
+                // geli delkey: the slot's bit cleared, its material replaced by random bytes.
+                let mut md = self.md.clone();
+                md.keys &= !(1u8 << n);
+                crate::random(&mut md.mkeys[n])?;
+                let updated = Geli { md, ..self.clone() };
+                updated.write(store)?;
+                self.md = updated.md;
+                Ok(())
+            }
+            None => {
+                // geli kill: the metadata sector overwritten G_ELI_OVERWRITES times.
+                let size = store::size(store)?;
+                let at = self.metadata_offset(size);
+                let mut junk = vec![0u8; self.provider_sector as usize];
+                for _ in 0..OVERWRITES {
+                    crate::random(&mut junk)?;
+                    store::write_all(store, &junk, at, "the GELI metadata")?;
+                    store::sync(store)?;
+                }
+                self.md.keys = 0;
+                Ok(())
+            }
+        }
+    }
+
+    fn set_keyfiles(&mut self, files: Vec<Zeroizing<Vec<u8>>>) -> Result<()> {
+        self.keyfiles = files;
+        Ok(())
+    }
+
+    fn backup_pieces(&self, image_size: u64) -> Vec<Piece> {
+        vec![Piece {
+            image: self.metadata_offset(image_size),
+            backup: 0,
+            len: self.provider_sector,
+        }]
+    }
+
+    fn check_restore_target(&self, image_size: u64) -> Result<()> {
+        let size = self.provider_size(image_size);
+        if size != self.md.provsize {
+            return Err(Error::invalid(format!(
+                "GELI provider size mismatch: the backup names {} bytes, the image has {size}",
+                self.md.provsize
+            )));
+        }
+        Ok(())
+    }
+
+    fn report(&self) -> Report {
+        let md = &self.md;
+        let mut fields = vec![
+            Field::new("magic", "GEOM::ELI"),
+            Field::new("version", md.version),
+            Field::new("flags", format!("0x{:x} ({})", md.flags, md.flag_names())),
+            Field::new("ealgo", algo::name(md.ealgo)),
+            Field::new("keylen", md.keylen),
+        ];
+        if md.flags & flags::AUTH != 0 {
+            fields.push(Field::new("aalgo", algo::name(md.aalgo)));
+        }
+        fields.extend([
+            Field::new("provsize", md.provsize),
+            Field::new("sectorsize", md.sectorsize),
+            Field::new("keys", format!("0x{:02x}", md.keys)),
+            Field::new("iterations", md.iterations),
+            Field::new("Salt", hex(&md.salt)),
+        ]);
+        let items = (0..MAX_MKEYS)
+            .map(|n| Item {
+                id: n.to_string(),
+                kind: if md.keys & (1 << n) != 0 {
+                    "ENABLED"
+                } else {
+                    "DISABLED"
+                }
+                .into(),
+                fields: Vec::new(),
+            })
+            .collect();
+        Report {
+            title: "GELI metadata",
+            blank_after_title: false,
+            value_column: 12,
+            fields,
+            blank_after_fields: true,
+            sections: vec![Section {
+                title: Some("Master-key slots:"),
+                blank_before: false,
+                item_prefix: "  ",
+                value_column: 12,
+                items,
+            }],
+        }
+    }
+
+    fn to_json(&self) -> serde_json::Value {
+        let md = &self.md;
+        serde_json::json!({
+            "magic": "GEOM::ELI",
+            "version": md.version,
+            "flags": md.flags,
+            "ealgo": algo::name(md.ealgo),
+            "keylen": md.keylen,
+            "aalgo": if md.flags & flags::AUTH != 0 { Some(algo::name(md.aalgo)) } else { None },
+            "provsize": md.provsize,
+            "sectorsize": md.sectorsize,
+            "keys": md.keys,
+            "iterations": md.iterations,
+            "salt": hex(&md.salt),
+        })
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// Finds and decodes the metadata of `store` (`size` bytes): `None` when neither the last
+/// 512-byte nor the last 4096-byte sector starts with GELI's magic.
+pub fn locate(store: &dyn Store, size: u64) -> Option<Result<Geli>> {
+    for prov in PROVIDER_SECTORS {
+        if size < prov {
+            continue;
+        }
+        let at = (size / prov) * prov - prov;
+        let mut sector = vec![0u8; metadata::ENCODED_LEN];
+        if let Err(e) = store::read_exact(store, &mut sector, at, "the GELI metadata") {
+            return Some(Err(e));
+        }
+        if metadata::has_magic(&sector) {
+            return Some(Metadata::decode(&sector).and_then(|md| check(md, prov)));
+        }
+    }
+    None
+}
+
+/// The structural checks of decoded metadata: a sector size the data can be cut in.
+fn check(md: Metadata, provider_sector: u64) -> Result<Geli> {
+    let ss = u64::from(md.sectorsize);
+    if !ss.is_power_of_two() || ss < provider_sector || ss > 65536 {
+        return Err(Error::corrupt(format!(
+            "GELI sector size {ss} is not a power of two from the provider's {provider_sector} \
+             bytes to 65536"
+        )));
+    }
+    if md.provsize < provider_sector {
+        return Err(Error::corrupt(format!(
+            "GELI provider size {} is smaller than one {provider_sector}-byte sector",
+            md.provsize
+        )));
+    }
+    Ok(Geli::new(md, provider_sector))
+}
+
+fn detect(p: &Probe<'_>) -> Detected {
+    locate(p.store, p.size).map(|r| r.map(|g| Box::new(g) as Box<dyn Format>))
+}
+
+/// The registration of GELI in [`crate::formats::FORMATS`].
+pub(crate) const DRIVER: Driver = Driver {
+    name: NAME,
+    detect,
+    salvage: |_| None,
+};
