@@ -14,7 +14,8 @@ input):
   decrypt IMG --out PLAIN (keys as unlock)  the whole data area, decrypted
   create IMG --size BYTES [--put OFF:FILE]... --passfile F [--keyfile K]...
          [--cipher aes-xts|aes-cbc] [--keylen N] [--sectorsize S] [--iterations I]
-         [--version V] [--seed HEX]         a non-authenticated image; only the sectors
+         [--version V] [--seed HEX] [--aalgo hmac-sha256|...]
+                                            an image; without --aalgo only the sectors
                                             under --put are written (the rest stay holes)
   john FILE                                 opens John the Ripper's $geli$ vectors (a JSON
                                             list of {hash, password}) and wrong passwords
@@ -45,6 +46,8 @@ ALG_NULL = 9
 EALGO = {ALG_AES_CBC: "AES-CBC", ALG_AES_XTS: "AES-XTS", ALG_NULL: "NULL", 21: "CAMELLIA-CBC"}
 AALGO = {0: None, 2: "HMAC/SHA1", 3: "HMAC/RIPEMD160", 5: "HMAC/SHA256", 6: "HMAC/SHA384",
          7: "HMAC/SHA512"}
+AALGO_NAMES = {"hmac-sha1": 2, "hmac-ripemd160": 3, "hmac-sha256": 5, "hmac-sha384": 6,
+               "hmac-sha512": 7}
 AALGO_HASH = {2: "sha1", 3: "ripemd160", 5: "sha256", 6: "sha384", 7: "sha512"}
 
 # g_eli.h flags: on-disk ones, then the runtime ones that the version implies.
@@ -193,35 +196,47 @@ def seal_slot(md, ukey, mkey128):
 class Volume:
     """The keys of an opened provider and its sector transform."""
 
-    def __init__(self, md, mkey128, mediasize):
+    def __init__(self, md, mkey128, imagesize, md_sector=512):
         self.md = md
         self.flags = md["runtime_flags"]
         self.ivkey = mkey128[:64]
         self.datakey = mkey128[64:128]
         self.secsize = md["sectorsize"]
-        self.mediasize = mediasize  # the decrypted provider's size (non-auth)
-        if self.flags & FLAG_AUTH:
-            raise BadInput("authenticated providers: tags modelled by auth_tag only")
-        # g_eli_key_cache.c g_eli_key_init: the key the zone keys come from (or the
-        # single key): the data key, or the IV key when ENC_IVKEY.
-        self.ekey = self.ivkey if self.flags & FLAG_ENC_IVKEY else self.datakey
+        self.auth = bool(self.flags & FLAG_AUTH)
+        if self.auth:
+            # g_eli.c g_eli_create: tag | data | padding in each underlying sector; the
+            # data is (sector - tag) rounded down to 16; one decrypted sector spans
+            # bytes_per_sector underlying bytes. The encryption key is
+            # HMAC-SHA512(data key, 0x10) (g_eli_key_cache.c g_eli_key_init), the tag key
+            # HMAC-SHA512(data key, 0x11) (g_eli_key.c g_eli_mkey_propagate).
+            self.alen = hashlib.new(AALGO_HASH[md["aalgo"]]).digest_size
+            self.enc = md_sector
+            self.dps = (self.enc - self.alen) // 16 * 16
+            self.bps = ((self.secsize - 1) // self.dps + 1) * self.enc
+            self.akey = hmac512(self.datakey, b"\x11")
+            base = hmac512(self.datakey, b"\x10")
+            self.mediasize = (imagesize - md_sector) // self.bps * self.secsize
+        else:
+            base = self.datakey
+            self.mediasize = (imagesize - md_sector) // self.secsize * self.secsize
+        self.single = base
+        # g_eli_key_cache.c g_eli_key_fill: zone keys from the IV key when ENC_IVKEY
+        # (versions before 7), otherwise from the (authenticated: derived) data key.
+        self.ekey = self.ivkey if self.flags & FLAG_ENC_IVKEY else base
         self._zones = {}
 
-    def zone_key(self, offset):
+    def zone_key(self, offset, blocksize=None):
         if self.flags & FLAG_SINGLE_KEY:
-            return self.datakey
-        zone = (offset >> KEY_SHIFT) // self.secsize  # g_eli_key_hold
+            return self.single
+        blocksize = blocksize or self.secsize
+        zone = (offset >> KEY_SHIFT) // blocksize  # g_eli_key_hold
+        if self.flags & FLAG_FIRST_KEY:
+            zone = 0  # g_eli.c: before version 6 authenticated providers used key 0
         k = self._zones.get(zone)
         if k is None:
             k = hmac512(self.ekey, b"ekey" + struct.pack("<Q", zone))
             self._zones[zone] = k
         return k
-
-    def _cipher_key(self, offset):
-        n = self.md["keylen"] // 8
-        if self.md["ealgo"] == ALG_AES_XTS:
-            n *= 2  # both XTS halves, as GRUB's real_keysize
-        return self.zone_key(offset)[:n]
 
     def iv(self, offset):
         """g_eli_crypto.c g_eli_crypto_ivgen: XTS takes le64(offset) || 0^8; CBC takes
@@ -231,76 +246,127 @@ class Volume:
             return off + bytes(8)
         return hashlib.sha256(self.ivkey + off).digest()[:16]
 
+    def unit(self, offset, data, encrypt, blocksize=None):
+        """One cipher unit (a sector, or an authenticated sector's data) at offset."""
+        n = self.md["keylen"] // 8
+        if self.md["ealgo"] == ALG_NULL:
+            return bytes(data)
+        if self.md["ealgo"] == ALG_AES_XTS:
+            key = self.zone_key(offset, blocksize)[: 2 * n]  # both XTS halves
+            return aes_xts(key, self.iv(offset), data, encrypt)
+        if self.md["ealgo"] == ALG_AES_CBC:
+            key = self.zone_key(offset, blocksize)[:n]
+            return aes_cbc(key, self.iv(offset), data, encrypt)
+        raise BadInput(f"cipher {self.md['ealgo']} not modelled")
+
     def crypt(self, offset, data, encrypt):
+        """Non-authenticated: whole sectors at a byte offset of the provider."""
+        assert not self.auth
         assert offset % self.secsize == 0 and len(data) % self.secsize == 0
         out = bytearray()
         for i in range(0, len(data), self.secsize):
-            off = offset + i
-            sec = data[i:i + self.secsize]
-            if self.md["ealgo"] == ALG_NULL:
-                out += sec
-            elif self.md["ealgo"] == ALG_AES_XTS:
-                out += aes_xts(self._cipher_key(off), self.iv(off), sec, encrypt)
-            elif self.md["ealgo"] == ALG_AES_CBC:
-                out += aes_cbc(self._cipher_key(off), self.iv(off), sec, encrypt)
-            else:
-                raise BadInput(f"cipher {self.md['ealgo']} not modelled")
+            out += self.unit(offset + i, data[i:i + self.secsize], encrypt)
         return bytes(out)
 
+    def tag(self, offset, ciphertext):
+        """g_eli_integrity.c g_eli_auth_keygen: the sector key is SHA-256(akey ||
+        le64(offset of the underlying sector)); the tag is HMAC-<aalgo> under it over
+        the sector's ciphertext (encrypt-then-MAC)."""
+        skey = hashlib.sha256(self.akey + struct.pack("<Q", offset)).digest()
+        return hmac.new(skey, ciphertext, AALGO_HASH[self.md["aalgo"]]).digest()
 
-def data_size(md, mediasize, md_sector=512):
-    """The decrypted provider: everything before the metadata sector, whole sectors."""
-    s = md["sectorsize"]
-    return (mediasize - md_sector) // s * s
+    def _auth_parts(self, lsec):
+        """(underlying offset, data length) of each underlying sector of sector lsec."""
+        n = self.bps // self.enc
+        base = lsec * self.bps
+        for i in range(1, n + 1):
+            dlen = self.dps if i % n else self.secsize % self.dps
+            yield base + (i - 1) * self.enc, dlen
+
+    def auth_seal(self, lsec, plain):
+        out = bytearray()
+        pos = 0
+        for off, dlen in self._auth_parts(lsec):
+            ct = self.unit(off, plain[pos:pos + dlen], True, self.enc)
+            pos += dlen
+            sec = self.tag(off, ct) + ct
+            out += sec + bytes(self.enc - len(sec))
+        return bytes(out)
+
+    def auth_open(self, lsec, raw):
+        """The plaintext of sector lsec from its bytes_per_sector raw bytes, or None when
+        a tag does not verify."""
+        out = bytearray()
+        for off, dlen in self._auth_parts(lsec):
+            r = raw[off - lsec * self.bps:off - lsec * self.bps + self.enc]
+            tag, ct = r[: self.alen], r[self.alen:self.alen + dlen]
+            if not hmac.compare_digest(tag, self.tag(off, ct)):
+                return None
+            out += self.unit(off, ct, False, self.enc)
+        return bytes(out)
 
 
 def open_image(path, passphrase, keyfiles, md_sector=512):
     md, size = read_md(path, md_sector)
     slot, mkey = open_slots(md, user_key(md, passphrase, keyfiles))
-    return Volume(md, mkey, data_size(md, size, md_sector)), slot
+    return Volume(md, mkey, size, md_sector), slot
 
 
-# ---- authenticated sectors ----------------------------------------------------------
-
-
-def auth_layout(md, md_sector=512):
-    """g_eli.c g_eli_create for G_ELI_FLAG_AUTH: each encrypted sector of sectorsize
-    bytes carries tag | data | padding, data = (sectorsize - taglen) rounded down to 16
-    ... (the decrypted sector size is 'decsize'; geli reports sectorsize to consumers and
-    spreads one of them over sectorsize/decsize underlying sectors)."""
-    taglen = hashlib.new(AALGO_HASH[md["aalgo"]]).digest_size
-    decsize = (md["sectorsize"] - taglen) // 16 * 16
-    return taglen, decsize
-
-
-def auth_tag(md, datakey, offset, ciphertext):
-    """g_eli_integrity.c: the per-sector key is HMAC-SHA512(HMAC-SHA512(data key, 0x11),
-    le64(offset)); the tag is HMAC-<aalgo> under it over the sector's ciphertext."""
-    akey = hmac512(datakey, b"\x11")
-    skey = hmac512(akey, struct.pack("<Q", offset))
-    return hmac.new(skey, ciphertext, AALGO_HASH[md["aalgo"]]).digest()
+def decrypt_all(vol, image, out):
+    """Writes the decrypted provider to out; returns the authenticated sectors whose tags
+    fail (written as zeros)."""
+    bad = []
+    with open(image, "rb") as f, open(out, "wb") as o:
+        if not vol.auth:
+            step = vol.secsize * 256
+            for off in range(0, vol.mediasize, step):
+                n = min(step, vol.mediasize - off)
+                f.seek(off)
+                o.write(vol.crypt(off, f.read(n), False))
+            return bad
+        for lsec in range(vol.mediasize // vol.secsize):
+            f.seek(lsec * vol.bps)
+            plain = vol.auth_open(lsec, f.read(vol.bps))
+            if plain is None:
+                bad.append(lsec)
+                plain = bytes(vol.secsize)
+            o.write(plain)
+    return bad
 
 
 # ---- creation -----------------------------------------------------------------------
 
 
 def create(path, size, puts, passphrase, keyfiles, ealgo, keylen, sectorsize, iterations,
-           version, seed, flags=0):
+           version, seed, flags=0, aalgo=0):
+    """Writes a GELI image of size bytes. puts are (offset, bytes) of the decrypted
+    provider; only their sectors are written (the rest stay holes), except that an
+    authenticated image is written whole, as `geli init -a` expects."""
     if size % 512 or size < sectorsize + 512:
         raise BadInput("size must be a multiple of 512 and hold one sector")
     rnd = hashlib.shake_256(seed).digest(SALTLEN + 128) if seed else os.urandom(SALTLEN + 128)
-    md = dict(version=version, flags=flags, ealgo=ealgo, keylen=keylen, aalgo=0,
+    if aalgo:
+        flags |= FLAG_AUTH
+    md = dict(version=version, flags=flags, ealgo=ealgo, keylen=keylen, aalgo=aalgo,
               provsize=size, sectorsize=sectorsize, keys=1, iterations=iterations,
-              salt=rnd[:SALTLEN].hex(), mkeys="")
+              salt=rnd[:SALTLEN].hex(), mkeys="00" * (MKEYLEN * MAXMKEYS))
     md["runtime_flags"] = runtime_flags(md)
     mkey = rnd[SALTLEN:]
-    md["mkeys"] = "00" * (MKEYLEN * MAXMKEYS)
     slot0 = seal_slot(md, user_key(md, passphrase, keyfiles), mkey)
     md["mkeys"] = (slot0 + bytes(MKEYLEN)).hex()
-    vol = Volume(md, mkey, data_size(md, size))
+    vol = Volume(md, mkey, size)
     with open(path, "wb") as f:
         f.truncate(size)
-        for off, data in puts:
+        if vol.auth:
+            plain = bytearray(vol.mediasize)
+            for off, data in puts:
+                if off + len(data) > vol.mediasize:
+                    raise BadInput(f"{off}+{len(data)} passes the data area")
+                plain[off:off + len(data)] = data
+            for lsec in range(vol.mediasize // sectorsize):
+                f.seek(lsec * vol.bps)
+                f.write(vol.auth_seal(lsec, plain[lsec * sectorsize:(lsec + 1) * sectorsize]))
+        for off, data in puts if not vol.auth else []:
             if off % sectorsize:
                 raise BadInput(f"offset {off} is not on a sector boundary")
             data = data + bytes(-len(data) % sectorsize)
@@ -321,7 +387,7 @@ def key_args(a):
     if a.passfile:
         with open(a.passfile, "rb") as f:
             passphrase = f.read()
-        # geli -j reads the file's first line (geom_eli.c: up to the newline)
+        # geom_eli.c eli_genkey_files: a passfile counts up to its first newline
         passphrase = passphrase.split(b"\n", 1)[0]
     keyfiles = []
     for k in a.keyfile or []:
@@ -343,6 +409,13 @@ def vectors():
         md["runtime_flags"] = runtime_flags(md)
         vol = Volume(dict(md), mkey, 1 << 30)
         out[f"v{v}_zone1_key"] = vol.zone_key(512 << 20).hex()
+    auth = Volume(dict(md, version=7, flags=FLAG_AUTH, aalgo=5,
+                       runtime_flags=FLAG_AUTH), mkey, 1 << 20)
+    sealed = auth.auth_seal(0, bytes(512))
+    out["auth_sha256_sector0_layout"] = dict(taglen=auth.alen, data_per_sector=auth.dps,
+                                             bytes_per_sector=auth.bps)
+    out["auth_sha256_sector0_tags"] = [sealed[i:i + auth.alen].hex()
+                                       for i in range(0, len(sealed), auth.enc)]
     out["userkey_i0"] = user_key(md, b"password", []).hex()
     out["userkey_kf"] = user_key(dict(md, iterations=-1), b"", [b"key1", b"key2"]).hex()
     return out
@@ -397,6 +470,7 @@ def main(argv):
             s.add_argument("--sectorsize", type=int, default=512)
             s.add_argument("--iterations", type=int, default=0)
             s.add_argument("--version", type=int, default=7)
+            s.add_argument("--aalgo", default="none", choices=["none", *AALGO_NAMES])
             s.add_argument("--seed")
     a = p.parse_args(argv)
     try:
@@ -413,13 +487,8 @@ def main(argv):
             print(json.dumps(dict(slot=slot, datasize=vol.mediasize)))
         elif a.cmd == "decrypt":
             vol, slot = open_image(a.image, *key_args(a), a.md_sector)
-            with open(a.image, "rb") as f, open(a.out, "wb") as o:
-                step = vol.secsize * 256
-                for off in range(0, vol.mediasize, step):
-                    n = min(step, vol.mediasize - off)
-                    f.seek(off)
-                    o.write(vol.crypt(off, f.read(n), False))
-            print(json.dumps(dict(slot=slot, datasize=vol.mediasize)))
+            bad = decrypt_all(vol, a.image, a.out)
+            print(json.dumps(dict(slot=slot, datasize=vol.mediasize, bad_sectors=bad)))
         elif a.cmd == "create":
             passphrase, keyfiles = key_args(a)
             puts = []
@@ -430,7 +499,8 @@ def main(argv):
             ealgo = ALG_AES_XTS if a.cipher == "aes-xts" else ALG_AES_CBC
             seed = bytes.fromhex(a.seed) if a.seed else None
             md = create(a.image, a.size, puts, passphrase, keyfiles, ealgo, a.keylen,
-                        a.sectorsize, a.iterations, a.version, seed)
+                        a.sectorsize, a.iterations, a.version, seed,
+                        aalgo=AALGO_NAMES.get(a.aalgo, 0))
             print(json.dumps(dict(md5=hashlib.md5(encode_md(md)[:-16]).hexdigest())))
     except WrongKey as e:
         print(f"geli_ref: {e}", file=sys.stderr)
