@@ -13,7 +13,7 @@ mod support;
 #[path = "support/geli.rs"]
 mod geli;
 
-use geli::{body, fat_image, mbr, sectorcrypt_geli, sectorcrypt_image, ModelImage};
+use geli::{body, fat_image, image, mbr, sectorcrypt_image, ModelImage};
 use sectorcrypt_testkit::require;
 use std::path::Path;
 use std::process::{Command, Output};
@@ -24,32 +24,17 @@ const FILE: &str = "hello.bin";
 
 /// Every cipher GRUB reads, each at both sector sizes, iterations 0 and > 0 spread over them.
 const CASES: [ModelImage<'static>; 10] = [
-    case("aes-xts", 128, 512, 0),
-    case("aes-xts", 128, 4096, 1000),
-    case("aes-xts", 256, 512, 1000),
-    case("aes-xts", 256, 4096, 0),
-    case("aes-cbc", 128, 512, 0),
-    case("aes-cbc", 128, 4096, 1000),
-    case("aes-cbc", 192, 512, 1000),
-    case("aes-cbc", 192, 4096, 0),
-    case("aes-cbc", 256, 512, 0),
-    case("aes-cbc", 256, 4096, 1000),
+    image("aes-xts", 128, 512, 0, 7),
+    image("aes-xts", 128, 4096, 1000, 7),
+    image("aes-xts", 256, 512, 1000, 7),
+    image("aes-xts", 256, 4096, 0, 7),
+    image("aes-cbc", 128, 512, 0, 7),
+    image("aes-cbc", 128, 4096, 1000, 7),
+    image("aes-cbc", 192, 512, 1000, 7),
+    image("aes-cbc", 192, 4096, 0, 7),
+    image("aes-cbc", 256, 512, 0, 7),
+    image("aes-cbc", 256, 4096, 1000, 7),
 ];
-
-const fn case(
-    cipher: &'static str,
-    keylen: u32,
-    sector: u32,
-    iterations: u32,
-) -> ModelImage<'static> {
-    ModelImage {
-        cipher,
-        keylen,
-        sector,
-        iterations,
-        version: 7,
-    }
-}
 
 /// Who makes the GELI images of a run.
 #[derive(Clone, Copy, Debug)]
@@ -159,13 +144,7 @@ fn beyond_zone(maker: Maker, versions: &[u32]) {
     let offset = u64::from(start) * 512;
     for (i, &version) in versions.iter().enumerate() {
         let (cipher, keylen) = [("aes-xts", 128), ("aes-cbc", 256), ("aes-xts", 256)][i % 3];
-        let c = ModelImage {
-            cipher,
-            keylen,
-            sector: 512,
-            iterations: 0,
-            version,
-        };
+        let c = image(cipher, keylen, 512, 0, version);
         let what =
             format!("{maker:?} version {version} {cipher} {keylen}, file past the zone boundary");
         let _ = std::fs::remove_file(&img);
@@ -229,13 +208,7 @@ fn grub_refuses_wrong_passphrase_and_wrong_zone_keys() {
     std::fs::write(&table, mbr(start, 4096)).expect("MBR");
     let offset = u64::from(start) * 512;
     let big = d.join("big.img");
-    let v6 = ModelImage {
-        cipher: "aes-xts",
-        keylen: 128,
-        sector: 512,
-        iterations: 0,
-        version: 6,
-    };
+    let v6 = image("aes-xts", 128, 512, 0, 6);
     v6.create(
         &big,
         offset + (4 << 20),
@@ -286,19 +259,13 @@ fn relabel_version(img: &Path, version: u32) {
 #[test]
 fn grub_reads_sectorcrypt_images_every_cipher() {
     require!("grub-fstest", "mcopy");
-    if let Err(why) = sectorcrypt_geli() {
-        eprintln!("{why}");
-        return;
-    }
+    require_sectorcrypt_geli!();
     every_cipher(Maker::Sectorcrypt);
 }
 
 #[test]
 fn grub_reads_sectorcrypt_images_beyond_zone() {
     require!("grub-fstest", "mcopy");
-    if let Err(why) = sectorcrypt_geli() {
-        eprintln!("{why}");
-        return;
-    }
+    require_sectorcrypt_geli!();
     beyond_zone(Maker::Sectorcrypt, &[7]);
 }

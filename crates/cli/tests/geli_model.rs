@@ -15,10 +15,7 @@ mod support;
 #[path = "support/geli.rs"]
 mod geli;
 
-use geli::{
-    body, data_dir, fixture, model, model_decrypt, model_ok, sectorcrypt_geli, sectorcrypt_image,
-    ModelImage,
-};
+use geli::{body, data_dir, fixture, image, model, model_decrypt, model_ok, sectorcrypt_image};
 use openssl::hash::{hash, MessageDigest};
 use sectorcrypt_testkit::require;
 use std::path::Path;
@@ -130,21 +127,13 @@ fn model_opens_john_the_ripper_vectors() {
 #[test]
 fn model_round_trips_its_images() {
     require_model!();
-    let dir = tempfile::tempdir().expect("a temporary directory");
-    let d = dir.path();
-    let (pass, data, img) = (d.join("pass"), d.join("data"), d.join("geli.img"));
-    std::fs::write(&pass, b"round trip").expect("write");
     let want = body(64 << 10, 3);
-    std::fs::write(&data, &want).expect("write");
+    let sc_dir = geli::scratch(b"round trip", &want);
+    let (d, pass, data) = (sc_dir.dir.path(), sc_dir.pass.clone(), sc_dir.data.clone());
+    let img = d.join("geli.img");
     for version in 1..=7 {
         for (cipher, keylen, sector) in [("aes-xts", 256, 512), ("aes-cbc", 192, 4096)] {
-            let c = ModelImage {
-                cipher,
-                keylen,
-                sector,
-                iterations: 3,
-                version,
-            };
+            let c = image(cipher, keylen, sector, 3, version);
             let _ = std::fs::remove_file(&img);
             c.create(&img, (1 << 20) + 512, &[(8192, &data)], &pass);
             let plain = model_decrypt(&img, &pass, d);
@@ -160,10 +149,7 @@ fn model_round_trips_its_images() {
 #[test]
 fn sectorcrypt_reads_freebsd_images() {
     require!("xz", "mtype");
-    if let Err(why) = sectorcrypt_geli() {
-        eprintln!("{why}");
-        return;
-    }
+    require_sectorcrypt_geli!();
     let dir = tempfile::tempdir().expect("a temporary directory");
     let d = dir.path();
     let pass = d.join("pass");
@@ -180,29 +166,18 @@ fn sectorcrypt_reads_freebsd_images() {
 #[test]
 fn model_reads_sectorcrypt_images() {
     require_model!();
-    if let Err(why) = sectorcrypt_geli() {
-        eprintln!("{why}");
-        return;
-    }
-    let dir = tempfile::tempdir().expect("a temporary directory");
-    let d = dir.path();
-    let (pass, data, img) = (d.join("pass"), d.join("data"), d.join("geli.img"));
-    std::fs::write(&pass, b"cross check").expect("write");
+    require_sectorcrypt_geli!();
     let want = body(96 << 10, 5);
-    std::fs::write(&data, &want).expect("write");
+    let sc_dir = geli::scratch(b"cross check", &want);
+    let (d, pass, data) = (sc_dir.dir.path(), sc_dir.pass.clone(), sc_dir.data.clone());
+    let img = d.join("geli.img");
     for (cipher, keylen, sector, iterations, ealgo) in [
         ("aes-xts", 128, 512, 0, 22),
         ("aes-xts", 256, 4096, 1000, 22),
         ("aes-cbc", 128, 4096, 0, 11),
         ("aes-cbc", 256, 512, 1000, 11),
     ] {
-        let c = ModelImage {
-            cipher,
-            keylen,
-            sector,
-            iterations,
-            version: 7,
-        };
+        let c = image(cipher, keylen, sector, iterations, 7);
         let what = format!("{cipher} {keylen} sector {sector} iterations {iterations}");
         let _ = std::fs::remove_file(&img);
         sectorcrypt_image(&c, &img, 4 << 20, &[(0, &data), (2 << 20, &data)], &pass);
@@ -231,16 +206,11 @@ fn model_reads_sectorcrypt_images() {
 #[test]
 fn sectorcrypt_reads_model_images() {
     require_model!();
-    if let Err(why) = sectorcrypt_geli() {
-        eprintln!("{why}");
-        return;
-    }
-    let dir = tempfile::tempdir().expect("a temporary directory");
-    let d = dir.path();
-    let (pass, data, img) = (d.join("pass"), d.join("data"), d.join("geli.img"));
-    std::fs::write(&pass, b"not made by sectorcrypt").expect("write");
+    require_sectorcrypt_geli!();
     let want = body(64 << 10, 9);
-    std::fs::write(&data, &want).expect("write");
+    let sc_dir = geli::scratch(b"not made by sectorcrypt", &want);
+    let (d, pass, data) = (sc_dir.dir.path(), sc_dir.pass.clone(), sc_dir.data.clone());
+    let img = d.join("geli.img");
     // 32 KiB before the zone boundary and 32 KiB after it.
     let at = (512u64 << 20) - (32 << 10);
     for version in 1..=7 {
@@ -249,13 +219,7 @@ fn sectorcrypt_reads_model_images() {
         } else {
             ("aes-cbc", 256)
         };
-        let c = ModelImage {
-            cipher,
-            keylen,
-            sector: 512,
-            iterations: 0,
-            version,
-        };
+        let c = image(cipher, keylen, 512, 0, version);
         let _ = std::fs::remove_file(&img);
         c.create(&img, (513 << 20) + 512, &[(at, &data)], &pass);
         let (off, len) = (at.to_string(), want.len().to_string());
@@ -285,17 +249,11 @@ fn sectorcrypt_reads_model_images() {
 #[test]
 fn model_authenticated_round_trip_and_tamper() {
     require_model!();
-    let dir = tempfile::tempdir().expect("a temporary directory");
-    let d = dir.path();
-    let (pass, data, img, out) = (
-        d.join("pass"),
-        d.join("data"),
-        d.join("auth.img"),
-        d.join("out"),
-    );
-    std::fs::write(&pass, b"authenticated").expect("write");
     let want = body(20_000, 11);
-    std::fs::write(&data, &want).expect("write");
+    let sc_dir = geli::scratch(b"authenticated", &want);
+    let (d, pass, data) = (sc_dir.dir.path(), sc_dir.pass.clone(), sc_dir.data.clone());
+    let img = d.join("auth.img");
+    let out = d.join("out");
     let put = format!("4096:{}", s(&data));
     for aalgo in [
         "hmac-sha1",
@@ -348,16 +306,11 @@ fn model_authenticated_round_trip_and_tamper() {
 #[test]
 fn model_verifies_sectorcrypt_authenticated_images() {
     require_model!();
-    if let Err(why) = sectorcrypt_geli() {
-        eprintln!("{why}");
-        return;
-    }
-    let dir = tempfile::tempdir().expect("a temporary directory");
-    let d = dir.path();
-    let (pass, data, img) = (d.join("pass"), d.join("data"), d.join("auth.img"));
-    std::fs::write(&pass, b"authenticated").expect("write");
+    require_sectorcrypt_geli!();
     let want = body(40_000, 13);
-    std::fs::write(&data, &want).expect("write");
+    let sc_dir = geli::scratch(b"authenticated", &want);
+    let (d, pass, data) = (sc_dir.dir.path(), sc_dir.pass.clone(), sc_dir.data.clone());
+    let img = d.join("auth.img");
     for (integrity, sector) in [
         ("hmac-sha256", "4096"),
         ("hmac-sha1", "512"),

@@ -89,6 +89,54 @@ pub struct ModelImage<'a> {
     pub version: u32,
 }
 
+/// The parameters of an image: cipher, key length, sector size, iterations, version.
+pub const fn image(
+    cipher: &str,
+    keylen: u32,
+    sector: u32,
+    iterations: u32,
+    version: u32,
+) -> ModelImage<'_> {
+    ModelImage {
+        cipher,
+        keylen,
+        sector,
+        iterations,
+        version,
+    }
+}
+
+/// Returns from the calling test with the printed reason unless the binary formats GELI.
+#[macro_export]
+macro_rules! require_sectorcrypt_geli {
+    () => {
+        if let Err(why) = $crate::geli::sectorcrypt_geli() {
+            eprintln!("{why}");
+            return;
+        }
+    };
+}
+
+/// A temporary folder with a passphrase file `pass` and a data file `data`.
+pub struct Scratch {
+    pub dir: tempfile::TempDir,
+    pub pass: PathBuf,
+    pub data: PathBuf,
+}
+
+/// A [`Scratch`] holding `pass` and `data`.
+pub fn scratch(pass: &[u8], data: &[u8]) -> Scratch {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let (p, d) = (dir.path().join("pass"), dir.path().join("data"));
+    std::fs::write(&p, pass).expect("write the passphrase file");
+    std::fs::write(&d, data).expect("write the data file");
+    Scratch {
+        dir,
+        pass: p,
+        data: d,
+    }
+}
+
 impl ModelImage<'_> {
     pub fn create(&self, img: &Path, size: u64, puts: &[(u64, &Path)], passfile: &Path) {
         let (keylen, sector, iterations, version, size) = (
