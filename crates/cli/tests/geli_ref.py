@@ -165,7 +165,8 @@ def user_key(md, passphrase, keyfiles):
 
 def mkey_cipher_keylen(md):
     """g_eli_key.c encrypts the slots with the provider's key length in AES-CBC (XTS is
-    replaced by CBC for the slots, g_eli_crypto.c); NULL providers use 128 bits."""
+    replaced by CBC for the slots, g_eli_crypto.c). For NULL providers 128 bits is this
+    model's assumption, not checked against FreeBSD."""
     return (md["keylen"] or 128) // 8 if md["ealgo"] != ALG_NULL else 16
 
 
