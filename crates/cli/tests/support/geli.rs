@@ -45,9 +45,10 @@ macro_rules! require_model {
     };
 }
 
-/// Runs the model with `args`.
+/// Runs the model with `args` (no bytecode cache written beside it).
 pub fn model(args: &[&str]) -> Output {
     Command::new("python3")
+        .env("PYTHONDONTWRITEBYTECODE", "1")
         .arg(model_script())
         .args(args)
         .output()
