@@ -9,8 +9,12 @@ set -euo pipefail
 # (fusermount3 for the FUSE mount), libengine-gost-openssl (OpenSSL's GOST peer), e2fsprogs
 # (mkfs.ext4 on a mounted volume), python3-libnbd (nbdsh and the python bindings the soak
 # clients of bench/soak.sh and the fuzz seeds use).
+# GELI tests: grub-common (grub-fstest reads GELI images), dosfstools and mtools (FAT
+# images with a known file), python3-cryptography (the reference model tests/geli_ref.py),
+# xz-utils (the compressed FreeBSD-made images).
 needed=(pkg-config libssl-dev cryptsetup-bin qemu-utils nbdkit libnbd-bin fuse3
-    libengine-gost-openssl e2fsprogs python3-libnbd)
+    libengine-gost-openssl e2fsprogs python3-libnbd grub-common dosfstools mtools
+    python3-cryptography xz-utils)
 missing=()
 for p in "${needed[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
