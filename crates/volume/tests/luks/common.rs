@@ -174,15 +174,22 @@ pub fn flip(path: &Path, at: u64) {
 
 /// Rewrites the json of the LUKS2 header copy at `at` with a valid checksum.
 pub fn rewrite_json(path: &Path, at: u64, edit: impl Fn(&mut serde_json::Value)) {
+    rewrite_copy(path, at, |buf| {
+        let end = buf[4096..].iter().position(|&c| c == 0).unwrap();
+        let mut json: serde_json::Value = serde_json::from_slice(&buf[4096..4096 + end]).unwrap();
+        edit(&mut json);
+        let text = serde_json::to_vec(&json).unwrap();
+        buf[4096..].fill(0);
+        buf[4096..4096 + text.len()].copy_from_slice(&text);
+    });
+}
+
+/// Edits the LUKS2 header copy at `at` (its first 16 KiB) and gives it a valid checksum.
+pub fn rewrite_copy(path: &Path, at: u64, edit: impl FnOnce(&mut [u8])) {
     let f = open_rw(path);
     let mut buf = vec![0u8; HDR as usize];
     f.read_at(&mut buf, at).unwrap();
-    let end = buf[4096..].iter().position(|&c| c == 0).unwrap();
-    let mut json: serde_json::Value = serde_json::from_slice(&buf[4096..4096 + end]).unwrap();
-    edit(&mut json);
-    let text = serde_json::to_vec(&json).unwrap();
-    buf[4096..].fill(0);
-    buf[4096..4096 + text.len()].copy_from_slice(&text);
+    edit(&mut buf);
     buf[448..512].fill(0);
     let sum = Sha256::digest(&buf);
     buf[448..480].copy_from_slice(&sum);

@@ -262,6 +262,26 @@ fn keyslots_in_the_removed_area_do_not_survive_it() {
     assert_eq!(h.keyslots_left_without(2).unwrap(), vec![0, 1]);
 }
 
+/// A LUKS2 sequence id at its largest value cannot count the next write: a header update
+/// is refused (it used to panic in a debug build and wrap to 0 in a release one) and
+/// nothing is written.
+#[test]
+fn a_seqid_at_its_largest_value_refuses_header_updates() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = luks2_image(dir.path());
+    for at in [0, HDR] {
+        rewrite_copy(&img, at, |b| {
+            b[16..24].copy_from_slice(&u64::MAX.to_be_bytes())
+        });
+    }
+    let before = snapshot(&img);
+    let f = open_rw(&img);
+    let mut h = Header::read(&f).unwrap();
+    let e = h.remove_key(&f, 0).unwrap_err();
+    assert!(e.to_string().contains("sequence id"), "{e}");
+    assert!(snapshot(&img) == before, "the image was written");
+}
+
 /// Each LUKS2 metadata rule the cryptsetup suite does not reach alone, broken in both
 /// copies of a volume made here: refused when read, naming the rule, nothing written.
 #[test]

@@ -402,7 +402,9 @@ impl Luks2 {
         validate(&self.json, area_len)?;
         let mut area = text;
         area.resize(area_len as usize, 0);
-        self.bin.seqid += 1;
+        self.bin.seqid = self.bin.seqid.checked_add(1).ok_or_else(|| {
+            Error::invalid("the header's sequence id is at its largest value: no update can follow")
+        })?;
         let order = if self.current[0] && !self.current[1] {
             [1, 0]
         } else {
