@@ -326,7 +326,7 @@ pub struct CipherArgs {
     /// The key as hex digits.
     #[arg(long, value_name = "HEX")]
     pub key: Option<String>,
-    /// A file holding the raw key bytes.
+    /// A file holding the raw key bytes (at most 8 MiB; read into locked memory).
     #[arg(long, value_name = "FILE")]
     pub key_file: Option<PathBuf>,
     /// The IV, hex: the initial counter block (CTR), the tweak (XTS) or the nonce (AEADs);

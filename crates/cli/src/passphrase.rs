@@ -21,8 +21,8 @@ use std::path::Path;
 /// cryptsetup's limit for an interactive passphrase.
 const MAX_TYPED: usize = 512;
 
-/// The bytes of a key file ('-': standard input).
-fn from_file(path: &Path) -> Result<Secret, Failure> {
+/// The bytes of a key file ('-': standard input), read into secret memory.
+pub fn from_file(path: &Path) -> Result<Secret, Failure> {
     let (file, stdin);
     let fd = if path == Path::new("-") {
         stdin = io::stdin();

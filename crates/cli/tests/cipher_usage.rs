@@ -6,7 +6,7 @@ mod cipher;
 mod support;
 
 use cipher::refused;
-use support::{code, sc};
+use support::{code, s, sc};
 
 #[test]
 fn bad_input_exits_2_and_writes_nothing() {
@@ -61,4 +61,24 @@ fn bad_input_exits_2_and_writes_nothing() {
         b"",
     );
     assert_eq!(code(&out), 2);
+}
+
+/// A key file is read as the volume commands read theirs: at most 8 MiB (a key file of
+/// /dev/zero used to be read until memory ran out), never from the standard input that
+/// carries the data.
+#[test]
+fn key_files_are_bounded_and_not_standard_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let big = dir.path().join("big.key");
+    std::fs::write(&big, vec![7u8; (8 << 20) + 1]).unwrap();
+    let base = ["cipher", "encrypt", "--cipher", "aes-ecb", "--key-file"];
+    let out = sc(&[&base[..], &[s(&big)]].concat(), &[0; 16]);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(code(&out), 2, "{said}");
+    assert!(said.contains("larger than 8 MiB"), "{said}");
+    let out = sc(&[&base[..], &["-"]].concat(), &[0; 16]);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(code(&out), 2, "{said}");
+    assert!(said.contains("standard input"), "{said}");
+    assert!(out.stdout.is_empty());
 }

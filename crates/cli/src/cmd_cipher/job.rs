@@ -6,6 +6,7 @@
 use crate::args::{CipherArgs, Direction};
 use crate::ciphers::{self as table, AesMode, Cipher, Flag, Gost89Mode, Iv, Kind, MagmaMode};
 use crate::failure::Failure;
+use crate::passphrase::{self, Secret};
 use sectorcrypt_cli::decode_hex;
 use sectorcrypt_crypto::{
     aes::{Cbc, Ctr, Ecb, Gcm, Xts},
@@ -57,7 +58,7 @@ enum Mac {
 
 /// The command line's values, each checked against the cipher's row.
 struct Checked {
-    key: Zeroizing<Vec<u8>>,
+    key: Secret,
     /// Empty for a cipher without `--iv`.
     iv: Vec<u8>,
     aad: Vec<u8>,
@@ -123,7 +124,7 @@ impl Job {
 impl Work {
     /// The cipher of row `c` with its key expanded.
     fn build(a: &CipherArgs, c: &Cipher, v: Checked) -> Result<Work, Failure> {
-        let (key, iv, sbox, mesh) = (v.key.as_slice(), v.iv, v.sbox, v.key_meshing);
+        let (key, iv, sbox, mesh) = (&v.key[..], v.iv, v.sbox, v.key_meshing);
         let mode = |mode: Box<dyn Mode>, iv: Vec<u8>| Work::Mode { mode, iv };
         let aead = |sealer, nonce| Work::Aead {
             sealer,
@@ -262,7 +263,7 @@ fn sbox(a: &CipherArgs, c: &Cipher) -> Result<Sbox, Failure> {
 }
 
 /// The key, of one of the row's lengths.
-fn key(a: &CipherArgs, c: &Cipher) -> Result<Zeroizing<Vec<u8>>, Failure> {
+fn key(a: &CipherArgs, c: &Cipher) -> Result<Secret, Failure> {
     let key = read_key(a)?;
     if !c.key.contains(key.len()) {
         return Err(Failure::usage(format!(
@@ -309,13 +310,17 @@ fn iv(a: &CipherArgs, c: &Cipher) -> Result<Vec<u8>, Failure> {
     Ok(iv)
 }
 
-/// `--key HEX` or the bytes of `--key-file`.
-fn read_key(a: &CipherArgs) -> Result<Zeroizing<Vec<u8>>, Failure> {
+/// `--key HEX` or the bytes of `--key-file` (at most 8 MiB), in secret memory.
+fn read_key(a: &CipherArgs) -> Result<Secret, Failure> {
     match (&a.key, &a.key_file) {
-        (Some(hex), None) => Ok(Zeroizing::new(decode_hex(hex, "--key")?)),
-        (None, Some(path)) => std::fs::read(path)
-            .map(Zeroizing::new)
-            .map_err(|e| Failure::usage(format!("cannot read key file {}: {e}", path.display()))),
+        (Some(hex), None) => {
+            let bytes = Zeroizing::new(decode_hex(hex, "--key")?);
+            Ok(Secret::from_slice(&bytes))
+        }
+        (None, Some(path)) if path.as_os_str() == "-" => Err(Failure::usage(
+            "--key-file -: standard input carries the data; give the key in a file",
+        )),
+        (None, Some(path)) => passphrase::from_file(path),
         _ => Err(Failure::usage("give exactly one of --key and --key-file")),
     }
 }
