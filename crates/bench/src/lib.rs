@@ -162,11 +162,13 @@ pub fn run(opts: &BenchOptions, out: &mut dyn Write) -> Result<(), String> {
         let peer_median = stats::summarize(&theirs).map(|p| p.median);
         let r = CaseResult {
             name: case.name.to_string(),
-            // A case on another algorithm's backend (GOST) names it as `sectorcrypt-gost-NAME`.
+            // A case on another algorithm's backend (GOST) names it as `sectorcrypt-gost-NAME`,
+            // an engine case its selected backend as `sectorcrypt-engine-NAME`.
             backend: built
                 .ours
                 .name
                 .strip_prefix("sectorcrypt-gost-")
+                .or_else(|| built.ours.name.strip_prefix(cases::ENGINE_SIDE))
                 .unwrap_or(backend.name())
                 .to_string(),
             bytes_per_sec: s.median,
