@@ -251,4 +251,24 @@ mod tests {
         assert!(r["bytes_per_sec"].as_f64() <= r["max"].as_f64());
         assert_eq!(v["results"].as_array().unwrap().len(), 1);
     }
+
+    #[test]
+    fn geli_case_reports_the_engine_backend_and_the_luks2_peer() {
+        let opts = BenchOptions {
+            filter: Some("geli-xts/4096".into()),
+            backend: None,
+            quick: true,
+            threads: Some(1),
+            json: true,
+        };
+        let mut out = vec![];
+        run(&opts, &mut out).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        let r = &v["results"][0];
+        assert_eq!(v["results"].as_array().unwrap().len(), 1);
+        assert_eq!(r["name"], "geli-xts/4096");
+        assert_eq!(r["backend"], Backend::selected().unwrap().name());
+        assert_eq!(r["peer"], "sectorcrypt-luks2-xts-engine");
+        assert!(r["ratio"].as_f64().unwrap() > 0.0);
+    }
 }
