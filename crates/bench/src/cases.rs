@@ -49,6 +49,7 @@ pub(crate) fn all() -> Vec<Case> {
             cbc_sectors(b, 4096, 64)
         }),
         case("aes-256-xts/4096-mt", xts_multithreaded),
+        case("geli-xts/4096", |_, _, _| geli_xts(4096)),
         case("aes-256-gcm/16384", |b, _, _| gcm(b, 32, 16384, true)),
         case("aes-256-gcm/512", |b, _, _| gcm(b, 32, 512, true)),
         case("aes-128-gcm/16384", |b, _, _| gcm(b, 16, 16384, true)),
@@ -239,6 +240,53 @@ fn message(b: Backend, what: &'static str, len: usize) -> Result<Built, String> 
             call: ours,
         },
         peer: Some(peer),
+    })
+}
+
+/// Prefix of our side's name in the engine cases: the engine's sector map makes its
+/// ciphers on the selected backend (`SECTORCRYPT_BACKEND`), named after the prefix.
+pub(crate) const ENGINE_SIDE: &str = "sectorcrypt-engine-";
+
+/// A GELI AES-XTS-256 provider (metadata version 7) through the engine's sector map: keys
+/// per zone of 2^20 sectors from the GELI key source, byte-offset tweaks. The peer is a
+/// LUKS2 aes-xts-plain64 volume (one key, 512-byte IV units) on the same path, so the ratio
+/// is what GELI's zone keys and tweaks cost. Both encrypt the same 256 KiB per call
+/// starting in the second zone (sector 2^20 + 8), as the engine does for a write.
+fn geli_xts(sector: usize) -> Result<Built, String> {
+    use sectorcrypt_volume::geli::keys::{ZoneKeys, KEY_LEN, ZONE_SHIFT};
+    use sectorcrypt_volume::{Geometry, IvRule, Layout};
+    let first = (1u64 << ZONE_SHIFT) + 8;
+    let geometry = |iv| Geometry {
+        sector_size: sector,
+        data_offset: 0,
+        size: 4 * (1u64 << ZONE_SHIFT) * sector as u64,
+        iv,
+        metadata: None,
+    };
+    let spec: CipherSpec = "aes-xts-plain64".parse().map_err(e)?;
+    let zones = ZoneKeys::new(7, &key(2 * KEY_LEN), 64, false);
+    let geli = Layout::zoned(
+        geometry(IvRule::ByteOffset),
+        spec,
+        1 << ZONE_SHIFT,
+        Box::new(zones),
+    )
+    .map_err(e)?;
+    let luks2 =
+        Layout::single(geometry(IvRule::Units512 { first: 0 }), spec, &key(64)).map_err(e)?;
+    let backend = Backend::selected().map_err(e)?;
+    let side = |name: String, layout: Layout| {
+        let src = input(SECTOR_BUFFER);
+        let mut dst = vec![0u8; SECTOR_BUFFER];
+        Side {
+            name,
+            bytes: SECTOR_BUFFER,
+            call: Box::new(move || layout.encrypt_to(first, &src, &mut dst).expect("engine")),
+        }
+    };
+    Ok(Built {
+        ours: side(format!("{ENGINE_SIDE}{}", backend.name()), geli),
+        peer: Some(side("sectorcrypt-luks2-xts-engine".into(), luks2)),
     })
 }
 

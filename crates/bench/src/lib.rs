@@ -162,11 +162,13 @@ pub fn run(opts: &BenchOptions, out: &mut dyn Write) -> Result<(), String> {
         let peer_median = stats::summarize(&theirs).map(|p| p.median);
         let r = CaseResult {
             name: case.name.to_string(),
-            // A case on another algorithm's backend (GOST) names it as `sectorcrypt-gost-NAME`.
+            // A case on another algorithm's backend (GOST) names it as `sectorcrypt-gost-NAME`,
+            // an engine case its selected backend as `sectorcrypt-engine-NAME`.
             backend: built
                 .ours
                 .name
                 .strip_prefix("sectorcrypt-gost-")
+                .or_else(|| built.ours.name.strip_prefix(cases::ENGINE_SIDE))
                 .unwrap_or(backend.name())
                 .to_string(),
             bytes_per_sec: s.median,
@@ -248,5 +250,25 @@ mod tests {
         assert!(r["min"].as_f64() <= r["bytes_per_sec"].as_f64());
         assert!(r["bytes_per_sec"].as_f64() <= r["max"].as_f64());
         assert_eq!(v["results"].as_array().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn geli_case_reports_the_engine_backend_and_the_luks2_peer() {
+        let opts = BenchOptions {
+            filter: Some("geli-xts/4096".into()),
+            backend: None,
+            quick: true,
+            threads: Some(1),
+            json: true,
+        };
+        let mut out = vec![];
+        run(&opts, &mut out).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        let r = &v["results"][0];
+        assert_eq!(v["results"].as_array().unwrap().len(), 1);
+        assert_eq!(r["name"], "geli-xts/4096");
+        assert_eq!(r["backend"], Backend::selected().unwrap().name());
+        assert_eq!(r["peer"], "sectorcrypt-luks2-xts-engine");
+        assert!(r["ratio"].as_f64().unwrap() > 0.0);
     }
 }

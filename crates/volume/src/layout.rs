@@ -4,7 +4,8 @@
 //!   store ([`Layout::position`]);
 //! - **which key encrypts it**: one key for the whole volume ([`Layout::single`]), or one
 //!   key per zone of `zone_sectors` sectors ([`Layout::zoned`]; GELI changes keys every
-//!   2^20 sectors), each made on first use by a [`KeySource`] and kept in a small cache;
+//!   2^20 sectors), each made on first use by a [`KeySource`] and kept in a cache of up
+//!   to [`ZONE_CACHE`] zones, least recently used out first;
 //! - **which IV rule applies** ([`IvRule`]): the sector number counted in 512-byte units
 //!   (LUKS, dm-crypt's default), in sectors (dm-crypt's `iv_large_sectors`), or the
 //!   sector's byte offset (GELI's XTS tweak);
@@ -23,6 +24,7 @@
 use crate::error::{Error, Result};
 use crate::lock;
 use sectorcrypt_crypto::dmcrypt::{CipherSpec, IvStep, SectorCipher, SectorLayout};
+use std::collections::HashMap;
 use std::fmt;
 use std::ops::Range;
 use std::sync::{Arc, Mutex};
@@ -109,8 +111,45 @@ impl<T: KeySource + ?Sized> KeySource for Arc<T> {
 
 type CryptoResult = std::result::Result<(), sectorcrypt_crypto::Error>;
 
-/// Zone ciphers kept after first use, most recent last.
-const ZONE_CACHE: usize = 8;
+/// Zone ciphers kept after first use: GELI's kernel keeps 8192 zone keys
+/// (`kern.geom.eli.key_cache_limit`), enough that random I/O over a provider of 512-byte
+/// sectors up to 4 TiB makes each zone's key once.
+pub const ZONE_CACHE: usize = 8192;
+
+/// The zone ciphers made so far, each with the tick of its last use.
+#[derive(Default)]
+struct ZoneCache {
+    entries: HashMap<u64, (Arc<SectorCipher>, u64)>,
+    tick: u64,
+}
+
+impl ZoneCache {
+    /// The cipher of `zone` if cached, marked as just used.
+    fn get(&mut self, zone: u64) -> Option<Arc<SectorCipher>> {
+        self.tick += 1;
+        let tick = self.tick;
+        self.entries.get_mut(&zone).map(|(c, used)| {
+            *used = tick;
+            Arc::clone(c)
+        })
+    }
+
+    /// Keeps `cipher` for `zone` (or returns the one another thread kept meanwhile),
+    /// evicting the least recently used zone when full.
+    fn insert(&mut self, zone: u64, cipher: Arc<SectorCipher>) -> Arc<SectorCipher> {
+        if let Some(made) = self.get(zone) {
+            return made;
+        }
+        if self.entries.len() >= ZONE_CACHE {
+            let oldest = self.entries.iter().min_by_key(|(_, (_, used))| *used);
+            if let Some(&z) = oldest.map(|(z, _)| z) {
+                self.entries.remove(&z);
+            }
+        }
+        self.entries.insert(zone, (Arc::clone(&cipher), self.tick));
+        cipher
+    }
+}
 
 enum Keys {
     Single(SectorCipher),
@@ -118,7 +157,7 @@ enum Keys {
         zone_sectors: u64,
         spec: CipherSpec,
         source: Box<dyn KeySource>,
-        cache: Mutex<Vec<(u64, Arc<SectorCipher>)>>,
+        cache: Mutex<ZoneCache>,
     },
 }
 
@@ -176,7 +215,7 @@ impl Layout {
                 zone_sectors,
                 spec,
                 source,
-                cache: Mutex::new(Vec::with_capacity(ZONE_CACHE)),
+                cache: Mutex::new(ZoneCache::default()),
             },
         };
         layout.zone_cipher(0)?;
@@ -282,28 +321,14 @@ impl Layout {
         else {
             unreachable!("zone ciphers exist only in zoned layouts")
         };
-        {
-            let mut entries = lock(cache);
-            if let Some(i) = entries.iter().position(|(z, _)| *z == zone) {
-                let entry = entries.remove(i);
-                let cipher = Arc::clone(&entry.1);
-                entries.push(entry);
-                return Ok(cipher);
-            }
+        if let Some(cipher) = lock(cache).get(zone) {
+            return Ok(cipher);
         }
         // Made outside the lock: other zones stay available meanwhile.
         let key = source.zone_key(zone)?;
         let cipher = Arc::new(SectorCipher::new(*spec, &key, self.cipher_layout)?);
-        let mut entries = lock(cache);
         // Another thread may have made the same zone meanwhile: keep one entry.
-        if let Some((_, made)) = entries.iter().find(|(z, _)| *z == zone) {
-            return Ok(Arc::clone(made));
-        }
-        if entries.len() >= ZONE_CACHE {
-            entries.remove(0);
-        }
-        entries.push((zone, Arc::clone(&cipher)));
-        Ok(cipher)
+        Ok(lock(cache).insert(zone, cipher))
     }
 }
 

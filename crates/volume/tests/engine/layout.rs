@@ -6,7 +6,7 @@
 use crate::fixture::*;
 use rand::{Rng, SeedableRng};
 use sectorcrypt_volume::engine::Volume;
-use sectorcrypt_volume::layout::{KeySource, SectorMetadata};
+use sectorcrypt_volume::layout::{KeySource, SectorMetadata, ZONE_CACHE};
 use sectorcrypt_volume::{Error, Geometry, IvRule, Layout};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -175,8 +175,8 @@ fn byte_offset_rule_is_the_xts_tweak_of_the_byte_offset() {
     }
 }
 
-/// Each zone's key is made once while it stays in the cache (8 zones); a zone evicted by
-/// newer ones is made again.
+/// Each zone's key is made once while it stays in the cache ([`ZONE_CACHE`] zones); the
+/// least recently used zone is evicted by a newer one and made again.
 #[test]
 fn zone_keys_are_made_once_while_cached() {
     let z = Zoned::new(Config::xts(512, 8 * 3), IvRule::ByteOffset, 3, 400);
@@ -188,14 +188,46 @@ fn zone_keys_are_made_once_while_cached() {
     vol.write_at(&all, 0).unwrap();
     vol.read_at(&mut all, 0).unwrap();
     assert_eq!(z.made.load(Ordering::Relaxed), 8, "one key per zone");
-    let z = Zoned::new(Config::xts(512, 9 * 3), IvRule::ByteOffset, 3, 401);
+    // One more zone than the cache holds, one sector each.
+    let zones = ZONE_CACHE as u64 + 1;
+    let z = Zoned::new(Config::xts(512, zones), IvRule::ByteOffset, 1, 401);
     let vol = z.open(1);
-    let mut all = vec![0; 27 * 512];
-    vol.read_at(&mut all, 0).unwrap();
-    assert_eq!(z.made.load(Ordering::Relaxed), 9);
-    // Zone 0 was evicted by zone 8: made again.
-    vol.read_at(&mut all[..512], 0).unwrap();
-    assert_eq!(z.made.load(Ordering::Relaxed), 10);
+    let mut sector = vec![0; 512];
+    // Zone 0 is used last among the first ZONE_CACHE zones: zone 1 is the oldest.
+    for s in (1..zones - 1).chain([0, zones - 1]) {
+        vol.read_at(&mut sector, s * 512).unwrap();
+    }
+    assert_eq!(z.made.load(Ordering::Relaxed), zones as usize);
+    vol.read_at(&mut sector, 0).unwrap();
+    assert_eq!(
+        z.made.load(Ordering::Relaxed),
+        zones as usize,
+        "zone 0 kept"
+    );
+    // Zone 1 was evicted by the last zone: made again.
+    vol.read_at(&mut sector, 512).unwrap();
+    assert_eq!(z.made.load(Ordering::Relaxed), zones as usize + 1);
+}
+
+/// Random I/O over more zones than a handful (a GELI provider of 512-byte sectors has a
+/// zone every 512 MiB: 64 zones in 32 GiB) makes each zone's key once, not once per
+/// request: the cache holds as many zones as GELI's kernel does.
+#[test]
+fn random_io_over_many_zones_makes_each_key_once() {
+    let zones: u64 = 64;
+    let z = Zoned::new(Config::xts(512, zones), IvRule::ByteOffset, 1, 402);
+    let vol = z.open(1);
+    let mut rng = rand::rngs::StdRng::seed_from_u64(402);
+    let mut sector = vec![0; 512];
+    for _ in 0..4 * zones {
+        let s = rng.gen_range(0..zones);
+        vol.read_at(&mut sector, s * 512).unwrap();
+    }
+    let made = z.made.load(Ordering::Relaxed);
+    assert!(
+        made as u64 <= zones,
+        "{made} zone keys made for {zones} zones"
+    );
 }
 
 /// Per-sector metadata (authentication tags) is described by a layout but not implemented
