@@ -53,6 +53,9 @@ pub enum Command {
     Repair(RepairArgs),
     /// Destroy every keyslot: the data can never be opened again without a header backup.
     Erase(EraseArgs),
+    /// GELI: after the image grew, move its metadata to the new last sector (geli resize).
+    #[command(after_long_help = RESIZE_HELP)]
+    Resize(ResizeArgs),
     /// Write a volume's plaintext to standard output or a file.
     Read(ReadArgs),
     /// Store plaintext from standard input or a file into a volume.
@@ -290,6 +293,23 @@ pub struct EraseArgs {
     /// Answer confirmations with yes (for scripts).
     #[arg(long, short = 'q', visible_alias = "batch-mode")]
     pub batch: bool,
+}
+
+const RESIZE_HELP: &str = "\
+As `geli resize -s OLDSIZE`: grow the image first (truncate -s, qemu-img resize), then name the
+size it had. The metadata is read from the last sector of the old size, must name that size
+as its provider size, and is written with the new size to the new last sector; the old
+metadata sector is then zeroed. Nothing is written when the metadata is not there or the sizes
+make no sense (exit 2). LUKS volumes are refused. Example:
+  truncate -s 2G disk.img && sectorcrypt resize disk.img --old-size 1G";
+
+#[derive(Debug, Args)]
+pub struct ResizeArgs {
+    /// The GELI image, already grown.
+    pub image: PathBuf,
+    /// The image's size before it grew (bytes, or with K, M, G, T), geli's -s oldsize.
+    #[arg(long, value_name = "SIZE")]
+    pub old_size: String,
 }
 
 const BACKENDS_HELP: &str = "\

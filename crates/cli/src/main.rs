@@ -43,6 +43,7 @@ fn main() {
         Command::Header(c) => cmd_volume::header(c),
         Command::Repair(a) => cmd_volume::repair(a),
         Command::Erase(a) => cmd_volume::erase(a),
+        Command::Resize(a) => cmd_geli::resize(a),
         Command::Read(a) => cmd_volume_io::read(a),
         Command::Write(a) => cmd_volume_io::write(a),
         Command::Serve(a) => cmd_serve::run(a),

@@ -1,0 +1,175 @@
+//! GELI-only verbs and the `sectorcrypt geli VERB` front: `resize` (geli resize -s
+//! oldsize) moves the metadata of a grown image to its new last sector, checked with the
+//! independent model (`tests/geli_ref.py`) where it can run; geli(8)'s own command lines
+//! run as a FreeBSD user types them.
+
+mod support;
+#[macro_use]
+#[path = "support/geli.rs"]
+mod geli;
+
+use openssl::hash::{hash, MessageDigest};
+use std::path::{Path, PathBuf};
+use support::{code, ok, s, sc};
+
+fn file(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, bytes).unwrap();
+    p
+}
+
+fn le(b: &[u8]) -> u64 {
+    b.iter().rev().fold(0, |a, &x| (a << 8) | u64::from(x))
+}
+
+/// The 512-byte sector of `img` ending at byte `end`.
+fn sector_at(img: &Path, end: u64) -> Vec<u8> {
+    let b = std::fs::read(img).unwrap();
+    b[end as usize - 512..end as usize].to_vec()
+}
+
+/// Checks `sector` holds GELI metadata with a correct MD5; its provider size.
+fn provsize(sector: &[u8]) -> u64 {
+    assert_eq!(&sector[..10], b"GEOM::ELI\0");
+    let md5 = hash(MessageDigest::md5(), &sector[..495]).unwrap();
+    assert_eq!(&md5[..], &sector[495..511], "the stored MD5");
+    le(&sector[30..38])
+}
+
+fn grow(img: &Path, size: u64) {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(img)
+        .unwrap()
+        .set_len(size)
+        .unwrap();
+}
+
+const K: u64 = 1024;
+
+#[test]
+fn resize_moves_the_metadata_to_the_new_last_sector_and_zeroes_the_old() {
+    let dir = tempfile::tempdir().unwrap();
+    let pass = file(dir.path(), "pass", b"resize me");
+    let img = dir.path().join("grow.img");
+    let key = ["--key-file", s(&pass)];
+    ok(sc(
+        &[
+            &["format", s(&img), "--type", "geli", "--size", "256K", "-q"][..],
+            &["--pbkdf-force-iterations", "0"],
+            &key,
+        ]
+        .concat(),
+        b"",
+    ));
+    let data = geli::body(200 * K as usize, 7);
+    let input = file(dir.path(), "in", &data);
+    ok(sc(
+        &[&["write", s(&img), "--input", s(&input)][..], &key].concat(),
+        b"",
+    ));
+    let old_md = sector_at(&img, 256 * K);
+    grow(&img, 1024 * K);
+    let before = std::fs::read(&img).unwrap();
+
+    // Refusals write nothing (exit 2): a wrong old size, an old size beyond the image, the
+    // same size, a provider size at the old sector that is not the old size.
+    for bad in ["255K", "128K", "2M", "1M", "0"] {
+        let out = sc(&["resize", s(&img), "--old-size", bad], b"");
+        assert_eq!(code(&out), 2, "--old-size {bad}: {out:?}");
+        assert_eq!(std::fs::read(&img).unwrap(), before, "--old-size {bad}");
+    }
+    let mut wrong = before.clone();
+    wrong[256 * K as usize - 512 + 30] ^= 1;
+    let md5 = hash(
+        MessageDigest::md5(),
+        &wrong[256 * K as usize - 512..][..495],
+    )
+    .unwrap();
+    wrong[256 * K as usize - 512 + 495..][..16].copy_from_slice(&md5);
+    let mismatched = file(dir.path(), "mismatch.img", &wrong);
+    let out = sc(&["resize", s(&mismatched), "--old-size", "256K"], b"");
+    assert_eq!(code(&out), 2, "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("mismatch"),
+        "{out:?}"
+    );
+    assert_eq!(std::fs::read(&mismatched).unwrap(), wrong);
+
+    let out = ok(sc(&["resize", s(&img), "--old-size", "256K"], b""));
+    assert!(out.contains("1048576"), "{out}");
+    let new_md = sector_at(&img, 1024 * K);
+    assert_eq!(provsize(&new_md), 1024 * K);
+    // The metadata moved whole but for provsize and the MD5.
+    assert_eq!(new_md[..30], old_md[..30]);
+    assert_eq!(new_md[38..495], old_md[38..495]);
+    assert_eq!(
+        sector_at(&img, 256 * K),
+        vec![0u8; 512],
+        "old sector zeroed"
+    );
+    let after = std::fs::read(&img).unwrap();
+    assert_eq!(
+        after[..255 * K as usize],
+        before[..255 * K as usize],
+        "data untouched"
+    );
+
+    let back = dir.path().join("back");
+    ok(sc(
+        &[
+            &["read", s(&img), "--length", "204800", "--output", s(&back)][..],
+            &key,
+        ]
+        .concat(),
+        b"",
+    ));
+    assert_eq!(std::fs::read(&back).unwrap(), data);
+    let dump = ok(sc(&["dump", s(&img), "--json"], b""));
+    let v: serde_json::Value = serde_json::from_str(&dump).unwrap();
+    assert_eq!(v["provsize"], 1024 * K);
+
+    if let Some(why) = geli::model_missing() {
+        eprintln!("model check skipped: {why}");
+    } else {
+        let plain = geli::model_decrypt(&img, &pass, dir.path());
+        assert_eq!(
+            plain.len() as u64,
+            1024 * K - 512,
+            "the model sees the grown provider"
+        );
+        assert_eq!(plain[..data.len()], data[..], "the model reads the data");
+    }
+}
+
+#[test]
+fn resize_refuses_luks_volumes() {
+    let dir = tempfile::tempdir().unwrap();
+    let pass = file(dir.path(), "pass", b"luks");
+    let img = dir.path().join("luks.img");
+    ok(sc(
+        &[
+            "format",
+            s(&img),
+            "--type",
+            "luks1",
+            "--size",
+            "4M",
+            "--key-file",
+            s(&pass),
+            "--pbkdf-force-iterations",
+            "1000",
+            "-q",
+        ],
+        b"",
+    ));
+    grow(&img, 8 * 1024 * K);
+    let before = std::fs::read(&img).unwrap();
+    let out = sc(&["resize", s(&img), "--old-size", "4M"], b"");
+    assert_eq!(code(&out), 2);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("resize is for GELI"),
+        "{out:?}"
+    );
+    assert_eq!(std::fs::read(&img).unwrap(), before);
+}
