@@ -23,7 +23,7 @@ pub fn resize(store: &dyn Store, old_size: u64) -> Result<Geli> {
     }
     let mut found = None;
     for prov in PROVIDER_SECTORS {
-        if old_size % prov != 0 || old_size < prov {
+        if !old_size.is_multiple_of(prov) || old_size < prov {
             continue;
         }
         let mut sector = vec![0u8; metadata::ENCODED_LEN];
