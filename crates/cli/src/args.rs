@@ -56,6 +56,10 @@ pub enum Command {
     /// GELI: after the image grew, move its metadata to the new last sector (geli resize).
     #[command(after_long_help = RESIZE_HELP)]
     Resize(ResizeArgs),
+    /// geli(8)'s verbs with its own flag letters: init, attach, onetime, setkey, delkey,
+    /// kill, backup, restore, resize, dump, version.
+    #[command(after_long_help = crate::cmd_geli_front::HELP)]
+    Geli(crate::cmd_geli_front::GeliArgs),
     /// Write a volume's plaintext to standard output or a file.
     Read(ReadArgs),
     /// Store plaintext from standard input or a file into a volume.

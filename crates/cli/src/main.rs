@@ -10,6 +10,7 @@ mod cmd_bench;
 mod cmd_cipher;
 mod cmd_demo;
 mod cmd_geli;
+mod cmd_geli_front;
 mod cmd_mount;
 mod cmd_serve;
 mod cmd_volume;
@@ -44,6 +45,7 @@ fn main() {
         Command::Repair(a) => cmd_volume::repair(a),
         Command::Erase(a) => cmd_volume::erase(a),
         Command::Resize(a) => cmd_geli::resize(a),
+        Command::Geli(a) => cmd_geli_front::run(a),
         Command::Read(a) => cmd_volume_io::read(a),
         Command::Write(a) => cmd_volume_io::write(a),
         Command::Serve(a) => cmd_serve::run(a),

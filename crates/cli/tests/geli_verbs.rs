@@ -173,3 +173,143 @@ fn resize_refuses_luks_volumes() {
     );
     assert_eq!(std::fs::read(&img).unwrap(), before);
 }
+
+/// `sectorcrypt geli ARGS`.
+fn geli(args: &[&str]) -> std::process::Output {
+    sc(&[&["geli"][..], args].concat(), b"")
+}
+
+fn test_key(img: &Path, pass: &Path) -> i32 {
+    let out = sc(&["test-key", s(img), "--key-file", s(pass)], b"");
+    eprintln!("test-key: {}", String::from_utf8_lossy(&out.stderr));
+    code(&out)
+}
+
+#[test]
+fn a_freebsd_session_runs_as_typed() {
+    let dir = tempfile::tempdir().unwrap();
+    // geli passfiles count up to their first newline: "echo secret > pass" is "secret".
+    let pass = file(dir.path(), "pass", b"secret\n");
+    let bare = file(dir.path(), "bare", b"secret");
+    let new = file(dir.path(), "new", b"fresh\nignored");
+    let new_bare = file(dir.path(), "new_bare", b"fresh");
+    let img = file(dir.path(), "disk.img", &vec![0u8; 1024 * K as usize]);
+    let init_bk = dir.path().join("init.eli");
+    let out = ok(geli(&[
+        "init",
+        "-J",
+        s(&pass),
+        "-s",
+        "4096",
+        "-i",
+        "0",
+        "-B",
+        s(&init_bk),
+        s(&img),
+    ]));
+    assert!(out.contains("geli restore"), "{out}");
+    assert_eq!(test_key(&img, &bare), 0, "the passphrase is the first line");
+    let raw = std::fs::read(&img).unwrap();
+    assert_eq!(std::fs::read(&init_bk).unwrap(), raw[raw.len() - 512..]);
+    let dump = ok(geli(&["dump", s(&img)]));
+    assert!(
+        dump.contains("sectorsize") && dump.contains("4096"),
+        "{dump}"
+    );
+
+    let bk = dir.path().join("disk.eli");
+    ok(geli(&["backup", s(&img), s(&bk)]));
+    assert_eq!(std::fs::read(&bk).unwrap(), raw[raw.len() - 512..]);
+    ok(geli(&["setkey", "-j", s(&pass), "-J", s(&new), s(&img)]));
+    assert_eq!(test_key(&img, &new_bare), 0);
+    assert_eq!(test_key(&img, &bare), 3);
+    assert_eq!(code(&geli(&["attach", "-C", "-j", s(&new), s(&img)])), 0);
+    assert_eq!(code(&geli(&["attach", "-C", "-j", s(&pass), s(&img)])), 3);
+
+    // setkey -n 1 fills the other slot; delkey needs no passphrase, keeps the last slot
+    // unless -f.
+    ok(geli(&[
+        "setkey",
+        "-n",
+        "1",
+        "-j",
+        s(&new),
+        "-J",
+        s(&pass),
+        s(&img),
+    ]));
+    assert_eq!(test_key(&img, &bare), 0);
+    ok(geli(&["delkey", "-n", "0", s(&img)]));
+    assert_eq!(test_key(&img, &new_bare), 3);
+    let before = std::fs::read(&img).unwrap();
+    assert_eq!(
+        code(&geli(&["delkey", "-n", "1", s(&img)])),
+        2,
+        "the last key"
+    );
+    assert_eq!(code(&geli(&["delkey", "-n", "0", s(&img)])), 2, "not set");
+    assert_eq!(std::fs::read(&img).unwrap(), before);
+
+    ok(geli(&["kill", s(&img)]));
+    assert_eq!(test_key(&img, &bare), 2, "no metadata after kill");
+    ok(geli(&["restore", s(&bk), s(&img)]));
+    assert_eq!(
+        std::fs::read(&img).unwrap()[raw.len() - 512..],
+        raw[raw.len() - 512..]
+    );
+    assert_eq!(test_key(&img, &bare), 0, "the backup's key");
+
+    // A provider of another size: restore refuses without -f; -f writes the new size.
+    grow(&img, 2048 * K);
+    let grown = std::fs::read(&img).unwrap();
+    assert_eq!(code(&geli(&["restore", s(&bk), s(&img)])), 2);
+    assert_eq!(std::fs::read(&img).unwrap(), grown);
+    ok(geli(&["restore", "-f", s(&bk), s(&img)]));
+    assert_eq!(provsize(&sector_at(&img, 2048 * K)), 2048 * K);
+    assert_eq!(test_key(&img, &bare), 0);
+    // resize -s: the metadata follows the provider.
+    grow(&img, 4096 * K);
+    ok(geli(&["resize", "-s", "2097152", s(&img)]));
+    assert_eq!(provsize(&sector_at(&img, 4096 * K)), 4096 * K);
+    assert_eq!(sector_at(&img, 2048 * K), vec![0u8; 512]);
+
+    let v = ok(geli(&["version"]));
+    assert!(v.contains("versions 0 to 7"), "{v}");
+    assert_eq!(
+        ok(geli(&["version", s(&img)])).trim_end(),
+        format!("{}: 7", s(&img))
+    );
+    let fresh = file(dir.path(), "auth.img", &vec![0u8; 256 * K as usize]);
+    let out = geli(&["init", "-a", "hmac/sha256", "-J", s(&pass), s(&fresh)]);
+    assert_eq!(code(&out), 2);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not supported yet"));
+    assert_eq!(std::fs::read(&fresh).unwrap(), vec![0u8; 256 * K as usize]);
+}
+
+#[test]
+fn geli_help_teaches_the_flag_letters() {
+    let help = ok(sc(&["geli", "--help"], b""));
+    for want in [
+        "geli init -J pass.txt",
+        "attach",
+        "NBD",
+        "first newline",
+        "resize -s",
+    ] {
+        assert!(help.contains(want), "{want:?} missing from:\n{help}");
+    }
+    let init = ok(sc(&["geli", "init", "--help"], b""));
+    for flag in [
+        "-a", "-b", "-B", "-d", "-e", "-g", "-i", "-J", "-K", "-l", "-P", "-R", "-s", "-T", "-V",
+    ] {
+        assert!(
+            init.contains(&format!("{flag} ")),
+            "{flag} missing from:\n{init}"
+        );
+    }
+    let attach = ok(sc(&["geli", "attach", "--help"], b""));
+    assert!(
+        attach.contains("--socket") && attach.contains("--listen"),
+        "{attach}"
+    );
+}

@@ -2,7 +2,8 @@
 //! sector of the old size. It is moved to the new last sector with `provsize` updated (and
 //! its MD5 recomputed), then the old sector is overwritten with zeros
 //! (`lib/geom/eli/geom_eli.c`, `eli_resize`: the same checks, in the same order). A
-//! provider cannot shrink this way: its metadata would be beyond the end.
+//! provider cannot shrink this way: its metadata would be beyond the end. `geli restore -f`
+//! ([`restore_resized`]) puts a backup on a provider of another size the same way.
 
 use super::metadata::{self, Metadata};
 use super::{check, Geli, PROVIDER_SECTORS};
@@ -61,4 +62,33 @@ pub fn resize(store: &dyn Store, old_size: u64) -> Result<Geli> {
     store::write_all(store, &zeros, old_size - prov, "the old GELI metadata")?;
     store::sync(store)?;
     Ok(moved)
+}
+
+/// `geli restore -f`: writes the metadata held in `backup` (a `geli backup` file: one
+/// sector) to the last sector of `store` with `provsize` set to the provider's current
+/// size, whatever size the backup names. Returns the metadata as written.
+pub fn restore_resized(store: &dyn Store, backup: &dyn Store) -> Result<Geli> {
+    let len = store::size(backup)?;
+    let saved = super::locate(backup, len)
+        .ok_or_else(|| Error::invalid(format!("{} holds no GELI metadata", backup.name())))??;
+    let prov = saved.provider_sector();
+    if len != prov {
+        return Err(Error::invalid(format!(
+            "{} is not a GELI metadata backup: {len} bytes, not one {prov}-byte sector",
+            backup.name()
+        )));
+    }
+    let size = store::size(store)?;
+    let new_size = (size / prov) * prov;
+    if new_size <= prov {
+        return Err(Error::invalid(format!(
+            "{} is too small for a GELI provider ({size} bytes)",
+            store.name()
+        )));
+    }
+    let mut md = saved.metadata().clone();
+    md.provsize = new_size;
+    let geli = Geli::new(md, prov);
+    geli.write(store)?;
+    Ok(geli)
 }
