@@ -3,12 +3,17 @@
 //! independent model (`tests/geli_ref.py`) where it can run; geli(8)'s own command lines
 //! run as a FreeBSD user types them.
 
+#[path = "support/served.rs"]
+mod served;
 mod support;
+#[path = "support/volumes.rs"]
+mod volumes;
 #[macro_use]
 #[path = "support/geli.rs"]
 mod geli;
 
 use openssl::hash::{hash, MessageDigest};
+use sectorcrypt_testkit::{pattern, require, run_stdout};
 use std::path::{Path, PathBuf};
 use support::{code, ok, s, sc};
 
@@ -312,4 +317,79 @@ fn geli_help_teaches_the_flag_letters() {
         attach.contains("--socket") && attach.contains("--listen"),
         "{attach}"
     );
+}
+
+/// Copies `from` to `to` with nbdcopy (one of them an NBD URI), flushing.
+fn nbdcopy(from: &str, to: &str) {
+    run_stdout(std::process::Command::new("nbdcopy").args(["--flush", from, to]));
+}
+
+#[test]
+fn attach_serves_the_provider_over_nbd_and_onetime_keeps_nothing() {
+    require!("nbdcopy");
+    let dir = tempfile::tempdir().unwrap();
+    let pass = file(dir.path(), "pass", b"attach\n");
+    let img = file(dir.path(), "disk.img", &vec![0u8; 1024 * K as usize]);
+    ok(geli(&[
+        "init",
+        "-J",
+        s(&pass),
+        "-i",
+        "0",
+        "-l",
+        "256",
+        s(&img),
+    ]));
+    let plain = pattern(1024 * K as usize - 512, 3);
+    let input = file(dir.path(), "in", &plain);
+    let sock = dir.path().join("a.sock");
+    let srv = served::Served::start_command(
+        &[
+            "geli",
+            "attach",
+            "-j",
+            s(&pass),
+            "--socket",
+            s(&sock),
+            s(&img),
+        ],
+        &sock,
+    );
+    nbdcopy(s(&input), &srv.uri());
+    let (status, log) = srv.stop("TERM");
+    assert!(status.success(), "exit {status}: {log}");
+    let back = dir.path().join("back");
+    let bare = file(dir.path(), "bare", b"attach");
+    ok(sc(
+        &[
+            "read",
+            s(&img),
+            "--key-file",
+            s(&bare),
+            "--output",
+            s(&back),
+        ],
+        b"",
+    ));
+    assert_eq!(std::fs::read(&back).unwrap(), plain);
+
+    // onetime: the whole file is data under a key never stored; no metadata is written.
+    let scratch = file(dir.path(), "swap.img", &vec![0u8; 512 * K as usize]);
+    let data = pattern(512 * K as usize, 9);
+    let input = file(dir.path(), "swap.in", &data);
+    let sock = dir.path().join("o.sock");
+    let srv = served::Served::start_command(
+        &["geli", "onetime", "--socket", s(&sock), s(&scratch)],
+        &sock,
+    );
+    nbdcopy(s(&input), &srv.uri());
+    let out = dir.path().join("swap.out");
+    nbdcopy(&srv.uri(), s(&out));
+    let (status, log) = srv.stop("TERM");
+    assert!(status.success(), "exit {status}: {log}");
+    assert_eq!(std::fs::read(&out).unwrap(), data, "all of it is data");
+    let raw = std::fs::read(&scratch).unwrap();
+    assert_ne!(raw[raw.len() - 512..], data[data.len() - 512..]);
+    assert!(!raw.windows(9).any(|w| w == b"GEOM::ELI"), "no metadata");
+    assert_eq!(code(&sc(&["dump", s(&scratch)], b"")), 2);
 }
