@@ -5,7 +5,8 @@
 //! --onetime`, setkey = `change-key` (or `add-key -S N` with `-n N`), kill = `erase`,
 //! backup/restore = `header backup/restore`, resize = `resize`, dump = `dump`. delkey
 //! removes master-key slots without a passphrase, as geli does. Passphrase files (`-j`,
-//! `-J`) count up to their first newline, as geli's do.
+//! `-J`) count up to their first newline, as every GELI passphrase does here
+//! (`geli::keys`).
 
 use crate::args::{
     AddKeyArgs, DumpArgs, EraseArgs, FormatArgs, HeaderArg, HeaderCommand, KeyArgs, LuksType,
@@ -13,7 +14,7 @@ use crate::args::{
 };
 use crate::failure::Failure;
 use crate::image::{self, Access};
-use crate::{cmd_geli, cmd_serve, cmd_volume, passphrase};
+use crate::{cmd_geli, cmd_serve, cmd_volume};
 use clap::{Args, Subcommand};
 use sectorcrypt_volume::geli::{self, resize};
 use sectorcrypt_volume::lock::Mode;
@@ -280,7 +281,6 @@ fn serve(open: OpenArgs, listen: Listen) -> Result<(), Failure> {
 
 /// Runs one geli verb.
 pub fn run(a: GeliArgs) -> Result<(), Failure> {
-    passphrase::passfiles_as_geli();
     match a.verb {
         Verb::Init(a) => init(a),
         Verb::Attach(a) => {

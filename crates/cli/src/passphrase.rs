@@ -17,19 +17,9 @@ use std::fs::File;
 use std::io::{self, IsTerminal, Write};
 use std::os::fd::AsFd;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 /// cryptsetup's limit for an interactive passphrase.
 const MAX_TYPED: usize = 512;
-
-/// Set by the `geli` front: a passphrase file counts up to its first newline, as geli's
-/// `-j`/`-J` files do (`geom_eli.c`, `eli_genkey_files`), not whole.
-static FIRST_LINE_ONLY: AtomicBool = AtomicBool::new(false);
-
-/// From now on, passphrase files count up to their first newline (geli's passfiles).
-pub fn passfiles_as_geli() {
-    FIRST_LINE_ONLY.store(true, Ordering::Relaxed);
-}
 
 /// The bytes of a key file ('-': standard input), read into secret memory.
 pub fn from_file(path: &Path) -> Result<Secret, Failure> {
@@ -42,14 +32,7 @@ pub fn from_file(path: &Path) -> Result<Secret, Failure> {
             .map_err(|e| Failure::usage(format!("key file {}: {e}", path.display())))?;
         file.as_fd()
     };
-    let all = read_key_file(&mut Unbuffered(fd), path)?;
-    if !FIRST_LINE_ONLY.load(Ordering::Relaxed) {
-        return Ok(all);
-    }
-    match all.iter().position(|&b| b == b'\n') {
-        Some(n) => Ok(Secret::from_slice(&all[..n])),
-        None => Ok(all),
-    }
+    read_key_file(&mut Unbuffered(fd), path)
 }
 
 /// One line of standard input (a second line stays for the next read).
