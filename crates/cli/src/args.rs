@@ -476,7 +476,8 @@ After a failed flush every later flush fails, on every connection, until the ser
 restarted: writes acknowledged before it may not have reached the disk.
 --onetime: a headerless volume (aes-xts-plain64, 512-bit key, 512-byte sectors) under a
 fresh random key that is never stored (GELI's one-time mode, for swap or scratch space):
-whatever is written is unreadable once the server stops.";
+no metadata is written and no sector reserved, every byte of the file is data; whatever is
+written is unreadable once the server stops.";
 
 /// How a volume is opened (shared by `serve` and `mount`).
 #[derive(Debug, Args)]
