@@ -58,8 +58,8 @@ pub enum Command {
     Resize(ResizeArgs),
     /// geli(8)'s verbs with its own flag letters: init, attach, onetime, setkey, delkey,
     /// kill, backup, restore, resize, dump, version.
-    #[command(after_long_help = crate::cmd_geli_front::HELP)]
-    Geli(crate::cmd_geli_front::GeliArgs),
+    #[command(after_long_help = crate::args_geli::HELP)]
+    Geli(crate::args_geli::GeliArgs),
     /// Write a volume's plaintext to standard output or a file.
     Read(ReadArgs),
     /// Store plaintext from standard input or a file into a volume.

@@ -4,6 +4,7 @@
 #![forbid(unsafe_code)]
 
 mod args;
+mod args_geli;
 mod ciphers;
 mod cmd_backends;
 mod cmd_bench;
