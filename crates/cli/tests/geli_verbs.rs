@@ -277,6 +277,10 @@ fn a_freebsd_session_runs_as_typed() {
     ok(geli(&["resize", "-s", "2097152", s(&img)]));
     assert_eq!(provsize(&sector_at(&img, 4096 * K)), 4096 * K);
     assert_eq!(sector_at(&img, 2048 * K), vec![0u8; 512]);
+    // delkey -a: both slots gone, no -f needed, no passphrase asked.
+    ok(geli(&["delkey", "-a", s(&img)]));
+    assert_eq!(sector_at(&img, 4096 * K)[42], 0, "md_keys");
+    assert_ne!(test_key(&img, &bare), 0);
 
     let v = ok(geli(&["version"]));
     assert!(v.contains("versions 0 to 7"), "{v}");

@@ -1,8 +1,9 @@
 //! `geli resize -s oldsize`: after the provider grew, its metadata is still in the last
 //! sector of the old size. It is moved to the new last sector with `provsize` updated (and
 //! its MD5 recomputed), then the old sector is overwritten with zeros
-//! (`lib/geom/eli/geom_eli.c`, `eli_resize`: the same checks, in the same order). A
-//! provider cannot shrink this way: its metadata would be beyond the end. `geli restore -f`
+//! (`lib/geom/eli/geom_eli.c`, `eli_resize`: the same checks; geli's `eli_trash_metadata`
+//! writes random bytes there 5 times, zeros here make the wipe visible). A provider cannot
+//! shrink this way: its metadata would be beyond the end. `geli restore -f`
 //! ([`restore_resized`]) puts a backup on a provider of another size the same way.
 
 use super::metadata::{self, Metadata};
