@@ -24,6 +24,9 @@ authenticated providers (-a), attach -d, configure, suspend/resume, clear, label
 
 #[derive(Debug, Args)]
 pub struct GeliArgs {
+    /// Accepted for geli's command lines (-v, verbose); the output is the same.
+    #[arg(short = 'v', global = true)]
+    pub verbose: bool,
     #[command(subcommand)]
     pub verb: Verb,
 }

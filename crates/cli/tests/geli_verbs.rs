@@ -223,7 +223,7 @@ fn a_freebsd_session_runs_as_typed() {
     );
 
     let bk = dir.path().join("disk.eli");
-    ok(geli(&["backup", s(&img), s(&bk)]));
+    ok(geli(&["backup", "-v", s(&img), s(&bk)]));
     assert_eq!(std::fs::read(&bk).unwrap(), raw[raw.len() - 512..]);
     ok(geli(&["setkey", "-j", s(&pass), "-J", s(&new), s(&img)]));
     assert_eq!(test_key(&img, &new_bare), 0);
