@@ -53,6 +53,13 @@ pub enum Command {
     Repair(RepairArgs),
     /// Destroy every keyslot: the data can never be opened again without a header backup.
     Erase(EraseArgs),
+    /// GELI: after the image grew, move its metadata to the new last sector (geli resize).
+    #[command(after_long_help = RESIZE_HELP)]
+    Resize(ResizeArgs),
+    /// geli(8)'s verbs with its own flag letters: init, attach, onetime, setkey, delkey,
+    /// kill, backup, restore, resize, dump, version.
+    #[command(after_long_help = crate::args_geli::HELP)]
+    Geli(crate::args_geli::GeliArgs),
     /// Write a volume's plaintext to standard output or a file.
     Read(ReadArgs),
     /// Store plaintext from standard input or a file into a volume.
@@ -292,6 +299,23 @@ pub struct EraseArgs {
     pub batch: bool,
 }
 
+const RESIZE_HELP: &str = "\
+As `geli resize -s OLDSIZE`: grow the image first (truncate -s, qemu-img resize), then name the
+size it had. The metadata is read from the last sector of the old size, must name that size
+as its provider size, and is written with the new size to the new last sector; the old
+metadata sector is then zeroed. Nothing is written when the metadata is not there or the sizes
+make no sense (exit 2). LUKS volumes are refused. Example:
+  truncate -s 2G disk.img && sectorcrypt resize disk.img --old-size 1G";
+
+#[derive(Debug, Args)]
+pub struct ResizeArgs {
+    /// The GELI image, already grown.
+    pub image: PathBuf,
+    /// The image's size before it grew (bytes, or with K, M, G, T), geli's -s oldsize.
+    #[arg(long, value_name = "SIZE")]
+    pub old_size: String,
+}
+
 const BACKENDS_HELP: &str = "\
 SECTORCRYPT_BACKEND=soft|aesni|vaes|avx512|avx2 forces a backend for every algorithm that has it
 and the portable backend for those that do not (avx2: AES soft, GOST avx2; aesni, vaes or
@@ -452,7 +476,8 @@ After a failed flush every later flush fails, on every connection, until the ser
 restarted: writes acknowledged before it may not have reached the disk.
 --onetime: a headerless volume (aes-xts-plain64, 512-bit key, 512-byte sectors) under a
 fresh random key that is never stored (GELI's one-time mode, for swap or scratch space):
-whatever is written is unreadable once the server stops.";
+no metadata is written and no sector reserved, every byte of the file is data; whatever is
+written is unreadable once the server stops.";
 
 /// How a volume is opened (shared by `serve` and `mount`).
 #[derive(Debug, Args)]

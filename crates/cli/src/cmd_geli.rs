@@ -5,14 +5,16 @@
 //! `--geli-boot-loader`, `--geli-display-pass`, `--geli-no-trim` and
 //! `--geli-no-autoresize` its flags `-b -g -d -T -R`.
 
-use crate::args::FormatArgs;
+use crate::args::{FormatArgs, ResizeArgs};
 use crate::failure::Failure;
 use crate::image;
 use crate::passphrase;
 use sectorcrypt_cli::parse_size;
 use sectorcrypt_volume::geli::init::{self, InitOptions};
 use sectorcrypt_volume::geli::metadata::{self, algo};
+use sectorcrypt_volume::geli::resize as geli_resize;
 use sectorcrypt_volume::lock::Mode;
+use std::os::unix::fs::FileExt;
 
 /// geli's encryption algorithm names (`g_eli_str2ealgo`, any case), and the cipher
 /// strings that mean the same here.
@@ -126,4 +128,27 @@ pub fn format(a: FormatArgs) -> Result<(), Failure> {
         let _ = std::fs::remove_file(&a.image);
     }
     result
+}
+
+/// `resize`: geli's `resize -s oldsize` on an image that already grew.
+pub fn resize(a: ResizeArgs) -> Result<(), Failure> {
+    let old_size = parse_size(&a.old_size)?;
+    let store = image::open_store(&a.image, true)?;
+    let _claim = image::claim(&store, &a.image, Mode::Exclusive)?;
+    let _lock = image::lock_header(&store, &a.image, Mode::Exclusive)?;
+    let mut start = [0u8; 6];
+    if store.file().read_exact_at(&mut start, 0).is_ok() && &start == b"LUKS\xba\xbe" {
+        return Err(Failure::usage(format!(
+            "{} is a LUKS volume: resize is for GELI providers",
+            a.image.display()
+        )));
+    }
+    let geli = geli_resize::resize(&store, old_size)?;
+    println!(
+        "{}: GELI metadata moved to the last sector of {} bytes ({} bytes of data)",
+        a.image.display(),
+        geli.metadata().provsize,
+        geli.data_size()
+    );
+    Ok(())
 }

@@ -4,12 +4,14 @@
 #![forbid(unsafe_code)]
 
 mod args;
+mod args_geli;
 mod ciphers;
 mod cmd_backends;
 mod cmd_bench;
 mod cmd_cipher;
 mod cmd_demo;
 mod cmd_geli;
+mod cmd_geli_front;
 mod cmd_mount;
 mod cmd_serve;
 mod cmd_volume;
@@ -43,6 +45,8 @@ fn main() {
         Command::Header(c) => cmd_volume::header(c),
         Command::Repair(a) => cmd_volume::repair(a),
         Command::Erase(a) => cmd_volume::erase(a),
+        Command::Resize(a) => cmd_geli::resize(a),
+        Command::Geli(a) => cmd_geli_front::run(a),
         Command::Read(a) => cmd_volume_io::read(a),
         Command::Write(a) => cmd_volume_io::write(a),
         Command::Serve(a) => cmd_serve::run(a),

@@ -25,6 +25,11 @@ impl Served {
         Served::wait(volumes::spawn(&all, Stdio::piped()), sock)
     }
 
+    /// Starts `sectorcrypt ARGS` (a command that serves on `sock`) and waits for the socket.
+    pub fn start_command(args: &[&str], sock: &Path) -> Served {
+        Served::wait(volumes::spawn(args, Stdio::piped()), sock)
+    }
+
     /// [`Served::start`] under the file mode creation mask `umask` (octal).
     pub fn start_umask(umask: &str, args: &[&str], sock: &Path) -> Served {
         let child = Command::new("sh")

@@ -15,6 +15,7 @@
 pub mod init;
 pub mod keys;
 pub mod metadata;
+pub mod resize;
 
 use crate::error::{Error, KeyslotError, Result};
 use crate::format::dump::{Field, Item, Report, Section};
