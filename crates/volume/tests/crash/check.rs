@@ -64,8 +64,15 @@ pub struct Prepared {
     /// runs again on it, end exactly `after` (an operation whose exception is undone by
     /// running it again).
     pub again: bool,
-    /// Where the data area starts: nothing from there on may change.
+    /// Where the data area starts: nothing from there for `data_len` bytes may change.
     pub data_offset: u64,
+    /// The length of the data area (a GELI provider's metadata follows it).
+    pub data_len: u64,
+    /// Whether an image in the state before must also, when the operation runs again on
+    /// it, end exactly `after`: a state before that shows no volume (a grown GELI
+    /// provider whose metadata is not yet in its new last sector) is only a state before
+    /// if the operation can still complete from it.
+    pub before_again: bool,
     /// The plaintext of the data area, when the volume existed before.
     pub plaintext: Option<Vec<u8>>,
     /// The operation.
@@ -288,19 +295,21 @@ impl Prepared {
     /// with `again` running the operation again completes it) with its data intact;
     /// otherwise what it is.
     fn judge(&self, bytes: Vec<u8>) -> std::result::Result<(), String> {
-        let at = self.data_offset as usize;
-        if bytes[at..] != self.image[at..] {
+        let data = self.data_offset as usize..(self.data_offset + self.data_len) as usize;
+        if bytes[data.clone()] != self.image[data] {
             return Err("the data area changed".into());
         }
-        let copy = self.again.then(|| bytes.clone());
+        let copy = (self.again || self.before_again).then(|| bytes.clone());
         let mut img = Image::new(self, bytes);
-        let expected = img.is(&self.before) || img.is(&self.after);
+        let before = img.is(&self.before);
+        let expected = before || img.is(&self.after);
         let excepted = !expected && self.also.iter().any(|o| img.is(o));
         if !(expected || excepted) || img.data.is_err() {
             return Err(img.describe());
         }
+        let must_complete = (excepted && self.again) || (before && self.before_again);
         match copy {
-            Some(bytes) if excepted => self.run_again(bytes).map_err(|e| {
+            Some(bytes) if must_complete => self.run_again(bytes).map_err(|e| {
                 let what = img.describe();
                 format!("{what}, and run again on it the operation {e}")
             }),

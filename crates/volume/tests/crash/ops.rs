@@ -9,6 +9,7 @@ use crate::check::{Outcome, Pass, Prepared};
 use crate::cut::CutStore;
 use sectorcrypt_testkit::pattern;
 use sectorcrypt_volume::formats;
+use sectorcrypt_volume::geli::{self, init::InitOptions};
 use sectorcrypt_volume::hash::HashAlg;
 use sectorcrypt_volume::kdf::KdfOptions;
 use sectorcrypt_volume::luks::{self, FormatOptions, Version};
@@ -55,6 +56,16 @@ pub struct Kind {
     pub create: fn(&dyn Store, Pass) -> Result<()>,
     /// Whether the header has two copies, one of which `repair` rebuilds from the other.
     pub two_copies: bool,
+    /// How many keyslots a volume made here can hold.
+    pub keyslots: usize,
+    /// Where the data starts.
+    pub data_offset: u64,
+    /// Where the header lies: (offset from the start, or from the end when negative;
+    /// length).
+    pub header: (i64, u64),
+    /// What `erase` leaves: a header that opens with nothing (LUKS), or none at all
+    /// (GELI's kill overwrites its metadata).
+    pub erased: fn() -> Outcome,
 }
 
 fn luks_options(version: Version) -> FormatOptions {
@@ -71,11 +82,34 @@ pub const FORMATS: &[Kind] = &[
         name: "luks1",
         create: |s, p| luks::format(s, &luks_options(Version::Luks1), p.bytes(), None).map(drop),
         two_copies: false,
+        keyslots: 8,
+        data_offset: DATA_OFFSET,
+        header: (0, 64 << 10),
+        erased: || Outcome::Opens(Vec::new()),
     },
     Kind {
         name: "luks2",
         create: |s, p| luks::format(s, &luks_options(Version::Luks2), p.bytes(), None).map(drop),
         two_copies: true,
+        keyslots: 7,
+        data_offset: DATA_OFFSET,
+        header: (0, 64 << 10),
+        erased: || Outcome::Opens(Vec::new()),
+    },
+    Kind {
+        name: "geli",
+        create: |s, p| {
+            let opts = InitOptions {
+                iterations: Some(1000),
+                ..InitOptions::default()
+            };
+            geli::init::init(s, &opts, &[], p.bytes()).map(drop)
+        },
+        two_copies: false,
+        keyslots: 2,
+        data_offset: 0,
+        header: (-512, 512),
+        erased: || Outcome::Absent,
     },
 ];
 
@@ -105,8 +139,10 @@ fn volume(kind: &Kind, passes: &[Pass]) -> (CutStore, Vec<u8>) {
     (store, plain)
 }
 
-/// The operation `run` on the state of `store`, from `before` to `after`.
+/// The operation `run` on the state of `store` (a volume of `kind`), from `before` to
+/// `after`.
 fn prepared(
+    kind: &Kind,
     store: &CutStore,
     plain: Vec<u8>,
     before: Outcome,
@@ -119,7 +155,9 @@ fn prepared(
         after,
         also: Vec::new(),
         again: false,
-        data_offset: DATA_OFFSET,
+        data_offset: kind.data_offset,
+        data_len: DATA,
+        before_again: false,
         plaintext: Some(plain),
         run: Box::new(run),
         _keep: None,
@@ -136,7 +174,14 @@ fn on_a_and_c(
     run: impl Fn(&dyn Store) -> Result<()> + 'static,
 ) -> Option<Prepared> {
     let (store, plain) = volume(kind, &[A, C]);
-    Some(prepared(&store, plain, opens(&[A, C]), opens(after), run))
+    Some(prepared(
+        kind,
+        &store,
+        plain,
+        opens(&[A, C]),
+        opens(after),
+        run,
+    ))
 }
 
 fn opens(p: &[Pass]) -> Outcome {
@@ -184,13 +229,14 @@ pub fn restore_in_piece_order(image: &dyn Store, backup: &dyn Store) -> Result<(
 /// `header restore` (by `how`) of the backup `file` onto a state built after the backup
 /// was taken.
 fn restoring(
+    kind: &Kind,
     store: &CutStore,
     plain: Vec<u8>,
     (before, after): (Outcome, Outcome),
     (dir, file): (tempfile::TempDir, std::path::PathBuf),
     how: Restore,
 ) -> Prepared {
-    let mut p = prepared(store, plain, before, after, move |s| {
+    let mut p = prepared(kind, store, plain, before, after, move |s| {
         let backup = FileStore::open(&file, false).unwrap();
         how(s, &backup)?;
         // Complete, the restore leaves the backup's bytes in every piece.
@@ -222,7 +268,14 @@ fn restore_after(
     let (store, plain) = volume(kind, first);
     let saved = backup(&store);
     then(&store);
-    restoring(&store, plain, (opens(before), opens(first)), saved, how)
+    restoring(
+        kind,
+        &store,
+        plain,
+        (opens(before), opens(first)),
+        saved,
+        how,
+    )
 }
 
 /// A volume opening with A and C whose passphrase A was changed to B after a header
@@ -242,6 +295,7 @@ fn repairing(kind: &Kind, damage: impl FnOnce(&CutStore)) -> Option<Prepared> {
     let h = Header::read(&store).unwrap();
     assert!(h.needs_repair(), "the damage left nothing to repair");
     Some(prepared(
+        kind,
         &store,
         plain,
         opens(&[A, C]),
@@ -266,9 +320,9 @@ pub const OPERATIONS: &[Operation] = &[
         prepare: |kind| {
             let store = CutStore::new(vec![0; (DATA_OFFSET + DATA) as usize], None);
             let raw = pattern(DATA as usize, 7);
-            store.write_at(&raw, DATA_OFFSET).unwrap();
+            store.write_at(&raw, kind.data_offset).unwrap();
             let create = kind.create;
-            let mut p = prepared(&store, raw, Outcome::Absent, opens(&[A]), move |s| {
+            let mut p = prepared(kind, &store, raw, Outcome::Absent, opens(&[A]), move |s| {
                 create(s, A)
             });
             p.plaintext = None;
@@ -278,11 +332,32 @@ pub const OPERATIONS: &[Operation] = &[
     Operation {
         name: "add-key to a volume of two keyslots",
         prepare: |kind| {
+            if kind.keyslots < 3 {
+                return None;
+            }
             on_a_and_c(kind, &[A, B, C], |s| {
                 let mut h = Header::read(s)?;
                 let u = h.unlock(s, A.bytes())?;
                 h.add_key(s, &u, B.bytes(), &fast(), None).map(drop)
             })
+        },
+    },
+    Operation {
+        name: "add-key to a volume of one keyslot",
+        prepare: |kind| {
+            let (store, plain) = volume(kind, &[A]);
+            Some(prepared(
+                kind,
+                &store,
+                plain,
+                opens(&[A]),
+                opens(&[A, B]),
+                |s| {
+                    let mut h = Header::read(s)?;
+                    let u = h.unlock(s, A.bytes())?;
+                    h.add_key(s, &u, B.bytes(), &fast(), None).map(drop)
+                },
+            ))
         },
     },
     Operation {
@@ -300,12 +375,15 @@ pub const OPERATIONS: &[Operation] = &[
             // is nothing to cut.
             let mut passes = vec![A, C];
             passes.extend(&FILL[..6]);
+            if kind.keyslots < passes.len() {
+                return None;
+            }
             let (store, plain) = volume(kind, &passes);
             let trial = CutStore::new(store.bytes(), None);
             change(&trial, A, B).ok()?;
             let mut after = passes.clone();
             after[0] = B;
-            let mut p = prepared(&store, plain, opens(&passes), opens(&after), |s| {
+            let mut p = prepared(kind, &store, plain, opens(&passes), opens(&after), |s| {
                 change(s, A, B)
             });
             p.also = vec![opens(&passes[1..])];
@@ -324,7 +402,18 @@ pub const OPERATIONS: &[Operation] = &[
     },
     Operation {
         name: "erase a volume of two keyslots",
-        prepare: |kind| on_a_and_c(kind, &[], |s| Header::read(s)?.erase(s)),
+        prepare: |kind| {
+            let (store, plain) = volume(kind, &[A, C]);
+            let before = opens(&[A, C]);
+            Some(prepared(
+                kind,
+                &store,
+                plain,
+                before,
+                (kind.erased)(),
+                |s| Header::read(s)?.erase(s),
+            ))
+        },
     },
     Operation {
         name: "header restore after change-key and add-key",
@@ -377,7 +466,7 @@ pub const OPERATIONS: &[Operation] = &[
             assert_eq!(slot, u.keyslot);
             current.push(D);
             let states = (opens(&current), opens(&[A]));
-            let mut p = restoring(&store, plain, states, saved, restore);
+            let mut p = restoring(kind, &store, plain, states, saved, restore);
             p.also = vec![Outcome::Valid];
             p.again = true;
             Some(p)
@@ -386,8 +475,11 @@ pub const OPERATIONS: &[Operation] = &[
     Operation {
         name: "header restore onto an erased volume",
         prepare: |kind| {
-            let then = |s: &CutStore| Header::read(s).unwrap().erase(s).unwrap();
-            Some(restore_after(kind, &[A, C], then, &[], restore))
+            let (store, plain) = volume(kind, &[A, C]);
+            let saved = backup(&store);
+            Header::read(&store).unwrap().erase(&store).unwrap();
+            let states = ((kind.erased)(), opens(&[A, C]));
+            Some(restoring(kind, &store, plain, states, saved, restore))
         },
     },
     Operation {
@@ -395,8 +487,15 @@ pub const OPERATIONS: &[Operation] = &[
         prepare: |kind| {
             let (store, plain) = volume(kind, &[A, C]);
             let saved = backup(&store);
-            store.write_at(&[0; 64 << 10], 0).unwrap();
+            let (at, len) = kind.header;
+            let at = if at < 0 {
+                store.size().unwrap() - at.unsigned_abs()
+            } else {
+                at as u64
+            };
+            store.write_at(&vec![0; len as usize], at).unwrap();
             Some(restoring(
+                kind,
                 &store,
                 plain,
                 (Outcome::Absent, opens(&[A, C])),
@@ -438,6 +537,7 @@ pub const OPERATIONS: &[Operation] = &[
             store.write_at(&slot0, LUKS1_SLOTS + 7 * 48 + 40).unwrap();
             assert!(Header::read(&store).is_err(), "the damage is not refused");
             Some(prepared(
+                kind,
                 &store,
                 plain,
                 Outcome::Absent,
@@ -460,6 +560,33 @@ pub const OPERATIONS: &[Operation] = &[
                 h.remove_key(s, slot).unwrap();
                 s.write_at(&old, n).unwrap();
             })
+        },
+    },
+    Operation {
+        name: "resize of a geli provider grown by 64 KiB",
+        prepare: |kind| {
+            // geli resize -s: the metadata written in the new last sector, then the old
+            // one wiped. Before, the grown image shows no header where it looks.
+            if kind.name != "geli" {
+                return None;
+            }
+            let (store, plain) = volume(kind, &[A, C]);
+            let mut bytes = store.bytes();
+            let old = bytes.len() as u64;
+            bytes.resize(bytes.len() + (64 << 10), 0);
+            let grown = CutStore::new(bytes, None);
+            let mut p = prepared(
+                kind,
+                &grown,
+                plain,
+                Outcome::Absent,
+                opens(&[A, C]),
+                move |s| geli::resize::resize(s, old).map(drop),
+            );
+            // Before, nothing shows where the new size puts the metadata: such an image
+            // is only the state before while the resize can still be run on it.
+            p.before_again = true;
+            Some(p)
         },
     },
 ];
