@@ -69,6 +69,7 @@ mod error;
 mod gcm;
 mod ghash;
 mod gost;
+pub mod mac;
 mod modes;
 pub mod secret;
 mod traits;
