@@ -71,7 +71,7 @@ pub struct UnitShape {
 impl UnitShape {
     /// Message bytes of unit `i` of a run starting at a group boundary.
     pub fn msg_len_of(&self, i: usize) -> usize {
-        if (i + 1) % self.units_per_group == 0 {
+        if (i + 1).is_multiple_of(self.units_per_group) {
             self.last_msg_len
         } else {
             self.msg_len
