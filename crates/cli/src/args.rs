@@ -510,6 +510,13 @@ pub struct OpenArgs {
     /// Threads the engine uses for one large request (default: the number of cores).
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
+    /// Only this keyslot is tried (`geli attach -n`).
+    #[arg(skip)]
+    pub key_slot: Option<usize>,
+    /// A GELI one-time provider's algorithm, key length and sector size (`geli onetime`);
+    /// `--onetime` alone takes AES-XTS-256 with 512-byte sectors.
+    #[arg(skip)]
+    pub onetime_geli: Option<sectorcrypt_volume::geli::onetime::OnetimeOptions>,
 }
 
 #[derive(Debug, Args)]
@@ -541,6 +548,9 @@ pub struct ServeArgs {
     /// (0: no limit).
     #[arg(long, value_name = "SECS", default_value_t = 0)]
     pub idle_timeout: u64,
+    /// Stop once the last client has disconnected (`geli attach -d`).
+    #[arg(skip)]
+    pub exit_after_last: bool,
 }
 
 /// A file mode in octal: permission bits only (at most 0777).
