@@ -570,7 +570,7 @@ fn setkey(a: SetkeyArgs, v: bool) -> Result<(), Failure> {
         let keyfiles: Vec<&[u8]> = new_files.iter().map(|k| &k[..]).collect();
         let user = NewUserKey {
             keyfiles: &keyfiles,
-            passphrase: new.as_deref().map(|p| &p[..]),
+            passphrase: new.as_deref(),
         };
         Ok(geli_header(h, &a.prov)?.setkey(store, n, &mkey, &kdf, &user)?)
     })?;

@@ -8,8 +8,11 @@
 //! (`sys/geom/eli/g_eli.h`, `eli_metadata_softc`). Each GELI sector's IV comes from its
 //! byte offset in the decrypted provider ([`IvRule::ByteOffset`]); the key changes every
 //! 2^20 sectors ([`keys::ZoneKeys`]). Metadata of versions 0 to 7 is read; the
-//! pre-version-4 rule "IV offset in the host's byte order" is taken as little-endian
-//! (FreeBSD on x86). Authenticated providers (`geli init -a`), NULL, Camellia, Blowfish
+//! pre-version-4 rule "IV offset in the host's byte order" (`G_ELI_FLAG_NATIVE_BYTE_ORDER`)
+//! is taken as little-endian (FreeBSD on x86 and arm64): the metadata is little-endian on
+//! every CPU, so nothing in it tells a provider made on a big-endian machine apart, and
+//! such a provider's data does not decrypt here. [`onetime`] is `geli onetime` (no
+//! metadata on disk); [`clear`] is `geli clear`. Authenticated providers (`geli init -a`), NULL, Camellia, Blowfish
 //! and 3DES encryption are refused with a clear error.
 
 pub mod init;
