@@ -362,20 +362,8 @@ fn attach_serves_the_provider_over_nbd_and_onetime_keeps_nothing() {
     nbdcopy(s(&input), &srv.uri());
     let (status, log) = srv.stop("TERM");
     assert!(status.success(), "exit {status}: {log}");
-    let back = dir.path().join("back");
     let bare = file(dir.path(), "bare", b"attach");
-    ok(sc(
-        &[
-            "read",
-            s(&img),
-            "--key-file",
-            s(&bare),
-            "--output",
-            s(&back),
-        ],
-        b"",
-    ));
-    assert_eq!(std::fs::read(&back).unwrap(), plain);
+    assert_eq!(plaintext(&img, &bare), plain);
 
     // onetime: the whole file is data under a key never stored; no metadata is written.
     let scratch = file(dir.path(), "swap.img", &vec![0u8; 512 * K as usize]);
@@ -416,22 +404,60 @@ fn stderr(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
+/// The whole plaintext of `img`, read with the passphrase file `pass`.
+fn plaintext(img: &Path, pass: &Path) -> Vec<u8> {
+    support::ok_bytes(sc(&["read", s(img), "--key-file", s(pass)], b""))
+}
+
+/// `sectorcrypt geli VERB -J PASS -i 0 -B none IMG` (VERB: init or label), which must
+/// succeed.
+fn init_quick(verb: &str, pass: &Path, img: &Path) {
+    ok(geli(&[
+        verb,
+        "-J",
+        s(pass),
+        "-i",
+        "0",
+        "-B",
+        "none",
+        s(img),
+    ]));
+}
+
+/// `sectorcrypt geli attach FLAG -j PASS --socket SOCK IMG`, serving.
+fn attached(flag: &str, pass: &Path, sock: &Path, img: &Path) -> served::Served {
+    let args = [
+        "geli",
+        "attach",
+        flag,
+        "-j",
+        s(pass),
+        "--socket",
+        s(sock),
+        s(img),
+    ];
+    served::Served::start_command(&args, sock)
+}
+
+/// Waits, 20 seconds at most, for a server `srv` that must stop by itself (`why`); its
+/// exit status and standard error.
+fn stops_by_itself(mut srv: served::Served, why: &str) -> std::process::Output {
+    let child = srv.child.as_mut().unwrap();
+    let t0 = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        assert!(t0.elapsed() < std::time::Duration::from_secs(20), "{why}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    srv.child.take().unwrap().wait_with_output().unwrap()
+}
+
 #[test]
 fn label_configure_and_clear_change_the_metadata_as_geli_does() {
     let dir = tempfile::tempdir().unwrap();
     let pass = file(dir.path(), "pass", b"flags\n");
     let img = file(dir.path(), "disk.img", &vec![0u8; 256 * K as usize]);
     // label is init.
-    ok(geli(&[
-        "label",
-        "-J",
-        s(&pass),
-        "-i",
-        "0",
-        "-B",
-        "none",
-        s(&img),
-    ]));
+    init_quick("label", &pass, &img);
     let end = 256 * K;
     let md = sector_at(&img, end);
     assert_eq!(flags_of(&md), 0x200, "AUTORESIZE, as geli init sets it");
@@ -732,16 +758,7 @@ fn attach_n_tries_only_that_slot() {
     let p0 = file(d, "p0", b"slot zero\n");
     let p1 = file(d, "p1", b"slot one\n");
     let img = file(d, "disk.img", &vec![0u8; 256 * K as usize]);
-    ok(geli(&[
-        "init",
-        "-J",
-        s(&p0),
-        "-i",
-        "0",
-        "-B",
-        "none",
-        s(&img),
-    ]));
+    init_quick("init", &p0, &img);
     ok(geli(&[
         "setkey",
         "-n",
@@ -783,78 +800,22 @@ fn attach_d_exits_after_the_last_client_and_r_refuses_writes() {
     let d = dir.path();
     let pass = file(d, "pass", b"detach\n");
     let img = file(d, "disk.img", &vec![0u8; 512 * K as usize]);
-    ok(geli(&[
-        "init",
-        "-J",
-        s(&pass),
-        "-i",
-        "0",
-        "-B",
-        "none",
-        s(&img),
-    ]));
+    init_quick("init", &pass, &img);
     let plain = pattern(512 * K as usize - 512, 8);
     let input = file(d, "in", &plain);
     let sock = d.join("d.sock");
-    let mut srv = served::Served::start_command(
-        &[
-            "geli",
-            "attach",
-            "-d",
-            "-j",
-            s(&pass),
-            "--socket",
-            s(&sock),
-            s(&img),
-        ],
-        &sock,
-    );
+    let srv = attached("-d", &pass, &sock, &img);
     nbdcopy(s(&input), &srv.uri());
     // nbdcopy was the only client: once it is gone the server ends by itself.
-    let child = srv.child.as_mut().unwrap();
-    let t0 = std::time::Instant::now();
-    let status = loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            break st;
-        }
-        assert!(
-            t0.elapsed() < std::time::Duration::from_secs(20),
-            "attach -d still serving after its last client left"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    };
-    assert!(status.success(), "{status}");
+    let out = stops_by_itself(srv, "attach -d still serving after its last client left");
+    assert!(out.status.success(), "{out:?}");
     assert!(!sock.exists(), "the socket is removed");
-    let back = d.join("back");
     let bare = file(d, "bare", b"detach");
-    ok(sc(
-        &[
-            "read",
-            s(&img),
-            "--key-file",
-            s(&bare),
-            "--output",
-            s(&back),
-        ],
-        b"",
-    ));
-    assert_eq!(std::fs::read(&back).unwrap(), plain, "flushed before exit");
+    assert_eq!(plaintext(&img, &bare), plain, "flushed before exit");
 
     // -r: served read-only.
     let sock = d.join("r.sock");
-    let srv = served::Served::start_command(
-        &[
-            "geli",
-            "attach",
-            "-r",
-            "-j",
-            s(&pass),
-            "--socket",
-            s(&sock),
-            s(&img),
-        ],
-        &sock,
-    );
+    let srv = attached("-r", &pass, &sock, &img);
     let info = run_stdout(std::process::Command::new("nbdinfo").args(["--json", &srv.uri()]));
     let v: serde_json::Value = serde_json::from_str(&info).unwrap();
     assert_eq!(v["exports"][0]["is_read_only"], true, "{info}");
@@ -868,19 +829,7 @@ fn attach_d_exits_after_the_last_client_and_r_refuses_writes() {
     );
     let (status, log) = srv.stop("TERM");
     assert!(status.success(), "{log}");
-    let back2 = d.join("back2");
-    ok(sc(
-        &[
-            "read",
-            s(&img),
-            "--key-file",
-            s(&bare),
-            "--output",
-            s(&back2),
-        ],
-        b"",
-    ));
-    assert_eq!(std::fs::read(&back2).unwrap(), plain);
+    assert_eq!(plaintext(&img, &bare), plain);
 }
 
 #[test]
@@ -947,17 +896,7 @@ fn onetime_takes_gelis_algorithm_key_length_and_sector_size() {
         if opts.contains(&"-d") {
             // -d: nbdinfo was the only client; once it is gone, so is the provider (geli's
             // man page warns of this for temporary filesystems).
-            let mut srv = srv;
-            let child = srv.child.as_mut().unwrap();
-            let t0 = std::time::Instant::now();
-            while child.try_wait().unwrap().is_none() {
-                assert!(
-                    t0.elapsed() < std::time::Duration::from_secs(20),
-                    "-d kept serving"
-                );
-                std::thread::sleep(std::time::Duration::from_millis(50));
-            }
-            let out = srv.child.take().unwrap().wait_with_output().unwrap();
+            let out = stops_by_itself(srv, "-d kept serving");
             assert!(out.status.success(), "{out:?}");
             let log = stderr(&out);
             assert!(log.contains(what), "{opts:?}: {what:?} missing from {log}");
