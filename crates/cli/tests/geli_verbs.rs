@@ -342,6 +342,8 @@ fn attach_serves_the_provider_over_nbd_and_onetime_keeps_nothing() {
         "0",
         "-l",
         "256",
+        "-B",
+        "none",
         s(&img),
     ]));
     let plain = pattern(1024 * K as usize - 512, 3);
