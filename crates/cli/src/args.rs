@@ -474,10 +474,10 @@ in flight is closed after --idle-timeout seconds (default: never). Up to 64 conn
 served; when all are taken, a new one takes the slot of the connection idle longest.
 After a failed flush every later flush fails, on every connection, until the server is
 restarted: writes acknowledged before it may not have reached the disk.
---onetime: a headerless volume (aes-xts-plain64, 512-bit key, 512-byte sectors) under a
-fresh random key that is never stored (GELI's one-time mode, for swap or scratch space):
-no metadata is written and no sector reserved, every byte of the file is data; whatever is
-written is unreadable once the server stops.";
+--onetime: a GELI one-time provider (AES-XTS with 256-bit AES keys, 512-byte sectors,
+`sectorcrypt geli onetime` for geli's other choices) under a fresh random master key that
+is never stored (for swap or scratch space): no metadata is written and no sector reserved,
+every byte of the file is data; whatever is written is unreadable once the server stops.";
 
 /// How a volume is opened (shared by `serve` and `mount`).
 #[derive(Debug, Args)]
@@ -510,6 +510,13 @@ pub struct OpenArgs {
     /// Threads the engine uses for one large request (default: the number of cores).
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
+    /// Only this keyslot is tried (`geli attach -n`).
+    #[arg(skip)]
+    pub key_slot: Option<usize>,
+    /// A GELI one-time provider's algorithm, key length and sector size (`geli onetime`);
+    /// `--onetime` alone takes AES-XTS-256 with 512-byte sectors.
+    #[arg(skip)]
+    pub onetime_geli: Option<sectorcrypt_volume::geli::onetime::OnetimeOptions>,
 }
 
 #[derive(Debug, Args)]
@@ -541,6 +548,9 @@ pub struct ServeArgs {
     /// (0: no limit).
     #[arg(long, value_name = "SECS", default_value_t = 0)]
     pub idle_timeout: u64,
+    /// Stop once the last client has disconnected (`geli attach -d`).
+    #[arg(skip)]
+    pub exit_after_last: bool,
 }
 
 /// A file mode in octal: permission bits only (at most 0777).

@@ -18,7 +18,7 @@ use std::os::unix::fs::FileExt;
 
 /// geli's encryption algorithm names (`g_eli_str2ealgo`, any case), and the cipher
 /// strings that mean the same here.
-fn ealgo(name: &str) -> Result<u16, Failure> {
+pub(crate) fn ealgo(name: &str) -> Result<u16, Failure> {
     match name.to_ascii_lowercase().as_str() {
         "aes" | "aes-xts" | "aes-xts-plain64" => Ok(algo::AES_XTS),
         "aes-cbc" => Ok(algo::AES_CBC),

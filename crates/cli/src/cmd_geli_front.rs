@@ -1,26 +1,37 @@
 //! `sectorcrypt geli VERB ...`: geli(8)'s command lines, with its own flag letters, as a
 //! FreeBSD user types them (`lib/geom/eli/geom_eli.c`, `class_commands`). Each verb is
 //! translated into the arguments of the command that does the same thing here and runs
-//! that command: init = `format --type geli`, attach = `serve`, onetime = `serve
-//! --onetime`, setkey = `change-key` (or `add-key -S N` with `-n N`), kill = `erase`,
-//! backup/restore = `header backup/restore`, resize = `resize`, dump = `dump`. delkey
-//! removes master-key slots without a passphrase, as geli does. Passphrase files (`-j`,
-//! `-J`) count up to their first newline, as every GELI passphrase does here
-//! (`geli::keys`).
+//! that command: init (label) = `format --type geli` then the metadata backup geli writes,
+//! attach = `serve` (or `test-key` with -C), onetime = `serve --onetime` with geli's
+//! algorithm, key length and sector size, kill = `erase`, backup/restore = `header
+//! backup/restore`, resize = `resize`, dump = `dump`. setkey, delkey, configure and clear
+//! change the metadata through the GELI header itself, under the exclusive header lock, as
+//! geli does (no passphrase for delkey, configure and clear; setkey's new key may have
+//! other keyfiles than the current one). The kernel's verbs say what to do instead. `-v`
+//! prints the equivalent sectorcrypt command first. Passphrase files (`-j`, `-J`) count up
+//! to their first newline, as every GELI passphrase does here (`geli::keys`).
 
 use crate::args::{
-    AddKeyArgs, DumpArgs, EraseArgs, FormatArgs, HeaderArg, HeaderCommand, KeyArgs, LuksType,
-    OpenArgs, PbkdfArgs, ResizeArgs, ServeArgs, TestKeyArgs,
+    DumpArgs, EraseArgs, FormatArgs, HeaderArg, HeaderCommand, KeyArgs, LuksType, OpenArgs,
+    PbkdfArgs, ResizeArgs, ServeArgs, TestKeyArgs,
 };
 use crate::args_geli::{
-    DelkeyArgs, GeliArgs, InitArgs, Listen, RestoreArgs, SetkeyArgs, Verb, VersionArgs,
+    AttachArgs, ConfigureArgs, DelkeyArgs, GeliArgs, InitArgs, Listen, OnetimeArgs, Provs,
+    RestoreArgs, SetkeyArgs, Verb, VersionArgs, BACKUP_DIR, BACKUP_DIR_VAR,
 };
 use crate::failure::Failure;
 use crate::image::{self, Access};
+use crate::passphrase;
 use crate::{cmd_geli, cmd_serve, cmd_volume};
-use sectorcrypt_volume::geli::{self, resize};
+use sectorcrypt_volume::format::Format as _;
+use sectorcrypt_volume::geli::metadata::flags;
+use sectorcrypt_volume::geli::onetime::OnetimeOptions;
+use sectorcrypt_volume::geli::{self, resize, Geli, NewUserKey};
+use sectorcrypt_volume::hash::HashAlg;
+use sectorcrypt_volume::kdf::{KdfKind, KdfOptions};
 use sectorcrypt_volume::lock::Mode;
-use std::path::PathBuf;
+use sectorcrypt_volume::Header;
+use std::path::{Path, PathBuf};
 
 fn key(passfile: Option<PathBuf>, keyfiles: Vec<PathBuf>, no_pass: bool) -> KeyArgs {
     KeyArgs {
@@ -43,7 +54,7 @@ fn pbkdf(iterations: Option<u32>) -> PbkdfArgs {
     }
 }
 
-fn serve(open: OpenArgs, listen: Listen) -> Result<(), Failure> {
+fn serve(open: OpenArgs, listen: Listen, exit_after_last: bool) -> Result<(), Failure> {
     cmd_serve::run(ServeArgs {
         open,
         socket: listen.socket,
@@ -53,85 +64,233 @@ fn serve(open: OpenArgs, listen: Listen) -> Result<(), Failure> {
         socket_mode: None,
         timeout: 30,
         idle_timeout: 0,
+        exit_after_last,
     })
+}
+
+/// The one place authenticated providers (`-a`) are refused, for every verb that takes
+/// geli's `-a aalgo`.
+fn authentication(verb: &str, aalgo: Option<&str>) -> Result<(), Failure> {
+    match aalgo {
+        Some(a) => Err(Failure::usage(format!(
+            "geli {verb} -a {a}: authenticated providers are not supported yet"
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// With `-v`, prints the sectorcrypt command a verb is, before it runs.
+fn shown(verbose: bool, command: impl FnOnce() -> String) {
+    if verbose {
+        println!("sectorcrypt {}", command());
+    }
+}
+
+/// A path as shown in a command line.
+fn arg(p: &Path) -> String {
+    p.display().to_string()
+}
+
+/// ` --key-file F --keyfile-component K ... [--no-passphrase]`, as `key` says.
+fn key_flags(key: &KeyArgs) -> String {
+    let mut s = String::new();
+    if let Some(f) = &key.key_file {
+        s += &format!(" --key-file {}", arg(f));
+    }
+    for k in &key.keyfile_component {
+        s += &format!(" --keyfile-component {}", arg(k));
+    }
+    if key.no_passphrase {
+        s += " --no-passphrase";
+    }
+    if let Some(n) = key.key_slot {
+        s += &format!(" --key-slot {n}");
+    }
+    s
 }
 
 /// Runs one geli verb.
 pub fn run(a: GeliArgs) -> Result<(), Failure> {
+    let v = a.verbose;
     match a.verb {
-        Verb::Init(a) => init(a),
-        Verb::Attach(a) => {
-            let key = key(a.passfile, a.keyfile, a.no_passphrase);
-            if a.dryrun {
-                return cmd_volume::test_key(TestKeyArgs {
-                    image: a.prov,
-                    header: HeaderArg::default(),
-                    key,
-                });
-            }
-            let open = OpenArgs {
-                image: a.prov,
-                header: HeaderArg::default(),
-                key_file: key.key_file,
-                keyfile_component: key.keyfile_component,
-                no_passphrase: key.no_passphrase,
-                onetime: false,
-                read_only: a.readonly,
-                threads: None,
-            };
-            serve(open, a.listen)
-        }
-        Verb::Onetime(a) => {
-            let open = OpenArgs {
-                image: a.prov,
-                header: HeaderArg::default(),
-                key_file: None,
-                keyfile_component: Vec::new(),
-                no_passphrase: false,
-                onetime: true,
-                read_only: false,
-                threads: None,
-            };
-            serve(open, a.listen)
-        }
-        Verb::Setkey(a) => setkey(a),
+        Verb::Init(a) => init(a, v),
+        Verb::Attach(a) => attach(a, v),
+        Verb::Onetime(a) => onetime(a, v),
+        Verb::Configure(a) => configure(a, v),
+        Verb::Setkey(a) => setkey(a, v),
         Verb::Delkey(a) => delkey(a),
-        Verb::Kill(p) => cmd_volume::erase(EraseArgs {
-            image: p.prov,
-            header: HeaderArg::default(),
-            batch: true,
-        }),
-        Verb::Backup(a) => cmd_volume::header(HeaderCommand::Backup {
-            image: a.prov,
-            file: a.file,
-            header: HeaderArg::default(),
-        }),
+        Verb::Kill(p) => {
+            shown(v, || format!("erase {} --batch", arg(&p.prov)));
+            cmd_volume::erase(EraseArgs {
+                image: p.prov,
+                header: HeaderArg::default(),
+                batch: true,
+            })
+        }
+        Verb::Backup(a) => {
+            shown(v, || {
+                format!("header backup {} {}", arg(&a.prov), arg(&a.file))
+            });
+            cmd_volume::header(HeaderCommand::Backup {
+                image: a.prov,
+                file: a.file,
+                header: HeaderArg::default(),
+            })
+        }
         Verb::Restore(a) if a.force => restore_forced(a),
-        Verb::Restore(a) => cmd_volume::header(HeaderCommand::Restore {
-            image: a.prov,
-            file: a.file,
-            batch: true,
-            header: HeaderArg::default(),
-        }),
-        Verb::Resize(a) => cmd_geli::resize(ResizeArgs {
-            image: a.prov,
-            old_size: a.oldsize,
-        }),
-        Verb::Dump(p) => cmd_volume::dump(DumpArgs {
-            image: p.prov,
-            header: HeaderArg::default(),
-            json: false,
-        }),
+        Verb::Restore(a) => {
+            shown(v, || {
+                format!("header restore {} {} --batch", arg(&a.prov), arg(&a.file))
+            });
+            cmd_volume::header(HeaderCommand::Restore {
+                image: a.prov,
+                file: a.file,
+                batch: true,
+                header: HeaderArg::default(),
+            })
+        }
+        Verb::Resize(a) => {
+            shown(v, || {
+                format!("resize --old-size {} {}", a.oldsize, arg(&a.prov))
+            });
+            cmd_geli::resize(ResizeArgs {
+                image: a.prov,
+                old_size: a.oldsize,
+            })
+        }
+        Verb::Clear(a) => clear(a, v),
+        Verb::Dump(p) => {
+            shown(v, || format!("dump {}", arg(&p.prov)));
+            cmd_volume::dump(DumpArgs {
+                image: p.prov,
+                header: HeaderArg::default(),
+                json: false,
+            })
+        }
         Verb::Version(a) => version(a),
+        Verb::Detach(_) => kernel_only("detach"),
+        Verb::Stop(_) => kernel_only("stop"),
+        Verb::Suspend(_) => kernel_only("suspend"),
+        Verb::Resume(_) => kernel_only("resume"),
+        Verb::List(_) => kernel_only("list"),
+        Verb::Status(_) => kernel_only("status"),
+        Verb::Load(_) => kernel_only("load"),
+        Verb::Unload(_) => kernel_only("unload"),
     }
 }
 
-fn init(a: InitArgs) -> Result<(), Failure> {
-    if let Some(aalgo) = a.aalgo {
+/// The kernel's verbs: what to do instead (exit 2).
+fn kernel_only(verb: &str) -> Result<(), Failure> {
+    let instead = match verb {
+        "detach" | "stop" => {
+            "a provider is attached for as long as `sectorcrypt geli attach` (sectorcrypt \
+             serve) serves it: stop the serving process (SIGTERM, SIGINT or Ctrl-C) once its \
+             clients have disconnected, or attach with -d to stop after the last one"
+        }
+        "suspend" => {
+            "stop the serving process (its keys leave memory with it), and attach again to \
+             resume"
+        }
+        "resume" => {
+            "nothing is suspended here: attach the provider again (sectorcrypt geli attach)"
+        }
+        "list" | "status" => {
+            "the attached providers are the running `sectorcrypt geli attach` and \
+             `sectorcrypt serve` processes (ps -f -C sectorcrypt); `sectorcrypt geli dump \
+             PROV` shows a provider's metadata"
+        }
+        _ => "there is no kernel module to load or unload: sectorcrypt runs in userspace",
+    };
+    Err(Failure::usage(format!(
+        "geli {verb} is a kernel verb and there is no GELI kernel class here: {instead}"
+    )))
+}
+
+/// geli attach: serve (or, with -C, test-key), trying only slot -n when given.
+fn attach(a: AttachArgs, v: bool) -> Result<(), Failure> {
+    if let Some(n) = a.keyno.filter(|&n| n >= geli::metadata::MAX_MKEYS) {
         return Err(Failure::usage(format!(
-            "geli init -a {aalgo}: authenticated providers are not supported yet"
+            "invalid keyno {n}: GELI has master-key slots 0 and 1"
         )));
     }
+    if a.no_passphrase && a.passfile.is_some() {
+        return Err(Failure::usage("options -j and -p are mutually exclusive"));
+    }
+    let mut key = key(a.passfile, a.keyfile, a.no_passphrase);
+    key.key_slot = a.keyno;
+    if a.dryrun {
+        shown(v, || {
+            format!("test-key {}{}", arg(&a.prov), key_flags(&key))
+        });
+        return cmd_volume::test_key(TestKeyArgs {
+            image: a.prov,
+            header: HeaderArg::default(),
+            key,
+        });
+    }
+    shown(v, || {
+        format!(
+            "serve {}{}{}{}",
+            arg(&a.prov),
+            key_flags(&key),
+            if a.readonly { " --read-only" } else { "" },
+            match (&a.listen.socket, &a.listen.listen) {
+                (Some(s), _) => format!(" --socket {}", arg(s)),
+                (None, Some(l)) => format!(" --listen {l}"),
+                _ => String::new(),
+            }
+        )
+    });
+    let open = OpenArgs {
+        image: a.prov,
+        header: HeaderArg::default(),
+        key_file: key.key_file,
+        keyfile_component: key.keyfile_component,
+        no_passphrase: key.no_passphrase,
+        onetime: false,
+        read_only: a.readonly,
+        threads: None,
+        key_slot: a.keyno,
+        onetime_geli: None,
+    };
+    serve(open, a.listen, a.detach)
+}
+
+/// geli onetime: a random master key, geli's defaults (AES-XTS, 128 bits, 512 bytes).
+fn onetime(a: OnetimeArgs, v: bool) -> Result<(), Failure> {
+    authentication("onetime", a.aalgo.as_deref())?;
+    let mut opts = OnetimeOptions {
+        ealgo: cmd_geli::ealgo(a.ealgo.as_deref().unwrap_or("aes-xts"))?,
+        keylen: a.keylen.unwrap_or(0),
+        sectorsize: a.sectorsize.unwrap_or(0),
+        ..OnetimeOptions::default()
+    };
+    for (set, bit) in [(a.notrim, flags::NODELETE), (a.detach, flags::RW_DETACH)] {
+        if set {
+            opts.flags |= bit;
+        }
+    }
+    if a.noautoresize {
+        opts.flags &= !flags::AUTORESIZE;
+    }
+    shown(v, || format!("serve {} --onetime", arg(&a.prov)));
+    let open = OpenArgs {
+        image: a.prov,
+        header: HeaderArg::default(),
+        key_file: None,
+        keyfile_component: Vec::new(),
+        no_passphrase: false,
+        onetime: true,
+        read_only: false,
+        threads: None,
+        key_slot: None,
+        onetime_geli: Some(opts),
+    };
+    serve(open, a.listen, a.detach)
+}
+
+fn init(a: InitArgs, v: bool) -> Result<(), Failure> {
+    authentication("init", a.aalgo.as_deref())?;
     if a.no_passphrase && (a.passfile.is_some() || a.iterations.is_some()) {
         return Err(Failure::usage(
             "options -P and -J (or -i) are mutually exclusive",
@@ -145,7 +304,7 @@ fn init(a: InitArgs) -> Result<(), Failure> {
         None => "aes-xts".into(),
     };
     let prov = a.prov.clone();
-    cmd_volume::format(FormatArgs {
+    let args = FormatArgs {
         image: a.prov,
         header: HeaderArg::default(),
         size: None,
@@ -162,46 +321,265 @@ fn init(a: InitArgs) -> Result<(), Failure> {
         geli_no_autoresize: a.noautoresize,
         pbkdf: pbkdf(a.iterations),
         key: key(a.passfile, a.keyfile, a.no_passphrase),
+    };
+    shown(v, || format_command(&args));
+    cmd_volume::format(args)?;
+    let file = match a.backup {
+        Some(f) if f.as_os_str() == "none" => return Ok(()),
+        Some(f) => f,
+        None => default_backup(&prov),
+    };
+    shown(v, || format!("header backup {} {}", arg(&prov), arg(&file)));
+    write_backup(&prov, &file).map_err(|e| {
+        Failure::runtime(format!(
+            "{} is initialized, but its metadata backup {} could not be written: {}",
+            prov.display(),
+            file.display(),
+            e.message()
+        ))
     })?;
-    match a.backup {
-        Some(file) if file.as_os_str() != "none" => {
-            cmd_volume::header(HeaderCommand::Backup {
-                image: prov.clone(),
-                file: file.clone(),
-                header: HeaderArg::default(),
-            })?;
-            println!(
-                "It can be restored with: sectorcrypt geli restore {} {}",
-                file.display(),
-                prov.display()
-            );
-            Ok(())
-        }
-        _ => Ok(()),
-    }
+    println!(
+        "\nMetadata backup for provider {p} can be found in {f}\nand can be restored with \
+         the following command:\n\n\tsectorcrypt geli restore {f} {p}\n",
+        p = prov.display(),
+        f = file.display()
+    );
+    Ok(())
 }
 
-fn setkey(a: SetkeyArgs) -> Result<(), Failure> {
-    if !a.newkeyfile.is_empty() && a.newkeyfile != a.keyfile {
+/// `format --type geli ...` as a command line, for `-v`.
+fn format_command(a: &FormatArgs) -> String {
+    let mut s = format!("format {} --type geli --cipher {}", arg(&a.image), a.cipher);
+    if let Some(k) = a.key_size {
+        s += &format!(" --key-size {k}");
+    }
+    if let Some(n) = a.sector_size {
+        s += &format!(" --sector-size {n}");
+    }
+    if let Some(i) = a.pbkdf.pbkdf_force_iterations {
+        s += &format!(" --pbkdf-force-iterations {i}");
+    }
+    if a.geli_version != geli::metadata::VERSION {
+        s += &format!(" --geli-version {}", a.geli_version);
+    }
+    for (set, flag) in [
+        (a.geli_boot, " --geli-boot"),
+        (a.geli_boot_loader, " --geli-boot-loader"),
+        (a.geli_display_pass, " --geli-display-pass"),
+        (a.geli_no_trim, " --geli-no-trim"),
+        (a.geli_no_autoresize, " --geli-no-autoresize"),
+    ] {
+        if set {
+            s += flag;
+        }
+    }
+    s + &key_flags(&a.key) + " --batch"
+}
+
+/// Where geli init puts its backup by default (`eli_init`): the backup folder, then the
+/// provider's name without a leading /dev/, each '/' an '_', then ".eli".
+fn default_backup(prov: &Path) -> PathBuf {
+    let name = prov.to_string_lossy();
+    let name = name
+        .strip_prefix("/dev/")
+        .unwrap_or(&name)
+        .replace('/', "_");
+    let dir =
+        std::env::var_os(BACKUP_DIR_VAR).map_or_else(|| PathBuf::from(BACKUP_DIR), PathBuf::from);
+    dir.join(format!("{name}.eli"))
+}
+
+/// geli's `eli_backup_create`: the provider's metadata sector to `file`, created (or
+/// truncated) with mode 0600 and synced; removed again if it cannot be written whole.
+fn write_backup(prov: &Path, file: &Path) -> Result<(), Failure> {
+    use std::io::Write as _;
+    use std::os::unix::fs::{FileExt as _, OpenOptionsExt as _};
+    let img = image::open(prov, &HeaderArg::default(), Access::Inspect)?;
+    let _lock = img.files.lock(Mode::Shared)?;
+    let size = img
+        .files
+        .store
+        .file()
+        .metadata()
+        .map_err(|e| Failure::runtime(e.to_string()))?
+        .len();
+    let mut sector = zeroize::Zeroizing::new(Vec::new());
+    for piece in img.header.format().backup_pieces(size) {
+        let mut bytes = vec![0u8; piece.len as usize];
+        img.files
+            .store
+            .file()
+            .read_exact_at(&mut bytes, piece.image)
+            .map_err(|e| Failure::runtime(format!("reading {}: {e}", prov.display())))?;
+        sector.extend_from_slice(&bytes);
+    }
+    let mut out = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(file)
+        .map_err(Failure::runtime)?;
+    if let Err(e) = out.write_all(&sector).and_then(|()| out.sync_all()) {
+        drop(out);
+        let _ = std::fs::remove_file(file);
+        return Err(Failure::runtime(e));
+    }
+    Ok(())
+}
+
+/// geli configure: pairs of opposite flags, at least one given; each provider's flags
+/// word rewritten when it changes.
+fn configure(a: ConfigureArgs, v: bool) -> Result<(), Failure> {
+    let pairs = [
+        (a.boot, a.noboot, flags::BOOT, 'b', 'B'),
+        (
+            a.displaypass,
+            a.nodisplaypass,
+            flags::GELIDISPLAYPASS,
+            'd',
+            'D',
+        ),
+        (a.geliboot, a.nogeliboot, flags::GELIBOOT, 'g', 'G'),
+        (a.autoresize, a.noautoresize, flags::AUTORESIZE, 'r', 'R'),
+        // -t passes TRIM through: NODELETE cleared.
+        (a.notrim, a.trim, flags::NODELETE, 'T', 't'),
+    ];
+    let (mut set, mut unset) = (0u32, 0u32);
+    for (on, off, bit, l_on, l_off) in pairs {
+        match (on, off) {
+            (true, true) => {
+                return Err(Failure::usage(format!(
+                    "options -{l_on} and -{l_off} are mutually exclusive"
+                )))
+            }
+            (true, false) => set |= bit,
+            (false, true) => unset |= bit,
+            (false, false) => {}
+        }
+    }
+    if set | unset == 0 {
         return Err(Failure::usage(
-            "geli setkey -K: new keyfiles other than the current ones (-k) are not supported \
-             yet",
+            "no option given (one of -b -B -d -D -g -G -r -R -t -T)",
         ));
     }
-    let mut key = key(a.passfile, a.keyfile, a.no_passphrase);
-    key.key_slot = a.keyno;
-    let args = AddKeyArgs {
-        image: a.prov,
-        header: HeaderArg::default(),
-        new_key_file: a.newpassfile,
-        pbkdf: pbkdf(a.iterations),
-        key,
-    };
-    // -n N writes slot N whichever slot the current key opens: add-key's -S.
-    match a.keyno {
-        Some(_) => cmd_volume::add_key(args),
-        None => cmd_volume::change_key(args),
+    for prov in &a.prov {
+        shown(v, || format!("dump {}", arg(prov)));
+        let mut img = image::open(prov, &HeaderArg::default(), Access::Keyslots)?;
+        let (changed, now) = img.update(|h, store| {
+            let g = geli_header(h, prov)?;
+            let flags = (g.metadata().flags | set) & !unset;
+            Ok((g.set_flags(store, flags)?, g.metadata().flag_names()))
+        })?;
+        let what = if changed { "now" } else { "unchanged:" };
+        println!("flags of {} {what} {now}", prov.display());
     }
+    Ok(())
+}
+
+/// The GELI header of the provider `prov`, or a usage failure naming it.
+fn geli_header<'a>(h: &'a mut Header, prov: &Path) -> Result<&'a mut Geli, Failure> {
+    h.downcast_mut::<Geli>()
+        .ok_or_else(|| Failure::usage(format!("{} is not a GELI provider", prov.display())))
+}
+
+/// geli clear: each provider's metadata sector zeroed once, no passphrase asked.
+fn clear(a: Provs, v: bool) -> Result<(), Failure> {
+    for prov in &a.prov {
+        shown(v, || {
+            format!(
+                "erase {} --batch   (which overwrites it 5 times)",
+                arg(prov)
+            )
+        });
+        let store = image::open_store(prov, true)?;
+        let _claim = image::claim(&store, prov, Mode::Exclusive)?;
+        let _lock = image::lock_header(&store, prov, Mode::Exclusive)?;
+        let at = geli::clear(&store)?;
+        println!(
+            "metadata cleared on {} (the sector at {at} zeroed)",
+            prov.display()
+        );
+    }
+    Ok(())
+}
+
+/// geli setkey: the current key (-j, -k, -p) opens any slot; the new one (-J, -K, -P) is
+/// sealed into slot -n, or into the slot that opened (`eli_setkey_detached`).
+fn setkey(a: SetkeyArgs, v: bool) -> Result<(), Failure> {
+    if a.no_passphrase && a.passfile.is_some() {
+        return Err(Failure::usage("options -j and -p are mutually exclusive"));
+    }
+    if a.no_new_passphrase && a.newpassfile.is_some() {
+        return Err(Failure::usage("options -J and -P are mutually exclusive"));
+    }
+    if a.no_new_passphrase && a.newkeyfile.is_empty() {
+        return Err(Failure::usage(
+            "no key components given for the new key (-P without -K)",
+        ));
+    }
+    if let Some(n) = a.keyno.filter(|&n| n >= geli::metadata::MAX_MKEYS) {
+        return Err(Failure::usage(format!(
+            "invalid keyno {n}: GELI has master-key slots 0 and 1"
+        )));
+    }
+    passphrase::check_one_stdin(a.passfile.as_deref(), a.newpassfile.as_deref())?;
+    let current = key(a.passfile.clone(), a.keyfile.clone(), a.no_passphrase);
+    shown(v, || {
+        let verb = if a.keyno.is_some() {
+            "add-key"
+        } else {
+            "change-key"
+        };
+        let mut k = current.clone();
+        k.key_slot = a.keyno;
+        let new = a
+            .newpassfile
+            .as_deref()
+            .map_or(String::new(), |f| format!(" {}", arg(f)));
+        format!("{verb} {}{new}{}", arg(&a.prov), key_flags(&k))
+    });
+    let mut img = image::open(&a.prov, &HeaderArg::default(), Access::Keyslots)?;
+    let files = passphrase::keyfiles(&current)?;
+    let new_files = passphrase::keyfiles(&key(None, a.newkeyfile.clone(), false))?;
+    let old = img.passphrase(&current)?;
+    // The current key, checked before the new passphrase is asked for.
+    let opened = |h: &mut Header, store: &dyn sectorcrypt_volume::Store| {
+        let g = geli_header(h, &a.prov)?;
+        if !files.is_empty() {
+            g.set_keyfiles(files.clone())?;
+        }
+        g.set_passphrase_component(!a.no_passphrase)?;
+        Ok::<_, Failure>(g.unlock_key(store, &old, None)?)
+    };
+    img.update(|h, store| opened(h, store).map(drop))?;
+    let new = if a.no_new_passphrase {
+        None
+    } else {
+        Some(passphrase::new(a.newpassfile.as_deref())?)
+    };
+    let kdf = KdfOptions {
+        kind: KdfKind::Pbkdf2,
+        hash: HashAlg::Sha512,
+        force_iterations: a.iterations,
+        ..KdfOptions::default()
+    };
+    let slot = img.update(|h, store| {
+        let (mkey, found) = opened(h, store)?;
+        let n = a.keyno.unwrap_or(found);
+        let keyfiles: Vec<&[u8]> = new_files.iter().map(|k| &k[..]).collect();
+        let user = NewUserKey {
+            keyfiles: &keyfiles,
+            passphrase: new.as_deref(),
+        };
+        Ok(geli_header(h, &a.prov)?.setkey(store, n, &mkey, &kdf, &user)?)
+    })?;
+    println!(
+        "master key {slot} of {} set\nNote, that the master key encrypted with old keys \
+         and/or passphrase may still exist in a metadata backup file.",
+        a.prov.display()
+    );
+    Ok(())
 }
 
 /// geli delkey: no passphrase; the last slot in use only with -f; -a destroys both.

@@ -29,6 +29,7 @@ pub fn run(a: ServeArgs) -> Result<(), Failure> {
         read_timeout: Duration::from_secs(a.timeout),
         idle_timeout: Duration::from_secs(a.idle_timeout),
         socket_mode: a.socket_mode.unwrap_or(defaults.socket_mode),
+        exit_after_last: a.exit_after_last,
         ..defaults
     };
     let server =

@@ -218,6 +218,8 @@ pub struct Image {
     pub header: Header,
     /// Keyfile components (GELI), given to the header each time it is read.
     keyfiles: Vec<zeroize::Zeroizing<Vec<u8>>>,
+    /// Whether the key has no passphrase component (GELI's `-p`).
+    no_passphrase: bool,
 }
 
 /// Opens the volume at `path` (header in `header` when given) for `access` and reads its
@@ -229,6 +231,7 @@ pub fn open(path: &Path, header: &HeaderArg, access: Access) -> Result<Image, Fa
         files,
         header,
         keyfiles: Vec::new(),
+        no_passphrase: false,
     })
 }
 
@@ -241,6 +244,7 @@ impl Image {
     /// Gets the passphrase and unlocks (only `--key-slot` when given).
     pub fn unlock(&mut self, key: &KeyArgs) -> Result<Unlocked, Failure> {
         self.keyfiles = passphrase::keyfiles(key)?;
+        self.no_passphrase = key.no_passphrase;
         let pass = self.passphrase(key)?;
         self.unlock_with(&pass, key.key_slot)
     }
@@ -253,6 +257,9 @@ impl Image {
         self.header = Header::read(&self.files.store)?;
         if !self.keyfiles.is_empty() {
             self.header.set_keyfiles(self.keyfiles.clone())?;
+        }
+        if self.no_passphrase {
+            self.header.set_passphrase_component(false)?;
         }
         Ok(self.header.unlock_at(self.files.placement(), pass, slot)?)
     }

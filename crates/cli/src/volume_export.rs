@@ -4,13 +4,12 @@
 use crate::args::{KeyArgs, OpenArgs};
 use crate::failure::Failure;
 use crate::image::{self, Claims};
-use sectorcrypt_crypto::dmcrypt::CipherSpec;
 use sectorcrypt_nbd::Export;
 use sectorcrypt_volume::engine::{EngineOptions, Volume};
+use sectorcrypt_volume::geli::{self, onetime::OnetimeOptions};
 use sectorcrypt_volume::lock::Mode;
-use sectorcrypt_volume::{Geometry, IvRule, Layout, Store};
+use sectorcrypt_volume::Store;
 use std::io::{self, Write};
-use zeroize::Zeroizing;
 
 /// An open volume as an NBD export, with the claims on its files (dropped after it).
 #[derive(Debug)]
@@ -86,7 +85,7 @@ fn open_export(a: &OpenArgs) -> Result<VolumeExport, Failure> {
         key_file: a.key_file.clone(),
         keyfile_component: a.keyfile_component.clone(),
         no_passphrase: a.no_passphrase,
-        key_slot: None,
+        key_slot: a.key_slot,
         batch: false,
     };
     let image::Opened {
@@ -110,44 +109,34 @@ fn open_export(a: &OpenArgs) -> Result<VolumeExport, Failure> {
     })
 }
 
-/// GELI's one-time mode: the whole file is the data area, under a fresh random
-/// aes-xts-plain64 key (512 bits) with 512-byte sectors; the key exists only in memory.
+/// GELI's one-time mode (`geli onetime`, or `--onetime`: AES-XTS with 256-bit AES keys
+/// and 512-byte sectors): the whole file is the data area under a fresh random master
+/// key that exists only in memory; no metadata is written, no sector reserved.
 fn onetime(a: &OpenArgs) -> Result<VolumeExport, Failure> {
     if a.read_only {
         return Err(Failure::usage(
             "--onetime with --read-only: nothing written under a fresh key could be read",
         ));
     }
+    let opts = a.onetime_geli.clone().unwrap_or(OnetimeOptions {
+        keylen: 256,
+        ..OnetimeOptions::default()
+    });
     let store = image::open_store(&a.image, true)?;
     let claim = image::claim(&store, &a.image, Mode::Shared)?;
     let len = store
         .size()
         .map_err(|e| Failure::runtime(format!("{}: {e}", a.image.display())))?;
-    let size = len / 512 * 512;
-    if size == 0 {
-        return Err(Failure::usage(format!(
-            "{} is smaller than one 512-byte sector",
-            a.image.display()
-        )));
-    }
-    let mut key = Zeroizing::new([0u8; 64]);
-    getrandom::getrandom(&mut key[..])
-        .map_err(|e| Failure::runtime(format!("no random key from the OS: {e}")))?;
-    let spec: CipherSpec = "aes-xts-plain64".parse()?;
-    let geometry = Geometry {
-        sector_size: 512,
-        data_offset: 0,
-        size,
-        iv: IvRule::Units512 { first: 0 },
-        metadata: None,
-    };
-    let layout = Layout::single(geometry, spec, &key[..])?;
-    drop(key);
-    let volume = Volume::new(Box::new(store), layout, options(a)?)?;
+    let (md, unlocked) = geli::onetime::onetime(len, &opts)?;
+    let volume = unlocked.engine(Box::new(store), options(a)?)?;
     let _ = writeln!(
         io::stderr(),
-        "sectorcrypt: one-time volume of {size} bytes (aes-xts-plain64, random 512-bit key \
-         held in memory only)"
+        "sectorcrypt: one-time GELI provider of {} bytes: {} with a {}-bit key, {}-byte \
+         sectors (a random master key held in memory only)",
+        unlocked.data_size,
+        geli::metadata::algo::name(md.ealgo),
+        md.keylen,
+        md.sectorsize
     );
     Ok(VolumeExport {
         volume,

@@ -149,11 +149,14 @@ impl Connections {
         admission
     }
 
-    /// Gives connection `id`'s slot back, shutting its socket (if still open).
-    pub(crate) fn remove(&self, id: u64) {
-        if let Some(slot) = self.open().remove(&id) {
+    /// Gives connection `id`'s slot back, shutting its socket (if still open); returns
+    /// how many connections are left open.
+    pub(crate) fn remove(&self, id: u64) -> usize {
+        let mut open = self.open();
+        if let Some(slot) = open.remove(&id) {
             slot.stream.shutdown(Shutdown::Both);
         }
+        open.len()
     }
 
     /// Shuts every open connection's socket `how`.

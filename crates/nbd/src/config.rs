@@ -82,6 +82,10 @@ pub struct ServerConfig {
     /// The permission bits of a Unix socket (only the owner may connect by default: the
     /// socket gives whoever connects the volume's plaintext). The umask plays no part.
     pub socket_mode: u32,
+    /// Stop serving once the last open connection has closed (GELI's detach on last
+    /// close, `geli attach -d`): the server then shuts down as on
+    /// [`ShutdownHandle::shutdown`](crate::ShutdownHandle::shutdown).
+    pub exit_after_last: bool,
 }
 
 impl Default for ServerConfig {
@@ -100,6 +104,7 @@ impl Default for ServerConfig {
             write_timeout: Duration::from_secs(30),
             shutdown_grace: Duration::from_secs(5),
             socket_mode: 0o600,
+            exit_after_last: false,
         }
     }
 }

@@ -262,11 +262,12 @@ impl Server {
             }
             let shared2 = shared.clone();
             let open2 = open.clone();
+            let last = shared.config.exit_after_last.then(|| self.handle.clone());
             let spawned = thread::Builder::new()
                 .name(format!("nbd-{id}"))
                 .spawn(move || {
                     // The slot is freed however the connection ends, a panic included.
-                    let _leaving = Leaving(&open2, id);
+                    let _leaving = Leaving(&open2, id, last);
                     connection(stream, &shared2, &activity, id);
                 });
             match spawned {
@@ -306,12 +307,16 @@ impl Server {
     }
 }
 
-/// Removes a connection from the open table when dropped.
-struct Leaving<'a>(&'a Connections, u64);
+/// Removes a connection from the open table when dropped; stops the server through the
+/// handle, when there is one, if it was the last connection open.
+struct Leaving<'a>(&'a Connections, u64, Option<ShutdownHandle>);
 
 impl Drop for Leaving<'_> {
     fn drop(&mut self) {
-        self.0.remove(self.1);
+        let left = self.0.remove(self.1);
+        if let (0, Some(handle)) = (left, &self.2) {
+            handle.shutdown();
+        }
     }
 }
 

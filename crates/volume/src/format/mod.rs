@@ -174,6 +174,18 @@ pub trait Format: fmt::Debug + Send + Sync + Any {
         )))
     }
 
+    /// Whether a passphrase is part of the key (GELI's `-p`: the keyfiles alone when
+    /// not). The default: a passphrase is always part of it.
+    fn set_passphrase_component(&mut self, used: bool) -> Result<()> {
+        if used {
+            return Ok(());
+        }
+        Err(Error::unsupported(format!(
+            "{} volumes are always opened with a passphrase",
+            self.name()
+        )))
+    }
+
     /// What `dump` shows.
     fn report(&self) -> dump::Report;
 
@@ -303,6 +315,12 @@ impl Header {
         self.0.as_any().downcast_ref()
     }
 
+    /// The concrete header, mutable, when it is a `T` (format-specific changes).
+    pub fn downcast_mut<T: Format>(&mut self) -> Option<&mut T> {
+        let any: &mut dyn Any = &mut *self.0;
+        any.downcast_mut()
+    }
+
     /// The format's name.
     pub fn name(&self) -> &'static str {
         self.0.name()
@@ -332,6 +350,12 @@ impl Header {
     /// formats without keyfile components.
     pub fn set_keyfiles(&mut self, files: Vec<Zeroizing<Vec<u8>>>) -> Result<()> {
         self.0.set_keyfiles(files)
+    }
+
+    /// Whether a passphrase is part of the key (GELI's `-p`); refused by formats whose
+    /// keys always have one.
+    pub fn set_passphrase_component(&mut self, used: bool) -> Result<()> {
+        self.0.set_passphrase_component(used)
     }
 
     /// Opens the volume with `passphrase`, trying every keyslot.

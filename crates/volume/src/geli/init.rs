@@ -66,25 +66,7 @@ pub fn init(
     keyfiles: &[&[u8]],
     passphrase: &[u8],
 ) -> Result<(Geli, Unlocked)> {
-    let keylen = match (opts.ealgo, opts.keylen) {
-        (algo::AES_XTS | algo::AES_CBC, 0) => 128,
-        (algo::AES_XTS, k @ (128 | 256)) => k,
-        (algo::AES_CBC, k @ (128 | 192 | 256)) => k,
-        (algo::AES_XTS | algo::AES_CBC, k) => {
-            return Err(Error::invalid(format!(
-                "key length {k} is not valid for {} (AES-XTS: 128 or 256; AES-CBC: 128, 192 \
-                 or 256)",
-                algo::name(opts.ealgo)
-            )))
-        }
-        (a, _) => {
-            return Err(Error::unsupported(format!(
-                "GELI encryption {} is not supported for new providers (supported: AES-XTS, \
-                 AES-CBC)",
-                algo::name(a)
-            )))
-        }
-    };
+    let keylen = keylen(opts.ealgo, opts.keylen)?;
     if !(1..=VERSION).contains(&opts.version) {
         return Err(Error::invalid(format!(
             "GELI metadata version {} cannot be created (1 to {VERSION})",
@@ -107,19 +89,10 @@ pub fn init(
             "a provider sector has 512 or 4096 bytes, not {prov}"
         )));
     }
-    let sectorsize = if opts.sectorsize == 0 {
-        prov as u32
-    } else {
-        opts.sectorsize
-    };
+    let sectorsize = sectorsize(opts.sectorsize, prov)?;
     let size = store::size(store)?;
     let provsize = size / prov * prov;
     let ss = u64::from(sectorsize);
-    if !ss.is_power_of_two() || ss < prov || ss > 65536 {
-        return Err(Error::invalid(format!(
-            "GELI sector size {sectorsize} must be a power of two from {prov} to 65536"
-        )));
-    }
     if provsize < prov + ss {
         return Err(Error::invalid(format!(
             "{} has {size} bytes: too small for one {sectorsize}-byte GELI sector and the \
@@ -157,7 +130,7 @@ pub fn init(
     }
     let mut mkey = Zeroizing::new(vec![0u8; 2 * KEY_LEN]);
     crate::random(&mut mkey)?;
-    let user = keys::user_key(keyfiles, passphrase, &salt, iterations)?;
+    let user = keys::user_key(keyfiles, Some(passphrase), &salt, iterations)?;
     mkeys[0] = keys::seal_slot(&mkey, &user[..], usize::from(keylen) / 8)?;
     let md = Metadata {
         version: opts.version,
@@ -176,4 +149,42 @@ pub fn init(
     geli.write(store)?;
     let unlocked = geli.unlocked(store, mkey, 0)?;
     Ok((geli, unlocked))
+}
+
+/// The key length in bits for `ealgo` (`g_eli_keylen`): `keylen`, or the algorithm's
+/// default (128) when 0; refuses a length the algorithm does not take and the algorithms
+/// not supported here.
+pub(crate) fn keylen(ealgo: u16, keylen: u16) -> Result<u16> {
+    match (ealgo, keylen) {
+        (algo::AES_XTS | algo::AES_CBC, 0) => Ok(128),
+        (algo::AES_XTS, k @ (128 | 256)) => Ok(k),
+        (algo::AES_CBC, k @ (128 | 192 | 256)) => Ok(k),
+        (algo::AES_XTS | algo::AES_CBC, k) => Err(Error::invalid(format!(
+            "key length {k} is not valid for {} (AES-XTS: 128 or 256; AES-CBC: 128, 192 or \
+             256)",
+            algo::name(ealgo)
+        ))),
+        (a, _) => Err(Error::unsupported(format!(
+            "GELI encryption {} is not supported for new providers (supported: AES-XTS, \
+             AES-CBC)",
+            algo::name(a)
+        ))),
+    }
+}
+
+/// The GELI sector size for a provider of `prov`-byte sectors: `sectorsize`, or `prov`
+/// when 0; a power of two from `prov` to 65536.
+pub(crate) fn sectorsize(sectorsize: u32, prov: u64) -> Result<u32> {
+    let ss = if sectorsize == 0 {
+        prov as u32
+    } else {
+        sectorsize
+    };
+    let s = u64::from(ss);
+    if !s.is_power_of_two() || s < prov || s > 65536 {
+        return Err(Error::invalid(format!(
+            "GELI sector size {ss} must be a power of two from {prov} to 65536"
+        )));
+    }
+    Ok(ss)
 }

@@ -56,24 +56,27 @@ pub fn passphrase_part(passphrase: &[u8]) -> &[u8] {
 }
 
 /// The user key (`eli_genkey`): `keyfiles` are the contents of geli's `-k` files in
-/// order; `passphrase` is ignored when `iterations == -1`.
+/// order; `passphrase` is `None` when the key has no passphrase component (geli's `-p` and
+/// `-P`: the keyfiles alone, whatever `iterations` says), and is ignored when
+/// `iterations == -1` (a provider made with `geli init -P`).
 pub fn user_key(
     keyfiles: &[&[u8]],
-    passphrase: &[u8],
+    passphrase: Option<&[u8]>,
     salt: &[u8; SALT_LEN],
     iterations: i32,
 ) -> Result<Zeroizing<[u8; KEY_LEN]>> {
-    let pass = passphrase_part(passphrase);
     let mut parts: Vec<&[u8]> = keyfiles.to_vec();
     let mut derived = Zeroizing::new([0u8; KEY_LEN]);
-    match iterations {
-        -1 => {
-            if keyfiles.is_empty() {
-                return Err(Error::invalid(
-                    "this GELI provider takes keyfiles only, and none was given",
-                ));
-            }
+    let pass = match passphrase {
+        Some(p) if iterations != -1 => passphrase_part(p),
+        _ if keyfiles.is_empty() => {
+            return Err(Error::invalid(
+                "no key components: this GELI key takes keyfiles only, and none was given",
+            ))
         }
+        _ => return Ok(hmac_sha512(&[], &parts)),
+    };
+    match iterations {
         0 => {
             parts.push(salt);
             parts.push(pass);

@@ -8,13 +8,17 @@
 //! (`sys/geom/eli/g_eli.h`, `eli_metadata_softc`). Each GELI sector's IV comes from its
 //! byte offset in the decrypted provider ([`IvRule::ByteOffset`]); the key changes every
 //! 2^20 sectors ([`keys::ZoneKeys`]). Metadata of versions 0 to 7 is read; the
-//! pre-version-4 rule "IV offset in the host's byte order" is taken as little-endian
-//! (FreeBSD on x86). Authenticated providers (`geli init -a`), NULL, Camellia, Blowfish
+//! pre-version-4 rule "IV offset in the host's byte order" (`G_ELI_FLAG_NATIVE_BYTE_ORDER`)
+//! is taken as little-endian (FreeBSD on x86 and arm64): the metadata is little-endian on
+//! every CPU, so nothing in it tells a provider made on a big-endian machine apart, and
+//! such a provider's data does not decrypt here. [`onetime`] is `geli onetime` (no
+//! metadata on disk); [`clear`] is `geli clear`. Authenticated providers (`geli init -a`), NULL, Camellia, Blowfish
 //! and 3DES encryption are refused with a clear error.
 
 pub mod init;
 pub mod keys;
 pub mod metadata;
+pub mod onetime;
 pub mod resize;
 
 use crate::error::{Error, KeyslotError, Result};
@@ -47,10 +51,31 @@ pub struct Geli {
     provider_sector: u64,
     /// Keyfiles (geli's `-k`), in order, for the user key.
     keyfiles: Vec<Zeroizing<Vec<u8>>>,
+    /// Whether the passphrase is part of the user key (geli's `-p` clears it).
+    passphrase: bool,
+}
+
+/// The user key of a master-key slot to write (`geli setkey`'s `-K`, `-J`, `-P`): its
+/// keyfiles in order, and its passphrase, `None` for a key of keyfiles alone.
+/// `Debug` shows how many keyfiles there are and whether a passphrase is given.
+pub struct NewUserKey<'a> {
+    /// The keyfiles' contents, in order.
+    pub keyfiles: &'a [&'a [u8]],
+    /// The passphrase; `None`: no passphrase component.
+    pub passphrase: Option<&'a [u8]>,
+}
+
+impl std::fmt::Debug for NewUserKey<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NewUserKey")
+            .field("keyfiles", &self.keyfiles.len())
+            .field("passphrase", &self.passphrase.is_some())
+            .finish()
+    }
 }
 
 /// What the data of a provider needs: cipher, key bytes per zone key.
-struct Cipher {
+pub(crate) struct Cipher {
     spec: CipherSpec,
     /// Bytes of AES key(s) taken from a zone key (two AES keys for XTS).
     key_bytes: usize,
@@ -75,6 +100,7 @@ impl Geli {
             md,
             provider_sector,
             keyfiles: Vec::new(),
+            passphrase: true,
         }
     }
 
@@ -89,7 +115,7 @@ impl Geli {
     }
 
     /// Refuses what this implementation cannot decrypt, before any KDF runs.
-    fn cipher(&self) -> Result<Cipher> {
+    pub(crate) fn cipher(&self) -> Result<Cipher> {
         let md = &self.md;
         if md.flags & flags::ONETIME != 0 {
             return Err(Error::unsupported(
@@ -174,41 +200,121 @@ impl Geli {
             .collect()
     }
 
-    /// `geli setkey`: seals the master key `new.key` into slot `n` for `new.passphrase`
-    /// (and the keyfiles given), the salt kept. The iteration count is kept unless
-    /// `new.kdf` forces one; it is shared by both slots, so changing it needs the other
-    /// slot unused (`lib/geom/eli/geom_eli.c`, `eli_setkey_detached`); a provider that
-    /// had keyfiles only (-1) gets a calibrated count. Same passphrase, keyfiles and count:
-    /// the same bytes (a CBC slot under a zero IV).
+    /// `geli setkey` through the format interface: `new.passphrase` with this header's
+    /// keyfiles (see [`Geli::setkey`]).
     fn set_key(&mut self, store: &dyn Store, n: usize, new: &NewKeyslot<'_>) -> Result<usize> {
+        let files: Vec<Zeroizing<Vec<u8>>> = self.keyfiles.clone();
+        let files: Vec<&[u8]> = files.iter().map(|k| &k[..]).collect();
+        let user = NewUserKey {
+            keyfiles: &files,
+            passphrase: Some(new.passphrase),
+        };
+        self.setkey(store, n, new.key, new.kdf, &user)
+    }
+
+    /// `geli setkey` (`lib/geom/eli/geom_eli.c`, `eli_setkey_detached`): seals the master
+    /// key `mkey` into slot `n` for the user key `new`, the salt kept. The iteration count
+    /// is kept unless `kdf` forces one; it is shared by both slots, so changing it needs
+    /// the other slot unused, unless it was -1 (geli's rule); a provider that had
+    /// keyfiles only (-1) gets a calibrated count when the new key has a passphrase. A key
+    /// of keyfiles alone leaves the count as it is. Same key and count: the same bytes (a
+    /// CBC slot under a zero IV).
+    pub fn setkey(
+        &mut self,
+        store: &dyn Store,
+        n: usize,
+        mkey: &[u8],
+        kdf: &crate::kdf::KdfOptions,
+        new: &NewUserKey<'_>,
+    ) -> Result<usize> {
         let cipher = self.cipher()?;
         self.check_provider(store, true)?;
-        let iterations = match new.kdf.force_iterations {
+        if n >= MAX_MKEYS {
+            return Err(Error::invalid(format!(
+                "GELI has master-key slots 0 and 1, not {n}"
+            )));
+        }
+        let iterations = match kdf.force_iterations {
             Some(i) => i32::try_from(i)
                 .map_err(|_| Error::invalid(format!("{i} PBKDF2 iterations is too many")))?,
-            None if self.md.iterations >= 0 => self.md.iterations,
-            None => match new.kdf.resolve(keys::KEY_LEN)? {
+            None if self.md.iterations >= 0 || new.passphrase.is_none() => self.md.iterations,
+            None => match kdf.resolve(keys::KEY_LEN)? {
                 Kdf::Pbkdf2 { iterations, .. } => i32::try_from(iterations).unwrap_or(i32::MAX),
                 _ => unreachable!("GELI keys are derived with PBKDF2 only"),
             },
         };
-        if iterations != self.md.iterations && self.md.keys & !(1u8 << n) != 0 {
+        if iterations != self.md.iterations
+            && self.md.iterations != -1
+            && self.md.keys & !(1u8 << n) != 0
+        {
             return Err(Error::invalid(format!(
                 "changing the iteration count ({} to {iterations}) needs the other GELI master-key \
                  slot unused: both slots share it",
                 self.md.iterations
             )));
         }
-        let files: Vec<&[u8]> = self.keyfiles.iter().map(|k| &k[..]).collect();
-        let user = keys::user_key(&files, new.passphrase, &self.md.salt, iterations)?;
+        let user = keys::user_key(new.keyfiles, new.passphrase, &self.md.salt, iterations)?;
         let mut md = self.md.clone();
-        md.mkeys[n] = keys::seal_slot(new.key, &user[..], cipher.slot_key_bytes)?;
+        md.mkeys[n] = keys::seal_slot(mkey, &user[..], cipher.slot_key_bytes)?;
         md.keys |= 1 << n;
         md.iterations = iterations;
         let updated = Geli { md, ..self.clone() };
         updated.write(store)?;
         self.md = updated.md;
         Ok(n)
+    }
+
+    /// `geli configure`: the metadata with its flags word set to `flags` (the rest kept,
+    /// the MD5 recomputed), written in place of the old. Returns whether anything changed
+    /// (nothing is written otherwise, as geli writes nothing then).
+    pub fn set_flags(&mut self, store: &dyn Store, flags: u32) -> Result<bool> {
+        if flags == self.md.flags {
+            return Ok(false);
+        }
+        let mut md = self.md.clone();
+        md.flags = flags;
+        let updated = Geli { md, ..self.clone() };
+        updated.write(store)?;
+        self.md = updated.md;
+        Ok(true)
+    }
+
+    /// The data of `data_size` bytes opened with the master key `key` (IV key || data
+    /// key) from slot `keyslot`: the cipher, the byte-offset IVs and the zone keys of this
+    /// metadata's version.
+    pub(crate) fn open_data(
+        &self,
+        key: Zeroizing<Vec<u8>>,
+        keyslot: usize,
+        size: u64,
+    ) -> Result<Unlocked> {
+        let cipher = self.cipher()?;
+        let zones = ZoneKeys::new(
+            self.md.version,
+            &key,
+            cipher.key_bytes,
+            cipher.spec.mode == CipherMode::Cbc,
+        );
+        let zone_sectors = if zones.single() {
+            u64::MAX
+        } else {
+            1 << keys::ZONE_SHIFT
+        };
+        let info = VolumeInfo {
+            cipher: format!(
+                "{}-{}",
+                algo::name(self.md.ealgo).to_lowercase(),
+                self.md.keylen
+            ),
+            sector_size: self.md.sectorsize as usize,
+            iv: IvRule::ByteOffset,
+            data_offset: 0,
+            data_size: size,
+        };
+        Ok(
+            Unlocked::new(info, cipher.spec, key, keyslot)
+                .with_zones(zone_sectors, Arc::new(zones)),
+        )
     }
 
     /// Writes the metadata sector of `store` (the rest of the sector zeroed) and syncs.
@@ -270,7 +376,8 @@ impl Format for Geli {
             return Err(no_keyslot(slot));
         }
         let files: Vec<&[u8]> = self.keyfiles.iter().map(|k| &k[..]).collect();
-        let user = keys::user_key(&files, passphrase, &self.md.salt, self.md.iterations)?;
+        let pass = self.passphrase.then_some(passphrase);
+        let user = keys::user_key(&files, pass, &self.md.salt, self.md.iterations)?;
         for n in candidates {
             if let Some(mkey) =
                 keys::open_slot(&self.md.mkeys[n], &user[..], cipher.slot_key_bytes)?
@@ -287,35 +394,8 @@ impl Format for Geli {
         key: Zeroizing<Vec<u8>>,
         keyslot: usize,
     ) -> Result<Unlocked> {
-        let cipher = self.cipher()?;
         self.check_provider(store, false)?;
-        let size = self.data_size();
-        let zones = ZoneKeys::new(
-            self.md.version,
-            &key,
-            cipher.key_bytes,
-            cipher.spec.mode == CipherMode::Cbc,
-        );
-        let zone_sectors = if zones.single() {
-            u64::MAX
-        } else {
-            1 << keys::ZONE_SHIFT
-        };
-        let info = VolumeInfo {
-            cipher: format!(
-                "{}-{}",
-                algo::name(self.md.ealgo).to_lowercase(),
-                self.md.keylen
-            ),
-            sector_size: self.md.sectorsize as usize,
-            iv: IvRule::ByteOffset,
-            data_offset: 0,
-            data_size: size,
-        };
-        Ok(
-            Unlocked::new(info, cipher.spec, key, keyslot)
-                .with_zones(zone_sectors, Arc::new(zones)),
-        )
+        self.open_data(key, keyslot, self.data_size())
     }
 
     fn verify_key(&self, key: &[u8]) -> Result<bool> {
@@ -383,6 +463,11 @@ impl Format for Geli {
 
     fn set_keyfiles(&mut self, files: Vec<Zeroizing<Vec<u8>>>) -> Result<()> {
         self.keyfiles = files;
+        Ok(())
+    }
+
+    fn set_passphrase_component(&mut self, used: bool) -> Result<()> {
+        self.passphrase = used;
         Ok(())
     }
 
@@ -491,6 +576,32 @@ pub fn locate(store: &dyn Store, size: u64) -> Option<Result<Geli>> {
         }
     }
     None
+}
+
+/// `geli clear` (`g_metadata_clear`): zeroes the sector holding GELI's magic, the last
+/// 512-byte or 4096-byte one of `store`, once, without decoding it (metadata whose MD5
+/// is wrong is cleared too). Returns where the cleared sector was; writes nothing when
+/// neither sector starts with the magic.
+pub fn clear(store: &dyn Store) -> Result<u64> {
+    let size = store::size(store)?;
+    for prov in PROVIDER_SECTORS {
+        if size < prov {
+            continue;
+        }
+        let at = (size / prov) * prov - prov;
+        let mut sector = vec![0u8; metadata::ENCODED_LEN];
+        store::read_exact(store, &mut sector, at, "the GELI metadata")?;
+        if metadata::has_magic(&sector) {
+            let zeros = vec![0u8; prov as usize];
+            store::write_all(store, &zeros, at, "the GELI metadata")?;
+            store::sync(store)?;
+            return Ok(at);
+        }
+    }
+    Err(Error::invalid(format!(
+        "no GELI metadata in the last sector of {}",
+        store.name()
+    )))
 }
 
 /// The structural checks of decoded metadata: a sector size the data can be cut in.
