@@ -250,7 +250,8 @@ pub fn repair(a: RepairArgs) -> Result<(), Failure> {
 /// keyslot's KDF options and the existing passphrase.
 fn open_for_new_key(a: &AddKeyArgs) -> Result<(Image, KdfOptions, Secret), Failure> {
     passphrase::check_one_stdin(a.key.key_file.as_deref(), a.new_key_file.as_deref())?;
-    let img = image::open(&a.image, &a.header, Access::Keyslots)?;
+    let mut img = image::open(&a.image, &a.header, Access::Keyslots)?;
+    img.use_key_parts(&a.key)?;
     let kdf = kdf_options(&a.pbkdf, img.header.name(), img.header.kdf_kinds())?;
     let old = img.passphrase(&a.key)?;
     Ok((img, kdf, old))
@@ -293,6 +294,7 @@ pub fn change_key(a: AddKeyArgs) -> Result<(), Failure> {
 
 pub fn remove_key(a: RemoveKeyArgs) -> Result<(), Failure> {
     let mut img = image::open(&a.image, &a.header, Access::Keyslots)?;
+    img.use_key_parts(&a.key)?;
     let pass = img.passphrase(&a.key)?;
     // Which keyslot, and whether it is the last one, as the header is under the lock.
     let slot = img.update(|h, store| {

@@ -243,17 +243,21 @@ impl Image {
 
     /// Gets the passphrase and unlocks (only `--key-slot` when given).
     pub fn unlock(&mut self, key: &KeyArgs) -> Result<Unlocked, Failure> {
-        self.keyfiles = passphrase::keyfiles(key)?;
-        self.no_passphrase = key.no_passphrase;
+        self.use_key_parts(key)?;
         let pass = self.passphrase(key)?;
         self.unlock_with(&pass, key.key_slot)
     }
 
-    /// Unlocks with `pass` (only keyslot `slot` when given) under the shared header lock,
-    /// after reading the header again: the keyslot opened is one no other process is
-    /// changing.
-    pub fn unlock_with(&mut self, pass: &[u8], slot: Option<usize>) -> Result<Unlocked, Failure> {
-        let _lock = self.files.lock(Mode::Shared)?;
+    /// Takes the parts of the key other than the passphrase from `key` (GELI's keyfile
+    /// components, or no passphrase at all) for every later unlock and header update.
+    pub fn use_key_parts(&mut self, key: &KeyArgs) -> Result<(), Failure> {
+        self.keyfiles = passphrase::keyfiles(key)?;
+        self.no_passphrase = key.no_passphrase;
+        Ok(())
+    }
+
+    /// Reads the header again and gives it the key parts of [`Image::use_key_parts`].
+    fn reread_header(&mut self) -> Result<(), Failure> {
         self.header = Header::read(&self.files.store)?;
         if !self.keyfiles.is_empty() {
             self.header.set_keyfiles(self.keyfiles.clone())?;
@@ -261,6 +265,15 @@ impl Image {
         if self.no_passphrase {
             self.header.set_passphrase_component(false)?;
         }
+        Ok(())
+    }
+
+    /// Unlocks with `pass` (only keyslot `slot` when given) under the shared header lock,
+    /// after reading the header again: the keyslot opened is one no other process is
+    /// changing.
+    pub fn unlock_with(&mut self, pass: &[u8], slot: Option<usize>) -> Result<Unlocked, Failure> {
+        let _lock = self.files.lock(Mode::Shared)?;
+        self.reread_header()?;
         Ok(self.header.unlock_at(self.files.placement(), pass, slot)?)
     }
 
@@ -271,7 +284,7 @@ impl Image {
         change: impl FnOnce(&mut Header, &FileStore) -> Result<T, Failure>,
     ) -> Result<T, Failure> {
         let _lock = self.files.lock(Mode::Exclusive)?;
-        self.header = Header::read(&self.files.store)?;
+        self.reread_header()?;
         change(&mut self.header, &self.files.store)
     }
 

@@ -665,3 +665,45 @@ fn a_metadata_backup_opens_a_killed_provider_through_header() {
     assert_eq!(code(&o), 2);
     assert!(String::from_utf8_lossy(&o.stderr).contains("provider size mismatch"));
 }
+
+#[test]
+fn add_key_and_change_key_keep_the_keyfile_components() {
+    let dir = tempfile::tempdir().unwrap();
+    let k1 = file(dir.path(), "k1", &pattern(700, 4));
+    let p1 = file(dir.path(), "p1", b"old");
+    let p2 = file(dir.path(), "p2", b"new");
+    let p3 = file(dir.path(), "p3", b"third");
+    let img = dir.path().join("kf-keys.img");
+    let kf = ["--keyfile-component", s(&k1)];
+    format_geli(&img, "256K", &p1, &kf);
+    let test_key = |pass: &Path, keyfiles: &[&str]| {
+        let args = [&["test-key", s(&img), "--key-file", s(pass)][..], keyfiles].concat();
+        code(&sc(&args, b""))
+    };
+    // The old key (keyfile + passphrase) opens slot 0; add-key writes slot 1 with the
+    // same keyfile and the new passphrase, as geli setkey -n 1 -k K -K K does.
+    ok(sc(
+        &[&["add-key", s(&img), s(&p2), "--key-file", s(&p1)][..], &kf].concat(),
+        b"",
+    ));
+    assert_eq!(test_key(&p2, &kf), 0, "the added key, with the keyfile");
+    assert_eq!(test_key(&p2, &[]), 3, "the added key needs the keyfile");
+    ok(sc(
+        &[
+            &["change-key", s(&img), s(&p3), "--key-file", s(&p2)][..],
+            &kf,
+        ]
+        .concat(),
+        b"",
+    ));
+    assert_eq!(test_key(&p3, &kf), 0, "the changed key, with the keyfile");
+    assert_eq!(test_key(&p3, &[]), 3);
+    assert_eq!(test_key(&p2, &kf), 3, "the key before the change");
+    // remove-key finds the slot the passphrase and keyfile open.
+    ok(sc(
+        &[&["remove-key", s(&img), "--key-file", s(&p1)][..], &kf].concat(),
+        b"",
+    ));
+    assert_eq!(test_key(&p1, &kf), 3, "slot removed");
+    assert_eq!(test_key(&p3, &kf), 0, "the other slot is left");
+}
