@@ -54,13 +54,15 @@ fn pbkdf(iterations: Option<u32>) -> PbkdfArgs {
     }
 }
 
-fn serve(open: OpenArgs, listen: Listen, exit_after_last: bool) -> Result<(), Failure> {
+/// Serves `open` as geli attaches a provider: TRIM passed down as discards unless the
+/// provider has the NODELETE flag (`geli init -T`, `onetime -T`).
+fn serve(open: OpenArgs, listen: Listen, exit_after_last: bool, flags: u32) -> Result<(), Failure> {
     cmd_serve::run(ServeArgs {
         open,
         socket: listen.socket,
         listen: listen.listen,
         export_name: String::new(),
-        allow_discards: false,
+        allow_discards: flags & flags::NODELETE == 0,
         socket_mode: None,
         timeout: 30,
         idle_timeout: 0,
@@ -241,6 +243,18 @@ fn attach(a: AttachArgs, v: bool) -> Result<(), Failure> {
             }
         )
     });
+    let md_flags = {
+        let img = image::open(&a.prov, &HeaderArg::default(), Access::Inspect)?;
+        match img.header.downcast_ref::<geli::Geli>() {
+            Some(g) => g.metadata().flags,
+            None => {
+                return Err(Failure::usage(format!(
+                    "{} is not a GELI provider",
+                    a.prov.display()
+                )))
+            }
+        }
+    };
     let open = OpenArgs {
         image: a.prov,
         header: HeaderArg::default(),
@@ -253,7 +267,7 @@ fn attach(a: AttachArgs, v: bool) -> Result<(), Failure> {
         key_slot: a.keyno,
         onetime_geli: None,
     };
-    serve(open, a.listen, a.detach)
+    serve(open, a.listen, a.detach, md_flags)
 }
 
 /// geli onetime: a random master key, geli's defaults (AES-XTS, 128 bits, 512 bytes).
@@ -274,6 +288,7 @@ fn onetime(a: OnetimeArgs, v: bool) -> Result<(), Failure> {
         opts.flags &= !flags::AUTORESIZE;
     }
     shown(v, || format!("serve {} --onetime", arg(&a.prov)));
+    let flags = opts.flags;
     let open = OpenArgs {
         image: a.prov,
         header: HeaderArg::default(),
@@ -286,7 +301,7 @@ fn onetime(a: OnetimeArgs, v: bool) -> Result<(), Failure> {
         key_slot: None,
         onetime_geli: Some(opts),
     };
-    serve(open, a.listen, a.detach)
+    serve(open, a.listen, a.detach, flags)
 }
 
 fn init(a: InitArgs, v: bool) -> Result<(), Failure> {

@@ -1010,3 +1010,33 @@ fn init_v3_aes_cbc_provider_is_read_by_the_model() {
     let plain = geli::model_decrypt(&img, &pass, d);
     assert_eq!(plain[8192..8192 + data.len()], data[..]);
 }
+
+#[test]
+fn attach_passes_trim_down_unless_the_provider_says_nodelete() {
+    require!("nbdinfo");
+    let dir = tempfile::tempdir().unwrap();
+    let pass = file(dir.path(), "pass", b"trim\n");
+    for (init_flag, trims) in [(None, true), (Some("-T"), false)] {
+        let img = file(dir.path(), "t.img", &vec![0u8; 256 * K as usize]);
+        let mut args = vec!["init", "-J", s(&pass), "-i", "0", "-B", "none"];
+        args.extend(init_flag);
+        args.push(s(&img));
+        ok(geli(&args));
+        let sock = dir.path().join("t.sock");
+        let srv = attached("-v", &pass, &sock, &img);
+        let can = std::process::Command::new("nbdinfo")
+            .args(["--can", "trim", &srv.uri()])
+            .output()
+            .unwrap();
+        let (status, log) = srv.stop("TERM");
+        assert!(status.success(), "exit {status}: {log}");
+        // nbdinfo --can: exit 0 when the export can, 2 when it cannot.
+        let want = if trims { 0 } else { 2 };
+        assert_eq!(
+            can.status.code(),
+            Some(want),
+            "init {init_flag:?}: {}",
+            String::from_utf8_lossy(&can.stderr)
+        );
+    }
+}
