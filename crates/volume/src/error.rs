@@ -45,6 +45,9 @@ pub enum Error {
     /// The crypto core refused a key or a cipher.
     #[error(transparent)]
     Crypto(#[from] sectorcrypt_crypto::Error),
+    /// An authenticated sector whose tag does not verify (nothing of it is released).
+    #[error(transparent)]
+    Authentication(#[from] crate::layout::AuthenticationFailed),
 }
 
 /// What is wrong with a header.
