@@ -127,18 +127,24 @@ pub fn run(a: GeliArgs) -> Result<(), Failure> {
 }
 
 fn init(a: InitArgs) -> Result<(), Failure> {
-    if let Some(aalgo) = a.aalgo {
-        return Err(Failure::usage(format!(
-            "geli init -a {aalgo}: authenticated providers are not supported yet"
-        )));
-    }
+    // geli init -a takes an encryption algorithm too, for compatibility, with a warning.
+    let (integrity, a_ealgo) = match a.aalgo.as_deref() {
+        Some(n) if cmd_geli::aalgo(n).is_err() && !n.to_ascii_lowercase().starts_with("hmac") => {
+            eprintln!(
+                "warning: The -e option, not the -a option is now used to specify encryption \
+                 algorithm to use."
+            );
+            (None, Some(n.to_string()))
+        }
+        _ => (a.aalgo.clone(), None),
+    };
     if a.no_passphrase && (a.passfile.is_some() || a.iterations.is_some()) {
         return Err(Failure::usage(
             "options -P and -J (or -i) are mutually exclusive",
         ));
     }
     let version = a.version.unwrap_or(geli::metadata::VERSION);
-    let cipher = match a.ealgo {
+    let cipher = match a_ealgo.or(a.ealgo) {
         Some(e) => e,
         // geli's default before version 5, which has no AES-XTS.
         None if version < 5 => "aes-cbc".into(),
@@ -160,6 +166,8 @@ fn init(a: InitArgs) -> Result<(), Failure> {
         geli_display_pass: a.displaypass,
         geli_no_trim: a.notrim,
         geli_no_autoresize: a.noautoresize,
+        integrity,
+        no_wipe: false,
         pbkdf: pbkdf(a.iterations),
         key: key(a.passfile, a.keyfile, a.no_passphrase),
     })?;
