@@ -9,15 +9,15 @@
 //! tags would fail when read.
 
 use crate::args::{FormatArgs, ResizeArgs};
+use crate::cmd_volume_io::Progress;
 use crate::failure::Failure;
 use crate::image;
 use crate::passphrase;
 use sectorcrypt_cli::parse_size;
+use sectorcrypt_volume::engine::EngineOptions;
 use sectorcrypt_volume::geli::init::{self, InitOptions};
 use sectorcrypt_volume::geli::metadata::{self, algo};
 use sectorcrypt_volume::geli::resize as geli_resize;
-use crate::cmd_volume_io::Progress;
-use sectorcrypt_volume::engine::EngineOptions;
 use sectorcrypt_volume::lock::Mode;
 use sectorcrypt_volume::{FileStore, Store as _, Unlocked};
 use std::os::unix::fs::FileExt;

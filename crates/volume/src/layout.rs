@@ -343,9 +343,9 @@ impl Layout {
         keys: Keys,
         auth: Option<auth::Auth>,
     ) -> Layout {
-        let stored = auth
-            .as_ref()
-            .map_or(geometry.sector_size, auth::Auth::stored_sector_len) as u64;
+        let stored =
+            auth.as_ref()
+                .map_or(geometry.sector_size, auth::Auth::stored_sector_len) as u64;
         Layout {
             geometry,
             stored,
@@ -460,9 +460,7 @@ impl Layout {
         let rule = self.geometry.iv;
         match &self.keys {
             // The hot path: one call (the cipher checks for whole sectors itself).
-            Keys::Single(c) if self.auth.is_none() => {
-                f(&c.main, rule.number(first, ss), 0..len)?
-            }
+            Keys::Single(c) if self.auth.is_none() => f(&c.main, rule.number(first, ss), 0..len)?,
             Keys::Zoned { zone_sectors, .. } if self.auth.is_none() => {
                 if !len.is_multiple_of(ss) {
                     return Err(Error::invalid(format!(

@@ -31,9 +31,7 @@ impl Volume {
         let mut scratch = self.buffers.take();
         let stored = &mut scratch[..self.stored_len(chunk.len() / self.sector)];
         self.store.read_at(stored, self.layout.position(first))?;
-        self.layout
-            .open(first, stored, chunk)
-            .map_err(crypt_error)
+        self.layout.open(first, stored, chunk).map_err(crypt_error)
     }
 
     /// One chunk of whole sectors from `first`: sealed into `scratch`, written.

@@ -36,7 +36,12 @@ impl Unlocked {
     /// The same volume with its sectors stored as `metadata` says, tagged under
     /// `auth_key`; `encrypted == false` for units kept in the clear (the cipher is then
     /// unused). Zones given by [`Unlocked::with_zones`] count units.
-    pub fn with_auth(mut self, metadata: SectorMetadata, auth_key: &[u8], encrypted: bool) -> Unlocked {
+    pub fn with_auth(
+        mut self,
+        metadata: SectorMetadata,
+        auth_key: &[u8],
+        encrypted: bool,
+    ) -> Unlocked {
         self.auth = Some(UnitAuth {
             metadata,
             key: SecretBytes::from_slice(auth_key),

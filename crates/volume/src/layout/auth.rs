@@ -180,7 +180,11 @@ impl Layout {
             let (k, j) = (i / per, i % per);
             let unit = first_unit + i as u64;
             let last = j + 1 == per;
-            let msg = if last { shape.last_msg_len } else { shape.msg_len };
+            let msg = if last {
+                shape.last_msg_len
+            } else {
+                shape.msg_len
+            };
             let s = i * shape.unit_len + tag;
             let p = k * ss + j * shape.msg_len;
             let ciphers = match &self.keys {
