@@ -313,7 +313,13 @@ fn auth_cases() -> Vec<(&'static str, &'static str, &'static str, &'static str)>
         ("aes-cbc", "128"),
     ];
     let mut cases = Vec::new();
-    let algs = ["hmac-sha256", "hmac-sha1", "hmac-ripemd160", "hmac-sha384", "hmac-sha512"];
+    let algs = [
+        "hmac-sha256",
+        "hmac-sha1",
+        "hmac-ripemd160",
+        "hmac-sha384",
+        "hmac-sha512",
+    ];
     for (i, alg) in algs.into_iter().enumerate() {
         for (j, sector) in ["512", "4096"].into_iter().enumerate() {
             let (cipher, keylen) = ciphers[(2 * i + j + i / 2) % ciphers.len()];
@@ -435,7 +441,11 @@ fn sectorcrypt_reads_model_authenticated_images() {
             ],
             b"",
         );
-        assert!(out.stdout == want, "{what}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.stdout == want,
+            "{what}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 }
 
