@@ -12,7 +12,6 @@
 //! followed by one `EVP_CipherUpdate`.
 #![forbid(unsafe_code)]
 
-mod auth_case;
 mod cases;
 pub mod clock;
 mod stats;

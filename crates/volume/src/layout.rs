@@ -26,7 +26,7 @@
 
 mod auth;
 
-pub use auth::AuthenticationFailed;
+pub use crate::error::AuthenticationFailed;
 
 use crate::error::{Error, Result};
 use crate::lock;

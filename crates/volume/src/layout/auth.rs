@@ -23,20 +23,11 @@
 //! from the layout's cache, looked up once per zone crossed, not per unit.
 
 use super::{CipherLayouts, CryptoResult, Geometry, KeyCiphers, Keys, Layout};
-use crate::error::{Error, Result};
+use crate::error::{AuthenticationFailed, Error, Result};
 use sectorcrypt_crypto::dmcrypt::{IvStep, SectorCipher, SectorLayout};
 use sectorcrypt_crypto::mac::{SectorMac, UnitShape};
 use std::ops::Range;
 use std::sync::Arc;
-
-/// A tag that does not verify: the data of `sector` is not what was written there
-/// (damaged, tampered with, or torn by a crash between its units' writes).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("authentication failed for sector {sector}")]
-pub struct AuthenticationFailed {
-    /// The first sector of the run whose tags do not verify.
-    pub sector: u64,
-}
 
 /// The tag maker and the unit shape of an authenticated layout.
 pub(super) struct Auth {

@@ -11,7 +11,7 @@
 //! the unit's ciphertext. Both produce the same bytes, checked when the case is built.
 //! The run starts at sector 116500, so its units cross the zone boundary at unit 2^20.
 
-use crate::cases::Built;
+use super::{Built, ENGINE_SIDE};
 use crate::Side;
 use openssl::cipher::Cipher;
 use openssl::cipher_ctx::CipherCtx;
@@ -85,7 +85,7 @@ pub(crate) fn geli_auth_sha256() -> Result<Built, String> {
         ours: Side {
             name: format!(
                 "{}{}",
-                crate::cases::ENGINE_SIDE,
+                ENGINE_SIDE,
                 sectorcrypt_crypto::Backend::selected().map_err(e)?.name()
             ),
             bytes: BYTES,
