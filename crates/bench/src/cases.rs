@@ -1,5 +1,7 @@
 //! The benchmark cases. Their names are an interface (scripts compare them across runs).
 
+mod geli_auth;
+
 use crate::Side;
 use openssl::cipher::{Cipher, CipherRef};
 use openssl::cipher_ctx::CipherCtx;
@@ -50,6 +52,9 @@ pub(crate) fn all() -> Vec<Case> {
         }),
         case("aes-256-xts/4096-mt", xts_multithreaded),
         case("geli-xts/4096", |_, _, _| geli_xts(4096)),
+        case("geli-auth-sha256/4096", |_, _, _| {
+            geli_auth::geli_auth_sha256()
+        }),
         case("aes-256-gcm/16384", |b, _, _| gcm(b, 32, 16384, true)),
         case("aes-256-gcm/512", |b, _, _| gcm(b, 32, 512, true)),
         case("aes-128-gcm/16384", |b, _, _| gcm(b, 16, 16384, true)),

@@ -161,7 +161,8 @@ pub struct FormatArgs {
     /// luks2, luks1 or geli.
     #[arg(long = "type", value_enum, default_value_t = LuksType::Luks2)]
     pub luks_type: LuksType,
-    /// Segment cipher: aes-xts-plain64, aes-xts-plain, aes-cbc-plain64, aes-cbc-essiv:sha256.
+    /// Segment cipher: aes-xts-plain64, aes-xts-plain, aes-cbc-plain64, aes-cbc-essiv:sha256
+    /// (GELI: aes-xts, aes-cbc, or null with --integrity).
     #[arg(
         long,
         short = 'c',
@@ -196,6 +197,14 @@ pub struct FormatArgs {
     /// GELI: no automatic resize (geli init -R: AUTORESIZE, set by default, cleared).
     #[arg(long)]
     pub geli_no_autoresize: bool,
+    /// GELI: authenticated sectors (geli init -a): hmac-sha256, hmac-sha1, hmac-ripemd160,
+    /// hmac-sha384 or hmac-sha512 (geli's HMAC/SHA256 ... too).
+    #[arg(long, value_name = "ALG")]
+    pub integrity: Option<String>,
+    /// GELI with --integrity: do not write every sector now (unwritten sectors then fail
+    /// their tags when read).
+    #[arg(long)]
+    pub no_wipe: bool,
     #[command(flatten)]
     pub pbkdf: PbkdfArgs,
     #[command(flatten)]

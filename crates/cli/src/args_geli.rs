@@ -207,7 +207,8 @@ pub struct Prov {
 
 #[derive(Debug, Args)]
 pub struct InitArgs {
-    /// Authenticated provider with this HMAC (not supported yet: refused).
+    /// Authenticated provider with this HMAC: HMAC/SHA1, HMAC/RIPEMD160, HMAC/SHA256,
+    /// HMAC/SHA384 or HMAC/SHA512.
     #[arg(short = 'a', value_name = "AALGO")]
     pub aalgo: Option<String>,
     /// Ask for the passphrase on boot (BOOT flag).
@@ -220,7 +221,7 @@ pub struct InitArgs {
     /// Show the passphrase length while booting (GELIDISPLAYPASS).
     #[arg(short = 'd')]
     pub displaypass: bool,
-    /// Encryption: AES-XTS (default) or AES-CBC.
+    /// Encryption: AES-XTS (default), AES-CBC, or NULL (with -a only).
     #[arg(short = 'e', value_name = "EALGO")]
     pub ealgo: Option<String>,
     /// The boot loader may attach it (GELIBOOT).

@@ -3,17 +3,23 @@
 //! AES-XTS, 128, 192 or 256 for AES-CBC), `--keyfile-component` its `-k`, `--key-file`
 //! its `-J`, `--no-passphrase` its `-P`, `--geli-version` its `-V`; `--geli-boot`,
 //! `--geli-boot-loader`, `--geli-display-pass`, `--geli-no-trim` and
-//! `--geli-no-autoresize` its flags `-b -g -d -T -R`.
+//! `--geli-no-autoresize` its flags `-b -g -d -T -R`, `--integrity` its `-a` (with
+//! `--cipher null`, its `-e NULL`). An authenticated provider is written whole (every
+//! sector sealed, a progress line on a terminal) unless `--no-wipe`: an unwritten sector's
+//! tags would fail when read.
 
 use crate::args::{FormatArgs, ResizeArgs};
+use crate::cmd_volume_io::Progress;
 use crate::failure::Failure;
 use crate::image;
 use crate::passphrase;
 use sectorcrypt_cli::parse_size;
+use sectorcrypt_volume::engine::EngineOptions;
 use sectorcrypt_volume::geli::init::{self, InitOptions};
 use sectorcrypt_volume::geli::metadata::{self, algo};
 use sectorcrypt_volume::geli::resize as geli_resize;
 use sectorcrypt_volume::lock::Mode;
+use sectorcrypt_volume::{FileStore, Store as _, Unlocked};
 use std::os::unix::fs::FileExt;
 
 /// geli's encryption algorithm names (`g_eli_str2ealgo`, any case), and the cipher
@@ -22,14 +28,65 @@ pub(crate) fn ealgo(name: &str) -> Result<u16, Failure> {
     match name.to_ascii_lowercase().as_str() {
         "aes" | "aes-xts" | "aes-xts-plain64" => Ok(algo::AES_XTS),
         "aes-cbc" => Ok(algo::AES_CBC),
-        "null" | "null-cbc" | "camellia" | "camellia-cbc" | "blowfish" | "blowfish-cbc"
-        | "3des" | "3des-cbc" => Err(Failure::usage(format!(
-            "GELI cipher {name:?} is not supported (supported: aes-xts, aes-cbc)"
-        ))),
+        "null" | "null-cbc" => Ok(algo::NULL_CBC),
+        "camellia" | "camellia-cbc" | "blowfish" | "blowfish-cbc" | "3des" | "3des-cbc" => {
+            Err(Failure::usage(format!(
+                "GELI cipher {name:?} is not supported (supported: aes-xts, aes-cbc, null)"
+            )))
+        }
         _ => Err(Failure::usage(format!(
-            "unknown GELI cipher {name:?} (supported: aes-xts, aes-cbc)"
+            "unknown GELI cipher {name:?} (supported: aes-xts, aes-cbc, null)"
         ))),
     }
+}
+
+/// The tag algorithms of `--integrity` (geli's `-a`): `hmac-sha256` or geli's own
+/// `HMAC/SHA256` (`g_eli_str2aalgo`), any case.
+pub(crate) fn aalgo(name: &str) -> Result<u16, Failure> {
+    let known = [
+        ("sha1", algo::HMAC_SHA1),
+        ("ripemd160", algo::HMAC_RIPEMD160),
+        ("sha256", algo::HMAC_SHA256),
+        ("sha384", algo::HMAC_SHA384),
+        ("sha512", algo::HMAC_SHA512),
+    ];
+    let lower = name.to_ascii_lowercase();
+    let hash = lower
+        .strip_prefix("hmac-")
+        .or_else(|| lower.strip_prefix("hmac/"));
+    match known.iter().find(|(h, _)| Some(*h) == hash) {
+        Some(&(_, a)) => Ok(a),
+        None => Err(Failure::usage(format!(
+            "unknown GELI authentication {name:?} (supported: hmac-sha256, hmac-sha1, \
+             hmac-ripemd160, hmac-sha384, hmac-sha512)"
+        ))),
+    }
+}
+
+/// Seals every sector of a new authenticated provider (encrypted zeros with their tags),
+/// with a progress line on a terminal.
+fn wipe(store: &FileStore, u: &Unlocked) -> Result<(), Failure> {
+    let clone = store
+        .file()
+        .try_clone()
+        .map_err(|e| Failure::runtime(format!("{}: {e}", store.name())))?;
+    let data = FileStore::new(clone, store.name().to_string());
+    let vol = u.engine(Box::new(data), EngineOptions::default())?;
+    let total = vol.size();
+    let mut progress = Progress::new("wipe", total);
+    let step = 64u64 << 20;
+    let mut done = 0;
+    while done < total {
+        let n = step.min(total - done);
+        vol.write_zeroes(done, n)
+            .map_err(|e| Failure::runtime(format!("{}: {e}", store.name())))?;
+        done += n;
+        progress.update(done);
+    }
+    vol.flush()
+        .map_err(|e| Failure::runtime(format!("{}: {e}", store.name())))?;
+    progress.finish();
+    Ok(())
 }
 
 /// `format --type geli`.
@@ -71,9 +128,14 @@ pub fn format(a: FormatArgs) -> Result<(), Failure> {
     if a.geli_no_autoresize {
         flags &= !metadata::flags::AUTORESIZE;
     }
+    let aalgo = a.integrity.as_deref().map(aalgo).transpose()?.unwrap_or(0);
+    if a.no_wipe && aalgo == 0 {
+        return Err(Failure::usage("--no-wipe applies with --integrity only"));
+    }
     let opts = InitOptions {
         flags,
         ealgo: ealgo(&a.cipher)?,
+        aalgo,
         keylen,
         sectorsize,
         iterations: a.pbkdf.pbkdf_force_iterations,
@@ -109,13 +171,20 @@ pub fn format(a: FormatArgs) -> Result<(), Failure> {
         };
         let files: Vec<&[u8]> = keyfiles.iter().map(|k| &k[..]).collect();
         let (geli, u) = init::init(&store, &opts, &files, &pass)?;
+        if aalgo != 0 && !a.no_wipe {
+            wipe(&store, &u)?;
+        }
         let md = geli.metadata();
         println!(
-            "{}: GELI provider (metadata version {}), {} with a {}-bit key, {}-byte sectors, \
+            "{}: GELI provider (metadata version {}), {}{} with a {}-bit key, {}-byte sectors, \
              {} bytes of data, iterations {}",
             a.image.display(),
             md.version,
             algo::name(md.ealgo),
+            match md.aalgo {
+                0 => String::new(),
+                a => format!(" and {}", algo::name(a)),
+            },
             md.keylen,
             u.sector_size,
             u.data_size,

@@ -70,12 +70,29 @@ fn serve(open: OpenArgs, listen: Listen, exit_after_last: bool, flags: u32) -> R
     })
 }
 
-/// The one place authenticated providers (`-a`) are refused, for every verb that takes
-/// geli's `-a aalgo`.
-fn authentication(verb: &str, aalgo: Option<&str>) -> Result<(), Failure> {
+/// geli's `-a`: the authentication algorithm (`HMAC/SHA256`, ...), or, as geli still
+/// accepts with a warning, an encryption algorithm given where `-e` belongs. Returns
+/// (integrity, encryption algorithm given by `-a`).
+fn authentication(aalgo: Option<&str>) -> (Option<String>, Option<String>) {
+    match aalgo {
+        Some(n) if cmd_geli::aalgo(n).is_err() && !n.to_ascii_lowercase().starts_with("hmac") => {
+            eprintln!(
+                "warning: The -e option, not the -a option is now used to specify encryption \
+                 algorithm to use."
+            );
+            (None, Some(n.to_string()))
+        }
+        a => (a.map(str::to_string), None),
+    }
+}
+
+/// geli onetime -a: one-time providers are not authenticated here yet (the one place it
+/// is refused).
+fn onetime_authentication(aalgo: Option<&str>) -> Result<(), Failure> {
     match aalgo {
         Some(a) => Err(Failure::usage(format!(
-            "geli {verb} -a {a}: authenticated providers are not supported yet"
+            "geli onetime -a {a}: authenticated one-time providers are not supported yet \
+             (geli init -a makes an authenticated provider that keeps its metadata)"
         ))),
         None => Ok(()),
     }
@@ -272,7 +289,7 @@ fn attach(a: AttachArgs, v: bool) -> Result<(), Failure> {
 
 /// geli onetime: a random master key, geli's defaults (AES-XTS, 128 bits, 512 bytes).
 fn onetime(a: OnetimeArgs, v: bool) -> Result<(), Failure> {
-    authentication("onetime", a.aalgo.as_deref())?;
+    onetime_authentication(a.aalgo.as_deref())?;
     let mut opts = OnetimeOptions {
         ealgo: cmd_geli::ealgo(a.ealgo.as_deref().unwrap_or("aes-xts"))?,
         keylen: a.keylen.unwrap_or(0),
@@ -305,14 +322,14 @@ fn onetime(a: OnetimeArgs, v: bool) -> Result<(), Failure> {
 }
 
 fn init(a: InitArgs, v: bool) -> Result<(), Failure> {
-    authentication("init", a.aalgo.as_deref())?;
+    let (integrity, a_ealgo) = authentication(a.aalgo.as_deref());
     if a.no_passphrase && (a.passfile.is_some() || a.iterations.is_some()) {
         return Err(Failure::usage(
             "options -P and -J (or -i) are mutually exclusive",
         ));
     }
     let version = a.version.unwrap_or(geli::metadata::VERSION);
-    let cipher = match a.ealgo {
+    let cipher = match a_ealgo.or(a.ealgo) {
         Some(e) => e,
         // geli's default before version 5, which has no AES-XTS.
         None if version < 5 => "aes-cbc".into(),
@@ -334,6 +351,8 @@ fn init(a: InitArgs, v: bool) -> Result<(), Failure> {
         geli_display_pass: a.displaypass,
         geli_no_trim: a.notrim,
         geli_no_autoresize: a.noautoresize,
+        integrity,
+        no_wipe: false,
         pbkdf: pbkdf(a.iterations),
         key: key(a.passfile, a.keyfile, a.no_passphrase),
     };
@@ -373,6 +392,9 @@ fn format_command(a: &FormatArgs) -> String {
     }
     if let Some(i) = a.pbkdf.pbkdf_force_iterations {
         s += &format!(" --pbkdf-force-iterations {i}");
+    }
+    if let Some(alg) = &a.integrity {
+        s += &format!(" --integrity {alg}");
     }
     if a.geli_version != geli::metadata::VERSION {
         s += &format!(" --geli-version {}", a.geli_version);

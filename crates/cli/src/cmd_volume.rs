@@ -61,6 +61,11 @@ pub fn format(a: FormatArgs) -> Result<(), Failure> {
         LuksType::Luks2 => Version::Luks2,
         LuksType::Geli => return crate::cmd_geli::format(a),
     };
+    if a.integrity.is_some() || a.no_wipe {
+        return Err(Failure::usage(
+            "--integrity and --no-wipe are for GELI (--type geli) only",
+        ));
+    }
     let vnum = if version == Version::Luks1 { 1 } else { 2 };
     let kdf = kdf_options(&a.pbkdf, version.name(), version.kdf_kinds())?;
     let spec: sectorcrypt_crypto::dmcrypt::CipherSpec = a.cipher.parse().map_err(|_| {

@@ -49,7 +49,7 @@ fn check_offset(vol: &Volume, offset: u64) -> Result<(), Failure> {
 }
 
 /// A progress line on a terminal's stderr, at most every 200 ms.
-struct Progress {
+pub(crate) struct Progress {
     on: bool,
     total: u64,
     start: Instant,
@@ -58,7 +58,7 @@ struct Progress {
 }
 
 impl Progress {
-    fn new(verb: &'static str, total: u64) -> Progress {
+    pub(crate) fn new(verb: &'static str, total: u64) -> Progress {
         let now = Instant::now();
         Progress {
             on: std::io::stderr().is_terminal() && total > 0,
@@ -69,7 +69,7 @@ impl Progress {
         }
     }
 
-    fn update(&mut self, done: u64) {
+    pub(crate) fn update(&mut self, done: u64) {
         if !self.on || self.last.elapsed().as_millis() < 200 {
             return;
         }
@@ -85,7 +85,7 @@ impl Progress {
         );
     }
 
-    fn finish(&self) {
+    pub(crate) fn finish(&self) {
         if self.on {
             eprintln!();
         }

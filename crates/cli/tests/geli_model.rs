@@ -301,8 +301,37 @@ fn model_authenticated_round_trip_and_tamper() {
     }
 }
 
+/// The authenticated combinations checked both ways: every tag algorithm with both GELI
+/// sector sizes, the ciphers (AES-XTS 128/256, AES-CBC 128/256, NULL) in rotation so each
+/// meets several algorithms: (integrity, sector size, cipher, key length).
+fn auth_cases() -> Vec<(&'static str, &'static str, &'static str, &'static str)> {
+    let ciphers = [
+        ("aes-xts", "128"),
+        ("aes-cbc", "256"),
+        ("null", "0"),
+        ("aes-xts", "256"),
+        ("aes-cbc", "128"),
+    ];
+    let mut cases = Vec::new();
+    let algs = [
+        "hmac-sha256",
+        "hmac-sha1",
+        "hmac-ripemd160",
+        "hmac-sha384",
+        "hmac-sha512",
+    ];
+    for (i, alg) in algs.into_iter().enumerate() {
+        for (j, sector) in ["512", "4096"].into_iter().enumerate() {
+            let (cipher, keylen) = ciphers[(2 * i + j + i / 2) % ciphers.len()];
+            cases.push((alg, sector, cipher, keylen));
+        }
+    }
+    cases
+}
+
 /// Authenticated images written by sectorcrypt carry the tags the model computes from the
-/// formulas, and decrypt to what was written.
+/// formulas (its decryption verifies every tag of the data area), and decrypt to what was
+/// written.
 #[test]
 fn model_verifies_sectorcrypt_authenticated_images() {
     require_model!();
@@ -316,60 +345,106 @@ fn model_verifies_sectorcrypt_authenticated_images() {
     let sc_dir = geli::scratch(b"authenticated", &want);
     let (d, pass, data) = (sc_dir.dir.path(), sc_dir.pass.clone(), sc_dir.data.clone());
     let img = d.join("auth.img");
-    for (integrity, sector) in [
-        ("hmac-sha256", "4096"),
-        ("hmac-sha1", "512"),
-        ("hmac-sha512", "4096"),
-    ] {
+    for (integrity, sector, cipher, keylen) in auth_cases() {
+        let what = format!("{integrity} {sector} {cipher}-{keylen}");
         let f = std::fs::File::create(&img).expect("create");
-        f.set_len(2 << 20).expect("size");
+        f.set_len(1 << 20).expect("size");
         drop(f);
-        ok_bytes(sc(
-            &[
-                "format",
-                s(&img),
-                "--type",
-                "geli",
-                "--cipher",
-                "aes-xts",
-                "--key-size",
-                "128",
-                "--sector-size",
-                sector,
-                "--integrity",
-                integrity,
-                "--pbkdf-force-iterations",
-                "0",
-                "--key-file",
-                s(&pass),
-                "--batch",
-            ],
-            b"",
-        ));
-        ok_bytes(sc(
-            &[
-                "write",
-                s(&img),
-                "--key-file",
-                s(&pass),
-                "--input",
-                s(&data),
-                "--offset",
-                "8192",
-            ],
-            b"",
-        ));
+        let mut args = vec![
+            "format",
+            s(&img),
+            "--type",
+            "geli",
+            "--cipher",
+            cipher,
+            "--sector-size",
+            sector,
+            "--integrity",
+            integrity,
+            "--pbkdf-force-iterations",
+            "0",
+            "--key-file",
+            s(&pass),
+            "--batch",
+        ];
+        if keylen != "0" {
+            args.extend(["--key-size", keylen]);
+        }
+        ok_bytes(sc(&args, b""));
+        let write = [
+            "write",
+            s(&img),
+            "--key-file",
+            s(&pass),
+            "--input",
+            s(&data),
+            "--offset",
+            "8193",
+        ];
+        ok_bytes(sc(&write, b""));
         let out = d.join("out");
         let r = model_ok(&["decrypt", s(&img), "--passfile", s(&pass), "--out", s(&out)]);
-        assert_eq!(
-            r["bad_sectors"],
-            serde_json::json!([]),
-            "{integrity} {sector}: {r}"
-        );
+        assert_eq!(r["bad_sectors"], serde_json::json!([]), "{what}: {r}");
         let plain = std::fs::read(&out).expect("read");
+        assert!(plain[8193..8193 + want.len()] == want[..], "{what}: data");
+        // Every sector was sealed on format: the rest reads as zeros.
+        assert!(plain[..8193].iter().all(|&b| b == 0), "{what}: wiped");
+        assert!(plain[8193 + want.len()..].iter().all(|&b| b == 0), "{what}");
+        let md = model_ok(&["info", s(&img)]);
+        assert_eq!(md["flags"].as_u64().map(|f| f & 0x10), Some(0x10), "{what}");
+        let name = integrity.replace("hmac-", "HMAC/").to_uppercase();
+        assert_eq!(md["aalgo_name"].as_str(), Some(name.as_str()), "{what}");
+    }
+}
+
+/// The reverse: authenticated images sealed by the model open in sectorcrypt byte-exact.
+#[test]
+fn sectorcrypt_reads_model_authenticated_images() {
+    require_model!();
+    require_sectorcrypt_geli!();
+    let want = body(30_000, 17);
+    let sc_dir = geli::scratch(b"sealed by the model", &want);
+    let (d, pass, data) = (sc_dir.dir.path(), sc_dir.pass.clone(), sc_dir.data.clone());
+    let img = d.join("model-auth.img");
+    let put = format!("12288:{}", s(&data));
+    for (integrity, sector, cipher, keylen) in auth_cases() {
+        let what = format!("{integrity} {sector} {cipher}-{keylen}");
+        let keylen = if keylen == "0" { "512" } else { keylen };
+        model_ok(&[
+            "create",
+            s(&img),
+            "--size",
+            "524288",
+            "--passfile",
+            s(&pass),
+            "--put",
+            &put,
+            "--aalgo",
+            integrity,
+            "--sectorsize",
+            sector,
+            "--cipher",
+            cipher,
+            "--keylen",
+            keylen,
+        ]);
+        let out = sc(
+            &[
+                "read",
+                s(&img),
+                "--key-file",
+                s(&pass),
+                "--offset",
+                "12288",
+                "--length",
+                &want.len().to_string(),
+            ],
+            b"",
+        );
         assert!(
-            plain[8192..8192 + want.len()] == want[..],
-            "{integrity} {sector}: data"
+            out.stdout == want,
+            "{what}: {}",
+            String::from_utf8_lossy(&out.stderr)
         );
     }
 }

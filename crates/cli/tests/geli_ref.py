@@ -39,16 +39,18 @@ MKEYLEN = 192  # G_ELI_MKEYLEN: IV key (64) || data key (64) || HMAC-SHA512 (64)
 MAXMKEYS = 2  # G_ELI_MAXMKEYS
 KEY_SHIFT = 20  # G_ELI_KEY_SHIFT: a new key every 2^20 sectors
 
-# Algorithm numbers (sys/opencrypto/cryptodev.h).
+# Algorithm numbers (sys/opencrypto/cryptodev.h: CRYPTO_SHA1_HMAC 7, CRYPTO_RIPEMD160_HMAC
+# 8, CRYPTO_AES_CBC 11, CRYPTO_NULL_CBC 16, CRYPTO_SHA2_256_HMAC 18, _384 19, _512 20,
+# CRYPTO_CAMELLIA_CBC 21, CRYPTO_AES_XTS 22).
 ALG_AES_CBC = 11
 ALG_AES_XTS = 22
-ALG_NULL = 9
+ALG_NULL = 16
 EALGO = {ALG_AES_CBC: "AES-CBC", ALG_AES_XTS: "AES-XTS", ALG_NULL: "NULL", 21: "CAMELLIA-CBC"}
-AALGO = {0: None, 2: "HMAC/SHA1", 3: "HMAC/RIPEMD160", 5: "HMAC/SHA256", 6: "HMAC/SHA384",
-         7: "HMAC/SHA512"}
-AALGO_NAMES = {"hmac-sha1": 2, "hmac-ripemd160": 3, "hmac-sha256": 5, "hmac-sha384": 6,
-               "hmac-sha512": 7}
-AALGO_HASH = {2: "sha1", 3: "ripemd160", 5: "sha256", 6: "sha384", 7: "sha512"}
+AALGO = {0: None, 7: "HMAC/SHA1", 8: "HMAC/RIPEMD160", 18: "HMAC/SHA256", 19: "HMAC/SHA384",
+         20: "HMAC/SHA512"}
+AALGO_NAMES = {"hmac-sha1": 7, "hmac-ripemd160": 8, "hmac-sha256": 18, "hmac-sha384": 19,
+               "hmac-sha512": 20}
+AALGO_HASH = {7: "sha1", 8: "ripemd160", 18: "sha256", 19: "sha384", 20: "sha512"}
 
 # g_eli.h flags: on-disk ones, then the runtime ones that the version implies.
 FLAG_AUTH = 0x10
@@ -165,9 +167,14 @@ def user_key(md, passphrase, keyfiles):
 
 def mkey_cipher_keylen(md):
     """g_eli_key.c encrypts the slots with the provider's key length in AES-CBC (XTS is
-    replaced by CBC for the slots, g_eli_crypto.c). For NULL providers 128 bits is this
-    model's assumption, not checked against FreeBSD."""
-    return (md["keylen"] or 128) // 8 if md["ealgo"] != ALG_NULL else 16
+    replaced by CBC for the slots, g_eli_crypto.c). NULL providers keep their slots as
+    they are: g_eli_crypto.c's cipher for CRYPTO_NULL_CBC is EVP_enc_null() (0 here)."""
+    return (md["keylen"] or 128) // 8 if md["ealgo"] != ALG_NULL else 0
+
+
+def slot_cbc(enckey, data, encrypt):
+    """The slot cipher: AES-CBC with a zero IV, or nothing for NULL (an empty key)."""
+    return aes_cbc(enckey, bytes(16), data, encrypt) if enckey else bytes(data)
 
 
 def mkey_hmac(ukey, mkey128):
@@ -183,7 +190,7 @@ def open_slots(md, ukey):
     for slot in range(MAXMKEYS):
         if not md["keys"] & (1 << slot):
             continue
-        plain = aes_cbc(enckey, bytes(16), mkeys[slot * MKEYLEN:(slot + 1) * MKEYLEN], False)
+        plain = slot_cbc(enckey, mkeys[slot * MKEYLEN:(slot + 1) * MKEYLEN], False)
         if hmac.compare_digest(plain[128:], mkey_hmac(ukey, plain[:128])):
             return slot, plain[:128]
     raise WrongKey("no slot opens with this passphrase and these keyfiles")
@@ -191,7 +198,7 @@ def open_slots(md, ukey):
 
 def seal_slot(md, ukey, mkey128):
     enckey = hmac512(ukey, b"\x01")[: mkey_cipher_keylen(md)]
-    return aes_cbc(enckey, bytes(16), mkey128 + mkey_hmac(ukey, mkey128), True)
+    return slot_cbc(enckey, mkey128 + mkey_hmac(ukey, mkey128), True)
 
 
 class Volume:
@@ -410,7 +417,7 @@ def vectors():
         md["runtime_flags"] = runtime_flags(md)
         vol = Volume(dict(md), mkey, 1 << 30)
         out[f"v{v}_zone1_key"] = vol.zone_key(512 << 20).hex()
-    auth = Volume(dict(md, version=7, flags=FLAG_AUTH, aalgo=5,
+    auth = Volume(dict(md, version=7, flags=FLAG_AUTH, aalgo=18,
                        runtime_flags=FLAG_AUTH), mkey, 1 << 20)
     sealed = auth.auth_seal(0, bytes(512))
     out["auth_sha256_sector0_layout"] = dict(taglen=auth.alen, data_per_sector=auth.dps,
@@ -466,7 +473,8 @@ def main(argv):
         if name == "create":
             s.add_argument("--size", type=int, required=True)
             s.add_argument("--put", action="append", default=[])
-            s.add_argument("--cipher", default="aes-xts", choices=["aes-xts", "aes-cbc"])
+            s.add_argument("--cipher", default="aes-xts",
+                           choices=["aes-xts", "aes-cbc", "null"])
             s.add_argument("--keylen", type=int, default=128)
             s.add_argument("--sectorsize", type=int, default=512)
             s.add_argument("--iterations", type=int, default=0)
@@ -497,7 +505,7 @@ def main(argv):
                 off, _, fname = spec.partition(":")
                 with open(fname, "rb") as f:
                     puts.append((int(off), f.read()))
-            ealgo = ALG_AES_XTS if a.cipher == "aes-xts" else ALG_AES_CBC
+            ealgo = {"aes-xts": ALG_AES_XTS, "aes-cbc": ALG_AES_CBC, "null": ALG_NULL}[a.cipher]
             seed = bytes.fromhex(a.seed) if a.seed else None
             md = create(a.image, a.size, puts, passphrase, keyfiles, ealgo, a.keylen,
                         a.sectorsize, a.iterations, a.version, seed,

@@ -288,11 +288,34 @@ fn a_freebsd_session_runs_as_typed() {
         ok(geli(&["version", s(&img)])).trim_end(),
         format!("{}: 7", s(&img))
     );
+    // init -a: an authenticated provider; an HMAC geli knows but sectorcrypt does not
+    // (HMAC/MD5) is refused with nothing written.
     let fresh = file(dir.path(), "auth.img", &vec![0u8; 256 * K as usize]);
-    let out = geli(&["init", "-a", "hmac/sha256", "-J", s(&pass), s(&fresh)]);
+    let out = geli(&[
+        "init",
+        "-a",
+        "hmac/md5",
+        "-i",
+        "0",
+        "-J",
+        s(&pass),
+        s(&fresh),
+    ]);
     assert_eq!(code(&out), 2);
-    assert!(String::from_utf8_lossy(&out.stderr).contains("not supported yet"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown GELI authentication"));
     assert_eq!(std::fs::read(&fresh).unwrap(), vec![0u8; 256 * K as usize]);
+    ok(geli(&[
+        "init",
+        "-a",
+        "HMAC/SHA256",
+        "-i",
+        "0",
+        "-J",
+        s(&pass),
+        s(&fresh),
+    ]));
+    let dump = ok(geli(&["dump", s(&fresh)]));
+    assert!(dump.contains("aalgo:      HMAC/SHA256"), "{dump}");
 }
 
 #[test]

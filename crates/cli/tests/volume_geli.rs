@@ -398,8 +398,8 @@ fn hostile_metadata_exits_2_and_writes_nothing_a_wrong_passphrase_exits_3() {
         ("keylen", |m| m[26] = 0x40, "key length"),
         (
             "auth",
-            |m| (m[20], m[28]) = (m[20] | 0x10, 18),
-            "not supported yet",
+            |m| (m[20], m[28]) = (m[20] | 0x10, 6),
+            "HMAC/MD5 is not supported",
         ),
         ("provsize", |m| m[31] ^= 0x10, "provider size mismatch"),
         ("sectorsize", |m| m[39] = 3, "sector size"),

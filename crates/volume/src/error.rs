@@ -45,6 +45,18 @@ pub enum Error {
     /// The crypto core refused a key or a cipher.
     #[error(transparent)]
     Crypto(#[from] sectorcrypt_crypto::Error),
+    /// An authenticated sector whose tag does not verify (nothing of it is released).
+    #[error(transparent)]
+    Authentication(#[from] AuthenticationFailed),
+}
+
+/// A tag that does not verify: the data of `sector` is not what was written there
+/// (damaged, tampered with, or a unit torn by a crash).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("authentication failed for sector {sector}")]
+pub struct AuthenticationFailed {
+    /// The first sector of the run whose tags do not verify.
+    pub sector: u64,
 }
 
 /// What is wrong with a header.

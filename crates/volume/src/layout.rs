@@ -1,7 +1,8 @@
 //! The sector map: what the engine needs to know of a volume's data area, and nothing of
 //! its format. For each logical sector it says
-//! - **where it lives**: sector `s` is stored at byte `data_offset + s * sector_size` of the
-//!   store ([`Layout::position`]);
+//! - **where it lives**: sector `s` is stored at byte `data_offset + s * stored_len` of the
+//!   store ([`Layout::position`]); `stored_len` is the sector size, or more for sectors
+//!   stored with tags;
 //! - **which key encrypts it**: one key for the whole volume ([`Layout::single`]), or one
 //!   key per zone of `zone_sectors` sectors ([`Layout::zoned`]; GELI changes keys every
 //!   2^20 sectors), each made on first use by a [`KeySource`] and kept in a cache of up
@@ -9,10 +10,12 @@
 //! - **which IV rule applies** ([`IvRule`]): the sector number counted in 512-byte units
 //!   (LUKS, dm-crypt's default), in sectors (dm-crypt's `iv_large_sectors`), or the
 //!   sector's byte offset (GELI's XTS tweak);
-//! - **per-sector metadata** stored beside each sector ([`SectorMetadata`]: GELI's
-//!   authentication tags). A layout can describe it, but the engine refuses such a layout
-//!   with [`Error::Unsupported`] until a format implements it: nothing reads or checks tags
-//!   yet.
+//! - **per-sector tags** ([`SectorMetadata`], [`Layout::authenticated`]): each sector is
+//!   stored as several units of `tag | ciphertext | padding`, each unit encrypted on its
+//!   own (its IV and zone from the unit's own position) and tagged by the crypto core's
+//!   [`SectorMac`](sectorcrypt_crypto::mac::SectorMac) (encrypt-then-MAC). [`Layout::seal`] and [`Layout::open`] take runs of
+//!   whole sectors; `open` checks every tag of the run before it decrypts anything
+//!   (`layout/auth.rs`).
 //!
 //! [`Layout::encrypt`], [`Layout::decrypt`] and [`Layout::encrypt_to`] take a run of whole
 //! sectors and cut it into the fewest cipher calls the keys allow: one call for a single
@@ -21,9 +24,14 @@
 //! number by the rule's step), one call per zone for zoned keys. Nothing is allocated; a
 //! zoned layout takes a lock and clones an `Arc` once per zone of a run.
 
+mod auth;
+
+pub use crate::error::AuthenticationFailed;
+
 use crate::error::{Error, Result};
 use crate::lock;
 use sectorcrypt_crypto::dmcrypt::{CipherSpec, IvStep, SectorCipher, SectorLayout};
+use sectorcrypt_crypto::mac::MacAlgorithm;
 use std::collections::HashMap;
 use std::fmt;
 use std::ops::Range;
@@ -73,11 +81,40 @@ impl IvRule {
     }
 }
 
-/// Per-sector metadata stored beside each sector (authentication tags).
+/// Sectors stored with authentication tags: each sector takes
+/// [`SectorMetadata::units_per_sector`] units of `unit_len` bytes, each unit holding a tag,
+/// then up to [`SectorMetadata::data_per_unit`] bytes of the sector's ciphertext, then
+/// padding (GELI's authenticated providers, FreeBSD `g_eli_integrity.c`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SectorMetadata {
-    /// Bytes of metadata per sector.
-    pub bytes_per_sector: usize,
+    /// Bytes per stored unit (the underlying device's sector: 512 or 4096).
+    pub unit_len: usize,
+    /// The tag of each unit.
+    pub mac: MacAlgorithm,
+}
+
+impl SectorMetadata {
+    /// Ciphertext bytes a unit holds: what its tag leaves, rounded down to 16 (whole
+    /// cipher blocks).
+    pub fn data_per_unit(&self) -> usize {
+        let left = self.unit_len.saturating_sub(self.mac.tag_len());
+        left - left % 16
+    }
+
+    /// Units per sector of `sector_size` bytes (the last unit holds the rest).
+    pub fn units_per_sector(&self, sector_size: usize) -> usize {
+        sector_size.div_ceil(self.data_per_unit().max(1))
+    }
+
+    /// Bytes a sector of `sector_size` bytes takes in the store.
+    pub fn stored_sector_len(&self, sector_size: usize) -> usize {
+        self.units_per_sector(sector_size) * self.unit_len
+    }
+
+    /// Plaintext bytes that fit in `bytes` of store, in whole sectors of `sector_size`.
+    pub fn data_size(&self, bytes: u64, sector_size: usize) -> u64 {
+        bytes / self.stored_sector_len(sector_size) as u64 * sector_size as u64
+    }
 }
 
 /// Where the data area is and how its sectors are cut.
@@ -92,7 +129,7 @@ pub struct Geometry {
     pub size: u64,
     /// The IV rule.
     pub iv: IvRule,
-    /// Metadata stored beside each sector, if any (refused by the engine for now).
+    /// Tags stored with each sector, if any (only in [`Layout::authenticated`] layouts).
     pub metadata: Option<SectorMetadata>,
 }
 
@@ -116,16 +153,43 @@ type CryptoResult = std::result::Result<(), sectorcrypt_crypto::Error>;
 /// sectors up to 4 TiB makes each zone's key once.
 pub const ZONE_CACHE: usize = 8192;
 
+/// The ciphers one key makes: the sector cipher (in an authenticated layout, the cipher of
+/// a unit's full share of ciphertext) and, in an authenticated layout, the cipher of a
+/// sector's last unit, whose share is shorter.
+struct KeyCiphers {
+    main: SectorCipher,
+    last: Option<SectorCipher>,
+}
+
+/// The sector layouts the ciphers of one key are made for (see [`KeyCiphers`]).
+#[derive(Debug, Clone, Copy)]
+struct CipherLayouts {
+    main: SectorLayout,
+    last: Option<SectorLayout>,
+}
+
+impl CipherLayouts {
+    fn make(&self, spec: CipherSpec, key: &[u8]) -> Result<KeyCiphers> {
+        Ok(KeyCiphers {
+            main: SectorCipher::new(spec, key, self.main)?,
+            last: self
+                .last
+                .map(|l| SectorCipher::new(spec, key, l))
+                .transpose()?,
+        })
+    }
+}
+
 /// The zone ciphers made so far, each with the tick of its last use.
 #[derive(Default)]
 struct ZoneCache {
-    entries: HashMap<u64, (Arc<SectorCipher>, u64)>,
+    entries: HashMap<u64, (Arc<KeyCiphers>, u64)>,
     tick: u64,
 }
 
 impl ZoneCache {
-    /// The cipher of `zone` if cached, marked as just used.
-    fn get(&mut self, zone: u64) -> Option<Arc<SectorCipher>> {
+    /// The ciphers of `zone` if cached, marked as just used.
+    fn get(&mut self, zone: u64) -> Option<Arc<KeyCiphers>> {
         self.tick += 1;
         let tick = self.tick;
         self.entries.get_mut(&zone).map(|(c, used)| {
@@ -134,9 +198,9 @@ impl ZoneCache {
         })
     }
 
-    /// Keeps `cipher` for `zone` (or returns the one another thread kept meanwhile),
+    /// Keeps `ciphers` for `zone` (or returns the ones another thread kept meanwhile),
     /// evicting the least recently used zone when full.
-    fn insert(&mut self, zone: u64, cipher: Arc<SectorCipher>) -> Arc<SectorCipher> {
+    fn insert(&mut self, zone: u64, ciphers: Arc<KeyCiphers>) -> Arc<KeyCiphers> {
         if let Some(made) = self.get(zone) {
             return made;
         }
@@ -146,26 +210,61 @@ impl ZoneCache {
                 self.entries.remove(&z);
             }
         }
-        self.entries.insert(zone, (Arc::clone(&cipher), self.tick));
-        cipher
+        self.entries.insert(zone, (Arc::clone(&ciphers), self.tick));
+        ciphers
     }
 }
 
 enum Keys {
-    Single(SectorCipher),
+    Single(KeyCiphers),
     Zoned {
         zone_sectors: u64,
         spec: CipherSpec,
         source: Box<dyn KeySource>,
         cache: Mutex<ZoneCache>,
     },
+    /// No encryption (authenticated layouts only: the tags still protect the data).
+    Plaintext,
+}
+
+/// How the units of an authenticated layout are encrypted ([`Layout::authenticated`]).
+pub enum UnitKeys<'a> {
+    /// Not at all: units hold the plaintext, still tagged (GELI's NULL encryption).
+    Plaintext,
+    /// One key for every unit.
+    Single(CipherSpec, &'a [u8]),
+    /// One key per zone of `zone_units` units (not sectors: a unit's zone comes from its
+    /// own position, as GELI's `g_eli_key_hold` takes it), from `source`.
+    Zoned {
+        /// The cipher.
+        spec: CipherSpec,
+        /// Units per zone.
+        zone_units: u64,
+        /// The keys.
+        source: Box<dyn KeySource>,
+    },
+}
+
+impl fmt::Debug for UnitKeys<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            UnitKeys::Plaintext => f.write_str("Plaintext"),
+            UnitKeys::Single(spec, _) => write!(f, "Single({spec})"),
+            UnitKeys::Zoned {
+                spec, zone_units, ..
+            } => write!(f, "Zoned({spec}, {zone_units} units per zone)"),
+        }
+    }
 }
 
 /// A data area's sector map with its keys: see the module documentation.
 pub struct Layout {
     geometry: Geometry,
-    cipher_layout: SectorLayout,
+    /// Bytes a sector takes in the store.
+    stored: u64,
+    ciphers: CipherLayouts,
     keys: Keys,
+    auth: Option<auth::Auth>,
 }
 
 impl fmt::Debug for Layout {
@@ -173,12 +272,13 @@ impl fmt::Debug for Layout {
         let mut d = f.debug_struct("Layout");
         d.field("geometry", &self.geometry);
         match &self.keys {
-            Keys::Single(c) => d.field("cipher", c),
+            Keys::Single(c) => d.field("cipher", &c.main),
             Keys::Zoned {
                 zone_sectors, spec, ..
             } => d
                 .field("spec", &spec.to_string())
                 .field("zone_sectors", zone_sectors),
+            Keys::Plaintext => d.field("cipher", &"none"),
         };
         d.finish_non_exhaustive()
     }
@@ -187,13 +287,10 @@ impl fmt::Debug for Layout {
 impl Layout {
     /// One key for every sector.
     pub fn single(geometry: Geometry, spec: CipherSpec, key: &[u8]) -> Result<Layout> {
-        let cipher_layout = check(&geometry)?;
-        let cipher = SectorCipher::new(spec, key, cipher_layout)?;
-        Ok(Layout {
-            geometry,
-            cipher_layout,
-            keys: Keys::Single(cipher),
-        })
+        let main = check(&geometry)?;
+        let ciphers = CipherLayouts { main, last: None };
+        let keys = Keys::Single(ciphers.make(spec, key)?);
+        Ok(Layout::assemble(geometry, ciphers, keys, None))
     }
 
     /// One key per zone of `zone_sectors` sectors, from `source`. The first zone's key is
@@ -204,20 +301,78 @@ impl Layout {
         zone_sectors: u64,
         source: Box<dyn KeySource>,
     ) -> Result<Layout> {
-        let cipher_layout = check(&geometry)?;
+        let main = check(&geometry)?;
+        let ciphers = CipherLayouts { main, last: None };
+        Layout::with_zones(geometry, ciphers, spec, zone_sectors, source, None)
+    }
+
+    /// Sectors stored as tagged units (`geometry.metadata` says how), encrypted as `keys`
+    /// says, tagged under the 64-byte authentication key `auth_key`. Each unit is
+    /// encrypted alone: its IV number is [`IvRule::number`] of the unit's index with the
+    /// unit's size (with [`IvRule::ByteOffset`]: the unit's byte offset in the data area),
+    /// and its tag key comes from the same offset (see
+    /// [`sectorcrypt_crypto::mac::SectorMac`]).
+    pub fn authenticated(
+        geometry: Geometry,
+        keys: UnitKeys<'_>,
+        auth_key: &[u8],
+    ) -> Result<Layout> {
+        let (auth, ciphers) = auth::Auth::new(&geometry, auth_key)?;
+        match keys {
+            UnitKeys::Plaintext => Ok(Layout::assemble(
+                geometry,
+                ciphers,
+                Keys::Plaintext,
+                Some(auth),
+            )),
+            UnitKeys::Single(spec, key) => {
+                let keys = Keys::Single(ciphers.make(spec, key)?);
+                Ok(Layout::assemble(geometry, ciphers, keys, Some(auth)))
+            }
+            UnitKeys::Zoned {
+                spec,
+                zone_units,
+                source,
+            } => Layout::with_zones(geometry, ciphers, spec, zone_units, source, Some(auth)),
+        }
+    }
+
+    fn assemble(
+        geometry: Geometry,
+        ciphers: CipherLayouts,
+        keys: Keys,
+        auth: Option<auth::Auth>,
+    ) -> Layout {
+        let stored =
+            auth.as_ref()
+                .map_or(geometry.sector_size, auth::Auth::stored_sector_len) as u64;
+        Layout {
+            geometry,
+            stored,
+            ciphers,
+            keys,
+            auth,
+        }
+    }
+
+    fn with_zones(
+        geometry: Geometry,
+        ciphers: CipherLayouts,
+        spec: CipherSpec,
+        zone_sectors: u64,
+        source: Box<dyn KeySource>,
+        auth: Option<auth::Auth>,
+    ) -> Result<Layout> {
         if zone_sectors == 0 {
             return Err(Error::invalid("a key zone must hold at least one sector"));
         }
-        let layout = Layout {
-            geometry,
-            cipher_layout,
-            keys: Keys::Zoned {
-                zone_sectors,
-                spec,
-                source,
-                cache: Mutex::new(ZoneCache::default()),
-            },
+        let keys = Keys::Zoned {
+            zone_sectors,
+            spec,
+            source,
+            cache: Mutex::new(ZoneCache::default()),
         };
+        let layout = Layout::assemble(geometry, ciphers, keys, auth);
         layout.zone_cipher(0)?;
         Ok(layout)
     }
@@ -237,18 +392,35 @@ impl Layout {
         self.geometry.size
     }
 
-    /// Sectors per key zone, for a zoned layout.
+    /// Sectors per key zone, for a zoned layout (units per zone when authenticated).
     pub fn zone_sectors(&self) -> Option<u64> {
         match &self.keys {
-            Keys::Single(_) => None,
+            Keys::Single(_) | Keys::Plaintext => None,
             Keys::Zoned { zone_sectors, .. } => Some(*zone_sectors),
         }
+    }
+
+    /// Whether sectors are stored with tags ([`Layout::seal`] and [`Layout::open`] then
+    /// replace [`Layout::encrypt`] and [`Layout::decrypt`]).
+    pub fn is_authenticated(&self) -> bool {
+        self.auth.is_some()
+    }
+
+    /// Bytes a sector takes in the store: the sector size, or its units when
+    /// authenticated.
+    pub fn stored_sector_len(&self) -> usize {
+        self.stored as usize
     }
 
     /// The byte position in the store of sector `sector` (sectors are contiguous: a run of
     /// sectors is one contiguous range of the store).
     pub fn position(&self, sector: u64) -> u64 {
-        self.geometry.data_offset + sector * self.geometry.sector_size as u64
+        self.geometry.data_offset + sector * self.stored
+    }
+
+    /// Where the data area ends in the store.
+    pub fn end(&self) -> u64 {
+        self.position(self.geometry.size / self.geometry.sector_size as u64)
     }
 
     /// Encrypts whole sectors in place, the first being sector `first`.
@@ -288,8 +460,8 @@ impl Layout {
         let rule = self.geometry.iv;
         match &self.keys {
             // The hot path: one call (the cipher checks for whole sectors itself).
-            Keys::Single(cipher) => f(cipher, rule.number(first, ss), 0..len)?,
-            Keys::Zoned { zone_sectors, .. } => {
+            Keys::Single(c) if self.auth.is_none() => f(&c.main, rule.number(first, ss), 0..len)?,
+            Keys::Zoned { zone_sectors, .. } if self.auth.is_none() => {
                 if !len.is_multiple_of(ss) {
                     return Err(Error::invalid(format!(
                         "{len} bytes is not a whole number of {ss}-byte sectors"
@@ -302,16 +474,21 @@ impl Layout {
                     let in_zone = (zone + 1) * zone_sectors - s;
                     let n = in_zone.min(((len - done) / ss) as u64) as usize * ss;
                     let cipher = self.zone_cipher(zone)?;
-                    f(&cipher, rule.number(s, ss), done..done + n)?;
+                    f(&cipher.main, rule.number(s, ss), done..done + n)?;
                     done += n;
                 }
+            }
+            _ => {
+                return Err(Error::invalid(
+                    "this layout stores sectors with tags: seal and open them",
+                ))
             }
         }
         Ok(())
     }
 
-    /// The cipher of zone `zone`, from the cache or made by the key source.
-    fn zone_cipher(&self, zone: u64) -> Result<Arc<SectorCipher>> {
+    /// The ciphers of zone `zone`, from the cache or made by the key source.
+    fn zone_cipher(&self, zone: u64) -> Result<Arc<KeyCiphers>> {
         let Keys::Zoned {
             spec,
             source,
@@ -326,30 +503,43 @@ impl Layout {
         }
         // Made outside the lock: other zones stay available meanwhile.
         let key = source.zone_key(zone)?;
-        let cipher = Arc::new(SectorCipher::new(*spec, &key, self.cipher_layout)?);
+        let ciphers = Arc::new(self.ciphers.make(*spec, &key)?);
         // Another thread may have made the same zone meanwhile: keep one entry.
-        Ok(lock(cache).insert(zone, cipher))
+        Ok(lock(cache).insert(zone, ciphers))
     }
 }
 
-/// Checks a geometry; returns the crypto core's layout for its ciphers.
+/// Checks a geometry without tags; returns the crypto core's layout for its ciphers.
 fn check(g: &Geometry) -> Result<SectorLayout> {
+    if g.metadata.is_some() {
+        return Err(Error::invalid(
+            "a geometry with sector tags needs an authenticated layout",
+        ));
+    }
     let cipher_layout = g.iv.cipher_layout(g.sector_size)?;
+    check_extent(g, g.sector_size as u64)?;
+    Ok(cipher_layout)
+}
+
+/// Checks that the size is whole sectors and the data area, of `stored` bytes per sector
+/// in the store, ends inside the 64-bit range.
+fn check_extent(g: &Geometry, stored: u64) -> Result<()> {
     let ss = g.sector_size as u64;
-    if !g.size.is_multiple_of(ss) {
+    if ss == 0 || !g.size.is_multiple_of(ss) {
         return Err(Error::invalid(format!(
             "volume size {} is not a whole number of {ss}-byte sectors",
             g.size
         )));
     }
-    if g.data_offset.checked_add(g.size).is_none() {
+    if (g.size / ss)
+        .checked_mul(stored)
+        .and_then(|n| n.checked_add(g.data_offset))
+        .is_none()
+    {
         return Err(Error::invalid(format!(
             "data offset {} + size {} overflows",
             g.data_offset, g.size
         )));
     }
-    if g.metadata.is_some_and(|m| m.bytes_per_sector == 0) {
-        return Err(Error::invalid("sector metadata of 0 bytes"));
-    }
-    Ok(cipher_layout)
+    Ok(())
 }

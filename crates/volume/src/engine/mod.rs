@@ -26,9 +26,16 @@
 //! Requests beyond [`Volume::size`] fail with `InvalidInput` before touching anything;
 //! writes on a read-only volume with `PermissionDenied`. I/O errors (`ENOSPC`, `EIO`, short
 //! files) are returned as they come: when one chunk fails the others stop at their next
-//! chunk and the first error is returned. Nothing panics on I/O errors. Layouts with
-//! per-sector metadata are refused at [`Volume::new`] (not implemented yet).
+//! chunk and the first error is returned. Nothing panics on I/O errors.
+//!
+//! # Authenticated layouts
+//! Sectors stored with tags ([`Layout::is_authenticated`]) take their own path
+//! (`auth.rs`), chosen once per request, so the path above is unchanged: reads go through
+//! a pooled buffer of stored sectors whose tags are all verified before anything is
+//! decrypted into the caller's buffer; a bad tag fails the request with `InvalidData`
+//! ("authentication failed for sector N"), which the NBD and FUSE fronts report as EIO.
 
+mod auth;
 mod buffers;
 mod fanout;
 mod locks;
@@ -113,9 +120,13 @@ fn read_only_error() -> io::Error {
     )
 }
 
-/// A cipher or key-source failure inside the data path.
+/// A cipher, key-source or tag failure inside the data path (a tag that does not verify
+/// is `InvalidData`).
 fn crypt_error(e: Error) -> io::Error {
-    io::Error::other(e)
+    match e {
+        Error::Authentication(_) => io::Error::new(io::ErrorKind::InvalidData, e),
+        e => io::Error::other(e),
+    }
 }
 
 impl Volume {
@@ -123,15 +134,8 @@ impl Volume {
     /// unless `opts.read_only`). The store must reach the end of the data area.
     pub fn new(store: Box<dyn Store>, layout: Layout, opts: EngineOptions) -> Result<Volume> {
         let g = *layout.geometry();
-        if let Some(m) = g.metadata {
-            return Err(Error::unsupported(format!(
-                "per-sector metadata ({} bytes per sector, e.g. authentication tags) is not \
-                 implemented by the engine yet",
-                m.bytes_per_sector
-            )));
-        }
         // The layout checked that this does not overflow.
-        let end = g.data_offset + g.size;
+        let end = layout.end();
         let len = crate::store::size(&*store)?;
         if len < end {
             return Err(Error::truncated(format!(
@@ -139,7 +143,7 @@ impl Volume {
                  bytes)",
                 store.name(),
                 g.data_offset,
-                g.size
+                end - g.data_offset
             )));
         }
         let threads = match opts.threads {
@@ -150,6 +154,14 @@ impl Volume {
         let sector = g.sector_size;
         let chunk_bytes = opts.chunk_bytes.unwrap_or(DEFAULT_CHUNK_BYTES);
         let chunk = (chunk_bytes / sector).max(1) * sector;
+        // Read-modify-write needs up to two sectors; authenticated sectors also their
+        // stored form, and a chunk its stored form.
+        let stored = layout.stored_sector_len();
+        let pooled = if layout.is_authenticated() {
+            (chunk / sector * stored).max(2 * (stored + sector))
+        } else {
+            chunk.max(2 * sector)
+        };
         Ok(Volume {
             store,
             layout,
@@ -159,8 +171,7 @@ impl Volume {
             read_only: opts.read_only,
             fan: Fan::new(threads)?,
             locks: EdgeLocks::new(),
-            // Read-modify-write needs up to two sectors.
-            buffers: BufferPool::new(chunk.max(2 * sector)),
+            buffers: BufferPool::new(pooled),
         })
     }
 
@@ -264,9 +275,13 @@ impl Volume {
     /// the volume allows discards). Partial sectors at the edges are left as they are: a
     /// discard is advisory. Discarded sectors then read as the decryption of zeros (noise),
     /// as under dm-crypt; [`Volume::write_zeroes`] gives zeros. Fails with `Unsupported`
-    /// where the store cannot discard.
+    /// where the store cannot discard. On an authenticated layout nothing is discarded
+    /// (a discarded sector's tags would fail: it would read as an error, not as data).
     pub fn discard(&self, offset: u64, len: u64) -> io::Result<()> {
         self.check_write(offset, len)?;
+        if self.layout.is_authenticated() {
+            return Ok(());
+        }
         let ss = self.sector as u64;
         let first = offset.div_ceil(ss);
         let end = (offset + len) / ss;
@@ -326,6 +341,9 @@ impl Volume {
 
     /// Reads `n` (1 or 2) sectors from `first`, decrypted, into a pooled buffer for `f`.
     fn with_plain_sectors(&self, first: u64, n: usize, f: impl FnOnce(&[u8])) -> io::Result<()> {
+        if self.layout.is_authenticated() {
+            return self.auth_plain_sectors(first, n, f);
+        }
         let mut scratch = self.buffers.take();
         let plain = &mut scratch[..n * self.sector];
         self.store.read_at(plain, self.layout.position(first))?;
@@ -337,6 +355,9 @@ impl Volume {
     /// Read-modify-write of `n` (1 or 2) sectors from `first`: `data` replaces the plaintext
     /// at byte `within` of the first one. Holds the sectors' edge locks throughout.
     fn modify_sectors(&self, first: u64, n: usize, within: usize, data: &[u8]) -> io::Result<()> {
+        if self.layout.is_authenticated() {
+            return self.auth_modify_sectors(first, n, within, data);
+        }
         let _edges = self.locks.lock(first, first + n as u64 - 1);
         let mut scratch = self.buffers.take();
         let sectors = &mut scratch[..n * self.sector];
@@ -365,11 +386,25 @@ impl Volume {
 
     /// Whole sectors from `first` into `buf` (a whole number of sectors), decrypted in place.
     fn read_sectors(&self, buf: &mut [u8], first: u64) -> io::Result<()> {
+        if self.layout.is_authenticated() {
+            return self.fan_read(buf, first, Volume::auth_read_chunk);
+        }
+        self.fan_read(buf, first, Volume::read_chunk)
+    }
+
+    /// Reads whole sectors from `first` into `buf` in chunks, each by `read`, over the
+    /// worker pool when there are several.
+    fn fan_read(
+        &self,
+        buf: &mut [u8],
+        first: u64,
+        read: impl Fn(&Volume, &mut [u8], u64) -> io::Result<()> + Sync,
+    ) -> io::Result<()> {
         let chunk_sectors = (self.chunk / self.sector) as u64;
         let chunks = buf.len().div_ceil(self.chunk);
         if !self.fan.fans_out(chunks) {
             for (i, c) in buf.chunks_mut(self.chunk).enumerate() {
-                self.read_chunk(c, first + i as u64 * chunk_sectors)?;
+                read(self, c, first + i as u64 * chunk_sectors)?;
             }
             return Ok(());
         }
@@ -379,7 +414,7 @@ impl Volume {
                 let Some((i, c)) = crate::lock(&queue).next() else {
                     break;
                 };
-                if let Err(e) = self.read_chunk(c, first + i as u64 * chunk_sectors) {
+                if let Err(e) = read(self, c, first + i as u64 * chunk_sectors) {
                     outcome.fail(e);
                 }
             }
@@ -388,12 +423,26 @@ impl Volume {
 
     /// Encrypts whole sectors `buf` into pooled buffers and writes them from sector `first`.
     fn write_sectors(&self, buf: &[u8], first: u64) -> io::Result<()> {
+        if self.layout.is_authenticated() {
+            return self.fan_write(buf, first, Volume::auth_write_chunk);
+        }
+        self.fan_write(buf, first, Volume::write_chunk)
+    }
+
+    /// Writes whole sectors `buf` from sector `first` in chunks, each by `write` with a
+    /// pooled buffer, over the worker pool when there are several.
+    fn fan_write(
+        &self,
+        buf: &[u8],
+        first: u64,
+        write: impl Fn(&Volume, &mut [u8], &[u8], u64) -> io::Result<()> + Sync,
+    ) -> io::Result<()> {
         let chunk_sectors = (self.chunk / self.sector) as u64;
         let chunks = buf.len().div_ceil(self.chunk);
         if !self.fan.fans_out(chunks) {
             let mut scratch = self.buffers.take();
             for (i, c) in buf.chunks(self.chunk).enumerate() {
-                self.write_chunk(&mut scratch, c, first + i as u64 * chunk_sectors)?;
+                write(self, &mut scratch, c, first + i as u64 * chunk_sectors)?;
             }
             return Ok(());
         }
@@ -407,8 +456,7 @@ impl Volume {
                 }
                 let start = i * self.chunk;
                 let c = &buf[start..(start + self.chunk).min(buf.len())];
-                if let Err(e) = self.write_chunk(&mut scratch, c, first + i as u64 * chunk_sectors)
-                {
+                if let Err(e) = write(self, &mut scratch, c, first + i as u64 * chunk_sectors) {
                     outcome.fail(e);
                 }
             }

@@ -189,10 +189,15 @@ impl Volume {
     /// Stores `buf` at `offset` like [`Volume::write_at`], but may encrypt in place: `buf`
     /// holds ciphertext or garbage afterwards. Whole aligned sectors (all of
     /// [`Volume::write_from`]'s pieces but the edges of the transfer) go out in one `pwrite`
-    /// with no copy; anything else takes the general path.
+    /// with no copy; anything else (and every write of an authenticated layout, whose
+    /// stored sectors are larger) takes the general path.
     fn store_owned(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         let ss = self.sector as u64;
-        if !offset.is_multiple_of(ss) || !(buf.len() as u64).is_multiple_of(ss) || self.read_only {
+        if !offset.is_multiple_of(ss)
+            || !(buf.len() as u64).is_multiple_of(ss)
+            || self.read_only
+            || self.layout.is_authenticated()
+        {
             return self.write_at(buf, offset);
         }
         self.check_range(offset, buf.len())?;

@@ -40,6 +40,7 @@
 //! header used on its own) opens its keyslots but not its data ([`Unlocked::engine`]
 //! refuses it).
 
+mod auth;
 pub mod dump;
 mod restore;
 
@@ -535,6 +536,8 @@ pub struct Unlocked {
     /// Per-zone keys (sectors per zone, the source), when the volume key is not the data
     /// key itself (GELI).
     zones: Option<(u64, Arc<dyn KeySource>)>,
+    /// Tags stored with each sector (`auth.rs`).
+    auth: Option<auth::UnitAuth>,
 }
 
 impl fmt::Debug for Unlocked {
@@ -586,6 +589,7 @@ impl Unlocked {
             keyslot,
             header_end: 0,
             zones: None,
+            auth: None,
         }
     }
 
@@ -616,12 +620,15 @@ impl Unlocked {
             data_offset: self.data_offset,
             size: self.data_size,
             iv: self.iv,
-            metadata: None,
+            metadata: self.auth.as_ref().map(|a| a.metadata),
         }
     }
 
     /// The sector map of the data area, for the engine.
     pub fn layout(&self) -> Result<Layout> {
+        if let Some(auth) = &self.auth {
+            return auth.layout(self);
+        }
         match &self.zones {
             None => Layout::single(self.geometry(), self.spec, &self.volume_key),
             Some((zone_sectors, source)) => Layout::zoned(
@@ -637,9 +644,9 @@ impl Unlocked {
     /// [`IvRule::number`] for a sector's first IV number): an independent path to the
     /// data, for tests and tools.
     pub fn sector_cipher(&self) -> Result<SectorCipher> {
-        if self.zones.is_some() {
+        if self.zones.is_some() || self.auth.is_some() {
             return Err(Error::unsupported(
-                "this volume has one key per zone: use its layout",
+                "this volume has one key per zone or tagged sectors: use its layout",
             ));
         }
         let layout = self.iv.cipher_layout(self.sector_size)?;

@@ -1,7 +1,9 @@
 //! Creating GELI providers (`geli init`, FreeBSD `lib/geom/eli/geom_eli.c`, `eli_init`):
 //! a random salt and master key (IV key || data key), slot 0 sealed under the user key,
 //! slot 1 random bytes (geli fills both slots with random bytes before sealing the first),
-//! the metadata written to the provider's last sector. The data is not touched.
+//! the metadata written to the provider's last sector. The data is not touched (an
+//! authenticated provider's sectors then fail their tags until written: the caller wipes
+//! them, as `geli init -a` asks its user to).
 
 use super::keys::{self, KEY_LEN};
 use super::metadata::{algo, flags, Metadata, MAX_MKEYS, MKEY_LEN, SALT_LEN, VERSION};
@@ -20,8 +22,12 @@ use zeroize::Zeroizing;
 /// 0x200` after a plain `geli init`).
 #[derive(Debug, Clone)]
 pub struct InitOptions {
-    /// `md_ealgo`: [`algo::AES_XTS`] or [`algo::AES_CBC`].
+    /// `md_ealgo`: [`algo::AES_XTS`], [`algo::AES_CBC`], or [`algo::NULL_CBC`] (with
+    /// `aalgo` only).
     pub ealgo: u16,
+    /// `md_aalgo`: 0 for none, or an HMAC ([`algo::HMAC_SHA256`], ...): an authenticated
+    /// provider (the AUTH flag), geli's `-a`.
+    pub aalgo: u16,
     /// Key length in bits; 0 for the algorithm's default (128, `g_eli_keylen`).
     pub keylen: u16,
     /// Bytes per GELI sector (0: the provider's sector size).
@@ -45,6 +51,7 @@ impl Default for InitOptions {
     fn default() -> InitOptions {
         InitOptions {
             ealgo: algo::AES_XTS,
+            aalgo: 0,
             keylen: 0,
             sectorsize: 0,
             provider_sector: 512,
@@ -66,6 +73,16 @@ pub fn init(
     keyfiles: &[&[u8]],
     passphrase: &[u8],
 ) -> Result<(Geli, Unlocked)> {
+    if opts.ealgo == algo::NULL_CBC && opts.aalgo == 0 {
+        return Err(Error::invalid(
+            "NULL encryption is allowed only with authentication (geli init -a, --integrity)",
+        ));
+    }
+    let mut flags = opts.flags;
+    if opts.aalgo != 0 {
+        super::mac_algorithm(opts.aalgo)?;
+        flags |= flags::AUTH;
+    }
     let keylen = keylen(opts.ealgo, opts.keylen)?;
     if !(1..=VERSION).contains(&opts.version) {
         return Err(Error::invalid(format!(
@@ -93,7 +110,15 @@ pub fn init(
     let size = store::size(store)?;
     let provsize = size / prov * prov;
     let ss = u64::from(sectorsize);
-    if provsize < prov + ss {
+    let stored = match opts.aalgo {
+        0 => ss,
+        a => super::SectorMetadata {
+            unit_len: prov as usize,
+            mac: super::mac_algorithm(a)?,
+        }
+        .stored_sector_len(ss as usize) as u64,
+    };
+    if provsize < prov + stored {
         return Err(Error::invalid(format!(
             "{} has {size} bytes: too small for one {sectorsize}-byte GELI sector and the \
              metadata sector",
@@ -131,13 +156,17 @@ pub fn init(
     let mut mkey = Zeroizing::new(vec![0u8; 2 * KEY_LEN]);
     crate::random(&mut mkey)?;
     let user = keys::user_key(keyfiles, Some(passphrase), &salt, iterations)?;
-    mkeys[0] = keys::seal_slot(&mkey, &user[..], usize::from(keylen) / 8)?;
+    let slot_key_bytes = match opts.ealgo {
+        algo::NULL_CBC => 0,
+        _ => usize::from(keylen) / 8,
+    };
+    mkeys[0] = keys::seal_slot(&mkey, &user[..], slot_key_bytes)?;
     let md = Metadata {
         version: opts.version,
-        flags: opts.flags,
+        flags,
         ealgo: opts.ealgo,
         keylen,
-        aalgo: 0,
+        aalgo: opts.aalgo,
         provsize,
         sectorsize,
         keys: 1,
@@ -156,6 +185,12 @@ pub fn init(
 /// not supported here.
 pub(crate) fn keylen(ealgo: u16, keylen: u16) -> Result<u16> {
     match (ealgo, keylen) {
+        // g_eli_keylen: NULL takes any length up to 512 bits, 512 by default.
+        (algo::NULL_CBC, 0) => Ok(512),
+        (algo::NULL_CBC, k @ 1..=512) => Ok(k),
+        (algo::NULL_CBC, k) => Err(Error::invalid(format!(
+            "key length {k} is not valid for NULL (at most 512)"
+        ))),
         (algo::AES_XTS | algo::AES_CBC, 0) => Ok(128),
         (algo::AES_XTS, k @ (128 | 256)) => Ok(k),
         (algo::AES_CBC, k @ (128 | 192 | 256)) => Ok(k),
@@ -166,7 +201,7 @@ pub(crate) fn keylen(ealgo: u16, keylen: u16) -> Result<u16> {
         ))),
         (a, _) => Err(Error::unsupported(format!(
             "GELI encryption {} is not supported for new providers (supported: AES-XTS, \
-             AES-CBC)",
+             AES-CBC, NULL with authentication)",
             algo::name(a)
         ))),
     }

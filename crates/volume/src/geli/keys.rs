@@ -16,6 +16,12 @@
 //!   the data key itself encrypts every sector (`G_ELI_FLAG_SINGLE_KEY`).
 //! - The cipher takes the first `keylen / 8` bytes of its key, twice that for XTS (two
 //!   AES keys; GRUB's `grub-core/disk/geli.c` doubles it for algorithm 0x16 likewise).
+//! - Authenticated providers (`g_eli_key.c` `g_eli_mkey_propagate`, `g_eli_key_cache.c`
+//!   `g_eli_key_init`): the data key is replaced by HMAC-SHA512(data key, 0x10) wherever
+//!   it is used for encryption (the single key, the base of the zone keys from version 7),
+//!   and the tags' key is HMAC-SHA512(data key, 0x11).
+//! - NULL encryption keeps its slots unencrypted: the slot cipher is geli's NULL too
+//!   (`g_eli_crypto.c`, `EVP_enc_null()` for `CRYPTO_NULL_CBC`).
 
 use super::metadata::{MKEY_LEN, SALT_LEN};
 use crate::error::{Error, Result};
@@ -95,10 +101,14 @@ pub fn user_key(
 }
 
 /// The AES-CBC key of the master-key slots: the first `key_bytes` of
-/// HMAC-SHA512(user key, 0x01).
-fn slot_cipher(user_key: &[u8], key_bytes: usize) -> Result<Cbc> {
+/// HMAC-SHA512(user key, 0x01); `None` (slots kept as they are) for `key_bytes == 0`, a
+/// provider of NULL encryption.
+fn slot_cipher(user_key: &[u8], key_bytes: usize) -> Result<Option<Cbc>> {
+    if key_bytes == 0 {
+        return Ok(None);
+    }
     let enc = hmac_sha512(user_key, &[&[1]]);
-    Ok(Cbc::new(&enc[..key_bytes])?)
+    Ok(Some(Cbc::new(&enc[..key_bytes])?))
 }
 
 /// The check value of a master key: HMAC-SHA512(HMAC-SHA512(user key, 0x00), IV key ||
@@ -117,7 +127,9 @@ pub fn open_slot(
     key_bytes: usize,
 ) -> Result<Option<Zeroizing<Vec<u8>>>> {
     let mut plain = Zeroizing::new(slot.to_vec());
-    slot_cipher(user_key, key_bytes)?.decrypt(&[0u8; 16], &mut plain)?;
+    if let Some(c) = slot_cipher(user_key, key_bytes)? {
+        c.decrypt(&[0u8; 16], &mut plain)?;
+    }
     let check = mkey_check(user_key, &plain[..2 * KEY_LEN]);
     if !crate::ct_eq(&check[..], &plain[2 * KEY_LEN..]) {
         return Ok(None);
@@ -138,7 +150,9 @@ pub fn seal_slot(mkey: &[u8], user_key: &[u8], key_bytes: usize) -> Result<[u8; 
     let mut plain = Zeroizing::new([0u8; MKEY_LEN]);
     plain[..2 * KEY_LEN].copy_from_slice(mkey);
     plain[2 * KEY_LEN..].copy_from_slice(&mkey_check(user_key, mkey)[..]);
-    slot_cipher(user_key, key_bytes)?.encrypt(&[0u8; 16], &mut plain[..])?;
+    if let Some(c) = slot_cipher(user_key, key_bytes)? {
+        c.encrypt(&[0u8; 16], &mut plain[..])?;
+    }
     Ok(*plain)
 }
 
@@ -168,7 +182,21 @@ impl ZoneKeys {
     /// The key source of a provider of metadata `version` opened with `mkey` (IV key ||
     /// data key), whose cipher takes `cipher_bytes` of each key, CBC (`cbc`) or XTS.
     pub fn new(version: u32, mkey: &[u8], cipher_bytes: usize, cbc: bool) -> ZoneKeys {
+        ZoneKeys::derive(version, mkey, cipher_bytes, cbc, false)
+    }
+
+    /// [`ZoneKeys::new`] for an authenticated provider: the encryption key is
+    /// HMAC-SHA512(data key, 0x10) in place of the data key. Its zones count underlying
+    /// sectors, each unit's zone coming from its own offset (`g_eli_key_hold` with the
+    /// underlying sector size).
+    pub fn authenticated(version: u32, mkey: &[u8], cipher_bytes: usize, cbc: bool) -> ZoneKeys {
+        ZoneKeys::derive(version, mkey, cipher_bytes, cbc, true)
+    }
+
+    fn derive(version: u32, mkey: &[u8], cipher_bytes: usize, cbc: bool, auth: bool) -> ZoneKeys {
         let (iv, data) = mkey.split_at(KEY_LEN);
+        let ekey = auth.then(|| hmac_sha512(data, &[&[0x10]]));
+        let data = ekey.as_ref().map_or(data, |k| &k[..]);
         let mut base = Zeroizing::new([0u8; KEY_LEN]);
         // g_eli_key_init / g_eli_key_fill: G_ELI_FLAG_ENC_IVKEY before version 7.
         base.copy_from_slice(if (5..7).contains(&version) { iv } else { data });
@@ -189,6 +217,12 @@ impl ZoneKeys {
     pub fn single(&self) -> bool {
         self.single
     }
+}
+
+/// The tags' key of an authenticated provider opened with `mkey` (IV key || data key):
+/// HMAC-SHA512(data key, 0x11).
+pub fn auth_key(mkey: &[u8]) -> Zeroizing<[u8; KEY_LEN]> {
+    hmac_sha512(&mkey[KEY_LEN..2 * KEY_LEN], &[&[0x11]])
 }
 
 impl KeySource for ZoneKeys {

@@ -12,8 +12,17 @@
 //! is taken as little-endian (FreeBSD on x86 and arm64): the metadata is little-endian on
 //! every CPU, so nothing in it tells a provider made on a big-endian machine apart, and
 //! such a provider's data does not decrypt here. [`onetime`] is `geli onetime` (no
-//! metadata on disk); [`clear`] is `geli clear`. Authenticated providers (`geli init -a`), NULL, Camellia, Blowfish
-//! and 3DES encryption are refused with a clear error.
+//! metadata on disk); [`clear`] is `geli clear`.
+//!
+//! Authenticated providers (`geli init -a`, FreeBSD `g_eli.c` `g_eli_create` and
+//! `g_eli_integrity.c`) store each GELI sector as several provider sectors of `tag |
+//! ciphertext | padding` ([`SectorMetadata`]): the decrypted provider is the provider less
+//! its metadata sector, in whole stored sectors. Their units are encrypted under keys
+//! derived from HMAC(data key, 0x10), tagged under HMAC(data key, 0x11), and before
+//! version 6 every unit uses zone 0's key (`G_ELI_FLAG_FIRST_KEY`). NULL encryption is
+//! opened with authentication only (its units are then in the clear, still tagged).
+//! Camellia, Blowfish and 3DES encryption and HMAC/MD5 tags are refused with a clear
+//! error.
 
 pub mod init;
 pub mod keys;
@@ -27,11 +36,12 @@ use crate::format::VolumeInfo;
 use crate::format::{no_keyslot, Detected, Driver, Format, NewKeyslot, Piece, Probe, Unlocked};
 use crate::hash::HashAlg;
 use crate::kdf::{Kdf, KdfKind};
-use crate::layout::IvRule;
+use crate::layout::{IvRule, SectorMetadata};
 use crate::store::{self, Store};
 use keys::ZoneKeys;
 use metadata::{algo, flags, hex, Metadata, MAX_MKEYS};
 use sectorcrypt_crypto::dmcrypt::{CipherMode, CipherSpec, IvMode};
+use sectorcrypt_crypto::mac::MacAlgorithm;
 use std::any::Any;
 use std::sync::Arc;
 use zeroize::Zeroizing;
@@ -74,13 +84,43 @@ impl std::fmt::Debug for NewUserKey<'_> {
     }
 }
 
-/// What the data of a provider needs: cipher, key bytes per zone key.
+/// What the data of a provider needs: cipher, key bytes per zone key, tags.
 pub(crate) struct Cipher {
+    /// The cipher; unused when `encrypted` is false.
     spec: CipherSpec,
+    /// Whether the data is encrypted (false: NULL encryption).
+    encrypted: bool,
     /// Bytes of AES key(s) taken from a zone key (two AES keys for XTS).
     key_bytes: usize,
-    /// Bytes of the master-key slots' AES-CBC key (`keylen / 8`).
+    /// Bytes of the master-key slots' AES-CBC key (`keylen / 8`; 0 for NULL, whose slots
+    /// are not encrypted).
     slot_key_bytes: usize,
+    /// The tag of authenticated providers.
+    mac: Option<MacAlgorithm>,
+}
+
+/// The tag algorithm of GELI's `md_aalgo` (`g_eli_str2aalgo`'s names).
+pub fn mac_algorithm(aalgo: u16) -> Result<MacAlgorithm> {
+    match aalgo {
+        algo::HMAC_SHA1 => Ok(MacAlgorithm::HmacSha1),
+        algo::HMAC_RIPEMD160 => Ok(MacAlgorithm::HmacRipemd160),
+        algo::HMAC_SHA256 => Ok(MacAlgorithm::HmacSha256),
+        algo::HMAC_SHA384 => Ok(MacAlgorithm::HmacSha384),
+        algo::HMAC_SHA512 => Ok(MacAlgorithm::HmacSha512),
+        algo::HMAC_MD5 => Err(Error::unsupported(
+            "GELI authentication HMAC/MD5 is not supported (supported: HMAC/SHA1, \
+             HMAC/RIPEMD160, HMAC/SHA256, HMAC/SHA384, HMAC/SHA512)",
+        )),
+        a => Err(Error::unsupported(format!(
+            "GELI authentication algorithm {a} is unknown (supported: HMAC/SHA1 = {}, \
+             HMAC/RIPEMD160 = {}, HMAC/SHA256 = {}, HMAC/SHA384 = {}, HMAC/SHA512 = {})",
+            algo::HMAC_SHA1,
+            algo::HMAC_RIPEMD160,
+            algo::HMAC_SHA256,
+            algo::HMAC_SHA384,
+            algo::HMAC_SHA512
+        ))),
+    }
 }
 
 impl Geli {
@@ -122,28 +162,53 @@ impl Geli {
                 "this GELI metadata has the ONETIME flag: a one-time provider keeps no keys",
             ));
         }
-        if md.flags & flags::AUTH != 0 {
-            return Err(Error::unsupported(format!(
-                "authenticated GELI providers (geli init -a, {}) are not supported yet",
-                algo::name(md.aalgo)
-            )));
-        }
+        let mac = if md.flags & flags::AUTH != 0 {
+            Some(mac_algorithm(md.aalgo)?)
+        } else {
+            None
+        };
         let bits = usize::from(md.keylen);
         let (mode, iv, allowed): (_, _, &[usize]) = match md.ealgo {
             algo::AES_XTS => (CipherMode::Xts, IvMode::Plain64, &[128, 256]),
             algo::AES_CBC => (CipherMode::Cbc, IvMode::GeliSha256, &[128, 192, 256]),
-            algo::NULL_CBC | algo::CAMELLIA_CBC | algo::BLOWFISH_CBC | algo::DES3_CBC => {
+            algo::NULL_CBC if mac.is_some() => {
+                // g_eli_keylen: any length up to 512 bits; the key is never used.
+                if bits > 512 {
+                    return Err(Error::corrupt(format!(
+                        "GELI key length {bits} bits is not valid for NULL (at most 512)"
+                    )));
+                }
+                return Ok(Cipher {
+                    spec: CipherSpec {
+                        mode: CipherMode::Xts,
+                        iv: IvMode::Plain64,
+                    },
+                    encrypted: false,
+                    key_bytes: 0,
+                    slot_key_bytes: 0,
+                    mac,
+                });
+            }
+            algo::NULL_CBC => {
+                return Err(Error::unsupported(
+                    "GELI NULL encryption without authentication is not supported (NULL is \
+                     allowed with -a only)",
+                ))
+            }
+            algo::CAMELLIA_CBC | algo::BLOWFISH_CBC | algo::DES3_CBC => {
                 return Err(Error::unsupported(format!(
-                    "GELI encryption {} is not supported (supported: AES-XTS, AES-CBC)",
+                    "GELI encryption {} is not supported (supported: AES-XTS, AES-CBC, NULL \
+                     with authentication)",
                     algo::name(md.ealgo)
                 )))
             }
             a => {
                 return Err(Error::unsupported(format!(
                     "GELI encryption algorithm {a} is unknown (supported: AES-XTS = {}, \
-                     AES-CBC = {})",
+                     AES-CBC = {}, NULL = {})",
                     algo::AES_XTS,
-                    algo::AES_CBC
+                    algo::AES_CBC,
+                    algo::NULL_CBC
                 )))
             }
         };
@@ -160,8 +225,10 @@ impl Geli {
         };
         Ok(Cipher {
             spec: CipherSpec { mode, iv },
+            encrypted: true,
             key_bytes,
             slot_key_bytes: bits / 8,
+            mac,
         })
     }
 
@@ -186,11 +253,27 @@ impl Geli {
     }
 
     /// Bytes of decrypted data (`eli_metadata_softc`): the provider less its metadata
-    /// sector, rounded down to whole GELI sectors.
+    /// sector, rounded down to whole GELI sectors (to whole stored sectors, for an
+    /// authenticated provider).
     pub fn data_size(&self) -> u64 {
         let ss = u64::from(self.md.sectorsize);
         let size = self.md.provsize.saturating_sub(self.provider_sector);
-        size - size % ss
+        match self.sector_metadata() {
+            Some(m) => m.data_size(size, ss as usize),
+            None => size - size % ss,
+        }
+    }
+
+    /// How an authenticated provider stores its sectors: units of the provider's sector
+    /// size with the metadata's tag (`None` without the AUTH flag or for an unknown tag).
+    pub fn sector_metadata(&self) -> Option<SectorMetadata> {
+        if self.md.flags & flags::AUTH == 0 {
+            return None;
+        }
+        Some(SectorMetadata {
+            unit_len: self.provider_sector as usize,
+            mac: mac_algorithm(self.md.aalgo).ok()?,
+        })
     }
 
     /// The master-key slots in use.
@@ -289,32 +372,45 @@ impl Geli {
         size: u64,
     ) -> Result<Unlocked> {
         let cipher = self.cipher()?;
-        let zones = ZoneKeys::new(
-            self.md.version,
-            &key,
-            cipher.key_bytes,
-            cipher.spec.mode == CipherMode::Cbc,
-        );
-        let zone_sectors = if zones.single() {
+        let cbc = cipher.spec.mode == CipherMode::Cbc;
+        let zones = if cipher.mac.is_some() {
+            ZoneKeys::authenticated(self.md.version, &key, cipher.key_bytes, cbc)
+        } else {
+            ZoneKeys::new(self.md.version, &key, cipher.key_bytes, cbc)
+        };
+        // Before version 6 an authenticated provider's units all use zone 0's key
+        // (G_ELI_FLAG_FIRST_KEY): one zone as large as the provider.
+        let first_key = cipher.mac.is_some() && self.md.version < 6;
+        let zone_sectors = if zones.single() || first_key {
             u64::MAX
         } else {
             1 << keys::ZONE_SHIFT
         };
-        let info = VolumeInfo {
-            cipher: format!(
+        let mut name = match cipher.encrypted {
+            true => format!(
                 "{}-{}",
                 algo::name(self.md.ealgo).to_lowercase(),
                 self.md.keylen
             ),
+            false => "null".to_string(),
+        };
+        if cipher.mac.is_some() {
+            name = format!("{name} + {}", algo::name(self.md.aalgo).to_lowercase());
+        }
+        let info = VolumeInfo {
+            cipher: name,
             sector_size: self.md.sectorsize as usize,
             iv: IvRule::ByteOffset,
             data_offset: 0,
             data_size: size,
         };
-        Ok(
-            Unlocked::new(info, cipher.spec, key, keyslot)
-                .with_zones(zone_sectors, Arc::new(zones)),
-        )
+        let auth_key = cipher.mac.map(|_| keys::auth_key(&key));
+        let unlocked = Unlocked::new(info, cipher.spec, key, keyslot)
+            .with_zones(zone_sectors, Arc::new(zones));
+        Ok(match (auth_key, self.sector_metadata()) {
+            (Some(akey), Some(md)) => unlocked.with_auth(md, &akey[..], cipher.encrypted),
+            _ => unlocked,
+        })
     }
 
     /// Writes the metadata sector of `store` (the rest of the sector zeroed) and syncs.

@@ -44,6 +44,12 @@ impl Default for OnetimeOptions {
 /// geli checks it, and the provider opened under a fresh random master key: all of its
 /// bytes, rounded down to whole GELI sectors, are data.
 pub fn onetime(size: u64, opts: &OnetimeOptions) -> Result<(Metadata, Unlocked)> {
+    if opts.ealgo == algo::NULL_CBC {
+        return Err(Error::invalid(
+            "NULL encryption is allowed only with authentication, which one-time providers \
+             do not have here",
+        ));
+    }
     let keylen = init::keylen(opts.ealgo, opts.keylen)?;
     let sectorsize = init::sectorsize(opts.sectorsize, 512)?;
     let data = size - size % u64::from(sectorsize);

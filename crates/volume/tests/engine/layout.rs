@@ -230,8 +230,9 @@ fn random_io_over_many_zones_makes_each_key_once() {
     );
 }
 
-/// Per-sector metadata (authentication tags) is described by a layout but not implemented
-/// by the engine: refused with a reason. Zones of no sector are refused by the layout.
+/// A geometry with sector tags needs an authenticated layout (a plain one would ignore
+/// the tags), and an authenticated layout cannot be used as a plain one. Zones of no
+/// sector are refused by the layout.
 #[test]
 fn tagged_and_zoneless_layouts_are_refused() {
     let fx = Fixture::small(500);
@@ -241,15 +242,23 @@ fn tagged_and_zoneless_layouts_are_refused() {
         size: 8 * 512,
         iv: IvRule::ByteOffset,
         metadata: Some(SectorMetadata {
-            bytes_per_sector: 32,
+            unit_len: 512,
+            mac: sectorcrypt_crypto::mac::MacAlgorithm::HmacSha256,
         }),
     };
-    let layout = Layout::single(geometry, fx.cfg.spec.parse().unwrap(), &fx.key).unwrap();
-    let e = Volume::new(store(&fx.path, true), layout, engine(1, None)).unwrap_err();
+    let spec = fx.cfg.spec.parse().unwrap();
+    let e = Layout::single(geometry, spec, &fx.key).unwrap_err();
     assert!(
-        matches!(&e, Error::Unsupported(m) if m.contains("not implemented")),
+        matches!(&e, Error::Invalid(m) if m.contains("authenticated")),
         "{e}"
     );
+    let keys = sectorcrypt_volume::UnitKeys::Single(spec, &fx.key);
+    let tagged = Layout::authenticated(geometry, keys, &[7; 64]).unwrap();
+    assert_eq!(tagged.stored_sector_len(), 1024);
+    let mut buf = vec![0u8; 512];
+    assert!(tagged.encrypt(0, &mut buf).is_err());
+    let vol = Volume::new(store(&fx.path, true), tagged, engine(1, None)).unwrap();
+    assert_eq!(vol.size(), 8 * 512);
     let keys = TestKeys {
         seed: 0,
         len: 64,

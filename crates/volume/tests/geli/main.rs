@@ -3,6 +3,8 @@
 //! (`sys/geom/eli/g_eli.h`; version 0 without `md_aalgo`), and mangled metadata that must
 //! give errors, never panics.
 
+mod auth;
+
 use rand::{Rng, SeedableRng};
 use sectorcrypt_volume::engine::EngineOptions;
 use sectorcrypt_volume::geli::init::{init, InitOptions};
