@@ -14,7 +14,7 @@ use sectorcrypt_volume::geli::init::{self, InitOptions};
 use sectorcrypt_volume::geli::metadata::{self, algo};
 use sectorcrypt_volume::geli::resize as geli_resize;
 use sectorcrypt_volume::lock::Mode;
-use std::os::unix::fs::FileExt;
+use sectorcrypt_volume::Store as _;
 
 /// geli's encryption algorithm names (`g_eli_str2ealgo`, any case), and the cipher
 /// strings that mean the same here.
@@ -137,7 +137,7 @@ pub fn resize(a: ResizeArgs) -> Result<(), Failure> {
     let _claim = image::claim(&store, &a.image, Mode::Exclusive)?;
     let _lock = image::lock_header(&store, &a.image, Mode::Exclusive)?;
     let mut start = [0u8; 6];
-    if store.file().read_exact_at(&mut start, 0).is_ok() && &start == b"LUKS\xba\xbe" {
+    if store.read_at(&mut start, 0).is_ok() && &start == b"LUKS\xba\xbe" {
         return Err(Failure::usage(format!(
             "{} is a LUKS volume: resize is for GELI providers",
             a.image.display()

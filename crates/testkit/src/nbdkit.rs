@@ -1,5 +1,6 @@
 //! An `nbdkit` process serving one test: started in the foreground on a Unix socket (or a
-//! loopback TCP port), waited for until it listens, killed when dropped. Tests that need
+//! loopback TCP port), waited for until it listens (its pid file appears once it does, so
+//! no connection is made to find out), killed when dropped. Tests that need
 //! it first check `have("nbdkit")` (through `require!`).
 
 use std::path::{Path, PathBuf};
@@ -74,8 +75,17 @@ impl Nbdkit {
 
     fn try_start(&mut self) -> bool {
         self.kill();
+        let pidfile = match (&self.sock, self.port) {
+            (Some(s), _) => s.with_extension("pid"),
+            (None, p) => std::env::temp_dir().join(format!(
+                "nbdkit-{}-{}.pid",
+                std::process::id(),
+                p.unwrap_or(0)
+            )),
+        };
+        let _ = std::fs::remove_file(&pidfile);
         let mut cmd = Command::new("nbdkit");
-        cmd.args(["-f", "--exit-with-parent"]);
+        cmd.args(["-f", "--exit-with-parent", "-P"]).arg(&pidfile);
         if let Some(s) = &self.sock {
             let _ = std::fs::remove_file(s);
             cmd.arg("-U").arg(s);
@@ -87,17 +97,13 @@ impl Nbdkit {
             .args(&self.args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
+            .stderr(Stdio::null())
             .spawn()
             .expect("run nbdkit");
         let t0 = Instant::now();
         loop {
-            let up = match (&self.sock, self.port) {
-                (Some(s), _) => std::os::unix::net::UnixStream::connect(s).is_ok(),
-                (None, Some(p)) => std::net::TcpStream::connect(("127.0.0.1", p)).is_ok(),
-                _ => false,
-            };
-            if up {
+            if std::fs::metadata(&pidfile).is_ok_and(|m| m.len() > 0) {
+                let _ = std::fs::remove_file(&pidfile);
                 self.child = Some(child);
                 return true;
             }

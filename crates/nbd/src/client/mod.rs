@@ -284,7 +284,7 @@ impl Client {
 
     fn aligned(&self, offset: u64, len: u64) -> bool {
         let m = u64::from(self.facts.min_block);
-        offset % m == 0 && len % m == 0
+        offset.is_multiple_of(m) && len.is_multiple_of(m)
     }
 
     /// The aligned range around `[offset, offset + len)`.
@@ -376,14 +376,11 @@ impl Client {
     /// once the server acknowledged. A server without flush takes nothing to flush.
     pub fn flush(&self) -> io::Result<()> {
         if self.lost_writes.swap(false, Ordering::AcqRel) {
-            return Err(io::Error::new(
-                io::ErrorKind::Other,
-                format!(
-                    "{}: writes acknowledged on a connection that was lost before a flush \
-                     may not be durable",
-                    self.name
-                ),
-            ));
+            return Err(io::Error::other(format!(
+                "{}: writes acknowledged on a connection that was lost before a flush \
+                 may not be durable",
+                self.name
+            )));
         }
         if !self.facts.can_flush() {
             return Ok(());

@@ -241,7 +241,7 @@ fn facts(
         && preferred.is_power_of_two()
         && preferred >= min
         && max >= min
-        && (max % min == 0 || max == u32::MAX);
+        && (max.is_multiple_of(min) || max == u32::MAX);
     if !sane {
         return Err(protocol(format!(
             "nonsensical block sizes: minimum {min}, preferred {preferred}, maximum {max}"

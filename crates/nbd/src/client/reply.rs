@@ -133,7 +133,7 @@ mod tests {
         r.data(1004, 6).unwrap().copy_from_slice(b"456789");
         r.hole(1000, 2);
         r.data(1002, 2).unwrap().copy_from_slice(b"23");
-        assert_eq!(r.finish().unwrap(), b"\0\023456789");
+        assert_eq!(r.finish().unwrap(), b"\x00\x0023456789");
     }
 
     #[test]
