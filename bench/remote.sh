@@ -12,7 +12,8 @@
 # into `null:` and written from `nbdkit pattern` with nbdcopy (4 connections), rates in
 # MB/s of plaintext:
 #   proxy      sectorcrypt serve over the LUKS2 upstream (decrypts, encrypts)
-#   forward    nbdkit nbd over the same upstream (no crypto: the ceiling of a proxy)
+#   forward    nbdkit nbd (+ the offset filter: the data area) over the same upstream, no
+#              crypto: the ceiling of a proxy
 #   luks       nbdkit nbd --filter=luks over the LUKS1 upstream
 #   proxy+d    / forward+d: the same with --filter=delay rdelay=1ms wdelay=1ms upstream
 # Targets (issue): proxy >= 0.9x forward (reads), >= 0.85x (writes), >= 3x luks; with the
@@ -42,11 +43,12 @@ printf 'bench pass' > "$work/key"
 start() { # socket, command...
     local sock=$1
     shift
+    rm -f "$sock"
     "$@" &
     pids+=($!)
     for _ in $(seq 500); do [ -S "$sock" ] && return 0; sleep 0.02; done
     echo "no socket $sock from: $*" >&2
-    exit 1
+    return 1
 }
 stop_last() {
     local p=${pids[-1]}
@@ -72,10 +74,10 @@ $cli format "$(uri "$work/up2.sock")" --type luks2 --sector-size 4096 "${fast[@]
 mem1
 $cli format "$(uri "$work/up1.sock")" --type luks1 "${fast[@]}" >/dev/null
 
-copy_time() { # source, destination: seconds of nbdcopy
+copy_time() { # nbdcopy arguments (source, destination): its seconds
     local t0 t1
     t0=$(date +%s.%N)
-    nbdcopy --connections 4 --flush "$1" "$2"
+    nbdcopy --connections 4 --flush -- "$@" || { echo "nbdcopy $* failed" >&2; exit 1; }
     t1=$(date +%s.%N)
     echo "$t1 - $t0" | bc -l
 }
@@ -85,18 +87,23 @@ median() { sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
 declare -A samples
 measure() { # name, uri of the plaintext export
     local r w
-    r=$(copy_time "$2" null:)
-    w=$(copy_time "[ nbdkit pattern $bytes ]" "$2")
+    r=$(copy_time "$2" null:) || exit 1
+    w=$(copy_time [ nbdkit pattern "$bytes" ] "$2") || exit 1
     samples[$1.read]+="$(mbps "$r") "
     samples[$1.write]+="$(mbps "$w") "
 }
 
 # The targets, each started, measured and stopped in turn, RUNS rounds interleaved.
+serve_logged() { exec "$cli" serve "$@" 2>>"$work/proxy.log"; }
 proxy_up() { # upstream socket
-    start "$work/proxy.sock" "$cli" serve "$(uri "$1")" --socket "$work/proxy.sock" \
-        --key-file "$work/key" 2>/dev/null
+    start "$work/proxy.sock" serve_logged "$(uri "$1")" --socket "$work/proxy.sock" \
+        --key-file "$work/key" || { cat "$work/proxy.log" >&2; exit 1; }
 }
-forward_up() { nbdkit_at "$work/fwd.sock" nbd socket="$1"; }
+# The forwarding nbdkit serves the upstream's data area only (the offset filter), so its
+# writes leave the LUKS2 header alone and both move the same bytes.
+forward_up() {
+    nbdkit_at "$work/fwd.sock" --filter=offset nbd socket="$1" offset=$((16 << 20)) range="$bytes"
+}
 luks_up() { nbdkit_at "$work/luks.sock" --filter=luks nbd socket="$1" passphrase="bench pass"; }
 
 for round in $(seq "$RUNS"); do
@@ -134,12 +141,12 @@ printf 'with 1 ms delay read %.2fx (target >= 0.90)   write %.2fx (target >= 0.9
 # Faults: known plaintext through the proxy, then 1% of upstream requests fail.
 echo >&2
 proxy_up "$work/up2.sock"
-nbdcopy --connections 4 --flush "[ nbdkit pattern $bytes ]" "$(uri "$work/proxy.sock")"
+nbdcopy --connections 4 --flush -- [ nbdkit pattern "$bytes" ] "$(uri "$work/proxy.sock")"
 stop_last
-nbdkit_at "$work/err.sock" --filter=error nbd socket="$work/up2.sock" error=EIO error-rate=1% \
-    2>/dev/null
+nbdkit_at "$work/err.sock" --log=null --filter=error nbd socket="$work/up2.sock" error=EIO \
+    error-rate=1%
 proxy_up "$work/err.sock"
-python3 - "$(uri "$work/proxy.sock")" "$bytes" <<'PY'
+/usr/bin/python3 - "$(uri "$work/proxy.sock")" "$bytes" <<'PY'
 import sys, nbd
 uri, size = sys.argv[1], int(sys.argv[2])
 h = nbd.NBD()
@@ -152,7 +159,7 @@ for off in range(0, size, step):
         got = h.pread(n, off)
     except nbd.Error as e:
         failed += 1  # reported: the request failed, with the upstream's error
-        if e.errno != 5:
+        if "EIO" not in str(e):
             print(f"request at {off}: unexpected error {e}")
         continue
     # nbdkit's pattern plugin: each 8-byte word is its own offset, big-endian.
