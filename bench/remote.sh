@@ -126,8 +126,9 @@ stop_last
 med() { tr ' ' '\n' <<<"${samples[$1]}" | grep . | median; }
 printf '\n%-10s %12s %12s   (MB/s of plaintext, medians of %s, %s)\n' target read write "$RUNS" "$SIZE"
 for t in proxy forward luks proxy+d forward+d; do
-    printf '%-10s %12.0f %12.0f   all: read %s/ write %s\n' "$t" "$(med $t.read)" "$(med $t.write)" \
-        "${samples[$t.read]}" "${samples[$t.write]}"
+    printf '%-10s %12.0f %12.0f   all: read %s / write %s\n' "$t" "$(med $t.read)" \
+        "$(med $t.write)" "$(printf '%.0f ' ${samples[$t.read]})" \
+        "$(printf '%.0f ' ${samples[$t.write]})"
 done
 ratio() { echo "$(med "$1") / $(med "$2")" | bc -l; }
 echo
