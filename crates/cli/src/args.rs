@@ -16,6 +16,36 @@ const EXIT_CODES: &str =
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+    #[command(flatten)]
+    pub remote: RemoteArgs,
+}
+
+/// How volumes on remote stores are reached: global, as every volume command takes an
+/// NBD URI (nbd://HOST[:PORT]/EXPORT, nbd+unix:///EXPORT?socket=PATH) in place of IMAGE.
+#[derive(Debug, Args)]
+pub struct RemoteArgs {
+    /// NBD: connections to open when the server allows multi-conn (1 otherwise).
+    #[arg(long, global = true, value_name = "N", default_value_t = 4,
+          value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub connections: u16,
+    /// NBD: seconds a connection, or a request, may take before it fails (0: no limit).
+    #[arg(long, global = true, value_name = "SECS", default_value_t = 30)]
+    pub remote_timeout: u64,
+    /// NBD: after a connection fails, send each request again on a new connection up to
+    /// N times (flushes are never sent again).
+    #[arg(long, global = true, value_name = "N", default_value_t = 0)]
+    pub retry: u32,
+}
+
+impl RemoteArgs {
+    /// The options of the store locator.
+    pub fn options(&self) -> crate::locator::RemoteOptions {
+        crate::locator::RemoteOptions {
+            connections: usize::from(self.connections),
+            timeout_secs: self.remote_timeout,
+            retry: self.retry,
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]

@@ -12,6 +12,7 @@ use crate::args::{FormatArgs, ResizeArgs};
 use crate::cmd_volume_io::Progress;
 use crate::failure::Failure;
 use crate::image;
+use crate::image_store::ImageStore;
 use crate::passphrase;
 use sectorcrypt_cli::parse_size;
 use sectorcrypt_volume::engine::EngineOptions;
@@ -19,8 +20,8 @@ use sectorcrypt_volume::geli::init::{self, InitOptions};
 use sectorcrypt_volume::geli::metadata::{self, algo};
 use sectorcrypt_volume::geli::resize as geli_resize;
 use sectorcrypt_volume::lock::Mode;
-use sectorcrypt_volume::{FileStore, Store as _, Unlocked};
-use std::os::unix::fs::FileExt;
+use sectorcrypt_volume::{Store as _, Unlocked};
+use std::sync::Arc;
 
 /// geli's encryption algorithm names (`g_eli_str2ealgo`, any case), and the cipher
 /// strings that mean the same here.
@@ -65,13 +66,8 @@ pub(crate) fn aalgo(name: &str) -> Result<u16, Failure> {
 
 /// Seals every sector of a new authenticated provider (encrypted zeros with their tags),
 /// with a progress line on a terminal.
-fn wipe(store: &FileStore, u: &Unlocked) -> Result<(), Failure> {
-    let clone = store
-        .file()
-        .try_clone()
-        .map_err(|e| Failure::runtime(format!("{}: {e}", store.name())))?;
-    let data = FileStore::new(clone, store.name().to_string());
-    let vol = u.engine(Box::new(data), EngineOptions::default())?;
+fn wipe(store: &Arc<ImageStore>, u: &Unlocked) -> Result<(), Failure> {
+    let vol = u.engine(Box::new(Arc::clone(store)), EngineOptions::default())?;
     let total = vol.size();
     let mut progress = Progress::new("wipe", total);
     let step = 64u64 << 20;
@@ -152,6 +148,7 @@ pub fn format(a: FormatArgs) -> Result<(), Failure> {
     let keyfiles = passphrase::keyfiles(&a.key)?;
     let size = a.size.as_deref().map(parse_size).transpose()?;
     let (store, created) = image::open_or_create(&a.image, size, false)?;
+    let store = Arc::new(store);
     let result = (|| {
         let _claim = image::claim(&store, &a.image, Mode::Exclusive)?;
         if !created {
@@ -206,7 +203,7 @@ pub fn resize(a: ResizeArgs) -> Result<(), Failure> {
     let _claim = image::claim(&store, &a.image, Mode::Exclusive)?;
     let _lock = image::lock_header(&store, &a.image, Mode::Exclusive)?;
     let mut start = [0u8; 6];
-    if store.file().read_exact_at(&mut start, 0).is_ok() && &start == b"LUKS\xba\xbe" {
+    if store.read_at(&mut start, 0).is_ok() && &start == b"LUKS\xba\xbe" {
         return Err(Failure::usage(format!(
             "{} is a LUKS volume: resize is for GELI providers",
             a.image.display()

@@ -30,7 +30,7 @@ use sectorcrypt_volume::geli::{self, resize, Geli, NewUserKey};
 use sectorcrypt_volume::hash::HashAlg;
 use sectorcrypt_volume::kdf::{KdfKind, KdfOptions};
 use sectorcrypt_volume::lock::Mode;
-use sectorcrypt_volume::Header;
+use sectorcrypt_volume::{Header, Store as _};
 use std::path::{Path, PathBuf};
 
 fn key(passfile: Option<PathBuf>, keyfiles: Vec<PathBuf>, no_pass: bool) -> KeyArgs {
@@ -430,23 +430,20 @@ fn default_backup(prov: &Path) -> PathBuf {
 /// truncated) with mode 0600 and synced; removed again if it cannot be written whole.
 fn write_backup(prov: &Path, file: &Path) -> Result<(), Failure> {
     use std::io::Write as _;
-    use std::os::unix::fs::{FileExt as _, OpenOptionsExt as _};
+    use std::os::unix::fs::OpenOptionsExt as _;
     let img = image::open(prov, &HeaderArg::default(), Access::Inspect)?;
     let _lock = img.files.lock(Mode::Shared)?;
     let size = img
         .files
         .store
-        .file()
-        .metadata()
-        .map_err(|e| Failure::runtime(e.to_string()))?
-        .len();
+        .size()
+        .map_err(|e| Failure::runtime(format!("{}: {e}", prov.display())))?;
     let mut sector = zeroize::Zeroizing::new(Vec::new());
     for piece in img.header.format().backup_pieces(size) {
         let mut bytes = vec![0u8; piece.len as usize];
         img.files
             .store
-            .file()
-            .read_exact_at(&mut bytes, piece.image)
+            .read_at(&mut bytes, piece.image)
             .map_err(|e| Failure::runtime(format!("reading {}: {e}", prov.display())))?;
         sector.extend_from_slice(&bytes);
     }

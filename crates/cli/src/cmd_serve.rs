@@ -1,6 +1,10 @@
 //! `sectorcrypt serve`: the plaintext of a volume over NBD, until SIGINT or SIGTERM. Who
 //! may connect is said once at the start: a Unix socket's mode (0600 unless widened), or a
 //! warning that a TCP port is open to every local user.
+//!
+//! Over a remote store (an NBD URI: the encrypting proxy) each connection gets more
+//! workers: their requests wait on the network, not on the CPU, and every request in
+//! flight downstream is one in flight upstream, which is what hides the store's latency.
 
 use crate::args::ServeArgs;
 use crate::failure::Failure;
@@ -9,6 +13,9 @@ use sectorcrypt_nbd::{Listen, Server, ServerConfig};
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 use std::time::Duration;
+
+/// Workers per connection when the volume is on a remote store.
+const REMOTE_WORKERS: usize = 16;
 
 pub fn run(a: ServeArgs) -> Result<(), Failure> {
     let listen = match (&a.socket, &a.listen) {
@@ -23,7 +30,13 @@ pub fn run(a: ServeArgs) -> Result<(), Failure> {
     let mut export = volume_export::open(&a.open)?;
     export.allow_discards(a.allow_discards);
     let defaults = ServerConfig::default();
+    let remote = crate::locator::locate(&a.open.image)?;
+    let workers = match remote {
+        crate::locator::Location::Local => defaults.workers_per_connection,
+        _ => REMOTE_WORKERS,
+    };
     let config = ServerConfig {
+        workers_per_connection: workers,
         export_name: a.export_name.clone(),
         description: Some(format!("sectorcrypt {}", a.open.image.display())),
         read_timeout: Duration::from_secs(a.timeout),

@@ -25,15 +25,20 @@
 //! arguments are right, and the same command succeeds once the other process is done (a
 //! runtime condition, like an I/O error, not bad input). Keyslot changes need no claim:
 //! they are allowed on a served volume, as cryptsetup allows them on an active device.
+//!
+//! **Remote stores.** Every path argument goes through the store locator
+//! (`locator.rs`), so an NBD URI works wherever a path does. Their locks are held in
+//! this process only (`image_store.rs` says why and what that guards).
 
 use crate::args::{HeaderArg, KeyArgs};
 use crate::failure::Failure;
+use crate::image_store::{Guard, ImageStore};
+use crate::locator;
 use crate::passphrase::{self, Secret};
 use sectorcrypt_volume::engine::{EngineOptions, Volume};
-use sectorcrypt_volume::lock::{HeaderLock, Mode, UseClaim};
-use sectorcrypt_volume::{FileStore, Header, Placement, Unlocked};
+use sectorcrypt_volume::lock::Mode;
+use sectorcrypt_volume::{FileStore, Header, Placement, Store, Unlocked};
 use std::fs::OpenOptions;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 /// How a command uses a volume: what it opens for writing and which locks it takes.
@@ -56,17 +61,21 @@ pub enum Access {
 
 /// The use claims a command holds while it uses a volume; released when dropped.
 #[derive(Debug, Default)]
-pub struct Claims(Vec<UseClaim>);
+pub struct Claims(Vec<Guard>);
 
-impl From<UseClaim> for Claims {
-    fn from(c: UseClaim) -> Claims {
+impl From<Guard> for Claims {
+    fn from(c: Guard) -> Claims {
         Claims(vec![c])
     }
 }
 
-/// Opens `path` (read-write when `write`) as a store. A file that cannot be opened, or a
-/// directory, is bad input.
-pub fn open_store(path: &Path, write: bool) -> Result<FileStore, Failure> {
+/// Opens `path` (read-write when `write`) as a store: a file, or what the store locator
+/// finds for a URI. A file that cannot be opened, a directory, or a remote store that
+/// cannot be reached is bad input.
+pub fn open_store(path: &Path, write: bool) -> Result<ImageStore, Failure> {
+    if let Some(remote) = locator::open_remote(path, write)? {
+        return Ok(remote);
+    }
     let file = OpenOptions::new()
         .read(true)
         .write(write)
@@ -76,13 +85,16 @@ pub fn open_store(path: &Path, write: bool) -> Result<FileStore, Failure> {
     if meta.is_dir() {
         return Err(Failure::cannot_open(path, "is a directory"));
     }
-    Ok(FileStore::new(file, path.display().to_string()))
+    Ok(ImageStore::File(FileStore::new(
+        file,
+        path.display().to_string(),
+    )))
 }
 
 /// Claims the use of `store` (the file `path`) in `mode`. A shared claim waits for an
 /// exclusive one to end (a header being replaced); an exclusive claim never waits: a
 /// volume in use is refused (exit 1, see the module doc).
-pub fn claim(store: &FileStore, path: &Path, mode: Mode) -> Result<UseClaim, Failure> {
+pub fn claim(store: &ImageStore, path: &Path, mode: Mode) -> Result<Guard, Failure> {
     let failed = |e| Failure::runtime(format!("locking {}: {e}", path.display()));
     if let Some(c) = store.claim_use(mode, false).map_err(failed)? {
         return Ok(c);
@@ -106,7 +118,7 @@ pub fn claim(store: &FileStore, path: &Path, mode: Mode) -> Result<UseClaim, Fai
 
 /// Takes the header lock on `store` (the file `path`) in `mode`, waiting for another
 /// process's conflicting lock to be released (saying so).
-pub fn lock_header(store: &FileStore, path: &Path, mode: Mode) -> Result<HeaderLock, Failure> {
+pub fn lock_header(store: &ImageStore, path: &Path, mode: Mode) -> Result<Guard, Failure> {
     let failed = |e| Failure::runtime(format!("locking the header of {}: {e}", path.display()));
     if let Some(l) = store.lock_header(mode, false).map_err(failed)? {
         return Ok(l);
@@ -122,11 +134,8 @@ pub fn lock_header(store: &FileStore, path: &Path, mode: Mode) -> Result<HeaderL
 }
 
 /// Whether two open files are one file (a `--header` naming the image itself).
-pub fn same_file(a: &FileStore, b: &FileStore) -> bool {
-    match (a.file().metadata(), b.file().metadata()) {
-        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
-        _ => false,
-    }
+pub fn same_file(a: &ImageStore, b: &ImageStore) -> bool {
+    a.same_as(b)
 }
 
 /// The files of a volume, opened for a command's [`Access`] with its use claims.
@@ -137,9 +146,9 @@ pub struct Files {
     /// Where the header is: `path`, or the `--header` file.
     pub header_path: PathBuf,
     /// The header's store.
-    pub store: FileStore,
+    pub store: ImageStore,
     /// The data's store, when the header is detached.
-    data: Option<FileStore>,
+    data: Option<ImageStore>,
     claims: Claims,
 }
 
@@ -198,7 +207,7 @@ impl Files {
     }
 
     /// Takes the header lock in `mode` (see [`lock_header`]).
-    pub fn lock(&self, mode: Mode) -> Result<HeaderLock, Failure> {
+    pub fn lock(&self, mode: Mode) -> Result<Guard, Failure> {
         lock_header(&self.store, &self.header_path, mode)
     }
 
@@ -281,7 +290,7 @@ impl Image {
     /// header again: a change made by another process meanwhile is kept.
     pub fn update<T>(
         &mut self,
-        change: impl FnOnce(&mut Header, &FileStore) -> Result<T, Failure>,
+        change: impl FnOnce(&mut Header, &ImageStore) -> Result<T, Failure>,
     ) -> Result<T, Failure> {
         let _lock = self.files.lock(Mode::Exclusive)?;
         self.reread_header()?;
@@ -352,16 +361,28 @@ pub fn open_volume(
 /// (`--size`, required), or with `header` an empty file (a detached header's file, which
 /// grows to the header's size). Either is created readable by its owner only, as key
 /// material should be (an existing file or device keeps its mode: format changes contents,
-/// not access). Returns the store and whether it was created.
+/// not access). A remote store is never created: its size is the export's, and a `--size`
+/// that differs is refused. Returns the store and whether it was created.
 pub fn open_or_create(
     path: &Path,
     size: Option<u64>,
     header: bool,
-) -> Result<(FileStore, bool), Failure> {
+) -> Result<(ImageStore, bool), Failure> {
     let needs_size = !header;
+    if let Some(store) = locator::open_remote(path, true)? {
+        let have = store.size().map_err(|e| Failure::runtime(e.to_string()))?;
+        if let Some(s) = size.filter(|&s| needs_size && s != have) {
+            return Err(Failure::usage(format!(
+                "{} is an export of {have} bytes, not {s}: its size comes from the export                  (leave out --size)",
+                path.display()
+            )));
+        }
+        return Ok((store, false));
+    }
     if path.exists() {
         let store = open_store(path, true)?;
-        let meta = store
+        let file = store.as_file().expect("a path opens as a file");
+        let meta = file
             .file()
             .metadata()
             .map_err(|e| Failure::runtime(e.to_string()))?;
@@ -397,5 +418,5 @@ pub fn open_or_create(
         .map_err(created)?;
     let store = FileStore::new(file, path.display().to_string());
     store.file().set_len(size).map_err(created)?;
-    Ok((store, true))
+    Ok((ImageStore::File(store), true))
 }

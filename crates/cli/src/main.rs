@@ -17,8 +17,11 @@ mod cmd_serve;
 mod cmd_volume;
 mod cmd_volume_io;
 mod image;
+mod image_store;
 mod listed;
+mod locator;
 mod memory;
+mod nbd_store;
 mod output;
 mod passphrase;
 mod volume_export;
@@ -31,6 +34,7 @@ use clap::Parser;
 
 fn main() {
     let cli = Cli::parse();
+    locator::configure(cli.remote.options());
     let result = match cli.command {
         Command::Cipher(a) => cmd_cipher::run(a),
         Command::Backends => cmd_backends::run(),

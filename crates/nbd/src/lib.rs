@@ -32,12 +32,17 @@
 //! which use `incoming`, `activity`, `stream` and the protocol state, which uses `proto`;
 //! no module imports `server`.
 //!
+//! [`client`] is the other end: an NBD client over the same `proto` and `stream` (URIs,
+//! structured replies, multi-conn, many requests in flight, timeouts, reconnection), for
+//! volumes that live on an NBD export. It imports no server module.
+//!
 //! Simple replies only: structured replies bring nothing here (no sparse reads, no block
 //! status), and every NBD client falls back to simple replies when the option is refused.
 #![forbid(unsafe_code)]
 
 mod activity;
 mod budget;
+pub mod client;
 mod config;
 mod error;
 mod export;

@@ -6,7 +6,8 @@
 //! (headers are fixed-size arrays), so the codec is unit-tested on bytes and can serve a
 //! client as well as the server. Callers do the I/O and decide the policy (which options
 //! and commands are accepted). Only what this crate speaks is encoded: fixed newstyle
-//! negotiation and simple replies (no structured replies, no extended headers).
+//! negotiation, simple replies, and (for the client, which reads them) structured reply
+//! chunks; no extended headers.
 
 use std::io;
 
@@ -20,6 +21,8 @@ pub const OPT_REPLY_MAGIC: u64 = 0x0003_e889_0455_65a9;
 pub const REQUEST_MAGIC: u32 = 0x2560_9513;
 /// Magic opening every simple reply.
 pub const SIMPLE_REPLY_MAGIC: u32 = 0x6744_6698;
+/// Magic opening every structured reply chunk.
+pub const STRUCTURED_REPLY_MAGIC: u32 = 0x668e_33ef;
 
 // Handshake flags (server, 16 bits).
 /// The server speaks the fixed newstyle protocol.
@@ -71,6 +74,18 @@ pub const INFO_NAME: u16 = 1;
 pub const INFO_DESCRIPTION: u16 = 2;
 pub const INFO_BLOCK_SIZE: u16 = 3;
 
+// Structured reply chunks: the flag and the types.
+/// The last chunk of a reply.
+pub const REPLY_FLAG_DONE: u16 = 1 << 0;
+pub const REPLY_TYPE_NONE: u16 = 0;
+pub const REPLY_TYPE_OFFSET_DATA: u16 = 1;
+pub const REPLY_TYPE_OFFSET_HOLE: u16 = 2;
+pub const REPLY_TYPE_BLOCK_STATUS: u16 = 5;
+/// Error chunk types have bit 15 set.
+pub const REPLY_TYPE_FLAG_ERROR: u16 = 1 << 15;
+pub const REPLY_TYPE_ERROR: u16 = REPLY_TYPE_FLAG_ERROR | 1;
+pub const REPLY_TYPE_ERROR_OFFSET: u16 = REPLY_TYPE_FLAG_ERROR | 2;
+
 // Commands.
 pub const CMD_READ: u16 = 0;
 pub const CMD_WRITE: u16 = 1;
@@ -103,6 +118,10 @@ pub const ESHUTDOWN: u32 = 108;
 pub const REQUEST_LEN: usize = 28;
 /// Bytes of a simple reply header.
 pub const SIMPLE_REPLY_LEN: usize = 16;
+/// Bytes of a structured reply chunk header.
+pub const STRUCTURED_REPLY_LEN: usize = 20;
+/// Bytes of an option request header (IHAVEOPT, option, data length).
+pub const OPTION_REQUEST_LEN: usize = 16;
 /// Bytes of the server's greeting (NBDMAGIC, IHAVEOPT, handshake flags).
 pub const GREETING_LEN: usize = 18;
 /// Bytes of an option reply header.
@@ -168,6 +187,94 @@ pub fn encode_greeting(handshake_flags: u16) -> [u8; GREETING_LEN] {
         .put(&IHAVEOPT.to_be_bytes())
         .put(&handshake_flags.to_be_bytes())
         .done()
+}
+
+/// Parses the server's greeting: the handshake flags, or `None` when it does not open
+/// with NBDMAGIC and IHAVEOPT (an oldstyle server, or no NBD server at all).
+pub fn decode_greeting(g: &[u8; GREETING_LEN]) -> Option<u16> {
+    let mut f = Fields(g);
+    (f.u64() == NBDMAGIC && f.u64() == IHAVEOPT).then(|| f.u16())
+}
+
+/// The header of an option request (the client's): `len` bytes of option data follow it.
+pub fn encode_option_request(option: u32, len: u32) -> [u8; OPTION_REQUEST_LEN] {
+    Out::new()
+        .put(&IHAVEOPT.to_be_bytes())
+        .put(&option.to_be_bytes())
+        .put(&len.to_be_bytes())
+        .done()
+}
+
+/// The data of NBD_OPT_INFO and NBD_OPT_GO (the client's): the export's name and the
+/// information types asked for; the inverse of [`decode_info_request`].
+pub fn encode_info_request(name: &[u8], infos: &[u16]) -> Vec<u8> {
+    let mut d = Vec::with_capacity(6 + name.len() + 2 * infos.len());
+    d.extend_from_slice(&(name.len() as u32).to_be_bytes());
+    d.extend_from_slice(name);
+    d.extend_from_slice(&(infos.len() as u16).to_be_bytes());
+    for i in infos {
+        d.extend_from_slice(&i.to_be_bytes());
+    }
+    d
+}
+
+/// Parses the export's size and transmission flags (the inverse of
+/// [`encode_size_and_flags`]).
+pub fn decode_size_and_flags(d: &[u8; SIZE_AND_FLAGS_LEN]) -> (u64, u16) {
+    let mut f = Fields(d);
+    (f.u64(), f.u16())
+}
+
+/// Parses NBD_INFO_BLOCK_SIZE's data after its type: minimum, preferred, maximum.
+pub fn decode_block_sizes(d: &[u8; 12]) -> (u32, u32, u32) {
+    let mut f = Fields(d);
+    (f.u32(), f.u32(), f.u32())
+}
+
+/// The header of a structured reply chunk; `len` bytes of chunk data follow it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChunkHeader {
+    /// `REPLY_FLAG_DONE` on the last chunk of a reply.
+    pub flags: u16,
+    /// The chunk type (`REPLY_TYPE_*`).
+    pub kind: u16,
+    /// The cookie of the request replied to.
+    pub cookie: u64,
+    /// Bytes of chunk data that follow.
+    pub len: u32,
+}
+
+impl ChunkHeader {
+    /// The header on the wire.
+    pub fn encode(&self) -> [u8; STRUCTURED_REPLY_LEN] {
+        Out::new()
+            .put(&STRUCTURED_REPLY_MAGIC.to_be_bytes())
+            .put(&self.flags.to_be_bytes())
+            .put(&self.kind.to_be_bytes())
+            .put(&self.cookie.to_be_bytes())
+            .put(&self.len.to_be_bytes())
+            .done()
+    }
+
+    /// Parses a header; `Err` holds the magic found when it is not
+    /// `STRUCTURED_REPLY_MAGIC`.
+    pub fn decode(h: &[u8; STRUCTURED_REPLY_LEN]) -> Result<ChunkHeader, u32> {
+        let mut f = Fields(h);
+        match f.u32() {
+            STRUCTURED_REPLY_MAGIC => Ok(ChunkHeader {
+                flags: f.u16(),
+                kind: f.u16(),
+                cookie: f.u64(),
+                len: f.u32(),
+            }),
+            magic => Err(magic),
+        }
+    }
+
+    /// Whether this is the last chunk of its reply.
+    pub fn done(&self) -> bool {
+        self.flags & REPLY_FLAG_DONE != 0
+    }
 }
 
 /// The header of an option reply; `len` bytes of reply data follow it.
@@ -400,6 +507,39 @@ mod tests {
             encode_block_sizes(1, 4096, 32 << 20),
             [0, 0, 0, 1, 0, 0, 0x10, 0, 2, 0, 0, 0]
         );
+    }
+
+    #[test]
+    fn client_messages_are_the_inverse_of_the_server_codec() {
+        let g = encode_greeting(FLAG_FIXED_NEWSTYLE);
+        assert_eq!(decode_greeting(&g), Some(FLAG_FIXED_NEWSTYLE));
+        let mut old = g;
+        old[8..16].copy_from_slice(&0x0000_4202_8186_1253u64.to_be_bytes());
+        assert_eq!(decode_greeting(&old), None, "oldstyle is not spoken");
+        let o = encode_option_request(OPT_GO, 7);
+        assert_eq!(&o[..8], b"IHAVEOPT");
+        assert_eq!(&o[8..], &[0, 0, 0, 7, 0, 0, 0, 7]);
+        let d = encode_info_request(b"vol", &[INFO_BLOCK_SIZE]);
+        assert_eq!(decode_info_request(&d), Some((&b"vol"[..], vec![3])));
+        assert_eq!(
+            decode_size_and_flags(&encode_size_and_flags(1 << 40, FLAG_READ_ONLY)),
+            (1 << 40, FLAG_READ_ONLY)
+        );
+        assert_eq!(
+            decode_block_sizes(&encode_block_sizes(512, 4096, 1 << 25)),
+            (512, 4096, 1 << 25)
+        );
+        let c = ChunkHeader {
+            flags: REPLY_FLAG_DONE,
+            kind: REPLY_TYPE_ERROR_OFFSET,
+            cookie: 9,
+            len: 14,
+        };
+        let h = c.encode();
+        assert_eq!(&h[..8], &[0x66, 0x8e, 0x33, 0xef, 0, 1, 0x80, 2]);
+        assert_eq!(ChunkHeader::decode(&h), Ok(c));
+        assert!(c.done());
+        assert!(ChunkHeader::decode(&[0; STRUCTURED_REPLY_LEN]).is_err());
     }
 
     #[test]

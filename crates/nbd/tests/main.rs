@@ -11,10 +11,12 @@
 //!   timeout;
 //! - `fairness`: stalled and idle clients hold up no one else;
 //! - `writeback`: a failed flush fails every later flush;
-//! - `lifecycle`: listening (Unix socket, loopback TCP) and shutting down.
+//! - `lifecycle`: listening (Unix socket, loopback TCP) and shutting down;
+//! - `client`: the NBD client against nbdkit, this server and a hand-written one.
 
 mod support;
 
+mod client;
 mod fairness;
 mod handshake;
 mod lifecycle;

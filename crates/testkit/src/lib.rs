@@ -5,11 +5,13 @@
 //!   when it does not ([`require!`]);
 //! - running a command that must succeed ([`run`], [`run_stdout`]);
 //! - deterministic pseudo-random data ([`pattern`]), so that failures reproduce;
+//! - an `nbdkit` process for a test ([`nbdkit::Nbdkit`]);
 //! - the report of which backends a test binary runs and which it skips ([`usable`]);
 //! - with the `openssl` feature, OpenSSL as the reference model (`reference`: EVP calls,
 //!   and dm-crypt's sectors one at a time).
 #![forbid(unsafe_code)]
 
+pub mod nbdkit;
 #[cfg(feature = "openssl")]
 pub mod reference;
 

@@ -59,6 +59,29 @@ pub trait Store: fmt::Debug + Send + Sync {
     }
 }
 
+/// A store shared by its owner and an engine over it (the engine takes its store by
+/// value).
+impl<T: Store + ?Sized> Store for std::sync::Arc<T> {
+    fn name(&self) -> &str {
+        (**self).name()
+    }
+    fn size(&self) -> io::Result<u64> {
+        (**self).size()
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        (**self).read_at(buf, offset)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        (**self).write_at(buf, offset)
+    }
+    fn sync(&self) -> io::Result<()> {
+        (**self).sync()
+    }
+    fn discard(&self, offset: u64, len: u64) -> io::Result<()> {
+        (**self).discard(offset, len)
+    }
+}
+
 /// A local file or block device.
 #[derive(Debug)]
 pub struct FileStore {

@@ -1,0 +1,374 @@
+//! Volumes on NBD exports: every volume command given an NBD URI in place of the image
+//! path, with nbdkit (`file` and `memory` plugins, the `error` and `delay` filters) as the
+//! upstream; `serve URI` as an encrypting proxy used by nbdinfo, nbdcopy and qemu-img; the
+//! exported bytes checked with cryptsetup and with sectorcrypt on a local copy. Skipped
+//! with a printed reason where nbdkit (or another tool) is missing.
+
+#[path = "support/served.rs"]
+mod served;
+mod support;
+#[path = "support/volumes.rs"]
+mod volumes;
+
+use sectorcrypt_nbd::client::{Client, ClientConfig, NbdUri};
+use sectorcrypt_testkit::nbdkit::Nbdkit;
+use sectorcrypt_testkit::{pattern, require, run};
+use served::Served;
+use std::io::{Read, Write};
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+use support::{code, ok, ok_bytes, s, sc};
+use volumes::{key_file, FAST};
+
+/// What `sectorcrypt read TARGET` (a local image or a URI) gives at `offset`.
+fn read_plain(target: &str, key: &Path, offset: u64, len: usize) -> Vec<u8> {
+    let (off, len) = (offset.to_string(), len.to_string());
+    let args = [
+        "read",
+        target,
+        "--offset",
+        &off,
+        "--length",
+        &len,
+        "--key-file",
+        s(key),
+    ];
+    ok_bytes(sc(&args, b""))
+}
+
+/// What `sectorcrypt read` of a local image gives at `offset`.
+fn read_local(img: &Path, key: &Path, offset: u64, len: usize) -> Vec<u8> {
+    read_plain(s(img), key, offset, len)
+}
+
+/// `sectorcrypt write TARGET` of `data` at `offset`, then `read` of it back: equal.
+fn write_and_read(target: &str, key: &Path, dir: &Path, data: &[u8], offset: u64) {
+    let input = dir.join("in.bin");
+    std::fs::write(&input, data).unwrap();
+    let off = offset.to_string();
+    let args = [
+        "write",
+        target,
+        "--input",
+        s(&input),
+        "--offset",
+        &off,
+        "--key-file",
+        s(key),
+    ];
+    ok(sc(&args, b""));
+    let back = read_plain(target, key, offset, data.len());
+    assert!(back == data, "{target}: read back differs");
+}
+
+#[test]
+fn luks2_luks1_and_geli_volumes_are_read_and_written_through_nbd_uris() {
+    require!("nbdkit", "cryptsetup");
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let key = key_file(d, "k", "remote secret");
+    let make = |name: &str, kind: &str| {
+        let img = d.join(name);
+        std::fs::File::create(&img)
+            .unwrap()
+            .set_len(24 << 20)
+            .unwrap();
+        match kind {
+            "luks1" => {
+                run(Command::new("cryptsetup")
+                    .args(["luksFormat", "--type", "luks1", "--batch-mode"])
+                    .args(["--pbkdf-force-iterations", "1000", "--key-file"])
+                    .arg(&key)
+                    .arg(&img));
+            }
+            _ => {
+                let mut a = vec!["format", s(&img), "--type", kind, "--key-file", s(&key)];
+                a.extend(FAST);
+                a.push("--batch");
+                ok(sc(&a, b""));
+            }
+        }
+        img
+    };
+    for (i, kind) in ["luks2", "luks1", "geli"].into_iter().enumerate() {
+        let img = make(&format!("{kind}.img"), kind);
+        let file = format!("file={}", img.display());
+        // Unix socket for one, loopback TCP for the others.
+        let kit = if i == 0 {
+            Nbdkit::unix(&d.join(format!("{kind}.sock")), &["file", &file])
+        } else {
+            Nbdkit::tcp(&["file", &file])
+        };
+        let uri = kit.uri();
+        let dump = ok(sc(&["dump", &uri], b""));
+        assert!(dump.to_lowercase().contains(&kind[..4]), "{kind}: {dump}");
+        assert_eq!(
+            code(&sc(&["test-key", &uri, "--key-file", s(&key)], b"")),
+            0
+        );
+        let data = pattern(3 << 20, i as u64);
+        write_and_read(&uri, &key, d, &data, 12345);
+        drop(kit);
+        // The ciphertext landed where the format puts it: the local file decrypts.
+        assert!(read_local(&img, &key, 12345, data.len()) == data, "{kind}");
+        if kind != "geli" {
+            run(Command::new("cryptsetup")
+                .args(["open", "--test-passphrase", "--key-file"])
+                .arg(&key)
+                .arg(&img));
+        }
+    }
+}
+
+#[test]
+fn format_on_an_empty_memory_export_gives_a_volume_cryptsetup_opens() {
+    require!("nbdkit", "nbdcopy", "cryptsetup");
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let key = key_file(d, "k", "formatted remotely");
+    for kind in ["luks2", "luks1"] {
+        let kit = Nbdkit::unix(&d.join(format!("{kind}.sock")), &["memory", "40M"]);
+        let uri = kit.uri();
+        let mut a = vec![
+            "format",
+            &uri,
+            "--type",
+            kind,
+            "--key-file",
+            s(&key),
+            "--batch",
+        ];
+        a.extend(FAST);
+        ok(sc(&a, b""));
+        // A --size that is not the export's is refused: the size comes from the export.
+        let mut again = a.clone();
+        again.extend(["--size", "20M"]);
+        let out = sc(&again, b"");
+        assert_eq!(code(&out), 2, "{}", String::from_utf8_lossy(&out.stderr));
+        let data = pattern(1 << 20, 7);
+        write_and_read(&uri, &key, d, &data, 4096);
+        let copy = d.join(format!("{kind}.copy"));
+        run(Command::new("nbdcopy").arg(&uri).arg(&copy));
+        let dump =
+            String::from_utf8(run(Command::new("cryptsetup").arg("luksDump").arg(&copy)).stdout)
+                .unwrap();
+        assert!(
+            dump.contains(if kind == "luks2" {
+                "Version:       \t2"
+            } else {
+                "Version:       \t1"
+            }),
+            "{dump}"
+        );
+        run(Command::new("cryptsetup")
+            .args(["open", "--test-passphrase", "--key-file"])
+            .arg(&key)
+            .arg(&copy));
+        assert!(read_local(&copy, &key, 4096, data.len()) == data, "{kind}");
+        std::fs::remove_file(&copy).unwrap();
+    }
+}
+
+#[test]
+fn keyslot_header_and_erase_commands_work_on_an_nbd_export() {
+    require!("nbdkit", "cryptsetup");
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let img = volumes::new_volume(d, &[]);
+    let k0 = d.join("k0");
+    let k1 = key_file(d, "k1", "one");
+    let k2 = key_file(d, "k2", "two");
+    let kit = Nbdkit::unix(
+        &d.join("k.sock"),
+        &["file", &format!("file={}", img.display())],
+    );
+    let uri = kit.uri();
+    let mut add = vec!["add-key", &uri, s(&k1), "--key-file", s(&k0)];
+    add.extend(FAST);
+    ok(sc(&add, b""));
+    let mut change = vec!["change-key", &uri, s(&k2), "--key-file", s(&k1)];
+    change.extend(FAST);
+    ok(sc(&change, b""));
+    assert_eq!(code(&sc(&["test-key", &uri, "--key-file", s(&k1)], b"")), 3);
+    assert_eq!(code(&sc(&["test-key", &uri, "--key-file", s(&k2)], b"")), 0);
+    let backup = d.join("hdr.bak");
+    ok(sc(&["header", "backup", &uri, s(&backup)], b""));
+    ok(sc(&["remove-key", &uri, "--key-file", s(&k2)], b""));
+    assert_eq!(code(&sc(&["test-key", &uri, "--key-file", s(&k2)], b"")), 3);
+    ok(sc(&["header", "restore", &uri, s(&backup), "--batch"], b""));
+    assert_eq!(code(&sc(&["test-key", &uri, "--key-file", s(&k2)], b"")), 0);
+    // cryptsetup agrees on the file behind the export.
+    run(Command::new("cryptsetup")
+        .args(["open", "--test-passphrase", "--key-file"])
+        .arg(&k2)
+        .arg(&img));
+    ok(sc(&["erase", &uri, "--batch"], b""));
+    let out = sc(&["test-key", &uri, "--key-file", s(&k0)], b"");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no active keyslot"));
+}
+
+#[test]
+fn serve_uri_is_an_encrypting_proxy_for_nbdcopy_nbdinfo_and_qemu_img() {
+    require!("nbdkit", "nbdcopy", "nbdinfo", "qemu-img");
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let img = volumes::new_volume(d, &[]);
+    let k0 = d.join("k0");
+    let kit = Nbdkit::unix(
+        &d.join("up.sock"),
+        &["file", &format!("file={}", img.display())],
+    );
+    let proxy = Served::start(&[&kit.uri(), "--key-file", s(&k0)], &d.join("proxy.sock"));
+    let size: u64 =
+        String::from_utf8(run(Command::new("nbdinfo").arg("--size").arg(proxy.uri())).stdout)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+    assert_eq!(
+        size,
+        (20 << 20) - (16 << 20),
+        "the data area of a 20 MiB LUKS2 volume"
+    );
+    let plain = pattern(size as usize, 11);
+    let input = d.join("plain.bin");
+    std::fs::write(&input, &plain).unwrap();
+    run(Command::new("nbdcopy")
+        .args(["--connections", "4", "--flush"])
+        .arg(&input)
+        .arg(proxy.uri()));
+    let out = d.join("out.raw");
+    run(Command::new("qemu-img")
+        .args(["convert", "-f", "raw", "-O", "raw"])
+        .arg(proxy.uri())
+        .arg(&out));
+    assert!(
+        std::fs::read(&out).unwrap() == plain,
+        "qemu-img read differs"
+    );
+    let (status, _) = proxy.stop("TERM");
+    assert!(status.success());
+    // What reached the upstream's file is ciphertext that decrypts locally.
+    let stored = std::fs::read(&img).unwrap();
+    assert!(stored[16 << 20..] != plain[..]);
+    assert!(read_local(&img, &k0, 0, plain.len()) == plain);
+}
+
+/// A client of the proxy (this crate's own NBD client, with no retries).
+fn proxy_client(srv: &Served) -> Client {
+    let config = ClientConfig {
+        timeout: Some(Duration::from_secs(20)),
+        ..ClientConfig::default()
+    };
+    Client::connect(&NbdUri::parse(&srv.uri()).unwrap(), config).unwrap()
+}
+
+#[test]
+fn an_upstream_eio_fails_exactly_that_request_through_the_proxy() {
+    require!("nbdkit");
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let img = volumes::new_volume(d, &[]);
+    let k0 = d.join("k0");
+    let trigger = d.join("trigger");
+    let kit = Nbdkit::unix(
+        &d.join("up.sock"),
+        &[
+            "--filter=error",
+            "file",
+            &format!("file={}", img.display()),
+            "error-pread=EIO",
+            "error-pread-rate=25%",
+            &format!("error-file={}", trigger.display()),
+        ],
+    );
+    let proxy = Served::start(&[&kit.uri(), "--key-file", s(&k0)], &d.join("p.sock"));
+    let c = proxy_client(&proxy);
+    let plain = pattern(4 << 20, 5);
+    c.write_at(&plain, 0, false).unwrap();
+    c.flush().unwrap();
+    std::fs::write(&trigger, b"").unwrap();
+    let (mut failed, mut good) = (0, 0);
+    for i in 0..128usize {
+        let mut buf = vec![0u8; 32768];
+        match c.read_at(&mut buf, (i * 32768) as u64) {
+            Ok(()) => {
+                assert!(
+                    buf == plain[i * 32768..(i + 1) * 32768],
+                    "read {i}: wrong bytes"
+                );
+                good += 1;
+            }
+            Err(e) => {
+                assert_eq!(e.raw_os_error(), Some(5), "read {i}: {e}");
+                failed += 1;
+            }
+        }
+    }
+    assert!(failed > 5 && good > 5, "{failed} failed, {good} good");
+}
+
+#[test]
+fn a_vanished_or_stuck_upstream_gives_errors_within_the_timeout() {
+    require!("nbdkit");
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let img = volumes::new_volume(d, &[]);
+    let k0 = d.join("k0");
+    let file = format!("file={}", img.display());
+    // Stuck: the upstream stops answering (nbdkit's pause filter); the proxy gives up
+    // after 2 s and says EIO.
+    let control = d.join("pause.ctl");
+    let slow = Nbdkit::unix(
+        &d.join("slow.sock"),
+        &[
+            "--filter=pause",
+            "file",
+            &file,
+            &format!("pause-control={}", control.display()),
+        ],
+    );
+    let proxy = Served::start(
+        &[&slow.uri(), "--key-file", s(&k0), "--remote-timeout", "2"],
+        &d.join("p1.sock"),
+    );
+    let c = proxy_client(&proxy);
+    let mut buf = vec![0u8; 65536];
+    c.read_at(&mut buf, 0).unwrap();
+    let mut ctl = std::os::unix::net::UnixStream::connect(&control).unwrap();
+    ctl.write_all(b"p").unwrap();
+    let mut answer = [0u8; 1];
+    ctl.read_exact(&mut answer).unwrap();
+    assert_eq!(&answer, b"P");
+    let t0 = Instant::now();
+    let e = c.read_at(&mut buf, 1 << 20).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(5), "{e}");
+    assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
+    ctl.write_all(b"r").unwrap();
+    drop((c, proxy, slow));
+    // Killed: the upstream disappears under a working proxy.
+    let mut kit = Nbdkit::unix(&d.join("up.sock"), &["file", &file]);
+    let proxy = Served::start(
+        &[&kit.uri(), "--key-file", s(&k0), "--remote-timeout", "5"],
+        &d.join("p2.sock"),
+    );
+    let c = proxy_client(&proxy);
+    c.read_at(&mut buf, 0).unwrap();
+    kit.kill();
+    let t0 = Instant::now();
+    let e = c.read_at(&mut buf, 1 << 20).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(5), "{e}");
+    assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+}
+
+#[test]
+fn nbds_uris_are_refused_as_not_yet_supported() {
+    let out = sc(&["dump", "nbds://127.0.0.1/x"], b"");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(code(&out), 2, "{err}");
+    assert!(err.contains("not supported yet"), "{err}");
+    let out = sc(&["dump", "nbd+unix:///x"], b"");
+    assert_eq!(code(&out), 2);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("socket"));
+}

@@ -1,0 +1,472 @@
+//! An NBD client: the other end of this crate's protocol code (`proto` is shared with the
+//! server), for the storage a volume lives on.
+//!
+//! - [`uri`]: NBD URIs (`nbd://`, `nbd+unix://`, `nbds://`);
+//! - `negotiate`: the socket and the fixed newstyle handshake (structured replies,
+//!   NBD_OPT_GO with NBD_INFO_BLOCK_SIZE);
+//! - `conn`: one connection with many requests in flight (callers write, one reader
+//!   thread hands replies out by cookie);
+//! - `reply`: a read put together from structured reply chunks;
+//! - [`Client`] (here): up to `connections` connections when the server allows
+//!   multi-conn, requests cut to the server's maximum block size and sent all at once
+//!   (latency is hidden by pipelining, never by caching), unaligned requests made aligned
+//!   for servers with a minimum block size, timeouts, and reconnection.
+//!
+//! Errors: an error the server reports for a request comes back as that OS error (EIO,
+//! ENOSPC...) for that request only, and is never retried. A connection that fails
+//! (closed, reset, no reply within the timeout) fails the requests in flight on it; with
+//! `retry` > 0 each is sent again on a new connection, up to `retry` times, except
+//! flushes: a flush that did not complete is an error. Writes acknowledged on a
+//! connection that was lost before a flush covered them make the next flush fail (EIO),
+//! since the server may have lost them.
+
+mod conn;
+mod negotiate;
+mod reply;
+pub mod uri;
+
+pub use negotiate::{ExportFacts, DEFAULT_MAX_BLOCK};
+pub use uri::{Endpoint, NbdUri, UriError};
+
+use crate::proto::*;
+use conn::{is_lost, lost, Conn, Ticket};
+use std::io;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+/// How the client behaves.
+#[derive(Debug, Clone)]
+pub struct ClientConfig {
+    /// Connections to open when the server allows multi-conn (1 otherwise).
+    pub connections: usize,
+    /// How long a connection and its handshake, and each request, may take (`None`: no
+    /// limit). A request without a reply by then fails, and so does its connection.
+    pub timeout: Option<Duration>,
+    /// How many times a request is sent again on a new connection after its connection
+    /// failed.
+    pub retry: u32,
+    /// Ask for structured replies.
+    pub structured_replies: bool,
+}
+
+impl Default for ClientConfig {
+    fn default() -> ClientConfig {
+        ClientConfig {
+            connections: 4,
+            timeout: Some(Duration::from_secs(30)),
+            retry: 0,
+            structured_replies: true,
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A client of one export. Every method takes `&self` and may run from many threads;
+/// each call waits for its own replies.
+#[derive(Debug)]
+pub struct Client {
+    uri: NbdUri,
+    name: String,
+    config: ClientConfig,
+    facts: ExportFacts,
+    slots: Vec<Mutex<Option<Arc<Conn>>>>,
+    next: AtomicUsize,
+    /// Unaligned writes, read-modify-written one at a time.
+    rmw: Mutex<()>,
+    /// Writes acknowledged on a lost connection were not flushed.
+    lost_writes: AtomicBool,
+}
+
+/// One request of a call, before it is sent.
+#[derive(Debug, Clone, Copy)]
+struct Piece {
+    kind: u16,
+    flags: u16,
+    offset: u64,
+    len: u32,
+    /// Where its payload or its data is in the caller's buffer.
+    at: usize,
+}
+
+impl Client {
+    /// Connects to `uri` and negotiates its export; opens the other connections when the
+    /// server allows multi-conn. TLS (`nbds://`) is refused here, the one place that
+    /// knows it is not spoken yet.
+    pub fn connect(uri: &NbdUri, config: ClientConfig) -> io::Result<Client> {
+        if uri.tls {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                format!("{uri}: TLS (nbds://) is not supported yet; use nbd:// or nbd+unix://"),
+            ));
+        }
+        let name = uri.to_string();
+        let (stream, facts) = negotiate::open(uri, config.timeout, config.structured_replies)
+            .map_err(|e| io::Error::new(e.kind(), format!("{name}: {e}")))?;
+        let first = Conn::start(stream, facts.structured, name.clone())?;
+        let n = if facts.can_multi_conn() {
+            config.connections.max(1)
+        } else {
+            1
+        };
+        let client = Client {
+            uri: uri.clone(),
+            name,
+            config,
+            facts,
+            slots: (0..n).map(|_| Mutex::new(None)).collect(),
+            next: AtomicUsize::new(0),
+            rmw: Mutex::new(()),
+            lost_writes: AtomicBool::new(false),
+        };
+        *lock(&client.slots[0]) = Some(Arc::new(first));
+        for slot in &client.slots[1..] {
+            *lock(slot) = Some(client.open_conn()?);
+        }
+        Ok(client)
+    }
+
+    /// What the handshake said about the export.
+    pub fn facts(&self) -> &ExportFacts {
+        &self.facts
+    }
+
+    /// The export's size in bytes.
+    pub fn size(&self) -> u64 {
+        self.facts.size
+    }
+
+    /// Connections opened (1 when the server does not allow multi-conn).
+    pub fn connections(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// The URI, in its canonical spelling.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn open_conn(&self) -> io::Result<Arc<Conn>> {
+        let fail = |e: io::Error| lost(e.kind(), format!("{}: reconnecting: {e}", self.name));
+        let (stream, facts) = negotiate::open(
+            &self.uri,
+            self.config.timeout,
+            self.config.structured_replies,
+        )
+        .map_err(fail)?;
+        if facts.size != self.facts.size || facts.flags != self.facts.flags {
+            return Err(lost(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "{}: the export changed (size or flags) between connections",
+                    self.name
+                ),
+            ));
+        }
+        Ok(Arc::new(
+            Conn::start(stream, facts.structured, self.name.clone()).map_err(fail)?,
+        ))
+    }
+
+    /// The live connection of slot `i`, reconnecting when it failed.
+    fn conn(&self, i: usize) -> io::Result<Arc<Conn>> {
+        let mut slot = lock(&self.slots[i]);
+        if let Some(c) = slot.as_ref().filter(|c| !c.failed()) {
+            return Ok(Arc::clone(c));
+        }
+        if let Some(old) = slot.take() {
+            if old.dirty.load(Ordering::Acquire) {
+                self.lost_writes.store(true, Ordering::Release);
+            }
+        }
+        let c = self.open_conn()?;
+        *slot = Some(Arc::clone(&c));
+        Ok(c)
+    }
+
+    /// Runs `job` on one connection; after a failure of the connection, again on a new
+    /// one, up to `retry` times (`retry` false: never).
+    fn on_a_conn<T>(
+        &self,
+        retry: bool,
+        mut job: impl FnMut(&Conn) -> io::Result<T>,
+    ) -> io::Result<T> {
+        let i = self.next.fetch_add(1, Ordering::Relaxed) % self.slots.len();
+        let attempts = if retry { self.config.retry } else { 0 };
+        let mut attempt = 0;
+        loop {
+            let r = self.conn(i).and_then(|c| job(&c));
+            match r {
+                Err(e) if is_lost(&e) && attempt < attempts => {
+                    attempt += 1;
+                    std::thread::sleep(Duration::from_millis(100 << attempt.min(5)));
+                }
+                r => return r,
+            }
+        }
+    }
+
+    /// Sends every piece on `c` at once, then waits for all; a read's data lands in
+    /// `read_into`. The first error is returned once every reply came or failed.
+    fn pieces(
+        &self,
+        c: &Conn,
+        pieces: &[Piece],
+        payload: Option<&[u8]>,
+        mut read_into: Option<&mut [u8]>,
+    ) -> io::Result<()> {
+        let mut tickets: Vec<(Piece, Ticket)> = Vec::with_capacity(pieces.len());
+        let mut first_err = None;
+        for p in pieces {
+            let range = p.at..p.at + p.len as usize;
+            let data = payload.map(|b| &b[range.clone()]);
+            let buf = read_into.as_ref().map(|_| vec![0u8; p.len as usize]);
+            match c.submit(p.kind, p.flags, p.offset, p.len, data, buf) {
+                Ok(t) => tickets.push((*p, t)),
+                Err(e) => {
+                    first_err = Some(e);
+                    break;
+                }
+            }
+        }
+        for (p, t) in tickets {
+            match c.wait(t, self.config.timeout) {
+                Ok(Some(data)) => {
+                    if let Some(dst) = read_into.as_deref_mut() {
+                        dst[p.at..p.at + data.len()].copy_from_slice(&data);
+                    }
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    first_err.get_or_insert(e);
+                }
+            }
+        }
+        match first_err {
+            None => Ok(()),
+            Some(e) => Err(e),
+        }
+    }
+
+    /// Cuts `[offset, offset + len)` into requests of at most `max` bytes.
+    fn cut(kind: u16, flags: u16, offset: u64, len: u64, max: u32) -> Vec<Piece> {
+        let mut v = Vec::with_capacity((len / u64::from(max)) as usize + 1);
+        let mut done = 0u64;
+        while done < len {
+            let n = (len - done).min(u64::from(max)) as u32;
+            v.push(Piece {
+                kind,
+                flags,
+                offset: offset + done,
+                len: n,
+                at: done as usize,
+            });
+            done += u64::from(n);
+        }
+        v
+    }
+
+    fn check_range(&self, offset: u64, len: u64) -> io::Result<()> {
+        match offset.checked_add(len) {
+            Some(end) if end <= self.facts.size => Ok(()),
+            _ => Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!(
+                    "{}: {len} bytes at {offset} go past the end of the export ({} bytes)",
+                    self.name, self.facts.size
+                ),
+            )),
+        }
+    }
+
+    fn aligned(&self, offset: u64, len: u64) -> bool {
+        let m = u64::from(self.facts.min_block);
+        offset.is_multiple_of(m) && len.is_multiple_of(m)
+    }
+
+    /// The aligned range around `[offset, offset + len)`.
+    fn widen(&self, offset: u64, len: u64) -> (u64, u64) {
+        let m = u64::from(self.facts.min_block);
+        let start = offset / m * m;
+        let end = (offset + len).div_ceil(m) * m;
+        (start, end.min(self.facts.size.div_ceil(m) * m) - start)
+    }
+
+    /// Reads exactly `buf.len()` bytes at `offset`. Past the end: `UnexpectedEof`.
+    pub fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        self.check_range(offset, buf.len() as u64)?;
+        if buf.is_empty() {
+            return Ok(());
+        }
+        if !self.aligned(offset, buf.len() as u64) {
+            let (start, len) = self.widen(offset, buf.len() as u64);
+            let mut whole = vec![0u8; len as usize];
+            self.read_at(&mut whole, start)?;
+            let from = (offset - start) as usize;
+            buf.copy_from_slice(&whole[from..from + buf.len()]);
+            return Ok(());
+        }
+        let pieces = Self::cut(CMD_READ, 0, offset, buf.len() as u64, self.facts.max_block);
+        self.on_a_conn(true, |c| self.pieces(c, &pieces, None, Some(&mut *buf)))
+    }
+
+    /// Writes all of `buf` at `offset`; with `fua`, acknowledged only once durable (the
+    /// server's FUA, or a flush after it when the server has no FUA).
+    pub fn write_at(&self, buf: &[u8], offset: u64, fua: bool) -> io::Result<()> {
+        self.writable()?;
+        self.check_write_range(offset, buf.len() as u64)?;
+        if buf.is_empty() {
+            return Ok(());
+        }
+        if !self.aligned(offset, buf.len() as u64) {
+            let _one = lock(&self.rmw);
+            let (start, len) = self.widen(offset, buf.len() as u64);
+            let mut whole = vec![0u8; len as usize];
+            self.read_at(&mut whole, start)?;
+            let from = (offset - start) as usize;
+            whole[from..from + buf.len()].copy_from_slice(buf);
+            return self.write_at(&whole, start, fua);
+        }
+        let flags = if fua && self.facts.can_fua() {
+            CMD_FLAG_FUA
+        } else {
+            0
+        };
+        let pieces = Self::cut(
+            CMD_WRITE,
+            flags,
+            offset,
+            buf.len() as u64,
+            self.facts.max_block,
+        );
+        self.on_a_conn(true, |c| {
+            self.pieces(c, &pieces, Some(buf), None)?;
+            c.dirty.store(true, Ordering::Release);
+            Ok(())
+        })?;
+        if fua && !self.facts.can_fua() {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn writable(&self) -> io::Result<()> {
+        if self.facts.read_only() {
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                format!("{}: the export is read-only", self.name),
+            ));
+        }
+        Ok(())
+    }
+
+    fn check_write_range(&self, offset: u64, len: u64) -> io::Result<()> {
+        self.check_range(offset, len).map_err(|e| {
+            // The export cannot grow: no space, as a full device says.
+            io::Error::new(io::ErrorKind::StorageFull, e.to_string())
+        })
+    }
+
+    /// Makes every acknowledged write durable: NBD_CMD_FLUSH on every connection at once
+    /// (with multi-conn one would do; every one costs nothing more than one round trip and
+    /// does not depend on the server keeping its multi-conn promise). Acknowledged only
+    /// once the server acknowledged. A server without flush takes nothing to flush.
+    pub fn flush(&self) -> io::Result<()> {
+        if self.lost_writes.swap(false, Ordering::AcqRel) {
+            return Err(io::Error::other(format!(
+                "{}: writes acknowledged on a connection that was lost before a flush \
+                 may not be durable",
+                self.name
+            )));
+        }
+        if !self.facts.can_flush() {
+            return Ok(());
+        }
+        let conns = (0..self.slots.len())
+            .map(|i| self.conn(i))
+            .collect::<io::Result<Vec<_>>>()?;
+        let mut tickets = Vec::with_capacity(conns.len());
+        for c in &conns {
+            // Cleared before sending: a write acknowledged meanwhile marks it again.
+            c.dirty.store(false, Ordering::Release);
+            tickets.push(c.submit(CMD_FLUSH, 0, 0, 0, None, None));
+        }
+        let mut first = None;
+        for (c, t) in conns.iter().zip(tickets) {
+            let r = t.and_then(|t| c.wait(t, self.config.timeout));
+            if let Err(e) = r {
+                c.dirty.store(true, Ordering::Release);
+                first.get_or_insert(e);
+            }
+        }
+        first.map_or(Ok(()), Err)
+    }
+
+    /// NBD_CMD_TRIM over `[offset, offset + len)` (the server may then read zeros or the
+    /// old data). `Unsupported` when the server does not take TRIM.
+    pub fn trim(&self, offset: u64, len: u64) -> io::Result<()> {
+        self.range_command(CMD_TRIM, 0, offset, len, self.facts.can_trim(), "TRIM")
+    }
+
+    /// NBD_CMD_WRITE_ZEROES over `[offset, offset + len)`. `Unsupported` when the server
+    /// does not take it.
+    pub fn write_zeroes(&self, offset: u64, len: u64, fua: bool) -> io::Result<()> {
+        let flags = if fua && self.facts.can_fua() {
+            CMD_FLAG_FUA
+        } else {
+            0
+        };
+        self.range_command(
+            CMD_WRITE_ZEROES,
+            flags,
+            offset,
+            len,
+            self.facts.can_zero(),
+            "WRITE_ZEROES",
+        )?;
+        if fua && !self.facts.can_fua() {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn range_command(
+        &self,
+        kind: u16,
+        flags: u16,
+        offset: u64,
+        len: u64,
+        can: bool,
+        what: &str,
+    ) -> io::Result<()> {
+        if !can {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                format!("{}: the server does not take {what}", self.name),
+            ));
+        }
+        self.writable()?;
+        self.check_write_range(offset, len)?;
+        if !self.aligned(offset, len) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "{}: {what} of {len} bytes at {offset} is not aligned to the server's \
+                     {}-byte blocks",
+                    self.name, self.facts.min_block
+                ),
+            ));
+        }
+        // No payload: pieces of up to 1 GiB (whole minimum blocks).
+        let max = (1u32 << 30) / self.facts.min_block * self.facts.min_block;
+        let pieces = Self::cut(kind, flags, offset, len, max);
+        self.on_a_conn(true, |c| {
+            self.pieces(c, &pieces, None, None)?;
+            c.dirty.store(true, Ordering::Release);
+            Ok(())
+        })
+    }
+}

@@ -1,0 +1,258 @@
+//! Opening one connection: the socket, then the fixed newstyle handshake as a client:
+//! NBD_OPT_STRUCTURED_REPLY (when wanted; a refusal leaves simple replies), then
+//! NBD_OPT_GO asking for NBD_INFO_BLOCK_SIZE, falling back to NBD_OPT_EXPORT_NAME on a
+//! server that does not know NBD_OPT_GO. Every read of the handshake is bounded by the
+//! connection timeout.
+
+use super::uri::{Endpoint, NbdUri};
+use crate::proto::*;
+use crate::stream::Stream;
+use std::io::{self, Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::os::unix::net::UnixStream;
+use std::time::Duration;
+
+/// What the handshake learnt about the export.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExportFacts {
+    /// Size in bytes.
+    pub size: u64,
+    /// The transmission flags (`FLAG_*`).
+    pub flags: u16,
+    /// The smallest request size and alignment the server takes (1: any).
+    pub min_block: u32,
+    /// The size requests should be multiples of.
+    pub preferred_block: u32,
+    /// The largest READ or WRITE payload the server takes.
+    pub max_block: u32,
+    /// Whether structured replies were negotiated.
+    pub structured: bool,
+}
+
+/// The largest payload sent when the server names no maximum (the specification's
+/// advice: 32 MiB), and the most this client sends in one request in any case.
+pub const DEFAULT_MAX_BLOCK: u32 = 32 << 20;
+
+impl ExportFacts {
+    fn has(&self, f: u16) -> bool {
+        self.flags & f != 0
+    }
+    /// Writes are refused.
+    pub fn read_only(&self) -> bool {
+        self.has(FLAG_READ_ONLY)
+    }
+    /// NBD_CMD_FLUSH may be sent.
+    pub fn can_flush(&self) -> bool {
+        self.has(FLAG_SEND_FLUSH)
+    }
+    /// NBD_CMD_FLAG_FUA may be sent.
+    pub fn can_fua(&self) -> bool {
+        self.has(FLAG_SEND_FUA)
+    }
+    /// NBD_CMD_TRIM may be sent.
+    pub fn can_trim(&self) -> bool {
+        self.has(FLAG_SEND_TRIM)
+    }
+    /// NBD_CMD_WRITE_ZEROES may be sent.
+    pub fn can_zero(&self) -> bool {
+        self.has(FLAG_SEND_WRITE_ZEROES)
+    }
+    /// Several connections may be opened (a flush on one covers all).
+    pub fn can_multi_conn(&self) -> bool {
+        self.has(FLAG_CAN_MULTI_CONN)
+    }
+}
+
+/// Connects to `uri`'s endpoint and negotiates its export; the socket comes back with
+/// no read timeout.
+pub(crate) fn open(
+    uri: &NbdUri,
+    timeout: Option<Duration>,
+    structured: bool,
+) -> io::Result<(Stream, ExportFacts)> {
+    let mut s = connect(&uri.endpoint, timeout)?;
+    s.set_read_timeout(timeout)?;
+    s.set_write_timeout(timeout)?;
+    let facts = handshake(&mut s, uri.export.as_bytes(), structured)?;
+    s.set_read_timeout(None)?;
+    Ok((s, facts))
+}
+
+fn connect(endpoint: &Endpoint, timeout: Option<Duration>) -> io::Result<Stream> {
+    match endpoint {
+        Endpoint::Unix(path) => {
+            use std::os::unix::ffi::OsStrExt as _;
+            let bytes = path.as_os_str().as_bytes();
+            if let Some(name) = bytes.strip_prefix(b"\0") {
+                use std::os::linux::net::SocketAddrExt as _;
+                let addr = std::os::unix::net::SocketAddr::from_abstract_name(name)?;
+                return Ok(Stream::Unix(UnixStream::connect_addr(&addr)?));
+            }
+            Ok(Stream::Unix(UnixStream::connect(path)?))
+        }
+        Endpoint::Tcp { host, port } => {
+            let mut last = io::Error::new(io::ErrorKind::NotFound, format!("{host}: no address"));
+            for addr in (host.as_str(), *port).to_socket_addrs()? {
+                let s = match timeout {
+                    Some(t) => TcpStream::connect_timeout(&addr, t),
+                    None => TcpStream::connect(addr),
+                };
+                match s {
+                    Ok(s) => {
+                        s.set_nodelay(true)?;
+                        return Ok(Stream::Tcp(s));
+                    }
+                    Err(e) => last = e,
+                }
+            }
+            Err(last)
+        }
+    }
+}
+
+fn protocol(msg: impl Into<String>) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, msg.into())
+}
+
+fn read_array<const N: usize>(s: &mut Stream) -> io::Result<[u8; N]> {
+    let mut b = [0u8; N];
+    s.read_exact(&mut b)?;
+    Ok(b)
+}
+
+/// An option reply's header and data (data of at most 64 KiB: nothing this client asks
+/// for is longer, and a server cannot make it allocate more).
+fn option_reply(s: &mut Stream, option: u32) -> io::Result<(u32, Vec<u8>)> {
+    let r = OptionReply::decode(&read_array(s)?)
+        .map_err(|m| protocol(format!("bad option reply magic {m:#x}")))?;
+    if r.option != option {
+        return Err(protocol(format!(
+            "a reply to option {} while negotiating option {option}",
+            r.option
+        )));
+    }
+    if r.len > 64 << 10 {
+        return Err(protocol(format!("an option reply of {} bytes", r.len)));
+    }
+    let mut data = vec![0u8; r.len as usize];
+    s.read_exact(&mut data)?;
+    Ok((r.kind, data))
+}
+
+/// The server's words in an error reply, for the message.
+fn refusal(kind: u32, data: &[u8]) -> String {
+    let what = match kind {
+        REP_ERR_UNSUP => "unsupported",
+        REP_ERR_POLICY => "refused by policy",
+        REP_ERR_INVALID => "invalid",
+        REP_ERR_UNKNOWN => "no such export",
+        REP_ERR_TOO_BIG => "too big",
+        _ => "error",
+    };
+    let text = String::from_utf8_lossy(data);
+    if text.is_empty() {
+        what.to_string()
+    } else {
+        format!("{what}: {text}")
+    }
+}
+
+fn send_option(s: &mut Stream, option: u32, data: &[u8]) -> io::Result<()> {
+    let mut msg = encode_option_request(option, data.len() as u32).to_vec();
+    msg.extend_from_slice(data);
+    s.write_all(&msg)
+}
+
+fn handshake(s: &mut Stream, name: &[u8], structured: bool) -> io::Result<ExportFacts> {
+    let flags = decode_greeting(&read_array(s)?)
+        .ok_or_else(|| protocol("not a newstyle NBD server (bad greeting)"))?;
+    if flags & FLAG_FIXED_NEWSTYLE == 0 {
+        return Err(protocol("the server does not speak fixed newstyle NBD"));
+    }
+    let no_zeroes = flags & FLAG_NO_ZEROES != 0;
+    let mut client = FLAG_C_FIXED_NEWSTYLE;
+    if no_zeroes {
+        client |= FLAG_C_NO_ZEROES;
+    }
+    s.write_all(&client.to_be_bytes())?;
+    let mut sr = false;
+    if structured {
+        send_option(s, OPT_STRUCTURED_REPLY, &[])?;
+        let (kind, _) = option_reply(s, OPT_STRUCTURED_REPLY)?;
+        sr = kind == REP_ACK;
+    }
+    send_option(s, OPT_GO, &encode_info_request(name, &[INFO_BLOCK_SIZE]))?;
+    let mut export: Option<(u64, u16)> = None;
+    let mut sizes = None;
+    loop {
+        let (kind, data) = option_reply(s, OPT_GO)?;
+        match kind {
+            REP_INFO => match (data.get(..2), data.len()) {
+                (Some([0, 0]), 12) => {
+                    export = Some(decode_size_and_flags(data[2..].try_into().expect("10")))
+                }
+                (Some([0, 3]), 14) => {
+                    sizes = Some(decode_block_sizes(data[2..].try_into().expect("12")))
+                }
+                _ => {} // NAME, DESCRIPTION, or unknown: not needed.
+            },
+            REP_ACK => break,
+            REP_ERR_UNSUP => return export_name(s, name, no_zeroes, sr),
+            k if k & REP_FLAG_ERROR != 0 => {
+                return Err(io::Error::new(
+                    io::ErrorKind::NotFound,
+                    format!(
+                        "export {:?}: {}",
+                        String::from_utf8_lossy(name),
+                        refusal(k, &data)
+                    ),
+                ))
+            }
+            k => return Err(protocol(format!("unexpected reply {k} to NBD_OPT_GO"))),
+        }
+    }
+    let (size, flags) =
+        export.ok_or_else(|| protocol("NBD_OPT_GO ended without NBD_INFO_EXPORT"))?;
+    facts(size, flags, sizes, sr)
+}
+
+/// The old way in, for servers without NBD_OPT_GO: no block sizes, no error reply (a
+/// server that does not know the name closes the connection).
+fn export_name(s: &mut Stream, name: &[u8], no_zeroes: bool, sr: bool) -> io::Result<ExportFacts> {
+    send_option(s, OPT_EXPORT_NAME, name)?;
+    let (size, flags) = decode_size_and_flags(&read_array(s)?);
+    if !no_zeroes {
+        let _: [u8; 124] = read_array(s)?;
+    }
+    facts(size, flags, None, sr)
+}
+
+fn facts(
+    size: u64,
+    flags: u16,
+    sizes: Option<(u32, u32, u32)>,
+    sr: bool,
+) -> io::Result<ExportFacts> {
+    let (min, preferred, max) = sizes.unwrap_or((1, 4096, DEFAULT_MAX_BLOCK));
+    // The specification's constraints: powers of two, min <= preferred, max a multiple
+    // of min; anything else is not worth guessing about.
+    let sane = min.is_power_of_two()
+        && min <= 65536
+        && preferred.is_power_of_two()
+        && preferred >= min
+        && max >= min
+        && (max.is_multiple_of(min) || max == u32::MAX);
+    if !sane {
+        return Err(protocol(format!(
+            "nonsensical block sizes: minimum {min}, preferred {preferred}, maximum {max}"
+        )));
+    }
+    Ok(ExportFacts {
+        size,
+        flags,
+        min_block: min,
+        preferred_block: preferred,
+        max_block: (max.min(DEFAULT_MAX_BLOCK) / min) * min,
+        structured: sr,
+    })
+}
