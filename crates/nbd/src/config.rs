@@ -1,11 +1,12 @@
 //! What the caller chooses: where to listen ([`Listen`]) and how the server behaves
 //! ([`ServerConfig`]: the export's name and description, limits, timeouts, the socket's
-//! mode, logging).
+//! mode, TLS, logging).
 //!
 //! Plain data with defaults; nothing here binds or reads a socket. Addresses are checked
 //! when parsed: the server serves loopback and Unix sockets only.
 
 use crate::error::Error;
+use crate::tls::ServerTls;
 use std::fmt;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -82,6 +83,9 @@ pub struct ServerConfig {
     /// The permission bits of a Unix socket (only the owner may connect by default: the
     /// socket gives whoever connects the volume's plaintext). The umask plays no part.
     pub socket_mode: u32,
+    /// TLS through NBD_OPT_STARTTLS, allowed or required (see [`ServerTls`]); `None`: no
+    /// TLS, STARTTLS is refused as unsupported.
+    pub tls: Option<ServerTls>,
 }
 
 impl Default for ServerConfig {
@@ -100,6 +104,7 @@ impl Default for ServerConfig {
             write_timeout: Duration::from_secs(30),
             shutdown_grace: Duration::from_secs(5),
             socket_mode: 0o600,
+            tls: None,
         }
     }
 }

@@ -48,6 +48,7 @@ pub mod proto;
 mod request;
 mod server;
 mod stream;
+pub mod tls;
 mod transmission;
 mod writeback;
 

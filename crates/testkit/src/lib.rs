@@ -6,12 +6,14 @@
 //! - running a command that must succeed ([`run`], [`run_stdout`]);
 //! - deterministic pseudo-random data ([`pattern`]), so that failures reproduce;
 //! - the report of which backends a test binary runs and which it skips ([`usable`]);
+//! - X.509 certificates for TLS tests, made with the openssl command line (`tls`);
 //! - with the `openssl` feature, OpenSSL as the reference model (`reference`: EVP calls,
 //!   and dm-crypt's sectors one at a time).
 #![forbid(unsafe_code)]
 
 #[cfg(feature = "openssl")]
 pub mod reference;
+pub mod tls;
 
 use std::fmt::Display;
 use std::path::PathBuf;
