@@ -11,7 +11,8 @@
 //!   timeout;
 //! - `fairness`: stalled and idle clients hold up no one else;
 //! - `writeback`: a failed flush fails every later flush;
-//! - `lifecycle`: listening (Unix socket, loopback TCP) and shutting down.
+//! - `lifecycle`: listening (Unix socket, loopback TCP) and shutting down;
+//! - `tls`: NBD_OPT_STARTTLS with nbdinfo, nbdcopy, qemu-img and the crate's client side.
 
 mod support;
 
@@ -20,5 +21,6 @@ mod handshake;
 mod lifecycle;
 mod limits;
 mod real_clients;
+mod tls;
 mod transmission;
 mod writeback;

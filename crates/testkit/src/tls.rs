@@ -112,7 +112,7 @@ pub fn make_certificates(dir: &Path, ca_name: &str) {
         "server-key.pem",
         "server-cert.pem",
         "localhost",
-        "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\n\
+        "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n\
          extendedKeyUsage=serverAuth\nsubjectAltName=DNS:localhost,IP:127.0.0.1\n",
         "2",
     );
@@ -122,7 +122,7 @@ pub fn make_certificates(dir: &Path, ca_name: &str) {
         "client-key.pem",
         "client-cert.pem",
         "sectorcrypt test client",
-        "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\n\
+        "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n\
          extendedKeyUsage=clientAuth\n",
         "3",
     );
