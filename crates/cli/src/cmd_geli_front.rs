@@ -53,6 +53,7 @@ fn serve(open: OpenArgs, listen: Listen) -> Result<(), Failure> {
         socket_mode: None,
         timeout: 30,
         idle_timeout: 0,
+        tls: listen.tls,
     })
 }
 
