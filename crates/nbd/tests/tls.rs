@@ -333,3 +333,63 @@ fn the_crates_client_side_talks_to_the_server_over_tls() {
     assert!(starttls(&srv.sock, &stranger, None).is_err());
     srv.stop();
 }
+
+#[test]
+fn stalled_tls_clients_are_cut_off_in_time() {
+    require_openssl!();
+    let (_dir, certs) = certificates();
+    let limit = std::time::Duration::from_millis(300);
+    let config = ServerConfig {
+        handshake_timeout: limit,
+        read_timeout: limit,
+        ..with_tls(&certs, false, true)
+    };
+    let srv = start(MemExport::new(vec![0; 8192], 512, false), config);
+
+    // STARTTLS acknowledged, then no TLS handshake: closed at the handshake deadline.
+    let mut s = UnixStream::connect(&srv.sock).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(20)))
+        .unwrap();
+    let mut hello = [0u8; 18];
+    s.read_exact(&mut hello).unwrap();
+    s.write_all(&3u32.to_be_bytes()).unwrap();
+    s.write_all(&option_bytes(proto::OPT_STARTTLS, &[]))
+        .unwrap();
+    assert_eq!(
+        option_replies(&mut s, proto::OPT_STARTTLS),
+        [(proto::REP_ACK, vec![])]
+    );
+    let t0 = std::time::Instant::now();
+    let mut rest = Vec::new();
+    let _ = s.read_to_end(&mut rest);
+    assert!(rest.is_empty());
+    assert!(
+        t0.elapsed() < std::time::Duration::from_secs(5),
+        "{:?}",
+        t0.elapsed()
+    );
+
+    // Over TLS, half a request header and then nothing: closed after the read timeout.
+    let client = ClientTls::from_dir(&certs).unwrap();
+    let (mut r, mut w) = starttls(&srv.sock, &client, None).unwrap();
+    let mut go = 3u32.to_be_bytes().to_vec();
+    go.extend_from_slice(b"vol\0\0");
+    w.write_all(&option_bytes(proto::OPT_GO, &go)).unwrap();
+    assert_eq!(
+        option_replies(&mut r, proto::OPT_GO).last().unwrap().0,
+        proto::REP_ACK
+    );
+    w.write_all(&request_bytes(proto::CMD_READ, 0, 1, 0, 512)[..10])
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    let mut rest = Vec::new();
+    let _ = r.read_to_end(&mut rest);
+    assert!(rest.is_empty(), "no reply to half a request");
+    let waited = t0.elapsed();
+    assert!(
+        waited >= std::time::Duration::from_millis(250)
+            && waited < std::time::Duration::from_secs(5),
+        "{waited:?}"
+    );
+    srv.stop();
+}
