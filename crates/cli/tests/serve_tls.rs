@@ -12,31 +12,13 @@ mod support;
 mod volumes;
 
 use rand::{RngCore, SeedableRng};
-use sectorcrypt_testkit::tls::{have_openssl, make_certificates};
+use sectorcrypt_testkit::require_openssl;
+use sectorcrypt_testkit::tls::{make_certificates, nbds_uri, qemu_tls_args};
 use sectorcrypt_testkit::{require, run_stdout as run};
 use served::Served;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use support::{code, s, sc};
-
-/// Skips the test unless the openssl command line is there.
-macro_rules! require_openssl {
-    () => {
-        if !have_openssl() {
-            eprintln!("skipped: the openssl command line is not installed");
-            return;
-        }
-    };
-}
-
-/// The `nbds+unix://` URI of a socket, with libnbd's certificates directory.
-fn nbds(sock: &Path, certs: &Path) -> String {
-    format!(
-        "nbds+unix:///?socket={}&tls-certificates={}",
-        sock.display(),
-        certs.display()
-    )
-}
 
 /// A temporary directory with certificates in `certs/`.
 fn certificates() -> (tempfile::TempDir, PathBuf) {
@@ -44,6 +26,14 @@ fn certificates() -> (tempfile::TempDir, PathBuf) {
     let certs = dir.path().join("certs");
     make_certificates(&certs, "sectorcrypt test CA");
     (dir, certs)
+}
+
+/// [`certificates`] and a 1 MiB image of zeros for `--onetime` beside them.
+fn scratch_with_certificates() -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let (dir, certs) = certificates();
+    let img = dir.path().join("scratch.img");
+    std::fs::write(&img, vec![0u8; 1 << 20]).unwrap();
+    (dir, certs, img)
 }
 
 #[test]
@@ -85,7 +75,7 @@ fn a_luks_volume_written_by_qemu_reads_back_over_tls_and_plain_clients_are_refus
     let output = d.join("out.bin");
     run(Command::new("nbdcopy")
         .args(["--connections", "4"])
-        .arg(nbds(&sock, &certs))
+        .arg(nbds_uri(&sock, &certs))
         .arg(&output));
     assert!(
         std::fs::read(&output).unwrap() == plain,
@@ -112,28 +102,19 @@ fn a_luks_volume_written_by_qemu_reads_back_over_tls_and_plain_clients_are_refus
 fn tls_on_admits_both_and_geli_onetime_takes_the_same_options() {
     require!("nbdinfo", "qemu-img");
     require_openssl!();
-    let (dir, certs) = certificates();
+    let (dir, certs, img) = scratch_with_certificates();
     let d = dir.path();
-    let img = d.join("scratch.img");
-    std::fs::write(&img, vec![0u8; 1 << 20]).unwrap();
     let sock = d.join("s.sock");
     let tls = ["--tls", "on", "--tls-certificates", s(&certs)];
     let srv = Served::start(&[&[s(&img), "--onetime"], &tls[..]].concat(), &sock);
-    for uri in [srv.uri(), nbds(&sock, &certs)] {
+    for uri in [srv.uri(), nbds_uri(&sock, &certs)] {
         assert_eq!(
             run(Command::new("nbdinfo").arg("--size").arg(&uri)).trim(),
             "1048576"
         );
     }
     // qemu-img writes a pattern over TLS and reads it back.
-    let object = format!(
-        "tls-creds-x509,id=tls0,endpoint=client,dir={}",
-        certs.display()
-    );
-    let image = format!(
-        "driver=nbd,server.type=unix,server.path={},tls-creds=tls0,tls-hostname=localhost",
-        sock.display()
-    );
+    let (object, image) = qemu_tls_args(&sock, &certs);
     let mut data = vec![0u8; 1 << 20];
     rand::rngs::StdRng::seed_from_u64(16).fill_bytes(&mut data);
     let src = d.join("src.bin");
@@ -185,7 +166,7 @@ fn tls_on_admits_both_and_geli_onetime_takes_the_same_options() {
     assert_eq!(
         run(Command::new("nbdinfo")
             .arg("--size")
-            .arg(nbds(&gsock, &certs)))
+            .arg(nbds_uri(&gsock, &certs)))
         .trim(),
         "1048576"
     );
@@ -196,10 +177,8 @@ fn tls_on_admits_both_and_geli_onetime_takes_the_same_options() {
 #[test]
 fn tls_mistakes_are_usage_errors_naming_the_file_and_never_showing_a_key() {
     require_openssl!();
-    let (dir, certs) = certificates();
+    let (dir, certs, img) = scratch_with_certificates();
     let d = dir.path();
-    let img = d.join("scratch.img");
-    std::fs::write(&img, vec![0u8; 1 << 20]).unwrap();
     let sock = d.join("s.sock");
     let serve = |extra: &[&str]| {
         let args = [

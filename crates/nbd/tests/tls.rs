@@ -7,22 +7,13 @@ use crate::support::raw::{option_bytes, request_bytes};
 use crate::support::{quiet, start, MemExport};
 use sectorcrypt_nbd::tls::{ClientTls, ServerTls};
 use sectorcrypt_nbd::{proto, ServerConfig};
-use sectorcrypt_testkit::tls::{have_openssl, make_certificates};
+use sectorcrypt_testkit::require_openssl;
+use sectorcrypt_testkit::tls::{make_certificates, nbds_uri, qemu_tls_args};
 use sectorcrypt_testkit::{pattern, require, run};
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-/// Skips the test unless the openssl command line is there.
-macro_rules! require_openssl {
-    () => {
-        if !have_openssl() {
-            eprintln!("skipped: the openssl command line is not installed");
-            return;
-        }
-    };
-}
 
 /// A temporary directory with certificates of a CA of its own in `certs/`.
 fn certificates() -> (tempfile::TempDir, PathBuf) {
@@ -38,15 +29,6 @@ fn with_tls(certs: &Path, verify_peer: bool, required: bool) -> ServerConfig {
         tls: Some(ServerTls::from_dir(certs, verify_peer, required).unwrap()),
         ..quiet()
     }
-}
-
-/// The `nbds+unix://` URI of a socket, with libnbd's certificates directory.
-fn nbds(sock: &Path, certs: &Path) -> String {
-    format!(
-        "nbds+unix:///?socket={}&tls-certificates={}",
-        sock.display(),
-        certs.display()
-    )
 }
 
 fn nbdinfo(uri: &str) -> std::process::Output {
@@ -67,7 +49,7 @@ fn required_tls_serves_nbdinfo_over_tls_and_refuses_it_without() {
         MemExport::new(vec![0; size], 4096, false),
         with_tls(&certs, false, true),
     );
-    let out = nbdinfo(&nbds(&srv.sock, &certs));
+    let out = nbdinfo(&nbds_uri(&srv.sock, &certs));
     assert!(out.status.success(), "{out:?}");
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["exports"][0]["export-size"], size as u64, "{v}");
@@ -98,7 +80,7 @@ fn allowed_tls_serves_plain_and_tls_clients() {
         MemExport::new(vec![0; 8192], 512, false),
         with_tls(&certs, false, false),
     );
-    for uri in [srv.uri(), nbds(&srv.sock, &certs)] {
+    for uri in [srv.uri(), nbds_uri(&srv.sock, &certs)] {
         let out = nbdinfo(&uri);
         assert!(out.status.success(), "{uri}: {out:?}");
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -119,7 +101,7 @@ fn nbdcopy_over_tls_is_byte_exact_in_and_out() {
     let output = dir.path().join("out.bin");
     let plain = pattern(size, 15);
     std::fs::write(&input, &plain).unwrap();
-    let uri = nbds(&srv.sock, &certs);
+    let uri = nbds_uri(&srv.sock, &certs);
     let copy = || {
         let mut c = Command::new("nbdcopy");
         c.args(["--connections", "4", "--requests", "16"]);
@@ -147,15 +129,7 @@ fn qemu_img_with_tls_creds_reads_and_writes_the_plaintext() {
     let plain = pattern(size, 16);
     let export = MemExport::new(plain.clone(), 512, false);
     let srv = start(export.clone(), with_tls(&certs, true, true));
-    let object = format!(
-        "tls-creds-x509,id=tls0,endpoint=client,dir={}",
-        certs.display()
-    );
-    let image = format!(
-        "driver=nbd,server.type=unix,server.path={},export=vol,tls-creds=tls0,\
-         tls-hostname=localhost",
-        srv.sock.display()
-    );
+    let (object, image) = qemu_tls_args(&srv.sock, &certs);
     let out = dir.path().join("out.raw");
     run(Command::new("qemu-img")
         .args([
@@ -193,13 +167,13 @@ fn peer_verification_refuses_clients_without_a_certificate_of_the_ca() {
         with_tls(&certs, true, true),
     );
     // The client's certificate is in the directory: admitted.
-    let out = nbdinfo(&nbds(&srv.sock, &certs));
+    let out = nbdinfo(&nbds_uri(&srv.sock, &certs));
     assert!(out.status.success(), "{out:?}");
     // The CA alone: the server refuses the handshake.
     let ca_only = dir.path().join("ca-only");
     std::fs::create_dir(&ca_only).unwrap();
     std::fs::copy(certs.join("ca-cert.pem"), ca_only.join("ca-cert.pem")).unwrap();
-    let out = nbdinfo(&nbds(&srv.sock, &ca_only));
+    let out = nbdinfo(&nbds_uri(&srv.sock, &ca_only));
     assert!(!out.status.success(), "admitted without a certificate");
     // A client certificate from another CA: refused too.
     let other = dir.path().join("other");
@@ -210,7 +184,7 @@ fn peer_verification_refuses_clients_without_a_certificate_of_the_ca() {
     for f in ["client-cert.pem", "client-key.pem"] {
         std::fs::copy(other.join(f), mixed.join(f)).unwrap();
     }
-    let out = nbdinfo(&nbds(&srv.sock, &mixed));
+    let out = nbdinfo(&nbds_uri(&srv.sock, &mixed));
     assert!(
         !out.status.success(),
         "admitted with another CA's certificate"

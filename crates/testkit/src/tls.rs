@@ -127,3 +127,42 @@ pub fn make_certificates(dir: &Path, ca_name: &str) {
         "3",
     );
 }
+
+/// Returns from the calling test, printing `skipped: ...`, unless the openssl command line
+/// runs ([`have_openssl`]).
+#[macro_export]
+macro_rules! require_openssl {
+    () => {
+        if !$crate::tls::have_openssl() {
+            eprintln!("skipped: the openssl command line is not installed");
+            return;
+        }
+    };
+}
+
+/// The `nbds+unix://` URI of the default export on the Unix socket `sock`, with libnbd's
+/// certificates directory `certs`.
+pub fn nbds_uri(sock: &Path, certs: &Path) -> String {
+    format!(
+        "nbds+unix:///?socket={}&tls-certificates={}",
+        sock.display(),
+        certs.display()
+    )
+}
+
+/// qemu's arguments for the export on the Unix socket `sock` over TLS with the
+/// certificates in `certs`: the `--object` (tls-creds-x509, id `tls0`) and the
+/// `--image-opts` of the nbd driver using it (a Unix socket has no host name, so
+/// `tls-hostname=localhost` says what the server's certificate must name).
+pub fn qemu_tls_args(sock: &Path, certs: &Path) -> (String, String) {
+    (
+        format!(
+            "tls-creds-x509,id=tls0,endpoint=client,dir={}",
+            certs.display()
+        ),
+        format!(
+            "driver=nbd,server.type=unix,server.path={},tls-creds=tls0,tls-hostname=localhost",
+            sock.display()
+        ),
+    )
+}
