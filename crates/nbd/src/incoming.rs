@@ -82,8 +82,13 @@ impl<'a> Incoming<'a> {
     pub(crate) fn header(&mut self, h: &mut [u8; REQUEST_LEN]) -> io::Result<Next> {
         loop {
             match self.r.read(&mut h[..1]) {
-                // The client, the shutdown or the listener making room closed the socket.
+                // The client, the shutdown or the listener making room closed the socket;
+                // over TLS without a close_notify (the shutdown, a client that just goes):
+                // harmless between requests, nothing is cut short.
                 Ok(0) => return Ok(Next::Closed("end of stream")),
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
+                    return Ok(Next::Closed("end of stream"))
+                }
                 Ok(_) => break,
                 Err(e) if timed_out(&e) => {
                     let idle = self.activity.idle_for();
