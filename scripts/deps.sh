@@ -12,9 +12,10 @@ set -euo pipefail
 # GELI tests: grub-common (grub-fstest reads GELI images), dosfstools and mtools (FAT
 # images with a known file), python3-cryptography (the reference model tests/geli_ref.py),
 # xz-utils (the compressed FreeBSD-made images).
+# TLS tests: openssl (the command line makes their X.509 certificates).
 needed=(pkg-config libssl-dev cryptsetup-bin qemu-utils nbdkit libnbd-bin fuse3
     libengine-gost-openssl e2fsprogs python3-libnbd grub-common dosfstools mtools
-    python3-cryptography xz-utils)
+    python3-cryptography xz-utils openssl)
 missing=()
 for p in "${needed[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

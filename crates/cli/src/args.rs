@@ -513,6 +513,9 @@ in flight is closed after --idle-timeout seconds (default: never). Up to 64 conn
 served; when all are taken, a new one takes the slot of the connection idle longest.
 After a failed flush every later flush fails, on every connection, until the server is
 restarted: writes acknowledged before it may not have reached the disk.
+TLS: --tls-certificates DIR (server-cert.pem, server-key.pem; ca-cert.pem for
+--tls-verify-peer) requires TLS of every client; --tls on lets clients choose. Clients use
+nbds+unix:///?socket=S&tls-certificates=DIR (libnbd) or qemu's tls-creds-x509 object.
 --onetime: a GELI one-time provider (AES-XTS with 256-bit AES keys, 512-byte sectors,
 `sectorcrypt geli onetime` for geli's other choices) under a fresh random master key that
 is never stored (for swap or scratch space): no metadata is written and no sector reserved,
@@ -590,6 +593,34 @@ pub struct ServeArgs {
     /// Stop once the last client has disconnected (`geli attach -d`).
     #[arg(skip)]
     pub exit_after_last: bool,
+    #[command(flatten)]
+    pub tls: TlsArgs,
+}
+
+/// TLS on the NBD server (nbdkit's options of the same names; shared by `serve` and
+/// `geli attach`/`onetime`).
+#[derive(Debug, Clone, Default, Args)]
+pub struct TlsArgs {
+    /// TLS through NBD_OPT_STARTTLS: off, on (the client's choice) or require (clients
+    /// that do not start TLS are refused) [default: require with --tls-certificates, off
+    /// without].
+    #[arg(long, value_name = "MODE", value_enum)]
+    pub tls: Option<TlsMode>,
+    /// The directory of the server's X.509 certificate, under nbdkit's names:
+    /// server-cert.pem, server-key.pem, and ca-cert.pem for --tls-verify-peer.
+    #[arg(long, value_name = "DIR")]
+    pub tls_certificates: Option<PathBuf>,
+    /// Clients must present a certificate signed by DIR/ca-cert.pem.
+    #[arg(long)]
+    pub tls_verify_peer: bool,
+}
+
+/// The values of `--tls`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TlsMode {
+    Off,
+    On,
+    Require,
 }
 
 /// A file mode in octal: permission bits only (at most 0777).

@@ -267,6 +267,8 @@ pub struct Listen {
     /// Serve NBD on a loopback TCP address (127.0.0.1:PORT or [::1]:PORT).
     #[arg(long, value_name = "ADDR:PORT")]
     pub listen: Option<String>,
+    #[command(flatten)]
+    pub tls: crate::args::TlsArgs,
 }
 
 #[derive(Debug, Args)]

@@ -67,6 +67,7 @@ fn serve(open: OpenArgs, listen: Listen, exit_after_last: bool, flags: u32) -> R
         timeout: 30,
         idle_timeout: 0,
         exit_after_last,
+        tls: listen.tls,
     })
 }
 

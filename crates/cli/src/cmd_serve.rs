@@ -5,10 +5,14 @@
 //! Over a remote store (an NBD URI: the encrypting proxy) each connection gets more
 //! workers: their requests wait on the network, not on the CPU, and every request in
 //! flight downstream is one in flight upstream, which is what hides the store's latency.
+//! warning that a TCP port is open to every local user. TLS (`--tls`,
+//! `--tls-certificates`, `--tls-verify-peer`) is set up before the volume is opened, so a
+//! bad certificate directory costs no passphrase.
 
-use crate::args::ServeArgs;
+use crate::args::{ServeArgs, TlsArgs, TlsMode};
 use crate::failure::Failure;
 use crate::volume_export;
+use sectorcrypt_nbd::tls::{ServerTls, TlsError};
 use sectorcrypt_nbd::{Listen, Server, ServerConfig};
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
@@ -27,6 +31,7 @@ pub fn run(a: ServeArgs) -> Result<(), Failure> {
     // goes through the clean path.
     let mut signals = Signals::new([SIGINT, SIGTERM])
         .map_err(|e| Failure::runtime(format!("cannot catch signals: {e}")))?;
+    let tls = server_tls(&a.tls)?;
     let mut export = volume_export::open(&a.open)?;
     export.allow_discards(a.allow_discards);
     let defaults = ServerConfig::default();
@@ -43,6 +48,7 @@ pub fn run(a: ServeArgs) -> Result<(), Failure> {
         idle_timeout: Duration::from_secs(a.idle_timeout),
         socket_mode: a.socket_mode.unwrap_or(defaults.socket_mode),
         exit_after_last: a.exit_after_last,
+        tls,
         ..defaults
     };
     let server =
@@ -68,4 +74,32 @@ pub fn run(a: ServeArgs) -> Result<(), Failure> {
     signals_handle.close();
     let _ = watcher.join();
     result
+}
+
+/// The server's TLS from the options: `--tls` defaults to `require` when a certificates
+/// directory is given, to `off` otherwise; contradictions are usage errors.
+fn server_tls(a: &TlsArgs) -> Result<Option<ServerTls>, Failure> {
+    let mode = a.tls.unwrap_or(match a.tls_certificates {
+        Some(_) => TlsMode::Require,
+        None => TlsMode::Off,
+    });
+    match (mode, &a.tls_certificates) {
+        (TlsMode::Off, None) if a.tls_verify_peer => Err(Failure::usage(
+            "--tls-verify-peer needs TLS (--tls-certificates DIR)",
+        )),
+        (TlsMode::Off, None) => Ok(None),
+        (TlsMode::Off, Some(_)) => Err(Failure::usage(
+            "--tls-certificates is given but --tls is off: drop one of them",
+        )),
+        (_, None) => Err(Failure::usage(
+            "--tls on|require needs --tls-certificates DIR (with server-cert.pem and \
+             server-key.pem)",
+        )),
+        (mode, Some(dir)) => ServerTls::from_dir(dir, a.tls_verify_peer, mode == TlsMode::Require)
+            .map(Some)
+            .map_err(|e| match e {
+                TlsError::Read(..) => Failure::runtime(format!("TLS: {e}")),
+                _ => Failure::usage(format!("TLS: {e}")),
+            }),
+    }
 }

@@ -1,11 +1,12 @@
 //! What the caller chooses: where to listen ([`Listen`]) and how the server behaves
 //! ([`ServerConfig`]: the export's name and description, limits, timeouts, the socket's
-//! mode, logging).
+//! mode, TLS, logging).
 //!
 //! Plain data with defaults; nothing here binds or reads a socket. Addresses are checked
 //! when parsed: the server serves loopback and Unix sockets only.
 
 use crate::error::Error;
+use crate::tls::ServerTls;
 use std::fmt;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -86,6 +87,9 @@ pub struct ServerConfig {
     /// close, `geli attach -d`): the server then shuts down as on
     /// [`ShutdownHandle::shutdown`](crate::ShutdownHandle::shutdown).
     pub exit_after_last: bool,
+    /// TLS through NBD_OPT_STARTTLS, allowed or required (see [`ServerTls`]); `None`: no
+    /// TLS, STARTTLS is refused as unsupported.
+    pub tls: Option<ServerTls>,
 }
 
 impl Default for ServerConfig {
@@ -105,6 +109,7 @@ impl Default for ServerConfig {
             shutdown_grace: Duration::from_secs(5),
             socket_mode: 0o600,
             exit_after_last: false,
+            tls: None,
         }
     }
 }

@@ -1,7 +1,16 @@
 //! The fixed newstyle handshake and option haggling (proto.md, "Handshake" and "Option
 //! types"). Supported: NBD_OPT_GO, NBD_OPT_INFO, NBD_OPT_EXPORT_NAME, NBD_OPT_LIST,
-//! NBD_OPT_ABORT. Every other option gets NBD_REP_ERR_UNSUP, which fixed newstyle clients
-//! handle (structured replies, meta contexts, TLS and extended headers are thereby off).
+//! NBD_OPT_ABORT, and NBD_OPT_STARTTLS when the server has TLS. Every other option gets
+//! NBD_REP_ERR_UNSUP, which fixed newstyle clients handle (structured replies, meta
+//! contexts and extended headers are thereby off).
+//!
+//! TLS (proto.md, "TLS support") comes in the three modes of [`TlsMode`]. When it is
+//! required (FORCEDTLS), every option before STARTTLS but ABORT gets NBD_REP_ERR_TLS_REQD,
+//! and NBD_OPT_EXPORT_NAME, which has no error reply, closes the connection. On
+//! STARTTLS the handshake stops ([`Outcome::StartTls`]) after its acknowledgement; the
+//! caller runs the TLS handshake and calls [`negotiate`] again over the TLS session with
+//! the same [`Haggle`], which goes on where it stopped (no second greeting; the option
+//! count goes on too).
 //!
 //! Runs over any `Read + Write` and describes the export from an [`ExportInfo`] alone, so
 //! it is unit-tested on a scripted byte stream. The caller bounds the time (the server
@@ -21,13 +30,56 @@ const MAX_OPTION_LEN: u32 = 64 * 1024;
 /// that keeps a connection slot busy).
 const MAX_OPTIONS: usize = 64;
 
-/// How the handshake ended.
+/// How the handshake ended, or paused.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Outcome {
     /// Enter the transmission phase.
     Transmit,
+    /// NBD_OPT_STARTTLS was acknowledged: the TLS handshake comes next, then the option
+    /// haggling goes on over TLS.
+    StartTls,
     /// The client aborted or misbehaved; close the connection.
     Close(&'static str),
+}
+
+/// The server's TLS mode (proto.md's names in brackets).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TlsMode {
+    /// No TLS (NOTLS): STARTTLS is unsupported.
+    Off,
+    /// TLS at the client's choice (SELECTIVETLS, the export not TLS-only).
+    Allowed,
+    /// TLS before anything else (FORCEDTLS).
+    Required,
+}
+
+/// One connection's option haggling, across the switch to TLS.
+#[derive(Debug)]
+pub(crate) struct Haggle<'a> {
+    info: &'a ExportInfo,
+    tls: TlsMode,
+    /// The greeting was sent and the client's flags read.
+    greeted: bool,
+    fixed: bool,
+    no_zeroes: bool,
+    /// TLS was initiated on this connection.
+    secure: bool,
+    /// Options received so far.
+    options: usize,
+}
+
+impl<'a> Haggle<'a> {
+    pub(crate) fn new(info: &'a ExportInfo, tls: TlsMode) -> Haggle<'a> {
+        Haggle {
+            info,
+            tls,
+            greeted: false,
+            fixed: false,
+            no_zeroes: false,
+            secure: false,
+            options: 0,
+        }
+    }
 }
 
 fn read_u32(r: &mut impl Read) -> io::Result<u32> {
@@ -71,18 +123,23 @@ fn reply_info(w: &mut impl Write, option: u32, info: u16, data: &[u8]) -> io::Re
     reply(w, option, REP_INFO, &[&info.to_be_bytes(), data])
 }
 
-/// Runs the handshake on `s` up to the transmission phase.
-pub(crate) fn negotiate<S: Read + Write>(s: &mut S, info: &ExportInfo) -> io::Result<Outcome> {
-    s.write_all(&encode_greeting(FLAG_FIXED_NEWSTYLE | FLAG_NO_ZEROES))?;
-
-    let client_flags = read_u32(s)?;
-    if client_flags & !(FLAG_C_FIXED_NEWSTYLE | FLAG_C_NO_ZEROES) != 0 {
-        return Ok(Outcome::Close("client sent unknown handshake flags"));
+/// Runs the handshake on `s` up to the transmission phase, or up to the TLS handshake;
+/// called again after it, on the TLS session, it goes on where it stopped.
+pub(crate) fn negotiate<S: Read + Write>(s: &mut S, h: &mut Haggle<'_>) -> io::Result<Outcome> {
+    if !h.greeted {
+        s.write_all(&encode_greeting(FLAG_FIXED_NEWSTYLE | FLAG_NO_ZEROES))?;
+        let client_flags = read_u32(s)?;
+        if client_flags & !(FLAG_C_FIXED_NEWSTYLE | FLAG_C_NO_ZEROES) != 0 {
+            return Ok(Outcome::Close("client sent unknown handshake flags"));
+        }
+        h.greeted = true;
+        h.fixed = client_flags & FLAG_C_FIXED_NEWSTYLE != 0;
+        h.no_zeroes = client_flags & FLAG_C_NO_ZEROES != 0;
     }
-    let fixed = client_flags & FLAG_C_FIXED_NEWSTYLE != 0;
-    let no_zeroes = client_flags & FLAG_C_NO_ZEROES != 0;
+    let info = h.info;
 
-    for _ in 0..MAX_OPTIONS {
+    while h.options < MAX_OPTIONS {
+        h.options += 1;
         if read_u64(s)? != IHAVEOPT {
             return Ok(Outcome::Close("bad option magic"));
         }
@@ -94,6 +151,32 @@ pub(crate) fn negotiate<S: Read + Write>(s: &mut S, info: &ExportInfo) -> io::Re
         let mut data = vec![0u8; len as usize];
         s.read_exact(&mut data)?;
 
+        if h.tls == TlsMode::Required && !h.secure && option != OPT_STARTTLS {
+            match option {
+                OPT_ABORT => {}
+                // No error reply exists for EXPORT_NAME, and a plain newstyle client can
+                // neither read one nor start TLS.
+                OPT_EXPORT_NAME => {
+                    return Ok(Outcome::Close(
+                        "NBD_OPT_EXPORT_NAME without the required TLS",
+                    ))
+                }
+                _ if !h.fixed => {
+                    return Ok(Outcome::Close("TLS is required; client not fixed newstyle"))
+                }
+                _ => {
+                    reply_err(
+                        s,
+                        option,
+                        REP_ERR_TLS_REQD,
+                        "TLS is required: this server accepts only NBD_OPT_STARTTLS and \
+                         NBD_OPT_ABORT before it",
+                    )?;
+                    continue;
+                }
+            }
+        }
+
         match option {
             OPT_EXPORT_NAME => {
                 // No error reply exists for this option: an unknown name closes.
@@ -102,13 +185,13 @@ pub(crate) fn negotiate<S: Read + Write>(s: &mut S, info: &ExportInfo) -> io::Re
                 }
                 let mut msg = Vec::with_capacity(SIZE_AND_FLAGS_LEN + 124);
                 msg.extend_from_slice(&encode_size_and_flags(info.size, info.transmission_flags()));
-                if !no_zeroes {
+                if !h.no_zeroes {
                     msg.extend_from_slice(&[0u8; 124]);
                 }
                 s.write_all(&msg)?;
                 return Ok(Outcome::Transmit);
             }
-            _ if !fixed => {
+            _ if !h.fixed => {
                 // Plain newstyle: no option replies at all for anything else.
                 return Ok(Outcome::Close("unsupported option from a non-fixed client"));
             }
@@ -117,6 +200,17 @@ pub(crate) fn negotiate<S: Read + Write>(s: &mut S, info: &ExportInfo) -> io::Re
                 // already be gone.
                 let _ = reply(s, option, REP_ACK, &[]);
                 return Ok(Outcome::Close("client aborted the handshake"));
+            }
+            OPT_STARTTLS if h.tls != TlsMode::Off => {
+                if len != 0 {
+                    reply_err(s, option, REP_ERR_INVALID, "NBD_OPT_STARTTLS takes no data")?;
+                } else if h.secure {
+                    reply_err(s, option, REP_ERR_INVALID, "TLS is already in use")?;
+                } else {
+                    reply(s, option, REP_ACK, &[])?;
+                    h.secure = true;
+                    return Ok(Outcome::StartTls);
+                }
             }
             OPT_LIST => {
                 if len != 0 {
@@ -243,20 +337,132 @@ mod tests {
     /// Runs the handshake on `client` (flags, then options); returns the outcome and what
     /// the server sent after its greeting.
     fn run(client_flags: u32, options: &[Vec<u8>]) -> (io::Result<Outcome>, Vec<u8>) {
+        let info = info();
         let mut input = client_flags.to_be_bytes().to_vec();
-        for o in options {
-            input.extend_from_slice(o);
-        }
+        input.extend(options.concat());
+        let (outcome, out) = resume(&mut Haggle::new(&info, TlsMode::Off), input);
+        assert_eq!(
+            out[..GREETING_LEN],
+            encode_greeting(FLAG_FIXED_NEWSTYLE | FLAG_NO_ZEROES)
+        );
+        (outcome, out[GREETING_LEN..].to_vec())
+    }
+
+    /// Runs (or resumes) the handshake `h` on `input`; returns the outcome and all the
+    /// server sent.
+    fn resume(h: &mut Haggle<'_>, input: Vec<u8>) -> (io::Result<Outcome>, Vec<u8>) {
         let mut s = Scripted {
             input: io::Cursor::new(input),
             output: Vec::new(),
         };
-        let outcome = negotiate(&mut s, &info());
+        let outcome = negotiate(&mut s, h);
+        (outcome, s.output)
+    }
+
+    /// The fixed newstyle client's flags, then `options`.
+    fn fixed(options: &[Vec<u8>]) -> Vec<u8> {
+        [3u32.to_be_bytes().to_vec(), options.concat()].concat()
+    }
+
+    fn go() -> Vec<u8> {
+        option(OPT_GO, &[0, 0, 0, 0, 0, 0])
+    }
+
+    fn kinds(out: &[u8]) -> Vec<(u32, u32)> {
+        replies(out).iter().map(|(o, k, _)| (*o, *k)).collect()
+    }
+
+    #[test]
+    fn required_tls_refuses_every_option_but_starttls_and_abort() {
+        let info = info();
+        let mut h = Haggle::new(&info, TlsMode::Required);
+        let input = fixed(&[
+            option(OPT_LIST, &[]),
+            go(),
+            option(OPT_STRUCTURED_REPLY, &[]),
+            option(OPT_STARTTLS, b"x"),
+            option(OPT_STARTTLS, &[]),
+            // Not read: the TLS handshake comes first.
+            go(),
+        ]);
+        let (outcome, out) = resume(&mut h, input);
+        assert_eq!(outcome.unwrap(), Outcome::StartTls);
+        let r = replies(&out[GREETING_LEN..]);
+        let k: Vec<_> = r.iter().map(|(o, k, _)| (*o, *k)).collect();
         assert_eq!(
-            s.output[..GREETING_LEN],
-            encode_greeting(FLAG_FIXED_NEWSTYLE | FLAG_NO_ZEROES)
+            k,
+            [
+                (OPT_LIST, REP_ERR_TLS_REQD),
+                (OPT_GO, REP_ERR_TLS_REQD),
+                (OPT_STRUCTURED_REPLY, REP_ERR_TLS_REQD),
+                (OPT_STARTTLS, REP_ERR_INVALID),
+                (OPT_STARTTLS, REP_ACK),
+            ]
         );
-        (outcome, s.output[GREETING_LEN..].to_vec())
+        let msg = String::from_utf8_lossy(&r[0].2);
+        assert!(msg.contains("TLS is required"), "{msg}");
+        // Over TLS: no second greeting, STARTTLS again is invalid, GO enters transmission.
+        let (outcome, out) = resume(&mut h, [option(OPT_STARTTLS, &[]), go()].concat());
+        assert_eq!(outcome.unwrap(), Outcome::Transmit);
+        let k = kinds(&out);
+        assert_eq!(k[0], (OPT_STARTTLS, REP_ERR_INVALID));
+        assert_eq!(*k.last().unwrap(), (OPT_GO, REP_ACK));
+        assert!(k.iter().all(|(_, kind)| *kind != REP_ERR_TLS_REQD));
+    }
+
+    #[test]
+    fn required_tls_closes_on_export_name_abort_still_acknowledged() {
+        let info = info();
+        let (outcome, out) = resume(
+            &mut Haggle::new(&info, TlsMode::Required),
+            fixed(&[option(OPT_EXPORT_NAME, b"vol")]),
+        );
+        assert_eq!(
+            outcome.unwrap(),
+            Outcome::Close("NBD_OPT_EXPORT_NAME without the required TLS")
+        );
+        assert_eq!(out.len(), GREETING_LEN, "no export data without TLS");
+        let (outcome, out) = resume(
+            &mut Haggle::new(&info, TlsMode::Required),
+            fixed(&[option(OPT_ABORT, &[])]),
+        );
+        assert_eq!(
+            outcome.unwrap(),
+            Outcome::Close("client aborted the handshake")
+        );
+        assert_eq!(kinds(&out[GREETING_LEN..]), [(OPT_ABORT, REP_ACK)]);
+        // A plain newstyle client cannot start TLS: closed at its first option.
+        let (outcome, _) = resume(
+            &mut Haggle::new(&info, TlsMode::Required),
+            [0u32.to_be_bytes().to_vec(), option(OPT_STARTTLS, &[])].concat(),
+        );
+        assert!(matches!(outcome.unwrap(), Outcome::Close(_)));
+    }
+
+    #[test]
+    fn allowed_tls_serves_plain_clients_and_off_refuses_starttls() {
+        let info = info();
+        let (outcome, out) = resume(
+            &mut Haggle::new(&info, TlsMode::Allowed),
+            fixed(&[option(OPT_LIST, &[]), go()]),
+        );
+        assert_eq!(outcome.unwrap(), Outcome::Transmit);
+        assert_eq!(kinds(&out[GREETING_LEN..])[0], (OPT_LIST, REP_SERVER));
+        let (outcome, out) = resume(
+            &mut Haggle::new(&info, TlsMode::Allowed),
+            fixed(&[option(OPT_STARTTLS, &[])]),
+        );
+        assert_eq!(outcome.unwrap(), Outcome::StartTls);
+        assert_eq!(kinds(&out[GREETING_LEN..]), [(OPT_STARTTLS, REP_ACK)]);
+        let (outcome, out) = resume(
+            &mut Haggle::new(&info, TlsMode::Off),
+            fixed(&[option(OPT_STARTTLS, &[]), go()]),
+        );
+        assert_eq!(outcome.unwrap(), Outcome::Transmit);
+        assert_eq!(
+            kinds(&out[GREETING_LEN..])[0],
+            (OPT_STARTTLS, REP_ERR_UNSUP)
+        );
     }
 
     /// Splits the server's option replies into (option, type, data).

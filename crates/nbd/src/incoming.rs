@@ -36,7 +36,7 @@ pub(crate) enum Next {
 
 /// The reading half of one connection.
 pub(crate) struct Incoming<'a> {
-    r: BufReader<Stream>,
+    r: BufReader<Box<dyn Read + Send + 'a>>,
     activity: &'a Activity,
     read_timeout: Option<Duration>,
     idle_timeout: Option<Duration>,
@@ -55,9 +55,11 @@ fn timed_out(e: &io::Error) -> bool {
 }
 
 impl<'a> Incoming<'a> {
-    /// Reads requests from `stream`, whose receive timeout becomes the tick.
+    /// Reads requests from `reader`, which reads `socket` (directly, or through TLS);
+    /// the socket's receive timeout becomes the tick.
     pub(crate) fn new(
-        stream: Stream,
+        socket: &Stream,
+        reader: Box<dyn Read + Send + 'a>,
         activity: &'a Activity,
         config: &ServerConfig,
     ) -> io::Result<Incoming<'a>> {
@@ -67,9 +69,9 @@ impl<'a> Incoming<'a> {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        stream.set_read_timeout(tick)?;
+        socket.set_read_timeout(tick)?;
         Ok(Incoming {
-            r: BufReader::with_capacity(READ_BUFFER, stream),
+            r: BufReader::with_capacity(READ_BUFFER, reader),
             activity,
             read_timeout,
             idle_timeout,
@@ -80,8 +82,13 @@ impl<'a> Incoming<'a> {
     pub(crate) fn header(&mut self, h: &mut [u8; REQUEST_LEN]) -> io::Result<Next> {
         loop {
             match self.r.read(&mut h[..1]) {
-                // The client, the shutdown or the listener making room closed the socket.
+                // The client, the shutdown or the listener making room closed the socket;
+                // over TLS without a close_notify (the shutdown, a client that just goes):
+                // harmless between requests, nothing is cut short.
                 Ok(0) => return Ok(Next::Closed("end of stream")),
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
+                    return Ok(Next::Closed("end of stream"))
+                }
                 Ok(_) => break,
                 Err(e) if timed_out(&e) => {
                     let idle = self.activity.idle_for();
@@ -160,8 +167,10 @@ mod tests {
             idle_timeout: Duration::from_millis(idle),
             ..ServerConfig::default()
         };
+        let socket = Stream::Unix(a);
+        let reader = Box::new(socket.try_clone().unwrap());
         (
-            Incoming::new(Stream::Unix(a), activity, &config).unwrap(),
+            Incoming::new(&socket, reader, activity, &config).unwrap(),
             b,
         )
     }

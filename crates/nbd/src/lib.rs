@@ -20,7 +20,11 @@
 //!   connections, which closes the one idle longest to make room for a new one;
 //! - `incoming`: request headers and payloads off the socket, under the read and idle
 //!   timeouts;
-//! - `handshake`: option haggling (GO, INFO, EXPORT_NAME, LIST, ABORT; the rest unsupported);
+//! - `handshake`: option haggling (GO, INFO, EXPORT_NAME, LIST, ABORT, and STARTTLS when
+//!   the server has TLS, allowed or required; the rest unsupported);
+//! - [`tls`]: TLS with rustls (X.509): the server's and a client's configuration from a
+//!   certificates directory, and a session split between a reading thread and writing
+//!   threads, which the transmission phase uses in place of the socket;
 //! - `transmission`: one reader thread per connection parses requests and hands them to a
 //!   small worker pool; replies are serialized by a mutex on the socket and may leave in any
 //!   order (the client matches them by cookie);
@@ -28,9 +32,10 @@
 //!   [`ShutdownHandle::shutdown`] stops reading requests, lets the ones in flight finish,
 //!   and flushes the export; [`serve_connection`] serves one socket already connected.
 //!
-//! Imports point one way, down that list: `server` uses `handshake` and `transmission`,
-//! which use `incoming`, `activity`, `stream` and the protocol state, which uses `proto`;
-//! no module imports `server`.
+//! Imports point one way, down that list: `server` uses `handshake`, `tls` and
+//! `transmission`, which use `incoming`, `activity`, `stream`, `tls` and the protocol
+//! state, which uses `proto`; `tls` uses no other module of the crate; no module imports
+//! `server`.
 //!
 //! [`client`] is the other end: an NBD client over the same `proto` and `stream` (URIs,
 //! structured replies, multi-conn, many requests in flight, timeouts, reconnection), for
@@ -53,6 +58,7 @@ pub mod proto;
 mod request;
 mod server;
 mod stream;
+pub mod tls;
 mod transmission;
 mod writeback;
 

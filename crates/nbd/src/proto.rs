@@ -65,6 +65,7 @@ pub const REP_FLAG_ERROR: u32 = 1 << 31;
 pub const REP_ERR_UNSUP: u32 = REP_FLAG_ERROR | 1;
 pub const REP_ERR_POLICY: u32 = REP_FLAG_ERROR | 2;
 pub const REP_ERR_INVALID: u32 = REP_FLAG_ERROR | 3;
+pub const REP_ERR_TLS_REQD: u32 = REP_FLAG_ERROR | 5;
 pub const REP_ERR_UNKNOWN: u32 = REP_FLAG_ERROR | 6;
 pub const REP_ERR_TOO_BIG: u32 = REP_FLAG_ERROR | 9;
 

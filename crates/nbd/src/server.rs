@@ -13,12 +13,14 @@ use crate::config::{Listen, ServerConfig};
 use crate::error::Error;
 use crate::export::Export;
 use crate::export_info::ExportInfo;
-use crate::handshake::{self, Outcome};
+use crate::handshake::{self, Haggle, Outcome, TlsMode};
 use crate::stream::{Deadline, Stream};
+use crate::tls::{self, ServerTls};
 use crate::transmission::{self, Context};
 use crate::writeback::Writeback;
 use std::fmt;
 use std::fs;
+use std::io::{self, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::os::unix::fs::{DirBuilderExt, FileTypeExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -348,10 +350,11 @@ fn connection(mut stream: Stream, shared: &Shared, activity: &Activity, id: u64)
     }
     let info = ExportInfo::new(&*shared.export, &shared.config);
     let deadline = Instant::now() + shared.config.handshake_timeout;
-    let negotiated = handshake::negotiate(&mut Deadline::new(&mut stream, deadline), &info);
+    let negotiated = handshake_phase(&mut stream, deadline, &info, shared.config.tls.as_ref());
     match negotiated {
-        Ok(Outcome::Transmit) => {
-            log(format_args!("connection {id}: transmission"));
+        Ok((Outcome::Transmit, session)) => {
+            let over = if session.is_some() { " over TLS" } else { "" };
+            log(format_args!("connection {id}: transmission{over}"));
             let cx = Context {
                 export: &*shared.export,
                 info: &info,
@@ -360,12 +363,18 @@ fn connection(mut stream: Stream, shared: &Shared, activity: &Activity, id: u64)
                 activity,
                 id,
             };
-            if let Err(e) = transmission::serve(stream, cx) {
+            if let Err(e) = transmission::serve(stream, session, cx) {
                 log(format_args!("connection {id}: ended: {e}"));
             }
         }
-        Ok(Outcome::Close(why)) => {
+        Ok((Outcome::Close(why), _)) => {
             log(format_args!("connection {id}: closed in handshake ({why})"));
+            stream.shutdown(Shutdown::Both);
+        }
+        Ok((Outcome::StartTls, _)) => {
+            log(format_args!(
+                "connection {id}: closed in handshake (no TLS)"
+            ));
             stream.shutdown(Shutdown::Both);
         }
         Err(e) => {
@@ -373,4 +382,31 @@ fn connection(mut stream: Stream, shared: &Shared, activity: &Activity, id: u64)
             stream.shutdown(Shutdown::Both);
         }
     }
+}
+
+/// The handshake, all of it before `deadline`: the option haggling, and when the client
+/// starts TLS, the TLS handshake and the rest of the haggling over it. Gives the TLS
+/// session the transmission phase goes on in, if any.
+fn handshake_phase(
+    stream: &mut Stream,
+    deadline: Instant,
+    info: &ExportInfo,
+    tls: Option<&ServerTls>,
+) -> io::Result<(Outcome, Option<rustls::ServerConnection>)> {
+    let mode = match tls {
+        None => TlsMode::Off,
+        Some(t) if t.required() => TlsMode::Required,
+        Some(_) => TlsMode::Allowed,
+    };
+    let mut plain = Deadline::new(stream, deadline);
+    let mut haggle = Haggle::new(info, mode);
+    let outcome = handshake::negotiate(&mut plain, &mut haggle)?;
+    let (Outcome::StartTls, Some(tls)) = (&outcome, tls) else {
+        return Ok((outcome, None));
+    };
+    let mut session = tls::accept(tls, &mut plain)?;
+    let mut secure = rustls::Stream::new(&mut session, &mut plain);
+    let outcome = handshake::negotiate(&mut secure, &mut haggle)?;
+    secure.flush()?;
+    Ok((outcome, Some(session)))
 }

@@ -39,8 +39,9 @@ use crate::incoming::{Incoming, Next};
 use crate::proto::*;
 use crate::request::{decide, Action};
 use crate::stream::Stream;
+use crate::tls::{self, TlsWriter};
 use crate::writeback::Writeback;
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
 use std::net::Shutdown;
 use std::sync::mpsc::sync_channel;
 use std::sync::{Arc, Mutex};
@@ -121,7 +122,10 @@ impl BufPool {
 /// One connection in the transmission phase: what the reader and the workers share.
 struct Conn<'a> {
     cx: Context<'a>,
-    writer: Mutex<Stream>,
+    /// The socket, or the TLS session's writing half.
+    writer: Mutex<Box<dyn Write + Send>>,
+    /// The socket itself, to shut it.
+    socket: Stream,
     pool: BufPool,
     budget: Arc<Budget>,
 }
@@ -132,7 +136,7 @@ impl Conn<'_> {
     fn send(&self, msg: &[u8]) {
         let mut w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         if w.write_all(msg).is_err() {
-            w.shutdown(Shutdown::Both);
+            self.socket.shutdown(Shutdown::Both);
         }
     }
 
@@ -210,15 +214,34 @@ impl Conn<'_> {
     }
 }
 
-/// Serves requests on `stream` until the client disconnects or the server shuts down.
-pub(crate) fn serve(stream: Stream, cx: Context<'_>) -> io::Result<()> {
+/// Serves requests on `stream` until the client disconnects or the server shuts down;
+/// in `session` when the handshake started TLS.
+pub(crate) fn serve(
+    stream: Stream,
+    session: Option<rustls::ServerConnection>,
+    cx: Context<'_>,
+) -> io::Result<()> {
+    let (reader, writer, secure): (Box<dyn Read + Send>, Box<dyn Write + Send>, _) = match session {
+        None => (
+            Box::new(stream.try_clone()?),
+            Box::new(stream.try_clone()?),
+            None,
+        ),
+        Some(session) => {
+            let session = rustls::Connection::Server(session);
+            let (r, w) = tls::split(session, stream.try_clone()?, stream.try_clone()?);
+            let closer: TlsWriter<Stream> = w.clone();
+            (Box::new(r), Box::new(w), Some(closer))
+        }
+    };
+    let mut incoming = Incoming::new(&stream, reader, cx.activity, cx.config)?;
     let conn = Conn {
         cx,
-        writer: Mutex::new(stream.try_clone()?),
+        writer: Mutex::new(writer),
+        socket: stream,
         pool: BufPool::default(),
         budget: Arc::new(Budget::new(cx.config.connection_budget)),
     };
-    let mut incoming = Incoming::new(stream, cx.activity, cx.config)?;
     let workers = cx.config.workers_per_connection.max(1);
     let (tx, rx) = sync_channel::<Job>(workers * 2);
     let rx = Mutex::new(rx);
@@ -251,10 +274,10 @@ pub(crate) fn serve(stream: Stream, cx: Context<'_>) -> io::Result<()> {
         }
         why
     });
-    conn.writer
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .shutdown(Shutdown::Both);
+    if let Some(w) = secure {
+        w.close();
+    }
+    conn.socket.shutdown(Shutdown::Both);
     let why = why?;
     cx.config
         .log(format_args!("connection {}: closed ({why})", cx.id));

@@ -13,6 +13,7 @@
 //! - `writeback`: a failed flush fails every later flush;
 //! - `lifecycle`: listening (Unix socket, loopback TCP) and shutting down;
 //! - `client`: the NBD client against nbdkit, this server and a hand-written one.
+//! - `tls`: NBD_OPT_STARTTLS with nbdinfo, nbdcopy, qemu-img and the crate's client side.
 
 mod support;
 
@@ -22,5 +23,6 @@ mod handshake;
 mod lifecycle;
 mod limits;
 mod real_clients;
+mod tls;
 mod transmission;
 mod writeback;

@@ -7,6 +7,7 @@
 //! - deterministic pseudo-random data ([`pattern`]), so that failures reproduce;
 //! - an `nbdkit` process for a test ([`nbdkit::Nbdkit`]);
 //! - the report of which backends a test binary runs and which it skips ([`usable`]);
+//! - X.509 certificates for TLS tests, made with the openssl command line (`tls`);
 //! - with the `openssl` feature, OpenSSL as the reference model (`reference`: EVP calls,
 //!   and dm-crypt's sectors one at a time).
 #![forbid(unsafe_code)]
@@ -14,6 +15,7 @@
 pub mod nbdkit;
 #[cfg(feature = "openssl")]
 pub mod reference;
+pub mod tls;
 
 use std::fmt::Display;
 use std::path::PathBuf;
