@@ -79,15 +79,23 @@ pub use error::{BackendError, Error, InputError, KeyError};
 pub use gost::GostBackend;
 pub use traits::{Aead, IvLen, Mode};
 
-// `SECTORCRYPT_BACKEND` is one setting for both algorithm families, and a name only one of
-// them has gives the other its portable backend: each family's choice asks about the
-// other. They are introduced to each other here, at the crate root, so that neither
-// family module (nor the shared rules in `backend`) names the other.
+// `SECTORCRYPT_BACKEND` is one setting for every algorithm family (AES, GOST, the sector
+// tags), and a name only some of them have gives the others their portable backend: each
+// family's choice asks about the others. They are introduced to each other here, at the
+// crate root, so that no family module (nor the shared rules in `backend`) names another.
+const SHARING: &[backend::Sharer] = &[
+    backend::Sharer::of::<Backend>(),
+    backend::Sharer::of::<GostBackend>(),
+    backend::Sharer::of::<mac::MacBackend>(),
+];
 impl backend::Selectable for Backend {
-    type Other = GostBackend;
+    const SHARING: &'static [backend::Sharer] = SHARING;
 }
 impl backend::Selectable for GostBackend {
-    type Other = Backend;
+    const SHARING: &'static [backend::Sharer] = SHARING;
+}
+impl backend::Selectable for mac::MacBackend {
+    const SHARING: &'static [backend::Sharer] = SHARING;
 }
 
 /// AES (FIPS-197) with the modes storage uses: ECB, CBC, CTR (random access into the

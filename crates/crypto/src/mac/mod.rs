@@ -17,12 +17,48 @@
 //!
 //! [`SectorMac::sign`] and [`SectorMac::verify`] take a whole run of units at once, so
 //! that the independent units can be hashed side by side.
+//!
+//! # Backends
+//! A [`MacBackend`] is chosen like the AES and GOST ones (fastest usable, or
+//! `SECTORCRYPT_BACKEND`; a known-answer self-test before first use):
+//!
+//! | backend | HMAC-SHA256, HMAC-SHA1 | file |
+//! |---|---|---|
+//! | `avx512` | 16 units per call, one per 32-bit lane of zmm registers | `x86/avx512.rs` |
+//! | `shani` | several units interleaved on the SHA extensions | `x86/shani.rs` |
+//! | `soft` | one unit at a time, the `sha2`/`sha1` compression functions | `lanes.rs` |
+//!
+//! The lane backends share one driver ([`unit`]): unit keys from a midstate computed once
+//! per key, HMAC's pads, inner and outer hashes, all lane-parallel, units of different
+//! lengths in one batch. HMAC-SHA384, HMAC-SHA512 and HMAC-RIPEMD160 run one unit at a time
+//! on every backend (the `hmac` crate over `sha2` and `ripemd`; their unit keys too).
 
+mod lanes;
+mod unit;
+#[cfg(target_arch = "x86_64")]
+mod x86;
+
+use crate::backend::{family, selectable};
 use crate::error::{InputError, KeyError};
 use crate::Error;
 use hmac::{Hmac, Mac};
+use lanes::{Lanes, Portable, MAX_LANES, SHA1_IV, SHA256_IV};
 use sha2::{Digest, Sha256};
 use zeroize::Zeroizing;
+
+family! {
+    /// An implementation of the sector tags (see the module documentation).
+    pub enum MacBackend: Mac, self_test: self_test {
+        /// AVX-512 (F, BW): 16 units per call, one per 32-bit lane of zmm registers.
+        Avx512 = "avx512", x86 [Avx512f, Avx512bw, OsZmm],
+        /// The SHA extensions (SHA-NI), several units interleaved.
+        Shani = "shani", x86 [Sha, Sse41],
+        /// Portable, no `unsafe`: one unit at a time.
+        Soft = "soft", portable,
+    }
+}
+
+selectable!(MacBackend, unknown: "backend" lists all);
 
 /// The tag algorithms of GELI's `-a` (`geli init -a hmac/sha256`, ...).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -104,17 +140,94 @@ impl UnitShape {
     }
 }
 
+/// The kernels of a backend (a value of an x86 kernel exists only on a CPU that runs it).
+#[derive(Debug, Clone, Copy)]
+enum Engine {
+    Portable,
+    #[cfg(target_arch = "x86_64")]
+    Shani1(x86::Shani<1>),
+    #[cfg(target_arch = "x86_64")]
+    Shani2(x86::Shani<2>),
+    #[cfg(target_arch = "x86_64")]
+    Shani4(x86::Shani<4>),
+    #[cfg(target_arch = "x86_64")]
+    Avx512(x86::Avx512),
+}
+
+/// Runs `$body` with `$k` bound to the kernels of `$engine`.
+macro_rules! with_kernels {
+    ($engine:expr, |$k:ident| $body:expr) => {
+        match $engine {
+            Engine::Portable => {
+                let $k = &Portable;
+                $body
+            }
+            #[cfg(target_arch = "x86_64")]
+            Engine::Shani1(k) => {
+                let $k = &k;
+                $body
+            }
+            #[cfg(target_arch = "x86_64")]
+            Engine::Shani2(k) => {
+                let $k = &k;
+                $body
+            }
+            #[cfg(target_arch = "x86_64")]
+            Engine::Shani4(k) => {
+                let $k = &k;
+                $body
+            }
+            #[cfg(target_arch = "x86_64")]
+            Engine::Avx512(k) => {
+                let $k = &k;
+                $body
+            }
+        }
+    };
+}
+
+impl Engine {
+    /// The kernels of `backend`, with `lanes` interleaved units on `shani` (0: its
+    /// default), or `None` when this CPU lacks them.
+    fn new(backend: MacBackend, lanes: usize) -> Option<Engine> {
+        match backend {
+            MacBackend::Soft => Some(Engine::Portable),
+            #[cfg(target_arch = "x86_64")]
+            MacBackend::Shani => match lanes {
+                1 => x86::Shani::new().map(Engine::Shani1),
+                2 | 0 => x86::Shani::new().map(Engine::Shani2),
+                4 => x86::Shani::new().map(Engine::Shani4),
+                _ => None,
+            },
+            #[cfg(target_arch = "x86_64")]
+            MacBackend::Avx512 => x86::Avx512::new().map(Engine::Avx512),
+            #[cfg(not(target_arch = "x86_64"))]
+            _ => None,
+        }
+    }
+
+    fn lanes(self) -> usize {
+        with_kernels!(self, |k| Lanes::<8>::lanes(k))
+    }
+}
+
 /// The tag maker of one provider: see the module documentation. Its key is zeroized on
 /// drop and never shown by `Debug`.
+#[derive(Clone)]
 pub struct SectorMac {
     alg: MacAlgorithm,
     akey: Zeroizing<[u8; AUTH_KEY_LEN]>,
+    /// The SHA-256 state after `akey`: the start of every unit key.
+    mid: Zeroizing<[u32; 8]>,
+    backend: MacBackend,
+    engine: Engine,
 }
 
 impl std::fmt::Debug for SectorMac {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SectorMac")
             .field("alg", &self.alg)
+            .field("backend", &self.backend)
             .finish_non_exhaustive()
     }
 }
@@ -122,14 +235,56 @@ impl std::fmt::Debug for SectorMac {
 impl SectorMac {
     /// The tag maker for `alg` under the 64-byte authentication key `akey`.
     pub fn new(alg: MacAlgorithm, akey: &[u8]) -> Result<SectorMac, Error> {
+        SectorMac::with_backend(alg, akey, MacBackend::selected()?)
+    }
+
+    /// As [`SectorMac::new`], on `backend` (which must be usable here).
+    pub fn with_backend(
+        alg: MacAlgorithm,
+        akey: &[u8],
+        backend: MacBackend,
+    ) -> Result<SectorMac, Error> {
+        backend.ensure_usable()?;
+        SectorMac::build(alg, akey, backend, 0)
+    }
+
+    /// As [`SectorMac::with_backend`] on `shani`, with `lanes` (1, 2 or 4) units
+    /// interleaved: for the benchmarks that compare them.
+    #[cfg(feature = "hazmat-testing")]
+    pub fn with_shani_lanes(
+        alg: MacAlgorithm,
+        akey: &[u8],
+        lanes: usize,
+    ) -> Result<SectorMac, Error> {
+        MacBackend::Shani.ensure_usable()?;
+        SectorMac::build(alg, akey, MacBackend::Shani, lanes)
+    }
+
+    /// The tag maker on `backend`, whose CPU check has passed.
+    fn build(
+        alg: MacAlgorithm,
+        akey: &[u8],
+        backend: MacBackend,
+        lanes: usize,
+    ) -> Result<SectorMac, Error> {
         let akey: [u8; AUTH_KEY_LEN] = akey.try_into().map_err(|_| KeyError::Length {
             what: "a sector authentication key",
             got: akey.len(),
             expected: "64",
         })?;
+        let akey = Zeroizing::new(akey);
+        let engine = Engine::new(backend, lanes).ok_or(InputError::Length {
+            got: lanes,
+            why: "shani interleaves 1, 2 or 4 units",
+        })?;
+        let mut mid = Zeroizing::new(SHA256_IV);
+        sha2::compress256(&mut mid, &[(*akey).into()]);
         Ok(SectorMac {
             alg,
-            akey: Zeroizing::new(akey),
+            akey,
+            mid,
+            backend,
+            engine,
         })
     }
 
@@ -138,9 +293,60 @@ impl SectorMac {
         self.alg
     }
 
+    /// The backend the tags are computed on.
+    pub fn backend(&self) -> MacBackend {
+        self.backend
+    }
+
     /// Bytes of a tag.
     pub fn tag_len(&self) -> usize {
         self.alg.tag_len()
+    }
+
+    /// Units per batch: the lanes of the kernels for HMAC-SHA256 and HMAC-SHA1, one for
+    /// the algorithms without lane kernels.
+    fn batch(&self) -> usize {
+        match self.alg {
+            MacAlgorithm::HmacSha256 | MacAlgorithm::HmacSha1 => self.engine.lanes(),
+            _ => 1,
+        }
+    }
+
+    /// The tags of units `first..first + tags.len()` of `units` (at most [`Self::batch`]).
+    fn batch_tags(
+        &self,
+        units: &[u8],
+        shape: UnitShape,
+        first_offset: u64,
+        first: usize,
+        tags: &mut [[u8; 64]],
+    ) {
+        let n = tags.len();
+        let t = self.tag_len();
+        let mut offsets = [0u64; MAX_LANES];
+        let mut msgs: [&[u8]; MAX_LANES] = [&[]; MAX_LANES];
+        for l in 0..n {
+            let i = first + l;
+            let start = i * shape.unit_len + t;
+            offsets[l] = first_offset + (i * shape.unit_len) as u64;
+            msgs[l] = &units[start..start + shape.msg_len_of(i)];
+        }
+        let (offsets, msgs) = (&offsets[..n], &msgs[..n]);
+        with_kernels!(self.engine, |k| match self.alg {
+            MacAlgorithm::HmacSha256 => {
+                let keys = unit::unit_keys(k, &self.mid, offsets);
+                unit::hmac::<8, _>(k, &SHA256_IV, &keys, msgs, tags);
+            }
+            MacAlgorithm::HmacSha1 => {
+                let keys = unit::unit_keys(k, &self.mid, offsets);
+                unit::hmac::<5, _>(k, &SHA1_IV, &keys, msgs, tags);
+            }
+            _ => {
+                for l in 0..n {
+                    self.tag_into(offsets[l], msgs[l], &mut tags[l][..t]);
+                }
+            }
+        })
     }
 
     /// Writes the tag of every unit of `units` into its tag field. `units` is a whole
@@ -149,11 +355,15 @@ impl SectorMac {
     pub fn sign(&self, units: &mut [u8], shape: UnitShape, first_offset: u64) -> Result<(), Error> {
         let n = shape.check(self.alg, units.len())?;
         let t = self.tag_len();
-        for i in 0..n {
-            let unit = &mut units[i * shape.unit_len..(i + 1) * shape.unit_len];
-            let (tag, rest) = unit.split_at_mut(t);
-            let offset = first_offset + (i * shape.unit_len) as u64;
-            self.tag_into(offset, &rest[..shape.msg_len_of(i)], tag);
+        let batch = self.batch();
+        let mut tags = [[0u8; 64]; MAX_LANES];
+        for first in (0..n).step_by(batch) {
+            let count = batch.min(n - first);
+            self.batch_tags(units, shape, first_offset, first, &mut tags[..count]);
+            for (l, tag) in tags[..count].iter().enumerate() {
+                let at = (first + l) * shape.unit_len;
+                units[at..at + t].copy_from_slice(&tag[..t]);
+            }
         }
         Ok(())
     }
@@ -170,20 +380,26 @@ impl SectorMac {
         use subtle::ConstantTimeEq;
         let n = shape.check(self.alg, units.len())?;
         let t = self.tag_len();
-        let mut expected = [0u8; 64];
-        for i in 0..n {
-            let unit = &units[i * shape.unit_len..(i + 1) * shape.unit_len];
-            let (tag, rest) = unit.split_at(t);
-            let offset = first_offset + (i * shape.unit_len) as u64;
-            self.tag_into(offset, &rest[..shape.msg_len_of(i)], &mut expected[..t]);
-            if !bool::from(expected[..t].ct_eq(tag)) {
-                return Ok(Some(i));
+        let batch = self.batch();
+        let mut expected = [[0u8; 64]; MAX_LANES];
+        for first in (0..n).step_by(batch) {
+            let count = batch.min(n - first);
+            self.batch_tags(units, shape, first_offset, first, &mut expected[..count]);
+            // Every tag of the batch is compared, in constant time; only which unit is
+            // the first bad one (what the caller is told) depends on the outcome.
+            let mut bad = [false; MAX_LANES];
+            for (l, want) in expected[..count].iter().enumerate() {
+                let at = (first + l) * shape.unit_len;
+                bad[l] = !bool::from(want[..t].ct_eq(&units[at..at + t]));
+            }
+            if let Some(l) = bad[..count].iter().position(|b| *b) {
+                return Ok(Some(first + l));
             }
         }
         Ok(None)
     }
 
-    /// The tag of one unit at `offset` over `msg` (the portable reference path).
+    /// The tag of one unit at `offset` over `msg` (the `hmac` crate, one unit at a time).
     fn tag_into(&self, offset: u64, msg: &[u8], tag: &mut [u8]) {
         let mut h = Sha256::new();
         h.update(&self.akey[..]);
@@ -203,6 +419,94 @@ impl SectorMac {
             MacAlgorithm::HmacSha512 => hmac::<Hmac<sha2::Sha512>>(&unit_key[..], msg, tag),
         }
     }
+}
+
+/// The known answers of the HMAC-SHA256 and HMAC-SHA1 unit tags (computed with Python's
+/// `hashlib`/`hmac` from the formulas): key bytes `7i + 3`, offset 0x1_2345_6000, a
+/// 480-byte message of bytes `13i + 5`.
+const KAT: [(MacAlgorithm, &str); 2] = [
+    (
+        MacAlgorithm::HmacSha256,
+        "500b29d87e8b4ce416e63587d8035286b031e0fde4833dd22efd0cb4c8549e96",
+    ),
+    (
+        MacAlgorithm::HmacSha1,
+        "07fe5136bbeb5c31373be6dc528a148586cecf4c",
+    ),
+];
+
+/// The known answers, then runs of 1..=19 units (of 480, 60 and 0 message bytes) against
+/// the `hmac` crate one unit at a time, on every lane kernel of `backend`.
+fn self_test(backend: MacBackend) -> bool {
+    let akey: [u8; 64] = core::array::from_fn(|i| (i * 7 + 3) as u8);
+    let lanes: &[usize] = if backend == MacBackend::Shani {
+        &[1, 2, 4]
+    } else {
+        &[0]
+    };
+    for &lanes in lanes {
+        let Ok(mac) = SectorMac::build(MacAlgorithm::HmacSha256, &akey, backend, lanes) else {
+            return false;
+        };
+        for (alg, want) in KAT {
+            let mac = SectorMac { alg, ..mac.clone() };
+            let shape = UnitShape {
+                unit_len: 512,
+                units_per_group: 1,
+                msg_len: 480,
+                last_msg_len: 480,
+            };
+            let mut unit = [0u8; 512];
+            for (i, b) in unit[alg.tag_len()..].iter_mut().enumerate() {
+                *b = (i * 13 + 5) as u8;
+            }
+            if mac.sign(&mut unit, shape, 0x1_2345_6000).is_err()
+                || !hex_eq(&unit[..alg.tag_len()], want)
+                || !differs_nowhere(&mac, 19)
+            {
+                return false;
+            }
+        }
+    }
+    true
+}
+
+fn hex_eq(bytes: &[u8], hex: &str) -> bool {
+    bytes.len() * 2 == hex.len()
+        && bytes
+            .iter()
+            .zip(hex.as_bytes().chunks(2))
+            .all(|(b, h)| u8::from_str_radix(std::str::from_utf8(h).unwrap_or(""), 16) == Ok(*b))
+}
+
+/// Runs of up to `max` units signed by `mac` (whole groups of three shapes, one with
+/// empty messages) equal the reference, unit by unit.
+fn differs_nowhere(mac: &SectorMac, max: usize) -> bool {
+    let t = mac.tag_len();
+    for (units_per_group, msg_len, last_msg_len) in [(1, 480, 480), (3, 480, 60), (2, 100, 0)] {
+        let shape = UnitShape {
+            unit_len: 512,
+            units_per_group,
+            msg_len,
+            last_msg_len,
+        };
+        for n in (units_per_group..=max).step_by(units_per_group) {
+            let mut units: Vec<u8> = (0..n * 512).map(|i| (i * 151 + n) as u8).collect();
+            let offset = (n as u64) << 31;
+            if mac.sign(&mut units, shape, offset).is_err() {
+                return false;
+            }
+            for (i, u) in units.chunks_exact(512).enumerate() {
+                let mut want = [0u8; 64];
+                let off = offset + (i * 512) as u64;
+                mac.tag_into(off, &u[t..t + shape.msg_len_of(i)], &mut want[..t]);
+                if want[..t] != u[..t] {
+                    return false;
+                }
+            }
+        }
+    }
+    true
 }
 
 #[cfg(test)]
@@ -248,5 +552,15 @@ mod tests {
         let mut units = vec![0u8; 10 * 512];
         mac.sign(&mut units, shape, 0).unwrap();
         assert_eq!(mac.verify(&units, shape, 0).unwrap(), None);
+    }
+
+    #[test]
+    fn every_backend_passes_its_self_test_or_is_missing() {
+        for b in MacBackend::ALL {
+            match b.check_cpu() {
+                Ok(()) => assert!(self_test(b), "{b} fails its self-test"),
+                Err(e) => eprintln!("SKIPPED {b}: {e}"),
+            }
+        }
     }
 }
