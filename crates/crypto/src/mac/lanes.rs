@@ -86,10 +86,23 @@ fn block_of(w: &Words, l: usize) -> [u8; 64] {
     b
 }
 
-fn blocks(data: &[u8]) -> Vec<GenericArray<u8, sha2::digest::consts::U64>> {
-    data.chunks_exact(64)
-        .map(GenericArray::clone_from_slice)
-        .collect()
+/// The 64-byte blocks of `data`, as the compression functions take them (no copy).
+fn blocks(data: &[u8]) -> impl Iterator<Item = &GenericArray<u8, sha2::digest::consts::U64>> {
+    data.chunks_exact(64).map(GenericArray::from_slice)
+}
+
+/// Compresses the blocks of `data` into lane `l` of `s` with `f`, one block per call.
+fn compress_lane<const W: usize>(
+    s: &mut [[u32; MAX_LANES]; W],
+    l: usize,
+    data: &[u8],
+    f: fn(&mut [u32; W], &[GenericArray<u8, sha2::digest::consts::U64>]),
+) {
+    let mut st = lane(s, l);
+    for b in blocks(data) {
+        f(&mut st, core::slice::from_ref(b));
+    }
+    set_lane(s, l, &st);
 }
 
 impl Lanes<8> for Portable {
@@ -99,25 +112,14 @@ impl Lanes<8> for Portable {
 
     fn compress_bytes(&self, s: &mut State256, data: &[&[u8]]) {
         for (l, d) in data.iter().enumerate() {
-            let mut st = lane(s, l);
-            sha2::compress256(&mut st, &blocks(d));
-            set_lane(s, l, &st);
+            compress_lane(s, l, d, sha2::compress256);
         }
     }
 
     fn compress_words(&self, s: &mut State256, w: &Words, n: usize) {
         for l in 0..n {
-            let b = block_of(w, l);
-            self.compress_bytes_lane(s, l, &b);
+            compress_lane(s, l, &block_of(w, l), sha2::compress256);
         }
-    }
-}
-
-impl Portable {
-    fn compress_bytes_lane(&self, s: &mut State256, l: usize, b: &[u8]) {
-        let mut st = lane(s, l);
-        sha2::compress256(&mut st, &blocks(b));
-        set_lane(s, l, &st);
     }
 }
 
@@ -128,17 +130,13 @@ impl Lanes<5> for Portable {
 
     fn compress_bytes(&self, s: &mut State160, data: &[&[u8]]) {
         for (l, d) in data.iter().enumerate() {
-            let mut st = lane(s, l);
-            sha1::compress(&mut st, &blocks(d));
-            set_lane(s, l, &st);
+            compress_lane(s, l, d, sha1::compress);
         }
     }
 
     fn compress_words(&self, s: &mut State160, w: &Words, n: usize) {
         for l in 0..n {
-            let mut st = lane(s, l);
-            sha1::compress(&mut st, &blocks(&block_of(w, l)));
-            set_lane(s, l, &st);
+            compress_lane(s, l, &block_of(w, l), sha1::compress);
         }
     }
 }

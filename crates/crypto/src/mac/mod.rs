@@ -312,9 +312,11 @@ impl SectorMac {
         }
     }
 
-    /// The tags of units `first..first + tags.len()` of `units` (at most [`Self::batch`]).
+    /// The tags of units `first..first + tags.len()` of `units` (at most [`Self::batch`]),
+    /// working in `x`.
     fn batch_tags(
         &self,
+        x: &mut unit::Scratch,
         units: &[u8],
         shape: UnitShape,
         first_offset: u64,
@@ -334,12 +336,12 @@ impl SectorMac {
         let (offsets, msgs) = (&offsets[..n], &msgs[..n]);
         with_kernels!(self.engine, |k| match self.alg {
             MacAlgorithm::HmacSha256 => {
-                let keys = unit::unit_keys(k, &self.mid, offsets);
-                unit::hmac::<8, _>(k, &SHA256_IV, &keys, msgs, tags);
+                unit::unit_keys(k, x, &self.mid, offsets);
+                unit::hmac::<8, _>(k, x, &SHA256_IV, msgs, tags);
             }
             MacAlgorithm::HmacSha1 => {
-                let keys = unit::unit_keys(k, &self.mid, offsets);
-                unit::hmac::<5, _>(k, &SHA1_IV, &keys, msgs, tags);
+                unit::unit_keys(k, x, &self.mid, offsets);
+                unit::hmac::<5, _>(k, x, &SHA1_IV, msgs, tags);
             }
             _ => {
                 for l in 0..n {
@@ -357,9 +359,17 @@ impl SectorMac {
         let t = self.tag_len();
         let batch = self.batch();
         let mut tags = [[0u8; 64]; MAX_LANES];
+        let mut x = unit::Scratch::new(batch);
         for first in (0..n).step_by(batch) {
             let count = batch.min(n - first);
-            self.batch_tags(units, shape, first_offset, first, &mut tags[..count]);
+            self.batch_tags(
+                &mut x,
+                units,
+                shape,
+                first_offset,
+                first,
+                &mut tags[..count],
+            );
             for (l, tag) in tags[..count].iter().enumerate() {
                 let at = (first + l) * shape.unit_len;
                 units[at..at + t].copy_from_slice(&tag[..t]);
@@ -382,15 +392,28 @@ impl SectorMac {
         let t = self.tag_len();
         let batch = self.batch();
         let mut expected = [[0u8; 64]; MAX_LANES];
+        let mut x = unit::Scratch::new(batch);
         for first in (0..n).step_by(batch) {
             let count = batch.min(n - first);
-            self.batch_tags(units, shape, first_offset, first, &mut expected[..count]);
-            // Every tag of the batch is compared, in constant time; only which unit is
-            // the first bad one (what the caller is told) depends on the outcome.
+            self.batch_tags(
+                &mut x,
+                units,
+                shape,
+                first_offset,
+                first,
+                &mut expected[..count],
+            );
+            // Every tag of the batch is compared whole, without a branch on its bytes
+            // (the differences are OR-ed, then tested once, in constant time); only
+            // which unit is the first bad one (what the caller is told) depends on them.
             let mut bad = [false; MAX_LANES];
             for (l, want) in expected[..count].iter().enumerate() {
                 let at = (first + l) * shape.unit_len;
-                bad[l] = !bool::from(want[..t].ct_eq(&units[at..at + t]));
+                let diff = want[..t]
+                    .iter()
+                    .zip(&units[at..at + t])
+                    .fold(0u8, |d, (a, b)| d | (a ^ b));
+                bad[l] = !bool::from(diff.ct_eq(&0));
             }
             if let Some(l) = bad[..count].iter().position(|b| *b) {
                 return Ok(Some(first + l));
@@ -562,5 +585,109 @@ mod tests {
                 Err(e) => eprintln!("SKIPPED {b}: {e}"),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod scratch_timing {
+    use super::*;
+    #[test]
+    #[ignore]
+    fn raw_kernels() {
+        let data = vec![7u8; 64 * 4096];
+        let ghz = 4.2e9;
+        let time = |name: &str, lanes: usize, f: &mut dyn FnMut()| {
+            f();
+            let mut s = f64::MAX;
+            for _ in 0..30 {
+                let t = std::time::Instant::now();
+                f();
+                s = s.min(t.elapsed().as_secs_f64());
+            }
+            eprintln!(
+                "{name}: {:.2} cycles/byte-hashed",
+                s * ghz / (data.len() * lanes) as f64
+            );
+        };
+        let mut st = [[0u32; MAX_LANES]; 8];
+        time("sha2 compress256", 1, &mut || {
+            let mut s = SHA256_IV;
+            for c in data.chunks_exact(64) {
+                sha2::compress256(
+                    &mut s,
+                    &[*sha2::digest::generic_array::GenericArray::from_slice(c)],
+                );
+            }
+            std::hint::black_box(s);
+        });
+        let k1 = x86::Shani::<1>::new().unwrap();
+        time("shani1 long", 1, &mut || {
+            Lanes::<8>::compress_bytes(&k1, &mut st, &[&data])
+        });
+        let k2 = x86::Shani::<2>::new().unwrap();
+        time("shani2 long", 2, &mut || {
+            Lanes::<8>::compress_bytes(&k2, &mut st, &[&data, &data])
+        });
+        let k4 = x86::Shani::<4>::new().unwrap();
+        time("shani4 long", 4, &mut || {
+            Lanes::<8>::compress_bytes(&k4, &mut st, &[&data, &data, &data, &data])
+        });
+        let shape = UnitShape {
+            unit_len: 512,
+            units_per_group: 9,
+            msg_len: 480,
+            last_msg_len: 256,
+        };
+        for sectors in [1usize, 4, 64] {
+            let mut units = vec![3u8; sectors * 9 * 512];
+            for (name, b, lanes) in [
+                ("soft", MacBackend::Soft, 0),
+                ("shani1", MacBackend::Shani, 1),
+                ("shani2", MacBackend::Shani, 2),
+                ("shani4", MacBackend::Shani, 4),
+                ("avx512", MacBackend::Avx512, 0),
+            ] {
+                let m = SectorMac::build(MacAlgorithm::HmacSha256, &[1; 64], b, lanes).unwrap();
+                let mut best = f64::MAX;
+                for _ in 0..200 / sectors + 20 {
+                    let t = std::time::Instant::now();
+                    m.sign(&mut units, shape, 1 << 40).unwrap();
+                    assert_eq!(m.verify(&units, shape, 1 << 40).unwrap(), None);
+                    best = best.min(t.elapsed().as_secs_f64());
+                }
+                eprintln!(
+                    "e2e {sectors} sectors {name}: {:.2} cycles/byte (sign+verify)",
+                    best * ghz / (sectors * 4096) as f64
+                );
+            }
+        }
+        let k16 = x86::Avx512::new().unwrap();
+        let d16: Vec<&[u8]> = (0..16).map(|_| &data[..]).collect();
+        time("avx512 long", 16, &mut || {
+            Lanes::<8>::compress_bytes(&k16, &mut st, &d16)
+        });
+        let mut st5 = [[0u32; MAX_LANES]; 5];
+        time("avx512 sha1 long", 16, &mut || {
+            Lanes::<5>::compress_bytes(&k16, &mut st5, &d16)
+        });
+        time("shani4 sha1 long", 4, &mut || {
+            Lanes::<5>::compress_bytes(&k4, &mut st5, &d16[..4])
+        });
+        let w = [[5u32; MAX_LANES]; 16];
+        time("avx512 words", 16, &mut || {
+            for _ in 0..4096 {
+                Lanes::<8>::compress_words(&k16, &mut st, &w, 16)
+            }
+        });
+        time("shani4 words", 4, &mut || {
+            for _ in 0..4096 {
+                Lanes::<8>::compress_words(&k4, &mut st, &w, 4)
+            }
+        });
+        time("shani1 words", 1, &mut || {
+            for _ in 0..4096 {
+                Lanes::<8>::compress_words(&k1, &mut st, &w, 1)
+            }
+        });
     }
 }

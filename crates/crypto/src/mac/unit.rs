@@ -17,99 +17,142 @@
 //! For a 480-byte message that is 1 + 2 + 8 + 1 = 12 compressions per unit. Key material
 //! (unit keys, pad blocks, inner states) is zeroized after each batch.
 
+//!
+//! The working memory of a whole run of batches is one [`Scratch`], written lane by lane
+//! and zeroized once, on drop, in the lanes the kernel uses: narrow kernels (one to four
+//! lanes) pay for their lanes only.
+
 #![forbid(unsafe_code)]
 
 use super::lanes::{Lanes, State256, Words, MAX_LANES};
-use zeroize::Zeroizing;
+use zeroize::Zeroize;
 
-/// The word-major state with every lane set to `v`.
-fn broadcast<const W: usize>(v: &[u32; W], n: usize) -> [[u32; MAX_LANES]; W] {
-    let mut s = [[0u32; MAX_LANES]; W];
+/// The working memory of the batches of one call: see the module documentation.
+pub(crate) struct Scratch {
+    /// Lanes in use (the kernel's width): the columns zeroized on drop.
+    lanes: usize,
+    /// The unit keys (SHA-256 digests).
+    keys: State256,
+    /// The block being built: the unit-key block, the pad blocks, the outer block.
+    blk: Words,
+    /// HMAC's inner and outer states (SHA-1 uses the first 5 rows).
+    inner: State256,
+    outer: State256,
+    /// The last message block(s) of each lane with the padding (public bytes).
+    tails: [[u8; 128]; MAX_LANES],
+}
+
+impl Scratch {
+    /// Working memory for a kernel of `lanes` lanes.
+    pub(crate) fn new(lanes: usize) -> Scratch {
+        Scratch {
+            lanes,
+            keys: [[0; MAX_LANES]; 8],
+            blk: [[0; MAX_LANES]; 16],
+            inner: [[0; MAX_LANES]; 8],
+            outer: [[0; MAX_LANES]; 8],
+            tails: [[0; 128]; MAX_LANES],
+        }
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let n = self.lanes.min(MAX_LANES);
+        let rows = self.keys.iter_mut().chain(self.blk.iter_mut());
+        let rows = rows.chain(self.inner.iter_mut().chain(self.outer.iter_mut()));
+        for row in rows {
+            row[..n].zeroize();
+        }
+    }
+}
+
+/// The first `W` rows of a word-major state.
+fn rows<const W: usize>(s: &mut State256) -> &mut [[u32; MAX_LANES]; W] {
+    (&mut s[..W]).try_into().expect("W <= 8")
+}
+
+/// Sets lanes `..n` of the first `W` rows of `s` to `v`.
+fn set<const W: usize>(s: &mut State256, v: &[u32; W], n: usize) {
     for w in 0..W {
         s[w][..n].fill(v[w]);
     }
-    s
 }
 
-/// The unit keys of `offsets.len()` lanes (word-major SHA-256 digests) from `mid`, the
-/// SHA-256 state after the 64-byte authentication key.
-pub(crate) fn unit_keys<K: Lanes<8>>(
-    k: &K,
-    mid: &[u32; 8],
-    offsets: &[u64],
-) -> Zeroizing<State256> {
+/// Computes into `x.keys` the unit keys of `offsets.len()` lanes from `mid`, the SHA-256
+/// state after the 64-byte authentication key.
+pub(crate) fn unit_keys<K: Lanes<8>>(k: &K, x: &mut Scratch, mid: &[u32; 8], offsets: &[u64]) {
     let n = offsets.len();
-    let mut s = Zeroizing::new(broadcast(mid, n));
-    let mut b: Words = [[0; MAX_LANES]; 16];
+    set(&mut x.keys, mid, n);
+    for row in x.blk.iter_mut() {
+        row[..n].fill(0);
+    }
     for (l, off) in offsets.iter().enumerate() {
         let le = off.to_le_bytes();
-        b[0][l] = u32::from_be_bytes([le[0], le[1], le[2], le[3]]);
-        b[1][l] = u32::from_be_bytes([le[4], le[5], le[6], le[7]]);
-        b[2][l] = 0x8000_0000;
-        b[15][l] = (64 + 8) * 8;
+        x.blk[0][l] = u32::from_be_bytes([le[0], le[1], le[2], le[3]]);
+        x.blk[1][l] = u32::from_be_bytes([le[4], le[5], le[6], le[7]]);
     }
-    k.compress_words(&mut s, &b, n);
-    s
+    x.blk[2][..n].fill(0x8000_0000);
+    x.blk[15][..n].fill((64 + 8) * 8);
+    k.compress_words(&mut x.keys, &x.blk, n);
 }
 
 /// HMAC (with a hash of `W` state words and initial state `iv`) of `msgs[l]` under the
-/// 32-byte key `keys[..][l]`, into `tags[l][..4 * W]`, for every lane `l < msgs.len()`.
+/// 32-byte key `x.keys[..][l]`, into `tags[l][..4 * W]`, for every lane `l < msgs.len()`.
 pub(crate) fn hmac<const W: usize, K: Lanes<W>>(
     k: &K,
+    x: &mut Scratch,
     iv: &[u32; W],
-    keys: &State256,
     msgs: &[&[u8]],
     tags: &mut [[u8; 64]],
 ) {
     let n = msgs.len();
-    debug_assert!(n <= k.lanes() && tags.len() >= n);
-    let pad = |x: u32| -> Zeroizing<Words> {
-        let mut b = Zeroizing::new([[x; MAX_LANES]; 16]);
-        for w in 0..8 {
+    debug_assert!(n <= k.lanes() && n <= x.lanes && tags.len() >= n);
+    for (state, pad) in [(&mut x.inner, 0x3636_3636u32), (&mut x.outer, 0x5c5c_5c5c)] {
+        for w in 0..16 {
             for l in 0..n {
-                b[w][l] = keys[w][l] ^ x;
+                x.blk[w][l] = x.keys.get(w).map_or(0, |r| r[l]) ^ pad;
             }
         }
-        b
-    };
-    let mut inner = Zeroizing::new(broadcast(iv, n));
-    k.compress_words(&mut inner, &pad(0x3636_3636), n);
-    let mut outer = Zeroizing::new(broadcast(iv, n));
-    k.compress_words(&mut outer, &pad(0x5c5c_5c5c), n);
+        set(state, iv, n);
+        k.compress_words(rows::<W>(state), &x.blk, n);
+    }
 
     let mut whole: [&[u8]; MAX_LANES] = [&[]; MAX_LANES];
     for (w, m) in whole.iter_mut().zip(msgs) {
         *w = &m[..m.len() / 64 * 64];
     }
-    k.compress_bytes(&mut inner, &whole[..n]);
-    let mut tails = [[0u8; 128]; MAX_LANES];
+    k.compress_bytes(rows::<W>(&mut x.inner), &whole[..n]);
     let mut tail_len = [0usize; MAX_LANES];
     for (l, m) in msgs.iter().enumerate() {
         let rest = &m[m.len() / 64 * 64..];
-        let t = &mut tails[l];
+        let t = &mut x.tails[l];
+        let len = if rest.len() < 56 { 64 } else { 128 };
         t[..rest.len()].copy_from_slice(rest);
         t[rest.len()] = 0x80;
-        let len = if rest.len() < 56 { 64 } else { 128 };
+        t[rest.len() + 1..len - 8].fill(0);
         let bits = (64 + m.len() as u64) * 8;
         t[len - 8..len].copy_from_slice(&bits.to_be_bytes());
         tail_len[l] = len;
     }
     let mut tail: [&[u8]; MAX_LANES] = [&[]; MAX_LANES];
     for l in 0..n {
-        tail[l] = &tails[l][..tail_len[l]];
+        tail[l] = &x.tails[l][..tail_len[l]];
     }
-    k.compress_bytes(&mut inner, &tail[..n]);
+    k.compress_bytes(rows::<W>(&mut x.inner), &tail[..n]);
 
-    let mut b = Zeroizing::new([[0u32; MAX_LANES]; 16]);
-    for w in 0..W {
-        b[w][..n].copy_from_slice(&inner[w][..n]);
+    for w in 0..16 {
+        match w {
+            _ if w < W => x.blk[w][..n].copy_from_slice(&x.inner[w][..n]),
+            _ if w == W => x.blk[w][..n].fill(0x8000_0000),
+            15 => x.blk[w][..n].fill((64 + 4 * W as u32) * 8),
+            _ => x.blk[w][..n].fill(0),
+        }
     }
-    b[W][..n].fill(0x8000_0000);
-    b[15][..n].fill((64 + 4 * W as u32) * 8);
-    k.compress_words(&mut outer, &b, n);
+    k.compress_words(rows::<W>(&mut x.outer), &x.blk, n);
     for (l, tag) in tags.iter_mut().enumerate().take(n) {
         for w in 0..W {
-            tag[4 * w..4 * w + 4].copy_from_slice(&outer[w][l].to_be_bytes());
+            tag[4 * w..4 * w + 4].copy_from_slice(&x.outer[w][l].to_be_bytes());
         }
     }
 }

@@ -155,7 +155,10 @@ fn group256<const N: usize>(
     for l in 0..N {
         if g >= 4 {
             let t = _mm_sha256msg1_epu32(m[l][i], m[l][(i + 1) % 4]);
-            let t = _mm_add_epi32(t, _mm_alignr_epi8::<4>(m[l][(i + 3) % 4], m[l][(i + 2) % 4]));
+            let t = _mm_add_epi32(
+                t,
+                _mm_alignr_epi8::<4>(m[l][(i + 3) % 4], m[l][(i + 2) % 4]),
+            );
             m[l][i] = _mm_sha256msg2_epu32(t, m[l][(i + 3) % 4]);
         }
         let msg = _mm_add_epi32(m[l][i], k);
@@ -310,7 +313,11 @@ fn group160<const N: usize>(
 /// One block per lane: all 80 rounds and the feed-forward.
 #[inline]
 #[target_feature(enable = "sha,sse4.1")]
-fn block160<const N: usize>(abcd: &mut [__m128i; N], e: &mut [__m128i; N], mut m: [[__m128i; 4]; N]) {
+fn block160<const N: usize>(
+    abcd: &mut [__m128i; N],
+    e: &mut [__m128i; N],
+    mut m: [[__m128i; 4]; N],
+) {
     let (a0, e0) = (*abcd, *e);
     let mut prev = *abcd;
     // Written out so that every index is a constant after inlining.
