@@ -122,6 +122,7 @@ pub use gost::{gost89, magma};
 #[cfg(feature = "hazmat-testing")]
 pub mod hazmat {
     pub use crate::ghash::{Ghash, GhashBackend};
+    pub use crate::mac::lane_digests;
 
     /// Measures how the AES and carry-less multiply units share the core (`sectorcrypt
     /// bench --probe`): seconds per loop step of named mixes of independent instructions,

@@ -34,6 +34,7 @@
 //! on every backend (the `hmac` crate over `sha2` and `ripemd`; their unit keys too).
 
 mod lanes;
+mod self_test;
 mod unit;
 #[cfg(target_arch = "x86_64")]
 mod x86;
@@ -48,7 +49,7 @@ use zeroize::Zeroizing;
 
 family! {
     /// An implementation of the sector tags (see the module documentation).
-    pub enum MacBackend: Mac, self_test: self_test {
+    pub enum MacBackend: Mac, self_test: self_test::self_test {
         /// AVX-512 (F, BW): 16 units per call, one per 32-bit lane of zmm registers.
         Avx512 = "avx512", x86 [Avx512f, Avx512bw, OsZmm],
         /// The SHA extensions (SHA-NI), several units interleaved.
@@ -114,7 +115,9 @@ impl UnitShape {
         }
     }
 
-    fn check(&self, alg: MacAlgorithm, len: usize) -> Result<usize, Error> {
+    /// The number of units of a run of `len` bytes at `first_offset`, or why the run does
+    /// not fit this shape.
+    fn check(&self, alg: MacAlgorithm, len: usize, first_offset: u64) -> Result<usize, Error> {
         let tag = alg.tag_len();
         let fits = |m: usize| tag.checked_add(m).is_some_and(|e| e <= self.unit_len);
         if self.unit_len == 0
@@ -128,11 +131,23 @@ impl UnitShape {
             }
             .into());
         }
-        let group = self.unit_len * self.units_per_group;
-        if !len.is_multiple_of(group) {
+        let whole = self
+            .unit_len
+            .checked_mul(self.units_per_group)
+            .is_some_and(|group| len.is_multiple_of(group));
+        if !whole {
             return Err(InputError::Length {
                 got: len,
                 why: "a run of units must be a whole number of groups",
+            }
+            .into());
+        }
+        // Every byte of the run has an offset a u64 can hold.
+        let last = (len as u64).saturating_sub(1);
+        if first_offset.checked_add(last).is_none() {
+            return Err(InputError::Length {
+                got: len,
+                why: "a run of units must end before byte 2^64 of the provider",
             }
             .into());
         }
@@ -355,7 +370,7 @@ impl SectorMac {
     /// number of groups of `shape`; unit `i` lies at byte `first_offset + i * unit_len` of
     /// the provider.
     pub fn sign(&self, units: &mut [u8], shape: UnitShape, first_offset: u64) -> Result<(), Error> {
-        let n = shape.check(self.alg, units.len())?;
+        let n = shape.check(self.alg, units.len(), first_offset)?;
         let t = self.tag_len();
         let batch = self.batch();
         let mut tags = [[0u8; 64]; MAX_LANES];
@@ -388,7 +403,7 @@ impl SectorMac {
         first_offset: u64,
     ) -> Result<Option<usize>, Error> {
         use subtle::ConstantTimeEq;
-        let n = shape.check(self.alg, units.len())?;
+        let n = shape.check(self.alg, units.len(), first_offset)?;
         let t = self.tag_len();
         let batch = self.batch();
         let mut expected = [[0u8; 64]; MAX_LANES];
@@ -444,92 +459,56 @@ impl SectorMac {
     }
 }
 
-/// The known answers of the HMAC-SHA256 and HMAC-SHA1 unit tags (computed with Python's
-/// `hashlib`/`hmac` from the formulas): key bytes `7i + 3`, offset 0x1_2345_6000, a
-/// 480-byte message of bytes `13i + 5`.
-const KAT: [(MacAlgorithm, &str); 2] = [
-    (
-        MacAlgorithm::HmacSha256,
-        "500b29d87e8b4ce416e63587d8035286b031e0fde4833dd22efd0cb4c8549e96",
-    ),
-    (
-        MacAlgorithm::HmacSha1,
-        "07fe5136bbeb5c31373be6dc528a148586cecf4c",
-    ),
-];
-
-/// The known answers, then runs of 1..=19 units (of 480, 60 and 0 message bytes) against
-/// the `hmac` crate one unit at a time, on every lane kernel of `backend`.
-fn self_test(backend: MacBackend) -> bool {
-    let akey: [u8; 64] = core::array::from_fn(|i| (i * 7 + 3) as u8);
-    let lanes: &[usize] = if backend == MacBackend::Shani {
-        &[1, 2, 4]
-    } else {
-        &[0]
-    };
-    for &lanes in lanes {
-        let Ok(mac) = SectorMac::build(MacAlgorithm::HmacSha256, &akey, backend, lanes) else {
-            return false;
-        };
-        for (alg, want) in KAT {
-            let mac = SectorMac { alg, ..mac.clone() };
-            let shape = UnitShape {
-                unit_len: 512,
-                units_per_group: 1,
-                msg_len: 480,
-                last_msg_len: 480,
-            };
-            let mut unit = [0u8; 512];
-            for (i, b) in unit[alg.tag_len()..].iter_mut().enumerate() {
-                *b = (i * 13 + 5) as u8;
-            }
-            if mac.sign(&mut unit, shape, 0x1_2345_6000).is_err()
-                || !hex_eq(&unit[..alg.tag_len()], want)
-                || !differs_nowhere(&mac, 19)
-            {
-                return false;
-            }
-        }
+/// SHA-256 or SHA-1 digests (`alg` HMAC-SHA256 or HMAC-SHA1 names the hash), or HMACs
+/// under `keys` (at most 32 bytes each, one per message), of several messages at once on
+/// the lane kernels of `backend` (`lanes` interleaved units on `shani`: 1, 2 or 4; 0 for
+/// the default): for the tests of the kernels themselves (`hazmat-testing`; the sector
+/// tags are the supported use).
+#[cfg(feature = "hazmat-testing")]
+pub fn lane_digests(
+    backend: MacBackend,
+    lanes: usize,
+    alg: MacAlgorithm,
+    keys: Option<&[&[u8]]>,
+    msgs: &[&[u8]],
+) -> Result<Vec<Vec<u8>>, Error> {
+    backend.ensure_usable()?;
+    let engine = Engine::new(backend, lanes).ok_or(InputError::Length {
+        got: lanes,
+        why: "shani interleaves 1, 2 or 4 units",
+    })?;
+    let bad = |why| InputError::Length { got: 0, why };
+    if keys.is_some_and(|k| k.len() != msgs.len() || k.iter().any(|k| k.len() > 32)) {
+        return Err(bad("one key of at most 32 bytes per message").into());
     }
-    true
-}
-
-fn hex_eq(bytes: &[u8], hex: &str) -> bool {
-    bytes.len() * 2 == hex.len()
-        && bytes
-            .iter()
-            .zip(hex.as_bytes().chunks(2))
-            .all(|(b, h)| u8::from_str_radix(std::str::from_utf8(h).unwrap_or(""), 16) == Ok(*b))
-}
-
-/// Runs of up to `max` units signed by `mac` (whole groups of three shapes, one with
-/// empty messages) equal the reference, unit by unit.
-fn differs_nowhere(mac: &SectorMac, max: usize) -> bool {
-    let t = mac.tag_len();
-    for (units_per_group, msg_len, last_msg_len) in [(1, 480, 480), (3, 480, 60), (2, 100, 0)] {
-        let shape = UnitShape {
-            unit_len: 512,
-            units_per_group,
-            msg_len,
-            last_msg_len,
+    let batch = engine.lanes();
+    let mut x = unit::Scratch::new(batch);
+    let mut out = Vec::new();
+    for (i, group) in msgs.chunks(batch).enumerate() {
+        let mut d = [[0u8; 64]; MAX_LANES];
+        let d = &mut d[..group.len()];
+        let keys = keys.map(|k| &k[i * batch..i * batch + group.len()]);
+        with_kernels!(engine, |k| match (alg, keys) {
+            (MacAlgorithm::HmacSha256, None) => unit::hash::<8, _>(k, &mut x, &SHA256_IV, group, d),
+            (MacAlgorithm::HmacSha1, None) => unit::hash::<5, _>(k, &mut x, &SHA1_IV, group, d),
+            (MacAlgorithm::HmacSha256, Some(keys)) => {
+                unit::set_keys(&mut x, keys);
+                unit::hmac::<8, _>(k, &mut x, &SHA256_IV, group, d);
+            }
+            (MacAlgorithm::HmacSha1, Some(keys)) => {
+                unit::set_keys(&mut x, keys);
+                unit::hmac::<5, _>(k, &mut x, &SHA1_IV, group, d);
+            }
+            _ => return Err(bad("the lane kernels are SHA-256 and SHA-1").into()),
+        });
+        let len = if alg == MacAlgorithm::HmacSha256 {
+            32
+        } else {
+            20
         };
-        for n in (units_per_group..=max).step_by(units_per_group) {
-            let mut units: Vec<u8> = (0..n * 512).map(|i| (i * 151 + n) as u8).collect();
-            let offset = (n as u64) << 31;
-            if mac.sign(&mut units, shape, offset).is_err() {
-                return false;
-            }
-            for (i, u) in units.chunks_exact(512).enumerate() {
-                let mut want = [0u8; 64];
-                let off = offset + (i * 512) as u64;
-                mac.tag_into(off, &u[t..t + shape.msg_len_of(i)], &mut want[..t]);
-                if want[..t] != u[..t] {
-                    return false;
-                }
-            }
-        }
+        out.extend(d.iter().map(|d| d[..len].to_vec()));
     }
-    true
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -581,113 +560,9 @@ mod tests {
     fn every_backend_passes_its_self_test_or_is_missing() {
         for b in MacBackend::ALL {
             match b.check_cpu() {
-                Ok(()) => assert!(self_test(b), "{b} fails its self-test"),
+                Ok(()) => assert!(self_test::self_test(b), "{b} fails its self-test"),
                 Err(e) => eprintln!("SKIPPED {b}: {e}"),
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod scratch_timing {
-    use super::*;
-    #[test]
-    #[ignore]
-    fn raw_kernels() {
-        let data = vec![7u8; 64 * 4096];
-        let ghz = 4.2e9;
-        let time = |name: &str, lanes: usize, f: &mut dyn FnMut()| {
-            f();
-            let mut s = f64::MAX;
-            for _ in 0..30 {
-                let t = std::time::Instant::now();
-                f();
-                s = s.min(t.elapsed().as_secs_f64());
-            }
-            eprintln!(
-                "{name}: {:.2} cycles/byte-hashed",
-                s * ghz / (data.len() * lanes) as f64
-            );
-        };
-        let mut st = [[0u32; MAX_LANES]; 8];
-        time("sha2 compress256", 1, &mut || {
-            let mut s = SHA256_IV;
-            for c in data.chunks_exact(64) {
-                sha2::compress256(
-                    &mut s,
-                    &[*sha2::digest::generic_array::GenericArray::from_slice(c)],
-                );
-            }
-            std::hint::black_box(s);
-        });
-        let k1 = x86::Shani::<1>::new().unwrap();
-        time("shani1 long", 1, &mut || {
-            Lanes::<8>::compress_bytes(&k1, &mut st, &[&data])
-        });
-        let k2 = x86::Shani::<2>::new().unwrap();
-        time("shani2 long", 2, &mut || {
-            Lanes::<8>::compress_bytes(&k2, &mut st, &[&data, &data])
-        });
-        let k4 = x86::Shani::<4>::new().unwrap();
-        time("shani4 long", 4, &mut || {
-            Lanes::<8>::compress_bytes(&k4, &mut st, &[&data, &data, &data, &data])
-        });
-        let shape = UnitShape {
-            unit_len: 512,
-            units_per_group: 9,
-            msg_len: 480,
-            last_msg_len: 256,
-        };
-        for sectors in [1usize, 4, 64] {
-            let mut units = vec![3u8; sectors * 9 * 512];
-            for (name, b, lanes) in [
-                ("soft", MacBackend::Soft, 0),
-                ("shani1", MacBackend::Shani, 1),
-                ("shani2", MacBackend::Shani, 2),
-                ("shani4", MacBackend::Shani, 4),
-                ("avx512", MacBackend::Avx512, 0),
-            ] {
-                let m = SectorMac::build(MacAlgorithm::HmacSha256, &[1; 64], b, lanes).unwrap();
-                let mut best = f64::MAX;
-                for _ in 0..200 / sectors + 20 {
-                    let t = std::time::Instant::now();
-                    m.sign(&mut units, shape, 1 << 40).unwrap();
-                    assert_eq!(m.verify(&units, shape, 1 << 40).unwrap(), None);
-                    best = best.min(t.elapsed().as_secs_f64());
-                }
-                eprintln!(
-                    "e2e {sectors} sectors {name}: {:.2} cycles/byte (sign+verify)",
-                    best * ghz / (sectors * 4096) as f64
-                );
-            }
-        }
-        let k16 = x86::Avx512::new().unwrap();
-        let d16: Vec<&[u8]> = (0..16).map(|_| &data[..]).collect();
-        time("avx512 long", 16, &mut || {
-            Lanes::<8>::compress_bytes(&k16, &mut st, &d16)
-        });
-        let mut st5 = [[0u32; MAX_LANES]; 5];
-        time("avx512 sha1 long", 16, &mut || {
-            Lanes::<5>::compress_bytes(&k16, &mut st5, &d16)
-        });
-        time("shani4 sha1 long", 4, &mut || {
-            Lanes::<5>::compress_bytes(&k4, &mut st5, &d16[..4])
-        });
-        let w = [[5u32; MAX_LANES]; 16];
-        time("avx512 words", 16, &mut || {
-            for _ in 0..4096 {
-                Lanes::<8>::compress_words(&k16, &mut st, &w, 16)
-            }
-        });
-        time("shani4 words", 4, &mut || {
-            for _ in 0..4096 {
-                Lanes::<8>::compress_words(&k4, &mut st, &w, 4)
-            }
-        });
-        time("shani1 words", 1, &mut || {
-            for _ in 0..4096 {
-                Lanes::<8>::compress_words(&k1, &mut st, &w, 1)
-            }
-        });
     }
 }

@@ -118,28 +118,7 @@ pub(crate) fn hmac<const W: usize, K: Lanes<W>>(
         k.compress_words(rows::<W>(state), &x.blk, n);
     }
 
-    let mut whole: [&[u8]; MAX_LANES] = [&[]; MAX_LANES];
-    for (w, m) in whole.iter_mut().zip(msgs) {
-        *w = &m[..m.len() / 64 * 64];
-    }
-    k.compress_bytes(rows::<W>(&mut x.inner), &whole[..n]);
-    let mut tail_len = [0usize; MAX_LANES];
-    for (l, m) in msgs.iter().enumerate() {
-        let rest = &m[m.len() / 64 * 64..];
-        let t = &mut x.tails[l];
-        let len = if rest.len() < 56 { 64 } else { 128 };
-        t[..rest.len()].copy_from_slice(rest);
-        t[rest.len()] = 0x80;
-        t[rest.len() + 1..len - 8].fill(0);
-        let bits = (64 + m.len() as u64) * 8;
-        t[len - 8..len].copy_from_slice(&bits.to_be_bytes());
-        tail_len[l] = len;
-    }
-    let mut tail: [&[u8]; MAX_LANES] = [&[]; MAX_LANES];
-    for l in 0..n {
-        tail[l] = &x.tails[l][..tail_len[l]];
-    }
-    k.compress_bytes(rows::<W>(&mut x.inner), &tail[..n]);
+    absorb(k, x, msgs, 64);
 
     for w in 0..16 {
         match w {
@@ -150,9 +129,71 @@ pub(crate) fn hmac<const W: usize, K: Lanes<W>>(
         }
     }
     k.compress_words(rows::<W>(&mut x.outer), &x.blk, n);
-    for (l, tag) in tags.iter_mut().enumerate().take(n) {
+    digests::<W>(&x.outer, tags, n);
+}
+
+/// Compresses `msgs[l]` and its padding into lane `l` of `x.inner`, after `prefix` bytes
+/// already hashed (64 for HMAC's inner hash: the pad block).
+fn absorb<const W: usize, K: Lanes<W>>(k: &K, x: &mut Scratch, msgs: &[&[u8]], prefix: u64) {
+    let n = msgs.len();
+    let state = &mut x.inner;
+    let mut whole: [&[u8]; MAX_LANES] = [&[]; MAX_LANES];
+    for (w, m) in whole.iter_mut().zip(msgs) {
+        *w = &m[..m.len() / 64 * 64];
+    }
+    k.compress_bytes(rows::<W>(state), &whole[..n]);
+    let mut tail_len = [0usize; MAX_LANES];
+    for (l, m) in msgs.iter().enumerate() {
+        let rest = &m[m.len() / 64 * 64..];
+        let t = &mut x.tails[l];
+        let len = if rest.len() < 56 { 64 } else { 128 };
+        t[..rest.len()].copy_from_slice(rest);
+        t[rest.len()] = 0x80;
+        t[rest.len() + 1..len - 8].fill(0);
+        let bits = (prefix + m.len() as u64) * 8;
+        t[len - 8..len].copy_from_slice(&bits.to_be_bytes());
+        tail_len[l] = len;
+    }
+    let mut tail: [&[u8]; MAX_LANES] = [&[]; MAX_LANES];
+    for l in 0..n {
+        tail[l] = &x.tails[l][..tail_len[l]];
+    }
+    k.compress_bytes(rows::<W>(state), &tail[..n]);
+}
+
+/// The big-endian digests of lanes `..n` of `s` into `out[l][..4 * W]`.
+fn digests<const W: usize>(s: &State256, out: &mut [[u8; 64]], n: usize) {
+    for (l, d) in out.iter_mut().enumerate().take(n) {
         for w in 0..W {
-            tag[4 * w..4 * w + 4].copy_from_slice(&x.outer[w][l].to_be_bytes());
+            d[4 * w..4 * w + 4].copy_from_slice(&s[w][l].to_be_bytes());
         }
+    }
+}
+
+/// The plain hashes (`W` words, initial state `iv`) of `msgs[l]` into `out[l][..4 * W]`.
+#[cfg(feature = "hazmat-testing")]
+pub(crate) fn hash<const W: usize, K: Lanes<W>>(
+    k: &K,
+    x: &mut Scratch,
+    iv: &[u32; W],
+    msgs: &[&[u8]],
+    out: &mut [[u8; 64]],
+) {
+    set(&mut x.inner, iv, msgs.len());
+    absorb(k, x, msgs, 0);
+    digests::<W>(&x.inner, out, msgs.len());
+}
+
+/// Sets the HMAC keys of lanes `..keys.len()` (each at most 32 bytes, zero-padded), in
+/// place of unit keys.
+#[cfg(feature = "hazmat-testing")]
+pub(crate) fn set_keys(x: &mut Scratch, keys: &[&[u8]]) {
+    for (l, key) in keys.iter().enumerate() {
+        let mut k = [0u8; 32];
+        k[..key.len()].copy_from_slice(key);
+        for w in 0..8 {
+            x.keys[w][l] = u32::from_be_bytes([k[4 * w], k[4 * w + 1], k[4 * w + 2], k[4 * w + 3]]);
+        }
+        k.zeroize();
     }
 }
