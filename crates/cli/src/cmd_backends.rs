@@ -1,6 +1,7 @@
 //! `sectorcrypt backends`: what the CPU offers and what each algorithm runs on.
 
 use crate::failure::Failure;
+use sectorcrypt_crypto::mac::MacBackend;
 use sectorcrypt_crypto::{cpu, Backend, GostBackend};
 
 pub fn run() -> Result<(), Failure> {
@@ -30,5 +31,13 @@ pub fn run() -> Result<(), Failure> {
     }
     let gost = GostBackend::selected()?;
     println!("gost28147-89/magma: {gost} ({why})");
+    for m in MacBackend::ALL {
+        match m.ensure_usable() {
+            Ok(()) => println!("mac backend {:<6} usable (self-test passed)", m.name()),
+            Err(e) => println!("mac backend {:<6} not usable: {e}", m.name()),
+        }
+    }
+    let mac = MacBackend::selected()?;
+    println!("geli sector tags (hmac-sha256, hmac-sha1): {mac} ({why})");
     Ok(())
 }
