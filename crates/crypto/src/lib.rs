@@ -28,11 +28,15 @@
 //! GCM pairs each AES backend with the GHASH of the same instruction set (soft, PCLMULQDQ,
 //! VPCLMULQDQ on ymm or on zmm); `vaes` and `avx512` run CTR and GHASH stitched in one loop.
 //!
+//! GELI's authenticated-sector tags ([`mac`]) have backends of their own ([`mac::MacBackend`]):
+//! `avx512` (16 units hashed side by side in zmm lanes), `shani` (the SHA extensions, units
+//! interleaved) and `soft`.
+//!
 //! The CPU is probed once ([`cpu::features`]); each backend runs a known-answer self-test
 //! before its first use and is never used if it fails. New keys take the fastest usable
-//! backend, unless `SECTORCRYPT_BACKEND` names one: a backend name of either algorithm
-//! (`soft`, `aesni`, `vaes`, `avx512`, `avx2`), which the algorithm that has it uses and
-//! the other replaces by its portable backend; an unknown name, or one this CPU cannot run,
+//! backend, unless `SECTORCRYPT_BACKEND` names one: a backend name of any family (`soft`,
+//! `aesni`, `vaes`, `avx512`, `avx2`, `shani`), which every family that has it uses and
+//! the others replace by their portable backend; an unknown name, or one this CPU cannot run,
 //! is an error, never a silent fallback. `with_backend` constructors pick one explicitly,
 //! which is how the tests run every backend.
 //!
