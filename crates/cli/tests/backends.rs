@@ -16,7 +16,10 @@ fn backends_and_the_override() {
     assert!(text.lines().any(|l| l.starts_with("aes: ")), "{text}");
     assert!(text.contains("gost28147-89/magma: "), "{text}");
     assert!(text.contains("mac backend soft   usable"), "{text}");
-    assert!(text.contains("geli sector tags (hmac-sha256, hmac-sha1): "), "{text}");
+    assert!(
+        text.contains("geli sector tags (hmac-sha256, hmac-sha1): "),
+        "{text}"
+    );
     let forced = ok(sc_on(&["backends"], b"", Some("soft")));
     assert!(
         forced.contains("aes: soft (forced by SECTORCRYPT_BACKEND)"),

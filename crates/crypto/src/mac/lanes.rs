@@ -7,12 +7,15 @@
 //! blocks are taken per lane from the caller's bytes.
 //!
 //! Every kernel also has a portable implementation here, on the compression functions of
-//! the `sha2` and `sha1` crates, one lane at a time: the reference the SIMD lanes are
-//! checked against, and the implementation on CPUs without them.
+//! the `sha2` and `sha1` crates, one lane at a time: the `soft` backend, and the
+//! implementation on CPUs without the SIMD lanes. (Those crates pick their own
+//! implementation at run time, SHA-NI included; the copies of states and key blocks made
+//! here are zeroized.)
 
 #![forbid(unsafe_code)]
 
 use sha2::digest::generic_array::GenericArray;
+use zeroize::Zeroizing;
 
 /// The most lanes of any kernel.
 pub(crate) const MAX_LANES: usize = 16;
@@ -98,7 +101,7 @@ fn compress_lane<const W: usize>(
     data: &[u8],
     f: fn(&mut [u32; W], &[GenericArray<u8, sha2::digest::consts::U64>]),
 ) {
-    let mut st = lane(s, l);
+    let mut st = Zeroizing::new(lane(s, l));
     for b in blocks(data) {
         f(&mut st, core::slice::from_ref(b));
     }
@@ -118,7 +121,7 @@ impl Lanes<8> for Portable {
 
     fn compress_words(&self, s: &mut State256, w: &Words, n: usize) {
         for l in 0..n {
-            compress_lane(s, l, &block_of(w, l), sha2::compress256);
+            compress_lane(s, l, &Zeroizing::new(block_of(w, l))[..], sha2::compress256);
         }
     }
 }
@@ -136,7 +139,7 @@ impl Lanes<5> for Portable {
 
     fn compress_words(&self, s: &mut State160, w: &Words, n: usize) {
         for l in 0..n {
-            compress_lane(s, l, &block_of(w, l), sha1::compress);
+            compress_lane(s, l, &Zeroizing::new(block_of(w, l))[..], sha1::compress);
         }
     }
 }

@@ -559,6 +559,12 @@ mod tests {
     }
 
     #[test]
+    fn a_tag_maker_can_be_shared_between_threads() {
+        fn shared<T: Send + Sync + Clone>() {}
+        shared::<SectorMac>();
+    }
+
+    #[test]
     fn every_backend_passes_its_self_test_or_is_missing() {
         for b in MacBackend::ALL {
             match b.check_cpu() {
