@@ -550,28 +550,24 @@ fn mac_sha256_units(sector: usize) -> Result<Built, String> {
     };
     let mut ours = input(sectors * per * UNIT).to_vec();
     let mut theirs = ours.clone();
+    // OpenSSL's tag of unit `i` over `msg`: its SHA-256 for the unit key, then an HMAC.
+    let tag = move |i: usize, msg: &[u8]| {
+        let mut h = openssl::sha::Sha256::new();
+        h.update(&akey);
+        h.update(&(first + (i * UNIT) as u64).to_le_bytes());
+        let pkey = PKey::hmac(&h.finish()).expect("hmac key");
+        let mut signer = Signer::new(MessageDigest::sha256(), &pkey).expect("signer");
+        signer.update(msg).expect("hmac");
+        signer.sign_to_vec().expect("hmac")
+    };
     let openssl = move || {
         for (i, unit) in theirs.chunks_exact_mut(UNIT).enumerate() {
-            let mut h = openssl::sha::Sha256::new();
-            h.update(&akey);
-            h.update(&(first + (i * UNIT) as u64).to_le_bytes());
-            let pkey = PKey::hmac(&h.finish()).expect("hmac key");
-            let mut signer = Signer::new(MessageDigest::sha256(), &pkey).expect("signer");
-            let (tag, msg) = unit.split_at_mut(TAG);
-            signer.update(&msg[..shape.msg_len_of(i)]).expect("hmac");
-            tag.copy_from_slice(&signer.sign_to_vec().expect("hmac"));
+            let (t, msg) = unit.split_at_mut(TAG);
+            t.copy_from_slice(&tag(i, &msg[..shape.msg_len_of(i)]));
         }
         for (i, unit) in theirs.chunks_exact(UNIT).enumerate() {
-            let mut h = openssl::sha::Sha256::new();
-            h.update(&akey);
-            h.update(&(first + (i * UNIT) as u64).to_le_bytes());
-            let pkey = PKey::hmac(&h.finish()).expect("hmac key");
-            let mut signer = Signer::new(MessageDigest::sha256(), &pkey).expect("signer");
-            signer
-                .update(&unit[TAG..TAG + shape.msg_len_of(i)])
-                .expect("hmac");
-            let tag = signer.sign_to_vec().expect("hmac");
-            assert!(openssl::memcmp::eq(&tag, &unit[..TAG]), "openssl tag");
+            let want = tag(i, &unit[TAG..TAG + shape.msg_len_of(i)]);
+            assert!(openssl::memcmp::eq(&want, &unit[..TAG]), "openssl tag");
         }
     };
     Ok(Built {

@@ -137,70 +137,42 @@ fn fips_180_4_digests_through_every_lane_kernel() {
     }
 }
 
-/// RFC 4231 (HMAC-SHA256) and RFC 2202 (HMAC-SHA1): (key, data, HMAC-SHA256 (case 5:
-/// truncated to 128 bits), HMAC-SHA1). Keys longer than a block are hashed first, as HMAC
-/// does.
+/// RFC 4231 (HMAC-SHA256) and RFC 2202 (HMAC-SHA1), one case a line: key|data|HMAC-SHA256
+/// (case 5 truncated to 128 bits)|HMAC-SHA1 (empty: not a case of that RFC). Keys and data are
+/// text, or `xx*n` (the byte 0xxx n times), or `1..=25` (the bytes 1 to 25). Keys longer
+/// than a block are hashed first, as HMAC does.
+const RFC: &str = "\
+0b*20|Hi There|b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7|b617318655057264e28bc0b6fb378c8ef146be00
+Jefe|what do ya want for nothing?|5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843|effcdf6ae5eb2fa2d27416d5f184df9c259a7c79
+aa*20|dd*50|773ea91e36800e46854db8ebd09181a72959098b3ef8c122d9635514ced565fe|125d7342b9ac11cd91a39af48aa17b4f63f175d3
+1..=25|cd*50|82558a389a443c0ea4cc819899f2083a85f0faa3e578f8077a2e3ff46729665b|4c9007f4026250c6bc8414f9bf50c86c2d7235da
+0c*20|Test With Truncation|a3b6167473100ee06e0c796c2955552b|4c1a03424b55e07fe7f27be1d58bb9324a9a5a04
+aa*131|Test Using Larger Than Block-Size Key - Hash Key First|60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54|
+aa*131|This is a test using a larger than block-size key and a larger than block-size data. The key needs to be hashed before being used by the HMAC algorithm.|9b09ffa71b942fcb27635fbcd5b0e944bfdc63644f0713938a7f51535c3a35e2|
+aa*80|Test Using Larger Than Block-Size Key - Hash Key First||aa4ae5e15272d00e95705637ce8a3b55ed402112
+aa*80|Test Using Larger Than Block-Size Key and Larger Than One Block-Size Data||e8e99d0f45237d786d6bbaa7965c7808bbff1a91
+";
+
+/// The bytes of a key or data field of [`RFC`].
+fn field(spec: &str) -> Vec<u8> {
+    if spec == "1..=25" {
+        return (1..=25).collect();
+    }
+    match spec.split_once('*') {
+        Some((byte, n)) if byte.len() == 2 => {
+            vec![u8::from_str_radix(byte, 16).unwrap(); n.parse().unwrap()]
+        }
+        _ => spec.as_bytes().to_vec(),
+    }
+}
+
 fn rfc_cases() -> Vec<(Vec<u8>, Vec<u8>, &'static str, &'static str)> {
-    let seq: Vec<u8> = (1..=25).collect();
-    let big = b"Test Using Larger Than Block-Size Key - Hash Key First".to_vec();
-    vec![
-        (
-            vec![0x0b; 20],
-            b"Hi There".to_vec(),
-            "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7",
-            "b617318655057264e28bc0b6fb378c8ef146be00",
-        ),
-        (
-            b"Jefe".to_vec(),
-            b"what do ya want for nothing?".to_vec(),
-            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843",
-            "effcdf6ae5eb2fa2d27416d5f184df9c259a7c79",
-        ),
-        (
-            vec![0xaa; 20],
-            vec![0xdd; 50],
-            "773ea91e36800e46854db8ebd09181a72959098b3ef8c122d9635514ced565fe",
-            "125d7342b9ac11cd91a39af48aa17b4f63f175d3",
-        ),
-        (
-            seq,
-            vec![0xcd; 50],
-            "82558a389a443c0ea4cc819899f2083a85f0faa3e578f8077a2e3ff46729665b",
-            "4c9007f4026250c6bc8414f9bf50c86c2d7235da",
-        ),
-        (
-            vec![0x0c; 20],
-            b"Test With Truncation".to_vec(),
-            "a3b6167473100ee06e0c796c2955552b",
-            "4c1a03424b55e07fe7f27be1d58bb9324a9a5a04",
-        ),
-        (
-            vec![0xaa; 131],
-            big,
-            "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54",
-            "",
-        ),
-        (
-            vec![0xaa; 131],
-            b"This is a test using a larger than block-size key and a larger than block-size \
-              data. The key needs to be hashed before being used by the HMAC algorithm."
-                .to_vec(),
-            "9b09ffa71b942fcb27635fbcd5b0e944bfdc63644f0713938a7f51535c3a35e2",
-            "",
-        ),
-        (
-            vec![0xaa; 80],
-            b"Test Using Larger Than Block-Size Key - Hash Key First".to_vec(),
-            "",
-            "aa4ae5e15272d00e95705637ce8a3b55ed402112",
-        ),
-        (
-            vec![0xaa; 80],
-            b"Test Using Larger Than Block-Size Key and Larger Than One Block-Size Data".to_vec(),
-            "",
-            "e8e99d0f45237d786d6bbaa7965c7808bbff1a91",
-        ),
-    ]
+    RFC.lines()
+        .map(|line| {
+            let f: Vec<&str> = line.split('|').collect();
+            (field(f[0]), field(f[1]), f[2], f[3])
+        })
+        .collect()
 }
 
 #[test]

@@ -108,38 +108,26 @@ fn compress_lane<const W: usize>(
     set_lane(s, l, &st);
 }
 
-impl Lanes<8> for Portable {
-    fn lanes(&self) -> usize {
-        1
-    }
+/// Implements [`Lanes`] for [`Portable`], for each hash given as `W => compression`.
+macro_rules! portable {
+    ($($w:literal => $compress:path),*) => {$(
+        impl Lanes<$w> for Portable {
+            fn lanes(&self) -> usize {
+                1
+            }
 
-    fn compress_bytes(&self, s: &mut State256, data: &[&[u8]]) {
-        for (l, d) in data.iter().enumerate() {
-            compress_lane(s, l, d, sha2::compress256);
-        }
-    }
+            fn compress_bytes(&self, s: &mut [[u32; MAX_LANES]; $w], data: &[&[u8]]) {
+                for (l, d) in data.iter().enumerate() {
+                    compress_lane(s, l, d, $compress);
+                }
+            }
 
-    fn compress_words(&self, s: &mut State256, w: &Words, n: usize) {
-        for l in 0..n {
-            compress_lane(s, l, &Zeroizing::new(block_of(w, l))[..], sha2::compress256);
+            fn compress_words(&self, s: &mut [[u32; MAX_LANES]; $w], w: &Words, n: usize) {
+                for l in 0..n {
+                    compress_lane(s, l, &Zeroizing::new(block_of(w, l))[..], $compress);
+                }
+            }
         }
-    }
+    )*};
 }
-
-impl Lanes<5> for Portable {
-    fn lanes(&self) -> usize {
-        1
-    }
-
-    fn compress_bytes(&self, s: &mut State160, data: &[&[u8]]) {
-        for (l, d) in data.iter().enumerate() {
-            compress_lane(s, l, d, sha1::compress);
-        }
-    }
-
-    fn compress_words(&self, s: &mut State160, w: &Words, n: usize) {
-        for l in 0..n {
-            compress_lane(s, l, &Zeroizing::new(block_of(w, l))[..], sha1::compress);
-        }
-    }
-}
+portable!(8 => sha2::compress256, 5 => sha1::compress);

@@ -169,34 +169,25 @@ enum Engine {
     Avx512(x86::Avx512),
 }
 
-/// Runs `$body` with `$k` bound to the kernels of `$engine`.
+/// Runs `$body` with `$k` bound to the kernels of `$engine` (the body is stamped out once
+/// per kernel type).
 macro_rules! with_kernels {
     ($engine:expr, |$k:ident| $body:expr) => {
+        with_kernels!(@arms $engine, $k, $body, [Shani1 Shani2 Shani4 Avx512])
+    };
+    (@arms $engine:expr, $k:ident, $body:expr, [$($x86:ident)*]) => {
         match $engine {
             Engine::Portable => {
                 let $k = &Portable;
                 $body
             }
-            #[cfg(target_arch = "x86_64")]
-            Engine::Shani1(k) => {
-                let $k = &k;
-                $body
-            }
-            #[cfg(target_arch = "x86_64")]
-            Engine::Shani2(k) => {
-                let $k = &k;
-                $body
-            }
-            #[cfg(target_arch = "x86_64")]
-            Engine::Shani4(k) => {
-                let $k = &k;
-                $body
-            }
-            #[cfg(target_arch = "x86_64")]
-            Engine::Avx512(k) => {
-                let $k = &k;
-                $body
-            }
+            $(
+                #[cfg(target_arch = "x86_64")]
+                Engine::$x86(kernels) => {
+                    let $k = &kernels;
+                    $body
+                }
+            )*
         }
     };
 }
@@ -368,30 +359,42 @@ impl SectorMac {
         })
     }
 
-    /// Writes the tag of every unit of `units` into its tag field. `units` is a whole
-    /// number of groups of `shape`; unit `i` lies at byte `first_offset + i * unit_len` of
-    /// the provider.
-    pub fn sign(&self, units: &mut [u8], shape: UnitShape, first_offset: u64) -> Result<(), Error> {
-        let n = shape.check(self.alg, units.len(), first_offset)?;
-        let t = self.tag_len();
+    /// Runs `each(scratch, first, tags)` for the batches of a run of `len` bytes: `tags`
+    /// has one entry per unit `first..first + tags.len()` for `each` to fill (with
+    /// [`Self::batch_tags`]); the first `Some` it returns ends the run and is returned.
+    fn batches(
+        &self,
+        len: usize,
+        shape: UnitShape,
+        first_offset: u64,
+        mut each: impl FnMut(&mut unit::Scratch, usize, &mut [[u8; 64]]) -> Option<usize>,
+    ) -> Result<Option<usize>, Error> {
+        let n = shape.check(self.alg, len, first_offset)?;
         let batch = self.batch();
         let mut tags = [[0u8; 64]; MAX_LANES];
         let mut x = unit::Scratch::new(batch);
         for first in (0..n).step_by(batch) {
             let count = batch.min(n - first);
-            self.batch_tags(
-                &mut x,
-                units,
-                shape,
-                first_offset,
-                first,
-                &mut tags[..count],
-            );
-            for (l, tag) in tags[..count].iter().enumerate() {
+            if let Some(stop) = each(&mut x, first, &mut tags[..count]) {
+                return Ok(Some(stop));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Writes the tag of every unit of `units` into its tag field. `units` is a whole
+    /// number of groups of `shape`; unit `i` lies at byte `first_offset + i * unit_len` of
+    /// the provider.
+    pub fn sign(&self, units: &mut [u8], shape: UnitShape, first_offset: u64) -> Result<(), Error> {
+        let t = self.tag_len();
+        self.batches(units.len(), shape, first_offset, |x, first, tags| {
+            self.batch_tags(x, units, shape, first_offset, first, tags);
+            for (l, tag) in tags.iter().enumerate() {
                 let at = (first + l) * shape.unit_len;
                 units[at..at + t].copy_from_slice(&tag[..t]);
             }
-        }
+            None
+        })?;
         Ok(())
     }
 
@@ -405,26 +408,14 @@ impl SectorMac {
         first_offset: u64,
     ) -> Result<Option<usize>, Error> {
         use subtle::ConstantTimeEq;
-        let n = shape.check(self.alg, units.len(), first_offset)?;
         let t = self.tag_len();
-        let batch = self.batch();
-        let mut expected = [[0u8; 64]; MAX_LANES];
-        let mut x = unit::Scratch::new(batch);
-        for first in (0..n).step_by(batch) {
-            let count = batch.min(n - first);
-            self.batch_tags(
-                &mut x,
-                units,
-                shape,
-                first_offset,
-                first,
-                &mut expected[..count],
-            );
+        self.batches(units.len(), shape, first_offset, |x, first, expected| {
+            self.batch_tags(x, units, shape, first_offset, first, expected);
             // Every tag of the batch is compared whole, without a branch on its bytes
             // (the differences are OR-ed, then tested once, in constant time); only
             // which unit is the first bad one (what the caller is told) depends on them.
             let mut bad = [false; MAX_LANES];
-            for (l, want) in expected[..count].iter().enumerate() {
+            for (l, want) in expected.iter().enumerate() {
                 let at = (first + l) * shape.unit_len;
                 let diff = want[..t]
                     .iter()
@@ -432,11 +423,8 @@ impl SectorMac {
                     .fold(0u8, |d, (a, b)| d | (a ^ b));
                 bad[l] = !bool::from(diff.ct_eq(&0));
             }
-            if let Some(l) = bad[..count].iter().position(|b| *b) {
-                return Ok(Some(first + l));
-            }
-        }
-        Ok(None)
+            bad.iter().position(|b| *b).map(|l| first + l)
+        })
     }
 
     /// The tag of one unit at `offset` over `msg` (the `hmac` crate, one unit at a time).

@@ -58,42 +58,30 @@ const L: usize = 16;
 /// An all-zero block, read by lanes that have no block at this step.
 static ZERO_BLOCK: [u8; 64] = [0; 64];
 
-impl Lanes<8> for Avx512 {
-    fn lanes(&self) -> usize {
-        L
-    }
+/// Implements [`Lanes`] for [`Avx512`], for each hash given as `W => type`.
+macro_rules! lanes {
+    ($($w:literal => $hash:ty),*) => {$(
+        impl Lanes<$w> for Avx512 {
+            fn lanes(&self) -> usize {
+                L
+            }
 
-    fn compress_bytes(&self, s: &mut [[u32; MAX_LANES]; 8], data: &[&[u8]]) {
-        assert!(data.len() <= L && data.iter().all(|d| d.len() % 64 == 0));
-        // SAFETY: an `Avx512` exists only when the CPU runs avx512f/bw (`new`); the slices
-        // are checked above to be whole blocks, and at most 16 lanes.
-        unsafe { bytes::<8, Sha256>(s, data) }
-    }
+            fn compress_bytes(&self, s: &mut [[u32; MAX_LANES]; $w], data: &[&[u8]]) {
+                assert!(data.len() <= L && data.iter().all(|d| d.len() % 64 == 0));
+                // SAFETY: an `Avx512` exists only when the CPU runs avx512f/bw (`new`);
+                // the slices are checked above to be whole blocks, and at most 16 lanes.
+                unsafe { bytes::<$w, $hash>(s, data) }
+            }
 
-    fn compress_words(&self, s: &mut [[u32; MAX_LANES]; 8], w: &Words, n: usize) {
-        assert!(n <= L);
-        // SAFETY: as in `compress_bytes`; the rows are read as whole arrays.
-        unsafe { words::<8, Sha256>(s, w, n) }
-    }
+            fn compress_words(&self, s: &mut [[u32; MAX_LANES]; $w], w: &Words, n: usize) {
+                assert!(n <= L);
+                // SAFETY: as in `compress_bytes`; the rows are read as whole arrays.
+                unsafe { words::<$w, $hash>(s, w, n) }
+            }
+        }
+    )*};
 }
-
-impl Lanes<5> for Avx512 {
-    fn lanes(&self) -> usize {
-        L
-    }
-
-    fn compress_bytes(&self, s: &mut [[u32; MAX_LANES]; 5], data: &[&[u8]]) {
-        assert!(data.len() <= L && data.iter().all(|d| d.len() % 64 == 0));
-        // SAFETY: as for SHA-256.
-        unsafe { bytes::<5, Sha1>(s, data) }
-    }
-
-    fn compress_words(&self, s: &mut [[u32; MAX_LANES]; 5], w: &Words, n: usize) {
-        assert!(n <= L);
-        // SAFETY: as for SHA-256.
-        unsafe { words::<5, Sha1>(s, w, n) }
-    }
-}
+lanes!(8 => Sha256, 5 => Sha1);
 
 /// A compression function of `W` state words.
 trait Compress<const W: usize> {
@@ -299,15 +287,33 @@ fn schedule256(w: &mut [__m512i; 16], t: usize) {
     w[t % 16] = _mm512_add_epi32(_mm512_add_epi32(s0, s1), _mm512_add_epi32(w7, w16));
 }
 
-/// Runs `$round(state, t, ...)` for the listed `t`, extending the schedule first from 16.
-macro_rules! rounds {
-    ($round:ident, $schedule:ident, $s:ident, $w:ident, [$($t:literal)*]) => {
+/// The body of a block function: `$round(state, t, w)` for `t` in `0..$rounds` (64 or
+/// 80; extending the schedule first from 16), then the feed-forward into `$st` in the
+/// lanes of `$k`. The number of rounds is a multiple of the state's words, so every role
+/// ends in its own slot.
+macro_rules! block {
+    ($st:ident, $w:ident, $k:ident, $round:ident, $schedule:ident, $rounds:literal) => {
+        block!(@list $st, $w, $k, $round, $schedule, $rounds, [
+            0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29
+            30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56
+            57 58 59 60 61 62 63 64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79
+        ])
+    };
+    (@list $st:ident, $w:ident, $k:ident, $round:ident, $schedule:ident, $rounds:literal,
+        [$($t:literal)*]) => {
+        let mut s = *$st;
         $(
-            if $t >= 16 {
-                $schedule(&mut $w, $t);
+            // (Constant conditions: the rounds past `$rounds` compile to nothing.)
+            if $t < $rounds {
+                if $t >= 16 {
+                    $schedule(&mut $w, $t);
+                }
+                $round(&mut s, $t, $w[$t % 16]);
             }
-            $round(&mut $s, $t, $w[$t % 16]);
         )*
+        for (st, s) in $st.iter_mut().zip(s) {
+            *st = _mm512_mask_add_epi32(*st, $k, *st, s);
+        }
     };
 }
 
@@ -315,16 +321,7 @@ macro_rules! rounds {
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw")]
 fn sha256_block(st: &mut [__m512i; 8], mut w: [__m512i; 16], k: __mmask16) {
-    let mut s = *st;
-    rounds!(round256, schedule256, s, w, [
-        0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31
-        32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60
-        61 62 63
-    ]);
-    // After 64 rounds (a multiple of 8) every role is back in its own slot.
-    for i in 0..8 {
-        st[i] = _mm512_mask_add_epi32(st[i], k, st[i], s[i]);
-    }
+    block!(st, w, k, round256, schedule256, 64);
 }
 
 // ---- SHA-1 ----
@@ -365,14 +362,5 @@ fn schedule160(w: &mut [__m512i; 16], t: usize) {
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw")]
 fn sha1_block(st: &mut [__m512i; 5], mut w: [__m512i; 16], k: __mmask16) {
-    let mut s = *st;
-    rounds!(round160, schedule160, s, w, [
-        0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31
-        32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60
-        61 62 63 64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79
-    ]);
-    // After 80 rounds (a multiple of 5) every role is back in its own slot.
-    for i in 0..5 {
-        st[i] = _mm512_mask_add_epi32(st[i], k, st[i], s[i]);
-    }
+    block!(st, w, k, round160, schedule160, 80);
 }

@@ -48,40 +48,117 @@ impl<const N: usize> Shani<N> {
 /// thrown away).
 static ZERO_BLOCK: [u8; 64] = [0; 64];
 
-impl<const N: usize> Lanes<8> for Shani<N> {
-    fn lanes(&self) -> usize {
-        N
-    }
+/// The two registers of one lane's state: (ABEF, CDGH) for SHA-256, (ABCD, E) for SHA-1.
+type Regs = (__m128i, __m128i);
 
-    fn compress_bytes(&self, s: &mut State256, data: &[&[u8]]) {
-        assert!(data.len() <= N && data.iter().all(|d| d.len() % 64 == 0));
-        // SAFETY: a `Shani` exists only when the CPU has sha and sse4.1 (`new`); the
-        // slices are checked above to be whole blocks, and at most N lanes.
-        unsafe { sha256_bytes::<N>(s, data) }
-    }
+/// The per-hash parts of the kernels, around which [`bytes`] and [`words`] are written
+/// once.
+trait ShaNi<const W: usize> {
+    /// Lane `l` of `s` in the hash's register order.
+    ///
+    /// # Safety
+    /// Needs sha and sse4.1 (as every method here).
+    unsafe fn load(s: &[[u32; MAX_LANES]; W], l: usize) -> Regs;
+    /// Stores a lane's registers into lane `l` of `s`.
+    unsafe fn store(s: &mut [[u32; MAX_LANES]; W], l: usize, r: Regs);
+    /// The message words of the block at `p` (64 readable bytes), in the hash's order.
+    unsafe fn load_block(p: *const u8) -> [__m128i; 4];
+    /// The message words `w[..][l]`, in the hash's order.
+    unsafe fn words_block(w: &Words, l: usize) -> [__m128i; 4];
+    /// One block per lane, rounds and feed-forward.
+    unsafe fn block<const N: usize>(r: &mut [Regs; N], m: [[__m128i; 4]; N]);
+}
 
-    fn compress_words(&self, s: &mut State256, w: &Words, n: usize) {
-        assert!(n <= N);
-        // SAFETY: as in `compress_bytes`; no pointers are read.
-        unsafe { sha256_words::<N>(s, w, n) }
+/// SHA-256 on SHA-NI.
+struct Sha256;
+
+/// SHA-1 on SHA-NI.
+struct Sha1;
+
+/// Implements [`Lanes`] for every `Shani<N>`, for each hash given as `W => type`.
+macro_rules! lanes {
+    ($($w:literal => $hash:ty),*) => {$(
+        impl<const N: usize> Lanes<$w> for Shani<N> {
+            fn lanes(&self) -> usize {
+                N
+            }
+
+            fn compress_bytes(&self, s: &mut [[u32; MAX_LANES]; $w], data: &[&[u8]]) {
+                assert!(data.len() <= N && data.iter().all(|d| d.len() % 64 == 0));
+                // SAFETY: a `Shani` exists only when the CPU has sha and sse4.1 (`new`);
+                // the slices are checked above to be whole blocks, and at most N lanes.
+                unsafe { bytes::<$w, $hash, N>(s, data) }
+            }
+
+            fn compress_words(&self, s: &mut [[u32; MAX_LANES]; $w], w: &Words, n: usize) {
+                assert!(n <= N);
+                // SAFETY: as in `compress_bytes`; no pointers are read.
+                unsafe { words::<$w, $hash, N>(s, w, n) }
+            }
+        }
+    )*};
+}
+lanes!(8 => Sha256, 5 => Sha1);
+
+/// # Safety
+/// Needs sha and sse4.1; `data` has at most `N` lanes of whole 64-byte blocks.
+#[target_feature(enable = "sha,sse4.1")]
+unsafe fn bytes<const W: usize, H: ShaNi<W>, const N: usize>(
+    s: &mut [[u32; MAX_LANES]; W],
+    data: &[&[u8]],
+) {
+    let zero = _mm_setzero_si128();
+    let mut r = [(zero, zero); N];
+    for (l, reg) in r.iter_mut().enumerate().take(data.len()) {
+        // SAFETY: this function has the features of `load`.
+        *reg = unsafe { H::load(s, l) };
+    }
+    let blocks = data.iter().map(|d| d.len() / 64).max().unwrap_or(0);
+    for j in 0..blocks {
+        let saved = r;
+        // SAFETY: lane l reads block j of data[l] when it has one, else the zero block;
+        // both are 64 readable bytes.
+        let m: [[__m128i; 4]; N] = core::array::from_fn(|l| unsafe {
+            match data.get(l) {
+                Some(d) if d.len() / 64 > j => H::load_block(d.as_ptr().add(64 * j)),
+                _ => H::load_block(ZERO_BLOCK.as_ptr()),
+            }
+        });
+        // SAFETY: this function has the features of `block`.
+        unsafe { H::block(&mut r, m) };
+        for l in 0..N {
+            if data.get(l).is_none_or(|d| d.len() / 64 <= j) {
+                r[l] = saved[l];
+            }
+        }
+    }
+    for (l, reg) in r.iter().enumerate().take(data.len()) {
+        // SAFETY: this function has the features of `store`.
+        unsafe { H::store(s, l, *reg) };
     }
 }
 
-impl<const N: usize> Lanes<5> for Shani<N> {
-    fn lanes(&self) -> usize {
-        N
+/// # Safety
+/// Needs sha and sse4.1; `n <= N`.
+#[target_feature(enable = "sha,sse4.1")]
+unsafe fn words<const W: usize, H: ShaNi<W>, const N: usize>(
+    s: &mut [[u32; MAX_LANES]; W],
+    w: &Words,
+    n: usize,
+) {
+    let zero = _mm_setzero_si128();
+    let mut r = [(zero, zero); N];
+    for (l, reg) in r.iter_mut().enumerate().take(n) {
+        // SAFETY: this function has the features of `load`.
+        *reg = unsafe { H::load(s, l) };
     }
-
-    fn compress_bytes(&self, s: &mut State160, data: &[&[u8]]) {
-        assert!(data.len() <= N && data.iter().all(|d| d.len() % 64 == 0));
-        // SAFETY: as for SHA-256.
-        unsafe { sha1_bytes::<N>(s, data) }
-    }
-
-    fn compress_words(&self, s: &mut State160, w: &Words, n: usize) {
-        assert!(n <= N);
-        // SAFETY: as for SHA-256; no pointers are read.
-        unsafe { sha1_words::<N>(s, w, n) }
+    // SAFETY: as above, for `words_block` and `block`.
+    let m: [[__m128i; 4]; N] =
+        core::array::from_fn(|l| unsafe { H::words_block(w, l % MAX_LANES) });
+    unsafe { H::block(&mut r, m) };
+    for (l, reg) in r.iter().enumerate().take(n) {
+        // SAFETY: this function has the features of `store`.
+        unsafe { H::store(s, l, *reg) };
     }
 }
 
@@ -196,60 +273,6 @@ fn block256<const N: usize>(
     for l in 0..N {
         abef[l] = _mm_add_epi32(abef[l], a0[l]);
         cdgh[l] = _mm_add_epi32(cdgh[l], c0[l]);
-    }
-}
-
-/// # Safety
-/// Needs sha and sse4.1; `data` has at most `N` lanes of whole 64-byte blocks.
-#[target_feature(enable = "sha,sse4.1")]
-unsafe fn sha256_bytes<const N: usize>(s: &mut State256, data: &[&[u8]]) {
-    let n = data.len();
-    let mut abef = [_mm_setzero_si128(); N];
-    let mut cdgh = [_mm_setzero_si128(); N];
-    for l in 0..n {
-        (abef[l], cdgh[l]) = load256(s, l);
-    }
-    let blocks = data.iter().map(|d| d.len() / 64).max().unwrap_or(0);
-    for j in 0..blocks {
-        let (a0, c0) = (abef, cdgh);
-        // SAFETY: lane l reads block j of data[l] when it has one, else the zero block;
-        // both are 64 readable bytes.
-        let m: [[__m128i; 4]; N] = core::array::from_fn(|l| unsafe {
-            match data.get(l) {
-                Some(d) if d.len() / 64 > j => load_block256(d.as_ptr().add(64 * j)),
-                _ => load_block256(ZERO_BLOCK.as_ptr()),
-            }
-        });
-        block256(&mut abef, &mut cdgh, m);
-        for l in 0..N {
-            if data.get(l).is_none_or(|d| d.len() / 64 <= j) {
-                (abef[l], cdgh[l]) = (a0[l], c0[l]);
-            }
-        }
-    }
-    for l in 0..n {
-        store256(s, l, abef[l], cdgh[l]);
-    }
-}
-
-/// # Safety
-/// Needs sha and sse4.1; `n <= N`.
-#[target_feature(enable = "sha,sse4.1")]
-unsafe fn sha256_words<const N: usize>(s: &mut State256, w: &Words, n: usize) {
-    let mut abef = [_mm_setzero_si128(); N];
-    let mut cdgh = [_mm_setzero_si128(); N];
-    for l in 0..n {
-        (abef[l], cdgh[l]) = load256(s, l);
-    }
-    let m: [[__m128i; 4]; N] = core::array::from_fn(|l| {
-        core::array::from_fn(|i| {
-            let x = |t: usize| w[4 * i + t][l % MAX_LANES] as i32;
-            _mm_set_epi32(x(3), x(2), x(1), x(0))
-        })
-    });
-    block256(&mut abef, &mut cdgh, m);
-    for l in 0..n {
-        store256(s, l, abef[l], cdgh[l]);
     }
 }
 
@@ -369,56 +392,80 @@ fn store160(s: &mut State160, l: usize, abcd: __m128i, e: __m128i) {
     }
 }
 
-/// # Safety
-/// Needs sha and sse4.1; `data` has at most `N` lanes of whole 64-byte blocks.
-#[target_feature(enable = "sha,sse4.1")]
-unsafe fn sha1_bytes<const N: usize>(s: &mut State160, data: &[&[u8]]) {
-    let n = data.len();
-    let mut abcd = [_mm_setzero_si128(); N];
-    let mut e = [_mm_setzero_si128(); N];
-    for l in 0..n {
-        (abcd[l], e[l]) = load160(s, l);
+impl ShaNi<8> for Sha256 {
+    #[inline]
+    #[target_feature(enable = "sha,sse4.1")]
+    unsafe fn load(s: &State256, l: usize) -> Regs {
+        load256(s, l)
     }
-    let blocks = data.iter().map(|d| d.len() / 64).max().unwrap_or(0);
-    for j in 0..blocks {
-        let (a0, e0) = (abcd, e);
-        // SAFETY: lane l reads block j of data[l] when it has one, else the zero block;
-        // both are 64 readable bytes.
-        let m: [[__m128i; 4]; N] = core::array::from_fn(|l| unsafe {
-            match data.get(l) {
-                Some(d) if d.len() / 64 > j => load_block160(d.as_ptr().add(64 * j)),
-                _ => load_block160(ZERO_BLOCK.as_ptr()),
-            }
-        });
-        block160(&mut abcd, &mut e, m);
-        for l in 0..N {
-            if data.get(l).is_none_or(|d| d.len() / 64 <= j) {
-                (abcd[l], e[l]) = (a0[l], e0[l]);
-            }
-        }
+
+    #[inline]
+    #[target_feature(enable = "sha,sse4.1")]
+    unsafe fn store(s: &mut State256, l: usize, (abef, cdgh): Regs) {
+        store256(s, l, abef, cdgh)
     }
-    for l in 0..n {
-        store160(s, l, abcd[l], e[l]);
+
+    #[inline]
+    #[target_feature(enable = "sha,sse4.1")]
+    unsafe fn load_block(p: *const u8) -> [__m128i; 4] {
+        // SAFETY: the caller gives 64 readable bytes.
+        unsafe { load_block256(p) }
+    }
+
+    #[inline]
+    #[target_feature(enable = "sha,sse4.1")]
+    unsafe fn words_block(w: &Words, l: usize) -> [__m128i; 4] {
+        core::array::from_fn(|i| {
+            let x = |t: usize| w[4 * i + t][l] as i32;
+            _mm_set_epi32(x(3), x(2), x(1), x(0))
+        })
+    }
+
+    #[inline]
+    #[target_feature(enable = "sha,sse4.1")]
+    unsafe fn block<const N: usize>(r: &mut [Regs; N], m: [[__m128i; 4]; N]) {
+        let mut abef = r.map(|x| x.0);
+        let mut cdgh = r.map(|x| x.1);
+        block256(&mut abef, &mut cdgh, m);
+        *r = core::array::from_fn(|l| (abef[l], cdgh[l]));
     }
 }
 
-/// # Safety
-/// Needs sha and sse4.1; `n <= N`.
-#[target_feature(enable = "sha,sse4.1")]
-unsafe fn sha1_words<const N: usize>(s: &mut State160, w: &Words, n: usize) {
-    let mut abcd = [_mm_setzero_si128(); N];
-    let mut e = [_mm_setzero_si128(); N];
-    for l in 0..n {
-        (abcd[l], e[l]) = load160(s, l);
+impl ShaNi<5> for Sha1 {
+    #[inline]
+    #[target_feature(enable = "sha,sse4.1")]
+    unsafe fn load(s: &State160, l: usize) -> Regs {
+        load160(s, l)
     }
-    let m: [[__m128i; 4]; N] = core::array::from_fn(|l| {
+
+    #[inline]
+    #[target_feature(enable = "sha,sse4.1")]
+    unsafe fn store(s: &mut State160, l: usize, (abcd, e): Regs) {
+        store160(s, l, abcd, e)
+    }
+
+    #[inline]
+    #[target_feature(enable = "sha,sse4.1")]
+    unsafe fn load_block(p: *const u8) -> [__m128i; 4] {
+        // SAFETY: the caller gives 64 readable bytes.
+        unsafe { load_block160(p) }
+    }
+
+    #[inline]
+    #[target_feature(enable = "sha,sse4.1")]
+    unsafe fn words_block(w: &Words, l: usize) -> [__m128i; 4] {
         core::array::from_fn(|i| {
-            let x = |t: usize| w[4 * i + t][l % MAX_LANES] as i32;
+            let x = |t: usize| w[4 * i + t][l] as i32;
             _mm_set_epi32(x(0), x(1), x(2), x(3))
         })
-    });
-    block160(&mut abcd, &mut e, m);
-    for l in 0..n {
-        store160(s, l, abcd[l], e[l]);
+    }
+
+    #[inline]
+    #[target_feature(enable = "sha,sse4.1")]
+    unsafe fn block<const N: usize>(r: &mut [Regs; N], m: [[__m128i; 4]; N]) {
+        let mut abcd = r.map(|x| x.0);
+        let mut e = r.map(|x| x.1);
+        block160(&mut abcd, &mut e, m);
+        *r = core::array::from_fn(|l| (abcd[l], e[l]));
     }
 }
