@@ -386,3 +386,30 @@ fn the_backend_variable_is_shared_with_aes_and_gost() {
     let unknown = Backend::from_name("nonsense").unwrap_err().to_string();
     assert!(unknown.contains("shani"), "{unknown}");
 }
+
+/// The lane kernels' speed on long messages (one message per lane of every call): not a
+/// check, a measurement. `cargo test --release -p sectorcrypt-crypto --test mac --
+/// --ignored --nocapture`.
+#[test]
+#[ignore]
+fn kernel_throughput() {
+    let data = vec![7u8; 256 << 10];
+    for (b, lanes) in variants() {
+        for alg in [MacAlgorithm::HmacSha256, MacAlgorithm::HmacSha1] {
+            let width = match (b, lanes) {
+                (MacBackend::Avx512, _) => 16,
+                (MacBackend::Shani, l) => l,
+                _ => 1,
+            };
+            let msgs: Vec<&[u8]> = vec![&data[..]; width];
+            let mut best = f64::MAX;
+            for _ in 0..30 {
+                let t = std::time::Instant::now();
+                std::hint::black_box(lane_digests(b, lanes, alg, None, &msgs).unwrap());
+                best = best.min(t.elapsed().as_secs_f64());
+            }
+            let gbs = (width * data.len()) as f64 / best / 1e9;
+            eprintln!("{b} x{width} {alg:?}: {gbs:.2} GB/s hashed (best of 30)");
+        }
+    }
+}
