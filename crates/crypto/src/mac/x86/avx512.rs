@@ -27,8 +27,11 @@
 //! a zero block and are masked out of the feed-forward (`vpaddd` under a mask), so units
 //! of different lengths share a call.
 //!
-//! Left out: an 8-lane AVX2 variant for CPUs without AVX-512 (there the `shani` backend
-//! is chosen, and every such CPU that has AVX2 and SHA-NI is a Zen or Ice Lake and later).
+//! Left out: an 8-lane AVX2 variant. Without AVX-512 the `shani` backend is chosen where
+//! the CPU has SHA-NI (every Zen, Intel since Ice Lake and the Atom cores); only Intel
+//! client cores from Haswell to Comet Lake have AVX2 and neither, and run `soft` (about
+//! half the speed such a variant would give them). AVX-512 together with SHA-NI in one loop
+//! was measured slower than AVX-512 alone (docs/PERFORMANCE.md).
 //!
 //! Calling contract: the `unsafe fn`s need AVX-512F and AVX-512BW; an [`Avx512`] value
 //! exists only when [`Avx512::new`] found them, which makes its safe trait methods sound.

@@ -152,9 +152,11 @@ unsafe fn words<const W: usize, H: ShaNi<W>, const N: usize>(
         // SAFETY: this function has the features of `load`.
         *reg = unsafe { H::load(s, l) };
     }
-    // SAFETY: as above, for `words_block` and `block`.
+    // SAFETY: this function has the features of `words_block`; `l % MAX_LANES` is a lane
+    // of `w`.
     let m: [[__m128i; 4]; N] =
         core::array::from_fn(|l| unsafe { H::words_block(w, l % MAX_LANES) });
+    // SAFETY: this function has the features of `block`.
     unsafe { H::block(&mut r, m) };
     for (l, reg) in r.iter().enumerate().take(n) {
         // SAFETY: this function has the features of `store`.
