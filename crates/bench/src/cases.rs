@@ -64,6 +64,7 @@ pub(crate) fn all() -> Vec<Case> {
         case("gost89-ecb/16384", |b, _, _| gost(b, "gost89-ecb", 16384)),
         case("gost89-cfb/16384", |b, _, _| gost(b, "gost89-cfb", 16384)),
         case("gost89-mac/16384", |b, _, _| gost(b, "gost89-mac", 16384)),
+        case("mac-sha256-units/4096", |_, _, _| mac_sha256_units(4096)),
     ]
 }
 
@@ -514,5 +515,79 @@ fn gost(b: Backend, what: &'static str, len: usize) -> Result<Built, String> {
             call: ours,
         },
         peer,
+    })
+}
+
+/// GELI's authenticated-sector tags alone (`sectorcrypt_crypto::mac`): HMAC-SHA256 unit
+/// tags of `sector`-byte sectors cut into 512-byte units (32-byte tag, 480 message bytes;
+/// the last unit of a sector takes the rest), signed then verified, 256 KiB of sectors
+/// per call; the bytes counted are the sectors'. Ours runs on the selected sector-tag
+/// backend, or on `SECTORCRYPT_BENCH_MAC` = `soft`, `avx512` or `shaniN` (`N` = 1, 2, 4
+/// interleaved units). The peer is OpenSSL per unit: SHA-256 for the unit key, then an
+/// HMAC (`PKey::hmac` + `Signer`), then the same again to verify.
+fn mac_sha256_units(sector: usize) -> Result<Built, String> {
+    use openssl::{hash::MessageDigest, pkey::PKey, sign::Signer};
+    use sectorcrypt_crypto::mac::{MacAlgorithm, MacBackend, SectorMac, UnitShape};
+    const UNIT: usize = 512;
+    const TAG: usize = 32;
+    let per = sector.div_ceil(UNIT - TAG);
+    let shape = UnitShape {
+        unit_len: UNIT,
+        units_per_group: per,
+        msg_len: UNIT - TAG,
+        last_msg_len: sector - (per - 1) * (UNIT - TAG),
+    };
+    let sectors = SECTOR_BUFFER / sector;
+    let first = 5u64 << 32;
+    let alg = MacAlgorithm::HmacSha256;
+    let akey = key(64);
+    let mac = match std::env::var("SECTORCRYPT_BENCH_MAC").ok().as_deref() {
+        None | Some("") => SectorMac::new(alg, &akey),
+        Some(lanes) if lanes.starts_with("shani") => {
+            SectorMac::with_shani_lanes(alg, &akey, lanes[5..].parse().map_err(e)?)
+        }
+        Some(name) => SectorMac::with_backend(alg, &akey, MacBackend::from_name(name).map_err(e)?),
+    }
+    .map_err(e)?;
+    let name = match std::env::var("SECTORCRYPT_BENCH_MAC") {
+        Ok(v) if v.starts_with("shani") => v,
+        _ => mac.backend().name().to_string(),
+    };
+    let mut ours = input(sectors * per * UNIT).to_vec();
+    let mut theirs = ours.clone();
+    // OpenSSL's tag of unit `i` over `msg`: its SHA-256 for the unit key, then an HMAC.
+    let tag = move |i: usize, msg: &[u8]| {
+        let mut h = openssl::sha::Sha256::new();
+        h.update(&akey);
+        h.update(&(first + (i * UNIT) as u64).to_le_bytes());
+        let pkey = PKey::hmac(&h.finish()).expect("hmac key");
+        let mut signer = Signer::new(MessageDigest::sha256(), &pkey).expect("signer");
+        signer.update(msg).expect("hmac");
+        signer.sign_to_vec().expect("hmac")
+    };
+    let openssl = move || {
+        for (i, unit) in theirs.chunks_exact_mut(UNIT).enumerate() {
+            let (t, msg) = unit.split_at_mut(TAG);
+            t.copy_from_slice(&tag(i, &msg[..shape.msg_len_of(i)]));
+        }
+        for (i, unit) in theirs.chunks_exact(UNIT).enumerate() {
+            let want = tag(i, &unit[TAG..TAG + shape.msg_len_of(i)]);
+            assert!(openssl::memcmp::eq(&want, &unit[..TAG]), "openssl tag");
+        }
+    };
+    Ok(Built {
+        ours: Side {
+            name: format!("sectorcrypt-mac-{name}"),
+            bytes: sectors * sector,
+            call: Box::new(move || {
+                mac.sign(&mut ours, shape, first).expect("sign");
+                assert_eq!(mac.verify(&ours, shape, first).expect("verify"), None);
+            }),
+        },
+        peer: Some(Side {
+            name: "openssl-hmac-per-unit".into(),
+            bytes: sectors * sector,
+            call: Box::new(openssl),
+        }),
     })
 }

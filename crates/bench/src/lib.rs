@@ -169,6 +169,7 @@ pub fn run(opts: &BenchOptions, out: &mut dyn Write) -> Result<(), String> {
                 .name
                 .strip_prefix("sectorcrypt-gost-")
                 .or_else(|| built.ours.name.strip_prefix(cases::ENGINE_SIDE))
+                .or_else(|| built.ours.name.strip_prefix("sectorcrypt-mac-"))
                 .unwrap_or(backend.name())
                 .to_string(),
             bytes_per_sec: s.median,

@@ -15,6 +15,11 @@ fn backends_and_the_override() {
     assert!(text.contains("backend soft   usable"), "{text}");
     assert!(text.lines().any(|l| l.starts_with("aes: ")), "{text}");
     assert!(text.contains("gost28147-89/magma: "), "{text}");
+    assert!(text.contains("mac backend soft   usable"), "{text}");
+    assert!(
+        text.contains("geli sector tags (hmac-sha256, hmac-sha1): "),
+        "{text}"
+    );
     let forced = ok(sc_on(&["backends"], b"", Some("soft")));
     assert!(
         forced.contains("aes: soft (forced by SECTORCRYPT_BACKEND)"),
@@ -39,6 +44,7 @@ fn backend_override_across_algorithms() {
         forced.contains("gost28147-89/magma: soft (forced"),
         "{forced}"
     );
+    assert!(forced.contains("sector tags (hmac-sha256, hmac-sha1): soft (forced"));
     let text = report();
     let forced = sc_on(&["backends"], b"", Some("avx2"));
     match status(&text, "gost backend ", "avx2") {

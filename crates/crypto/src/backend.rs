@@ -10,14 +10,14 @@
 //!   same registry, with [`self_test_passed`]); a backend that fails is never used;
 //! - [`selected`]: the backend new keys take, decided once per family. Unset or empty
 //!   `SECTORCRYPT_BACKEND`: the fastest usable backend. Otherwise the name must be one some
-//!   family has and this CPU can run: the family with that backend takes it; a family
-//!   without it takes its portable backend (`avx2`: AES `soft`, GOST `avx2`; `aesni`:
-//!   AES `aesni`, GOST `soft`). An unknown or unusable name is an error, never a silent
-//!   fallback.
+//!   family has and this CPU can run: every family with that backend takes it; a family
+//!   without it takes its portable backend (`avx2`: AES `soft`, GOST `avx2`, MAC `soft`;
+//!   `aesni`: AES `aesni`, GOST and MAC `soft`). An unknown or unusable name is an error,
+//!   never a silent fallback.
 //!
-//! The families that share `SECTORCRYPT_BACKEND` are introduced to each other by
-//! [`Selectable::Other`], implemented at the crate root, so that this module and the
-//! family modules name none of the others.
+//! The families that share `SECTORCRYPT_BACKEND` (AES, GOST, the sector tags) are
+//! introduced to each other by [`Selectable::SHARING`], one list given at the crate root,
+//! so that this module and the family modules name none of the others.
 
 use crate::cpu::{self, Feature};
 use crate::error::{BackendError, Error};
@@ -30,10 +30,11 @@ pub(crate) enum Algorithm {
     Ghash,
     AesGcm,
     Gost,
+    Mac,
 }
 
 impl Algorithm {
-    const COUNT: usize = 4;
+    const COUNT: usize = 5;
 
     pub(crate) fn name(self) -> &'static str {
         match self {
@@ -41,6 +42,7 @@ impl Algorithm {
             Algorithm::Ghash => "ghash",
             Algorithm::AesGcm => "aes-gcm",
             Algorithm::Gost => "gost",
+            Algorithm::Mac => "mac",
         }
     }
 }
@@ -68,9 +70,33 @@ pub(crate) trait Family: Copy + PartialEq + 'static {
 
 /// A family whose backend `SECTORCRYPT_BACKEND` chooses.
 pub(crate) trait Selectable: Family {
-    /// The other family sharing the variable: a name only it has gives this family its
-    /// portable backend.
-    type Other: Selectable;
+    /// Every family sharing the variable, AES first (this one among them): a name only
+    /// the others have gives this family its portable backend.
+    const SHARING: &'static [Sharer];
+}
+
+/// A family sharing `SECTORCRYPT_BACKEND`, as the others see it.
+pub(crate) struct Sharer {
+    algorithm: Algorithm,
+    names: fn() -> Vec<&'static str>,
+    /// `None` when the family has no backend of that name, else whether it is usable.
+    ensure_named: fn(&str) -> Option<Result<(), Error>>,
+}
+
+impl Sharer {
+    /// The family `F`.
+    pub(crate) const fn of<F: Family>() -> Sharer {
+        Sharer {
+            algorithm: F::ALGORITHM,
+            names: names::<F>,
+            ensure_named: ensure_named::<F>,
+        }
+    }
+}
+
+/// Whether `F` has a backend called `name`, and then whether it is usable.
+fn ensure_named<F: Family>(name: &str) -> Option<Result<(), Error>> {
+    from_name::<F>(name).map(ensure_usable)
 }
 
 /// Defines a family's enum of backends, fastest first, each with its name and the CPU
@@ -281,15 +307,18 @@ fn portable<F: Family>() -> F {
     F::ALL[F::ALL.len() - 1]
 }
 
-/// Every name `SECTORCRYPT_BACKEND` accepts: the AES backends, then those only GOST has.
+/// Every name `SECTORCRYPT_BACKEND` accepts: the AES backends, then the new ones of each
+/// following family of [`Selectable::SHARING`].
 pub(crate) fn all_names<F: Selectable>() -> Vec<&'static str> {
-    let (first, second) = if F::ALGORITHM == Algorithm::Aes {
-        (names::<F>(), names::<F::Other>())
-    } else {
-        (names::<F::Other>(), names::<F>())
-    };
-    let extra: Vec<&str> = second.into_iter().filter(|n| !first.contains(n)).collect();
-    first.into_iter().chain(extra).collect()
+    let mut all: Vec<&'static str> = Vec::new();
+    for s in F::SHARING {
+        for n in (s.names)() {
+            if !all.contains(&n) {
+                all.push(n);
+            }
+        }
+    }
+    all
 }
 
 fn names<F: Family>() -> Vec<&'static str> {
@@ -297,17 +326,21 @@ fn names<F: Family>() -> Vec<&'static str> {
 }
 
 /// What `SECTORCRYPT_BACKEND=name` means for `F`: its backend of that name (which must be
-/// usable); its portable backend when only the other family has the name (which must be
-/// usable there); an error for any other name.
+/// usable); its portable backend when only other families have the name (the first of
+/// them must have it usable); an error for any other name.
 pub(crate) fn for_forced_name<F: Selectable>(name: &str) -> Result<F, Error> {
     if let Some(b) = from_name::<F>(name) {
         ensure_usable(b)?;
         return Ok(b);
     }
-    let Some(other) = from_name::<F::Other>(name) else {
+    let Some(other) = F::SHARING
+        .iter()
+        .filter(|s| s.algorithm != F::ALGORITHM)
+        .find_map(|s| (s.ensure_named)(name))
+    else {
         return Err(Error::unknown_name("backend", name, all_names::<F>()));
     };
-    ensure_usable(other)?;
+    other?;
     let b = portable::<F>();
     ensure_usable(b)?;
     Ok(b)

@@ -28,11 +28,15 @@
 //! GCM pairs each AES backend with the GHASH of the same instruction set (soft, PCLMULQDQ,
 //! VPCLMULQDQ on ymm or on zmm); `vaes` and `avx512` run CTR and GHASH stitched in one loop.
 //!
+//! GELI's authenticated-sector tags ([`mac`]) have backends of their own ([`mac::MacBackend`]):
+//! `avx512` (16 units hashed side by side in zmm lanes), `shani` (the SHA extensions, units
+//! interleaved) and `soft`.
+//!
 //! The CPU is probed once ([`cpu::features`]); each backend runs a known-answer self-test
 //! before its first use and is never used if it fails. New keys take the fastest usable
-//! backend, unless `SECTORCRYPT_BACKEND` names one: a backend name of either algorithm
-//! (`soft`, `aesni`, `vaes`, `avx512`, `avx2`), which the algorithm that has it uses and
-//! the other replaces by its portable backend; an unknown name, or one this CPU cannot run,
+//! backend, unless `SECTORCRYPT_BACKEND` names one: a backend name of any family (`soft`,
+//! `aesni`, `vaes`, `avx512`, `avx2`, `shani`), which every family that has it uses and
+//! the others replace by their portable backend; an unknown name, or one this CPU cannot run,
 //! is an error, never a silent fallback. `with_backend` constructors pick one explicitly,
 //! which is how the tests run every backend.
 //!
@@ -79,15 +83,23 @@ pub use error::{BackendError, Error, InputError, KeyError};
 pub use gost::GostBackend;
 pub use traits::{Aead, IvLen, Mode};
 
-// `SECTORCRYPT_BACKEND` is one setting for both algorithm families, and a name only one of
-// them has gives the other its portable backend: each family's choice asks about the
-// other. They are introduced to each other here, at the crate root, so that neither
-// family module (nor the shared rules in `backend`) names the other.
+// `SECTORCRYPT_BACKEND` is one setting for every algorithm family (AES, GOST, the sector
+// tags), and a name only some of them have gives the others their portable backend: each
+// family's choice asks about the others. They are introduced to each other here, at the
+// crate root, so that no family module (nor the shared rules in `backend`) names another.
+const SHARING: &[backend::Sharer] = &[
+    backend::Sharer::of::<Backend>(),
+    backend::Sharer::of::<GostBackend>(),
+    backend::Sharer::of::<mac::MacBackend>(),
+];
 impl backend::Selectable for Backend {
-    type Other = GostBackend;
+    const SHARING: &'static [backend::Sharer] = SHARING;
 }
 impl backend::Selectable for GostBackend {
-    type Other = Backend;
+    const SHARING: &'static [backend::Sharer] = SHARING;
+}
+impl backend::Selectable for mac::MacBackend {
+    const SHARING: &'static [backend::Sharer] = SHARING;
 }
 
 /// AES (FIPS-197) with the modes storage uses: ECB, CBC, CTR (random access into the
@@ -114,6 +126,7 @@ pub use gost::{gost89, magma};
 #[cfg(feature = "hazmat-testing")]
 pub mod hazmat {
     pub use crate::ghash::{Ghash, GhashBackend};
+    pub use crate::mac::lane_digests;
 
     /// Measures how the AES and carry-less multiply units share the core (`sectorcrypt
     /// bench --probe`): seconds per loop step of named mixes of independent instructions,

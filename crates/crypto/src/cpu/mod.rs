@@ -42,6 +42,8 @@ pub struct CpuFeatures {
     /// AVX-512 on xmm and ymm registers (vector length extensions), with the OS saving the
     /// AVX-512 state.
     pub avx512vl: bool,
+    /// The SHA extensions (SHA-1 and SHA-256 rounds and message schedule on xmm).
+    pub sha: bool,
 }
 
 /// One of the features in [`CpuFeatures`], as the backends list what they need.
@@ -59,11 +61,12 @@ pub(crate) enum Feature {
     Avx512f,
     Avx512bw,
     Avx512vl,
+    Sha,
 }
 
 impl Feature {
     /// Every feature, in the order of the reports.
-    const ALL: [Feature; 12] = [
+    const ALL: [Feature; 13] = [
         Feature::Sse41,
         Feature::Aes,
         Feature::Pclmulqdq,
@@ -76,6 +79,7 @@ impl Feature {
         Feature::Avx512f,
         Feature::Avx512bw,
         Feature::Avx512vl,
+        Feature::Sha,
     ];
 
     /// The name in the reports (`sectorcrypt backends`, `bench`).
@@ -93,6 +97,7 @@ impl Feature {
             Feature::Avx512f => "avx512f",
             Feature::Avx512bw => "avx512bw",
             Feature::Avx512vl => "avx512vl",
+            Feature::Sha => "sha",
         }
     }
 
@@ -122,6 +127,7 @@ impl CpuFeatures {
             Feature::Avx512f => self.avx512f,
             Feature::Avx512bw => self.avx512bw,
             Feature::Avx512vl => self.avx512vl,
+            Feature::Sha => self.sha,
         }
     }
 

@@ -58,5 +58,6 @@ pub(super) fn detect() -> CpuFeatures {
         avx512f: os_zmm && bit(l7.ebx, 16),
         avx512bw: os_zmm && bit(l7.ebx, 30),
         avx512vl: os_zmm && bit(l7.ebx, 31),
+        sha: sse41 && bit(l7.ebx, 29),
     }
 }
