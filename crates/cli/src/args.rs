@@ -595,33 +595,7 @@ pub struct ServeArgs {
     #[arg(skip)]
     pub exit_after_last: bool,
     #[command(flatten)]
-    pub tls: TlsArgs,
-}
-
-/// TLS on the NBD server (nbdkit's options of the same names; shared by `serve` and
-/// `geli attach`/`onetime`).
-#[derive(Debug, Clone, Default, Args)]
-pub struct TlsArgs {
-    /// TLS through NBD_OPT_STARTTLS: off, on (the client's choice) or require (clients
-    /// that do not start TLS are refused) [default: require with --tls-certificates, off
-    /// without].
-    #[arg(long, value_name = "MODE", value_enum)]
-    pub tls: Option<TlsMode>,
-    /// The directory of the server's X.509 certificate, under nbdkit's names:
-    /// server-cert.pem, server-key.pem, and ca-cert.pem for --tls-verify-peer.
-    #[arg(long, value_name = "DIR")]
-    pub tls_certificates: Option<PathBuf>,
-    /// Clients must present a certificate signed by DIR/ca-cert.pem.
-    #[arg(long)]
-    pub tls_verify_peer: bool,
-}
-
-/// The values of `--tls`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum TlsMode {
-    Off,
-    On,
-    Require,
+    pub tls: crate::args_tls::TlsArgs,
 }
 
 /// A file mode in octal: permission bits only (at most 0777).

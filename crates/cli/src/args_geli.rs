@@ -268,7 +268,7 @@ pub struct Listen {
     #[arg(long, value_name = "ADDR:PORT")]
     pub listen: Option<String>,
     #[command(flatten)]
-    pub tls: crate::args::TlsArgs,
+    pub tls: crate::args_tls::TlsArgs,
 }
 
 #[derive(Debug, Args)]

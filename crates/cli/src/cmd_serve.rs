@@ -9,7 +9,8 @@
 //! `--tls-certificates`, `--tls-verify-peer`) is set up before the volume is opened, so a
 //! bad certificate directory costs no passphrase.
 
-use crate::args::{ServeArgs, TlsArgs, TlsMode};
+use crate::args::ServeArgs;
+use crate::args_tls::{TlsArgs, TlsMode};
 use crate::failure::Failure;
 use crate::volume_export;
 use sectorcrypt_nbd::tls::{ServerTls, TlsError};

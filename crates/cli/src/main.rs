@@ -5,6 +5,7 @@
 
 mod args;
 mod args_geli;
+mod args_tls;
 mod ciphers;
 mod cmd_backends;
 mod cmd_bench;
