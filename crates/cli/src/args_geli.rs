@@ -124,7 +124,8 @@ last close). -C: sectorcrypt test-key PROV (nothing served); -n N: only slot N i
 const ONETIME_HERE: &str = "\
 Here: sectorcrypt serve --onetime PROV --socket PATH (which takes AES-XTS with 256-bit keys
 and 512-byte sectors). geli's defaults: AES-XTS, a 128-bit key, 512-byte sectors. -d stops
-serving after the last client has disconnected. -a (authentication) is not supported yet.";
+serving after the last client has disconnected. -a HMAC/SHA256 (or another HMAC) tags every
+sector: a sector not written since the provider was attached fails its tag (EIO).";
 
 const CONFIGURE_HERE: &str = "\
 Here: sectorcrypt dump PROV shows the flags. The flags word of the metadata is rewritten in
@@ -302,13 +303,14 @@ pub struct AttachArgs {
 
 #[derive(Debug, Args)]
 pub struct OnetimeArgs {
-    /// Authenticated provider with this HMAC (not supported yet: refused).
+    /// Authenticated sectors with this HMAC: HMAC/SHA1, HMAC/RIPEMD160, HMAC/SHA256,
+    /// HMAC/SHA384 or HMAC/SHA512 (sectors never written since then fail their tags).
     #[arg(short = 'a', value_name = "AALGO")]
     pub aalgo: Option<String>,
     /// Stop serving once the last client has disconnected (detach on last close).
     #[arg(short = 'd')]
     pub detach: bool,
-    /// Encryption: AES-XTS (default) or AES-CBC.
+    /// Encryption: AES-XTS (default), AES-CBC, or NULL (with -a only).
     #[arg(short = 'e', value_name = "EALGO")]
     pub ealgo: Option<String>,
     /// Key length in bits (AES-XTS 128 or 256, default 128; AES-CBC 128, 192 or 256).

@@ -87,18 +87,6 @@ fn authentication(aalgo: Option<&str>) -> (Option<String>, Option<String>) {
     }
 }
 
-/// geli onetime -a: one-time providers are not authenticated here yet (the one place it
-/// is refused).
-fn onetime_authentication(aalgo: Option<&str>) -> Result<(), Failure> {
-    match aalgo {
-        Some(a) => Err(Failure::usage(format!(
-            "geli onetime -a {a}: authenticated one-time providers are not supported yet \
-             (geli init -a makes an authenticated provider that keeps its metadata)"
-        ))),
-        None => Ok(()),
-    }
-}
-
 /// With `-v`, prints the sectorcrypt command a verb is, before it runs.
 fn shown(verbose: bool, command: impl FnOnce() -> String) {
     if verbose {
@@ -290,9 +278,14 @@ fn attach(a: AttachArgs, v: bool) -> Result<(), Failure> {
 
 /// geli onetime: a random master key, geli's defaults (AES-XTS, 128 bits, 512 bytes).
 fn onetime(a: OnetimeArgs, v: bool) -> Result<(), Failure> {
-    onetime_authentication(a.aalgo.as_deref())?;
+    let (integrity, a_ealgo) = authentication(a.aalgo.as_deref());
     let mut opts = OnetimeOptions {
-        ealgo: cmd_geli::ealgo(a.ealgo.as_deref().unwrap_or("aes-xts"))?,
+        ealgo: cmd_geli::ealgo(a_ealgo.or(a.ealgo).as_deref().unwrap_or("aes-xts"))?,
+        aalgo: integrity
+            .as_deref()
+            .map(cmd_geli::aalgo)
+            .transpose()?
+            .unwrap_or(0),
         keylen: a.keylen.unwrap_or(0),
         sectorsize: a.sectorsize.unwrap_or(0),
         ..OnetimeOptions::default()

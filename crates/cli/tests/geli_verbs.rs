@@ -864,10 +864,11 @@ fn onetime_takes_gelis_algorithm_key_length_and_sector_size() {
     let d = dir.path();
     let size = 1024 * K as usize;
     let scratch = file(d, "swap.img", &vec![0u8; size]);
-    // Refused before anything is served: -a (not yet), bad key lengths, bad sector sizes,
-    // an unknown algorithm.
+    // Refused before anything is served: an HMAC not supported, NULL without -a, bad key
+    // lengths, bad sector sizes, an unknown algorithm.
     for (bad, msg) in [
-        (&["-a", "hmac/sha256"][..], "authenticated"),
+        (&["-a", "hmac/md5"][..], "authentication"),
+        (&["-e", "null"][..], "only with authentication"),
         (&["-l", "192"][..], "key length"),
         (&["-e", "aes-cbc", "-l", "512"][..], "key length"),
         (&["-s", "1000"][..], "sector size"),
@@ -1061,5 +1062,57 @@ fn attach_passes_trim_down_unless_the_provider_says_nodelete() {
             "init {init_flag:?}: {}",
             String::from_utf8_lossy(&can.stderr)
         );
+    }
+}
+
+#[test]
+fn onetime_a_serves_authenticated_sectors_and_fails_a_changed_one() {
+    require!("nbdcopy", "nbdinfo");
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let size = 1024 * K as usize;
+    for opts in [
+        &["-a", "hmac/sha256"][..],
+        &["-e", "null", "-a", "HMAC/SHA1"][..],
+    ] {
+        let scratch = file(d, "auth-swap.img", &vec![0u8; size]);
+        let sock = d.join("a.sock");
+        let srv = served::Served::start_command(
+            &[
+                &["geli", "onetime"][..],
+                opts,
+                &["--socket", s(&sock), s(&scratch)],
+            ]
+            .concat(),
+            &sock,
+        );
+        let info = run_stdout(std::process::Command::new("nbdinfo").args(["--json", &srv.uri()]));
+        let v: serde_json::Value = serde_json::from_str(&info).unwrap();
+        // 512-byte sectors of 480 + 32 bytes of data, each stored in two 512-byte units
+        // with their tags: half of the provider is data.
+        let data_size = size / 2;
+        assert_eq!(v["exports"][0]["export-size"], data_size as u64, "{opts:?}");
+        let data = pattern(data_size, 77);
+        let input = file(d, "auth.in", &data);
+        nbdcopy(s(&input), &srv.uri());
+        let out = d.join("auth.out");
+        nbdcopy(&srv.uri(), s(&out));
+        assert_eq!(std::fs::read(&out).unwrap(), data, "{opts:?}");
+        // A changed byte in the provider: that read fails, nothing of it is returned.
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&scratch)
+            .unwrap();
+        std::os::unix::fs::FileExt::write_at(&f, b"X", 3 * 1024 + 100).unwrap();
+        f.sync_all().unwrap();
+        let bad = std::process::Command::new("nbdcopy")
+            .args([&srv.uri(), s(&out)])
+            .output()
+            .unwrap();
+        assert!(!bad.status.success(), "{opts:?}: a changed sector was read");
+        let (status, log) = srv.stop("TERM");
+        assert!(status.success(), "exit {status}: {log}");
+        let raw = std::fs::read(&scratch).unwrap();
+        assert!(!raw.windows(9).any(|w| w == b"GEOM::ELI"), "no metadata");
     }
 }

@@ -14,12 +14,16 @@ use crate::error::{Error, Result};
 use crate::Unlocked;
 use zeroize::Zeroizing;
 
-/// What `geli onetime` is told (`-e`, `-l`, `-s`, `-T`, `-R`, `-d`). Defaults as geli's:
-/// AES-XTS with a 128-bit key, the provider's sector size.
+/// What `geli onetime` is told (`-a`, `-e`, `-l`, `-s`, `-T`, `-R`, `-d`). Defaults as
+/// geli's: AES-XTS with a 128-bit key, the provider's sector size, no authentication.
 #[derive(Debug, Clone)]
 pub struct OnetimeOptions {
-    /// `md_ealgo`: [`algo::AES_XTS`] or [`algo::AES_CBC`].
+    /// `md_ealgo`: [`algo::AES_XTS`], [`algo::AES_CBC`], or [`algo::NULL_CBC`] with
+    /// authentication.
     pub ealgo: u16,
+    /// `md_aalgo`: an HMAC for authenticated sectors (`geli onetime -a`), 0 for none.
+    /// Sectors never written since the provider was attached then fail their tags.
+    pub aalgo: u16,
     /// Key length in bits; 0 for the algorithm's default (128).
     pub keylen: u16,
     /// Bytes per GELI sector (0: the provider's, 512).
@@ -33,6 +37,7 @@ impl Default for OnetimeOptions {
     fn default() -> OnetimeOptions {
         OnetimeOptions {
             ealgo: algo::AES_XTS,
+            aalgo: 0,
             keylen: 0,
             sectorsize: 0,
             flags: flags::AUTORESIZE,
@@ -42,17 +47,28 @@ impl Default for OnetimeOptions {
 
 /// The metadata `opts` describes for a provider of `size` bytes (512-byte sectors), as
 /// geli checks it, and the provider opened under a fresh random master key: all of its
-/// bytes, rounded down to whole GELI sectors, are data.
+/// bytes, in whole GELI sectors (whole stored sectors when authenticated), are data.
 pub fn onetime(size: u64, opts: &OnetimeOptions) -> Result<(Metadata, Unlocked)> {
-    if opts.ealgo == algo::NULL_CBC {
+    if opts.ealgo == algo::NULL_CBC && opts.aalgo == 0 {
         return Err(Error::invalid(
-            "NULL encryption is allowed only with authentication, which one-time providers \
-             do not have here",
+            "NULL encryption is allowed only with authentication (geli onetime -a)",
         ));
+    }
+    let mut flags = opts.flags & !flags::ONETIME;
+    if opts.aalgo != 0 {
+        super::mac_algorithm(opts.aalgo)?;
+        flags |= flags::AUTH;
     }
     let keylen = init::keylen(opts.ealgo, opts.keylen)?;
     let sectorsize = init::sectorsize(opts.sectorsize, 512)?;
-    let data = size - size % u64::from(sectorsize);
+    let data = match opts.aalgo {
+        0 => size - size % u64::from(sectorsize),
+        a => super::SectorMetadata {
+            unit_len: 512,
+            mac: super::mac_algorithm(a)?,
+        }
+        .data_size(size, sectorsize as usize),
+    };
     if data == 0 {
         return Err(Error::invalid(format!(
             "a {size}-byte provider is smaller than one {sectorsize}-byte GELI sector"
@@ -60,10 +76,10 @@ pub fn onetime(size: u64, opts: &OnetimeOptions) -> Result<(Metadata, Unlocked)>
     }
     let md = Metadata {
         version: VERSION,
-        flags: opts.flags & !flags::ONETIME,
+        flags,
         ealgo: opts.ealgo,
         keylen,
-        aalgo: 0,
+        aalgo: opts.aalgo,
         provsize: size,
         sectorsize,
         keys: 0,
