@@ -5,6 +5,8 @@
 //! - `keyslot.rs`: the keyslot material both versions share (key derivation, area
 //!   encryption, the volume key digest, trying keyslots), `af.rs` the anti-forensic
 //!   splitter, `fields.rs` binary field access;
+//! - [`Magic`] (`magic.rs`): cryptsetup's magic, or librbd's layered-clone magic, which
+//!   both versions read, keep on every write, and leave out of their checksums;
 //! - [`Rule`] (`rules.rs`): the named rules a header must keep to be used;
 //! - this file: creating volumes ([`format()`], and [`format_at`] for a detached
 //!   header, whose data offset is 0 as cryptsetup's `luksFormat --header` makes it).
@@ -21,12 +23,14 @@ mod af;
 mod fields;
 mod keyslot;
 pub mod luks1;
+mod magic;
 pub mod luks2;
 mod rules;
 
 pub use keyslot::{cipher_spec, ciphers, crypt_area, seal_material};
 pub use luks1::Luks1;
 pub use luks2::Luks2;
+pub use magic::Magic;
 pub use rules::Rule;
 
 use crate::error::{Error, Result};

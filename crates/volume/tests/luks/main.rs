@@ -5,5 +5,6 @@
 mod common;
 mod from_tools;
 mod negative;
+mod rbd_clone;
 mod to_tools;
 mod validation;
