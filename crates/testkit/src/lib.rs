@@ -6,10 +6,12 @@
 //! - running a command that must succeed ([`run`], [`run_stdout`]);
 //! - deterministic pseudo-random data ([`pattern`]), so that failures reproduce;
 //! - the report of which backends a test binary runs and which it skips ([`usable`]);
+//! - a single-node Ceph cluster shared by a test binary's tests ([`ceph`], `require_ceph!`);
 //! - with the `openssl` feature, OpenSSL as the reference model (`reference`: EVP calls,
 //!   and dm-crypt's sectors one at a time).
 #![forbid(unsafe_code)]
 
+pub mod ceph;
 #[cfg(feature = "openssl")]
 pub mod reference;
 

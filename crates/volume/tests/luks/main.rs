@@ -6,5 +6,6 @@ mod common;
 mod from_tools;
 mod negative;
 mod rbd_clone;
+mod rbd_layout;
 mod to_tools;
 mod validation;
