@@ -315,8 +315,8 @@ impl Image {
         outcome(c.wait(), "reading")
     }
 
-    /// Writes `buf` at `off`; the bytes written.
-    pub(crate) fn write(&self, buf: &[u8], off: u64) -> io::Result<usize> {
+    /// Writes all of `buf` at `off` (librbd's aio writes complete whole or fail).
+    pub(crate) fn write(&self, buf: &[u8], off: u64) -> io::Result<()> {
         let c = Completion::new()?;
         // SAFETY: `buf` is valid for reads of its length and stays borrowed until `wait`
         // returns below; a failed submission leaves nothing in flight.
@@ -324,7 +324,7 @@ impl Image {
             rbd_aio_write(self.image, off, buf.len(), buf.as_ptr().cast::<c_char>(), c.0)
         };
         check(r, "rbd_aio_write")?;
-        outcome(c.wait(), "writing")
+        outcome(c.wait(), "writing").map(|_| ())
     }
 
     /// Discards `len` bytes at `off` (they then read as zeros).

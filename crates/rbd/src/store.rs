@@ -113,18 +113,7 @@ impl Store for RbdStore {
 
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
         self.refuse_write()?;
-        let n = self.image.write(buf, offset)?;
-        if n != buf.len() {
-            return Err(io::Error::new(
-                io::ErrorKind::WriteZero,
-                format!(
-                    "{}: a short write, {n} of {} bytes at {offset}",
-                    self.name,
-                    buf.len()
-                ),
-            ));
-        }
-        Ok(())
+        self.image.write(buf, offset)
     }
 
     fn sync(&self) -> io::Result<()> {

@@ -2,13 +2,18 @@
 //! volume out as librbd's `rbd encryption format` does (checked by cryptsetup), such a
 //! volume imported into a real cluster is decrypted by librbd itself (qemu's rbd driver
 //! with `encrypt.format`), and images `rbd encryption format` made, filled through librbd's
-//! own encryption, open here from a raw `rbd export`. The cluster tests share one
+//! own encryption, open here from a raw `rbd export` and through the RBD store; the RBD
+//! store itself (`store.rs`, with the `rbd` feature) reads, writes, flushes, discards and
+//! serves all three formats. The cluster tests share one
 //! single-node cluster per run (`scripts/ceph.sh`) and skip with the printed reason where
 //! it cannot start.
 
+#[path = "../support/mod.rs"]
 mod support;
-#[path = "support/volumes.rs"]
+#[path = "../support/volumes.rs"]
 mod volumes;
+#[cfg(feature = "rbd")]
+mod store;
 
 use sectorcrypt_testkit::ceph::Cluster;
 use sectorcrypt_testkit::{pattern, require, require_ceph, run, run_stdout};
@@ -72,7 +77,7 @@ fn format_rbd_object_size_aligns_the_data_as_librbd() {
     }
 }
 
-/// `rbd`'s `--image-opts` for qemu with librbd's decryption of `image` (`luks` or `luks2`).
+/// `--image-opts` for qemu with librbd's decryption of `rbd/image` (`luks` or `luks2`).
 fn qemu_opts(c: &Cluster, image: &str, format: &str) -> String {
     format!(
         "driver=rbd,pool=rbd,image={image},conf={},user=admin,encrypt.format={format},\
@@ -81,13 +86,42 @@ fn qemu_opts(c: &Cluster, image: &str, format: &str) -> String {
     )
 }
 
-/// qemu-img from the private qemu with the rbd driver, with the passphrase secret.
-fn qemu_img(c: &Cluster, qemu: &Path, pass: &Path) -> Command {
+/// A qemu tool (from the private qemu with the rbd driver) with the passphrase secret.
+fn qemu_img(c: &Cluster, qemu: &Path, verb: &str, pass: &Path) -> Command {
     let mut cmd = c.command(qemu.join("bin/qemu-img"));
-    cmd.arg("convert")
+    cmd.arg(verb)
         .arg("--object")
         .arg(format!("secret,id=sec0,file={}", pass.display()));
     cmd
+}
+
+/// The plaintext of `rbd/image` as librbd decrypts it, or `None` (printed) without a qemu
+/// rbd driver. `dd`, not `convert`: convert trusts block status, which librbd 16 answers
+/// for the raw image's offsets, not the decrypted ones, so it would skip data whose raw
+/// offset is an object never written (a keyslot area's zeros).
+pub fn dd_from_librbd(
+    c: &Cluster,
+    image: &str,
+    format: &str,
+    pass: &Path,
+    dir: &Path,
+) -> Option<Vec<u8>> {
+    let qemu = match c.qemu() {
+        Ok(q) => q,
+        Err(why) => {
+            eprintln!("librbd's decryption not checked: no qemu rbd driver ({why})");
+            return None;
+        }
+    };
+    let out = dir.join("librbd.out");
+    run(qemu_img(c, qemu, "dd", pass)
+        .arg("--image-opts")
+        .arg(format!("if={}", qemu_opts(c, image, format)))
+        .arg(format!("of={}", out.display()))
+        .arg("bs=4M"));
+    let bytes = std::fs::read(&out).unwrap();
+    std::fs::remove_file(&out).unwrap();
+    Some(bytes)
 }
 
 /// Volumes formatted here for RBD (pbkdf2 keyslots) and written here, imported with the
@@ -95,10 +129,9 @@ fn qemu_img(c: &Cluster, qemu: &Path, pass: &Path) -> Command {
 #[test]
 fn volumes_formatted_here_load_in_librbd() {
     let c = require_ceph!();
-    let qemu = match c.qemu() {
-        Ok(q) => q,
-        Err(why) => return eprintln!("skipped: no qemu rbd driver ({why})"),
-    };
+    if let Err(why) = c.qemu() {
+        return eprintln!("skipped: no qemu rbd driver ({why})");
+    }
     let dir = tempfile::tempdir().unwrap();
     let k = key_file(dir.path(), "k", "librbd loads this");
     for (t, obj, qemu_format) in [("luks2", "8M", "luks2"), ("luks1", "4M", "luks")] {
@@ -124,21 +157,9 @@ fn volumes_formatted_here_load_in_librbd() {
             b"",
         ));
         let name = format!("here-{t}");
-        c.rbd(&["import", "--object-size", obj, s(&img), &format!("rbd/{name}")]);
-        let out = dir.path().join("out");
-        // `dd`, not `convert`: convert trusts block status, which librbd 16 answers for
-        // the raw image's offsets, not the decrypted ones, so it would skip data whose
-        // raw offset is an object that was never written (a keyslot area's zeros).
-        let mut dd = c.command(qemu.join("bin/qemu-img"));
-        dd.arg("dd")
-            .arg("--object")
-            .arg(format!("secret,id=sec0,file={}", k.display()))
-            .arg("--image-opts")
-            .arg(format!("if={}", qemu_opts(c, &name, qemu_format)))
-            .arg(format!("of={}", out.display()))
-            .arg("bs=4M");
-        run(&mut dd);
-        assert!(std::fs::read(&out).unwrap() == plain, "{t}: librbd's plaintext");
+        c.rbd(&["import", "--no-progress", "--object-size", obj, s(&img), &format!("rbd/{name}")]);
+        let out = dd_from_librbd(c, &name, qemu_format, &k, dir.path()).unwrap();
+        assert!(out == plain, "{t}: librbd's plaintext");
         c.rbd(&["rm", "--no-progress", &format!("rbd/{name}")]);
         std::fs::remove_file(&img).unwrap();
     }
@@ -164,7 +185,7 @@ fn rbd_encryption_format_images_open_from_a_raw_export() {
         let plain = pattern((32 * MIB - offset) as usize, 22);
         let input = dir.path().join("plain");
         std::fs::write(&input, &plain).unwrap();
-        run(qemu_img(c, qemu, &k)
+        run(qemu_img(c, qemu, "convert", &k)
             .args(["-n", "-f", "raw"])
             .arg(&input)
             .arg("--target-image-opts")
@@ -177,6 +198,8 @@ fn rbd_encryption_format_images_open_from_a_raw_export() {
             b"",
         ));
         assert!(std::fs::read(&out).unwrap() == plain, "{t}: the plaintext");
+        #[cfg(feature = "rbd")]
+        store::open_through_the_store(c, &image, b"made by rbd", &plain);
         c.rbd(&["rm", "--no-progress", &image]);
         std::fs::remove_file(&raw).unwrap();
     }
