@@ -58,8 +58,7 @@ extern "C" {
 
 #[link(name = "rbd")]
 extern "C" {
-    fn rbd_open(io: IoCtxT, name: *const c_char, image: *mut ImageT, snap: *const c_char)
-        -> c_int;
+    fn rbd_open(io: IoCtxT, name: *const c_char, image: *mut ImageT, snap: *const c_char) -> c_int;
     fn rbd_open_read_only(
         io: IoCtxT,
         name: *const c_char,
@@ -274,7 +273,10 @@ impl Image {
     pub(crate) fn size(&self) -> io::Result<u64> {
         let mut size = 0u64;
         // SAFETY: open image, valid out-pointer.
-        check(unsafe { rbd_get_size(self.image, &mut size) }, "rbd_get_size")?;
+        check(
+            unsafe { rbd_get_size(self.image, &mut size) },
+            "rbd_get_size",
+        )?;
         Ok(size)
     }
 
@@ -321,7 +323,13 @@ impl Image {
         // SAFETY: `buf` is valid for reads of its length and stays borrowed until `wait`
         // returns below; a failed submission leaves nothing in flight.
         let r = unsafe {
-            rbd_aio_write(self.image, off, buf.len(), buf.as_ptr().cast::<c_char>(), c.0)
+            rbd_aio_write(
+                self.image,
+                off,
+                buf.len(),
+                buf.as_ptr().cast::<c_char>(),
+                c.0,
+            )
         };
         check(r, "rbd_aio_write")?;
         outcome(c.wait(), "writing").map(|_| ())
@@ -342,10 +350,7 @@ impl Image {
     pub(crate) fn flush(&self) -> io::Result<()> {
         let c = Completion::new()?;
         // SAFETY: open image, valid completion; no buffer involved.
-        check(
-            unsafe { rbd_aio_flush(self.image, c.0) },
-            "rbd_aio_flush",
-        )?;
+        check(unsafe { rbd_aio_flush(self.image, c.0) }, "rbd_aio_flush")?;
         outcome(c.wait(), "flushing").map(|_| ())
     }
 }

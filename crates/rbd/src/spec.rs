@@ -219,7 +219,10 @@ mod tests {
     fn pool_image_snapshot_and_options() {
         let s = parse("rbd:rbd/img");
         assert_eq!((s.pool.as_str(), s.image.as_str()), ("rbd", "img"));
-        assert_eq!((s.snap, s.namespace, s.conf, s.user), (None, None, None, None));
+        assert_eq!(
+            (s.snap, s.namespace, s.conf, s.user),
+            (None, None, None, None)
+        );
 
         let s = parse("rbd:pool/ns/img@snap1:conf=/etc/c.conf:id=alice:mon_host=1.2.3.4");
         assert_eq!(s.pool, "pool");

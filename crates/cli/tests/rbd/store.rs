@@ -12,8 +12,9 @@ use sectorcrypt_volume::geli::init::{init, InitOptions};
 use sectorcrypt_volume::hash::HashAlg;
 use sectorcrypt_volume::kdf::KdfOptions;
 use sectorcrypt_volume::luks::{format, FormatOptions, Version};
-use sectorcrypt_volume::{Header, Store};
+use sectorcrypt_volume::{FileStore, Header, Store};
 use std::io::ErrorKind;
+use std::path::Path;
 
 fn exported(c: &Cluster, image: &str, dir: &std::path::Path) -> Vec<u8> {
     let out = dir.join(format!("{}.raw", image.replace('/', "_")));
@@ -54,7 +55,10 @@ fn rbd_store_io_matches_the_rbd_tool() {
     store.read_at(&mut back, 3 * MIB).unwrap();
     assert!(back == a);
     let raw = exported(c, "rbd/store", dir.path());
-    assert!(raw[3 * MIB as usize..][..a.len()] == a[..], "rbd export sees the write");
+    assert!(
+        raw[3 * MIB as usize..][..a.len()] == a[..],
+        "rbd export sees the write"
+    );
     assert!(raw[15 * MIB as usize..16 * MIB as usize] == pattern(MIB as usize, 13)[..]);
 
     // The end: a read across it is refused whole, never short.
@@ -86,7 +90,11 @@ fn rbd_store_io_matches_the_rbd_tool() {
 
     let missing = open_rbd(&c.spec("rbd/no-such-image"), false).unwrap_err();
     assert_eq!(missing.exit_code(), 2, "{}", missing.message());
-    assert!(missing.message().contains("no-such-image"), "{}", missing.message());
+    assert!(
+        missing.message().contains("no-such-image"),
+        "{}",
+        missing.message()
+    );
     let bad = open_rbd("rbd:no-pool-separator", false).unwrap_err();
     assert_eq!(bad.exit_code(), 2, "{}", bad.message());
 }
@@ -124,7 +132,10 @@ fn three_formats_through_the_rbd_store() {
                     iterations: Some(1000),
                     ..InitOptions::default()
                 };
-                init(store.as_ref(), &opts, &[], pass).unwrap().1.data_offset
+                init(store.as_ref(), &opts, &[], pass)
+                    .unwrap()
+                    .1
+                    .data_offset
             }
             _ => {
                 let opts = FormatOptions {
@@ -137,7 +148,10 @@ fn three_formats_through_the_rbd_store() {
                     kdf: fast_pbkdf2(),
                     ..FormatOptions::default()
                 };
-                format(store.as_ref(), &opts, pass, None).unwrap().1.data_offset
+                format(store.as_ref(), &opts, pass, None)
+                    .unwrap()
+                    .1
+                    .data_offset
             }
         };
         let expect = match name {
@@ -178,13 +192,18 @@ fn qemu_format(luks: &str) -> &'static str {
     }
 }
 
-/// What `rbd encryption format` made, and librbd filled, unlocked through the store.
-pub fn open_through_the_store(c: &Cluster, image: &str, pass: &[u8], plain: &[u8]) {
+/// What `rbd encryption format` made, and librbd filled, unlocked through the store; the
+/// same key reads the raw export `raw` of it too.
+pub fn open_through_the_store(c: &Cluster, image: &str, pass: &[u8], plain: &[u8], raw: &Path) {
     let store = open_rbd(&c.spec(image), false).unwrap();
     let h = Header::read(store.as_ref()).unwrap();
-    let vol = engine(&h, store, pass);
-    assert_eq!(vol.size(), plain.len() as u64);
-    let mut back = vec![0u8; plain.len()];
-    vol.read_at(&mut back, 0).unwrap();
-    assert!(back == plain, "{image}: the plaintext through the rbd store");
+    let u = h.unlock(store.as_ref(), pass).unwrap();
+    let exported = Box::new(FileStore::open(raw, false).unwrap());
+    for (what, store) in [("the rbd store", store), ("the raw export", exported as _)] {
+        let vol = u.engine(store, EngineOptions::default()).unwrap();
+        assert_eq!(vol.size(), plain.len() as u64);
+        let mut back = vec![0u8; plain.len()];
+        vol.read_at(&mut back, 0).unwrap();
+        assert!(back == plain, "{image}: the plaintext through {what}");
+    }
 }

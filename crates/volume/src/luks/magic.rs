@@ -85,11 +85,17 @@ mod tests {
     #[test]
     fn secondary_clone_magic_is_the_primary_reversed() {
         let p = Magic::RbdClone.primary();
-        assert_eq!(Magic::RbdClone.secondary(), &[p[3], p[2], p[1], p[0], p[4], p[5]]);
+        assert_eq!(
+            Magic::RbdClone.secondary(),
+            &[p[3], p[2], p[1], p[0], p[4], p[5]]
+        );
         let mut copy = *CLONE_SECONDARY;
         Magic::as_real(&mut copy);
         assert_eq!(&copy, LUKS_SECONDARY);
-        assert_eq!(Magic::of(b"RBDL\xba\xbe\0\x02", false), Some(Magic::RbdClone));
+        assert_eq!(
+            Magic::of(b"RBDL\xba\xbe\0\x02", false),
+            Some(Magic::RbdClone)
+        );
         assert_eq!(Magic::of(b"LDBR\xba\xbe", false), None);
         assert_eq!(Magic::of(b"LDBR\xba\xbe", true), Some(Magic::RbdClone));
     }

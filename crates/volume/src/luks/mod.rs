@@ -23,8 +23,8 @@ mod af;
 mod fields;
 mod keyslot;
 pub mod luks1;
-mod magic;
 pub mod luks2;
+mod magic;
 mod rules;
 
 pub use keyslot::{cipher_spec, ciphers, crypt_area, seal_material};
@@ -35,10 +35,10 @@ pub use rules::Rule;
 
 use crate::error::{Error, Result};
 use crate::format::{Format, Header, NewKeyslot, Unlocked};
-use fields::align_up;
 use crate::hash::HashAlg;
 use crate::kdf::{Kdf, KdfKind, KdfOptions};
 use crate::store::{self, Placement, Store};
+use fields::align_up;
 use sectorcrypt_crypto::dmcrypt::{SectorCipher, SectorLayout};
 use zeroize::Zeroizing;
 

@@ -638,13 +638,13 @@ impl Format for Luks1 {
             fields: [
                 fields,
                 vec![
-                Field::new("Cipher name", &self.cipher_name),
-                Field::new("Cipher mode", &self.cipher_mode),
-                Field::new("Hash spec", &self.hash_spec),
-                Field::new("Payload offset", self.payload_offset),
-                Field::new("MK bits", u64::from(self.key_bytes) * 8),
-                Field::new("MK iterations", self.mk_iterations),
-                Field::new("UUID", &self.uuid),
+                    Field::new("Cipher name", &self.cipher_name),
+                    Field::new("Cipher mode", &self.cipher_mode),
+                    Field::new("Hash spec", &self.hash_spec),
+                    Field::new("Payload offset", self.payload_offset),
+                    Field::new("MK bits", u64::from(self.key_bytes) * 8),
+                    Field::new("MK iterations", self.mk_iterations),
+                    Field::new("UUID", &self.uuid),
                 ],
             ]
             .concat(),
