@@ -18,7 +18,7 @@ use std::time::Instant;
 
 /// Where the requests go: the engine (plaintext) or the store (raw).
 enum Target {
-    Volume(Volume),
+    Volume(Box<Volume>),
     Raw(RbdStore, u64),
 }
 
@@ -75,7 +75,7 @@ fn main() {
         let h = Header::read(&store).expect("a volume header");
         let u = h.unlock(&store, &pass).expect("unlock");
         let vol = u.engine(Box::new(store), EngineOptions::default());
-        Target::Volume(vol.expect("engine"))
+        Target::Volume(Box::new(vol.expect("engine")))
     };
     let size = num(&args, "--size", 4 << 20);
     let depth = num(&args, "--depth", 16);
