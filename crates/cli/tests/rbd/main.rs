@@ -39,6 +39,24 @@ fn layout(img: &Path) -> (u64, u64) {
     }
 }
 
+/// `sectorcrypt format IMG --size SIZE --type T --rbd-object-size OBJ` with a fast keyslot.
+fn format_for_rbd(img: &Path, size: &str, t: &str, obj: &str, key: &Path) {
+    let args = [
+        "format",
+        s(img),
+        "--size",
+        size,
+        "--type",
+        t,
+        "--rbd-object-size",
+        obj,
+    ];
+    ok(sc(
+        &[&args[..], &["--key-file", s(key)], &FAST].concat(),
+        b"",
+    ));
+}
+
 #[test]
 fn format_rbd_object_size_aligns_the_data_as_librbd() {
     require!("cryptsetup");
@@ -52,19 +70,7 @@ fn format_rbd_object_size_aligns_the_data_as_librbd() {
         ("luks1", "8M", 8 * MIB, 512),
     ] {
         let img = dir.path().join(format!("{t}-{obj}.img"));
-        let args = [
-            "format",
-            s(&img),
-            "--size",
-            "64M",
-            "--type",
-            t,
-            "--rbd-object-size",
-            obj,
-            "--key-file",
-            s(&k),
-        ];
-        ok(sc(&[&args[..], &FAST].concat(), b""));
+        format_for_rbd(&img, "64M", t, obj, &k);
         assert_eq!(layout(&img), (offset, sector), "{t} with {obj} objects");
         std::fs::remove_file(&img).unwrap();
     }
@@ -136,19 +142,7 @@ fn volumes_formatted_here_load_in_librbd() {
     let k = key_file(dir.path(), "k", "librbd loads this");
     for (t, obj, qemu_format) in [("luks2", "8M", "luks2"), ("luks1", "4M", "luks")] {
         let img = dir.path().join("v.img");
-        let args = [
-            "format",
-            s(&img),
-            "--size",
-            "40M",
-            "--type",
-            t,
-            "--rbd-object-size",
-            obj,
-            "--key-file",
-            s(&k),
-        ];
-        ok(sc(&[&args[..], &FAST].concat(), b""));
+        format_for_rbd(&img, "40M", t, obj, &k);
         let plain = pattern(
             ((40 - if t == "luks2" { 16 } else { 4 }) * MIB) as usize,
             21,

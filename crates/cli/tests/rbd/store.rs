@@ -99,6 +99,22 @@ fn rbd_store_io_matches_the_rbd_tool() {
     assert_eq!(bad.exit_code(), 2, "{}", bad.message());
 }
 
+/// A cluster that does not answer is an error (exit 1) within the mount timeout given as
+/// an option of the spec (after the conf file, so it wins), not a hang.
+#[test]
+fn an_unreachable_cluster_fails_within_its_timeout() {
+    let c = require_ceph!();
+    let spec = format!(
+        r"{}:mon_host=[v2\:127.0.0.1\:9]:client_mount_timeout=3",
+        c.spec("rbd/anything")
+    );
+    let t = std::time::Instant::now();
+    let e = open_rbd(&spec, false).unwrap_err();
+    assert_eq!(e.exit_code(), 1, "{}", e.message());
+    assert!(t.elapsed().as_secs() < 20, "{:?}", t.elapsed());
+    assert!(!e.message().contains("mon_host"), "{}", e.message());
+}
+
 fn fast_pbkdf2() -> KdfOptions {
     KdfOptions {
         force_iterations: Some(1000),
