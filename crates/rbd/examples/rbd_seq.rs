@@ -6,7 +6,9 @@
 //!
 //! ```text
 //! rbd_seq MODE SPEC [--pass FILE] [--bytes N] [--offset N] [--size N] [--depth N]
+//!                   [--chunk N]
 //! ```
+//! `--chunk` sets the engine's chunk size (default: the engine's own).
 //! `--offset` (raw modes) skips the header; `--bytes` defaults to the volume's (or the
 //! image's, from `--offset`) whole size.
 
@@ -74,7 +76,11 @@ fn main() {
         let pass = std::fs::read(arg(&args, "--pass").expect("--pass FILE")).expect("pass");
         let h = Header::read(&store).expect("a volume header");
         let u = h.unlock(&store, &pass).expect("unlock");
-        let vol = u.engine(Box::new(store), EngineOptions::default());
+        let opts = EngineOptions {
+            chunk_bytes: arg(&args, "--chunk").map(|v| v.parse().expect("a number")),
+            ..EngineOptions::default()
+        };
+        let vol = u.engine(Box::new(store), opts);
         Target::Volume(Box::new(vol.expect("engine")))
     };
     let size = num(&args, "--size", 4 << 20);
