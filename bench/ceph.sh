@@ -14,6 +14,11 @@
 #   qemu luks2    the same with librbd's own encryption (encrypt.format=luks2)
 #   store         sectorcrypt's RBD store without the engine: what the store reaches
 #
+# Then the same over NBD (nbdcopy through Unix sockets, 4 connections where the server
+# allows them): qemu-nbd serving the data area raw and with librbd's luks2, and
+# `sectorcrypt serve` of the rbd: image (skipped, with the reason, when this build's
+# commands do not take rbd: images).
+#
 # Rounds interleave the legs; medians of ROUNDS are printed with the two ratios the issue
 # asks for: sectorcrypt / qemu raw (target >= 0.9) and sectorcrypt / qemu luks2 (>= 1).
 #
@@ -78,8 +83,39 @@ ours() { # MODE [ARGS] -> MB/s
     timed "$seq_tool" "$1" "$spec" --depth "$DEPTH" --size "$REQ" --bytes "$data" "${@:2}"
 }
 
+# NBD servers: qemu-nbd (pid files where scripts/ceph.sh stop finds them), sectorcrypt.
+wait_sock() {
+    for _ in $(seq 300); do [ -S "$1" ] && return 0; sleep 0.05; done
+    return 1
+}
+nbd_legs=()
+for leg in raw luks; do
+    src=$raw
+    [ $leg = luks ] && src=$luks
+    "$qemu/bin/qemu-nbd" --fork --persistent --shared=8 --cache=none -k "$work/$leg.sock" \
+        --pid-file "$cluster/run/qemu-nbd-$leg.pid" \
+        --object "secret,id=sec0,file=$work/pass" --image-opts "$src"
+    wait_sock "$work/$leg.sock"
+done
+"$cli" serve "$spec" --socket "$work/sc.sock" --key-file "$work/pass" 2>"$work/sc.log" &
+echo $! >"$cluster/run/qemu-sectorcrypt.pid"
+if wait_sock "$work/sc.sock"; then
+    nbd_legs=(nbd_sc_read nbd_raw_read nbd_luks_read nbd_sc_write nbd_raw_write nbd_luks_write)
+else
+    echo "NBD legs skipped: sectorcrypt serve $spec: $(tail -1 "$work/sc.log")"
+fi
+nbd() { # LEG-SOCKET read|write -> MB/s
+    local uri="nbd+unix:///?socket=$work/$1.sock"
+    if [ "$2" = read ]; then
+        timed nbdcopy --connections 4 --requests 16 "$uri" null:
+    else
+        timed nbdcopy --connections 4 --requests 16 "$work/src" "$uri"
+    fi
+}
+
 declare -A r
-legs=(sc_read raw_read luks_read store_read sc_write raw_write luks_write store_write)
+legs=(sc_read raw_read luks_read store_read sc_write raw_write luks_write store_write
+    "${nbd_legs[@]}")
 for ((i = 1; i <= ROUNDS; i++)); do
     r[sc_read]+="$(ours read --pass "$work/pass") "
     r[raw_read]+="$(qemu_convert "$raw" "$null") "
@@ -89,6 +125,13 @@ for ((i = 1; i <= ROUNDS; i++)); do
     r[raw_write]+="$(qemu_convert "$file" "$raw") "
     r[luks_write]+="$(qemu_convert "$file" "$luks") "
     r[store_write]+="$(ours raw-write --offset "$header") "
+    if [ ${#nbd_legs[@]} -gt 0 ]; then
+        for op in read write; do
+            r[nbd_sc_$op]+="$(nbd sc $op) "
+            r[nbd_raw_$op]+="$(nbd raw $op) "
+            r[nbd_luks_$op]+="$(nbd luks $op) "
+        done
+    fi
     line="round $i:"
     for l in "${legs[@]}"; do
         v=${r[$l]% }
@@ -111,4 +154,13 @@ for op in read write; do
         "${m[luks_$op]}" "${m[store_$op]}" "$(ratio "${m[sc_$op]}" "${m[raw_$op]}")x" \
         "$(ratio "${m[sc_$op]}" "${m[luks_$op]}")x"
 done
+if [ ${#nbd_legs[@]} -gt 0 ]; then
+    echo "over NBD (nbdcopy, 4 connections x 16 requests):"
+    for op in read write; do
+        printf '%-6s %12s %12s %12s %12s %10s %10s\n' "$op" "${m[nbd_sc_$op]}" \
+            "${m[nbd_raw_$op]}" "${m[nbd_luks_$op]}" "-" \
+            "$(ratio "${m[nbd_sc_$op]}" "${m[nbd_raw_$op]}")x" \
+            "$(ratio "${m[nbd_sc_$op]}" "${m[nbd_luks_$op]}")x"
+    done
+fi
 echo "targets: sc/raw >= 0.90x, sc/luks2 >= 1.00x (the OSD runs on the same cores)"
