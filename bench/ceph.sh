@@ -116,22 +116,42 @@ nbd() { # LEG-SOCKET read|write -> MB/s
 declare -A r
 legs=(sc_read raw_read luks_read store_read sc_write raw_write luks_write store_write
     "${nbd_legs[@]}")
+# One measurement of leg LEG, appended to r[LEG].
+measure() {
+    local v
+    case $1 in
+    sc_read) v=$(ours read --pass "$work/pass") ;;
+    raw_read) v=$(qemu_convert "$raw" "$null") ;;
+    luks_read) v=$(qemu_convert "$luks" "$null") ;;
+    store_read) v=$(ours raw-read --offset "$header") ;;
+    sc_write) v=$(ours write --pass "$work/pass") ;;
+    raw_write) v=$(qemu_convert "$file" "$raw") ;;
+    luks_write) v=$(qemu_convert "$file" "$luks") ;;
+    store_write) v=$(ours raw-write --offset "$header") ;;
+    nbd_*_read | nbd_*_write)
+        local leg=${1#nbd_}
+        v=$(nbd "${leg%_*}" "${leg##*_}")
+        ;;
+    esac
+    r[$1]+="$v "
+}
+# Each round starts at another leg of each kind (reads, then writes), so that no leg is
+# always the one after the writes of the round before.
+rotate() { # I LEGS... -> the legs from index I mod their count on
+    local i=$1
+    shift
+    local n=$# k
+    for ((k = 0; k < n; k++)); do
+        local j=$(((i + k) % n + 1))
+        printf '%s\n' "${!j}"
+    done
+}
 for ((i = 1; i <= ROUNDS; i++)); do
-    r[sc_read]+="$(ours read --pass "$work/pass") "
-    r[raw_read]+="$(qemu_convert "$raw" "$null") "
-    r[luks_read]+="$(qemu_convert "$luks" "$null") "
-    r[store_read]+="$(ours raw-read --offset "$header") "
-    r[sc_write]+="$(ours write --pass "$work/pass") "
-    r[raw_write]+="$(qemu_convert "$file" "$raw") "
-    r[luks_write]+="$(qemu_convert "$file" "$luks") "
-    r[store_write]+="$(ours raw-write --offset "$header") "
-    if [ ${#nbd_legs[@]} -gt 0 ]; then
-        for op in read write; do
-            r[nbd_sc_$op]+="$(nbd sc $op) "
-            r[nbd_raw_$op]+="$(nbd raw $op) "
-            r[nbd_luks_$op]+="$(nbd luks $op) "
-        done
-    fi
+    for kind in read write; do
+        kind_legs=()
+        for l in "${legs[@]}"; do [[ $l == *_$kind ]] && kind_legs+=("$l"); done
+        while read -r l; do measure "$l"; done < <(rotate "$i" "${kind_legs[@]}")
+    done
     line="round $i:"
     for l in "${legs[@]}"; do
         v=${r[$l]% }
