@@ -164,6 +164,11 @@ median() { tr ' ' '\n' | grep . | sort -g | awk '{a[NR]=$1} END {print a[int((NR
 declare -A m
 for l in "${legs[@]}"; do m[$l]=$(echo "${r[$l]}" | median); done
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / b}'; }
+# The median of the per-round ratios of legs A and B (the rounds share their conditions).
+round_ratio() { # A B
+    paste -d' ' <(echo "${r[$1]}" | tr ' ' '\n' | grep .) <(echo "${r[$2]}" | tr ' ' '\n' | grep .) |
+        awk '{printf "%.2f\n", $1 / $2}' | median
+}
 
 echo
 echo "RBD, $SIZE sequential, 2 MiB requests, depth $DEPTH, medians of $ROUNDS (MB/s):"
@@ -183,4 +188,7 @@ if [ ${#nbd_legs[@]} -gt 0 ]; then
             "$(ratio "${m[nbd_sc_$op]}" "${m[nbd_luks_$op]}")x"
     done
 fi
+echo "medians of per-round ratios:" \
+    "read sc/raw $(round_ratio sc_read raw_read)x, sc/luks2 $(round_ratio sc_read luks_read)x;" \
+    "write sc/raw $(round_ratio sc_write raw_write)x, sc/luks2 $(round_ratio sc_write luks_write)x"
 echo "targets: sc/raw >= 0.90x, sc/luks2 >= 1.00x (the OSD runs on the same cores)"
