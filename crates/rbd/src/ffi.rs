@@ -259,13 +259,14 @@ impl Image {
         Ok(img)
     }
 
+    /// Sets a librados option; the copy of its value made here (it may be a cephx `key`)
+    /// is wiped afterwards.
     fn conf_set(&self, key: &str, value: &str) -> io::Result<()> {
         let (k, v) = (cstring(key, "option")?, cstring(value, "option value")?);
         // SAFETY: valid cluster handle (not yet connected), C strings copied by librados.
-        check(
-            unsafe { rados_conf_set(self.cluster, k.as_ptr(), v.as_ptr()) },
-            &format!("option {key}"),
-        )?;
+        let r = unsafe { rados_conf_set(self.cluster, k.as_ptr(), v.as_ptr()) };
+        zeroize::Zeroize::zeroize(&mut v.into_bytes_with_nul());
+        check(r, &format!("option {key}"))?;
         Ok(())
     }
 

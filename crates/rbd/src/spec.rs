@@ -17,7 +17,8 @@
 //!   read. A key without `=VALUE` is an error.
 //!
 //! [`Spec`]'s `Display` is the name used in messages: the pool, namespace, image and
-//! snapshot only, never the options (they may carry a cephx `key`).
+//! snapshot only, never the options (they may carry a cephx `key`), whose values are
+//! wiped when the spec is dropped.
 
 use std::fmt;
 
@@ -41,6 +42,15 @@ pub struct Spec {
     pub user: Option<String>,
     /// Every other `KEY=VALUE`, for `rados_conf_set`, in order.
     pub options: Vec<(String, String)>,
+}
+
+impl Drop for Spec {
+    fn drop(&mut self) {
+        use zeroize::Zeroize as _;
+        for (_, v) in &mut self.options {
+            v.zeroize();
+        }
+    }
 }
 
 /// Why a spec was refused.
@@ -220,8 +230,8 @@ mod tests {
         let s = parse("rbd:rbd/img");
         assert_eq!((s.pool.as_str(), s.image.as_str()), ("rbd", "img"));
         assert_eq!(
-            (s.snap, s.namespace, s.conf, s.user),
-            (None, None, None, None)
+            (&s.snap, &s.namespace, &s.conf, &s.user),
+            (&None, &None, &None, &None)
         );
 
         let s = parse("rbd:pool/ns/img@snap1:conf=/etc/c.conf:id=alice:mon_host=1.2.3.4");
@@ -252,7 +262,7 @@ mod tests {
         assert_eq!(Spec::parse(&s.to_string()).unwrap().image, s.image);
         // An escaped slash stays in the image name; it is no namespace.
         let s = parse(r"rbd:p/a\/b");
-        assert_eq!((s.namespace, s.image.as_str()), (None, "a/b"));
+        assert_eq!((s.namespace.as_deref(), s.image.as_str()), (None, "a/b"));
     }
 
     #[test]

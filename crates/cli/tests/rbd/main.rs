@@ -213,3 +213,19 @@ fn rbd_encryption_format_images_open_from_a_raw_export() {
         std::fs::remove_file(&raw).unwrap();
     }
 }
+
+/// A bad spec is bad input whatever the build; without the `rbd` feature a good one is
+/// refused with the reason.
+#[test]
+fn rbd_specs_are_checked_and_a_build_without_librbd_says_so() {
+    use sectorcrypt_cli::rbd_store::{is_rbd, open_rbd};
+    assert!(is_rbd("rbd:pool/image") && !is_rbd("disk.img"));
+    let e = open_rbd("rbd:image-without-pool", false).unwrap_err();
+    assert_eq!(e.exit_code(), 2, "{}", e.message());
+    assert!(e.message().contains("no pool"), "{}", e.message());
+    if cfg!(not(feature = "rbd")) {
+        let e = open_rbd("rbd:rbd/image", false).unwrap_err();
+        assert_eq!(e.exit_code(), 2, "{}", e.message());
+        assert!(e.message().contains("feature `rbd`"), "{}", e.message());
+    }
+}
