@@ -98,6 +98,23 @@ truncate -s 4M "$work/data"
 cryptsetup luksFormat --type luks2 "${fast[@]}" "${pbkdf2[@]}" --header "$work/hdr" "$work/data"
 cut_seed "$work/hdr" 32768 "$corpus/luks2/cryptsetup-detached-header"
 
+# librbd's layered-clone magic (Ceph's src/librbd/crypto/luks/Magic.cc): RBDL at 0, LDBR
+# for the LUKS2 secondary copy, the checksums left as computed over LUKS / SKUL.
+rbd_clone() { # SOURCE-SEED OUT
+    python3 - "$1" "$2" <<'PY'
+import sys
+d = bytearray(open(sys.argv[1], "rb").read())
+if d[6:8] == b"\0\2":
+    size = int.from_bytes(d[8:16], "big")
+    d[size:size + 4] = b"LDBR"
+d[0:4] = b"RBDL"
+open(sys.argv[2], "wb").write(d)
+PY
+}
+for v in luks1 luks2; do
+    rbd_clone "$corpus/$v/cryptsetup-cbc-essiv-128-unlocks" "$corpus/$v/rbd-clone-magic-unlocks"
+done
+
 # NBD: what real clients send to `sectorcrypt serve` of a 1 MiB LUKS1 volume (512-byte
 # sectors), the export the nbd target's memory stands for.
 cargo build --release -q -p sectorcrypt

@@ -13,9 +13,15 @@ set -euo pipefail
 # images with a known file), python3-cryptography (the reference model tests/geli_ref.py),
 # xz-utils (the compressed FreeBSD-made images).
 # TLS tests: openssl (the command line makes their X.509 certificates).
+# `deps.sh ceph`: the single-node cluster of scripts/ceph.sh (ceph-mon, ceph-osd,
+# ceph-common, uuid-runtime) and librbd-dev/librados-dev, which the `rbd` feature links.
 needed=(pkg-config libssl-dev cryptsetup-bin qemu-utils nbdkit libnbd-bin fuse3
     libengine-gost-openssl e2fsprogs python3-libnbd grub-common dosfstools mtools
     python3-cryptography xz-utils openssl)
+if [ "${1:-}" = ceph ]; then
+    needed=(ceph-mon ceph-osd ceph-common uuid-runtime librbd-dev librados-dev)
+    norec=--no-install-recommends
+fi
 missing=()
 for p in "${needed[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -25,5 +31,5 @@ if [ "${#missing[@]}" -gt 0 ]; then
     sudo=""
     if [ "$(id -u)" != 0 ]; then sudo="sudo"; fi
     $sudo apt-get update -q
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q "${missing[@]}"
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q ${norec:-} "${missing[@]}"
 fi

@@ -13,6 +13,7 @@ use sectorcrypt_volume::format::dump;
 use sectorcrypt_volume::hash::HashAlg;
 use sectorcrypt_volume::kdf::Kdf;
 use sectorcrypt_volume::luks::luks2::HDR_SIZES;
+use sectorcrypt_volume::luks::Magic;
 use sectorcrypt_volume::{formats, Error, Header, Store};
 use serde_json::Value;
 
@@ -60,7 +61,8 @@ pub fn reached(data: &[u8], fix: bool) -> Reached {
 }
 
 /// `data` with the checksum of every LUKS2 header copy in it recomputed: a copy is a
-/// primary magic at 0 or a secondary magic at one of the header sizes, with a valid
+/// primary magic at 0 or a secondary magic at one of the header sizes (cryptsetup's, or
+/// librbd's clone magic, whose checksum covers the real magic), with a valid
 /// header size and a checksum algorithm sectorcrypt knows. The image is extended with
 /// zeros to the end of each such copy, since the checksum covers the whole copy.
 pub fn fix_luks2_checksums(data: &[u8]) -> Vec<u8> {
@@ -68,15 +70,11 @@ pub fn fix_luks2_checksums(data: &[u8]) -> Vec<u8> {
     let offsets = std::iter::once(0).chain(HDR_SIZES);
     for at in offsets {
         let at = at as usize;
-        let magic: &[u8] = if at == 0 {
-            b"LUKS\xba\xbe"
-        } else {
-            b"SKUL\xba\xbe"
-        };
         let Some(bin) = img.get(at..at + 512) else {
             continue;
         };
-        if &bin[..6] != magic || bin[6..8] != [0, 2] {
+        // cryptsetup's magic, or librbd's clone magic (its checksum is the real one's).
+        if Magic::of(bin, at != 0).is_none() || bin[6..8] != [0, 2] {
             continue;
         }
         let size = u64::from_be_bytes(bin[8..16].try_into().expect("8 bytes"));
@@ -97,7 +95,9 @@ pub fn fix_luks2_checksums(data: &[u8]) -> Vec<u8> {
         }
         let csum = at + 448..at + 512;
         img[csum.clone()].fill(0);
-        let sum = hash.digest(&[&img[at..end]]);
+        let mut real = img[at..at + 6].to_vec();
+        Magic::as_real(&mut real);
+        let sum = hash.digest(&[&real, &img[at + 6..end]]);
         img[csum.start..csum.start + sum.len()].copy_from_slice(&sum);
     }
     img

@@ -209,6 +209,11 @@ pub struct FormatArgs {
     /// LUKS2 label.
     #[arg(long, value_name = "L")]
     pub label: Option<String>,
+    /// Lay the volume out for an RBD image of this object size (a power of two, 4K to
+    /// 32M), as `rbd encryption format` does: data aligned to an object. Automatic on an
+    /// rbd: image.
+    #[arg(long, value_name = "BYTES")]
+    pub rbd_object_size: Option<String>,
     /// GELI: the metadata version to write (geli's -V), 1 to 7.
     #[arg(long, value_name = "N", default_value_t = 7)]
     pub geli_version: u32,

@@ -339,6 +339,7 @@ fn init(a: InitArgs, v: bool) -> Result<(), Failure> {
         key_size: a.keylen.filter(|&n| n != 0),
         sector_size: a.sectorsize.filter(|&n| n != 0),
         label: None,
+        rbd_object_size: None,
         geli_version: version,
         geli_boot: a.boot,
         geli_boot_loader: a.geliboot,

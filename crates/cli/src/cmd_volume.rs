@@ -55,7 +55,27 @@ fn describe_kdf(h: &Header, slot: usize) -> String {
         .map_or_else(|_| "?".to_string(), |k| k.to_string())
 }
 
+/// `--rbd-object-size`: a power of two from 4 KiB to 32 MiB, rbd's object sizes.
+fn rbd_object_size(a: &FormatArgs) -> Result<Option<u64>, Failure> {
+    let Some(text) = &a.rbd_object_size else {
+        return Ok(None);
+    };
+    if a.luks_type == LuksType::Geli {
+        return Err(Failure::usage(
+            "--rbd-object-size lays out luks1 and luks2 volumes only",
+        ));
+    }
+    let n = parse_size(text)?;
+    if !n.is_power_of_two() || !(4096..=32 << 20).contains(&n) {
+        return Err(Failure::usage(format!(
+            "--rbd-object-size {text}: an rbd object size is a power of two from 4K to 32M"
+        )));
+    }
+    Ok(Some(n))
+}
+
 pub fn format(a: FormatArgs) -> Result<(), Failure> {
+    let data_alignment = rbd_object_size(&a)?;
     let version = match a.luks_type {
         LuksType::Luks1 => Version::Luks1,
         LuksType::Luks2 => Version::Luks2,
@@ -157,6 +177,7 @@ pub fn format(a: FormatArgs) -> Result<(), Failure> {
             kdf,
             label: a.label.clone().unwrap_or_default(),
             data_offset: None,
+            data_alignment,
             uuid: None,
         };
         let pass = passphrase::new(a.key.key_file.as_deref())?;

@@ -8,11 +8,13 @@
 //! - an `nbdkit` process for a test ([`nbdkit::Nbdkit`]);
 //! - the report of which backends a test binary runs and which it skips ([`usable`]);
 //! - X.509 certificates for TLS tests, made with the openssl command line (`tls`);
+//! - a single-node Ceph cluster shared by a test binary's tests ([`ceph`], `require_ceph!`);
 //! - with the `openssl` feature, OpenSSL as the reference model (`reference`: EVP calls,
 //!   and dm-crypt's sectors one at a time).
 #![forbid(unsafe_code)]
 
 pub mod nbdkit;
+pub mod ceph;
 #[cfg(feature = "openssl")]
 pub mod reference;
 pub mod tls;

@@ -57,6 +57,13 @@ pub trait Store: fmt::Debug + Send + Sync {
             format!("{} cannot discard", self.name()),
         ))
     }
+
+    /// The unit the store is cut into, when it has one (an RBD image's object size, a
+    /// power of two): new volumes align their data offset to it, as librbd does. The
+    /// default: `None`.
+    fn object_size(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// A store shared by its owner and an engine over it (the engine takes its store by

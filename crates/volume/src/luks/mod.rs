@@ -5,6 +5,8 @@
 //! - `keyslot.rs`: the keyslot material both versions share (key derivation, area
 //!   encryption, the volume key digest, trying keyslots), `af.rs` the anti-forensic
 //!   splitter, `fields.rs` binary field access;
+//! - [`Magic`] (`magic.rs`): cryptsetup's magic, or librbd's layered-clone magic, which
+//!   both versions read, keep on every write, and leave out of their checksums;
 //! - [`Rule`] (`rules.rs`): the named rules a header must keep to be used;
 //! - this file: creating volumes ([`format()`], and [`format_at`] for a detached
 //!   header, whose data offset is 0 as cryptsetup's `luksFormat --header` makes it).
@@ -22,11 +24,13 @@ mod fields;
 mod keyslot;
 pub mod luks1;
 pub mod luks2;
+mod magic;
 mod rules;
 
 pub use keyslot::{cipher_spec, ciphers, crypt_area, seal_material};
 pub use luks1::Luks1;
 pub use luks2::Luks2;
+pub use magic::Magic;
 pub use rules::Rule;
 
 use crate::error::{Error, Result};
@@ -34,6 +38,7 @@ use crate::format::{Format, Header, NewKeyslot, Unlocked};
 use crate::hash::HashAlg;
 use crate::kdf::{Kdf, KdfKind, KdfOptions};
 use crate::store::{self, Placement, Store};
+use fields::align_up;
 use sectorcrypt_crypto::dmcrypt::{SectorCipher, SectorLayout};
 use zeroize::Zeroizing;
 
@@ -99,6 +104,13 @@ pub struct FormatOptions {
     pub label: String,
     /// LUKS2 data offset in bytes (default 16 MiB).
     pub data_offset: Option<u64>,
+    /// Aligns the data offset (of an attached header) to this many bytes, a power of two
+    /// from 4096, as cryptsetup's `--align-payload` and librbd (which asks for its image's
+    /// object size) do: LUKS1's payload starts at the first multiple after the keyslots,
+    /// LUKS2's data at the first multiple from 16 MiB (the keyslots area keeps its size).
+    /// `None`: the data store's [`Store::object_size`] when it has one, else cryptsetup's
+    /// 1 MiB.
+    pub data_alignment: Option<u64>,
     /// A UUID to use instead of a random one.
     pub uuid: Option<String>,
 }
@@ -113,6 +125,7 @@ impl Default for FormatOptions {
             kdf: KdfOptions::default(),
             label: String::new(),
             data_offset: None,
+            data_alignment: None,
             uuid: None,
         }
     }
@@ -141,9 +154,24 @@ type NewHeader = (Box<dyn Format>, u64, u64, u64);
 
 /// A new header of `opts.version` in memory for `key`. A `detached` header keeps the
 /// default metadata size and puts the data at offset 0 of the data device (LUKS2: at
-/// `opts.data_offset` when given), as cryptsetup does.
-fn new_header(opts: &FormatOptions, key: &[u8], uuid: &str, detached: bool) -> Result<NewHeader> {
+/// `opts.data_offset` when given), as cryptsetup does. An attached header's data is
+/// aligned to `align` bytes when given (see [`FormatOptions::data_alignment`]).
+fn new_header(
+    opts: &FormatOptions,
+    key: &[u8],
+    uuid: &str,
+    detached: bool,
+    align: Option<u64>,
+) -> Result<NewHeader> {
     let forced = opts.kdf.force_iterations.is_some();
+    let align = if detached { None } else { align };
+    if let Some(a) = align {
+        if !a.is_power_of_two() || a < 4096 {
+            return Err(Error::invalid(format!(
+                "data alignment {a}: it must be a power of two of at least 4096 bytes"
+            )));
+        }
+    }
     match opts.version {
         Version::Luks2 => {
             if !luks2::SECTOR_SIZES.contains(&opts.sector_size) {
@@ -157,10 +185,10 @@ fn new_header(opts: &FormatOptions, key: &[u8], uuid: &str, detached: bool) -> R
             }
             let data_offset = match (opts.data_offset, detached) {
                 (Some(o), _) => o,
-                (None, false) => LUKS2_DEFAULT_DATA_OFFSET,
+                (None, false) => align_up(LUKS2_DEFAULT_DATA_OFFSET, align.unwrap_or(1)),
                 (None, true) => 0,
             };
-            let metadata_size = if detached {
+            let metadata_size = if detached || opts.data_offset.is_none() {
                 LUKS2_DEFAULT_DATA_OFFSET
             } else {
                 data_offset
@@ -195,6 +223,9 @@ fn new_header(opts: &FormatOptions, key: &[u8], uuid: &str, detached: bool) -> R
             let hash = opts.kdf.hash;
             let iterations = digest_iterations(hash, key.len(), forced)?;
             let mut h = Luks1::format(&opts.cipher, key, hash, uuid, iterations)?;
+            if let Some(a) = align {
+                h.payload_offset = (align_up(h.metadata_size(), a) / 512) as u32;
+            }
             let mut meta = h.payload_offset as u64 * 512;
             if detached {
                 // The keyslot areas (all eight, measured while the payload still bounds
@@ -257,7 +288,9 @@ pub fn format_at(
         None => new_uuid()?,
     };
     let image = store::size(at.data())?;
-    let (mut header, meta, offset, sector) = new_header(opts, &key, &uuid, at.is_detached())?;
+    let align = opts.data_alignment.or_else(|| at.data().object_size());
+    let (mut header, meta, offset, sector) =
+        new_header(opts, &key, &uuid, at.is_detached(), align)?;
     if image < offset + sector {
         return Err(Error::invalid(format!(
             "the image has {image} bytes; a {} volume needs at least {} ({offset} of \

@@ -7,4 +7,5 @@ mod concurrency;
 mod failures;
 mod fixture;
 mod layout;
+mod objects;
 mod pipes;

@@ -5,5 +5,7 @@
 mod common;
 mod from_tools;
 mod negative;
+mod rbd_clone;
+mod rbd_layout;
 mod to_tools;
 mod validation;

@@ -21,6 +21,7 @@ mod layout;
 use super::af;
 use super::fields::{align_up, be16, be32, cstr, put_cstr};
 use super::keyslot::{cipher_spec, digest_matches, seal_material, try_keyslots, Material};
+use super::magic::Magic;
 use crate::error::{Error, HeaderError, KeyslotError, Result};
 use crate::format::dump::{Field, Item, Report, Section};
 use crate::format::{
@@ -37,7 +38,6 @@ use zeroize::Zeroizing;
 pub const HEADER_LEN: usize = 592;
 /// Keyslots in a LUKS1 header.
 pub const KEYSLOTS: usize = 8;
-const MAGIC: &[u8; 6] = b"LUKS\xba\xbe";
 const ACTIVE: u32 = 0x00AC_71F3;
 const DISABLED: u32 = 0x0000_DEAD;
 const DIGEST_LEN: usize = 20;
@@ -63,6 +63,8 @@ pub struct Slot {
 #[derive(Clone)]
 pub struct Luks1 {
     raw: [u8; HEADER_LEN],
+    /// cryptsetup's magic, or librbd's layered-clone magic (kept on every write).
+    pub magic: Magic,
     /// Cipher name, e.g. "aes".
     pub cipher_name: String,
     /// Cipher mode, e.g. "xts-plain64".
@@ -112,9 +114,10 @@ impl Luks1 {
         if first.len() < HEADER_LEN {
             return Err(Error::truncated("the image is shorter than a luks1 header"));
         }
-        if &first[..6] != MAGIC || be16(first, 6) != 1 {
-            return Err(HeaderError::Unrecognised("no luks1 magic".into()).into());
-        }
+        let magic = match Magic::of(first, false) {
+            Some(m) if be16(first, 6) == 1 => m,
+            _ => return Err(HeaderError::Unrecognised("no luks1 magic".into()).into()),
+        };
         let raw: [u8; HEADER_LEN] = first[..HEADER_LEN].try_into().expect("592 bytes");
         let slots = std::array::from_fn(|i| {
             let at = 208 + 48 * i;
@@ -130,6 +133,7 @@ impl Luks1 {
         });
         Ok(Luks1 {
             raw,
+            magic,
             cipher_name: cstr(&raw[8..40], "cipher name")?,
             cipher_mode: cstr(&raw[40..72], "cipher mode")?,
             hash_spec: cstr(&raw[72..104], "hash spec")?,
@@ -180,7 +184,7 @@ impl Luks1 {
         cipher_spec(cipher, key.len())?;
         let (name, mode) = cipher.split_once('-').expect("validated cipher string");
         let mut raw = [0u8; HEADER_LEN];
-        raw[..6].copy_from_slice(MAGIC);
+        raw[..6].copy_from_slice(Magic::Luks.primary());
         raw[6..8].copy_from_slice(&1u16.to_be_bytes());
         let mut mk_salt = [0u8; 32];
         crate::random(&mut mk_salt)?;
@@ -201,6 +205,7 @@ impl Luks1 {
         let payload = align_up(8 + KEYSLOTS as u64 * km as u64, 2048) as u32;
         Ok(Luks1 {
             raw,
+            magic: Magic::Luks,
             cipher_name: name.to_string(),
             cipher_mode: mode.to_string(),
             hash_spec: hash.name().to_string(),
@@ -217,7 +222,7 @@ impl Luks1 {
 
     fn serialize(&self) -> Result<[u8; HEADER_LEN]> {
         let mut b = self.raw;
-        b[..6].copy_from_slice(MAGIC);
+        b[..6].copy_from_slice(self.magic.primary());
         b[6..8].copy_from_slice(&1u16.to_be_bytes());
         put_cstr(&mut b[8..40], &self.cipher_name, "cipher name")?;
         put_cstr(&mut b[40..72], &self.cipher_mode, "cipher mode")?;
@@ -408,7 +413,7 @@ pub(crate) const KDF_KINDS: &[KdfKind] = &[KdfKind::Pbkdf2];
 
 /// Whether the store starts with the LUKS magic and version 1.
 fn is_luks1(head: &[u8]) -> bool {
-    head.len() >= 8 && &head[..6] == MAGIC && head[6..8] == [0, 1]
+    head.len() >= 8 && Magic::of(head, false).is_some() && head[6..8] == [0, 1]
 }
 
 /// Recognises a LUKS1 header: the LUKS magic with version 1.
@@ -622,20 +627,27 @@ impl Format for Luks1 {
                 },
             })
             .collect();
+        let mut fields = vec![Field::new("Version", 1)];
+        if self.magic != Magic::Luks {
+            fields.insert(0, Field::new("Magic", self.magic.describe()));
+        }
         Report {
             title: "LUKS header information",
             blank_after_title: true,
             value_column: 16,
-            fields: vec![
-                Field::new("Version", 1),
-                Field::new("Cipher name", &self.cipher_name),
-                Field::new("Cipher mode", &self.cipher_mode),
-                Field::new("Hash spec", &self.hash_spec),
-                Field::new("Payload offset", self.payload_offset),
-                Field::new("MK bits", u64::from(self.key_bytes) * 8),
-                Field::new("MK iterations", self.mk_iterations),
-                Field::new("UUID", &self.uuid),
-            ],
+            fields: [
+                fields,
+                vec![
+                    Field::new("Cipher name", &self.cipher_name),
+                    Field::new("Cipher mode", &self.cipher_mode),
+                    Field::new("Hash spec", &self.hash_spec),
+                    Field::new("Payload offset", self.payload_offset),
+                    Field::new("MK bits", u64::from(self.key_bytes) * 8),
+                    Field::new("MK iterations", self.mk_iterations),
+                    Field::new("UUID", &self.uuid),
+                ],
+            ]
+            .concat(),
             blank_after_fields: true,
             sections: vec![Section {
                 title: None,

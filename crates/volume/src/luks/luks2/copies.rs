@@ -20,7 +20,8 @@
 //!
 //! Binary header layout (all integers big-endian):
 //! ```text
-//!   0 magic[6]  "LUKS\xba\xbe" (primary) / "SKUL\xba\xbe" (secondary)
+//!   0 magic[6]  "LUKS\xba\xbe" (primary) / "SKUL\xba\xbe" (secondary), or librbd's
+//!               clone magic "RBDL\xba\xbe" / "LDBR\xba\xbe" (checksummed as the real one)
 //!   6 version   u16 = 2
 //!   8 hdr_size  u64 (binary header + json area: 16 KiB .. 4 MiB, a power of two)
 //!  16 seqid     u64
@@ -33,14 +34,13 @@ use super::Luks2;
 use crate::error::{Error, HeaderError, Result};
 use crate::hash::HashAlg;
 use crate::luks::fields::{be16, be64, cstr, put_cstr};
+use crate::luks::magic::Magic;
 use crate::luks::rules::{detail, Rule};
 use crate::store::{self, Store};
 use serde_json::Value;
 
 /// Size of the binary part of each header copy.
 pub const BIN_SIZE: usize = 4096;
-pub(super) const MAGIC_PRIMARY: &[u8; 6] = b"LUKS\xba\xbe";
-const MAGIC_SECONDARY: &[u8; 6] = b"SKUL\xba\xbe";
 /// The header sizes the specification allows (binary header + JSON area), which are also
 /// the offsets where a secondary copy may be.
 pub const HDR_SIZES: [u64; 9] = [
@@ -62,6 +62,8 @@ pub(super) const COPY: [&str; 2] = ["primary", "secondary"];
 /// The fields of the binary header that both copies share.
 #[derive(Debug, Clone)]
 pub(super) struct Binary {
+    /// The magic of the copy read, written back on both copies.
+    pub(super) magic: Magic,
     pub(super) hdr_size: u64,
     pub(super) seqid: u64,
     pub(super) label: String,
@@ -115,6 +117,7 @@ fn checksum(alg: &str, copy: &[u8]) -> Result<Vec<u8>> {
         .map_err(|_| Rule::Luks2Checksum.broken(format!("unknown checksum algorithm {alg:?}")))?;
     let mut zeroed = copy.to_vec();
     zeroed[CSUM].fill(0);
+    Magic::as_real(&mut zeroed);
     Ok(hash.digest(&[&zeroed]))
 }
 
@@ -188,14 +191,9 @@ fn read_copy(store: &dyn Store, at: u64, secondary: bool) -> Read {
             e => Read::Absent(e),
         };
     }
-    let magic = if secondary {
-        MAGIC_SECONDARY
-    } else {
-        MAGIC_PRIMARY
-    };
-    if &bin[..6] != magic {
+    let Some(magic) = Magic::of(&bin, secondary) else {
         return Read::Absent(Rule::Luks2Magic.broken(format!("no magic at {at}")));
-    }
+    };
     let size = match binary_size(&bin, at, secondary) {
         Ok(s) => s,
         Err(e) => return Read::Damaged(e),
@@ -212,6 +210,7 @@ fn read_copy(store: &dyn Store, at: u64, secondary: bool) -> Read {
     }
     let strings = || -> Result<Binary> {
         Ok(Binary {
+            magic,
             hdr_size: size,
             seqid: be64(&copy, 16),
             label: cstr(&copy[24..72], "label")?,
@@ -359,9 +358,9 @@ impl Luks2 {
         let b = &self.bin;
         let mut buf = vec![0u8; b.hdr_size as usize];
         buf[..6].copy_from_slice(if which == 0 {
-            MAGIC_PRIMARY
+            b.magic.primary()
         } else {
-            MAGIC_SECONDARY
+            b.magic.secondary()
         });
         buf[6..8].copy_from_slice(&2u16.to_be_bytes());
         buf[8..16].copy_from_slice(&b.hdr_size.to_be_bytes());

@@ -28,6 +28,7 @@ pub use copies::{BIN_SIZE, HDR_SIZES};
 pub use json::{Digest, Keyslot, Segment, MAX_KEYSLOTS, MAX_KEYSLOTS_SIZE};
 
 use super::keyslot::{cipher_spec, try_keyslots, Material};
+use super::magic::Magic;
 use super::rules::Rule;
 use copies::{Binary, Found};
 use json::{id_list_text, keyslot_kdf, obj};
@@ -103,9 +104,9 @@ pub(crate) const KDF_KINDS: &[KdfKind] = &[KdfKind::Argon2id, KdfKind::Argon2i, 
 /// Recognises LUKS2: the LUKS magic at the start (any version but 1, which LUKS1 took) or a
 /// secondary header copy at one of the allowed offsets.
 fn detect(p: &Probe<'_>) -> Detected {
-    let magic = copies::MAGIC_PRIMARY;
     let n = p.head.len();
-    if n < magic.len() && n != 0 && p.head == &magic[..n] {
+    let prefix = |m: Magic| p.head == &m.primary()[..n];
+    if n < 6 && n != 0 && (prefix(Magic::Luks) || prefix(Magic::RbdClone)) {
         return Some(Err(Error::truncated(
             "the image ends inside the luks header",
         )));
@@ -202,6 +203,7 @@ impl Luks2 {
         }
         Ok(Luks2 {
             bin: Binary {
+                magic: Magic::Luks,
                 hdr_size,
                 seqid: 0,
                 label: p.label.to_string(),
@@ -552,6 +554,9 @@ impl Format for Luks2 {
                 },
             ),
         ];
+        if b.magic != Magic::Luks {
+            fields.insert(0, Field::new("Magic", b.magic.describe()));
+        }
         if config["requirements"]["mandatory"].is_array() {
             let req = id_list_text(&config["requirements"]["mandatory"]);
             fields.push(Field::new("Requirements", req));

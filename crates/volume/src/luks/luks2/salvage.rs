@@ -9,6 +9,7 @@ use super::copies::{self, Binary, Read, BIN_SIZE, COPY, HDR_SIZES};
 use super::Luks2;
 use crate::format::{Format, Probe, Salvaged};
 use crate::luks::fields::be64;
+use crate::luks::magic::Magic;
 use crate::luks::rules::detail;
 use crate::store;
 use serde_json::Value;
@@ -25,6 +26,7 @@ fn unchecked_binary(head: &[u8]) -> Binary {
     };
     let num = |at: usize| head.get(at..at + 8).map_or(0, |b| be64(b, 0));
     Binary {
+        magic: Magic::of(head, false).unwrap_or_default(),
         hdr_size: num(8),
         seqid: num(16),
         label: text(24, 48),

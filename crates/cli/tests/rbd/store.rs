@@ -1,0 +1,225 @@
+//! The RBD store on a real cluster: what it reads and writes is what the `rbd` tool sees,
+//! requests from many threads at once, flush, discard, the end of the image, snapshots;
+//! the three formats formatted, written and read back through it (LUKS ones also decrypted
+//! by librbd itself); `rbd encryption format` images unlocked through it.
+
+use super::{dd_from_librbd, MIB};
+use sectorcrypt_cli::rbd_store::open_rbd;
+use sectorcrypt_testkit::ceph::Cluster;
+use sectorcrypt_testkit::{pattern, require_ceph};
+use sectorcrypt_volume::engine::{EngineOptions, Volume};
+use sectorcrypt_volume::geli::init::{init, InitOptions};
+use sectorcrypt_volume::hash::HashAlg;
+use sectorcrypt_volume::kdf::KdfOptions;
+use sectorcrypt_volume::luks::{format, FormatOptions, Version};
+use sectorcrypt_volume::{FileStore, Header, Store};
+use std::io::ErrorKind;
+use std::path::Path;
+
+fn exported(c: &Cluster, image: &str, dir: &std::path::Path) -> Vec<u8> {
+    let out = dir.join(format!("{}.raw", image.replace('/', "_")));
+    c.rbd(&["export", "--no-progress", image, out.to_str().unwrap()]);
+    let bytes = std::fs::read(&out).unwrap();
+    std::fs::remove_file(&out).unwrap();
+    bytes
+}
+
+#[test]
+fn rbd_store_io_matches_the_rbd_tool() {
+    let c = require_ceph!();
+    let dir = tempfile::tempdir().unwrap();
+    c.rbd(&["create", "rbd/store", "--size", "24M"]);
+    let spec = c.spec("rbd/store");
+    let store = open_rbd(&spec, true).unwrap();
+    assert_eq!(store.size().unwrap(), 24 * MIB);
+    assert_eq!(store.object_size(), Some(4 * MIB));
+    assert_eq!(store.name(), "rbd:rbd/store", "no options in the name");
+
+    // Across an object boundary, then eight threads at once on distinct ranges.
+    let a = pattern(2 * MIB as usize + 5, 1);
+    store.write_at(&a, 3 * MIB).unwrap();
+    std::thread::scope(|s| {
+        for i in 0..8u64 {
+            let store = &store;
+            s.spawn(move || {
+                let d = pattern(MIB as usize, 10 + i);
+                store.write_at(&d, (12 + i) * MIB).unwrap();
+                let mut back = vec![0u8; d.len()];
+                store.read_at(&mut back, (12 + i) * MIB).unwrap();
+                assert!(back == d, "thread {i}");
+            });
+        }
+    });
+    store.sync().unwrap();
+    let mut back = vec![0u8; a.len()];
+    store.read_at(&mut back, 3 * MIB).unwrap();
+    assert!(back == a);
+    let raw = exported(c, "rbd/store", dir.path());
+    assert!(
+        raw[3 * MIB as usize..][..a.len()] == a[..],
+        "rbd export sees the write"
+    );
+    assert!(raw[15 * MIB as usize..16 * MIB as usize] == pattern(MIB as usize, 13)[..]);
+
+    // The end: a read across it is refused whole, never short.
+    let mut tail = vec![7u8; 8192];
+    let e = store.read_at(&mut tail, 24 * MIB - 4096).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::UnexpectedEof, "{e}");
+    assert!(store.read_at(&mut tail[..4096], 24 * MIB - 4096).is_ok());
+
+    // Discard: whole objects read back as zeros.
+    store.discard(12 * MIB, 4 * MIB).unwrap();
+    let mut z = vec![1u8; 4 * MIB as usize];
+    store.read_at(&mut z, 12 * MIB).unwrap();
+    assert!(z.iter().all(|&b| b == 0));
+
+    // A snapshot keeps its bytes and is read-only.
+    c.rbd(&["snap", "create", "rbd/store@s1"]);
+    store.write_at(&pattern(4096, 99), 3 * MIB).unwrap();
+    let snap = open_rbd(&c.spec("rbd/store@s1"), false).unwrap();
+    let mut old = vec![0u8; 4096];
+    snap.read_at(&mut old, 3 * MIB).unwrap();
+    assert!(old == a[..4096]);
+    let e = snap.write_at(&old, 0).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::PermissionDenied, "{e}");
+    let f = open_rbd(&c.spec("rbd/store@s1"), true).unwrap_err();
+    assert_eq!(f.exit_code(), 2, "{}", f.message());
+    drop((store, snap));
+    c.rbd(&["snap", "purge", "--no-progress", "rbd/store"]);
+    c.rbd(&["rm", "--no-progress", "rbd/store"]);
+
+    let missing = open_rbd(&c.spec("rbd/no-such-image"), false).unwrap_err();
+    assert_eq!(missing.exit_code(), 2, "{}", missing.message());
+    assert!(
+        missing.message().contains("no-such-image"),
+        "{}",
+        missing.message()
+    );
+    let bad = open_rbd("rbd:no-pool-separator", false).unwrap_err();
+    assert_eq!(bad.exit_code(), 2, "{}", bad.message());
+}
+
+/// A cluster that does not answer is an error (exit 1) within the mount timeout given as
+/// an option of the spec (after the conf file, so it wins), not a hang.
+#[test]
+fn an_unreachable_cluster_fails_within_its_timeout() {
+    let c = require_ceph!();
+    let spec = format!(
+        r"{}:mon_host=[v2\:127.0.0.1\:9]:client_mount_timeout=3",
+        c.spec("rbd/anything")
+    );
+    let t = std::time::Instant::now();
+    let e = open_rbd(&spec, false).unwrap_err();
+    assert_eq!(e.exit_code(), 1, "{}", e.message());
+    assert!(t.elapsed().as_secs() < 20, "{:?}", t.elapsed());
+    assert!(!e.message().contains("mon_host"), "{}", e.message());
+}
+
+fn fast_pbkdf2() -> KdfOptions {
+    KdfOptions {
+        force_iterations: Some(1000),
+        ..KdfOptions::pbkdf2(HashAlg::Sha256)
+    }
+}
+
+fn engine(h: &Header, store: Box<dyn Store>, pass: &[u8]) -> Volume {
+    let u = h.unlock(store.as_ref(), pass).unwrap();
+    u.engine(store, EngineOptions::default()).unwrap()
+}
+
+/// LUKS2, LUKS1 and GELI formatted on an RBD image of 8 MiB objects (LUKS data aligned to
+/// them by itself), written and read back through the store; the LUKS ones read by
+/// librbd's own decryption too.
+#[test]
+fn three_formats_through_the_rbd_store() {
+    let c = require_ceph!();
+    let dir = tempfile::tempdir().unwrap();
+    let pass = b"three formats";
+    let key = dir.path().join("pass");
+    std::fs::write(&key, pass).unwrap();
+    for name in ["luks2", "luks1", "geli"] {
+        let image = format!("rbd/three-{name}");
+        c.rbd(&["create", &image, "--size", "40M", "--object-size", "8M"]);
+        let spec = c.spec(&image);
+        let store = open_rbd(&spec, true).unwrap();
+        let data_offset = match name {
+            "geli" => {
+                let opts = InitOptions {
+                    iterations: Some(1000),
+                    ..InitOptions::default()
+                };
+                init(store.as_ref(), &opts, &[], pass)
+                    .unwrap()
+                    .1
+                    .data_offset
+            }
+            _ => {
+                let opts = FormatOptions {
+                    version: if name == "luks1" {
+                        Version::Luks1
+                    } else {
+                        Version::Luks2
+                    },
+                    sector_size: if name == "luks1" { 512 } else { 4096 },
+                    kdf: fast_pbkdf2(),
+                    ..FormatOptions::default()
+                };
+                format(store.as_ref(), &opts, pass, None)
+                    .unwrap()
+                    .1
+                    .data_offset
+            }
+        };
+        let expect = match name {
+            "luks2" => 16 * MIB,
+            "luks1" => 8 * MIB,
+            _ => 0,
+        };
+        assert_eq!(data_offset, expect, "{name}: data aligned to the objects");
+        let h = Header::read(store.as_ref()).unwrap();
+        let vol = engine(&h, store, pass);
+        let plain = pattern(vol.size() as usize, 30);
+        vol.write_at(&plain, 0).unwrap();
+        vol.flush().unwrap();
+        drop(vol);
+
+        let store = open_rbd(&spec, false).unwrap();
+        let h = Header::read(store.as_ref()).unwrap();
+        assert_eq!(h.name(), name);
+        let vol = engine(&h, store, pass);
+        let mut back = vec![0u8; plain.len()];
+        vol.read_at(&mut back, 0).unwrap();
+        assert!(back == plain, "{name}: read back through the store");
+        if name != "geli" {
+            let short = image.trim_start_matches("rbd/");
+            if let Some(out) = dd_from_librbd(c, short, qemu_format(name), &key, dir.path()) {
+                assert!(out == plain, "{name}: librbd's plaintext");
+            }
+        }
+        c.rbd(&["rm", "--no-progress", &image]);
+    }
+}
+
+fn qemu_format(luks: &str) -> &'static str {
+    if luks == "luks1" {
+        "luks"
+    } else {
+        "luks2"
+    }
+}
+
+/// What `rbd encryption format` made, and librbd filled, unlocked through the store; the
+/// same key reads the raw export `raw` of it too.
+pub fn open_through_the_store(c: &Cluster, image: &str, pass: &[u8], plain: &[u8], raw: &Path) {
+    let store = open_rbd(&c.spec(image), false).unwrap();
+    let h = Header::read(store.as_ref()).unwrap();
+    let u = h.unlock(store.as_ref(), pass).unwrap();
+    let exported = Box::new(FileStore::open(raw, false).unwrap());
+    for (what, store) in [("the rbd store", store), ("the raw export", exported as _)] {
+        let vol = u.engine(store, EngineOptions::default()).unwrap();
+        assert_eq!(vol.size(), plain.len() as u64);
+        let mut back = vec![0u8; plain.len()];
+        vol.read_at(&mut back, 0).unwrap();
+        assert!(back == plain, "{image}: the plaintext through {what}");
+    }
+}
