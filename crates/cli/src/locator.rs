@@ -1,8 +1,10 @@
 //! The store locator: the one place where an IMAGE (or `--header`) argument becomes a
 //! store. A path is a local file or block device; an NBD URI (`nbd://host[:port]/export`,
 //! `nbd+unix:///export?socket=PATH`; `nbds://` is parsed and refused until TLS comes) is
-//! an export reached through the NBD client. Another kind of store is one more arm of
-//! [`Location`] and of [`open`].
+//! an export reached through the NBD client; an `rbd:POOL/IMAGE[@SNAP][:conf=FILE]...` spec
+//! (qemu's syntax) is a Ceph RBD image reached through librbd (`sectorcrypt_cli::rbd_store`,
+//! in builds with the `rbd` feature). Another kind of store is one more arm of
+//! [`Location`] and of [`open_remote`].
 //!
 //! The remote options (`--connections`, `--retry`, `--remote-timeout`) are global flags,
 //! set once by `main` before a command runs ([`configure`]).
@@ -22,6 +24,8 @@ pub enum Location {
     Local,
     /// An NBD export.
     Nbd(NbdUri),
+    /// A Ceph RBD image (its spec, as given).
+    Rbd(sectorcrypt_rbd::Spec),
 }
 
 /// How remote stores are reached (the global flags).
@@ -52,6 +56,11 @@ fn options() -> RemoteOptions {
 
 /// What `arg` names. A URI that does not parse is bad input (exit 2).
 pub fn locate(arg: &Path) -> Result<Location, Failure> {
+    if let Some(text) = arg.to_str().filter(|t| sectorcrypt_rbd::is_rbd(t)) {
+        return sectorcrypt_rbd::Spec::parse(text)
+            .map(Location::Rbd)
+            .map_err(Failure::usage);
+    }
     let Some(text) = arg.to_str().filter(|t| uri::is_nbd_uri(t)) else {
         return Ok(Location::Local);
     };
@@ -82,6 +91,12 @@ pub fn open_remote(arg: &Path, write: bool) -> Result<Option<ImageStore>, Failur
                 )));
             }
             Ok(Some(ImageStore::remote(Box::new(store), u.to_string())))
+        }
+        Location::Rbd(spec) => {
+            let text = arg.to_str().expect("an rbd: spec is text");
+            let store = sectorcrypt_cli::rbd_store::open_rbd(text, write)?;
+            // The lock key names the image without its options (a `key=` is a secret).
+            Ok(Some(ImageStore::remote(store, spec.to_string())))
         }
     }
 }

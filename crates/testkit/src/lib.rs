@@ -13,8 +13,8 @@
 //!   and dm-crypt's sectors one at a time).
 #![forbid(unsafe_code)]
 
-pub mod nbdkit;
 pub mod ceph;
+pub mod nbdkit;
 #[cfg(feature = "openssl")]
 pub mod reference;
 pub mod tls;

@@ -9,6 +9,9 @@
 //! it cannot start.
 
 #[cfg(feature = "rbd")]
+#[path = "../support/served.rs"]
+mod served;
+#[cfg(feature = "rbd")]
 mod store;
 #[path = "../support/mod.rs"]
 mod support;

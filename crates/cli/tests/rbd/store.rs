@@ -3,6 +3,7 @@
 //! the three formats formatted, written and read back through it (LUKS ones also decrypted
 //! by librbd itself); `rbd encryption format` images unlocked through it.
 
+use super::support::{ok, ok_bytes, s, sc};
 use super::{dd_from_librbd, MIB};
 use sectorcrypt_cli::rbd_store::open_rbd;
 use sectorcrypt_testkit::ceph::Cluster;
@@ -222,4 +223,72 @@ pub fn open_through_the_store(c: &Cluster, image: &str, pass: &[u8], plain: &[u8
         vol.read_at(&mut back, 0).unwrap();
         assert!(back == plain, "{image}: the plaintext through {what}");
     }
+}
+
+/// The commands take an `rbd:` spec as their image: `format` on an empty RBD image (its
+/// size the image's, the data aligned to its objects), `write` and `read` through librbd,
+/// `dump`, and `serve` as an encrypting NBD front of the image; the raw image that
+/// `rbd export` gives holds ciphertext that opens here as a file.
+#[test]
+fn volume_commands_take_an_rbd_spec() {
+    let c = require_ceph!();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let k = d.join("k");
+    std::fs::write(&k, b"rbd commands").unwrap();
+    c.rbd(&["create", "--size", "48M", "--object-size", "4M", "rbd/cmds"]);
+    let spec = c.spec("rbd/cmds");
+    let fast = ["--pbkdf", "pbkdf2", "--pbkdf-force-iterations", "1000"];
+    let key = ["--key-file", s(&k)];
+    let args = [
+        &["format", &spec, "--type", "luks2", "--batch"][..],
+        &key,
+        &fast,
+    ]
+    .concat();
+    ok(sc(&args, b""));
+    let dump = ok_bytes(sc(&["dump", &spec, "--json"], b""));
+    let v: serde_json::Value = serde_json::from_slice(&dump).unwrap();
+    let offset = v["segments"]["0"]["offset"]
+        .as_str()
+        .unwrap()
+        .parse::<u64>()
+        .unwrap();
+    assert_eq!(
+        offset % (4 << 20),
+        0,
+        "data on an object boundary: {offset}"
+    );
+    let plain = pattern((48 << 20) - offset as usize, 33);
+    let input = d.join("plain");
+    std::fs::write(&input, &plain).unwrap();
+    ok(sc(
+        &[&["write", &spec, "--input", s(&input)][..], &key].concat(),
+        b"",
+    ));
+    let back = ok_bytes(sc(&[&["read", &spec][..], &key].concat(), b""));
+    assert!(back == plain, "read through rbd: gives what write stored");
+    let raw = exported(c, "rbd/cmds", d);
+    let file = d.join("raw.img");
+    std::fs::write(&file, &raw).unwrap();
+    assert!(!raw
+        .windows(64)
+        .any(|w| plain.windows(64).take(1).any(|p| p == w)));
+    let from_file = ok_bytes(sc(&[&["read", s(&file)][..], &key].concat(), b""));
+    assert!(
+        from_file == plain,
+        "the exported ciphertext opens as a file"
+    );
+    if sectorcrypt_testkit::have("nbdcopy") {
+        let sock = d.join("rbd.sock");
+        let srv = super::served::Served::start(&[&[&spec[..]][..], &key].concat(), &sock);
+        let out = d.join("served");
+        sectorcrypt_testkit::run_stdout(
+            std::process::Command::new("nbdcopy").args([&srv.uri(), s(&out)]),
+        );
+        let (status, log) = srv.stop("TERM");
+        assert!(status.success(), "{log}");
+        assert!(std::fs::read(&out).unwrap() == plain, "served from rbd:");
+    }
+    c.rbd(&["rm", "--no-progress", "rbd/cmds"]);
 }
