@@ -27,14 +27,9 @@ done
 cargo build --release -q -p sectorcrypt
 cli=$PWD/target/release/sectorcrypt
 
-work=$(mktemp -d "$DIR/sectorcrypt-nbd-bench.XXXXXX")
-pids=()
-cleanup() {
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    rm -rf "$work"
-}
-trap cleanup EXIT
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
+scratch "$DIR/sectorcrypt-nbd-bench.XXXXXX"
 
 size_bytes=$(numfmt --from=iec "$SIZE")
 printf 'benchmark passphrase' >"$work/pass"
@@ -79,17 +74,6 @@ nbdcopy "$(uri geli)" - | cmp - "$work/plain.bin" >/dev/null ||
     { echo "the GELI volume reads something else than was written"; exit 1; }
 echo "check: plaintext written through sectorcrypt geli reads back byte-exact"
 
-declare -A samples one
-timed() { # key, nbdcopy args...
-    local key=$1 t0 t1 g
-    shift
-    t0=$(date +%s.%N)
-    nbdcopy --connections "$CONNECTIONS" --threads "$CONNECTIONS" --requests "$REQUESTS" "$@"
-    t1=$(date +%s.%N)
-    g=$(awk -v b="$size_bytes" -v a="$t0" -v z="$t1" 'BEGIN {printf "%.4f", b/(z-a)/1e9}')
-    samples[$key]+="$g "
-    one[$key $r]=$g
-}
 servers=(sc geli luks raw)
 for r in $(seq "$ROUNDS"); do
     # Rotate the order each round so no server always runs first or last.
@@ -100,7 +84,6 @@ for r in $(seq "$ROUNDS"); do
     done
 done
 
-median() { tr ' ' '\n' | grep . | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
 declare -A med
 printf '%-24s %10s %10s   (GB/s, median of %s rounds, %s connections, nbdcopy %s)\n' \
     "" read write "$ROUNDS" "$CONNECTIONS" "$(nbdcopy --version | head -1 | awk '{print $2}')"

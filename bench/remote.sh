@@ -26,14 +26,9 @@ cd "$(dirname "$0")/.."
 SIZE=${SIZE:-1G}
 RUNS=${RUNS:-3}
 bytes=$(numfmt --from=iec "$SIZE")
-work=$(mktemp -d /tmp/sectorcrypt-remote-bench.XXXXXX)
-pids=()
-cleanup() {
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    rm -rf "$work"
-}
-trap cleanup EXIT
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
+scratch /tmp/sectorcrypt-remote-bench.XXXXXX
 
 cargo build --release -q -p sectorcrypt
 cli=target/release/sectorcrypt
@@ -82,7 +77,6 @@ copy_time() { # nbdcopy arguments (source, destination): its seconds
     echo "$t1 - $t0" | bc -l
 }
 mbps() { echo "$bytes / $1 / 1000000" | bc -l; }
-median() { sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
 
 declare -A samples
 measure() { # name, uri of the plaintext export

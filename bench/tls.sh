@@ -23,14 +23,9 @@ done
 cargo build --release -q -p sectorcrypt
 cli=$PWD/target/release/sectorcrypt
 
-work=$(mktemp -d "$DIR/sectorcrypt-tls-bench.XXXXXX")
-pids=()
-cleanup() {
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    rm -rf "$work"
-}
-trap cleanup EXIT
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
+scratch "$DIR/sectorcrypt-tls-bench.XXXXXX"
 
 # A CA and a server certificate for localhost, in nbdkit's file names.
 certs=$work/certs
@@ -86,17 +81,6 @@ nbdcopy "$(uri sc)" - | cmp - "$work/plain.bin" >/dev/null ||
     { echo "written over TLS, read without: the data differ"; exit 1; }
 echo "check: plaintext written over TLS reads back byte-exact without TLS"
 
-declare -A samples one
-timed() { # key, nbdcopy args...
-    local key=$1 t0 t1 g
-    shift
-    t0=$(date +%s.%N)
-    nbdcopy --connections "$CONNECTIONS" --threads "$CONNECTIONS" --requests "$REQUESTS" "$@"
-    t1=$(date +%s.%N)
-    g=$(awk -v b="$size_bytes" -v a="$t0" -v z="$t1" 'BEGIN {printf "%.4f", b/(z-a)/1e9}')
-    samples[$key]+="$g "
-    one[$key $r]=$g
-}
 servers=(sc sctls raw rawtls)
 for r in $(seq "$ROUNDS"); do
     for i in 0 1 2 3; do
@@ -106,7 +90,6 @@ for r in $(seq "$ROUNDS"); do
     done
 done
 
-median() { tr ' ' '\n' | grep . | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
 declare -A med
 printf '%-30s %8s %10s   (GB/s, median of %s rounds, %s connections)\n' \
     "" read write "$ROUNDS" "$CONNECTIONS"

@@ -11,14 +11,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 corpus=fuzz/corpus
-work=$(mktemp -d)
-pids=()
-cleanup() {
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    rm -rf "$work"
-}
-trap cleanup EXIT
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
+scratch "${TMPDIR:-/tmp}/sectorcrypt.XXXXXX"
 for t in luks1 luks2 nbd cipher_spec cli_values; do
     rm -rf "${corpus:?}/$t"
     mkdir -p "$corpus/$t"

@@ -1,0 +1,35 @@
+# Shared by the benchmark scripts (and fuzz/seeds.sh); source it, do not run it.
+#
+# scratch TEMPLATE   makes the scratch folder $work (mktemp -d TEMPLATE) and arms an EXIT
+#                    trap that kills every process whose pid was added to $pids, waits for
+#                    them and removes $work.
+# timed KEY ARGS...  runs `nbdcopy ARGS` with $CONNECTIONS connections and threads and
+#                    $REQUESTS requests, and adds its GB/s over $size_bytes to
+#                    samples[KEY] (and one[KEY $r], $r being the caller's round).
+# median             the median of the numbers on standard input (spaces or newlines).
+
+scratch() {
+    work=$(mktemp -d "$1")
+    pids=()
+    trap cleanup_scratch EXIT
+}
+
+cleanup_scratch() {
+    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    rm -rf "$work"
+}
+
+declare -A samples one
+timed() {
+    local key=$1 t0 t1 g
+    shift
+    t0=$(date +%s.%N)
+    nbdcopy --connections "$CONNECTIONS" --threads "$CONNECTIONS" --requests "$REQUESTS" "$@"
+    t1=$(date +%s.%N)
+    g=$(awk -v b="$size_bytes" -v a="$t0" -v z="$t1" 'BEGIN {printf "%.4f", b/(z-a)/1e9}')
+    samples[$key]+="$g "
+    one[$key $r]=$g
+}
+
+median() { tr ' ' '\n' | grep . | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
