@@ -857,6 +857,24 @@ fn attach_d_exits_after_the_last_client_and_r_refuses_writes() {
     assert_eq!(plaintext(&img, &bare), plain);
 }
 
+/// `sectorcrypt geli onetime OPTS --socket SOCK SCRATCH`, serving, and what `nbdinfo
+/// --json` says of it.
+fn onetime_served(
+    opts: &[&str],
+    sock: &Path,
+    scratch: &Path,
+) -> (served::Served, serde_json::Value) {
+    let args = [
+        &["geli", "onetime"][..],
+        opts,
+        &["--socket", s(sock), s(scratch)],
+    ]
+    .concat();
+    let srv = served::Served::start_command(&args, sock);
+    let info = run_stdout(std::process::Command::new("nbdinfo").args(["--json", &srv.uri()]));
+    (srv, serde_json::from_str(&info).unwrap())
+}
+
 #[test]
 fn onetime_takes_gelis_algorithm_key_length_and_sector_size() {
     require!("nbdcopy", "nbdinfo");
@@ -901,18 +919,8 @@ fn onetime_takes_gelis_algorithm_key_length_and_sector_size() {
     ] {
         let data = pattern(size, sector as u64);
         let input = file(d, "swap.in", &data);
-        let sock = d.join("o.sock");
-        let srv = served::Served::start_command(
-            &[
-                &["geli", "onetime"][..],
-                opts,
-                &["--socket", s(&sock), s(&scratch)],
-            ]
-            .concat(),
-            &sock,
-        );
-        let info = run_stdout(std::process::Command::new("nbdinfo").args(["--json", &srv.uri()]));
-        let v: serde_json::Value = serde_json::from_str(&info).unwrap();
+        let (srv, v) = onetime_served(opts, &d.join("o.sock"), &scratch);
+        let info = v.to_string();
         let export = &v["exports"][0];
         assert_eq!(
             export["export-size"], size as u64,
@@ -1076,18 +1084,7 @@ fn onetime_a_serves_authenticated_sectors_and_fails_a_changed_one() {
         &["-e", "null", "-a", "HMAC/SHA1"][..],
     ] {
         let scratch = file(d, "auth-swap.img", &vec![0u8; size]);
-        let sock = d.join("a.sock");
-        let srv = served::Served::start_command(
-            &[
-                &["geli", "onetime"][..],
-                opts,
-                &["--socket", s(&sock), s(&scratch)],
-            ]
-            .concat(),
-            &sock,
-        );
-        let info = run_stdout(std::process::Command::new("nbdinfo").args(["--json", &srv.uri()]));
-        let v: serde_json::Value = serde_json::from_str(&info).unwrap();
+        let (srv, v) = onetime_served(opts, &d.join("a.sock"), &scratch);
         // 512-byte sectors of 480 + 32 bytes of data, each stored in two 512-byte units
         // with their tags: half of the provider is data.
         let data_size = size / 2;
