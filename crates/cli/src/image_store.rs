@@ -122,6 +122,12 @@ impl Store for ImageStore {
     fn sync(&self) -> io::Result<()> {
         self.inner().sync()
     }
+    fn write_at_fua(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.inner().write_at_fua(buf, offset)
+    }
+    fn can_fua(&self) -> bool {
+        self.inner().can_fua()
+    }
     fn discard(&self, offset: u64, len: u64) -> io::Result<()> {
         self.inner().discard(offset, len)
     }

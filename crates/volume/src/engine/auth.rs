@@ -34,18 +34,20 @@ impl Volume {
         self.layout.open(first, stored, chunk).map_err(crypt_error)
     }
 
-    /// One chunk of whole sectors from `first`: sealed into `scratch`, written.
+    /// One chunk of whole sectors from `first`: sealed into `scratch`, written (with FUA
+    /// when `fua`).
     pub(super) fn auth_write_chunk(
         &self,
         scratch: &mut [u8],
         chunk: &[u8],
         first: u64,
+        fua: bool,
     ) -> io::Result<()> {
         let stored = &mut scratch[..self.stored_len(chunk.len() / self.sector)];
         self.layout
             .seal(first, chunk, stored)
             .map_err(crypt_error)?;
-        self.store.write_at(stored, self.layout.position(first))
+        self.store_write(stored, self.layout.position(first), fua)
     }
 
     /// Reads `n` (1 or 2) sectors from `first`, verified and decrypted into a pooled
@@ -69,13 +71,15 @@ impl Volume {
 
     /// Read-verify-modify-write of `n` (1 or 2) sectors from `first`: `data` replaces the
     /// plaintext at byte `within` of the first one. Holds the sectors' edge locks
-    /// throughout; a sector whose tag fails is left as it is and the write fails.
+    /// throughout; a sector whose tag fails is left as it is and the write fails. Written
+    /// with FUA when `fua`.
     pub(super) fn auth_modify_sectors(
         &self,
         first: u64,
         n: usize,
         within: usize,
         data: &[u8],
+        fua: bool,
     ) -> io::Result<()> {
         let _edges = self.locks.lock(first, first + n as u64 - 1);
         let mut scratch = self.buffers.take();
@@ -90,6 +94,6 @@ impl Volume {
         self.layout
             .seal(first, plain, stored)
             .map_err(crypt_error)?;
-        self.store.write_at(stored, at)
+        self.store_write(stored, at, fua)
     }
 }
