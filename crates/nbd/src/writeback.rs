@@ -102,4 +102,24 @@ mod tests {
         // A new server (a new Writeback) over an export that flushes again starts clean.
         assert!(Writeback::default().flush(&e).is_ok());
     }
+
+    #[test]
+    fn a_failed_durable_write_sticks_and_one_after_a_failed_flush_is_refused() {
+        let e = FailsOnce::default();
+        let w = Writeback::default();
+        let err = w.durable(|| Err(io::Error::from_raw_os_error(5)));
+        assert_eq!(err.unwrap_err().raw_os_error(), Some(5));
+        assert!(w.flush(&e).is_err());
+        assert_eq!(e.0.load(Ordering::SeqCst), 0, "the export was flushed");
+        let w = Writeback::default();
+        assert!(w.flush(&e).is_err());
+        let mut ran = false;
+        assert!(w
+            .durable(|| {
+                ran = true;
+                Ok(())
+            })
+            .is_err());
+        assert!(!ran, "a durable write ran after a failed flush");
+    }
 }
