@@ -119,6 +119,15 @@ enum Span {
     Split { head: usize, full: u64, mid: usize },
 }
 
+/// New plaintext for part of one or two sectors: `data` at byte `within` of the first,
+/// written with FUA when `fua`.
+#[derive(Clone, Copy)]
+struct Patch<'a> {
+    within: usize,
+    data: &'a [u8],
+    fua: bool,
+}
+
 fn invalid(msg: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, msg)
 }
@@ -271,19 +280,35 @@ impl Volume {
         }
         let (head, full, mid) = match self.span(offset, buf.len()) {
             Span::Partial { first, n, within } => {
-                return self.modify_sectors(first, n, within, buf, fua)
+                let patch = Patch {
+                    within,
+                    data: buf,
+                    fua,
+                };
+                return self.modify_sectors(first, n, patch);
             }
             Span::Split { head, full, mid } => (head, full, mid),
         };
         let (head_buf, rest) = buf.split_at(head);
         let (mid_buf, tail_buf) = rest.split_at(mid);
         if head > 0 {
-            self.modify_sectors(full - 1, 1, self.sector - head, head_buf, fua)?;
+            let within = self.sector - head;
+            let patch = Patch {
+                within,
+                data: head_buf,
+                fua,
+            };
+            self.modify_sectors(full - 1, 1, patch)?;
         }
         self.write_sectors(mid_buf, full, fua)?;
         if !tail_buf.is_empty() {
             let after = full + (mid / self.sector) as u64;
-            self.modify_sectors(after, 1, 0, tail_buf, fua)?;
+            let patch = Patch {
+                within: 0,
+                data: tail_buf,
+                fua,
+            };
+            self.modify_sectors(after, 1, patch)?;
         }
         Ok(())
     }
@@ -390,20 +415,13 @@ impl Volume {
         Ok(())
     }
 
-    /// Read-modify-write of `n` (1 or 2) sectors from `first`: `data` replaces the plaintext
-    /// at byte `within` of the first one, written with FUA when `fua`. Holds the sectors'
-    /// edge locks throughout.
-    fn modify_sectors(
-        &self,
-        first: u64,
-        n: usize,
-        within: usize,
-        data: &[u8],
-        fua: bool,
-    ) -> io::Result<()> {
+    /// Read-modify-write of `n` (1 or 2) sectors from `first` with `patch`. Holds the
+    /// sectors' edge locks throughout.
+    fn modify_sectors(&self, first: u64, n: usize, patch: Patch) -> io::Result<()> {
         if self.layout.is_authenticated() {
-            return self.auth_modify_sectors(first, n, within, data, fua);
+            return self.auth_modify_sectors(first, n, patch);
         }
+        let Patch { within, data, fua } = patch;
         let _edges = self.locks.lock(first, first + n as u64 - 1);
         let mut scratch = self.buffers.take();
         let sectors = &mut scratch[..n * self.sector];
@@ -430,20 +448,14 @@ impl Volume {
         self.layout.decrypt(first, chunk).map_err(crypt_error)
     }
 
-    /// One chunk of whole sectors from `first`: encrypted into `scratch`, written (with FUA
-    /// when `fua`).
-    fn write_chunk(
-        &self,
-        scratch: &mut [u8],
-        chunk: &[u8],
-        first: u64,
-        fua: bool,
-    ) -> io::Result<()> {
+    /// One chunk of whole sectors from `first`: encrypted into `scratch`. Returns the
+    /// length of its stored form there.
+    fn encrypt_chunk(&self, scratch: &mut [u8], chunk: &[u8], first: u64) -> io::Result<usize> {
         let out = &mut scratch[..chunk.len()];
         self.layout
             .encrypt_to(first, chunk, out)
             .map_err(crypt_error)?;
-        self.store_write(out, self.layout.position(first), fua)
+        Ok(chunk.len())
     }
 
     /// Whole sectors from `first` into `buf` (a whole number of sectors), decrypted in place.
@@ -486,10 +498,15 @@ impl Volume {
     /// Encrypts whole sectors `buf` into pooled buffers and writes them from sector `first`
     /// (every chunk with FUA when `fua`).
     fn write_sectors(&self, buf: &[u8], first: u64, fua: bool) -> io::Result<()> {
-        if self.layout.is_authenticated() {
-            return self.fan_write(buf, first, |v, s, c, f| v.auth_write_chunk(s, c, f, fua));
-        }
-        self.fan_write(buf, first, |v, s, c, f| v.write_chunk(s, c, f, fua))
+        let auth = self.layout.is_authenticated();
+        self.fan_write(buf, first, |v, scratch, c, f| {
+            let n = if auth {
+                v.auth_seal_chunk(scratch, c, f)?
+            } else {
+                v.encrypt_chunk(scratch, c, f)?
+            };
+            v.store_write(&scratch[..n], v.layout.position(f), fua)
+        })
     }
 
     /// Writes whole sectors `buf` from sector `first` in chunks, each by `write` with a
