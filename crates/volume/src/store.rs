@@ -110,6 +110,9 @@ impl<T: Store + ?Sized> Store for std::sync::Arc<T> {
     fn discard(&self, offset: u64, len: u64) -> io::Result<()> {
         (**self).discard(offset, len)
     }
+    fn object_size(&self) -> Option<u64> {
+        (**self).object_size()
+    }
 }
 
 /// A local file or block device.
