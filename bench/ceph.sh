@@ -14,13 +14,15 @@
 #   qemu luks2    the same with librbd's own encryption (encrypt.format=luks2)
 #   store         sectorcrypt's RBD store without the engine: what the store reaches
 #
-# Then the same over NBD (nbdcopy through Unix sockets, 4 connections where the server
-# allows them): qemu-nbd serving the data area raw and with librbd's luks2, and
-# `sectorcrypt serve` of the rbd: image (skipped, with the reason, when this build's
-# commands do not take rbd: images).
+# Then the same over NBD, the issue's comparison (nbdcopy through Unix sockets, 4
+# connections x 16 requests): `sectorcrypt serve rbd:rbd/bench:conf=...` (the binary built
+# with the `rbd` feature) against qemu-nbd serving the same image's data area raw and with
+# librbd's luks2 (qemu from `scripts/ceph.sh qemu`). The NBD legs are skipped, with the
+# reason, only when `sectorcrypt serve` does not start.
 #
 # Rounds interleave the legs; medians of ROUNDS are printed with the two ratios the issue
-# asks for: sectorcrypt / qemu raw (target >= 0.9) and sectorcrypt / qemu luks2 (>= 1).
+# asks for: sectorcrypt / qemu raw (target >= 0.9) and sectorcrypt / qemu luks2 (>= 1),
+# in process and over NBD.
 #
 #   bash bench/ceph.sh                     # 1 GiB, 3 rounds, depth 16 (needs ~3 GiB RAM)
 #   SIZE=256M ROUNDS=3 DEPTH=8 bash bench/ceph.sh
@@ -43,7 +45,7 @@ trap cleanup EXIT
 started=$(bash scripts/ceph.sh start "$cluster") || { echo "bench/ceph.sh: $started"; exit 1; }
 qemu=$(bash scripts/ceph.sh qemu) || { echo "bench/ceph.sh: no qemu rbd driver: $qemu"; exit 1; }
 export CEPH_CONF=$cluster/ceph.conf
-cargo build --release -q -p sectorcrypt
+cargo build --release -q -p sectorcrypt --features rbd
 cargo build --release -q -p sectorcrypt-rbd --features librbd --example rbd_seq
 cli=$PWD/target/release/sectorcrypt
 seq_tool=$PWD/target/release/examples/rbd_seq
@@ -191,4 +193,11 @@ fi
 echo "medians of per-round ratios:" \
     "read sc/raw $(round_ratio sc_read raw_read)x, sc/luks2 $(round_ratio sc_read luks_read)x;" \
     "write sc/raw $(round_ratio sc_write raw_write)x, sc/luks2 $(round_ratio sc_write luks_write)x"
+if [ ${#nbd_legs[@]} -gt 0 ]; then
+    echo "over NBD, medians of per-round ratios:" \
+        "read sc/raw $(round_ratio nbd_sc_read nbd_raw_read)x," \
+        "sc/luks2 $(round_ratio nbd_sc_read nbd_luks_read)x;" \
+        "write sc/raw $(round_ratio nbd_sc_write nbd_raw_write)x," \
+        "sc/luks2 $(round_ratio nbd_sc_write nbd_luks_write)x"
+fi
 echo "targets: sc/raw >= 0.90x, sc/luks2 >= 1.00x (the OSD runs on the same cores)"

@@ -122,8 +122,17 @@ impl Store for ImageStore {
     fn sync(&self) -> io::Result<()> {
         self.inner().sync()
     }
+    fn write_at_fua(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.inner().write_at_fua(buf, offset)
+    }
+    fn can_fua(&self) -> bool {
+        self.inner().can_fua()
+    }
     fn discard(&self, offset: u64, len: u64) -> io::Result<()> {
         self.inner().discard(offset, len)
+    }
+    fn object_size(&self) -> Option<u64> {
+        self.inner().object_size()
     }
 }
 
@@ -211,5 +220,41 @@ mod tests {
         assert!(local(Kind::Header, "nbd://h:1/x", Mode::Exclusive, false).is_none());
         drop((s1, s2));
         assert!(local(Kind::Header, "nbd://h:1/x", Mode::Exclusive, true).is_some());
+    }
+
+    /// A store of 4 MiB objects that takes FUA writes, with nothing in it.
+    #[derive(Debug)]
+    struct Objects;
+
+    impl Store for Objects {
+        fn name(&self) -> &str {
+            "objects"
+        }
+        fn size(&self) -> io::Result<u64> {
+            Ok(0)
+        }
+        fn read_at(&self, _: &mut [u8], _: u64) -> io::Result<()> {
+            Ok(())
+        }
+        fn write_at(&self, _: &[u8], _: u64) -> io::Result<()> {
+            Ok(())
+        }
+        fn sync(&self) -> io::Result<()> {
+            Ok(())
+        }
+        fn can_fua(&self) -> bool {
+            true
+        }
+        fn object_size(&self) -> Option<u64> {
+            Some(4 << 20)
+        }
+    }
+
+    #[test]
+    fn a_remote_store_keeps_its_object_size_and_fua_through_the_wrappers() {
+        let shared = std::sync::Arc::new(Objects);
+        let s = ImageStore::remote(Box::new(shared), "objects".into());
+        assert_eq!(s.object_size(), Some(4 << 20));
+        assert!(s.can_fua());
     }
 }

@@ -1,8 +1,10 @@
 //! A backing store on an NBD export: the volume crate's [`Store`] over the NBD crate's
 //! client. Reads and writes go out as NBD requests (cut to the server's maximum block
 //! size, all in flight at once), `sync` is NBD_CMD_FLUSH acknowledged only after the
-//! server acknowledged it, `discard` is NBD_CMD_TRIM when the server takes it. Nothing is
-//! cached: the bytes handed to the engine are the server's, or an error.
+//! server acknowledged it, a FUA write is NBD_CMD_WRITE with NBD_CMD_FLAG_FUA (or writes
+//! and a flush where the server has no FUA), `discard` is NBD_CMD_TRIM when the server
+//! takes it. Nothing is cached: the bytes handed to the engine are the server's, or an
+//! error.
 
 use sectorcrypt_nbd::client::{Client, ClientConfig, NbdUri};
 use sectorcrypt_volume::Store;
@@ -52,6 +54,16 @@ impl Store for NbdStore {
 
     fn sync(&self) -> io::Result<()> {
         self.client.flush()
+    }
+
+    /// NBD_CMD_WRITE with NBD_CMD_FLAG_FUA on every piece when the server advertises FUA;
+    /// otherwise the writes and then NBD_CMD_FLUSH. Acknowledged after the server's.
+    fn write_at_fua(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.client.write_at(buf, offset, true)
+    }
+
+    fn can_fua(&self) -> bool {
+        self.client.facts().can_fua()
     }
 
     fn discard(&self, offset: u64, len: u64) -> io::Result<()> {

@@ -46,6 +46,12 @@ impl Export for VolumeExport {
     fn flush(&self) -> io::Result<()> {
         self.volume.flush()
     }
+    fn can_fua(&self) -> bool {
+        self.volume.can_fua()
+    }
+    fn write_at_fua(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.volume.write_at_fua(buf, offset)
+    }
     fn write_zeroes(&self, offset: u64, length: u64) -> io::Result<()> {
         self.volume.write_zeroes(offset, length)
     }

@@ -36,6 +36,21 @@ pub trait Export: Send + Sync {
         true
     }
 
+    /// Whether [`Export::write_at_fua`] makes one write durable by itself, cheaper than a
+    /// write and a [`Export::flush`] of everything (a FUA write to an upstream NBD server).
+    /// When false, a write with NBD_CMD_FLAG_FUA is a write and then a flush.
+    fn can_fua(&self) -> bool {
+        false
+    }
+
+    /// Stores `buf` at `offset` and returns once it is durable. Called only when
+    /// [`Export::can_fua`] says so; the default: [`Export::write_at`], then
+    /// [`Export::flush`].
+    fn write_at_fua(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.write_at(buf, offset)?;
+        self.flush()
+    }
+
     /// Whether [`Export::trim`] may be called (NBD_FLAG_SEND_TRIM).
     fn can_trim(&self) -> bool {
         false

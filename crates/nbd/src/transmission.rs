@@ -196,6 +196,12 @@ impl Conn<'_> {
                 }
                 self.pool.put(buf);
             }
+            Job::Write { req, data, _permit } if req.fua() && export.can_fua() => {
+                let buf = &data[..req.len as usize];
+                let r = (self.cx.writeback).durable(|| export.write_at_fua(buf, req.offset));
+                self.pool.put(data);
+                self.result(req.cookie, "write", r);
+            }
             Job::Write { req, data, _permit } => {
                 let r = export.write_at(&data[..req.len as usize], req.offset);
                 self.pool.put(data);

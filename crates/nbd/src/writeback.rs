@@ -11,31 +11,48 @@
 //!
 //! Flushes run one at a time: a flush that started before another failed could otherwise
 //! return success from the export after the failure had been reported elsewhere.
+//!
+//! A write the export makes durable by itself ([`Writeback::durable`], an export's FUA
+//! write) counts as a flush for this: it is refused once a flush failed, and its own
+//! failure sticks (its durability failing is a failed flush somewhere below, whose error
+//! the layer that had it reports only once). Such writes run concurrently, with each
+//! other and with flushes: each is durable on its own, and none reports for another.
 //! (Opening one descriptor per connection, as nbdkit's file plugin can, would report the
 //! error once on each connection and then succeed again: it does not help here.)
 
 use crate::export::Export;
 use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 /// Serializes the export's flushes and remembers whether one failed.
 #[derive(Debug, Default)]
 pub(crate) struct Writeback {
-    failed: Mutex<bool>,
+    failed: AtomicBool,
+    /// Held by a flush throughout.
+    one_at_a_time: Mutex<()>,
 }
 
 impl Writeback {
     /// Flushes `export`, unless an earlier flush failed: then fails without calling it.
     pub(crate) fn flush(&self, export: &dyn Export) -> io::Result<()> {
-        let mut failed = self.failed.lock().unwrap_or_else(|e| e.into_inner());
-        if *failed {
+        let _one = self.one_at_a_time.lock().unwrap_or_else(|e| e.into_inner());
+        self.durable(|| export.flush())
+    }
+
+    /// Runs `durable` (a flush, or a write that makes itself durable), unless an earlier
+    /// flush failed: then fails without calling it. Its failure sticks.
+    pub(crate) fn durable(&self, durable: impl FnOnce() -> io::Result<()>) -> io::Result<()> {
+        if self.failed.load(Ordering::Acquire) {
             return Err(io::Error::other(
                 "an earlier flush of the export failed, so writes acknowledged before it \
                  may be lost; every flush fails until the server is restarted",
             ));
         }
-        let r = export.flush();
-        *failed = r.is_err();
+        let r = durable();
+        if r.is_err() {
+            self.failed.store(true, Ordering::Release);
+        }
         r
     }
 }
@@ -84,5 +101,25 @@ mod tests {
         assert_eq!(e.0.load(Ordering::SeqCst), 1);
         // A new server (a new Writeback) over an export that flushes again starts clean.
         assert!(Writeback::default().flush(&e).is_ok());
+    }
+
+    #[test]
+    fn a_failed_durable_write_sticks_and_one_after_a_failed_flush_is_refused() {
+        let e = FailsOnce::default();
+        let w = Writeback::default();
+        let err = w.durable(|| Err(io::Error::from_raw_os_error(5)));
+        assert_eq!(err.unwrap_err().raw_os_error(), Some(5));
+        assert!(w.flush(&e).is_err());
+        assert_eq!(e.0.load(Ordering::SeqCst), 0, "the export was flushed");
+        let w = Writeback::default();
+        assert!(w.flush(&e).is_err());
+        let mut ran = false;
+        assert!(w
+            .durable(|| {
+                ran = true;
+                Ok(())
+            })
+            .is_err());
+        assert!(!ran, "a durable write ran after a failed flush");
     }
 }

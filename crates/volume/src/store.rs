@@ -4,7 +4,8 @@
 //! file beside a data device) without the formats or the engine knowing.
 //!
 //! The trait is small on purpose: positioned reads and writes of exact lengths, a durable
-//! sync, the size, and an optional discard. A store has a name (a path, a URI) for
+//! sync (and a write durable by itself, which defaults to a write and a sync), the size,
+//! and an optional discard. A store has a name (a path, a URI) for
 //! messages. [`FileStore`] is the one implementation today: a file or block device opened
 //! by the caller, with the advisory locks of [`crate::lock`] on it.
 //!
@@ -48,6 +49,22 @@ pub trait Store: fmt::Debug + Send + Sync {
     /// Makes every completed write durable.
     fn sync(&self) -> io::Result<()>;
 
+    /// Writes all of `buf` at `offset` and returns once those bytes are durable (a
+    /// forced-unit-access write: NBD's FUA, SCSI's FUA bit). The default:
+    /// [`Store::write_at`], then [`Store::sync`] (for a file, `pwrite` then `fdatasync`).
+    fn write_at_fua(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.write_at(buf, offset)?;
+        self.sync()
+    }
+
+    /// Whether [`Store::write_at_fua`] makes one write durable by itself, without a
+    /// [`Store::sync`] of everything (an NBD export taking FUA): then a durable request
+    /// written in several pieces is best written as FUA pieces; otherwise as plain writes
+    /// and one sync. The default: `false`.
+    fn can_fua(&self) -> bool {
+        false
+    }
+
     /// Gives back the storage of `[offset, offset + len)`, whose bytes then read as zeros
     /// (a hole in a file, a discard on a device). The default: `Unsupported`.
     fn discard(&self, offset: u64, len: u64) -> io::Result<()> {
@@ -84,8 +101,17 @@ impl<T: Store + ?Sized> Store for std::sync::Arc<T> {
     fn sync(&self) -> io::Result<()> {
         (**self).sync()
     }
+    fn write_at_fua(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        (**self).write_at_fua(buf, offset)
+    }
+    fn can_fua(&self) -> bool {
+        (**self).can_fua()
+    }
     fn discard(&self, offset: u64, len: u64) -> io::Result<()> {
         (**self).discard(offset, len)
+    }
+    fn object_size(&self) -> Option<u64> {
+        (**self).object_size()
     }
 }
 

@@ -292,3 +292,42 @@ fn volume_commands_take_an_rbd_spec() {
     }
     c.rbd(&["rm", "--no-progress", "rbd/cmds"]);
 }
+
+/// `format` on an `rbd:` image of objects larger than LUKS2's default 16 MiB data offset
+/// aligns the data to the image's objects by itself (the store's object size reaches the
+/// format through the command's store wrappers).
+#[test]
+fn format_aligns_to_large_objects_of_an_rbd_spec() {
+    let c = require_ceph!();
+    let dir = tempfile::tempdir().unwrap();
+    let k = dir.path().join("k");
+    std::fs::write(&k, b"large objects").unwrap();
+    c.rbd(&[
+        "create",
+        "--size",
+        "96M",
+        "--object-size",
+        "32M",
+        "rbd/large",
+    ]);
+    let spec = c.spec("rbd/large");
+    let fast = ["--pbkdf", "pbkdf2", "--pbkdf-force-iterations", "1000"];
+    let args = [
+        &[
+            "format",
+            &spec,
+            "--type",
+            "luks2",
+            "--batch",
+            "--key-file",
+            s(&k),
+        ][..],
+        &fast,
+    ]
+    .concat();
+    ok(sc(&args, b""));
+    let dump = ok_bytes(sc(&["dump", &spec, "--json"], b""));
+    let v: serde_json::Value = serde_json::from_slice(&dump).unwrap();
+    let offset = v["segments"]["0"]["offset"].as_str().unwrap();
+    assert_eq!(offset, (32 * MIB).to_string(), "the data offset");
+}

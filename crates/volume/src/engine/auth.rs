@@ -16,7 +16,7 @@
 //! [`Layout::open`]: crate::layout::Layout::open
 //! [`Layout::seal`]: crate::layout::Layout::seal
 
-use super::{crypt_error, Volume};
+use super::{crypt_error, Patch, Volume};
 use std::io;
 
 impl Volume {
@@ -34,18 +34,19 @@ impl Volume {
         self.layout.open(first, stored, chunk).map_err(crypt_error)
     }
 
-    /// One chunk of whole sectors from `first`: sealed into `scratch`, written.
-    pub(super) fn auth_write_chunk(
+    /// One chunk of whole sectors from `first`: sealed into `scratch`. Returns the length
+    /// of its stored form there.
+    pub(super) fn auth_seal_chunk(
         &self,
         scratch: &mut [u8],
         chunk: &[u8],
         first: u64,
-    ) -> io::Result<()> {
+    ) -> io::Result<usize> {
         let stored = &mut scratch[..self.stored_len(chunk.len() / self.sector)];
         self.layout
             .seal(first, chunk, stored)
             .map_err(crypt_error)?;
-        self.store.write_at(stored, self.layout.position(first))
+        Ok(stored.len())
     }
 
     /// Reads `n` (1 or 2) sectors from `first`, verified and decrypted into a pooled
@@ -67,16 +68,11 @@ impl Volume {
         Ok(())
     }
 
-    /// Read-verify-modify-write of `n` (1 or 2) sectors from `first`: `data` replaces the
-    /// plaintext at byte `within` of the first one. Holds the sectors' edge locks
-    /// throughout; a sector whose tag fails is left as it is and the write fails.
-    pub(super) fn auth_modify_sectors(
-        &self,
-        first: u64,
-        n: usize,
-        within: usize,
-        data: &[u8],
-    ) -> io::Result<()> {
+    /// Read-verify-modify-write of `n` (1 or 2) sectors from `first` with `patch`. Holds
+    /// the sectors' edge locks throughout; a sector whose tag fails is left as it is and
+    /// the write fails.
+    pub(super) fn auth_modify_sectors(&self, first: u64, n: usize, patch: Patch) -> io::Result<()> {
+        let Patch { within, data, fua } = patch;
         let _edges = self.locks.lock(first, first + n as u64 - 1);
         let mut scratch = self.buffers.take();
         let (stored, rest) = scratch.split_at_mut(self.stored_len(n));
@@ -90,6 +86,6 @@ impl Volume {
         self.layout
             .seal(first, plain, stored)
             .map_err(crypt_error)?;
-        self.store.write_at(stored, at)
+        self.store_write(stored, at, fua)
     }
 }

@@ -119,6 +119,15 @@ enum Span {
     Split { head: usize, full: u64, mid: usize },
 }
 
+/// New plaintext for part of one or two sectors: `data` at byte `within` of the first,
+/// written with FUA when `fua`.
+#[derive(Clone, Copy)]
+struct Patch<'a> {
+    within: usize,
+    data: &'a [u8],
+    fua: bool,
+}
+
 fn invalid(msg: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, msg)
 }
@@ -238,6 +247,30 @@ impl Volume {
 
     /// Stores the plaintext `buf` at `offset`.
     pub fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.write(buf, offset, false)
+    }
+
+    /// Stores the plaintext `buf` at `offset` and returns once it is durable (NBD's FUA).
+    /// On a store that makes single writes durable ([`Store::can_fua`]: an NBD upstream
+    /// taking FUA) every store write of the request, the read-modify-write edges included,
+    /// is the store's [`Store::write_at_fua`], and nothing else is flushed; on any other
+    /// store the request is written and then the store synced once.
+    pub fn write_at_fua(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        if self.store.can_fua() {
+            return self.write(buf, offset, true);
+        }
+        self.write(buf, offset, false)?;
+        self.store.sync()
+    }
+
+    /// Whether [`Volume::write_at_fua`] costs less than a write and a [`Volume::flush`]
+    /// (the store's [`Store::can_fua`]).
+    pub fn can_fua(&self) -> bool {
+        self.store.can_fua()
+    }
+
+    /// [`Volume::write_at`], or [`Volume::write_at_fua`] when `fua`.
+    fn write(&self, buf: &[u8], offset: u64, fua: bool) -> io::Result<()> {
         if self.read_only {
             return Err(read_only_error());
         }
@@ -247,19 +280,35 @@ impl Volume {
         }
         let (head, full, mid) = match self.span(offset, buf.len()) {
             Span::Partial { first, n, within } => {
-                return self.modify_sectors(first, n, within, buf)
+                let patch = Patch {
+                    within,
+                    data: buf,
+                    fua,
+                };
+                return self.modify_sectors(first, n, patch);
             }
             Span::Split { head, full, mid } => (head, full, mid),
         };
         let (head_buf, rest) = buf.split_at(head);
         let (mid_buf, tail_buf) = rest.split_at(mid);
         if head > 0 {
-            self.modify_sectors(full - 1, 1, self.sector - head, head_buf)?;
+            let within = self.sector - head;
+            let patch = Patch {
+                within,
+                data: head_buf,
+                fua,
+            };
+            self.modify_sectors(full - 1, 1, patch)?;
         }
-        self.write_sectors(mid_buf, full)?;
+        self.write_sectors(mid_buf, full, fua)?;
         if !tail_buf.is_empty() {
             let after = full + (mid / self.sector) as u64;
-            self.modify_sectors(after, 1, 0, tail_buf)?;
+            let patch = Patch {
+                within: 0,
+                data: tail_buf,
+                fua,
+            };
+            self.modify_sectors(after, 1, patch)?;
         }
         Ok(())
     }
@@ -366,12 +415,13 @@ impl Volume {
         Ok(())
     }
 
-    /// Read-modify-write of `n` (1 or 2) sectors from `first`: `data` replaces the plaintext
-    /// at byte `within` of the first one. Holds the sectors' edge locks throughout.
-    fn modify_sectors(&self, first: u64, n: usize, within: usize, data: &[u8]) -> io::Result<()> {
+    /// Read-modify-write of `n` (1 or 2) sectors from `first` with `patch`. Holds the
+    /// sectors' edge locks throughout.
+    fn modify_sectors(&self, first: u64, n: usize, patch: Patch) -> io::Result<()> {
         if self.layout.is_authenticated() {
-            return self.auth_modify_sectors(first, n, within, data);
+            return self.auth_modify_sectors(first, n, patch);
         }
+        let Patch { within, data, fua } = patch;
         let _edges = self.locks.lock(first, first + n as u64 - 1);
         let mut scratch = self.buffers.take();
         let sectors = &mut scratch[..n * self.sector];
@@ -380,7 +430,16 @@ impl Volume {
         self.layout.decrypt(first, sectors).map_err(crypt_error)?;
         sectors[within..within + data.len()].copy_from_slice(data);
         self.layout.encrypt(first, sectors).map_err(crypt_error)?;
-        self.store.write_at(sectors, at)
+        self.store_write(sectors, at, fua)
+    }
+
+    /// Writes stored bytes at `at`: the store's FUA write when `fua`.
+    fn store_write(&self, stored: &[u8], at: u64, fua: bool) -> io::Result<()> {
+        if fua {
+            self.store.write_at_fua(stored, at)
+        } else {
+            self.store.write_at(stored, at)
+        }
     }
 
     /// One chunk of whole sectors from `first`: read, decrypted in place.
@@ -389,13 +448,14 @@ impl Volume {
         self.layout.decrypt(first, chunk).map_err(crypt_error)
     }
 
-    /// One chunk of whole sectors from `first`: encrypted into `scratch`, written.
-    fn write_chunk(&self, scratch: &mut [u8], chunk: &[u8], first: u64) -> io::Result<()> {
+    /// One chunk of whole sectors from `first`: encrypted into `scratch`. Returns the
+    /// length of its stored form there.
+    fn encrypt_chunk(&self, scratch: &mut [u8], chunk: &[u8], first: u64) -> io::Result<usize> {
         let out = &mut scratch[..chunk.len()];
         self.layout
             .encrypt_to(first, chunk, out)
             .map_err(crypt_error)?;
-        self.store.write_at(out, self.layout.position(first))
+        Ok(chunk.len())
     }
 
     /// Whole sectors from `first` into `buf` (a whole number of sectors), decrypted in place.
@@ -435,12 +495,18 @@ impl Volume {
         })
     }
 
-    /// Encrypts whole sectors `buf` into pooled buffers and writes them from sector `first`.
-    fn write_sectors(&self, buf: &[u8], first: u64) -> io::Result<()> {
-        if self.layout.is_authenticated() {
-            return self.fan_write(buf, first, Volume::auth_write_chunk);
-        }
-        self.fan_write(buf, first, Volume::write_chunk)
+    /// Encrypts whole sectors `buf` into pooled buffers and writes them from sector `first`
+    /// (every chunk with FUA when `fua`).
+    fn write_sectors(&self, buf: &[u8], first: u64, fua: bool) -> io::Result<()> {
+        let auth = self.layout.is_authenticated();
+        self.fan_write(buf, first, |v, scratch, c, f| {
+            let n = if auth {
+                v.auth_seal_chunk(scratch, c, f)?
+            } else {
+                v.encrypt_chunk(scratch, c, f)?
+            };
+            v.store_write(&scratch[..n], v.layout.position(f), fua)
+        })
     }
 
     /// Writes whole sectors `buf` from sector `first` in chunks, each by `write` with a

@@ -6,6 +6,7 @@ mod alignment;
 mod concurrency;
 mod failures;
 mod fixture;
+mod fua;
 mod layout;
 mod objects;
 mod pipes;
