@@ -1,13 +1,13 @@
 //! `sectorcrypt serve`: the plaintext of a volume over NBD, until SIGINT or SIGTERM. Who
 //! may connect is said once at the start: a Unix socket's mode (0600 unless widened), or a
-//! warning that a TCP port is open to every local user.
-//!
-//! Over a remote store (an NBD URI: the encrypting proxy) each connection gets more
-//! workers: their requests wait on the network, not on the CPU, and every request in
-//! flight downstream is one in flight upstream, which is what hides the store's latency.
 //! warning that a TCP port is open to every local user. TLS (`--tls`,
 //! `--tls-certificates`, `--tls-verify-peer`) is set up before the volume is opened, so a
 //! bad certificate directory costs no passphrase.
+//!
+//! Over a remote store (an NBD URI or an `rbd:` image: the encrypting proxy) each
+//! connection gets more workers: their requests wait on the network, not on the CPU, and
+//! every request in flight downstream is one in flight upstream, which is what hides the
+//! store's latency.
 
 use crate::args::ServeArgs;
 use crate::args_tls::{TlsArgs, TlsMode};
