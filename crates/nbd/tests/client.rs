@@ -227,13 +227,6 @@ fn data_round_trips_through_this_crates_server() {
     assert!(e.to_string().contains("no such export"), "{e}");
 }
 
-#[test]
-fn tls_is_refused_in_one_clear_sentence() {
-    let e = connect("nbds://127.0.0.1/x", ClientConfig::default()).unwrap_err();
-    assert_eq!(e.kind(), io::ErrorKind::Unsupported);
-    assert!(e.to_string().contains("not supported yet"), "{e}");
-}
-
 /// A server written by hand: negotiates structured replies and answers every read with
 /// the chunks `reply` gives for it.
 fn fake_server(
