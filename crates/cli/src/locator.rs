@@ -1,7 +1,7 @@
 //! The store locator: the one place where an IMAGE (or `--header`) argument becomes a
 //! store. A path is a local file or block device; an NBD URI (`nbd://host[:port]/export`,
-//! `nbd+unix:///export?socket=PATH`; `nbds://` is parsed and refused until TLS comes) is
-//! an export reached through the NBD client. Another kind of store is one more arm of
+//! `nbd+unix:///export?socket=PATH`, and over TLS `nbds://` and `nbds+unix://` with
+//! libnbd's `tls-certificates=DIR`) is an export reached through the NBD client. Another kind of store is one more arm of
 //! [`Location`] and of [`open`].
 //!
 //! The remote options (`--connections`, `--retry`, `--remote-timeout`) are global flags,
