@@ -6,48 +6,21 @@
 //! test with the openssl command line; skipped with a printed reason where a tool is
 //! missing.
 
+#[path = "support/remote_io.rs"]
+mod remote_io;
 mod support;
 #[path = "support/volumes.rs"]
 mod volumes;
 
+use remote_io::write_and_read;
 use sectorcrypt_testkit::nbdkit::Nbdkit;
 use sectorcrypt_testkit::tls::{make_certificates, nbds_uri};
 use sectorcrypt_testkit::{pattern, require, require_openssl, run};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-use support::{code, ok, ok_bytes, s, sc};
+use support::{code, ok, s, sc};
 use volumes::{key_file, FAST};
-
-/// `sectorcrypt write URI` of `data` at `offset`, then `read` of it back.
-fn write_and_read(uri: &str, key: &Path, dir: &Path, data: &[u8], offset: u64) {
-    let input = dir.join("in.bin");
-    std::fs::write(&input, data).unwrap();
-    let off = offset.to_string();
-    let w = [
-        "write",
-        uri,
-        "--input",
-        s(&input),
-        "--offset",
-        &off,
-        "--key-file",
-        s(key),
-    ];
-    ok(sc(&w, b""));
-    let len = data.len().to_string();
-    let r = [
-        "read",
-        uri,
-        "--offset",
-        &off,
-        "--length",
-        &len,
-        "--key-file",
-        s(key),
-    ];
-    assert!(ok_bytes(sc(&r, b"")) == data, "{uri}: read back differs");
-}
 
 /// Runs `sectorcrypt ARGS` and checks its failure: exit 2 and a message containing
 /// every one of `says`.

@@ -25,7 +25,7 @@ fn config(timeout_ms: u64, retry: u32) -> ClientConfig {
 
 /// Writes and reads back at aligned and odd offsets and lengths, larger and smaller than
 /// a maximum block size, from several threads at once.
-fn round_trips(c: &Client) {
+pub(crate) fn round_trips(c: &Client) {
     let size = c.size() as usize;
     std::thread::scope(|s| {
         for t in 0..4u64 {

@@ -5,6 +5,7 @@
 //! sentence, never a fallback to plaintext. Certificates are made per test with the
 //! openssl command line; a test whose tools are missing is skipped with a printed reason.
 
+use crate::client::round_trips;
 use crate::support::{quiet, start, MemExport};
 use sectorcrypt_nbd::client::{Client, ClientConfig, NbdUri};
 use sectorcrypt_nbd::tls::ServerTls;
@@ -43,29 +44,6 @@ fn tls_server(certs: &Path, required: bool) -> ServerConfig {
 
 fn unix(sock: &Path, export: &str, query: &str) -> String {
     format!("nbds+unix:///{export}?socket={}&{query}", sock.display())
-}
-
-/// Writes patterns across the export from several threads and reads them back.
-fn round_trips(c: &Client) {
-    let size = c.size() as usize;
-    std::thread::scope(|s| {
-        for t in 0..4u64 {
-            s.spawn(move || {
-                let base = t as usize * size / 4;
-                for (i, (off, len)) in [(0, 4096), (4096, 300_000), (513, 7)]
-                    .into_iter()
-                    .enumerate()
-                {
-                    let data = pattern(len, t * 10 + i as u64);
-                    c.write_at(&data, (base + off) as u64, i == 1).unwrap();
-                    let mut back = vec![0u8; len];
-                    c.read_at(&mut back, (base + off) as u64).unwrap();
-                    assert_eq!(back, data, "thread {t} piece {i}");
-                }
-            });
-        }
-    });
-    c.flush().unwrap();
 }
 
 #[test]
