@@ -330,11 +330,12 @@ fn a_vanished_or_stuck_upstream_gives_errors_within_the_timeout() {
 }
 
 #[test]
-fn nbds_uris_are_refused_as_not_yet_supported() {
-    let out = sc(&["dump", "nbds://127.0.0.1/x"], b"");
+fn bad_nbd_and_nbds_uris_are_usage_errors() {
+    let uri = "nbds://127.0.0.1/x?tls-certificates=/nonexistent";
+    let out = sc(&["dump", uri], b"");
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(code(&out), 2, "{err}");
-    assert!(err.contains("not supported yet"), "{err}");
+    assert!(err.contains("/nonexistent/ca-cert.pem"), "{err}");
     let out = sc(&["dump", "nbd+unix:///x"], b"");
     assert_eq!(code(&out), 2);
     assert!(String::from_utf8_lossy(&out.stderr).contains("socket"));
