@@ -21,7 +21,8 @@ pub struct Cli {
 }
 
 /// How volumes on remote stores are reached: global, as every volume command takes an
-/// NBD URI (nbd://HOST[:PORT]/EXPORT, nbd+unix:///EXPORT?socket=PATH) in place of IMAGE.
+/// NBD URI (nbd://HOST[:PORT]/EXPORT, nbd+unix:///EXPORT?socket=PATH, nbds:// and
+/// nbds+unix:// over TLS) or an rbd:POOL/IMAGE spec in place of IMAGE.
 #[derive(Debug, Args)]
 pub struct RemoteArgs {
     /// NBD: connections to open when the server allows multi-conn (1 otherwise).

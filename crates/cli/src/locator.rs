@@ -1,10 +1,10 @@
 //! The store locator: the one place where an IMAGE (or `--header`) argument becomes a
 //! store. A path is a local file or block device; an NBD URI (`nbd://host[:port]/export`,
-//! `nbd+unix:///export?socket=PATH`; `nbds://` is parsed and refused until TLS comes) is
-//! an export reached through the NBD client; an `rbd:POOL/IMAGE[@SNAP][:conf=FILE]...` spec
-//! (qemu's syntax) is a Ceph RBD image reached through librbd (`sectorcrypt_cli::rbd_store`,
-//! in builds with the `rbd` feature). Another kind of store is one more arm of
-//! [`Location`] and of [`open_remote`].
+//! `nbd+unix:///export?socket=PATH`, and over TLS `nbds://` and `nbds+unix://` with
+//! libnbd's `tls-certificates=DIR`) is an export reached through the NBD client; an
+//! `rbd:POOL/IMAGE[@SNAP][:conf=FILE]...` spec (qemu's syntax) is a Ceph RBD image reached
+//! through librbd (`sectorcrypt_cli::rbd_store`, in builds with the `rbd` feature).
+//! Another kind of store is one more arm of [`Location`] and of [`open_remote`].
 //!
 //! The remote options (`--connections`, `--retry`, `--remote-timeout`) are global flags,
 //! set once by `main` before a command runs ([`configure`]).

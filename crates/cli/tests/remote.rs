@@ -4,12 +4,15 @@
 //! exported bytes checked with cryptsetup and with sectorcrypt on a local copy. Skipped
 //! with a printed reason where nbdkit (or another tool) is missing.
 
+#[path = "support/remote_io.rs"]
+mod remote_io;
 #[path = "support/served.rs"]
 mod served;
 mod support;
 #[path = "support/volumes.rs"]
 mod volumes;
 
+use remote_io::{read_plain, write_and_read};
 use sectorcrypt_nbd::client::{Client, ClientConfig, NbdUri};
 use sectorcrypt_testkit::nbdkit::Nbdkit;
 use sectorcrypt_testkit::{pattern, require, run};
@@ -18,48 +21,12 @@ use std::io::{Read, Write};
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
-use support::{code, ok, ok_bytes, s, sc};
+use support::{code, ok, s, sc};
 use volumes::{key_file, FAST};
-
-/// What `sectorcrypt read TARGET` (a local image or a URI) gives at `offset`.
-fn read_plain(target: &str, key: &Path, offset: u64, len: usize) -> Vec<u8> {
-    let (off, len) = (offset.to_string(), len.to_string());
-    let args = [
-        "read",
-        target,
-        "--offset",
-        &off,
-        "--length",
-        &len,
-        "--key-file",
-        s(key),
-    ];
-    ok_bytes(sc(&args, b""))
-}
 
 /// What `sectorcrypt read` of a local image gives at `offset`.
 fn read_local(img: &Path, key: &Path, offset: u64, len: usize) -> Vec<u8> {
     read_plain(s(img), key, offset, len)
-}
-
-/// `sectorcrypt write TARGET` of `data` at `offset`, then `read` of it back: equal.
-fn write_and_read(target: &str, key: &Path, dir: &Path, data: &[u8], offset: u64) {
-    let input = dir.join("in.bin");
-    std::fs::write(&input, data).unwrap();
-    let off = offset.to_string();
-    let args = [
-        "write",
-        target,
-        "--input",
-        s(&input),
-        "--offset",
-        &off,
-        "--key-file",
-        s(key),
-    ];
-    ok(sc(&args, b""));
-    let back = read_plain(target, key, offset, data.len());
-    assert!(back == data, "{target}: read back differs");
 }
 
 #[test]
@@ -363,11 +330,12 @@ fn a_vanished_or_stuck_upstream_gives_errors_within_the_timeout() {
 }
 
 #[test]
-fn nbds_uris_are_refused_as_not_yet_supported() {
-    let out = sc(&["dump", "nbds://127.0.0.1/x"], b"");
+fn bad_nbd_and_nbds_uris_are_usage_errors() {
+    let uri = "nbds://127.0.0.1/x?tls-certificates=/nonexistent";
+    let out = sc(&["dump", uri], b"");
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(code(&out), 2, "{err}");
-    assert!(err.contains("not supported yet"), "{err}");
+    assert!(err.contains("/nonexistent/ca-cert.pem"), "{err}");
     let out = sc(&["dump", "nbd+unix:///x"], b"");
     assert_eq!(code(&out), 2);
     assert!(String::from_utf8_lossy(&out.stderr).contains("socket"));

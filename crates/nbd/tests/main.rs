@@ -12,12 +12,14 @@
 //! - `fairness`: stalled and idle clients hold up no one else;
 //! - `writeback`: a failed flush fails every later flush;
 //! - `lifecycle`: listening (Unix socket, loopback TCP) and shutting down;
-//! - `client`: the NBD client against nbdkit, this server and a hand-written one.
+//! - `client`: the NBD client against nbdkit, this server and a hand-written one;
+//! - `client_tls`: the NBD client over TLS (`nbds://`).
 //! - `tls`: NBD_OPT_STARTTLS with nbdinfo, nbdcopy, qemu-img and the crate's client side.
 
 mod support;
 
 mod client;
+mod client_tls;
 mod fairness;
 mod handshake;
 mod lifecycle;

@@ -9,11 +9,12 @@
 //! connection. An error the server reports for one request fails that request alone.
 
 use super::reply::ReadReply;
+use super::secure::{Link, Reader, Writer};
 use crate::proto::*;
 use crate::stream::Stream;
 use std::collections::HashMap;
 use std::fmt;
-use std::io::{self, BufReader, IoSlice, Read, Write};
+use std::io::{self, BufReader, Read, Write};
 use std::net::Shutdown;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
@@ -116,7 +117,7 @@ pub(crate) struct Ticket {
 
 /// One negotiated connection.
 pub(crate) struct Conn {
-    writer: Mutex<Stream>,
+    writer: Mutex<Writer>,
     shared: Arc<Shared>,
     cookies: AtomicU64,
     reader: Mutex<Option<JoinHandle<()>>>,
@@ -133,21 +134,25 @@ impl fmt::Debug for Conn {
 }
 
 impl Conn {
-    /// Starts the reader thread on a negotiated socket; `name` is used in messages.
-    pub(crate) fn start(stream: Stream, structured: bool, name: String) -> io::Result<Conn> {
+    /// Starts the reader thread on a negotiated connection; `name` is used in messages.
+    pub(crate) fn start(link: Link, structured: bool, name: String) -> io::Result<Conn> {
+        let Link {
+            control,
+            reader: reading,
+            writer,
+        } = link;
         let shared = Arc::new(Shared {
             table: Mutex::default(),
-            control: stream.try_clone()?,
+            control,
             structured,
             name,
         });
-        let reading = stream.try_clone()?;
         let s = Arc::clone(&shared);
         let reader = std::thread::Builder::new()
             .name("nbd-client-reader".into())
             .spawn(move || read_replies(&s, reading))?;
         Ok(Conn {
-            writer: Mutex::new(stream),
+            writer: Mutex::new(writer),
             shared,
             cookies: AtomicU64::new(1),
             reader: Mutex::new(Some(reader)),
@@ -197,7 +202,7 @@ impl Conn {
             len,
         }
         .encode();
-        let sent = write_both(&mut lock(&self.writer), &header, payload.unwrap_or(&[]));
+        let sent = lock(&self.writer).write_both(&header, payload.unwrap_or(&[]));
         if let Err(e) = sent {
             self.fail(
                 e.kind(),
@@ -245,7 +250,9 @@ impl Drop for Conn {
                 offset: 0,
                 len: 0,
             };
-            let _ = lock(&self.writer).write_all(&disc.encode());
+            let mut w = lock(&self.writer);
+            let _ = w.write_all(&disc.encode());
+            w.close();
         }
         self.shared.fail(
             io::ErrorKind::ConnectionAborted,
@@ -257,23 +264,8 @@ impl Drop for Conn {
     }
 }
 
-/// Writes `a` then `b` in as few system calls as the socket allows.
-fn write_both(w: &mut Stream, a: &[u8], b: &[u8]) -> io::Result<()> {
-    let mut bufs = [IoSlice::new(a), IoSlice::new(b)];
-    let mut bufs = &mut bufs[..];
-    while !bufs.is_empty() && bufs.iter().any(|s| !s.is_empty()) {
-        match w.write_vectored(bufs) {
-            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-            Ok(n) => IoSlice::advance_slices(&mut bufs, n),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
-}
-
 /// The reader thread: replies until the connection ends, then fails what is in flight.
-fn read_replies(shared: &Shared, stream: Stream) {
+fn read_replies(shared: &Shared, stream: Reader) {
     let mut r = BufReader::with_capacity(64 << 10, stream);
     let e = loop {
         if let Err(e) = one_reply(shared, &mut r) {

@@ -2,8 +2,10 @@
 //! server), for the storage a volume lives on.
 //!
 //! - [`uri`]: NBD URIs (`nbd://`, `nbd+unix://`, `nbds://`);
-//! - `negotiate`: the socket and the fixed newstyle handshake (structured replies,
-//!   NBD_OPT_GO with NBD_INFO_BLOCK_SIZE);
+//! - `negotiate`: the socket and the fixed newstyle handshake (NBD_OPT_STARTTLS for
+//!   `nbds://`, structured replies, NBD_OPT_GO with NBD_INFO_BLOCK_SIZE);
+//! - `secure`: what an `nbds://` URI's TLS parameters mean, and a connection's halves,
+//!   plain or TLS;
 //! - `conn`: one connection with many requests in flight (callers write, one reader
 //!   thread hands replies out by cookie);
 //! - `reply`: a read put together from structured reply chunks;
@@ -23,6 +25,7 @@
 mod conn;
 mod negotiate;
 mod reply;
+mod secure;
 pub mod uri;
 
 pub use negotiate::{ExportFacts, DEFAULT_MAX_BLOCK};
@@ -30,6 +33,7 @@ pub use uri::{Endpoint, NbdUri, UriError};
 
 use crate::proto::*;
 use conn::{is_lost, lost, Conn, Ticket};
+use secure::TlsSetup;
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -72,6 +76,8 @@ pub struct Client {
     uri: NbdUri,
     name: String,
     config: ClientConfig,
+    /// For `nbds://`: how every connection, and every reconnection, speaks TLS.
+    tls: Option<TlsSetup>,
     facts: ExportFacts,
     slots: Vec<Mutex<Option<Arc<Conn>>>>,
     next: AtomicUsize,
@@ -93,20 +99,16 @@ struct Piece {
 }
 
 impl Client {
-    /// Connects to `uri` and negotiates its export; opens the other connections when the
-    /// server allows multi-conn. TLS (`nbds://`) is refused here, the one place that
-    /// knows it is not spoken yet.
+    /// Connects to `uri` and negotiates its export (over TLS for `nbds://`); opens the
+    /// other connections when the server allows multi-conn.
     pub fn connect(uri: &NbdUri, config: ClientConfig) -> io::Result<Client> {
-        if uri.tls {
-            return Err(io::Error::new(
-                io::ErrorKind::Unsupported,
-                format!("{uri}: TLS (nbds://) is not supported yet; use nbd:// or nbd+unix://"),
-            ));
-        }
         let name = uri.to_string();
-        let (stream, facts) = negotiate::open(uri, config.timeout, config.structured_replies)
-            .map_err(|e| io::Error::new(e.kind(), format!("{name}: {e}")))?;
-        let first = Conn::start(stream, facts.structured, name.clone())?;
+        let context = |e: io::Error| io::Error::new(e.kind(), format!("{name}: {e}"));
+        let tls = TlsSetup::from_uri(uri).map_err(context)?;
+        let (link, facts) =
+            negotiate::open(uri, config.timeout, config.structured_replies, tls.as_ref())
+                .map_err(context)?;
+        let first = Conn::start(link, facts.structured, name.clone())?;
         let n = if facts.can_multi_conn() {
             config.connections.max(1)
         } else {
@@ -116,6 +118,7 @@ impl Client {
             uri: uri.clone(),
             name,
             config,
+            tls,
             facts,
             slots: (0..n).map(|_| Mutex::new(None)).collect(),
             next: AtomicUsize::new(0),
@@ -151,10 +154,11 @@ impl Client {
 
     fn open_conn(&self) -> io::Result<Arc<Conn>> {
         let fail = |e: io::Error| lost(e.kind(), format!("{}: reconnecting: {e}", self.name));
-        let (stream, facts) = negotiate::open(
+        let (link, facts) = negotiate::open(
             &self.uri,
             self.config.timeout,
             self.config.structured_replies,
+            self.tls.as_ref(),
         )
         .map_err(fail)?;
         if facts.size != self.facts.size || facts.flags != self.facts.flags {
@@ -167,7 +171,7 @@ impl Client {
             ));
         }
         Ok(Arc::new(
-            Conn::start(stream, facts.structured, self.name.clone()).map_err(fail)?,
+            Conn::start(link, facts.structured, self.name.clone()).map_err(fail)?,
         ))
     }
 

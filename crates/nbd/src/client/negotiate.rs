@@ -1,9 +1,13 @@
 //! Opening one connection: the socket, then the fixed newstyle handshake as a client:
+//! NBD_OPT_STARTTLS first for `nbds://` (a refusal is an error: never plaintext instead),
+//! the TLS handshake, then over TLS (or in the clear for `nbd://`)
 //! NBD_OPT_STRUCTURED_REPLY (when wanted; a refusal leaves simple replies), then
 //! NBD_OPT_GO asking for NBD_INFO_BLOCK_SIZE, falling back to NBD_OPT_EXPORT_NAME on a
-//! server that does not know NBD_OPT_GO. Every read of the handshake is bounded by the
-//! connection timeout.
+//! server that does not know NBD_OPT_GO. A server that requires TLS of an `nbd://`
+//! client is told apart (NBD_REP_ERR_TLS_REQD) and named. Every read of the handshake is
+//! bounded by the connection timeout.
 
+use super::secure::{Duplex, Link, Reader, TlsSetup, Writer};
 use super::uri::{Endpoint, NbdUri};
 use crate::proto::*;
 use crate::stream::Stream;
@@ -63,19 +67,44 @@ impl ExportFacts {
     }
 }
 
-/// Connects to `uri`'s endpoint and negotiates its export; the socket comes back with
-/// no read timeout.
+/// Connects to `uri`'s endpoint and negotiates its export, over TLS when `tls` is given;
+/// the socket comes back with no read timeout.
 pub(crate) fn open(
     uri: &NbdUri,
     timeout: Option<Duration>,
     structured: bool,
-) -> io::Result<(Stream, ExportFacts)> {
+    tls: Option<&TlsSetup>,
+) -> io::Result<(Link, ExportFacts)> {
     let mut s = connect(&uri.endpoint, timeout)?;
     s.set_read_timeout(timeout)?;
     s.set_write_timeout(timeout)?;
-    let facts = handshake(&mut s, uri.export.as_bytes(), structured)?;
-    s.set_read_timeout(None)?;
-    Ok((s, facts))
+    let no_zeroes = greet(&mut s)?;
+    let control = s.try_clone()?;
+    let (mut reader, mut writer) = match tls {
+        None => (Reader::Plain(s.try_clone()?), Writer::Plain(s)),
+        Some(t) => {
+            starttls(&mut s)?;
+            let (r, w) = t
+                .tls
+                .connect(t.server_name.as_deref(), s.try_clone()?, s)
+                .map_err(|e| io::Error::new(e.kind(), format!("TLS handshake: {e}")))?;
+            (Reader::Tls(r), Writer::Tls(w))
+        }
+    };
+    let mut duplex = Duplex {
+        reader: &mut reader,
+        writer: &mut writer,
+    };
+    let facts = options(&mut duplex, uri.export.as_bytes(), no_zeroes, structured)?;
+    control.set_read_timeout(None)?;
+    Ok((
+        Link {
+            control,
+            reader,
+            writer,
+        },
+        facts,
+    ))
 }
 
 fn connect(endpoint: &Endpoint, timeout: Option<Duration>) -> io::Result<Stream> {
@@ -114,7 +143,7 @@ fn protocol(msg: impl Into<String>) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, msg.into())
 }
 
-fn read_array<const N: usize>(s: &mut Stream) -> io::Result<[u8; N]> {
+fn read_array<const N: usize>(s: &mut impl Read) -> io::Result<[u8; N]> {
     let mut b = [0u8; N];
     s.read_exact(&mut b)?;
     Ok(b)
@@ -122,7 +151,7 @@ fn read_array<const N: usize>(s: &mut Stream) -> io::Result<[u8; N]> {
 
 /// An option reply's header and data (data of at most 64 KiB: nothing this client asks
 /// for is longer, and a server cannot make it allocate more).
-fn option_reply(s: &mut Stream, option: u32) -> io::Result<(u32, Vec<u8>)> {
+fn option_reply(s: &mut impl Read, option: u32) -> io::Result<(u32, Vec<u8>)> {
     let r = OptionReply::decode(&read_array(s)?)
         .map_err(|m| protocol(format!("bad option reply magic {m:#x}")))?;
     if r.option != option {
@@ -130,6 +159,12 @@ fn option_reply(s: &mut Stream, option: u32) -> io::Result<(u32, Vec<u8>)> {
             "a reply to option {} while negotiating option {option}",
             r.option
         )));
+    }
+    if r.kind == REP_ERR_TLS_REQD {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            "the server requires TLS: use an nbds:// (or nbds+unix://) URI",
+        ));
     }
     if r.len > 64 << 10 {
         return Err(protocol(format!("an option reply of {} bytes", r.len)));
@@ -157,13 +192,15 @@ fn refusal(kind: u32, data: &[u8]) -> String {
     }
 }
 
-fn send_option(s: &mut Stream, option: u32, data: &[u8]) -> io::Result<()> {
+fn send_option(s: &mut impl Write, option: u32, data: &[u8]) -> io::Result<()> {
     let mut msg = encode_option_request(option, data.len() as u32).to_vec();
     msg.extend_from_slice(data);
     s.write_all(&msg)
 }
 
-fn handshake(s: &mut Stream, name: &[u8], structured: bool) -> io::Result<ExportFacts> {
+/// The server's greeting and the client's flags; whether the server omits the zeroes
+/// after NBD_OPT_EXPORT_NAME's reply.
+fn greet(s: &mut Stream) -> io::Result<bool> {
     let flags = decode_greeting(&read_array(s)?)
         .ok_or_else(|| protocol("not a newstyle NBD server (bad greeting)"))?;
     if flags & FLAG_FIXED_NEWSTYLE == 0 {
@@ -175,6 +212,37 @@ fn handshake(s: &mut Stream, name: &[u8], structured: bool) -> io::Result<Export
         client |= FLAG_C_NO_ZEROES;
     }
     s.write_all(&client.to_be_bytes())?;
+    Ok(no_zeroes)
+}
+
+/// NBD_OPT_STARTTLS: the server's acknowledgement, or an error that says plaintext is not
+/// an option.
+fn starttls(s: &mut Stream) -> io::Result<()> {
+    send_option(s, OPT_STARTTLS, &[])?;
+    let (kind, data) = option_reply(s, OPT_STARTTLS)?;
+    match kind {
+        REP_ACK => Ok(()),
+        k if k & REP_FLAG_ERROR != 0 => Err(io::Error::new(
+            io::ErrorKind::ConnectionRefused,
+            format!(
+                "the server refused NBD_OPT_STARTTLS ({}): it does not offer TLS, and an \
+                 nbds:// URI is never used in plaintext (nbd:// is the plain scheme)",
+                refusal(k, &data)
+            ),
+        )),
+        k => Err(protocol(format!(
+            "unexpected reply {k} to NBD_OPT_STARTTLS"
+        ))),
+    }
+}
+
+/// The options after the greeting (and TLS): structured replies, then the export.
+fn options<S: Read + Write>(
+    s: &mut S,
+    name: &[u8],
+    no_zeroes: bool,
+    structured: bool,
+) -> io::Result<ExportFacts> {
     let mut sr = false;
     if structured {
         send_option(s, OPT_STRUCTURED_REPLY, &[])?;
@@ -218,7 +286,12 @@ fn handshake(s: &mut Stream, name: &[u8], structured: bool) -> io::Result<Export
 
 /// The old way in, for servers without NBD_OPT_GO: no block sizes, no error reply (a
 /// server that does not know the name closes the connection).
-fn export_name(s: &mut Stream, name: &[u8], no_zeroes: bool, sr: bool) -> io::Result<ExportFacts> {
+fn export_name(
+    s: &mut (impl Read + Write),
+    name: &[u8],
+    no_zeroes: bool,
+    sr: bool,
+) -> io::Result<ExportFacts> {
     send_option(s, OPT_EXPORT_NAME, name)?;
     let (size, flags) = decode_size_and_flags(&read_array(s)?);
     if !no_zeroes {

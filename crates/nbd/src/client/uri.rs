@@ -4,9 +4,10 @@
 //! Parsing only: the export name is the path without its leading `/`, percent-decoded;
 //! the port defaults to 10809 (IANA's); a Unix socket comes from the `socket` query
 //! parameter (a leading NUL, `%00`, names Linux's abstract namespace). The TLS query
-//! parameters (`tls-type`, `tls-hostname`, `tls-verify-peer`) are kept for the TLS
-//! client; any other parameter is diagnosed, as the specification asks. Whether TLS can
-//! be spoken is not decided here (see [`crate::client::Client::connect`]).
+//! parameters (the specification's `tls-type`, `tls-hostname`, `tls-verify-peer`, and
+//! libnbd's `tls-certificates`) are kept for the TLS client, which gives them their
+//! meaning (`client::secure`); any other parameter is diagnosed, as the specification
+//! asks.
 
 use std::fmt;
 use std::path::PathBuf;
@@ -111,7 +112,7 @@ impl NbdUri {
                 "socket" if socket.is_some() => return Err(bad("socket= given twice")),
                 "socket" if v.is_empty() => return Err(bad("socket= is empty")),
                 "socket" => socket = Some(v),
-                "tls-type" | "tls-hostname" | "tls-verify-peer" => {
+                "tls-type" | "tls-hostname" | "tls-verify-peer" | "tls-certificates" => {
                     let v =
                         String::from_utf8(v).map_err(|_| bad("a TLS parameter is not UTF-8"))?;
                     tls_params.push((k, v));
@@ -138,6 +139,17 @@ impl NbdUri {
             export,
             tls_params,
         })
+    }
+}
+
+impl NbdUri {
+    /// The value of the TLS query parameter `name` (the last one when given twice).
+    pub fn tls_param(&self, name: &str) -> Option<&str> {
+        self.tls_params
+            .iter()
+            .rev()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
     }
 }
 

@@ -7,6 +7,8 @@
 //! The server's certificate always has to chain to `ca-cert.pem`. Its name is checked
 //! when the caller has one (the URI's host, or libnbd's `tls-hostname`); a Unix socket
 //! has none, and then the chain alone is checked (libnbd checks nothing there by default).
+//! [`ClientTls::unverified`] is libnbd's `tls-verify-peer=false`: any certificate is taken
+//! (the session is encrypted, but the server is not authenticated).
 
 use super::pem::{self, TlsError, CLIENT_CERT, CLIENT_KEY};
 use super::session::{split, TlsReader, TlsWriter};
@@ -44,7 +46,17 @@ impl ClientTls {
     /// Reads `dir/ca-cert.pem`, and `dir/client-cert.pem` with `dir/client-key.pem` when
     /// both are there (one without the other is an error).
     pub fn from_dir(dir: &Path) -> Result<ClientTls, TlsError> {
-        let roots = Arc::new(pem::roots(dir)?);
+        Self::build(dir, Some(Arc::new(pem::roots(dir)?)))
+    }
+
+    /// Takes any server certificate, checking neither its chain nor its name; reads only
+    /// the client's certificate and key from `dir`, when both are there.
+    pub fn unverified(dir: &Path) -> Result<ClientTls, TlsError> {
+        Self::build(dir, None)
+    }
+
+    /// The configurations; `roots` `None`: no check of the server's certificate.
+    fn build(dir: &Path, roots: Option<Arc<RootCertStore>>) -> Result<ClientTls, TlsError> {
         let pair = pem::optional_pair(dir, CLIENT_CERT, CLIENT_KEY)?;
         let provider = super::provider();
         let build = |verifier: Arc<dyn ServerCertVerifier>| {
@@ -60,16 +72,18 @@ impl ClientTls {
                 None => Ok(builder.with_no_client_auth()),
             }
         };
-        let named = rustls::client::WebPkiServerVerifier::builder_with_provider(
-            roots.clone(),
-            provider.clone(),
-        )
-        .build()
-        .map_err(|e| TlsError::Rejected(dir.join(pem::CA_CERT), e.to_string()))?;
         let unnamed = Arc::new(ChainOnly {
-            roots,
+            roots: roots.clone(),
             provider: provider.clone(),
         });
+        let named: Arc<dyn ServerCertVerifier> = match roots {
+            Some(roots) => {
+                rustls::client::WebPkiServerVerifier::builder_with_provider(roots, provider.clone())
+                    .build()
+                    .map_err(|e| TlsError::Rejected(dir.join(pem::CA_CERT), e.to_string()))?
+            }
+            None => unnamed.clone(),
+        };
         Ok(ClientTls {
             named: Arc::new(build(named)?),
             unnamed: Arc::new(build(unnamed)?),
@@ -109,10 +123,11 @@ impl ClientTls {
     }
 }
 
-/// Accepts a server certificate that chains to the roots, whatever names it holds.
+/// Accepts a server certificate that chains to the roots, whatever names it holds; with
+/// no roots, any certificate (its handshake signatures are still checked).
 #[derive(Debug)]
 struct ChainOnly {
-    roots: Arc<RootCertStore>,
+    roots: Option<Arc<RootCertStore>>,
     provider: Arc<CryptoProvider>,
 }
 
@@ -125,10 +140,13 @@ impl ServerCertVerifier for ChainOnly {
         _ocsp_response: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
+        let Some(roots) = &self.roots else {
+            return Ok(ServerCertVerified::assertion());
+        };
         let cert = ParsedCertificate::try_from(end_entity)?;
         rustls::client::verify_server_cert_signed_by_trust_anchor(
             &cert,
-            &self.roots,
+            roots,
             intermediates,
             now,
             self.provider.signature_verification_algorithms.all,
