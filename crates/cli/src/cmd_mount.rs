@@ -317,8 +317,15 @@ pub fn run(a: MountArgs) -> Result<(), Failure> {
     }
 
     let export = Arc::new(volume_export::open(&a.open)?);
-    let meta = std::fs::metadata(&a.open.image)
-        .map_err(|e| Failure::runtime(format!("{}: {e}", a.open.image.display())))?;
+    // The disk file's owner is the image's; a remote store (an NBD export, an RBD image)
+    // has no owner here, so the disk is the mounting user's (/proc/self is owned by this
+    // process's effective user and group).
+    let owner = match crate::locator::locate(&a.open.image)? {
+        crate::locator::Location::Local => a.open.image.as_path(),
+        _ => Path::new("/proc/self"),
+    };
+    let meta = std::fs::metadata(owner)
+        .map_err(|e| Failure::runtime(format!("{}: {e}", owner.display())))?;
     let fs = DiskFs {
         export: export.clone(),
         uid: meta.uid(),

@@ -340,3 +340,71 @@ fn bad_nbd_and_nbds_uris_are_usage_errors() {
     assert_eq!(code(&out), 2);
     assert!(String::from_utf8_lossy(&out.stderr).contains("socket"));
 }
+
+/// `mount` of an NBD URI shows the same plaintext as `read` of it, and a detached header
+/// can itself live on an export (`--header URI`) with the data in a local file.
+#[test]
+fn mount_and_a_detached_header_take_uris_too() {
+    require!("nbdkit");
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let k = key_file(d, "k", "remote header");
+    // Detached: header in hdr.img (exported), data in data.img (local).
+    let (hdr, data) = (d.join("hdr.img"), d.join("data.img"));
+    std::fs::write(&data, vec![0u8; 8 << 20]).unwrap();
+    let mut args = vec!["format", s(&data), "--header", s(&hdr), "--key-file", s(&k)];
+    args.extend(FAST);
+    ok(sc(&args, b""));
+    let kit = Nbdkit::unix(
+        &d.join("h.sock"),
+        &["file", &format!("file={}", hdr.display())],
+    );
+    let plain = pattern(100_000, 5);
+    let input = d.join("in");
+    std::fs::write(&input, &plain).unwrap();
+    let remote = ["--header", &kit.uri(), "--key-file", s(&k)];
+    ok(sc(
+        &[
+            &["write", s(&data), "--input", s(&input), "--offset", "777"][..],
+            &remote,
+        ]
+        .concat(),
+        b"",
+    ));
+    let local = ["--header", s(&hdr), "--key-file", s(&k)];
+    let read = |h: &[&str]| {
+        support::ok_bytes(sc(
+            &[
+                &["read", s(&data), "--offset", "777", "--length", "100000"][..],
+                h,
+            ]
+            .concat(),
+            b"",
+        ))
+    };
+    assert!(read(&remote) == plain, "read with the header on the export");
+    assert!(read(&local) == plain, "the same header read as a file");
+
+    if !Path::new("/dev/fuse").exists() || !sectorcrypt_testkit::have("fusermount3") {
+        return eprintln!("skipped the mount part: no /dev/fuse or fusermount3");
+    }
+    let img = volumes::new_volume(d, &[]);
+    let k0 = d.join("k0");
+    let kit = Nbdkit::unix(
+        &d.join("m.sock"),
+        &["file", &format!("file={}", img.display())],
+    );
+    let uri = kit.uri();
+    write_and_read(&uri, &k0, d, &pattern(300_000, 8), 12_345);
+    let mp = d.join("mnt");
+    std::fs::create_dir(&mp).unwrap();
+    let mp = std::fs::canonicalize(&mp).unwrap();
+    ok(sc(&["mount", &uri, s(&mp), "--key-file", s(&k0)], b""));
+    let shown = std::fs::read(mp.join("disk"));
+    volumes::unmount(&mp);
+    let whole = support::ok_bytes(sc(&["read", &uri, "--key-file", s(&k0)], b""));
+    assert!(
+        shown.unwrap() == whole,
+        "the mounted disk of a URI is its plaintext"
+    );
+}
