@@ -33,3 +33,17 @@ timed() {
 }
 
 median() { tr ' ' '\n' | grep . | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
+
+# rounds SERVER...   $ROUNDS rounds of a read (into null:) and a write (from
+#                    $work/plain.bin) of each server's `uri SERVER`, timed; the order
+#                    rotates each round so that no server always runs first or last.
+rounds() {
+    local servers=("$@") n=$# i s
+    for r in $(seq "$ROUNDS"); do
+        for ((i = 0; i < n; i++)); do
+            s=${servers[$(((i + r) % n))]}
+            timed "$s read" "$(uri "$s")" null:
+            timed "$s write" "$work/plain.bin" "$(uri "$s")"
+        done
+    done
+}

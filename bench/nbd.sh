@@ -74,15 +74,7 @@ nbdcopy "$(uri geli)" - | cmp - "$work/plain.bin" >/dev/null ||
     { echo "the GELI volume reads something else than was written"; exit 1; }
 echo "check: plaintext written through sectorcrypt geli reads back byte-exact"
 
-servers=(sc geli luks raw)
-for r in $(seq "$ROUNDS"); do
-    # Rotate the order each round so no server always runs first or last.
-    for i in 0 1 2 3; do
-        s=${servers[$(((i + r) % 4))]}
-        timed "$s read" "$(uri "$s")" null:
-        timed "$s write" "$work/plain.bin" "$(uri "$s")"
-    done
-done
+rounds sc geli luks raw
 
 declare -A med
 printf '%-24s %10s %10s   (GB/s, median of %s rounds, %s connections, nbdcopy %s)\n' \

@@ -81,14 +81,7 @@ nbdcopy "$(uri sc)" - | cmp - "$work/plain.bin" >/dev/null ||
     { echo "written over TLS, read without: the data differ"; exit 1; }
 echo "check: plaintext written over TLS reads back byte-exact without TLS"
 
-servers=(sc sctls raw rawtls)
-for r in $(seq "$ROUNDS"); do
-    for i in 0 1 2 3; do
-        s=${servers[$(((i + r) % 4))]}
-        timed "$s read" "$(uri "$s")" null:
-        timed "$s write" "$work/plain.bin" "$(uri "$s")"
-    done
-done
+rounds sc sctls raw rawtls
 
 declare -A med
 printf '%-30s %8s %10s   (GB/s, median of %s rounds, %s connections)\n' \
