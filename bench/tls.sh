@@ -81,7 +81,8 @@ nbdcopy "$(uri sc)" - | cmp - "$work/plain.bin" >/dev/null ||
     { echo "written over TLS, read without: the data differ"; exit 1; }
 echo "check: plaintext written over TLS reads back byte-exact without TLS"
 
-rounds sc sctls raw rawtls
+servers=(sc sctls raw rawtls)
+rounds "${servers[@]}"
 
 declare -A med
 printf '%-30s %8s %10s   (GB/s, median of %s rounds, %s connections)\n' \
