@@ -7,6 +7,7 @@
 #                    $REQUESTS requests, and adds its GB/s over $size_bytes to
 #                    samples[KEY] (and one[KEY $r], $r being the caller's round).
 # median             the median of the numbers on standard input (spaces or newlines).
+# wait_sock PATH     waits up to 10 s for the Unix socket PATH; exits the script without.
 
 scratch() {
     work=$(mktemp -d "$1")
@@ -18,6 +19,11 @@ cleanup_scratch() {
     for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
     wait 2>/dev/null || true
     rm -rf "$work"
+}
+
+wait_sock() {
+    for _ in $(seq 200); do [ -S "$1" ] && return 0; sleep 0.05; done
+    echo "no socket $1"; exit 1
 }
 
 declare -A samples one

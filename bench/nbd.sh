@@ -44,10 +44,6 @@ head -c "$size_bytes" /dev/urandom >"$work/plain.bin"
 # Fill both so reads see allocated data everywhere.
 dd if="$work/plain.bin" of="$work/raw.img" bs=4M conv=notrunc status=none
 
-wait_sock() {
-    for _ in $(seq 200); do [ -S "$1" ] && return 0; sleep 0.05; done
-    echo "no socket $1"; exit 1
-}
 "$cli" serve "$work/luks.img" --key-file "$work/pass" --socket "$work/sc.sock" 2>"$work/sc.log" &
 pids+=($!)
 "$cli" serve "$work/geli.img" --key-file "$work/pass" --socket "$work/geli.sock" \
