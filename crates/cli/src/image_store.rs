@@ -116,6 +116,14 @@ impl Store for ImageStore {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         self.inner().read_at(buf, offset)
     }
+    fn read_owned(
+        &self,
+        buf: Vec<u8>,
+        range: std::ops::Range<usize>,
+        offset: u64,
+    ) -> (Vec<u8>, io::Result<()>) {
+        self.inner().read_owned(buf, range, offset)
+    }
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
         self.inner().write_at(buf, offset)
     }

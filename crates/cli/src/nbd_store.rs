@@ -48,6 +48,16 @@ impl Store for NbdStore {
         self.client.read_at(buf, offset)
     }
 
+    /// A read that goes out as one request lands straight in `buf` (no copy).
+    fn read_owned(
+        &self,
+        buf: Vec<u8>,
+        range: std::ops::Range<usize>,
+        offset: u64,
+    ) -> (Vec<u8>, io::Result<()>) {
+        self.client.read_owned(buf, range, offset)
+    }
+
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
         self.client.write_at(buf, offset, false)
     }

@@ -40,6 +40,14 @@ impl Export for VolumeExport {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         self.volume.read_at(buf, offset)
     }
+    fn read_owned(
+        &self,
+        buf: Vec<u8>,
+        range: std::ops::Range<usize>,
+        offset: u64,
+    ) -> (Vec<u8>, io::Result<()>) {
+        self.volume.read_owned(buf, range, offset)
+    }
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
         self.volume.write_at(buf, offset)
     }

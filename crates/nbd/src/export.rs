@@ -6,6 +6,7 @@
 //! beyond those capabilities, so a volume, a file or a memory buffer can stand behind it.
 
 use std::io;
+use std::ops::Range;
 
 /// What the server serves: a byte-addressed device of fixed size. Implementations must be
 /// safe to call from several threads at once (requests run concurrently).
@@ -18,6 +19,18 @@ pub trait Export: Send + Sync {
     fn read_only(&self) -> bool;
     /// Fills `buf` from `offset`; the range is within `size()`.
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
+    /// Fills `buf[range]` from `offset` like [`Export::read_at`], taking the buffer by
+    /// value so that an export whose data arrives on another thread (a proxy's upstream)
+    /// can have it read straight into the reply; the buffer comes back in every case.
+    fn read_owned(
+        &self,
+        mut buf: Vec<u8>,
+        range: Range<usize>,
+        offset: u64,
+    ) -> (Vec<u8>, io::Result<()>) {
+        let r = self.read_at(&mut buf[range], offset);
+        (buf, r)
+    }
     /// Stores `buf` at `offset`; the range is within `size()`.
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()>;
     /// Makes every completed write durable.

@@ -54,6 +54,7 @@ mod export;
 mod export_info;
 mod handshake;
 mod incoming;
+mod pool;
 pub mod proto;
 mod request;
 mod server;

@@ -21,10 +21,10 @@
 //!
 //! Memory is bounded per connection: a READ or WRITE takes its payload's share of the
 //! connection's own [`Budget`] before its buffer is allocated (the reader waits when the
-//! budget is spent) and gives it back when its reply is sent; pooled buffers are few and
-//! small. A client that stops sending a payload or reading its replies thus waits on its
-//! own budget, never on another connection's; it is cut off after the read or write
-//! timeout. Flushes go through the server's [`Writeback`], which makes a failure stick.
+//! budget is spent) and gives it back when its reply is sent; at most one pooled buffer per
+//! worker is kept between requests, none over 4 MiB. A client that stops sending a payload
+//! or reading its replies thus waits on its own budget, never on another connection's; it
+//! is cut off after the read or write timeout. Flushes go through the server's [`Writeback`], which makes a failure stick.
 //!
 //! When the reader stops (NBD_CMD_DISC, end of stream, protocol violation, server
 //! shutdown) the queue is closed, the workers finish every request already received and
@@ -36,9 +36,10 @@ use crate::config::ServerConfig;
 use crate::export::Export;
 use crate::export_info::ExportInfo;
 use crate::incoming::{Incoming, Next};
+use crate::pool::BufPool;
 use crate::proto::*;
 use crate::request::{decide, Action};
-use crate::stream::Stream;
+use crate::stream::{Stream, SEND_BUFFER};
 use crate::tls::{self, TlsWriter};
 use crate::writeback::Writeback;
 use std::io::{self, Read, Write};
@@ -46,12 +47,6 @@ use std::net::Shutdown;
 use std::sync::mpsc::sync_channel;
 use std::sync::{Arc, Mutex};
 use std::thread;
-
-/// Buffers kept for reuse per connection.
-const POOL_KEEP: usize = 4;
-/// Larger buffers are freed after use, not kept: a connection keeps at most
-/// `POOL_KEEP * POOL_MAX_BUFFER` bytes between requests.
-const POOL_MAX_BUFFER: usize = 4 << 20;
 
 /// What one connection's transmission phase works with, lent by the server for the
 /// connection's lifetime (the workers are scoped threads).
@@ -83,40 +78,6 @@ enum Job {
     Flush(Request),
     Trim(Request),
     Zero(Request),
-}
-
-/// Reusable byte buffers, so steady-state requests allocate nothing.
-#[derive(Default)]
-struct BufPool {
-    free: Mutex<Vec<Vec<u8>>>,
-}
-
-impl BufPool {
-    /// A buffer of at least `n` bytes (contents unspecified).
-    fn get(&self, n: usize) -> Vec<u8> {
-        let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
-        // Any kept buffer that is large enough (mixed request sizes do not churn).
-        match free.iter().position(|v| v.len() >= n) {
-            Some(i) => free.swap_remove(i),
-            None => {
-                drop(free);
-                vec![0u8; n]
-            }
-        }
-    }
-
-    fn put(&self, v: Vec<u8>) {
-        if v.len() > POOL_MAX_BUFFER {
-            return;
-        }
-        let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
-        if free.len() < POOL_KEEP {
-            free.push(v);
-        } else if let Some(i) = free.iter().position(|k| k.len() < v.len()) {
-            // Full: keep the larger of the two.
-            free[i] = v;
-        }
-    }
 }
 
 /// One connection in the transmission phase: what the reader and the workers share.
@@ -182,8 +143,9 @@ impl Conn<'_> {
         match job {
             Job::Read { req, _permit } => {
                 let end = SIMPLE_REPLY_LEN + req.len as usize;
-                let mut buf = self.pool.get(end);
-                match export.read_at(&mut buf[SIMPLE_REPLY_LEN..end], req.offset) {
+                let buf = self.pool.get(end);
+                let (mut buf, r) = export.read_owned(buf, SIMPLE_REPLY_LEN..end, req.offset);
+                match r {
                     Ok(()) => {
                         let header = SimpleReply {
                             error: 0,
@@ -227,6 +189,7 @@ pub(crate) fn serve(
     session: Option<rustls::ServerConnection>,
     cx: Context<'_>,
 ) -> io::Result<()> {
+    stream.widen_send_buffer(SEND_BUFFER);
     let (reader, writer, secure): (Box<dyn Read + Send>, Box<dyn Write + Send>, _) = match session {
         None => (
             Box::new(stream.try_clone()?),
@@ -241,14 +204,15 @@ pub(crate) fn serve(
         }
     };
     let mut incoming = Incoming::new(&stream, reader, cx.activity, cx.config)?;
+    let workers = cx.config.workers_per_connection.max(1);
     let conn = Conn {
         cx,
         writer: Mutex::new(writer),
         socket: stream,
-        pool: BufPool::default(),
+        // Every worker may hold one buffer; the budget bounds what is in flight.
+        pool: BufPool::new(workers),
         budget: Arc::new(Budget::new(cx.config.connection_budget)),
     };
-    let workers = cx.config.workers_per_connection.max(1);
     let (tx, rx) = sync_channel::<Job>(workers * 2);
     let rx = Mutex::new(rx);
     let why = thread::scope(|scope| {
@@ -347,42 +311,5 @@ fn read_requests(
         if !dispatch(job) {
             return Ok("workers stopped");
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_pool_reuses_any_buffer_large_enough() {
-        let pool = BufPool::default();
-        let big = pool.get(1 << 20);
-        let small = pool.get(100);
-        let big_ptr = big.as_ptr();
-        pool.put(big);
-        pool.put(small);
-        let again = pool.get(300_000);
-        assert_eq!(
-            again.as_ptr(),
-            big_ptr,
-            "the large buffer is found behind the small"
-        );
-        assert!(pool.get(50).len() >= 50);
-        for _ in 0..POOL_KEEP + 4 {
-            pool.put(vec![0; 10]);
-        }
-        pool.put(again);
-        let last = pool.get(1 << 20);
-        assert_eq!(last.as_ptr(), big_ptr, "a full pool keeps the larger");
-        // Buffers above the size cap are freed, not kept.
-        let huge = vec![0u8; POOL_MAX_BUFFER + 1];
-        pool.put(huge);
-        assert!(pool
-            .free
-            .lock()
-            .unwrap()
-            .iter()
-            .all(|v| v.len() <= POOL_MAX_BUFFER));
     }
 }

@@ -26,6 +26,7 @@ use crate::lock::{self, HeaderLock, UseClaim};
 use std::fmt;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Seek, SeekFrom};
+use std::ops::Range;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 use zeroize::Zeroizing;
@@ -42,6 +43,20 @@ pub trait Store: fmt::Debug + Send + Sync {
     /// Reads exactly `buf.len()` bytes at `offset`; past the end the error is of kind
     /// `UnexpectedEof`.
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
+
+    /// Reads `buf[range]` at `offset` like [`Store::read_at`], taking the buffer by value:
+    /// a store whose data arrives on another thread (an NBD client's reader) can read it
+    /// straight into `buf` instead of into its own buffer and then copying. The buffer
+    /// comes back in every case.
+    fn read_owned(
+        &self,
+        mut buf: Vec<u8>,
+        range: Range<usize>,
+        offset: u64,
+    ) -> (Vec<u8>, io::Result<()>) {
+        let r = self.read_at(&mut buf[range], offset);
+        (buf, r)
+    }
 
     /// Writes all of `buf` at `offset`.
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()>;
@@ -94,6 +109,14 @@ impl<T: Store + ?Sized> Store for std::sync::Arc<T> {
     }
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         (**self).read_at(buf, offset)
+    }
+    fn read_owned(
+        &self,
+        buf: Vec<u8>,
+        range: Range<usize>,
+        offset: u64,
+    ) -> (Vec<u8>, io::Result<()>) {
+        (**self).read_owned(buf, range, offset)
     }
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
         (**self).write_at(buf, offset)

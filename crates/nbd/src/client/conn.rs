@@ -170,8 +170,9 @@ impl Conn {
         self.shared.fail(kind, msg)
     }
 
-    /// Sends a request: `payload` for a write, `buf` (of `len` bytes) to read into for a
-    /// read. A failure to send fails the connection and shows in the ticket's outcome.
+    /// Sends a request: `payload` for a write; for a read, `into`: the buffer its `len`
+    /// bytes go to and where in it they start (the reply gives the whole buffer back). A
+    /// failure to send fails the connection and shows in the ticket's outcome.
     pub(crate) fn submit(
         &self,
         kind: u16,
@@ -179,12 +180,12 @@ impl Conn {
         offset: u64,
         len: u32,
         payload: Option<&[u8]>,
-        buf: Option<Vec<u8>>,
+        into: Option<(Vec<u8>, usize)>,
     ) -> io::Result<Ticket> {
         let cookie = self.cookies.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = mpsc::channel();
-        let waiting = match buf {
-            Some(b) => Waiting::Read(ReadReply::new(offset, b)),
+        let waiting = match into {
+            Some((b, start)) => Waiting::Read(ReadReply::new(offset, b, start, len as usize)),
             None => Waiting::Other(None),
         };
         {

@@ -31,10 +31,12 @@ pub mod uri;
 pub use negotiate::{ExportFacts, DEFAULT_MAX_BLOCK};
 pub use uri::{Endpoint, NbdUri, UriError};
 
+use crate::pool::BufPool;
 use crate::proto::*;
 use conn::{is_lost, lost, Conn, Ticket};
 use secure::TlsSetup;
 use std::io;
+use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -65,6 +67,9 @@ impl Default for ClientConfig {
     }
 }
 
+/// Reply buffers kept for reuse: enough for every request in flight of a busy proxy.
+const READ_BUFFERS_KEPT: usize = 64;
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -85,6 +90,8 @@ pub struct Client {
     rmw: Mutex<()>,
     /// Writes acknowledged on a lost connection were not flushed.
     lost_writes: AtomicBool,
+    /// The buffers replies are read into before their data is copied out.
+    buffers: BufPool,
 }
 
 /// One request of a call, before it is sent.
@@ -123,6 +130,7 @@ impl Client {
             slots: (0..n).map(|_| Mutex::new(None)).collect(),
             next: AtomicUsize::new(0),
             rmw: Mutex::new(()),
+            buffers: BufPool::new(READ_BUFFERS_KEPT),
             lost_writes: AtomicBool::new(false),
         };
         *lock(&client.slots[0]) = Some(Arc::new(first));
@@ -227,7 +235,7 @@ impl Client {
         for p in pieces {
             let range = p.at..p.at + p.len as usize;
             let data = payload.map(|b| &b[range.clone()]);
-            let buf = read_into.as_ref().map(|_| vec![0u8; p.len as usize]);
+            let buf = (read_into.as_ref()).map(|_| (self.buffers.get(p.len as usize), 0));
             match c.submit(p.kind, p.flags, p.offset, p.len, data, buf) {
                 Ok(t) => tickets.push((*p, t)),
                 Err(e) => {
@@ -240,8 +248,10 @@ impl Client {
             match c.wait(t, self.config.timeout) {
                 Ok(Some(data)) => {
                     if let Some(dst) = read_into.as_deref_mut() {
-                        dst[p.at..p.at + data.len()].copy_from_slice(&data);
+                        let n = p.len as usize;
+                        dst[p.at..p.at + n].copy_from_slice(&data[..n]);
                     }
+                    self.buffers.put(data);
                 }
                 Ok(None) => {}
                 Err(e) => {
@@ -315,6 +325,40 @@ impl Client {
         }
         let pieces = Self::cut(CMD_READ, 0, offset, buf.len() as u64, self.facts.max_block);
         self.on_a_conn(true, |c| self.pieces(c, &pieces, None, Some(&mut *buf)))
+    }
+
+    /// Reads `buf[range]` from `offset` like [`Client::read_at`], taking the buffer by
+    /// value: a request that goes out whole (aligned, within the maximum block size, no
+    /// `retry` to redo it) has its reply read straight into `buf`, with no copy. The
+    /// buffer comes back in every case (a fresh one when the request failed on the way).
+    pub fn read_owned(
+        &self,
+        mut buf: Vec<u8>,
+        range: Range<usize>,
+        offset: u64,
+    ) -> (Vec<u8>, io::Result<()>) {
+        let len = range.len() as u64;
+        let whole = self.config.retry == 0
+            && len > 0
+            && len <= u64::from(self.facts.max_block)
+            && self.aligned(offset, len)
+            && self.check_range(offset, len).is_ok();
+        if !whole {
+            let r = self.read_at(&mut buf[range], offset);
+            return (buf, r);
+        }
+        let end = range.end;
+        let mut lent = Some((buf, range.start));
+        let r = self.on_a_conn(false, |c| {
+            let into = lent.take().expect("no retry: one attempt");
+            let t = c.submit(CMD_READ, 0, offset, len as u32, None, Some(into))?;
+            c.wait(t, self.config.timeout)
+        });
+        match r {
+            Ok(Some(buf)) => (buf, Ok(())),
+            Ok(None) => unreachable!("a read's reply carries its buffer"),
+            Err(e) => (vec![0u8; end], Err(e)),
+        }
     }
 
     /// Writes all of `buf` at `offset`; with `fua`, acknowledged only once durable (the

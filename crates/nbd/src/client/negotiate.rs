@@ -10,7 +10,7 @@
 use super::secure::{Duplex, Link, Reader, TlsSetup, Writer};
 use super::uri::{Endpoint, NbdUri};
 use crate::proto::*;
-use crate::stream::Stream;
+use crate::stream::{Stream, SEND_BUFFER};
 use std::io::{self, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::os::unix::net::UnixStream;
@@ -97,6 +97,7 @@ pub(crate) fn open(
     };
     let facts = options(&mut duplex, uri.export.as_bytes(), no_zeroes, structured)?;
     control.set_read_timeout(None)?;
+    control.widen_send_buffer(SEND_BUFFER);
     Ok((
         Link {
             control,

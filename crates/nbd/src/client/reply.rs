@@ -6,11 +6,14 @@
 
 use std::io;
 
-/// A read in flight: its range, the buffer the data goes to, what chunks covered.
+/// A read in flight: its range, the buffer the data goes to (`len` bytes from `start`),
+/// what chunks covered.
 #[derive(Debug)]
 pub(crate) struct ReadReply {
     offset: u64,
     buf: Vec<u8>,
+    start: usize,
+    len: usize,
     /// Ranges covered so far, relative to `offset`.
     covered: Vec<(u64, u64)>,
     /// The first failure: a server error code, or a malformed chunk (`None` code).
@@ -18,19 +21,22 @@ pub(crate) struct ReadReply {
 }
 
 impl ReadReply {
-    /// A read of `buf.len()` bytes at `offset`.
-    pub(crate) fn new(offset: u64, buf: Vec<u8>) -> ReadReply {
+    /// A read of `len` bytes at `offset` into `buf` from byte `start`, which must fit.
+    pub(crate) fn new(offset: u64, buf: Vec<u8>, start: usize, len: usize) -> ReadReply {
+        assert!(start.checked_add(len).is_some_and(|end| end <= buf.len()));
         ReadReply {
             offset,
             buf,
+            start,
+            len,
             covered: Vec::new(),
             failure: None,
         }
     }
 
-    /// The whole buffer (a simple reply fills it in one go).
+    /// Where the whole read goes (a simple reply fills it in one go).
     pub(crate) fn whole(&mut self) -> &mut [u8] {
-        &mut self.buf
+        &mut self.buf[self.start..self.start + self.len]
     }
 
     /// The buffer, filled by a simple reply.
@@ -42,14 +48,14 @@ impl ReadReply {
     /// `None` (the read failed; the caller skips the bytes) when it lies outside the
     /// request.
     pub(crate) fn data(&mut self, at: u64, len: u64) -> Option<&mut [u8]> {
-        let r = self.place(at, len)?;
-        Some(&mut self.buf[r.0 as usize..r.1 as usize])
+        let (a, b) = self.place(at, len)?;
+        Some(&mut self.whole()[a as usize..b as usize])
     }
 
     /// An OFFSET_HOLE chunk: `len` bytes at `at` read as zeros.
     pub(crate) fn hole(&mut self, at: u64, len: u64) {
         if let Some((a, b)) = self.place(at, len) {
-            self.buf[a as usize..b as usize].fill(0);
+            self.whole()[a as usize..b as usize].fill(0);
         }
     }
 
@@ -61,7 +67,7 @@ impl ReadReply {
     }
 
     fn place(&mut self, at: u64, len: u64) -> Option<(u64, u64)> {
-        let end = self.buf.len() as u64;
+        let end = self.len as u64;
         let rel = at.checked_sub(self.offset);
         match rel.and_then(|r| Some((r, r.checked_add(len)?))) {
             Some((a, b)) if b <= end && len > 0 => {
@@ -101,11 +107,10 @@ impl ReadReply {
             }
             at = b;
         }
-        if at != self.buf.len() as u64 && self.failure.is_none() {
+        if at != self.len as u64 && self.failure.is_none() {
             self.malformed(format!(
                 "the reply covered {at} of {} bytes at {}",
-                self.buf.len(),
-                self.offset
+                self.len, self.offset
             ));
         }
         match self.failure {
@@ -124,7 +129,22 @@ mod tests {
     use super::*;
 
     fn read(len: usize) -> ReadReply {
-        ReadReply::new(1000, vec![0xee; len])
+        ReadReply::new(1000, vec![0xee; len], 0, len)
+    }
+
+    #[test]
+    fn a_read_into_part_of_a_buffer_leaves_the_rest_alone() {
+        let mut r = ReadReply::new(1000, vec![0xee; 16], 4, 10);
+        r.data(1006, 4).unwrap().copy_from_slice(b"6789");
+        r.data(1000, 6).unwrap().copy_from_slice(b"012345");
+        assert_eq!(r.finish().unwrap(), b"\xee\xee\xee\xee0123456789\xee\xee");
+        let mut r = ReadReply::new(1000, vec![0xee; 16], 4, 10);
+        assert!(
+            r.data(1008, 4).is_none(),
+            "past the read, though inside the buffer"
+        );
+        r.data(1000, 10).unwrap();
+        assert!(r.finish().is_err());
     }
 
     #[test]

@@ -51,6 +51,7 @@ use fanout::Fan;
 use locks::EdgeLocks;
 use std::fmt;
 use std::io;
+use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
@@ -243,6 +244,37 @@ impl Volume {
             })?;
         }
         Ok(())
+    }
+
+    /// Fills `buf[range]` with the plaintext at `offset` like [`Volume::read_at`], taking
+    /// the buffer by value: a request of whole sectors within one chunk goes to the store
+    /// as one [`Store::read_owned`] and is decrypted where the store put it, so a store
+    /// that reads on another thread copies nothing. The buffer comes back in every case.
+    pub fn read_owned(
+        &self,
+        mut buf: Vec<u8>,
+        range: Range<usize>,
+        offset: u64,
+    ) -> (Vec<u8>, io::Result<()>) {
+        let len = range.len();
+        let one_chunk = self.check_range(offset, len).is_ok()
+            && len > 0
+            && len <= self.chunk
+            && !self.layout.is_authenticated()
+            && matches!(self.span(offset, len),
+                Span::Split { head: 0, mid, .. } if mid == len);
+        if !one_chunk {
+            let r = self.read_at(&mut buf[range], offset);
+            return (buf, r);
+        }
+        let first = offset / self.sector as u64;
+        let (mut buf, r) = (self.store).read_owned(buf, range.clone(), self.layout.position(first));
+        let r = r.and_then(|()| {
+            (self.layout)
+                .decrypt(first, &mut buf[range])
+                .map_err(crypt_error)
+        });
+        (buf, r)
     }
 
     /// Stores the plaintext `buf` at `offset`.

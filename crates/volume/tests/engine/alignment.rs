@@ -68,6 +68,17 @@ fn run_matrix(cfg: Config, seed: u64) {
             let mut back = vec![0x5a; len];
             vol.read_at(&mut back, off).unwrap();
             assert!(back == data, "read back, {what}");
+            // The same through a lent buffer, with bytes on either side left alone.
+            let (lent, r) = vol.read_owned(vec![0x3c; len + 24], 16..16 + len, off);
+            r.unwrap();
+            assert!(lent[16..16 + len] == data[..], "read_owned, {what}");
+            assert!(
+                lent[..16]
+                    .iter()
+                    .chain(&lent[16 + len..])
+                    .all(|&b| b == 0x3c),
+                "read_owned margins, {what}"
+            );
         }
     }
     // Random windows.
