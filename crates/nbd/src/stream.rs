@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 /// The send buffer asked for on every connection in the transmission phase, both ways:
 /// several 256 KiB replies (or write requests) queue without the sender blocking in the
-/// middle of one, which halves the thread switches per request of a proxy. The kernel
-/// caps it at `net.core.wmem_max`.
+/// middle of one (a blocked sender holds the socket's lock, and every worker with a reply
+/// waits behind it). The kernel caps it at `net.core.wmem_max`.
 pub(crate) const SEND_BUFFER: usize = 4 << 20;
 
 /// A client connection.
