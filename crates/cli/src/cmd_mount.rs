@@ -6,6 +6,8 @@
 //! volume's size. Every open of `disk` is direct I/O, so the kernel keeps no page cache of
 //! the plaintext and each read or write reaches the engine (which is what a loop device on
 //! top wants). The size cannot change; `fsync` is the volume's flush, and so is unmounting.
+//! Requests are read on the session's thread and the disk's reads and writes run on a few
+//! workers (`fuse_workers`), several at once; they go up to 1 MiB each (FUSE's max_pages).
 //!
 //! Without `--foreground`, the command starts itself again with `--foreground` (same
 //! arguments, same standard input and error, so a prompt or `--key-file -` work as usual),
@@ -14,6 +16,7 @@
 
 use crate::args::{MountArgs, UmountArgs};
 use crate::failure::Failure;
+use crate::fuse_workers::{errno, Workers};
 use crate::volume_export::{self, VolumeExport};
 use fuser::{
     FileAttr, FileType, Filesystem, KernelConfig, MountOption, ReplyAttr, ReplyData,
@@ -34,11 +37,19 @@ const DISK: u64 = 2;
 const NAME: &str = "disk";
 /// Attributes never change behind the kernel's back except through us: cache them.
 const TTL: Duration = Duration::from_secs(1);
+/// The largest read or write the kernel is asked to send in one request.
+const MAX_REQUEST: u32 = 1 << 20;
+/// Worker threads on a local image (the engine's work is the CPU's) and on a remote store
+/// (each worker mostly waits on the network).
+const LOCAL_WORKERS: usize = 4;
+const REMOTE_WORKERS: usize = 16;
 /// FOPEN_DIRECT_IO (the FUSE ABI, include/uapi/linux/fuse.h).
 const FOPEN_DIRECT_IO: u32 = 1 << 0;
 
 struct DiskFs {
     export: Arc<VolumeExport>,
+    /// Where the disk's reads and writes run (this thread only reads requests).
+    workers: Workers,
     uid: u32,
     gid: u32,
     mounted_at: SystemTime,
@@ -76,14 +87,6 @@ impl DiskFs {
     }
 }
 
-fn errno(e: &std::io::Error) -> i32 {
-    e.raw_os_error().unwrap_or(match e.kind() {
-        std::io::ErrorKind::PermissionDenied => libc::EROFS,
-        std::io::ErrorKind::InvalidInput => libc::EINVAL,
-        _ => libc::EIO,
-    })
-}
-
 /// The byte offset of a read or write of `ino`, which must be the disk: an errno otherwise.
 fn disk_offset(ino: u64, offset: i64) -> Result<u64, i32> {
     if ino != DISK {
@@ -94,12 +97,18 @@ fn disk_offset(ino: u64, offset: i64) -> Result<u64, i32> {
 
 impl Filesystem for DiskFs {
     fn init(&mut self, _req: &Request<'_>, config: &mut KernelConfig) -> Result<(), i32> {
-        // Larger writes mean fewer round trips; the kernel clamps to what it supports.
-        let _ = config.set_max_write(1 << 20);
+        // Larger requests mean fewer round trips; the kernel clamps to what it supports.
+        let _ = config.set_max_write(MAX_REQUEST);
+        // Asynchronous direct I/O: the pieces of one asynchronous O_DIRECT request are
+        // sent at once (a synchronous read of a direct_io file still goes piece by piece;
+        // concurrent callers overlap either way).
+        let _ = config.add_capabilities(fuser::consts::FUSE_ASYNC_DIO);
         Ok(())
     }
 
     fn destroy(&mut self) {
+        // Every request handed to a worker replies first; the flush then covers them.
+        self.workers.finish();
         if let Err(e) = self.export.flush() {
             log(format_args!("flushing the volume at unmount failed: {e}"));
         }
@@ -184,11 +193,7 @@ impl Filesystem for DiskFs {
         if n == 0 {
             return reply.data(&[]);
         }
-        let mut buf = vec![0u8; n];
-        match self.export.read_at(&mut buf, offset) {
-            Ok(()) => reply.data(&buf),
-            Err(e) => reply.error(errno(&e)),
-        }
+        self.workers.read(offset, n, reply);
     }
 
     fn write(
@@ -214,10 +219,7 @@ impl Filesystem for DiskFs {
             // The file cannot grow.
             return reply.error(libc::ENOSPC);
         }
-        match self.export.write_at(data, offset) {
-            Ok(()) => reply.written(data.len() as u32),
-            Err(e) => reply.error(errno(&e)),
-        }
+        self.workers.write(offset, data, reply);
     }
 
     fn flush(&mut self, _req: &Request<'_>, _ino: u64, _fh: u64, _lo: u64, reply: ReplyEmpty) {
@@ -320,14 +322,17 @@ pub fn run(a: MountArgs) -> Result<(), Failure> {
     // The disk file's owner is the image's; a remote store (an NBD export, an RBD image)
     // has no owner here, so the disk is the mounting user's (/proc/self is owned by this
     // process's effective user and group).
-    let owner = match crate::locator::locate(&a.open.image)? {
-        crate::locator::Location::Local => a.open.image.as_path(),
-        _ => Path::new("/proc/self"),
+    let (owner, workers) = match crate::locator::locate(&a.open.image)? {
+        crate::locator::Location::Local => (a.open.image.as_path(), LOCAL_WORKERS),
+        _ => (Path::new("/proc/self"), REMOTE_WORKERS),
     };
     let meta = std::fs::metadata(owner)
         .map_err(|e| Failure::runtime(format!("{}: {e}", owner.display())))?;
+    let workers = Workers::start(export.clone(), workers)
+        .map_err(|e| Failure::runtime(format!("starting the mount's threads: {e}")))?;
     let fs = DiskFs {
         export: export.clone(),
+        workers,
         uid: meta.uid(),
         gid: meta.gid(),
         mounted_at: SystemTime::now(),

@@ -17,6 +17,7 @@ mod cmd_mount;
 mod cmd_serve;
 mod cmd_volume;
 mod cmd_volume_io;
+mod fuse_workers;
 mod image;
 mod image_store;
 mod listed;
