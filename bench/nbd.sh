@@ -12,6 +12,13 @@
 # Targets: sectorcrypt read >= 0.9x raw nbdkit and >= 2.5x nbdkit luks; write >= 0.85x raw
 # and >= 2.5x luks; GELI read >= 0.9x raw nbdkit. The machine may be shared: compare the
 # ratios of one run.
+#
+# Then both cores (issue 16): sectorcrypt read with 1 and 2 connections (and the server's
+# CPU use with one, which says whether one connection already keeps every core busy), 4 KiB
+# random reads at queue depth 32 with fio's nbd engine (IOPS; sectorcrypt and raw nbdkit;
+# `scripts/deps.sh bench` installs fio), and the FUSE mount's sequential read (dd of the
+# whole disk, 1 MiB direct I/O) against the NBD read of the same volume (needs /dev/fuse and
+# fusermount3). Targets: 2 connections >= 1.7x one; FUSE >= 0.8x NBD.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,6 +28,7 @@ DIR=${DIR:-/dev/shm}
 CONNECTIONS=${CONNECTIONS:-4}
 REQUESTS=${REQUESTS:-64}
 
+bash scripts/deps.sh bench
 for tool in nbdkit nbdcopy qemu-img; do
     command -v "$tool" >/dev/null || { echo "bench/nbd.sh needs $tool (scripts/deps.sh)"; exit 1; }
 done
@@ -108,3 +116,71 @@ awk -v a="${rat[sc read:raw read]}" -v b="${rat[sc write:raw write]}" \
     print ((a >= 0.9 && b >= 0.85 && c >= 2.5 && d >= 2.5 && g >= 0.9) ? "targets: met" : "targets: NOT met")
     print "(medians of the per-round ratios)"
 }'
+
+# Both cores.
+echo
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+sc_pid=${pids[0]}
+declare -A conn
+for r in $(seq "$ROUNDS"); do
+    for c in 1 2; do
+        t0=$(date +%s.%N)
+        c0=$(cpu_ticks "$sc_pid")
+        /usr/bin/time -f '%U %S' -o "$work/copy.cpu" \
+            nbdcopy --connections $c --threads $c --requests "$REQUESTS" "$(uri sc)" null:
+        t1=$(date +%s.%N)
+        c1=$(cpu_ticks "$sc_pid")
+        conn[$c]+="$(awk -v b="$size_bytes" -v a="$t0" -v z="$t1" 'BEGIN {printf "%.4f", b/(z-a)/1e9}') "
+        # Cores busy: the server's CPU time and nbdcopy's, over the wall time.
+        conn[cpu$c]+="$(awk -v t="$((c1 - c0))" -v a="$t0" -v z="$t1" '{
+            printf "%.2f", (t / 100 + $1 + $2) / (z - a) }' "$work/copy.cpu") "
+    done
+done
+c1=$(median <<<"${conn[1]}")
+c2=$(median <<<"${conn[2]}")
+printf 'sectorcrypt read, 1 connection : %6.2f GB/s, server + nbdcopy busy %s cores  (runs: %s)\n' \
+    "$c1" "$(median <<<"${conn[cpu1]}")" "${conn[1]}"
+printf 'sectorcrypt read, 2 connections: %6.2f GB/s, server + nbdcopy busy %s cores  (runs: %s)\n' \
+    "$c2" "$(median <<<"${conn[cpu2]}")" "${conn[2]}"
+awk -v a="$c2" -v b="$c1" -v n="$(nproc)" 'BEGIN {
+    printf "2 connections / 1: %.2fx (target >= 1.70; this machine has %d cores, shared by the\n", a/b, n
+    print "server and the client: where one connection keeps them busy, a second has none left)" }'
+
+if command -v fio >/dev/null; then
+    iops() { # uri: IOPS of 4 KiB random reads at queue depth 32 for 5 s
+        fio --ioengine=nbd --uri="$1" --rw=randread --bs=4k --iodepth=32 --size="$size_bytes" \
+            --runtime=5 --time_based --name=randread --output-format=terse --terse-version=3 \
+            2>/dev/null | awk -F';' '{print $8}'
+    }
+    declare -A io
+    for r in $(seq "$ROUNDS"); do
+        for s in sc raw; do io[$s]+="$(iops "$(uri $s)") "; done
+    done
+    printf '4 KiB random read, QD32 (fio nbd): sectorcrypt %s IOPS, raw nbdkit %s IOPS (medians)\n' \
+        "$(median <<<"${io[sc]}")" "$(median <<<"${io[raw]}")"
+else
+    echo "4 KiB random read IOPS: skipped, fio is not installed (scripts/deps.sh bench)"
+fi
+
+if [ -e /dev/fuse ] && command -v fusermount3 >/dev/null; then
+    # The volume is mounted once its NBD server is gone (one user at a time).
+    kill "$sc_pid"
+    wait "$sc_pid" 2>/dev/null || true
+    mkdir "$work/mnt"
+    "$cli" mount "$work/luks.img" "$work/mnt" --key-file "$work/pass" 2>"$work/mount.log"
+    fuse=""
+    for r in $(seq "$ROUNDS"); do
+        t0=$(date +%s.%N)
+        dd if="$work/mnt/disk" of=/dev/null bs=1M iflag=direct status=none
+        t1=$(date +%s.%N)
+        fuse+="$(awk -v b="$size_bytes" -v a="$t0" -v z="$t1" 'BEGIN {printf "%.4f", b/(z-a)/1e9}') "
+    done
+    "$cli" umount "$work/mnt"
+    f=$(median <<<"$fuse")
+    nbd=${med[sc read]}
+    printf 'FUSE dd read (1 MiB, direct I/O): %.2f GB/s (runs: %s)\n' "$f" "$fuse"
+    awk -v f="$f" -v n="$nbd" -v o="$c1" -v k="$CONNECTIONS" 'BEGIN {
+        printf "FUSE / NBD read: %.2fx against %s connections (target >= 0.80), %.2fx against 1\n", f/n, k, f/o }'
+else
+    echo "FUSE read: skipped, no /dev/fuse or fusermount3"
+fi

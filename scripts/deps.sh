@@ -13,11 +13,15 @@ set -euo pipefail
 # images with a known file), python3-cryptography (the reference model tests/geli_ref.py),
 # xz-utils (the compressed FreeBSD-made images).
 # TLS tests: openssl (the command line makes their X.509 certificates).
+# `deps.sh bench`: fio (its nbd engine gives bench/nbd.sh the 4 KiB random-read IOPS).
 # `deps.sh ceph`: the single-node cluster of scripts/ceph.sh (ceph-mon, ceph-osd,
 # ceph-common, uuid-runtime) and librbd-dev/librados-dev, which the `rbd` feature links.
 needed=(pkg-config libssl-dev cryptsetup-bin qemu-utils nbdkit libnbd-bin fuse3
     libengine-gost-openssl e2fsprogs python3-libnbd grub-common dosfstools mtools
     python3-cryptography xz-utils openssl)
+if [ "${1:-}" = bench ]; then
+    needed=(fio)
+fi
 if [ "${1:-}" = ceph ]; then
     needed=(ceph-mon ceph-osd ceph-common uuid-runtime librbd-dev librados-dev)
     norec=--no-install-recommends
