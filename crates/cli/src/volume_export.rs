@@ -51,6 +51,14 @@ impl Export for VolumeExport {
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
         self.volume.write_at(buf, offset)
     }
+    fn write_owned(
+        &self,
+        buf: Vec<u8>,
+        range: std::ops::Range<usize>,
+        offset: u64,
+    ) -> (Vec<u8>, io::Result<()>) {
+        self.volume.write_owned(buf, range, offset)
+    }
     fn flush(&self) -> io::Result<()> {
         self.volume.flush()
     }

@@ -33,6 +33,19 @@ pub trait Export: Send + Sync {
     }
     /// Stores `buf` at `offset`; the range is within `size()`.
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()>;
+    /// Stores `buf[range]` at `offset` like [`Export::write_at`], taking the buffer by
+    /// value: the export may use it as its own scratch space (an encrypting export
+    /// encrypts in place instead of into a second buffer), so its contents are
+    /// unspecified when it comes back, as it does in every case.
+    fn write_owned(
+        &self,
+        buf: Vec<u8>,
+        range: Range<usize>,
+        offset: u64,
+    ) -> (Vec<u8>, io::Result<()>) {
+        let r = self.write_at(&buf[range], offset);
+        (buf, r)
+    }
     /// Makes every completed write durable.
     fn flush(&self) -> io::Result<()>;
 

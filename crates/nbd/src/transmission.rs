@@ -165,7 +165,7 @@ impl Conn<'_> {
                 self.result(req.cookie, "write", r);
             }
             Job::Write { req, data, _permit } => {
-                let r = export.write_at(&data[..req.len as usize], req.offset);
+                let (data, r) = export.write_owned(data, 0..req.len as usize, req.offset);
                 self.pool.put(data);
                 self.changed(&req, "write", r);
             }

@@ -256,18 +256,10 @@ impl Volume {
         range: Range<usize>,
         offset: u64,
     ) -> (Vec<u8>, io::Result<()>) {
-        let len = range.len();
-        let one_chunk = self.check_range(offset, len).is_ok()
-            && len > 0
-            && len <= self.chunk
-            && !self.layout.is_authenticated()
-            && matches!(self.span(offset, len),
-                Span::Split { head: 0, mid, .. } if mid == len);
-        if !one_chunk {
+        let Some(first) = self.one_chunk(offset, range.len()) else {
             let r = self.read_at(&mut buf[range], offset);
             return (buf, r);
-        }
-        let first = offset / self.sector as u64;
+        };
         let (mut buf, r) = (self.store).read_owned(buf, range.clone(), self.layout.position(first));
         let r = r.and_then(|()| {
             (self.layout)
@@ -275,6 +267,43 @@ impl Volume {
                 .map_err(crypt_error)
         });
         (buf, r)
+    }
+
+    /// Stores the plaintext `buf[range]` at `offset` like [`Volume::write_at`], taking the
+    /// buffer by value: a request of whole sectors within one chunk is encrypted in place
+    /// and written from there, with no second buffer and no second pass over memory. The
+    /// buffer comes back in every case, holding the ciphertext or the plaintext.
+    pub fn write_owned(
+        &self,
+        mut buf: Vec<u8>,
+        range: Range<usize>,
+        offset: u64,
+    ) -> (Vec<u8>, io::Result<()>) {
+        let first = self
+            .one_chunk(offset, range.len())
+            .filter(|_| !self.read_only);
+        let Some(first) = first else {
+            let r = self.write(&buf[range], offset, false);
+            return (buf, r);
+        };
+        let r = (self.layout)
+            .encrypt(first, &mut buf[range.clone()])
+            .map_err(crypt_error)
+            .and_then(|()| self.store_write(&buf[range], self.layout.position(first), false));
+        (buf, r)
+    }
+
+    /// The first sector of a request of whole sectors within one chunk, inside the volume,
+    /// of an unauthenticated layout (one store I/O, transformed in place); `None` for any
+    /// other request.
+    fn one_chunk(&self, offset: u64, len: usize) -> Option<u64> {
+        let whole = self.check_range(offset, len).is_ok()
+            && len > 0
+            && len <= self.chunk
+            && !self.layout.is_authenticated()
+            && matches!(self.span(offset, len),
+                Span::Split { head: 0, mid, .. } if mid == len);
+        whole.then(|| offset / self.sector as u64)
     }
 
     /// Stores the plaintext `buf` at `offset`.

@@ -79,6 +79,15 @@ fn run_matrix(cfg: Config, seed: u64) {
                     .all(|&b| b == 0x3c),
                 "read_owned margins, {what}"
             );
+            // And written from a lent buffer (which the engine may encrypt in place).
+            let again = random_bytes(&mut rng, len);
+            let mut lent = vec![0x3c; len + 24];
+            lent[16..16 + len].copy_from_slice(&again);
+            let (lent, r) = vol.write_owned(lent, 16..16 + len, off);
+            r.unwrap();
+            assert_eq!(lent.len(), len + 24);
+            model[off as usize..][..len].copy_from_slice(&again);
+            assert!(fx.plaintext() == model, "contents after write_owned, {what}");
         }
     }
     // Random windows.
