@@ -14,10 +14,15 @@
 //! - the candidates are the backends that can run here and passed their self-test (and,
 //!   for a mode with a self-test of its own such as GCM, that one too): a backend that
 //!   failed is never timed nor chosen;
+//! - the portable backend (last in each family) is only the fallback: it is never
+//!   measured beside another candidate (it is 10 to 200 times slower than any SIMD
+//!   backend, and timing it would cost most of the budget);
 //! - with one candidate nothing is measured; otherwise each runs its work once untimed
 //!   (page faults, the first call's branch history), then [`TIMINGS`] times, and its
-//!   figure is the best of those (the least disturbed by other load); the highest figure
-//!   wins, a tie goes to the earlier backend of the static order;
+//!   figure is the best of those (the least disturbed by other load); a backend later in
+//!   the static order displaces the one chosen so far only when it is more than
+//!   [`MARGIN`] faster, so that backends running the same code (or close) do not flip
+//!   from one process to the next on noise, and the static order decides between them;
 //! - each choice ([`Algorithm`] row) is made once per process, the figures kept for
 //!   `sectorcrypt backends`.
 //!
@@ -31,6 +36,10 @@ use std::time::{Duration, Instant};
 
 /// Timed runs per candidate (after one untimed run); its figure is the best of them.
 pub(crate) const TIMINGS: usize = 5;
+
+/// How much faster (as a fraction) a backend must be than the one before it in the static
+/// order, chosen so far, to displace it.
+pub(crate) const MARGIN: f64 = 0.05;
 
 /// The work a choice times its candidates on.
 #[derive(Clone, Copy)]
@@ -105,11 +114,17 @@ impl Choices {
 
 /// The fastest candidate for `w` on `clock` (see the module documentation): the portable
 /// backend if none is usable, the only one without measuring.
-fn choose<F: Selectable>(w: &Workload<F>, clock: &dyn Fn() -> Duration) -> (F, Option<Measurement>) {
-    let candidates: Vec<F> = usable::<F>()
+fn choose<F: Selectable>(
+    w: &Workload<F>,
+    clock: &dyn Fn() -> Duration,
+) -> (F, Option<Measurement>) {
+    let mut candidates: Vec<F> = usable::<F>()
         .into_iter()
         .filter(|b| (w.usable)(*b).is_ok())
         .collect();
+    if candidates.len() > 1 {
+        candidates.retain(|b| *b != portable::<F>());
+    }
     if candidates.len() < 2 {
         return (candidates.first().copied().unwrap_or(portable::<F>()), None);
     }
@@ -137,7 +152,7 @@ fn choose<F: Selectable>(w: &Workload<F>, clock: &dyn Fn() -> Duration) -> (F, O
     let Some(&(chosen, _)) = timed
         .iter()
         .fold(None, |best: Option<&(F, f64)>, c| match best {
-            Some(b) if b.1 >= c.1 => Some(b),
+            Some(b) if c.1 <= b.1 * (1.0 + MARGIN) => Some(b),
             _ => Some(c),
         })
     else {

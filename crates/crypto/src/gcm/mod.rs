@@ -41,7 +41,7 @@
 //! built. Otherwise they take the streaming path above.
 //!
 //! [`Gcm::new`] takes a backend chosen for GCM apart from the other AES modes: where more
-//! than one passes the GCM self-test, the fastest on a 4 KiB seal, measured once per
+//! than one passes the GCM self-test, the fastest on seals of 4 KiB, measured once per
 //! process (`backend::measure`); `SECTORCRYPT_BACKEND` overrides it as everywhere.
 //!
 //! Before a backend's first GCM key, a self-test checks its pair (a known answer, then
@@ -67,7 +67,7 @@ use crate::block::BLOCK;
 use crate::buf::{split, Direction, InOut};
 use crate::error::InputError;
 use crate::ghash::GhashBackend;
-use crate::workload::{key, SECTOR};
+use crate::workload::{key, SECTOR, SECTORS};
 use crate::{Error, Measurement};
 use pair::Pair;
 use stream::{hash_padded, Stream};
@@ -84,18 +84,20 @@ const MAX_AAD: u64 = (1 << 61) - 1;
 /// Bytes encrypted then hashed (or hashed then decrypted) per step of the bulk path.
 pub(crate) const CHUNK: usize = 4096;
 
-/// The work [`Gcm::selection`] times: a seal of one 4 KiB message, which the stitched
-/// kernels take whole.
+/// The work [`Gcm::selection`] times: seals of 4 KiB messages (sectors), which the
+/// stitched kernels take whole.
 const WORKLOAD: Workload<Backend> = Workload {
     algorithm: Algorithm::AesGcm,
-    what: "aes-256-gcm, a 4096-byte message",
-    bytes: SECTOR,
+    what: "aes-256-gcm, 4 messages of 4096 bytes",
+    bytes: SECTORS * SECTOR,
     usable: pair::ensure_usable,
     prepare: |b| {
         let g = Gcm::with_backend(&key(32), b)?;
-        let mut buf = vec![0u8; SECTOR];
+        let mut buf = vec![0u8; SECTORS * SECTOR];
         Ok(Box::new(move || {
-            let _ = g.seal(&[9; 12], &[], &mut buf);
+            for (i, m) in buf.chunks_exact_mut(SECTOR).enumerate() {
+                let _ = g.seal(&[i as u8; 12], &[], m);
+            }
         }))
     },
 };
@@ -133,7 +135,7 @@ impl Gcm {
     /// The backend [`Gcm::new`] takes, chosen apart from the other AES modes' (the pairs of
     /// AES and GHASH kernels trade differently between widths), with the measurement that
     /// chose it: `SECTORCRYPT_BACKEND` when set (no measurement), otherwise the fastest on
-    /// a 4 KiB seal of the backends that pass the GCM self-test, measured once per process
+    /// seals of 4 KiB of the backends that pass the GCM self-test, measured once per process
     /// when more than one does.
     pub fn selection() -> Result<(Backend, Option<Measurement>), Error> {
         backend::selected_for(&WORKLOAD)
