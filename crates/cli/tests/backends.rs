@@ -101,7 +101,10 @@ fn a_measured_choice_shows_its_figures() {
             continue;
         }
         assert!(lines[at].ends_with("(fastest measured)"), "{text}");
-        assert!(usable.contains(&chosen), "{chosen} not in {usable:?}:\n{text}");
+        assert!(
+            usable.contains(&chosen),
+            "{chosen} not in {usable:?}:\n{text}"
+        );
         let figures = lines[at + 1];
         assert!(figures.starts_with("  measured on "), "{text}");
         for n in &usable {

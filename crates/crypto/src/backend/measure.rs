@@ -54,8 +54,11 @@ pub(crate) struct Workload<F> {
     /// A check beyond the family's own (CPU, self-test) that a candidate must pass.
     pub(crate) usable: fn(F) -> Result<(), Error>,
     /// The work on backend `b`, keyed once: each call of the closure is one run.
-    pub(crate) prepare: fn(F) -> Result<Box<dyn FnMut()>, Error>,
+    pub(crate) prepare: fn(F) -> Result<Run, Error>,
 }
+
+/// One run of a workload on a key made beforehand.
+pub(crate) type Run = Box<dyn FnMut()>;
 
 /// What a measured choice found.
 #[derive(Debug, Clone, PartialEq)]
