@@ -6,9 +6,10 @@
 //!
 //! The keys are fixed public patterns: nothing secret is timed.
 
-use crate::backend::Workload;
+use crate::backend::{Algorithm, Run, Workload};
 use crate::mac::{MacAlgorithm, MacBackend, SectorMac, UnitShape, AUTH_KEY_LEN};
-use crate::{aes, magma, Backend, GostBackend};
+use crate::modes::Xts;
+use crate::{magma, Backend, Error, GostBackend};
 
 /// Bytes of one AES, AES-GCM or GOST sector.
 pub(crate) const SECTOR: usize = 4096;
@@ -23,37 +24,47 @@ pub(crate) fn key(len: usize) -> Vec<u8> {
         .collect()
 }
 
-/// The AES modes: AES-256-XTS over 4 KiB units, the mode storage runs on.
-pub(crate) const AES: Workload<Backend> = Workload {
-    algorithm: crate::backend::Algorithm::Aes,
-    what: "aes-256-xts, 4 units of 4096 bytes",
-    bytes: SECTORS * SECTOR,
-    usable: |_| Ok(()),
-    prepare: |b| {
-        let x = aes::Xts::with_backend(&key(64), b)?;
-        let mut buf = vec![0u8; SECTORS * SECTOR];
-        Ok(Box::new(move || {
-            for (i, unit) in buf.chunks_exact_mut(SECTOR).enumerate() {
-                let _ = x.encrypt(&[i as u8; 16], unit);
-            }
-        }))
-    },
-};
+/// A run over `SECTORS` sectors of zeros on the key `k`: `each(k, i, sector)` for each.
+pub(crate) fn sectors<K: 'static>(k: K, each: fn(&K, usize, &mut [u8])) -> Run {
+    let mut buf = vec![0u8; SECTORS * SECTOR];
+    Box::new(move || {
+        for (i, sector) in buf.chunks_exact_mut(SECTOR).enumerate() {
+            each(&k, i, sector);
+        }
+    })
+}
 
-/// GOST: Magma CTR over 16 KiB (the counter modes are what the wide backends do).
-pub(crate) const GOST: Workload<GostBackend> = Workload {
-    algorithm: crate::backend::Algorithm::Gost,
-    what: "magma-ctr, 16384 bytes",
-    bytes: SECTORS * SECTOR,
-    usable: |_| Ok(()),
-    prepare: |b| {
-        let c = magma::Ctr::with_backend(&key(32), b)?;
-        let mut buf = vec![0u8; SECTORS * SECTOR];
-        Ok(Box::new(move || {
-            let _ = c.encrypt(&[3; 4], &mut buf);
+/// The work `prepare` over `SECTORS` sectors (`what`), for the choice `algorithm`, with no
+/// check beyond the family's own.
+pub(crate) const fn on_sectors<F>(
+    algorithm: Algorithm,
+    what: &'static str,
+    prepare: fn(F) -> Result<Run, Error>,
+) -> Workload<F> {
+    Workload {
+        algorithm,
+        what,
+        bytes: SECTORS * SECTOR,
+        usable: |_| Ok(()),
+        prepare,
+    }
+}
+
+/// The AES modes: AES-256-XTS over 4 KiB units, the mode storage runs on.
+pub(crate) const AES: Workload<Backend> =
+    on_sectors(Algorithm::Aes, "aes-256-xts, 4 units of 4096 bytes", |b| {
+        let x = Xts::with_backend(&key(64), b)?;
+        Ok(sectors(x, |x, i, unit| {
+            drop(x.encrypt(&[i as u8; 16], unit))
         }))
-    },
-};
+    });
+
+/// GOST: Magma CTR over 4 KiB sectors (the counter modes are what the wide backends do).
+pub(crate) const GOST: Workload<GostBackend> =
+    on_sectors(Algorithm::Gost, "magma-ctr, 4 sectors of 4096 bytes", |b| {
+        let c = magma::Ctr::with_backend(&key(32), b)?;
+        Ok(sectors(c, |c, i, s| drop(c.encrypt(&[i as u8; 4], s))))
+    });
 
 /// Units of the sector-tag batch: 16, the widest backend's lanes.
 const MAC_UNITS: usize = 16;
@@ -63,7 +74,7 @@ const MAC_UNIT: usize = 512;
 /// The sector tags: HMAC-SHA256 tags of 16 units of 512 bytes (GELI's default
 /// authenticated sectors), one batch.
 pub(crate) const MAC: Workload<MacBackend> = Workload {
-    algorithm: crate::backend::Algorithm::Mac,
+    algorithm: Algorithm::Mac,
     what: "hmac-sha256 tags, 16 units of 512 bytes",
     bytes: MAC_UNITS * MAC_UNIT,
     usable: |_| Ok(()),

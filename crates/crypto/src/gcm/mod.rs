@@ -67,7 +67,7 @@ use crate::block::BLOCK;
 use crate::buf::{split, Direction, InOut};
 use crate::error::InputError;
 use crate::ghash::GhashBackend;
-use crate::workload::{key, SECTOR, SECTORS};
+use crate::workload::{key, on_sectors, sectors};
 use crate::{Error, Measurement};
 use pair::Pair;
 use stream::{hash_padded, Stream};
@@ -87,19 +87,15 @@ pub(crate) const CHUNK: usize = 4096;
 /// The work [`Gcm::selection`] times: seals of 4 KiB messages (sectors), which the
 /// stitched kernels take whole.
 const WORKLOAD: Workload<Backend> = Workload {
-    algorithm: Algorithm::AesGcm,
-    what: "aes-256-gcm, 4 messages of 4096 bytes",
-    bytes: SECTORS * SECTOR,
     usable: pair::ensure_usable,
-    prepare: |b| {
-        let g = Gcm::with_backend(&key(32), b)?;
-        let mut buf = vec![0u8; SECTORS * SECTOR];
-        Ok(Box::new(move || {
-            for (i, m) in buf.chunks_exact_mut(SECTOR).enumerate() {
-                let _ = g.seal(&[i as u8; 12], &[], m);
-            }
-        }))
-    },
+    ..on_sectors(
+        Algorithm::AesGcm,
+        "aes-256-gcm, 4 messages of 4096 bytes",
+        |b| {
+            let g = Gcm::with_backend(&key(32), b)?;
+            Ok(sectors(g, |g, i, m| drop(g.seal(&[i as u8; 12], &[], m))))
+        },
+    )
 };
 
 /// An AES-GCM key on one backend (AES kernels and the matching GHASH).
