@@ -11,8 +11,8 @@
 //! - [`selected`]: the backend new keys take, decided once per family. Unset or empty
 //!   `SECTORCRYPT_BACKEND`: the fastest usable backend, as measured at the first choice on
 //!   the family's [`Workload`] when more than one is usable ([`measure`]; a mode with a
-//!   workload of its own, AES-GCM, is chosen apart with [`selected_for`]). Otherwise the name must be one some
-//!   family has and this CPU can run: every family with that backend takes it; a family
+//!   workload of its own, AES-GCM, is chosen apart with [`selected_for`]). Otherwise the
+//!   name must be one some family has and this CPU can run: every family with that backend takes it; a family
 //!   without it takes its portable backend (`avx2`: AES `soft`, GOST `avx2`, MAC `soft`;
 //!   `aesni`: AES `aesni`, GOST and MAC `soft`). An unknown or unusable name is an error,
 //!   never a silent fallback.
@@ -227,6 +227,7 @@ macro_rules! selectable {
             /// `SECTORCRYPT_BACKEND` named the backend or only one was usable.
             pub fn selection() -> Result<($name, Option<$crate::Measurement>), $crate::Error> {
                 $crate::backend::selected_for(&<$name as $crate::backend::Selectable>::WORKLOAD)
+                    .map(|(b, m)| (b, m.cloned()))
             }
 
             /// What `SECTORCRYPT_BACKEND=name` means here: this algorithm's backend of that
@@ -378,7 +379,7 @@ pub(crate) fn selected<F: Selectable>() -> Result<F, Error> {
 /// `w`'s own check) that is fastest on `w`, with the measurement. Decided once per row.
 pub(crate) fn selected_for<F: Selectable>(
     w: &Workload<F>,
-) -> Result<(F, Option<Measurement>), Error> {
+) -> Result<(F, Option<&'static Measurement>), Error> {
     static FORCED: OnceLock<Option<String>> = OnceLock::new();
     static CHOICES: measure::Choices = measure::Choices::new();
     let forced = FORCED.get_or_init(|| {

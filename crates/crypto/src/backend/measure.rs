@@ -97,7 +97,7 @@ impl Choices {
         forced: Option<&str>,
         w: &Workload<F>,
         clock: &dyn Fn() -> Duration,
-    ) -> Result<(F, Option<Measurement>), Error> {
+    ) -> Result<(F, Option<&Measurement>), Error> {
         self.rows[w.algorithm as usize]
             .get_or_init(|| {
                 let (b, m) = match forced {
@@ -110,8 +110,9 @@ impl Choices {
                 };
                 Ok((index(b), m))
             })
-            .clone()
-            .map(|(i, m)| (F::ALL[i], m))
+            .as_ref()
+            .map(|(i, m)| (F::ALL[*i], m.as_ref()))
+            .map_err(Error::clone)
     }
 }
 

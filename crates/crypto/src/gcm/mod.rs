@@ -125,7 +125,7 @@ impl std::fmt::Debug for Gcm {
 impl Gcm {
     /// A 16-, 24- or 32-byte key on the selected backend.
     pub fn new(key: &[u8]) -> Result<Gcm, Error> {
-        Gcm::build(key, Gcm::selection()?.0, None)
+        Gcm::build(key, backend::selected_for(&WORKLOAD)?.0, None)
     }
 
     /// The backend [`Gcm::new`] takes, chosen apart from the other AES modes' (the pairs of
@@ -134,7 +134,7 @@ impl Gcm {
     /// seals of 4 KiB of the backends that pass the GCM self-test, measured once per process
     /// when more than one does.
     pub fn selection() -> Result<(Backend, Option<Measurement>), Error> {
-        backend::selected_for(&WORKLOAD)
+        backend::selected_for(&WORKLOAD).map(|(b, m)| (b, m.cloned()))
     }
 
     /// A key on a named backend: `soft` uses the soft GHASH, `aesni` PCLMULQDQ, `vaes`

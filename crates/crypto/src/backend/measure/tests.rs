@@ -78,7 +78,12 @@ fn runs() -> Vec<Fake> {
 }
 
 fn choose(c: &Choices, forced: Option<&str>) -> Result<(Fake, Option<Measurement>), Error> {
-    c.get(forced, &Fake::WORKLOAD, &clock)
+    own(c.get(forced, &Fake::WORKLOAD, &clock))
+}
+
+/// A choice with its measurement copied out of the table.
+fn own<M: Clone>(r: Result<(Fake, Option<&M>), Error>) -> Result<(Fake, Option<M>), Error> {
+    r.map(|(b, m)| (b, m.cloned()))
 }
 
 #[test]
@@ -165,7 +170,7 @@ fn a_workload_check_removes_candidates_and_one_left_is_not_measured() {
         Fake::Second => Err(Error::unknown_name("backend", "second", ["first"])),
         _ => Ok(()),
     });
-    let (b, m) = Choices::new().get(None, &not_second, &clock).unwrap();
+    let (b, m) = own(Choices::new().get(None, &not_second, &clock)).unwrap();
     assert_eq!((b, m), (Fake::First, None));
     assert!(runs().is_empty(), "{:?}", runs());
     // Only the portable backend passes: it is taken, unmeasured.
@@ -173,7 +178,7 @@ fn a_workload_check_removes_candidates_and_one_left_is_not_measured() {
         Fake::Last => Ok(()),
         _ => Err(Error::unknown_name("backend", "x", ["last"])),
     });
-    let (b, m) = Choices::new().get(None, &only_last, &clock).unwrap();
+    let (b, m) = own(Choices::new().get(None, &only_last, &clock)).unwrap();
     assert_eq!((b, m), (Fake::Last, None));
     assert!(runs().is_empty(), "{:?}", runs());
 }
