@@ -17,7 +17,7 @@ pub fn run() -> Result<(), Failure> {
     let mut choice = |what: &str, chosen: &dyn std::fmt::Display, m: Option<Measurement>| {
         let why = match (&m, forced) {
             (_, true) => "forced by SECTORCRYPT_BACKEND",
-            (Some(_), false) => "fastest measured",
+            (Some(_), false) => "chosen by measurement",
             (None, false) => "the only usable one",
         };
         println!("{what}: {chosen} ({why})");

@@ -100,7 +100,7 @@ fn a_measured_choice_shows_its_figures() {
             assert!(lines[at].ends_with("(the only usable one)"), "{text}");
             continue;
         }
-        assert!(lines[at].ends_with("(fastest measured)"), "{text}");
+        assert!(lines[at].ends_with("(chosen by measurement)"), "{text}");
         assert!(
             usable.contains(&chosen),
             "{chosen} not in {usable:?}:\n{text}"

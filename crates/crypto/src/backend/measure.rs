@@ -47,7 +47,7 @@ pub(crate) struct Workload<F> {
     /// The choice's row: its family's own algorithm, or a mode with a choice of its own
     /// (AES-GCM over the AES backends).
     pub(crate) algorithm: Algorithm,
-    /// What one run does, for the report (e.g. "aes-256-xts, one 4096-byte unit").
+    /// What one run does, for the report (e.g. "aes-256-xts, 4 units of 4096 bytes").
     pub(crate) what: &'static str,
     /// Bytes one run processes.
     pub(crate) bytes: usize,
