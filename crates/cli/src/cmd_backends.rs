@@ -18,7 +18,7 @@ pub fn run() -> Result<(), Failure> {
         let why = match (&m, forced) {
             (_, true) => "forced by SECTORCRYPT_BACKEND",
             (Some(_), false) => "chosen by measurement",
-            (None, false) => "the only usable one",
+            (None, false) => "one candidate, not measured",
         };
         println!("{what}: {chosen} ({why})");
         if let Some(m) = m {

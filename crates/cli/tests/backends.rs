@@ -97,7 +97,10 @@ fn a_measured_choice_shows_its_figures() {
         let at = at.unwrap_or_else(|| panic!("no {what} line in:\n{text}"));
         let chosen = lines[at][what.len()..].split_whitespace().next().unwrap();
         if usable.len() < 2 {
-            assert!(lines[at].ends_with("(the only usable one)"), "{text}");
+            assert!(
+                lines[at].ends_with("(one candidate, not measured)"),
+                "{text}"
+            );
             continue;
         }
         assert!(lines[at].ends_with("(chosen by measurement)"), "{text}");
