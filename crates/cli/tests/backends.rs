@@ -79,3 +79,43 @@ fn a_backend_line_says_usable_or_why_not() {
     );
     assert_eq!(status(report, "backend ", "soft"), Ok(()));
 }
+
+/// Where more than one non-portable AES backend is usable, the AES and AES-GCM choices are
+/// measured: the line under each names every such backend with its figure, and the
+/// chosen one is among them; otherwise the only usable one is taken, unmeasured.
+#[test]
+fn a_measured_choice_shows_its_figures() {
+    let text = report();
+    let usable: Vec<&str> = sectorcrypt_crypto::Backend::ALL
+        .map(|b| b.name())
+        .into_iter()
+        .filter(|n| *n != "soft" && status(&text, "backend ", n).is_ok())
+        .collect();
+    let lines: Vec<&str> = text.lines().collect();
+    for what in ["aes: ", "aes-gcm (ghash with the same backend): "] {
+        let at = lines.iter().position(|l| l.starts_with(what));
+        let at = at.unwrap_or_else(|| panic!("no {what} line in:\n{text}"));
+        let chosen = lines[at][what.len()..].split_whitespace().next().unwrap();
+        if usable.len() < 2 {
+            assert!(
+                lines[at].ends_with("(one candidate, not measured)"),
+                "{text}"
+            );
+            continue;
+        }
+        assert!(lines[at].ends_with("(chosen by measurement)"), "{text}");
+        assert!(
+            usable.contains(&chosen),
+            "{chosen} not in {usable:?}:\n{text}"
+        );
+        let figures = lines[at + 1];
+        assert!(figures.starts_with("  measured on "), "{text}");
+        for n in &usable {
+            assert!(figures.contains(&format!(" {n} ")), "{n} missing:\n{text}");
+        }
+        assert!(!figures.contains(" soft "), "{text}");
+    }
+    assert!(text.contains("\nmeasuring took "), "{text}");
+    let forced = ok(sc_on(&["backends"], b"", Some("soft")));
+    assert!(!forced.contains("measured"), "{forced}");
+}

@@ -9,8 +9,10 @@
 //!   remembered in one registry (AES-GCM's pairs of AES and GHASH are tested through the
 //!   same registry, with [`self_test_passed`]); a backend that fails is never used;
 //! - [`selected`]: the backend new keys take, decided once per family. Unset or empty
-//!   `SECTORCRYPT_BACKEND`: the fastest usable backend. Otherwise the name must be one some
-//!   family has and this CPU can run: every family with that backend takes it; a family
+//!   `SECTORCRYPT_BACKEND`: the fastest usable backend, as measured at the first choice on
+//!   the family's [`Workload`] when more than one is usable ([`measure`]; a mode with a
+//!   workload of its own, AES-GCM, is chosen apart with [`selected_for`]). Otherwise the
+//!   name must be one some family has and this CPU can run: every family with that backend takes it; a family
 //!   without it takes its portable backend (`avx2`: AES `soft`, GOST `avx2`, MAC `soft`;
 //!   `aesni`: AES `aesni`, GOST and MAC `soft`). An unknown or unusable name is an error,
 //!   never a silent fallback.
@@ -19,9 +21,14 @@
 //! introduced to each other by [`Selectable::SHARING`], one list given at the crate root,
 //! so that this module and the family modules name none of the others.
 
+mod measure;
+
 use crate::cpu::{self, Feature};
 use crate::error::{BackendError, Error};
 use std::sync::OnceLock;
+
+pub use measure::Measurement;
+pub(crate) use measure::{Run, Workload};
 
 /// The rows of the self-test registry; the name is the `algorithm` of a [`BackendError`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,10 +38,13 @@ pub(crate) enum Algorithm {
     AesGcm,
     Gost,
     Mac,
+    /// The fake family of this module's tests.
+    #[cfg(test)]
+    Test,
 }
 
 impl Algorithm {
-    const COUNT: usize = 5;
+    const COUNT: usize = 5 + cfg!(test) as usize;
 
     pub(crate) fn name(self) -> &'static str {
         match self {
@@ -43,6 +53,8 @@ impl Algorithm {
             Algorithm::AesGcm => "aes-gcm",
             Algorithm::Gost => "gost",
             Algorithm::Mac => "mac",
+            #[cfg(test)]
+            Algorithm::Test => "test",
         }
     }
 }
@@ -73,6 +85,8 @@ pub(crate) trait Selectable: Family {
     /// Every family sharing the variable, AES first (this one among them): a name only
     /// the others have gives this family its portable backend.
     const SHARING: &'static [Sharer];
+    /// The work its backends are timed on when more than one is usable.
+    const WORKLOAD: Workload<Self>;
 }
 
 /// A family sharing `SECTORCRYPT_BACKEND`, as the others see it.
@@ -207,6 +221,13 @@ macro_rules! selectable {
             /// names an unknown or unusable backend).
             pub fn selected() -> Result<$name, $crate::Error> {
                 $crate::backend::selected()
+            }
+
+            /// [`Self::selected`] with the measurement that chose it: `None` when
+            /// `SECTORCRYPT_BACKEND` named the backend or only one was usable.
+            pub fn selection() -> Result<($name, Option<$crate::Measurement>), $crate::Error> {
+                $crate::backend::selected_for(&<$name as $crate::backend::Selectable>::WORKLOAD)
+                    .map(|(b, m)| (b, m.cloned()))
             }
 
             /// What `SECTORCRYPT_BACKEND=name` means here: this algorithm's backend of that
@@ -347,24 +368,24 @@ pub(crate) fn for_forced_name<F: Selectable>(name: &str) -> Result<F, Error> {
 }
 
 /// The backend new keys of `F` take: `SECTORCRYPT_BACKEND` when set (see
-/// [`for_forced_name`]), otherwise the fastest usable one. Decided once per family.
+/// [`for_forced_name`]), otherwise the fastest usable one, measured on the family's
+/// workload. Decided once per family.
 pub(crate) fn selected<F: Selectable>() -> Result<F, Error> {
+    selected_for(&F::WORKLOAD).map(|(b, _)| b)
+}
+
+/// The backend of `F` for the work `w` (a family's own, or a mode's, which is chosen
+/// apart): `SECTORCRYPT_BACKEND` when set, otherwise the usable backend (passing also
+/// `w`'s own check) that is fastest on `w`, with the measurement. Decided once per row.
+pub(crate) fn selected_for<F: Selectable>(
+    w: &Workload<F>,
+) -> Result<(F, Option<&'static Measurement>), Error> {
     static FORCED: OnceLock<Option<String>> = OnceLock::new();
-    static SELECTED: [OnceLock<Result<usize, Error>>; Algorithm::COUNT] =
-        [const { OnceLock::new() }; Algorithm::COUNT];
+    static CHOICES: measure::Choices = measure::Choices::new();
     let forced = FORCED.get_or_init(|| {
         std::env::var("SECTORCRYPT_BACKEND")
             .ok()
             .filter(|n| !n.is_empty())
     });
-    SELECTED[F::ALGORITHM as usize]
-        .get_or_init(|| {
-            let b = match forced {
-                Some(name) => for_forced_name::<F>(name)?,
-                None => usable::<F>().first().copied().unwrap_or(portable::<F>()),
-            };
-            Ok(index(b))
-        })
-        .clone()
-        .map(|i| F::ALL[i])
+    CHOICES.get(forced.as_deref(), w, &measure::monotonic)
 }
