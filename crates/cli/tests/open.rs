@@ -97,7 +97,10 @@ fn open_serves_over_nbd_status_shows_it_and_close_stops_it() {
     let uri = format!("nbd+unix:///?socket={}", sock.display());
     assert_eq!(out, [uri.clone()]);
     // What libnbd reads is what `sectorcrypt read` reads: the plaintext.
-    let size = ok(Command::new("nbdinfo").args(["--size", &uri]).output().unwrap());
+    let size = ok(Command::new("nbdinfo")
+        .args(["--size", &uri])
+        .output()
+        .unwrap());
     let plain = ok_bytes(rt.sc(&["read", s(&img), "--key-file", s(&key)]));
     assert_eq!(size.trim(), plain.len().to_string());
     let served = Command::new("nbdcopy").args([&uri, "-"]).output().unwrap();
@@ -107,7 +110,13 @@ fn open_serves_over_nbd_status_shows_it_and_close_stops_it() {
 
     // status: text for people, JSON for scripts.
     let text = ok(rt.sc(&["status"]));
-    for want in ["vault: open", "luks2", "aes-xts-plain64", &uri, "read-write"] {
+    for want in [
+        "vault: open",
+        "luks2",
+        "aes-xts-plain64",
+        &uri,
+        "read-write",
+    ] {
         assert!(text.contains(want), "{want:?} missing from:\n{text}");
     }
     let all: Value = serde_json::from_str(&ok(rt.sc(&["status", "--json"]))).unwrap();
@@ -218,7 +227,9 @@ impl Drop for FsMount {
 
 /// Whether a loop device is attached to a file under `dir`.
 fn loop_under(dir: &Path) -> bool {
-    let out = Command::new("losetup").args(["-n", "-O", "BACK-FILE"]).output();
+    let out = Command::new("losetup")
+        .args(["-n", "-O", "BACK-FILE"])
+        .output();
     let list = String::from_utf8_lossy(&out.unwrap().stdout).to_string();
     list.lines().any(|l| l.starts_with(s(dir)))
 }
