@@ -106,7 +106,12 @@ pub enum Command {
     /// Unlock a volume under NAME and serve it in the background: NBD, and on request a
     /// FUSE file and a loop device.
     #[command(after_long_help = crate::args_open::OPEN_HELP)]
-    Open(crate::args_open::OpenNamedArgs),
+    Open {
+        #[command(flatten)]
+        open: OpenArgs,
+        #[command(flatten)]
+        named: crate::args_open::NamedArgs,
+    },
     /// Stop what `open` started under NAME: detach, unmount, flush, stop the server.
     Close(crate::args_open::CloseArgs),
     /// List the volumes `open` serves: format, cipher, size, URI, mount, loop device.

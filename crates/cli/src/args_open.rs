@@ -1,7 +1,6 @@
 //! The command line of `open`, `close` and `status`: volumes served in the background
 //! under a name, as cryptsetup's `open`/`close`/`status` keep mappings.
 
-use crate::args::OpenArgs;
 use clap::Args;
 use std::path::PathBuf;
 
@@ -25,11 +24,9 @@ file (--mount) and the loop device (--loop). RUNTIME/NAME.json records what is o
 removes it. An entry whose process died is cleaned up by the next open, close or status.
 NAME: 1 to 64 bytes, no '/', not '.' or '..'.";
 
-/// `sectorcrypt open IMAGE NAME`.
+/// `sectorcrypt open IMAGE NAME`: what follows IMAGE and the ways to unlock it.
 #[derive(Debug, Args)]
-pub struct OpenNamedArgs {
-    #[command(flatten)]
-    pub open: OpenArgs,
+pub struct NamedArgs {
     /// The name the volume is open under (for `close` and `status`).
     #[arg(value_name = "NAME")]
     pub name: String,

@@ -13,7 +13,8 @@
 //! `close` detaches the loop device itself (refusing while a file system on it is
 //! mounted) so that an error reaches the user, then signals the process and waits for it.
 
-use crate::args_open::{CloseArgs, OpenNamedArgs, StatusArgs};
+use crate::args::OpenArgs;
+use crate::args_open::{CloseArgs, NamedArgs, StatusArgs};
 use crate::cmd_mount;
 use crate::failure::Failure;
 use crate::open_state::{self as state, alive};
@@ -38,14 +39,14 @@ fn log(args: std::fmt::Arguments<'_>) {
     let _ = writeln!(std::io::stderr(), "sectorcrypt: {args}");
 }
 
-pub fn open(a: OpenNamedArgs) -> Result<(), Failure> {
+pub fn open(volume: OpenArgs, a: NamedArgs) -> Result<(), Failure> {
     state::check_name(&a.name)?;
     let dir = state::runtime_dir()?;
     if a.loop_device && !rustix::process::geteuid().is_root() {
         return Err(Failure::usage("--loop needs root (losetup)"));
     }
     if a.foreground {
-        return serve(&a, &dir);
+        return serve(&volume, &a, &dir);
     }
     if let Some(d) = &a.mount {
         cmd_mount::mount_point(d)?;
@@ -173,7 +174,7 @@ fn run_tool(cmd: &mut Command) -> Result<String, String> {
 }
 
 /// The serving process: claim, unlock, serve, publish, and serve until signalled.
-fn serve(a: &OpenNamedArgs, dir: &Path) -> Result<(), Failure> {
+fn serve(volume: &OpenArgs, a: &NamedArgs, dir: &Path) -> Result<(), Failure> {
     state::create_runtime_dir(dir)?;
     claim_name(dir, &a.name)?;
     let mut served = Served {
@@ -203,14 +204,14 @@ fn serve(a: &OpenNamedArgs, dir: &Path) -> Result<(), Failure> {
         Some((d, private)) => Some((cmd_mount::mount_point(&d)?, private)),
         None => None,
     };
-    let mut export = volume_export::open(&a.open)?;
+    let mut export = volume_export::open(volume)?;
     export.allow_discards(a.allow_discards);
     let export = Arc::new(export);
 
     let socket = state::socket_path(dir, &a.name);
     let defaults = ServerConfig::default();
     let config = ServerConfig {
-        description: Some(format!("sectorcrypt {}", a.open.image.display())),
+        description: Some(format!("sectorcrypt {}", volume.image.display())),
         // Nobody reads this process's stderr once `open` has returned.
         log: false,
         ..defaults
@@ -224,7 +225,7 @@ fn serve(a: &OpenNamedArgs, dir: &Path) -> Result<(), Failure> {
 
     if let Some((mp, _)) = &mount_dir {
         served.mount = mount_dir.clone();
-        served.fuse = Some(cmd_mount::spawn(&export, &a.open.image, mp)?);
+        served.fuse = Some(cmd_mount::spawn(&export, &volume.image, mp)?);
         if a.loop_device {
             let mut losetup = Command::new("losetup");
             losetup.args(["-f", "--show"]);
@@ -236,7 +237,7 @@ fn serve(a: &OpenNamedArgs, dir: &Path) -> Result<(), Failure> {
             served.loop_dev = Some(dev);
         }
     }
-    state::publish(dir, &a.name, &entry(a, &export, &socket, &served))?;
+    state::publish(dir, &a.name, &entry(volume, a, &export, &socket, &served))?;
 
     let handle = server.shutdown_handle();
     let signals_handle = signals.handle();
@@ -258,7 +259,13 @@ fn serve(a: &OpenNamedArgs, dir: &Path) -> Result<(), Failure> {
 }
 
 /// The entry `status` shows.
-fn entry(a: &OpenNamedArgs, export: &VolumeExport, socket: &Path, served: &Served) -> Value {
+fn entry(
+    volume: &OpenArgs,
+    a: &NamedArgs,
+    export: &VolumeExport,
+    socket: &Path,
+    served: &Served,
+) -> Value {
     let (format, cipher) = export.described();
     let socket = socket.to_string_lossy();
     // A local path as an absolute one (status may run elsewhere); a URI as given.
@@ -267,8 +274,8 @@ fn entry(a: &OpenNamedArgs, export: &VolumeExport, socket: &Path, served: &Serve
         "name": a.name,
         "pid": std::process::id(),
         "ready": true,
-        "image": full(&a.open.image).to_string_lossy(),
-        "header": a.open.header.file.as_deref().map(|h| full(h).to_string_lossy().into_owned()),
+        "image": full(&volume.image).to_string_lossy(),
+        "header": volume.header.file.as_deref().map(|h| full(h).to_string_lossy().into_owned()),
         "format": format,
         "cipher": cipher,
         "size": export.size(),

@@ -61,7 +61,7 @@ fn main() {
         Command::Serve(a) => cmd_serve::run(a),
         Command::Mount(a) => cmd_mount::run(a),
         Command::Umount(a) => cmd_mount::umount(a),
-        Command::Open(a) => cmd_open::open(a),
+        Command::Open { open, named } => cmd_open::open(open, named),
         Command::Close(a) => cmd_open::close(a),
         Command::Status(a) => cmd_open::status(a),
     };

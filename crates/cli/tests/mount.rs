@@ -199,3 +199,20 @@ fn the_mounted_file_reads_and_writes_at_odd_offsets_and_keeps_its_size() {
     unmount();
     drop(clean);
 }
+
+#[test]
+fn a_mount_that_fails_in_the_background_always_says_why() {
+    // The reason comes from the serving process through the relayed stderr; it must be
+    // relayed before the command exits, every time.
+    let dir = tempfile::tempdir().unwrap();
+    let img = volumes::new_volume(dir.path(), &[]);
+    let bad = volumes::key_file(dir.path(), "bad", "not the passphrase");
+    let mp = dir.path().join("plain");
+    std::fs::create_dir(&mp).unwrap();
+    for i in 0..30 {
+        let o = sc(&["mount", s(&img), s(&mp), "--key-file", s(&bad)], b"");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(code(&o), 3, "run {i}: {err}");
+        assert!(err.contains("no keyslot opens"), "run {i}: {err}");
+    }
+}

@@ -95,7 +95,7 @@ fn open_serves_over_nbd_status_shows_it_and_close_stops_it() {
     let out = rt.open(&img, "vault", &key, &[]);
     let sock = rt.dir.join("vault.sock");
     let uri = format!("nbd+unix:///?socket={}", sock.display());
-    assert_eq!(out, [uri.clone()]);
+    assert_eq!(out, std::slice::from_ref(&uri));
     // What libnbd reads is what `sectorcrypt read` reads: the plaintext.
     let size = ok(Command::new("nbdinfo")
         .args(["--size", &uri])
@@ -282,4 +282,60 @@ fn ext4_on_the_loop_device_of_open_survives_close_and_open() {
     umount(&fs);
     rt.close("disk");
     assert!(!loop_under(&rt.dir));
+}
+
+#[test]
+fn open_with_a_wrong_passphrase_says_why_and_leaves_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let rt = Runtime::new(tmp.path());
+    let (img, _, _) = volume(tmp.path());
+    let bad = volumes::key_file(tmp.path(), "bad", "not the passphrase");
+    let o = rt.sc(&["open", s(&img), "v", "--key-file", s(&bad)]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(code(&o), 3, "{err}");
+    assert!(err.contains("no keyslot opens"), "{err}");
+    assert_eq!(std::fs::read_dir(&rt.dir).unwrap().count(), 0);
+}
+
+#[test]
+fn open_mount_shows_the_plaintext_as_a_file() {
+    if !Path::new("/dev/fuse").exists() {
+        eprintln!("skipped: no /dev/fuse");
+        return;
+    }
+    sectorcrypt_testkit::require!("fusermount3");
+    let tmp = tempfile::tempdir().unwrap();
+    let mut rt = Runtime::new(tmp.path());
+    let (img, key, data) = volume(tmp.path());
+    let mp = std::fs::canonicalize(tmp.path()).unwrap().join("plain");
+    std::fs::create_dir(&mp).unwrap();
+
+    let out = rt.open(&img, "ro", &key, &["--mount", s(&mp), "--read-only"]);
+    assert_eq!(out.len(), 2, "{out:?}");
+    assert_eq!(out[1], format!("{}/disk", mp.display()));
+    let entry = rt.status("ro");
+    assert_eq!(entry["mount"], s(&mp));
+    assert_eq!(entry["read_only"], true);
+    assert_eq!(entry["loop"], Value::Null);
+    let disk = std::fs::read(mp.join("disk")).unwrap();
+    assert_eq!(disk.len() as u64, entry["size"].as_u64().unwrap());
+    assert!(disk[..data.len()] == data[..]);
+    assert!(std::fs::OpenOptions::new()
+        .write(true)
+        .open(mp.join("disk"))
+        .is_err());
+    // The directory is taken: a second open on it is refused.
+    let o = rt.sc(&[
+        "open",
+        s(&img),
+        "other",
+        "--key-file",
+        s(&key),
+        "--mount",
+        s(&mp),
+    ]);
+    assert_eq!(code(&o), 2);
+    rt.close("ro");
+    assert!(!mounted(&mp));
+    assert!(mp.exists(), "the caller's directory is kept");
 }
