@@ -172,7 +172,7 @@ fn onetime(a: &OpenArgs) -> Result<VolumeExport, Failure> {
     Ok(VolumeExport {
         volume,
         discards: false,
-        described: ("GELI one-time", unlocked.cipher.clone()),
+        described: ("geli-onetime", unlocked.cipher.clone()),
         _claims: Claims::from(claim),
     })
 }
