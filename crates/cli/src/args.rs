@@ -103,6 +103,19 @@ pub enum Command {
     Mount(MountArgs),
     /// Unmount what `sectorcrypt mount` mounted (the volume is flushed first).
     Umount(UmountArgs),
+    /// Unlock a volume under NAME and serve it in the background: NBD, and on request a
+    /// FUSE file and a loop device.
+    #[command(after_long_help = crate::args_open::OPEN_HELP)]
+    Open {
+        #[command(flatten)]
+        open: OpenArgs,
+        #[command(flatten)]
+        named: crate::args_open::NamedArgs,
+    },
+    /// Stop what `open` started under NAME: detach, unmount, flush, stop the server.
+    Close(crate::args_open::CloseArgs),
+    /// List the volumes `open` serves: format, cipher, size, URI, mount, loop device.
+    Status(crate::args_open::StatusArgs),
 }
 
 const FORMAT_HELP: &str = "\
@@ -528,7 +541,7 @@ nbds+unix:///?socket=S&tls-certificates=DIR (libnbd) or qemu's tls-creds-x509 ob
 is never stored (for swap or scratch space): no metadata is written and no sector reserved,
 every byte of the file is data; whatever is written is unreadable once the server stops.";
 
-/// How a volume is opened (shared by `serve` and `mount`).
+/// How a volume is opened (shared by `serve`, `mount` and `open`).
 #[derive(Debug, Args)]
 pub struct OpenArgs {
     /// The volume: a file or a block device.

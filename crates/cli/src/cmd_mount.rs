@@ -295,13 +295,14 @@ fn mount_points() -> Vec<PathBuf> {
         .collect()
 }
 
-fn is_mounted(mp: &Path) -> bool {
+pub fn is_mounted(mp: &Path) -> bool {
     mount_points().iter().any(|p| p == mp)
 }
 
-pub fn run(a: MountArgs) -> Result<(), Failure> {
-    let mp = std::fs::canonicalize(&a.mountpoint)
-        .map_err(|e| Failure::usage(format!("mount point {}: {e}", a.mountpoint.display())))?;
+/// `path` as a mount point: an existing directory, not mounted on yet (canonical).
+pub fn mount_point(path: &Path) -> Result<PathBuf, Failure> {
+    let mp = std::fs::canonicalize(path)
+        .map_err(|e| Failure::usage(format!("mount point {}: {e}", path.display())))?;
     if !mp.is_dir() {
         return Err(Failure::usage(format!(
             "{} is not a directory",
@@ -314,16 +315,19 @@ pub fn run(a: MountArgs) -> Result<(), Failure> {
             mp.display()
         )));
     }
-    if !a.foreground {
-        return background(&mp);
-    }
+    Ok(mp)
+}
 
-    let export = Arc::new(volume_export::open(&a.open)?);
+/// The disk file system over `export` (the volume at `image`), and its mount options.
+fn disk_fs(
+    export: &Arc<VolumeExport>,
+    image: &Path,
+) -> Result<(DiskFs, Vec<MountOption>), Failure> {
     // The disk file's owner is the image's; a remote store (an NBD export, an RBD image)
     // has no owner here, so the disk is the mounting user's (/proc/self is owned by this
     // process's effective user and group).
-    let (owner, workers) = match crate::locator::locate(&a.open.image)? {
-        crate::locator::Location::Local => (a.open.image.as_path(), LOCAL_WORKERS),
+    let (owner, workers) = match crate::locator::locate(image)? {
+        crate::locator::Location::Local => (image, LOCAL_WORKERS),
         _ => (Path::new("/proc/self"), REMOTE_WORKERS),
     };
     let meta = std::fs::metadata(owner)
@@ -343,11 +347,34 @@ pub fn run(a: MountArgs) -> Result<(), Failure> {
         MountOption::DefaultPermissions,
         MountOption::NoAtime,
     ];
-    options.push(if a.open.read_only {
+    options.push(if export.read_only() {
         MountOption::RO
     } else {
         MountOption::RW
     });
+    Ok((fs, options))
+}
+
+/// Mounts the disk file of `export` (the volume at `image`) at `mp`, served by a thread
+/// of this process until the returned session is unmounted ([`unmount`]) or dropped.
+pub fn spawn(
+    export: &Arc<VolumeExport>,
+    image: &Path,
+    mp: &Path,
+) -> Result<fuser::BackgroundSession, Failure> {
+    let (fs, options) = disk_fs(export, image)?;
+    fuser::spawn_mount2(fs, mp, &options)
+        .map_err(|e| Failure::runtime(format!("mounting {}: {e}", mp.display())))
+}
+
+pub fn run(a: MountArgs) -> Result<(), Failure> {
+    let mp = mount_point(&a.mountpoint)?;
+    if !a.foreground {
+        return background("the mount", |_| is_mounted(&mp));
+    }
+
+    let export = Arc::new(volume_export::open(&a.open)?);
+    let (fs, options) = disk_fs(&export, &a.open.image)?;
 
     // SIGINT/SIGTERM: unmount (which ends the session below, after flushing).
     let mut signals = Signals::new([SIGINT, SIGTERM])
@@ -382,10 +409,11 @@ pub fn run(a: MountArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-/// Starts `sectorcrypt mount ... --foreground` and returns once the mount is there. The
-/// child's stderr comes through a pipe relayed here until then, so a caller capturing our
-/// output is not left waiting for the serving process to end.
-fn background(mp: &Path) -> Result<(), Failure> {
+/// Starts this command again with `--foreground` and returns once `ready(child's pid)`
+/// holds (`what` is waited for, as error messages name it). The child's stderr comes
+/// through a pipe relayed here until then, so a caller capturing our output is not left
+/// waiting for the serving process to end.
+pub fn background(what: &str, ready: impl Fn(u32) -> bool) -> Result<(), Failure> {
     let exe = std::env::current_exe()
         .map_err(|e| Failure::runtime(format!("cannot find this program: {e}")))?;
     let mut child = Command::new(exe)
@@ -395,24 +423,28 @@ fn background(mp: &Path) -> Result<(), Failure> {
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| Failure::runtime(format!("cannot start the mount process: {e}")))?;
-    if let Some(mut err) = child.stderr.take() {
+        .map_err(|e| Failure::runtime(format!("cannot start {what}'s process: {e}")))?;
+    let relay = child.stderr.take().map(|mut err| {
         std::thread::spawn(move || {
             let _ = std::io::copy(&mut err, &mut std::io::stderr());
-        });
-    }
+        })
+    });
     loop {
-        if is_mounted(mp) {
+        if ready(child.id()) {
             return Ok(());
         }
         if let Some(status) = child
             .try_wait()
-            .map_err(|e| Failure::runtime(format!("waiting for the mount process: {e}")))?
+            .map_err(|e| Failure::runtime(format!("waiting for {what}'s process: {e}")))?
         {
-            // The same exit code as the mount process: the same failure.
+            // Its last words (the reason) are relayed before ours.
+            if let Some(relay) = relay {
+                let _ = relay.join();
+            }
+            // The same exit code as the serving process: the same failure.
             let msg = match status.code() {
-                Some(2 | 3) => "mounting failed (see above)".to_string(),
-                _ => format!("mounting failed: the mount process {status}"),
+                Some(2 | 3) => format!("{what} failed (see above)"),
+                _ => format!("{what} failed: its process {status}"),
             };
             return Err(Failure::from_exit_code(status.code(), msg));
         }
@@ -421,14 +453,33 @@ fn background(mp: &Path) -> Result<(), Failure> {
 }
 
 /// Unmounts with fusermount3 (fusermount, then umount(8) as fallbacks).
-fn unmount(mp: &Path) -> Result<(), String> {
+pub fn unmount(mp: &Path) -> Result<(), String> {
+    unmount_with(
+        mp,
+        [
+            ("fusermount3", "-u"),
+            ("fusermount", "-u"),
+            ("umount", "-v"),
+        ],
+    )
+}
+
+/// Detaches `mp` even while it is busy or its server is gone (fusermount3 -z, umount -l).
+pub fn unmount_lazily(mp: &Path) -> Result<(), String> {
+    unmount_with(
+        mp,
+        [
+            ("fusermount3", "-uz"),
+            ("fusermount", "-uz"),
+            ("umount", "-l"),
+        ],
+    )
+}
+
+fn unmount_with(mp: &Path, tools: [(&str, &str); 3]) -> Result<(), String> {
     let mut last = String::new();
-    for (tool, args) in [
-        ("fusermount3", &["-u"][..]),
-        ("fusermount", &["-u"][..]),
-        ("umount", &[][..]),
-    ] {
-        match Command::new(tool).args(args).arg(mp).output() {
+    for (tool, args) in tools {
+        match Command::new(tool).arg(args).arg(mp).output() {
             Ok(o) if o.status.success() => return Ok(()),
             Ok(o) => last = String::from_utf8_lossy(&o.stderr).trim().to_string(),
             Err(_) => continue,

@@ -332,6 +332,8 @@ pub struct Opened {
     pub volume: Volume,
     /// The unlocked volume.
     pub unlocked: Unlocked,
+    /// The format's name.
+    pub format: &'static str,
     /// The use claims (drop them after the engine).
     pub claims: Claims,
 }
@@ -349,10 +351,12 @@ pub fn open_volume(
     };
     let mut image = open(path, header, access)?;
     let unlocked = image.unlock(key)?;
+    let format = image.header.name();
     let (volume, claims) = image.engine(&unlocked, opts)?;
     Ok(Opened {
         volume,
         unlocked,
+        format,
         claims,
     })
 }

@@ -5,6 +5,7 @@
 
 mod args;
 mod args_geli;
+mod args_open;
 mod args_tls;
 mod ciphers;
 mod cmd_backends;
@@ -14,6 +15,7 @@ mod cmd_demo;
 mod cmd_geli;
 mod cmd_geli_front;
 mod cmd_mount;
+mod cmd_open;
 mod cmd_serve;
 mod cmd_volume;
 mod cmd_volume_io;
@@ -24,6 +26,7 @@ mod listed;
 mod locator;
 mod memory;
 mod nbd_store;
+mod open_state;
 mod output;
 mod passphrase;
 mod volume_export;
@@ -58,6 +61,9 @@ fn main() {
         Command::Serve(a) => cmd_serve::run(a),
         Command::Mount(a) => cmd_mount::run(a),
         Command::Umount(a) => cmd_mount::umount(a),
+        Command::Open { open, named } => cmd_open::open(open, named),
+        Command::Close(a) => cmd_open::close(a),
+        Command::Status(a) => cmd_open::status(a),
     };
     memory::warn_if_unlocked();
     if let Err(f) = result {

@@ -16,6 +16,8 @@ use std::io::{self, Write};
 pub struct VolumeExport {
     volume: Volume,
     discards: bool,
+    /// The format's name and the cipher string, as `status` shows them.
+    described: (&'static str, String),
     _claims: Claims,
 }
 
@@ -24,6 +26,11 @@ impl VolumeExport {
     /// `--allow-discards`: it reveals which sectors are unused).
     pub fn allow_discards(&mut self, yes: bool) {
         self.discards = yes;
+    }
+
+    /// The volume's format (its name) and cipher (a cipher string).
+    pub fn described(&self) -> (&'static str, &str) {
+        (self.described.0, &self.described.1)
     }
 }
 
@@ -113,6 +120,7 @@ fn open_export(a: &OpenArgs) -> Result<VolumeExport, Failure> {
     let image::Opened {
         volume,
         unlocked,
+        format,
         claims,
     } = image::open_volume(&a.image, &a.header, &key, options(a)?)?;
     let _ = writeln!(
@@ -127,6 +135,7 @@ fn open_export(a: &OpenArgs) -> Result<VolumeExport, Failure> {
     Ok(VolumeExport {
         volume,
         discards: false,
+        described: (format, unlocked.cipher.clone()),
         _claims: claims,
     })
 }
@@ -163,6 +172,7 @@ fn onetime(a: &OpenArgs) -> Result<VolumeExport, Failure> {
     Ok(VolumeExport {
         volume,
         discards: false,
+        described: ("geli-onetime", unlocked.cipher.clone()),
         _claims: Claims::from(claim),
     })
 }

@@ -14,55 +14,6 @@ use std::process::Command;
 use support::{bin, code, s, sc};
 use volumes::mounted;
 
-/// Why this machine cannot run the test, if it cannot.
-fn unavailable() -> Option<String> {
-    if !Path::new("/dev/fuse").exists() {
-        return Some("no /dev/fuse".into());
-    }
-    if !Path::new("/dev/loop-control").exists() {
-        return Some("no loop devices (/dev/loop-control)".into());
-    }
-    let uid = Command::new("id").arg("-u").output().ok()?;
-    if String::from_utf8_lossy(&uid.stdout).trim() != "0" {
-        return Some("not root (losetup and mount need it)".into());
-    }
-    for tool in [
-        "fusermount3",
-        "losetup",
-        "mkfs.ext4",
-        "mount",
-        "umount",
-        "qemu-img",
-    ] {
-        let found = Command::new("sh")
-            .args(["-c", &format!("command -v {tool}")])
-            .output()
-            .map(|o| o.status.success())
-            .unwrap_or(false);
-        if !found {
-            return Some(format!("{tool} is not installed"));
-        }
-    }
-    // A loop device must actually be attachable (containers often forbid it).
-    let dir = tempfile::tempdir().ok()?;
-    let probe = dir.path().join("probe");
-    std::fs::write(&probe, vec![0u8; 1 << 20]).ok()?;
-    let out = Command::new("losetup")
-        .args(["-f", "--show"])
-        .arg(&probe)
-        .output()
-        .ok()?;
-    if !out.status.success() {
-        return Some(format!(
-            "losetup cannot attach a loop device: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
-    let dev = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    let _ = Command::new("losetup").args(["-d", &dev]).status();
-    None
-}
-
 /// Undoes whatever the test set up, even when it fails half-way.
 struct Cleanup {
     fs_mount: PathBuf,
@@ -118,7 +69,7 @@ fn detach(dev: &str, fuse_mount: &Path, clean: &mut Cleanup) {
 
 #[test]
 fn ext4_on_a_loop_device_over_the_mounted_volume() {
-    if let Some(why) = unavailable() {
+    if let Some(why) = volumes::loop_unavailable(&["qemu-img"]) {
         eprintln!("skipped: {why}");
         return;
     }
@@ -247,4 +198,21 @@ fn the_mounted_file_reads_and_writes_at_odd_offsets_and_keeps_its_size() {
     drop(f);
     unmount();
     drop(clean);
+}
+
+#[test]
+fn a_mount_that_fails_in_the_background_always_says_why() {
+    // The reason comes from the serving process through the relayed stderr; it must be
+    // relayed before the command exits, every time.
+    let dir = tempfile::tempdir().unwrap();
+    let img = volumes::new_volume(dir.path(), &[]);
+    let bad = volumes::key_file(dir.path(), "bad", "not the passphrase");
+    let mp = dir.path().join("plain");
+    std::fs::create_dir(&mp).unwrap();
+    for i in 0..30 {
+        let o = sc(&["mount", s(&img), s(&mp), "--key-file", s(&bad)], b"");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(code(&o), 3, "run {i}: {err}");
+        assert!(err.contains("no keyslot opens"), "run {i}: {err}");
+    }
 }

@@ -90,3 +90,47 @@ pub fn write_volume(dir: &Path, img: &Path, key: &Path, data: &[u8]) {
     let args = ["write", s(img), "--input", s(&input), "--key-file", s(key)];
     ok(sc(&args, b""));
 }
+
+/// Why this machine cannot run a test with FUSE, loop devices, mkfs.ext4 and mount (and
+/// the `tools` it names), if it cannot: it needs /dev/fuse, root and an attachable loop.
+pub fn loop_unavailable(tools: &[&str]) -> Option<String> {
+    if !Path::new("/dev/fuse").exists() {
+        return Some("no /dev/fuse".into());
+    }
+    if !Path::new("/dev/loop-control").exists() {
+        return Some("no loop devices (/dev/loop-control)".into());
+    }
+    let uid = Command::new("id").arg("-u").output().ok()?;
+    if String::from_utf8_lossy(&uid.stdout).trim() != "0" {
+        return Some("not root (losetup and mount need it)".into());
+    }
+    let needed = ["fusermount3", "losetup", "mkfs.ext4", "mount", "umount"];
+    for tool in needed.iter().chain(tools) {
+        let found = Command::new("sh")
+            .args(["-c", &format!("command -v {tool}")])
+            .output()
+            .map(|o| o.status.success())
+            .unwrap_or(false);
+        if !found {
+            return Some(format!("{tool} is not installed"));
+        }
+    }
+    // A loop device must actually be attachable (containers often forbid it).
+    let dir = tempfile::tempdir().ok()?;
+    let probe = dir.path().join("probe");
+    std::fs::write(&probe, vec![0u8; 1 << 20]).ok()?;
+    let out = Command::new("losetup")
+        .args(["-f", "--show"])
+        .arg(&probe)
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        return Some(format!(
+            "losetup cannot attach a loop device: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    let dev = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let _ = Command::new("losetup").args(["-d", &dev]).status();
+    None
+}

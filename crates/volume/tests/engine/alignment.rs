@@ -87,7 +87,10 @@ fn run_matrix(cfg: Config, seed: u64) {
             r.unwrap();
             assert_eq!(lent.len(), len + 24);
             model[off as usize..][..len].copy_from_slice(&again);
-            assert!(fx.plaintext() == model, "contents after write_owned, {what}");
+            assert!(
+                fx.plaintext() == model,
+                "contents after write_owned, {what}"
+            );
         }
     }
     // Random windows.

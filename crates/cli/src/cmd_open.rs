@@ -1,0 +1,416 @@
+//! `sectorcrypt open IMAGE NAME`, `close NAME` and `status [NAME]`: a volume unlocked
+//! once and served under a name by one background process, over NBD at RUNTIME/NAME.sock
+//! and, on request, as a FUSE file with a loop device on it (`open_state` keeps the
+//! entries).
+//!
+//! `open` checks the name, starts itself again with `--foreground` (as `mount` does: same
+//! arguments, standard input and error, so every way of unlocking works), and returns once
+//! the serving process has published its entry as ready. That process claims the name
+//! first (the entry file is created only when missing), unlocks, binds the socket, mounts
+//! the disk file and attaches the loop device, then serves until SIGTERM or SIGINT. On the
+//! way out it detaches the loop device, unmounts (the file system's end flushes), stops the
+//! server, flushes and removes its entry; a failure half-way undoes what was set up.
+//! `close` detaches the loop device itself (refusing while a file system on it is
+//! mounted) so that an error reaches the user, then signals the process and waits for it.
+
+use crate::args::OpenArgs;
+use crate::args_open::{CloseArgs, NamedArgs, StatusArgs};
+use crate::cmd_mount;
+use crate::failure::Failure;
+use crate::open_state::{self as state, alive};
+use crate::volume_export::{self, VolumeExport};
+use sectorcrypt_nbd::{Export, Listen, Server, ServerConfig};
+use serde_json::{json, Value};
+use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::iterator::Signals;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How long `close` waits for the serving process to finish and exit.
+const CLOSE_WAIT: Duration = Duration::from_secs(120);
+/// How long the serving process waits for the FUSE session to end once unmounted.
+const FUSE_WAIT: Duration = Duration::from_secs(10);
+
+/// A line on stderr; errors are ignored (in the background nobody may be reading).
+fn log(args: std::fmt::Arguments<'_>) {
+    let _ = writeln!(std::io::stderr(), "sectorcrypt: {args}");
+}
+
+pub fn open(volume: OpenArgs, a: NamedArgs) -> Result<(), Failure> {
+    state::check_name(&a.name)?;
+    let dir = state::runtime_dir()?;
+    if a.loop_device && !rustix::process::geteuid().is_root() {
+        return Err(Failure::usage("--loop needs root (losetup)"));
+    }
+    if a.foreground {
+        return serve(&volume, &a, &dir);
+    }
+    if let Some(d) = &a.mount {
+        cmd_mount::mount_point(d)?;
+    }
+    if let Some(entry) = state::read(&dir, &a.name)? {
+        if alive(state::pid(&entry), &a.name) {
+            return Err(in_use(&a.name, &entry));
+        }
+        state::clean_stale(&dir, &a.name, &entry);
+        log(format_args!(
+            "{}: its process was gone; the stale entry was removed",
+            a.name
+        ));
+    }
+    cmd_mount::background("opening", |pid| {
+        state::read(&dir, &a.name)
+            .ok()
+            .flatten()
+            .is_some_and(|e| state::pid(&e) == pid && e["ready"] == Value::Bool(true))
+    })?;
+    let entry = state::read(&dir, &a.name)?
+        .ok_or_else(|| Failure::runtime(format!("{}: the entry is gone", a.name)))?;
+    let mut out = format!("{}\n", entry["uri"].as_str().unwrap_or_default());
+    if let Some(mp) = entry["mount"].as_str().filter(|_| a.mount.is_some()) {
+        out.push_str(&format!("{}/disk\n", mp));
+    }
+    if let Some(dev) = entry["loop"].as_str() {
+        out.push_str(&format!("{dev}\n"));
+    }
+    std::io::stdout()
+        .write_all(out.as_bytes())
+        .map_err(|e| Failure::runtime(format!("standard output: {e}")))
+}
+
+fn in_use(name: &str, entry: &Value) -> Failure {
+    let what = match entry["image"].as_str() {
+        Some(image) => format!("{image} is open under it"),
+        None => "a volume is being opened under it".to_string(),
+    };
+    Failure::usage(format!(
+        "NAME {name} is in use: {what} (process {}); `sectorcrypt close {name}` first",
+        state::pid(entry)
+    ))
+}
+
+/// Claims `name` for this process, removing a stale entry first.
+fn claim_name(dir: &Path, name: &str) -> Result<(), Failure> {
+    let me = std::process::id();
+    for _ in 0..2 {
+        if state::reserve(dir, name, me)? {
+            return Ok(());
+        }
+        match state::read(dir, name)? {
+            Some(e) if alive(state::pid(&e), name) => return Err(in_use(name, &e)),
+            Some(e) => state::clean_stale(dir, name, &e),
+            None => {}
+        }
+    }
+    Err(Failure::usage(format!(
+        "NAME {name} is in use (another open is starting)"
+    )))
+}
+
+/// What the serving process set up, undone in reverse order when dropped.
+struct Served {
+    dir: PathBuf,
+    name: String,
+    /// The FUSE mount point, and whether it is the private one (removed at the end).
+    mount: Option<(PathBuf, bool)>,
+    fuse: Option<fuser::BackgroundSession>,
+    loop_dev: Option<String>,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        if let (Some(dev), Some((mp, _))) = (self.loop_dev.take(), &self.mount) {
+            // `close` detached it already; otherwise (a signal, a failure) do it here.
+            if is_our_loop(&dev, mp) {
+                if let Err(e) = run_tool(Command::new("losetup").arg("-d").arg(&dev)) {
+                    log(format_args!("detaching {dev}: {e}"));
+                }
+            }
+        }
+        if let (Some(session), Some((mp, _))) = (self.fuse.take(), &self.mount) {
+            stop_fuse(session, mp);
+        }
+        if let Some((mp, true)) = &self.mount {
+            let _ = std::fs::remove_dir(mp);
+        }
+        state::remove(&self.dir, &self.name);
+    }
+}
+
+/// Whether `dev` is a loop device on the disk file under `mp`.
+fn is_our_loop(dev: &str, mp: &Path) -> bool {
+    let disk = mp.join("disk");
+    state::loop_backing(dev)
+        .is_some_and(|f| f.to_string_lossy().starts_with(&*disk.to_string_lossy()))
+}
+
+/// Unmounts the disk file (lazily when it is busy) and lets its session finish, which
+/// flushes the volume.
+fn stop_fuse(session: fuser::BackgroundSession, mp: &Path) {
+    if cmd_mount::is_mounted(mp) {
+        if let Err(e) = cmd_mount::unmount(mp) {
+            log(format_args!("{e}; detaching it lazily"));
+            let _ = cmd_mount::unmount_lazily(mp);
+        }
+    }
+    let guard = session.guard;
+    let until = Instant::now() + FUSE_WAIT;
+    while !guard.is_finished() && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Runs a tool; its stdout (trimmed) on success, its stderr as the error.
+fn run_tool(cmd: &mut Command) -> Result<String, String> {
+    let out = cmd.output().map_err(|e| format!("{cmd:?}: {e}"))?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).trim().to_string())
+    }
+}
+
+/// The serving process: claim, unlock, serve, publish, and serve until signalled.
+fn serve(volume: &OpenArgs, a: &NamedArgs, dir: &Path) -> Result<(), Failure> {
+    state::create_runtime_dir(dir)?;
+    claim_name(dir, &a.name)?;
+    let mut served = Served {
+        dir: dir.to_path_buf(),
+        name: a.name.clone(),
+        mount: None,
+        fuse: None,
+        loop_dev: None,
+    };
+    // Signals are caught before anything is opened, so an early stop still cleans up.
+    let mut signals = Signals::new([SIGINT, SIGTERM])
+        .map_err(|e| Failure::runtime(format!("cannot catch signals: {e}")))?;
+    let mount_dir = match (&a.mount, a.loop_device) {
+        (Some(d), _) => Some((d.clone(), false)),
+        (None, true) => {
+            let p = state::private_mount(dir, &a.name);
+            let _ = std::fs::remove_dir(&p);
+            std::fs::DirBuilder::new()
+                .create(&p)
+                .map_err(|e| Failure::runtime(format!("{}: {e}", p.display())))?;
+            served.mount = Some((p.clone(), true));
+            Some((p, true))
+        }
+        (None, false) => None,
+    };
+    let mount_dir = match mount_dir {
+        Some((d, private)) => Some((cmd_mount::mount_point(&d)?, private)),
+        None => None,
+    };
+    let mut export = volume_export::open(volume)?;
+    export.allow_discards(a.allow_discards);
+    let export = Arc::new(export);
+
+    let socket = state::socket_path(dir, &a.name);
+    let defaults = ServerConfig::default();
+    let config = ServerConfig {
+        description: Some(format!("sectorcrypt {}", volume.image.display())),
+        // Nobody reads this process's stderr once `open` has returned.
+        log: false,
+        ..defaults
+    };
+    let server = Server::bind(
+        &Listen::Unix(socket.clone()),
+        export.clone() as Arc<dyn Export>,
+        config,
+    )
+    .map_err(|e| Failure::runtime(format!("{}: {e}", socket.display())))?;
+
+    if let Some((mp, _)) = &mount_dir {
+        served.mount = mount_dir.clone();
+        served.fuse = Some(cmd_mount::spawn(&export, &volume.image, mp)?);
+        if a.loop_device {
+            let mut losetup = Command::new("losetup");
+            losetup.args(["-f", "--show"]);
+            if export.read_only() {
+                losetup.arg("-r");
+            }
+            let dev = run_tool(losetup.arg(mp.join("disk")))
+                .map_err(|e| Failure::runtime(format!("attaching a loop device: {e}")))?;
+            served.loop_dev = Some(dev);
+        }
+    }
+    state::publish(dir, &a.name, &entry(volume, a, &export, &socket, &served))?;
+
+    let handle = server.shutdown_handle();
+    let signals_handle = signals.handle();
+    let watcher = std::thread::spawn(move || {
+        if let Some(sig) = signals.forever().next() {
+            log(format_args!("signal {sig}: closing"));
+            handle.shutdown();
+        }
+    });
+    let result = server.run().map_err(Failure::runtime);
+    signals_handle.close();
+    let _ = watcher.join();
+    drop(served);
+    let flushed = export
+        .flush()
+        .map_err(|e| Failure::runtime(format!("flushing the volume: {e}")));
+    result?;
+    flushed
+}
+
+/// The entry `status` shows.
+fn entry(
+    volume: &OpenArgs,
+    a: &NamedArgs,
+    export: &VolumeExport,
+    socket: &Path,
+    served: &Served,
+) -> Value {
+    let (format, cipher) = export.described();
+    let socket = socket.to_string_lossy();
+    // A local path as an absolute one (status may run elsewhere); a URI as given.
+    let full = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    json!({
+        "name": a.name,
+        "pid": std::process::id(),
+        "ready": true,
+        "image": full(&volume.image).to_string_lossy(),
+        "header": volume.header.file.as_deref().map(|h| full(h).to_string_lossy().into_owned()),
+        "format": format,
+        "cipher": cipher,
+        "size": export.size(),
+        "sector_size": export.preferred_block_size(),
+        "read_only": export.read_only(),
+        "socket": socket,
+        "uri": format!("nbd+unix:///?socket={socket}"),
+        "mount": served.mount.as_ref().map(|(m, _)| m.to_string_lossy()),
+        "loop": served.loop_dev,
+    })
+}
+
+/// Where the block device `dev` is mounted, if it is (/proc/self/mountinfo's source).
+fn mounted_at(dev: &str) -> Option<String> {
+    let text = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    text.lines().find_map(|l| {
+        let (head, tail) = l.split_once(" - ")?;
+        (tail.split(' ').nth(1) == Some(dev)).then(|| head.split(' ').nth(4).map(str::to_string))?
+    })
+}
+
+pub fn close(a: CloseArgs) -> Result<(), Failure> {
+    state::check_name(&a.name)?;
+    let dir = state::runtime_dir()?;
+    let Some(entry) = state::read(&dir, &a.name)? else {
+        return Err(Failure::usage(format!("nothing is open under {}", a.name)));
+    };
+    let pid = state::pid(&entry);
+    if !alive(pid, &a.name) {
+        state::clean_stale(&dir, &a.name, &entry);
+        log(format_args!(
+            "{}: its process was gone; the stale entry was removed",
+            a.name
+        ));
+        return Ok(());
+    }
+    if let (Some(dev), Some(mp)) = (entry["loop"].as_str(), entry["mount"].as_str()) {
+        if let Some(at) = mounted_at(dev) {
+            return Err(Failure::usage(format!(
+                "{dev} is mounted at {at}: unmount it first"
+            )));
+        }
+        if is_our_loop(dev, Path::new(mp)) {
+            run_tool(Command::new("losetup").arg("-d").arg(dev))
+                .map_err(|e| Failure::runtime(format!("detaching {dev}: {e}")))?;
+        }
+    }
+    let target = rustix::process::Pid::from_raw(pid as i32)
+        .ok_or_else(|| Failure::runtime(format!("{}: bad process id {pid}", a.name)))?;
+    rustix::process::kill_process(target, rustix::process::Signal::TERM)
+        .map_err(|e| Failure::runtime(format!("stopping process {pid}: {e}")))?;
+    let until = Instant::now() + CLOSE_WAIT;
+    while alive(pid, &a.name) {
+        if Instant::now() > until {
+            return Err(Failure::runtime(format!(
+                "process {pid} serving {} did not stop within {} s",
+                a.name,
+                CLOSE_WAIT.as_secs()
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The process removes its entry; if it could not (killed), its leftovers go here.
+    if let Some(left) = state::read(&dir, &a.name)? {
+        if state::pid(&left) == pid {
+            state::clean_stale(&dir, &a.name, &left);
+        }
+    }
+    Ok(())
+}
+
+pub fn status(a: StatusArgs) -> Result<(), Failure> {
+    let dir = state::runtime_dir()?;
+    let names = match &a.name {
+        Some(n) => {
+            state::check_name(n)?;
+            vec![n.clone()]
+        }
+        None => state::names(&dir),
+    };
+    let mut open = Vec::new();
+    for name in names {
+        let Some(entry) = state::read(&dir, &name)? else {
+            continue;
+        };
+        if !alive(state::pid(&entry), &name) {
+            state::clean_stale(&dir, &name, &entry);
+            log(format_args!(
+                "{name}: its process was gone; the stale entry was removed"
+            ));
+        } else if entry["ready"] == Value::Bool(true) {
+            if let Value::Object(o) = entry {
+                open.push(o.into_iter().filter(|(k, _)| k != "ready").collect());
+            }
+        }
+    }
+    let text = match (&a.name, a.json) {
+        (Some(n), _) if open.is_empty() => {
+            return Err(Failure::usage(format!("nothing is open under {n}")))
+        }
+        (Some(_), true) => format!("{:#}\n", open[0]),
+        (None, true) => format!("{:#}\n", Value::Array(open)),
+        (_, false) => open.iter().map(describe).collect(),
+    };
+    std::io::stdout()
+        .write_all(text.as_bytes())
+        .map_err(|e| Failure::runtime(format!("standard output: {e}")))
+}
+
+/// An entry for people.
+fn describe(e: &Value) -> String {
+    let s = |k: &str| e[k].as_str().unwrap_or("-").to_string();
+    let mut out = format!("{}: open (process {})\n", s("name"), e["pid"]);
+    out.push_str(&format!("  image:   {}\n", s("image")));
+    if let Some(h) = e["header"].as_str() {
+        out.push_str(&format!("  header:  {h}\n"));
+    }
+    out.push_str(&format!("  format:  {}\n", s("format")));
+    out.push_str(&format!("  cipher:  {}\n", s("cipher")));
+    out.push_str(&format!(
+        "  size:    {} bytes, {}-byte sectors\n",
+        e["size"], e["sector_size"]
+    ));
+    let mode = if e["read_only"] == Value::Bool(true) {
+        "read-only"
+    } else {
+        "read-write"
+    };
+    out.push_str(&format!("  access:  {mode}\n"));
+    out.push_str(&format!("  uri:     {}\n", s("uri")));
+    if let Some(m) = e["mount"].as_str() {
+        out.push_str(&format!("  mount:   {m}/disk\n"));
+    }
+    if let Some(d) = e["loop"].as_str() {
+        out.push_str(&format!("  loop:    {d}\n"));
+    }
+    out
+}
