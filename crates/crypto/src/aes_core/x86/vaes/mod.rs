@@ -89,8 +89,8 @@ aes_kernels! {
     Keys {
         ecb: ecb,
         cbc_decrypt: cbc::cbc_decrypt_vaes_avx2,
-        cbc_encrypt_sectors: cbc::cbc_encrypt_sectors_vaes_avx2,
-        ctr: ctr::ctr_vaes_avx2,
-        xts: xts::xts_vaes_avx2,
+        cbc_encrypt_sectors: cbc::cbc_encrypt_sectors_vaes,
+        ctr: ctr::ctr_vaes,
+        xts: xts::xts_vaes,
     }
 }
