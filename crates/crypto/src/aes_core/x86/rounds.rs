@@ -210,9 +210,13 @@ pub(crate) use aes_rounds;
 ///   chaining value (the width's own); every predecessor is read before the group's first
 ///   store, and the last ciphertext block, the next IV, before any store (in place they
 ///   are overwritten);
-/// - `$sectors(k, ivs, src, dst, len)`: independent chains, one per sector, `$chains`
-///   sectors per register (`$load`/`$store` move one block of each of a register's
-///   sectors, `$ivs` loads their IVs), `REGS` registers advancing together.
+/// - for each entry `name: features, regs: R, rest: [R-1, ..., 1]` of `sectors`,
+///   `name(k, ivs, src, dst, len)` compiled with `features`: independent chains, one per
+///   sector, `$chains` sectors per register (`$load`/`$store` move one block of each of a
+///   register's sectors, `$ivs` loads their IVs), `R` registers advancing together, a
+///   remainder of fewer than `R` registers' sectors on as many registers as it fills
+///   (`rest` lists the counts, each a const generic instance). A width whose CPU may have
+///   32 registers stamps a kernel with more registers for it.
 ///
 /// Sectors of 2 KiB and more start at addresses equal modulo 4 KiB, so chains at the same
 /// block offset would compete for one set of the 8-way L1 cache (with 16 chains, a third
