@@ -36,18 +36,30 @@ const SECTOR_BUFFER: usize = 256 << 10;
 
 pub(crate) fn all() -> Vec<Case> {
     vec![
-        aes("aes-128-xts/4096", 10, |b, _, _| xts_sectors(b, 32, 4096, true)),
-        aes("aes-256-xts/4096", 14, |b, _, _| xts_sectors(b, 64, 4096, true)),
+        aes("aes-128-xts/4096", 10, |b, _, _| {
+            xts_sectors(b, 32, 4096, true)
+        }),
+        aes("aes-256-xts/4096", 14, |b, _, _| {
+            xts_sectors(b, 64, 4096, true)
+        }),
         aes("aes-256-xts-dec/4096", 14, |b, _, _| {
             xts_sectors(b, 64, 4096, false)
         }),
-        aes("aes-256-xts/512", 14, |b, _, _| xts_sectors(b, 64, 512, true)),
-        aes("aes-256-ctr/16384", 14, |b, _, _| message(b, "ctr", 32, 16384)),
+        aes("aes-256-xts/512", 14, |b, _, _| {
+            xts_sectors(b, 64, 512, true)
+        }),
+        aes("aes-256-ctr/16384", 14, |b, _, _| {
+            message(b, "ctr", 32, 16384)
+        }),
         aes("aes-256-cbc-dec/16384", 14, |b, _, _| {
             message(b, "cbc-dec", 32, 16384)
         }),
-        aes("aes-256-ecb/16384", 14, |b, _, _| message(b, "ecb", 32, 16384)),
-        aes("aes-128-ecb/16384", 10, |b, _, _| message(b, "ecb", 16, 16384)),
+        aes("aes-256-ecb/16384", 14, |b, _, _| {
+            message(b, "ecb", 32, 16384)
+        }),
+        aes("aes-128-ecb/16384", 10, |b, _, _| {
+            message(b, "ecb", 16, 16384)
+        }),
         aes("aes-256-cbc-enc/16384", 14, |b, _, _| {
             message(b, "cbc-enc", 32, 16384)
         }),
@@ -631,4 +643,42 @@ fn mac_sha256_units(sector: usize) -> Result<Built, String> {
             call: Box::new(openssl),
         }),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_aes_case_has_an_aes_bound_and_each_ratio_its_pair() {
+        let all = all();
+        let bound = |name: &str| all.iter().find(|c| c.name == name).map(|c| c.bound);
+        // The same-run ratios the speed goals are stated in: each case and its ECB.
+        for name in [
+            "aes-256-xts/4096",
+            "aes-256-xts-dec/4096",
+            "aes-128-xts/4096",
+            "aes-256-ctr/16384",
+            "aes-256-cbc-enc-sectors/4096x64",
+            "aes-256-ecb/16384",
+            "aes-128-ecb/16384",
+        ] {
+            assert!(bound(name).is_some(), "no case {name}");
+        }
+        for c in &all {
+            let rounds = match c.bound {
+                Bound::Aes { rounds, .. } => Some(rounds),
+                Bound::None => None,
+            };
+            let aes = c.name.starts_with("aes-") || c.name == "geli-xts/4096";
+            let want = aes.then(|| {
+                if c.name.starts_with("aes-128") {
+                    10
+                } else {
+                    14
+                }
+            });
+            assert_eq!(rounds, want, "{}", c.name);
+        }
+    }
 }

@@ -56,7 +56,9 @@ impl AesRate {
         let mut rate = AesRate::default();
         for (name, width, block_rounds) in STEPS {
             let secs = steps.iter().find(|(n, _)| *n == name).map(|(_, s)| *s);
-            let per_sec = secs.filter(|s| s.is_finite() && *s > 0.0).map(|s| block_rounds / s);
+            let per_sec = secs
+                .filter(|s| s.is_finite() && *s > 0.0)
+                .map(|s| block_rounds / s);
             match width {
                 Width::Xmm => rate.xmm = per_sec,
                 Width::Ymm => rate.ymm = per_sec,
@@ -136,17 +138,18 @@ mod tests {
     #[test]
     fn rates_follow_from_the_probe_steps() {
         let r = zen4();
+        let near = |x: Option<f64>, want: f64| x.is_some_and(|x| (x - want).abs() < 1e-3);
         // 16 block rounds per ns on ymm, 32 per 2 ns on zmm: the same rate.
-        assert_eq!(r.ymm, Some(16e9));
-        assert_eq!(r.zmm, Some(16e9));
+        assert!(near(r.ymm, 16e9), "{r:?}");
+        assert!(near(r.zmm, 16e9), "{r:?}");
         assert_eq!(r.xmm, None);
         // AES-256: 16e9 * 16 / 14 bytes per second; AES-128 with 10 rounds.
         let l256 = r.bytes_per_sec(Width::Ymm, 14).unwrap();
         assert!((l256 - 16e9 * 16.0 / 14.0).abs() < 1.0, "{l256}");
-        assert_eq!(r.bytes_per_sec(Width::Ymm, 10), Some(16e9 * 1.6));
+        assert!(near(r.bytes_per_sec(Width::Ymm, 10), 16e9 * 1.6));
         assert_eq!(r.bytes_per_sec(Width::Xmm, 10), None);
         let x = AesRate::from_probe(&[("8 AESENC xmm", 2e-9)]);
-        assert_eq!(x.bytes_per_sec(Width::Xmm, 10), Some(4e9 * 1.6));
+        assert!(near(x.bytes_per_sec(Width::Xmm, 10), 4e9 * 1.6));
     }
 
     #[test]

@@ -227,7 +227,14 @@ fn cbc_many_sectors_per_call() {
         cases.extend([(16, 40), (48, 31), (1024, 15)]);
         // Around the avx512 kernel's 24 chains (12 registers of two): whole batches, a batch
         // and a few registers, and a last odd sector on xmm.
-        cases.extend([(4096, 24), (4096, 25), (4096, 48), (4096, 64), (512, 71), (2048, 47)]);
+        cases.extend([
+            (4096, 24),
+            (4096, 25),
+            (4096, 48),
+            (4096, 64),
+            (512, 71),
+            (2048, 47),
+        ]);
         for (size, n) in cases {
             let iv = &ivs[..n];
             let seed = (size * n) as u64;

@@ -103,9 +103,12 @@ macro_rules! xts_kernel {
                         if off_tail(unit) {
                             let at = groups * GROUP;
                             let next = first_tweaks(next_unit);
-                            tail_through_buffer::<GROUP>(src.add(at), dst.add(at), unit - at, |s, d| {
-                                tweaked_group::<REGS, DEC>(k, &tw, s, d)
-                            });
+                            tail_through_buffer::<GROUP>(
+                                src.add(at),
+                                dst.add(at),
+                                unit - at,
+                                |s, d| tweaked_group::<REGS, DEC>(k, &tw, s, d),
+                            );
                             tw = next;
                         }
                     }
@@ -142,9 +145,12 @@ macro_rules! xts_kernel {
                         off += GROUP;
                     }
                     if off < unit {
-                        tail_through_buffer::<GROUP>(src.add(off), dst.add(off), unit - off, |s, d| {
-                            tweaked_group::<REGS, DEC>(k, &tw, s, d)
-                        });
+                        tail_through_buffer::<GROUP>(
+                            src.add(off),
+                            dst.add(off),
+                            unit - off,
+                            |s, d| tweaked_group::<REGS, DEC>(k, &tw, s, d),
+                        );
                     }
                     tw = next_unit;
                 }
