@@ -238,18 +238,23 @@ pub fn run(opts: &BenchOptions, out: &mut dyn Write) -> Result<(), String> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn quick_json_run_has_the_documented_shape() {
+    /// The JSON report of a quick one-thread run of the cases matching `filter`.
+    fn quick_json(filter: &str, backend: Option<Backend>) -> serde_json::Value {
         let opts = BenchOptions {
-            filter: Some("aes-256-ctr/16384".into()),
-            backend: Some(Backend::Soft),
+            filter: Some(filter.into()),
+            backend,
             quick: true,
             threads: Some(1),
             json: true,
         };
         let mut out = vec![];
         run(&opts, &mut out).unwrap();
-        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        serde_json::from_slice(&out).unwrap()
+    }
+
+    #[test]
+    fn quick_json_run_has_the_documented_shape() {
+        let v = quick_json("aes-256-ctr/16384", Some(Backend::Soft));
         assert!(v["clock_ghz"].as_f64().unwrap() > 0.0);
         assert!(v["cpu_features"].is_array());
         let r = &v["results"][0];
@@ -280,16 +285,7 @@ mod tests {
             eprintln!("vaes: SKIPPED ({e})");
             return;
         }
-        let opts = BenchOptions {
-            filter: Some("aes-256-ecb/16384".into()),
-            backend: Some(Backend::Vaes),
-            quick: true,
-            threads: Some(1),
-            json: true,
-        };
-        let mut out = vec![];
-        run(&opts, &mut out).unwrap();
-        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        let v = quick_json("aes-256-ecb/16384", Some(Backend::Vaes));
         let results = v["results"].as_array().unwrap();
         assert_eq!(results.len(), 1, "{v}");
         for r in results {
@@ -304,16 +300,7 @@ mod tests {
 
     #[test]
     fn geli_case_reports_the_engine_backend_and_the_luks2_peer() {
-        let opts = BenchOptions {
-            filter: Some("geli-xts/4096".into()),
-            backend: None,
-            quick: true,
-            threads: Some(1),
-            json: true,
-        };
-        let mut out = vec![];
-        run(&opts, &mut out).unwrap();
-        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        let v = quick_json("geli-xts/4096", None);
         let r = &v["results"][0];
         assert_eq!(v["results"].as_array().unwrap().len(), 1);
         assert_eq!(r["name"], "geli-xts/4096");

@@ -45,28 +45,3 @@ cbc_kernels! {
     store: |p, size, v| _mm256_storeu2_m128i(p.add(size).cast(), p.cast(), v),
     ivs: |ivs| _mm256_loadu2_m128i(ivs[1].as_ptr().cast(), ivs[0].as_ptr().cast()),
 }
-
-/// The interleaved encryption of many sectors on the keys' backend: with AVX-512VL's 32
-/// registers (the avx512 backend), 16 registers = 32 chains advance together, twice the
-/// chains needed to cover the rounds' latency (16 would just cover it, with nothing to spare
-/// for the loads, XORs and stores between steps).
-///
-/// # Safety
-/// As for the kernels.
-pub(super) unsafe fn cbc_encrypt_sectors_vaes(
-    k: &Keys,
-    ivs: &[crate::block::Block],
-    src: *const u8,
-    dst: *mut u8,
-    size: usize,
-) {
-    // SAFETY: a `Keys` value proves the features of the backend it was made for (its
-    // constructor checked them): AVX-512F/VL for the avx512 backend.
-    unsafe {
-        if k.backend == crate::aes_core::Backend::Avx512 {
-            cbc_encrypt_sectors_vaes_avx512(k, ivs, src, dst, size)
-        } else {
-            cbc_encrypt_sectors_vaes_avx2(k, ivs, src, dst, size)
-        }
-    }
-}

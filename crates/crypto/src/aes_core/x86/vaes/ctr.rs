@@ -8,7 +8,6 @@
 
 use super::super::scaffold::tail_through_buffer;
 use super::{keystream_group, Keys, GROUP, REGS};
-use crate::aes_core::Backend;
 use core::arch::x86_64::*;
 
 /// The 16 counter blocks `c, c + 1, ..., c + 15`, big-endian, two per register.
@@ -99,25 +98,3 @@ macro_rules! ctr_kernel {
 
 ctr_kernel!(ctr_vaes_avx2, "avx2,vaes");
 ctr_kernel!(ctr_vaes_avx512, "avx2,vaes,avx512f,avx512vl");
-
-/// The kernel of the keys' backend (the avx512 backend's CPU has AVX-512VL).
-///
-/// # Safety
-/// As for the kernels.
-pub(super) unsafe fn ctr_vaes(
-    k: &Keys,
-    counter: &mut u128,
-    src: *const u8,
-    dst: *mut u8,
-    len: usize,
-) {
-    // SAFETY: a `Keys` value proves the features of the backend it was made for (its
-    // constructor checked them): AVX-512F/VL for the avx512 backend.
-    unsafe {
-        if k.backend == Backend::Avx512 {
-            ctr_vaes_avx512(k, counter, src, dst, len)
-        } else {
-            ctr_vaes_avx2(k, counter, src, dst, len)
-        }
-    }
-}

@@ -22,10 +22,9 @@
 //! The avx512 backend runs the same kernels with the same key container, but its XTS, CTR
 //! and many-sector CBC kernels are compiled a second time with AVX-512VL, whose EVEX
 //! encoding reaches ymm16-31: the next group's tweaks and counters are built before the
-//! group's rounds without spilling, and 24 CBC chains fit. Each of these is chosen per
-//! call from the backend the keys were made for (`xts_vaes`, `ctr_vaes`,
-//! `cbc_encrypt_sectors_vaes`); ECB and CBC decryption gain nothing from more registers
-//! and exist once.
+//! group's rounds without spilling, and 24 CBC chains fit. Each call takes the build of
+//! the backend the keys were made for (`aes_kernels!`'s `narrow | wide` kernels); ECB and
+//! CBC decryption gain nothing from more registers and exist once.
 //!
 //! Tuned for: storage sectors (virtually all XTS inputs are 512 or 4096 bytes, handed over
 //! many sectors per call), CTR and ECB over long buffers, CBC decryption, and CBC encryption
@@ -97,8 +96,9 @@ aes_kernels! {
     Keys {
         ecb: ecb,
         cbc_decrypt: cbc::cbc_decrypt_vaes_avx2,
-        cbc_encrypt_sectors: cbc::cbc_encrypt_sectors_vaes,
-        ctr: ctr::ctr_vaes,
-        xts: xts::xts_vaes,
+        cbc_encrypt_sectors: cbc::cbc_encrypt_sectors_vaes_avx2
+            | cbc::cbc_encrypt_sectors_vaes_avx512,
+        ctr: ctr::ctr_vaes_avx2 | ctr::ctr_vaes_avx512,
+        xts: xts::xts_vaes_avx2 | xts::xts_vaes_avx512,
     }
 }

@@ -17,12 +17,11 @@
 //! Two kernels from one definition ([`xts_kernel!`]): on 16 ymm registers (the vaes
 //! backend) the next group's tweaks are computed after the group's rounds; with
 //! AVX-512VL's 32 (the avx512 backend) before them, so that the multiplies run among the
-//! rounds. [`xts_vaes`] calls the one of the keys' backend.
+//! rounds. Each call takes the build of the keys' backend (`aes_kernels!`'s `narrow | wide`).
 #![allow(unsafe_code)]
 
 use super::super::scaffold::tail_through_buffer;
 use super::{tweaked_group, Keys, GROUP, REGS};
-use crate::aes_core::Backend;
 use crate::block::Block;
 use core::arch::x86_64::*;
 
@@ -103,12 +102,7 @@ macro_rules! xts_kernel {
                         if off_tail(unit) {
                             let at = groups * GROUP;
                             let next = first_tweaks(next_unit);
-                            tail_through_buffer::<GROUP>(
-                                src.add(at),
-                                dst.add(at),
-                                unit - at,
-                                |s, d| tweaked_group::<REGS, DEC>(k, &tw, s, d),
-                            );
+                            tail_group::<DEC>(k, &tw, src.add(at), dst.add(at), unit - at);
                             tw = next;
                         }
                     }
@@ -145,12 +139,7 @@ macro_rules! xts_kernel {
                         off += GROUP;
                     }
                     if off < unit {
-                        tail_through_buffer::<GROUP>(
-                            src.add(off),
-                            dst.add(off),
-                            unit - off,
-                            |s, d| tweaked_group::<REGS, DEC>(k, &tw, s, d),
-                        );
+                        tail_group::<DEC>(k, &tw, src.add(off), dst.add(off), unit - off);
                     }
                     tw = next_unit;
                 }
@@ -166,33 +155,31 @@ xts_kernel!(
     pipelined: true
 );
 
+/// The last `len < GROUP` bytes of a unit, with the tweaks `tw`, through a group buffer.
+///
+/// # Safety
+/// `src` readable and `dst` writable for `len` bytes.
+#[inline]
+#[target_feature(enable = "avx2,vaes")]
+unsafe fn tail_group<const DEC: bool>(
+    k: &Keys,
+    tw: &[__m256i; REGS],
+    src: *const u8,
+    dst: *mut u8,
+    len: usize,
+) {
+    // SAFETY: the caller's; the closure's pointers are the group buffer's.
+    unsafe {
+        tail_through_buffer::<GROUP>(src, dst, len, |s, d| {
+            tweaked_group::<REGS, DEC>(k, tw, s, d)
+        })
+    }
+}
+
 /// Whether a unit of `unit` bytes ends with a group shorter than 16 blocks.
 #[inline(always)]
 fn off_tail(unit: usize) -> bool {
     !unit.is_multiple_of(GROUP)
-}
-
-/// The kernel of the keys' backend: the avx512 backend's CPU has AVX-512VL, whose 32
-/// registers the pipelined kernel needs.
-///
-/// # Safety
-/// As for the kernels.
-pub(super) unsafe fn xts_vaes<const DEC: bool>(
-    k: &Keys,
-    tweaks: &[Block],
-    src: *const u8,
-    dst: *mut u8,
-    unit: usize,
-) {
-    // SAFETY: a `Keys` value proves the features of the backend it was made for (its
-    // constructor checked them): AVX-512F/VL for the avx512 backend.
-    unsafe {
-        if k.backend == Backend::Avx512 {
-            xts_vaes_avx512::<DEC>(k, tweaks, src, dst, unit)
-        } else {
-            xts_vaes_avx2::<DEC>(k, tweaks, src, dst, unit)
-        }
-    }
 }
 
 /// The tweaks of a unit's first 16 blocks, [T x^2i, T x^(2i+1)] in register i, from the
