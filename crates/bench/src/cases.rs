@@ -2,6 +2,7 @@
 
 mod geli_auth;
 
+use crate::limit::Bound;
 use crate::Side;
 use openssl::cipher::{Cipher, CipherRef};
 use openssl::cipher_ctx::CipherCtx;
@@ -26,6 +27,8 @@ type Build = fn(Backend, bool, usize) -> Result<Built, String>;
 pub(crate) struct Case {
     pub name: &'static str,
     pub build: Build,
+    /// What bounds the case (its `limit` in the report).
+    pub bound: Bound,
 }
 
 /// Bytes per call for the sector cases: 256 KiB, so source and destination stay in L2.
@@ -33,32 +36,51 @@ const SECTOR_BUFFER: usize = 256 << 10;
 
 pub(crate) fn all() -> Vec<Case> {
     vec![
-        case("aes-128-xts/4096", |b, _, _| xts_sectors(b, 32, 4096, true)),
-        case("aes-256-xts/4096", |b, _, _| xts_sectors(b, 64, 4096, true)),
-        case("aes-256-xts-dec/4096", |b, _, _| {
+        aes("aes-128-xts/4096", 10, |b, _, _| {
+            xts_sectors(b, 32, 4096, true)
+        }),
+        aes("aes-256-xts/4096", 14, |b, _, _| {
+            xts_sectors(b, 64, 4096, true)
+        }),
+        aes("aes-256-xts-dec/4096", 14, |b, _, _| {
             xts_sectors(b, 64, 4096, false)
         }),
-        case("aes-256-xts/512", |b, _, _| xts_sectors(b, 64, 512, true)),
-        case("aes-256-ctr/16384", |b, _, _| message(b, "ctr", 16384)),
-        case("aes-256-cbc-dec/16384", |b, _, _| {
-            message(b, "cbc-dec", 16384)
+        aes("aes-256-xts/512", 14, |b, _, _| {
+            xts_sectors(b, 64, 512, true)
         }),
-        case("aes-256-ecb/16384", |b, _, _| message(b, "ecb", 16384)),
-        case("aes-256-cbc-enc/16384", |b, _, _| {
-            message(b, "cbc-enc", 16384)
+        aes("aes-256-ctr/16384", 14, |b, _, _| {
+            message(b, "ctr", 32, 16384)
         }),
-        case("aes-256-cbc-enc-sectors/4096x64", |b, _, _| {
+        aes("aes-256-cbc-dec/16384", 14, |b, _, _| {
+            message(b, "cbc-dec", 32, 16384)
+        }),
+        aes("aes-256-ecb/16384", 14, |b, _, _| {
+            message(b, "ecb", 32, 16384)
+        }),
+        aes("aes-128-ecb/16384", 10, |b, _, _| {
+            message(b, "ecb", 16, 16384)
+        }),
+        aes("aes-256-cbc-enc/16384", 14, |b, _, _| {
+            message(b, "cbc-enc", 32, 16384)
+        }),
+        aes("aes-256-cbc-enc-sectors/4096x64", 14, |b, _, _| {
             cbc_sectors(b, 4096, 64)
         }),
-        case("aes-256-xts/4096-mt", xts_multithreaded),
-        case("geli-xts/4096", |_, _, _| geli_xts(4096)),
+        case("aes-256-xts/4096-mt", xts_multithreaded).bound(Bound::Aes {
+            rounds: 14,
+            gcm: false,
+            threads: true,
+        }),
+        aes("geli-xts/4096", 14, |_, _, _| geli_xts(4096)),
         case("geli-auth-sha256/4096", |_, _, _| {
             geli_auth::geli_auth_sha256()
         }),
-        case("aes-256-gcm/16384", |b, _, _| gcm(b, 32, 16384, true)),
-        case("aes-256-gcm/512", |b, _, _| gcm(b, 32, 512, true)),
-        case("aes-128-gcm/16384", |b, _, _| gcm(b, 16, 16384, true)),
-        case("aes-256-gcm-dec/16384", |b, _, _| gcm(b, 32, 16384, false)),
+        aes_gcm("aes-256-gcm/16384", 14, |b, _, _| gcm(b, 32, 16384, true)),
+        aes_gcm("aes-256-gcm/512", 14, |b, _, _| gcm(b, 32, 512, true)),
+        aes_gcm("aes-128-gcm/16384", 10, |b, _, _| gcm(b, 16, 16384, true)),
+        aes_gcm("aes-256-gcm-dec/16384", 14, |b, _, _| {
+            gcm(b, 32, 16384, false)
+        }),
         case("gost89-cnt/16384", |b, _, _| gost(b, "gost89-cnt", 16384)),
         case("magma-ctr/16384", |b, _, _| gost(b, "magma-ctr", 16384)),
         case("gost89-ecb/16384", |b, _, _| gost(b, "gost89-ecb", 16384)),
@@ -68,9 +90,38 @@ pub(crate) fn all() -> Vec<Case> {
     ]
 }
 
-/// A case named `name`, built by `build`.
+/// A case named `name`, built by `build`, with no stated limit.
 const fn case(name: &'static str, build: Build) -> Case {
-    Case { name, build }
+    Case {
+        name,
+        build,
+        bound: Bound::None,
+    }
+}
+
+/// An AES case of `rounds` rounds per block on one core.
+const fn aes(name: &'static str, rounds: usize, build: Build) -> Case {
+    case(name, build).bound(Bound::Aes {
+        rounds,
+        gcm: false,
+        threads: false,
+    })
+}
+
+/// An AES-GCM case of `rounds` rounds per block on one core.
+const fn aes_gcm(name: &'static str, rounds: usize, build: Build) -> Case {
+    case(name, build).bound(Bound::Aes {
+        rounds,
+        gcm: true,
+        threads: false,
+    })
+}
+
+impl Case {
+    /// The case with the limit `bound`.
+    const fn bound(self, bound: Bound) -> Case {
+        Case { bound, ..self }
+    }
 }
 
 /// Deterministic filler: the content does not matter to the ciphers, only that both sides
@@ -205,9 +256,10 @@ fn cbc_sectors(b: Backend, sector: usize, count: usize) -> Result<Built, String>
     })
 }
 
-/// One message per call (IV set included) of `len` bytes.
-fn message(b: Backend, what: &'static str, len: usize) -> Result<Built, String> {
-    let k = key(32);
+/// One message per call (IV set included) of `len` bytes, with a key of `key_len` bytes
+/// (16 or 32 for ECB, 32 for the other modes).
+fn message(b: Backend, what: &'static str, key_len: usize, len: usize) -> Result<Built, String> {
+    let k = key(key_len);
     let src = input(len);
     let iv = [0x5au8; 16];
     let mut dst = vec![0u8; len];
@@ -232,6 +284,7 @@ fn message(b: Backend, what: &'static str, len: usize) -> Result<Built, String> 
     };
     let (cipher, encrypt) = match what {
         "ctr" => (Cipher::aes_256_ctr(), true),
+        "ecb" if key_len == 16 => (Cipher::aes_128_ecb(), true),
         "ecb" => (Cipher::aes_256_ecb(), true),
         "cbc-dec" => (Cipher::aes_256_cbc(), false),
         _ => (Cipher::aes_256_cbc(), true),
@@ -590,4 +643,42 @@ fn mac_sha256_units(sector: usize) -> Result<Built, String> {
             call: Box::new(openssl),
         }),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_aes_case_has_an_aes_bound_and_each_ratio_its_pair() {
+        let all = all();
+        let bound = |name: &str| all.iter().find(|c| c.name == name).map(|c| c.bound);
+        // The same-run ratios the speed goals are stated in: each case and its ECB.
+        for name in [
+            "aes-256-xts/4096",
+            "aes-256-xts-dec/4096",
+            "aes-128-xts/4096",
+            "aes-256-ctr/16384",
+            "aes-256-cbc-enc-sectors/4096x64",
+            "aes-256-ecb/16384",
+            "aes-128-ecb/16384",
+        ] {
+            assert!(bound(name).is_some(), "no case {name}");
+        }
+        for c in &all {
+            let rounds = match c.bound {
+                Bound::Aes { rounds, .. } => Some(rounds),
+                Bound::None => None,
+            };
+            let aes = c.name.starts_with("aes-") || c.name == "geli-xts/4096";
+            let want = aes.then(|| {
+                if c.name.starts_with("aes-128") {
+                    10
+                } else {
+                    14
+                }
+            });
+            assert_eq!(rounds, want, "{}", c.name);
+        }
+    }
 }

@@ -14,6 +14,7 @@
 
 mod cases;
 pub mod clock;
+pub mod limit;
 mod stats;
 
 use sectorcrypt_crypto::{cpu, Backend};
@@ -52,6 +53,10 @@ pub struct CaseResult {
     pub peer_bytes_per_sec: Option<f64>,
     pub ratio: Option<f64>,
     pub cycles_per_byte: f64,
+    /// The fraction of this machine's limit for the case that it reaches (AES cases:
+    /// of the AES units' rate on the backend's register width, [`limit`]); `None` where no
+    /// limit is stated.
+    pub limit: Option<f64>,
 }
 
 /// The whole report.
@@ -143,24 +148,33 @@ pub fn run(opts: &BenchOptions, out: &mut dyn Write) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
         writeln!(
             out,
-            "{:<32} {:<7} {:>9} {:>17} {:>9} {:>7} {:>7}  peer",
-            "case", "backend", "GB/s", "min-max", "peer GB/s", "ratio", "cyc/B"
+            "{:<32} {:<7} {:>9} {:>17} {:>9} {:>7} {:>7} {:>6}  peer",
+            "case", "backend", "GB/s", "min-max", "peer GB/s", "ratio", "cyc/B", "limit"
         )
         .map_err(|e| e.to_string())?;
     }
+    let cases: Vec<_> = cases::all()
+        .into_iter()
+        .filter(|c| {
+            opts.filter
+                .as_ref()
+                .is_none_or(|f| c.name.contains(f.as_str()))
+        })
+        .collect();
+    // The probe runs once, and only when a case has an AES limit to state.
+    let rate = if cases.iter().any(|c| c.bound != limit::Bound::None) {
+        limit::AesRate::from_probe(&probe_units())
+    } else {
+        limit::AesRate::default()
+    };
     let mut results = vec![];
-    for case in cases::all() {
-        if let Some(f) = &opts.filter {
-            if !case.name.contains(f.as_str()) {
-                continue;
-            }
-        }
+    for case in cases {
         let mut built = (case.build)(backend, opts.quick, threads)
             .map_err(|e| format!("{}: {e}", case.name))?;
         let (ours, theirs) = measure(&mut built.ours, built.peer.as_mut(), runs, run_secs);
         let s = stats::summarize(&ours).ok_or("no runs")?;
         let peer_median = stats::summarize(&theirs).map(|p| p.median);
-        let r = CaseResult {
+        let mut r = CaseResult {
             name: case.name.to_string(),
             // A case on another algorithm's backend (GOST) names it as `sectorcrypt-gost-NAME`,
             // an engine case its selected backend as `sectorcrypt-engine-NAME`.
@@ -179,12 +193,14 @@ pub fn run(opts: &BenchOptions, out: &mut dyn Write) -> Result<(), String> {
             peer_bytes_per_sec: peer_median,
             ratio: peer_median.map(|p| s.median / p),
             cycles_per_byte: clock_ghz * 1e9 / s.median,
+            limit: None,
         };
+        r.limit = limit::of_case(case.bound, &rate, &r.backend, threads, s.median);
         if !opts.json {
             let gb = |x: f64| x / 1e9;
             writeln!(
                 out,
-                "{:<32} {:<7} {:>9.2} {:>8.2}-{:<8.2} {:>9} {:>7} {:>7.3}  {}",
+                "{:<32} {:<7} {:>9.2} {:>8.2}-{:<8.2} {:>9} {:>7} {:>7.3} {:>6}  {}",
                 r.name,
                 r.backend,
                 gb(r.bytes_per_sec),
@@ -197,6 +213,9 @@ pub fn run(opts: &BenchOptions, out: &mut dyn Write) -> Result<(), String> {
                     .map(|x| format!("{x:.2}x"))
                     .unwrap_or_else(|| "-".into()),
                 r.cycles_per_byte,
+                r.limit
+                    .map(|x| format!("{x:.2}"))
+                    .unwrap_or_else(|| "-".into()),
                 r.peer.clone().unwrap_or_default()
             )
             .map_err(|e| e.to_string())?;
@@ -219,18 +238,23 @@ pub fn run(opts: &BenchOptions, out: &mut dyn Write) -> Result<(), String> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn quick_json_run_has_the_documented_shape() {
+    /// The JSON report of a quick one-thread run of the cases matching `filter`.
+    fn quick_json(filter: &str, backend: Option<Backend>) -> serde_json::Value {
         let opts = BenchOptions {
-            filter: Some("aes-256-ctr/16384".into()),
-            backend: Some(Backend::Soft),
+            filter: Some(filter.into()),
+            backend,
             quick: true,
             threads: Some(1),
             json: true,
         };
         let mut out = vec![];
         run(&opts, &mut out).unwrap();
-        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        serde_json::from_slice(&out).unwrap()
+    }
+
+    #[test]
+    fn quick_json_run_has_the_documented_shape() {
+        let v = quick_json("aes-256-ctr/16384", Some(Backend::Soft));
         assert!(v["clock_ghz"].as_f64().unwrap() > 0.0);
         assert!(v["cpu_features"].is_array());
         let r = &v["results"][0];
@@ -248,23 +272,35 @@ mod tests {
             let x = r[k].as_f64().unwrap_or_else(|| panic!("{k} missing"));
             assert!(x.is_finite() && x > 0.0, "{k} = {x}");
         }
+        // The portable backend has no AES unit whose rate would bound it.
+        assert!(r.get("limit").is_some_and(|l| l.is_null()), "{r}");
         assert!(r["min"].as_f64() <= r["bytes_per_sec"].as_f64());
         assert!(r["bytes_per_sec"].as_f64() <= r["max"].as_f64());
         assert_eq!(v["results"].as_array().unwrap().len(), 1);
     }
 
     #[test]
+    fn aes_cases_state_a_plausible_limit_on_the_vaes_backend() {
+        if let Err(e) = Backend::Vaes.ensure_usable() {
+            eprintln!("vaes: SKIPPED ({e})");
+            return;
+        }
+        let v = quick_json("aes-256-ecb/16384", Some(Backend::Vaes));
+        let results = v["results"].as_array().unwrap();
+        assert_eq!(results.len(), 1, "{v}");
+        for r in results {
+            // ECB is the mode nearest the units' rate; a debug build of the harness and a
+            // loaded machine slow it, but it can never be several times faster.
+            let l = r["limit"]
+                .as_f64()
+                .unwrap_or_else(|| panic!("no limit: {r}"));
+            assert!(l > 0.02 && l < 1.5, "{r}");
+        }
+    }
+
+    #[test]
     fn geli_case_reports_the_engine_backend_and_the_luks2_peer() {
-        let opts = BenchOptions {
-            filter: Some("geli-xts/4096".into()),
-            backend: None,
-            quick: true,
-            threads: Some(1),
-            json: true,
-        };
-        let mut out = vec![];
-        run(&opts, &mut out).unwrap();
-        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        let v = quick_json("geli-xts/4096", None);
         let r = &v["results"][0];
         assert_eq!(v["results"].as_array().unwrap().len(), 1);
         assert_eq!(r["name"], "geli-xts/4096");

@@ -138,11 +138,14 @@ pub mod hazmat {
 
     /// Measures how the AES and carry-less multiply units share the core (`sectorcrypt
     /// bench --probe`): seconds per loop step of named mixes of independent instructions,
-    /// on ymm (when the CPU can run the `vaes` backend) and on zmm (when it can run
-    /// `avx512`); empty on other CPUs.
+    /// on xmm (8 AESENC, when the CPU can run the `aesni` backend), on ymm (when it can
+    /// run `vaes`) and on zmm (when it can run `avx512`); empty on other CPUs.
     pub fn probe_units() -> Vec<(&'static str, f64)> {
         #[cfg(target_arch = "x86_64")]
-        return crate::gcm::probe_units();
+        return crate::aes_core::x86::probe::aesenc_xmm()
+            .into_iter()
+            .chain(crate::gcm::probe_units())
+            .collect();
         #[cfg(not(target_arch = "x86_64"))]
         Vec::new()
     }

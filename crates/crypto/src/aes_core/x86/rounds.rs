@@ -210,9 +210,13 @@ pub(crate) use aes_rounds;
 ///   chaining value (the width's own); every predecessor is read before the group's first
 ///   store, and the last ciphertext block, the next IV, before any store (in place they
 ///   are overwritten);
-/// - `$sectors(k, ivs, src, dst, len)`: independent chains, one per sector, `$chains`
-///   sectors per register (`$load`/`$store` move one block of each of a register's
-///   sectors, `$ivs` loads their IVs), `REGS` registers advancing together.
+/// - for each entry `name: features, regs: R, rest: [R-1, ..., 1]` of `sectors`,
+///   `name(k, ivs, src, dst, len)` compiled with `features`: independent chains, one per
+///   sector, `$chains` sectors per register (`$load`/`$store` move one block of each of a
+///   register's sectors, `$ivs` loads their IVs), `R` registers advancing together, a
+///   remainder of fewer than `R` registers' sectors on as many registers as it fills
+///   (`rest` lists the counts, each a const generic instance). A width whose CPU may have
+///   32 registers stamps a kernel with more registers for it.
 ///
 /// Sectors of 2 KiB and more start at addresses equal modulo 4 KiB, so chains at the same
 /// block offset would compete for one set of the 8-way L1 cache (with 16 chains, a third
@@ -232,7 +236,7 @@ macro_rules! cbc_kernels {
         store: $store_reg:path,
         decrypt: $decrypt:ident,
         first: |$fsrc:ident, $fchain:ident| $first:expr,
-        sectors: $sectors:ident,
+        sectors: [$($sectors:ident: $sfeatures:literal, regs: $sregs:literal, rest: [$($srest:literal),*]);+ $(;)?],
         chains: $chains:literal,
         load: |$lp:ident, $lsize:ident| $load:expr,
         store: |$sp:ident, $ssize:ident, $sv:ident| $store:expr,
@@ -308,74 +312,14 @@ macro_rules! cbc_kernels {
             }
         }
 
-        /// `N` registers of `$chains` sectors of `size` bytes, each its own chain, with
-        /// their IVs `ivs`, skewed by `skew` blocks per register pair.
+        $(
+        /// Independent chains, one per sector of `size` bytes, `$chains * $sregs` at a
+        /// time, compiled with `$sfeatures`.
         ///
         /// # Safety
-        /// As for the kernels; `src` and `dst` cover the `$chains * N` sectors.
-        #[target_feature(enable = $features)]
-        unsafe fn interleaved<const N: usize>(
-            k: &$keys,
-            ivs: &[$crate::block::Block],
-            src: *const u8,
-            dst: *mut u8,
-            size: usize,
-            skew: usize,
-        ) {
-            let blocks = size / 16;
-            let delay = |r: usize| (r / 2) * skew;
-            let max_delay = delay(N - 1);
-            let at = |r: usize, block: usize| $chains * r * size + 16 * block;
-            let mut x = [$zero(); N];
-            for (r, v) in x.iter_mut().enumerate() {
-                let $ivs = &ivs[$chains * r..];
-                // SAFETY: the register's IVs are blocks of `ivs`.
-                *v = unsafe { $load_ivs };
-            }
-            // SAFETY (of the loads and stores below): block `step - delay(r)` of a register's
-            // sectors exists while it is active, and the sectors are inside the buffers.
-            let input = |r: usize, b: usize| unsafe {
-                let ($lp, $lsize) = (src.add(at(r, b)), size);
-                $load
-            };
-            let output = |r: usize, b: usize, v: $reg| unsafe {
-                let ($sp, $ssize, $sv) = (dst.add(at(r, b)), size, v);
-                $store
-            };
-            for step in 0..blocks + max_delay {
-                if step >= max_delay && step < blocks {
-                    for (r, v) in x.iter_mut().enumerate() {
-                        *v = $xor(*v, input(r, step - delay(r)));
-                    }
-                    crypt::<N, false>(k, &mut x);
-                    for (r, v) in x.iter().enumerate() {
-                        output(r, step - delay(r), *v);
-                    }
-                } else {
-                    let active = |r: usize| step >= delay(r) && step - delay(r) < blocks;
-                    let saved = x;
-                    for (r, v) in x.iter_mut().enumerate() {
-                        if active(r) {
-                            *v = $xor(*v, input(r, step - delay(r)));
-                        }
-                    }
-                    crypt::<N, false>(k, &mut x);
-                    for (r, v) in x.iter_mut().enumerate() {
-                        if active(r) {
-                            output(r, step - delay(r), *v);
-                        } else {
-                            *v = saved[r];
-                        }
-                    }
-                }
-            }
-        }
-
-        /// Independent chains, one per sector of `size` bytes, `$chains * REGS` at a time.
-        ///
-        /// # Safety
-        /// As for the kernels; at least one IV, and the buffers cover `ivs.len()` sectors.
-        #[target_feature(enable = $features)]
+        /// As for the kernels; at least one IV, and the buffers cover `ivs.len()` sectors;
+        /// the CPU has `$sfeatures`.
+        #[target_feature(enable = $sfeatures)]
         pub(super) unsafe fn $sectors(
             k: &$keys,
             ivs: &[$crate::block::Block],
@@ -383,27 +327,83 @@ macro_rules! cbc_kernels {
             dst: *mut u8,
             size: usize,
         ) {
+            /// `N` registers of `$chains` sectors of `size` bytes, each its own chain, with
+            /// their IVs `ivs`, skewed by `skew` blocks per register pair.
+            ///
+            /// # Safety
+            /// As for the kernels; `src` and `dst` cover the `$chains * N` sectors.
+            #[target_feature(enable = $sfeatures)]
+            unsafe fn interleaved<const N: usize>(
+                k: &$keys,
+                ivs: &[$crate::block::Block],
+                src: *const u8,
+                dst: *mut u8,
+                size: usize,
+                skew: usize,
+            ) {
+                let blocks = size / 16;
+                let delay = |r: usize| (r / 2) * skew;
+                let max_delay = delay(N - 1);
+                let at = |r: usize, block: usize| $chains * r * size + 16 * block;
+                let mut x = [$zero(); N];
+                for (r, v) in x.iter_mut().enumerate() {
+                    let $ivs = &ivs[$chains * r..];
+                    // SAFETY: the register's IVs are blocks of `ivs`.
+                    *v = unsafe { $load_ivs };
+                }
+                // SAFETY (of the loads and stores below): block `step - delay(r)` of a register's
+                // sectors exists while it is active, and the sectors are inside the buffers.
+                let input = |r: usize, b: usize| unsafe {
+                    let ($lp, $lsize) = (src.add(at(r, b)), size);
+                    $load
+                };
+                let output = |r: usize, b: usize, v: $reg| unsafe {
+                    let ($sp, $ssize, $sv) = (dst.add(at(r, b)), size, v);
+                    $store
+                };
+                for step in 0..blocks + max_delay {
+                    if step >= max_delay && step < blocks {
+                        for (r, v) in x.iter_mut().enumerate() {
+                            *v = $xor(*v, input(r, step - delay(r)));
+                        }
+                        crypt::<N, false>(k, &mut x);
+                        for (r, v) in x.iter().enumerate() {
+                            output(r, step - delay(r), *v);
+                        }
+                    } else {
+                        let active = |r: usize| step >= delay(r) && step - delay(r) < blocks;
+                        let saved = x;
+                        for (r, v) in x.iter_mut().enumerate() {
+                            if active(r) {
+                                *v = $xor(*v, input(r, step - delay(r)));
+                            }
+                        }
+                        crypt::<N, false>(k, &mut x);
+                        for (r, v) in x.iter_mut().enumerate() {
+                            if active(r) {
+                                output(r, step - delay(r), *v);
+                            } else {
+                                *v = saved[r];
+                            }
+                        }
+                    }
+                }
+            }
             // One cache line of skew between register pairs when sectors alias in the L1 cache.
             let skew = if size.is_multiple_of(2048) { 4 } else { 0 };
             let mut s = 0;
             // SAFETY (of the pointer offsets and the calls): whole sectors inside the buffers.
             unsafe {
-                while ivs.len() - s >= $chains * REGS {
-                    let (i, at) = (&ivs[s..s + $chains * REGS], s * size);
-                    interleaved::<REGS>(k, i, src.add(at), dst.add(at), size, skew);
-                    s += $chains * REGS;
+                while ivs.len() - s >= $chains * $sregs {
+                    let (i, at) = (&ivs[s..s + $chains * $sregs], s * size);
+                    interleaved::<$sregs>(k, i, src.add(at), dst.add(at), size, skew);
+                    s += $chains * $sregs;
                 }
                 let regs = (ivs.len() - s) / $chains;
                 let (i, at) = (&ivs[s..s + $chains * regs], s * size);
                 let (src_at, dst_at) = (src.add(at), dst.add(at));
                 match regs {
-                    7 => interleaved::<7>(k, i, src_at, dst_at, size, skew),
-                    6 => interleaved::<6>(k, i, src_at, dst_at, size, skew),
-                    5 => interleaved::<5>(k, i, src_at, dst_at, size, skew),
-                    4 => interleaved::<4>(k, i, src_at, dst_at, size, skew),
-                    3 => interleaved::<3>(k, i, src_at, dst_at, size, skew),
-                    2 => interleaved::<2>(k, i, src_at, dst_at, size, skew),
-                    1 => interleaved::<1>(k, i, src_at, dst_at, size, skew),
+                    $($srest => interleaved::<$srest>(k, i, src_at, dst_at, size, skew),)*
                     _ => {}
                 }
                 s += $chains * regs;
@@ -421,6 +421,7 @@ macro_rules! cbc_kernels {
                 }
             }
         }
+        )+
     };
 }
 pub(crate) use cbc_kernels;

@@ -236,6 +236,10 @@ macro_rules! round_keys {
 }
 pub(crate) use round_keys;
 
+/// A kernel over data units (XTS units, CBC sectors): the keys, one block per unit (its
+/// tweak or IV), the source and destination pointers, the unit size.
+pub(crate) type UnitKernel<K> = unsafe fn(&K, &[Block], *const u8, *mut u8, usize);
+
 /// Implements `AesKernels` for the key container `keys` over the backend's unsafe kernels
 /// (each named with its ISA and width, each taking the keys, its state, the source and
 /// destination pointers and the length): the safe methods take the pointers of their
@@ -243,15 +247,17 @@ pub(crate) use round_keys;
 /// proves. The kernels over data units (sectors, XTS units) are called only with at least
 /// one unit, and with the unit size instead of the length. Single-chain
 /// CBC encryption is latency bound, so every x86 backend runs it on xmm
-/// ([`cbc_encrypt_xmm`]).
+/// ([`cbc_encrypt_xmm`]). A kernel given as `narrow | wide` has a second build, `wide`,
+/// compiled with AVX-512VL for its 32 registers: it runs when the keys were made for the
+/// avx512 backend (whose CPU check includes AVX-512VL), `narrow` otherwise.
 macro_rules! aes_kernels {
     (
         $keys:ty {
             ecb: $($ecb:ident)::+,
             cbc_decrypt: $cbc_decrypt:path,
-            cbc_encrypt_sectors: $cbc_sectors:path,
-            ctr: $ctr:path,
-            xts: $($xts:ident)::+ $(,)?
+            cbc_encrypt_sectors: $cbc_sectors:path $(| $cbc_sectors_wide:path)?,
+            ctr: $ctr:path $(| $ctr_wide:path)?,
+            xts: $($xts:ident)::+ $(| $($xts_wide:ident)::+)? $(,)?
         }
     ) => {
         impl $crate::aes_core::AesKernels for $keys {
@@ -271,20 +277,41 @@ macro_rules! aes_kernels {
                 self.run(iv, data, $cbc_decrypt)
             }
             fn cbc_encrypt_sectors(&self, ivs: &[$crate::block::Block], data: $crate::buf::InOut<'_>) {
-                self.run_units(ivs, data, $cbc_sectors)
+                let kernel: $crate::aes_core::x86::scaffold::UnitKernel<Self> = $cbc_sectors;
+                $(let kernel = self.pick(kernel, $cbc_sectors_wide);)?
+                self.run_units(ivs, data, kernel)
             }
             fn ctr(&self, counter: &mut u128, data: $crate::buf::InOut<'_>) {
-                self.run(counter, data, $ctr)
+                let kernel: unsafe fn(&Self, &mut u128, *const u8, *mut u8, usize) = $ctr;
+                $(let kernel = self.pick(kernel, $ctr_wide);)?
+                self.run(counter, data, kernel)
             }
             fn xts_encrypt(&self, tweaks: &[$crate::block::Block], data: $crate::buf::InOut<'_>) {
-                self.run_units(tweaks, data, $($xts)::+::<false>)
+                let kernel: $crate::aes_core::x86::scaffold::UnitKernel<Self> = $($xts)::+::<false>;
+                $(let kernel = self.pick(kernel, $($xts_wide)::+::<false>);)?
+                self.run_units(tweaks, data, kernel)
             }
             fn xts_decrypt(&self, tweaks: &[$crate::block::Block], data: $crate::buf::InOut<'_>) {
-                self.run_units(tweaks, data, $($xts)::+::<true>)
+                let kernel: $crate::aes_core::x86::scaffold::UnitKernel<Self> = $($xts)::+::<true>;
+                $(let kernel = self.pick(kernel, $($xts_wide)::+::<true>);)?
+                self.run_units(tweaks, data, kernel)
             }
         }
 
         impl $keys {
+            /// `wide`, the build of a kernel with AVX-512VL (32 vector registers), when
+            /// these keys were made for the avx512 backend, whose features include it (the
+            /// constructor checked them, so the keys prove them to `run`); else `narrow`.
+            #[inline(always)]
+            #[allow(dead_code)]
+            fn pick<F>(&self, narrow: F, wide: F) -> F {
+                if self.backend == $crate::aes_core::Backend::Avx512 {
+                    wide
+                } else {
+                    narrow
+                }
+            }
+
             /// Calls `kernel` with the keys, `state` and the pointers and length of `data`.
             #[inline(always)]
             fn run<S>(
@@ -307,7 +334,7 @@ macro_rules! aes_kernels {
                 &self,
                 units: &[$crate::block::Block],
                 mut data: $crate::buf::InOut<'_>,
-                kernel: unsafe fn(&Self, &[$crate::block::Block], *const u8, *mut u8, usize),
+                kernel: $crate::aes_core::x86::scaffold::UnitKernel<Self>,
             ) {
                 if units.is_empty() {
                     return;

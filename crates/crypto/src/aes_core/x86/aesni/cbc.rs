@@ -20,7 +20,7 @@ cbc_kernels! {
     store: _mm_storeu_si128,
     decrypt: cbc_decrypt_aesni,
     first: |_src, chain| chain,
-    sectors: cbc_encrypt_sectors_aesni,
+    sectors: [cbc_encrypt_sectors_aesni: "aes,sse4.1", regs: 8, rest: [7, 6, 5, 4, 3, 2, 1]],
     chains: 1,
     load: |p, _size| _mm_loadu_si128(p.cast()),
     store: |p, _size, v| _mm_storeu_si128(p.cast(), v),

@@ -51,33 +51,50 @@ pub(crate) unsafe fn counters(c: u128) -> [__m256i; REGS] {
     x
 }
 
-/// `len` is a multiple of 16; `counter` advances by `len / 16`.
-#[target_feature(enable = "avx2,vaes")]
-pub(super) unsafe fn ctr_vaes_avx2(
-    k: &Keys,
-    counter: &mut u128,
-    src: *const u8,
-    dst: *mut u8,
-    len: usize,
-) {
-    // The next group's counters are built before this group's rounds in program order, so
-    // their short dependency chain runs among the rounds (software pipelining).
-    let mut off = 0;
-    let mut x = counters(*counter);
-    while off + GROUP <= len {
-        *counter = counter.wrapping_add(16);
-        let next = counters(*counter);
-        keystream_group::<REGS>(k, x, src.add(off), dst.add(off));
-        x = next;
-        off += GROUP;
-    }
-    let rest = len - off;
-    let (s, d) = (src.add(off), dst.add(off));
-    if rest > 0 && rest <= 32 {
-        // One or two blocks (a GCM tail): one register, through a 32-byte buffer.
-        tail_through_buffer::<32>(s, d, rest, |s, d| keystream_group::<1>(k, [x[0]], s, d));
-    } else if rest > 0 {
-        tail_through_buffer::<GROUP>(s, d, rest, |s, d| keystream_group::<REGS>(k, x, s, d));
-    }
-    *counter = counter.wrapping_add((rest / 16) as u128);
+/// Defines `$name(k, counter, src, dst, len)`, compiled with `$features`: `len` is a
+/// multiple of 16; `counter` advances by `len / 16`. The next group's counters are built
+/// before this group's rounds in program order, so their short dependency chain runs among
+/// the rounds (software pipelining); with 16 ymm registers some of them spill, with
+/// AVX-512VL's 32 they stay in ymm16-31.
+macro_rules! ctr_kernel {
+    ($name:ident, $features:literal) => {
+        #[target_feature(enable = $features)]
+        pub(super) unsafe fn $name(
+            k: &Keys,
+            counter: &mut u128,
+            src: *const u8,
+            dst: *mut u8,
+            len: usize,
+        ) {
+            // SAFETY (of the pointer offsets and the groups): the groups are inside the
+            // `len` bytes of both buffers (caller), the tail goes through a buffer.
+            unsafe {
+                let mut off = 0;
+                let mut x = counters(*counter);
+                while off + GROUP <= len {
+                    *counter = counter.wrapping_add(16);
+                    let next = counters(*counter);
+                    keystream_group::<REGS>(k, x, src.add(off), dst.add(off));
+                    x = next;
+                    off += GROUP;
+                }
+                let rest = len - off;
+                let (s, d) = (src.add(off), dst.add(off));
+                if rest > 0 && rest <= 32 {
+                    // One or two blocks (a GCM tail): one register, through a 32-byte buffer.
+                    tail_through_buffer::<32>(s, d, rest, |s, d| {
+                        keystream_group::<1>(k, [x[0]], s, d)
+                    });
+                } else if rest > 0 {
+                    tail_through_buffer::<GROUP>(s, d, rest, |s, d| {
+                        keystream_group::<REGS>(k, x, s, d)
+                    });
+                }
+                *counter = counter.wrapping_add((rest / 16) as u128);
+            }
+        }
+    };
 }
+
+ctr_kernel!(ctr_vaes_avx2, "avx2,vaes");
+ctr_kernel!(ctr_vaes_avx512, "avx2,vaes,avx512f,avx512vl");

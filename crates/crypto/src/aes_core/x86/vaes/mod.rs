@@ -19,9 +19,16 @@
 //! for XTS tweaks / CTR counters / CBC chaining values; the compiler spills what does not
 //! fit to L1, which costs loads, not latency.
 //!
+//! The avx512 backend runs the same kernels with the same key container, but its XTS, CTR
+//! and many-sector CBC kernels are compiled a second time with AVX-512VL, whose EVEX
+//! encoding reaches ymm16-31: the next group's tweaks and counters are built before the
+//! group's rounds without spilling, and 24 CBC chains fit. Each call takes the build of
+//! the backend the keys were made for (`aes_kernels!`'s `narrow | wide` kernels); ECB and
+//! CBC decryption gain nothing from more registers and exist once.
+//!
 //! Tuned for: storage sectors (virtually all XTS inputs are 512 or 4096 bytes, handed over
 //! many sectors per call), CTR and ECB over long buffers, CBC decryption, and CBC encryption
-//! of many independent sectors (16 chains at once, two per register).
+//! of many independent sectors (16 chains at once, two per register; 24 on avx512).
 //!
 //! Left out: single-stream CBC encryption is latency bound by definition and uses plain
 //! AES-NI on xmm (the scaffolding's chain); XTS ciphertext stealing is done by the generic
@@ -89,8 +96,9 @@ aes_kernels! {
     Keys {
         ecb: ecb,
         cbc_decrypt: cbc::cbc_decrypt_vaes_avx2,
-        cbc_encrypt_sectors: cbc::cbc_encrypt_sectors_vaes_avx2,
-        ctr: ctr::ctr_vaes_avx2,
-        xts: xts::xts_vaes_avx2,
+        cbc_encrypt_sectors: cbc::cbc_encrypt_sectors_vaes_avx2
+            | cbc::cbc_encrypt_sectors_vaes_avx512,
+        ctr: ctr::ctr_vaes_avx2 | ctr::ctr_vaes_avx512,
+        xts: xts::xts_vaes_avx2 | xts::xts_vaes_avx512,
     }
 }

@@ -13,6 +13,11 @@
 //! each group of 16 blocks every register is multiplied by x^16. A new unit only costs
 //! these eight independent multiplies, so many 512-byte sectors in one call run at the
 //! speed of one long buffer.
+//!
+//! Two kernels from one definition ([`xts_kernel!`]): on 16 ymm registers (the vaes
+//! backend) the next group's tweaks are computed after the group's rounds; with
+//! AVX-512VL's 32 (the avx512 backend) before them, so that the multiplies run among the
+//! rounds. Each call takes the build of the keys' backend (`aes_kernels!`'s `narrow | wide`).
 #![allow(unsafe_code)]
 
 use super::super::scaffold::tail_through_buffer;
@@ -45,60 +50,136 @@ unsafe fn mul_x16(t: __m256i) -> __m256i {
     _mm256_xor_si256(_mm256_bslli_epi128::<2>(t), folded)
 }
 
-/// Data units of `unit` bytes (a multiple of 16), one encrypted tweak each, at least one.
-/// Each group's tweak XORs are folded into the round-0 whitening and the last round key
+/// Defines `$name::<DEC>(k, tweaks, src, dst, unit)`, compiled with `$features`: data
+/// units of `unit` bytes (a multiple of 16), one encrypted tweak each, at least one. Each
+/// group's tweak XORs are folded into the round-0 whitening and the last round key
 /// (`tweaked_group`), so they cost no step on the AES dependency chain.
-#[target_feature(enable = "avx2,vaes,vpclmulqdq")]
-pub(super) unsafe fn xts_vaes_avx2<const DEC: bool>(
+///
+/// `pipelined: false` (16 ymm registers): the tweaks of the next group are computed after
+/// the current group's rounds: built before them (software pipelining), eight more
+/// registers stay live through the rounds and spill, which costs more than the latency it
+/// hides. The next *unit's* first tweaks, a longer chain, are still built before the unit's
+/// rounds: computed after them, 512-byte units ran slower (both measured:
+/// docs/PERFORMANCE.md).
+///
+/// `pipelined: true` (AVX-512VL, 32 ymm registers): the next group's tweaks, or the next
+/// unit's first ones, are built before each group's rounds, in ymm16-31, so their
+/// dependency chain runs among the rounds and nothing spills. The multiplies keep their
+/// byte shifts: a variant without them (the low quadword times x^k as a second
+/// carry-less product, the high one shifted in place under a mask) ran slower, 14.6
+/// against 16.8 GB/s for 4096-byte units, the multiplier becoming the bottleneck.
+macro_rules! xts_kernel {
+    ($name:ident, $features:literal, pipelined: $pipelined:literal) => {
+        #[target_feature(enable = $features)]
+        pub(super) unsafe fn $name<const DEC: bool>(
+            k: &Keys,
+            tweaks: &[Block],
+            src: *const u8,
+            dst: *mut u8,
+            unit: usize,
+        ) {
+            let n = tweaks.len();
+            let mut tw = first_tweaks(&tweaks[0]);
+            // SAFETY (of the pointer offsets and the groups): `n` units of `unit` bytes are
+            // inside both buffers (caller); every group is inside its unit, and the tail
+            // goes through a group buffer.
+            unsafe {
+                if $pipelined {
+                    let groups = unit / GROUP;
+                    for u in 0..n {
+                        let (src, dst) = (src.add(u * unit), dst.add(u * unit));
+                        let next_unit = &tweaks[(u + 1).min(n - 1)];
+                        for g in 0..groups {
+                            let next = if g + 1 < groups || off_tail(unit) {
+                                tw.map(|v| mul_x16(v))
+                            } else {
+                                first_tweaks(next_unit)
+                            };
+                            let at = g * GROUP;
+                            tweaked_group::<REGS, DEC>(k, &tw, src.add(at), dst.add(at));
+                            tw = next;
+                        }
+                        if off_tail(unit) {
+                            let at = groups * GROUP;
+                            let next = first_tweaks(next_unit);
+                            tail_group::<DEC>(k, &tw, src.add(at), dst.add(at), unit - at);
+                            tw = next;
+                        }
+                    }
+                    return;
+                }
+                if unit == 2 * GROUP {
+                    // 512-byte sectors, the most common unit: the next unit's tweaks built
+                    // unconditionally (for the last unit, a harmless repeat), and the two
+                    // groups in a loop with one call site of `tweaked_group`, which the
+                    // compiler then inlines (with two call sites it did not, and 512-byte
+                    // units fell well below the 4096-byte rate).
+                    for u in 0..n {
+                        let (src, dst) = (src.add(u * unit), dst.add(u * unit));
+                        let next_unit = first_tweaks(&tweaks[(u + 1).min(n - 1)]);
+                        for half in 0..2 {
+                            let at = half * GROUP;
+                            tweaked_group::<REGS, DEC>(k, &tw, src.add(at), dst.add(at));
+                            tw = tw.map(|v| mul_x16(v));
+                        }
+                        tw = next_unit;
+                    }
+                    return;
+                }
+                for u in 0..n {
+                    let (src, dst) = (src.add(u * unit), dst.add(u * unit));
+                    let next_unit = match tweaks.get(u + 1) {
+                        Some(t) => first_tweaks(t),
+                        None => tw,
+                    };
+                    let mut off = 0;
+                    while off + GROUP <= unit {
+                        tweaked_group::<REGS, DEC>(k, &tw, src.add(off), dst.add(off));
+                        tw = tw.map(|v| mul_x16(v));
+                        off += GROUP;
+                    }
+                    if off < unit {
+                        tail_group::<DEC>(k, &tw, src.add(off), dst.add(off), unit - off);
+                    }
+                    tw = next_unit;
+                }
+            }
+        }
+    };
+}
+
+xts_kernel!(xts_vaes_avx2, "avx2,vaes,vpclmulqdq", pipelined: false);
+xts_kernel!(
+    xts_vaes_avx512,
+    "avx2,vaes,vpclmulqdq,avx512f,avx512vl",
+    pipelined: true
+);
+
+/// The last `len < GROUP` bytes of a unit, with the tweaks `tw`, through a group buffer.
+///
+/// # Safety
+/// `src` readable and `dst` writable for `len` bytes.
+#[inline]
+#[target_feature(enable = "avx2,vaes")]
+unsafe fn tail_group<const DEC: bool>(
     k: &Keys,
-    tweaks: &[Block],
+    tw: &[__m256i; REGS],
     src: *const u8,
     dst: *mut u8,
-    unit: usize,
+    len: usize,
 ) {
-    // The tweaks of the next group are computed after the current group's rounds: built
-    // before them (software pipelining), eight more registers stay live through the
-    // rounds and spill, which costs more than the latency it hides. The next *unit's*
-    // first tweaks, a longer chain, are still built before the unit's rounds: computed
-    // after them, 512-byte units ran slower (both measured: docs/PERFORMANCE.md).
-    let mut tw = first_tweaks(&tweaks[0]);
-    if unit == 2 * GROUP {
-        // 512-byte sectors, the most common unit: the next unit's tweaks built
-        // unconditionally (for the last unit, a harmless repeat), and the two groups in a
-        // loop with one call site of `tweaked_group`, which the compiler then inlines (with two
-        // call sites it did not, and 512-byte units fell well below the 4096-byte rate).
-        let n = tweaks.len();
-        for u in 0..n {
-            let (src, dst) = (src.add(u * unit), dst.add(u * unit));
-            let next_unit = first_tweaks(&tweaks[(u + 1).min(n - 1)]);
-            for half in 0..2 {
-                tweaked_group::<REGS, DEC>(k, &tw, src.add(half * GROUP), dst.add(half * GROUP));
-                tw = tw.map(|v| mul_x16(v));
-            }
-            tw = next_unit;
-        }
-        return;
+    // SAFETY: the caller's; the closure's pointers are the group buffer's.
+    unsafe {
+        tail_through_buffer::<GROUP>(src, dst, len, |s, d| {
+            tweaked_group::<REGS, DEC>(k, tw, s, d)
+        })
     }
-    for u in 0..tweaks.len() {
-        let (src, dst) = (src.add(u * unit), dst.add(u * unit));
-        let next_unit = match tweaks.get(u + 1) {
-            Some(t) => first_tweaks(t),
-            None => tw,
-        };
-        let mut off = 0;
-        while off + GROUP <= unit {
-            tweaked_group::<REGS, DEC>(k, &tw, src.add(off), dst.add(off));
-            tw = tw.map(|v| mul_x16(v));
-            off += GROUP;
-        }
-        if off < unit {
-            // SAFETY (for the closure): the buffer pointers cover GROUP bytes.
-            tail_through_buffer::<GROUP>(src.add(off), dst.add(off), unit - off, |s, d| unsafe {
-                tweaked_group::<REGS, DEC>(k, &tw, s, d)
-            });
-        }
-        tw = next_unit;
-    }
+}
+
+/// Whether a unit of `unit` bytes ends with a group shorter than 16 blocks.
+#[inline(always)]
+fn off_tail(unit: usize) -> bool {
+    !unit.is_multiple_of(GROUP)
 }
 
 /// The tweaks of a unit's first 16 blocks, [T x^2i, T x^(2i+1)] in register i, from the
