@@ -174,6 +174,27 @@ impl Drop for SideJob {
     }
 }
 
+/// Seconds per round of one block after another (each the encryption of the last), the
+/// best of five runs.
+pub(crate) fn round_seconds() -> f64 {
+    let s = Schedule {
+        k: [0x1234_5678; 8],
+        sbox: PackedSbox::pack(super::Sbox::Tc26Z.rows()),
+    };
+    let blocks = 4000;
+    (0..5)
+        .map(|_| {
+            let t = std::time::Instant::now();
+            let mut x = std::hint::black_box(1u64);
+            for _ in 0..blocks {
+                x = s.encrypt(x);
+            }
+            std::hint::black_box(x);
+            t.elapsed().as_secs_f64() / (blocks * 32) as f64
+        })
+        .fold(f64::INFINITY, f64::min)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
