@@ -14,6 +14,7 @@
 
 mod cases;
 pub mod clock;
+mod round_limit;
 mod stats;
 
 use sectorcrypt_crypto::{cpu, Backend};
@@ -52,6 +53,9 @@ pub struct CaseResult {
     pub peer_bytes_per_sec: Option<f64>,
     pub ratio: Option<f64>,
     pub cycles_per_byte: f64,
+    /// GOST cases: the cycles per byte the backend's measured round cost allows (rounds
+    /// per block times cycles per round per block, over 8 bytes); `null` for the others.
+    pub round_limit_cpb: Option<f64>,
 }
 
 /// The whole report.
@@ -179,6 +183,11 @@ pub fn run(opts: &BenchOptions, out: &mut dyn Write) -> Result<(), String> {
             peer_bytes_per_sec: peer_median,
             ratio: peer_median.map(|p| s.median / p),
             cycles_per_byte: clock_ghz * 1e9 / s.median,
+            round_limit_cpb: None,
+        };
+        let r = CaseResult {
+            round_limit_cpb: round_limit::measure(&r.name, &r.backend, clock_ghz),
+            ..r
         };
         if !opts.json {
             let gb = |x: f64| x / 1e9;
