@@ -169,3 +169,45 @@ pub(crate) fn progression_xor(core: &Core, mut io: InOut<'_>, skip: usize, ctr: 
         ctr_xor(core, io.slice(off, len), 0, || ctr.next_block());
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `advance(n)` equals `n` single steps, from the words where the sums wrap: N3 near
+    /// 2^32, N4 at 0, 1, near and at 2^32 - 1 (both representations of zero); and the
+    /// 64-bit count across its carry and its wrap.
+    #[test]
+    fn advance_equals_single_steps() {
+        let starts = [
+            Counter::Cnt(0, 0),
+            Counter::Cnt(0xffff_fff0, 0xffff_ffff),
+            Counter::Cnt(0xfefe_feff, 0xfefe_fefb),
+            Counter::Cnt(1, 0xffff_fffe),
+            Counter::Cnt(0x8000_0000, 1),
+            Counter::Cnt(0xdead_beef, 0xfefe_fefc),
+            Counter::Add64(0xffff_fff0),
+            Counter::Add64(u64::MAX - 3),
+        ];
+        for start in starts {
+            let mut stepped = start;
+            for n in 0..=600u64 {
+                assert_eq!(start.advance(n), stepped, "{start:?} n {n}");
+                stepped.next_block();
+            }
+        }
+    }
+
+    /// CNT's words after a step never take the value 0 (the mod 2^32 - 1 zero is 2^32 - 1),
+    /// so the end-around addition of a nonzero multiple of C1 stays exact (the doc of
+    /// [`Counter`]); the wrap of N4 from 2^32 - 1 gives C1 - 0 = C1.
+    #[test]
+    fn cnt_word_wraps_like_the_standard() {
+        let mut c = Counter::Cnt(0, 0xffff_ffff);
+        c.next_block();
+        assert_eq!(c, Counter::Cnt(C2, C1));
+        let mut c = Counter::Cnt(0, 0xffff_ffff - C1);
+        c.next_block();
+        assert_eq!(c, Counter::Cnt(C2, 0xffff_ffff));
+    }
+}
