@@ -402,7 +402,11 @@ unsafe fn ecb_iter<const G: usize>(
         let (n1, n2) = rounds(c, a, b, side);
         for g in 0..G {
             let have = len.saturating_sub(g * GROUP);
-            store(dst.add((g * GROUP).min(len)), have, unpermute(c, n1[g], n2[g]));
+            store(
+                dst.add((g * GROUP).min(len)),
+                have,
+                unpermute(c, n1[g], n2[g]),
+            );
         }
     }
 }
@@ -563,7 +567,12 @@ unsafe fn ctr_groups(
 /// Seconds per round per block of this kernel's rounds alone (no loads, stores or
 /// permutes): `INTERLEAVE` groups through 32 rounds, repeated, the best of five runs.
 pub(super) fn round_seconds() -> f64 {
-    let c = Ctx::new(&[0x1234_5678; 8], &super::ENC_ORDER, Sbox::Tc26Z, Order::Magma);
+    let c = Ctx::new(
+        &[0x1234_5678; 8],
+        &super::ENC_ORDER,
+        Sbox::Tc26Z,
+        Order::Magma,
+    );
     let reps = 200;
     (0..5)
         .map(|_| {

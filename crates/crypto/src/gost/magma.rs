@@ -68,7 +68,8 @@ impl Ctr {
     }
 
     fn keystream(&self, iv: &[u8; 4], offset: u64, io: InOut<'_>) {
-        let mut ctr = Counter::Add64(((u32::from_be_bytes(*iv) as u64) << 32).wrapping_add(offset / 8));
+        let mut ctr =
+            Counter::Add64(((u32::from_be_bytes(*iv) as u64) << 32).wrapping_add(offset / 8));
         progression_xor(&self.key, io, (offset % 8) as usize, &mut ctr);
     }
 

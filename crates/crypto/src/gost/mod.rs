@@ -33,6 +33,11 @@
 //! # Backends ([`GostBackend`])
 //! - `soft` (`soft.rs`): portable, no `unsafe`, one block at a time, S-boxes evaluated as
 //!   lookups inside 64-bit registers (a shift by a secret count), never in memory;
+//! - `avx512` (`avx512.rs`, x86-64 with AVX-512 F/BW/VL/VBMI): 16 blocks per pair of zmm
+//!   registers, one half-block per 32-bit lane, the S-boxes as `vpermb` tables held in
+//!   registers, 8 groups in flight; ECB and everything built on it as for `avx2`, plus a
+//!   counter kernel ([`Core::ctr_kernel`]) that makes the counter blocks of GOST 28147-89
+//!   CNT and Magma CTR / CTR-ACPKM in registers and XORs the keystream into the data;
 //! - `avx2` (`avx2.rs`, x86-64 only): 32 blocks per group byte-sliced over eight ymm
 //!   registers, the S-boxes as `vpshufb` nibble tables held in registers, for ECB and
 //!   everything built on ECB of independent blocks (CNT/CTR/CTR-ACPKM keystreams, CBC and
@@ -46,10 +51,11 @@
 //! backend passes a known-answer self-test before first use.
 //!
 //! # Constant time
-//! No memory address and no branch depends on the key, the data or the S-box: `soft.rs`
-//! and `avx2.rs` explain how, and how it was checked: `scripts/gost-ct-disasm.sh` (the
-//! addressing forms and branches of the hot loops) and `scripts/gost-ct-cachegrind.sh`
-//! (identical instruction, access and L1-miss counts for different secrets). The mode
+//! No memory address and no branch depends on the key, the data or the S-box: `soft.rs`,
+//! `avx2.rs` and `avx512.rs` explain how, and how it was checked:
+//! `scripts/gost-ct-disasm.sh` (the addressing forms and branches of the hot loops) and
+//! `scripts/gost-ct-cachegrind.sh` (identical instruction, access and L1-miss counts for
+//! different secrets, on the backends valgrind runs). The mode
 //! layers branch only on lengths, block counts and the register index, all public.
 
 /// The in-place and out-of-place methods of a mode type, all four through the type's

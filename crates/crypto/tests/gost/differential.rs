@@ -15,7 +15,9 @@ fn lengths() -> Vec<usize> {
     for w in [256usize, 512, 384, 640, 1152] {
         v.extend([w - 8, w - 1, w, w + 1, w + 8]);
     }
-    v.extend([135, 136, 137, 1016, 1023, 1024, 1025, 1032, 2047, 2048, 2049, 3072, 3080]);
+    v.extend([
+        135, 136, 137, 1016, 1023, 1024, 1025, 1032, 2047, 2048, 2049, 3072, 3080,
+    ]);
     // The 4 KiB chunk of the modes and two of them.
     v.extend([4088, 4095, 4096, 4097, 4104, 8192, 8200]);
     let r = bytes(40, 99);
@@ -148,7 +150,10 @@ fn magma_ctr_counter_carries_match_soft() {
                     let mut got = x.clone();
                     let c = magma::Ctr::with_backend(&KEY, b).unwrap();
                     c.apply_keystream(&iv, offset, &mut got);
-                    assert_eq!(got, want, "iv {iv:02x?} offset {offset} len {len} backend {b}");
+                    assert_eq!(
+                        got, want,
+                        "iv {iv:02x?} offset {offset} len {len} backend {b}"
+                    );
                 }
             }
         }
