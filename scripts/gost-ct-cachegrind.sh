@@ -7,7 +7,7 @@
 # would change them. Exit 1 on a difference, 0 otherwise (and when valgrind is absent,
 # with a printed reason). valgrind (3.19 here) does not run AVX-512 code and hides it from
 # CPUID, so the avx512 backend is skipped with that reason; scripts/gost-ct-disasm.sh
-# covers its kernels.
+# and scripts/gost-ct-timing.sh cover it.
 set -eu
 cd "$(dirname "$0")/.."
 if ! command -v valgrind >/dev/null 2>&1; then
