@@ -6,7 +6,7 @@
 //!
 //! # Design
 //! Target: x86-64 with AVX-512 F, BW, VL and VBMI (Ice Lake and later, Zen 4 and later);
-//! tuned on Zen 4.
+//! tuned on Zen 5 (CPU family 0x1a, the VM it was written on).
 //!
 //! ## Layout: one half-block per 32-bit lane, 16 blocks per group
 //! A group is 16 blocks = 128 bytes = two zmm registers. Two `vpermt2b` (VBMI: any byte of
@@ -24,17 +24,23 @@
 //! another for the high nibbles (pre-shifted left by 4). Index making: `(x & 0x0f) | 16j`
 //! is one `vpternlogd`; for high nibbles a `vpsrld` by 4 first. One round on 16 blocks:
 //! `vpaddd`, `vpsrld`, two `vpternlogd`, two `vpermb`, `vpord`, `vprold`, `vpxord`:
-//! 9 instructions, about half a cycle per block on Zen 4 (which runs a zmm instruction as
-//! two 256-bit halves). Tried and left: one 8-bit lookup per byte (`vpermi2b` covers 7
+//! 9 instructions (and a register copy) per 16 blocks. Measured on the Zen 5 VM this was
+//! written on (full-width zmm units): the rounds alone, in registers, take ~715 ns for the
+//! 32 rounds of 4 KiB of blocks, ~3 cycles per round of a group, and 16 KiB of ECB runs at ~97% of that ([`round_seconds`] is the
+//! probe). Thought through and left: one 8-bit lookup per byte (`vpermi2b` covers 7
 //! index bits, so each byte needs two lookups and a blend, and each byte position its own
 //! tables), and the byte-sliced layout of the `avx2` backend (its byte-wise add with carry
 //! lookahead alone costs more than this whole round).
 //!
 //! ## Many groups in flight
-//! A round's dependency chain (add, index, `vpermb`, or, rotate, xor) is ~10 cycles, the
-//! throughput cost of one group ~5, and rounds of a group are serial, so `INTERLEAVE`
-//! groups run round by round: 8 groups = 128 blocks = 1 KiB per iteration (16 state
-//! registers plus 4 constants of the 32). 1 KiB is also the CryptoPro key meshing period.
+//! A round's dependency chain (add, index, `vpermb`, or, rotate, xor) is longer than the
+//! throughput cost of a group, and rounds of a group are serial, so `INTERLEAVE` groups
+//! run round by round: 8 groups = 128 blocks = 1 KiB per iteration (16 state registers
+//! plus 4 constants of the 32). Measured with `sectorcrypt bench`: with 4 groups
+//! `gost89-ecb/16384` took 1.3-1.4 c/B against 0.9 with 8 (latency-bound); 12 gained
+//! nothing measurable over 8. 1 KiB is also the CryptoPro key meshing period. Plain
+//! instead of masked loads and stores for whole groups made no difference, so every group
+//! uses the masked forms.
 //! A shorter rest runs as 1, 2 or 4 groups; the last group is loaded and stored with byte
 //! masks (AVX-512BW masked moves do not touch, or fault on, the masked-out bytes), so no
 //! length needs a bounce buffer.
