@@ -22,7 +22,7 @@
 use rand::rngs::StdRng;
 use rand::{Rng, RngCore, SeedableRng};
 use sectorcrypt_crypto::gost89::Sbox;
-use sectorcrypt_crypto::{gost89, magma, GostBackend};
+use sectorcrypt_crypto::{gost89, magma, Error, GostBackend};
 use std::time::Instant;
 
 const LEN: usize = 4096;
@@ -33,24 +33,17 @@ const CONTROL: &str = "control (leaks on purpose)";
 /// One mode under test: runs once on (key index, data), key index 0 being class 0's key.
 type Run = Box<dyn FnMut(usize, &mut [u8])>;
 
+/// One mode object per key.
+fn per_key<T>(keys: &[[u8; 32]], make: impl Fn(&[u8]) -> Result<T, Error>) -> Vec<T> {
+    keys.iter().map(|k| make(k).expect("a key")).collect()
+}
+
 fn modes(b: GostBackend, keys: &[[u8; 32]], ivs: &[[u8; 8]]) -> Vec<(&'static str, Run)> {
     let s = Sbox::CryptoProA;
-    let cnt: Vec<_> = keys
-        .iter()
-        .map(|k| gost89::Cnt::with_backend(k, s, true, b).expect("cnt"))
-        .collect();
-    let ecb: Vec<_> = keys
-        .iter()
-        .map(|k| gost89::Ecb::with_backend(k, s, false, b).expect("ecb"))
-        .collect();
-    let cbc: Vec<_> = keys
-        .iter()
-        .map(|k| gost89::Cbc::with_backend(k, s, true, b).expect("cbc"))
-        .collect();
-    let ctr: Vec<_> = keys
-        .iter()
-        .map(|k| magma::Ctr::with_backend(k, b).expect("ctr"))
-        .collect();
+    let cnt = per_key(keys, |k| gost89::Cnt::with_backend(k, s, true, b));
+    let ecb = per_key(keys, |k| gost89::Ecb::with_backend(k, s, false, b));
+    let cbc = per_key(keys, |k| gost89::Cbc::with_backend(k, s, true, b));
+    let ctr = per_key(keys, |k| magma::Ctr::with_backend(k, b));
     let (i1, i2, i3) = (ivs.to_vec(), ivs.to_vec(), ivs.to_vec());
     let control = gost89::Ecb::with_backend(&keys[0], s, false, b).expect("ecb");
     vec![

@@ -455,14 +455,10 @@ pub(super) fn round_seconds() -> f64 {
         rounds: &super::ENC_ORDER,
     };
     let reps = 100;
-    (0..5)
-        .map(|_| {
-            let t = std::time::Instant::now();
-            // SAFETY: AVX2 and the ymm state are present (checked above).
-            unsafe { probe(&c, reps) };
-            t.elapsed().as_secs_f64() / (reps * 32 * INTERLEAVE * BLOCKS) as f64
-        })
-        .fold(f64::INFINITY, f64::min)
+    super::best_seconds(reps * 32 * INTERLEAVE * BLOCKS, || {
+        // SAFETY: AVX2 and the ymm state are present (checked above).
+        unsafe { probe(&c, reps) }
+    })
 }
 
 /// `reps` times 32 rounds on `INTERLEAVE` groups in registers.

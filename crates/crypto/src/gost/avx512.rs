@@ -80,7 +80,7 @@
 
 use super::keystream::{Counter, C1, C2};
 use super::soft::SideJob;
-use super::{GostBackend, Order, Sbox};
+use super::{Core, GostBackend, Order, Sbox};
 use crate::buf::InOut;
 use core::arch::x86_64::*;
 use std::sync::OnceLock;
@@ -217,14 +217,22 @@ impl Ctx {
     }
 }
 
-/// ECB over the whole blocks of `io` with key words `k` used in the round order `rounds`.
-/// Returns the number of leading bytes done: everything, unless the buffer holds a single
-/// block (left to the portable code).
-pub(super) fn ecb(
-    k: &[u32; 8],
+/// What a kernel call makes of the blocks of its buffer.
+#[derive(Clone, Copy)]
+pub(super) enum Job {
+    /// ECB: each block of the source, transformed.
+    Ecb,
+    /// A counter mode: the source XORed with the encryption of the counter's blocks.
+    Ctr(Counter),
+}
+
+/// `job` over the whole blocks of `io` with the key of `core` used in the round order
+/// `rounds` (encryption's for a counter). Returns the bytes done: every whole block, or
+/// none when there are fewer than two (left to the portable code).
+pub(super) fn run(
+    core: &Core,
     rounds: &[usize; 32],
-    sbox: Sbox,
-    order: Order,
+    job: Job,
     mut io: InOut<'_>,
     side: Option<&mut SideJob>,
 ) -> usize {
@@ -232,34 +240,16 @@ pub(super) fn ecb(
     if len < 16 {
         return 0;
     }
-    let c = Ctx::new(k, rounds, sbox, order);
+    let c = Ctx::new(&core.s.k, rounds, core.sbox, core.order);
     let (src, dst) = io.ptrs();
     // SAFETY: the CPU features were checked in `Ctx::new`; `src` and `dst` (equal when in
     // place) are valid for `io.len() >= len` bytes.
-    unsafe { ecb_groups(&c, src, dst, len, side) };
-    len
-}
-
-/// XORs the keystream of `ctr` (the encryption of its counter blocks) into the whole blocks
-/// of `io`; returns the bytes done (the whole blocks; none when there are fewer than two,
-/// left to the portable code). Encryption round order.
-pub(super) fn ctr(
-    k: &[u32; 8],
-    rounds: &[usize; 32],
-    sbox: Sbox,
-    order: Order,
-    ctr: Counter,
-    mut io: InOut<'_>,
-    side: Option<&mut SideJob>,
-) -> usize {
-    let len = io.len() / 8 * 8;
-    if len < 16 {
-        return 0;
+    unsafe {
+        match job {
+            Job::Ecb => ecb_groups(&c, src, dst, len, side),
+            Job::Ctr(ctr) => ctr_groups(&c, ctr, src, dst, len, side),
+        }
     }
-    let c = Ctx::new(k, rounds, sbox, order);
-    let (src, dst) = io.ptrs();
-    // SAFETY: as in `ecb`.
-    unsafe { ctr_groups(&c, ctr, src, dst, len, side) };
     len
 }
 
@@ -281,15 +271,26 @@ fn mask(have: usize, h: usize) -> u64 {
     }
 }
 
-/// Loads a group (the bytes of `have` that exist, zeros for the rest) and permutes it:
-/// returns (A, B) = the halves N1 and N2 of its 16 blocks.
+/// Loads the `have` first bytes of a group (zeros for the rest).
 #[inline(always)]
-unsafe fn load_group(c: &Ctx, p: *const u8, have: usize) -> (__m512i, __m512i) {
+unsafe fn load(p: *const u8, have: usize) -> (__m512i, __m512i) {
     // SAFETY: masked-out bytes are neither read nor faulted on; the caller vouches for
     // the `have` bytes at `p`.
     unsafe {
-        let v0 = _mm512_maskz_loadu_epi8(mask(have, 0), p as *const i8);
-        let v1 = _mm512_maskz_loadu_epi8(mask(have, 1), p.add(64) as *const i8);
+        (
+            _mm512_maskz_loadu_epi8(mask(have, 0), p as *const i8),
+            _mm512_maskz_loadu_epi8(mask(have, 1), p.add(64) as *const i8),
+        )
+    }
+}
+
+/// Loads a group (as [`load`]) and permutes it: returns (A, B) = the halves N1 and N2 of
+/// its 16 blocks.
+#[inline(always)]
+unsafe fn load_group(c: &Ctx, p: *const u8, have: usize) -> (__m512i, __m512i) {
+    // SAFETY: the caller vouches for the `have` bytes at `p`; aligned table loads.
+    unsafe {
+        let (v0, v1) = load(p, have);
         (
             _mm512_permutex2var_epi8(v0, ld(&c.p.load_a), v1),
             _mm512_permutex2var_epi8(v0, ld(&c.p.load_b), v1),
@@ -395,10 +396,12 @@ unsafe fn rounds<const G: usize>(
     }
 }
 
-/// ECB of `len` bytes (whole blocks, up to `G` groups) from `src` to `dst`.
+/// One iteration of up to `G` groups over `len` bytes (whole blocks) from `src` to `dst`:
+/// ECB, or with `CTR` the keystream of `ctr` (advanced past the groups) XORed from `src`.
 #[inline(always)]
-unsafe fn ecb_iter<const G: usize>(
+unsafe fn iter<const G: usize, const CTR: bool>(
     c: &Ctx,
+    ctr: &mut Counter,
     src: *const u8,
     dst: *mut u8,
     len: usize,
@@ -407,20 +410,25 @@ unsafe fn ecb_iter<const G: usize>(
     // SAFETY (whole function): the caller vouches for `len` bytes at `src` and `dst` and
     // for the CPU features; group `g` covers bytes `g * GROUP..` of them, masked to `len`.
     unsafe {
+        let have = |g: usize| len.saturating_sub(g * GROUP);
+        let at = |g: usize| (g * GROUP).min(len);
         let mut a = [_mm512_setzero_si512(); G];
         let mut b = [_mm512_setzero_si512(); G];
         for g in 0..G {
-            let have = len.saturating_sub(g * GROUP);
-            (a[g], b[g]) = load_group(c, src.add((g * GROUP).min(len)), have);
+            (a[g], b[g]) = if CTR {
+                counter_group(ctr)
+            } else {
+                load_group(c, src.add(at(g)), have(g))
+            };
         }
         let (n1, n2) = rounds(c, a, b, side);
         for g in 0..G {
-            let have = len.saturating_sub(g * GROUP);
-            store(
-                dst.add((g * GROUP).min(len)),
-                have,
-                unpermute(c, n1[g], n2[g]),
-            );
+            let mut out = unpermute(c, n1[g], n2[g]);
+            if CTR {
+                let x = load(src.add(at(g)), have(g));
+                out = (_mm512_xor_si512(x.0, out.0), _mm512_xor_si512(x.1, out.1));
+            }
+            store(dst.add(at(g)), have(g), out);
         }
     }
 }
@@ -435,24 +443,26 @@ fn rest_groups(len: usize) -> usize {
     }
 }
 
-/// ECB of `len` bytes (whole blocks) from `src` to `dst` (equal when in place).
+/// `io.2` bytes (whole blocks) from the source `io.0` to the destination `io.1` (equal
+/// when in place) as [`iter`] does, `INTERLEAVE` groups at a time, then the rest as 1, 2,
+/// 4 or `INTERLEAVE` groups.
 ///
 /// # Safety
-/// The CPU must have AVX-512 F, BW, VL and VBMI with the OS saving the zmm state; `src`
-/// must be valid for reads and `dst` for writes of `len` bytes.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi")]
-unsafe fn ecb_groups(
+/// The CPU must have AVX-512 F, BW, VL and VBMI with the OS saving the zmm state; `io.0`
+/// must be valid for reads and `io.1` for writes of `io.2` bytes.
+#[inline(always)]
+unsafe fn groups<const CTR: bool>(
     c: &Ctx,
-    src: *const u8,
-    dst: *mut u8,
-    len: usize,
-    mut side: Option<&mut SideJob>,
+    ctr: &mut Counter,
+    io: (*const u8, *mut u8, usize),
+    side: &mut Option<&mut SideJob>,
 ) {
+    let (src, dst, len) = io;
     let mut off = 0;
     while len - off >= INTERLEAVE * GROUP {
         let n = INTERLEAVE * GROUP;
         // SAFETY: `off + n <= len`, the range the caller vouches for.
-        unsafe { ecb_iter::<INTERLEAVE>(c, src.add(off), dst.add(off), n, &mut side) };
+        unsafe { iter::<INTERLEAVE, CTR>(c, ctr, src.add(off), dst.add(off), n, side) };
         off += n;
     }
     while off < len {
@@ -461,14 +471,49 @@ unsafe fn ecb_groups(
         unsafe {
             let (s, d) = (src.add(off), dst.add(off));
             match rest_groups(n) {
-                1 => ecb_iter::<1>(c, s, d, n, &mut side),
-                2 => ecb_iter::<2>(c, s, d, n, &mut side),
-                4 => ecb_iter::<4>(c, s, d, n, &mut side),
-                _ => ecb_iter::<INTERLEAVE>(c, s, d, n, &mut side),
+                1 => iter::<1, CTR>(c, ctr, s, d, n, side),
+                2 => iter::<2, CTR>(c, ctr, s, d, n, side),
+                4 => iter::<4, CTR>(c, ctr, s, d, n, side),
+                _ => iter::<INTERLEAVE, CTR>(c, ctr, s, d, n, side),
             }
         }
         off += n;
     }
+}
+
+/// ECB of `len` bytes (whole blocks) from `src` to `dst` (equal when in place).
+///
+/// # Safety
+/// As [`groups`].
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi")]
+unsafe fn ecb_groups(
+    c: &Ctx,
+    src: *const u8,
+    dst: *mut u8,
+    len: usize,
+    mut side: Option<&mut SideJob>,
+) {
+    // SAFETY: the caller's guarantees are those of `groups`; the counter is unused.
+    unsafe { groups::<false>(c, &mut Counter::Add64(0), (src, dst, len), &mut side) };
+}
+
+/// The keystream of `ctr` XORed from `src` into `dst` (equal when in place), `len` bytes
+/// (whole blocks).
+///
+/// # Safety
+/// As [`groups`].
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi")]
+unsafe fn ctr_groups(
+    c: &Ctx,
+    mut ctr: Counter,
+    src: *const u8,
+    dst: *mut u8,
+    len: usize,
+    mut side: Option<&mut SideJob>,
+) {
+    // SAFETY: the caller's guarantees are those of `groups`.
+    unsafe { groups::<true>(c, &mut ctr, (src, dst, len), &mut side) };
+    ctr.zeroize();
 }
 
 /// The counter blocks of one group, as (N1, N2) lanes, and the counter advanced past them.
@@ -513,77 +558,6 @@ static CNT_STEPS: ([u32; 16], [u32; 16]) = {
     s
 };
 
-/// The keystream of `len` bytes (whole blocks, up to `G` groups) from `ctr`, XORed from
-/// `src` into `dst`.
-#[inline(always)]
-unsafe fn ctr_iter<const G: usize>(
-    c: &Ctx,
-    ctr: &mut Counter,
-    src: *const u8,
-    dst: *mut u8,
-    len: usize,
-    side: &mut Option<&mut SideJob>,
-) {
-    // SAFETY (whole function): as in `ecb_iter`.
-    unsafe {
-        let mut a = [_mm512_setzero_si512(); G];
-        let mut b = [_mm512_setzero_si512(); G];
-        for g in 0..G {
-            (a[g], b[g]) = counter_group(ctr);
-        }
-        let (n1, n2) = rounds(c, a, b, side);
-        for g in 0..G {
-            let have = len.saturating_sub(g * GROUP);
-            let at = (g * GROUP).min(len);
-            let ks = unpermute(c, n1[g], n2[g]);
-            let s = src.add(at);
-            let x0 = _mm512_maskz_loadu_epi8(mask(have, 0), s as *const i8);
-            let x1 = _mm512_maskz_loadu_epi8(mask(have, 1), s.add(64) as *const i8);
-            let out = (_mm512_xor_si512(x0, ks.0), _mm512_xor_si512(x1, ks.1));
-            store(dst.add(at), have, out);
-        }
-    }
-}
-
-/// The keystream of `ctr` XORed from `src` into `dst` (equal when in place), `len` bytes
-/// (whole blocks).
-///
-/// # Safety
-/// As [`ecb_groups`].
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi")]
-unsafe fn ctr_groups(
-    c: &Ctx,
-    mut ctr: Counter,
-    src: *const u8,
-    dst: *mut u8,
-    len: usize,
-    mut side: Option<&mut SideJob>,
-) {
-    let mut off = 0;
-    let x = &mut ctr;
-    while len - off >= INTERLEAVE * GROUP {
-        let n = INTERLEAVE * GROUP;
-        // SAFETY: `off + n <= len`, the range the caller vouches for.
-        unsafe { ctr_iter::<INTERLEAVE>(c, x, src.add(off), dst.add(off), n, &mut side) };
-        off += n;
-    }
-    while off < len {
-        let n = (len - off).min(INTERLEAVE * GROUP);
-        // SAFETY: `off + n <= len`, the range the caller vouches for.
-        unsafe {
-            let (s, d) = (src.add(off), dst.add(off));
-            match rest_groups(n) {
-                1 => ctr_iter::<1>(c, x, s, d, n, &mut side),
-                2 => ctr_iter::<2>(c, x, s, d, n, &mut side),
-                4 => ctr_iter::<4>(c, x, s, d, n, &mut side),
-                _ => ctr_iter::<INTERLEAVE>(c, x, s, d, n, &mut side),
-            }
-        }
-        off += n;
-    }
-    ctr.zeroize();
-}
-
 /// Seconds per round per block of this kernel's rounds alone (no loads, stores or
 /// permutes): `INTERLEAVE` groups through 32 rounds, repeated, the best of five runs.
 pub(super) fn round_seconds() -> f64 {
@@ -594,14 +568,10 @@ pub(super) fn round_seconds() -> f64 {
         Order::Magma,
     );
     let reps = 200;
-    (0..5)
-        .map(|_| {
-            let t = std::time::Instant::now();
-            // SAFETY: the CPU features were checked in `Ctx::new`.
-            unsafe { probe(&c, reps) };
-            t.elapsed().as_secs_f64() / (reps * 32 * INTERLEAVE * BLOCKS) as f64
-        })
-        .fold(f64::INFINITY, f64::min)
+    super::best_seconds(reps * 32 * INTERLEAVE * BLOCKS, || {
+        // SAFETY: the CPU features were checked in `Ctx::new`.
+        unsafe { probe(&c, reps) }
+    })
 }
 
 /// The probe's starting lanes: different values, as data has (the same value in every

@@ -332,9 +332,7 @@ impl Core {
     fn simd_ecb(&self, rounds: &[usize; 32], io: InOut<'_>, side: Option<&mut SideJob>) -> usize {
         #[cfg(target_arch = "x86_64")]
         match self.backend {
-            GostBackend::Avx512 => {
-                return avx512::ecb(&self.s.k, rounds, self.sbox, self.order, io, side);
-            }
+            GostBackend::Avx512 => return avx512::run(self, rounds, avx512::Job::Ecb, io, side),
             GostBackend::Avx2 => {
                 return avx2::ecb(&self.s.k, rounds, self.sbox, self.order, io, side);
             }
@@ -357,8 +355,7 @@ impl Core {
     ) -> usize {
         #[cfg(target_arch = "x86_64")]
         if self.backend == GostBackend::Avx512 {
-            let (k, rounds) = (&self.s.k, &ENC_ORDER);
-            return avx512::ctr(k, rounds, self.sbox, self.order, ctr, io, side);
+            return avx512::run(self, &ENC_ORDER, avx512::Job::Ctr(ctr), io, side);
         }
         let _ = (ctr, io, side);
         0
@@ -496,6 +493,18 @@ fn counter_kernel_matches(soft: &Core, tested: &Core) -> bool {
         }
     }
     true
+}
+
+/// The best of five timed runs of `run`, in seconds per unit (`units` in a run): the
+/// least disturbed one.
+pub(crate) fn best_seconds(units: usize, mut run: impl FnMut()) -> f64 {
+    (0..5)
+        .map(|_| {
+            let t = std::time::Instant::now();
+            run();
+            t.elapsed().as_secs_f64() / units as f64
+        })
+        .fold(f64::INFINITY, f64::min)
 }
 
 impl GostBackend {

@@ -182,17 +182,13 @@ pub(crate) fn round_seconds() -> f64 {
         sbox: PackedSbox::pack(super::Sbox::Tc26Z.rows()),
     };
     let blocks = 4000;
-    (0..5)
-        .map(|_| {
-            let t = std::time::Instant::now();
-            let mut x = std::hint::black_box(1u64);
-            for _ in 0..blocks {
-                x = s.encrypt(x);
-            }
-            std::hint::black_box(x);
-            t.elapsed().as_secs_f64() / (blocks * 32) as f64
-        })
-        .fold(f64::INFINITY, f64::min)
+    super::best_seconds(blocks * 32, || {
+        let mut x = std::hint::black_box(1u64);
+        for _ in 0..blocks {
+            x = s.encrypt(x);
+        }
+        std::hint::black_box(x);
+    })
 }
 
 #[cfg(test)]
