@@ -9,6 +9,11 @@
 #   avx2 (ecb_groups): memory operands are stack slots (%rsp + constant), the source and destination
 #   pointers, the key rows at constant offsets from a row chosen by the public round
 #   order, and the tables at constant offsets; lookups are `vpshufb` between registers.
+#   avx512 (ecb_groups, ctr_groups): memory operands are stack slots, the source and
+#   destination pointers plus the byte offset (masked moves, masks from the length), the
+#   round keys at the round counter's offset, and the tables and permutations at constant
+#   offsets; lookups are `vpermb` between registers. The script fails when an avx512
+#   kernel has a `vpgather`/`vpscatter` or an S-box lookup with a memory operand.
 #
 # Usage: scripts/gost-ct-disasm.sh   (builds `cargo build --release -p sectorcrypt`)
 set -eu
@@ -18,7 +23,9 @@ bin=target/release/sectorcrypt
 dis=$(mktemp)
 trap 'rm -f "$dis"' EXIT
 objdump -d --no-show-raw-insn -C "$bin" >"$dis"
-for f in 'sectorcrypt_crypto::gost::soft::Schedule::encrypt' 'sectorcrypt_crypto::gost::avx2::ecb_groups'; do
+status=0
+for f in 'sectorcrypt_crypto::gost::soft::Schedule::encrypt' 'sectorcrypt_crypto::gost::avx2::ecb_groups' \
+    'sectorcrypt_crypto::gost::avx512::ecb_groups' 'sectorcrypt_crypto::gost::avx512::ctr_groups'; do
     echo "== $f"
     awk -v f="<$f>:" '$2 == f {p=1; next} p && /^$/ {exit} p {print}' "$dis" >"$dis.fn"
     echo "instructions: $(wc -l <"$dis.fn")"
@@ -28,5 +35,19 @@ for f in 'sectorcrypt_crypto::gost::soft::Schedule::encrypt' 'sectorcrypt_crypto
     grep -cE 'sh[lr]x? +%cl|shrx|shlx' "$dis.fn" || true
     echo "conditional branches:"
     grep -E '\sj(n?[a-z]+)\s' "$dis.fn" | grep -v jmp | awk '{print $2}' | sort | uniq -c
+    case $f in *avx512*)
+        if [ ! -s "$dis.fn" ]; then
+            echo "MISSING: $f is not in the build" >&2
+            status=1
+        fi
+        echo "vpermb / vpermt2b / vpermi2b (lookups and layout), by operand kind:"
+        grep -E 'vperm(b|t2b|i2b) ' "$dis.fn" | sed 's/.*vperm[a-z0-9]* *//; s/[-0-9a-fx]*(%[a-z0-9,]*)/MEM/; s/%zmm[0-9]*/zmm/g' | sort | uniq -c
+        if grep -qE 'vpgather|vpscatter|vpermb +[-0-9a-fx]*\(' "$dis.fn"; then
+            echo "SECRET-INDEXED MEMORY in $f: a gather, scatter or S-box lookup from memory" >&2
+            status=1
+        fi
+        ;;
+    esac
     rm -f "$dis.fn"
 done
+exit $status

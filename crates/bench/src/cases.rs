@@ -476,14 +476,15 @@ fn gcm(b: Backend, key_len: usize, len: usize, encrypt: bool) -> Result<Built, S
     })
 }
 
-/// The GOST backend of a run: `--backend soft` gives GOST's portable backend too;
-/// otherwise the GOST selection (`SECTORCRYPT_BACKEND` or the fastest usable).
+/// The GOST backend of a run: on the AES backend the selection gives (none named, or the
+/// same), the GOST selection (so `SECTORCRYPT_BACKEND=avx2` runs GOST on avx2 while AES
+/// runs on soft); on another named one, GOST's backend of that name (`soft`, `avx512`),
+/// else the GOST selection.
 fn gost_backend(b: Backend) -> Result<GostBackend, String> {
-    if b == Backend::Soft {
-        Ok(GostBackend::Soft)
-    } else {
-        GostBackend::selected().map_err(e)
+    if Backend::selected().is_ok_and(|s| s == b) {
+        return GostBackend::selected().map_err(e);
     }
+    GostBackend::from_name(b.name()).or_else(|_| GostBackend::selected().map_err(e))
 }
 
 /// OpenSSL's gost provider (gostprov), loaded once beside the default provider; `None`

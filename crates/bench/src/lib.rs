@@ -15,6 +15,7 @@
 mod cases;
 pub mod clock;
 pub mod limit;
+mod round_limit;
 mod stats;
 
 use sectorcrypt_crypto::{cpu, Backend};
@@ -57,6 +58,9 @@ pub struct CaseResult {
     /// of the AES units' rate on the backend's register width, [`limit`]); `None` where no
     /// limit is stated.
     pub limit: Option<f64>,
+    /// GOST cases: the cycles per byte the backend's measured round cost allows (rounds
+    /// per block times cycles per round per block, over 8 bytes); `null` for the others.
+    pub round_limit_cpb: Option<f64>,
 }
 
 /// The whole report.
@@ -194,8 +198,12 @@ pub fn run(opts: &BenchOptions, out: &mut dyn Write) -> Result<(), String> {
             ratio: peer_median.map(|p| s.median / p),
             cycles_per_byte: clock_ghz * 1e9 / s.median,
             limit: None,
+            round_limit_cpb: None,
         };
-        r.limit = limit::of_case(case.bound, &rate, &r.backend, threads, s.median);
+        r.round_limit_cpb = round_limit::measure(&r.name, &r.backend, clock_ghz);
+        r.limit = limit::of_case(case.bound, &rate, &r.backend, threads, s.median)
+            // A GOST case's limit is its backend's round cost: the fraction it reaches.
+            .or(r.round_limit_cpb.map(|cpb| cpb / r.cycles_per_byte));
         if !opts.json {
             let gb = |x: f64| x / 1e9;
             writeln!(

@@ -377,7 +377,7 @@ pub struct ResizeArgs {
 const BACKENDS_HELP: &str = "\
 SECTORCRYPT_BACKEND=soft|aesni|vaes|avx512|avx2|shani forces a backend for every algorithm that
 has it and the portable backend for those that do not (avx2: AES soft, GOST avx2, GELI tags
-soft; aesni or vaes: GOST and tags soft; avx512: GOST soft, tags avx512; shani: tags shani,
+soft; aesni or vaes: GOST and tags soft; avx512: AES, GOST and tags avx512; shani: tags shani,
 AES and GOST soft); a name that does not exist or that this CPU cannot run is an error (exit 2).";
 
 const BENCH_HELP: &str = "\

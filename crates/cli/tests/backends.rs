@@ -68,6 +68,29 @@ fn backend_override_across_algorithms() {
     }
 }
 
+/// The bench's GOST cases run on the GOST backend `SECTORCRYPT_BACKEND` gives (`avx2`:
+/// GOST avx2 while AES runs on soft), and report their round limit.
+#[test]
+fn bench_gost_cases_follow_the_override() {
+    let text = report();
+    let args = ["bench", "--quick", "--json", "--filter", "gost89-ecb/"];
+    for name in ["avx2", "avx512", "soft"] {
+        if let Err(why) = status(&text, "gost backend ", name) {
+            eprintln!("SKIPPED bench on gost {name}: it cannot run here ({why})");
+            continue;
+        }
+        if name == "avx512" && status(&text, "backend ", name).is_err() {
+            eprintln!("SKIPPED bench on gost avx512: aes avx512 cannot run here");
+            continue;
+        }
+        let json = ok(sc_on(&args, b"", Some(name)));
+        let want = format!("\"name\":\"gost89-ecb/16384\",\"backend\":\"{name}\"");
+        assert!(json.contains(&want), "{name}: {json}");
+        assert!(json.contains("\"round_limit_cpb\":"), "{json}");
+        assert!(!json.contains("\"round_limit_cpb\":null"), "{json}");
+    }
+}
+
 /// The report's two forms of line, as the backend lists of the other tests read them.
 #[test]
 fn a_backend_line_says_usable_or_why_not() {

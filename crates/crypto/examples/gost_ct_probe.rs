@@ -4,7 +4,7 @@
 //! instructions, data reads and writes, and (with the cache simulation) the same L1 misses:
 //! a branch, a loop count or a table index that depended on the secret would change them.
 //!
-//! Usage: `gost_ct_probe SEED soft|avx2`
+//! Usage: `gost_ct_probe SEED soft|avx2|avx512`
 #![forbid(unsafe_code)]
 
 use rand::rngs::StdRng;
@@ -17,7 +17,7 @@ fn main() {
     let seed: u64 = args
         .next()
         .and_then(|s| s.parse().ok())
-        .expect("usage: gost_ct_probe SEED soft|avx2");
+        .expect("usage: gost_ct_probe SEED soft|avx2|avx512");
     let backend = GostBackend::from_name(&args.next().expect("a backend")).expect("a backend");
     // ChaCha: the same instructions and accesses for every seed.
     let mut rng = StdRng::seed_from_u64(seed);

@@ -233,8 +233,8 @@ macro_rules! selectable {
             /// What `SECTORCRYPT_BACKEND=name` means here: this algorithm's backend of that
             /// name, which must be usable; the portable backend when only the other
             /// algorithm (AES or GOST) has the name, which must be usable there (`avx2`
-            /// gives AES `soft`, `aesni`, `vaes` and `avx512` give GOST `soft`); an error
-            /// for any other name.
+            /// gives AES `soft`, `aesni` and `vaes` give GOST `soft`; `avx512` is both
+            /// families' own); an error for any other name.
             pub fn for_forced_name(name: &str) -> Result<$name, $crate::Error> {
                 $crate::backend::for_forced_name(name)
             }

@@ -42,6 +42,9 @@ pub struct CpuFeatures {
     /// AVX-512 on xmm and ymm registers (vector length extensions), with the OS saving the
     /// AVX-512 state.
     pub avx512vl: bool,
+    /// AVX-512 VBMI (byte permutes across a whole zmm: `vpermb`, `vpermi2b`), with the OS
+    /// saving the AVX-512 state.
+    pub avx512vbmi: bool,
     /// The SHA extensions (SHA-1 and SHA-256 rounds and message schedule on xmm).
     pub sha: bool,
 }
@@ -61,12 +64,13 @@ pub(crate) enum Feature {
     Avx512f,
     Avx512bw,
     Avx512vl,
+    Avx512vbmi,
     Sha,
 }
 
 impl Feature {
     /// Every feature, in the order of the reports.
-    const ALL: [Feature; 13] = [
+    const ALL: [Feature; 14] = [
         Feature::Sse41,
         Feature::Aes,
         Feature::Pclmulqdq,
@@ -79,6 +83,7 @@ impl Feature {
         Feature::Avx512f,
         Feature::Avx512bw,
         Feature::Avx512vl,
+        Feature::Avx512vbmi,
         Feature::Sha,
     ];
 
@@ -97,6 +102,7 @@ impl Feature {
             Feature::Avx512f => "avx512f",
             Feature::Avx512bw => "avx512bw",
             Feature::Avx512vl => "avx512vl",
+            Feature::Avx512vbmi => "avx512vbmi",
             Feature::Sha => "sha",
         }
     }
@@ -127,6 +133,7 @@ impl CpuFeatures {
             Feature::Avx512f => self.avx512f,
             Feature::Avx512bw => self.avx512bw,
             Feature::Avx512vl => self.avx512vl,
+            Feature::Avx512vbmi => self.avx512vbmi,
             Feature::Sha => self.sha,
         }
     }

@@ -58,6 +58,7 @@ pub(super) fn detect() -> CpuFeatures {
         avx512f: os_zmm && bit(l7.ebx, 16),
         avx512bw: os_zmm && bit(l7.ebx, 30),
         avx512vl: os_zmm && bit(l7.ebx, 31),
+        avx512vbmi: os_zmm && bit(l7.ecx, 1),
         sha: sse41 && bit(l7.ebx, 29),
     }
 }

@@ -440,3 +440,49 @@ unsafe fn ecb_groups(
         g += 1;
     }
 }
+
+/// Seconds per round per block of this kernel's rounds alone (no loads, stores or
+/// transpositions): `INTERLEAVE` groups through 32 rounds, repeated, the best of five runs.
+pub(super) fn round_seconds() -> f64 {
+    assert!(
+        GostBackend::Avx2.check_cpu().is_ok(),
+        "gost avx2 probe called on a cpu without avx2"
+    );
+    let keys = KeyRows::new(&[0x1234_5678; 8]);
+    let c = Ctx {
+        t: Tables::get(Sbox::Tc26Z, Order::Magma),
+        keys: &keys,
+        rounds: &super::ENC_ORDER,
+    };
+    let reps = 100;
+    super::best_seconds(reps * 32 * INTERLEAVE * BLOCKS, || {
+        // SAFETY: AVX2 and the ymm state are present (checked above).
+        unsafe { probe(&c, reps) }
+    })
+}
+
+/// `reps` times 32 rounds on `INTERLEAVE` groups in registers.
+///
+/// # Safety
+/// The CPU must have AVX2 (and the OS the ymm state).
+#[target_feature(enable = "avx2")]
+unsafe fn probe(c: &Ctx<'_>, reps: usize) {
+    let mut a = [[_mm256_set1_epi8(7); 4]; INTERLEAVE];
+    let mut b = [[_mm256_set1_epi8(9); 4]; INTERLEAVE];
+    for _ in 0..reps {
+        for r in (0..32).step_by(2) {
+            let k0 = &c.keys.0[c.rounds[r]];
+            let k1 = &c.keys.0[c.rounds[r + 1]];
+            for g in 0..INTERLEAVE {
+                // SAFETY: the caller has AVX2.
+                unsafe { round(c, k0, &a[g], &mut b[g]) };
+            }
+            for g in 0..INTERLEAVE {
+                // SAFETY: as above.
+                unsafe { round(c, k1, &b[g], &mut a[g]) };
+            }
+        }
+        a = std::hint::black_box(a);
+    }
+    std::hint::black_box((a, b));
+}

@@ -12,7 +12,7 @@
 //! 1024-byte boundary, so one piece has one key.
 
 use super::chain::{encrypt_sectors, Chain, Feedback};
-use super::keystream::{xor_at, CHUNK};
+use super::keystream::{xor_at, Counter, CHUNK};
 use super::mesh::{MeshChain, MESH_BLOCKS, MESH_BYTES};
 use super::soft::SideJob;
 use super::{mac_len, same_len, whole_blocks, Core, Dir, GostBackend, Order};
@@ -25,19 +25,6 @@ pub use super::Sbox;
 
 /// The block size in bytes.
 pub const BLOCK: usize = super::BLOCK;
-
-/// CNT's C2, added to N3 modulo 2^32 (GOST 28147-89 section 3.1).
-const C2: u32 = 0x0101_0101;
-/// CNT's C1, added to N4 modulo 2^32 - 1.
-const C1: u32 = 0x0101_0104;
-
-/// `a + b mod 2^32 - 1` the way every GOST 28147-89 implementation does it: a carry out
-/// of bit 31 is added back in (end-around carry). Branch-free.
-#[inline(always)]
-fn add_mod_2_32_minus_1(a: u32, b: u32) -> u32 {
-    let (s, carry) = a.overflowing_add(b);
-    s.wrapping_add(carry as u32)
-}
 
 /// A GOST 28147-89 key with its key-meshing chain (`None` without key meshing).
 #[derive(Debug, Clone)]
@@ -169,34 +156,49 @@ impl CntStream {
         self.n4 = (s >> 32) as u32;
     }
 
-    /// Fills `out` (whole blocks, not crossing a meshing boundary) with gamma blocks.
+    /// XORs the next gamma blocks into `io` (whole blocks, not crossing a meshing
+    /// boundary): on the backend's counter kernel where it has one, otherwise the counter
+    /// blocks are written to `ks` (scratch of at least `io.len()` bytes), encrypted there
+    /// and XORed in.
     ///
-    /// When `out` ends exactly at a meshing boundary, the counter register there is known
-    /// once the counters are written, and so is the next key: its re-encryption under
-    /// that key runs as a side job among the block kernel's rounds (on the scalar units,
-    /// while the vector units encrypt the gamma) and is kept for [`Self::maybe_mesh`].
-    fn gamma(&mut self, out: &mut [u8]) {
-        for b in out.chunks_exact_mut(BLOCK) {
-            self.n3 = self.n3.wrapping_add(C2);
-            self.n4 = add_mod_2_32_minus_1(self.n4, C1);
-            b.copy_from_slice(&Order::Gost89.store(self.reg()));
-        }
-        let end = self.blocks + (out.len() / BLOCK) as u64;
-        let core = &mut self.key.core;
-        match &self.key.mesh {
-            Some(m) if end.is_multiple_of(MESH_BLOCKS) && out.len() >= 2 * BLOCK => {
+    /// When `io` ends exactly at a meshing boundary, the counter register there is known
+    /// before the gamma is made, and so is the next key: its re-encryption under that key
+    /// runs as a side job among the block kernel's rounds (on the scalar units, while the
+    /// vector units encrypt the gamma) and is kept for [`Self::maybe_mesh`].
+    fn gamma(&mut self, mut io: InOut<'_>, ks: &mut [u8]) {
+        let nb = io.len() / BLOCK;
+        let start = Counter::Cnt(self.n3, self.n4);
+        let Counter::Cnt(n3, n4) = start.advance(nb as u64) else {
+            unreachable!("a cnt counter stays one")
+        };
+        let end = self.blocks + nb as u64;
+        let core = &self.key.core;
+        let mut side = match &self.key.mesh {
+            Some(m) if end.is_multiple_of(MESH_BLOCKS) && nb >= 2 => {
                 let mut next = core.clone();
                 m.apply(end / MESH_BLOCKS, &mut next);
-                let reg = ((self.n4 as u64) << 32) | self.n3 as u64;
-                let mut job = SideJob::new(next.s.clone(), reg);
-                core.ecb_with_side(Dir::Encrypt, InOut::InPlace(out), Some(&mut job));
-                self.premeshed = Some(Premeshed {
-                    reg: job.finish(),
-                    key: next.s.k,
-                });
+                let reg = ((n4 as u64) << 32) | n3 as u64;
+                Some((SideJob::new(next.s.clone(), reg), next.s.k))
             }
-            _ => core.ecb(Dir::Encrypt, InOut::InPlace(out)),
+            _ => None,
+        };
+        if core.ctr_kernel(start, io.reborrow(), side.as_mut().map(|(j, _)| j)) == 0 {
+            let ks = &mut ks[..nb * BLOCK];
+            let mut c = start;
+            for b in ks.chunks_exact_mut(BLOCK) {
+                b.copy_from_slice(&Order::Gost89.store(c.next_block()));
+            }
+            let job = side.as_mut().map(|(j, _)| j);
+            core.ecb_with_side(Dir::Encrypt, InOut::InPlace(ks), job);
+            xor_at(&mut io, 0, ks);
         }
+        if let Some((mut job, key)) = side {
+            self.premeshed = Some(Premeshed {
+                reg: job.finish(),
+                key,
+            });
+        }
+        (self.n3, self.n4) = (n3, n4);
         self.blocks = end;
     }
 
@@ -241,14 +243,13 @@ impl CntStream {
                 None => CHUNK,
             };
             let n = ((len - off) / BLOCK * BLOCK).min(to_boundary).min(CHUNK);
-            self.gamma(&mut ks[..n]);
-            xor_at(&mut io, off, &ks[..n]);
+            self.gamma(io.slice(off, off + n), &mut ks);
             off += n;
         }
         if off < len {
             self.maybe_mesh();
             let mut g = [0u8; BLOCK];
-            self.gamma(&mut g);
+            self.gamma(InOut::InPlace(&mut g), &mut ks);
             xor_at(&mut io, off, &g[..len - off]);
             self.left = g;
             self.left_len = BLOCK - (len - off);

@@ -9,7 +9,9 @@
 //! streams are keystreams through the key's block kernel.
 
 use super::chain::{encrypt_sectors, Chain, Feedback};
-use super::keystream::{counter_blocks, ctr_xor, input, output, xor_at, CHUNK};
+use super::keystream::{
+    counter_blocks, ctr_xor, input, output, progression_xor, xor_at, Counter, CHUNK,
+};
 use super::{mac_len, same_len, whole_blocks, Core, Dir, GostBackend, Order, Sbox};
 use crate::buf::InOut;
 use crate::error::InputError;
@@ -57,15 +59,6 @@ impl Ecb {
     }
 }
 
-/// A counter that yields its value, then adds one (wrapping at 2^64).
-fn counting(ctr: &mut u64) -> impl FnMut() -> u64 + '_ {
-    move || {
-        let c = *ctr;
-        *ctr = ctr.wrapping_add(1);
-        c
-    }
-}
-
 impl Ctr {
     in_out_methods!(iv: &[u8; 4]);
 
@@ -75,8 +68,9 @@ impl Ctr {
     }
 
     fn keystream(&self, iv: &[u8; 4], offset: u64, io: InOut<'_>) {
-        let mut ctr = ((u32::from_be_bytes(*iv) as u64) << 32).wrapping_add(offset / 8);
-        ctr_xor(&self.key, io, (offset % 8) as usize, counting(&mut ctr));
+        let mut ctr =
+            Counter::Add64(((u32::from_be_bytes(*iv) as u64) << 32).wrapping_add(offset / 8));
+        progression_xor(&self.key, io, (offset % 8) as usize, &mut ctr);
     }
 
     /// Encryption and decryption: the same keystream XOR.
@@ -140,7 +134,7 @@ impl CtrAcpkm {
     /// Encryption and decryption: the same keystream XOR, with the 4-byte IV.
     fn run(&self, _: Dir, iv: &[u8; 4], mut io: InOut<'_>) -> Result<(), Error> {
         let mut c = self.key.clone();
-        let mut ctr = (u32::from_be_bytes(*iv) as u64) << 32;
+        let mut ctr = Counter::Add64((u32::from_be_bytes(*iv) as u64) << 32);
         let len = io.len();
         for (i, off) in (0..len).step_by(self.section).enumerate() {
             if i > 0 {
@@ -152,7 +146,7 @@ impl CtrAcpkm {
                 k.zeroize();
             }
             let section = io.slice(off, len.min(off + self.section));
-            ctr_xor(&c, section, 0, counting(&mut ctr));
+            progression_xor(&c, section, 0, &mut ctr);
         }
         Ok(())
     }

@@ -33,6 +33,11 @@
 //! # Backends ([`GostBackend`])
 //! - `soft` (`soft.rs`): portable, no `unsafe`, one block at a time, S-boxes evaluated as
 //!   lookups inside 64-bit registers (a shift by a secret count), never in memory;
+//! - `avx512` (`avx512.rs`, x86-64 with AVX-512 F/BW/VL/VBMI): 16 blocks per pair of zmm
+//!   registers, one half-block per 32-bit lane, the S-boxes as `vpermb` tables held in
+//!   registers, 8 groups in flight; ECB and everything built on it as for `avx2`, plus a
+//!   counter kernel ([`Core::ctr_kernel`]) that makes the counter blocks of GOST 28147-89
+//!   CNT and Magma CTR / CTR-ACPKM in registers and XORs the keystream into the data;
 //! - `avx2` (`avx2.rs`, x86-64 only): 32 blocks per group byte-sliced over eight ymm
 //!   registers, the S-boxes as `vpshufb` nibble tables held in registers, for ECB and
 //!   everything built on ECB of independent blocks (CNT/CTR/CTR-ACPKM keystreams, CBC and
@@ -46,10 +51,11 @@
 //! backend passes a known-answer self-test before first use.
 //!
 //! # Constant time
-//! No memory address and no branch depends on the key, the data or the S-box: `soft.rs`
-//! and `avx2.rs` explain how, and how it was checked: `scripts/gost-ct-disasm.sh` (the
-//! addressing forms and branches of the hot loops) and `scripts/gost-ct-cachegrind.sh`
-//! (identical instruction, access and L1-miss counts for different secrets). The mode
+//! No memory address and no branch depends on the key, the data or the S-box: `soft.rs`,
+//! `avx2.rs` and `avx512.rs` explain how, and how it was checked:
+//! `scripts/gost-ct-disasm.sh` (the addressing forms and branches of the hot loops) and
+//! `scripts/gost-ct-cachegrind.sh` (identical instruction, access and L1-miss counts for
+//! different secrets, on the backends valgrind runs). The mode
 //! layers branch only on lengths, block counts and the register index, all public.
 
 /// The in-place and out-of-place methods of a mode type, all four through the type's
@@ -135,6 +141,8 @@ macro_rules! debug_state {
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
+#[cfg(target_arch = "x86_64")]
+mod avx512;
 mod backend;
 mod chain;
 pub mod gost89;
@@ -323,10 +331,33 @@ impl Core {
     #[inline(always)]
     fn simd_ecb(&self, rounds: &[usize; 32], io: InOut<'_>, side: Option<&mut SideJob>) -> usize {
         #[cfg(target_arch = "x86_64")]
-        if self.backend == GostBackend::Avx2 {
-            return avx2::ecb(&self.s.k, rounds, self.sbox, self.order, io, side);
+        match self.backend {
+            GostBackend::Avx512 => return avx512::run(self, rounds, avx512::Job::Ecb, io, side),
+            GostBackend::Avx2 => {
+                return avx2::ecb(&self.s.k, rounds, self.sbox, self.order, io, side);
+            }
+            _ => {}
         }
         let _ = (rounds, io, side);
+        0
+    }
+
+    /// XORs the keystream of `ctr` into the whole blocks of `io` on this key's counter
+    /// kernel, which makes the counter blocks in registers; returns the bytes done: all
+    /// whole blocks, or 0 (then `side` is untouched) when the backend has no counter
+    /// kernel or `io` holds fewer than two blocks. `side` runs among the kernel's rounds;
+    /// the caller finishes it.
+    pub(crate) fn ctr_kernel(
+        &self,
+        ctr: keystream::Counter,
+        io: InOut<'_>,
+        side: Option<&mut SideJob>,
+    ) -> usize {
+        #[cfg(target_arch = "x86_64")]
+        if self.backend == GostBackend::Avx512 {
+            return avx512::run(self, &ENC_ORDER, avx512::Job::Ctr(ctr), io, side);
+        }
+        let _ = (ctr, io, side);
         0
     }
 }
@@ -422,6 +453,73 @@ pub(crate) fn self_test(backend: GostBackend) -> bool {
                 }
             }
         }
+        if !counter_kernel_matches(&soft, &tested) {
+            return false;
+        }
     }
     true
+}
+
+/// The counter kernel of `tested` (if it has one) against counter blocks encrypted by
+/// `soft`: Magma's count across the 2^32 carry and the 2^64 wrap, and CNT with its
+/// mod 2^32 - 1 word from 0, 1 below 2^32 - 1 and 2^32 - 1, at 2, 17 and 131 blocks.
+fn counter_kernel_matches(soft: &Core, tested: &Core) -> bool {
+    use keystream::Counter;
+    let starts = [
+        Counter::Add64(0x0000_0001_ffff_fff9),
+        Counter::Add64(u64::MAX - 20),
+        Counter::Cnt(0xffff_ff00, 0),
+        Counter::Cnt(7, 0xffff_fffe),
+        Counter::Cnt(0xdead_beef, 0xffff_ffff),
+    ];
+    for start in starts {
+        for blocks in [2usize, 17, 131] {
+            let data: Vec<u8> = (0..blocks * 8).map(|i| (i * 13 + 5) as u8).collect();
+            let mut want = vec![0u8; data.len()];
+            let mut c = start;
+            for b in want.chunks_exact_mut(BLOCK) {
+                b.copy_from_slice(&soft.order.store(c.next_block()));
+            }
+            soft.ecb(Dir::Encrypt, InOut::InPlace(&mut want));
+            for (w, d) in want.iter_mut().zip(&data) {
+                *w ^= d;
+            }
+            let mut got = data.clone();
+            match tested.ctr_kernel(start, InOut::InPlace(&mut got), None) {
+                0 => return true,
+                n if n != got.len() || got != want => return false,
+                _ => {}
+            }
+        }
+    }
+    true
+}
+
+/// The best of five timed runs of `run`, in seconds per unit (`units` in a run): the
+/// least disturbed one.
+pub(crate) fn best_seconds(units: usize, mut run: impl FnMut()) -> f64 {
+    (0..5)
+        .map(|_| {
+            let t = std::time::Instant::now();
+            run();
+            t.elapsed().as_secs_f64() / units as f64
+        })
+        .fold(f64::INFINITY, f64::min)
+}
+
+impl GostBackend {
+    /// The cost of one round on one block, in seconds, measured now in this process (a
+    /// few milliseconds): the rounds alone of the backend's kernel on as many blocks as
+    /// it keeps in flight (`soft`: one block after another, as its sequential modes run).
+    /// `None` when the backend is not usable here.
+    pub fn round_seconds(self) -> Option<f64> {
+        self.ensure_usable().ok()?;
+        #[cfg(target_arch = "x86_64")]
+        match self {
+            GostBackend::Avx512 => return Some(avx512::round_seconds()),
+            GostBackend::Avx2 => return Some(avx2::round_seconds()),
+            _ => {}
+        }
+        Some(soft::round_seconds())
+    }
 }

@@ -174,6 +174,23 @@ impl Drop for SideJob {
     }
 }
 
+/// Seconds per round of one block after another (each the encryption of the last), the
+/// best of five runs.
+pub(crate) fn round_seconds() -> f64 {
+    let s = Schedule {
+        k: [0x1234_5678; 8],
+        sbox: PackedSbox::pack(super::Sbox::Tc26Z.rows()),
+    };
+    let blocks = 4000;
+    super::best_seconds(blocks * 32, || {
+        let mut x = std::hint::black_box(1u64);
+        for _ in 0..blocks {
+            x = s.encrypt(x);
+        }
+        std::hint::black_box(x);
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
