@@ -57,7 +57,7 @@ pub enum Command {
     Cipher(CipherArgs),
     /// Show the CPU features seen and the backend chosen for each algorithm.
     #[command(after_long_help = BACKENDS_HELP)]
-    Backends,
+    Backends(BackendsArgs),
     /// Measure sectorcrypt against OpenSSL, in the same process (build with --release).
     #[command(after_long_help = BENCH_HELP)]
     Bench(BenchArgs),
@@ -266,9 +266,21 @@ pub struct DumpArgs {
     pub image: PathBuf,
     #[command(flatten)]
     pub header: HeaderArg,
-    /// Print the metadata as JSON (LUKS2: its own document).
-    #[arg(long)]
-    pub json: bool,
+    /// Print JSON: the format's own metadata (LUKS2: its document, as cryptsetup's
+    /// --dump-json-metadata), or with --json=common the fields every format shares, the
+    /// metadata under "metadata" (docs/JSON.md).
+    #[arg(long, value_enum, value_name = "FORM", num_args = 0..=1, require_equals = true,
+          default_missing_value = "metadata")]
+    pub json: Option<DumpJson>,
+}
+
+/// `dump --json=FORM`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DumpJson {
+    /// The format's own metadata document.
+    Metadata,
+    /// The fields every format shares, with the metadata document under "metadata".
+    Common,
 }
 
 #[derive(Debug, Args)]
@@ -302,6 +314,10 @@ pub struct TestKeyArgs {
     pub image: PathBuf,
     #[command(flatten)]
     pub header: HeaderArg,
+    /// Print the outcome as JSON: the keyslot that opened, or why none did (the exit
+    /// code is the same).
+    #[arg(long)]
+    pub json: bool,
     #[command(flatten)]
     pub key: KeyArgs,
 }
@@ -372,6 +388,13 @@ pub struct ResizeArgs {
     /// The image's size before it grew (bytes, or with K, M, G, T), geli's -s oldsize.
     #[arg(long, value_name = "SIZE")]
     pub old_size: String,
+}
+
+#[derive(Debug, Args)]
+pub struct BackendsArgs {
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 const BACKENDS_HELP: &str = "\

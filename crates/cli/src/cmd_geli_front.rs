@@ -172,7 +172,7 @@ pub fn run(a: GeliArgs) -> Result<(), Failure> {
             cmd_volume::dump(DumpArgs {
                 image: p.prov,
                 header: HeaderArg::default(),
-                json: false,
+                json: None,
             })
         }
         Verb::Version(a) => version(a),
@@ -233,6 +233,7 @@ fn attach(a: AttachArgs, v: bool) -> Result<(), Failure> {
         return cmd_volume::test_key(TestKeyArgs {
             image: a.prov,
             header: HeaderArg::default(),
+            json: false,
             key,
         });
     }

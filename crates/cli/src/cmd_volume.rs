@@ -8,11 +8,12 @@
 //! `format` names a format (`--type`).
 
 use crate::args::{
-    AddKeyArgs, DumpArgs, EraseArgs, FormatArgs, HeaderCommand, LuksType, PbkdfArgs, RemoveKeyArgs,
-    RepairArgs, TestKeyArgs,
+    AddKeyArgs, DumpArgs, DumpJson, EraseArgs, FormatArgs, HeaderCommand, LuksType, PbkdfArgs,
+    RemoveKeyArgs, RepairArgs, TestKeyArgs,
 };
 use crate::failure::Failure;
 use crate::image::{self, Access, Image};
+use crate::json_report;
 use crate::passphrase::{self, Secret};
 use sectorcrypt_cli::parse_size;
 use sectorcrypt_volume::format::dump;
@@ -221,8 +222,8 @@ fn print_json(v: &serde_json::Value) -> Result<(), Failure> {
 /// Shows the header, as `cryptsetup luksDump`. A header that fails validation exits 2, as
 /// there, after what can still be read of it (with each problem) is printed.
 pub fn dump(a: DumpArgs) -> Result<(), Failure> {
-    let h = match image::open(&a.image, &a.header, Access::Inspect) {
-        Ok(img) => img.header,
+    let img = match image::open(&a.image, &a.header, Access::Inspect) {
+        Ok(img) => img,
         Err(f) => {
             if f.exit_code() == 2 {
                 print_salvaged(&a)?;
@@ -230,11 +231,16 @@ pub fn dump(a: DumpArgs) -> Result<(), Failure> {
             return Err(f);
         }
     };
-    if a.json {
-        print_json(&h.to_json())
-    } else {
-        print!("{}", h.dump());
-        Ok(())
+    match a.json {
+        Some(DumpJson::Metadata) => print_json(&img.header.to_json()),
+        Some(DumpJson::Common) => print_json(&json_report::common(
+            &img.header,
+            img.files.placement().data(),
+        )),
+        None => {
+            print!("{}", img.header.dump());
+            Ok(())
+        }
     }
 }
 
@@ -247,9 +253,10 @@ fn print_salvaged(a: &DumpArgs) -> Result<(), Failure> {
         return Ok(());
     };
     match (a.json, &s.json) {
-        (true, Some(json)) => print_json(json),
-        (true, None) => Ok(()),
-        (false, _) => {
+        (Some(DumpJson::Metadata), Some(json)) => print_json(json),
+        (Some(DumpJson::Metadata), None) => Ok(()),
+        (Some(DumpJson::Common), json) => print_json(&json_report::refused(json.as_ref())),
+        (None, _) => {
             print!("{}", dump::render(&s.report));
             Ok(())
         }
@@ -342,8 +349,18 @@ pub fn remove_key(a: RemoveKeyArgs) -> Result<(), Failure> {
 }
 
 pub fn test_key(a: TestKeyArgs) -> Result<(), Failure> {
-    let u = image::open(&a.image, &a.header, Access::Inspect)?.unlock(&a.key)?;
-    println!("keyslot {} opens {}", u.keyslot, a.image.display());
+    let opened =
+        image::open(&a.image, &a.header, Access::Inspect).and_then(|mut i| i.unlock(&a.key));
+    if a.json {
+        print_json(&json_report::test_key(
+            &a.image,
+            opened.as_ref().map(|u| u.keyslot),
+        ))?;
+    }
+    let u = opened?;
+    if !a.json {
+        println!("keyslot {} opens {}", u.keyslot, a.image.display());
+    }
     Ok(())
 }
 

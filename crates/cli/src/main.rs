@@ -22,6 +22,7 @@ mod cmd_volume_io;
 mod fuse_workers;
 mod image;
 mod image_store;
+mod json_report;
 mod listed;
 mod locator;
 mod memory;
@@ -42,7 +43,7 @@ fn main() {
     locator::configure(cli.remote.options());
     let result = match cli.command {
         Command::Cipher(a) => cmd_cipher::run(a),
-        Command::Backends => cmd_backends::run(),
+        Command::Backends(a) => cmd_backends::run(a.json),
         Command::Bench(a) => cmd_bench::run(a),
         Command::Demo => cmd_demo::run(),
         Command::Format(a) => cmd_volume::format(a),

@@ -92,6 +92,10 @@ pub trait Format: fmt::Debug + Send + Sync + Any {
         keyslot: usize,
     ) -> Result<Unlocked>;
 
+    /// Where the data is and how it is encrypted, as [`Format::unlocked`] opens it, read
+    /// from the header alone (no key): what `dump` and scripts are shown.
+    fn volume_info(&self, store: &dyn Store) -> Result<VolumeInfo>;
+
     /// Whether `key` is this volume's key.
     fn verify_key(&self, key: &[u8]) -> Result<bool>;
 
@@ -330,6 +334,11 @@ impl Header {
     /// The volume UUID, when the format has one.
     pub fn uuid(&self) -> Option<&str> {
         self.0.uuid()
+    }
+
+    /// Where the data is and how it is encrypted, without the key.
+    pub fn volume_info(&self, store: &dyn Store) -> Result<VolumeInfo> {
+        self.0.volume_info(store)
     }
 
     /// Numbers of the active keyslots.

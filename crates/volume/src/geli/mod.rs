@@ -386,6 +386,18 @@ impl Geli {
         } else {
             1 << keys::ZONE_SHIFT
         };
+        let info = self.info_of(&cipher, size);
+        let auth_key = cipher.mac.map(|_| keys::auth_key(&key));
+        let unlocked = Unlocked::new(info, cipher.spec, key, keyslot)
+            .with_zones(zone_sectors, Arc::new(zones));
+        Ok(match (auth_key, self.sector_metadata()) {
+            (Some(akey), Some(md)) => unlocked.with_auth(md, &akey[..], cipher.encrypted),
+            _ => unlocked,
+        })
+    }
+
+    /// What the data of `size` bytes under `cipher` (this metadata's) looks like.
+    fn info_of(&self, cipher: &Cipher, size: u64) -> VolumeInfo {
         let mut name = match cipher.encrypted {
             true => format!(
                 "{}-{}",
@@ -397,20 +409,13 @@ impl Geli {
         if cipher.mac.is_some() {
             name = format!("{name} + {}", algo::name(self.md.aalgo).to_lowercase());
         }
-        let info = VolumeInfo {
+        VolumeInfo {
             cipher: name,
             sector_size: self.md.sectorsize as usize,
             iv: IvRule::ByteOffset,
             data_offset: 0,
             data_size: size,
-        };
-        let auth_key = cipher.mac.map(|_| keys::auth_key(&key));
-        let unlocked = Unlocked::new(info, cipher.spec, key, keyslot)
-            .with_zones(zone_sectors, Arc::new(zones));
-        Ok(match (auth_key, self.sector_metadata()) {
-            (Some(akey), Some(md)) => unlocked.with_auth(md, &akey[..], cipher.encrypted),
-            _ => unlocked,
-        })
+        }
     }
 
     /// Writes the metadata sector of `store` (the rest of the sector zeroed) and syncs.
@@ -492,6 +497,11 @@ impl Format for Geli {
     ) -> Result<Unlocked> {
         self.check_provider(store, false)?;
         self.open_data(key, keyslot, self.data_size())
+    }
+
+    fn volume_info(&self, store: &dyn Store) -> Result<VolumeInfo> {
+        self.check_provider(store, false)?;
+        Ok(self.info_of(&self.cipher()?, self.data_size()))
     }
 
     fn verify_key(&self, key: &[u8]) -> Result<bool> {

@@ -524,8 +524,12 @@ impl Format for Luks1 {
         key: Zeroizing<Vec<u8>>,
         keyslot: usize,
     ) -> Result<Unlocked> {
-        let cipher = self.cipher();
-        let spec = cipher_spec(&cipher, key.len())?;
+        let info = self.volume_info(store)?;
+        let spec = cipher_spec(&info.cipher, key.len())?;
+        Ok(Unlocked::new(info, spec, key, keyslot))
+    }
+
+    fn volume_info(&self, store: &dyn Store) -> Result<VolumeInfo> {
         let image = store::size(store)?;
         let offset = self.payload_offset as u64 * 512;
         if image < offset {
@@ -533,14 +537,13 @@ impl Format for Luks1 {
                 "the data area starts at {offset} but the image has {image} bytes"
             )));
         }
-        let info = VolumeInfo {
-            cipher,
+        Ok(VolumeInfo {
+            cipher: self.cipher(),
             sector_size: 512,
             iv: IvRule::Units512 { first: 0 },
             data_offset: offset,
             data_size: (image - offset) / 512 * 512,
-        };
-        Ok(Unlocked::new(info, spec, key, keyslot))
+        })
     }
 
     /// Whether `key` matches the volume key digest.

@@ -441,8 +441,13 @@ impl Format for Luks2 {
         key: Zeroizing<Vec<u8>>,
         keyslot: usize,
     ) -> Result<Unlocked> {
+        let info = self.volume_info(store)?;
+        let spec = cipher_spec(&info.cipher, key.len())?;
+        Ok(Unlocked::new(info, spec, key, keyslot))
+    }
+
+    fn volume_info(&self, store: &dyn Store) -> Result<VolumeInfo> {
         let seg = self.segment()?;
-        let spec = cipher_spec(&seg.encryption, key.len())?;
         let image = store::size(store)?;
         let data_size = match seg.size {
             Some(s) => match seg.offset.checked_add(s) {
@@ -462,7 +467,7 @@ impl Format for Luks2 {
                 ))
             })?,
         };
-        let info = VolumeInfo {
+        Ok(VolumeInfo {
             cipher: seg.encryption.clone(),
             sector_size: seg.sector_size,
             iv: IvRule::Units512 {
@@ -470,8 +475,7 @@ impl Format for Luks2 {
             },
             data_offset: seg.offset,
             data_size: data_size / seg.sector_size as u64 * seg.sector_size as u64,
-        };
-        Ok(Unlocked::new(info, spec, key, keyslot))
+        })
     }
 
     /// Whether `key` matches the volume key digest.
