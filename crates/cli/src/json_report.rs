@@ -3,7 +3,6 @@
 //! what `dump --json` prints (LUKS2's as cryptsetup's `luksDump --dump-json-metadata`).
 
 use crate::failure::Failure;
-use sectorcrypt_volume::kdf::Kdf;
 use sectorcrypt_volume::{Header, Store};
 use serde_json::{json, Value};
 use std::path::Path;
@@ -17,7 +16,7 @@ pub fn common(h: &Header, data: &dyn Store) -> Value {
         .active_keyslots()
         .unwrap_or_default()
         .into_iter()
-        .map(|slot| json!({ "slot": slot, "kdf": h.keyslot_kdf(slot).ok().map(kdf) }))
+        .map(|slot| json!({ "slot": slot, "kdf": h.keyslot_kdf(slot).ok().map(|k| k.to_json()) }))
         .collect();
     json!({
         "format": h.name(),
@@ -44,28 +43,6 @@ pub fn refused(metadata: Option<&Value>) -> Value {
         "keyslots": [],
         "metadata": metadata,
     })
-}
-
-/// A keyslot's KDF and its costs (no salt).
-fn kdf(k: Kdf) -> Value {
-    match k {
-        Kdf::Pbkdf2 { hash, iterations } => json!({
-            "type": "pbkdf2",
-            "hash": hash.name(),
-            "iterations": iterations,
-        }),
-        Kdf::Argon2 {
-            kind,
-            time,
-            memory_kib,
-            parallel,
-        } => json!({
-            "type": kind.name(),
-            "time": time,
-            "memory_kib": memory_kib,
-            "parallel": parallel,
-        }),
-    }
 }
 
 /// `test-key --json`: the keyslot that opened `image`, or why none did, with the exit

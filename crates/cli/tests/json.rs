@@ -110,15 +110,15 @@ fn file(dir: &Path, name: &str, text: &str) -> PathBuf {
     p
 }
 
-/// A 20 MiB volume made by cryptsetup (`luksFormat ARGS`), opened by the passphrase in `key`.
-fn cryptsetup_volume(dir: &Path, name: &str, key: &Path, args: &[&str]) -> PathBuf {
+/// A 20 MiB volume made by cryptsetup (`luksFormat ARGS`, split at spaces), opened by the passphrase in `key`.
+fn cryptsetup_volume(dir: &Path, name: &str, key: &Path, args: &str) -> PathBuf {
     let img = dir.join(name);
     std::fs::File::create(&img)
         .unwrap()
         .set_len(20 << 20)
         .unwrap();
     let mut all = vec!["luksFormat", "--batch-mode", "--key-file", s(key)];
-    all.extend_from_slice(args);
+    all.extend(args.split(' '));
     all.push(s(&img));
     cryptsetup(&all);
     img
@@ -174,18 +174,7 @@ fn luks2_dump_is_cryptsetups_document_and_common_fields_match_it() {
         d,
         "l2.img",
         &k0,
-        &[
-            "--type",
-            "luks2",
-            "--pbkdf",
-            "argon2id",
-            "--pbkdf-memory",
-            "32",
-            "--pbkdf-force-iterations",
-            "4",
-            "--sector-size",
-            "4096",
-        ],
+        "--type luks2 --pbkdf argon2id --pbkdf-memory 32 --pbkdf-force-iterations 4 --sector-size 4096",
     );
     let pbkdf2 = ["--pbkdf", "pbkdf2", "--pbkdf-force-iterations", "1000"];
     let args = [
@@ -221,16 +210,10 @@ fn luks2_dump_is_cryptsetups_document_and_common_fields_match_it() {
     assert_eq!(slots, [0, 3]);
     for k in common["keyslots"].as_array().unwrap() {
         let theirs = &theirs["keyslots"][num(&k["slot"]).to_string()]["kdf"];
-        let kdf = &k["kdf"];
-        assert_eq!(kdf["type"], theirs["type"]);
-        if theirs["type"] == "pbkdf2" {
-            assert_eq!(kdf["hash"], theirs["hash"]);
-            assert_eq!(kdf["iterations"], theirs["iterations"]);
-        } else {
-            assert_eq!(kdf["time"], theirs["time"]);
-            assert_eq!(kdf["memory_kib"], theirs["memory"]);
-            assert_eq!(kdf["parallel"], theirs["cpus"]);
-        }
+        // cryptsetup's kdf object, less the salt.
+        let mut want = theirs.clone();
+        want.as_object_mut().unwrap().remove("salt");
+        assert_eq!(k["kdf"], want);
         // No salt outside the document cryptsetup prints.
         let salt = theirs["salt"].as_str().unwrap();
         let mut outside = common.clone();
@@ -275,16 +258,7 @@ fn luks1_dump_matches_cryptsetups_luksdump() {
         d,
         "l1.img",
         &k0,
-        &[
-            "--type",
-            "luks1",
-            "--cipher",
-            "aes-cbc-essiv:sha256",
-            "--key-size",
-            "256",
-            "--pbkdf-force-iterations",
-            "1000",
-        ],
+        "--type luks1 --cipher aes-cbc-essiv:sha256 --key-size 256 --pbkdf-force-iterations 1000",
     );
     let text = cryptsetup(&["luksDump", s(&img)]);
     let md = json(sc(&["dump", s(&img), "--json"], b""));

@@ -131,6 +131,24 @@ impl fmt::Display for Kdf {
 }
 
 impl Kdf {
+    /// The KDF and its costs under the names of a LUKS2 keyslot's `kdf` object (`type`;
+    /// `hash`, `iterations`; or `time`, `memory`, `cpus`), without the salt.
+    pub fn to_json(&self) -> serde_json::Value {
+        match *self {
+            Kdf::Pbkdf2 { hash, iterations } => serde_json::json!({
+                "type": "pbkdf2", "hash": hash.name(), "iterations": iterations,
+            }),
+            Kdf::Argon2 {
+                kind,
+                time,
+                memory_kib,
+                parallel,
+            } => serde_json::json!({
+                "type": kind.name(), "time": time, "memory": memory_kib, "cpus": parallel,
+            }),
+        }
+    }
+
     /// Derives `out.len()` bytes from `passphrase` and `salt`.
     pub fn derive(&self, passphrase: &[u8], salt: &[u8], out: &mut [u8]) -> Result<()> {
         match *self {

@@ -215,21 +215,9 @@ pub(super) fn id_list_text(v: &Value) -> String {
 }
 
 pub(super) fn kdf_json(kdf: &Kdf, salt: &[u8]) -> Value {
-    match *kdf {
-        Kdf::Pbkdf2 { hash, iterations } => json!({
-            "type": "pbkdf2", "hash": hash.name(), "iterations": iterations,
-            "salt": B64.encode(salt),
-        }),
-        Kdf::Argon2 {
-            kind,
-            time,
-            memory_kib,
-            parallel,
-        } => json!({
-            "type": kind.name(), "time": time, "memory": memory_kib, "cpus": parallel,
-            "salt": B64.encode(salt),
-        }),
-    }
+    let mut v = kdf.to_json();
+    v["salt"] = Value::String(B64.encode(salt));
+    v
 }
 
 /// The typed view of keyslot `id`, or why it cannot be used here.
