@@ -17,7 +17,7 @@ use crate::luks::fields::align_up;
 use crate::luks::keyslot::{digest_matches, MAX_KEY_BYTES};
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine as _;
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
 /// LUKS2 keyslots are numbered 0..32.
 pub const MAX_KEYSLOTS: usize = 32;
