@@ -208,11 +208,7 @@ fn help_text(roff: &mut Roff, text: &str) {
             roff.control("PP", []);
             paragraph = true;
         }
-        roff.text([roman(if indented {
-            &line[2.min(line.len())..]
-        } else {
-            line
-        })]);
+        roff.text([roman(line.strip_prefix("  ").unwrap_or(line))]);
         last = line;
     }
     if verbatim {

@@ -308,15 +308,17 @@ struct Invocation {
     line: String,
 }
 
-/// What README.md says of the command line: the `sectorcrypt ...` invocations of its code
-/// blocks and inline code, and the long flags it names elsewhere (comments, prose).
+/// What README.md says of the command line: the `sectorcrypt ...` invocations of its shell
+/// code blocks and inline code, and the long flags it names elsewhere (comments, prose,
+/// inline code that is a bare flag). Other languages' blocks and other programs' command
+/// lines are not read.
 #[derive(Default)]
 struct Readme {
     invocations: Vec<Invocation>,
     loose_flags: BTreeSet<String>,
 }
 
-/// Long flags (`--name`, up to any `=`) among `words`.
+/// Long flags (`--name`, up to any `=`) among the words of `text`.
 fn long_flags(text: &str) -> impl Iterator<Item = String> + '_ {
     text.split(|c: char| c.is_whitespace() || "[]()`,;|'\"".contains(c))
         .filter(|w| {
@@ -327,28 +329,35 @@ fn long_flags(text: &str) -> impl Iterator<Item = String> + '_ {
 }
 
 impl Readme {
+    /// Reads README.md's `text`; `top_commands` are sectorcrypt's commands.
     fn parse(text: &str, top_commands: &[String]) -> Readme {
         let mut readme = Readme::default();
-        let mut in_code = false;
+        // Inside a fence: whether it holds shell lines (no language, sh, bash, console).
+        let mut fence: Option<bool> = None;
         let mut pending = String::new();
         for line in text.lines() {
-            if line.trim_start().starts_with("```") {
-                in_code = !in_code;
+            if let Some(info) = line.trim_start().strip_prefix("```") {
+                fence = match fence {
+                    Some(_) => None,
+                    None => Some(["", "sh", "bash", "shell", "console"].contains(&info.trim())),
+                };
                 continue;
             }
-            if !in_code {
-                for (i, span) in line.split('`').enumerate() {
-                    if i % 2 == 1 {
-                        let before = readme.invocations.len();
-                        readme.shell_line(span, top_commands);
-                        if readme.invocations.len() == before {
+            match fence {
+                Some(false) => continue,
+                Some(true) => {}
+                None => {
+                    // Prose: inline code that is a sectorcrypt command line, or bare flags
+                    // (`--retry N`); other programs' command lines are theirs.
+                    for (i, span) in line.split('`').enumerate() {
+                        if i % 2 == 0 || span.starts_with('-') {
                             readme.loose_flags.extend(long_flags(span));
+                        } else if span.starts_with("sectorcrypt ") {
+                            readme.shell_line(span, top_commands);
                         }
-                    } else {
-                        readme.loose_flags.extend(long_flags(span));
                     }
+                    continue;
                 }
-                continue;
             }
             // Shell lines continued with a backslash are one command line.
             if let Some(head) = line.strip_suffix('\\') {
