@@ -133,6 +133,9 @@ fn bash_completion_loads_and_completes_commands_and_flags() {
     assert!(!open.contains(&"--foreground".to_string()), "{open:?}");
     let mount = bash_complete(&script, &["sectorcrypt", "mount", "--fo"]);
     assert_eq!(mount, ["--foreground"]);
+    // A flag's values, where the parser has a list of them.
+    let types = bash_complete(&script, &["sectorcrypt", "format", "d.img", "--type", ""]);
+    assert_eq!(types, ["luks2", "luks1", "geli"]);
 }
 
 #[test]
@@ -179,7 +182,12 @@ fn zsh_and_fish_scripts_parse_and_name_every_command() {
 #[test]
 fn completions_refuse_an_unknown_shell() {
     let o = sc(&["completions", "tcsh"], b"");
-    assert_eq!(code(&o), 2, "{}", String::from_utf8_lossy(&o.stderr));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(code(&o), 2, "{err}");
+    assert!(
+        err.contains("invalid value 'tcsh'") && err.contains("bash, zsh, fish"),
+        "{err}"
+    );
     assert!(o.stdout.is_empty());
 }
 
