@@ -106,11 +106,24 @@ if wait_sock "$work/sc.sock"; then
 else
     echo "NBD legs skipped: sectorcrypt serve $spec: $(tail -1 "$work/sc.log")"
 fi
+# Writing needs the image's exclusive lock, which librbd hands from client to client on
+# request; the NBD servers stay open between legs, so the leg after another server's
+# writes would time that hand-over too. One small untimed write takes the lock first (the
+# same for every server; the copy overwrites it).
+take_lock() { # URI
+    /usr/bin/python3 -c 'import nbd, sys
+h = nbd.NBD()
+h.connect_uri(sys.argv[1])
+h.pwrite(bytes(65536), 0)
+h.flush()
+h.shutdown()' "$1"
+}
 nbd() { # LEG-SOCKET read|write -> MB/s
     local uri="nbd+unix:///?socket=$work/$1.sock"
     if [ "$2" = read ]; then
         timed nbdcopy --connections 4 --requests 16 "$uri" null:
     else
+        take_lock "$uri"
         timed nbdcopy --connections 4 --requests 16 "$work/src" "$uri"
     fi
 }

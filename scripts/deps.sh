@@ -13,12 +13,14 @@ set -euo pipefail
 # images with a known file), python3-cryptography (the reference model tests/geli_ref.py),
 # xz-utils (the compressed FreeBSD-made images).
 # TLS tests: openssl (the command line makes their X.509 certificates).
+# Manual and completion tests: groff-base (renders the man pages), zsh and fish (load the
+# completion scripts).
 # `deps.sh bench`: fio (its nbd engine gives bench/nbd.sh the 4 KiB random-read IOPS).
 # `deps.sh ceph`: the single-node cluster of scripts/ceph.sh (ceph-mon, ceph-osd,
 # ceph-common, uuid-runtime) and librbd-dev/librados-dev, which the `rbd` feature links.
 needed=(pkg-config libssl-dev cryptsetup-bin qemu-utils nbdkit libnbd-bin fuse3
     libengine-gost-openssl e2fsprogs python3-libnbd grub-common dosfstools mtools
-    python3-cryptography xz-utils openssl)
+    python3-cryptography xz-utils openssl groff-base zsh fish)
 if [ "${1:-}" = bench ]; then
     needed=(fio)
 fi

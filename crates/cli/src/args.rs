@@ -5,7 +5,7 @@ use clap::builder::PossibleValue;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 
-const EXIT_CODES: &str =
+pub const EXIT_CODES: &str =
     "Exit codes: 0 success, 1 runtime failure (I/O), 2 bad usage or bad input \
 (nothing is written to the output then), 3 wrong passphrase (no keyslot opens with it).";
 
@@ -116,6 +116,12 @@ pub enum Command {
     Close(crate::args_open::CloseArgs),
     /// List the volumes `open` serves: format, cipher, size, URI, mount, loop device.
     Status(crate::args_open::StatusArgs),
+    /// Print the completion script of a shell (bash, zsh or fish) for sectorcrypt.
+    #[command(after_long_help = crate::args_manuals::COMPLETIONS_HELP)]
+    Completions(crate::args_manuals::CompletionsArgs),
+    /// Write the manual pages of sectorcrypt and of each of its commands into a folder.
+    #[command(after_long_help = crate::args_manuals::MAN_HELP)]
+    Man(crate::args_manuals::ManArgs),
 }
 
 const FORMAT_HELP: &str = "\

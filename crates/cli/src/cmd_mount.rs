@@ -3,9 +3,9 @@
 //! no libfuse needed).
 //!
 //! The file system has two inodes: the root directory and `disk`, a regular file of the
-//! volume's size. Every open of `disk` is direct I/O, so the kernel keeps no page cache of
-//! the plaintext and each read or write reaches the engine (which is what a loop device on
-//! top wants). The size cannot change; `fsync` is the volume's flush, and so is unmounting.
+//! volume's size. Every open of `disk` is direct I/O (FOPEN_DIRECT_IO, or the caller's own
+//! O_DIRECT), so the kernel keeps no page cache of the plaintext and each read or write
+//! reaches the engine (which is what a loop device on top wants). The size cannot change; `fsync` is the volume's flush, and so is unmounting.
 //! Requests are read on the session's thread and the disk's reads and writes run on a few
 //! workers (`fuse_workers`), several at once; they go up to 1 MiB each (FUSE's max_pages).
 //!
@@ -168,7 +168,15 @@ impl Filesystem for DiskFs {
         if self.export.read_only() && flags & libc::O_ACCMODE != libc::O_RDONLY {
             return reply.error(libc::EROFS);
         }
-        reply.opened(0, FOPEN_DIRECT_IO);
+        // An O_DIRECT open bypasses the page cache by itself, and through the kernel's
+        // direct I/O path, which sends the pieces of one large read or write at once
+        // (FUSE_ASYNC_DIO) so that the workers run them together. Every other open is
+        // direct_io: no page cache of the plaintext either, pieces one after the other.
+        if flags & libc::O_DIRECT != 0 {
+            reply.opened(0, 0);
+        } else {
+            reply.opened(0, FOPEN_DIRECT_IO);
+        }
     }
 
     fn read(

@@ -5,6 +5,7 @@
 
 mod args;
 mod args_geli;
+mod args_manuals;
 mod args_open;
 mod args_tls;
 mod ciphers;
@@ -14,6 +15,7 @@ mod cmd_cipher;
 mod cmd_demo;
 mod cmd_geli;
 mod cmd_geli_front;
+mod cmd_manuals;
 mod cmd_mount;
 mod cmd_open;
 mod cmd_serve;
@@ -65,6 +67,8 @@ fn main() {
         Command::Open { open, named } => cmd_open::open(open, named),
         Command::Close(a) => cmd_open::close(a),
         Command::Status(a) => cmd_open::status(a),
+        Command::Completions(a) => cmd_manuals::completions(a),
+        Command::Man(a) => cmd_manuals::man(a),
     };
     memory::warn_if_unlocked();
     if let Err(f) = result {

@@ -341,6 +341,23 @@ fn bad_nbd_and_nbds_uris_are_usage_errors() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("socket"));
 }
 
+/// A LUKS2 volume with a detached header: `d/hdr.img` and 8 MiB of data in `d/data.img`.
+fn detached_volume(d: &Path, key: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
+    let (hdr, data) = (d.join("hdr.img"), d.join("data.img"));
+    std::fs::write(&data, vec![0u8; 8 << 20]).unwrap();
+    let mut args = vec![
+        "format",
+        s(&data),
+        "--header",
+        s(&hdr),
+        "--key-file",
+        s(key),
+    ];
+    args.extend(FAST);
+    ok(sc(&args, b""));
+    (hdr, data)
+}
+
 /// `mount` of an NBD URI shows the same plaintext as `read` of it, and a detached header
 /// can itself live on an export (`--header URI`) with the data in a local file.
 #[test]
@@ -350,11 +367,7 @@ fn mount_and_a_detached_header_take_uris_too() {
     let d = dir.path();
     let k = key_file(d, "k", "remote header");
     // Detached: header in hdr.img (exported), data in data.img (local).
-    let (hdr, data) = (d.join("hdr.img"), d.join("data.img"));
-    std::fs::write(&data, vec![0u8; 8 << 20]).unwrap();
-    let mut args = vec!["format", s(&data), "--header", s(&hdr), "--key-file", s(&k)];
-    args.extend(FAST);
-    ok(sc(&args, b""));
+    let (hdr, data) = detached_volume(d, &k);
     let kit = Nbdkit::unix(
         &d.join("h.sock"),
         &["file", &format!("file={}", hdr.display())],
@@ -422,11 +435,7 @@ fn a_mount_serves_concurrent_reads_at_once() {
     let d = dir.path();
     let k = key_file(d, "k", "slow upstream");
     // A detached header (local) so that unlocking reads nothing from the slow export.
-    let (hdr, data) = (d.join("hdr.img"), d.join("data.img"));
-    std::fs::write(&data, vec![0u8; 8 << 20]).unwrap();
-    let mut args = vec!["format", s(&data), "--header", s(&hdr), "--key-file", s(&k)];
-    args.extend(FAST);
-    ok(sc(&args, b""));
+    let (hdr, data) = detached_volume(d, &k);
     let plain = pattern(8 << 20, 21);
     let input = d.join("in");
     std::fs::write(&input, &plain).unwrap();
