@@ -99,6 +99,11 @@ fn json(o: Output) -> Value {
     serde_json::from_str(&ok(o)).expect("JSON output")
 }
 
+/// `dump IMG FORM`'s JSON (FORM: `--json` or `--json=common`), of a run that succeeded.
+fn dump(img: &Path, form: &str) -> Value {
+    json(sc(&["dump", s(img), form], b""))
+}
+
 fn cryptsetup(args: &[&str]) -> String {
     String::from_utf8(run(Command::new("cryptsetup").args(args)).stdout).unwrap()
 }
@@ -110,8 +115,10 @@ fn file(dir: &Path, name: &str, text: &str) -> PathBuf {
     p
 }
 
-/// A 20 MiB volume made by cryptsetup (`luksFormat ARGS`, split at spaces), opened by the passphrase in `key`.
-fn cryptsetup_volume(dir: &Path, name: &str, key: &Path, args: &str) -> PathBuf {
+/// A 20 MiB volume `dir/NAME` made by cryptsetup (`luksFormat ARGS`, split at spaces) and
+/// the key file `dir/k0` of its passphrase, "zero".
+fn cryptsetup_volume(dir: &Path, name: &str, args: &str) -> (PathBuf, PathBuf) {
+    let key = &file(dir, "k0", "zero");
     let img = dir.join(name);
     std::fs::File::create(&img)
         .unwrap()
@@ -121,7 +128,7 @@ fn cryptsetup_volume(dir: &Path, name: &str, key: &Path, args: &str) -> PathBuf 
     all.extend(args.split(' '));
     all.push(s(&img));
     cryptsetup(&all);
-    img
+    (img, key.clone())
 }
 
 /// The value after `label:` on the first line of `text` that starts with it (trimmed).
@@ -140,6 +147,12 @@ fn num(v: &Value) -> u64 {
             .as_u64()
             .unwrap_or_else(|| panic!("not a number: {other}")),
     }
+}
+
+/// The numbers in `dump --json=common`'s `keyslots`.
+fn slot_numbers(common: &Value) -> Vec<u64> {
+    let slots = common["keyslots"].as_array().unwrap();
+    slots.iter().map(|k| num(&k["slot"])).collect()
 }
 
 /// The keyslot `cryptsetup open --test-passphrase -v` says `key` opens.
@@ -168,12 +181,10 @@ fn luks2_dump_is_cryptsetups_document_and_common_fields_match_it() {
     sectorcrypt_testkit::require!("cryptsetup");
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let k0 = file(d, "k0", "zero");
     let k3 = file(d, "k3", "three");
-    let img = cryptsetup_volume(
+    let (img, k0) = cryptsetup_volume(
         d,
         "l2.img",
-        &k0,
         "--type luks2 --pbkdf argon2id --pbkdf-memory 32 --pbkdf-force-iterations 4 --sector-size 4096",
     );
     let pbkdf2 = ["--pbkdf", "pbkdf2", "--pbkdf-force-iterations", "1000"];
@@ -188,9 +199,9 @@ fn luks2_dump_is_cryptsetups_document_and_common_fields_match_it() {
     cryptsetup(&args);
     let theirs: Value =
         serde_json::from_str(&cryptsetup(&["luksDump", "--dump-json-metadata", s(&img)])).unwrap();
-    let ours = json(sc(&["dump", s(&img), "--json"], b""));
+    let ours = dump(&img, "--json");
     assert_eq!(ours, theirs, "dump --json is cryptsetup's document");
-    let common = json(sc(&["dump", s(&img), "--json=common"], b""));
+    let common = dump(&img, "--json=common");
     assert_eq!(common["metadata"], theirs);
     assert_eq!(common["format"], "luks2");
     assert_eq!(common["uuid"], cryptsetup(&["luksUUID", s(&img)]).trim());
@@ -201,12 +212,7 @@ fn luks2_dump_is_cryptsetups_document_and_common_fields_match_it() {
     assert_eq!(num(&common["data_offset"]), num(&seg["offset"]));
     assert_eq!(seg["size"], "dynamic");
     assert_eq!(num(&common["size"]), (20 << 20) - num(&seg["offset"]));
-    let slots: Vec<u64> = common["keyslots"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|k| num(&k["slot"]))
-        .collect();
+    let slots = slot_numbers(&common);
     assert_eq!(slots, [0, 3]);
     for k in common["keyslots"].as_array().unwrap() {
         let theirs = &theirs["keyslots"][num(&k["slot"]).to_string()]["kdf"];
@@ -253,15 +259,13 @@ fn luks1_dump_matches_cryptsetups_luksdump() {
     sectorcrypt_testkit::require!("cryptsetup");
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let k0 = file(d, "k0", "zero");
-    let img = cryptsetup_volume(
+    let (img, k0) = cryptsetup_volume(
         d,
         "l1.img",
-        &k0,
         "--type luks1 --cipher aes-cbc-essiv:sha256 --key-size 256 --pbkdf-force-iterations 1000",
     );
     let text = cryptsetup(&["luksDump", s(&img)]);
-    let md = json(sc(&["dump", s(&img), "--json"], b""));
+    let md = dump(&img, "--json");
     assert_eq!(md["version"], 1);
     assert_eq!(md["cipher_name"], field(&text, "Cipher name"));
     assert_eq!(md["cipher_mode"], field(&text, "Cipher mode"));
@@ -297,7 +301,7 @@ fn luks1_dump_matches_cryptsetups_luksdump() {
             );
         }
     }
-    let common = json(sc(&["dump", s(&img), "--json=common"], b""));
+    let common = dump(&img, "--json=common");
     assert_eq!(common["metadata"], md);
     assert_eq!(common["format"], "luks1");
     assert_eq!(common["uuid"], md["uuid"]);
@@ -329,7 +333,7 @@ fn geli_dump_matches_the_reference_model_on_a_freebsd_image() {
     let img = geli::fixture("aes-xts-256-100", d);
     let pass = file(d, "pass", "password");
     let model = geli::model_ok(&["info", s(&img)]);
-    let md = json(sc(&["dump", s(&img), "--json"], b""));
+    let md = dump(&img, "--json");
     for k in [
         "magic",
         "version",
@@ -345,7 +349,7 @@ fn geli_dump_matches_the_reference_model_on_a_freebsd_image() {
     }
     assert_eq!(md["ealgo"], model["ealgo_name"]);
     assert_eq!(md["aalgo"], Value::Null, "no authentication");
-    let common = json(sc(&["dump", s(&img), "--json=common"], b""));
+    let common = dump(&img, "--json=common");
     assert_eq!(common["metadata"], md);
     assert_eq!(common["format"], "geli");
     assert_eq!(common["uuid"], Value::Null);
@@ -355,12 +359,7 @@ fn geli_dump_matches_the_reference_model_on_a_freebsd_image() {
     let unlocked = geli::model_ok(&["unlock", s(&img), "--passfile", s(&pass)]);
     assert_eq!(common["size"], unlocked["datasize"]);
     let keys = num(&model["keys"]);
-    let slots: Vec<u64> = common["keyslots"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|k| num(&k["slot"]))
-        .collect();
+    let slots = slot_numbers(&common);
     let want: Vec<u64> = (0..2).filter(|n| keys & (1 << n) != 0).collect();
     assert_eq!(slots, want);
     same_fields_as_doc(SECTIONS[3], &[&md], &[]);
@@ -383,7 +382,7 @@ fn dump_common_fields_are_the_documented_ones() {
     let l1 = d.join("l1");
     std::fs::create_dir(&l1).unwrap();
     let img = volumes::new_volume(&l1, &["--type", "luks1"]);
-    outputs.push(json(sc(&["dump", s(&img), "--json=common"], b"")));
+    outputs.push(dump(&img, "--json=common"));
     let img = d.join("l2.img");
     let key = file(d, "k", "zero");
     ok(sc(
@@ -403,9 +402,9 @@ fn dump_common_fields_are_the_documented_ones() {
         ],
         b"",
     ));
-    outputs.push(json(sc(&["dump", s(&img), "--json=common"], b"")));
+    outputs.push(dump(&img, "--json=common"));
     let img = geli::fixture("aes-xts-128-0", d);
-    outputs.push(json(sc(&["dump", s(&img), "--json=common"], b"")));
+    outputs.push(dump(&img, "--json=common"));
     let refs: Vec<&Value> = outputs.iter().collect();
     same_fields_as_doc(SECTIONS[0], &refs, &["metadata"]);
     // A refused header: the same fields, null, exit 2; the metadata as found, as
@@ -460,12 +459,13 @@ fn backends_json_agrees_with_cpuinfo_and_the_text_report() {
         .split(' ')
         .collect();
     let v = json(sc(&["backends", "--json"], b""));
-    let seen: BTreeSet<&str> = v["cpu_features"]
+    let in_order: Vec<&str> = v["cpu_features"]
         .as_array()
         .unwrap()
         .iter()
         .map(|f| f.as_str().unwrap())
         .collect();
+    let seen: BTreeSet<&str> = in_order.iter().copied().collect();
     for f in [
         "sse4.1",
         "aes",
@@ -484,12 +484,6 @@ fn backends_json_agrees_with_cpuinfo_and_the_text_report() {
         assert_eq!(seen.contains(f), flags.contains(flag), "{f} ({flag})");
     }
     let text = ok(sc(&["backends"], b""));
-    let in_order: Vec<&str> = v["cpu_features"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f.as_str().unwrap())
-        .collect();
     assert_eq!(
         text.lines().next().unwrap(),
         format!("cpu features: {}", in_order.join(" "))
@@ -514,13 +508,13 @@ fn backends_json_agrees_with_cpuinfo_and_the_text_report() {
             .collect();
         let chosen = a["chosen"].as_str().unwrap();
         assert!(usable.contains(&chosen), "{a}");
-        // The text report says the same.
-        let line = format!(
-            "{}: {chosen} ({})",
-            a["description"].as_str().unwrap(),
-            a["reason"].as_str().unwrap()
+        // The text report names the family the same way (its choice, made by another
+        // process's measurement, may differ within the margin: compared when forced).
+        let head = format!("{}: ", a["description"].as_str().unwrap());
+        assert!(
+            text.lines().any(|l| l.starts_with(&head)),
+            "no {head:?} in\n{text}"
         );
-        assert!(text.lines().any(|l| l == line), "no {line:?} in\n{text}");
         match &a["measurement"] {
             Value::Null => assert!(a["reason"] != "chosen by measurement", "{a}"),
             m => {
@@ -532,16 +526,17 @@ fn backends_json_agrees_with_cpuinfo_and_the_text_report() {
                     .collect();
                 assert!(measured.len() >= 2, "{a}");
                 assert!(measured.iter().all(|b| usable.contains(b)), "{a}");
-                let fastest = m["figures"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .max_by(|x, y| {
-                        let f = |v: &Value| v["bytes_per_sec"].as_f64().unwrap();
-                        f(x).total_cmp(&f(y))
-                    })
-                    .unwrap();
-                assert_eq!(fastest["backend"], chosen, "{a}");
+                // The documented rule: in order, a candidate displaces the one chosen so
+                // far only when more than 5% faster.
+                let f = |v: &Value| v["bytes_per_sec"].as_f64().unwrap();
+                let figures = m["figures"].as_array().unwrap();
+                let mut best = &figures[0];
+                for c in figures {
+                    if f(c) > f(best) * 1.05 {
+                        best = c;
+                    }
+                }
+                assert_eq!(best["backend"], chosen, "{a}");
                 assert!(m["took_ms"].as_f64().unwrap() > 0.0);
             }
         }
@@ -550,9 +545,18 @@ fn backends_json_agrees_with_cpuinfo_and_the_text_report() {
     let forced = json(sc_on(&["backends", "--json"], b"", Some("soft")));
     assert_eq!(forced["forced"], "soft");
     assert_eq!(forced["measuring_ms"], Value::Null);
+    let forced_text = ok(sc_on(&["backends"], b"", Some("soft")));
     for a in forced["algorithms"].as_array().unwrap() {
         assert_eq!(a["chosen"], "soft", "{a}");
         assert_eq!(a["reason"], "forced by SECTORCRYPT_BACKEND");
+        let line = format!(
+            "{}: soft (forced by SECTORCRYPT_BACKEND)",
+            a["description"].as_str().unwrap()
+        );
+        assert!(
+            forced_text.lines().any(|l| l == line),
+            "no {line:?} in\n{forced_text}"
+        );
     }
     same_fields_as_doc(SECTIONS[5], &[&v, &forced], &[]);
 }
@@ -579,7 +583,7 @@ fn status_json_fields_are_the_documented_ones() {
     ok(sc_rt(&["close", "vol"]));
     assert_eq!(all, Value::Array(vec![one.clone()]));
     assert_eq!(one["uri"], uri.trim());
-    let common = json(sc(&["dump", s(&img), "--json=common"], b""));
+    let common = dump(&img, "--json=common");
     for k in ["format", "cipher", "size", "sector_size"] {
         assert_eq!(one[k], common[k], "{k}");
     }
