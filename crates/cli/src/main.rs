@@ -40,7 +40,27 @@ use sectorcrypt_cli::failure;
 use args::{Cli, Command};
 use clap::Parser;
 
+/// Output to a reader that has gone (`sectorcrypt dump --json | head`) makes `println!`
+/// panic ("failed printing to stdout: Broken pipe"), Rust having set SIGPIPE aside. Such a
+/// panic ends the process quietly instead, with the status a shell shows for a process
+/// that SIGPIPE ended (141), as `cat` or `cryptsetup` would end; any other panic is
+/// reported as usual.
+fn end_quietly_on_a_broken_pipe() {
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info.payload();
+        let msg = (payload.downcast_ref::<String>().map(String::as_str))
+            .or_else(|| payload.downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if msg.starts_with("failed printing to stdout") && msg.contains("Broken pipe") {
+            std::process::exit(141);
+        }
+        report(info);
+    }));
+}
+
 fn main() {
+    end_quietly_on_a_broken_pipe();
     let cli = Cli::parse();
     locator::configure(cli.remote.options());
     let result = match cli.command {

@@ -269,3 +269,21 @@ fn format_creates_images_readable_by_their_owner_only() {
     let mode = std::fs::metadata(&img).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o640);
 }
+
+/// Output to a reader that has gone (`sectorcrypt dump --json | head`): the command ends
+/// quietly with the status of a process that SIGPIPE ended in a shell (141), not with a
+/// panic's message and status 101.
+#[test]
+fn output_to_a_closed_pipe_ends_quietly() {
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = Command::new(support::bin())
+        .args(["backends", "--json"])
+        .stdout(writer)
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(code(&out), 141, "stderr: {err}");
+    assert!(err.is_empty(), "stderr: {err}");
+}
