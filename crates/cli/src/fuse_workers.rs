@@ -6,7 +6,8 @@
 //! at once, on every core, instead of one after the other.
 //!
 //! The queue is bounded (a burst waits in the kernel, not in our memory). Write data is
-//! copied out of the session's buffer into a recycled buffer before it is handed over.
+//! copied out of the session's buffer into a recycled buffer before it is handed over, and
+//! the volume encrypts it there (`Export::write_owned`), as for the NBD server.
 //! [`Workers::finish`] lets every request already handed over complete and reply before it
 //! returns, so a flush after it covers every acknowledged write.
 
@@ -72,8 +73,11 @@ impl Shared {
                 data,
                 reply,
             } => {
-                match self.export.write_at(&data, offset) {
-                    Ok(()) => reply.written(data.len() as u32),
+                // The buffer is ours: the volume may encrypt in it, as the NBD server's do.
+                let len = data.len();
+                let (data, r) = self.export.write_owned(data, 0..len, offset);
+                match r {
+                    Ok(()) => reply.written(len as u32),
                     Err(e) => reply.error(errno(&e)),
                 }
                 self.give_back(data);
