@@ -1,0 +1,113 @@
+//! Opening a volume kept in files, for programs that link this library rather than run
+//! the `sectorcrypt` command (the Python package, the C library): one call takes the
+//! paths and the passphrase and returns the running engine, holding the same locks as the
+//! command line does, so that a volume opened here and a `sectorcrypt erase` or `header
+//! restore` in another process cannot meet.
+//!
+//! The steps: open the image (and a detached header's file) for reading, or reading and
+//! writing; claim their use, shared (an exclusive claim by another process, an erase in
+//! progress, is refused at once rather than waited for); read the header and open a
+//! keyslot under the shared header lock (a keyslot being changed by another process is
+//! waited for); start the engine over the data area. Every format the registry knows
+//! (LUKS2, LUKS1, GELI) opens this way.
+
+use crate::engine::{EngineOptions, Volume};
+use crate::lock::{Mode, UseClaim};
+use crate::{Error, FileStore, Header, Placement, Result, Unlocked};
+use std::path::{Path, PathBuf};
+use zeroize::Zeroizing;
+
+/// How to open a volume with [`open`].
+#[derive(Debug, Default, Clone)]
+pub struct OpenOptions {
+    /// The file holding the header and keyslots, when it is not the image (a detached
+    /// header).
+    pub header: Option<PathBuf>,
+    /// Open read-only: the files are opened for reading and the engine refuses writes.
+    pub read_only: bool,
+    /// Try only this keyslot.
+    pub key_slot: Option<usize>,
+    /// Key files (GELI's keyfile components, in order), read by the caller.
+    pub keyfiles: Vec<Zeroizing<Vec<u8>>>,
+    /// GELI: the key has no passphrase component (the volume was made with `-P`/`-p`).
+    pub no_passphrase: bool,
+    /// The engine's tuning.
+    pub engine: EngineOptions,
+}
+
+/// A volume opened by [`open`]: its engine, what unlocking found, and the use claims held
+/// until it is dropped.
+#[derive(Debug)]
+pub struct Opened {
+    /// The engine over the data area: plaintext reads and writes at any offset.
+    pub volume: Volume,
+    /// The unlocked volume (cipher, sector size, data offset and size, the keyslot).
+    pub unlocked: Unlocked,
+    /// The format's name (`luks2`, `luks1`, `geli`).
+    pub format: &'static str,
+    /// Held for as long as the volume is open; released after the engine.
+    _claims: Vec<UseClaim>,
+}
+
+/// Opens the volume in `image` (header in `opts.header` when given) with `passphrase` and
+/// starts its engine. Errors: [`Error::Io`] for files that cannot be opened or read,
+/// [`Error::Header`] for an image without a valid header, [`Error::WrongPassphrase`],
+/// [`Error::Invalid`] for a volume that is in use by an erase or restore, or a detached
+/// header opened without its data device.
+pub fn open(image: &Path, passphrase: &[u8], opts: &OpenOptions) -> Result<Opened> {
+    let write = !opts.read_only;
+    let open_file =
+        |p: &Path| FileStore::open(p, write).map_err(|e| Error::io(format!("{}", p.display()), e));
+    let data = open_file(image)?;
+    let header = opts.header.as_deref().map(open_file).transpose()?;
+    let mut claims = vec![claim(&data, image)?];
+    if let (Some(h), Some(path)) = (&header, &opts.header) {
+        claims.push(claim(h, path)?);
+    }
+    let header_store = header.as_ref().unwrap_or(&data);
+    let unlocked = {
+        let _lock = header_store
+            .lock_header(Mode::Shared, true)
+            .map_err(|e| Error::io("locking the header", e))?;
+        let mut parsed = Header::read(header_store)?;
+        if !opts.keyfiles.is_empty() {
+            parsed.set_keyfiles(opts.keyfiles.clone())?;
+        }
+        if opts.no_passphrase {
+            parsed.set_passphrase_component(false)?;
+        }
+        let at = match &header {
+            Some(h) => Placement::Detached {
+                header: h,
+                data: &data,
+            },
+            None => Placement::Attached(&data),
+        };
+        let unlocked = parsed.unlock_at(at, passphrase, opts.key_slot)?;
+        (unlocked, parsed.name())
+    };
+    let (unlocked, format) = unlocked;
+    let mut engine_opts = opts.engine.clone();
+    engine_opts.read_only = opts.read_only;
+    let volume = unlocked.engine(Box::new(data), engine_opts)?;
+    Ok(Opened {
+        volume,
+        unlocked,
+        format,
+        _claims: claims,
+    })
+}
+
+/// A shared use claim on `store`; a conflicting (exclusive) one held elsewhere is an
+/// error naming `path`.
+fn claim(store: &FileStore, path: &Path) -> Result<UseClaim> {
+    store
+        .claim_use(Mode::Shared, false)
+        .map_err(|e| Error::io(format!("claiming {}", path.display()), e))?
+        .ok_or_else(|| {
+            Error::invalid(format!(
+                "{} is in use by another process that is replacing or erasing its header",
+                path.display()
+            ))
+        })
+}
