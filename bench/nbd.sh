@@ -19,7 +19,8 @@
 # and raw nbdkit; `scripts/deps.sh bench` installs fio), and the FUSE mount's sequential
 # read (dd of the whole disk in 4 MiB O_DIRECT reads, which the kernel sends as 1 MiB
 # pieces at once) against the NBD read of the same volume (needs /dev/fuse and
-# fusermount3). Targets: 2 connections >= 1.7x one; FUSE >= 0.8x NBD.
+# fusermount3). Targets: 2 connections >= 1.7x one (printed with one request in flight per
+# connection and with REQUESTS); FUSE >= 0.8x NBD.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -118,34 +119,41 @@ awk -v a="${rat[sc read:raw read]}" -v b="${rat[sc write:raw write]}" \
     print "(medians of the per-round ratios)"
 }'
 
-# Both cores.
+# Both cores: 1 and 2 connections, each with one request in flight (what the server does
+# with a second connection: run it beside the first, or behind it) and with $REQUESTS (where
+# one connection may already keep every core busy), interleaved in the same rounds.
 echo
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 sc_pid=${pids[0]}
 declare -A conn
 for r in $(seq "$ROUNDS"); do
-    for c in 1 2; do
-        t0=$(date +%s.%N)
-        c0=$(cpu_ticks "$sc_pid")
-        /usr/bin/time -f '%U %S' -o "$work/copy.cpu" \
-            nbdcopy --connections $c --threads $c --requests "$REQUESTS" "$(uri sc)" null:
-        t1=$(date +%s.%N)
-        c1=$(cpu_ticks "$sc_pid")
-        conn[$c]+="$(awk -v b="$size_bytes" -v a="$t0" -v z="$t1" 'BEGIN {printf "%.4f", b/(z-a)/1e9}') "
-        # Cores busy: the server's CPU time and nbdcopy's, over the wall time.
-        conn[cpu$c]+="$(awk -v t="$((c1 - c0))" -v a="$t0" -v z="$t1" '{
-            printf "%.2f", (t / 100 + $1 + $2) / (z - a) }' "$work/copy.cpu") "
+    for q in 1 "$REQUESTS"; do
+        for c in 1 2; do
+            t0=$(date +%s.%N)
+            c0=$(cpu_ticks "$sc_pid")
+            /usr/bin/time -f '%U %S' -o "$work/copy.cpu" \
+                nbdcopy --connections $c --threads $c --requests "$q" "$(uri sc)" null:
+            t1=$(date +%s.%N)
+            c1=$(cpu_ticks "$sc_pid")
+            conn[$q.$c]+="$(awk -v b="$size_bytes" -v a="$t0" -v z="$t1" 'BEGIN {printf "%.4f", b/(z-a)/1e9}') "
+            # Cores busy: the server's CPU time and nbdcopy's, over the wall time.
+            conn[cpu$q.$c]+="$(awk -v t="$((c1 - c0))" -v a="$t0" -v z="$t1" '{
+                printf "%.2f", (t / 100 + $1 + $2) / (z - a) }' "$work/copy.cpu") "
+        done
     done
 done
-c1=$(median <<<"${conn[1]}")
-c2=$(median <<<"${conn[2]}")
-printf 'sectorcrypt read, 1 connection : %6.2f GB/s, server + nbdcopy busy %s cores  (runs: %s)\n' \
-    "$c1" "$(median <<<"${conn[cpu1]}")" "${conn[1]}"
-printf 'sectorcrypt read, 2 connections: %6.2f GB/s, server + nbdcopy busy %s cores  (runs: %s)\n' \
-    "$c2" "$(median <<<"${conn[cpu2]}")" "${conn[2]}"
-awk -v a="$c2" -v b="$c1" -v n="$(nproc)" 'BEGIN {
-    printf "2 connections / 1: %.2fx (target >= 1.70; this machine has %d cores, shared by the\n", a/b, n
-    print "server and the client: where one connection keeps them busy, a second has none left)" }'
+for q in 1 "$REQUESTS"; do
+    for c in 1 2; do
+        printf 'sectorcrypt read, %d connection(s) x %2d requests: %6.2f GB/s, server + nbdcopy busy %s cores  (runs: %s)\n' \
+            "$c" "$q" "$(median <<<"${conn[$q.$c]}")" "$(median <<<"${conn[cpu$q.$c]}")" "${conn[$q.$c]}"
+    done
+    ratios=$(paste -d' ' <(tr ' ' '\n' <<<"${conn[$q.2]}" | grep .) <(tr ' ' '\n' <<<"${conn[$q.1]}" | grep .) |
+        awk '{printf "%.3f ", $1 / $2}')
+    printf '2 connections / 1 at %d requests each: %.2fx (median of the per-round ratios; target >= 1.70)\n' \
+        "$q" "$(median <<<"$ratios")"
+done
+echo "(this machine has $(nproc) cores, shared by the server and the client: where one connection"
+echo " keeps them busy, a second has none left)"
 
 if command -v fio >/dev/null; then
     iops() { # uri: IOPS of 4 KiB random reads at queue depth 32 for 5 s
@@ -180,7 +188,7 @@ if [ -e /dev/fuse ] && command -v fusermount3 >/dev/null; then
     f=$(median <<<"$fuse")
     nbd=${med[sc read]}
     printf 'FUSE dd read (4 MiB, direct I/O): %.2f GB/s (runs: %s)\n' "$f" "$fuse"
-    awk -v f="$f" -v n="$nbd" -v o="$c1" -v k="$CONNECTIONS" 'BEGIN {
+    awk -v f="$f" -v n="$nbd" -v o="$(median <<<"${conn[$REQUESTS.1]}")" -v k="$CONNECTIONS" 'BEGIN {
         printf "FUSE / NBD read: %.2fx against %s connections (target >= 0.80), %.2fx against 1\n", f/n, k, f/o }'
 else
     echo "FUSE read: skipped, no /dev/fuse or fusermount3"
