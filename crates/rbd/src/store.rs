@@ -7,8 +7,9 @@
 //!   decrypted as if it were whole; reads beyond the size are refused before being sent.
 //! - Writes to a snapshot, or to an image opened read-only, fail with `PermissionDenied`.
 //! - `sync` is `rbd_aio_flush`: it completes once every write acknowledged before it is
-//!   stable on the OSDs (with the rbd cache off, the default for librbd clients without
-//!   `rbd_cache=true`, writes are stable when acknowledged anyway).
+//!   stable on the OSDs. librbd's cache is turned off (`rbd_cache=false`, as qemu does for
+//!   `cache=none`; librbd's own default is on), so writes are stable when acknowledged
+//!   anyway; the spec's `:rbd_cache=true` turns the cache back on.
 //! - `discard` is `rbd_aio_discard`: the range then reads as zeros.
 
 use crate::ffi::{Image, Target};
@@ -62,6 +63,12 @@ impl RbdStore {
         let spec = Spec::parse(spec)
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
         RbdStore::open(&spec, write)
+    }
+
+    /// The value of the librados/librbd option `key` for this image's client (e.g.
+    /// `rbd_cache`), as the spec's options and the conf file left it.
+    pub fn option(&self, key: &str) -> io::Result<String> {
+        self.image.conf_get(key)
     }
 
     fn refuse_write(&self) -> io::Result<()> {

@@ -331,3 +331,30 @@ fn format_aligns_to_large_objects_of_an_rbd_spec() {
     let offset = v["segments"]["0"]["offset"].as_str().unwrap();
     assert_eq!(offset, (32 * MIB).to_string(), "the data offset");
 }
+
+#[test]
+fn librbd_cache_is_off_unless_the_spec_turns_it_on() {
+    let c = require_ceph!();
+    c.rbd(&["create", "rbd/cached", "--size", "8M"]);
+    let spec = c.spec("rbd/cached");
+    // librbd's own default is on: what a client without our setting sees.
+    assert_eq!(
+        c.command("ceph-conf")
+            .args(["--show-config-value", "rbd_cache"])
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+            .unwrap(),
+        "true"
+    );
+    let open = |spec: &str| sectorcrypt_rbd::RbdStore::open_spec(spec, true).unwrap();
+    assert_eq!(open(&spec).option("rbd_cache").unwrap(), "false");
+    let on = open(&format!("{spec}:rbd_cache=true"));
+    assert_eq!(on.option("rbd_cache").unwrap(), "true");
+    // Either way, what is written is what the rbd tool reads once flushed.
+    let d = pattern(MIB as usize, 40);
+    on.write_at(&d, MIB).unwrap();
+    on.sync().unwrap();
+    drop(on);
+    let dir = tempfile::tempdir().unwrap();
+    assert!(exported(c, "rbd/cached", dir.path())[MIB as usize..][..d.len()] == d[..]);
+}
