@@ -204,18 +204,34 @@ impl Drop for Progress {
     }
 }
 
-/// A bar for `op` over `work`, drawn at most 10 times a second.
+/// A line for `op` over `work`, drawn at most 10 times a second. The whole text is the
+/// message (bar included), so that each frame is drawn from one consistent state.
 fn new_bar(op: &'static str, work: &Work) -> ProgressBar {
-    let (len, template) = match work {
-        Work::Bytes { total: Some(t) } => (Some(*t), "{prefix} [{bar:24}] {msg}"),
-        _ => (None, "{prefix} {spinner} {msg}"),
+    let template = match work {
+        Work::Bytes { .. } => "{prefix} {msg}",
+        Work::Step { .. } => "{prefix} {spinner} {msg}",
     };
     let style = ProgressStyle::with_template(template)
-        .unwrap_or_else(|_| ProgressStyle::default_bar())
-        .progress_chars("=> ");
-    ProgressBar::with_draw_target(len, ProgressDrawTarget::stderr_with_hz(10))
+        .unwrap_or_else(|_| ProgressStyle::default_spinner())
+        .tick_chars("|/-\\ ");
+    ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr_with_hz(10))
         .with_style(style)
         .with_prefix(op)
+}
+
+/// `[=====>    ]`: `done` of `total` in `width` characters.
+fn bar_text(done: u64, total: u64, width: usize) -> String {
+    let full = match total {
+        0 => width,
+        t => (done as u128 * width as u128 / t as u128) as usize,
+    };
+    let head = usize::from(full < width);
+    format!(
+        "[{}{}{}]",
+        "=".repeat(full),
+        ">".repeat(head),
+        " ".repeat(width - full - head)
+    )
 }
 
 /// `1.5s`, `2m03s`.
@@ -291,25 +307,35 @@ impl Live {
         match &self.work {
             Work::Bytes { total } => {
                 let (rate, left) = self.rate(done, elapsed);
-                let of = total.map_or(String::new(), |t| format!(" / {}", HumanBytes(t)));
-                let rate = format!("{}/s", HumanBytes(rate as u64));
-                bar.set_position(done);
+                let (bar_now, of) = match total {
+                    Some(t) => (
+                        format!("{} ", bar_text(done, *t, 24)),
+                        format!(" / {}", HumanBytes(*t)),
+                    ),
+                    None => (String::new(), String::new()),
+                };
+                let text = format!(
+                    "{bar_now}{}{of}  {}/s",
+                    HumanBytes(done),
+                    HumanBytes(rate as u64)
+                );
                 match end {
                     None => {
                         let left =
                             left.map_or(String::new(), |l| format!("  {} left", secs_text(l)));
-                        bar.set_message(format!("{}{of}  {rate}{left}", HumanBytes(done)));
+                        bar.set_message(format!("{text}{left}"));
                     }
-                    Some(true) => bar.finish_with_message(format!(
-                        "{}{of}  {rate}  done in {}",
-                        HumanBytes(done),
-                        secs_text(elapsed)
-                    )),
-                    Some(false) => bar.abandon_with_message(format!(
-                        "{}{of}  {rate}  stopped after {}",
-                        HumanBytes(done),
-                        secs_text(elapsed)
-                    )),
+                    Some(finished) => {
+                        let how = if finished { "done in" } else { "stopped after" };
+                        let last = format!("{text}  {how} {}", secs_text(elapsed));
+                        if finished {
+                            bar.finish_with_message(last);
+                        } else {
+                            bar.abandon_with_message(last);
+                        }
+                        // The last state stays on its line; what follows goes below it.
+                        eprintln!();
+                    }
                 }
             }
             Work::Step { text, .. } => match end {

@@ -7,8 +7,8 @@
 //! Each step is reported as it begins, with the time it should take when that is known,
 //! again whenever calibration learns a better estimate of the time left, and as it ends.
 //! The expected time of a derivation is known when its costs were calibrated on this
-//! thread: it is the calibration's target. Nothing secret is reported: the KDF and its
-//! costs only, which the header shows anyway.
+//! thread (by one of the last few calibrations): it is the calibration's target. Nothing
+//! secret is reported: the KDF and its costs only, which the header shows anyway.
 //!
 //! There is one observer for the process, set once (as a logger is); with none set a step
 //! costs one atomic load. The observer is called on the thread doing the work, between
@@ -54,9 +54,15 @@ pub type Observer = Box<dyn Fn(KdfEvent) + Send + Sync>;
 
 static OBSERVER: OnceLock<Observer> = OnceLock::new();
 
+/// How many calibrations are remembered (a new LUKS volume calibrates its keyslot and its
+/// volume key digest).
+const REMEMBERED: usize = 4;
+
 thread_local! {
-    /// The costs calibration fixed last on this thread and the target they were fixed for.
-    static CALIBRATED: Cell<Option<(Kdf, u32)>> = const { Cell::new(None) };
+    /// The costs calibration fixed last on this thread, the latest first, with the targets
+    /// they were fixed for.
+    static CALIBRATED: Cell<[Option<(Kdf, u32)>; REMEMBERED]> =
+        const { Cell::new([None; REMEMBERED]) };
 }
 
 /// Sets the process's observer; `false` (and `f` dropped) when one is already set.
@@ -91,7 +97,12 @@ pub(crate) fn step<T>(step: KdfStep, expected: Option<Duration>, work: impl FnOn
 
 /// Notes that calibration fixed `kdf` for a derivation of about `target_ms`.
 pub(crate) fn calibrated(kdf: Kdf, target_ms: u32) {
-    CALIBRATED.with(|c| c.set(Some((kdf, target_ms))));
+    CALIBRATED.with(|c| {
+        let mut list = c.get();
+        list.rotate_right(1);
+        list[0] = Some((kdf, target_ms));
+        c.set(list);
+    });
 }
 
 /// Runs the derivation `work` with `kdf` as a step, expected to take the target of the
@@ -99,6 +110,8 @@ pub(crate) fn calibrated(kdf: Kdf, target_ms: u32) {
 pub(crate) fn derive<T>(kdf: Kdf, work: impl FnOnce() -> T) -> T {
     let expected = CALIBRATED
         .with(Cell::get)
-        .and_then(|(k, ms)| (k == kdf).then(|| Duration::from_millis(u64::from(ms))));
+        .into_iter()
+        .flatten()
+        .find_map(|(k, ms)| (k == kdf).then(|| Duration::from_millis(u64::from(ms))));
     step(KdfStep::Derive(kdf), expected, work)
 }
