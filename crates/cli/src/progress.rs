@@ -11,11 +11,11 @@
 //! The work itself only adds to an atomic counter ([`Progress::add`]); a thread of the
 //! progress wakes 10 times a second (a bar) or once a second (JSON) to read it and draw,
 //! so a copy loop is never slowed by drawing. The KDF steps come from the volume crate's
-//! observer (`sectorcrypt_volume::progress`), which knows nothing of the display.
+//! observer (`sectorcrypt_volume::kdf::progress`), which knows nothing of the display.
 
 use clap::ValueEnum;
 use indicatif::{HumanBytes, ProgressBar, ProgressDrawTarget, ProgressStyle};
-use sectorcrypt_volume::progress::{KdfEvent, KdfStep};
+use sectorcrypt_volume::kdf::progress::{KdfEvent, KdfStep};
 use sectorcrypt_volume::Store;
 use serde_json::json;
 use std::io::{self, IsTerminal};
@@ -58,7 +58,7 @@ pub fn configure(mode: ProgressMode) {
     };
     let _ = SHOWN.set(shown);
     if shown != Shown::Off {
-        sectorcrypt_volume::progress::set_observer(Box::new(on_kdf));
+        sectorcrypt_volume::kdf::progress::set_observer(Box::new(on_kdf));
     }
 }
 

@@ -10,11 +10,13 @@
 //! target; when even 4 passes (cryptsetup's minimum) would take too long it lowers the
 //! memory instead; the estimate is re-measured until it lands within 20% of the target.
 
+use self::progress::KdfStep;
 use crate::error::{Error, Result};
 use crate::hash::HashAlg;
-use crate::progress::{self, KdfStep};
 use std::fmt;
 use std::time::{Duration, Instant};
+
+pub mod progress;
 
 /// The lowest PBKDF2 iteration count cryptsetup accepts.
 pub const PBKDF2_MIN_ITERATIONS: u32 = 1000;

@@ -15,7 +15,7 @@
 //!   describes, large requests split into chunks of whole sectors over a worker pool.
 //!
 //! Shared by the formats: [`kdf`] (PBKDF2, Argon2, calibration; its slow steps told to a
-//! front end through [`progress`]) and [`hash`]; the one error type is [`Error`].
+//! front end through [`kdf::progress`]) and [`hash`]; the one error type is [`Error`].
 //! [`atomic`] replaces files atomically (header backups, the CLI's outputs).
 #![forbid(unsafe_code)]
 
@@ -30,7 +30,6 @@ pub mod kdf;
 pub mod layout;
 pub mod lock;
 pub mod luks;
-pub mod progress;
 pub mod store;
 
 pub use error::{Error, HeaderError, KeyslotError, Result};

@@ -92,7 +92,7 @@ pub fn user_key(
                 hash: crate::hash::HashAlg::Sha512,
                 iterations: n as u32,
             };
-            crate::progress::derive(kdf, || {
+            crate::kdf::progress::derive(kdf, || {
                 pbkdf2::pbkdf2_hmac::<Sha512>(pass, salt, n as u32, &mut derived[..])
             });
             parts.push(&derived[..]);

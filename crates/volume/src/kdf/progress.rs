@@ -14,7 +14,7 @@
 //! costs one atomic load. The observer is called on the thread doing the work, between
 //! runs of the KDF, never inside one.
 
-use crate::kdf::{Kdf, KdfKind};
+use super::{Kdf, KdfKind};
 use std::cell::Cell;
 use std::sync::OnceLock;
 use std::time::Duration;
