@@ -393,25 +393,18 @@ fn without_a_terminal_the_output_is_what_it_was() {
     assert_eq!(err, "");
     let (_, err) = piped(&["erase", s(&img), "--batch"], b"");
     assert_eq!(err, "");
-    let eli = d.join("a.eli");
-    let mut a = vec![
-        "format",
-        s(&eli),
-        "--size",
-        "8M",
-        "--type",
-        "geli",
-        "--integrity",
-    ];
-    a.extend([
-        "hmac-sha256",
-        "--key-file",
-        k,
-        "--pbkdf-force-iterations",
-        "1000",
-    ]);
-    let (_, err) = piped(&a, b"");
+    let (_, err) = authenticated_geli(&d.join("a.eli"), k, &[]);
     assert_eq!(err, "");
+}
+
+/// `format` of a new authenticated GELI provider `eli` of 8 MiB (every sector sealed) with
+/// the passphrase in `key` and `extra` flags, piped: its stdout and stderr.
+fn authenticated_geli(eli: &Path, key: &str, extra: &[&str]) -> (Vec<u8>, String) {
+    let mut a = vec!["format", s(eli), "--size", "8M", "--type", "geli"];
+    a.extend(["--integrity", "hmac-sha256", "--key-file", key]);
+    a.extend(["--pbkdf-force-iterations", "1000"]);
+    a.extend(extra);
+    piped(&a, b"")
 }
 
 /// Every line of `stderr` parsed, and each piece of work's lines checked: `done` never
@@ -559,25 +552,7 @@ fn json_lines_parse_never_go_back_and_end_finished_at_the_real_size() {
     assert_eq!(finished(&progress_lines(&err), "erase")["total"], size);
 
     // The GELI wipe: every byte of data of an authenticated provider.
-    let eli = d.join("a.eli");
-    let mut a = vec![
-        "format",
-        s(&eli),
-        "--size",
-        "8M",
-        "--type",
-        "geli",
-        "--integrity",
-    ];
-    a.extend([
-        "hmac-sha256",
-        "--key-file",
-        k,
-        "--pbkdf-force-iterations",
-        "1000",
-    ]);
-    a.extend(json);
-    let (out, err) = piped(&a, b"");
+    let (out, err) = authenticated_geli(&d.join("a.eli"), k, &json);
     let out = String::from_utf8(out).unwrap();
     let data_bytes: u64 = out
         .split(" bytes of data")
