@@ -486,6 +486,26 @@ fn json_lines_parse_never_go_back_and_end_finished_at_the_real_size() {
     assert!(derive.len() as f64 >= took.floor() + 1.0, "{derive:#?}");
     finished(&works, "derive");
 
+    // add-key: the old keyslot opened (its time not known here), the new one calibrated
+    // and sealed (its time known: the target).
+    let new = key_file(d, "k2", "progress");
+    let mut a = vec!["add-key", s(&img), s(&new), "--key-file", k];
+    a.extend(["--pbkdf", "pbkdf2", "--iter-time", "300"]);
+    a.extend(json);
+    let (_, err) = piped(&a, b"");
+    let works = progress_lines(&err);
+    let ops: Vec<_> = works.iter().map(|w| w[0]["op"].as_str().unwrap()).collect();
+    assert_eq!(ops, ["derive", "calibrate", "derive"], "{err}");
+    assert!(works[0][0]["eta_secs"].is_null(), "{err}");
+    assert!(
+        (works[2][0]["eta_secs"].as_f64().unwrap() - 0.3).abs() < 1e-9,
+        "{err}"
+    );
+    assert!(
+        works.iter().all(|w| w.last().unwrap()["finished"] == true),
+        "{err}"
+    );
+
     let data = pattern(12 << 20, 9);
     std::fs::write(d.join("in"), &data).unwrap();
     let (_, err) = piped(
@@ -503,10 +523,9 @@ fn json_lines_parse_never_go_back_and_end_finished_at_the_real_size() {
     assert_eq!(finished(&works, "write")["total"], 12 << 20);
 
     // From standard input: no total known, the bytes stored at the end.
-    let key2 = key_file(d, "k2", "progress");
     let (_, err) = piped(
         &[
-            &["write", s(&img), "--key-file", s(&key2), "--offset", "4096"][..],
+            &["write", s(&img), "--key-file", s(&new), "--offset", "4096"][..],
             &json,
         ]
         .concat(),
