@@ -24,16 +24,17 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-/// `--progress`.
+/// `--progress` (the flag's own help says what each value does: values without help keep
+/// clap's long help on one line per flag).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
 pub enum ProgressMode {
-    /// A progress line when standard error is a terminal, nothing otherwise.
+    // A progress line when standard error is a terminal, nothing otherwise.
     #[default]
     Auto,
-    /// No progress output.
+    // No progress output.
     #[value(name = "none")]
     Off,
-    /// One JSON object a line on standard error, once a second.
+    // One JSON object a line on standard error, once a second.
     Json,
 }
 
