@@ -18,6 +18,12 @@ pub struct Cli {
     pub command: Command,
     #[command(flatten)]
     pub remote: RemoteArgs,
+    /// Progress of long work (read, write, erase, the GELI wipe, KDF calibration and
+    /// derivation) on standard error: auto (a line on a terminal, nothing otherwise), none,
+    /// or json (one JSON object a line, once a second).
+    #[arg(long, global = true, value_enum, value_name = "WHEN",
+          default_value_t = crate::progress::ProgressMode::Auto)]
+    pub progress: crate::progress::ProgressMode,
 }
 
 /// How volumes on remote stores are reached: global, as every volume command takes an

@@ -5,15 +5,15 @@
 //! `--geli-boot-loader`, `--geli-display-pass`, `--geli-no-trim` and
 //! `--geli-no-autoresize` its flags `-b -g -d -T -R`, `--integrity` its `-a` (with
 //! `--cipher null`, its `-e NULL`). An authenticated provider is written whole (every
-//! sector sealed, a progress line on a terminal) unless `--no-wipe`: an unwritten sector's
+//! sector sealed, its progress shown) unless `--no-wipe`: an unwritten sector's
 //! tags would fail when read.
 
 use crate::args::{FormatArgs, ResizeArgs};
-use crate::cmd_volume_io::Progress;
 use crate::failure::Failure;
 use crate::image;
 use crate::image_store::ImageStore;
 use crate::passphrase;
+use crate::progress::Progress;
 use sectorcrypt_cli::parse_size;
 use sectorcrypt_volume::engine::EngineOptions;
 use sectorcrypt_volume::geli::init::{self, InitOptions};
@@ -65,11 +65,11 @@ pub(crate) fn aalgo(name: &str) -> Result<u16, Failure> {
 }
 
 /// Seals every sector of a new authenticated provider (encrypted zeros with their tags),
-/// with a progress line on a terminal.
+/// its progress shown (`progress.rs`).
 fn wipe(store: &Arc<ImageStore>, u: &Unlocked) -> Result<(), Failure> {
     let vol = u.engine(Box::new(Arc::clone(store)), EngineOptions::default())?;
     let total = vol.size();
-    let mut progress = Progress::new("wipe", total);
+    let progress = Progress::bytes("wipe", Some(total));
     let step = 64u64 << 20;
     let mut done = 0;
     while done < total {
@@ -77,7 +77,7 @@ fn wipe(store: &Arc<ImageStore>, u: &Unlocked) -> Result<(), Failure> {
         vol.write_zeroes(done, n)
             .map_err(|e| Failure::runtime(format!("{}: {e}", store.name())))?;
         done += n;
-        progress.update(done);
+        progress.set(done);
     }
     vol.flush()
         .map_err(|e| Failure::runtime(format!("{}: {e}", store.name())))?;

@@ -15,6 +15,7 @@ use crate::failure::Failure;
 use crate::image::{self, Access, Image};
 use crate::json_report;
 use crate::passphrase::{self, Secret};
+use crate::progress::{CountedStore, Progress};
 use sectorcrypt_cli::parse_size;
 use sectorcrypt_volume::format::dump;
 use sectorcrypt_volume::hash::HashAlg;
@@ -429,7 +430,14 @@ pub fn erase(a: EraseArgs) -> Result<(), Failure> {
         ),
         a.batch,
     )?;
-    img.update(|h, store| Ok(h.erase(store)?))?;
+    img.update(|h, store| {
+        // What erase overwrites lies in the header and keyslot area (a backup's extent).
+        let size = store.size().map_err(|e| Failure::runtime(e.to_string()))?;
+        let progress = Progress::bytes("erase", Some(h.backup_len(size)));
+        h.erase(&CountedStore::new(store, &progress))?;
+        progress.finish();
+        Ok(())
+    })?;
     println!(
         "all keyslots of {} destroyed",
         img.files.header_path.display()

@@ -3,18 +3,18 @@
 //! thread while the engine's workers encrypt or decrypt). `read` replaces a regular
 //! `--output` file only on success and writes through a FIFO or device (`output.rs`);
 //! `write` checks that a file input fits before writing anything (stdin's
-//! length is unknown: it stops with an error at the end of the volume). Progress goes to a
-//! terminal's stderr only.
+//! length is unknown: it stops with an error at the end of the volume). Progress: the bytes
+//! the caller's input or output passes are counted (`progress.rs`).
 
 use crate::args::{HeaderArg, KeyArgs, ReadArgs, WriteArgs};
 use crate::failure::Failure;
 use crate::image::{self, Claims};
 use crate::output::Output;
+use crate::progress::Progress;
 use sectorcrypt_volume::engine::{EngineOptions, Volume};
 use std::fs::File;
 use std::io::{IsTerminal, Read, Write};
 use std::path::Path;
-use std::time::Instant;
 
 fn io_err(what: impl std::fmt::Display, e: std::io::Error) -> Failure {
     Failure::runtime(format!("{what}: {e}"))
@@ -48,64 +48,18 @@ fn check_offset(vol: &Volume, offset: u64) -> Result<(), Failure> {
     Ok(())
 }
 
-/// A progress line on a terminal's stderr, at most every 200 ms.
-pub(crate) struct Progress {
-    on: bool,
-    total: u64,
-    start: Instant,
-    last: Instant,
-    verb: &'static str,
-}
-
-impl Progress {
-    pub(crate) fn new(verb: &'static str, total: u64) -> Progress {
-        let now = Instant::now();
-        Progress {
-            on: std::io::stderr().is_terminal() && total > 0,
-            total,
-            start: now,
-            last: now,
-            verb,
-        }
-    }
-
-    pub(crate) fn update(&mut self, done: u64) {
-        if !self.on || self.last.elapsed().as_millis() < 200 {
-            return;
-        }
-        self.last = Instant::now();
-        let secs = self.start.elapsed().as_secs_f64().max(1e-9);
-        eprint!(
-            "\r{} {:>5.1}%  {} / {} MiB  {:.0} MB/s ",
-            self.verb,
-            done as f64 * 100.0 / self.total as f64,
-            done >> 20,
-            self.total >> 20,
-            done as f64 / secs / 1e6
-        );
-    }
-
-    pub(crate) fn finish(&self) {
-        if self.on {
-            eprintln!();
-        }
-    }
-}
-
-/// The caller's input or output, counting the bytes for the progress line and noting
-/// whether an error was its own (rather than the volume's).
+/// The caller's input or output, counting the bytes for the progress and noting whether
+/// an error was its own (rather than the volume's).
 struct Counted<'a, T: ?Sized> {
     inner: &'a mut T,
-    progress: &'a mut Progress,
-    done: u64,
+    progress: &'a Progress,
     failed: bool,
 }
 
 impl<T: Read + ?Sized> Read for Counted<'_, T> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         let n = self.inner.read(buf).inspect_err(|_| self.failed = true)?;
-        self.done += n as u64;
-        self.progress.update(self.done);
+        self.progress.add(n as u64);
         Ok(n)
     }
 }
@@ -113,8 +67,7 @@ impl<T: Read + ?Sized> Read for Counted<'_, T> {
 impl<T: Write + ?Sized> Write for Counted<'_, T> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         let n = self.inner.write(buf).inspect_err(|_| self.failed = true)?;
-        self.done += n as u64;
-        self.progress.update(self.done);
+        self.progress.add(n as u64);
         Ok(n)
     }
 
@@ -142,11 +95,10 @@ pub fn read(a: ReadArgs) -> Result<(), Failure> {
         Some(f) => f,
         None => &mut stdout,
     };
-    let mut progress = Progress::new("read", length);
+    let progress = Progress::bytes("read", Some(length));
     let mut counted = Counted {
         inner: out,
-        progress: &mut progress,
-        done: 0,
+        progress: &progress,
         failed: false,
     };
     vol.read_to(&mut counted, offset, length).map_err(|e| {
@@ -156,11 +108,11 @@ pub fn read(a: ReadArgs) -> Result<(), Failure> {
             io_err(a.image.display(), e)
         }
     })?;
-    progress.finish();
-    match (file, &a.output) {
-        (Some(f), Some(p)) => f.commit().map_err(|e| io_err(p.display(), e)),
-        _ => Ok(()),
+    if let (Some(f), Some(p)) = (file, &a.output) {
+        f.commit().map_err(|e| io_err(p.display(), e))?;
     }
+    progress.finish();
+    Ok(())
 }
 
 pub fn write(a: WriteArgs) -> Result<(), Failure> {
@@ -202,11 +154,10 @@ pub fn write(a: WriteArgs) -> Result<(), Failure> {
             )));
         }
     }
-    let mut progress = Progress::new("write", known_len.unwrap_or(0));
+    let progress = Progress::bytes("write", known_len);
     let mut counted = Counted {
         inner: &mut input,
-        progress: &mut progress,
-        done: 0,
+        progress: &progress,
         failed: false,
     };
     // The engine reads the next piece of input on a second thread while it encrypts and
@@ -222,8 +173,8 @@ pub fn write(a: WriteArgs) -> Result<(), Failure> {
     });
     // Flush what was written even when the input failed part-way.
     vol.flush().map_err(|e| io_err(a.image.display(), e))?;
-    progress.finish();
     let stored = result?;
+    progress.finish();
     eprintln!("{stored} bytes written to {}", a.image.display());
     Ok(())
 }

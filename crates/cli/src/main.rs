@@ -32,6 +32,7 @@ mod nbd_store;
 mod open_state;
 mod output;
 mod passphrase;
+mod progress;
 mod volume_export;
 
 // How a command fails, shared with the library target (values.rs).
@@ -63,6 +64,7 @@ fn main() {
     end_quietly_on_a_broken_pipe();
     let cli = Cli::parse();
     locator::configure(cli.remote.options());
+    progress::configure(cli.progress);
     let result = match cli.command {
         Command::Cipher(a) => cmd_cipher::run(a),
         Command::Backends(a) => cmd_backends::run(a.json),

@@ -1,6 +1,7 @@
-//! The JSON output of `dump`, `test-key`, `backends`, `status` and `bench`, parsed with
-//! serde_json and checked against independent truth: cryptsetup's own `luksDump` (LUKS1
-//! text, LUKS2 `--dump-json-metadata`) and `open --test-passphrase` for LUKS, the GELI
+//! The JSON output of `dump`, `test-key`, `backends`, `status`, `bench` and
+//! `--progress=json`, parsed with serde_json and checked against independent truth:
+//! cryptsetup's own `luksDump` (LUKS1 text, LUKS2 `--dump-json-metadata`) and
+//! `open --test-passphrase` for LUKS, the GELI
 //! reference model (`tests/geli_ref.py`) on FreeBSD-made images, /proc/cpuinfo for the
 //! CPU features. Each command's fields are compared with the tables of docs/JSON.md both
 //! ways, so the document cannot drift from the output.
@@ -32,6 +33,7 @@ const SECTIONS: [&str; 7] = [
     "`status --json`",
 ];
 const BENCH: &str = "`bench --json`";
+const PROGRESS: &str = "`--progress=json`";
 
 fn doc() -> String {
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/JSON.md");
@@ -603,6 +605,39 @@ fn bench_json_fields_are_the_documented_ones() {
     same_fields_as_doc(BENCH, &[&v], &[]);
 }
 
+#[test]
+fn progress_json_fields_are_the_documented_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let img = d.join("v.img");
+    let key = file(d, "k", "progress");
+    // A calibrated KDF (calibrate, derive), then bytes (write).
+    let mut lines = Vec::new();
+    let mut a = vec!["format", s(&img), "--size", "20M", "--key-file", s(&key)];
+    a.extend(["--pbkdf", "pbkdf2", "--iter-time", "20", "--progress=json"]);
+    let input = file(d, "in", "some plaintext");
+    let w = [
+        "write",
+        s(&img),
+        "--key-file",
+        s(&key),
+        "-i",
+        s(&input),
+        "--progress=json",
+    ];
+    for args in [&a[..], &w[..]] {
+        let o = sc(args, b"");
+        assert_eq!(code(&o), 0, "{}", String::from_utf8_lossy(&o.stderr));
+        let err = String::from_utf8(o.stderr).unwrap();
+        for l in err.lines().filter(|l| l.starts_with('{')) {
+            lines.push(serde_json::from_str::<Value>(l).expect("a JSON line"));
+        }
+    }
+    let ops: BTreeSet<&str> = lines.iter().filter_map(|v| v["op"].as_str()).collect();
+    assert_eq!(ops, BTreeSet::from(["calibrate", "derive", "write"]));
+    same_fields_as_doc(PROGRESS, &lines.iter().collect::<Vec<_>>(), &[]);
+}
+
 /// Every section of docs/JSON.md is one a test here checks, and the LUKS2 document (whose
 /// fields are cryptsetup's) lists none of its own.
 #[test]
@@ -610,7 +645,7 @@ fn every_section_of_the_document_is_checked() {
     let text = doc();
     let sections: Vec<&str> = text.lines().filter_map(|l| l.strip_prefix("## ")).collect();
     let mut want: Vec<&str> = SECTIONS.to_vec();
-    want.push(BENCH);
+    want.extend([BENCH, PROGRESS]);
     assert_eq!(sections.len(), want.len(), "{sections:?}");
     for s in &sections {
         assert!(

@@ -10,10 +10,13 @@
 //! target; when even 4 passes (cryptsetup's minimum) would take too long it lowers the
 //! memory instead; the estimate is re-measured until it lands within 20% of the target.
 
+use self::progress::KdfStep;
 use crate::error::{Error, Result};
 use crate::hash::HashAlg;
 use std::fmt;
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+pub mod progress;
 
 /// The lowest PBKDF2 iteration count cryptsetup accepts.
 pub const PBKDF2_MIN_ITERATIONS: u32 = 1000;
@@ -149,8 +152,13 @@ impl Kdf {
         }
     }
 
-    /// Derives `out.len()` bytes from `passphrase` and `salt`.
+    /// Derives `out.len()` bytes from `passphrase` and `salt` (a step told to the
+    /// [`progress`] observer).
     pub fn derive(&self, passphrase: &[u8], salt: &[u8], out: &mut [u8]) -> Result<()> {
+        progress::derive(*self, || self.derive_quietly(passphrase, salt, out))
+    }
+
+    fn derive_quietly(&self, passphrase: &[u8], salt: &[u8], out: &mut [u8]) -> Result<()> {
         match *self {
             Kdf::Pbkdf2 { hash, iterations } => {
                 if iterations == 0 {
@@ -240,7 +248,18 @@ impl KdfOptions {
                         )))
                     }
                     Some(n) => n,
-                    None => calibrate_pbkdf2(self.hash, key_len, self.iter_time_ms),
+                    None => {
+                        let target = self.iter_time_ms;
+                        let iterations = calibrating(self.kind, target, || {
+                            calibrate_pbkdf2(self.hash, key_len, target)
+                        });
+                        let kdf = Kdf::Pbkdf2 {
+                            hash: self.hash,
+                            iterations,
+                        };
+                        progress::calibrated(kdf, target);
+                        iterations
+                    }
                 };
                 Ok(Kdf::Pbkdf2 {
                     hash: self.hash,
@@ -276,12 +295,27 @@ impl KdfOptions {
                         parallel,
                     }),
                     None => {
-                        calibrate_argon2(kind, memory_kib, parallel, key_len, self.iter_time_ms)
+                        let target = self.iter_time_ms;
+                        let kdf = calibrating(kind, target, || {
+                            calibrate_argon2(kind, memory_kib, parallel, key_len, target)
+                        })?;
+                        progress::calibrated(kdf, target);
+                        Ok(kdf)
                     }
                 }
             }
         }
     }
+}
+
+/// Runs the calibration `work` of `kind` to `target_ms` as a step.
+fn calibrating<T>(kind: KdfKind, target_ms: u32, work: impl FnOnce() -> T) -> T {
+    progress::step(KdfStep::Calibrate { kind, target_ms }, None, work)
+}
+
+/// Milliseconds as a duration (no less than zero).
+fn ms(ms: f64) -> Duration {
+    Duration::from_secs_f64(ms.max(0.0) / 1000.0)
 }
 
 fn calibrate_pbkdf2(hash: HashAlg, key_len: usize, target_ms: u32) -> u32 {
@@ -296,7 +330,9 @@ fn calibrate_pbkdf2(hash: HashAlg, key_len: usize, target_ms: u32) -> u32 {
             let n = iterations as f64 * target_ms as f64 / ms.max(0.001);
             return (n.min(u32::MAX as f64) as u32).max(PBKDF2_MIN_ITERATIONS);
         }
-        iterations = iterations.saturating_mul(if ms < 10.0 { 8 } else { 2 });
+        let factor = if ms < 10.0 { 8 } else { 2 };
+        progress::left(self::ms(ms * f64::from(factor)));
+        iterations = iterations.saturating_mul(factor);
     }
 }
 
@@ -322,7 +358,7 @@ fn calibrate_argon2(
             parallel,
         };
         let t = Instant::now();
-        kdf.derive(b"sectorcrypt calibration", &salt, &mut out)?;
+        kdf.derive_quietly(b"sectorcrypt calibration", &salt, &mut out)?;
         let ms = (t.elapsed().as_secs_f64() * 1000.0).max(0.001);
         let ratio = target_ms as f64 / ms;
         if probe > 0 && (0.8..=1.25).contains(&ratio) {
@@ -339,6 +375,11 @@ fn calibrate_argon2(
         }
         if mem == min_mem && time == ARGON2_MIN_TIME && ratio < 1.0 {
             break;
+        }
+        if probe < 3 {
+            // The next probe's work over this one's, at the speed just measured.
+            let scale = f64::from(time) * f64::from(mem) / (work / ratio);
+            progress::left(self::ms(ms * scale));
         }
     }
     Ok(Kdf::Argon2 {

@@ -14,9 +14,9 @@
 //! - [`engine`]: `read_at`/`write_at` at any offset over the data area a layout
 //!   describes, large requests split into chunks of whole sectors over a worker pool.
 //!
-//! Shared by the formats: [`kdf`] (PBKDF2, Argon2, calibration) and [`hash`]; the one
-//! error type is [`Error`]. [`atomic`] replaces files atomically (header backups, the
-//! CLI's outputs).
+//! Shared by the formats: [`kdf`] (PBKDF2, Argon2, calibration; its slow steps told to a
+//! front end through [`kdf::progress`]) and [`hash`]; the one error type is [`Error`].
+//! [`atomic`] replaces files atomically (header backups, the CLI's outputs).
 #![forbid(unsafe_code)]
 
 pub mod atomic;

@@ -88,7 +88,13 @@ pub fn user_key(
             parts.push(pass);
         }
         n if n > 0 => {
-            pbkdf2::pbkdf2_hmac::<Sha512>(pass, salt, n as u32, &mut derived[..]);
+            let kdf = crate::kdf::Kdf::Pbkdf2 {
+                hash: crate::hash::HashAlg::Sha512,
+                iterations: n as u32,
+            };
+            crate::kdf::progress::derive(kdf, || {
+                pbkdf2::pbkdf2_hmac::<Sha512>(pass, salt, n as u32, &mut derived[..])
+            });
             parts.push(&derived[..]);
         }
         n => {
