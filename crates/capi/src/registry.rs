@@ -16,6 +16,12 @@ pub struct Registry<T> {
     live: RwLock<BTreeMap<usize, Arc<T>>>,
 }
 
+impl<T> Default for Registry<T> {
+    fn default() -> Registry<T> {
+        Registry::new()
+    }
+}
+
 impl<T> Registry<T> {
     /// An empty registry (usable in a `static`).
     pub const fn new() -> Registry<T> {

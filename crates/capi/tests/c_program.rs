@@ -93,9 +93,29 @@ impl Fixture {
         dm_crypt(spec, key, size, step, first, data, Direction::Encrypt)
     }
 
-    /// Runs the program `exe` on the fixture, then checks what it wrote.
-    fn run_and_check(&self, exe: &Path) {
-        let out = Command::new(exe).arg(self.dir.path()).output().unwrap();
+    /// Runs the program `exe` on the fixture, then checks what it wrote. `shared` is the
+    /// folder whose `libsectorcrypt.so` the program must load, or `None` for a program
+    /// that must need none. (Cargo's `LD_LIBRARY_PATH`, which names `target/debug` and its
+    /// possibly older copies first, is removed: the program's run path decides.)
+    fn run_and_check(&self, exe: &Path, shared: Option<&Path>) {
+        let ldd = run(Command::new("ldd").arg(exe).env_remove("LD_LIBRARY_PATH")).stdout;
+        let ldd = String::from_utf8_lossy(&ldd);
+        let loaded = ldd.lines().find(|l| l.contains("libsectorcrypt"));
+        match shared {
+            Some(dir) => {
+                let want = format!("=> {}/libsectorcrypt.so ", dir.display());
+                assert!(loaded.is_some_and(|l| l.contains(&want)), "{ldd}");
+            }
+            None => assert!(
+                loaded.is_none(),
+                "the static build needs a shared one: {ldd}"
+            ),
+        }
+        let out = Command::new(exe)
+            .arg(self.dir.path())
+            .env_remove("LD_LIBRARY_PATH")
+            .output()
+            .unwrap();
         assert!(
             out.status.success(),
             "{} failed ({}):\n{}{}",
@@ -138,10 +158,12 @@ impl Fixture {
     }
 }
 
-/// Where cargo put this build's libraries (`target/debug`).
+/// Where cargo put the libraries this test was built with: beside the test binary
+/// (`target/debug/deps`). `cargo test` does not copy them up to `target/debug`, which may
+/// hold older ones from a `cargo build`.
 fn lib_dir() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
-    let dir = exe.parent().and_then(Path::parent).unwrap().to_path_buf();
+    let dir = exe.parent().unwrap().to_path_buf();
     for lib in ["libsectorcrypt.so", "libsectorcrypt.a"] {
         assert!(dir.join(lib).is_file(), "{} has no {lib}", dir.display());
     }
@@ -199,7 +221,7 @@ fn c_program_linked_to_the_shared_library() {
         format!("-Wl,-rpath,{}", lib.display()),
     ];
     compile(&exe, &[include_flag()], &link);
-    f.run_and_check(&exe);
+    f.run_and_check(&exe, Some(&lib));
 }
 
 #[test]
@@ -210,12 +232,7 @@ fn c_program_linked_to_the_static_library() {
     let mut link = vec![lib_dir().join("libsectorcrypt.a").display().to_string()];
     link.extend(native_static_libs(f.dir.path()));
     compile(&exe, &[include_flag()], &link);
-    let dynamic = run(Command::new("readelf").arg("-d").arg(&exe)).stdout;
-    assert!(
-        !String::from_utf8_lossy(&dynamic).contains("libsectorcrypt"),
-        "the static build needs libsectorcrypt.so"
-    );
-    f.run_and_check(&exe);
+    f.run_and_check(&exe, None);
 }
 
 #[test]
@@ -254,7 +271,5 @@ fn c_program_built_with_pkg_config_after_install() {
     flags.push(format!("-Wl,-rpath,{}", prefix.join("lib").display()));
     let exe = f.path("sectorcrypt_test_pc");
     compile(&exe, &[], &flags);
-    let needed = run(Command::new("readelf").arg("-d").arg(&exe)).stdout;
-    assert!(String::from_utf8_lossy(&needed).contains("libsectorcrypt.so"));
-    f.run_and_check(&exe);
+    f.run_and_check(&exe, Some(&prefix.join("lib")));
 }
