@@ -72,6 +72,11 @@ fn cipher(h: *mut SectorCipher) -> Result<Arc<Cipher>, Failure> {
     CIPHERS.get(h.addr()).ok_or_else(bad_handle)
 }
 
+/// Runs `op` on the volume of handle `h` inside [`guard`].
+fn with_volume(h: *mut Volume, op: impl FnOnce(&OpenVolume) -> Result<(), Failure>) -> Status {
+    guard(|| op(&*volume(h)?))
+}
+
 fn bad_handle() -> Failure {
     Failure::new(
         Status::ERR_BAD_HANDLE,
@@ -251,11 +256,8 @@ pub extern "C" fn sectorcrypt_close(volume: *mut Volume) -> Status {
 /// `size` is writable.
 #[no_mangle]
 pub unsafe extern "C" fn sectorcrypt_size(volume: *mut Volume, size: *mut u64) -> Status {
-    guard(|| {
-        let v = self::volume(volume)?;
-        // SAFETY: the caller's promise for `size`.
-        unsafe { put(size, v.size(), "size") }
-    })
+    // SAFETY: the caller's promise for `size`.
+    with_volume(volume, |v| unsafe { put(size, v.size(), "size") })
 }
 
 /// Stores the volume's encryption sector size in bytes in `*sector_size`.
@@ -267,10 +269,9 @@ pub unsafe extern "C" fn sectorcrypt_sector_size(
     volume: *mut Volume,
     sector_size: *mut u32,
 ) -> Status {
-    guard(|| {
-        let v = self::volume(volume)?;
-        // SAFETY: the caller's promise for `sector_size`.
-        unsafe { put(sector_size, v.sector_size(), "sector_size") }
+    // SAFETY: the caller's promise for `sector_size`.
+    with_volume(volume, |v| unsafe {
+        put(sector_size, v.sector_size(), "sector_size")
     })
 }
 
@@ -281,11 +282,8 @@ pub unsafe extern "C" fn sectorcrypt_sector_size(
 /// `info` is writable.
 #[no_mangle]
 pub unsafe extern "C" fn sectorcrypt_info(volume: *mut Volume, info: *mut Info) -> Status {
-    guard(|| {
-        let v = self::volume(volume)?;
-        // SAFETY: the caller's promise for `info`.
-        unsafe { put(info, v.info(), "info") }
-    })
+    // SAFETY: the caller's promise for `info`.
+    with_volume(volume, |v| unsafe { put(info, v.info(), "info") })
 }
 
 /// Reads `len` bytes of plaintext at byte `offset` into `buf`: any offset and length
@@ -302,9 +300,8 @@ pub unsafe extern "C" fn sectorcrypt_pread(
     len: usize,
     offset: u64,
 ) -> Status {
-    guard(|| {
-        let v = self::volume(volume)?;
-        // SAFETY: the caller's promise for `buf`.
+    with_volume(volume, |v| {
+        // SAFETY: the caller's promise for `buf` (used during this call only).
         let buf = unsafe { bytes_mut(buf, len, "buf") }?;
         v.read(buf, offset)
     })
@@ -325,9 +322,8 @@ pub unsafe extern "C" fn sectorcrypt_pwrite(
     len: usize,
     offset: u64,
 ) -> Status {
-    guard(|| {
-        let v = self::volume(volume)?;
-        // SAFETY: the caller's promise for `buf`.
+    with_volume(volume, |v| {
+        // SAFETY: the caller's promise for `buf` (used during this call only).
         let buf = unsafe { bytes(buf, len, "buf") }?;
         v.write(buf, offset)
     })
@@ -336,7 +332,7 @@ pub unsafe extern "C" fn sectorcrypt_pwrite(
 /// Makes every completed write durable (fdatasync of the image).
 #[no_mangle]
 pub extern "C" fn sectorcrypt_flush(volume: *mut Volume) -> Status {
-    guard(|| self::volume(volume)?.flush())
+    with_volume(volume, OpenVolume::flush)
 }
 
 /// Makes a sector cipher from a dm-crypt cipher string (`aes-xts-plain64`,
@@ -381,23 +377,17 @@ pub unsafe extern "C" fn sectorcrypt_cipher_new(
     })
 }
 
-/// The body of encrypt and decrypt.
-///
-/// # Safety
-/// As for `sectorcrypt_cipher_encrypt`.
-unsafe fn transform(
+/// The body of encrypt and decrypt, once the caller's buffer is a slice (or why not).
+fn transform<'a>(
     dir: Direction,
     cipher: *mut SectorCipher,
-    buf: *mut c_void,
-    len: usize,
+    buf: impl FnOnce() -> Result<&'a mut [u8], Failure>,
     first_sector: u64,
     sector_size: u32,
 ) -> Status {
     guard(|| {
         let c = self::cipher(cipher)?;
-        // SAFETY: the caller's promise for `buf`.
-        let buf = unsafe { bytes_mut(buf, len, "buf") }?;
-        c.apply(dir, buf, first_sector, sector_size as usize)
+        c.apply(dir, buf()?, first_sector, sector_size as usize)
     })
 }
 
@@ -421,17 +411,9 @@ pub unsafe extern "C" fn sectorcrypt_cipher_encrypt(
     first_sector: u64,
     sector_size: u32,
 ) -> Status {
-    // SAFETY: the caller's promise, passed on.
-    unsafe {
-        transform(
-            Direction::Encrypt,
-            cipher,
-            buf,
-            len,
-            first_sector,
-            sector_size,
-        )
-    }
+    // SAFETY: the caller's promise for `buf` (used during this call only).
+    let buf = || unsafe { bytes_mut(buf, len, "buf") };
+    transform(Direction::Encrypt, cipher, buf, first_sector, sector_size)
 }
 
 /// Decrypts `len` bytes at `buf` in place; arguments and errors as for
@@ -447,17 +429,9 @@ pub unsafe extern "C" fn sectorcrypt_cipher_decrypt(
     first_sector: u64,
     sector_size: u32,
 ) -> Status {
-    // SAFETY: the caller's promise, passed on.
-    unsafe {
-        transform(
-            Direction::Decrypt,
-            cipher,
-            buf,
-            len,
-            first_sector,
-            sector_size,
-        )
-    }
+    // SAFETY: the caller's promise for `buf` (used during this call only).
+    let buf = || unsafe { bytes_mut(buf, len, "buf") };
+    transform(Direction::Decrypt, cipher, buf, first_sector, sector_size)
 }
 
 /// Frees the cipher and wipes its keys; the handle must not be used again. NULL is
