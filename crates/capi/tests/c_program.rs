@@ -177,7 +177,8 @@ fn crate_dir() -> &'static Path {
 /// Compiles the C program into `out` with `cc`, warnings as errors, then `link` options.
 fn compile(out: &Path, cflags: &[String], link: &[String]) {
     let mut cmd = Command::new("cc");
-    cmd.args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic"])
+    cmd.args(["-std=c11", "-pthread", "-Wall", "-Wextra", "-Werror"])
+        .arg("-pedantic")
         .args(cflags)
         .arg(crate_dir().join("tests/c/sectorcrypt_test.c"))
         .arg("-o")
