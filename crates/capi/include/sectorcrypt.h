@@ -159,7 +159,7 @@ typedef struct sectorcrypt_volume_info {
    */
   uint64_t data_offset;
   /**
-   * Bytes per encryption sector (512 to 4096).
+   * Bytes per encryption sector (512, or larger where the volume was made so).
    */
   uint32_t sector_size;
   /**

@@ -27,7 +27,7 @@ pub struct Info {
     pub size: u64,
     /// Byte offset of the data area in the image file.
     pub data_offset: u64,
-    /// Bytes per encryption sector (512 to 4096).
+    /// Bytes per encryption sector (512, or larger where the volume was made so).
     pub sector_size: u32,
     /// The keyslot the passphrase opened.
     pub keyslot: u32,
