@@ -15,12 +15,13 @@ set -euo pipefail
 # TLS tests: openssl (the command line makes their X.509 certificates).
 # Manual and completion tests: groff-base (renders the man pages), zsh and fish (load the
 # completion scripts).
+# C library tests: gcc and libc6-dev (cc builds the C test program), pkg-config (above).
 # `deps.sh bench`: fio (its nbd engine gives bench/nbd.sh the 4 KiB random-read IOPS).
 # `deps.sh ceph`: the single-node cluster of scripts/ceph.sh (ceph-mon, ceph-osd,
 # ceph-common, uuid-runtime) and librbd-dev/librados-dev, which the `rbd` feature links.
 needed=(pkg-config libssl-dev cryptsetup-bin qemu-utils nbdkit libnbd-bin fuse3
     libengine-gost-openssl e2fsprogs python3-libnbd grub-common dosfstools mtools
-    python3-cryptography xz-utils openssl groff-base zsh fish)
+    python3-cryptography xz-utils openssl groff-base zsh fish gcc libc6-dev)
 if [ "${1:-}" = bench ]; then
     needed=(fio)
 fi

@@ -1,0 +1,276 @@
+//! The C test program (`tests/c/sectorcrypt_test.c`) compiled with `cc` against the
+//! committed header and the libraries this build made, three ways: linked to
+//! `libsectorcrypt.so`, to `libsectorcrypt.a`, and with `pkg-config --cflags --libs` after
+//! `scripts/install-lib.sh` into a temporary prefix. Each build runs on fresh volumes that
+//! cryptsetup made with a known volume key; what the program wrote, to the volume and
+//! through the sector cipher, is then checked against dm-crypt's formula computed with
+//! OpenSSL. The program itself checks the round trip and every error path.
+
+use openssl::symm::Mode as Direction;
+use sectorcrypt_testkit::reference::dm_crypt;
+use sectorcrypt_testkit::{pattern, require, run};
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use tempfile::TempDir;
+
+const MIB: u64 = 1 << 20;
+/// Where the attached volume's data starts (cryptsetup `--offset`, in 512-byte sectors).
+const DATA_AT: u64 = 16 * MIB;
+/// Where the harness writes ciphertext, and the program writes plaintext (as in the C file).
+const PLAIN_AT: u64 = 12288;
+const NEW_AT: u64 = MIB + 77;
+
+/// The inputs of one run of the program.
+struct Fixture {
+    dir: TempDir,
+    key: Vec<u8>,
+    expected: Vec<u8>,
+    fresh: Vec<u8>,
+}
+
+impl Fixture {
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// Two LUKS2 volumes of one volume key (header attached; header detached), a file
+    /// with no header, and the program's inputs; OpenSSL's ciphertext of `expected` at
+    /// [`PLAIN_AT`] of both volumes.
+    fn new() -> Fixture {
+        let f = Fixture {
+            dir: tempfile::Builder::new().prefix("capi-").tempdir().unwrap(),
+            key: pattern(64, 21),
+            expected: pattern(64 * 1024, 22),
+            fresh: pattern(5000, 23),
+        };
+        std::fs::write(f.path("pass"), b"correct horse battery").unwrap();
+        std::fs::write(f.path("key"), &f.key).unwrap();
+        std::fs::write(f.path("expected.bin"), &f.expected).unwrap();
+        std::fs::write(f.path("new.bin"), &f.fresh).unwrap();
+        File::create(f.path("plain.img"))
+            .unwrap()
+            .set_len(4 * MIB)
+            .unwrap();
+        f.luks_format("attached.img", &["--offset", &(DATA_AT / 512).to_string()]);
+        let hdr = f.path("detached.hdr").display().to_string();
+        f.luks_format("detached.img", &["--offset", "0", "--header", &hdr]);
+        let cipher = f.model("aes-xts-plain64", 512, 1, PLAIN_AT / 512, &f.expected);
+        for (image, data_at) in [("attached.img", DATA_AT), ("detached.img", 0)] {
+            let file = File::options().write(true).open(f.path(image)).unwrap();
+            file.write_all_at(&cipher, data_at + PLAIN_AT).unwrap();
+        }
+        f
+    }
+
+    /// `cryptsetup luksFormat` of a new 20 MiB `image` with the fixture's volume key and
+    /// passphrase, plus `extra` options.
+    fn luks_format(&self, image: &str, extra: &[&str]) {
+        File::create(self.path(image))
+            .unwrap()
+            .set_len(20 * MIB)
+            .unwrap();
+        let mut cmd = Command::new("cryptsetup");
+        cmd.args(["luksFormat", "-q", "--type", "luks2"])
+            .args(["--cipher", "aes-xts-plain64", "--key-size", "512"])
+            .args(["--sector-size", "512", "--pbkdf", "pbkdf2"])
+            .args(["--pbkdf-force-iterations", "1000", "--volume-key-file"])
+            .arg(self.path("key"))
+            .arg("--key-file")
+            .arg(self.path("pass"))
+            .args(extra);
+        run(cmd.arg(self.path(image)));
+    }
+
+    /// dm-crypt's sectors by OpenSSL (the key of `spec`'s length taken from the front).
+    fn model(&self, spec: &str, size: usize, step: u64, first: u64, data: &[u8]) -> Vec<u8> {
+        let key = if spec.starts_with("aes-xts") {
+            &self.key[..]
+        } else {
+            &self.key[..32]
+        };
+        dm_crypt(spec, key, size, step, first, data, Direction::Encrypt)
+    }
+
+    /// Runs the program `exe` on the fixture, then checks what it wrote. `shared` is the
+    /// folder whose `libsectorcrypt.so` the program must load, or `None` for a program
+    /// that must need none. (Cargo's `LD_LIBRARY_PATH`, which names `target/debug` and its
+    /// possibly older copies first, is removed: the program's run path decides.)
+    fn run_and_check(&self, exe: &Path, shared: Option<&Path>) {
+        let ldd = run(Command::new("ldd").arg(exe).env_remove("LD_LIBRARY_PATH")).stdout;
+        let ldd = String::from_utf8_lossy(&ldd);
+        let loaded = ldd.lines().find(|l| l.contains("libsectorcrypt"));
+        match shared {
+            Some(dir) => {
+                let want = format!("=> {}/libsectorcrypt.so ", dir.display());
+                assert!(loaded.is_some_and(|l| l.contains(&want)), "{ldd}");
+            }
+            None => assert!(
+                loaded.is_none(),
+                "the static build needs a shared one: {ldd}"
+            ),
+        }
+        let out = Command::new(exe)
+            .arg(self.dir.path())
+            .env_remove("LD_LIBRARY_PATH")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{} failed ({}):\n{}{}",
+            exe.display(),
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        eprint!("{}", String::from_utf8_lossy(&out.stdout));
+        // The plaintext written at an odd offset is there as dm-crypt's formula says.
+        let (first, end) = (NEW_AT / 512 * 512, (NEW_AT + 5000).div_ceil(512) * 512);
+        let mut raw = vec![0u8; (end - first) as usize];
+        File::open(self.path("attached.img"))
+            .unwrap()
+            .read_exact_at(&mut raw, DATA_AT + first)
+            .unwrap();
+        let key = &self.key;
+        let plain = dm_crypt(
+            "aes-xts-plain64",
+            key,
+            512,
+            1,
+            first / 512,
+            &raw,
+            Direction::Decrypt,
+        );
+        let skip = (NEW_AT - first) as usize;
+        assert!(plain[skip..skip + 5000] == self.fresh[..], "the write");
+        // The sector cipher's outputs.
+        for (file, spec, size, step, first) in [
+            ("xts-512.bin", "aes-xts-plain64", 512, 1, 24),
+            ("xts-4096.bin", "aes-xts-plain64", 4096, 8, 24),
+            ("xts-large-4096.bin", "aes-xts-plain64", 4096, 1, 3),
+            ("essiv-512.bin", "aes-cbc-essiv:sha256", 512, 1, 5),
+        ] {
+            let got = std::fs::read(self.path(file)).unwrap();
+            let want = self.model(spec, size, step, first, &self.expected);
+            assert!(got == want, "{file} differs from OpenSSL's {spec}");
+        }
+    }
+}
+
+/// Where cargo put the libraries this test was built with: beside the test binary
+/// (`target/debug/deps`). `cargo test` does not copy them up to `target/debug`, which may
+/// hold older ones from a `cargo build`.
+fn lib_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let dir = exe.parent().unwrap().to_path_buf();
+    for lib in ["libsectorcrypt.so", "libsectorcrypt.a"] {
+        assert!(dir.join(lib).is_file(), "{} has no {lib}", dir.display());
+    }
+    dir
+}
+
+fn crate_dir() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Compiles the C program into `out` with `cc`, warnings as errors, then `link` options.
+fn compile(out: &Path, cflags: &[String], link: &[String]) {
+    let mut cmd = Command::new("cc");
+    cmd.args(["-std=c11", "-pthread", "-Wall", "-Wextra", "-Werror"])
+        .arg("-pedantic")
+        .args(cflags)
+        .arg(crate_dir().join("tests/c/sectorcrypt_test.c"))
+        .arg("-o")
+        .arg(out)
+        .args(link);
+    run(&mut cmd);
+}
+
+fn include_flag() -> String {
+    format!("-I{}", crate_dir().join("include").display())
+}
+
+/// The system libraries a Rust static library needs here, as rustc prints them for an
+/// empty one (this crate's dependencies link none of their own). Cargo cannot be asked
+/// from inside `cargo test`, which holds the build directory's lock.
+fn native_static_libs(scratch: &Path) -> Vec<String> {
+    let src = scratch.join("probe.rs");
+    std::fs::write(&src, "").unwrap();
+    let out = run(Command::new("rustc")
+        .args(["--crate-type", "staticlib", "--crate-name", "probe"])
+        .args(["--print", "native-static-libs", "-o"])
+        .arg(scratch.join("libprobe.a"))
+        .arg(&src));
+    let text = String::from_utf8_lossy(&out.stderr).into_owned();
+    let line = text
+        .lines()
+        .find_map(|l| l.split_once("native-static-libs: ").map(|(_, libs)| libs))
+        .unwrap_or_else(|| panic!("no native-static-libs in rustc's output:\n{text}"));
+    line.split_whitespace().map(String::from).collect()
+}
+
+#[test]
+fn c_program_linked_to_the_shared_library() {
+    require!("cc", "cryptsetup");
+    let f = Fixture::new();
+    let lib = lib_dir();
+    let exe = f.path("sectorcrypt_test");
+    let link = [
+        format!("-L{}", lib.display()),
+        "-lsectorcrypt".into(),
+        format!("-Wl,-rpath,{}", lib.display()),
+    ];
+    compile(&exe, &[include_flag()], &link);
+    f.run_and_check(&exe, Some(&lib));
+}
+
+#[test]
+fn c_program_linked_to_the_static_library() {
+    require!("cc", "cryptsetup", "rustc");
+    let f = Fixture::new();
+    let exe = f.path("sectorcrypt_test_static");
+    let mut link = vec![lib_dir().join("libsectorcrypt.a").display().to_string()];
+    link.extend(native_static_libs(f.dir.path()));
+    compile(&exe, &[include_flag()], &link);
+    f.run_and_check(&exe, None);
+}
+
+#[test]
+fn c_program_built_with_pkg_config_after_install() {
+    require!("cc", "cryptsetup", "rustc", "pkg-config");
+    let f = Fixture::new();
+    let prefix = f.path("prefix");
+    let libs = native_static_libs(f.dir.path()).join(" ");
+    run(Command::new("bash")
+        .arg(crate_dir().join("../../scripts/install-lib.sh"))
+        .arg(&prefix)
+        .env("SECTORCRYPT_PREBUILT", lib_dir())
+        .env("SECTORCRYPT_LIBS_PRIVATE", &libs));
+    let header = std::fs::read(prefix.join("include/sectorcrypt.h")).unwrap();
+    assert!(header == std::fs::read(crate_dir().join("include/sectorcrypt.h")).unwrap());
+    for lib in ["libsectorcrypt.so", "libsectorcrypt.a"] {
+        assert!(
+            prefix.join("lib").join(lib).is_file(),
+            "{lib} not installed"
+        );
+    }
+    let pkg_config = |args: &[&str]| {
+        let out = run(Command::new("pkg-config")
+            .args(args)
+            .arg("sectorcrypt")
+            .env("PKG_CONFIG_PATH", prefix.join("lib/pkgconfig")));
+        let text = String::from_utf8(out.stdout).unwrap();
+        text.split_whitespace()
+            .map(String::from)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(pkg_config(&["--modversion"]), [env!("CARGO_PKG_VERSION")]);
+    let statically = pkg_config(&["--static", "--libs"]).join(" ");
+    assert!(statically.contains(&libs), "Libs.private: {statically}");
+    let mut flags = pkg_config(&["--cflags", "--libs"]);
+    flags.push(format!("-Wl,-rpath,{}", prefix.join("lib").display()));
+    let exe = f.path("sectorcrypt_test_pc");
+    compile(&exe, &[], &flags);
+    f.run_and_check(&exe, Some(&prefix.join("lib")));
+}
