@@ -133,6 +133,10 @@ impl PySectorCipher {
     }
 
     fn __repr__(&self) -> String {
-        format!("SectorCipher({:?}, <{}-bit key>)", self.spec.to_string(), self.key.len() * 8)
+        format!(
+            "SectorCipher({:?}, <{}-bit key>)",
+            self.spec.to_string(),
+            self.key.len() * 8
+        )
     }
 }

@@ -332,7 +332,9 @@ fn format_geli(image: &Image, pass: Option<&[u8]>, req: &Request) -> Result<Info
         ));
     }
     if req.pbkdf.as_deref().is_some_and(|k| k != "pbkdf2") {
-        return Err(Error::invalid("GELI derives keys with pbkdf2 (sha512) only"));
+        return Err(Error::invalid(
+            "GELI derives keys with pbkdf2 (sha512) only",
+        ));
     }
     let ealgo = geli_algorithm(
         req.cipher.as_deref().unwrap_or("aes-xts"),
@@ -381,7 +383,8 @@ fn format_geli(image: &Image, pass: Option<&[u8]>, req: &Request) -> Result<Info
 /// Writes every sector of a new authenticated provider (zeros, sealed with their tags),
 /// so that reading any of them succeeds.
 fn seal_all(path: &Path, u: &Unlocked) -> Result<()> {
-    let store = FileStore::open(path, true).map_err(|e| Error::io(path.display().to_string(), e))?;
+    let store =
+        FileStore::open(path, true).map_err(|e| Error::io(path.display().to_string(), e))?;
     let vol = u.engine(Box::new(store), EngineOptions::default())?;
     let failed = |e| Error::io(format!("sealing the sectors of {}", path.display()), e);
     vol.write_zeroes(0, vol.size()).map_err(failed)?;

@@ -163,16 +163,27 @@ impl NativeVolume {
         let o = self.opened()?;
         let dst = view.as_mut_slice();
         let n = clamp(o.volume.size(), offset, dst.len());
+        if n == 0 {
+            return Ok(0);
+        }
         py.detach(|| o.volume.read_at(&mut dst[..n], offset))
             .map_err(|e| self.io_error(e))?;
         Ok(n)
     }
 
     /// Up to `size` bytes of plaintext at `offset` (fewer at the end of the volume).
-    fn read_at<'py>(&self, py: Python<'py>, size: usize, offset: u64) -> PyResult<Bound<'py, PyBytes>> {
+    fn read_at<'py>(
+        &self,
+        py: Python<'py>,
+        size: usize,
+        offset: u64,
+    ) -> PyResult<Bound<'py, PyBytes>> {
         let o = self.opened()?;
         let n = clamp(o.volume.size(), offset, size);
         PyBytes::new_with(py, n, |dst| {
+            if dst.is_empty() {
+                return Ok(());
+            }
             py.detach(|| o.volume.read_at(dst, offset))
                 .map_err(|e| self.io_error(e))
         })
@@ -185,11 +196,17 @@ impl NativeVolume {
         let o = self.opened()?;
         let src = view.as_slice();
         let n = clamp(o.volume.size(), offset, src.len());
-        if n == 0 && !src.is_empty() {
+        if n == 0 && src.is_empty() {
+            return Ok(0);
+        }
+        if n == 0 {
             let e = io::Error::from(io::ErrorKind::StorageFull);
             return Err(os_error(
                 &e,
-                format!("{}: write at {offset}, at or past the end of the volume", self.name),
+                format!(
+                    "{}: write at {offset}, at or past the end of the volume",
+                    self.name
+                ),
             ));
         }
         py.detach(|| o.volume.write_at(&src[..n], offset))

@@ -163,15 +163,15 @@ class Volume(io.RawIOBase):
         return self._native.write_at(data, offset)
 
     def flush(self):
-        if not self.closed and not self._native.readonly:
+        if not self._native.closed and not self._native.readonly:
             self._native.flush()
 
     def close(self):
         if not self.closed:
             try:
-                self._native.close()
+                super().close()  # calls flush()
             finally:
-                super().close()
+                self._native.close()
 
     def __repr__(self):
         state = "closed" if self.closed else ("ro" if self.readonly else "rw")
