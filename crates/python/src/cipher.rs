@@ -14,6 +14,9 @@ use sectorcrypt_crypto::dmcrypt::{CipherSpec, SectorCipher, SectorLayout};
 use sectorcrypt_crypto::secret::SecretBytes;
 use std::sync::{Arc, Mutex};
 
+/// A cipher built for a sector size and an IV unit (`iv_large_sectors`).
+type Built = ((usize, bool), Arc<SectorCipher>);
+
 /// A dm-crypt cipher under one key.
 #[derive(Debug)]
 #[pyclass(module = "sectorcrypt", name = "SectorCipher", frozen)]
@@ -21,7 +24,7 @@ pub struct PySectorCipher {
     spec: CipherSpec,
     key: SecretBytes,
     /// Ciphers built so far, by sector size and IV unit.
-    built: Mutex<Vec<((usize, bool), Arc<SectorCipher>)>>,
+    built: Mutex<Vec<Built>>,
 }
 
 impl PySectorCipher {
