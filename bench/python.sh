@@ -16,11 +16,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+source bench/lib.sh
+scratch "${DIR:-/dev/shm}/sectorcrypt-python-bench.XXXXXX"
 SIZE=${SIZE:-1G}
 RUNS=${RUNS:-3}
-DIR=${DIR:-/dev/shm}
-work=$(mktemp -d "$DIR/sectorcrypt-python-bench.XXXXXX")
-trap 'rm -rf "$work"' EXIT
 
 cargo build --release -q -p sectorcrypt
 SECTORCRYPT_PYTEST=0 bash crates/python/run-tests.sh --release > /dev/null
@@ -34,7 +33,6 @@ printf 'bench passphrase' > "$key"
     --pbkdf pbkdf2 --pbkdf-force-iterations 1000 --key-file "$key" --batch > /dev/null
 head -c "$size_bytes" /dev/zero | "$cli" write "$img" --key-file "$key"
 
-median() { tr ' ' '\n' | grep . | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
 gbps() { awk -v b="$size_bytes" -v s="$1" 'BEGIN {printf "%.3f", b / s / 1e9}'; }
 
 cli_runs="" py_runs="" py_open_runs=""
@@ -64,7 +62,7 @@ done
 c=$(median <<<"$cli_runs")
 p=$(median <<<"$py_runs")
 po=$(median <<<"$py_open_runs")
-echo "reading $SIZE (aes-xts-plain64, 512-bit key, 4096-byte sectors) from $DIR, medians of $RUNS:"
+echo "reading $SIZE (aes-xts-plain64, 512-bit key, 4096-byte sectors) from ${DIR:-/dev/shm}, medians of $RUNS:"
 printf '  %-46s %7s GB/s   (runs: %s)\n' "sectorcrypt read > /dev/null" "$c" "$cli_runs"
 printf '  %-46s %7s GB/s   (runs: %s)\n' "python Volume.readinto (bytearray)" "$p" "$py_runs"
 printf '  %-46s %7s GB/s   (runs: %s)\n' "python open + Volume.readinto" "$po" "$py_open_runs"

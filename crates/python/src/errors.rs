@@ -103,19 +103,12 @@ fn errno(e: &io::Error) -> i32 {
     if let Some(n) = e.raw_os_error() {
         return n;
     }
-    // Linux's numbers (asm-generic/errno-base.h).
-    const ENOENT: i32 = 2;
-    const EIO: i32 = 5;
-    const EACCES: i32 = 13;
-    const EINVAL: i32 = 22;
-    const ENOSPC: i32 = 28;
-    const EROFS: i32 = 30;
     match e.kind() {
-        K::NotFound => ENOENT,
-        K::PermissionDenied => EACCES,
-        K::InvalidInput => EINVAL,
-        K::StorageFull => ENOSPC,
-        K::ReadOnlyFilesystem => EROFS,
-        _ => EIO,
+        K::NotFound => libc::ENOENT,
+        K::PermissionDenied => libc::EACCES,
+        K::InvalidInput => libc::EINVAL,
+        K::StorageFull => libc::ENOSPC,
+        K::ReadOnlyFilesystem => libc::EROFS,
+        _ => libc::EIO,
     }
 }

@@ -271,24 +271,9 @@ fn format_luks(at: Placement<'_>, pass: &[u8], req: &Request) -> Result<Info> {
     if let Some(ms) = req.iter_time_ms {
         kdf.iter_time_ms = ms;
     }
-    let sector_size = match (req.sector_size, version) {
-        (Some(n), _) => n,
-        (None, Version::Luks1) => 512,
-        (None, Version::Luks2) => {
-            let reserved = if at.is_detached() {
-                0
-            } else {
-                luks::LUKS2_DEFAULT_DATA_OFFSET
-            };
-            let data = (at.data().size())
-                .map_err(|e| Error::io("the image's size", e))?
-                .saturating_sub(reserved);
-            if data > 0 && data.is_multiple_of(4096) {
-                4096
-            } else {
-                512
-            }
-        }
+    let sector_size = match req.sector_size {
+        Some(n) => n,
+        None => luks::default_sector_size(version, at)?,
     };
     let opts = FormatOptions {
         version,

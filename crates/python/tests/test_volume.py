@@ -153,6 +153,18 @@ def test_format_made_volumes_open_in_cryptsetup(tmp_path):
         assert info["uuid"] in dump
 
 
+def test_format_default_sector_sizes(tmp_path):
+    # LUKS2: 4096 when the data area (after 16 MiB) is whole 4096-byte sectors, else 512.
+    assert fast_luks2(tmp_path / "a", size=16 * MIB + 65536)["sector_size"] == 4096
+    assert fast_luks2(tmp_path / "b", size=16 * MIB + 65536 + 512)["sector_size"] == 512
+    assert fast_luks2(tmp_path / "c", size=16 * MIB, type="luks1")["sector_size"] == 512
+    # A detached header leaves the whole image to data.
+    info = fast_luks2(tmp_path / "d", size=65536, header=tmp_path / "d.hdr")
+    assert info["sector_size"] == 4096 and info["data_offset"] == 0
+    with sectorcrypt.open(tmp_path / "d", PASS, header=tmp_path / "d.hdr") as vol:
+        assert vol.size == 65536
+
+
 def test_format_with_volume_key_writes_dm_crypt_sectors(tmp_path, xts_key):
     img = tmp_path / "k.img"
     info = fast_luks2(img, volume_key=xts_key, sector_size=4096)
