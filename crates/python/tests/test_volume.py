@@ -188,6 +188,21 @@ def test_geli_round_trip(tmp_path):
         assert vol.read_at(len(data), 777) == data
 
 
+def test_geli_keyfiles_without_a_passphrase(tmp_path):
+    kf = write_file(tmp_path / "kf", os.urandom(256))
+    img = tmp_path / "gk.img"
+    sectorcrypt.format(img, type="geli", size=2 * MIB, keyfiles=[kf], cipher="aes-cbc",
+                       key_size=256)
+    with sectorcrypt.open(img, keyfiles=[kf], readonly=False) as vol:
+        assert vol.info()["cipher"].startswith("aes-cbc")
+        vol.write_at(b"k" * 4096, 8192)
+    with sectorcrypt.open(img, keyfiles=[kf]) as vol:
+        assert vol.read_at(4096, 8192) == b"k" * 4096
+    other = write_file(tmp_path / "other", os.urandom(256))
+    with pytest.raises(sectorcrypt.WrongPassphrase):
+        sectorcrypt.open(img, keyfiles=[other])
+
+
 def test_gil_released_during_a_read(tmp_path):
     img = tmp_path / "r.img"
     fast_luks2(img, size=16 * MIB + 256 * MIB)
