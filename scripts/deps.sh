@@ -17,6 +17,9 @@ set -euo pipefail
 # completion scripts).
 # C library tests: gcc and libc6-dev (cc builds the C test program), pkg-config (above).
 # `deps.sh bench`: fio (its nbd engine gives bench/nbd.sh the 4 KiB random-read IOPS).
+# `deps.sh python`: a venv for the Python package (crates/python) in target/venv, with
+# maturin (builds the wheel), pytest, cryptography (the tests' reference) and numpy (buffers
+# of the tests) from PyPI; made and filled only when something is missing.
 # `deps.sh ceph`: the single-node cluster of scripts/ceph.sh (ceph-mon, ceph-osd,
 # ceph-common, uuid-runtime) and librbd-dev/librados-dev, which the `rbd` feature links.
 needed=(pkg-config libssl-dev cryptsetup-bin qemu-utils nbdkit libnbd-bin fuse3
@@ -24,6 +27,14 @@ needed=(pkg-config libssl-dev cryptsetup-bin qemu-utils nbdkit libnbd-bin fuse3
     python3-cryptography xz-utils openssl groff-base zsh fish gcc libc6-dev)
 if [ "${1:-}" = bench ]; then
     needed=(fio)
+fi
+if [ "${1:-}" = python ]; then
+    venv="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/target/venv"
+    if ! python3 -c 'import venv, ensurepip' 2>/dev/null; then
+        needed=(python3-venv)
+    else
+        needed=()
+    fi
 fi
 if [ "${1:-}" = ceph ]; then
     needed=(ceph-mon ceph-osd ceph-common uuid-runtime librbd-dev librados-dev)
@@ -39,4 +50,11 @@ if [ "${#missing[@]}" -gt 0 ]; then
     if [ "$(id -u)" != 0 ]; then sudo="sudo"; fi
     $sudo apt-get update -q
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q ${norec:-} "${missing[@]}"
+fi
+if [ "${1:-}" = python ]; then
+    [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+    if ! "$venv/bin/python" -c 'import pytest, cryptography, numpy' 2>/dev/null ||
+        ! "$venv/bin/maturin" --version > /dev/null 2>&1; then
+        "$venv/bin/python" -m pip install -q 'maturin>=1.9.4,<2' pytest cryptography numpy
+    fi
 fi

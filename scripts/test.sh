@@ -22,6 +22,8 @@ cargo clippy --workspace --all-targets "${features[@]}" -- -D warnings
 # (The fuzz targets' corpora and regression inputs are replayed by the tests of
 # sectorcrypt-fuzz.)
 cargo test --workspace "${features[@]}" 2>&1
+# The Python package: its wheel built by maturin into a venv, then its pytest tests.
+bash crates/python/run-tests.sh
 # A short fuzzing smoke of every target (stable toolchain; scripts/fuzz.sh installs
 # cargo-fuzz when missing). Long runs: scripts/fuzz.sh all 600.
 bash scripts/fuzz.sh all 20

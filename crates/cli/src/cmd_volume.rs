@@ -22,7 +22,7 @@ use sectorcrypt_volume::hash::HashAlg;
 use sectorcrypt_volume::kdf::{KdfKind, KdfOptions};
 use sectorcrypt_volume::lock::Mode;
 use sectorcrypt_volume::luks::{self, FormatOptions, Version};
-use sectorcrypt_volume::{formats, Error as VolumeError, Header, KeyslotError, Placement, Store};
+use sectorcrypt_volume::{formats, Error as VolumeError, Header, KeyslotError, Placement};
 
 /// The KDF options of a new keyslot of `format`, whose keyslots take `kinds` (the
 /// default first).
@@ -153,23 +153,9 @@ pub fn format(a: FormatArgs) -> Result<(), Failure> {
         };
         let header_store = detached.as_ref().map_or(&store, |(h, _, _)| h);
         let _lock = image::lock_header(header_store, header_path, Mode::Exclusive)?;
-        let image_size = store.size().map_err(|e| Failure::runtime(e.to_string()))?;
-        let sector_size = match (a.sector_size, version) {
-            (Some(n), _) => n,
-            (None, Version::Luks1) => 512,
-            (None, Version::Luks2) => {
-                let reserved = if detached.is_some() {
-                    0
-                } else {
-                    luks::LUKS2_DEFAULT_DATA_OFFSET
-                };
-                let data = image_size.saturating_sub(reserved);
-                if data > 0 && data.is_multiple_of(4096) {
-                    4096
-                } else {
-                    512
-                }
-            }
+        let sector_size = match a.sector_size {
+            Some(n) => n,
+            None => luks::default_sector_size(version, at)?,
         };
         let opts = FormatOptions {
             version,

@@ -134,6 +134,27 @@ impl Default for FormatOptions {
 /// The default LUKS2 data offset (metadata + keyslots), as cryptsetup.
 pub const LUKS2_DEFAULT_DATA_OFFSET: u64 = 16 << 20;
 
+/// The sector size of a new `version` volume placed as `at` when none is asked for, as
+/// cryptsetup 2.6 picks for files: LUKS1 512; LUKS2 4096 when the data area (the data
+/// store less the default metadata, or all of it under a detached header) is a whole
+/// number of 4096-byte sectors, else 512.
+pub fn default_sector_size(version: Version, at: Placement<'_>) -> Result<usize> {
+    if version == Version::Luks1 {
+        return Ok(512);
+    }
+    let reserved = if at.is_detached() {
+        0
+    } else {
+        LUKS2_DEFAULT_DATA_OFFSET
+    };
+    let data = store::size(at.data())?.saturating_sub(reserved);
+    Ok(if data > 0 && data.is_multiple_of(4096) {
+        4096
+    } else {
+        512
+    })
+}
+
 /// Iterations for the volume key digest: PBKDF2 calibrated to 125 ms (cryptsetup's
 /// LUKS_MKD_ITERATIONS_MS), at least 1000; 1000 when the keyslot cost is forced (tests).
 fn digest_iterations(hash: HashAlg, key_len: usize, forced: bool) -> Result<u32> {

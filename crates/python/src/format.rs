@@ -1,0 +1,389 @@
+//! `sectorcrypt.format`: new LUKS2, LUKS1 and GELI volumes, on the volume library's
+//! `luks::format_at` and `geli::init::init`, under the locks the command line takes (an
+//! exclusive use claim, refused at once when the image is in use, and the exclusive
+//! header lock). The image is created (sparse) when it does not exist and `size` is given;
+//! an image created here is removed again when formatting fails.
+//!
+//! Defaults are the command line's: LUKS2 with `aes-xts-plain64`, a 512-bit key and
+//! 4096-byte sectors where the data area allows, Argon2id calibrated to 2 s; GELI with
+//! AES-XTS, a 128-bit key, 512-byte sectors, PBKDF2 calibrated to 2 s. A GELI provider
+//! with `integrity` has all its sectors written (sealed zeros) before this returns.
+
+use crate::errors::{self, InvalidArgument};
+use crate::secrets;
+use crate::volume::Info;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use sectorcrypt_crypto::dmcrypt::{CipherMode, CipherSpec};
+use sectorcrypt_crypto::secret::SecretBytes;
+use sectorcrypt_volume::engine::EngineOptions;
+use sectorcrypt_volume::geli::init::{self as geli, InitOptions};
+use sectorcrypt_volume::geli::metadata::algo;
+use sectorcrypt_volume::kdf::{KdfKind, KdfOptions};
+use sectorcrypt_volume::lock::{Mode, UseClaim};
+use sectorcrypt_volume::luks::{self, FormatOptions, Version};
+use sectorcrypt_volume::{Error, FileStore, Placement, Result, Unlocked};
+use std::path::{Path, PathBuf};
+
+/// Everything `format` was asked, checked for types by PyO3.
+struct Request {
+    kind: String,
+    cipher: Option<String>,
+    key_bits: Option<usize>,
+    sector_size: Option<usize>,
+    pbkdf: Option<String>,
+    iterations: Option<u32>,
+    iter_time_ms: Option<u32>,
+    pbkdf_memory: Option<u32>,
+    label: Option<String>,
+    integrity: Option<String>,
+    volume_key: Option<SecretBytes>,
+    keyfiles: Vec<SecretBytes>,
+}
+
+/// Formats the image at `path` (see the package's `sectorcrypt.format`); returns what
+/// `Volume.info()` would.
+#[pyfunction]
+#[pyo3(signature = (path, passphrase=None, *, key_file=None, r#type="luks2", cipher=None,
+                    key_size=None, sector_size=None, size=None, header=None, pbkdf=None,
+                    iterations=None, iter_time=None, pbkdf_memory=None, label=None,
+                    integrity=None, keyfiles=None, volume_key=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn format<'py>(
+    py: Python<'py>,
+    path: PathBuf,
+    passphrase: Option<&Bound<'py, PyAny>>,
+    key_file: Option<PathBuf>,
+    r#type: &str,
+    cipher: Option<String>,
+    key_size: Option<usize>,
+    sector_size: Option<usize>,
+    size: Option<u64>,
+    header: Option<PathBuf>,
+    pbkdf: Option<String>,
+    iterations: Option<u32>,
+    iter_time: Option<u32>,
+    pbkdf_memory: Option<u32>,
+    label: Option<String>,
+    integrity: Option<String>,
+    keyfiles: Option<Vec<PathBuf>>,
+    volume_key: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let keyfiles = keyfiles
+        .unwrap_or_default()
+        .iter()
+        .map(|p| secrets::from_file(p, "keyfile"))
+        .collect::<PyResult<Vec<_>>>()?;
+    // GELI's key may be keyfiles alone (geli init -P).
+    let pass = if passphrase.is_none() && key_file.is_none() && !keyfiles.is_empty() {
+        None
+    } else {
+        Some(secrets::passphrase(passphrase, key_file.as_deref())?)
+    };
+    let req = Request {
+        kind: r#type.to_ascii_lowercase(),
+        cipher,
+        key_bits: key_size,
+        sector_size,
+        pbkdf,
+        iterations,
+        iter_time_ms: iter_time,
+        pbkdf_memory,
+        label,
+        integrity,
+        volume_key: volume_key
+            .map(|k| secrets::from_object(k, "volume_key"))
+            .transpose()?,
+        keyfiles,
+    };
+    if !["luks2", "luks1", "geli"].contains(&req.kind.as_str()) {
+        return Err(InvalidArgument::new_err(format!(
+            "type {:?}: luks2, luks1 or geli",
+            req.kind
+        )));
+    }
+    let info = py
+        .detach(|| create_and_format(&path, header.as_deref(), size, pass.as_deref(), &req))
+        .map_err(errors::volume)?;
+    info.to_dict(py)
+}
+
+/// An image opened for formatting; `created` when this call made it.
+struct Image {
+    store: FileStore,
+    path: PathBuf,
+    created: bool,
+}
+
+impl Image {
+    fn open(path: &Path, size: Option<u64>) -> Result<Image> {
+        let failed = |e| Error::io(path.display().to_string(), e);
+        if path.exists() {
+            let store = FileStore::open(path, true).map_err(failed)?;
+            let meta = store.file().metadata().map_err(failed)?;
+            if let Some(s) = size.filter(|&s| meta.is_file() && s != meta.len()) {
+                return Err(Error::invalid(format!(
+                    "{} exists with {} bytes: size={s} is only for creating an image",
+                    path.display(),
+                    meta.len()
+                )));
+            }
+            return Ok(Image {
+                store,
+                path: path.to_owned(),
+                created: false,
+            });
+        }
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(path)
+            .map_err(failed)?;
+        let image = Image {
+            store: FileStore::new(file, path.display().to_string()),
+            path: path.to_owned(),
+            created: true,
+        };
+        // A detached header's new file starts empty: formatting sizes it.
+        if let Some(s) = size {
+            image.store.file().set_len(s).map_err(failed)?;
+        }
+        Ok(image)
+    }
+
+    /// The exclusive use claim: nothing else may have the image open.
+    fn claim(&self) -> Result<UseClaim> {
+        self.store
+            .claim_use(Mode::Exclusive, false)
+            .map_err(|e| Error::io(format!("claiming {}", self.path.display()), e))?
+            .ok_or_else(|| {
+                Error::invalid(format!(
+                    "{} is in use by another process (serving, mounting, reading or writing it)",
+                    self.path.display()
+                ))
+            })
+    }
+
+    /// Removes the image when this call created it.
+    fn discard(self) {
+        if self.created {
+            drop(self.store);
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+fn create_and_format(
+    path: &Path,
+    header: Option<&Path>,
+    size: Option<u64>,
+    pass: Option<&[u8]>,
+    req: &Request,
+) -> Result<Info> {
+    if size.is_none() && !path.exists() {
+        return Err(Error::invalid(format!(
+            "{} does not exist: give size= to create it",
+            path.display()
+        )));
+    }
+    let image = Image::open(path, size)?;
+    let hdr = match header.map(|h| Image::open(h, None)).transpose() {
+        Ok(h) => h,
+        Err(e) => {
+            image.discard();
+            return Err(e);
+        }
+    };
+    let result = format_images(&image, hdr.as_ref(), pass, req);
+    if result.is_err() {
+        image.discard();
+        if let Some(h) = hdr {
+            h.discard();
+        }
+    }
+    result
+}
+
+fn format_images(
+    image: &Image,
+    header: Option<&Image>,
+    pass: Option<&[u8]>,
+    req: &Request,
+) -> Result<Info> {
+    let mut _claims = vec![image.claim()?];
+    if let Some(h) = header {
+        _claims.push(h.claim()?);
+    }
+    let header_store = header.map_or(&image.store, |h| &h.store);
+    let _lock = header_store
+        .lock_header(Mode::Exclusive, true)
+        .map_err(|e| Error::io("locking the header", e))?;
+    if req.kind == "geli" {
+        if header.is_some() {
+            return Err(Error::invalid(
+                "GELI keeps its metadata in the provider's last sector: header= does not apply",
+            ));
+        }
+        return format_geli(image, pass, req);
+    }
+    let at = match header {
+        Some(h) => Placement::Detached {
+            header: &h.store,
+            data: &image.store,
+        },
+        None => Placement::Attached(&image.store),
+    };
+    format_luks(at, pass.unwrap_or_default(), req)
+}
+
+fn format_luks(at: Placement<'_>, pass: &[u8], req: &Request) -> Result<Info> {
+    if req.integrity.is_some() || !req.keyfiles.is_empty() {
+        return Err(Error::invalid("integrity= and keyfiles= are for GELI only"));
+    }
+    let version = if req.kind == "luks1" {
+        Version::Luks1
+    } else {
+        Version::Luks2
+    };
+    let cipher = req.cipher.as_deref().unwrap_or("aes-xts-plain64");
+    let xts = cipher
+        .parse::<CipherSpec>()
+        .is_ok_and(|s| s.mode == CipherMode::Xts);
+    let key_bits = req.key_bits.unwrap_or(if xts { 512 } else { 256 });
+    if !key_bits.is_multiple_of(8) {
+        return Err(Error::invalid("key_size is in bits, a multiple of 8"));
+    }
+    let default_kdf = version.kdf_kinds()[0];
+    let kind = match &req.pbkdf {
+        Some(k) => KdfKind::parse(k)?,
+        None => default_kdf,
+    };
+    let mut kdf = match kind {
+        KdfKind::Pbkdf2 => KdfOptions::pbkdf2(KdfOptions::default().hash),
+        k => KdfOptions {
+            kind: k,
+            ..KdfOptions::default()
+        },
+    };
+    kdf.force_iterations = req.iterations;
+    kdf.memory_kib = req.pbkdf_memory;
+    if let Some(ms) = req.iter_time_ms {
+        kdf.iter_time_ms = ms;
+    }
+    let sector_size = match req.sector_size {
+        Some(n) => n,
+        None => luks::default_sector_size(version, at)?,
+    };
+    let opts = FormatOptions {
+        version,
+        cipher: cipher.to_owned(),
+        key_bytes: key_bits / 8,
+        sector_size,
+        kdf,
+        label: req.label.clone().unwrap_or_default(),
+        ..FormatOptions::default()
+    };
+    let (h, u) = luks::format_at(at, &opts, pass, req.volume_key.as_deref())?;
+    Ok(info(version.name(), &u, h.uuid().map(str::to_owned)))
+}
+
+/// A GELI algorithm named as geli does (`AES-XTS`, `HMAC/SHA256`) or as the command line
+/// (`aes-xts`, `hmac-sha256`), any case; `aes-xts-plain64` and `aes` stand for AES-XTS.
+fn geli_algorithm(name: &str, candidates: &[u16], what: &str) -> Result<u16> {
+    let norm = |s: &str| s.to_ascii_lowercase().replace('/', "-");
+    let wanted = match norm(name).as_str() {
+        "aes" | "aes-xts-plain64" => "aes-xts".to_owned(),
+        "null-cbc" => "null".to_owned(),
+        n => n.to_owned(),
+    };
+    candidates
+        .iter()
+        .copied()
+        .find(|&a| norm(algo::name(a)) == wanted)
+        .ok_or_else(|| {
+            let names: Vec<String> = candidates.iter().map(|&a| norm(algo::name(a))).collect();
+            Error::unsupported(format!(
+                "GELI {what} {name:?} (supported: {})",
+                names.join(", ")
+            ))
+        })
+}
+
+fn format_geli(image: &Image, pass: Option<&[u8]>, req: &Request) -> Result<Info> {
+    if req.label.is_some() || req.volume_key.is_some() {
+        return Err(Error::invalid(
+            "GELI providers have no label, and their master key is random",
+        ));
+    }
+    if req.pbkdf.as_deref().is_some_and(|k| k != "pbkdf2") {
+        return Err(Error::invalid(
+            "GELI derives keys with pbkdf2 (sha512) only",
+        ));
+    }
+    let ealgo = geli_algorithm(
+        req.cipher.as_deref().unwrap_or("aes-xts"),
+        &[algo::AES_XTS, algo::AES_CBC, algo::NULL_CBC],
+        "cipher",
+    )?;
+    let aalgo = match &req.integrity {
+        None => 0,
+        Some(a) => geli_algorithm(
+            a,
+            &[
+                algo::HMAC_SHA256,
+                algo::HMAC_SHA1,
+                algo::HMAC_RIPEMD160,
+                algo::HMAC_SHA384,
+                algo::HMAC_SHA512,
+            ],
+            "integrity",
+        )?,
+    };
+    let small = |n: usize, what: &str| {
+        u32::try_from(n).map_err(|_| Error::invalid(format!("{what} {n} is too large")))
+    };
+    let mut opts = InitOptions {
+        ealgo,
+        aalgo,
+        keylen: small(req.key_bits.unwrap_or(0), "key_size")?
+            .try_into()
+            .map_err(|_| Error::invalid("key_size is too large"))?,
+        sectorsize: small(req.sector_size.unwrap_or(0), "sector_size")?,
+        iterations: req.iterations,
+        use_passphrase: pass.is_some(),
+        ..InitOptions::default()
+    };
+    if let Some(ms) = req.iter_time_ms {
+        opts.iter_time_ms = ms;
+    }
+    let files: Vec<&[u8]> = req.keyfiles.iter().map(|k| &k[..]).collect();
+    let (_, u) = geli::init(&image.store, &opts, &files, pass.unwrap_or_default())?;
+    if aalgo != 0 {
+        seal_all(&image.path, &u)?;
+    }
+    Ok(info("geli", &u, None))
+}
+
+/// Writes every sector of a new authenticated provider (zeros, sealed with their tags),
+/// so that reading any of them succeeds.
+fn seal_all(path: &Path, u: &Unlocked) -> Result<()> {
+    let store =
+        FileStore::open(path, true).map_err(|e| Error::io(path.display().to_string(), e))?;
+    let vol = u.engine(Box::new(store), EngineOptions::default())?;
+    let failed = |e| Error::io(format!("sealing the sectors of {}", path.display()), e);
+    vol.write_zeroes(0, vol.size()).map_err(failed)?;
+    vol.flush().map_err(failed)
+}
+
+fn info(format: &'static str, u: &Unlocked, uuid: Option<String>) -> Info {
+    Info {
+        format,
+        cipher: u.cipher.clone(),
+        sector_size: u.sector_size,
+        data_offset: u.data_offset,
+        size: u.data_size,
+        keyslot: u.keyslot,
+        uuid,
+    }
+}
