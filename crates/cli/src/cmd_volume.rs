@@ -22,7 +22,7 @@ use sectorcrypt_volume::hash::HashAlg;
 use sectorcrypt_volume::kdf::{KdfKind, KdfOptions};
 use sectorcrypt_volume::lock::Mode;
 use sectorcrypt_volume::luks::{self, FormatOptions, Version};
-use sectorcrypt_volume::{formats, Error as VolumeError, Header, KeyslotError, Placement};
+use sectorcrypt_volume::{formats, Error as VolumeError, Header, KeyslotError, Placement, Store};
 
 /// The KDF options of a new keyslot of `format`, whose keyslots take `kinds` (the
 /// default first).
