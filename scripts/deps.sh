@@ -16,6 +16,8 @@ set -euo pipefail
 # Manual and completion tests: groff-base (renders the man pages), zsh and fish (load the
 # completion scripts).
 # `deps.sh bench`: fio (its nbd engine gives bench/nbd.sh the 4 KiB random-read IOPS).
+# `deps.sh docs`: librsvg2-bin (rsvg-convert renders `bench --svg` charts to PNG: a test
+# checks that the chart renders, and docs/PERFORMANCE.md says how to look at one).
 # `deps.sh ceph`: the single-node cluster of scripts/ceph.sh (ceph-mon, ceph-osd,
 # ceph-common, uuid-runtime) and librbd-dev/librados-dev, which the `rbd` feature links.
 needed=(pkg-config libssl-dev cryptsetup-bin qemu-utils nbdkit libnbd-bin fuse3
@@ -23,6 +25,9 @@ needed=(pkg-config libssl-dev cryptsetup-bin qemu-utils nbdkit libnbd-bin fuse3
     python3-cryptography xz-utils openssl groff-base zsh fish)
 if [ "${1:-}" = bench ]; then
     needed=(fio)
+fi
+if [ "${1:-}" = docs ]; then
+    needed=(librsvg2-bin)
 fi
 if [ "${1:-}" = ceph ]; then
     needed=(ceph-mon ceph-osd ceph-common uuid-runtime librbd-dev librados-dev)
