@@ -2,13 +2,15 @@
 //! backend.
 //!
 //! Each case is a row of two horizontal bars in GB/s: sectorcrypt's median, with a whisker
-//! from the slowest to the fastest of its runs, and its peer's median (the peer named at
-//! its bar). Where the report states a `limit`, a red mark stands at the machine's limit
-//! for the case (the median over the fraction) and the row's text gives the fraction.
+//! from the slowest to the fastest of its runs, and its peer's median. Where the report
+//! states a `limit`, a red mark stands at the machine's limit for the case (the median over
+//! the fraction). A column right of the plot gives the figures of each bar: the median,
+//! the ratio to the peer and the fraction of the limit; the peer's median and name.
 //! Cases go into panels of similar speed, each with its own linear scale, so that a case
 //! at 1 GB/s is not a sliver beside one at 20 GB/s: a panel takes the fastest case left
-//! and every case at least a [`PANEL_SPAN`]th of it. Bar lengths stay proportional to the
-//! figures within a panel. The title names the CPU, its features, the backend and the date.
+//! and every case at least a [`PANEL_SPAN`]th of it (by its fastest run or its peer). Bar
+//! lengths stay proportional to the figures within a panel. The title names the CPU, its
+//! features, the backend and the date.
 //!
 //! The SVG names its fonts (`monospace` for the case names, `sans-serif` elsewhere) and
 //! leaves laying the text out to the viewer; the widths reserved for text assume at most
@@ -29,16 +31,16 @@ const INK: RGBColor = RGBColor(0x22, 0x22, 0x22);
 const GREY: RGBColor = RGBColor(0x66, 0x66, 0x66);
 
 /// A panel holds cases down to this fraction of its fastest.
-pub const PANEL_SPAN: f64 = 8.0;
+pub const PANEL_SPAN: f64 = 4.0;
 /// A limit mark widens its panel's scale only where the case reaches at least this
 /// fraction of it (a case far below its limit says so in its figures).
 const LIMIT_SCALED: f64 = 0.2;
 /// Height of one bar, pixels.
 pub const BAR: i32 = 13;
 const ROW: i32 = 2 * BAR + 12;
-const WIDTH: i32 = 1280;
+const WIDTH: i32 = 1320;
 /// Space right of the plot for the figures written after the bars.
-const RIGHT: i32 = 300;
+const RIGHT: i32 = 340;
 const AXIS: i32 = 44;
 const PANEL_GAP: i32 = 18;
 /// Pixels per point of font size: plotters writes `font-size` as the size over 1.24.
@@ -111,15 +113,20 @@ pub fn format_utc(secs: u64) -> String {
     format!("{y:04}-{m:02}-{d:02} {hh:02}:{mm:02} UTC")
 }
 
-/// The rightmost figure a case puts on its panel's scale: its fastest run, its peer, and
-/// its limit where it reaches at least [`LIMIT_SCALED`] of that.
-fn extent(r: &CaseResult) -> f64 {
-    let limit = limit_rate(r).filter(|l| r.bytes_per_sec >= l * LIMIT_SCALED);
-    [Some(r.max), r.peer_bytes_per_sec, limit]
+/// The larger of a case's measured figures: its fastest run and its peer.
+fn measured(r: &CaseResult) -> f64 {
+    [Some(r.max), r.peer_bytes_per_sec]
         .into_iter()
         .flatten()
         .filter(|x| x.is_finite())
         .fold(0.0, f64::max)
+}
+
+/// The rightmost figure a case puts on its panel's scale: its measured figures, and its
+/// limit where it reaches at least [`LIMIT_SCALED`] of that.
+fn extent(r: &CaseResult) -> f64 {
+    let limit = limit_rate(r).filter(|l| r.bytes_per_sec >= l * LIMIT_SCALED);
+    limit.map_or(measured(r), |l| l.max(measured(r)))
 }
 
 /// The machine's limit for the case in bytes per second (the median over the fraction).
@@ -129,15 +136,15 @@ fn limit_rate(r: &CaseResult) -> Option<f64> {
         .map(|l| r.bytes_per_sec / l)
 }
 
-/// The cases grouped into panels of similar speed (indices into `results`): the fastest
-/// first, each panel in the report's order.
+/// The cases grouped into panels of similar measured speed (indices into `results`): the
+/// fastest first, each panel in the report's order.
 pub fn panels(results: &[CaseResult]) -> Vec<Vec<usize>> {
     let mut order: Vec<usize> = (0..results.len()).collect();
-    order.sort_by(|&a, &b| extent(&results[b]).total_cmp(&extent(&results[a])));
+    order.sort_by(|&a, &b| measured(&results[b]).total_cmp(&measured(&results[a])));
     let mut out: Vec<Vec<usize>> = vec![];
     let mut top = f64::INFINITY;
     for i in order {
-        let x = extent(&results[i]);
+        let x = measured(&results[i]);
         match out.last_mut() {
             Some(p) if x * PANEL_SPAN >= top => p.push(i),
             _ => {
@@ -323,7 +330,7 @@ fn draw_header(
     )?;
     item(
         &|x| swatch(root, x, y, PEER),
-        "peer (named at its bar): median",
+        "peer: median (named right of the plot)",
     )?;
     item(
         &|x| limit_mark(root, x + 10, y),
@@ -360,7 +367,7 @@ fn whisker(root: &Area<'_>, x0: i32, x1: i32, y: i32) -> Result<(), Failed> {
 /// The limit mark at `x`, centred on height `y`.
 fn limit_mark(root: &Area<'_>, x: i32, y: i32) -> Result<(), Failed> {
     root.draw(&PathElement::new(
-        vec![(x, y - BAR / 2 - 3), (x, y + BAR / 2 + 3)],
+        vec![(x, y - BAR / 2 - 3), (x, y + BAR / 2 + 1)],
         LIMIT.stroke_width(3),
     ))
     .map_err(err)
@@ -392,7 +399,7 @@ fn draw_panel(
         .x_label_style(font("sans-serif", 12.0).color(&INK))
         .x_desc("GB/s")
         .axis_desc_style(font("sans-serif", 12.0).color(&INK))
-        .light_line_style(RGBColor(0xee, 0xee, 0xee))
+        .light_line_style(TRANSPARENT)
         .bold_line_style(RGBColor(0xdd, 0xdd, 0xdd))
         .draw()
         .map_err(err)?;
@@ -402,6 +409,7 @@ fn draw_panel(
         .color(&INK)
         .pos(Pos::new(HPos::Right, VPos::Center));
     let figure = font("sans-serif", 12.0).pos(Pos::new(HPos::Left, VPos::Center));
+    let column = at(xmax, 0.0).0 + 14;
     for (i, r) in rows.iter().enumerate() {
         let (x0, yc) = at(0.0, i as f64);
         let x = |bytes_per_sec: f64| at(bytes_per_sec / 1e9, i as f64).0;
@@ -414,15 +422,14 @@ fn draw_panel(
         if let Some(ratio) = r.ratio {
             words.push_str(&format!(" · {ratio:.2}x the peer"));
         }
-        let mut end = x(r.max);
         if let Some(l) = r.limit {
             words.push_str(&format!(" · {:.0}% of the limit", l * 100.0));
             if let Some(rate) = limit_rate(r).filter(|v| *v <= xmax * 1e9) {
                 limit_mark(root, x(rate), oy)?;
-                end = end.max(x(rate) + 1);
             }
         }
-        root.draw_text(&words, &figure.color(&INK), (end + 6, oy))
+        // The figures stand in a column right of the plot, a line per bar.
+        root.draw_text(&words, &figure.color(&INK), (column, oy))
             .map_err(err)?;
         if let Some(p) = r.peer_bytes_per_sec {
             bar(root, x0, x(p), py, PEER)?;
@@ -430,7 +437,7 @@ fn draw_panel(
             root.draw_text(
                 &format!("{} GB/s {peer}", gbs(p)),
                 &figure.color(&GREY),
-                (x(p) + 6, py),
+                (column, py),
             )
             .map_err(err)?;
         }
@@ -445,4 +452,66 @@ fn bar(root: &Area<'_>, x0: i32, x1: i32, y: i32, color: RGBColor) -> Result<(),
         color.filled(),
     ))
     .map_err(err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn case(name: &str, gbs: f64, peer: Option<f64>, limit: Option<f64>) -> CaseResult {
+        CaseResult {
+            name: name.into(),
+            backend: "vaes".into(),
+            bytes_per_sec: gbs * 1e9,
+            min: gbs * 0.9e9,
+            max: gbs * 1e9,
+            peer: peer.map(|_| "openssl".into()),
+            peer_bytes_per_sec: peer.map(|p| p * 1e9),
+            ratio: peer.map(|p| gbs / p),
+            cycles_per_byte: 1.0,
+            limit,
+            round_limit_cpb: None,
+        }
+    }
+
+    #[test]
+    fn dates_are_utc_calendar_dates() {
+        assert_eq!(format_utc(0), "1970-01-01 00:00 UTC");
+        // 2000-02-29 (a leap day of a century year divisible by 400) 23:59.
+        assert_eq!(format_utc(951_868_740), "2000-02-29 23:59 UTC");
+        assert_eq!(format_utc(1_795_503_600), "2026-11-24 07:00 UTC");
+    }
+
+    #[test]
+    fn panels_hold_cases_of_similar_speed_in_report_order() {
+        let results = [
+            case("a", 16.0, Some(7.0), Some(0.8)),
+            case("g", 1.2, Some(0.08), None),
+            case("b", 5.0, Some(1.0), None),
+            case("m", 0.1, None, None),
+            case("c", 2.5, Some(2.6), Some(0.01)),
+        ];
+        // "a" at 16 GB/s (its limit does not count): down to 4 GB/s shares its panel.
+        assert_eq!(panels(&results), [vec![0, 2], vec![1, 4], vec![3]]);
+        assert!(panels(&[]).is_empty());
+    }
+
+    #[test]
+    fn scales_end_on_round_figures_above_the_data() {
+        for (x, want) in [
+            (57.5, 60.0),
+            (18.0, 20.0),
+            (1.21, 1.5),
+            (0.07, 0.08),
+            (0.0, 1.0),
+        ] {
+            let got = nice_ceiling(x);
+            assert!((got - want).abs() < want * 1e-9, "{x}: {got}");
+        }
+        assert_eq!(tick(&0.0), "0");
+        assert_eq!(tick(&2.5), "2.5");
+        assert_eq!(tick(&0.05), "0.05");
+        assert_eq!(gbs(16.24e9), "16.2");
+        assert_eq!(gbs(0.0813e9), "0.081");
+    }
 }
