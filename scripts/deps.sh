@@ -20,6 +20,8 @@ set -euo pipefail
 # `deps.sh python`: a venv for the Python package (crates/python) in target/venv, with
 # maturin (builds the wheel), pytest, cryptography (the tests' reference) and numpy (buffers
 # of the tests) from PyPI; made and filled only when something is missing.
+# `deps.sh docs`: librsvg2-bin (rsvg-convert renders `bench --svg` charts to PNG: a test
+# checks that the chart renders, and docs/PERFORMANCE.md says how to look at one).
 # `deps.sh ceph`: the single-node cluster of scripts/ceph.sh (ceph-mon, ceph-osd,
 # ceph-common, uuid-runtime) and librbd-dev/librados-dev, which the `rbd` feature links.
 needed=(pkg-config libssl-dev cryptsetup-bin qemu-utils nbdkit libnbd-bin fuse3
@@ -35,6 +37,9 @@ if [ "${1:-}" = python ]; then
     else
         needed=()
     fi
+fi
+if [ "${1:-}" = docs ]; then
+    needed=(librsvg2-bin)
 fi
 if [ "${1:-}" = ceph ]; then
     needed=(ceph-mon ceph-osd ceph-common uuid-runtime librbd-dev librados-dev)

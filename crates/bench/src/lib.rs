@@ -17,6 +17,7 @@ pub mod clock;
 pub mod limit;
 mod round_limit;
 mod stats;
+pub mod svg;
 
 use sectorcrypt_crypto::{cpu, Backend};
 
@@ -124,12 +125,18 @@ fn measure(
     (a, b)
 }
 
-/// Runs the benchmark and writes the report to `out`.
-pub fn run(opts: &BenchOptions, out: &mut dyn Write) -> Result<(), String> {
-    let backend = match opts.backend {
-        Some(b) => b,
-        None => Backend::selected().map_err(|e| e.to_string())?,
-    };
+/// The AES backend sectorcrypt runs on: the one asked for, or the selected one.
+pub fn backend_of(opts: &BenchOptions) -> Result<Backend, String> {
+    match opts.backend {
+        Some(b) => Ok(b),
+        None => Backend::selected().map_err(|e| e.to_string()),
+    }
+}
+
+/// Runs the benchmark, writes the report to `out` (a table, or JSON with `opts.json`) and
+/// returns it.
+pub fn run(opts: &BenchOptions, out: &mut dyn Write) -> Result<Report, String> {
+    let backend = backend_of(opts)?;
     backend.ensure_usable().map_err(|e| e.to_string())?;
     let (runs, run_secs) = if opts.quick { (3, 0.003) } else { (7, 0.05) };
     let threads = opts.threads.unwrap_or_else(|| {
@@ -230,16 +237,16 @@ pub fn run(opts: &BenchOptions, out: &mut dyn Write) -> Result<(), String> {
         }
         results.push(r);
     }
+    let report = Report {
+        clock_ghz,
+        cpu_features: features,
+        results,
+    };
     if opts.json {
-        let report = Report {
-            clock_ghz,
-            cpu_features: features,
-            results,
-        };
         serde_json::to_writer(&mut *out, &report).map_err(|e| e.to_string())?;
         writeln!(out).map_err(|e| e.to_string())?;
     }
-    Ok(())
+    Ok(report)
 }
 
 #[cfg(test)]

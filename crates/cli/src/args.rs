@@ -508,9 +508,13 @@ pub struct BenchArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Also draw the run as a chart into FILE (SVG; replaced only on success): GB/s of
+    /// sectorcrypt and its peer per case, the spread of the runs, the machine's limit.
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<PathBuf>,
     /// Instead of the cases, probe how the AES and carry-less multiply units share the
     /// core (cycles per VAESENC, per VPCLMULQDQ, and per mix of both): the GCM ceiling.
-    #[arg(long, conflicts_with_all = ["filter", "json"])]
+    #[arg(long, conflicts_with_all = ["filter", "json", "svg"])]
     pub probe: bool,
 }
 

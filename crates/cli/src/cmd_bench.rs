@@ -2,8 +2,14 @@
 
 use crate::args::BenchArgs;
 use crate::failure::Failure;
-use sectorcrypt_bench::BenchOptions;
+use crate::output::Output;
+use sectorcrypt_bench::svg::{self, Caption};
+use sectorcrypt_bench::{BenchOptions, Report};
 use sectorcrypt_crypto::Backend;
+use std::fs::Permissions;
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
 
 pub fn run(a: BenchArgs) -> Result<(), Failure> {
     if cfg!(debug_assertions) {
@@ -19,6 +25,12 @@ pub fn run(a: BenchArgs) -> Result<(), Failure> {
     if a.probe {
         return probe(a.quick);
     }
+    // The chart's file is opened first: a path that cannot be written fails before the run.
+    let chart = a
+        .svg
+        .as_deref()
+        .map(|p| Ok::<_, Failure>((p, Output::open_for("--svg", p)?)))
+        .transpose()?;
     let opts = BenchOptions {
         filter: a.filter,
         backend,
@@ -27,7 +39,32 @@ pub fn run(a: BenchArgs) -> Result<(), Failure> {
         json: a.json,
     };
     let mut out = std::io::stdout().lock();
-    sectorcrypt_bench::run(&opts, &mut out).map_err(Failure::runtime)
+    let report = sectorcrypt_bench::run(&opts, &mut out).map_err(Failure::runtime)?;
+    if let Some((path, file)) = chart {
+        write_chart(&opts, &report, path, file)?;
+    }
+    Ok(())
+}
+
+/// Draws `report` into `file` (at `path`) and puts it in place.
+fn write_chart(
+    opts: &BenchOptions,
+    report: &Report,
+    path: &Path,
+    mut file: Output,
+) -> Result<(), Failure> {
+    let backend = sectorcrypt_bench::backend_of(opts).map_err(Failure::runtime)?;
+    let caption = Caption::of_this_machine(backend.name(), opts.filter.as_deref(), opts.quick);
+    let svg = svg::render(report, &caption).map_err(Failure::runtime)?;
+    let failed = |e: std::io::Error| Failure::runtime(format!("--svg {}: {e}", path.display()));
+    if let Output::Replace(f) = &file {
+        // A chart is no secret: readable by all, as files usually are.
+        f.file()
+            .set_permissions(Permissions::from_mode(0o644))
+            .map_err(failed)?;
+    }
+    file.write_all(svg.as_bytes()).map_err(failed)?;
+    file.commit().map_err(failed)
 }
 
 /// `--probe`: cycles per step of the unit probe, at the clock measured in this process.

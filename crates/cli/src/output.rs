@@ -1,4 +1,4 @@
-//! Where `--output` goes (`read`, `cipher`), as `dd`, `nbdcopy` and `qemu-img` treat an
+//! Where `--output` goes (`read`, `cipher`; `bench --svg` too), as `dd`, `nbdcopy` and `qemu-img` treat an
 //! output path:
 //! - an existing FIFO, character device or block device is written through: opened for
 //!   writing as it is (a FIFO waits for its reader; nothing is truncated), and a block
@@ -33,6 +33,11 @@ fn is_device_or_fifo(t: FileType) -> bool {
 impl Output {
     /// Opens `path` for writing, as the module documentation says.
     pub fn open(path: &Path) -> Result<Output, Failure> {
+        Output::open_for("--output", path)
+    }
+
+    /// [`Output::open`] for the option `flag` (which a refusal names).
+    pub fn open_for(flag: &str, path: &Path) -> Result<Output, Failure> {
         let failed = |e: io::Error| Failure::runtime(format!("{}: {e}", path.display()));
         let kind = match std::fs::symlink_metadata(path) {
             Ok(m) => Some(m.file_type()),
@@ -41,7 +46,7 @@ impl Output {
         };
         let refuse = |why: &str| {
             Err(Failure::usage(format!(
-                "--output {}: {why}; nothing was written",
+                "{flag} {}: {why}; nothing was written",
                 path.display()
             )))
         };
