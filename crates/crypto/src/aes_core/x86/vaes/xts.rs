@@ -14,10 +14,13 @@
 //! these eight independent multiplies, so many 512-byte sectors in one call run at the
 //! speed of one long buffer.
 //!
-//! Two kernels from one definition ([`xts_kernel!`]): on 16 ymm registers (the vaes
-//! backend) the next group's tweaks are computed after the group's rounds; with
-//! AVX-512VL's 32 (the avx512 backend) before them, so that the multiplies run among the
-//! rounds. Each call takes the build of the keys' backend (`aes_kernels!`'s `narrow | wide`).
+//! Two kernels: on 16 ymm registers (the vaes backend, [`xts_kernel!`]) the next group's
+//! tweaks are computed after the group's rounds; with AVX-512 (the avx512 backend,
+//! [`xts_vaes_avx512`]) before them, so that the multiplies run among the rounds, and on
+//! zmm registers, four blocks' tweaks per multiply: the multiplies run on the same
+//! units as the AES rounds, so halving them is what brings XTS close to ECB (with eight
+//! ymm multiplies per group, XTS-AES-128 ran at 0.88 of ECB, with four zmm ones at 0.93).
+//! Each call takes the build of the keys' backend (`aes_kernels!`'s `narrow | wide`).
 #![allow(unsafe_code)]
 
 use super::super::scaffold::tail_through_buffer;
@@ -55,19 +58,11 @@ unsafe fn mul_x16(t: __m256i) -> __m256i {
 /// group's tweak XORs are folded into the round-0 whitening and the last round key
 /// (`tweaked_group`), so they cost no step on the AES dependency chain.
 ///
-/// `pipelined: false` (16 ymm registers): the tweaks of the next group are computed after
-/// the current group's rounds: built before them (software pipelining), eight more
-/// registers stay live through the rounds and spill, which costs more than the latency it
-/// hides. The next *unit's* first tweaks, a longer chain, are still built before the unit's
-/// rounds: computed after them, 512-byte units ran slower (both measured:
-/// docs/PERFORMANCE.md).
-///
-/// `pipelined: true` (AVX-512VL, 32 ymm registers): the next group's tweaks, or the next
-/// unit's first ones, are built before each group's rounds, in ymm16-31, so their
-/// dependency chain runs among the rounds and nothing spills. The multiplies keep their
-/// byte shifts: a variant without them (the low quadword times x^k as a second
-/// carry-less product, the high one shifted in place under a mask) ran slower, 14.6
-/// against 16.8 GB/s for 4096-byte units, the multiplier becoming the bottleneck.
+/// On 16 ymm registers the tweaks of the next group are computed after the current
+/// group's rounds: built before them (software pipelining), eight more registers stay live
+/// through the rounds and spill, which costs more than the latency it hides. The next
+/// *unit's* first tweaks, a longer chain, are still built before the unit's rounds:
+/// computed after them, 512-byte units ran slower (both measured: docs/PERFORMANCE.md).
 macro_rules! xts_kernel {
     ($name:ident, $features:literal) => {
         #[target_feature(enable = $features)]
@@ -132,7 +127,10 @@ xts_kernel!(xts_vaes_avx2, "avx2,vaes,vpclmulqdq");
 /// units as the AES rounds, and was what kept XTS below ECB), plus one extraction of an
 /// upper half per zmm register. The next group's tweaks, or the next unit's first ones,
 /// are built before each group's rounds, in ymm16-31 and zmm registers, so their
-/// dependency chain runs among the rounds and nothing spills.
+/// dependency chain runs among the rounds and nothing spills. The multiplies keep their
+/// byte shifts: a variant without them (the low quadword times x^k as a second carry-less
+/// product, the high one shifted in place under a mask) ran slower on ymm, 14.6 against
+/// 16.8 GB/s for 4096-byte units, the multiplier becoming the bottleneck.
 #[target_feature(enable = "avx2,vaes,vpclmulqdq,avx512f,avx512bw,avx512vl")]
 pub(super) unsafe fn xts_vaes_avx512<const DEC: bool>(
     k: &Keys,
