@@ -25,6 +25,8 @@
 
 use super::super::scaffold::tail_through_buffer;
 use super::{tweaked_group, Keys, GROUP, REGS};
+#[cfg(test)]
+use crate::aes_core::Backend;
 use crate::block::Block;
 use core::arch::x86_64::*;
 
@@ -183,14 +185,20 @@ fn halves(tw: &[__m512i; REGS / 2]) -> [__m256i; REGS] {
     })
 }
 
-/// `t * x^16` in each 128-bit lane of a zmm register (as [`mul_x16`]).
+/// `t * x^16` in each 128-bit lane of a zmm register. The lane rotated left by 16 bits
+/// (one byte rotation) is `t << 16` with the 16 bits h shifted out of the top in its low
+/// word; the product wants h * 0x87 there instead of h, so h * 0x86 (at most 24 bits), one
+/// carry-less multiply of the isolated low word, is XORed in. One shuffle where [`mul_x16`]
+/// has two byte shifts: the shuffles and the multiply share units with the AES rounds.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,vpclmulqdq")]
 fn mul_x16_zmm(t: __m512i) -> __m512i {
-    let poly = _mm512_set_epi64(0, 0x87, 0, 0x87, 0, 0x87, 0, 0x87);
-    let h = _mm512_bsrli_epi128::<14>(t);
+    let poly = _mm512_set_epi64(0, 0x86, 0, 0x86, 0, 0x86, 0, 0x86);
+    let r = _mm512_alignr_epi8::<14>(t, t);
+    // Word 0 of each lane: bits 0, 8, 16 and 24 of the word mask.
+    let h = _mm512_maskz_mov_epi16(0x0101_0101, r);
     let folded = _mm512_clmulepi64_epi128::<0x00>(h, poly);
-    _mm512_xor_si512(_mm512_bslli_epi128::<2>(t), folded)
+    _mm512_xor_si512(r, folded)
 }
 
 /// The tweaks of a unit's first 16 blocks in four zmm registers, [T x^4j, ..., T x^(4j+3)]
@@ -259,4 +267,49 @@ unsafe fn first_tweaks(t: &Block) -> [__m256i; REGS] {
         );
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::aes_core::xts_mul_alpha;
+
+    /// The zmm tweak steps against the scalar multiply by alpha: a unit's first 16 tweaks
+    /// in block order through [`halves`], and the 16 after them (one step by x^16), for
+    /// tweaks whose top bits set every reduction.
+    #[test]
+    fn zmm_tweaks_match_the_scalar_multiply() {
+        if let Err(e) = Backend::Avx512.check_cpu() {
+            eprintln!("avx512: SKIPPED ({e})");
+            return;
+        }
+        let lane = |v: &__m256i, l: usize| {
+            let mut b = [0u8; 32];
+            // SAFETY: `b` is 32 writable bytes; AVX is part of the checked features.
+            unsafe { _mm256_storeu_si256(b.as_mut_ptr().cast(), *v) };
+            u128::from_le_bytes(b[16 * l..16 * l + 16].try_into().unwrap())
+        };
+        for seed in [
+            0u128,
+            u128::MAX,
+            1 << 127,
+            0xffff << 112,
+            0x8000_0001 << 96,
+            0x1234_5678_9abc_def0_0fed_cba9_8765_4321,
+        ] {
+            let t = seed.to_le_bytes();
+            let mut want = seed;
+            // SAFETY: the CPU has the avx512 backend's features (checked above).
+            let (first, second) = unsafe {
+                let tw = first_tweaks_zmm(&t);
+                (halves(&tw), halves(&tw.map(|v| mul_x16_zmm(v))))
+            };
+            for regs in [first, second] {
+                for i in 0..2 * REGS {
+                    assert_eq!(lane(&regs[i / 2], i % 2), want, "{seed:#x} block {i}");
+                    want = xts_mul_alpha(want);
+                }
+            }
+        }
+    }
 }
