@@ -14,7 +14,7 @@
 //! these eight independent multiplies, so many 512-byte sectors in one call run at the
 //! speed of one long buffer.
 //!
-//! Two kernels: on 16 ymm registers (the vaes backend, [`xts_kernel!`]) the next group's
+//! Two kernels: on 16 ymm registers (the vaes backend, [`xts_vaes_avx2`]) the next group's
 //! tweaks are computed after the group's rounds; with AVX-512 (the avx512 backend,
 //! [`xts_vaes_avx512`]) before them, so that the multiplies run among the rounds, and on
 //! zmm registers, four blocks' tweaks per multiply: the multiplies run on the same
@@ -55,73 +55,67 @@ unsafe fn mul_x16(t: __m256i) -> __m256i {
     _mm256_xor_si256(_mm256_bslli_epi128::<2>(t), folded)
 }
 
-/// Defines `$name::<DEC>(k, tweaks, src, dst, unit)`, compiled with `$features`: data
-/// units of `unit` bytes (a multiple of 16), one encrypted tweak each, at least one. Each
-/// group's tweak XORs are folded into the round-0 whitening and the last round key
-/// (`tweaked_group`), so they cost no step on the AES dependency chain.
+/// XTS on 16 ymm registers (the vaes backend): data units of `unit` bytes (a multiple of
+/// 16), one encrypted tweak each, at least one. Each group's tweak XORs are folded into the
+/// round-0 whitening and the last round key (`tweaked_group`), so they cost no step on the
+/// AES dependency chain.
 ///
-/// On 16 ymm registers the tweaks of the next group are computed after the current
+/// The tweaks of the next group are computed after the current
 /// group's rounds: built before them (software pipelining), eight more registers stay live
 /// through the rounds and spill, which costs more than the latency it hides. The next
 /// *unit's* first tweaks, a longer chain, are still built before the unit's rounds:
 /// computed after them, 512-byte units ran slower (both measured: docs/PERFORMANCE.md).
-macro_rules! xts_kernel {
-    ($name:ident, $features:literal) => {
-        #[target_feature(enable = $features)]
-        pub(super) unsafe fn $name<const DEC: bool>(
-            k: &Keys,
-            tweaks: &[Block],
-            src: *const u8,
-            dst: *mut u8,
-            unit: usize,
-        ) {
-            let n = tweaks.len();
-            let mut tw = first_tweaks(&tweaks[0]);
-            // SAFETY (of the pointer offsets and the groups): `n` units of `unit` bytes are
-            // inside both buffers (caller); every group is inside its unit, and the tail
-            // goes through a group buffer.
-            unsafe {
-                if unit == 2 * GROUP {
-                    // 512-byte sectors, the most common unit: the next unit's tweaks built
-                    // unconditionally (for the last unit, a harmless repeat), and the two
-                    // groups in a loop with one call site of `tweaked_group`, which the
-                    // compiler then inlines (with two call sites it did not, and 512-byte
-                    // units fell well below the 4096-byte rate).
-                    for u in 0..n {
-                        let (src, dst) = (src.add(u * unit), dst.add(u * unit));
-                        let next_unit = first_tweaks(&tweaks[(u + 1).min(n - 1)]);
-                        for half in 0..2 {
-                            let at = half * GROUP;
-                            tweaked_group::<REGS, DEC>(k, &tw, src.add(at), dst.add(at));
-                            tw = tw.map(|v| mul_x16(v));
-                        }
-                        tw = next_unit;
-                    }
-                    return;
+#[target_feature(enable = "avx2,vaes,vpclmulqdq")]
+pub(super) unsafe fn xts_vaes_avx2<const DEC: bool>(
+    k: &Keys,
+    tweaks: &[Block],
+    src: *const u8,
+    dst: *mut u8,
+    unit: usize,
+) {
+    let n = tweaks.len();
+    let mut tw = first_tweaks(&tweaks[0]);
+    // SAFETY (of the pointer offsets and the groups): `n` units of `unit` bytes are
+    // inside both buffers (caller); every group is inside its unit, and the tail
+    // goes through a group buffer.
+    unsafe {
+        if unit == 2 * GROUP {
+            // 512-byte sectors, the most common unit: the next unit's tweaks built
+            // unconditionally (for the last unit, a harmless repeat), and the two
+            // groups in a loop with one call site of `tweaked_group`, which the
+            // compiler then inlines (with two call sites it did not, and 512-byte
+            // units fell well below the 4096-byte rate).
+            for u in 0..n {
+                let (src, dst) = (src.add(u * unit), dst.add(u * unit));
+                let next_unit = first_tweaks(&tweaks[(u + 1).min(n - 1)]);
+                for half in 0..2 {
+                    let at = half * GROUP;
+                    tweaked_group::<REGS, DEC>(k, &tw, src.add(at), dst.add(at));
+                    tw = tw.map(|v| mul_x16(v));
                 }
-                for u in 0..n {
-                    let (src, dst) = (src.add(u * unit), dst.add(u * unit));
-                    let next_unit = match tweaks.get(u + 1) {
-                        Some(t) => first_tweaks(t),
-                        None => tw,
-                    };
-                    let mut off = 0;
-                    while off + GROUP <= unit {
-                        tweaked_group::<REGS, DEC>(k, &tw, src.add(off), dst.add(off));
-                        tw = tw.map(|v| mul_x16(v));
-                        off += GROUP;
-                    }
-                    if off < unit {
-                        tail_group::<DEC>(k, &tw, src.add(off), dst.add(off), unit - off);
-                    }
-                    tw = next_unit;
-                }
+                tw = next_unit;
             }
+            return;
         }
-    };
+        for u in 0..n {
+            let (src, dst) = (src.add(u * unit), dst.add(u * unit));
+            let next_unit = match tweaks.get(u + 1) {
+                Some(t) => first_tweaks(t),
+                None => tw,
+            };
+            let mut off = 0;
+            while off + GROUP <= unit {
+                tweaked_group::<REGS, DEC>(k, &tw, src.add(off), dst.add(off));
+                tw = tw.map(|v| mul_x16(v));
+                off += GROUP;
+            }
+            if off < unit {
+                tail_group::<DEC>(k, &tw, src.add(off), dst.add(off), unit - off);
+            }
+            tw = next_unit;
+        }
+    }
 }
-
-xts_kernel!(xts_vaes_avx2, "avx2,vaes,vpclmulqdq");
 
 /// The AVX-512 build: the data on ymm like the AVX2 one, the tweaks in four zmm registers
 /// (register j holds the tweaks of ymm registers 2j and 2j + 1), so that moving them on
@@ -129,10 +123,11 @@ xts_kernel!(xts_vaes_avx2, "avx2,vaes,vpclmulqdq");
 /// units as the AES rounds, and was what kept XTS below ECB), plus one extraction of an
 /// upper half per zmm register. The next group's tweaks, or the next unit's first ones,
 /// are built before each group's rounds, in ymm16-31 and zmm registers, so their
-/// dependency chain runs among the rounds and nothing spills. The multiplies keep their
-/// byte shifts: a variant without them (the low quadword times x^k as a second carry-less
-/// product, the high one shifted in place under a mask) ran slower on ymm, 14.6 against
-/// 16.8 GB/s for 4096-byte units, the multiplier becoming the bottleneck.
+/// dependency chain runs among the rounds and nothing spills. The step by x^16 is a byte
+/// rotation, a masked move and one carry-less multiply ([`mul_x16_zmm`]); a variant with
+/// two carry-less products (the low quadword times x^k, the high one shifted in place
+/// under a mask) ran slower on ymm, 14.6 against 16.8 GB/s for 4096-byte units, the
+/// multiplier becoming the bottleneck.
 #[target_feature(enable = "avx2,vaes,vpclmulqdq,avx512f,avx512bw,avx512vl")]
 pub(super) unsafe fn xts_vaes_avx512<const DEC: bool>(
     k: &Keys,
