@@ -127,7 +127,10 @@ pub(super) unsafe fn xts_vaes_avx2<const DEC: bool>(
 /// rotation, a masked move and one carry-less multiply ([`mul_x16_zmm`]); a variant with
 /// two carry-less products (the low quadword times x^k, the high one shifted in place
 /// under a mask) ran slower on ymm, 14.6 against 16.8 GB/s for 4096-byte units, the
-/// multiplier becoming the bottleneck.
+/// multiplier becoming the bottleneck. On a core that lowers its clock for 512-bit
+/// operations these would cost more than they save; there the choice by measurement
+/// (`crate::backend::measure`, which times this kernel against the vaes one) takes the
+/// vaes backend.
 #[target_feature(enable = "avx2,vaes,vpclmulqdq,avx512f,avx512bw,avx512vl")]
 pub(super) unsafe fn xts_vaes_avx512<const DEC: bool>(
     k: &Keys,
