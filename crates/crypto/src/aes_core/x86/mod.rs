@@ -3,9 +3,12 @@
 //! work of two 256-bit ones at half their rate, so AES alone gains nothing from zmm (only
 //! GCM does, for its carry-less multiplications: [`crate::gcm`]). Not on every core: on
 //! an AMD EPYC exposing AVX-512 the probe ran 8 VAESENC on zmm in the cycles of 8 on ymm
-//! (4.2 against 4.1), twice the blocks per cycle; AES kernels on zmm would be faster
-//! there, and are left to a measured choice between the widths. What the avx512 backend
-//! does use is AVX-512VL's 32 ymm registers (`vaes/mod.rs`).
+//! (4.2 against 4.1), twice the blocks per cycle. ECB, CTR and XTS on zmm did run twice
+//! as fast there (ECB-128 57 against 28 GB/s), but XTS then reached only 0.86 of ECB
+//! (0.93 on ymm) and 512-byte units 0.86 of 4096-byte ones: the tweak steps and the
+//! per-unit work weigh twice as much per byte; such kernels would go beside these, chosen
+//! by measurement. What the avx512 backend does use is AVX-512VL's 32 ymm registers, and
+//! zmm registers for the XTS tweaks (`vaes/mod.rs`).
 //!
 //! Both backends are built from the same scaffolding ([`scaffold`], [`rounds`]): the key
 //! containers, the round helpers and the `AesKernels` methods are stamped out per backend

@@ -19,12 +19,14 @@
 //! for XTS tweaks / CTR counters / CBC chaining values; the compiler spills what does not
 //! fit to L1, which costs loads, not latency.
 //!
-//! The avx512 backend runs the same kernels with the same key container, but its XTS, CTR
-//! and many-sector CBC kernels are compiled a second time with AVX-512VL, whose EVEX
-//! encoding reaches ymm16-31: the next group's tweaks and counters are built before the
-//! group's rounds without spilling, and 24 CBC chains fit. Each call takes the build of
-//! the backend the keys were made for (`aes_kernels!`'s `narrow | wide` kernels); ECB and
-//! CBC decryption gain nothing from more registers and exist once.
+//! The avx512 backend runs the same kernels with the same key container, but its CTR and
+//! many-sector CBC kernels are compiled a second time with AVX-512VL, whose EVEX encoding
+//! reaches ymm16-31: the next group's counters are built before the group's rounds
+//! without spilling, and 24 CBC chains fit; its XTS kernel is its own (`xts.rs`): the same
+//! ymm data path, the tweaks built ahead in zmm registers, four blocks' per multiply. Each
+//! call takes the build of the backend the keys were made for (`aes_kernels!`'s
+//! `narrow | wide` kernels); ECB and CBC decryption gain nothing from more registers and
+//! exist once.
 //!
 //! Tuned for: storage sectors (virtually all XTS inputs are 512 or 4096 bytes, handed over
 //! many sectors per call), CTR and ECB over long buffers, CBC decryption, and CBC encryption
