@@ -7,7 +7,12 @@
 //! Over a remote store (an NBD URI or an `rbd:` image: the encrypting proxy) each
 //! connection gets more workers: their requests wait on the network, not on the CPU, and
 //! every request in flight downstream is one in flight upstream, which is what hides the
-//! store's latency.
+//! store's latency. An NBD upstream gets 16 per connection (with 1 ms of latency upstream
+//! fewer left the proxy below the plain forwarder, bench/remote.sh); an RBD image 6: librbd
+//! queues and sends each request by its own threads, 4 connections x 6 already keep more
+//! in flight than the OSDs need, and each waiting worker costs context switches on the
+//! cores the OSDs share (sequential NBD writes over a single-node cluster, bench/ceph.sh:
+//! 53-65 centiseconds of server CPU per GiB with 6, 61-78 with 16, qemu-nbd 48-64).
 
 use crate::args::ServeArgs;
 use crate::args_tls::{TlsArgs, TlsMode};
@@ -19,8 +24,11 @@ use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 use std::time::Duration;
 
-/// Workers per connection when the volume is on a remote store.
-const REMOTE_WORKERS: usize = 16;
+/// Workers per connection when the volume is on an NBD export.
+const NBD_WORKERS: usize = 16;
+
+/// Workers per connection when the volume is on an RBD image.
+const RBD_WORKERS: usize = 6;
 
 pub fn run(a: ServeArgs) -> Result<(), Failure> {
     let listen = match (&a.socket, &a.listen) {
@@ -39,7 +47,8 @@ pub fn run(a: ServeArgs) -> Result<(), Failure> {
     let remote = crate::locator::locate(&a.open.image)?;
     let workers = match remote {
         crate::locator::Location::Local => defaults.workers_per_connection,
-        _ => REMOTE_WORKERS,
+        crate::locator::Location::Nbd(_) => NBD_WORKERS,
+        crate::locator::Location::Rbd(_) => RBD_WORKERS,
     };
     let config = ServerConfig {
         workers_per_connection: workers,
