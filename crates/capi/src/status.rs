@@ -174,6 +174,7 @@ impl From<VolumeError> for Failure {
             VolumeError::Keyslot(_) => Status::ERR_KEYSLOT,
             VolumeError::Unsupported(_) | VolumeError::Crypto(_) => Status::ERR_UNSUPPORTED,
             VolumeError::Invalid(_) => Status::ERR_INVALID_ARGUMENT,
+            VolumeError::InUse(_) => Status::ERR_IN_USE,
             VolumeError::Authentication(_) => Status::ERR_AUTHENTICATION,
             _ => Status::ERR_IO,
         };

@@ -7,11 +7,8 @@
 
 use crate::status::{Failure, Status};
 use sectorcrypt_volume::engine::Volume;
-use sectorcrypt_volume::lock::{claim_use, Mode};
 use sectorcrypt_volume::open::{open, OpenOptions, Opened};
-use sectorcrypt_volume::Error as VolumeError;
 use std::ffi::c_char;
-use std::fs::File;
 use std::path::Path;
 
 /// Bytes of `sectorcrypt_volume_info.format`, the terminating NUL included.
@@ -59,16 +56,9 @@ impl OpenVolume {
             read_only,
             ..OpenOptions::default()
         };
-        match open(path, passphrase, &opts) {
-            Ok(opened) => Ok(OpenVolume { opened }),
-            // The one `Invalid` that `open` returns for files it could open and read is
-            // the refused use claim; it is told apart from other argument errors by
-            // looking at the claim itself.
-            Err(VolumeError::Invalid(why)) if claimed_elsewhere(path, header) => {
-                Err(Failure::new(Status::ERR_IN_USE, why))
-            }
-            Err(e) => Err(e.into()),
-        }
+        Ok(OpenVolume {
+            opened: open(path, passphrase, &opts)?,
+        })
     }
 
     fn volume(&self) -> &Volume {
@@ -165,18 +155,6 @@ fn c_text<const N: usize>(s: &str) -> [c_char; N] {
         *o = b as c_char;
     }
     out
-}
-
-/// Whether another process holds an exclusive use claim (an erase, a header restore) on
-/// the image or the header file.
-fn claimed_elsewhere(path: &Path, header: Option<&Path>) -> bool {
-    let refused = |p: &Path| {
-        File::open(p)
-            .ok()
-            .and_then(|f| claim_use(&f, Mode::Shared, false).ok())
-            .is_some_and(|claim| claim.is_none())
-    };
-    refused(path) || header.is_some_and(refused)
 }
 
 #[cfg(test)]

@@ -66,14 +66,16 @@ impl From<sectorcrypt_crypto::Error> for Failure {
     }
 }
 
-/// Volume errors: a wrong passphrase (exit 3), I/O on the store or a sector whose tag
-/// fails (exit 1), everything else
-/// is about the volume or the arguments (exit 2).
+/// Volume errors: a wrong passphrase (exit 3), I/O on the store, a sector whose tag fails
+/// or a volume in use by another process (exit 1: the same command succeeds later),
+/// everything else is about the volume or the arguments (exit 2).
 impl From<VolumeError> for Failure {
     fn from(e: VolumeError) -> Failure {
         match e {
             VolumeError::WrongPassphrase => Failure::WrongPassphrase(e.to_string()),
-            VolumeError::Io { .. } | VolumeError::Authentication(_) => Failure::runtime(e),
+            VolumeError::Io { .. } | VolumeError::Authentication(_) | VolumeError::InUse(_) => {
+                Failure::runtime(e)
+            }
             _ => Failure::usage(e),
         }
     }

@@ -71,7 +71,9 @@ pub fn volume(e: VolumeError) -> PyErr {
         VolumeError::WrongPassphrase => WrongPassphrase::new_err(msg),
         VolumeError::Authentication(_) => AuthenticationError::new_err(msg),
         VolumeError::Unsupported(_) => Unsupported::new_err(msg),
-        VolumeError::Invalid(_) | VolumeError::Crypto(_) => InvalidArgument::new_err(msg),
+        VolumeError::Invalid(_) | VolumeError::Crypto(_) | VolumeError::InUse(_) => {
+            InvalidArgument::new_err(msg)
+        }
         _ => Error::new_err(msg),
     }
 }

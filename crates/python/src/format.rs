@@ -158,7 +158,7 @@ impl Image {
             .claim_use(Mode::Exclusive, false)
             .map_err(|e| Error::io(format!("claiming {}", self.path.display()), e))?
             .ok_or_else(|| {
-                Error::invalid(format!(
+                Error::InUse(format!(
                     "{} is in use by another process (serving, mounting, reading or writing it)",
                     self.path.display()
                 ))

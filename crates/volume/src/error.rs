@@ -42,6 +42,11 @@ pub enum Error {
     /// An option or argument the format, the layout or the engine cannot take.
     #[error("invalid argument: {0}")]
     Invalid(String),
+    /// Another process holds a use claim that conflicts with this one (an erase or header
+    /// restore running, or, for an exclusive claim, any user of the volume); the same
+    /// request succeeds once it is done.
+    #[error("{0}")]
+    InUse(String),
     /// The crypto core refused a key or a cipher.
     #[error(transparent)]
     Crypto(#[from] sectorcrypt_crypto::Error),

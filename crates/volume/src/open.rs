@@ -52,8 +52,8 @@ pub struct Opened {
 /// Opens the volume in `image` (header in `opts.header` when given) with `passphrase` and
 /// starts its engine. Errors: [`Error::Io`] for files that cannot be opened or read,
 /// [`Error::Header`] for an image without a valid header, [`Error::WrongPassphrase`],
-/// [`Error::Invalid`] for a volume that is in use by an erase or restore, or a detached
-/// header opened without its data device.
+/// [`Error::InUse`] for a volume that an erase or header restore is replacing,
+/// [`Error::Invalid`] for a detached header opened without its data device.
 pub fn open(image: &Path, passphrase: &[u8], opts: &OpenOptions) -> Result<Opened> {
     let write = !opts.read_only;
     let open_file =
@@ -105,7 +105,7 @@ fn claim(store: &FileStore, path: &Path) -> Result<UseClaim> {
         .claim_use(Mode::Shared, false)
         .map_err(|e| Error::io(format!("claiming {}", path.display()), e))?
         .ok_or_else(|| {
-            Error::invalid(format!(
+            Error::InUse(format!(
                 "{} is in use by another process that is replacing or erasing its header",
                 path.display()
             ))

@@ -164,7 +164,7 @@ fn each_failure_has_its_own_error() {
     let claim = claim_use(&holder, Mode::Exclusive, false).unwrap().unwrap();
     let busy = open(&img, PASS, &ro).unwrap_err();
     assert!(
-        matches!(busy, Error::Invalid(ref m) if m.contains("in use")),
+        matches!(busy, Error::InUse(ref m) if m.contains("in use")),
         "{busy:?}"
     );
     drop(claim);
