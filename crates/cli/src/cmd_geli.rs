@@ -26,42 +26,36 @@ use std::sync::Arc;
 /// geli's encryption algorithm names (`g_eli_str2ealgo`, any case), and the cipher
 /// strings that mean the same here.
 pub(crate) fn ealgo(name: &str) -> Result<u16, Failure> {
-    match name.to_ascii_lowercase().as_str() {
-        "aes" | "aes-xts" | "aes-xts-plain64" => Ok(algo::AES_XTS),
-        "aes-cbc" => Ok(algo::AES_CBC),
-        "null" | "null-cbc" => Ok(algo::NULL_CBC),
-        "camellia" | "camellia-cbc" | "blowfish" | "blowfish-cbc" | "3des" | "3des-cbc" => {
-            Err(Failure::usage(format!(
-                "GELI cipher {name:?} is not supported (supported: aes-xts, aes-cbc, null)"
-            )))
-        }
-        _ => Err(Failure::usage(format!(
-            "unknown GELI cipher {name:?} (supported: aes-xts, aes-cbc, null)"
-        ))),
+    if let Some(a) = algo::encryption_by_name(name) {
+        return Ok(a);
     }
+    let geli_knows = [
+        "camellia",
+        "camellia-cbc",
+        "blowfish",
+        "blowfish-cbc",
+        "3des",
+        "3des-cbc",
+    ];
+    let supported = algo::ENCRYPTION_NAMES;
+    Err(Failure::usage(
+        if geli_knows.contains(&name.to_ascii_lowercase().as_str()) {
+            format!("GELI cipher {name:?} is not supported (supported: {supported})")
+        } else {
+            format!("unknown GELI cipher {name:?} (supported: {supported})")
+        },
+    ))
 }
 
 /// The tag algorithms of `--integrity` (geli's `-a`): `hmac-sha256` or geli's own
 /// `HMAC/SHA256` (`g_eli_str2aalgo`), any case.
 pub(crate) fn aalgo(name: &str) -> Result<u16, Failure> {
-    let known = [
-        ("sha1", algo::HMAC_SHA1),
-        ("ripemd160", algo::HMAC_RIPEMD160),
-        ("sha256", algo::HMAC_SHA256),
-        ("sha384", algo::HMAC_SHA384),
-        ("sha512", algo::HMAC_SHA512),
-    ];
-    let lower = name.to_ascii_lowercase();
-    let hash = lower
-        .strip_prefix("hmac-")
-        .or_else(|| lower.strip_prefix("hmac/"));
-    match known.iter().find(|(h, _)| Some(*h) == hash) {
-        Some(&(_, a)) => Ok(a),
-        None => Err(Failure::usage(format!(
-            "unknown GELI authentication {name:?} (supported: hmac-sha256, hmac-sha1, \
-             hmac-ripemd160, hmac-sha384, hmac-sha512)"
-        ))),
-    }
+    algo::authentication_by_name(name).ok_or_else(|| {
+        Failure::usage(format!(
+            "unknown GELI authentication {name:?} (supported: {})",
+            algo::AUTHENTICATION_NAMES
+        ))
+    })
 }
 
 /// Seals every sector of a new authenticated provider (encrypted zeros with their tags),

@@ -288,26 +288,16 @@ fn format_luks(at: Placement<'_>, pass: &[u8], req: &Request) -> Result<Info> {
     Ok(info(version.name(), &u, h.uuid().map(str::to_owned)))
 }
 
-/// A GELI algorithm named as geli does (`AES-XTS`, `HMAC/SHA256`) or as the command line
-/// (`aes-xts`, `hmac-sha256`), any case; `aes-xts-plain64` and `aes` stand for AES-XTS.
-fn geli_algorithm(name: &str, candidates: &[u16], what: &str) -> Result<u16> {
-    let norm = |s: &str| s.to_ascii_lowercase().replace('/', "-");
-    let wanted = match norm(name).as_str() {
-        "aes" | "aes-xts-plain64" => "aes-xts".to_owned(),
-        "null-cbc" => "null".to_owned(),
-        n => n.to_owned(),
-    };
-    candidates
-        .iter()
-        .copied()
-        .find(|&a| norm(algo::name(a)) == wanted)
-        .ok_or_else(|| {
-            let names: Vec<String> = candidates.iter().map(|&a| norm(algo::name(a))).collect();
-            Error::unsupported(format!(
-                "GELI {what} {name:?} (supported: {})",
-                names.join(", ")
-            ))
-        })
+/// A GELI algorithm by name (`by_name`: the volume library's parser of geli's and the
+/// command line's names), or an `Unsupported` error listing `supported`.
+fn geli_algorithm(
+    name: &str,
+    by_name: fn(&str) -> Option<u16>,
+    supported: &str,
+    what: &str,
+) -> Result<u16> {
+    by_name(name)
+        .ok_or_else(|| Error::unsupported(format!("GELI {what} {name:?} (supported: {supported})")))
 }
 
 fn format_geli(image: &Image, pass: Option<&[u8]>, req: &Request) -> Result<Info> {
@@ -323,20 +313,16 @@ fn format_geli(image: &Image, pass: Option<&[u8]>, req: &Request) -> Result<Info
     }
     let ealgo = geli_algorithm(
         req.cipher.as_deref().unwrap_or("aes-xts"),
-        &[algo::AES_XTS, algo::AES_CBC, algo::NULL_CBC],
+        algo::encryption_by_name,
+        algo::ENCRYPTION_NAMES,
         "cipher",
     )?;
     let aalgo = match &req.integrity {
         None => 0,
         Some(a) => geli_algorithm(
             a,
-            &[
-                algo::HMAC_SHA256,
-                algo::HMAC_SHA1,
-                algo::HMAC_RIPEMD160,
-                algo::HMAC_SHA384,
-                algo::HMAC_SHA512,
-            ],
+            algo::authentication_by_name,
+            algo::AUTHENTICATION_NAMES,
             "integrity",
         )?,
     };

@@ -88,6 +88,44 @@ pub mod algo {
     /// `CRYPTO_AES_XTS`.
     pub const AES_XTS: u16 = 22;
 
+    /// The encryption algorithms implemented here, by the names [`encryption_by_name`]
+    /// takes.
+    pub const ENCRYPTION_NAMES: &str = "aes-xts, aes-cbc, null";
+
+    /// The authentication algorithms implemented here, by the names
+    /// [`authentication_by_name`] takes.
+    pub const AUTHENTICATION_NAMES: &str =
+        "hmac-sha256, hmac-sha1, hmac-ripemd160, hmac-sha384, hmac-sha512";
+
+    /// The implemented encryption algorithm `name` stands for: geli's names
+    /// (`g_eli_str2ealgo`, any case) and the cipher strings that mean the same here
+    /// (`aes-xts-plain64`); `None` for any other name.
+    pub fn encryption_by_name(name: &str) -> Option<u16> {
+        match name.to_ascii_lowercase().as_str() {
+            "aes" | "aes-xts" | "aes-xts-plain64" => Some(AES_XTS),
+            "aes-cbc" => Some(AES_CBC),
+            "null" | "null-cbc" => Some(NULL_CBC),
+            _ => None,
+        }
+    }
+
+    /// The implemented authentication algorithm `name` stands for: `hmac-sha256` or
+    /// geli's own `HMAC/SHA256` (`g_eli_str2aalgo`), any case; `None` for any other name.
+    pub fn authentication_by_name(name: &str) -> Option<u16> {
+        let lower = name.to_ascii_lowercase();
+        let hash = lower
+            .strip_prefix("hmac-")
+            .or_else(|| lower.strip_prefix("hmac/"))?;
+        match hash {
+            "sha1" => Some(HMAC_SHA1),
+            "ripemd160" => Some(HMAC_RIPEMD160),
+            "sha256" => Some(HMAC_SHA256),
+            "sha384" => Some(HMAC_SHA384),
+            "sha512" => Some(HMAC_SHA512),
+            _ => None,
+        }
+    }
+
     /// geli's own name of an algorithm (`g_eli_algo2str`).
     pub fn name(a: u16) -> &'static str {
         match a {
@@ -272,4 +310,40 @@ impl Metadata {
 /// Lowercase hex.
 pub fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::algo::*;
+
+    #[test]
+    fn algorithm_names_parse_in_both_spellings_and_only_implemented_ones() {
+        for a in [AES_XTS, AES_CBC, NULL_CBC] {
+            // geli's own spelling (`geli list` prints it) and any case.
+            assert_eq!(encryption_by_name(name(a)), Some(a), "{}", name(a));
+            assert_eq!(encryption_by_name(&name(a).to_lowercase()), Some(a));
+        }
+        assert_eq!(encryption_by_name("aes-xts-plain64"), Some(AES_XTS));
+        assert_eq!(encryption_by_name("AES"), Some(AES_XTS));
+        for unimplemented in [CAMELLIA_CBC, BLOWFISH_CBC, DES3_CBC] {
+            assert_eq!(encryption_by_name(name(unimplemented)), None);
+        }
+        for a in [
+            HMAC_SHA1,
+            HMAC_RIPEMD160,
+            HMAC_SHA256,
+            HMAC_SHA384,
+            HMAC_SHA512,
+        ] {
+            assert_eq!(authentication_by_name(name(a)), Some(a), "{}", name(a));
+            let dashed = name(a).to_lowercase().replace('/', "-");
+            assert_eq!(authentication_by_name(&dashed), Some(a));
+            assert!(AUTHENTICATION_NAMES.contains(&dashed), "{dashed} listed");
+        }
+        assert_eq!(authentication_by_name(name(HMAC_MD5)), None);
+        assert_eq!(authentication_by_name("sha256"), None);
+        for listed in ENCRYPTION_NAMES.split(", ") {
+            assert!(encryption_by_name(listed).is_some(), "{listed}");
+        }
+    }
 }
