@@ -10,6 +10,9 @@
 //!   submitted with an aio call and waited for before the function returns, on every path
 //!   (a failed submission has nothing in flight), so librbd never touches the buffer after
 //!   the borrow ends;
+//! - writes are zero-copy (librbd references the caller's buffer rather than copying it):
+//!   librbd then holds a write's completion back until it has released the buffer, so the
+//!   above holds for them too;
 //! - librbd's image handle is thread-safe (its `ImageCtx` locks internally; qemu issues
 //!   aio from many threads on one handle), so [`Image`] is `Send + Sync` and requests from
 //!   the engine's threads are in flight together.
@@ -235,6 +238,11 @@ impl Image {
         // rbd_cache_max_dirty bytes early, and the NBD server's many writers then measured
         // a third to a whole slower, unevenly). The spec's `rbd_cache=true` turns it back on.
         img.conf_set("rbd_cache", "false")?;
+        // Writes hand librbd the caller's buffer instead of a copy of it (librbd's default
+        // copies). Safe by the borrow contract above: librbd holds the request's
+        // completion back until it has released the buffer, and every write waits for its
+        // completion before returning. With the cache on, librbd copies anyway.
+        img.conf_set("rbd_disable_zero_copy_writes", "false")?;
         for (k, v) in t.options {
             img.conf_set(k, v)?;
         }

@@ -358,3 +358,39 @@ fn librbd_cache_is_off_unless_the_spec_turns_it_on() {
     let dir = tempfile::tempdir().unwrap();
     assert!(exported(c, "rbd/cached", dir.path())[MIB as usize..][..d.len()] == d[..]);
 }
+
+/// Writes lend librbd the caller's buffer (no copy): the buffer must be free again when
+/// `write_at` returns. Four threads write 1 MiB pieces, each from one buffer that is
+/// overwritten with junk the moment a write returns and refilled for the next piece; had
+/// librbd still been reading a buffer after its write returned, the junk would be on the
+/// image.
+#[test]
+fn writes_lend_librbd_the_buffer_and_it_is_free_when_they_return() {
+    let c = require_ceph!();
+    c.rbd(&["create", "rbd/zerocopy", "--size", "32M"]);
+    let spec = c.spec("rbd/zerocopy");
+    let store = sectorcrypt_rbd::RbdStore::open_spec(&spec, true).unwrap();
+    assert_eq!(
+        store.option("rbd_disable_zero_copy_writes").unwrap(),
+        "false"
+    );
+    let mib = MIB as usize;
+    let want = pattern(32 * mib, 42);
+    std::thread::scope(|scope| {
+        for t in 0..4 {
+            let (store, want) = (&store, &want);
+            scope.spawn(move || {
+                let mut buf = vec![0u8; mib];
+                for piece in (t..32).step_by(4) {
+                    let at = piece * mib;
+                    buf.copy_from_slice(&want[at..at + mib]);
+                    store.write_at(&buf, at as u64).unwrap();
+                    buf.fill(0xee);
+                }
+            });
+        }
+    });
+    drop(store);
+    let dir = tempfile::tempdir().unwrap();
+    assert!(exported(c, "rbd/zerocopy", dir.path()) == want);
+}
