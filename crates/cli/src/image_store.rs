@@ -127,6 +127,18 @@ impl Store for ImageStore {
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
         self.inner().write_at(buf, offset)
     }
+    fn starts_writes(&self) -> bool {
+        self.inner().starts_writes()
+    }
+    fn start_write(
+        &self,
+        buf: Vec<u8>,
+        range: std::ops::Range<usize>,
+        offset: u64,
+        done: sectorcrypt_volume::WriteDone,
+    ) {
+        self.inner().start_write(buf, range, offset, done)
+    }
     fn sync(&self) -> io::Result<()> {
         self.inner().sync()
     }

@@ -66,6 +66,18 @@ impl Export for VolumeExport {
     ) -> (Vec<u8>, io::Result<()>) {
         self.volume.write_owned(buf, range, offset)
     }
+    fn starts_write(&self, offset: u64, len: usize) -> bool {
+        self.volume.starts_write(offset, len)
+    }
+    fn start_write(
+        &self,
+        buf: Vec<u8>,
+        range: std::ops::Range<usize>,
+        offset: u64,
+        done: sectorcrypt_nbd::WriteDone,
+    ) {
+        self.volume.start_write(buf, range, offset, done)
+    }
     fn flush(&self) -> io::Result<()> {
         self.volume.flush()
     }

@@ -2,11 +2,18 @@
 //!
 //! Capability queries (`read_only`, `can_trim`, `can_multi_conn`, block sizes) become the
 //! transmission flags and block sizes a client is told; data operations run on the
-//! connections' worker threads, several at once. Nothing in the trait is NBD-specific
+//! connections' worker threads, several at once (a write the export can start and complete
+//! on its own, [`Export::start_write`], is handed over by the connection's reader and
+//! answered when the export calls back, with no worker waiting on it). Nothing in the
+//! trait is NBD-specific
 //! beyond those capabilities, so a volume, a file or a memory buffer can stand behind it.
 
 use std::io;
 use std::ops::Range;
+
+/// What a started write ([`Export::start_write`]) calls once it is over, on whichever
+/// thread that happens: its buffer back, and the outcome.
+pub type WriteDone = Box<dyn FnOnce(Vec<u8>, io::Result<()>) + Send>;
 
 /// What the server serves: a byte-addressed device of fixed size. Implementations must be
 /// safe to call from several threads at once (requests run concurrently).
@@ -45,6 +52,22 @@ pub trait Export: Send + Sync {
     ) -> (Vec<u8>, io::Result<()>) {
         let r = self.write_at(&buf[range], offset);
         (buf, r)
+    }
+    /// Whether [`Export::start_write`] of `len` bytes at `offset` returns before the write
+    /// is over, completing it on another thread (an export over librbd's asynchronous
+    /// writes). The server then starts such a write from the connection's reader and
+    /// replies when it is done; every other write runs on a worker. The default: `false`.
+    fn starts_write(&self, offset: u64, len: usize) -> bool {
+        let _ = (offset, len);
+        false
+    }
+    /// Stores `buf[range]` at `offset` like [`Export::write_owned`], and calls `done` with
+    /// the buffer and the outcome when the write is over: later, on any thread, when
+    /// [`Export::starts_write`] said so; before returning otherwise (the default:
+    /// [`Export::write_owned`], then `done`).
+    fn start_write(&self, buf: Vec<u8>, range: Range<usize>, offset: u64, done: WriteDone) {
+        let (buf, r) = self.write_owned(buf, range, offset);
+        done(buf, r)
     }
     /// Makes every completed write durable.
     fn flush(&self) -> io::Result<()>;

@@ -65,5 +65,5 @@ mod writeback;
 
 pub use config::{Listen, ServerConfig};
 pub use error::Error;
-pub use export::Export;
+pub use export::{Export, WriteDone};
 pub use server::{serve_connection, Server, ShutdownHandle};

@@ -16,6 +16,12 @@
 //! pooled buffer and leave in one `write_all`; a write's payload is read into a pooled
 //! buffer, which goes to the export as it is.
 //!
+//! A write the export can start and complete on its own ([`Export::starts_write`]: a
+//! volume on librbd) is not queued for a worker: the reader hands it to the export, which
+//! calls back from its own thread when the write is over, and the connection's replier
+//! thread sends the reply. No thread sleeps through the write; as many are in flight at once
+//! as the connection has workers. FUA writes still run on a worker.
+//!
 //! What a request does is decided by [`decide`] from its header and the connection's
 //! [`ExportInfo`]; this module only moves bytes and runs the export.
 //!
@@ -44,7 +50,7 @@ use crate::tls::{self, TlsWriter};
 use crate::writeback::Writeback;
 use std::io::{self, Read, Write};
 use std::net::Shutdown;
-use std::sync::mpsc::sync_channel;
+use std::sync::mpsc::{channel, sync_channel};
 use std::sync::{Arc, Mutex};
 use std::thread;
 
@@ -78,6 +84,15 @@ enum Job {
     Flush(Request),
     Trim(Request),
     Zero(Request),
+}
+
+/// A write the export completed on its own thread, on its way to the replier.
+struct Written {
+    cookie: u64,
+    data: Vec<u8>,
+    result: io::Result<()>,
+    _permit: Permit,
+    _slot: Permit,
 }
 
 /// One connection in the transmission phase: what the reader and the workers share.
@@ -136,6 +151,13 @@ impl Conn<'_> {
             r => r,
         };
         self.result(req.cookie, what, r);
+    }
+
+    /// Replies to a write the export completed on its own; its budget share is given back
+    /// after the reply.
+    fn written(&self, w: Written) {
+        self.pool.put(w.data);
+        self.result(w.cookie, "write", w.result);
     }
 
     fn run(&self, job: Job) {
@@ -215,10 +237,26 @@ pub(crate) fn serve(
     };
     let (tx, rx) = sync_channel::<Job>(workers * 2);
     let rx = Mutex::new(rx);
+    // Started writes report to the replier; it stops once the reader and every started
+    // write have let go of their senders, so it outlives them all.
+    let (written_tx, written_rx) = channel::<Written>();
+    // As many started writes in flight as a connection has workers: a store given every
+    // write at once (a client's whole queue) measured slower, its server busier.
+    let slots = Arc::new(Budget::new(workers));
+    let export = cx.export;
     let why = thread::scope(|scope| {
         // Owned by this closure: dropped on every way out of it, which stops the workers
-        // before the scope waits for them.
-        let tx = tx;
+        // and the replier before the scope waits for them.
+        let (tx, written_tx) = (tx, written_tx);
+        let (conn_ref, activity) = (&conn, cx.activity);
+        let replier = thread::Builder::new()
+            .name(format!("nbd-{}-r", cx.id))
+            .spawn_scoped(scope, move || {
+                for w in written_rx {
+                    conn_ref.written(w);
+                    activity.end();
+                }
+            })?;
         let mut handles = Vec::with_capacity(workers);
         for i in 0..workers {
             let worker = thread::Builder::new()
@@ -235,13 +273,35 @@ pub(crate) fn serve(
                 })?;
             handles.push(worker);
         }
-        let why = read_requests(&mut incoming, &conn, |job| tx.send(job).is_ok());
+        let why = read_requests(&mut incoming, &conn, |job| match job {
+            Job::Write { req, data, _permit }
+                if !req.fua() && export.starts_write(req.offset, req.len as usize) =>
+            {
+                let (to_replier, cookie) = (written_tx.clone(), req.cookie);
+                let _slot = slots.take(1);
+                let done = move |data, result| {
+                    // The replier takes every report (it waits for this sender).
+                    let _ = to_replier.send(Written {
+                        cookie,
+                        data,
+                        result,
+                        _permit,
+                        _slot,
+                    });
+                };
+                export.start_write(data, 0..req.len as usize, req.offset, Box::new(done));
+                true
+            }
+            job => tx.send(job).is_ok(),
+        });
         drop(tx);
+        drop(written_tx);
         // Joined here rather than by the scope, which would re-raise a worker's panic (one
         // from the export) and skip the closing below.
         for h in handles {
             let _ = h.join();
         }
+        let _ = replier.join();
         why
     });
     if let Some(w) = secure {

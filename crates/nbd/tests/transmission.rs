@@ -1,9 +1,10 @@
 //! Requests through the raw client: malformed ones refused without harm to the
 //! connection or to another client, pipelining with replies matched by cookie, FLUSH, FUA,
-//! WRITE_ZEROES, DISC, and a read-only export.
+//! WRITE_ZEROES, DISC, a read-only export, and writes the export completes later on its
+//! own threads.
 
 use crate::support::raw::request_bytes;
-use crate::support::{quiet, start, MemExport, Raw};
+use crate::support::{quiet, start, LaterExport, MemExport, Raw};
 use sectorcrypt_nbd::proto;
 use sectorcrypt_testkit::pattern;
 use std::io::Write;
@@ -140,5 +141,51 @@ fn read_only_exports_refuse_writes() {
     assert_eq!(c.reply(), Some((proto::EPERM, 2)));
     assert_eq!(c.read(3, 0, 4), vec![7; 4]);
     assert_eq!(export.snapshot(), vec![7; 4096]);
+    srv.stop();
+}
+
+/// Writes an export starts and completes later from its own threads are answered when it
+/// calls back, each with its own outcome; FUA writes still run on a worker; a DISC behind
+/// started writes closes the connection only after their replies.
+#[test]
+fn started_writes_are_answered_when_the_export_calls_back() {
+    let size = 4 << 20;
+    let export = LaterExport::new(size, 13 * 65536);
+    let srv = start(export.clone(), quiet());
+    let mut c = Raw::go(&srv.sock);
+    let mut want = vec![0u8; size];
+    for i in 0..64u64 {
+        let d = pattern(65536, i);
+        c.request(proto::CMD_WRITE, 0, 1000 + i, i * 65536, 65536, &d);
+        if i != 13 {
+            want[(i * 65536) as usize..][..65536].copy_from_slice(&d);
+        }
+    }
+    let mut seen: Vec<u64> = (0..64)
+        .map(|_| c.reply().unwrap())
+        .map(|(e, k)| {
+            let failed = if k == 1013 { proto::EIO } else { 0 };
+            assert_eq!(e, failed, "the reply to {k}");
+            k
+        })
+        .collect();
+    seen.sort();
+    assert_eq!(seen, (1000..1064).collect::<Vec<_>>());
+    assert_eq!(export.started(), 64);
+    assert!(export.snapshot() == want);
+    c.request(proto::CMD_WRITE, proto::CMD_FLAG_FUA, 7, 3, 3, b"abc");
+    assert_eq!(c.reply(), Some((0, 7)));
+    assert_eq!(export.started(), 64, "a FUA write is not started");
+    want[3..6].copy_from_slice(b"abc");
+    for i in 0..8u64 {
+        c.request(proto::CMD_WRITE, 0, 2000 + i, i * 65536 + 100, 4, b"wxyz");
+        want[(i * 65536 + 100) as usize..][..4].copy_from_slice(b"wxyz");
+    }
+    c.request(proto::CMD_DISC, 0, 9, 0, 0, &[]);
+    let mut last: Vec<u64> = (0..8).map(|_| c.reply().unwrap().1).collect();
+    last.sort();
+    assert_eq!(last, (2000..2008).collect::<Vec<_>>());
+    assert_eq!(c.reply(), None);
+    assert!(export.snapshot() == want);
     srv.stop();
 }

@@ -9,7 +9,8 @@
 //! - a data request borrows its buffer for the whole life of the librbd request: it is
 //!   submitted with an aio call and waited for before the function returns, on every path
 //!   (a failed submission has nothing in flight), so librbd never touches the buffer after
-//!   the borrow ends;
+//!   the borrow ends; a started write instead owns its buffer (boxed with its callback,
+//!   handed to librbd as the completion's argument) until librbd calls back, exactly once;
 //! - writes are zero-copy (librbd references the caller's buffer rather than copying it):
 //!   librbd then holds a write's completion back until it has released the buffer, so the
 //!   above holds for them too;
@@ -21,8 +22,10 @@
     reason = "FFI to librbd/librados: declarations and the calls behind the safe Image"
 )]
 
+use sectorcrypt_volume::WriteDone;
 use std::ffi::{c_char, c_int, c_void, CString};
 use std::io;
+use std::ops::Range;
 use std::ptr;
 
 type RadosT = *mut c_void;
@@ -189,6 +192,30 @@ impl Drop for Completion {
         // (waited for) or was never submitted.
         unsafe { rbd_aio_release(self.0) }
     }
+}
+
+/// A started write: its buffer, which is librbd's until the write is over, and what to call
+/// then.
+struct Started {
+    buf: Vec<u8>,
+    done: WriteDone,
+}
+
+/// librbd's callback for a started write, on one of librbd's threads: releases the
+/// completion and gives the buffer back with the outcome.
+unsafe extern "C" fn written(c: CompletionT, arg: *mut c_void) {
+    // SAFETY: `arg` is the `Started` that `start_write` gave up for this completion, and
+    // librbd calls back once per completion; the completion stays valid until released
+    // here, after its value is read (releasing it in its own callback is allowed: qemu's
+    // rbd driver does the same).
+    let (started, r) = unsafe {
+        let started = Box::from_raw(arg.cast::<Started>());
+        let r = rbd_aio_get_return_value(c);
+        rbd_aio_release(c);
+        (started, r)
+    };
+    let Started { buf, done } = *started;
+    done(buf, outcome(r, "writing").map(|_| ()));
 }
 
 /// A request's result: a negative errno, or the bytes done.
@@ -366,6 +393,32 @@ impl Image {
         };
         check(r, "rbd_aio_write")?;
         outcome(c.wait(), "writing").map(|_| ())
+    }
+
+    /// Starts writing `buf[range]` at `off` and returns; librbd calls [`written`] when the
+    /// write is over, which gives the buffer back to `done` with the outcome.
+    pub(crate) fn start_write(&self, buf: Vec<u8>, range: Range<usize>, off: u64, done: WriteDone) {
+        let started = Box::new(Started { buf, done });
+        let (data, len) = (started.buf[range.clone()].as_ptr(), range.len());
+        let arg = Box::into_raw(started);
+        let mut c: CompletionT = ptr::null_mut();
+        // SAFETY: a valid out-pointer; `written` takes `arg` back when librbd calls it.
+        let mut r = unsafe { rbd_aio_create_completion(arg.cast(), Some(written), &mut c) };
+        if r >= 0 {
+            // SAFETY: `data..data + len` is inside the heap buffer of the `Vec` that `arg`
+            // owns (boxing the `Vec` did not move its buffer), and nothing touches it until
+            // librbd calls `written`, which it does only after letting go of the buffer.
+            r = unsafe { rbd_aio_write(self.image, off, len, data.cast::<c_char>(), c) };
+            if r < 0 {
+                // SAFETY: created above, nothing in flight with it.
+                unsafe { rbd_aio_release(c) };
+            }
+        }
+        if r < 0 {
+            // SAFETY: nothing was submitted, so no callback comes: `arg` is still ours.
+            let Started { buf, done } = *unsafe { Box::from_raw(arg) };
+            done(buf, check(r, "rbd_aio_write").map(|_| ()));
+        }
     }
 
     /// Discards `len` bytes at `off` (they then read as zeros).

@@ -5,6 +5,9 @@
 //!
 //! - A read that comes back short (past the end of the image) is `UnexpectedEof`, never
 //!   decrypted as if it were whole; reads beyond the size are refused before being sent.
+//! - A write can also be started ([`Store::start_write`]): librbd calls back when it is
+//!   over, and the buffer comes back then, so that no thread waits through it (the NBD
+//!   server's reader starts them and its replier answers).
 //! - Writes to a snapshot, or to an image opened read-only, fail with `PermissionDenied`.
 //! - `sync` is `rbd_aio_flush`: it completes once every write acknowledged before it is
 //!   stable on the OSDs. librbd's cache is turned off (`rbd_cache=false`, as qemu does for
@@ -14,8 +17,9 @@
 
 use crate::ffi::{Image, Target};
 use crate::spec::Spec;
-use sectorcrypt_volume::Store;
+use sectorcrypt_volume::{Store, WriteDone};
 use std::io;
+use std::ops::Range;
 
 /// An open RBD image.
 #[derive(Debug)]
@@ -121,6 +125,17 @@ impl Store for RbdStore {
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
         self.refuse_write()?;
         self.image.write(buf, offset)
+    }
+
+    fn starts_writes(&self) -> bool {
+        !self.read_only
+    }
+
+    fn start_write(&self, buf: Vec<u8>, range: Range<usize>, offset: u64, done: WriteDone) {
+        match self.refuse_write() {
+            Ok(()) => self.image.start_write(buf, range, offset, done),
+            Err(e) => done(buf, Err(e)),
+        }
     }
 
     fn sync(&self) -> io::Result<()> {

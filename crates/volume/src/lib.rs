@@ -36,7 +36,7 @@ pub mod store;
 pub use error::{Error, HeaderError, KeyslotError, Result};
 pub use format::{backup_header, restore_header, Header, Unlocked};
 pub use layout::{AuthenticationFailed, Geometry, IvRule, Layout, SectorMetadata, UnitKeys};
-pub use store::{FileStore, Placement, Store};
+pub use store::{FileStore, Placement, Store, WriteDone};
 
 use std::sync::{Mutex, MutexGuard};
 

@@ -31,6 +31,10 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 use zeroize::Zeroizing;
 
+/// What a started write ([`Store::start_write`]) calls once it is over, on whichever thread
+/// that happens: its buffer back, and the outcome.
+pub type WriteDone = Box<dyn FnOnce(Vec<u8>, io::Result<()>) + Send>;
+
 /// Where the bytes of a volume (header, keyslots, data) are. Every method takes `&self`
 /// and may run from many threads at once.
 pub trait Store: fmt::Debug + Send + Sync {
@@ -60,6 +64,23 @@ pub trait Store: fmt::Debug + Send + Sync {
 
     /// Writes all of `buf` at `offset`.
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()>;
+
+    /// Whether [`Store::start_write`] returns before the write is over, completing it later
+    /// with no thread of the caller waiting for it (librbd's asynchronous writes). The
+    /// default: `false`.
+    fn starts_writes(&self) -> bool {
+        false
+    }
+
+    /// Writes all of `buf[range]` at `offset`, taking the buffer by value, and calls `done`
+    /// with the buffer and the outcome when the write is over: later, from another thread,
+    /// on a store that [starts writes](Store::starts_writes); before returning otherwise
+    /// (the default: [`Store::write_at`], then `done`). The buffer is the store's until
+    /// `done` gets it back.
+    fn start_write(&self, buf: Vec<u8>, range: Range<usize>, offset: u64, done: WriteDone) {
+        let r = self.write_at(&buf[range], offset);
+        done(buf, r)
+    }
 
     /// Makes every completed write durable.
     fn sync(&self) -> io::Result<()>;
@@ -120,6 +141,12 @@ impl<T: Store + ?Sized> Store for std::sync::Arc<T> {
     }
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
         (**self).write_at(buf, offset)
+    }
+    fn starts_writes(&self) -> bool {
+        (**self).starts_writes()
+    }
+    fn start_write(&self, buf: Vec<u8>, range: Range<usize>, offset: u64, done: WriteDone) {
+        (**self).start_write(buf, range, offset, done)
     }
     fn sync(&self) -> io::Result<()> {
         (**self).sync()

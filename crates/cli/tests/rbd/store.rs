@@ -289,6 +289,18 @@ fn volume_commands_take_an_rbd_spec() {
         let (status, log) = srv.stop("TERM");
         assert!(status.success(), "{log}");
         assert!(std::fs::read(&out).unwrap() == plain, "served from rbd:");
+        // Written through the server (writes librbd completes on its own threads, many
+        // in flight on several connections), read back by another process.
+        let other = pattern(plain.len(), 34);
+        std::fs::write(&input, &other).unwrap();
+        let srv = super::served::Served::start(&[&[&spec[..]][..], &key].concat(), &sock);
+        sectorcrypt_testkit::run_stdout(
+            std::process::Command::new("nbdcopy").args([s(&input), &srv.uri()]),
+        );
+        let (status, log) = srv.stop("TERM");
+        assert!(status.success(), "{log}");
+        let back = ok_bytes(sc(&[&["read", &spec][..], &key].concat(), b""));
+        assert!(back == other, "written through the server over rbd:");
     }
     c.rbd(&["rm", "--no-progress", "rbd/cmds"]);
 }
@@ -363,7 +375,7 @@ fn librbd_cache_is_off_unless_the_spec_turns_it_on() {
 /// `write_at` returns. Four threads write 1 MiB pieces, each from one buffer that is
 /// overwritten with junk the moment a write returns and refilled for the next piece; had
 /// librbd still been reading a buffer after its write returned, the junk would be on the
-/// image.
+/// image. Then the same through started writes, whose buffers come back by callback.
 #[test]
 fn writes_lend_librbd_the_buffer_and_it_is_free_when_they_return() {
     let c = require_ceph!();
@@ -390,7 +402,37 @@ fn writes_lend_librbd_the_buffer_and_it_is_free_when_they_return() {
             });
         }
     });
+    // Started writes: 32 in flight from one thread, each buffer back through its callback
+    // with the outcome; a read-only handle refuses through the callback too.
+    let again = pattern(32 * mib, 43);
+    let (tx, rx) = std::sync::mpsc::channel();
+    for piece in 0..32 {
+        let tx = tx.clone();
+        let buf = again[piece * mib..][..mib].to_vec();
+        let done = Box::new(move |buf: Vec<u8>, r| tx.send((piece, buf, r)).unwrap());
+        store.start_write(buf, 0..mib, (piece * mib) as u64, done);
+    }
+    drop(tx);
+    let mut back: Vec<_> = rx.iter().collect();
+    back.sort_by_key(|(piece, ..)| *piece);
+    assert_eq!(back.len(), 32);
+    for (piece, buf, r) in back {
+        r.unwrap();
+        assert!(
+            buf[..] == again[piece * mib..][..mib],
+            "piece {piece} came back"
+        );
+    }
     drop(store);
     let dir = tempfile::tempdir().unwrap();
-    assert!(exported(c, "rbd/zerocopy", dir.path()) == want);
+    assert!(exported(c, "rbd/zerocopy", dir.path()) == again);
+    let ro = sectorcrypt_rbd::RbdStore::open_spec(&spec, false).unwrap();
+    assert!(!ro.starts_writes());
+    let (tx, rx) = std::sync::mpsc::channel();
+    let done = Box::new(move |_: Vec<u8>, r: std::io::Result<()>| tx.send(r).unwrap());
+    ro.start_write(vec![1; 512], 0..512, 0, done);
+    assert_eq!(
+        rx.recv().unwrap().unwrap_err().kind(),
+        ErrorKind::PermissionDenied
+    );
 }

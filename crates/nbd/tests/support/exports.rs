@@ -1,5 +1,6 @@
 //! Exports for the tests: a memory-backed one that counts flushes (and fails them on
-//! demand), and a slow one that records how many data operations run at once.
+//! demand), a slow one that records how many data operations run at once, and one that
+//! completes writes later on threads of its own.
 
 use sectorcrypt_nbd::{proto, Export};
 use std::io;
@@ -135,6 +136,82 @@ impl Export for SlowExport {
     fn write_at(&self, _buf: &[u8], _offset: u64) -> io::Result<()> {
         self.busy(|| {});
         Ok(())
+    }
+    fn flush(&self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A memory-backed export that completes writes later, on threads of its own, in the
+/// reverse of their order within each 8 x 64 KiB (the later a write's place, the sooner it
+/// is done), and fails the write at `failing` with EIO without storing it.
+pub struct LaterExport {
+    data: Arc<Mutex<Vec<u8>>>,
+    started: AtomicU64,
+    failing: u64,
+}
+
+impl LaterExport {
+    /// `size` zero bytes; the write at offset `failing` fails.
+    pub fn new(size: usize, failing: u64) -> Arc<LaterExport> {
+        Arc::new(LaterExport {
+            data: Arc::new(Mutex::new(vec![0; size])),
+            started: AtomicU64::new(0),
+            failing,
+        })
+    }
+
+    /// The contents now.
+    pub fn snapshot(&self) -> Vec<u8> {
+        self.data.lock().unwrap().clone()
+    }
+
+    /// Writes started so far.
+    pub fn started(&self) -> u64 {
+        self.started.load(Ordering::SeqCst)
+    }
+}
+
+impl Export for LaterExport {
+    fn size(&self) -> u64 {
+        self.data.lock().unwrap().len() as u64
+    }
+    fn preferred_block_size(&self) -> u32 {
+        512
+    }
+    fn read_only(&self) -> bool {
+        false
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        let d = self.data.lock().unwrap();
+        buf.copy_from_slice(&d[offset as usize..][..buf.len()]);
+        Ok(())
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.data.lock().unwrap()[offset as usize..][..buf.len()].copy_from_slice(buf);
+        Ok(())
+    }
+    fn starts_write(&self, _offset: u64, _len: usize) -> bool {
+        true
+    }
+    fn start_write(
+        &self,
+        buf: Vec<u8>,
+        range: std::ops::Range<usize>,
+        offset: u64,
+        done: sectorcrypt_nbd::WriteDone,
+    ) {
+        self.started.fetch_add(1, Ordering::SeqCst);
+        let (data, fails) = (self.data.clone(), offset == self.failing);
+        let delay = Duration::from_millis(40 - (offset >> 16) % 8 * 5);
+        thread::spawn(move || {
+            thread::sleep(delay);
+            if fails {
+                return done(buf, Err(io::Error::from_raw_os_error(proto::EIO as i32)));
+            }
+            data.lock().unwrap()[offset as usize..][..range.len()].copy_from_slice(&buf[range]);
+            done(buf, Ok(()))
+        });
     }
     fn flush(&self) -> io::Result<()> {
         Ok(())

@@ -8,6 +8,6 @@ pub mod exports;
 pub mod raw;
 pub mod server;
 
-pub use exports::{MemExport, SlowExport};
+pub use exports::{LaterExport, MemExport, SlowExport};
 pub use raw::Raw;
 pub use server::{quiet, start};

@@ -45,7 +45,7 @@ mod pipe;
 
 use crate::error::{Error, Result};
 use crate::layout::Layout;
-use crate::store::Store;
+use crate::store::{Store, WriteDone};
 use buffers::BufferPool;
 use fanout::Fan;
 use locks::EdgeLocks;
@@ -291,6 +291,36 @@ impl Volume {
             .map_err(crypt_error)
             .and_then(|()| self.store_write(&buf[range], self.layout.position(first), false));
         (buf, r)
+    }
+
+    /// Whether [`Volume::start_write`] of `len` bytes at `offset` returns before the write
+    /// is over: a request of whole sectors within one chunk, on a store that
+    /// [starts writes](Store::starts_writes).
+    pub fn starts_write(&self, offset: u64, len: usize) -> bool {
+        self.started_write(offset, len).is_some()
+    }
+
+    /// The first sector of a write [`Volume::start_write`] hands to the store, `None` for
+    /// one it writes before returning.
+    fn started_write(&self, offset: u64, len: usize) -> Option<u64> {
+        let starts = !self.read_only && self.store.starts_writes();
+        self.one_chunk(offset, len).filter(|_| starts)
+    }
+
+    /// Stores the plaintext `buf[range]` at `offset` like [`Volume::write_owned`], and
+    /// calls `done` with the buffer and the outcome when the write is over. When
+    /// [`Volume::starts_write`] says so, the request is encrypted in place here and handed
+    /// to the store, and `done` runs later on the store's thread; any other request is
+    /// written before this returns, and `done` called then.
+    pub fn start_write(&self, mut buf: Vec<u8>, range: Range<usize>, offset: u64, done: WriteDone) {
+        let Some(first) = self.started_write(offset, range.len()) else {
+            let (buf, r) = self.write_owned(buf, range, offset);
+            return done(buf, r);
+        };
+        match (self.layout).encrypt(first, &mut buf[range.clone()]) {
+            Ok(()) => (self.store).start_write(buf, range, self.layout.position(first), done),
+            Err(e) => done(buf, Err(crypt_error(e))),
+        }
     }
 
     /// The first sector of a request of whole sectors within one chunk, inside the volume,
