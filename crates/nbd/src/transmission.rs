@@ -19,8 +19,8 @@
 //! A write the export can start and complete on its own ([`Export::starts_write`]: a
 //! volume on librbd) is not queued for a worker: the reader hands it to the export, which
 //! calls back from its own thread when the write is over, and the connection's replier
-//! thread sends the reply. No thread sleeps through the write; as many are in flight at once
-//! as the connection has workers. FUA writes still run on a worker.
+//! thread sends the reply. No thread sleeps through the write, and what is in flight is
+//! bounded by the connection's budget, as for any request. FUA writes still run on a worker.
 //!
 //! What a request does is decided by [`decide`] from its header and the connection's
 //! [`ExportInfo`]; this module only moves bytes and runs the export.
@@ -92,7 +92,6 @@ struct Written {
     data: Vec<u8>,
     result: io::Result<()>,
     _permit: Permit,
-    _slot: Permit,
 }
 
 /// One connection in the transmission phase: what the reader and the workers share.
@@ -240,9 +239,6 @@ pub(crate) fn serve(
     // Started writes report to the replier; it stops once the reader and every started
     // write have let go of their senders, so it outlives them all.
     let (written_tx, written_rx) = channel::<Written>();
-    // As many started writes in flight as a connection has workers: a store given every
-    // write at once (a client's whole queue) measured slower, its server busier.
-    let slots = Arc::new(Budget::new(workers));
     let export = cx.export;
     let why = thread::scope(|scope| {
         // Owned by this closure: dropped on every way out of it, which stops the workers
@@ -278,7 +274,6 @@ pub(crate) fn serve(
                 if !req.fua() && export.starts_write(req.offset, req.len as usize) =>
             {
                 let (to_replier, cookie) = (written_tx.clone(), req.cookie);
-                let _slot = slots.take(1);
                 let done = move |data, result| {
                     // The replier takes every report (it waits for this sender).
                     let _ = to_replier.send(Written {
@@ -286,7 +281,6 @@ pub(crate) fn serve(
                         data,
                         result,
                         _permit,
-                        _slot,
                     });
                 };
                 export.start_write(data, 0..req.len as usize, req.offset, Box::new(done));
