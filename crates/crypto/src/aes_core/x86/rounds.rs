@@ -213,17 +213,19 @@ pub(crate) use aes_rounds;
 /// - for each entry `name: features, regs: R, rest: [R-1, ..., 1]` of `sectors`,
 ///   `name(k, ivs, src, dst, len)` compiled with `features`: independent chains, one per
 ///   sector, `$chains` sectors per register (`$load`/`$store` move one block of each of a
-///   register's sectors, `$ivs` loads their IVs), `R` registers advancing together, a
-///   remainder of fewer than `R` registers' sectors on as many registers as it fills
-///   (`rest` lists the counts, each a const generic instance). A width whose CPU may have
-///   32 registers stamps a kernel with more registers for it.
+///   register's sectors, `$ivs` loads their IVs). Each register runs its sectors in turns,
+///   taking up its next ones as soon as its last end; the registers' worth of sectors is
+///   spread over as few registers (at most `R`) as evenly as it goes, in up to two calls
+///   (`rest` lists the other register counts, each a const generic instance). A width whose
+///   CPU may have 32 registers stamps a kernel with more registers for it.
 ///
 /// Sectors of 2 KiB and more start at addresses equal modulo 4 KiB, so chains at the same
 /// block offset would compete for one set of the 8-way L1 cache (with 16 chains, a third
 /// of the speed). The chains are therefore skewed: register pair `r / 2` runs
-/// `skew` blocks (one cache line per pair) behind the previous pair, and the few steps at
-/// the start and end where some registers have no block take a slower masked path. A
-/// remainder of fewer than `$chains` sectors runs alone on xmm.
+/// `skew` blocks (one cache line per pair) behind the previous pair; the steps at the start
+/// and end of a call where some registers have no block, and those where a register ends
+/// a turn, take a slower path. A remainder of fewer than `$chains` sectors runs alone on
+/// xmm.
 macro_rules! cbc_kernels {
     (
         keys: $keys:ty,
@@ -313,8 +315,8 @@ macro_rules! cbc_kernels {
         }
 
         $(
-        /// Independent chains, one per sector of `size` bytes, `$chains * $sregs` at a
-        /// time, compiled with `$sfeatures`.
+        /// Independent chains, one per sector of `size` bytes, up to `$chains * $sregs`
+        /// at a time, compiled with `$sfeatures`.
         ///
         /// # Safety
         /// As for the kernels; at least one IV, and the buffers cover `ivs.len()` sectors;
@@ -327,11 +329,24 @@ macro_rules! cbc_kernels {
             dst: *mut u8,
             size: usize,
         ) {
-            /// `N` registers of `$chains` sectors of `size` bytes, each its own chain, with
-            /// their IVs `ivs`, skewed by `skew` blocks per register pair.
+            /// `N` registers, each running `turns` times `$chains` sectors of `size` bytes
+            /// one after the other (register `r`'s turn `q` is the `q * N + r`-th group of
+            /// `$chains` sectors; `ivs` holds their IVs in that order), register pair `r / 2`
+            /// `skew` blocks behind the previous pair.
+            ///
+            /// A register carries its next AES input already whitened: chaining value XOR
+            /// plaintext XOR round key 0. The plaintext of the following block (XOR round
+            /// key 0) is folded into the last round key, so the last round yields the next
+            /// input directly and the chain is the AES rounds alone; the ciphertext, that
+            /// XOR the folded value, is off the chain. The steps where every register has a
+            /// block and a following one run a loop of their own without copies; the others
+            /// (at the start and end, some registers idle; a register at the last block of
+            /// a turn, which then takes up its next turn) work on a copy. A register goes on
+            /// to its next turn without waiting for the others, so the skew costs idle steps
+            /// once per call rather than once per turn.
             ///
             /// # Safety
-            /// As for the kernels; `src` and `dst` cover the `$chains * N` sectors.
+            /// As for the kernels; `src` and `dst` cover the `$chains * N * turns` sectors.
             #[target_feature(enable = $sfeatures)]
             unsafe fn interleaved<const N: usize>(
                 k: &$keys,
@@ -340,73 +355,131 @@ macro_rules! cbc_kernels {
                 dst: *mut u8,
                 size: usize,
                 skew: usize,
+                turns: usize,
             ) {
                 let blocks = size / 16;
                 let delay = |r: usize| (r / 2) * skew;
-                let max_delay = delay(N - 1);
-                let at = |r: usize, block: usize| $chains * r * size + 16 * block;
-                let mut x = [$zero(); N];
-                for (r, v) in x.iter_mut().enumerate() {
-                    let $ivs = &ivs[$chains * r..];
-                    // SAFETY: the register's IVs are blocks of `ivs`.
-                    *v = unsafe { $load_ivs };
-                }
-                // SAFETY (of the loads and stores below): block `step - delay(r)` of a register's
-                // sectors exists while it is active, and the sectors are inside the buffers.
-                let input = |r: usize, b: usize| unsafe {
-                    let ($lp, $lsize) = (src.add(at(r, b)), size);
+                let span = turns * blocks;
+                let end = span + delay(N - 1);
+                let (first, last) = (k.key::<false>(0), k.key::<false>(k.rounds));
+                // Register `r`'s current turn, moved back by its delay and the turns before:
+                // at step `s` it is at block `(s - delay(r)) % blocks`, `16 * s` bytes on
+                // (wrapping: the base may lie outside the buffer, the blocks accessed do not).
+                // A register's source and destination.
+                type Base = (*const u8, *mut u8);
+                let mut bases: [Base; N] = ::core::array::from_fn(|r| {
+                    let (at, back) = ($chains * r * size, 16 * delay(r));
+                    (
+                        src.wrapping_add(at).wrapping_sub(back),
+                        dst.wrapping_add(at).wrapping_sub(back),
+                    )
+                });
+                // From one turn of a register to its next.
+                let next_turn = ($chains * N - 1) * size;
+                // SAFETY (of the loads and stores below): they are called only for a step
+                // at which the register is at a block of its current turn (the following
+                // block for the `input` of `step + 1`), inside the buffers.
+                let input = |base: Base, step: usize| unsafe {
+                    let ($lp, $lsize) = (base.0.wrapping_add(16 * step), size);
                     $load
                 };
-                let output = |r: usize, b: usize, v: $reg| unsafe {
-                    let ($sp, $ssize, $sv) = (dst.add(at(r, b)), size, v);
+                let output = |base: Base, step: usize, v: $reg| unsafe {
+                    let ($sp, $ssize, $sv) = (base.1.wrapping_add(16 * step), size, v);
                     $store
                 };
-                for step in 0..blocks + max_delay {
-                    if step >= max_delay && step < blocks {
-                        for (r, v) in x.iter_mut().enumerate() {
-                            *v = $xor(*v, input(r, step - delay(r)));
-                        }
-                        crypt::<N, false>(k, &mut x);
-                        for (r, v) in x.iter().enumerate() {
-                            output(r, step - delay(r), *v);
-                        }
-                    } else {
-                        let active = |r: usize| step >= delay(r) && step - delay(r) < blocks;
-                        let saved = x;
-                        for (r, v) in x.iter_mut().enumerate() {
-                            if active(r) {
-                                *v = $xor(*v, input(r, step - delay(r)));
+                // Register `r`'s first block of its turn `q` (at step `step`), whitened.
+                let start = |base: Base, r: usize, q: usize, step: usize| {
+                    let $ivs = &ivs[$chains * (q * N + r)..];
+                    // SAFETY: the turn's IVs are blocks of `ivs`.
+                    let iv = unsafe { $load_ivs };
+                    $xor(iv, $xor(input(base, step), first))
+                };
+                let mut x = [$zero(); N];
+                for (r, v) in x.iter_mut().enumerate() {
+                    *v = start(bases[r], r, 0, delay(r));
+                }
+                // A step at which some register is idle or at the last block of a turn.
+                let edge = |x: &mut [$reg; N], bases: &mut [Base; N], step: usize| {
+                    let mut y = *x;
+                    rounds_but_last::<N, false>(k, &mut y);
+                    for r in 0..N {
+                        let Some(at) = step.checked_sub(delay(r)).filter(|&at| at < span) else {
+                            continue;
+                        };
+                        if (at + 1) % blocks != 0 {
+                            let t = $xor(input(bases[r], step + 1), first);
+                            x[r] = last_round::<false>(y[r], $xor(t, last));
+                            output(bases[r], step, $xor(x[r], t));
+                        } else {
+                            output(bases[r], step, last_round::<false>(y[r], last));
+                            if at + 1 < span {
+                                bases[r] = (
+                                    bases[r].0.wrapping_add(next_turn),
+                                    bases[r].1.wrapping_add(next_turn),
+                                );
+                                x[r] = start(bases[r], r, (at + 1) / blocks, step + 1);
                             }
                         }
-                        crypt::<N, false>(k, &mut x);
+                    }
+                };
+                let mut step = 0;
+                while step < end {
+                    // The steps up to the next edge: every register in a turn, before its last
+                    // block (the pairs' positions in their turns tell when).
+                    let mut steady = usize::MAX;
+                    for r in (0..N).step_by(2) {
+                        steady = match step.checked_sub(delay(r)).filter(|&at| at < span) {
+                            Some(at) => steady.min(step + blocks - 1 - at % blocks),
+                            None => step,
+                        };
+                    }
+                    for s in step..steady {
+                        rounds_but_last::<N, false>(k, &mut x);
                         for (r, v) in x.iter_mut().enumerate() {
-                            if active(r) {
-                                output(r, step - delay(r), *v);
-                            } else {
-                                *v = saved[r];
-                            }
+                            // Read afresh each step: held in registers, the compiler would
+                            // step `4 * N` pointers of its own and spill them.
+                            // SAFETY: an element of a live array, aligned.
+                            let base = unsafe { ::core::ptr::read_volatile(&bases[r]) };
+                            let t = $xor(input(base, s + 1), first);
+                            *v = last_round::<false>(*v, $xor(t, last));
+                            output(base, s, $xor(*v, t));
                         }
+                    }
+                    step = steady.max(step);
+                    if step < end {
+                        edge(&mut x, &mut bases, step);
+                        step += 1;
                     }
                 }
             }
             // One cache line of skew between register pairs when sectors alias in the L1 cache.
             let skew = if size.is_multiple_of(2048) { 4 } else { 0 };
+            // Whole registers' worth of sectors (`regs`), `q` turns per register on as few
+            // registers (at most `$sregs`) as evenly as they go, in up to two calls:
+            // `regs = q * n + e` runs as `e` turns on `n + 1` registers, then `q - e` on `n`.
+            // (A call of few registers is latency bound: 32 registers' worth on 12 run as 2
+            // turns on 11 and one on 10, not 2 on 12 and one on 8.)
+            let regs = ivs.len() / $chains;
+            let q = regs.div_ceil($sregs);
             let mut s = 0;
             // SAFETY (of the pointer offsets and the calls): whole sectors inside the buffers.
             unsafe {
-                while ivs.len() - s >= $chains * $sregs {
-                    let (i, at) = (&ivs[s..s + $chains * $sregs], s * size);
-                    interleaved::<$sregs>(k, i, src.add(at), dst.add(at), size, skew);
-                    s += $chains * $sregs;
+                if q > 0 {
+                    let (n, e) = (regs / q, regs % q);
+                    for (n, turns) in [(n + 1, e), (n, q - e)] {
+                        if turns == 0 {
+                            continue;
+                        }
+                        let (i, at) = (&ivs[s..s + $chains * n * turns], s * size);
+                        let (sa, da) = (src.add(at), dst.add(at));
+                        match n {
+                            $sregs => interleaved::<$sregs>(k, i, sa, da, size, skew, turns),
+                            $($srest => interleaved::<$srest>(k, i, sa, da, size, skew, turns),)*
+                            _ => unreachable!("1 to {} registers", $sregs),
+                        }
+                        s += $chains * n * turns;
+                    }
                 }
-                let regs = (ivs.len() - s) / $chains;
-                let (i, at) = (&ivs[s..s + $chains * regs], s * size);
-                let (src_at, dst_at) = (src.add(at), dst.add(at));
-                match regs {
-                    $($srest => interleaved::<$srest>(k, i, src_at, dst_at, size, skew),)*
-                    _ => {}
-                }
-                s += $chains * regs;
                 for (j, iv) in ivs.iter().enumerate().skip(s) {
                     let (mut iv, at) = (*iv, j * size);
                     let key = |r| k.key128(r);

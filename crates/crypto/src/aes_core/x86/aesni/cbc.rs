@@ -6,7 +6,7 @@
 #![allow(unsafe_code)]
 
 use super::super::rounds::cbc_kernels;
-use super::{crypt, Keys, GROUP, REGS};
+use super::{crypt, last_round, rounds_but_last, Keys, GROUP, REGS};
 use core::arch::x86_64::*;
 
 cbc_kernels! {

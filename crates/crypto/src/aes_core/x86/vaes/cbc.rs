@@ -7,19 +7,26 @@
 //! - Encryption of one chain is serial (each block needs the previous ciphertext), so it is
 //!   latency bound: the scaffolding's xmm chain.
 //! - Encryption of many sectors interleaves independent chains: two sectors per register
-//!   (lane 0 and lane 1), up to 8 registers = 16 sectors advancing together on 16 ymm
-//!   registers (the vaes backend), 12 registers = 24 sectors with AVX-512VL's 32 (the
-//!   avx512 backend). A step of 8 registers runs 8 x 14 AES-256 rounds, 56 cycles at two
-//!   per cycle, about the latency of one chain's step (14 rounds of 4 cycles and two
-//!   XORs): 16 chains leave the units idle whenever a step waits; 12 registers cover it
-//!   with room for the loads and stores. More did not help (the skew between register
-//!   pairs below lengthens the ramp at the start and end of each batch, and 16 registers
-//!   of chains and their saved copies no longer fit): 4096x64 sectors, best of 9 runs,
-//!   10 registers 13.7 GB/s, 12 16.2, 14 13.0, 16 12.8; ECB 18.3-18.9.
+//!   (lane 0 and lane 1), 8 registers = 16 sectors advancing together on 16 ymm registers
+//!   (the vaes backend), up to 12 registers = 24 sectors with AVX-512VL's 32 (the avx512
+//!   backend). Each register runs its sectors in turns and takes up its next two as soon as
+//!   its last end, so the skew between register pairs (against 4 KiB aliasing in the L1
+//!   cache) idles registers once per call, not once per batch of 16 or 24; the next
+//!   block's plaintext and round key 0 are folded into the last round key, so a chain is 14
+//!   VAESENC and no XOR. A step of 8 registers is 56 cycles of AES work at two VAESENC per
+//!   cycle, about one chain's step latency: 8 registers stay latency bound at the edge, and
+//!   any op on the chain costs more than its own cycle (8 chains of 14 VAESENC: +18% time
+//!   per step with one XOR added to each chain). 4096x64 sectors, kernel timing, medians:
+//!   the vaes build 17.0-17.2 GB/s (ECB 17.5-18.4), against 15.0 in batches of 16 chains
+//!   each with its own ramp and the XORs on the chain; 11 registers on the vaes build
+//!   16.4-16.7 (better at 512-byte sectors: 17.8 against 17.2); the avx512 build 16.5-16.9
+//!   on 12 registers, 15.8-16.0 on 8. The sector pointers are read from memory each step:
+//!   held in registers, the compiler stepped and spilled 32 of them (vaes 16.2, avx512
+//!   14.3).
 #![allow(unsafe_code)]
 
 use super::super::rounds::cbc_kernels;
-use super::{crypt, Keys, GROUP, REGS};
+use super::{crypt, last_round, rounds_but_last, Keys, GROUP, REGS};
 use core::arch::x86_64::*;
 
 cbc_kernels! {

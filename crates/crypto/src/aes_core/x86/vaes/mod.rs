@@ -30,7 +30,7 @@
 //!
 //! Tuned for: storage sectors (virtually all XTS inputs are 512 or 4096 bytes, handed over
 //! many sectors per call), CTR and ECB over long buffers, CBC decryption, and CBC encryption
-//! of many independent sectors (16 chains at once, two per register; 24 on avx512).
+//! of many independent sectors (16 chains at once, two per register; up to 24 on avx512).
 //!
 //! Left out: single-stream CBC encryption is latency bound by definition and uses plain
 //! AES-NI on xmm (the scaffolding's chain); XTS ciphertext stealing is done by the generic
