@@ -27,8 +27,9 @@
 //!
 //! Memory is bounded per connection: a READ or WRITE takes its payload's share of the
 //! connection's own [`Budget`] before its buffer is allocated (the reader waits when the
-//! budget is spent) and gives it back when its reply is sent; at most one pooled buffer per
-//! worker is kept between requests, none over 4 MiB. A client that stops sending a payload
+//! budget is spent) and gives it back when its reply is sent; between requests the pool
+//! keeps one buffer per worker, or as many 4 MiB ones as the budget holds if that is more
+//! (started writes are in flight beyond the workers' count), none over 4 MiB. A client that stops sending a payload
 //! or reading its replies thus waits on its own budget, never on another connection's; it
 //! is cut off after the read or write timeout. Flushes go through the server's [`Writeback`], which makes a failure stick.
 //!
@@ -42,7 +43,7 @@ use crate::config::ServerConfig;
 use crate::export::Export;
 use crate::export_info::ExportInfo;
 use crate::incoming::{Incoming, Next};
-use crate::pool::BufPool;
+use crate::pool::{BufPool, MAX_BUFFER};
 use crate::proto::*;
 use crate::request::{decide, Action};
 use crate::stream::{Stream, SEND_BUFFER};
@@ -230,8 +231,9 @@ pub(crate) fn serve(
         cx,
         writer: Mutex::new(writer),
         socket: stream,
-        // Every worker may hold one buffer; the budget bounds what is in flight.
-        pool: BufPool::new(workers),
+        // Every worker, or every started write, may hold one buffer; the budget bounds
+        // what is in flight, and so what the pool keeps.
+        pool: BufPool::new(workers.max(cx.config.connection_budget / MAX_BUFFER)),
         budget: Arc::new(Budget::new(cx.config.connection_budget)),
     };
     let (tx, rx) = sync_channel::<Job>(workers * 2);
