@@ -248,12 +248,17 @@ fn cbc_many_sectors_per_call() {
     }
 }
 
-/// Throwaway throughput figures for the hot vaes kernels (AES-256), kernel level only: no
-/// tweak encryption, no IV generation. Release mode only gives meaningful numbers.
+/// Throwaway throughput figures for the hot vaes kernels (AES-256 unless
+/// `SECTORCRYPT_TIMING_KEY` gives another key length in bytes), kernel level only: no tweak
+/// encryption, no IV generation. `SECTORCRYPT_TIMING_BACKEND` names the one backend to time.
+/// Release mode only gives meaningful numbers.
 #[test]
 #[ignore = "timing, not a test: run with --release --ignored --nocapture"]
 fn timing() {
     for b in [Backend::Vaes, Backend::Avx512] {
+        if std::env::var("SECTORCRYPT_TIMING_BACKEND").is_ok_and(|v| v != b.to_string()) {
+            continue;
+        }
         match b.ensure_usable() {
             Ok(()) => timing_of(b),
             Err(e) => eprintln!("{b}: SKIPPED ({e})"),
@@ -262,11 +267,13 @@ fn timing() {
 }
 
 /// The figures of [`timing`] for one backend (`SECTORCRYPT_TIMING`: only the cases whose
-/// name contains it).
+/// name contains one of its comma-separated parts).
 fn timing_of(b: Backend) {
     use std::time::Instant;
     let only = std::env::var("SECTORCRYPT_TIMING").unwrap_or_default();
-    let v = kernels(b, &bytes(32, 1)).unwrap();
+    let key_len = std::env::var("SECTORCRYPT_TIMING_KEY").map_or(Ok(32), |v| v.parse());
+    let key_len: usize = key_len.expect("SECTORCRYPT_TIMING_KEY: a key length in bytes");
+    let v = kernels(b, &bytes(key_len, 1)).unwrap();
     let src = bytes(256 << 10, 3);
     let mut dst = vec![0u8; src.len()];
     let t: Vec<Block> = (0..128u8).map(|i| [i; 16]).collect();
@@ -289,7 +296,10 @@ fn timing_of(b: Backend) {
             k.cbc_decrypt_sectors(&t[..64], d)
         }),
     ];
-    for (name, len, run) in cases.into_iter().filter(|c| c.0.contains(only.as_str())) {
+    for (name, len, run) in cases
+        .into_iter()
+        .filter(|c| only.split(',').any(|o| c.0.contains(o)))
+    {
         let mut call = || run(v.as_ref(), InOut::split(&src[..len], &mut dst[..len]));
         for _ in 0..200 {
             call();
