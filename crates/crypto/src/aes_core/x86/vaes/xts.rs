@@ -28,7 +28,9 @@
 //! level). A group of 10 rounds is too short to hide that integer work (0.86), so AES-128
 //! keeps the vector update; moving it into the rounds through memory (0.89), by one
 //! shuffle (0.93), two registers per multiply (0.91), by x^64 on groups four apart (0.89),
-//! or a constant round count (0.92) did not beat it (0.93-0.94; docs/PERFORMANCE.md).
+//! a constant round count (0.92), or two registers' tweaks on the integer units (0.95 at
+//! kernel level, but slower through the bench) did not beat it (0.93-0.94;
+//! docs/PERFORMANCE.md).
 #![allow(unsafe_code)]
 
 mod gpr;
