@@ -188,10 +188,12 @@ fn xts_one_unit_every_block_count() {
 fn xts_many_units_per_call() {
     // Tweaks with the top bit set in various places, so the reductions by 0x87 happen at
     // every position in a unit.
-    let tweaks: Vec<Block> = (0..17u8)
-        .map(|i| core::array::from_fn(|j| i.wrapping_mul(37).wrapping_add((j * 29) as u8) | 0x80))
+    let tweaks: Vec<Block> = (0..520u32)
+        .map(|i| {
+            core::array::from_fn(|j| (i as u8).wrapping_mul(37).wrapping_add((j * 29) as u8) | 0x80)
+        })
         .collect();
-    for key_len in [16, 32] {
+    for key_len in [16, 24, 32] {
         let Some((s, v)) = pair(key_len, 300 + key_len as u64) else {
             return;
         };
@@ -202,6 +204,17 @@ fn xts_many_units_per_call() {
         // units: where the avx512 kernel switches from the next group's tweaks to the next
         // unit's, and its tail group.
         cases.extend([(256, 5), (768, 3), (784, 3), (4096, 17)]);
+        // Calls of 8 KiB and more (the vaes kernel with the tweaks on the integer units for
+        // 12- and 14-round keys): tails, units shorter than a group, the next unit's
+        // tweaks prepared two groups ahead across short units.
+        cases.extend([
+            (784, 11),
+            (272, 31),
+            (496, 17),
+            (16, 513),
+            (48, 200),
+            (2048, 5),
+        ]);
         for (unit, n) in cases {
             let t = &tweaks[..n];
             let seed = (unit + n) as u64;
@@ -279,8 +292,10 @@ fn timing_of(b: Backend) {
     let t: Vec<Block> = (0..128u8).map(|i| [i; 16]).collect();
     type Run<'a> = &'a dyn Fn(&dyn AesKernels, InOut<'_>);
     let (l, x) = (16 << 10, 64 << 10);
-    let cases: [(&str, usize, Run<'_>); 11] = [
+    let cases: [(&str, usize, Run<'_>); 13] = [
         ("xts-enc/4096", x, &|k, d| k.xts_encrypt(&t[..x / 4096], d)),
+        ("xts-enc/4096x1", 4096, &|k, d| k.xts_encrypt(&t[..1], d)),
+        ("xts-enc/512x1", 512, &|k, d| k.xts_encrypt(&t[..1], d)),
         ("xts-enc/512", x, &|k, d| k.xts_encrypt(&t[..x / 512], d)),
         ("xts-dec/4096", x, &|k, d| k.xts_decrypt(&t[..x / 4096], d)),
         ("xts-dec/512", x, &|k, d| k.xts_decrypt(&t[..x / 512], d)),

@@ -67,6 +67,9 @@ unsafe fn mul_x16(t: __m256i) -> __m256i {
     _mm256_xor_si256(_mm256_bslli_epi128::<2>(t), folded)
 }
 
+/// Bytes per call from which keys of more than 10 rounds take the integer kernel.
+const GPR_FROM: usize = 8192;
+
 /// XTS on 16 ymm registers (the vaes backend): data units of `unit` bytes (a multiple of
 /// 16), one encrypted tweak each, at least one. Each group's tweak XORs are folded into the
 /// round-0 whitening and the last round key (`tweaked_group`), so they cost no step on the
@@ -80,8 +83,9 @@ unsafe fn mul_x16(t: __m256i) -> __m256i {
 /// 0.89 to 0.93 of ECB. 512-byte units keep the step after the group (through
 /// `group_and_step` there, they ran at 0.79 of their former rate). The next *unit's*
 /// first tweaks, a longer chain, are still built before the unit's rounds: computed after
-/// them, 512-byte units ran slower (both measured: docs/PERFORMANCE.md). Keys of more
-/// than 10 rounds go to [`gpr::xts_gpr_tweaks`].
+/// them, 512-byte units ran slower (both measured: docs/PERFORMANCE.md). Calls of
+/// [`GPR_FROM`] bytes or more with keys of more than 10 rounds go to
+/// [`gpr::xts_gpr_tweaks`].
 #[target_feature(enable = "avx2,vaes,vpclmulqdq")]
 pub(super) unsafe fn xts_vaes_avx2<const DEC: bool>(
     k: &Keys,
@@ -90,7 +94,11 @@ pub(super) unsafe fn xts_vaes_avx2<const DEC: bool>(
     dst: *mut u8,
     unit: usize,
 ) {
-    if k.rounds() > 10 {
+    // The integer kernel's start (two groups' tweaks before the first group, its ring of
+    // tables) costs more than it saves on short calls: one 512-byte unit per call ran at
+    // 7.8 GB/s against 14.4, one of 4096 bytes 15.7 against 16.7, two of 4096 at the same
+    // rate, four 4% faster (AES-256, kernel level).
+    if k.rounds() > 10 && tweaks.len() * unit >= GPR_FROM {
         // SAFETY: the caller's.
         return unsafe { gpr::xts_gpr_tweaks::<DEC>(k, tweaks, src, dst, unit) };
     }
