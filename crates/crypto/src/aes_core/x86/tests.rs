@@ -192,10 +192,12 @@ fn xts_one_unit_every_block_count() {
 fn xts_many_units_per_call() {
     // Tweaks with the top bit set in various places, so the reductions by 0x87 happen at
     // every position in a unit.
-    let tweaks: Vec<Block> = (0..17u8)
-        .map(|i| core::array::from_fn(|j| i.wrapping_mul(37).wrapping_add((j * 29) as u8) | 0x80))
+    let tweaks: Vec<Block> = (0..520u32)
+        .map(|i| {
+            core::array::from_fn(|j| (i as u8).wrapping_mul(37).wrapping_add((j * 29) as u8) | 0x80)
+        })
         .collect();
-    for key_len in [16, 32] {
+    for key_len in [16, 24, 32] {
         let Some((s, v)) = pair(key_len, 300 + key_len as u64) else {
             return;
         };
@@ -206,6 +208,17 @@ fn xts_many_units_per_call() {
         // units: where the avx512 kernel switches from the next group's tweaks to the next
         // unit's, and its tail group.
         cases.extend([(256, 5), (768, 3), (784, 3), (4096, 17)]);
+        // Calls of 8 KiB and more (the vaes kernel with the tweaks on the integer units for
+        // 12- and 14-round keys): tails, units shorter than a group, the next unit's
+        // tweaks prepared two groups ahead across short units.
+        cases.extend([
+            (784, 11),
+            (272, 31),
+            (496, 17),
+            (16, 513),
+            (48, 200),
+            (2048, 5),
+        ]);
         for (unit, n) in cases {
             let t = &tweaks[..n];
             let seed = (unit + n) as u64;
@@ -258,12 +271,17 @@ fn cbc_many_sectors_per_call() {
     }
 }
 
-/// Throwaway throughput figures for the hot vaes kernels (AES-256), kernel level only: no
-/// tweak encryption, no IV generation. Release mode only gives meaningful numbers.
+/// Throwaway throughput figures for the hot vaes kernels (AES-256 unless
+/// `SECTORCRYPT_TIMING_KEY` gives another key length in bytes), kernel level only: no tweak
+/// encryption, no IV generation. `SECTORCRYPT_TIMING_BACKEND` names the one backend to time.
+/// Release mode only gives meaningful numbers.
 #[test]
 #[ignore = "timing, not a test: run with --release --ignored --nocapture"]
 fn timing() {
     for b in [Backend::Vaes, Backend::Avx512] {
+        if std::env::var("SECTORCRYPT_TIMING_BACKEND").is_ok_and(|v| v != b.to_string()) {
+            continue;
+        }
         match b.ensure_usable() {
             Ok(()) => timing_of(b),
             Err(e) => eprintln!("{b}: SKIPPED ({e})"),
@@ -272,18 +290,22 @@ fn timing() {
 }
 
 /// The figures of [`timing`] for one backend (`SECTORCRYPT_TIMING`: only the cases whose
-/// name contains it).
+/// name contains one of its comma-separated parts).
 fn timing_of(b: Backend) {
     use std::time::Instant;
     let only = std::env::var("SECTORCRYPT_TIMING").unwrap_or_default();
-    let v = kernels(b, &bytes(32, 1)).unwrap();
+    let key_len = std::env::var("SECTORCRYPT_TIMING_KEY").map_or(Ok(32), |v| v.parse());
+    let key_len: usize = key_len.expect("SECTORCRYPT_TIMING_KEY: a key length in bytes");
+    let v = kernels(b, &bytes(key_len, 1)).unwrap();
     let src = bytes(256 << 10, 3);
     let mut dst = vec![0u8; src.len()];
     let t: Vec<Block> = (0..128u8).map(|i| [i; 16]).collect();
     type Run<'a> = &'a dyn Fn(&dyn AesKernels, InOut<'_>);
     let (l, x) = (16 << 10, 64 << 10);
-    let cases: [(&str, usize, Run<'_>); 12] = [
+    let cases: [(&str, usize, Run<'_>); 14] = [
         ("xts-enc/4096", x, &|k, d| k.xts_encrypt(&t[..x / 4096], d)),
+        ("xts-enc/4096x1", 4096, &|k, d| k.xts_encrypt(&t[..1], d)),
+        ("xts-enc/512x1", 512, &|k, d| k.xts_encrypt(&t[..1], d)),
         ("xts-enc/512", x, &|k, d| k.xts_encrypt(&t[..x / 512], d)),
         ("xts-dec/4096", x, &|k, d| k.xts_decrypt(&t[..x / 4096], d)),
         ("xts-dec/512", x, &|k, d| k.xts_decrypt(&t[..x / 512], d)),
@@ -302,7 +324,10 @@ fn timing_of(b: Backend) {
             k.cbc_decrypt_sectors(&t[..64], d)
         }),
     ];
-    for (name, len, run) in cases.into_iter().filter(|c| c.0.contains(only.as_str())) {
+    for (name, len, run) in cases
+        .into_iter()
+        .filter(|c| only.split(',').any(|o| c.0.contains(o)))
+    {
         let mut call = || run(v.as_ref(), InOut::split(&src[..len], &mut dst[..len]));
         for _ in 0..200 {
             call();

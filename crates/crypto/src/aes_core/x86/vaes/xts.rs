@@ -21,7 +21,19 @@
 //! units as the AES rounds, so halving them is what brings XTS close to ECB (with eight
 //! ymm multiplies per group, XTS-AES-128 ran at 0.88 of ECB, with four zmm ones at 0.93).
 //! Each call takes the build of the keys' backend (`aes_kernels!`'s `narrow | wide`).
+//!
+//! On the vaes backend, keys of 12 and 14 rounds take a third kernel ([`gpr`]): the tweaks
+//! as 128-bit integers on the general-purpose registers, computed among the rounds, which
+//! frees the vector pipes of the tweak update (XTS-AES-256 0.93 -> 0.99 of ECB at kernel
+//! level). A group of 10 rounds is too short to hide that integer work (0.86), so AES-128
+//! keeps the vector update; moving it into the rounds through memory (0.89), by one
+//! shuffle (0.93), two registers per multiply (0.91), by x^64 on groups four apart (0.89),
+//! a constant round count (0.92), or two registers' tweaks on the integer units (0.95 at
+//! kernel level, but slower through the bench) did not beat it (0.93-0.94;
+//! docs/PERFORMANCE.md).
 #![allow(unsafe_code)]
+
+mod gpr;
 
 use super::super::scaffold::tail_through_buffer;
 use super::{last_round, rounds_but_last, tweaked_group, Keys, GROUP, REGS};
@@ -55,6 +67,9 @@ unsafe fn mul_x16(t: __m256i) -> __m256i {
     _mm256_xor_si256(_mm256_bslli_epi128::<2>(t), folded)
 }
 
+/// Bytes per call from which keys of more than 10 rounds take the integer kernel.
+const GPR_FROM: usize = 8192;
+
 /// XTS on 16 ymm registers (the vaes backend): data units of `unit` bytes (a multiple of
 /// 16), one encrypted tweak each, at least one. Each group's tweak XORs are folded into the
 /// round-0 whitening and the last round key (`tweaked_group`), so they cost no step on the
@@ -68,7 +83,9 @@ unsafe fn mul_x16(t: __m256i) -> __m256i {
 /// 0.89 to 0.93 of ECB. 512-byte units keep the step after the group (through
 /// `group_and_step` there, they ran at 0.79 of their former rate). The next *unit's*
 /// first tweaks, a longer chain, are still built before the unit's rounds: computed after
-/// them, 512-byte units ran slower (both measured: docs/PERFORMANCE.md).
+/// them, 512-byte units ran slower (both measured: docs/PERFORMANCE.md). Calls of
+/// [`GPR_FROM`] bytes or more with keys of more than 10 rounds go to
+/// [`gpr::xts_gpr_tweaks`].
 #[target_feature(enable = "avx2,vaes,vpclmulqdq")]
 pub(super) unsafe fn xts_vaes_avx2<const DEC: bool>(
     k: &Keys,
@@ -77,6 +94,14 @@ pub(super) unsafe fn xts_vaes_avx2<const DEC: bool>(
     dst: *mut u8,
     unit: usize,
 ) {
+    // The integer kernel's start (two groups' tweaks before the first group, its ring of
+    // tables) costs more than it saves on short calls: one 512-byte unit per call ran at
+    // 7.8 GB/s against 14.4, one of 4096 bytes 15.7 against 16.7, two of 4096 at the same
+    // rate, four 4% faster (AES-256, kernel level).
+    if k.rounds() > 10 && tweaks.len() * unit >= GPR_FROM {
+        // SAFETY: the caller's.
+        return unsafe { gpr::xts_gpr_tweaks::<DEC>(k, tweaks, src, dst, unit) };
+    }
     let n = tweaks.len();
     let mut tw = first_tweaks(&tweaks[0]);
     // SAFETY (of the pointer offsets and the groups): `n` units of `unit` bytes are
@@ -315,7 +340,7 @@ mod tests {
     use crate::aes_core::xts_mul_alpha;
 
     /// Encrypted tweaks whose top bits set every reduction.
-    const SEEDS: [u128; 6] = [
+    pub(super) const SEEDS: [u128; 6] = [
         0,
         u128::MAX,
         1 << 127,
