@@ -29,9 +29,10 @@
 //! connection's own [`Budget`] before its buffer is allocated (the reader waits when the
 //! budget is spent) and gives it back when its reply is sent; between requests the pool
 //! keeps one buffer per worker, or as many 4 MiB ones as the budget holds if that is more
-//! (started writes are in flight beyond the workers' count), none over 4 MiB. A client that stops sending a payload
-//! or reading its replies thus waits on its own budget, never on another connection's; it
-//! is cut off after the read or write timeout. Flushes go through the server's [`Writeback`], which makes a failure stick.
+//! (started writes are in flight beyond the workers' count), none over 4 MiB. A client
+//! that stops sending a payload or reading its replies thus waits on its own budget, never
+//! on another connection's; it is cut off after the read or write timeout. Flushes go
+//! through the server's [`Writeback`], which makes a failure stick.
 //!
 //! When the reader stops (NBD_CMD_DISC, end of stream, protocol violation, server
 //! shutdown) the queue is closed, the workers finish every request already received and
