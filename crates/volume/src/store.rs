@@ -5,7 +5,8 @@
 //!
 //! The trait is small on purpose: positioned reads and writes of exact lengths, a durable
 //! sync (and a write durable by itself, which defaults to a write and a sync), the size,
-//! and an optional discard. A store has a name (a path, a URI) for
+//! an optional discard, and an optional started write (one the store completes on its own
+//! thread and reports through a callback; by default a plain write, then the callback). A store has a name (a path, a URI) for
 //! messages. [`FileStore`] is the one implementation today: a file or block device opened
 //! by the caller, with the advisory locks of [`crate::lock`] on it.
 //!
