@@ -29,8 +29,9 @@
 //! keeps the vector update; moving it into the rounds through memory (0.89), by one
 //! shuffle (0.93), two registers per multiply (0.91), by x^64 on groups four apart (0.89),
 //! a constant round count (0.92), or two registers' tweaks on the integer units (0.95 at
-//! kernel level, but slower through the bench) did not beat it (0.93-0.94;
-//! docs/PERFORMANCE.md).
+//! kernel level, but slower through the bench), round keys in registers with the tweaks
+//! from integer chains in memory (0.70), a step without byte shifts (0.80) or without the
+//! carry-less multiply (0.89) did not beat it (0.93-0.95; docs/PERFORMANCE.md).
 #![allow(unsafe_code)]
 
 mod gpr;
