@@ -130,6 +130,11 @@ fn header_restore_refuses_a_backup_of_another_layout() {
     let said = String::from_utf8_lossy(&out.stderr);
     assert_eq!(code(&out), 2, "{said}");
     assert!(said.contains("layout"), "{said}");
+    // One sentence, not a wrapped source line's indentation.
+    assert!(
+        said.contains("current header's at") && !said.contains("  "),
+        "{said}"
+    );
     assert!(
         std::fs::read(&luks1).unwrap() == before,
         "the image was written"

@@ -303,7 +303,9 @@ pub fn restore_header_at(at: Placement<'_>, backup: &dyn Store) -> Result<Header
         let ends = now.backup_len(size);
         if ends != need {
             return Err(Error::invalid(format!(
-                "the backup's header and keyslots end at byte {need}, the image's current                  header's at {ends}: a different layout, whose restore would move or                  overwrite the data (cryptsetup refuses it too)"
+                "the backup's header and keyslots end at byte {need}, the image's current \
+                 header's at {ends}: a different layout, whose restore would move or \
+                 overwrite the data (cryptsetup refuses it too)"
             )));
         }
     }
