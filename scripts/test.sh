@@ -21,6 +21,8 @@ if dpkg-query -W -f='${Status}' librbd-dev 2>/dev/null | grep -q "install ok ins
     features=(--features sectorcrypt/rbd)
 fi
 cargo clippy --workspace --all-targets "${features[@]}" -- -D warnings
+# The API documentation builds without a warning (broken or private links).
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace "${features[@]}"
 # (The fuzz targets' corpora and regression inputs are replayed by the tests of
 # sectorcrypt-fuzz.)
 cargo test --workspace "${features[@]}" 2>&1

@@ -2,6 +2,9 @@
 //! exit codes: 0 success, 1 a runtime failure (I/O), 2 bad usage or bad input, 3 a wrong
 //! passphrase.
 #![forbid(unsafe_code)]
+// The doc comments of the argument structs are clap's --help text, written for a
+// terminal (`[::1]:PORT`, `<prov>`), not rustdoc markup.
+#![allow(rustdoc::broken_intra_doc_links, rustdoc::invalid_html_tags)]
 
 mod args;
 mod args_geli;

@@ -1,13 +1,13 @@
 //! The native half of the `sectorcrypt` Python package (`sectorcrypt._native`, built by
 //! maturin; the Python half, python/sectorcrypt/, makes the file object and re-exports):
 //!
-//! - [`volume`]: `open` and the open volume's positioned reads and writes, on the
+//! - `volume`: `open` and the open volume's positioned reads and writes, on the
 //!   volume library's `open` and engine;
-//! - [`cipher`]: `SectorCipher`, dm-crypt's sectors in place over any writable buffer;
-//! - [`format`](mod@format): new LUKS2, LUKS1 and GELI volumes;
-//! - [`errors`]: the exceptions, and the library's errors mapped onto them;
-//! - [`secrets`]: passphrases and keys copied into secret memory;
-//! - [`buffer`]: the buffer protocol, the crate's one file with `unsafe`.
+//! - `cipher`: `SectorCipher`, dm-crypt's sectors in place over any writable buffer;
+//! - `format`: new LUKS2, LUKS1 and GELI volumes;
+//! - `errors`: the exceptions, and the library's errors mapped onto them;
+//! - `secrets`: passphrases and keys copied into secret memory;
+//! - `buffer`: the buffer protocol, the crate's one file with `unsafe`.
 //!
 //! Work (key derivation, I/O, encryption) runs with the GIL released.
 #![deny(unsafe_code)]

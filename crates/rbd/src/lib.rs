@@ -2,7 +2,7 @@
 //!
 //! - [`spec`]: qemu's `rbd:POOL/[NAMESPACE/]IMAGE[@SNAP][:KEY=VALUE]...` syntax, always
 //!   built;
-//! - [`RbdStore`] (feature `librbd`, which links Debian's librbd and librados): an image as
+//! - `RbdStore` (feature `librbd`, which links Debian's librbd and librados): an image as
 //!   a [`sectorcrypt_volume::Store`], every request one librbd aio request, many in flight
 //!   from many threads;
 //! - `ffi.rs` (feature `librbd`): the only `unsafe` of the crate, the librbd/librados

@@ -1,6 +1,6 @@
 //! What the tests of every crate share (a dev-dependency only, never shipped):
 //! - the known-answer vectors folder, kept in the repository ([`vectors`]);
-//! - hex ([`unhex`], [`hex`]);
+//! - hex ([`unhex`], [`hex`](fn@hex));
 //! - external tools: whether one runs ([`have`]), and skipping a test with a printed reason
 //!   when it does not ([`require!`]);
 //! - running a command that must succeed ([`run`], [`run_stdout`]);

@@ -28,7 +28,7 @@
 //! | `shani` | several units interleaved on the SHA extensions | `x86/shani.rs` |
 //! | `soft` | one unit at a time, the `sha2`/`sha1` compression functions | `lanes.rs` |
 //!
-//! The lane backends share one driver ([`unit`]): unit keys from a midstate computed once
+//! The lane backends share one driver (`unit`): unit keys from a midstate computed once
 //! per key, HMAC's pads, inner and outer hashes, all lane-parallel, units of different
 //! lengths in one batch. HMAC-SHA384, HMAC-SHA512 and HMAC-RIPEMD160 run one unit at a time
 //! on every backend (the `hmac` crate over `sha2` and `ripemd`; their unit keys too).

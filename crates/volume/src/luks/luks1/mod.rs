@@ -471,7 +471,7 @@ impl Format for Luks1 {
         !self.repairs.is_empty()
     }
 
-    /// Writes a header [`layout`] rebuilt (one write and a sync); a header read as it is
+    /// Writes a header `layout` rebuilt (one write and a sync); a header read as it is
     /// needs nothing.
     fn repair(&mut self, store: &dyn Store) -> Result<Vec<String>> {
         if self.repairs.is_empty() {

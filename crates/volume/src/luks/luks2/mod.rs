@@ -3,7 +3,7 @@
 //! - `copies.rs`: the two binary header copies, their checksums, which copy wins, the
 //!   ordered write of both, rebuilding a bad copy from the good one;
 //! - `validate.rs`: the checks the metadata must pass (cryptsetup's, each a
-//!   [`Rule`](crate::luks::Rule));
+//!   [`Rule`]);
 //! - `json.rs`: typed views of the metadata ([`Segment`], [`Keyslot`], [`Digest`]);
 //! - `areas.rs`: keyslot areas, adding and removing keyslots;
 //! - `salvage.rs`: what `dump` still shows of a header that failed its checks;
