@@ -5,6 +5,12 @@
 //! cryptsetup made with a known volume key; what the program wrote, to the volume and
 //! through the sector cipher, is then checked against dm-crypt's formula computed with
 //! OpenSSL. The program itself checks the round trip and every error path.
+//!
+//! The shared library's names are checked with binutils' `readelf -d` and with `ldd`: the
+//! library's SONAME is `libsectorcrypt.so.N` (N the ABI major), a program linked to it needs
+//! that name, and the loader finds it through the installed links (`libsectorcrypt.so.N ->
+//! libsectorcrypt.so.N.M.P`, `libsectorcrypt.so -> libsectorcrypt.so.N`), also when the
+//! install replaces an older one.
 
 use openssl::symm::Mode as Direction;
 use sectorcrypt_testkit::reference::dm_crypt;
@@ -21,6 +27,9 @@ const DATA_AT: u64 = 16 * MIB;
 /// Where the harness writes ciphertext, and the program writes plaintext (as in the C file).
 const PLAIN_AT: u64 = 12288;
 const NEW_AT: u64 = MIB + 77;
+/// The ABI major of the shared library (the N of its SONAME `libsectorcrypt.so.N`), as
+/// `build.rs` sets it.
+const ABI_MAJOR: &str = env!("SECTORCRYPT_ABI_MAJOR");
 
 /// The inputs of one run of the program.
 struct Fixture {
@@ -94,22 +103,35 @@ impl Fixture {
     }
 
     /// Runs the program `exe` on the fixture, then checks what it wrote. `shared` is the
-    /// folder whose `libsectorcrypt.so` the program must load, or `None` for a program
-    /// that must need none. (Cargo's `LD_LIBRARY_PATH`, which names `target/debug` and its
-    /// possibly older copies first, is removed: the program's run path decides.)
+    /// folder whose `libsectorcrypt.so.N` (the [`soname`]) the program must need and load,
+    /// or `None` for a program that must need none. (Cargo's `LD_LIBRARY_PATH`, which names
+    /// `target/debug` and its possibly older copies first, is removed: the program's run
+    /// path decides.)
     fn run_and_check(&self, exe: &Path, shared: Option<&Path>) {
+        let needed = dynamic(exe, "NEEDED");
+        let ours: Vec<_> = needed
+            .iter()
+            .filter(|n| n.contains("sectorcrypt"))
+            .collect();
         let ldd = run(Command::new("ldd").arg(exe).env_remove("LD_LIBRARY_PATH")).stdout;
         let ldd = String::from_utf8_lossy(&ldd);
         let loaded = ldd.lines().find(|l| l.contains("libsectorcrypt"));
         match shared {
             Some(dir) => {
-                let want = format!("=> {}/libsectorcrypt.so ", dir.display());
-                assert!(loaded.is_some_and(|l| l.contains(&want)), "{ldd}");
+                assert_eq!(ours, [&soname()], "the program's NEEDED entries");
+                let want = format!("{} => {}/{} ", soname(), dir.display(), soname());
+                assert!(
+                    loaded.is_some_and(|l| l.contains(&want)),
+                    "{want:?} in {ldd}"
+                );
             }
-            None => assert!(
-                loaded.is_none(),
-                "the static build needs a shared one: {ldd}"
-            ),
+            None => {
+                assert!(ours.is_empty(), "the static build needs {ours:?}");
+                assert!(
+                    loaded.is_none(),
+                    "the static build needs a shared one: {ldd}"
+                );
+            }
         }
         let out = Command::new(exe)
             .arg(self.dir.path())
@@ -170,6 +192,32 @@ fn lib_dir() -> PathBuf {
     dir
 }
 
+/// The shared library's SONAME: `libsectorcrypt.so.N`, N the ABI major.
+fn soname() -> String {
+    format!("libsectorcrypt.so.{ABI_MAJOR}")
+}
+
+/// The installed file's name: the SONAME, then the minor and patch of the version.
+fn real_name() -> String {
+    let (minor, patch) = (
+        env!("CARGO_PKG_VERSION_MINOR"),
+        env!("CARGO_PKG_VERSION_PATCH"),
+    );
+    format!("{}.{minor}.{patch}", soname())
+}
+
+/// The values of the `tag` entries (`SONAME`, `NEEDED`) of `elf`'s dynamic section, as
+/// binutils' `readelf -d` prints them (`0x...01 (NEEDED)  Shared library: [libc.so.6]`).
+fn dynamic(elf: &Path, tag: &str) -> Vec<String> {
+    let out = run(Command::new("readelf").arg("-d").arg(elf)).stdout;
+    let tag = format!("({tag})");
+    String::from_utf8_lossy(&out)
+        .lines()
+        .filter(|l| l.split_whitespace().nth(1) == Some(tag.as_str()))
+        .filter_map(|l| Some(l.split_once('[')?.1.split_once(']')?.0.to_string()))
+        .collect()
+}
+
 fn crate_dir() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
@@ -212,17 +260,28 @@ fn native_static_libs(scratch: &Path) -> Vec<String> {
 
 #[test]
 fn c_program_linked_to_the_shared_library() {
-    require!("cc", "cryptsetup");
+    require!("cc", "cryptsetup", "readelf");
     let f = Fixture::new();
     let lib = lib_dir();
+    let built = lib.join("libsectorcrypt.so");
+    assert_eq!(
+        dynamic(&built, "SONAME"),
+        [soname()],
+        "the library's SONAME"
+    );
+    // The program is linked to the build's file and finds it at run time by the SONAME,
+    // as an installed library is found: through a link of that name in its run path.
+    let run_dir = f.path("run");
+    std::fs::create_dir(&run_dir).unwrap();
+    std::os::unix::fs::symlink(&built, run_dir.join(soname())).unwrap();
     let exe = f.path("sectorcrypt_test");
     let link = [
         format!("-L{}", lib.display()),
         "-lsectorcrypt".into(),
-        format!("-Wl,-rpath,{}", lib.display()),
+        format!("-Wl,-rpath,{}", run_dir.display()),
     ];
     compile(&exe, &[include_flag()], &link);
-    f.run_and_check(&exe, Some(&lib));
+    f.run_and_check(&exe, Some(&run_dir));
 }
 
 #[test]
@@ -236,25 +295,61 @@ fn c_program_linked_to_the_static_library() {
     f.run_and_check(&exe, None);
 }
 
+/// Runs `scripts/install-lib.sh prefix` on the libraries of this build, with `libs` as
+/// the pc file's Libs.private.
+fn install(prefix: &Path, libs: &str) {
+    run(Command::new("bash")
+        .arg(crate_dir().join("../../scripts/install-lib.sh"))
+        .arg(prefix)
+        .env("SECTORCRYPT_PREBUILT", lib_dir())
+        .env("SECTORCRYPT_LIBS_PRIVATE", libs));
+}
+
+/// Checks the shared library's names under `prefix/lib`: the real file
+/// `libsectorcrypt.so.N.M.P` (this build's library, SONAME `libsectorcrypt.so.N`), the
+/// link of the SONAME to it and the development link `libsectorcrypt.so` to the SONAME's.
+fn check_installed_names(prefix: &Path) {
+    let dir = prefix.join("lib");
+    let real = dir.join(real_name());
+    let meta = std::fs::symlink_metadata(&real);
+    assert!(
+        meta.is_ok_and(|m| m.is_file()),
+        "{} is no file",
+        real.display()
+    );
+    let built = std::fs::read(lib_dir().join("libsectorcrypt.so")).unwrap();
+    assert!(
+        std::fs::read(&real).unwrap() == built,
+        "{real:?} is not this build's"
+    );
+    assert_eq!(dynamic(&real, "SONAME"), [soname()], "the installed SONAME");
+    for (link, to) in [
+        (soname(), real_name()),
+        ("libsectorcrypt.so".into(), soname()),
+    ] {
+        let target = std::fs::read_link(dir.join(&link));
+        assert_eq!(
+            target.ok(),
+            Some(PathBuf::from(&to)),
+            "{link} is no link to {to}"
+        );
+    }
+}
+
 #[test]
 fn c_program_built_with_pkg_config_after_install() {
-    require!("cc", "cryptsetup", "rustc", "pkg-config");
+    require!("cc", "cryptsetup", "rustc", "pkg-config", "readelf");
     let f = Fixture::new();
     let prefix = f.path("prefix");
     let libs = native_static_libs(f.dir.path()).join(" ");
-    run(Command::new("bash")
-        .arg(crate_dir().join("../../scripts/install-lib.sh"))
-        .arg(&prefix)
-        .env("SECTORCRYPT_PREBUILT", lib_dir())
-        .env("SECTORCRYPT_LIBS_PRIVATE", &libs));
+    install(&prefix, &libs);
     let header = std::fs::read(prefix.join("include/sectorcrypt.h")).unwrap();
     assert!(header == std::fs::read(crate_dir().join("include/sectorcrypt.h")).unwrap());
-    for lib in ["libsectorcrypt.so", "libsectorcrypt.a"] {
-        assert!(
-            prefix.join("lib").join(lib).is_file(),
-            "{lib} not installed"
-        );
-    }
+    assert!(
+        prefix.join("lib/libsectorcrypt.a").is_file(),
+        "no .a installed"
+    );
+    check_installed_names(&prefix);
     let pkg_config = |args: &[&str]| {
         let out = run(Command::new("pkg-config")
             .args(args)
@@ -273,4 +368,64 @@ fn c_program_built_with_pkg_config_after_install() {
     let exe = f.path("sectorcrypt_test_pc");
     compile(&exe, &[], &flags);
     f.run_and_check(&exe, Some(&prefix.join("lib")));
+    // The loader's path is the SONAME's link, which leads to the installed file.
+    let ldd = run(Command::new("ldd").arg(&exe).env_remove("LD_LIBRARY_PATH")).stdout;
+    let ldd = String::from_utf8_lossy(&ldd).into_owned();
+    let path = ldd
+        .lines()
+        .find_map(|l| {
+            l.trim()
+                .strip_prefix(&format!("{} => ", soname()))?
+                .split(' ')
+                .next()
+        })
+        .unwrap_or_else(|| panic!("no {} in {ldd}", soname()));
+    let real = prefix.join("lib").join(real_name());
+    assert_eq!(
+        std::fs::canonicalize(path).unwrap(),
+        real.canonicalize().unwrap()
+    );
+}
+
+#[test]
+fn install_replaces_an_older_install() {
+    require!("readelf");
+    let scratch = tempfile::Builder::new().prefix("capi-").tempdir().unwrap();
+    let (prefix, lib) = (
+        scratch.path().join("prefix"),
+        scratch.path().join("prefix/lib"),
+    );
+    std::fs::create_dir_all(&lib).unwrap();
+    // An install from before the SONAME (a plain file where the development link goes),
+    // a file of this version that a running program may still map (held by a second name
+    // to see that it is replaced, not overwritten), another release of this ABI and a
+    // library of another ABI, which programs linked to it still need.
+    let other_abi = format!(
+        "libsectorcrypt.so.{}.0.0",
+        ABI_MAJOR.parse::<u32>().unwrap() + 1
+    );
+    let other_release = format!("{}.999.0", soname());
+    for name in [
+        "libsectorcrypt.so",
+        &real_name(),
+        &other_release,
+        &other_abi,
+    ] {
+        std::fs::write(lib.join(name), format!("old {name}")).unwrap();
+    }
+    let mapped = scratch.path().join("mapped");
+    std::fs::hard_link(lib.join(real_name()), &mapped).unwrap();
+    for round in 0..2 {
+        install(&prefix, "-lpthread");
+        check_installed_names(&prefix);
+        assert!(
+            !lib.join(&other_release).exists(),
+            "round {round}: {other_release} left"
+        );
+        let kept = std::fs::read_to_string(lib.join(&other_abi));
+        assert_eq!(kept.ok(), Some(format!("old {other_abi}")), "round {round}");
+        let old = format!("old {}", real_name()).into_bytes();
+        let held = std::fs::read(&mapped).unwrap();
+        assert!(held == old, "round {round}: overwritten in place");
+    }
 }
