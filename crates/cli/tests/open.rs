@@ -339,3 +339,453 @@ fn open_mount_shows_the_plaintext_as_a_file() {
     assert!(!mounted(&mp));
     assert!(mp.exists(), "the caller's directory is kept");
 }
+
+/// Children a test started, killed when it ends however it ends.
+struct Kids(Vec<std::process::Child>);
+
+impl Drop for Kids {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// `close NAME`, which must be refused (exit 2) with every phrase of `want` in its error.
+fn close_refused(rt: &Runtime, name: &str, want: &[&str]) {
+    let o = rt.sc(&["close", name]);
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert_eq!(code(&o), 2, "close was not refused: {err}");
+    for w in want {
+        assert!(err.contains(w), "{w:?} missing from: {err}");
+    }
+}
+
+#[test]
+fn close_refuses_while_the_loop_device_is_busy_anywhere() {
+    if let Some(why) = volumes::loop_unavailable(&["unshare", "mknod", "sleep"]) {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let mut rt = Runtime::new(tmp.path());
+    let (img, key, _) = volume(tmp.path());
+    let fs = std::fs::canonicalize(tmp.path()).unwrap().join("fs");
+    std::fs::create_dir(&fs).unwrap();
+    let out = rt.open(&img, "busy", &key, &["--loop"]);
+    let dev = out[1].clone();
+    sectorcrypt_testkit::run(Command::new("mkfs.ext4").args(["-q", "-F", &dev]));
+    let mut kids = Kids(Vec::new());
+
+    // ext4 mounted in another mount namespace: invisible in ours.
+    let mut ns = Command::new("unshare")
+        .args(["-m", "--propagation", "private", "sh", "-c"])
+        .arg(format!(
+            "mount {dev} {} && echo ready && exec sleep 60",
+            fs.display()
+        ))
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(ns.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    assert_eq!(line.trim(), "ready");
+    assert!(!mounted(&fs), "the mount leaked into this namespace");
+    kids.0.push(ns);
+    close_refused(
+        &rt,
+        "busy",
+        &[
+            "busy is busy",
+            "mounted at",
+            "another mount namespace",
+            "--force",
+        ],
+    );
+    kids.0.pop().map(|mut c| {
+        c.kill().unwrap();
+        c.wait().unwrap()
+    });
+
+    // Mounted here through another device node of the same device.
+    let rdev = std::fs::read_to_string(format!(
+        "/sys/block/{}/dev",
+        dev.trim_start_matches("/dev/")
+    ))
+    .unwrap();
+    let (major, minor) = rdev.trim().split_once(':').unwrap();
+    let node = tmp.path().join("node");
+    sectorcrypt_testkit::run(Command::new("mknod").arg(&node).args(["b", major, minor]));
+    mount(s(&node), &fs);
+    let fs_guard = FsMount(fs.clone());
+    close_refused(&rt, "busy", &["mounted at", s(&fs), "unmount it first"]);
+    umount(&fs);
+    drop(fs_guard);
+
+    // A process holding the device open; --force closes anyway.
+    let held = Command::new("sleep")
+        .arg("60")
+        .stdin(std::fs::File::open(&dev).unwrap())
+        .spawn()
+        .unwrap();
+    let held_pid = held.id();
+    kids.0.push(held);
+    close_refused(
+        &rt,
+        "busy",
+        &[&format!("open in process {held_pid} (sleep)")],
+    );
+    assert!(
+        rt.status("busy")["loop"] == dev.as_str(),
+        "the volume was closed"
+    );
+    let o = rt.sc(&["close", "busy", "--force"]);
+    assert_eq!(code(&o), 0, "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("closing by force while busy"));
+    assert_eq!(code(&rt.sc(&["status", "busy"])), 2);
+}
+
+/// A LUKS1 volume whose keyslot 0 asks for 2^32-1 PBKDF2 iterations (hours of work, as a
+/// hostile header may), and its key file.
+fn endless_kdf_volume(dir: &Path) -> (PathBuf, PathBuf) {
+    let img = volumes::new_volume(dir, &["--type", "luks1"]);
+    let mut bytes = std::fs::read(&img).unwrap();
+    assert_eq!(&bytes[..6], b"LUKS\xba\xbe");
+    // Keyslot 0 starts at byte 208: active (4 bytes), then the iterations (big-endian).
+    assert_eq!(&bytes[208..212], &0x00AC_71F3u32.to_be_bytes());
+    bytes[212..216].copy_from_slice(&u32::MAX.to_be_bytes());
+    std::fs::write(&img, bytes).unwrap();
+    (img, dir.join("k0"))
+}
+
+/// Sends SIGTERM to `pid`.
+fn terminate(pid: u32) {
+    sectorcrypt_testkit::run(Command::new("kill").args(["-TERM", &pid.to_string()]));
+}
+
+#[test]
+fn serve_and_open_stop_on_sigterm_during_key_derivation() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (img, key) = endless_kdf_volume(tmp.path());
+    let mut kids = Kids(Vec::new());
+
+    let sock = tmp.path().join("s.sock");
+    let serve = Command::new(bin())
+        .args([
+            "serve",
+            s(&img),
+            "--key-file",
+            s(&key),
+            "--socket",
+            s(&sock),
+        ])
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    kids.0.push(serve);
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    assert!(kids.0[0].try_wait().unwrap().is_none(), "serve ended early");
+    terminate(kids.0[0].id());
+    let t0 = std::time::Instant::now();
+    while kids.0[0].try_wait().unwrap().is_none() {
+        assert!(
+            t0.elapsed().as_secs() < 5,
+            "serve still running 5 s after SIGTERM"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let serve = kids.0.pop().unwrap().wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&serve.stderr);
+    assert_eq!(serve.status.code(), Some(1), "{err}");
+    assert!(err.contains("stopped while unlocking"), "{err}");
+    assert!(!sock.exists());
+
+    // open: its serving process is stopped while unlocking; the name is free again.
+    let rt = Runtime::new(tmp.path());
+    let open = Command::new(bin())
+        .args(["open", s(&img), "slow", "--key-file", s(&key)])
+        .env("SECTORCRYPT_RUNTIME_DIR", &rt.dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    kids.0.push(open);
+    let entry = rt.dir.join("slow.json");
+    let t0 = std::time::Instant::now();
+    let pid = loop {
+        let e: Option<Value> = std::fs::read(&entry)
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok());
+        if let Some(pid) = e.and_then(|e| e["pid"].as_u64()) {
+            break pid;
+        }
+        assert!(t0.elapsed().as_secs() < 10, "no entry for slow");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    terminate(pid as u32);
+    let t0 = std::time::Instant::now();
+    while kids.0[0].try_wait().unwrap().is_none() {
+        if t0.elapsed().as_secs() >= 5 {
+            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+            panic!("open's process still running 5 s after SIGTERM");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let open = kids.0.pop().unwrap().wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&open.stderr);
+    assert_eq!(open.status.code(), Some(1), "{err}");
+    assert!(err.contains("stopped while unlocking"), "{err}");
+    wait_gone(pid);
+    assert!(!entry.exists());
+}
+
+/// A runtime directory made by the test (mode 0700), as `open` would make it.
+fn make_runtime(rt: &Runtime) {
+    std::fs::create_dir(&rt.dir).unwrap();
+    std::fs::set_permissions(&rt.dir, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+}
+
+/// The pid of a process that has exited and been reaped.
+fn dead_pid() -> u64 {
+    let mut c = Command::new("true").spawn().unwrap();
+    c.wait().unwrap();
+    c.id() as u64
+}
+
+#[test]
+fn a_process_that_merely_has_the_name_in_its_arguments_is_never_signalled() {
+    let tmp = tempfile::tempdir().unwrap();
+    let rt = Runtime::new(tmp.path());
+    make_runtime(&rt);
+    let mut kids = Kids(Vec::new());
+    // argv: sh -c '...' victim --foreground, as `open`'s serving process has.
+    let victim = Command::new("sh")
+        .args(["-c", "sleep 60; :", "victim", "--foreground"])
+        .spawn()
+        .unwrap();
+    let pid = victim.id();
+    kids.0.push(victim);
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let start: u64 = stat[stat.rfind(')').unwrap() + 1..]
+        .split_whitespace()
+        .nth(19)
+        .unwrap()
+        .parse()
+        .unwrap();
+    // An entry without a start time, then one with the wrong start time.
+    for extra in [Value::Null, Value::from(start + 1)] {
+        let entry = serde_json::json!({
+            "name": "victim", "pid": pid, "start": extra, "ready": true, "image": "/x",
+        });
+        std::fs::write(rt.dir.join("victim.json"), entry.to_string()).unwrap();
+        let o = rt.sc(&["close", "victim"]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(code(&o), 0, "{err}");
+        assert!(err.contains("stale entry was removed"), "{err}");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        assert!(
+            kids.0[0].try_wait().unwrap().is_none(),
+            "process {pid} was signalled"
+        );
+        assert!(!rt.dir.join("victim.json").exists());
+    }
+    // With its real start time it is the entry's process (status lists it).
+    let entry = serde_json::json!({
+        "name": "victim", "pid": pid, "start": start, "ready": true, "image": "/x",
+    });
+    std::fs::write(rt.dir.join("victim.json"), entry.to_string()).unwrap();
+    assert_eq!(rt.status("victim")["pid"], pid);
+}
+
+#[test]
+fn a_runtime_directory_others_can_write_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let rt = Runtime::new(tmp.path());
+    let (img, key, _) = volume(tmp.path());
+    make_runtime(&rt);
+    let set_mode = |m: u32| {
+        std::fs::set_permissions(&rt.dir, std::os::unix::fs::PermissionsExt::from_mode(m)).unwrap()
+    };
+    let all_refuse = |want: &str| {
+        for args in [
+            vec!["status"],
+            vec!["status", "v"],
+            vec!["close", "v"],
+            vec!["open", s(&img), "v", "--key-file", s(&key)],
+        ] {
+            let o = rt.sc(&args);
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(code(&o), 2, "{args:?}: {err}");
+            assert!(err.contains("the runtime directory"), "{args:?}: {err}");
+            assert!(err.contains(want), "{args:?}: {err}");
+        }
+    };
+    set_mode(0o1777);
+    all_refuse("writable by group or others (mode 1777)");
+    set_mode(0o770);
+    all_refuse("writable by group or others (mode 0770)");
+    set_mode(0o700);
+    sectorcrypt_testkit::run(Command::new("chown").args(["65534", s(&rt.dir)]));
+    all_refuse("owned by uid 65534");
+    sectorcrypt_testkit::run(Command::new("chown").args(["0", s(&rt.dir)]));
+    // A link to a directory of the user's is no runtime directory either.
+    let real = tmp.path().join("real");
+    std::fs::rename(&rt.dir, &real).unwrap();
+    std::os::unix::fs::symlink(&real, &rt.dir).unwrap();
+    all_refuse("is a symbolic link");
+    std::fs::remove_file(&rt.dir).unwrap();
+    std::fs::rename(&real, &rt.dir).unwrap();
+    assert_eq!(ok(rt.sc(&["status", "--json"])).trim(), "[]");
+}
+
+#[test]
+fn planted_entries_and_links_are_neither_followed_nor_obeyed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut rt = Runtime::new(tmp.path());
+    let (img, key, _) = volume(tmp.path());
+    make_runtime(&rt);
+
+    // A link where `open` writes its entry: the file it names is not clobbered.
+    let precious = tmp.path().join("precious");
+    std::fs::write(&precious, "keep me").unwrap();
+    for planted in [".v.json.new", "v.json.new"] {
+        std::os::unix::fs::symlink(&precious, rt.dir.join(planted)).unwrap();
+    }
+    rt.open(&img, "v", &key, &[]);
+    assert_eq!(std::fs::read_to_string(&precious).unwrap(), "keep me");
+    assert!(rt.dir.join(".v.json.new").is_symlink());
+    let entries = std::fs::read_dir(&rt.dir).unwrap().count();
+    assert_eq!(
+        entries, 4,
+        "v.json, v.sock and the two links, no temporary file"
+    );
+    rt.close("v");
+
+    // Entries naming a file system this tool did not mount: a regular file, and a link
+    // to one. status does not unmount it, and names the link as a bad entry.
+    if !sectorcrypt_testkit::have("mount") {
+        return;
+    }
+    let victim = std::fs::canonicalize(tmp.path()).unwrap().join("victim");
+    std::fs::create_dir(&victim).unwrap();
+    sectorcrypt_testkit::run(Command::new("mount").args(["-t", "tmpfs", "tmpfs", s(&victim)]));
+    let _guard = FsMount(victim.clone());
+    let dead = dead_pid();
+    let planted = |name: &str| {
+        serde_json::json!({
+            "name": name, "pid": dead, "start": 1, "ready": true, "image": "/x",
+            "mount": s(&victim), "loop": "/dev/loop0",
+        })
+        .to_string()
+    };
+    std::fs::write(rt.dir.join("plain.json"), planted("plain")).unwrap();
+    let target = tmp.path().join("target.json");
+    std::fs::write(&target, planted("linked")).unwrap();
+    std::os::unix::fs::symlink(&target, rt.dir.join("linked.json")).unwrap();
+    let o = rt.sc(&["status"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(code(&o), 0, "{err}");
+    assert!(mounted(&victim), "status unmounted {}", victim.display());
+    assert!(err.contains("bad entry linked"), "{err}");
+    assert!(err.contains("symbolic link (not followed)"), "{err}");
+    assert!(err.contains("plain: its process was gone"), "{err}");
+    assert!(target.exists());
+}
+
+#[test]
+fn a_bad_entry_is_named_and_the_others_are_still_listed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut rt = Runtime::new(tmp.path());
+    let (img, key, _) = volume(tmp.path());
+    rt.open(&img, "good", &key, &[]);
+    std::fs::write(rt.dir.join("broken.json"), "{\"name\": \"bro").unwrap();
+    std::fs::write(
+        rt.dir.join("other.json"),
+        "{\"name\": \"good\", \"pid\": 1}",
+    )
+    .unwrap();
+    for json in [false, true] {
+        let args: &[&str] = if json {
+            &["status", "--json"]
+        } else {
+            &["status"]
+        };
+        let o = rt.sc(args);
+        let (out, err) = (
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr),
+        );
+        assert_eq!(code(&o), 0, "{err}");
+        assert!(out.contains("good"), "{out}");
+        assert!(err.contains("bad entry broken"), "{err}");
+        assert!(err.contains("bad entry other"), "{err}");
+        assert!(err.contains("it names another NAME"), "{err}");
+        if json {
+            let all: Value = serde_json::from_str(&out).unwrap();
+            assert_eq!(all.as_array().unwrap().len(), 1);
+        }
+    }
+    // The bad entries are left for the user to look at; NAME alone is an error.
+    assert!(rt.dir.join("broken.json").exists());
+    let o = rt.sc(&["status", "broken"]);
+    assert_eq!(code(&o), 1);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("bad entry broken"));
+}
+
+#[test]
+fn names_are_a_safe_set_and_status_prints_no_control_characters() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut rt = Runtime::new(tmp.path());
+    for name in [
+        "a\x1b[2Jb",
+        "tab\tx",
+        "nl\n",
+        ".hidden",
+        "-x",
+        "sp ace",
+        "caf\u{e9}",
+    ] {
+        for args in [vec!["close", "--", name], vec!["status", "--", name]] {
+            let o = rt.sc(&args);
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(code(&o), 2, "{args:?}");
+            assert!(err.contains("bad NAME"), "{args:?}: {err}");
+            assert!(
+                !err.contains('\x1b') && !err.contains('\t'),
+                "{args:?}: {err}"
+            );
+        }
+    }
+    for name in ["v-1.2_x", "A", "0"] {
+        let o = rt.sc(&["status", name]);
+        assert!(String::from_utf8_lossy(&o.stderr).contains("nothing is open"));
+    }
+
+    // An image whose path holds terminal escapes (C0 and C1): status shows them escaped.
+    let (img, key, _) = volume(tmp.path());
+    let odd = tmp.path().join("v\x1b[31m\u{9b}2J\x07.img");
+    std::fs::rename(&img, &odd).unwrap();
+    rt.open(&odd, "odd", &key, &[]);
+    let text = rt.sc(&["status"]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("v\\u{1b}[31m\\u{9b}2J\\u{7}.img"), "{text:?}");
+    assert!(
+        !text.chars().any(|c| c.is_control() && c != '\n'),
+        "{text:?}"
+    );
+    let json = String::from_utf8_lossy(&rt.sc(&["status", "odd", "--json"]).stdout).to_string();
+    assert!(
+        !json.chars().any(|c| c.is_control() && c != '\n'),
+        "{json:?}"
+    );
+    let entry: Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(entry["image"], s(&std::fs::canonicalize(&odd).unwrap()));
+}
