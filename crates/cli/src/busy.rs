@@ -21,6 +21,8 @@ pub struct Mount {
     /// Where it is mounted (octal escapes undone).
     pub point: PathBuf,
     pub fstype: String,
+    /// What is mounted (a device, or a FUSE file system's name).
+    pub source: String,
 }
 
 /// Undoes mountinfo's octal escapes (`\040` for a space).
@@ -50,10 +52,12 @@ fn parse_mountinfo(text: &str) -> Vec<Mount> {
         .filter_map(|l| {
             let (head, tail) = l.split_once(" - ")?;
             let head: Vec<&str> = head.split(' ').collect();
+            let mut tail = tail.split(' ');
             Some(Mount {
                 dev: head.get(2)?.to_string(),
                 point: unescape(head.get(4)?),
-                fstype: tail.split(' ').next()?.to_string(),
+                fstype: tail.next()?.to_string(),
+                source: unescape(tail.next()?).to_string_lossy().into_owned(),
             })
         })
         .collect()
@@ -215,5 +219,6 @@ mod tests {
         assert_eq!(m[0].point, Path::new("/mnt/a b"));
         assert_eq!(m[0].fstype, "ext4");
         assert_eq!(m[1].fstype, "fuse.sectorcrypt");
+        assert_eq!(m[1].source, "sectorcrypt");
     }
 }

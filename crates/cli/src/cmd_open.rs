@@ -294,6 +294,8 @@ pub fn unlock_interruptibly(
             }
         }
         if let Some(sig) = signals.pending().next() {
+            // The unlock thread may be prompting with the terminal's echo off.
+            crate::passphrase::restore_terminal();
             return Err(Failure::runtime(format!(
                 "signal {sig}: stopped while unlocking {} (the key derivation was abandoned)",
                 volume.image.display()

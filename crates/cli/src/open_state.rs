@@ -385,9 +385,13 @@ pub fn clean_stale(dir: &Path, name: &str, entry: &Value) {
 /// Whether `mp` is a sectorcrypt FUSE mount (in this mount namespace) whose server is gone
 /// (the kernel answers ENOTCONN).
 fn dead_fuse_mount(mp: &Path) -> bool {
-    let ours = crate::busy::mounts_here()
-        .iter()
-        .any(|m| m.point == mp && m.fstype == "fuse.sectorcrypt");
+    // Mounted directly by root the type is plain "fuse"; through fusermount it carries
+    // the subtype. The source is the name cmd_mount gives it.
+    let ours = crate::busy::mounts_here().iter().any(|m| {
+        m.point == mp
+            && (m.fstype == "fuse" || m.fstype == "fuse.sectorcrypt")
+            && m.source == "sectorcrypt"
+    });
     ours && fs::metadata(mp).is_err_and(|e| e.raw_os_error() == Some(libc::ENOTCONN))
 }
 

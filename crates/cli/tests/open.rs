@@ -805,3 +805,29 @@ fn names_are_a_safe_set_and_status_prints_no_control_characters() {
     let entry: Value = serde_json::from_str(&json).unwrap();
     assert_eq!(entry["image"], s(&std::fs::canonicalize(&odd).unwrap()));
 }
+
+#[test]
+fn a_killed_open_loop_is_cleaned_up_by_status() {
+    if let Some(why) = volumes::loop_unavailable(&[]) {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let mut rt = Runtime::new(tmp.path());
+    let (img, key, _) = volume(tmp.path());
+    rt.open(&img, "killed", &key, &["--loop"]);
+    let entry = rt.status("killed");
+    let private = PathBuf::from(entry["mount"].as_str().unwrap());
+    let pid = entry["pid"].as_u64().unwrap();
+    sectorcrypt_testkit::run(Command::new("kill").args(["-9", &pid.to_string()]));
+    wait_gone(pid);
+    assert!(mounted(&private));
+    // Its FUSE mount's server is gone: that mount, its loop device and the entry go.
+    let o = rt.sc(&["status", "--json"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("stale entry was removed"), "{err}");
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "[]");
+    assert!(!mounted(&private));
+    assert!(!private.exists());
+    assert!(!loop_under(&rt.dir), "a loop device is still attached");
+}
