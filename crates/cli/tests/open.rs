@@ -831,3 +831,43 @@ fn a_killed_open_loop_is_cleaned_up_by_status() {
     assert!(!private.exists());
     assert!(!loop_under(&rt.dir), "a loop device is still attached");
 }
+
+#[test]
+fn close_refuses_while_the_disk_file_is_in_use() {
+    if let Some(why) = volumes::loop_unavailable(&["sleep"]) {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let mut rt = Runtime::new(tmp.path());
+    let (img, key, _) = volume(tmp.path());
+    let mp = std::fs::canonicalize(tmp.path()).unwrap().join("plain");
+    std::fs::create_dir(&mp).unwrap();
+    rt.open(&img, "file", &key, &["--mount", s(&mp)]);
+    let disk = mp.join("disk");
+
+    // A loop device of someone else's on the disk file.
+    let other =
+        sectorcrypt_testkit::run_stdout(Command::new("losetup").args(["-f", "--show"]).arg(&disk));
+    let other = other.trim().to_string();
+    let refused = rt.sc(&["close", "file"]);
+    let _ = Command::new("losetup").args(["-d", &other]).status();
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(code(&refused), 2, "{err}");
+    assert!(err.contains(&format!("is attached to {other}")), "{err}");
+
+    // A process with it open.
+    let mut kids = Kids(Vec::new());
+    kids.0.push(
+        Command::new("sleep")
+            .arg("60")
+            .stdin(std::fs::File::open(&disk).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    let held = kids.0[0].id();
+    close_refused(&rt, "file", &[&format!("open in process {held} (sleep)")]);
+    drop(kids);
+    rt.close("file");
+    assert!(!mounted(&mp));
+}
