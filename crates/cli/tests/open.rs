@@ -1,8 +1,15 @@
 //! `sectorcrypt open IMAGE NAME`, `status [NAME]` and `close NAME`: the NBD export read by
 //! libnbd's nbdinfo and nbdcopy against `sectorcrypt read`, status as text and JSON, a
 //! NAME in use or malformed refused, a stale entry (its process killed) cleaned up, and
-//! ext4 on the loop device of `open --loop` surviving close and open. Every run uses a
-//! temporary runtime directory (SECTORCRYPT_RUNTIME_DIR), never the real one.
+//! ext4 on the loop device of `open --loop` surviving close and open. And what must not be
+//! trusted: close refusing while the loop device or disk file is used anywhere (another
+//! mount namespace, another device node, an open descriptor, another loop device), SIGTERM
+//! stopping serve and open during an endless key derivation or at the prompt (the
+//! terminal given back), processes told apart by start time not arguments, a runtime
+//! directory others can write refused, planted links and entries neither followed nor
+//! obeyed, a bad entry named while the others are listed, and NAME's character set with
+//! status printing no control character. Every run uses a temporary runtime directory
+//! (SECTORCRYPT_RUNTIME_DIR), never the real one.
 
 mod support;
 #[path = "support/volumes.rs"]
@@ -870,4 +877,39 @@ fn close_refuses_while_the_disk_file_is_in_use() {
     drop(kids);
     rt.close("file");
     assert!(!mounted(&mp));
+}
+
+#[test]
+fn sigterm_at_the_passphrase_prompt_gives_the_terminal_back() {
+    sectorcrypt_testkit::require!("script", "stty", "timeout");
+    let tmp = tempfile::tempdir().unwrap();
+    let (img, _, _) = volume(tmp.path());
+    let sock = tmp.path().join("s.sock");
+    // On a pseudo-terminal: serve prompts (echo off), is stopped there, and then the
+    // terminal's settings are printed.
+    let cmd = format!(
+        "'{}' serve '{}' --socket '{}' </dev/tty & sleep 1; kill -TERM $!; wait $!; echo exit=$?; stty -a",
+        bin(),
+        img.display(),
+        sock.display()
+    );
+    let mut script = Command::new("timeout")
+        .args(["20", "script", "-qfec", &cmd, "/dev/null"])
+        .env_remove("SECTORCRYPT_BACKEND")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Standard input stays open (no end of input reaches the prompt) until it is done.
+    let stdin = script.stdin.take();
+    let out = script.wait_with_output().unwrap();
+    drop(stdin);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("Enter passphrase"), "{text}");
+    assert!(text.contains("stopped while unlocking"), "{text}");
+    assert!(text.contains("exit=1"), "{text}");
+    let words: Vec<&str> = text.split_whitespace().collect();
+    for mode in ["echo", "icanon", "isig"] {
+        assert!(words.contains(&mode), "{mode} is off:\n{text}");
+    }
 }
