@@ -31,6 +31,7 @@ use serde_json::{json, Value};
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
@@ -360,6 +361,27 @@ fn users(entry: &Value) -> Vec<String> {
     found
 }
 
+/// Refuses when the block device `dev` cannot be opened exclusively: the kernel's own
+/// answer, in every mount namespace, to whether a file system is mounted on it or a device
+/// is stacked on it, including holders no process in /proc shows (a mount namespace kept
+/// by a bind mount of its nsfs file, with no process left in it).
+fn unclaimed(name: &str, dev: &str) -> Result<(), Failure> {
+    let claim = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_EXCL)
+        .open(dev);
+    match claim {
+        Err(e) if e.raw_os_error() == Some(libc::EBUSY) => Err(Failure::usage(format!(
+            "{name} is busy: {dev} is claimed by a mount or a device on top of it that no \
+             process shows (a mount namespace kept without a process, say); unmount it first \
+             (or `close --force`, which loses writes the file system on it has not yet \
+             written back)"
+        ))),
+        // Released at once: held through `losetup -d`, it would defer the detach.
+        _ => Ok(()),
+    }
+}
+
 pub fn close(a: CloseArgs) -> Result<(), Failure> {
     state::check_name(&a.name)?;
     let dir = state::runtime_dir()?;
@@ -394,6 +416,9 @@ pub fn close(a: CloseArgs) -> Result<(), Failure> {
             a.name,
             in_use.join("; ")
         ));
+    }
+    if let (Some(dev), false) = (entry["loop"].as_str(), a.force) {
+        unclaimed(&a.name, dev)?;
     }
     if let (Some(dev), Some(mp)) = (entry["loop"].as_str(), entry["mount"].as_str()) {
         if is_our_loop(dev, Path::new(mp)) {

@@ -419,6 +419,30 @@ fn close_refuses_while_the_loop_device_is_busy_anywhere() {
         c.wait().unwrap()
     });
 
+    // Mounted in a mount namespace that no process is in any more (kept by a bind
+    // mount of its nsfs file): no /proc scan finds it, the kernel's claim does.
+    let keep = tmp.path().join("keep");
+    std::fs::create_dir(&keep).unwrap();
+    sectorcrypt_testkit::run(Command::new("mount").args(["--bind", s(&keep), s(&keep)]));
+    let keep_guard = FsMount(keep.clone());
+    sectorcrypt_testkit::run(Command::new("mount").args(["--make-private", s(&keep)]));
+    let ns_file = keep.join("ns");
+    std::fs::write(&ns_file, "").unwrap();
+    sectorcrypt_testkit::run(
+        Command::new("unshare")
+            .arg(format!("--mount={}", ns_file.display()))
+            .args(["--propagation", "private", "mount", &dev, s(&fs)]),
+    );
+    let ns_guard = FsMount(ns_file.clone());
+    close_refused(
+        &rt,
+        "busy",
+        &["busy is busy", "no process shows", "--force"],
+    );
+    drop(ns_guard);
+    drop(keep_guard);
+    assert!(!mounted(&keep));
+
     // Mounted here through another device node of the same device.
     let rdev = std::fs::read_to_string(format!(
         "/sys/block/{}/dev",
