@@ -537,7 +537,7 @@ fn serve_and_open_stop_on_sigterm_during_key_derivation() {
     assert!(err.contains("stopped while unlocking"), "{err}");
     assert!(!sock.exists());
 
-    // open: its serving process is stopped while unlocking; the name is free again.
+    // open: `close` stops its serving process while unlocking; the name is free again.
     let rt = Runtime::new(tmp.path());
     let open = Command::new(bin())
         .args(["open", s(&img), "slow", "--key-file", s(&key)])
@@ -561,13 +561,29 @@ fn serve_and_open_stop_on_sigterm_during_key_derivation() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     };
     std::thread::sleep(std::time::Duration::from_secs(1));
-    terminate(pid as u32);
+    // `close slow` sends the SIGTERM and returns once the process is gone.
+    let mut close = Command::new(bin())
+        .args(["close", "slow"])
+        .env("SECTORCRYPT_RUNTIME_DIR", &rt.dir)
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    let closed = loop {
+        if let Some(st) = close.try_wait().unwrap() {
+            break st;
+        }
+        if t0.elapsed().as_secs() >= 5 {
+            let _ = close.kill();
+            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+            panic!("close slow still waiting 5 s later: its process ignored SIGTERM");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert!(closed.success());
     let t0 = std::time::Instant::now();
     while kids.0[0].try_wait().unwrap().is_none() {
-        if t0.elapsed().as_secs() >= 5 {
-            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
-            panic!("open's process still running 5 s after SIGTERM");
-        }
+        assert!(t0.elapsed().as_secs() < 5, "open still waiting");
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     let open = kids.0.pop().unwrap().wait_with_output().unwrap();
