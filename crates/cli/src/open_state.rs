@@ -70,7 +70,7 @@ pub fn create_runtime_dir(dir: &Path) -> Result<(), Failure> {
 /// Whether the runtime directory exists (false: nothing is open), refusing one that
 /// another user could write: it must be a directory of the user's (not a link), writable
 /// by neither group nor others, and its parent must not let others rename it (writable by
-/// others only with the sticky bit, as /tmp).
+/// group or others only with the sticky bit, as /tmp).
 pub fn existing_runtime_dir(dir: &Path) -> Result<bool, Failure> {
     let meta = match fs::symlink_metadata(dir) {
         Ok(m) => m,
@@ -108,8 +108,8 @@ pub fn existing_runtime_dir(dir: &Path) -> Result<bool, Failure> {
     };
     if let Ok(p) = fs::metadata(&parent) {
         let pmode = p.permissions().mode() & 0o7777;
-        let others_write = (pmode & 0o002 != 0) || (pmode & 0o020 != 0 && p.uid() != me);
-        if others_write && pmode & 0o1000 == 0 {
+        // Group write lets the group rename entries whoever owns the directory.
+        if pmode & 0o022 != 0 && pmode & 0o1000 == 0 {
             return refuse(format!(
                 "is in {}, which others can write (mode {pmode:04o}, no sticky bit)",
                 printable(&parent.to_string_lossy())

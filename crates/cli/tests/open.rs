@@ -691,6 +691,17 @@ fn a_runtime_directory_others_can_write_is_refused() {
         all_refuse("owned by uid 65534");
         sectorcrypt_testkit::run(Command::new("chown").args(["0", s(&rt.dir)]));
     }
+    // In a parent that others can write without the sticky bit, it could be renamed away
+    // and replaced; with the sticky bit (as /tmp) it cannot.
+    let parent_mode = |m: u32| {
+        std::fs::set_permissions(tmp.path(), std::os::unix::fs::PermissionsExt::from_mode(m))
+            .unwrap()
+    };
+    parent_mode(0o777);
+    all_refuse("which others can write (mode 0777, no sticky bit)");
+    parent_mode(0o1777);
+    assert_eq!(ok(rt.sc(&["status", "--json"])).trim(), "[]");
+    parent_mode(0o700);
     // A link to a directory of the user's is no runtime directory either.
     let real = tmp.path().join("real");
     std::fs::rename(&rt.dir, &real).unwrap();
