@@ -581,7 +581,7 @@ is never stored (for swap or scratch space): no metadata is written and no secto
 every byte of the file is data; whatever is written is unreadable once the server stops.";
 
 /// How a volume is opened (shared by `serve`, `mount` and `open`).
-#[derive(Debug, Args)]
+#[derive(Debug, Args, Clone)]
 pub struct OpenArgs {
     /// The volume: a file or a block device.
     #[arg(value_name = "IMAGE")]

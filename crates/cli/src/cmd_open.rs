@@ -10,20 +10,28 @@
 //! the disk file and attaches the loop device, then serves until SIGTERM or SIGINT. On the
 //! way out it detaches the loop device, unmounts (the file system's end flushes), stops the
 //! server, flushes and removes its entry; a failure half-way undoes what was set up.
-//! `close` detaches the loop device itself (refusing while a file system on it is
-//! mounted) so that an error reaches the user, then signals the process and waits for it.
+//! `close` refuses while the loop device or the disk file is in use anywhere (`busy`:
+//! holders, mounts in any mount namespace, open descriptors), unless `--force`; then it
+//! detaches the loop device itself so that an error reaches the user, signals the process
+//! and waits for it.
+//!
+//! The volume is unlocked on a thread of its own while the main thread watches for
+//! SIGINT and SIGTERM ([`unlock_interruptibly`], used by `serve` too): a header whose key
+//! derivation is made to last for hours is abandoned at once, the name released.
 
 use crate::args::OpenArgs;
 use crate::args_open::{CloseArgs, NamedArgs, StatusArgs};
+use crate::busy;
 use crate::cmd_mount;
 use crate::failure::Failure;
-use crate::open_state::{self as state, alive};
+use crate::open_state::{self as state, alive, printable};
 use crate::volume_export::{self, VolumeExport};
 use sectorcrypt_nbd::{Export, Listen, Server, ServerConfig};
 use serde_json::{json, Value};
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
@@ -51,8 +59,12 @@ pub fn open(volume: OpenArgs, a: NamedArgs) -> Result<(), Failure> {
     if let Some(d) = &a.mount {
         cmd_mount::mount_point(d)?;
     }
-    if let Some(entry) = state::read(&dir, &a.name)? {
-        if alive(state::pid(&entry), &a.name) {
+    let entry = match state::existing_runtime_dir(&dir)? {
+        true => state::read(&dir, &a.name)?,
+        false => None,
+    };
+    if let Some(entry) = entry {
+        if alive(&entry) {
             return Err(in_use(&a.name, &entry));
         }
         state::clean_stale(&dir, &a.name, &entry);
@@ -83,7 +95,7 @@ pub fn open(volume: OpenArgs, a: NamedArgs) -> Result<(), Failure> {
 
 fn in_use(name: &str, entry: &Value) -> Failure {
     let what = match entry["image"].as_str() {
-        Some(image) => format!("{image} is open under it"),
+        Some(image) => format!("{} is open under it", printable(image)),
         None => "a volume is being opened under it".to_string(),
     };
     Failure::usage(format!(
@@ -94,13 +106,12 @@ fn in_use(name: &str, entry: &Value) -> Failure {
 
 /// Claims `name` for this process, removing a stale entry first.
 fn claim_name(dir: &Path, name: &str) -> Result<(), Failure> {
-    let me = std::process::id();
     for _ in 0..2 {
-        if state::reserve(dir, name, me)? {
+        if state::reserve(dir, name)? {
             return Ok(());
         }
         match state::read(dir, name)? {
-            Some(e) if alive(state::pid(&e), name) => return Err(in_use(name, &e)),
+            Some(e) if alive(&e) => return Err(in_use(name, &e)),
             Some(e) => state::clean_stale(dir, name, &e),
             None => {}
         }
@@ -204,7 +215,7 @@ fn serve(volume: &OpenArgs, a: &NamedArgs, dir: &Path) -> Result<(), Failure> {
         Some((d, private)) => Some((cmd_mount::mount_point(&d)?, private)),
         None => None,
     };
-    let mut export = volume_export::open(volume)?;
+    let mut export = unlock_interruptibly(volume, &mut signals)?;
     export.allow_discards(a.allow_discards);
     let export = Arc::new(export);
 
@@ -237,7 +248,7 @@ fn serve(volume: &OpenArgs, a: &NamedArgs, dir: &Path) -> Result<(), Failure> {
             served.loop_dev = Some(dev);
         }
     }
-    state::publish(dir, &a.name, &entry(volume, a, &export, &socket, &served))?;
+    state::publish(dir, &a.name, &entry(volume, a, &export, &socket, &served)?)?;
 
     let handle = server.shutdown_handle();
     let signals_handle = signals.handle();
@@ -258,6 +269,42 @@ fn serve(volume: &OpenArgs, a: &NamedArgs, dir: &Path) -> Result<(), Failure> {
     flushed
 }
 
+/// Unlocks the volume on a thread of its own while this one watches `signals`: SIGINT or
+/// SIGTERM during the key derivation (which a hostile header can make last for hours)
+/// ends the wait at once with an error; the thread is abandoned with the process.
+pub fn unlock_interruptibly(
+    volume: &OpenArgs,
+    signals: &mut Signals,
+) -> Result<VolumeExport, Failure> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let args = volume.clone();
+    std::thread::Builder::new()
+        .name("unlock".into())
+        .spawn(move || {
+            let _ = tx.send(volume_export::open(&args));
+        })
+        .map_err(|e| Failure::runtime(format!("starting the unlock thread: {e}")))?;
+    loop {
+        match rx.recv_timeout(Duration::from_millis(50)) {
+            Ok(opened) => return opened,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                return Err(Failure::runtime(
+                    "unlocking the volume failed (its thread ended)",
+                ))
+            }
+        }
+        if let Some(sig) = signals.pending().next() {
+            // The unlock thread may be prompting with the terminal's echo off.
+            crate::passphrase::restore_terminal();
+            return Err(Failure::runtime(format!(
+                "signal {sig}: stopped while unlocking {} (the key derivation was abandoned)",
+                volume.image.display()
+            )));
+        }
+    }
+}
+
 /// The entry `status` shows.
 fn entry(
     volume: &OpenArgs,
@@ -265,14 +312,13 @@ fn entry(
     export: &VolumeExport,
     socket: &Path,
     served: &Served,
-) -> Value {
+) -> Result<Value, Failure> {
     let (format, cipher) = export.described();
     let socket = socket.to_string_lossy();
     // A local path as an absolute one (status may run elsewhere); a URI as given.
     let full = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
-    json!({
-        "name": a.name,
-        "pid": std::process::id(),
+    let mut entry = state::owner_fields(&a.name)?;
+    let rest = json!({
         "ready": true,
         "image": full(&volume.image).to_string_lossy(),
         "header": volume.header.file.as_deref().map(|h| full(h).to_string_lossy().into_owned()),
@@ -285,26 +331,69 @@ fn entry(
         "uri": format!("nbd+unix:///?socket={socket}"),
         "mount": served.mount.as_ref().map(|(m, _)| m.to_string_lossy()),
         "loop": served.loop_dev,
-    })
+    });
+    if let Value::Object(rest) = rest {
+        entry.extend(rest);
+    }
+    Ok(Value::Object(entry))
 }
 
-/// Where the block device `dev` is mounted, if it is (/proc/self/mountinfo's source).
-fn mounted_at(dev: &str) -> Option<String> {
-    let text = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    text.lines().find_map(|l| {
-        let (head, tail) = l.split_once(" - ")?;
-        (tail.split(' ').nth(1) == Some(dev)).then(|| head.split(' ').nth(4).map(str::to_string))?
-    })
+/// What uses the volume's loop device or disk file (`busy`), one phrase each.
+fn users(entry: &Value) -> Vec<String> {
+    let dev = entry["loop"].as_str();
+    let mut found = Vec::new();
+    if let Some(dev) = dev {
+        found.extend(
+            busy::device_users(dev)
+                .into_iter()
+                .map(|u| format!("{dev} is {u}")),
+        );
+    }
+    if let Some(mp) = entry["mount"].as_str() {
+        let disk = Path::new(mp).join("disk");
+        let shown = printable(&disk.to_string_lossy());
+        found.extend(
+            busy::file_users(&disk, dev)
+                .into_iter()
+                .map(|u| format!("{shown} is {u}")),
+        );
+    }
+    found
+}
+
+/// Refuses when the block device `dev` cannot be opened exclusively: the kernel's own
+/// answer, in every mount namespace, to whether a file system is mounted on it or a device
+/// is stacked on it, including holders no process in /proc shows (a mount namespace kept
+/// by a bind mount of its nsfs file, with no process left in it).
+fn unclaimed(name: &str, dev: &str) -> Result<(), Failure> {
+    let claim = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_EXCL)
+        .open(dev);
+    match claim {
+        Err(e) if e.raw_os_error() == Some(libc::EBUSY) => Err(Failure::usage(format!(
+            "{name} is busy: {dev} is claimed by a mount or a device on top of it that no \
+             process shows (a mount namespace kept without a process, say); unmount it first \
+             (or `close --force`, which loses writes the file system on it has not yet \
+             written back)"
+        ))),
+        // Released at once: held through `losetup -d`, it would defer the detach.
+        _ => Ok(()),
+    }
 }
 
 pub fn close(a: CloseArgs) -> Result<(), Failure> {
     state::check_name(&a.name)?;
     let dir = state::runtime_dir()?;
-    let Some(entry) = state::read(&dir, &a.name)? else {
+    let entry = match state::existing_runtime_dir(&dir)? {
+        true => state::read(&dir, &a.name)?,
+        false => None,
+    };
+    let Some(entry) = entry else {
         return Err(Failure::usage(format!("nothing is open under {}", a.name)));
     };
     let pid = state::pid(&entry);
-    if !alive(pid, &a.name) {
+    if !alive(&entry) {
         state::clean_stale(&dir, &a.name, &entry);
         log(format_args!(
             "{}: its process was gone; the stale entry was removed",
@@ -312,12 +401,26 @@ pub fn close(a: CloseArgs) -> Result<(), Failure> {
         ));
         return Ok(());
     }
-    if let (Some(dev), Some(mp)) = (entry["loop"].as_str(), entry["mount"].as_str()) {
-        if let Some(at) = mounted_at(dev) {
+    let in_use = users(&entry);
+    if !in_use.is_empty() {
+        if !a.force {
             return Err(Failure::usage(format!(
-                "{dev} is mounted at {at}: unmount it first"
+                "{} is busy: {}; unmount it first and stop what holds it (or `close --force`, \
+                 which loses writes the file system on it has not yet written back)",
+                a.name,
+                in_use.join("; ")
             )));
         }
+        log(format_args!(
+            "{}: closing by force while busy: {}",
+            a.name,
+            in_use.join("; ")
+        ));
+    }
+    if let (Some(dev), false) = (entry["loop"].as_str(), a.force) {
+        unclaimed(&a.name, dev)?;
+    }
+    if let (Some(dev), Some(mp)) = (entry["loop"].as_str(), entry["mount"].as_str()) {
         if is_our_loop(dev, Path::new(mp)) {
             run_tool(Command::new("losetup").arg("-d").arg(dev))
                 .map_err(|e| Failure::runtime(format!("detaching {dev}: {e}")))?;
@@ -328,7 +431,7 @@ pub fn close(a: CloseArgs) -> Result<(), Failure> {
     rustix::process::kill_process(target, rustix::process::Signal::TERM)
         .map_err(|e| Failure::runtime(format!("stopping process {pid}: {e}")))?;
     let until = Instant::now() + CLOSE_WAIT;
-    while alive(pid, &a.name) {
+    while alive(&entry) {
         if Instant::now() > until {
             return Err(Failure::runtime(format!(
                 "process {pid} serving {} did not stop within {} s",
@@ -339,8 +442,8 @@ pub fn close(a: CloseArgs) -> Result<(), Failure> {
         std::thread::sleep(Duration::from_millis(20));
     }
     // The process removes its entry; if it could not (killed), its leftovers go here.
-    if let Some(left) = state::read(&dir, &a.name)? {
-        if state::pid(&left) == pid {
+    if let Ok(Some(left)) = state::read(&dir, &a.name) {
+        if state::pid(&left) == pid && left["start"] == entry["start"] {
             state::clean_stale(&dir, &a.name, &left);
         }
     }
@@ -349,19 +452,28 @@ pub fn close(a: CloseArgs) -> Result<(), Failure> {
 
 pub fn status(a: StatusArgs) -> Result<(), Failure> {
     let dir = state::runtime_dir()?;
-    let names = match &a.name {
-        Some(n) => {
-            state::check_name(n)?;
-            vec![n.clone()]
-        }
-        None => state::names(&dir),
+    if let Some(n) = &a.name {
+        state::check_name(n)?;
+    }
+    let names = match (&a.name, state::existing_runtime_dir(&dir)?) {
+        (_, false) => Vec::new(),
+        (Some(n), true) => vec![n.clone()],
+        (None, true) => state::names(&dir),
     };
     let mut open = Vec::new();
     for name in names {
-        let Some(entry) = state::read(&dir, &name)? else {
-            continue;
+        // One bad entry is reported by name; the others are still listed.
+        let read = state::check_name(&name).and_then(|()| state::read(&dir, &name));
+        let entry = match (read, &a.name) {
+            (Ok(Some(entry)), _) => entry,
+            (Ok(None), _) => continue,
+            (Err(e), Some(_)) => return Err(e),
+            (Err(e), None) => {
+                log(format_args!("{}", e.message()));
+                continue;
+            }
         };
-        if !alive(state::pid(&entry), &name) {
+        if !alive(&entry) {
             state::clean_stale(&dir, &name, &entry);
             log(format_args!(
                 "{name}: its process was gone; the stale entry was removed"
@@ -376,8 +488,8 @@ pub fn status(a: StatusArgs) -> Result<(), Failure> {
         (Some(n), _) if open.is_empty() => {
             return Err(Failure::usage(format!("nothing is open under {n}")))
         }
-        (Some(_), true) => format!("{:#}\n", open[0]),
-        (None, true) => format!("{:#}\n", Value::Array(open)),
+        (Some(_), true) => state::printable_json(&format!("{:#}\n", open[0])),
+        (None, true) => state::printable_json(&format!("{:#}\n", Value::Array(open))),
         (_, false) => open.iter().map(describe).collect(),
     };
     std::io::stdout()
@@ -385,19 +497,21 @@ pub fn status(a: StatusArgs) -> Result<(), Failure> {
         .map_err(|e| Failure::runtime(format!("standard output: {e}")))
 }
 
-/// An entry for people.
+/// An entry for people (control characters shown escaped, never raw).
 fn describe(e: &Value) -> String {
-    let s = |k: &str| e[k].as_str().unwrap_or("-").to_string();
-    let mut out = format!("{}: open (process {})\n", s("name"), e["pid"]);
+    let s = |k: &str| printable(e[k].as_str().unwrap_or("-"));
+    let n = |k: &str| printable(&e[k].to_string());
+    let mut out = format!("{}: open (process {})\n", s("name"), n("pid"));
     out.push_str(&format!("  image:   {}\n", s("image")));
     if let Some(h) = e["header"].as_str() {
-        out.push_str(&format!("  header:  {h}\n"));
+        out.push_str(&format!("  header:  {}\n", printable(h)));
     }
     out.push_str(&format!("  format:  {}\n", s("format")));
     out.push_str(&format!("  cipher:  {}\n", s("cipher")));
     out.push_str(&format!(
         "  size:    {} bytes, {}-byte sectors\n",
-        e["size"], e["sector_size"]
+        n("size"),
+        n("sector_size")
     ));
     let mode = if e["read_only"] == Value::Bool(true) {
         "read-only"
@@ -407,10 +521,10 @@ fn describe(e: &Value) -> String {
     out.push_str(&format!("  access:  {mode}\n"));
     out.push_str(&format!("  uri:     {}\n", s("uri")));
     if let Some(m) = e["mount"].as_str() {
-        out.push_str(&format!("  mount:   {m}/disk\n"));
+        out.push_str(&format!("  mount:   {}/disk\n", printable(m)));
     }
     if let Some(d) = e["loop"].as_str() {
-        out.push_str(&format!("  loop:    {d}\n"));
+        out.push_str(&format!("  loop:    {}\n", printable(d)));
     }
     out
 }

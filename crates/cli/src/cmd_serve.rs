@@ -2,7 +2,8 @@
 //! may connect is said once at the start: a Unix socket's mode (0600 unless widened), or a
 //! warning that a TCP port is open to every local user. TLS (`--tls`,
 //! `--tls-certificates`, `--tls-verify-peer`) is set up before the volume is opened, so a
-//! bad certificate directory costs no passphrase.
+//! bad certificate directory costs no passphrase. SIGINT and SIGTERM stop it while it is
+//! still unlocking, too.
 //!
 //! Over a remote store (an NBD URI or an `rbd:` image: the encrypting proxy) each
 //! connection gets more workers: their requests wait on the network, not on the CPU, and
@@ -17,7 +18,6 @@
 use crate::args::ServeArgs;
 use crate::args_tls::{TlsArgs, TlsMode};
 use crate::failure::Failure;
-use crate::volume_export;
 use sectorcrypt_nbd::tls::{ServerTls, TlsError};
 use sectorcrypt_nbd::{Listen, Server, ServerConfig};
 use signal_hook::consts::{SIGINT, SIGTERM};
@@ -41,7 +41,9 @@ pub fn run(a: ServeArgs) -> Result<(), Failure> {
     let mut signals = Signals::new([SIGINT, SIGTERM])
         .map_err(|e| Failure::runtime(format!("cannot catch signals: {e}")))?;
     let tls = server_tls(&a.tls)?;
-    let mut export = volume_export::open(&a.open)?;
+    // Unlocked on a thread of its own: a signal during a key derivation made to last for
+    // hours stops the server at once.
+    let mut export = crate::cmd_open::unlock_interruptibly(&a.open, &mut signals)?;
     export.allow_discards(a.allow_discards);
     let defaults = ServerConfig::default();
     let remote = crate::locator::locate(&a.open.image)?;

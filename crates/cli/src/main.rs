@@ -11,6 +11,7 @@ mod args_geli;
 mod args_manuals;
 mod args_open;
 mod args_tls;
+mod busy;
 mod ciphers;
 mod cmd_backends;
 mod cmd_bench;

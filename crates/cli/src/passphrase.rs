@@ -42,6 +42,20 @@ fn stdin_line() -> Result<Secret, Failure> {
         .ok_or_else(|| Failure::usage("passphrase line longer than 8 MiB"))
 }
 
+/// The terminal's own settings while a prompt has it raw (a second handle on it), for
+/// [`restore_terminal`].
+static RAW_TERMINAL: std::sync::Mutex<Option<(File, termios::Termios)>> =
+    std::sync::Mutex::new(None);
+
+/// Gives the terminal its settings back if a prompt has it raw: for a process that ends
+/// while another thread is prompting (SIGTERM during `open`'s or `serve`'s unlock).
+pub fn restore_terminal() {
+    let held = RAW_TERMINAL.lock().map(|mut g| g.take());
+    if let Ok(Some((tty, saved))) = held {
+        let _ = termios::tcsetattr(&tty, OptionalActions::Now, &saved);
+    }
+}
+
 /// The terminal with echo, line editing and signal keys off while it lives (restored
 /// on drop), so that every key comes to [`typed`] as it is pressed.
 struct Raw<'a> {
@@ -57,6 +71,9 @@ impl<'a> Raw<'a> {
             .remove(LocalModes::ECHO | LocalModes::ICANON | LocalModes::ISIG);
         raw.special_codes[SpecialCodeIndex::VMIN] = 1;
         raw.special_codes[SpecialCodeIndex::VTIME] = 0;
+        if let (Ok(mut held), Ok(again)) = (RAW_TERMINAL.lock(), tty.try_clone()) {
+            *held = Some((again, saved.clone()));
+        }
         termios::tcsetattr(tty, OptionalActions::Flush, &raw)?;
         Ok(Raw { tty, saved })
     }
@@ -64,6 +81,9 @@ impl<'a> Raw<'a> {
 
 impl Drop for Raw<'_> {
     fn drop(&mut self) {
+        if let Ok(mut held) = RAW_TERMINAL.lock() {
+            *held = None;
+        }
         let _ = termios::tcsetattr(self.tty, OptionalActions::Now, &self.saved);
     }
 }

@@ -1,0 +1,224 @@
+//! Who is using a block device or a file, as `losetup -d` and `umount` would find out too
+//! late: for `close`, which must not pull a loop device or a FUSE file from under a file
+//! system or a process (acknowledged writes would be lost).
+//!
+//! A device is busy when the kernel lists holders of it (/sys/block/DEV/holders: a
+//! device-mapper or md device on top), when a file system on it is mounted anywhere (every
+//! process's /proc/PID/mountinfo is read, once per mount namespace, and mounts are matched
+//! by device number, so another device node for the same device counts), when a process
+//! has it open (/proc/PID/fd), or when another loop device is attached to the file. Only
+//! what this process may read in /proc is seen: root sees everything.
+
+use std::collections::HashSet;
+use std::fs;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::{Path, PathBuf};
+
+/// One line of a mountinfo file.
+pub struct Mount {
+    /// The device number of the mounted file system ("MAJOR:MINOR").
+    pub dev: String,
+    /// Where it is mounted (octal escapes undone).
+    pub point: PathBuf,
+    pub fstype: String,
+    /// What is mounted (a device, or a FUSE file system's name).
+    pub source: String,
+}
+
+/// Undoes mountinfo's octal escapes (`\040` for a space).
+fn unescape(field: &str) -> PathBuf {
+    use std::os::unix::ffi::OsStringExt;
+    let b = field.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\'
+            && i + 3 < b.len()
+            && b[i + 1..i + 4].iter().all(|d| (b'0'..=b'7').contains(d))
+        {
+            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    PathBuf::from(std::ffi::OsString::from_vec(out))
+}
+
+/// The mounts listed in a mountinfo text.
+fn parse_mountinfo(text: &str) -> Vec<Mount> {
+    text.lines()
+        .filter_map(|l| {
+            let (head, tail) = l.split_once(" - ")?;
+            let head: Vec<&str> = head.split(' ').collect();
+            let mut tail = tail.split(' ');
+            Some(Mount {
+                dev: head.get(2)?.to_string(),
+                point: unescape(head.get(4)?),
+                fstype: tail.next()?.to_string(),
+                source: unescape(tail.next()?).to_string_lossy().into_owned(),
+            })
+        })
+        .collect()
+}
+
+/// The mounts of this process's mount namespace.
+pub fn mounts_here() -> Vec<Mount> {
+    fs::read_to_string("/proc/self/mountinfo")
+        .map(|t| parse_mountinfo(&t))
+        .unwrap_or_default()
+}
+
+/// The process ids in /proc.
+fn pids() -> Vec<u32> {
+    let Ok(list) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut pids: Vec<u32> = list
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect();
+    pids.sort_unstable();
+    pids
+}
+
+/// A process as people know it: "process PID (COMMAND)".
+fn process(pid: u32) -> String {
+    let comm = fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+    format!(
+        "process {pid} ({})",
+        crate::open_state::printable(comm.trim_end())
+    )
+}
+
+/// Every mount of the device numbered `dev` ("MAJOR:MINOR") in any mount namespace, as
+/// "mounted at POINT" (and the namespace when it is not this process's).
+fn mounts_of(dev: &str) -> Vec<String> {
+    let own_ns = fs::read_link("/proc/self/ns/mnt").ok();
+    let mut seen = HashSet::new();
+    let mut found = Vec::new();
+    for pid in pids() {
+        let Ok(ns) = fs::read_link(format!("/proc/{pid}/ns/mnt")) else {
+            continue;
+        };
+        if !seen.insert(ns.clone()) {
+            continue;
+        }
+        let Ok(text) = fs::read_to_string(format!("/proc/{pid}/mountinfo")) else {
+            continue;
+        };
+        for m in parse_mountinfo(&text).iter().filter(|m| m.dev == dev) {
+            let point = crate::open_state::printable(&m.point.to_string_lossy());
+            found.push(if Some(&ns) == own_ns.as_ref() {
+                format!("mounted at {point}")
+            } else {
+                format!(
+                    "mounted at {point} in another mount namespace (that of {})",
+                    process(pid)
+                )
+            });
+        }
+    }
+    found
+}
+
+/// The processes (other than this one) with an open descriptor for which `is_it` holds;
+/// `is_it` is given the descriptor's path in /proc and the file it names.
+fn opened_by(is_it: impl Fn(&Path, &Path) -> bool) -> Vec<String> {
+    let me = std::process::id();
+    let mut found = Vec::new();
+    for pid in pids().into_iter().filter(|&p| p != me) {
+        let Ok(fds) = fs::read_dir(format!("/proc/{pid}/fd")) else {
+            continue;
+        };
+        let hit = fds.filter_map(Result::ok).any(|e| {
+            let fd = e.path();
+            // Sockets, pipes and anonymous files name no path.
+            fs::read_link(&fd).is_ok_and(|target| target.is_absolute() && is_it(&fd, &target))
+        });
+        if hit {
+            found.push(format!("open in {}", process(pid)));
+        }
+    }
+    found
+}
+
+/// What is using the block device `dev` (such as /dev/loop3), one phrase each; empty
+/// when nothing is.
+pub fn device_users(dev: &str) -> Vec<String> {
+    let Some(base) = Path::new(dev).file_name().and_then(|b| b.to_str()) else {
+        return Vec::new();
+    };
+    let sys = Path::new("/sys/block").join(base);
+    let mut found = Vec::new();
+    if let Ok(list) = fs::read_dir(sys.join("holders")) {
+        for h in list.filter_map(Result::ok) {
+            found.push(format!(
+                "held by /dev/{}",
+                crate::open_state::printable(&h.file_name().to_string_lossy())
+            ));
+        }
+    }
+    if let Ok(num) = fs::read_to_string(sys.join("dev")) {
+        found.extend(mounts_of(num.trim()));
+    }
+    if let Ok(rdev) = fs::metadata(dev).map(|m| m.rdev()) {
+        // A device node may be anywhere (mknod); files on FUSE and network file systems
+        // are not looked at, since stat() there could hang on a stuck server.
+        let remote: Vec<PathBuf> = mounts_here()
+            .into_iter()
+            .filter(|m| {
+                ["fuse", "nfs", "cifs", "smb", "9p", "ceph"]
+                    .iter()
+                    .any(|t| m.fstype.starts_with(t))
+            })
+            .map(|m| m.point)
+            .collect();
+        found.extend(opened_by(|fd, target| {
+            !remote.iter().any(|r| target.starts_with(r))
+                && fs::metadata(fd)
+                    .is_ok_and(|m| m.file_type().is_block_device() && m.rdev() == rdev)
+        }));
+    }
+    found
+}
+
+/// What is using the regular file `file` (a FUSE disk file), one phrase each: processes
+/// with it open, and loop devices other than `except` attached to it.
+pub fn file_users(file: &Path, except: Option<&str>) -> Vec<String> {
+    let mut found = Vec::new();
+    if let Ok(list) = fs::read_dir("/sys/block") {
+        for e in list.filter_map(Result::ok) {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let node = format!("/dev/{name}");
+            if !name.starts_with("loop") || except == Some(node.as_str()) {
+                continue;
+            }
+            let backing = fs::read_to_string(e.path().join("loop/backing_file"));
+            if backing.is_ok_and(|b| Path::new(b.trim_end_matches('\n')) == file) {
+                found.push(format!("attached to {node}"));
+            }
+        }
+    }
+    // By path: the disk file is reachable only through its mount point.
+    found.extend(opened_by(|_, target| target == file));
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mountinfo_lines_are_parsed_with_escapes() {
+        let text = "36 35 7:3 / /mnt/a\\040b rw,relatime shared:1 - ext4 /dev/loop3 rw\n\
+                    37 35 0:52 / /run/x rw - fuse.sectorcrypt sectorcrypt rw,user_id=0\n";
+        let m = parse_mountinfo(text);
+        assert_eq!(m.len(), 2);
+        assert_eq!(m[0].dev, "7:3");
+        assert_eq!(m[0].point, Path::new("/mnt/a b"));
+        assert_eq!(m[0].fstype, "ext4");
+        assert_eq!(m[1].fstype, "fuse.sectorcrypt");
+        assert_eq!(m[1].source, "sectorcrypt");
+    }
+}
