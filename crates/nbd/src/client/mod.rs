@@ -259,10 +259,11 @@ impl Client {
 
     /// A live connection for slot `i`: its own; when that one failed, another live one
     /// while a thread of its own reopens it; when no connection is live, the reopened
-    /// one, waited for (the opening is bounded by the timeout, and so is this wait). The
-    /// slots' lock is never held while the network is waited for.
+    /// one, or why the reopening failed, waited for (the opening is bounded by the
+    /// timeout; this wait, in case, by twice that). The slots' lock is never held while
+    /// the network is waited for.
     fn conn(&self, i: usize) -> io::Result<Arc<Conn>> {
-        let deadline = self.config.timeout.map(|t| Instant::now() + t);
+        let deadline = self.config.timeout.map(|t| Instant::now() + 2 * t);
         let pool = &self.pool;
         let mut slots = lock(&pool.slots);
         let mut waited = false;
@@ -545,11 +546,30 @@ impl Client {
         })
     }
 
-    /// Makes every acknowledged write durable: NBD_CMD_FLUSH on every connection at once
-    /// (with multi-conn one would do; every one costs nothing more than one round trip and
-    /// does not depend on the server keeping its multi-conn promise). Acknowledged only
-    /// once the server acknowledged. A server without flush takes nothing to flush.
+    /// Makes every acknowledged write durable: NBD_CMD_FLUSH on every live connection at
+    /// once (with multi-conn one would do; every one costs nothing more than one round
+    /// trip and does not depend on the server keeping its multi-conn promise).
+    /// Acknowledged only once the server acknowledged. A server without flush takes
+    /// nothing to flush. A failed connection is not reopened for a flush: a new
+    /// connection has nothing to flush, and writes acknowledged on the failed one and not
+    /// flushed are lost whatever comes next (the flush fails).
     pub fn flush(&self) -> io::Result<()> {
+        let conns: Vec<Arc<Conn>> = {
+            let slots = lock(&self.pool.slots);
+            let open = slots.iter().filter_map(|s| match s {
+                Slot::Open(c) => Some(c),
+                _ => None,
+            });
+            let mut live = Vec::with_capacity(slots.len());
+            for c in open {
+                if !c.failed() {
+                    live.push(Arc::clone(c));
+                } else if c.dirty.swap(false, Ordering::AcqRel) {
+                    self.pool.lost_writes.store(true, Ordering::Release);
+                }
+            }
+            live
+        };
         if self.pool.lost_writes.swap(false, Ordering::AcqRel) {
             return Err(io::Error::other(format!(
                 "{}: writes acknowledged on a connection that was lost before a flush \
@@ -560,9 +580,6 @@ impl Client {
         if !self.facts.can_flush() {
             return Ok(());
         }
-        let conns = (0..self.connections())
-            .map(|i| self.conn(i))
-            .collect::<io::Result<Vec<_>>>()?;
         let mut tickets = Vec::with_capacity(conns.len());
         for c in &conns {
             // Cleared before sending: a write acknowledged meanwhile marks it again.
