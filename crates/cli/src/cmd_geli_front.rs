@@ -96,7 +96,7 @@ fn shown(verbose: bool, command: impl FnOnce() -> String) {
 
 /// A path as shown in a command line.
 fn arg(p: &Path) -> String {
-    p.display().to_string()
+    crate::locator::redacted(p)
 }
 
 /// ` --key-file F --keyfile-component K ... [--no-passphrase]`, as `key` says.

@@ -176,7 +176,7 @@ pub fn format(a: FormatArgs) -> Result<(), Failure> {
         };
         println!(
             "{}: LUKS{vnum} volume {}, {} with a {}-bit key, {}-byte sectors, {} bytes of data at offset {}{place}",
-            a.image.display(),
+            crate::locator::redacted(&a.image),
             h.uuid().unwrap_or("-"),
             u.cipher,
             key_bits,
@@ -258,10 +258,13 @@ pub fn repair(a: RepairArgs) -> Result<(), Failure> {
     let _lock = image::lock_header(&store, path, Mode::Exclusive)?;
     let done = formats::repair_header(&store)?;
     if done.is_empty() {
-        println!("{}: no known problems in the header", a.image.display());
+        println!(
+            "{}: no known problems in the header",
+            crate::locator::redacted(&a.image)
+        );
     }
     for d in done {
-        println!("{}: {d}", a.image.display());
+        println!("{}: {d}", crate::locator::redacted(&a.image));
     }
     Ok(())
 }
@@ -323,7 +326,7 @@ pub fn remove_key(a: RemoveKeyArgs) -> Result<(), Failure> {
             passphrase::confirm(
                 &format!(
                     "Keyslot {slot} is the last one: after removing it nobody can open {}.",
-                    a.image.display()
+                    crate::locator::redacted(&a.image)
                 ),
                 a.key.batch,
             )?;
@@ -346,7 +349,11 @@ pub fn test_key(a: TestKeyArgs) -> Result<(), Failure> {
     }
     let u = opened?;
     if !a.json {
-        println!("keyslot {} opens {}", u.keyslot, a.image.display());
+        println!(
+            "keyslot {} opens {}",
+            u.keyslot,
+            crate::locator::redacted(&a.image)
+        );
     }
     Ok(())
 }

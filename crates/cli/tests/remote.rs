@@ -664,3 +664,52 @@ fn serve_ends_on_sigterm_within_the_timeout_while_a_reconnection_trickles() {
     assert!(reader.join().unwrap().is_err(), "no upstream, no data");
     drop(kit);
 }
+
+#[test]
+fn a_password_in_an_nbd_uri_reaches_no_message_json_or_export_description() {
+    require!("nbdkit", "nbdinfo");
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let img = volumes::new_volume(d, &[]);
+    let k0 = d.join("k0");
+    let kit = Nbdkit::tcp(&["file", &format!("file={}", img.display())]);
+    let port = kit
+        .uri()
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .trim_end_matches('/')
+        .to_string();
+    const SECRET: &str = "pw-SECRET-4c1d";
+    let uri = format!("nbd://user:{SECRET}@127.0.0.1:{port}/");
+    let shown = format!("nbd://127.0.0.1:{port}/");
+    // Every place that shows the locator, checked before any assertion, so that a
+    // failure names them all.
+    let mut leaks = Vec::new();
+    let out = sc(&["test-key", &uri, "--key-file", s(&k0), "--json"], b"");
+    let json = String::from_utf8_lossy(&out.stdout).to_string();
+    assert_eq!(
+        code(&out),
+        0,
+        "{json} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let proxy = Served::start(&[&uri, "--key-file", s(&k0)], &d.join("p.sock"));
+    let info = run(Command::new("nbdinfo").arg("--json").arg(proxy.uri())).stdout;
+    let info = String::from_utf8_lossy(&info).to_string();
+    let (_, log) = proxy.stop("TERM");
+    for (place, text) in [
+        ("test-key --json", &json),
+        ("the export description (nbdinfo --json)", &info),
+        ("serve's log", &log),
+    ] {
+        if text.contains(SECRET) || !text.contains(&shown) {
+            leaks.push(format!("{place}: {text}"));
+        }
+    }
+    assert!(
+        leaks.is_empty(),
+        "the password shows:\n{}",
+        leaks.join("\n")
+    );
+}
