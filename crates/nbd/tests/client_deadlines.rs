@@ -93,6 +93,15 @@ fn reply(s: &mut UnixStream, option: u32, kind: u32, data: &[u8]) -> io::Result<
 /// The handshake of an honest server with simple replies: export of [`SIZE`] bytes with
 /// `flags`.
 fn handshake(s: &mut UnixStream, flags: u16) -> io::Result<()> {
+    handshake_blocks(s, flags, None)
+}
+
+/// [`handshake`], telling the block sizes (minimum, preferred, maximum) when given.
+fn handshake_blocks(
+    s: &mut UnixStream,
+    flags: u16,
+    blocks: Option<(u32, u32, u32)>,
+) -> io::Result<()> {
     s.write_all(&encode_greeting(FLAG_FIXED_NEWSTYLE | FLAG_NO_ZEROES))?;
     let mut client = [0u8; 4];
     s.read_exact(&mut client)?;
@@ -105,6 +114,13 @@ fn handshake(s: &mut UnixStream, flags: u16) -> io::Result<()> {
         let mut info = INFO_EXPORT.to_be_bytes().to_vec();
         info.extend_from_slice(&encode_size_and_flags(SIZE, FLAG_HAS_FLAGS | flags));
         reply(s, option, REP_INFO, &info)?;
+        if let Some((min, preferred, max)) = blocks {
+            let mut info = INFO_BLOCK_SIZE.to_be_bytes().to_vec();
+            for v in [min, preferred, max] {
+                info.extend_from_slice(&v.to_be_bytes());
+            }
+            reply(s, option, REP_INFO, &info)?;
+        }
         return reply(s, option, REP_ACK, &[]);
     }
 }
@@ -112,6 +128,11 @@ fn handshake(s: &mut UnixStream, flags: u16) -> io::Result<()> {
 /// Answers requests (reads with zeros, everything else with success) until NBD_CMD_DISC
 /// or the end of the connection.
 fn serve_requests(s: &mut UnixStream) {
+    serve_requests_but(s, |_| false);
+}
+
+/// [`serve_requests`], leaving the requests `ignored` picks without a reply.
+fn serve_requests_but(s: &mut UnixStream, ignored: fn(&Request) -> bool) {
     let mut h = [0u8; REQUEST_LEN];
     while s.read_exact(&mut h).is_ok() {
         let r = Request::decode(&h).unwrap();
@@ -123,6 +144,9 @@ fn serve_requests(s: &mut UnixStream) {
             if s.read_exact(&mut payload).is_err() {
                 return;
             }
+        }
+        if ignored(&r) {
+            continue;
         }
         let mut out = SimpleReply {
             error: 0,
@@ -324,4 +348,36 @@ fn a_reconnection_that_trickles_holds_up_no_request_on_the_live_connection() {
         took < Duration::from_millis(1500),
         "20 reads, a write and a flush took {took:?} while a reconnection trickled"
     );
+}
+
+#[test]
+fn an_unaligned_write_waits_only_for_one_on_the_same_block() {
+    let dir = tempfile::tempdir().unwrap();
+    // 4 KiB blocks, two connections; a read of block 0 is never answered.
+    let sock = upstream(dir.path(), "rmw.sock", |_, mut s| {
+        let flags = FLAG_CAN_MULTI_CONN | FLAG_SEND_FLUSH;
+        if handshake_blocks(&mut s, flags, Some((4096, 4096, 1 << 20))).is_ok() {
+            serve_requests_but(&mut s, |r| r.kind == CMD_READ && r.offset == 0);
+        }
+    });
+    let c = std::sync::Arc::new(
+        Client::connect(&uri(&sock), config(Duration::from_secs(3), 2, 0)).unwrap(),
+    );
+    assert_eq!(c.facts().min_block, 4096);
+    // A sub-block write to block 0: its read of the block hangs until the deadline.
+    let stuck = std::sync::Arc::clone(&c);
+    let first = std::thread::spawn(move || stuck.write_at(b"x", 10, false));
+    std::thread::sleep(Duration::from_millis(300));
+    // One to block 2 goes on meanwhile.
+    let other = std::sync::Arc::clone(&c);
+    let (r, took) = bounded("a sub-block write to another block", move || {
+        other.write_at(b"y", 8192 + 10, false)
+    });
+    r.unwrap();
+    assert!(
+        took < Duration::from_secs(1),
+        "a write to block 2 waited {took:?} for the read-modify-write of block 0"
+    );
+    let e = first.join().unwrap().unwrap_err();
+    assert_eq!(e.kind(), io::ErrorKind::TimedOut, "{e}");
 }

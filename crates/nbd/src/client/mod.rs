@@ -177,10 +177,48 @@ pub struct Client {
     opener: Arc<Opener>,
     pool: Arc<Pool>,
     next: AtomicUsize,
-    /// Unaligned writes, read-modify-written one at a time.
-    rmw: Mutex<()>,
+    /// The ranges of unaligned writes being read-modify-written.
+    rmw: Ranges,
     /// The buffers replies are read into before their data is copied out.
     buffers: BufPool,
+}
+
+/// The ranges claimed by read-modify-writes in progress. An unaligned write waits only
+/// for one whose range overlaps its own; the lock is held to look at the list, never
+/// while the network is waited for.
+#[derive(Debug, Default)]
+struct Ranges {
+    busy: Mutex<Vec<Range<u64>>>,
+    freed: Condvar,
+}
+
+impl Ranges {
+    /// Claims `r`, once no claimed range overlaps it; released when dropped.
+    fn claim(&self, r: Range<u64>) -> RangeClaim<'_> {
+        let mut busy = lock(&self.busy);
+        while busy.iter().any(|b| b.start < r.end && r.start < b.end) {
+            busy = self.freed.wait(busy).unwrap_or_else(|e| e.into_inner());
+        }
+        busy.push(r.clone());
+        RangeClaim { ranges: self, r }
+    }
+}
+
+/// A range claimed for a read-modify-write.
+struct RangeClaim<'a> {
+    ranges: &'a Ranges,
+    r: Range<u64>,
+}
+
+impl Drop for RangeClaim<'_> {
+    fn drop(&mut self) {
+        let mut busy = lock(&self.ranges.busy);
+        if let Some(i) = busy.iter().position(|b| *b == self.r) {
+            busy.swap_remove(i);
+        }
+        drop(busy);
+        self.ranges.freed.notify_all();
+    }
 }
 
 /// One request of a call, before it is sent.
@@ -232,7 +270,7 @@ impl Client {
                 lost_writes: AtomicBool::new(false),
             }),
             next: AtomicUsize::new(0),
-            rmw: Mutex::new(()),
+            rmw: Ranges::default(),
             buffers: BufPool::new(READ_BUFFERS_KEPT),
         })
     }
@@ -498,8 +536,8 @@ impl Client {
             return Ok(());
         }
         if !self.aligned(offset, buf.len() as u64) {
-            let _one = lock(&self.rmw);
             let (start, len) = self.widen(offset, buf.len() as u64);
+            let _mine = self.rmw.claim(start..start + len);
             let mut whole = vec![0u8; len as usize];
             self.read_at(&mut whole, start)?;
             let from = (offset - start) as usize;
