@@ -139,7 +139,7 @@ pub fn format(a: FormatArgs) -> Result<(), Failure> {
             passphrase::confirm(
                 &format!(
                     "This will overwrite data on {} irrevocably.",
-                    header_path.display()
+                    crate::locator::redacted(header_path)
                 ),
                 a.key.batch,
             )?;
@@ -171,7 +171,7 @@ pub fn format(a: FormatArgs) -> Result<(), Failure> {
         let pass = passphrase::new(a.key.key_file.as_deref())?;
         let (h, u) = luks::format_at(at, &opts, &pass, None)?;
         let place = match &detached {
-            Some((_, _, p)) => format!(" (header in {})", p.display()),
+            Some((_, _, p)) => format!(" (header in {})", crate::locator::redacted(p)),
             None => String::new(),
         };
         println!(
@@ -376,7 +376,7 @@ pub fn header(c: HeaderCommand) -> Result<(), Failure> {
             sectorcrypt_volume::backup_header(&files.store, &file)?;
             println!(
                 "headers and keyslots of {} saved to {}",
-                files.header_path.display(),
+                crate::locator::redacted(&files.header_path),
                 file.display()
             );
             Ok(())
@@ -391,7 +391,7 @@ pub fn header(c: HeaderCommand) -> Result<(), Failure> {
             let backup = image::open_store(&file, false)?;
             let saved = Header::read(&backup)?;
             let files = image::Files::open(&image, &header, Access::Replace)?;
-            let target = files.header_path.display();
+            let target = crate::locator::redacted(&files.header_path);
             let current = files.read_header().ok();
             let warning = match (current.as_ref().and_then(Header::uuid), saved.uuid()) {
                 (Some(now), Some(then)) if now != then => format!(
@@ -419,7 +419,7 @@ pub fn erase(a: EraseArgs) -> Result<(), Failure> {
     passphrase::confirm(
         &format!(
             "This will destroy every keyslot of {}: the data cannot be opened again without a header backup.",
-            img.files.header_path.display()
+            crate::locator::redacted(&img.files.header_path)
         ),
         a.batch,
     )?;
@@ -433,7 +433,7 @@ pub fn erase(a: EraseArgs) -> Result<(), Failure> {
     })?;
     println!(
         "all keyslots of {} destroyed",
-        img.files.header_path.display()
+        crate::locator::redacted(&img.files.header_path)
     );
     Ok(())
 }
