@@ -293,8 +293,8 @@ impl Conn {
             if let Some((k, m)) = &t.failed {
                 return Err(lost(*k, m.clone()));
             }
-            // Deadlines only grow: the watch needs waking only when it had none.
-            let first = t.next_deadline().is_none();
+            // Deadlines only grow: the watch needs waking only when nothing was in flight.
+            let first = t.pending.is_empty() && t.reading.is_none();
             t.pending.insert(
                 cookie,
                 Pending {
