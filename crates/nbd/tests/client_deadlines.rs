@@ -381,3 +381,38 @@ fn an_unaligned_write_waits_only_for_one_on_the_same_block() {
     let e = first.join().unwrap().unwrap_err();
     assert_eq!(e.kind(), io::ErrorKind::TimedOut, "{e}");
 }
+
+#[test]
+fn writes_acknowledged_on_a_lost_connection_fail_the_flush_without_a_reconnection() {
+    let dir = tempfile::tempdir().unwrap();
+    // Connection 0 acknowledges one write and closes; later ones serve.
+    let sock = upstream(dir.path(), "lost.sock", |n, mut s| {
+        if handshake(&mut s, FLAG_SEND_FLUSH).is_err() {
+            return;
+        }
+        if n > 0 {
+            return serve_requests(&mut s);
+        }
+        let mut h = [0u8; REQUEST_LEN];
+        if s.read_exact(&mut h).is_ok() {
+            let r = Request::decode(&h).unwrap();
+            let mut payload = vec![0u8; r.len as usize];
+            let _ = s.read_exact(&mut payload);
+            let ack = SimpleReply {
+                error: 0,
+                cookie: r.cookie,
+            };
+            let _ = s.write_all(&ack.encode());
+        }
+    });
+    let c = Client::connect(&uri(&sock), config(Duration::from_secs(3), 1, 0)).unwrap();
+    c.write_at(&[5u8; 4096], 0, false).unwrap();
+    std::thread::sleep(Duration::from_millis(200)); // the server has closed by now
+    let e = c.flush().unwrap_err();
+    assert!(e.to_string().contains("may not be durable"), "{e}");
+    // Reported once; then the client works again on a new connection.
+    c.flush().unwrap();
+    let mut buf = vec![1u8; 4096];
+    c.read_at(&mut buf, 0).unwrap();
+    c.flush().unwrap();
+}
