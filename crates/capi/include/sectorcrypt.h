@@ -8,7 +8,8 @@
  * sectorcrypt_cipher) may be used from many threads at once; sectorcrypt_close() and
  * sectorcrypt_cipher_free() end them, accept NULL, and report a handle that is already
  * closed as SECTORCRYPT_ERR_BAD_HANDLE. Secrets are passed as (pointer, length); the
- * library wipes its copies. No call aborts the process or unwinds into C.
+ * library keeps its copies in locked memory, out of core dumps, and wipes them. No call
+ * aborts the process or unwinds into C.
  *
  * Link: cc prog.c $(pkg-config --cflags --libs sectorcrypt)
  */
@@ -190,8 +191,8 @@ extern "C" {
  * (NULL on failure). `header` is the file holding a detached header, or NULL when the
  * header is in `path`. `flags`: 0, or `SECTORCRYPT_OPEN_READ_ONLY`.
  *
- * The library copies the passphrase into a buffer it wipes; the caller's copy is the
- * caller's to wipe. The files stay open, with a shared use claim that makes
+ * The library copies the passphrase into locked memory it wipes; the caller's copy is
+ * the caller's to wipe. The files stay open, with a shared use claim that makes
  * `sectorcrypt erase` and `header restore` refuse the volume, until `sectorcrypt_close`.
  *
  * Errors: `SECTORCRYPT_ERR_NULL` (path, passphrase or out NULL),
@@ -286,8 +287,9 @@ enum sectorcrypt_status sectorcrypt_flush(struct sectorcrypt_volume *volume);
  * `aes-xts-plain`, `aes-cbc-plain64`, `aes-cbc-plain`, `aes-cbc-essiv:sha256`,
  * `aes-ecb`) and a key of `key_len` bytes (XTS: 32, 48 or 64; the others: 16, 24 or
  * 32), and stores its handle in `*out` (NULL on failure). `flags`: 0, or
- * `SECTORCRYPT_CIPHER_IV_LARGE_SECTORS`. The library keeps a copy of the key in a
- * buffer it wipes when the cipher is freed.
+ * `SECTORCRYPT_CIPHER_IV_LARGE_SECTORS`. The library keeps a copy of the key for the
+ * handle's life in locked memory (`mlock`, or `memfd_secret` where the kernel has it)
+ * that is left out of core dumps and wiped when the cipher is freed.
  *
  * Errors: `SECTORCRYPT_ERR_NULL`, `SECTORCRYPT_ERR_UNKNOWN_CIPHER`,
  * `SECTORCRYPT_ERR_BAD_KEY` (length; XTS halves that are equal),

@@ -4,14 +4,16 @@
 //!
 //! A [`SectorCipher`] is built for one sector size, and building one expands the key, so
 //! [`Cipher`] keeps one per sector size it has been asked for (in practice one or two),
-//! and its own copy of the key, in a zeroized buffer, to build the next. Calls on one
+//! and its own copy of the key, in the crypto crate's secret memory ([`SecretBytes`]:
+//! locked or `memfd_secret` pages, out of core dumps, wiped when the handle is freed), the
+//! same memory the Python binding keeps its keys in, to build the next. Calls on one
 //! handle may run from many threads at once: the list is locked only to find or add a
 //! cipher, never while data is transformed.
 
 use crate::status::{Failure, Status};
 use sectorcrypt_crypto::dmcrypt::{CipherSpec, SectorCipher, SectorLayout};
+use sectorcrypt_crypto::secret::SecretBytes;
 use std::sync::{Arc, Mutex, PoisonError};
-use zeroize::Zeroizing;
 
 /// Whether to encrypt or decrypt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,7 +27,8 @@ pub enum Direction {
 /// A cipher string with its key.
 pub struct Cipher {
     spec: CipherSpec,
-    key: Zeroizing<Vec<u8>>,
+    /// In secret memory for the handle's life, never on the heap.
+    key: SecretBytes,
     large_iv: bool,
     built: Mutex<Vec<Arc<SectorCipher>>>,
 }
@@ -50,7 +53,7 @@ impl Cipher {
         let first = SectorCipher::new(spec, key, SectorLayout::new(512, large_iv)?)?;
         Ok(Cipher {
             spec,
-            key: Zeroizing::new(key.to_vec()),
+            key: SecretBytes::from_slice(key),
             large_iv,
             built: Mutex::new(vec![Arc::new(first)]),
         })
@@ -108,6 +111,56 @@ impl Cipher {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The flags (`VmFlags`) and name of the mapping that holds `addr`, from
+    /// /proc/self/smaps.
+    fn mapping(addr: usize) -> (Vec<String>, String) {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+        let mut inside = false;
+        let mut name = String::new();
+        for line in smaps.lines() {
+            let first = line.split_whitespace().next().unwrap_or("");
+            if let Some((a, b)) = first.split_once('-') {
+                if let (Ok(a), Ok(b)) = (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16))
+                {
+                    inside = (a..b).contains(&addr);
+                    name = line
+                        .split_whitespace()
+                        .skip(5)
+                        .collect::<Vec<_>>()
+                        .join(" ");
+                    continue;
+                }
+            }
+            if let (true, Some(flags)) = (inside, line.strip_prefix("VmFlags:")) {
+                return (flags.split_whitespace().map(String::from).collect(), name);
+            }
+        }
+        panic!("no mapping holds {addr:#x}");
+    }
+
+    #[test]
+    fn the_key_lives_in_locked_secret_memory_not_on_the_heap() {
+        let key: Vec<u8> = (100..164).collect();
+        let c = Cipher::new("aes-xts-plain64", &key, false).unwrap();
+        assert_eq!(
+            &c.key[..],
+            &key[..],
+            "the handle keeps the key to build more"
+        );
+        let (flags, name) = mapping(c.key.as_ptr() as usize);
+        let has = |f: &str| flags.iter().any(|x| x == f);
+        assert!(
+            !name.contains("[heap]") && has("dd"),
+            "the key is in ordinary memory ({name:?}, flags {flags:?}), not secret memory"
+        );
+        let unlocked = sectorcrypt_crypto::secret::protection()
+            == Some(sectorcrypt_crypto::secret::Protection::Unlocked);
+        assert!(
+            has("lo") || unlocked,
+            "secret memory that could be locked is not ({name:?}, flags {flags:?})"
+        );
+    }
 
     #[test]
     fn one_cipher_per_sector_size_and_bad_sizes_refused() {

@@ -9,7 +9,8 @@
 //! - a buffer borrowed from the caller is used only during the call;
 //! - handles are numbers looked up in a [`Registry`], never dereferenced, so a closed or
 //!   foreign handle is `SECTORCRYPT_ERR_BAD_HANDLE`, not a use of freed memory;
-//! - secrets (passphrase, key) are copied into zeroized buffers at once and never put
+//! - secrets (passphrase, key) are copied at once into secret memory (the crypto crate's
+//!   `SecretBytes`: locked pages, out of core dumps, wiped when dropped) and never put
 //!   into an error detail.
 #![allow(
     unsafe_code,
@@ -21,11 +22,11 @@ use crate::last_error::{self, guard};
 use crate::registry::Registry;
 use crate::status::{Failure, Status, UNKNOWN};
 use crate::volume::{Info, OpenVolume};
+use sectorcrypt_crypto::secret::SecretBytes;
 use std::ffi::{c_char, c_int, c_void, CStr, OsStr};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::Arc;
-use zeroize::Zeroizing;
 
 /// `sectorcrypt_open` flag: open read-only (the files are opened for reading; writes give
 /// `SECTORCRYPT_ERR_READ_ONLY`).
@@ -155,18 +156,18 @@ fn check_buffer(p: *const c_void, len: usize, what: &str) -> Result<(), Failure>
     Ok(())
 }
 
-/// A secret: copied at once into a buffer wiped when dropped. NULL is refused even with
+/// A secret: copied at once into secret memory, wiped when dropped. NULL is refused even with
 /// length 0 (an empty passphrase is a non-NULL pointer with length 0).
 ///
 /// # Safety
 /// As for `bytes`.
-unsafe fn secret(p: *const u8, len: usize, what: &str) -> Result<Zeroizing<Vec<u8>>, Failure> {
+unsafe fn secret(p: *const u8, len: usize, what: &str) -> Result<SecretBytes, Failure> {
     if p.is_null() {
         return Err(Failure::null(what));
     }
     // SAFETY: the caller's promise, passed on.
     let borrowed = unsafe { bytes(p.cast(), len, what) }?;
-    Ok(Zeroizing::new(borrowed.to_vec()))
+    Ok(SecretBytes::from_slice(borrowed))
 }
 
 fn check_flags(flags: u32, known: u32, what: &str) -> Result<(), Failure> {
@@ -184,8 +185,8 @@ fn check_flags(flags: u32, known: u32, what: &str) -> Result<(), Failure> {
 /// (NULL on failure). `header` is the file holding a detached header, or NULL when the
 /// header is in `path`. `flags`: 0, or `SECTORCRYPT_OPEN_READ_ONLY`.
 ///
-/// The library copies the passphrase into a buffer it wipes; the caller's copy is the
-/// caller's to wipe. The files stay open, with a shared use claim that makes
+/// The library copies the passphrase into locked memory it wipes; the caller's copy is
+/// the caller's to wipe. The files stay open, with a shared use claim that makes
 /// `sectorcrypt erase` and `header restore` refuse the volume, until `sectorcrypt_close`.
 ///
 /// Errors: `SECTORCRYPT_ERR_NULL` (path, passphrase or out NULL),
@@ -339,8 +340,9 @@ pub extern "C" fn sectorcrypt_flush(volume: *mut Volume) -> Status {
 /// `aes-xts-plain`, `aes-cbc-plain64`, `aes-cbc-plain`, `aes-cbc-essiv:sha256`,
 /// `aes-ecb`) and a key of `key_len` bytes (XTS: 32, 48 or 64; the others: 16, 24 or
 /// 32), and stores its handle in `*out` (NULL on failure). `flags`: 0, or
-/// `SECTORCRYPT_CIPHER_IV_LARGE_SECTORS`. The library keeps a copy of the key in a
-/// buffer it wipes when the cipher is freed.
+/// `SECTORCRYPT_CIPHER_IV_LARGE_SECTORS`. The library keeps a copy of the key for the
+/// handle's life in locked memory (`mlock`, or `memfd_secret` where the kernel has it)
+/// that is left out of core dumps and wiped when the cipher is freed.
 ///
 /// Errors: `SECTORCRYPT_ERR_NULL`, `SECTORCRYPT_ERR_UNKNOWN_CIPHER`,
 /// `SECTORCRYPT_ERR_BAD_KEY` (length; XTS halves that are equal),

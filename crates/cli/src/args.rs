@@ -35,7 +35,9 @@ pub struct RemoteArgs {
     #[arg(long, global = true, value_name = "N", default_value_t = 4,
           value_parser = clap::value_parser!(u16).range(1..=64))]
     pub connections: u16,
-    /// NBD: seconds a connection, or a request, may take before it fails (0: no limit).
+    /// NBD: seconds opening a connection (connect, TLS and handshake together), or a
+    /// request (from its sending to its whole reply), may take before it fails (0: no
+    /// limit).
     #[arg(long, global = true, value_name = "SECS", default_value_t = 30)]
     pub remote_timeout: u64,
     /// NBD: after a connection fails, send each request again on a new connection up to

@@ -149,7 +149,7 @@ pub fn format(a: FormatArgs) -> Result<(), Failure> {
             passphrase::confirm(
                 &format!(
                     "This will overwrite the last sector of {} irrevocably.",
-                    a.image.display()
+                    crate::locator::redacted(&a.image)
                 ),
                 a.key.batch,
             )?;
@@ -169,7 +169,7 @@ pub fn format(a: FormatArgs) -> Result<(), Failure> {
         println!(
             "{}: GELI provider (metadata version {}), {}{} with a {}-bit key, {}-byte sectors, \
              {} bytes of data, iterations {}",
-            a.image.display(),
+            crate::locator::redacted(&a.image),
             md.version,
             algo::name(md.ealgo),
             match md.aalgo {
@@ -200,13 +200,13 @@ pub fn resize(a: ResizeArgs) -> Result<(), Failure> {
     if store.read_at(&mut start, 0).is_ok() && &start == b"LUKS\xba\xbe" {
         return Err(Failure::usage(format!(
             "{} is a LUKS volume: resize is for GELI providers",
-            a.image.display()
+            crate::locator::redacted(&a.image)
         )));
     }
     let geli = geli_resize::resize(&store, old_size)?;
     println!(
         "{}: GELI metadata moved to the last sector of {} bytes ({} bytes of data)",
-        a.image.display(),
+        crate::locator::redacted(&a.image),
         geli.metadata().provsize,
         geli.data_size()
     );

@@ -96,7 +96,7 @@ fn shown(verbose: bool, command: impl FnOnce() -> String) {
 
 /// A path as shown in a command line.
 fn arg(p: &Path) -> String {
-    p.display().to_string()
+    crate::locator::redacted(p)
 }
 
 /// ` --key-file F --keyfile-component K ... [--no-passphrase]`, as `key` says.
@@ -257,7 +257,7 @@ fn attach(a: AttachArgs, v: bool) -> Result<(), Failure> {
             None => {
                 return Err(Failure::usage(format!(
                     "{} is not a GELI provider",
-                    a.prov.display()
+                    crate::locator::redacted(&a.prov)
                 )))
             }
         }
@@ -363,7 +363,7 @@ fn init(a: InitArgs, v: bool) -> Result<(), Failure> {
     write_backup(&prov, &file).map_err(|e| {
         Failure::runtime(format!(
             "{} is initialized, but its metadata backup {} could not be written: {}",
-            prov.display(),
+            crate::locator::redacted(&prov),
             file.display(),
             e.message()
         ))
@@ -371,7 +371,7 @@ fn init(a: InitArgs, v: bool) -> Result<(), Failure> {
     println!(
         "\nMetadata backup for provider {p} can be found in {f}\nand can be restored with \
          the following command:\n\n\tsectorcrypt geli restore {f} {p}\n",
-        p = prov.display(),
+        p = crate::locator::redacted(&prov),
         f = file.display()
     );
     Ok(())
@@ -410,9 +410,10 @@ fn format_command(a: &FormatArgs) -> String {
 }
 
 /// Where geli init puts its backup by default (`eli_init`): the backup folder, then the
-/// provider's name without a leading /dev/, each '/' an '_', then ".eli".
+/// provider's name without a leading /dev/, each '/' an '_', then ".eli". A remote
+/// provider's name is its locator without secrets (no `key=` in a file name).
 fn default_backup(prov: &Path) -> PathBuf {
-    let name = prov.to_string_lossy();
+    let name = crate::locator::redacted(prov);
     let name = name
         .strip_prefix("/dev/")
         .unwrap_or(&name)
@@ -433,14 +434,16 @@ fn write_backup(prov: &Path, file: &Path) -> Result<(), Failure> {
         .files
         .store
         .size()
-        .map_err(|e| Failure::runtime(format!("{}: {e}", prov.display())))?;
+        .map_err(|e| Failure::runtime(format!("{}: {e}", crate::locator::redacted(prov))))?;
     let mut sector = zeroize::Zeroizing::new(Vec::new());
     for piece in img.header.format().backup_pieces(size) {
         let mut bytes = vec![0u8; piece.len as usize];
         img.files
             .store
             .read_at(&mut bytes, piece.image)
-            .map_err(|e| Failure::runtime(format!("reading {}: {e}", prov.display())))?;
+            .map_err(|e| {
+                Failure::runtime(format!("reading {}: {e}", crate::locator::redacted(prov)))
+            })?;
         sector.extend_from_slice(&bytes);
     }
     let mut out = std::fs::OpenOptions::new()
@@ -502,15 +505,19 @@ fn configure(a: ConfigureArgs, v: bool) -> Result<(), Failure> {
             Ok((g.set_flags(store, flags)?, g.metadata().flag_names()))
         })?;
         let what = if changed { "now" } else { "unchanged:" };
-        println!("flags of {} {what} {now}", prov.display());
+        println!("flags of {} {what} {now}", crate::locator::redacted(prov));
     }
     Ok(())
 }
 
 /// The GELI header of the provider `prov`, or a usage failure naming it.
 fn geli_header<'a>(h: &'a mut Header, prov: &Path) -> Result<&'a mut Geli, Failure> {
-    h.downcast_mut::<Geli>()
-        .ok_or_else(|| Failure::usage(format!("{} is not a GELI provider", prov.display())))
+    h.downcast_mut::<Geli>().ok_or_else(|| {
+        Failure::usage(format!(
+            "{} is not a GELI provider",
+            crate::locator::redacted(prov)
+        ))
+    })
 }
 
 /// geli clear: each provider's metadata sector zeroed once, no passphrase asked.
@@ -528,7 +535,7 @@ fn clear(a: Provs, v: bool) -> Result<(), Failure> {
         let at = geli::clear(&store)?;
         println!(
             "metadata cleared on {} (the sector at {at} zeroed)",
-            prov.display()
+            crate::locator::redacted(prov)
         );
     }
     Ok(())
@@ -607,7 +614,7 @@ fn setkey(a: SetkeyArgs, v: bool) -> Result<(), Failure> {
     println!(
         "master key {slot} of {} set\nNote, that the master key encrypted with old keys \
          and/or passphrase may still exist in a metadata backup file.",
-        a.prov.display()
+        crate::locator::redacted(&a.prov)
     );
     Ok(())
 }
@@ -618,7 +625,7 @@ fn delkey(a: DelkeyArgs) -> Result<(), Failure> {
     if img.header.name() != geli::NAME {
         return Err(Failure::usage(format!(
             "{} is not a GELI provider",
-            a.prov.display()
+            crate::locator::redacted(&a.prov)
         )));
     }
     let removed = img.update(|h, store| {
@@ -656,7 +663,7 @@ fn restore_forced(a: RestoreArgs) -> Result<(), Failure> {
     let g = resize::restore_resized(&store, &backup)?;
     println!(
         "metadata of {} restored from {} (provider size {})",
-        a.prov.display(),
+        crate::locator::redacted(&a.prov),
         a.file.display(),
         g.metadata().provsize
     );
@@ -675,11 +682,34 @@ fn version(a: VersionArgs) -> Result<(), Failure> {
     }
     for p in &a.prov {
         let h = image::open(p, &HeaderArg::default(), Access::Inspect)?;
-        let g = h
-            .header
-            .downcast_ref::<geli::Geli>()
-            .ok_or_else(|| Failure::usage(format!("{} is not a GELI provider", p.display())))?;
-        println!("{}: {}", p.display(), g.metadata().version);
+        let g = h.header.downcast_ref::<geli::Geli>().ok_or_else(|| {
+            Failure::usage(format!(
+                "{} is not a GELI provider",
+                crate::locator::redacted(p)
+            ))
+        })?;
+        println!("{}: {}", crate::locator::redacted(p), g.metadata().version);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_default_backup_name_holds_no_secret_of_a_remote_provider() {
+        let name = |p: &str| {
+            default_backup(Path::new(p))
+                .file_name()
+                .unwrap()
+                .to_string_lossy()
+                .into_owned()
+        };
+        assert_eq!(name("/dev/vtbd1p2"), "vtbd1p2.eli");
+        assert_eq!(name("/srv/img/a.img"), "_srv_img_a.img.eli");
+        let remote = name("rbd:pool/img:id=admin:key=AQSECRETKEY==");
+        assert_eq!(remote, "rbd:pool_img.eli");
+        assert!(!remote.contains("SECRET"));
+    }
 }

@@ -399,7 +399,7 @@ pub fn run(a: MountArgs) -> Result<(), Failure> {
     });
     log(format_args!(
         "{} mounted as {}/{NAME}",
-        a.open.image.display(),
+        crate::locator::redacted(&a.open.image),
         mp.display()
     ));
     let result = fuser::mount2(fs, &mp, &options)

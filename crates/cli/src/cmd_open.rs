@@ -222,7 +222,10 @@ fn serve(volume: &OpenArgs, a: &NamedArgs, dir: &Path) -> Result<(), Failure> {
     let socket = state::socket_path(dir, &a.name);
     let defaults = ServerConfig::default();
     let config = ServerConfig {
-        description: Some(format!("sectorcrypt {}", volume.image.display())),
+        description: Some(format!(
+            "sectorcrypt {}",
+            crate::locator::redacted(&volume.image)
+        )),
         // Nobody reads this process's stderr once `open` has returned.
         log: false,
         ..defaults
@@ -315,13 +318,17 @@ fn entry(
 ) -> Result<Value, Failure> {
     let (format, cipher) = export.described();
     let socket = socket.to_string_lossy();
-    // A local path as an absolute one (status may run elsewhere); a URI as given.
-    let full = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    // A local path as an absolute one (status may run elsewhere); a URI or spec without
+    // its secrets.
+    let full = |p: &Path| match std::fs::canonicalize(p) {
+        Ok(full) => full.to_string_lossy().into_owned(),
+        Err(_) => crate::locator::redacted(p),
+    };
     let mut entry = state::owner_fields(&a.name)?;
     let rest = json!({
         "ready": true,
-        "image": full(&volume.image).to_string_lossy(),
-        "header": volume.header.file.as_deref().map(|h| full(h).to_string_lossy().into_owned()),
+        "image": full(&volume.image),
+        "header": volume.header.file.as_deref().map(full),
         "format": format,
         "cipher": cipher,
         "size": export.size(),

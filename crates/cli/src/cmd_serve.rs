@@ -55,7 +55,10 @@ pub fn run(a: ServeArgs) -> Result<(), Failure> {
     let config = ServerConfig {
         workers_per_connection: workers,
         export_name: a.export_name.clone(),
-        description: Some(format!("sectorcrypt {}", a.open.image.display())),
+        description: Some(format!(
+            "sectorcrypt {}",
+            crate::locator::redacted(&a.open.image)
+        )),
         read_timeout: Duration::from_secs(a.timeout),
         idle_timeout: Duration::from_secs(a.idle_timeout),
         socket_mode: a.socket_mode.unwrap_or(defaults.socket_mode),

@@ -139,7 +139,7 @@ pub fn format(a: FormatArgs) -> Result<(), Failure> {
             passphrase::confirm(
                 &format!(
                     "This will overwrite data on {} irrevocably.",
-                    header_path.display()
+                    crate::locator::redacted(header_path)
                 ),
                 a.key.batch,
             )?;
@@ -171,12 +171,12 @@ pub fn format(a: FormatArgs) -> Result<(), Failure> {
         let pass = passphrase::new(a.key.key_file.as_deref())?;
         let (h, u) = luks::format_at(at, &opts, &pass, None)?;
         let place = match &detached {
-            Some((_, _, p)) => format!(" (header in {})", p.display()),
+            Some((_, _, p)) => format!(" (header in {})", crate::locator::redacted(p)),
             None => String::new(),
         };
         println!(
             "{}: LUKS{vnum} volume {}, {} with a {}-bit key, {}-byte sectors, {} bytes of data at offset {}{place}",
-            a.image.display(),
+            crate::locator::redacted(&a.image),
             h.uuid().unwrap_or("-"),
             u.cipher,
             key_bits,
@@ -258,10 +258,13 @@ pub fn repair(a: RepairArgs) -> Result<(), Failure> {
     let _lock = image::lock_header(&store, path, Mode::Exclusive)?;
     let done = formats::repair_header(&store)?;
     if done.is_empty() {
-        println!("{}: no known problems in the header", a.image.display());
+        println!(
+            "{}: no known problems in the header",
+            crate::locator::redacted(&a.image)
+        );
     }
     for d in done {
-        println!("{}: {d}", a.image.display());
+        println!("{}: {d}", crate::locator::redacted(&a.image));
     }
     Ok(())
 }
@@ -323,7 +326,7 @@ pub fn remove_key(a: RemoveKeyArgs) -> Result<(), Failure> {
             passphrase::confirm(
                 &format!(
                     "Keyslot {slot} is the last one: after removing it nobody can open {}.",
-                    a.image.display()
+                    crate::locator::redacted(&a.image)
                 ),
                 a.key.batch,
             )?;
@@ -346,7 +349,11 @@ pub fn test_key(a: TestKeyArgs) -> Result<(), Failure> {
     }
     let u = opened?;
     if !a.json {
-        println!("keyslot {} opens {}", u.keyslot, a.image.display());
+        println!(
+            "keyslot {} opens {}",
+            u.keyslot,
+            crate::locator::redacted(&a.image)
+        );
     }
     Ok(())
 }
@@ -369,7 +376,7 @@ pub fn header(c: HeaderCommand) -> Result<(), Failure> {
             sectorcrypt_volume::backup_header(&files.store, &file)?;
             println!(
                 "headers and keyslots of {} saved to {}",
-                files.header_path.display(),
+                crate::locator::redacted(&files.header_path),
                 file.display()
             );
             Ok(())
@@ -384,7 +391,7 @@ pub fn header(c: HeaderCommand) -> Result<(), Failure> {
             let backup = image::open_store(&file, false)?;
             let saved = Header::read(&backup)?;
             let files = image::Files::open(&image, &header, Access::Replace)?;
-            let target = files.header_path.display();
+            let target = crate::locator::redacted(&files.header_path);
             let current = files.read_header().ok();
             let warning = match (current.as_ref().and_then(Header::uuid), saved.uuid()) {
                 (Some(now), Some(then)) if now != then => format!(
@@ -412,7 +419,7 @@ pub fn erase(a: EraseArgs) -> Result<(), Failure> {
     passphrase::confirm(
         &format!(
             "This will destroy every keyslot of {}: the data cannot be opened again without a header backup.",
-            img.files.header_path.display()
+            crate::locator::redacted(&img.files.header_path)
         ),
         a.batch,
     )?;
@@ -426,7 +433,7 @@ pub fn erase(a: EraseArgs) -> Result<(), Failure> {
     })?;
     println!(
         "all keyslots of {} destroyed",
-        img.files.header_path.display()
+        crate::locator::redacted(&img.files.header_path)
     );
     Ok(())
 }

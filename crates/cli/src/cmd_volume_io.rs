@@ -105,7 +105,7 @@ pub fn read(a: ReadArgs) -> Result<(), Failure> {
         if counted.failed {
             io_err("output", e)
         } else {
-            io_err(a.image.display(), e)
+            io_err(crate::locator::redacted(&a.image), e)
         }
     })?;
     if let (Some(f), Some(p)) = (file, &a.output) {
@@ -168,13 +168,17 @@ pub fn write(a: WriteArgs) -> Result<(), Failure> {
         } else if e.kind() == std::io::ErrorKind::InvalidInput {
             Failure::usage(e.to_string())
         } else {
-            io_err(a.image.display(), e)
+            io_err(crate::locator::redacted(&a.image), e)
         }
     });
     // Flush what was written even when the input failed part-way.
-    vol.flush().map_err(|e| io_err(a.image.display(), e))?;
+    vol.flush()
+        .map_err(|e| io_err(crate::locator::redacted(&a.image), e))?;
     let stored = result?;
     progress.finish();
-    eprintln!("{stored} bytes written to {}", a.image.display());
+    eprintln!(
+        "{stored} bytes written to {}",
+        crate::locator::redacted(&a.image)
+    );
     Ok(())
 }

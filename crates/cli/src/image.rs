@@ -95,7 +95,7 @@ pub fn open_store(path: &Path, write: bool) -> Result<ImageStore, Failure> {
 /// exclusive one to end (a header being replaced); an exclusive claim never waits: a
 /// volume in use is refused (exit 1, see the module doc).
 pub fn claim(store: &ImageStore, path: &Path, mode: Mode) -> Result<Guard, Failure> {
-    let failed = |e| Failure::runtime(format!("locking {}: {e}", path.display()));
+    let failed = |e| Failure::runtime(format!("locking {}: {e}", crate::locator::redacted(path)));
     if let Some(c) = store.claim_use(mode, false).map_err(failed)? {
         return Ok(c);
     }
@@ -103,12 +103,12 @@ pub fn claim(store: &ImageStore, path: &Path, mode: Mode) -> Result<Guard, Failu
         return Err(Failure::runtime(format!(
             "{} is in use: another process is serving, mounting, reading or writing it; \
              stop it first",
-            path.display()
+            crate::locator::redacted(path)
         )));
     }
     eprintln!(
         "sectorcrypt: waiting: another process is replacing the header of {}",
-        path.display()
+        crate::locator::redacted(path)
     );
     Ok(store
         .claim_use(mode, true)
@@ -119,13 +119,18 @@ pub fn claim(store: &ImageStore, path: &Path, mode: Mode) -> Result<Guard, Failu
 /// Takes the header lock on `store` (the file `path`) in `mode`, waiting for another
 /// process's conflicting lock to be released (saying so).
 pub fn lock_header(store: &ImageStore, path: &Path, mode: Mode) -> Result<Guard, Failure> {
-    let failed = |e| Failure::runtime(format!("locking the header of {}: {e}", path.display()));
+    let failed = |e| {
+        Failure::runtime(format!(
+            "locking the header of {}: {e}",
+            crate::locator::redacted(path)
+        ))
+    };
     if let Some(l) = store.lock_header(mode, false).map_err(failed)? {
         return Ok(l);
     }
     eprintln!(
         "sectorcrypt: waiting for another process to finish with the header of {}",
-        path.display()
+        crate::locator::redacted(path)
     );
     Ok(store
         .lock_header(mode, true)
@@ -310,7 +315,7 @@ impl Image {
                  {end} bytes of metadata and keyslots (\"Reduced data offset is allowed only \
                  for detached LUKS header\", cryptsetup says); give the data device as the \
                  image and this file with --header",
-                self.files.path.display()
+                crate::locator::redacted(&self.files.path)
             )));
         }
         let Files {
@@ -377,8 +382,9 @@ pub fn open_or_create(
         let have = store.size().map_err(|e| Failure::runtime(e.to_string()))?;
         if let Some(s) = size.filter(|&s| needs_size && s != have) {
             return Err(Failure::usage(format!(
-                "{} is an export of {have} bytes, not {s}: its size comes from the export                  (leave out --size)",
-                path.display()
+                "{} is an export of {have} bytes, not {s}: its size comes from the export \
+                 (leave out --size)",
+                crate::locator::redacted(path)
             )));
         }
         return Ok((store, false));

@@ -8,6 +8,12 @@
 //!
 //! The remote options (`--connections`, `--retry`, `--remote-timeout`) are global flags,
 //! set once by `main` before a command runs ([`configure`]).
+//!
+//! A locator may carry secrets: an `rbd:` spec's options (`key=`, a cephx secret inline;
+//! `keyfile=`, `keyring=`), an NBD URI's user information (`nbd://user:password@host`) or
+//! a parameter this client does not take (`tls-psk-file=`). [`redacted`] is the one way
+//! a locator is shown outside the process: in messages, logs, JSON, the NBD export
+//! description and `open` entries.
 
 use crate::failure::Failure;
 use crate::image_store::ImageStore;
@@ -54,6 +60,36 @@ fn options() -> RemoteOptions {
     })
 }
 
+/// `arg` (an IMAGE or `--header` argument) as it may be shown outside the process: a
+/// path as it is; an `rbd:` spec as `rbd:POOL/[NAMESPACE/]IMAGE[@SNAP]`, without its
+/// options; an NBD URI in its canonical spelling (no user information, only the
+/// parameters the client takes, none of them secret). A spec or URI that does not parse
+/// is cut before anything that could be secret: an `rbd:` spec before its first option,
+/// a URI before its query, its user information left out.
+pub fn redacted(arg: &Path) -> String {
+    let Some(text) = arg.to_str() else {
+        return arg.display().to_string();
+    };
+    if sectorcrypt_rbd::is_rbd(text) {
+        return match sectorcrypt_rbd::Spec::parse(text) {
+            Ok(spec) => spec.to_string(),
+            // The error's spec is already cut before the first option.
+            Err(e) => e.spec,
+        };
+    }
+    if !uri::is_nbd_uri(text) {
+        return text.to_string();
+    }
+    if let Ok(u) = NbdUri::parse(text) {
+        return u.to_string();
+    }
+    let before_query = text.split(['?', '#']).next().unwrap_or("");
+    let (scheme, rest) = before_query.split_once("://").unwrap_or(("", before_query));
+    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    format!("{scheme}://{host}{path}")
+}
+
 /// What `arg` names. A URI that does not parse is bad input (exit 2).
 pub fn locate(arg: &Path) -> Result<Location, Failure> {
     if let Some(text) = arg.to_str().filter(|t| sectorcrypt_rbd::is_rbd(t)) {
@@ -97,6 +133,49 @@ pub fn open_remote(arg: &Path, write: bool) -> Result<Option<ImageStore>, Failur
             let store = sectorcrypt_cli::rbd_store::open_rbd(text, write)?;
             // The lock key names the image without its options (a `key=` is a secret).
             Ok(Some(ImageStore::remote(store, spec.to_string())))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_in_locators_are_never_shown() {
+        let cases = [
+            // rbd: every option (key= inline, keyfile=, keyring=, conf=, id=) left out.
+            ("rbd:pool/img:id=admin:key=AQSECRETKEY==", "rbd:pool/img"),
+            (
+                "rbd:pool/ns/img@snap:keyfile=/etc/k:key=AQSECRETKEY==",
+                "rbd:pool/ns/img@snap",
+            ),
+            // A bad spec is cut before its first option.
+            ("rbd:pool:key=AQSECRETKEY==", "rbd:pool"),
+            ("rbd:p/img:key=AQSECRETKEY==:oops", "rbd:p/img"),
+            // NBD: canonical; user information and unknown parameters left out.
+            (
+                "nbd://user:AQSECRETKEY==@127.0.0.1/e",
+                "nbd://127.0.0.1:10809/e",
+            ),
+            ("nbds://h:1/e?tls-psk-file=/k/AQSECRETKEY==", "nbds://h:1/e"),
+            (
+                "nbd+unix:///e?socket=/s&password=AQSECRETKEY==",
+                "nbd+unix:///e",
+            ),
+            (
+                "nbds+unix:///e?socket=/s&tls-certificates=/c",
+                "nbds+unix:///e?socket=/s&tls-certificates=/c",
+            ),
+            // A path is a path.
+            ("/var/img/disk.img", "/var/img/disk.img"),
+        ];
+        for (given, shown) in cases {
+            assert_eq!(redacted(Path::new(given)), shown, "{given}");
+            assert!(
+                !redacted(Path::new(given)).contains("AQSECRETKEY"),
+                "{given}"
+            );
         }
     }
 }

@@ -189,7 +189,7 @@ pub fn existing(key: &KeyArgs, image: &Path) -> Result<Secret, Failure> {
         Some(f) => from_file(f),
         None => nonempty(prompt(&format!(
             "Enter passphrase for {}: ",
-            image.display()
+            crate::locator::redacted(image)
         ))?),
     }
 }

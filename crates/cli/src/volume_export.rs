@@ -138,7 +138,7 @@ fn open_export(a: &OpenArgs) -> Result<VolumeExport, Failure> {
     let _ = writeln!(
         io::stderr(),
         "sectorcrypt: {} unlocked with keyslot {}: {} bytes of {}, {}-byte sectors",
-        a.image.display(),
+        crate::locator::redacted(&a.image),
         unlocked.keyslot,
         unlocked.data_size,
         unlocked.cipher,
@@ -169,7 +169,7 @@ fn onetime(a: &OpenArgs) -> Result<VolumeExport, Failure> {
     let claim = image::claim(&store, &a.image, Mode::Shared)?;
     let len = store
         .size()
-        .map_err(|e| Failure::runtime(format!("{}: {e}", a.image.display())))?;
+        .map_err(|e| Failure::runtime(format!("{}: {e}", crate::locator::redacted(&a.image))))?;
     let (md, unlocked) = geli::onetime::onetime(len, &opts)?;
     let volume = unlocked.engine(Box::new(store), options(a)?)?;
     let _ = writeln!(

@@ -964,3 +964,77 @@ fn sigterm_at_the_passphrase_prompt_gives_the_terminal_back() {
         assert!(words.contains(&mode), "{mode} is off:\n{text}");
     }
 }
+
+/// Every file under `dir` (its entries, whatever their layout), as text.
+fn files_under(dir: &Path) -> Vec<(PathBuf, String)> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            let t = e.file_type().unwrap();
+            if t.is_dir() {
+                todo.push(p);
+            } else if t.is_file() {
+                let text = String::from_utf8_lossy(&std::fs::read(&p).unwrap()).into_owned();
+                out.push((p, text));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn a_password_in_an_nbd_uri_reaches_no_open_entry_status_or_export_description() {
+    sectorcrypt_testkit::require!("nbdkit", "nbdinfo");
+    let tmp = tempfile::tempdir().unwrap();
+    let mut rt = Runtime::new(tmp.path());
+    let img = volumes::new_volume(tmp.path(), &[]);
+    let key = tmp.path().join("k0");
+    let kit =
+        sectorcrypt_testkit::nbdkit::Nbdkit::tcp(&["file", &format!("file={}", img.display())]);
+    let port = kit
+        .uri()
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .trim_end_matches('/')
+        .to_string();
+    const SECRET: &str = "pw-SECRET-77e0";
+    let uri = format!("nbd://user:{SECRET}@127.0.0.1:{port}/");
+    let shown = format!("nbd://127.0.0.1:{port}/");
+    rt.open(Path::new(&uri), "remote", &key, &[]);
+    let mut leaks = Vec::new();
+    for (p, text) in files_under(&rt.dir) {
+        if text.contains(SECRET) {
+            leaks.push(format!("{}: {text}", p.display()));
+        }
+    }
+    let status = ok(rt.sc(&["status", "remote", "--json"]));
+    let text = ok(rt.sc(&["status"]));
+    let entry: Value = serde_json::from_str(&status).unwrap();
+    let sock = entry["socket"]
+        .as_str()
+        .expect("the entry's socket")
+        .to_string();
+    let info = ok(Command::new("nbdinfo")
+        .arg("--json")
+        .arg(format!("nbd+unix:///?socket={sock}"))
+        .output()
+        .unwrap());
+    for (place, out) in [
+        ("status --json", &status),
+        ("status", &text),
+        ("the export description", &info),
+    ] {
+        if out.contains(SECRET) || !out.contains(&shown) {
+            leaks.push(format!("{place}: {out}"));
+        }
+    }
+    rt.close("remote");
+    assert!(
+        leaks.is_empty(),
+        "the password shows:\n{}",
+        leaks.join("\n")
+    );
+}

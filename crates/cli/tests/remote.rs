@@ -491,3 +491,225 @@ fn a_mount_serves_concurrent_reads_at_once() {
         "four 2-second reads took {took:?}: they ran one after the other"
     );
 }
+
+/// Sends SIGTERM to `child` and waits for it at most 15 s: how long it took to exit
+/// after the signal, and its stderr. A child still running then is killed and the test
+/// fails.
+fn sigterm_and_wait(mut child: std::process::Child) -> (Duration, String) {
+    run(Command::new("kill")
+        .arg("-TERM")
+        .arg(child.id().to_string()));
+    let t0 = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if t0.elapsed() > Duration::from_secs(15) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("serve still running 15 s after SIGTERM");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let took = t0.elapsed();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    (took, format!("{}; stderr: {err}", out.status))
+}
+
+/// Trickles a whole NBD handshake to `s`, a byte every 50 ms: the greeting, then an
+/// answer of 60000 bytes to the first option.
+fn trickle_handshake(mut s: std::os::unix::net::UnixStream) {
+    use sectorcrypt_nbd::proto::*;
+    let trickle = |s: &mut std::os::unix::net::UnixStream, bytes: &[u8]| {
+        for b in bytes {
+            if s.write_all(std::slice::from_ref(b)).is_err() {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        true
+    };
+    if !trickle(
+        &mut s,
+        &encode_greeting(FLAG_FIXED_NEWSTYLE | FLAG_NO_ZEROES),
+    ) {
+        return;
+    }
+    let mut h = [0u8; 20];
+    if s.read_exact(&mut h).is_err() {
+        return;
+    }
+    let option = u32::from_be_bytes(h[12..16].try_into().unwrap());
+    let r = OptionReply {
+        option,
+        kind: REP_ACK,
+        len: 60_000,
+    };
+    if trickle(&mut s, &r.encode()) {
+        trickle(&mut s, &[0u8; 60_000]);
+    }
+}
+
+#[test]
+fn serve_of_an_upstream_that_trickles_its_handshake_ends_within_the_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let up = d.join("trickle.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&up).unwrap();
+    std::thread::spawn(move || {
+        for _ in 0..4 {
+            let Ok((s, _)) = listener.accept() else {
+                return;
+            };
+            std::thread::spawn(move || trickle_handshake(s));
+        }
+    });
+    let key = key_file(d, "k", "zero");
+    let uri = format!("nbd+unix:///?socket={}", up.display());
+    let child = volumes::spawn(
+        &[
+            "serve",
+            &uri,
+            "--key-file",
+            s(&key),
+            "--remote-timeout",
+            "2",
+            "--socket",
+            s(&d.join("p.sock")),
+        ],
+        std::process::Stdio::piped(),
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    let (took, err) = sigterm_and_wait(child);
+    assert!(
+        took < Duration::from_millis(2500),
+        "serve ended {took:?} after SIGTERM (--remote-timeout 2): {err}"
+    );
+    assert!(
+        err.contains("did not finish the handshake") && err.contains("within 2 s"),
+        "{err}"
+    );
+}
+
+#[test]
+fn serve_ends_on_sigterm_within_the_timeout_while_a_reconnection_trickles() {
+    require!("nbdkit");
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let img = volumes::new_volume(d, &[]);
+    let k0 = d.join("k0");
+    let file = format!("file={}", img.display());
+    let kit = Nbdkit::unix(&d.join("kit.sock"), &["file", &file]);
+    // The upstream the proxy sees: its first connection relayed to nbdkit (and cut when
+    // the test says), every later one trickling its handshake.
+    let up = d.join("relay.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&up).unwrap();
+    let kit_sock = d.join("kit.sock");
+    let (cut_tx, cut_rx) = std::sync::mpsc::channel::<()>();
+    std::thread::spawn(move || {
+        let Ok((first, _)) = listener.accept() else {
+            return;
+        };
+        let upstream = std::os::unix::net::UnixStream::connect(&kit_sock).unwrap();
+        let pipe = |mut from: std::os::unix::net::UnixStream,
+                    mut to: std::os::unix::net::UnixStream| {
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut from, &mut to);
+                let _ = to.shutdown(std::net::Shutdown::Both);
+            })
+        };
+        let (a, b) = (first.try_clone().unwrap(), upstream.try_clone().unwrap());
+        pipe(first.try_clone().unwrap(), upstream.try_clone().unwrap());
+        pipe(b, a);
+        std::thread::spawn(move || {
+            if cut_rx.recv().is_ok() {
+                let _ = first.shutdown(std::net::Shutdown::Both);
+                let _ = upstream.shutdown(std::net::Shutdown::Both);
+            }
+        });
+        for _ in 0..4 {
+            let Ok((s, _)) = listener.accept() else {
+                return;
+            };
+            std::thread::spawn(move || trickle_handshake(s));
+        }
+    });
+    let uri = format!("nbd+unix:///?socket={}", up.display());
+    let mut proxy = Served::start(
+        &[
+            &uri,
+            "--key-file",
+            s(&k0),
+            "--remote-timeout",
+            "2",
+            "--connections",
+            "1",
+        ],
+        &d.join("p.sock"),
+    );
+    let c = proxy_client(&proxy);
+    let mut buf = vec![0u8; 65536];
+    c.read_at(&mut buf, 0).unwrap();
+    // The upstream connection is cut: the next read waits for a reconnection, which
+    // trickles; SIGTERM comes while it does.
+    cut_tx.send(()).unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut buf = vec![0u8; 65536];
+        c.read_at(&mut buf, 1 << 20)
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let (took, err) = sigterm_and_wait(proxy.child.take().unwrap());
+    assert!(
+        took < Duration::from_millis(3000),
+        "serve ended {took:?} after SIGTERM (--remote-timeout 2): {err}"
+    );
+    assert!(reader.join().unwrap().is_err(), "no upstream, no data");
+    drop(kit);
+}
+
+#[test]
+fn a_password_in_an_nbd_uri_reaches_no_message_json_or_export_description() {
+    require!("nbdkit", "nbdinfo");
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let img = volumes::new_volume(d, &[]);
+    let k0 = d.join("k0");
+    let kit = Nbdkit::tcp(&["file", &format!("file={}", img.display())]);
+    let port = kit
+        .uri()
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .trim_end_matches('/')
+        .to_string();
+    const SECRET: &str = "pw-SECRET-4c1d";
+    let uri = format!("nbd://user:{SECRET}@127.0.0.1:{port}/");
+    let shown = format!("nbd://127.0.0.1:{port}/");
+    // Every place that shows the locator, checked before any assertion, so that a
+    // failure names them all.
+    let mut leaks = Vec::new();
+    let out = sc(&["test-key", &uri, "--key-file", s(&k0), "--json"], b"");
+    let json = String::from_utf8_lossy(&out.stdout).to_string();
+    assert_eq!(
+        code(&out),
+        0,
+        "{json} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let proxy = Served::start(&[&uri, "--key-file", s(&k0)], &d.join("p.sock"));
+    let info = run(Command::new("nbdinfo").arg("--json").arg(proxy.uri())).stdout;
+    let info = String::from_utf8_lossy(&info).to_string();
+    let (_, log) = proxy.stop("TERM");
+    for (place, text) in [
+        ("test-key --json", &json),
+        ("the export description (nbdinfo --json)", &info),
+        ("serve's log", &log),
+    ] {
+        if text.contains(SECRET) || !text.contains(&shown) {
+            leaks.push(format!("{place}: {text}"));
+        }
+    }
+    assert!(
+        leaks.is_empty(),
+        "the password shows:\n{}",
+        leaks.join("\n")
+    );
+}

@@ -14,11 +14,13 @@
 //! - `lifecycle`: listening (Unix socket, loopback TCP) and shutting down;
 //! - `client`: the NBD client against nbdkit, this server and a hand-written one;
 //! - `client_tls`: the NBD client over TLS (`nbds://`).
+//! - `client_deadlines`: the client's deadlines against upstreams that trickle or stall.
 //! - `tls`: NBD_OPT_STARTTLS with nbdinfo, nbdcopy, qemu-img and the crate's client side.
 
 mod support;
 
 mod client;
+mod client_deadlines;
 mod client_tls;
 mod fairness;
 mod handshake;

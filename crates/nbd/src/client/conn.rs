@@ -7,6 +7,15 @@
 //! that cannot be parsed, a request that timed out) fails every request in flight on it
 //! with a [`Lost`] error and closes the socket; the client may then open another
 //! connection. An error the server reports for one request fails that request alone.
+//!
+//! Deadlines: each request must be answered in full within the timeout from the moment
+//! it was submitted, however the time is spent: waiting for the writing side (another
+//! request's payload still going out), sending its own payload to a server that reads
+//! slowly, waiting for the reply, or receiving a reply the server trickles. A third
+//! thread per connection, the watch, sleeps until the earliest deadline of the requests
+//! in flight (the one whose reply is being read included) and fails the connection when
+//! it passes; shutting the socket down wakes every thread blocked on it, so no lock stays
+//! held past a deadline.
 
 use super::reply::ReadReply;
 use super::secure::{Link, Reader, Writer};
@@ -17,10 +26,11 @@ use std::fmt;
 use std::io::{self, BufReader, Read, Write};
 use std::net::Shutdown;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::mpsc;
+use std::sync::Condvar;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// What a request's reply gives: a read's buffer, or nothing.
 pub(crate) type Outcome = io::Result<Option<Vec<u8>>>;
@@ -60,18 +70,35 @@ enum Waiting {
 struct Pending {
     waiting: Waiting,
     tx: mpsc::Sender<Outcome>,
+    /// When its reply must have come in full (`None`: no limit).
+    deadline: Option<Instant>,
 }
 
 #[derive(Default)]
 struct Table {
     pending: HashMap<u64, Pending>,
+    /// The deadline of the request whose reply the reader thread is reading (taken out
+    /// of `pending` meanwhile).
+    reading: Option<Instant>,
     /// Set once the connection failed: why.
     failed: Option<(io::ErrorKind, String)>,
+}
+
+impl Table {
+    /// The earliest deadline of a request in flight.
+    fn next_deadline(&self) -> Option<Instant> {
+        let waiting = self.pending.values().filter_map(|p| p.deadline);
+        waiting.chain(self.reading).min()
+    }
 }
 
 /// What the callers and the reader thread share.
 struct Shared {
     table: Mutex<Table>,
+    /// Wakes the watch: the connection failed, or a first deadline appeared.
+    watch: Condvar,
+    /// How long a request may take from its submission (`None`: no limit).
+    timeout: Option<Duration>,
     /// A handle on the socket, to shut it down from any thread.
     control: Stream,
     structured: bool,
@@ -89,19 +116,65 @@ impl Shared {
             let _ = p.tx.send(Err(lost(kind, msg.clone())));
         }
         drop(t);
+        self.watch.notify_all();
         self.control.shutdown(Shutdown::Both);
     }
 
+    /// Takes the request `cookie` out of the table to read its reply; its deadline still
+    /// counts while the reply is read.
     fn take(&self, cookie: u64) -> io::Result<Pending> {
-        lock(&self.table).pending.remove(&cookie).ok_or_else(|| {
+        let mut t = lock(&self.table);
+        let p = t.pending.remove(&cookie).ok_or_else(|| {
             protocol(format!(
                 "a reply for cookie {cookie}, which is not in flight"
             ))
-        })
+        })?;
+        t.reading = p.deadline;
+        Ok(p)
     }
 
+    /// Puts a request back after a chunk of its reply (more are to come).
     fn put_back(&self, cookie: u64, p: Pending) {
-        lock(&self.table).pending.insert(cookie, p);
+        let mut t = lock(&self.table);
+        t.reading = None;
+        t.pending.insert(cookie, p);
+    }
+
+    /// Hands a request its outcome: its reply was read.
+    fn answer(&self, tx: mpsc::Sender<Outcome>, outcome: Outcome) {
+        lock(&self.table).reading = None;
+        let _ = tx.send(outcome);
+    }
+
+    /// The watch: fails the connection when a request in flight passes its deadline.
+    fn watch(&self) {
+        let mut t = lock(&self.table);
+        loop {
+            if t.failed.is_some() {
+                return;
+            }
+            let now = Instant::now();
+            t = match t.next_deadline() {
+                None => self.watch.wait(t).unwrap_or_else(|e| e.into_inner()),
+                Some(d) if d <= now => break,
+                Some(d) => {
+                    let (t, _) = self
+                        .watch
+                        .wait_timeout(t, d - now)
+                        .unwrap_or_else(|e| e.into_inner());
+                    t
+                }
+            };
+        }
+        drop(t);
+        let secs = self.timeout.unwrap_or_default().as_secs_f64();
+        self.fail(
+            io::ErrorKind::TimedOut,
+            format!(
+                "{}: no reply within {secs} s: the server is gone or stuck",
+                self.name
+            ),
+        );
     }
 }
 
@@ -120,7 +193,8 @@ pub(crate) struct Conn {
     writer: Mutex<Writer>,
     shared: Arc<Shared>,
     cookies: AtomicU64,
-    reader: Mutex<Option<JoinHandle<()>>>,
+    /// The reader thread and the watch.
+    threads: Mutex<Vec<JoinHandle<()>>>,
     /// Writes were acknowledged on it since its last successful flush.
     pub(crate) dirty: AtomicBool,
 }
@@ -134,8 +208,14 @@ impl fmt::Debug for Conn {
 }
 
 impl Conn {
-    /// Starts the reader thread on a negotiated connection; `name` is used in messages.
-    pub(crate) fn start(link: Link, structured: bool, name: String) -> io::Result<Conn> {
+    /// Starts the reader thread and the watch on a negotiated connection; each request
+    /// must be answered within `timeout` of its submission; `name` is used in messages.
+    pub(crate) fn start(
+        link: Link,
+        structured: bool,
+        timeout: Option<Duration>,
+        name: String,
+    ) -> io::Result<Conn> {
         let Link {
             control,
             reader: reading,
@@ -143,6 +223,8 @@ impl Conn {
         } = link;
         let shared = Arc::new(Shared {
             table: Mutex::default(),
+            watch: Condvar::new(),
+            timeout,
             control,
             structured,
             name,
@@ -151,11 +233,28 @@ impl Conn {
         let reader = std::thread::Builder::new()
             .name("nbd-client-reader".into())
             .spawn(move || read_replies(&s, reading))?;
+        let mut threads = vec![reader];
+        if timeout.is_some() {
+            let s = Arc::clone(&shared);
+            let watch = std::thread::Builder::new()
+                .name("nbd-client-watch".into())
+                .spawn(move || s.watch());
+            match watch {
+                Ok(h) => threads.push(h),
+                Err(e) => {
+                    shared.fail(e.kind(), format!("{}: {e}", shared.name));
+                    for h in threads {
+                        let _ = h.join();
+                    }
+                    return Err(e);
+                }
+            }
+        }
         Ok(Conn {
             writer: Mutex::new(writer),
             shared,
             cookies: AtomicU64::new(1),
-            reader: Mutex::new(Some(reader)),
+            threads: Mutex::new(threads),
             dirty: AtomicBool::new(false),
         })
     }
@@ -188,12 +287,25 @@ impl Conn {
             Some((b, start)) => Waiting::Read(ReadReply::new(offset, b, start, len as usize)),
             None => Waiting::Other(None),
         };
+        let deadline = self.shared.timeout.map(|d| Instant::now() + d);
         {
             let mut t = lock(&self.shared.table);
             if let Some((k, m)) = &t.failed {
                 return Err(lost(*k, m.clone()));
             }
-            t.pending.insert(cookie, Pending { waiting, tx });
+            // Deadlines only grow: the watch needs waking only when nothing was in flight.
+            let first = t.pending.is_empty() && t.reading.is_none();
+            t.pending.insert(
+                cookie,
+                Pending {
+                    waiting,
+                    tx,
+                    deadline,
+                },
+            );
+            if first {
+                self.shared.watch.notify_all();
+            }
         }
         let header = Request {
             flags,
@@ -213,25 +325,12 @@ impl Conn {
         Ok(Ticket { rx })
     }
 
-    /// Waits for the reply of `t`, at most `timeout`; a request that times out fails the
-    /// connection (its reply could no longer be told apart).
-    pub(crate) fn wait(&self, t: Ticket, timeout: Option<Duration>) -> Outcome {
-        let r = match timeout {
-            Some(d) => t.rx.recv_timeout(d),
-            None => t.rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
-        };
-        match r {
+    /// Waits for the reply of `t`. A request past its deadline fails the connection (the
+    /// watch; its reply could no longer be told apart), and with it this wait.
+    pub(crate) fn wait(&self, t: Ticket) -> Outcome {
+        match t.rx.recv() {
             Ok(outcome) => outcome,
-            Err(RecvTimeoutError::Timeout) => {
-                let msg = format!(
-                    "{}: no reply within {} s: the server is gone or stuck",
-                    self.shared.name,
-                    timeout.unwrap_or_default().as_secs_f64()
-                );
-                self.fail(io::ErrorKind::TimedOut, msg.clone());
-                Err(lost(io::ErrorKind::TimedOut, msg))
-            }
-            Err(RecvTimeoutError::Disconnected) => Err(lost(
+            Err(mpsc::RecvError) => Err(lost(
                 io::ErrorKind::ConnectionAborted,
                 format!("{}: the connection ended", self.shared.name),
             )),
@@ -241,7 +340,7 @@ impl Conn {
 
 impl Drop for Conn {
     /// Says NBD_CMD_DISC when the connection still works, then closes it and waits for
-    /// the reader thread.
+    /// the reader thread and the watch.
     fn drop(&mut self) {
         if !self.failed() {
             let disc = Request {
@@ -259,7 +358,7 @@ impl Drop for Conn {
             io::ErrorKind::ConnectionAborted,
             format!("{}: the connection was closed", self.shared.name),
         );
-        if let Some(h) = lock(&self.reader).take() {
+        for h in std::mem::take(&mut *lock(&self.threads)) {
             let _ = h.join();
         }
     }
@@ -304,7 +403,7 @@ fn one_reply(shared: &Shared, r: &mut impl Read) -> io::Result<()> {
                 (0, Waiting::Other(_)) => Ok(None),
                 (code, _) => Err(io::Error::from_raw_os_error(code as i32)),
             };
-            let _ = p.tx.send(outcome);
+            shared.answer(p.tx, outcome);
             Ok(())
         }
         STRUCTURED_REPLY_MAGIC if shared.structured => {
@@ -320,7 +419,7 @@ fn one_reply(shared: &Shared, r: &mut impl Read) -> io::Result<()> {
                     Waiting::Other(None) => Ok(None),
                     Waiting::Other(Some(code)) => Err(io::Error::from_raw_os_error(code as i32)),
                 };
-                let _ = p.tx.send(outcome);
+                shared.answer(p.tx, outcome);
             } else {
                 shared.put_back(chunk.cookie, p);
             }

@@ -14,6 +14,16 @@
 //!   (latency is hidden by pipelining, never by caching), unaligned requests made aligned
 //!   for servers with a minimum block size, timeouts, and reconnection.
 //!
+//! Deadlines: the timeout bounds every phase. Opening a connection (connecting, TLS, the
+//! NBD handshake) must finish within it as a whole, however slowly the server trickles
+//! its bytes; each request must be answered within it from its submission (the
+//! connection's watch fails the connection otherwise); a reconnection is an opening
+//! like the first. No lock is held while the network is waited for: a failed connection
+//! is reopened by a thread of its own, outside the lock of the connection slots (the
+//! slot is marked as being reopened meanwhile); requests meanwhile go to the other live
+//! connections, or, when there is none, wait for the reopening (itself bounded by the
+//! timeout).
+//!
 //! Errors: an error the server reports for a request comes back as that OS error (EIO,
 //! ENOSPC...) for that request only, and is never retried. A connection that fails
 //! (closed, reset, no reply within the timeout) fails the requests in flight on it; with
@@ -38,16 +48,17 @@ use secure::TlsSetup;
 use std::io;
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 /// How the client behaves.
 #[derive(Debug, Clone)]
 pub struct ClientConfig {
     /// Connections to open when the server allows multi-conn (1 otherwise).
     pub connections: usize,
-    /// How long a connection and its handshake, and each request, may take (`None`: no
-    /// limit). A request without a reply by then fails, and so does its connection.
+    /// How long opening a connection (connect, TLS and handshake together), and each
+    /// request from its submission to its whole reply, may take (`None`: no limit). A
+    /// request without a reply by then fails, and so does its connection.
     pub timeout: Option<Duration>,
     /// How many times a request is sent again on a new connection after its connection
     /// failed.
@@ -74,24 +85,140 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// A client of one export. Every method takes `&self` and may run from many threads;
-/// each call waits for its own replies.
+/// A connection slot.
 #[derive(Debug)]
-pub struct Client {
+enum Slot {
+    /// A connection, live or failed.
+    Open(Arc<Conn>),
+    /// A thread is opening a connection for it (outside the lock).
+    Opening,
+    /// The last opening failed: why.
+    Failed(io::ErrorKind, String),
+}
+
+/// What opening a connection needs; shared with the threads that reopen connections.
+#[derive(Debug)]
+struct Opener {
     uri: NbdUri,
     name: String,
     config: ClientConfig,
     /// For `nbds://`: how every connection, and every reconnection, speaks TLS.
     tls: Option<TlsSetup>,
+    /// What the first connection learnt; every other must find the same export.
     facts: ExportFacts,
-    slots: Vec<Mutex<Option<Arc<Conn>>>>,
-    next: AtomicUsize,
-    /// Unaligned writes, read-modify-written one at a time.
-    rmw: Mutex<()>,
+}
+
+impl Opener {
+    /// Opens one more connection (within the timeout, as every opening).
+    fn open(&self) -> io::Result<Arc<Conn>> {
+        let fail = |e: io::Error| lost(e.kind(), format!("{}: reconnecting: {e}", self.name));
+        let (link, facts) = negotiate::open(
+            &self.uri,
+            self.config.timeout,
+            self.config.structured_replies,
+            self.tls.as_ref(),
+        )
+        .map_err(fail)?;
+        if facts.size != self.facts.size || facts.flags != self.facts.flags {
+            return Err(lost(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "{}: the export changed (size or flags) between connections",
+                    self.name
+                ),
+            ));
+        }
+        Ok(Arc::new(
+            Conn::start(
+                link,
+                facts.structured,
+                self.config.timeout,
+                self.name.clone(),
+            )
+            .map_err(fail)?,
+        ))
+    }
+}
+
+/// The connections, shared with the threads that reopen them.
+#[derive(Debug)]
+struct Pool {
+    /// The lock is held only to look at or change the slots, never across a network
+    /// wait.
+    slots: Mutex<Vec<Slot>>,
+    /// Signalled when a slot's opening ends.
+    opened: Condvar,
     /// Writes acknowledged on a lost connection were not flushed.
     lost_writes: AtomicBool,
+}
+
+impl Pool {
+    /// Opens a connection for slot `i` (marked `Opening` by the caller) and puts it, or
+    /// why it failed, in the slot. `old` is the failed connection it replaces.
+    fn reopen(&self, opener: &Opener, i: usize, old: Option<Arc<Conn>>) {
+        // Dropped here, outside the lock (it joins its threads).
+        drop(old);
+        let slot = match opener.open() {
+            Ok(c) => Slot::Open(c),
+            Err(e) => Slot::Failed(e.kind(), e.to_string()),
+        };
+        lock(&self.slots)[i] = slot;
+        self.opened.notify_all();
+    }
+}
+
+/// A client of one export. Every method takes `&self` and may run from many threads;
+/// each call waits for its own replies.
+#[derive(Debug)]
+pub struct Client {
+    name: String,
+    config: ClientConfig,
+    facts: ExportFacts,
+    opener: Arc<Opener>,
+    pool: Arc<Pool>,
+    next: AtomicUsize,
+    /// The ranges of unaligned writes being read-modify-written.
+    rmw: Ranges,
     /// The buffers replies are read into before their data is copied out.
     buffers: BufPool,
+}
+
+/// The ranges claimed by read-modify-writes in progress. An unaligned write waits only
+/// for one whose range overlaps its own; the lock is held to look at the list, never
+/// while the network is waited for.
+#[derive(Debug, Default)]
+struct Ranges {
+    busy: Mutex<Vec<Range<u64>>>,
+    freed: Condvar,
+}
+
+impl Ranges {
+    /// Claims `r`, once no claimed range overlaps it; released when dropped.
+    fn claim(&self, r: Range<u64>) -> RangeClaim<'_> {
+        let mut busy = lock(&self.busy);
+        while busy.iter().any(|b| b.start < r.end && r.start < b.end) {
+            busy = self.freed.wait(busy).unwrap_or_else(|e| e.into_inner());
+        }
+        busy.push(r.clone());
+        RangeClaim { ranges: self, r }
+    }
+}
+
+/// A range claimed for a read-modify-write.
+struct RangeClaim<'a> {
+    ranges: &'a Ranges,
+    r: Range<u64>,
+}
+
+impl Drop for RangeClaim<'_> {
+    fn drop(&mut self) {
+        let mut busy = lock(&self.ranges.busy);
+        if let Some(i) = busy.iter().position(|b| *b == self.r) {
+            busy.swap_remove(i);
+        }
+        drop(busy);
+        self.ranges.freed.notify_all();
+    }
 }
 
 /// One request of a call, before it is sent.
@@ -115,29 +242,37 @@ impl Client {
         let (link, facts) =
             negotiate::open(uri, config.timeout, config.structured_replies, tls.as_ref())
                 .map_err(context)?;
-        let first = Conn::start(link, facts.structured, name.clone())?;
+        let first = Conn::start(link, facts.structured, config.timeout, name.clone())?;
         let n = if facts.can_multi_conn() {
             config.connections.max(1)
         } else {
             1
         };
-        let client = Client {
+        let opener = Opener {
             uri: uri.clone(),
-            name,
-            config,
+            name: name.clone(),
+            config: config.clone(),
             tls,
             facts,
-            slots: (0..n).map(|_| Mutex::new(None)).collect(),
-            next: AtomicUsize::new(0),
-            rmw: Mutex::new(()),
-            buffers: BufPool::new(READ_BUFFERS_KEPT),
-            lost_writes: AtomicBool::new(false),
         };
-        *lock(&client.slots[0]) = Some(Arc::new(first));
-        for slot in &client.slots[1..] {
-            *lock(slot) = Some(client.open_conn()?);
+        let mut slots = vec![Slot::Open(Arc::new(first))];
+        for _ in 1..n {
+            slots.push(Slot::Open(opener.open()?));
         }
-        Ok(client)
+        Ok(Client {
+            name,
+            config,
+            facts,
+            opener: Arc::new(opener),
+            pool: Arc::new(Pool {
+                slots: Mutex::new(slots),
+                opened: Condvar::new(),
+                lost_writes: AtomicBool::new(false),
+            }),
+            next: AtomicUsize::new(0),
+            rmw: Ranges::default(),
+            buffers: BufPool::new(READ_BUFFERS_KEPT),
+        })
     }
 
     /// What the handshake said about the export.
@@ -152,7 +287,7 @@ impl Client {
 
     /// Connections opened (1 when the server does not allow multi-conn).
     pub fn connections(&self) -> usize {
-        self.slots.len()
+        lock(&self.pool.slots).len()
     }
 
     /// The URI, in its canonical spelling.
@@ -160,43 +295,74 @@ impl Client {
         &self.name
     }
 
-    fn open_conn(&self) -> io::Result<Arc<Conn>> {
-        let fail = |e: io::Error| lost(e.kind(), format!("{}: reconnecting: {e}", self.name));
-        let (link, facts) = negotiate::open(
-            &self.uri,
-            self.config.timeout,
-            self.config.structured_replies,
-            self.tls.as_ref(),
-        )
-        .map_err(fail)?;
-        if facts.size != self.facts.size || facts.flags != self.facts.flags {
-            return Err(lost(
-                io::ErrorKind::InvalidData,
-                format!(
-                    "{}: the export changed (size or flags) between connections",
-                    self.name
-                ),
-            ));
-        }
-        Ok(Arc::new(
-            Conn::start(link, facts.structured, self.name.clone()).map_err(fail)?,
-        ))
-    }
-
-    /// The live connection of slot `i`, reconnecting when it failed.
+    /// A live connection for slot `i`: its own; when that one failed, another live one
+    /// while a thread of its own reopens it; when no connection is live, the reopened
+    /// one, or why the reopening failed, waited for (the opening is bounded by the
+    /// timeout; this wait, in case, by twice that). The slots' lock is never held while
+    /// the network is waited for.
     fn conn(&self, i: usize) -> io::Result<Arc<Conn>> {
-        let mut slot = lock(&self.slots[i]);
-        if let Some(c) = slot.as_ref().filter(|c| !c.failed()) {
-            return Ok(Arc::clone(c));
-        }
-        if let Some(old) = slot.take() {
-            if old.dirty.load(Ordering::Acquire) {
-                self.lost_writes.store(true, Ordering::Release);
+        let deadline = self.config.timeout.map(|t| Instant::now() + 2 * t);
+        let pool = &self.pool;
+        let mut slots = lock(&pool.slots);
+        let mut waited = false;
+        loop {
+            let reopen = match &slots[i] {
+                Slot::Open(c) if !c.failed() => return Ok(Arc::clone(c)),
+                Slot::Opening => false,
+                // An opening this call waited for failed: that is its error.
+                Slot::Failed(kind, msg) if waited => return Err(lost(*kind, msg.clone())),
+                Slot::Open(_) | Slot::Failed(..) => true,
+            };
+            if reopen {
+                let old = match std::mem::replace(&mut slots[i], Slot::Opening) {
+                    Slot::Open(old) => Some(old),
+                    _ => None,
+                };
+                if old
+                    .as_ref()
+                    .is_some_and(|c| c.dirty.load(Ordering::Acquire))
+                {
+                    pool.lost_writes.store(true, Ordering::Release);
+                }
+                let (p, o) = (Arc::clone(pool), Arc::clone(&self.opener));
+                let spawned = std::thread::Builder::new()
+                    .name("nbd-client-reconnect".into())
+                    .spawn(move || p.reopen(&o, i, old));
+                if spawned.is_err() {
+                    // No thread to spare: reopen on this one, still without the lock.
+                    drop(slots);
+                    pool.reopen(&self.opener, i, None);
+                    slots = lock(&pool.slots);
+                }
             }
+            let live = slots.iter().find_map(|s| match s {
+                Slot::Open(c) if !c.failed() => Some(Arc::clone(c)),
+                _ => None,
+            });
+            if let Some(c) = live {
+                return Ok(c);
+            }
+            waited = true;
+            slots = match deadline.map(|d| d.saturating_duration_since(Instant::now())) {
+                None => pool.opened.wait(slots).unwrap_or_else(|e| e.into_inner()),
+                Some(left) if left.is_zero() => {
+                    return Err(lost(
+                        io::ErrorKind::TimedOut,
+                        format!(
+                            "{}: no connection could be reopened within {} s",
+                            self.name,
+                            self.config.timeout.unwrap_or_default().as_secs_f64()
+                        ),
+                    ))
+                }
+                Some(left) => {
+                    pool.opened
+                        .wait_timeout(slots, left)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0
+                }
+            };
         }
-        let c = self.open_conn()?;
-        *slot = Some(Arc::clone(&c));
-        Ok(c)
     }
 
     /// Runs `job` on one connection; after a failure of the connection, again on a new
@@ -206,7 +372,7 @@ impl Client {
         retry: bool,
         mut job: impl FnMut(&Conn) -> io::Result<T>,
     ) -> io::Result<T> {
-        let i = self.next.fetch_add(1, Ordering::Relaxed) % self.slots.len();
+        let i = self.next.fetch_add(1, Ordering::Relaxed) % self.connections();
         let attempts = if retry { self.config.retry } else { 0 };
         let mut attempt = 0;
         loop {
@@ -245,7 +411,7 @@ impl Client {
             }
         }
         for (p, t) in tickets {
-            match c.wait(t, self.config.timeout) {
+            match c.wait(t) {
                 Ok(Some(data)) => {
                     if let Some(dst) = read_into.as_deref_mut() {
                         let n = p.len as usize;
@@ -352,7 +518,7 @@ impl Client {
         let r = self.on_a_conn(false, |c| {
             let into = lent.take().expect("no retry: one attempt");
             let t = c.submit(CMD_READ, 0, offset, len as u32, None, Some(into))?;
-            c.wait(t, self.config.timeout)
+            c.wait(t)
         });
         match r {
             Ok(Some(buf)) => (buf, Ok(())),
@@ -370,8 +536,8 @@ impl Client {
             return Ok(());
         }
         if !self.aligned(offset, buf.len() as u64) {
-            let _one = lock(&self.rmw);
             let (start, len) = self.widen(offset, buf.len() as u64);
+            let _mine = self.rmw.claim(start..start + len);
             let mut whole = vec![0u8; len as usize];
             self.read_at(&mut whole, start)?;
             let from = (offset - start) as usize;
@@ -418,12 +584,31 @@ impl Client {
         })
     }
 
-    /// Makes every acknowledged write durable: NBD_CMD_FLUSH on every connection at once
-    /// (with multi-conn one would do; every one costs nothing more than one round trip and
-    /// does not depend on the server keeping its multi-conn promise). Acknowledged only
-    /// once the server acknowledged. A server without flush takes nothing to flush.
+    /// Makes every acknowledged write durable: NBD_CMD_FLUSH on every live connection at
+    /// once (with multi-conn one would do; every one costs nothing more than one round
+    /// trip and does not depend on the server keeping its multi-conn promise).
+    /// Acknowledged only once the server acknowledged. A server without flush takes
+    /// nothing to flush. A failed connection is not reopened for a flush: a new
+    /// connection has nothing to flush, and writes acknowledged on the failed one and not
+    /// flushed are lost whatever comes next (the flush fails).
     pub fn flush(&self) -> io::Result<()> {
-        if self.lost_writes.swap(false, Ordering::AcqRel) {
+        let conns: Vec<Arc<Conn>> = {
+            let slots = lock(&self.pool.slots);
+            let open = slots.iter().filter_map(|s| match s {
+                Slot::Open(c) => Some(c),
+                _ => None,
+            });
+            let mut live = Vec::with_capacity(slots.len());
+            for c in open {
+                if !c.failed() {
+                    live.push(Arc::clone(c));
+                } else if c.dirty.swap(false, Ordering::AcqRel) {
+                    self.pool.lost_writes.store(true, Ordering::Release);
+                }
+            }
+            live
+        };
+        if self.pool.lost_writes.swap(false, Ordering::AcqRel) {
             return Err(io::Error::other(format!(
                 "{}: writes acknowledged on a connection that was lost before a flush \
                  may not be durable",
@@ -433,9 +618,6 @@ impl Client {
         if !self.facts.can_flush() {
             return Ok(());
         }
-        let conns = (0..self.slots.len())
-            .map(|i| self.conn(i))
-            .collect::<io::Result<Vec<_>>>()?;
         let mut tickets = Vec::with_capacity(conns.len());
         for c in &conns {
             // Cleared before sending: a write acknowledged meanwhile marks it again.
@@ -444,7 +626,7 @@ impl Client {
         }
         let mut first = None;
         for (c, t) in conns.iter().zip(tickets) {
-            let r = t.and_then(|t| c.wait(t, self.config.timeout));
+            let r = t.and_then(|t| c.wait(t));
             if let Err(e) = r {
                 c.dirty.store(true, Ordering::Release);
                 first.get_or_insert(e);

@@ -4,17 +4,27 @@
 //! NBD_OPT_STRUCTURED_REPLY (when wanted; a refusal leaves simple replies), then
 //! NBD_OPT_GO asking for NBD_INFO_BLOCK_SIZE, falling back to NBD_OPT_EXPORT_NAME on a
 //! server that does not know NBD_OPT_GO. A server that requires TLS of an `nbd://`
-//! client is told apart (NBD_REP_ERR_TLS_REQD) and named. Every read of the handshake is
-//! bounded by the connection timeout.
+//! client is told apart (NBD_REP_ERR_TLS_REQD) and named.
+//!
+//! The connection timeout bounds the whole of it, not each read: connecting, the TLS
+//! handshake and the NBD options together must finish within it. A server that trickles
+//! its handshake a byte at a time is cut off at the deadline as one that says nothing:
+//! a watchdog thread shuts the socket down then, which ends whatever read or write is
+//! blocked on it (in this code or in the TLS session's), and the error says which
+//! deadline passed. (Resolving a host name is the one step it cannot bound: the system's
+//! resolver has its own timeouts.)
 
 use super::secure::{Duplex, Link, Reader, TlsSetup, Writer};
 use super::uri::{Endpoint, NbdUri};
 use crate::proto::*;
 use crate::stream::{Stream, SEND_BUFFER};
 use std::io::{self, Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
+use std::net::{Shutdown, TcpStream, ToSocketAddrs};
 use std::os::unix::net::UnixStream;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 /// What the handshake learnt about the export.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,15 +77,97 @@ impl ExportFacts {
     }
 }
 
-/// Connects to `uri`'s endpoint and negotiates its export, over TLS when `tls` is given;
-/// the socket comes back with no read timeout.
+/// Shuts a socket down when a deadline passes, unless it is disarmed (dropped) first.
+struct Watchdog {
+    /// Dropped to disarm.
+    stop: Option<mpsc::Sender<()>>,
+    fired: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Watchdog {
+    fn arm(sock: Stream, deadline: Instant) -> io::Result<Watchdog> {
+        let (stop, rx) = mpsc::channel::<()>();
+        let fired = Arc::new(AtomicBool::new(false));
+        let f = Arc::clone(&fired);
+        let thread = std::thread::Builder::new()
+            .name("nbd-client-handshake".into())
+            .spawn(move || {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if let Err(mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(left) {
+                    f.store(true, Ordering::Release);
+                    sock.shutdown(Shutdown::Both);
+                }
+            })?;
+        Ok(Watchdog {
+            stop: Some(stop),
+            fired,
+            thread: Some(thread),
+        })
+    }
+
+    /// Disarms it; whether it fired before (the socket is then shut down).
+    fn disarm(mut self) -> bool {
+        self.stop.take();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        self.fired.load(Ordering::Acquire)
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        self.stop.take();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Connects to `uri`'s endpoint and negotiates its export, over TLS when `tls` is given,
+/// all within `timeout`; the socket comes back with no read timeout.
 pub(crate) fn open(
     uri: &NbdUri,
     timeout: Option<Duration>,
     structured: bool,
     tls: Option<&TlsSetup>,
 ) -> io::Result<(Link, ExportFacts)> {
-    let mut s = connect(&uri.endpoint, timeout)?;
+    let deadline = timeout.map(|t| Instant::now() + t);
+    let late = || {
+        io::Error::new(
+            io::ErrorKind::TimedOut,
+            format!(
+                "the server did not finish the handshake (connection, TLS and NBD \
+                 negotiation) within {} s",
+                timeout.unwrap_or_default().as_secs_f64()
+            ),
+        )
+    };
+    let s = connect(&uri.endpoint, deadline).map_err(|e| match e.kind() {
+        io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock => late(),
+        _ => e,
+    })?;
+    let watchdog = match deadline {
+        Some(d) => Some(Watchdog::arm(s.try_clone()?, d)?),
+        None => None,
+    };
+    let r = negotiate(s, timeout, uri.export.as_bytes(), structured, tls);
+    match (r, watchdog.map(Watchdog::disarm)) {
+        (_, Some(true)) => Err(late()),
+        (r, _) => r,
+    }
+}
+
+/// The handshake on a connected socket.
+fn negotiate(
+    mut s: Stream,
+    timeout: Option<Duration>,
+    export: &[u8],
+    structured: bool,
+    tls: Option<&TlsSetup>,
+) -> io::Result<(Link, ExportFacts)> {
+    // Each read and write is bounded too (the watchdog bounds them together).
     s.set_read_timeout(timeout)?;
     s.set_write_timeout(timeout)?;
     let no_zeroes = greet(&mut s)?;
@@ -95,7 +187,7 @@ pub(crate) fn open(
         reader: &mut reader,
         writer: &mut writer,
     };
-    let facts = options(&mut duplex, uri.export.as_bytes(), no_zeroes, structured)?;
+    let facts = options(&mut duplex, export, no_zeroes, structured)?;
     control.set_read_timeout(None)?;
     control.widen_send_buffer(SEND_BUFFER);
     Ok((
@@ -108,7 +200,8 @@ pub(crate) fn open(
     ))
 }
 
-fn connect(endpoint: &Endpoint, timeout: Option<Duration>) -> io::Result<Stream> {
+/// The socket, connected before `deadline`.
+fn connect(endpoint: &Endpoint, deadline: Option<Instant>) -> io::Result<Stream> {
     match endpoint {
         Endpoint::Unix(path) => {
             use std::os::unix::ffi::OsStrExt as _;
@@ -123,7 +216,8 @@ fn connect(endpoint: &Endpoint, timeout: Option<Duration>) -> io::Result<Stream>
         Endpoint::Tcp { host, port } => {
             let mut last = io::Error::new(io::ErrorKind::NotFound, format!("{host}: no address"));
             for addr in (host.as_str(), *port).to_socket_addrs()? {
-                let s = match timeout {
+                let s = match deadline.map(|d| d.saturating_duration_since(Instant::now())) {
+                    Some(t) if t.is_zero() => Err(io::ErrorKind::TimedOut.into()),
                     Some(t) => TcpStream::connect_timeout(&addr, t),
                     None => TcpStream::connect(addr),
                 };
