@@ -533,6 +533,11 @@ pub struct ReadArgs {
     /// Write to FILE instead of standard output (replaced only on success).
     #[arg(long, short = 'o', value_name = "F")]
     pub output: Option<PathBuf>,
+    /// Read even while another process writes the volume (as cryptsetup's --shared),
+    /// accepting that the data read may change meanwhile; without it `read` beside a
+    /// writer is refused.
+    #[arg(long)]
+    pub shared: bool,
     #[command(flatten)]
     pub key: KeyArgs,
 }
@@ -608,6 +613,11 @@ pub struct OpenArgs {
     /// Refuse writes.
     #[arg(long)]
     pub read_only: bool,
+    /// With --read-only: open even while another process writes the volume (as
+    /// cryptsetup's --shared), accepting that the data read may change under it. Without
+    /// it a read-only open beside a writer is refused, and one writer at a time is allowed.
+    #[arg(long, requires = "read_only")]
+    pub shared: bool,
     /// Threads the engine uses for one large request (default: the number of cores).
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,

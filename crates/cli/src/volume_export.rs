@@ -134,7 +134,7 @@ fn open_export(a: &OpenArgs) -> Result<VolumeExport, Failure> {
         unlocked,
         format,
         claims,
-    } = image::open_volume(&a.image, &a.header, &key, options(a)?)?;
+    } = image::open_volume(&a.image, &a.header, &key, options(a)?, a.shared)?;
     let _ = writeln!(
         io::stderr(),
         "sectorcrypt: {} unlocked with keyslot {}: {} bytes of {}, {}-byte sectors",
