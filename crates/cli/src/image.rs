@@ -179,7 +179,9 @@ impl Files {
         let (store, header_path, data) = match &header.file {
             Some(h) => {
                 let data = open_store(path, data_write)?;
-                let hdr = open_store(h, header_write)?;
+                // A writer's exclusive claim on the header's file needs it open for
+                // writing (an OFD write lock does), as the library opens it.
+                let hdr = open_store(h, header_write || data_write)?;
                 if same_file(&hdr, &data) {
                     (attached(path)?, path.to_path_buf(), None)
                 } else {
