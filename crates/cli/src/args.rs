@@ -266,6 +266,10 @@ pub struct FormatArgs {
     /// their tags when read).
     #[arg(long)]
     pub no_wipe: bool,
+    /// Ask for confirmation only when the image holds a known format's signature (`geli
+    /// init`, which overwrites a blank provider without asking, as geli does).
+    #[arg(skip)]
+    pub ask_only_over_a_volume: bool,
     #[command(flatten)]
     pub pbkdf: PbkdfArgs,
     #[command(flatten)]

@@ -255,6 +255,10 @@ pub struct InitArgs {
     /// Metadata version to write, 1 to 7 (default 7).
     #[arg(short = 'V', value_name = "VERSION")]
     pub version: Option<u32>,
+    /// Overwrite a provider that holds a volume (a LUKS header, GELI metadata) without
+    /// asking; without it, init over an existing volume asks for confirmation.
+    #[arg(long)]
+    pub batch: bool,
     /// The provider (an image file or block device; it must exist).
     pub prov: PathBuf,
 }

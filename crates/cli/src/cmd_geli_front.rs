@@ -351,8 +351,12 @@ fn init(a: InitArgs, v: bool) -> Result<(), Failure> {
         geli_no_autoresize: a.noautoresize,
         integrity,
         no_wipe: false,
+        ask_only_over_a_volume: true,
         pbkdf: pbkdf(a.iterations),
-        key: key(a.passfile, a.keyfile, a.no_passphrase),
+        key: KeyArgs {
+            batch: a.batch,
+            ..key(a.passfile, a.keyfile, a.no_passphrase)
+        },
     };
     shown(v, || format_command(&args));
     cmd_volume::format(args)?;
