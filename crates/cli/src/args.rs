@@ -622,6 +622,13 @@ pub struct OpenArgs {
     /// it a read-only open beside a writer is refused, and one writer at a time is allowed.
     #[arg(long, requires = "read_only")]
     pub shared: bool,
+    /// Refuse a volume whose sectors carry no authentication tags (a GELI provider made
+    /// without --integrity / geli init -a). GELI's AUTH flag is not itself authenticated:
+    /// whoever can write the metadata can clear it (and recompute its MD5), and the
+    /// provider then opens without tag checks, on FreeBSD too. This option turns that
+    /// into an error.
+    #[arg(long)]
+    pub integrity: bool,
     /// Threads the engine uses for one large request (default: the number of cores).
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,

@@ -214,6 +214,18 @@ fn kernel_only(verb: &str) -> Result<(), Failure> {
     )))
 }
 
+/// The flags of the GELI metadata of `prov`; anything but a GELI provider is refused.
+fn provider_flags(prov: &Path) -> Result<u32, Failure> {
+    let img = image::open(prov, &HeaderArg::default(), Access::Inspect)?;
+    match img.header.downcast_ref::<geli::Geli>() {
+        Some(g) => Ok(g.metadata().flags),
+        None => Err(Failure::usage(format!(
+            "{} is not a GELI provider",
+            prov.display()
+        ))),
+    }
+}
+
 /// geli attach: serve (or, with -C, test-key), trying only slot -n when given.
 fn attach(a: AttachArgs, v: bool) -> Result<(), Failure> {
     if let Some(n) = a.keyno.filter(|&n| n >= geli::metadata::MAX_MKEYS) {
@@ -226,6 +238,14 @@ fn attach(a: AttachArgs, v: bool) -> Result<(), Failure> {
     }
     let mut key = key(a.passfile, a.keyfile, a.no_passphrase);
     key.key_slot = a.keyno;
+    if a.integrity && provider_flags(&a.prov)? & flags::AUTH == 0 {
+        return Err(Failure::usage(format!(
+            "{} has no data authentication (its AUTH flag is clear), and --integrity asks \
+             for it: the provider was made without -a, or the flag was cleared by whoever \
+             could write its metadata (the flag is not itself authenticated)",
+            a.prov.display()
+        )));
+    }
     if a.dryrun {
         shown(v, || {
             format!("test-key {}{}", arg(&a.prov), key_flags(&key))
@@ -237,6 +257,7 @@ fn attach(a: AttachArgs, v: bool) -> Result<(), Failure> {
             key,
         });
     }
+    let md_flags = provider_flags(&a.prov)?;
     shown(v, || {
         format!(
             "serve {}{}{}{}",
@@ -250,18 +271,6 @@ fn attach(a: AttachArgs, v: bool) -> Result<(), Failure> {
             }
         )
     });
-    let md_flags = {
-        let img = image::open(&a.prov, &HeaderArg::default(), Access::Inspect)?;
-        match img.header.downcast_ref::<geli::Geli>() {
-            Some(g) => g.metadata().flags,
-            None => {
-                return Err(Failure::usage(format!(
-                    "{} is not a GELI provider",
-                    a.prov.display()
-                )))
-            }
-        }
-    };
     let open = OpenArgs {
         image: a.prov,
         header: HeaderArg::default(),
@@ -271,6 +280,7 @@ fn attach(a: AttachArgs, v: bool) -> Result<(), Failure> {
         onetime: false,
         read_only: a.readonly,
         shared: false,
+        integrity: a.integrity,
         threads: None,
         key_slot: a.keyno,
         onetime_geli: None,
@@ -311,6 +321,7 @@ fn onetime(a: OnetimeArgs, v: bool) -> Result<(), Failure> {
         onetime: true,
         read_only: false,
         shared: false,
+        integrity: false,
         threads: None,
         key_slot: None,
         onetime_geli: Some(opts),

@@ -8,7 +8,7 @@ use sectorcrypt_nbd::Export;
 use sectorcrypt_volume::engine::{EngineOptions, Volume};
 use sectorcrypt_volume::geli::{self, onetime::OnetimeOptions};
 use sectorcrypt_volume::lock::Mode;
-use sectorcrypt_volume::Store;
+use sectorcrypt_volume::{Store, Unlocked};
 use std::io::{self, Write};
 
 /// An open volume as an NBD export, with the claims on its files (dropped after it).
@@ -135,6 +135,7 @@ fn open_export(a: &OpenArgs) -> Result<VolumeExport, Failure> {
         format,
         claims,
     } = image::open_volume(&a.image, &a.header, &key, options(a)?, a.shared)?;
+    require_integrity(a, &unlocked, format)?;
     let _ = writeln!(
         io::stderr(),
         "sectorcrypt: {} unlocked with keyslot {}: {} bytes of {}, {}-byte sectors",
@@ -150,6 +151,23 @@ fn open_export(a: &OpenArgs) -> Result<VolumeExport, Failure> {
         described: (format, unlocked.cipher.clone()),
         _claims: claims,
     })
+}
+
+/// `--integrity`: refuses a volume whose sectors are not authenticated.
+fn require_integrity(a: &OpenArgs, unlocked: &Unlocked, format: &str) -> Result<(), Failure> {
+    if !a.integrity || unlocked.authenticated() {
+        return Ok(());
+    }
+    Err(Failure::usage(format!(
+        "{} ({format}) has no data authentication, and --integrity asks for it: {}",
+        a.image.display(),
+        if format == "geli" {
+            "its metadata's AUTH flag is clear (made without geli init -a, or cleared by \
+             whoever could write the metadata: the flag is not itself authenticated)"
+        } else {
+            "its sectors carry no authentication tags"
+        }
+    )))
 }
 
 /// GELI's one-time mode (`geli onetime`, or `--onetime`: AES-XTS with 256-bit AES keys
@@ -171,6 +189,7 @@ fn onetime(a: &OpenArgs) -> Result<VolumeExport, Failure> {
         .size()
         .map_err(|e| Failure::runtime(format!("{}: {e}", a.image.display())))?;
     let (md, unlocked) = geli::onetime::onetime(len, &opts)?;
+    require_integrity(a, &unlocked, "geli-onetime")?;
     let volume = unlocked.engine(Box::new(store), options(a)?)?;
     let _ = writeln!(
         io::stderr(),
