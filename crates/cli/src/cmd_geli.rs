@@ -146,7 +146,9 @@ pub fn format(a: FormatArgs) -> Result<(), Failure> {
     let result = (|| {
         let _claim = image::claim(&store, &a.image, Mode::Exclusive)?;
         let found = formats::signatures(&*store)?;
-        if !created && !(a.ask_only_over_a_volume && found.is_empty()) {
+        // `geli init` over a blank provider goes ahead without asking, as geli does.
+        let blank = a.ask_only_over_a_volume && found.is_empty();
+        if !created && !blank {
             passphrase::confirm(
                 &format!(
                     "This will overwrite the last sector of {} irrevocably{}.",
