@@ -187,3 +187,41 @@ impl Header {
         .into())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::FileStore;
+
+    /// Every place a signature may be is found and zeroed, and nothing else is touched.
+    #[test]
+    fn signatures_at_every_probed_place_are_found_and_wiped() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("img");
+        let size = 8 << 20;
+        let mut raw = vec![0x5au8; size];
+        raw[..6].copy_from_slice(LUKS_MAGIC);
+        raw[0x400000..0x400006].copy_from_slice(LUKS2_SECONDARY_MAGIC);
+        raw[size - 4096..size - 4096 + 9].copy_from_slice(crate::geli::metadata::MAGIC);
+        std::fs::write(&path, &raw).unwrap();
+        let store = FileStore::open(&path, true).unwrap();
+        let want = |offset, what| Signature { what, offset };
+        let found = signatures(&store).unwrap();
+        assert_eq!(
+            found,
+            vec![
+                want(0, "LUKS header"),
+                want(0x400000, "LUKS2 secondary header"),
+                want(size as u64 - 4096, "GELI metadata"),
+            ]
+        );
+        assert_eq!(wipe_signatures(&store).unwrap(), found);
+        assert!(signatures(&store).unwrap().is_empty());
+        let after = std::fs::read(&path).unwrap();
+        for at in [0, 0x400000, size - 4096] {
+            assert!(after[at..at + WIPE_BYTES].iter().all(|&b| b == 0));
+            raw[at..at + WIPE_BYTES].fill(0);
+        }
+        assert!(after == raw, "bytes outside the signatures changed");
+    }
+}

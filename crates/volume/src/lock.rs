@@ -343,4 +343,33 @@ mod tests {
         drop(shared);
         assert!(claim_use(&b, Mode::Exclusive, false).unwrap().is_some());
     }
+
+    /// A reader's shared use claim and writer claim merge into one range in the kernel's
+    /// listing; the holder is still found, as a reader, and a writer as a writer.
+    #[test]
+    fn writer_claims_exclude_and_name_their_holder() {
+        let (_d, a, b) = two_opens();
+        let used = claim_use(&a, Mode::Shared, false).unwrap().unwrap();
+        let reader = claim_access(&a, Access::Reader).unwrap().unwrap();
+        assert!(claim_access(&b, Access::Writer).unwrap().is_none());
+        let me = std::process::id();
+        assert_eq!(
+            holder(&b),
+            vec![Holder {
+                pid: me,
+                command: command_line(me),
+                writer: false
+            }]
+        );
+        assert!(claim_access(&b, Access::Reader).unwrap().is_some());
+        drop((reader, used));
+        let writer = claim_access(&a, Access::Writer).unwrap().unwrap();
+        assert!(claim_access(&b, Access::Reader).unwrap().is_none());
+        assert!(claim_access(&b, Access::SharedReader).unwrap().is_some());
+        assert!(holder(&b).iter().all(|h| h.writer && h.pid == me));
+        assert!(refusal("img", &b, Access::Writer).contains("second writer"));
+        drop(writer);
+        assert!(holder(&b).is_empty());
+        assert!(claim_access(&b, Access::Writer).unwrap().is_some());
+    }
 }
