@@ -70,6 +70,13 @@ pub enum Access {
 #[derive(Debug, Default)]
 pub struct Claims(Vec<Guard>);
 
+impl Claims {
+    /// Holds `c` too (nothing for `None`).
+    pub fn push(&mut self, c: Option<Guard>) {
+        self.0.extend(c);
+    }
+}
+
 impl From<Guard> for Claims {
     fn from(c: Guard) -> Claims {
         Claims(vec![c])

@@ -7,7 +7,7 @@ use crate::image::{self, Claims};
 use sectorcrypt_nbd::Export;
 use sectorcrypt_volume::engine::{EngineOptions, Volume};
 use sectorcrypt_volume::geli::{self, onetime::OnetimeOptions};
-use sectorcrypt_volume::lock::Mode;
+use sectorcrypt_volume::lock::{self, Mode};
 use sectorcrypt_volume::{Store, Unlocked};
 use std::io::{self, Write};
 
@@ -184,7 +184,9 @@ fn onetime(a: &OpenArgs) -> Result<VolumeExport, Failure> {
         ..OnetimeOptions::default()
     });
     let store = image::open_store(&a.image, true)?;
-    let claim = image::claim(&store, &a.image, Mode::Shared)?;
+    let mut claims = Claims::from(image::claim(&store, &a.image, Mode::Shared)?);
+    // It writes: one writer at a time, as for any volume.
+    claims.push(image::claim_access(&store, lock::Access::Writer)?);
     let len = store
         .size()
         .map_err(|e| Failure::runtime(format!("{}: {e}", a.image.display())))?;
@@ -204,6 +206,6 @@ fn onetime(a: &OpenArgs) -> Result<VolumeExport, Failure> {
         volume,
         discards: false,
         described: ("geli-onetime", unlocked.cipher.clone()),
-        _claims: Claims::from(claim),
+        _claims: claims,
     })
 }

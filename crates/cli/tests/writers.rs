@@ -202,3 +202,15 @@ fn two_readers_share_and_keep_a_writer_out_until_they_stop() {
     }
     ok(sc(&w, b"data"));
 }
+
+#[test]
+fn a_onetime_server_is_a_writer_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("scratch.img");
+    std::fs::write(&img, vec![0u8; 1 << 20]).unwrap();
+    let first = Served::start(&[s(&img), "--onetime"], &dir.path().join("a.sock"));
+    match serve_or_exit(&[s(&img), "--onetime"], &dir.path().join("b.sock")) {
+        Err(refused) => assert_refused_naming(&refused, &first, "a second onetime serve"),
+        Ok(_) => panic!("two one-time servers write one image"),
+    }
+}
