@@ -30,6 +30,13 @@
 #define SECTORCRYPT_OPEN_READ_ONLY 1
 
 /**
+ * `sectorcrypt_open` flag, with `SECTORCRYPT_OPEN_READ_ONLY`: open even while another
+ * process writes the volume (cryptsetup's `--shared`), accepting that the data read may
+ * change under it. Without it a read-only open beside a writer is refused.
+ */
+#define SECTORCRYPT_OPEN_SHARED 2
+
+/**
  * `sectorcrypt_cipher_new` flag: the IV number counts sectors instead of 512-byte units
  * (dm-crypt's `iv_large_sectors`); sector sizes may then be any multiple of 16 from 16
  * to 65536.
@@ -189,18 +196,22 @@ extern "C" {
  * Opens and unlocks the volume in the file `path` (LUKS2, LUKS1 or GELI) with the
  * passphrase of `passphrase_len` bytes at `passphrase`, and stores its handle in `*out`
  * (NULL on failure). `header` is the file holding a detached header, or NULL when the
- * header is in `path`. `flags`: 0, or `SECTORCRYPT_OPEN_READ_ONLY`.
+ * header is in `path`. `flags`: 0, or `SECTORCRYPT_OPEN_READ_ONLY`, optionally with
+ * `SECTORCRYPT_OPEN_SHARED`.
  *
  * The library copies the passphrase into locked memory it wipes; the caller's copy is
  * the caller's to wipe. The files stay open, with a shared use claim that makes
- * `sectorcrypt erase` and `header restore` refuse the volume, until `sectorcrypt_close`.
+ * `sectorcrypt erase` and `header restore` refuse the volume, until `sectorcrypt_close`,
+ * and with the writer claim: one writer at a time, and no read-only open beside a
+ * writer unless `SECTORCRYPT_OPEN_SHARED`.
  *
  * Errors: `SECTORCRYPT_ERR_NULL` (path, passphrase or out NULL),
  * `SECTORCRYPT_ERR_NOT_FOUND`, `SECTORCRYPT_ERR_IO`, `SECTORCRYPT_ERR_NO_HEADER`,
  * `SECTORCRYPT_ERR_CORRUPT_HEADER`, `SECTORCRYPT_ERR_WRONG_PASSPHRASE`,
  * `SECTORCRYPT_ERR_UNSUPPORTED`, `SECTORCRYPT_ERR_KEYSLOT`, `SECTORCRYPT_ERR_IN_USE`
- * (another process is erasing the volume or replacing its header),
- * `SECTORCRYPT_ERR_INVALID_ARGUMENT` (unknown flags).
+ * (another process is erasing the volume or replacing its header, or writes it, or
+ * reads it while this open would write), `SECTORCRYPT_ERR_INVALID_ARGUMENT` (unknown
+ * flags, or `SECTORCRYPT_OPEN_SHARED` without `SECTORCRYPT_OPEN_READ_ONLY`).
  *
  * # Safety
  * `path` and `header` (when not NULL) are NUL-terminated strings; `passphrase` points

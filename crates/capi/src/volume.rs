@@ -44,16 +44,18 @@ pub struct OpenVolume {
 
 impl OpenVolume {
     /// Opens the volume in the file `path` (its header in `header` when detached) with
-    /// `passphrase`, read-only or read-write.
+    /// `passphrase`, read-only or read-write (read-only beside a writer when `shared`).
     pub fn open(
         path: &Path,
         header: Option<&Path>,
         passphrase: &[u8],
         read_only: bool,
+        shared: bool,
     ) -> Result<OpenVolume, Failure> {
         let opts = OpenOptions {
             header: header.map(Path::to_path_buf),
             read_only,
+            shared,
             ..OpenOptions::default()
         };
         Ok(OpenVolume {

@@ -268,6 +268,10 @@ pub struct FormatArgs {
     /// their tags when read).
     #[arg(long)]
     pub no_wipe: bool,
+    /// Ask for confirmation only when the image holds a known format's signature (`geli
+    /// init`, which overwrites a blank provider without asking, as geli does).
+    #[arg(skip)]
+    pub ask_only_over_a_volume: bool,
     #[command(flatten)]
     pub pbkdf: PbkdfArgs,
     #[command(flatten)]
@@ -535,6 +539,11 @@ pub struct ReadArgs {
     /// Write to FILE instead of standard output (replaced only on success).
     #[arg(long, short = 'o', value_name = "F")]
     pub output: Option<PathBuf>,
+    /// Read even while another process writes the volume (as cryptsetup's --shared),
+    /// accepting that the data read may change meanwhile; without it `read` beside a
+    /// writer is refused.
+    #[arg(long)]
+    pub shared: bool,
     #[command(flatten)]
     pub key: KeyArgs,
 }
@@ -610,6 +619,18 @@ pub struct OpenArgs {
     /// Refuse writes.
     #[arg(long)]
     pub read_only: bool,
+    /// With --read-only: open even while another process writes the volume (as
+    /// cryptsetup's --shared), accepting that the data read may change under it. Without
+    /// it a read-only open beside a writer is refused, and one writer at a time is allowed.
+    #[arg(long, requires = "read_only")]
+    pub shared: bool,
+    /// Refuse a volume whose sectors carry no authentication tags (a GELI provider made
+    /// without --integrity / geli init -a). GELI's AUTH flag is not itself authenticated:
+    /// whoever can write the metadata can clear it (and recompute its MD5), and the
+    /// provider then opens without tag checks, on FreeBSD too. This option turns that
+    /// into an error.
+    #[arg(long)]
+    pub integrity: bool,
     /// Threads the engine uses for one large request (default: the number of cores).
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,

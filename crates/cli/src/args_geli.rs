@@ -110,7 +110,10 @@ then, as geli init does, a metadata backup (sectorcrypt header backup PROV FILE)
 /var/backups/<prov>.eli by default, each '/' of the provider's name an '_' (a leading /dev/
 dropped); the folder is $SECTORCRYPT_GELI_BACKUP_DIR when set; an older backup of that name
 is replaced; -B FILE writes it to FILE, -B none writes none. When the backup cannot be
-written, the provider is initialized all the same and the command fails (exit 1).";
+written, the provider is initialized all the same and the command fails (exit 1).
+A provider that already holds a volume (a LUKS header, GELI metadata) is overwritten only
+after confirmation (--batch, -q: without asking); every LUKS and GELI signature on it is
+wiped first, so that no old header stays live beside the new metadata.";
 
 const ATTACH_HERE: &str = "\
 Here: sectorcrypt serve PROV --socket PATH [--key-file PASSFILE] [--keyfile-component
@@ -119,7 +122,11 @@ There is no /dev/PROV.eli: an NBD client (nbd-client, qemu, nbdfuse, nbdcopy) re
 writes the decrypted provider (or use sectorcrypt mount). The server runs until SIGINT or
 SIGTERM (geli detach), or with -d until its last client has disconnected (geli's detach on
 last close). -C: sectorcrypt test-key PROV (nothing served); -n N: only slot N is tried
-(--key-slot N).";
+(--key-slot N).
+Authentication: the AUTH flag (geli init -a) is part of the metadata, whose MD5 is a
+checksum, not a MAC: whoever can write the provider can clear the flag, recompute the MD5,
+and the provider then attaches without checking any tag (FreeBSD behaves the same).
+--integrity (serve --integrity) refuses a provider whose AUTH flag is clear.";
 
 const ONETIME_HERE: &str = "\
 Here: sectorcrypt serve --onetime PROV --socket PATH (which takes AES-XTS with 256-bit keys
@@ -255,6 +262,10 @@ pub struct InitArgs {
     /// Metadata version to write, 1 to 7 (default 7).
     #[arg(short = 'V', value_name = "VERSION")]
     pub version: Option<u32>,
+    /// Overwrite a provider that holds a volume (a LUKS header, GELI metadata) without
+    /// asking; without it, init over an existing volume asks for confirmation.
+    #[arg(long, short = 'q')]
+    pub batch: bool,
     /// The provider (an image file or block device; it must exist).
     pub prov: PathBuf,
 }
@@ -295,6 +306,12 @@ pub struct AttachArgs {
     /// Read-only: writes are refused.
     #[arg(short = 'r')]
     pub readonly: bool,
+    /// Refuse a provider without data authentication (AUTH flag clear). The AUTH flag is
+    /// not itself authenticated, here as on FreeBSD: whoever can write the metadata can
+    /// clear it (recomputing its MD5), and an -a provider then attaches without checking
+    /// any tag. Give --integrity when the provider must be an authenticated one.
+    #[arg(long)]
+    pub integrity: bool,
     #[command(flatten)]
     pub listen: Listen,
     /// The provider.

@@ -20,7 +20,7 @@ use sectorcrypt_volume::geli::init::{self, InitOptions};
 use sectorcrypt_volume::geli::metadata::{self, algo};
 use sectorcrypt_volume::geli::resize as geli_resize;
 use sectorcrypt_volume::lock::Mode;
-use sectorcrypt_volume::{Store as _, Unlocked};
+use sectorcrypt_volume::{formats, Store as _, Unlocked};
 use std::sync::Arc;
 
 /// geli's encryption algorithm names (`g_eli_str2ealgo`, any case), and the cipher
@@ -145,11 +145,15 @@ pub fn format(a: FormatArgs) -> Result<(), Failure> {
     let store = Arc::new(store);
     let result = (|| {
         let _claim = image::claim(&store, &a.image, Mode::Exclusive)?;
-        if !created {
+        let found = formats::signatures(&*store)?;
+        // `geli init` over a blank provider goes ahead without asking, as geli does.
+        let blank = a.ask_only_over_a_volume && found.is_empty();
+        if !created && !blank {
             passphrase::confirm(
                 &format!(
-                    "This will overwrite the last sector of {} irrevocably.",
-                    crate::locator::redacted(&a.image)
+                    "This will overwrite the last sector of {} irrevocably{}.",
+                    crate::locator::redacted(&a.image),
+                    holding(&found)
                 ),
                 a.key.batch,
             )?;
@@ -188,6 +192,19 @@ pub fn format(a: FormatArgs) -> Result<(), Failure> {
         let _ = std::fs::remove_file(&a.image);
     }
     result
+}
+
+/// `, which holds a LUKS header at offset 0x0 and ...` for a confirmation: what the
+/// format about to be written will wipe (nothing when `found` is empty).
+pub fn holding(found: &[formats::Signature]) -> String {
+    if found.is_empty() {
+        return String::new();
+    }
+    let all: Vec<String> = found.iter().map(ToString::to_string).collect();
+    format!(
+        ", and wipe what it holds now: {} (no other format's header stays live)",
+        all.join(", ")
+    )
 }
 
 /// `resize`: geli's `resize -s oldsize` on an image that already grew.

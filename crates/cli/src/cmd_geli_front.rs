@@ -214,6 +214,18 @@ fn kernel_only(verb: &str) -> Result<(), Failure> {
     )))
 }
 
+/// The flags of the GELI metadata of `prov`; anything but a GELI provider is refused.
+fn provider_flags(prov: &Path) -> Result<u32, Failure> {
+    let img = image::open(prov, &HeaderArg::default(), Access::Inspect)?;
+    match img.header.downcast_ref::<geli::Geli>() {
+        Some(g) => Ok(g.metadata().flags),
+        None => Err(Failure::usage(format!(
+            "{} is not a GELI provider",
+            crate::locator::redacted(prov)
+        ))),
+    }
+}
+
 /// geli attach: serve (or, with -C, test-key), trying only slot -n when given.
 fn attach(a: AttachArgs, v: bool) -> Result<(), Failure> {
     if let Some(n) = a.keyno.filter(|&n| n >= geli::metadata::MAX_MKEYS) {
@@ -226,6 +238,14 @@ fn attach(a: AttachArgs, v: bool) -> Result<(), Failure> {
     }
     let mut key = key(a.passfile, a.keyfile, a.no_passphrase);
     key.key_slot = a.keyno;
+    if a.integrity && provider_flags(&a.prov)? & flags::AUTH == 0 {
+        return Err(Failure::usage(format!(
+            "{} has no data authentication (its AUTH flag is clear), and --integrity asks \
+             for it: the provider was made without -a, or the flag was cleared by whoever \
+             could write its metadata (the flag is not itself authenticated)",
+            crate::locator::redacted(&a.prov)
+        )));
+    }
     if a.dryrun {
         shown(v, || {
             format!("test-key {}{}", arg(&a.prov), key_flags(&key))
@@ -237,6 +257,7 @@ fn attach(a: AttachArgs, v: bool) -> Result<(), Failure> {
             key,
         });
     }
+    let md_flags = provider_flags(&a.prov)?;
     shown(v, || {
         format!(
             "serve {}{}{}{}",
@@ -250,18 +271,6 @@ fn attach(a: AttachArgs, v: bool) -> Result<(), Failure> {
             }
         )
     });
-    let md_flags = {
-        let img = image::open(&a.prov, &HeaderArg::default(), Access::Inspect)?;
-        match img.header.downcast_ref::<geli::Geli>() {
-            Some(g) => g.metadata().flags,
-            None => {
-                return Err(Failure::usage(format!(
-                    "{} is not a GELI provider",
-                    crate::locator::redacted(&a.prov)
-                )))
-            }
-        }
-    };
     let open = OpenArgs {
         image: a.prov,
         header: HeaderArg::default(),
@@ -270,6 +279,8 @@ fn attach(a: AttachArgs, v: bool) -> Result<(), Failure> {
         no_passphrase: key.no_passphrase,
         onetime: false,
         read_only: a.readonly,
+        shared: false,
+        integrity: a.integrity,
         threads: None,
         key_slot: a.keyno,
         onetime_geli: None,
@@ -309,6 +320,8 @@ fn onetime(a: OnetimeArgs, v: bool) -> Result<(), Failure> {
         no_passphrase: false,
         onetime: true,
         read_only: false,
+        shared: false,
+        integrity: false,
         threads: None,
         key_slot: None,
         onetime_geli: Some(opts),
@@ -349,8 +362,12 @@ fn init(a: InitArgs, v: bool) -> Result<(), Failure> {
         geli_no_autoresize: a.noautoresize,
         integrity,
         no_wipe: false,
+        ask_only_over_a_volume: true,
         pbkdf: pbkdf(a.iterations),
-        key: key(a.passfile, a.keyfile, a.no_passphrase),
+        key: KeyArgs {
+            batch: a.batch,
+            ..key(a.passfile, a.keyfile, a.no_passphrase)
+        },
     };
     shown(v, || format_command(&args));
     cmd_volume::format(args)?;

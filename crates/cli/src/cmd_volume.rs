@@ -136,10 +136,15 @@ pub fn format(a: FormatArgs) -> Result<(), Failure> {
             claims.push(image::claim(hdr, p, Mode::Exclusive)?);
         }
         if existed {
+            let mut found = formats::signatures(&store)?;
+            if let Some((hdr, _, _)) = &detached {
+                found.extend(formats::signatures(hdr)?);
+            }
             passphrase::confirm(
                 &format!(
-                    "This will overwrite data on {} irrevocably.",
-                    crate::locator::redacted(header_path)
+                    "This will overwrite data on {} irrevocably{}.",
+                    crate::locator::redacted(header_path),
+                    crate::cmd_geli::holding(&found)
                 ),
                 a.key.batch,
             )?;

@@ -28,12 +28,13 @@ fn open_volume(
     header: &HeaderArg,
     key: &KeyArgs,
     write: bool,
+    shared: bool,
 ) -> Result<(Claims, Volume), Failure> {
     let opts = EngineOptions {
         read_only: !write,
         ..EngineOptions::default()
     };
-    let opened = image::open_volume(image, header, key, opts)?;
+    let opened = image::open_volume(image, header, key, opts, shared)?;
     Ok((opened.claims, opened.volume))
 }
 
@@ -77,7 +78,7 @@ impl<T: Write + ?Sized> Write for Counted<'_, T> {
 }
 
 pub fn read(a: ReadArgs) -> Result<(), Failure> {
-    let (_claims, vol) = open_volume(&a.image, &a.header, &a.key, false)?;
+    let (_claims, vol) = open_volume(&a.image, &a.header, &a.key, false, a.shared)?;
     let offset = a.offset.unwrap_or(0);
     check_offset(&vol, offset)?;
     let length = a.length.unwrap_or(vol.size() - offset);
@@ -143,7 +144,7 @@ pub fn write(a: WriteArgs) -> Result<(), Failure> {
             .map(|m| m.len()),
         _ => None,
     };
-    let (_claims, vol) = open_volume(&a.image, &a.header, &a.key, true)?;
+    let (_claims, vol) = open_volume(&a.image, &a.header, &a.key, true, false)?;
     let offset = a.offset.unwrap_or(0);
     check_offset(&vol, offset)?;
     if let Some(len) = known_len {

@@ -25,6 +25,11 @@
 //! arguments are right, and the same command succeeds once the other process is done (a
 //! runtime condition, like an I/O error, not bad input). Keyslot changes need no claim:
 //! they are allowed on a served volume, as cryptsetup allows them on an active device.
+//! Beside the use claim, read, write, serve and mount take the writer claim on every file
+//! of the volume, never waiting: one writer at a time (a second `serve`, `open`, `write`,
+//! or a Python or C program writing the same image, is refused with exit 1 and the
+//! holder's PID and command line), and no read-only use beside a writer unless `--shared`
+//! says that data changing under the reader is accepted (as cryptsetup's `--shared`).
 //!
 //! **Remote stores.** Every path argument goes through the store locator
 //! (`locator.rs`), so an NBD URI works wherever a path does. Their locks are held in
@@ -36,7 +41,7 @@ use crate::image_store::{Guard, ImageStore};
 use crate::locator;
 use crate::passphrase::{self, Secret};
 use sectorcrypt_volume::engine::{EngineOptions, Volume};
-use sectorcrypt_volume::lock::Mode;
+use sectorcrypt_volume::lock::{self, Mode};
 use sectorcrypt_volume::{FileStore, Header, Placement, Store, Unlocked};
 use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
@@ -56,12 +61,21 @@ pub enum Access {
     Data {
         /// Whether the data is written.
         write: bool,
+        /// Read-only beside a writer is accepted (`--shared`).
+        shared: bool,
     },
 }
 
 /// The use claims a command holds while it uses a volume; released when dropped.
 #[derive(Debug, Default)]
 pub struct Claims(Vec<Guard>);
+
+impl Claims {
+    /// Holds `c` too (nothing for `None`).
+    pub fn push(&mut self, c: Option<Guard>) {
+        self.0.extend(c);
+    }
+}
 
 impl From<Guard> for Claims {
     fn from(c: Guard) -> Claims {
@@ -116,6 +130,16 @@ pub fn claim(store: &ImageStore, path: &Path, mode: Mode) -> Result<Guard, Failu
         .expect("a waiting claim"))
 }
 
+/// Takes the writer claim `access` needs on `store` (the file `path`), never waiting: a
+/// conflicting claim held elsewhere is refused (exit 1) with its holder named.
+pub fn claim_access(store: &ImageStore, access: lock::Access) -> Result<Option<Guard>, Failure> {
+    let failed = |e| Failure::runtime(format!("locking {}: {e}", store.name()));
+    store
+        .claim_access(access)
+        .map_err(failed)?
+        .map_err(Failure::runtime)
+}
+
 /// Takes the header lock on `store` (the file `path`) in `mode`, waiting for another
 /// process's conflicting lock to be released (saying so).
 pub fn lock_header(store: &ImageStore, path: &Path, mode: Mode) -> Result<Guard, Failure> {
@@ -161,13 +185,15 @@ impl Files {
     /// Opens the files of the volume at `path` (with its header in `header` when given)
     /// and claims them as `access` needs.
     pub fn open(path: &Path, header: &HeaderArg, access: Access) -> Result<Files, Failure> {
-        let data_write = access == Access::Data { write: true };
+        let data_write = matches!(access, Access::Data { write: true, .. });
         let header_write = matches!(access, Access::Keyslots | Access::Replace);
         let attached = |path: &Path| open_store(path, header_write || data_write);
         let (store, header_path, data) = match &header.file {
             Some(h) => {
                 let data = open_store(path, data_write)?;
-                let hdr = open_store(h, header_write)?;
+                // A writer's exclusive claim on the header's file needs it open for
+                // writing (an OFD write lock does), as the library opens it.
+                let hdr = open_store(h, header_write || data_write)?;
                 if same_file(&hdr, &data) {
                     (attached(path)?, path.to_path_buf(), None)
                 } else {
@@ -184,11 +210,18 @@ impl Files {
             claims: Claims::default(),
         };
         match access {
-            Access::Data { .. } => {
+            Access::Data { write, shared } => {
+                let role = match (write, shared) {
+                    (true, _) => lock::Access::Writer,
+                    (false, false) => lock::Access::Reader,
+                    (false, true) => lock::Access::SharedReader,
+                };
                 let c = claim(&files.store, &files.header_path, Mode::Shared)?;
                 files.claims.0.push(c);
+                files.claims.0.extend(claim_access(&files.store, role)?);
                 if let Some(d) = &files.data {
                     files.claims.0.push(claim(d, &files.path, Mode::Shared)?);
+                    files.claims.0.extend(claim_access(d, role)?);
                 }
             }
             Access::Replace => {
@@ -344,15 +377,18 @@ pub struct Opened {
 }
 
 /// Opens the volume at `path` (header in `header` when given), unlocks it with `key` and
-/// starts the engine (read-write unless `opts.read_only`).
+/// starts the engine (read-write unless `opts.read_only`; read-only beside a writer when
+/// `shared`).
 pub fn open_volume(
     path: &Path,
     header: &HeaderArg,
     key: &KeyArgs,
     opts: EngineOptions,
+    shared: bool,
 ) -> Result<Opened, Failure> {
     let access = Access::Data {
         write: !opts.read_only,
+        shared,
     };
     let mut image = open(path, header, access)?;
     let unlocked = image.unlock(key)?;

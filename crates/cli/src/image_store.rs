@@ -8,9 +8,11 @@
 //! own header updates and keep its own commands from replacing a header under itself, but
 //! nothing guards a header update against another process or another machine using the
 //! same export. Run one header-changing command at a time per export (the same rule as
-//! for any shared block storage without a cluster lock manager).
+//! for any shared block storage without a cluster lock manager). The writer claim has the
+//! same semantics here as on a file (one writer; readers refused beside it unless
+//! `--shared`), within this process only.
 
-use sectorcrypt_volume::lock::{HeaderLock, Mode, UseClaim};
+use sectorcrypt_volume::lock::{Access, HeaderLock, Mode, UseClaim};
 use sectorcrypt_volume::{FileStore, Store};
 use std::collections::HashMap;
 use std::io;
@@ -91,6 +93,36 @@ impl ImageStore {
         }
     }
 
+    /// Takes the writer claim `access` needs (see `sectorcrypt_volume::lock`; for a
+    /// remote store, within this process), never waiting: `Err` with the refusal's
+    /// message, naming the holder, when a conflicting claim is held.
+    pub fn claim_access(&self, access: Access) -> io::Result<Result<Option<Guard>, String>> {
+        match self {
+            ImageStore::File(f) => Ok(f
+                .claim_access(access)?
+                .map(|c| c.map(|c| Guard::Use { _held: c }))),
+            ImageStore::Remote { key, .. } => {
+                let mode = match access {
+                    Access::Writer => Mode::Exclusive,
+                    Access::Reader => Mode::Shared,
+                    Access::SharedReader => return Ok(Ok(None)),
+                };
+                Ok(match local(Kind::Writer, key, mode, false) {
+                    Some(g) => Ok(Some(g)),
+                    None if access == Access::Writer => Err(format!(
+                        "{key} is already in use by this process: a second writer would \
+                         lose writes; use one open of it"
+                    )),
+                    None => Err(format!(
+                        "{key} is open for writing by this process: a read-only open \
+                         beside a writer sees the data change under it; accept that with \
+                         --shared"
+                    )),
+                })
+            }
+        }
+    }
+
     /// Whether two stores are one (a `--header` naming the image itself).
     pub fn same_as(&self, other: &ImageStore) -> bool {
         match (self, other) {
@@ -160,6 +192,7 @@ impl Store for ImageStore {
 enum Kind {
     Header,
     Use,
+    Writer,
 }
 
 /// Holders of one process-local lock: shared holders, or one exclusive.

@@ -7,8 +7,8 @@ use crate::image::{self, Claims};
 use sectorcrypt_nbd::Export;
 use sectorcrypt_volume::engine::{EngineOptions, Volume};
 use sectorcrypt_volume::geli::{self, onetime::OnetimeOptions};
-use sectorcrypt_volume::lock::Mode;
-use sectorcrypt_volume::Store;
+use sectorcrypt_volume::lock::{self, Mode};
+use sectorcrypt_volume::{Store, Unlocked};
 use std::io::{self, Write};
 
 /// An open volume as an NBD export, with the claims on its files (dropped after it).
@@ -134,7 +134,8 @@ fn open_export(a: &OpenArgs) -> Result<VolumeExport, Failure> {
         unlocked,
         format,
         claims,
-    } = image::open_volume(&a.image, &a.header, &key, options(a)?)?;
+    } = image::open_volume(&a.image, &a.header, &key, options(a)?, a.shared)?;
+    require_integrity(a, &unlocked, format)?;
     let _ = writeln!(
         io::stderr(),
         "sectorcrypt: {} unlocked with keyslot {}: {} bytes of {}, {}-byte sectors",
@@ -152,6 +153,23 @@ fn open_export(a: &OpenArgs) -> Result<VolumeExport, Failure> {
     })
 }
 
+/// `--integrity`: refuses a volume whose sectors are not authenticated.
+fn require_integrity(a: &OpenArgs, unlocked: &Unlocked, format: &str) -> Result<(), Failure> {
+    if !a.integrity || unlocked.authenticated() {
+        return Ok(());
+    }
+    Err(Failure::usage(format!(
+        "{} ({format}) has no data authentication, and --integrity asks for it: {}",
+        crate::locator::redacted(&a.image),
+        if format == "geli" {
+            "its metadata's AUTH flag is clear (made without geli init -a, or cleared by \
+             whoever could write the metadata: the flag is not itself authenticated)"
+        } else {
+            "its sectors carry no authentication tags"
+        }
+    )))
+}
+
 /// GELI's one-time mode (`geli onetime`, or `--onetime`: AES-XTS with 256-bit AES keys
 /// and 512-byte sectors): the whole file is the data area under a fresh random master
 /// key that exists only in memory; no metadata is written, no sector reserved.
@@ -166,11 +184,14 @@ fn onetime(a: &OpenArgs) -> Result<VolumeExport, Failure> {
         ..OnetimeOptions::default()
     });
     let store = image::open_store(&a.image, true)?;
-    let claim = image::claim(&store, &a.image, Mode::Shared)?;
+    let mut claims = Claims::from(image::claim(&store, &a.image, Mode::Shared)?);
+    // It writes: one writer at a time, as for any volume.
+    claims.push(image::claim_access(&store, lock::Access::Writer)?);
     let len = store
         .size()
         .map_err(|e| Failure::runtime(format!("{}: {e}", crate::locator::redacted(&a.image))))?;
     let (md, unlocked) = geli::onetime::onetime(len, &opts)?;
+    require_integrity(a, &unlocked, "geli-onetime")?;
     let volume = unlocked.engine(Box::new(store), options(a)?)?;
     let _ = writeln!(
         io::stderr(),
@@ -185,6 +206,6 @@ fn onetime(a: &OpenArgs) -> Result<VolumeExport, Failure> {
         volume,
         discards: false,
         described: ("geli-onetime", unlocked.cipher.clone()),
-        _claims: Claims::from(claim),
+        _claims: claims,
     })
 }

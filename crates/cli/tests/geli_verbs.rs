@@ -609,8 +609,9 @@ fn init_writes_the_metadata_backup_where_geli_does() {
     use std::os::unix::fs::PermissionsExt;
     let mode = std::fs::metadata(&bk).unwrap().permissions().mode();
     assert_eq!(mode & 0o777, 0o600, "the backup is the owner's only");
-    // An older backup of that name is replaced, as geli's O_TRUNC does.
-    let out = init("disks/da0", &[]);
+    // An older backup of that name is replaced, as geli's O_TRUNC does. (Initialising a
+    // provider that holds metadata asks first; --batch answers.)
+    let out = init("disks/da0", &["--batch"]);
     assert!(out.status.success(), "{out:?}");
     let raw2 = std::fs::read(&img).unwrap();
     assert_ne!(
@@ -621,14 +622,14 @@ fn init_writes_the_metadata_backup_where_geli_does() {
     assert_eq!(std::fs::read(&bk).unwrap(), raw2[raw2.len() - 512..]);
     // -B none: no backup.
     std::fs::remove_file(&bk).unwrap();
-    ok(init("disks/da0", &["-B", "none"]));
+    ok(init("disks/da0", &["-B", "none", "--batch"]));
     assert!(std::fs::read_dir(&backups).unwrap().next().is_none());
     // A backup that cannot be written: the provider is initialized all the same (geli
     // stores the metadata first), the failure is reported, exit 1.
     std::fs::remove_dir(&backups).unwrap();
     std::fs::write(&backups, b"a file, not a folder").unwrap();
     let before = std::fs::read(&img).unwrap();
-    let out = init("disks/da0", &[]);
+    let out = init("disks/da0", &["--batch"]);
     assert_eq!(code(&out), 1, "{out:?}");
     let err = stderr(&out);
     assert!(
@@ -1112,4 +1113,81 @@ fn onetime_a_serves_authenticated_sectors_and_fails_a_changed_one() {
         let raw = std::fs::read(&scratch).unwrap();
         assert!(!raw.windows(9).any(|w| w == b"GEOM::ELI"), "no metadata");
     }
+}
+
+/// GELI's AUTH flag is not authenticated (the metadata's MD5 is a checksum): cleared, with
+/// the MD5 recomputed, an `-a` provider attaches without tag checks, as on FreeBSD.
+/// `--integrity` refuses such a provider (attach, attach -C, serve).
+#[test]
+fn integrity_refuses_a_provider_whose_auth_flag_was_cleared() {
+    const AUTH: u32 = 0x10;
+    let dir = tempfile::tempdir().unwrap();
+    let pass = file(dir.path(), "pass", b"tagged\n");
+    let img = file(dir.path(), "auth.img", &vec![0u8; 256 * K as usize]);
+    ok(geli(&[
+        "init",
+        "-a",
+        "HMAC/SHA256",
+        "-i",
+        "0",
+        "-J",
+        s(&pass),
+        "-B",
+        "none",
+        s(&img),
+    ]));
+    let check = |extra: &[&str]| {
+        let args = [&["attach", "-C", "-j", s(&pass)][..], extra, &[s(&img)]].concat();
+        geli(&args)
+    };
+    let out = check(&["--integrity"]);
+    assert_eq!(code(&out), 0, "an authenticated provider: {}", stderr(&out));
+    let sector = sector_at(&img, 256 * K);
+    assert_ne!(flags_of(&sector) & AUTH, 0);
+    let cleared = with_flags(&sector, flags_of(&sector) & !AUTH);
+    let mut raw = std::fs::read(&img).unwrap();
+    let end = raw.len();
+    raw[end - 512..end - 1].copy_from_slice(&cleared[..511]);
+    std::fs::write(&img, &raw).unwrap();
+    // Without --integrity it attaches (documented: the flag is not authenticated).
+    assert_eq!(code(&check(&[])), 0);
+    let sock = dir.path().join("s.sock");
+    let refusals = [
+        check(&["--integrity"]),
+        geli(&[
+            "attach",
+            "--integrity",
+            "-j",
+            s(&pass),
+            "--socket",
+            s(&sock),
+            s(&img),
+        ]),
+        sc(
+            &[
+                "serve",
+                s(&img),
+                "--integrity",
+                "--key-file",
+                s(&file(dir.path(), "bare", b"tagged")),
+                "--socket",
+                s(&sock),
+            ],
+            b"",
+        ),
+    ];
+    for out in refusals {
+        let e = stderr(&out);
+        assert_eq!(code(&out), 2, "{e}");
+        assert!(
+            e.contains("no data authentication") && e.contains("not itself authenticated"),
+            "{e}"
+        );
+        assert!(!sock.exists(), "served: {e}");
+    }
+    let help = ok(geli(&["attach", "--help"]));
+    assert!(
+        help.contains("--integrity") && help.contains("not a MAC"),
+        "{help}"
+    );
 }

@@ -108,7 +108,9 @@ fn open_serves_over_nbd_status_shows_it_and_close_stops_it() {
         .args(["--size", &uri])
         .output()
         .unwrap());
-    let plain = ok_bytes(rt.sc(&["read", s(&img), "--key-file", s(&key)]));
+    // (`read` beside the read-write server needs --shared: nothing writes meanwhile.)
+    let read = ["read", s(&img), "--key-file", s(&key), "--shared"];
+    let plain = ok_bytes(rt.sc(&read));
     assert_eq!(size.trim(), plain.len().to_string());
     let served = Command::new("nbdcopy").args([&uri, "-"]).output().unwrap();
     assert!(served.status.success());

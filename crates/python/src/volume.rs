@@ -66,7 +66,7 @@ pub struct NativeVolume {
 /// Opens the volume in `path` (see the package's `sectorcrypt.open`).
 #[pyfunction]
 #[pyo3(signature = (path, passphrase=None, *, key_file=None, header=None, readonly=true,
-                    keyslot=None, keyfiles=None, threads=None))]
+                    keyslot=None, keyfiles=None, threads=None, shared=false))]
 #[allow(clippy::too_many_arguments)]
 pub fn open(
     py: Python<'_>,
@@ -78,6 +78,7 @@ pub fn open(
     keyslot: Option<usize>,
     keyfiles: Option<Vec<PathBuf>>,
     threads: Option<usize>,
+    shared: bool,
 ) -> PyResult<NativeVolume> {
     let keyfiles = geli_keyfiles(keyfiles.as_deref().unwrap_or_default())?;
     // A GELI key made of keyfiles alone (geli init -P) has no passphrase component.
@@ -90,6 +91,7 @@ pub fn open(
     let opts = OpenOptions {
         header: header.clone(),
         read_only: readonly,
+        shared,
         key_slot: keyslot,
         keyfiles,
         no_passphrase,

@@ -129,3 +129,24 @@ def test_secrets_not_in_reprs(tmp_path):
         text = repr(vol) + str(vol.info()) + repr(vol._native)
         assert "key" not in str(vol.info()).replace("keyslot", "")
     assert PASS.decode() not in text
+
+
+def test_one_writer_at_a_time_and_readers_beside_it_only_when_shared(tmp_path):
+    # Two opens in one process are two open file descriptions, claimed as two processes.
+    img = tmp_path / "c.img"
+    fast(img)
+    me = f"PID {os.getpid()} ("
+    with sectorcrypt.open(img, PASS, readonly=False):
+        with pytest.raises(sectorcrypt.InvalidArgument, match="second writer") as e:
+            sectorcrypt.open(img, PASS, readonly=False)
+        assert me in str(e.value)
+        with pytest.raises(sectorcrypt.InvalidArgument, match="--shared") as e:
+            sectorcrypt.open(img, PASS)
+        assert me in str(e.value)
+        with sectorcrypt.open(img, PASS, shared=True) as vol:
+            assert vol.readonly
+    # Readers share, and keep a writer out until they close.
+    with sectorcrypt.open(img, PASS), sectorcrypt.open(img, PASS):
+        with pytest.raises(sectorcrypt.InvalidArgument, match="open read-only by a reader"):
+            sectorcrypt.open(img, PASS, readonly=False)
+    sectorcrypt.open(img, PASS, readonly=False).close()

@@ -6,13 +6,16 @@
 //!
 //! The steps: open the image (and a detached header's file) for reading, or reading and
 //! writing; claim their use, shared (an exclusive claim by another process, an erase in
-//! progress, is refused at once rather than waited for); read the header and open a
+//! progress, is refused at once rather than waited for); take the writer claim on each
+//! (`crate::lock`): a read-write open is refused while another process writes the volume
+//! or reads it without [`OpenOptions::shared`], a read-only open while another process
+//! writes it, unless [`OpenOptions::shared`]; the error names the holder; read the header and open a
 //! keyslot under the shared header lock (a keyslot being changed by another process is
 //! waited for); start the engine over the data area. Every format the registry knows
 //! (LUKS2, LUKS1, GELI) opens this way.
 
 use crate::engine::{EngineOptions, Volume};
-use crate::lock::{Mode, UseClaim};
+use crate::lock::{Access, Mode, UseClaim};
 use crate::{Error, FileStore, Header, Placement, Result, Unlocked};
 use std::path::{Path, PathBuf};
 use zeroize::Zeroizing;
@@ -25,6 +28,11 @@ pub struct OpenOptions {
     pub header: Option<PathBuf>,
     /// Open read-only: the files are opened for reading and the engine refuses writes.
     pub read_only: bool,
+    /// With `read_only`: open even while another process writes the volume (cryptsetup's
+    /// `--shared`), accepting that data read may be changing. Without it, a read-only
+    /// open beside a writer is refused ([`Error::InUse`]), and keeps writers out while it
+    /// lasts. Ignored for a read-write open (there is never a second writer).
+    pub shared: bool,
     /// Try only this keyslot.
     pub key_slot: Option<usize>,
     /// Key files (GELI's keyfile components, in order), read by the caller.
@@ -52,7 +60,8 @@ pub struct Opened {
 /// Opens the volume in `image` (header in `opts.header` when given) with `passphrase` and
 /// starts its engine. Errors: [`Error::Io`] for files that cannot be opened or read,
 /// [`Error::Header`] for an image without a valid header, [`Error::WrongPassphrase`],
-/// [`Error::InUse`] for a volume that an erase or header restore is replacing,
+/// [`Error::InUse`] for a volume that an erase or header restore is replacing, or that
+/// another process writes (or, for a read-write open, reads without `shared`),
 /// [`Error::Invalid`] for a detached header opened without its data device.
 pub fn open(image: &Path, passphrase: &[u8], opts: &OpenOptions) -> Result<Opened> {
     let write = !opts.read_only;
@@ -60,9 +69,16 @@ pub fn open(image: &Path, passphrase: &[u8], opts: &OpenOptions) -> Result<Opene
         |p: &Path| FileStore::open(p, write).map_err(|e| Error::io(format!("{}", p.display()), e));
     let data = open_file(image)?;
     let header = opts.header.as_deref().map(open_file).transpose()?;
-    let mut claims = vec![claim(&data, image)?];
+    // A header "detached" into the image itself is the attached header: one claim.
+    let header = header.filter(|h| !same_file(h, &data));
+    let access = match (opts.read_only, opts.shared) {
+        (false, _) => Access::Writer,
+        (true, false) => Access::Reader,
+        (true, true) => Access::SharedReader,
+    };
+    let mut claims = claim(&data, image, access)?;
     if let (Some(h), Some(path)) = (&header, &opts.header) {
-        claims.push(claim(h, path)?);
+        claims.extend(claim(h, path, access)?);
     }
     let header_store = header.as_ref().unwrap_or(&data);
     let unlocked = {
@@ -98,16 +114,31 @@ pub fn open(image: &Path, passphrase: &[u8], opts: &OpenOptions) -> Result<Opene
     })
 }
 
-/// A shared use claim on `store`; a conflicting (exclusive) one held elsewhere is an
-/// error naming `path`.
-fn claim(store: &FileStore, path: &Path) -> Result<UseClaim> {
-    store
+/// A shared use claim on `store` and the writer claim of `access`; a conflicting claim
+/// held elsewhere is an error naming `path` (and the holder of a writer claim).
+fn claim(store: &FileStore, path: &Path, access: Access) -> Result<Vec<UseClaim>> {
+    let failed = |e| Error::io(format!("claiming {}", path.display()), e);
+    let used = store
         .claim_use(Mode::Shared, false)
-        .map_err(|e| Error::io(format!("claiming {}", path.display()), e))?
+        .map_err(failed)?
         .ok_or_else(|| {
             Error::InUse(format!(
                 "{} is in use by another process that is replacing or erasing its header",
                 path.display()
             ))
-        })
+        })?;
+    let writer = store
+        .claim_access(access)
+        .map_err(failed)?
+        .map_err(Error::InUse)?;
+    Ok([Some(used), writer].into_iter().flatten().collect())
+}
+
+/// Whether two open files are one (same device and inode).
+fn same_file(a: &FileStore, b: &FileStore) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (a.file().metadata(), b.file().metadata()) {
+        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+        _ => false,
+    }
 }

@@ -204,6 +204,19 @@ impl FileStore {
     pub fn claim_use(&self, mode: lock::Mode, wait: bool) -> io::Result<Option<UseClaim>> {
         lock::claim_use(&self.file, mode, wait)
     }
+
+    /// Takes the writer claim `access` needs on this file (see [`lock::claim_access`]),
+    /// never waiting: an error naming the holder ([`lock::refusal`]) when another open
+    /// holds a conflicting one.
+    pub fn claim_access(
+        &self,
+        access: lock::Access,
+    ) -> io::Result<std::result::Result<Option<UseClaim>, String>> {
+        Ok(match lock::claim_access(&self.file, access)? {
+            Some(c) => Ok(c),
+            None => Err(lock::refusal(&self.name, &self.file, access)),
+        })
+    }
 }
 
 /// Where a volume's header (with its keyslots) and its data are.

@@ -170,3 +170,90 @@ fn each_failure_has_its_own_error() {
     drop(claim);
     open(&img, PASS, &ro).unwrap();
 }
+
+/// Two read-write opens of one volume in one process are two engines, as two processes
+/// would be: each reads, changes and writes back whole sectors for a sub-sector write.
+/// The second open is refused (naming the holder); before the writer claim it opened, and
+/// the single-byte writes interleaved through both lost each other.
+#[test]
+fn a_second_writer_is_refused_so_no_sub_sector_write_is_lost() {
+    require!("cryptsetup");
+    let dir = tempfile::tempdir().unwrap();
+    let (img, _) = cryptsetup_volume(dir.path(), &pattern(64, 7), false);
+    let rw = OpenOptions::default();
+    let a = open(&img, PASS, &rw).unwrap();
+    let b = match open(&img, PASS, &rw) {
+        Err(Error::InUse(m)) => {
+            let me = format!("PID {} (", std::process::id());
+            assert!(m.contains(&me) && m.contains("second writer"), "{m}");
+            return;
+        }
+        Err(e) => panic!("{e:?}"),
+        Ok(b) => b,
+    };
+    const WRITES: u64 = 20_000;
+    let start = std::sync::Barrier::new(2);
+    std::thread::scope(|s| {
+        for (vol, parity) in [(&a.volume, 0), (&b.volume, 1)] {
+            let start = &start;
+            s.spawn(move || {
+                start.wait();
+                for i in 0..WRITES {
+                    vol.write_at(&[0xa0 | parity as u8], 2 * i + parity)
+                        .unwrap();
+                }
+            });
+        }
+    });
+    drop((a, b));
+    let got = open(&img, PASS, &OpenOptions::default()).unwrap();
+    let mut buf = vec![0; 2 * WRITES as usize];
+    got.volume.read_at(&mut buf, 0).unwrap();
+    let lost = (0..buf.len())
+        .filter(|&i| buf[i] != 0xa0 | (i % 2) as u8)
+        .count();
+    panic!(
+        "a second writer was let in: {lost} of {} writes lost",
+        buf.len()
+    );
+}
+
+/// The writer claim of a detached header's file too; readers share it, a reader and a
+/// writer exclude each other unless the reader is `shared`.
+#[test]
+fn writer_claims_cover_the_header_file_and_readers_opt_in_to_sharing() {
+    require!("cryptsetup");
+    let dir = tempfile::tempdir().unwrap();
+    let (img, hdr) = cryptsetup_volume(dir.path(), &pattern(64, 9), true);
+    let with = |read_only, shared| OpenOptions {
+        header: hdr.clone(),
+        read_only,
+        shared,
+        ..OpenOptions::default()
+    };
+    let r1 = open(&img, PASS, &with(true, false)).unwrap();
+    let r2 = open(&img, PASS, &with(true, false)).unwrap();
+    let w = open(&img, PASS, &with(false, false)).unwrap_err();
+    assert!(
+        matches!(w, Error::InUse(ref m) if m.contains("open read-only by a reader, PID")),
+        "{w:?}"
+    );
+    drop((r1, r2));
+    let writer = open(&img, PASS, &with(false, false)).unwrap();
+    let r = open(&img, PASS, &with(true, false)).unwrap_err();
+    assert!(
+        matches!(r, Error::InUse(ref m) if m.contains("--shared") && m.contains("a writer, PID")),
+        "{r:?}"
+    );
+    let shared = open(&img, PASS, &with(true, true)).unwrap();
+    drop(shared);
+    // The header file alone is claimed too: another data file beside the same header.
+    let other = dir.path().join("other.img");
+    std::fs::copy(&img, &other).unwrap();
+    let h = open(&other, PASS, &with(false, false)).unwrap_err();
+    assert!(
+        matches!(h, Error::InUse(ref m) if m.contains(hdr.as_ref().unwrap().to_str().unwrap())),
+        "{h:?}"
+    );
+    drop(writer);
+}

@@ -302,6 +302,22 @@ static void open_errors(void) {
     v = open_volume("attached.img", NULL, SECTORCRYPT_OPEN_READ_ONLY);
     CHECK(v != NULL);
     EXPECT(sectorcrypt_close(v), SECTORCRYPT_OK);
+
+    /* One writer at a time (a second open is claimed as another process's would be); a
+     * reader beside it only with SECTORCRYPT_OPEN_SHARED; the refusal names the holder. */
+    sectorcrypt_volume *writer = open_volume("attached.img", NULL, 0);
+    char me[32];
+    snprintf(me, sizeof me, "PID %d (", (int)getpid());
+    EXPECT(sectorcrypt_open(img, NULL, p, pass_len, 0, &v), SECTORCRYPT_ERR_IN_USE);
+    CHECK(strstr(sectorcrypt_last_error(), me) != NULL);
+    EXPECT(sectorcrypt_open(img, NULL, p, pass_len, SECTORCRYPT_OPEN_READ_ONLY, &v),
+           SECTORCRYPT_ERR_IN_USE);
+    EXPECT(sectorcrypt_open(img, NULL, p, pass_len, SECTORCRYPT_OPEN_SHARED, &v),
+           SECTORCRYPT_ERR_INVALID_ARGUMENT);
+    v = open_volume("attached.img", NULL, SECTORCRYPT_OPEN_READ_ONLY | SECTORCRYPT_OPEN_SHARED);
+    CHECK(v != NULL);
+    EXPECT(sectorcrypt_close(v), SECTORCRYPT_OK);
+    EXPECT(sectorcrypt_close(writer), SECTORCRYPT_OK);
 }
 
 static sectorcrypt_cipher *new_cipher(const char *spec, size_t len, uint32_t flags) {

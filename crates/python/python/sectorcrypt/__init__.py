@@ -188,6 +188,7 @@ def open(
     keyslot=None,
     keyfiles=None,
     threads=None,
+    shared=False,
 ):
     """Unlocks the volume in ``path`` (LUKS2, LUKS1 or GELI) and returns a :class:`Volume`.
 
@@ -196,7 +197,10 @@ def open(
     ``readonly=False`` to write. ``keyslot``: try only this one. ``keyfiles``: GELI's
     keyfile components, in order (with no passphrase for a provider made with ``-P``).
     ``threads``: the engine's workers for large requests (default: the cores).
-    The image is claimed as the ``sectorcrypt`` command claims it, until ``close``.
+    The image is claimed as the ``sectorcrypt`` command claims it, until ``close``:
+    one writer at a time, and no read-only open beside a writer unless ``shared=True``
+    (cryptsetup's ``--shared``: the data read may change under it); a refused open
+    raises ``InvalidArgument`` naming the holder (its PID and command line).
     """
     native = _native.open(
         os.fspath(path),
@@ -207,6 +211,7 @@ def open(
         keyslot=keyslot,
         keyfiles=None if keyfiles is None else [os.fspath(k) for k in keyfiles],
         threads=threads,
+        shared=shared,
     )
     return Volume(native)
 

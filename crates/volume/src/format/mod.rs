@@ -405,6 +405,13 @@ impl Unlocked {
         (self.data_offset < self.header_end).then_some((self.data_offset, self.header_end))
     }
 
+    /// Whether every sector carries an authentication tag that is checked when read (a
+    /// GELI provider with the AUTH flag). For GELI the flag itself is not authenticated:
+    /// metadata with AUTH cleared (and its MD5 recomputed) opens without tag checks.
+    pub fn authenticated(&self) -> bool {
+        self.auth.is_some()
+    }
+
     /// The volume key.
     pub fn volume_key(&self) -> &[u8] {
         &self.volume_key

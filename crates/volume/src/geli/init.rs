@@ -65,8 +65,9 @@ impl Default for InitOptions {
 }
 
 /// Initialises `store` as a GELI provider whose user key comes from `keyfiles` (in
-/// order) and, when `opts.use_passphrase`, `passphrase`. Returns the header and the
-/// provider opened with its new key (slot 0).
+/// order) and, when `opts.use_passphrase`, `passphrase`. Every known format's signature
+/// in `store` is wiped first ([`crate::formats::wipe_signatures`]). Returns the header and
+/// the provider opened with its new key (slot 0).
 pub fn init(
     store: &dyn Store,
     opts: &InitOptions,
@@ -175,6 +176,9 @@ pub fn init(
         mkeys,
     };
     let geli = Geli::new(md, prov);
+    // No other format's header may stay live beside the new metadata (a LUKS header at
+    // the start would still be found first).
+    crate::formats::wipe_signatures(store)?;
     geli.write(store)?;
     let unlocked = geli.unlocked(store, mkey, 0)?;
     Ok((geli, unlocked))
