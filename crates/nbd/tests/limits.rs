@@ -41,14 +41,17 @@ fn at_the_connection_limit_the_longest_idle_gives_way_and_busy_ones_do_not() {
     assert!(closed(&mut a), "the longest idle connection was closed");
     assert_eq!(b.read(2, 100, 16), vec![3; 16]);
     assert_eq!(c.read(3, 200, 16), vec![3; 16]);
-    // b and c in the middle of a write: busy. A fourth client is closed at once.
+    // b and c in the middle of a write: busy. A fourth client is refused when it asks
+    // for the export (with an error, not an acknowledgement), and closed.
     b.request(proto::CMD_WRITE, 0, 4, 0, 1024, &[7; 100]);
     c.request(proto::CMD_WRITE, 0, 5, 0, 1024, &[8; 100]);
     thread::sleep(Duration::from_millis(50));
-    let mut d = UnixStream::connect(&srv.sock).unwrap();
-    d.set_read_timeout(Some(PATIENCE)).unwrap();
-    let mut got = Vec::new();
-    assert_eq!(d.read_to_end(&mut got).unwrap_or(0), 0, "refused");
+    let mut d = Raw::handshake(&srv.sock);
+    let replies = d.option(proto::OPT_GO, b"\0\0\0\x03vol\0\0");
+    assert_eq!(replies.len(), 1, "{replies:?}");
+    assert_eq!(replies[0].0, proto::REP_ERR_POLICY);
+    assert!(String::from_utf8_lossy(&replies[0].1).contains("server busy"));
+    assert!(closed(&mut d));
     // Once b's write is whole and answered, b is idle and gives way to the next client
     // (b's worker marks it idle just after sending the reply: a moment to wait).
     b.s.write_all(&[7; 924]).unwrap();
