@@ -403,7 +403,7 @@ fn silent_connections_beyond_the_limit_evict_no_client_past_its_handshake() {
     let t0 = Instant::now();
     let silent = silent_tcp(addr, 70);
     assert_eq!(
-        read_over(&mut idle, 2, 100, 16).expect("the idle client was not closed"),
+        read_over(&mut idle, 2, 100, 16).expect("the idle client must stay connected"),
         vec![6; 16]
     );
     // A new client is served beside them, in a free slot.

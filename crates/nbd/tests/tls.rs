@@ -420,7 +420,7 @@ fn silent_tcp_connections_evict_no_client_authenticated_over_tls() {
     let t0 = std::time::Instant::now();
     let silent = silent_tcp(addr, 70);
     assert_eq!(
-        read_over(&mut idle, 2, 512, 16).expect("the TLS client was not closed"),
+        read_over(&mut idle, 2, 512, 16).expect("the TLS client must stay connected"),
         want(512)
     );
     all_closed_in(silent, t0, std::time::Duration::from_secs(6));
