@@ -359,7 +359,7 @@ fn a_socket_path_over_107_bytes_is_refused_at_start() {
     let base = dir.path().as_os_str().len();
     let long = dir.path().join("s".repeat(108 - base - 1));
     assert_eq!(s(&long).len(), 108);
-    let out = sc(&["serve", s(&img), "--onetime", "--socket", s(&long)], b"");
+    let out = served::refused(&["serve", s(&img), "--onetime", "--socket", s(&long)]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(code(&out), 2, "{err}");
     assert!(

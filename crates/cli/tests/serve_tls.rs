@@ -355,7 +355,7 @@ fn a_server_key_open_to_group_or_others_is_refused_as_ssh_does() {
             "--tls-certificates",
             s(&certs),
         ];
-        let out = sc(&args, b"");
+        let out = served::refused(&args);
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(code(&out), 2, "mode {mode:o}: {err}");
         assert!(
