@@ -90,6 +90,11 @@ pub struct ServerConfig {
     /// The permission bits of a Unix socket (only the owner may connect by default: the
     /// socket gives whoever connects the volume's plaintext). The umask plays no part.
     pub socket_mode: u32,
+    /// Stop serving when the Unix socket is removed or replaced (checked twice a second):
+    /// no client can reach the server any more. Off for a server whose export is also
+    /// used another way (a FUSE mount, a loop device), which must not end with the
+    /// socket.
+    pub stop_when_socket_gone: bool,
     /// Stop serving once the last connection past its handshake has closed (GELI's
     /// detach on last close, `geli attach -d`): the server then shuts down as on
     /// [`ShutdownHandle::shutdown`](crate::ShutdownHandle::shutdown). A connection that
@@ -118,6 +123,7 @@ impl Default for ServerConfig {
             write_timeout: Duration::from_secs(30),
             shutdown_grace: Duration::from_secs(5),
             socket_mode: 0o600,
+            stop_when_socket_gone: true,
             exit_after_last: false,
             tls: None,
         }

@@ -8,7 +8,7 @@
 //! connecting to it: a stop needs no path, so a server whose Unix socket was removed, or
 //! whose path no client could reach, still stops. A Unix socket removed or replaced while
 //! the server runs is noticed within a second, and the server stops
-//! ([`Error::SocketGone`]).
+//! ([`Error::SocketGone`]), unless [`ServerConfig::stop_when_socket_gone`] is off.
 //!
 //! The top of the crate's socket code: a connection is the handshake, then the
 //! transmission phase, each in its own module, which know nothing of the listener. What
@@ -260,12 +260,12 @@ impl Server {
 
         let lost = Arc::new(AtomicBool::new(false));
         let (watch_stop, watcher) = match &*self.listener {
-            Listener::Unix(_, p, id) => {
+            Listener::Unix(_, p, id) if shared.config.stop_when_socket_gone => {
                 let (tx, rx) = mpsc::channel::<()>();
                 let w = watch_socket(p.clone(), *id, rx, self.handle.clone(), lost.clone());
                 (Some(tx), Some(w))
             }
-            Listener::Tcp(_) => (None, None),
+            _ => (None, None),
         };
 
         let result = loop {

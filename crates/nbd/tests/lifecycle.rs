@@ -256,3 +256,31 @@ fn a_server_whose_socket_is_removed_or_replaced_stops() {
     );
     let _ = t.join().unwrap();
 }
+
+#[test]
+fn with_stop_when_socket_gone_off_a_removed_socket_stops_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("kept.sock");
+    let export = MemExport::new(vec![2; 4096], 512, false);
+    let config = ServerConfig {
+        stop_when_socket_gone: false,
+        ..quiet()
+    };
+    let server = Server::bind(&Listen::Unix(sock.clone()), export, config).unwrap();
+    let handle = server.shutdown_handle();
+    let t = thread::spawn(move || server.run());
+    let mut c = Raw::go(&sock);
+    std::fs::remove_file(&sock).unwrap();
+    assert!(!ends_within(&t, Duration::from_millis(1500)), "stopped");
+    assert_eq!(
+        c.read(1, 0, 4),
+        vec![2; 4],
+        "the connected client is still served"
+    );
+    handle.shutdown();
+    assert!(
+        ends_within(&t, Duration::from_secs(5)),
+        "the handle did not stop it"
+    );
+    t.join().unwrap().unwrap();
+}
