@@ -576,11 +576,16 @@ NBD protocol with several connections (multi-conn) and many requests in flight; 
 SIGTERM stops it after the requests in flight are done and the volume is flushed.
 Who may connect: a Unix socket is created mode 0600 whatever the umask (its owner and
 root); --socket-mode 0660 lets its group in too. A TCP port has no access control: any
-local user can connect, and the server says so when it starts.
+local user can connect, and the server says so when it starts (as it does for a socket
+others may write in directories they may enter), unless TLS is required with
+--tls-verify-peer. The socket's path is at most 107 bytes; if the socket is removed while
+serving, the server stops.
 Slow and idle clients: once a request has begun, its header, and a write's payload, must
 arrive within --timeout seconds, or the connection is closed. A connection with no request
 in flight is closed after --idle-timeout seconds (default: never). Up to 64 connections are
-served; when all are taken, a new one takes the slot of the connection idle longest.
+served; when all are taken, a new one takes the slot of the connection idle longest, once
+it has finished its handshake (TLS included, the export chosen): connections still in
+their handshake (at most 64 more, 10 seconds each at most) close no client.
 After a failed flush every later flush fails, on every connection, until the server is
 restarted: writes acknowledged before it may not have reached the disk.
 TLS: --tls-certificates DIR (server-cert.pem, server-key.pem; ca-cert.pem for
@@ -672,7 +677,7 @@ pub struct ServeArgs {
     /// (0: no limit).
     #[arg(long, value_name = "SECS", default_value_t = 0)]
     pub idle_timeout: u64,
-    /// Stop once the last client has disconnected (`geli attach -d`).
+    /// Stop once the last client past its handshake has disconnected (`geli attach -d`).
     #[arg(skip)]
     pub exit_after_last: bool,
     #[command(flatten)]

@@ -121,8 +121,8 @@ Here: sectorcrypt serve PROV --socket PATH [--key-file PASSFILE] [--keyfile-comp
 There is no /dev/PROV.eli: an NBD client (nbd-client, qemu, nbdfuse, nbdcopy) reads and
 writes the decrypted provider (or use sectorcrypt mount). The server runs until SIGINT or
 SIGTERM (geli detach), or with -d until its last client has disconnected (geli's detach on
-last close). -C: sectorcrypt test-key PROV (nothing served); -n N: only slot N is tried
-(--key-slot N).
+last close; a connection that closes before its NBD handshake is over is no client).
+-C: sectorcrypt test-key PROV (nothing served); -n N: only slot N is tried (--key-slot N).
 Authentication: the AUTH flag (geli init -a) is part of the metadata, whose MD5 is a
 checksum, not a MAC: whoever can write the provider can clear the flag, recompute the MD5,
 and the provider then attaches without checking any tag (FreeBSD behaves the same).

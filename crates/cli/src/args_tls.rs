@@ -14,7 +14,8 @@ pub struct TlsArgs {
     #[arg(long, value_name = "MODE", value_enum)]
     pub tls: Option<TlsMode>,
     /// The directory of the server's X.509 certificate, under nbdkit's names:
-    /// server-cert.pem, server-key.pem, and ca-cert.pem for --tls-verify-peer.
+    /// server-cert.pem, server-key.pem (mode 0600 or 0400: a key its group or others may
+    /// read or write is refused), and ca-cert.pem for --tls-verify-peer.
     #[arg(long, value_name = "DIR")]
     pub tls_certificates: Option<PathBuf>,
     /// Clients must present a certificate signed by DIR/ca-cert.pem.

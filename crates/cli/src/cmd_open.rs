@@ -228,6 +228,8 @@ fn serve(volume: &OpenArgs, a: &NamedArgs, dir: &Path) -> Result<(), Failure> {
         )),
         // Nobody reads this process's stderr once `open` has returned.
         log: false,
+        // A mount or loop device in use must not go away with the socket.
+        stop_when_socket_gone: mount_dir.is_none(),
         ..defaults
     };
     let server = Server::bind(

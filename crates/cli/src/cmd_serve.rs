@@ -1,9 +1,11 @@
-//! `sectorcrypt serve`: the plaintext of a volume over NBD, until SIGINT or SIGTERM. Who
-//! may connect is said once at the start: a Unix socket's mode (0600 unless widened), or a
-//! warning that a TCP port is open to every local user. TLS (`--tls`,
-//! `--tls-certificates`, `--tls-verify-peer`) is set up before the volume is opened, so a
-//! bad certificate directory costs no passphrase. SIGINT and SIGTERM stop it while it is
-//! still unlocking, too.
+//! `sectorcrypt serve`: the plaintext of a volume over NBD, until SIGINT or SIGTERM (or
+//! until its Unix socket is removed). Who may connect is said once at the start: a
+//! warning when any local user can connect and be served, that is over TCP, or through a
+//! Unix socket whose mode lets others in (`--socket-mode`) in directories every user can
+//! reach, unless TLS is required with client certificates (`--tls-verify-peer`). TLS
+//! (`--tls`, `--tls-certificates`, `--tls-verify-peer`) is set up before the volume is
+//! opened, so a bad certificate directory (or a private key others can read) costs no
+//! passphrase. SIGINT and SIGTERM stop it while it is still unlocking, too.
 //!
 //! Over a remote store (an NBD URI or an `rbd:` image: the encrypting proxy) each
 //! connection gets more workers: their requests wait on the network, not on the CPU, and
@@ -41,6 +43,7 @@ pub fn run(a: ServeArgs) -> Result<(), Failure> {
     let mut signals = Signals::new([SIGINT, SIGTERM])
         .map_err(|e| Failure::runtime(format!("cannot catch signals: {e}")))?;
     let tls = server_tls(&a.tls)?;
+    let tls_kind = tls.as_ref().map(|t| (t.required(), t.verify_peer()));
     // Unlocked on a thread of its own: a signal during a key derivation made to last for
     // hours stops the server at once.
     let mut export = crate::cmd_open::unlock_interruptibly(&a.open, &mut signals)?;
@@ -52,6 +55,7 @@ pub fn run(a: ServeArgs) -> Result<(), Failure> {
         crate::locator::Location::Nbd(_) => NBD_WORKERS,
         crate::locator::Location::Rbd(_) => RBD_WORKERS,
     };
+    let socket_mode = a.socket_mode.unwrap_or(defaults.socket_mode);
     let config = ServerConfig {
         workers_per_connection: workers,
         export_name: a.export_name.clone(),
@@ -61,7 +65,7 @@ pub fn run(a: ServeArgs) -> Result<(), Failure> {
         )),
         read_timeout: Duration::from_secs(a.timeout),
         idle_timeout: Duration::from_secs(a.idle_timeout),
-        socket_mode: a.socket_mode.unwrap_or(defaults.socket_mode),
+        socket_mode,
         exit_after_last: a.exit_after_last,
         tls,
         ..defaults
@@ -71,11 +75,8 @@ pub fn run(a: ServeArgs) -> Result<(), Failure> {
             sectorcrypt_nbd::Error::Io(..) => Failure::runtime(e),
             _ => Failure::usage(e),
         })?;
-    if let Listen::Tcp(addr) = server.local() {
-        eprintln!(
-            "sectorcrypt: warning: listening on TCP {addr}: any local user can connect and \
-             read and write the volume (a --socket is mode 0600 instead)"
-        );
+    if let Some(warning) = open_to_all(server.local(), socket_mode, tls_kind) {
+        eprintln!("sectorcrypt: warning: {warning}");
     }
     let handle = server.shutdown_handle();
     let signals_handle = signals.handle();
@@ -89,6 +90,57 @@ pub fn run(a: ServeArgs) -> Result<(), Failure> {
     signals_handle.close();
     let _ = watcher.join();
     result
+}
+
+/// The warning to give when any local user can connect and be served, or `None`: only
+/// clients with a certificate of the CA get in when TLS is required with peer
+/// verification (`tls`: (required, verify_peer)); otherwise every local user can reach a
+/// TCP port, and a Unix socket whose mode lets others write it when every directory above
+/// it lets others through.
+fn open_to_all(listen: &Listen, mode: u32, tls: Option<(bool, bool)>) -> Option<String> {
+    if tls == Some((true, true)) {
+        return None;
+    }
+    let hint = match tls {
+        Some((true, false)) => "; TLS without --tls-verify-peer encrypts but admits anyone",
+        Some((false, _)) => "; --tls on lets clients skip TLS",
+        _ => "",
+    };
+    match listen {
+        Listen::Tcp(addr) => Some(format!(
+            "listening on TCP {addr}: any local user can connect and read and write the \
+             volume (a --socket is mode 0600 instead{hint})"
+        )),
+        Listen::Unix(p) if mode & 0o002 != 0 && reachable_by_others(p) => Some(format!(
+            "socket {} is mode {mode:04o} in directories every user can enter: any local \
+             user can connect and read and write the volume{hint}",
+            p.display()
+        )),
+        Listen::Unix(_) => None,
+    }
+}
+
+/// Whether users other than the owner and group can reach `path`: every directory above
+/// it lets others through (their execute bit). In doubt (a directory that cannot be
+/// read), yes.
+fn reachable_by_others(path: &std::path::Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    let Some(parent) = path.parent() else {
+        return true;
+    };
+    let parent = if parent.as_os_str().is_empty() {
+        std::path::Path::new(".")
+    } else {
+        parent
+    };
+    let Ok(dir) = parent.canonicalize() else {
+        return true;
+    };
+    dir.ancestors().all(|d| {
+        std::fs::metadata(d)
+            .map(|m| m.permissions().mode() & 0o001 != 0)
+            .unwrap_or(true)
+    })
 }
 
 /// The server's TLS from the options: `--tls` defaults to `require` when a certificates

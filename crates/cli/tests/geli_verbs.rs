@@ -830,7 +830,17 @@ fn attach_d_exits_after_the_last_client_and_r_refuses_writes() {
     let plain = pattern(512 * K as usize - 512, 8);
     let input = file(d, "in", &plain);
     let sock = d.join("d.sock");
-    let srv = attached("-d", &pass, &sock, &img);
+    let mut srv = attached("-d", &pass, &sock, &img);
+    // Connections that close before their handshake is over are no clients: a silent
+    // one, and one that asks for the export list only.
+    drop(std::os::unix::net::UnixStream::connect(&sock).unwrap());
+    run_stdout(std::process::Command::new("nbdinfo").args(["--list", &srv.uri()]));
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let child = srv.child.as_mut().unwrap();
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "attach -d ended when a connection closed in its handshake"
+    );
     nbdcopy(s(&input), &srv.uri());
     // nbdcopy was the only client: once it is gone the server ends by itself.
     let out = stops_by_itself(srv, "attach -d still serving after its last client left");

@@ -111,6 +111,8 @@ fn non_loopback_addresses_and_bad_arguments_are_refused() {
 fn unix_sockets_are_0600_whatever_the_umask_unless_widened() {
     use std::os::unix::fs::PermissionsExt;
     let (dir, img) = scratch();
+    // Every user may enter the directory: only the socket's mode keeps them out.
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let sock = dir.path().join("s.sock");
     let mode = || {
         std::fs::symlink_metadata(&sock)
@@ -130,7 +132,8 @@ fn unix_sockets_are_0600_whatever_the_umask_unless_widened() {
         assert_eq!(mode(), want, "umask {umask} {extra:?}: mode {:o}", mode());
         let (status, log) = srv.stop("TERM");
         assert!(status.success(), "{log}");
-        assert!(!log.contains("any local user"), "{log}");
+        // Mode 0666 lets every local user in, and the server says so.
+        assert_eq!(log.contains("any local user"), want == 0o666, "{log}");
     }
     for bad in ["0800", "abc", "01777", "", "-1"] {
         let args = ["serve", s(&img), "--onetime", "--socket", s(&sock)];
@@ -348,4 +351,41 @@ fn trim_is_offered_only_with_allow_discards_and_punches_holes() {
     }
     let (status, _) = srv.stop("TERM");
     assert!(status.success());
+}
+
+#[test]
+fn a_socket_path_over_107_bytes_is_refused_at_start() {
+    let (dir, img) = scratch();
+    let base = dir.path().as_os_str().len();
+    let long = dir.path().join("s".repeat(108 - base - 1));
+    assert_eq!(s(&long).len(), 108);
+    let out = served::refused(&["serve", s(&img), "--onetime", "--socket", s(&long)]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(code(&out), 2, "{err}");
+    assert!(
+        err.contains("is 108 bytes long") && err.contains("at most 107 bytes"),
+        "{err}"
+    );
+    assert!(!long.exists());
+}
+
+#[test]
+fn serve_stops_when_its_socket_is_removed() {
+    let (dir, img) = scratch();
+    let sock = dir.path().join("gone.sock");
+    let mut srv = Served::start(&[s(&img), "--onetime"], &sock);
+    std::fs::remove_file(&sock).unwrap();
+    let child = srv.child.as_mut().unwrap();
+    let t0 = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "still serving with its socket removed"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = srv.child.take().unwrap().wait_with_output().unwrap();
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{log}");
+    assert!(log.contains("gone.sock was removed or replaced"), "{log}");
 }

@@ -214,6 +214,7 @@ fn tls_mistakes_are_usage_errors_naming_the_file_and_never_showing_a_key() {
     for body in ["TOP-SECRET!KEY*MATERIAL", "TOPSECRETKEYMATERIAL"] {
         let pem = format!("-----BEGIN PRIVATE KEY-----\n{body}\n-----END PRIVATE KEY-----\n");
         std::fs::write(broken.join("server-key.pem"), pem).unwrap();
+        set_mode(&broken.join("server-key.pem"), 0o600);
         let (c, err) = serve(&["--tls-certificates", s(&broken)]);
         assert_eq!(c, 2, "{err}");
         assert!(err.contains("server-key.pem: "), "{err}");
@@ -231,4 +232,145 @@ fn tls_mistakes_are_usage_errors_naming_the_file_and_never_showing_a_key() {
     assert_eq!(c, 2, "{err}");
     assert!(err.contains("ca-cert.pem: no such file"), "{err}");
     assert!(!sock.exists(), "nothing was served");
+}
+
+/// Sets `path`'s permission bits.
+fn set_mode(path: &std::path::Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// Runs `serve SCRATCH --onetime ARGS` until it listens (on `sock`, or on TCP `addr`),
+/// stops it with SIGTERM, and gives its standard error; it must have exited cleanly.
+fn served_log(args: &[&str], sock: Option<&std::path::Path>, addr: Option<&str>) -> String {
+    let mut child = volumes::spawn(args, std::process::Stdio::piped());
+    let t0 = std::time::Instant::now();
+    loop {
+        let ready = match (sock, addr) {
+            (Some(p), _) => p.exists(),
+            (None, Some(a)) => std::net::TcpStream::connect(a).is_ok(),
+            (None, None) => unreachable!(),
+        };
+        if ready {
+            break;
+        }
+        assert!(child.try_wait().unwrap().is_none(), "serve exited");
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(20),
+            "not listening"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    run(Command::new("kill").arg(child.id().to_string()));
+    let out = child.wait_with_output().unwrap();
+    let log = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(out.status.success(), "{log}");
+    log
+}
+
+#[test]
+fn the_any_local_user_warning_shows_only_when_any_local_user_can_connect() {
+    require_openssl!();
+    let (dir, certs, img) = scratch_with_certificates();
+    let warned = |log: &str| log.contains("any local user can connect");
+    let port = || {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+    };
+    let base = ["serve", s(&img), "--onetime"];
+    // TCP: TLS required with client certificates lets only their holders in.
+    for (tls, want) in [
+        (
+            &["--tls-certificates", s(&certs), "--tls-verify-peer"][..],
+            false,
+        ),
+        (&["--tls-certificates", s(&certs)][..], true),
+        (
+            &[
+                "--tls",
+                "on",
+                "--tls-certificates",
+                s(&certs),
+                "--tls-verify-peer",
+            ][..],
+            true,
+        ),
+        (&[][..], true),
+    ] {
+        let addr = format!("127.0.0.1:{}", port());
+        let args = [&base[..], &["--listen", &addr], tls].concat();
+        let log = served_log(&args, None, Some(&addr));
+        assert_eq!(warned(&log), want, "{tls:?}: {log}");
+    }
+    // A Unix socket open to others (0666): a warning only when others can reach it,
+    // every directory above it letting them through.
+    let private = dir.path().join("private");
+    std::fs::create_dir(&private).unwrap();
+    set_mode(&private, 0o700);
+    let public = dir.path().join("public");
+    std::fs::create_dir(&public).unwrap();
+    set_mode(&public, 0o755);
+    set_mode(dir.path(), 0o755);
+    for (sub, mode, tls, want) in [
+        (&private, "0666", &[][..], false),
+        (&public, "0600", &[][..], false),
+        (&public, "0660", &[][..], false),
+        (&public, "0666", &[][..], true),
+        (
+            &public,
+            "0666",
+            &["--tls-certificates", s(&certs), "--tls-verify-peer"][..],
+            false,
+        ),
+    ] {
+        let sock = sub.join("s.sock");
+        let args = [
+            &base[..],
+            &["--socket", s(&sock), "--socket-mode", mode],
+            tls,
+        ]
+        .concat();
+        let log = served_log(&args, Some(&sock), None);
+        assert_eq!(warned(&log), want, "{sub:?} {mode} {tls:?}: {log}");
+    }
+}
+
+#[test]
+fn a_server_key_open_to_group_or_others_is_refused_as_ssh_does() {
+    require_openssl!();
+    let (dir, certs, img) = scratch_with_certificates();
+    let sock = dir.path().join("k.sock");
+    let key = certs.join("server-key.pem");
+    for mode in [0o644, 0o640, 0o604, 0o602, 0o620] {
+        set_mode(&key, mode);
+        let args = [
+            "serve",
+            s(&img),
+            "--onetime",
+            "--socket",
+            s(&sock),
+            "--tls-certificates",
+            s(&certs),
+        ];
+        let out = served::refused(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(code(&out), 2, "mode {mode:o}: {err}");
+        assert!(
+            err.contains(&format!(
+                "server-key.pem: permissions {mode:04o} are too open"
+            )),
+            "{err}"
+        );
+        assert!(!sock.exists(), "nothing was served");
+    }
+    set_mode(&key, 0o600);
+    let srv = Served::start(
+        &[s(&img), "--onetime", "--tls-certificates", s(&certs)],
+        &sock,
+    );
+    let (status, log) = srv.stop("TERM");
+    assert!(status.success(), "{log}");
 }

@@ -1,12 +1,18 @@
 //! Which connections are open and which of them are idle: each connection's [`Activity`]
-//! (requests in flight, and since when it has had none), and the listener's table of
-//! connections ([`Connections`]), which makes room for a new connection by closing the one
-//! idle longest.
+//! (requests in flight, and since when it has had none), and the listener's tables of
+//! connections ([`Connections`]): those in their handshake, in a bounded pool of their
+//! own, and those past it, which make room for a new one by closing the one idle longest.
 //!
-//! A connection is busy from the first byte of a request until its reply has been sent;
-//! otherwise it is idle (in the handshake, too). Closing an idle connection to make room
-//! and the start of a request on it can race: both go through one atomic word, so either
-//! the request starts and the connection is no longer a candidate, or the connection is
+//! A connection counts as open, and can take an idle one's slot, only once its handshake
+//! is over (TLS included, the export chosen): until then it holds a handshake slot, and
+//! makes room, when every handshake slot is taken, by closing the connection that has
+//! been in its handshake longest. Connections that never finish their handshake therefore
+//! close no client that did, whatever their number; the handshake deadline closes them.
+//!
+//! A connection past its handshake is busy from the first byte of a request until its
+//! reply has been sent; otherwise it is idle. Closing an idle connection to make room and
+//! the start of a request on it can race: both go through one atomic word, so either the
+//! request starts and the connection is no longer a candidate, or the connection is
 //! claimed for closing and the request is never started (its client sees the connection
 //! close without a reply, as if it had been closed a moment earlier).
 //!
@@ -86,52 +92,117 @@ struct Slot {
     activity: Arc<Activity>,
 }
 
-/// What became of a new connection.
+/// A connection still in its handshake, as the listener sees it.
+struct Arrival {
+    /// A handle on the connection's socket, to shut it.
+    stream: Stream,
+    /// When it was accepted.
+    since: Instant,
+}
+
+/// What became of a new connection arriving, or of one that finished its handshake.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Admission {
     /// A slot was free.
     Admitted,
-    /// Every slot was taken: connection `closed`, idle for `idle_for`, was closed to make
-    /// room.
+    /// Every slot was taken: connection `closed`, idle (or in its handshake) for
+    /// `idle_for`, was closed to make room.
     ClosedIdle { closed: u64, idle_for: Duration },
-    /// Every slot is taken by a busy connection: the new one must be closed.
+    /// Every slot is taken by a busy connection: the new one must be closed. Also the
+    /// answer to a connection whose handshake was cut short meanwhile (closed to make
+    /// room, or the server is shutting down).
     Full,
 }
 
-/// The open connections, at most `max` of them.
+/// The two tables of connections, under one lock.
+#[derive(Default)]
+struct Tables {
+    /// Connections in their handshake, at most `max_handshakes`.
+    arriving: HashMap<u64, Arrival>,
+    /// Connections past their handshake, at most `max`.
+    open: HashMap<u64, Slot>,
+}
+
+/// The open connections: at most `max_handshakes` in their handshake, and apart from
+/// them at most `max` past it.
+///
+/// A connection holds a handshake slot from `accept()` ([`Connections::arrive`]) and an
+/// open slot only once its handshake is over, TLS included and the export chosen
+/// ([`Connections::admit`]). A connection in its handshake can therefore close only
+/// another one in its handshake to make room: silent or trickling connections, however
+/// many, close no client that has finished its handshake, and the handshake deadline
+/// frees their slots.
 pub(crate) struct Connections {
     max: usize,
-    open: Mutex<HashMap<u64, Slot>>,
+    max_handshakes: usize,
+    tables: Mutex<Tables>,
 }
 
 impl Connections {
-    pub(crate) fn new(max: usize) -> Connections {
+    pub(crate) fn new(max: usize, max_handshakes: usize) -> Connections {
         Connections {
             max: max.max(1),
-            open: Mutex::new(HashMap::new()),
+            max_handshakes: max_handshakes.max(1),
+            tables: Mutex::new(Tables::default()),
         }
     }
 
-    fn open(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Slot>> {
-        self.open.lock().unwrap_or_else(|e| e.into_inner())
+    fn tables(&self) -> std::sync::MutexGuard<'_, Tables> {
+        self.tables.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Takes a slot for connection `id`, closing the connection idle longest when every
-    /// slot is taken. `stream` is a handle on its socket.
-    pub(crate) fn admit(&self, id: u64, stream: Stream, activity: Arc<Activity>) -> Admission {
-        let mut open = self.open();
+    /// Takes a handshake slot for connection `id`, just accepted, closing the connection
+    /// in its handshake longest when every handshake slot is taken. `stream` is a handle
+    /// on its socket. Never [`Admission::Full`].
+    pub(crate) fn arrive(&self, id: u64, stream: Stream) -> Admission {
+        let mut t = self.tables();
         let mut admission = Admission::Admitted;
-        if open.len() >= self.max {
+        if t.arriving.len() >= self.max_handshakes {
+            let oldest = t
+                .arriving
+                .iter()
+                .min_by_key(|(_, a)| a.since)
+                .map(|(&k, _)| k);
+            if let Some((k, arrival)) = oldest.and_then(|k| Some((k, t.arriving.remove(&k)?))) {
+                arrival.stream.shutdown(Shutdown::Both);
+                admission = Admission::ClosedIdle {
+                    closed: k,
+                    idle_for: arrival.since.elapsed(),
+                };
+            }
+        }
+        t.arriving.insert(
+            id,
+            Arrival {
+                stream,
+                since: Instant::now(),
+            },
+        );
+        admission
+    }
+
+    /// Moves connection `id`, whose handshake is over, from its handshake slot to an
+    /// open slot, closing the connection idle longest when every open slot is taken.
+    /// [`Admission::Full`] when no slot could be made, or when `id` no longer holds a
+    /// handshake slot (closed to make room, or shut down): the connection must close.
+    pub(crate) fn admit(&self, id: u64, activity: Arc<Activity>) -> Admission {
+        let mut t = self.tables();
+        if !t.arriving.contains_key(&id) {
+            return Admission::Full;
+        }
+        let mut admission = Admission::Admitted;
+        if t.open.len() >= self.max {
             admission = Admission::Full;
-            let mut idle: Vec<(Duration, u64)> = open
+            let mut idle: Vec<(Duration, u64)> = t
+                .open
                 .iter()
                 .filter_map(|(&k, s)| Some((s.activity.idle_for()?, k)))
                 .collect();
             idle.sort_unstable_by(|a, b| b.cmp(a));
             // The longest idle first; one that started a request meanwhile is skipped.
             for (idle_for, k) in idle {
-                if open[&k].activity.claim() {
-                    if let Some(slot) = open.remove(&k) {
+                if t.open[&k].activity.claim() {
+                    if let Some(slot) = t.open.remove(&k) {
                         slot.stream.shutdown(Shutdown::Both);
                     }
                     admission = Admission::ClosedIdle {
@@ -145,23 +216,40 @@ impl Connections {
                 return admission;
             }
         }
-        open.insert(id, Slot { stream, activity });
+        if let Some(arrival) = t.arriving.remove(&id) {
+            t.open.insert(
+                id,
+                Slot {
+                    stream: arrival.stream,
+                    activity,
+                },
+            );
+        }
         admission
     }
 
-    /// Gives connection `id`'s slot back, shutting its socket (if still open); returns
-    /// how many connections are left open.
-    pub(crate) fn remove(&self, id: u64) -> usize {
-        let mut open = self.open();
-        if let Some(slot) = open.remove(&id) {
-            slot.stream.shutdown(Shutdown::Both);
+    /// Gives connection `id`'s slot back, shutting its socket (if still open). When it
+    /// held an open slot (its handshake was over), how many connections past their
+    /// handshake are left; `None` when it held a handshake slot, or none any more.
+    pub(crate) fn remove(&self, id: u64) -> Option<usize> {
+        let mut t = self.tables();
+        if let Some(a) = t.arriving.remove(&id) {
+            a.stream.shutdown(Shutdown::Both);
+            return None;
         }
-        open.len()
+        let slot = t.open.remove(&id)?;
+        slot.stream.shutdown(Shutdown::Both);
+        Some(t.open.len())
     }
 
-    /// Shuts every open connection's socket `how`.
+    /// Shuts every open connection's socket `how`, and every connection in its
+    /// handshake both ways (their handshake is not finished: they never get a slot).
     pub(crate) fn shutdown_all(&self, how: Shutdown) {
-        for slot in self.open().values() {
+        let mut t = self.tables();
+        for (_, a) in t.arriving.drain() {
+            a.stream.shutdown(Shutdown::Both);
+        }
+        for slot in t.open.values() {
             slot.stream.shutdown(how);
         }
     }
@@ -199,26 +287,23 @@ mod tests {
     #[test]
     fn a_full_table_closes_the_connection_idle_longest_or_refuses() {
         let epoch = Instant::now();
-        let t = Connections::new(3);
+        let t = Connections::new(3, 8);
         let mut acts: Vec<Arc<Activity>> = Vec::new();
         let mut peers = Vec::new();
         for id in 0..5 {
-            // Each accepted (idle from now) 2 ms after the one before.
+            // Each past its handshake (idle from now) 2 ms after the one before.
             sleep(Duration::from_millis(2));
             acts.push(Arc::new(Activity::new(epoch)));
+            let (s, peer) = stream();
+            peers.push(peer);
+            assert_eq!(t.arrive(id, s), Admission::Admitted);
             if id < 3 {
-                let (s, peer) = stream();
-                peers.push(peer);
-                assert_eq!(
-                    t.admit(id, s, acts[id as usize].clone()),
-                    Admission::Admitted
-                );
+                assert_eq!(t.admit(id, acts[id as usize].clone()), Admission::Admitted);
             }
         }
         // 0 is busy; 1 has been idle longer than 2.
         assert!(acts[0].begin());
-        let (s, _p3) = stream();
-        match t.admit(3, s, acts[3].clone()) {
+        match t.admit(3, acts[3].clone()) {
             Admission::ClosedIdle {
                 closed: 1,
                 idle_for,
@@ -229,14 +314,68 @@ mod tests {
         use std::io::Read;
         assert_eq!(peers[1].read(&mut [0u8; 1]).unwrap(), 0);
         assert!(!acts[1].begin());
+        assert_eq!(t.remove(1), None, "its slot went to 3");
         // Busy: 0, 2 and 3. Nobody is idle: refused, nothing closed.
         assert!(acts[2].begin());
         assert!(acts[3].begin());
-        let (s, _p4) = stream();
-        assert_eq!(t.admit(4, s, acts[4].clone()), Admission::Full);
+        assert_eq!(t.admit(4, acts[4].clone()), Admission::Full);
         // A slot given back is free again.
-        t.remove(0);
-        let (s, _p4) = stream();
-        assert_eq!(t.admit(4, s, acts[4].clone()), Admission::Admitted);
+        assert_eq!(t.remove(0), Some(2));
+        assert_eq!(t.admit(4, acts[4].clone()), Admission::Admitted);
+        assert_eq!(t.remove(4), Some(2));
+    }
+
+    #[test]
+    fn connections_in_their_handshake_close_only_each_other() {
+        let epoch = Instant::now();
+        let t = Connections::new(2, 3);
+        // Two clients past their handshake, idle.
+        let mut peers = Vec::new();
+        for id in 0..2 {
+            let (s, peer) = stream();
+            peers.push(peer);
+            assert_eq!(t.arrive(id, s), Admission::Admitted);
+            assert_eq!(
+                t.admit(id, Arc::new(Activity::new(epoch))),
+                Admission::Admitted
+            );
+        }
+        // Many more connections arrive and never finish their handshake: each one past
+        // the third closes the one in its handshake longest, never an open one.
+        let mut silent = Vec::new();
+        for id in 2..12u64 {
+            sleep(Duration::from_millis(1));
+            let (s, peer) = stream();
+            silent.push(peer);
+            let admission = t.arrive(id, s);
+            if id < 5 {
+                assert_eq!(admission, Admission::Admitted);
+            } else {
+                match admission {
+                    Admission::ClosedIdle { closed, .. } => assert_eq!(closed, id - 3),
+                    other => panic!("{other:?}"),
+                }
+            }
+        }
+        use std::io::Read;
+        for (i, peer) in silent.iter_mut().enumerate() {
+            peer.set_nonblocking(true).unwrap();
+            let got = peer.read(&mut [0u8; 1]);
+            if i < 7 {
+                assert_eq!(got.unwrap(), 0, "connection {} was closed", i + 2);
+            } else {
+                assert!(got.is_err(), "connection {} is still open", i + 2);
+            }
+        }
+        for peer in &mut peers {
+            peer.set_nonblocking(true).unwrap();
+            assert!(peer.read(&mut [0u8; 1]).is_err(), "open clients stay open");
+        }
+        // A connection closed in its handshake is not admitted when it finishes it.
+        assert_eq!(t.admit(2, Arc::new(Activity::new(epoch))), Admission::Full);
+        // Leaving in the handshake is not leaving the open table.
+        assert_eq!(t.remove(11), None);
+        assert_eq!(t.remove(0), Some(1));
+        assert_eq!(t.remove(1), Some(0));
     }
 }

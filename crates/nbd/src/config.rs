@@ -45,15 +45,22 @@ pub struct ServerConfig {
     pub workers_per_connection: usize,
     /// The largest READ or WRITE payload accepted (advertised as the maximum block size).
     pub max_payload: u32,
-    /// Connections served at once (each costs a reader and the workers' threads, and up
-    /// to `connection_budget` bytes). When every slot is taken, a new connection takes the
-    /// slot of the one idle longest (no request in flight, or still in the handshake),
-    /// which is closed; when none is idle, the new connection is closed at once.
+    /// Connections served at once past their handshake (each costs a reader and the
+    /// workers' threads, and up to `connection_budget` bytes). A connection takes a slot
+    /// only once its handshake is over (TLS included, the export chosen). When every
+    /// slot is taken, it takes the slot of the one idle longest (no request in flight),
+    /// which is closed; when none is idle, the new connection is closed.
     pub max_connections: usize,
+    /// Connections in their handshake at once, apart from `max_connections`. When every
+    /// handshake slot is taken, a new connection takes the slot of the one in its
+    /// handshake longest, which is closed: connections that never finish their handshake
+    /// hold a thread each for `handshake_timeout` at most, and close no client that has
+    /// finished its own.
+    pub max_handshakes: usize,
     /// Log connections and errors on stderr.
     pub log: bool,
-    /// The whole handshake (greeting to NBD_OPT_GO) must finish within this time, or the
-    /// connection is closed and its slot freed.
+    /// The whole handshake (greeting to NBD_OPT_GO, TLS included) must finish within
+    /// this time, or the connection is closed and its handshake slot freed.
     pub handshake_timeout: Duration,
     /// After the handshake: once the first byte of a request has arrived, the rest of its
     /// header must arrive within this time, and a write's payload within this time once
@@ -83,9 +90,16 @@ pub struct ServerConfig {
     /// The permission bits of a Unix socket (only the owner may connect by default: the
     /// socket gives whoever connects the volume's plaintext). The umask plays no part.
     pub socket_mode: u32,
-    /// Stop serving once the last open connection has closed (GELI's detach on last
-    /// close, `geli attach -d`): the server then shuts down as on
-    /// [`ShutdownHandle::shutdown`](crate::ShutdownHandle::shutdown).
+    /// Stop serving when the Unix socket is removed or replaced (checked twice a second):
+    /// no client can reach the server any more. Off for a server whose export is also
+    /// used another way (a FUSE mount, a loop device), which must not end with the
+    /// socket.
+    pub stop_when_socket_gone: bool,
+    /// Stop serving once the last connection past its handshake has closed (GELI's
+    /// detach on last close, `geli attach -d`): the server then shuts down as on
+    /// [`ShutdownHandle::shutdown`](crate::ShutdownHandle::shutdown). A connection that
+    /// closes before its handshake is over (a port scan, a client refused by TLS, one
+    /// that asks for the export list only) does not count.
     pub exit_after_last: bool,
     /// TLS through NBD_OPT_STARTTLS, allowed or required (see [`ServerTls`]); `None`: no
     /// TLS, STARTTLS is refused as unsupported.
@@ -100,6 +114,7 @@ impl Default for ServerConfig {
             workers_per_connection: 4,
             max_payload: 32 << 20,
             max_connections: 64,
+            max_handshakes: 64,
             log: true,
             handshake_timeout: Duration::from_secs(10),
             read_timeout: Duration::from_secs(30),
@@ -108,6 +123,7 @@ impl Default for ServerConfig {
             write_timeout: Duration::from_secs(30),
             shutdown_grace: Duration::from_secs(5),
             socket_mode: 0o600,
+            stop_when_socket_gone: true,
             exit_after_last: false,
             tls: None,
         }

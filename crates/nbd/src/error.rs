@@ -7,6 +7,10 @@
 use std::fmt;
 use std::io;
 
+/// The longest Unix socket path Linux binds or connects to: a socket address holds 108
+/// bytes, the terminating NUL included.
+pub(crate) const MAX_SOCKET_PATH: usize = 107;
+
 /// Why the server could not start or stopped with a failure. Errors of one connection
 /// (a client that misbehaves or goes away) are logged and never end the server.
 #[derive(Debug)]
@@ -20,6 +24,12 @@ pub enum Error {
     SocketPathTaken(String),
     /// A Unix socket's mode with bits beyond the permission bits (0o777).
     SocketMode(u32),
+    /// A Unix socket path longer than a socket address holds (107 bytes on Linux); the
+    /// path and its length.
+    SocketPathTooLong(String, usize),
+    /// The server's Unix socket was removed or replaced while it ran: no client could
+    /// reach it any more, so the server stopped.
+    SocketGone(String),
     /// An I/O failure, with what was being done.
     Io(&'static str, io::Error),
 }
@@ -38,6 +48,16 @@ impl fmt::Display for Error {
             Error::SocketMode(m) => {
                 write!(f, "socket mode {m:#o}: only permission bits (at most 0777)")
             }
+            Error::SocketPathTooLong(p, len) => write!(
+                f,
+                "socket path {p} is {len} bytes long: a Unix socket's path is at most \
+                 {MAX_SOCKET_PATH} bytes; choose a shorter one"
+            ),
+            Error::SocketGone(p) => write!(
+                f,
+                "the socket {p} was removed or replaced while serving; stopped (nobody \
+                 could connect any more)"
+            ),
             Error::Io(what, e) => write!(f, "{what}: {e}"),
         }
     }

@@ -30,6 +30,9 @@ const MAX_OPTION_LEN: u32 = 64 * 1024;
 /// that keeps a connection slot busy).
 const MAX_OPTIONS: usize = 64;
 
+/// Why a client that chose the export is closed when it gets no connection slot.
+const NO_SLOT: &str = "no connection slot free (every one busy), or shutting down";
+
 /// How the handshake ended, or paused.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Outcome {
@@ -125,7 +128,16 @@ fn reply_info(w: &mut impl Write, option: u32, info: u16, data: &[u8]) -> io::Re
 
 /// Runs the handshake on `s` up to the transmission phase, or up to the TLS handshake;
 /// called again after it, on the TLS session, it goes on where it stopped.
-pub(crate) fn negotiate<S: Read + Write>(s: &mut S, h: &mut Haggle<'_>) -> io::Result<Outcome> {
+///
+/// `admit` is asked once the client has chosen the export (NBD_OPT_GO or
+/// NBD_OPT_EXPORT_NAME, after TLS when TLS is required), before the export is
+/// acknowledged: false (no connection slot for it) refuses the client, with
+/// NBD_REP_ERR_POLICY to GO, and closes.
+pub(crate) fn negotiate<S: Read + Write>(
+    s: &mut S,
+    h: &mut Haggle<'_>,
+    admit: &mut dyn FnMut() -> bool,
+) -> io::Result<Outcome> {
     if !h.greeted {
         s.write_all(&encode_greeting(FLAG_FIXED_NEWSTYLE | FLAG_NO_ZEROES))?;
         let client_flags = read_u32(s)?;
@@ -183,6 +195,9 @@ pub(crate) fn negotiate<S: Read + Write>(s: &mut S, h: &mut Haggle<'_>) -> io::R
                 if !info.name_matches(&data) {
                     return Ok(Outcome::Close("NBD_OPT_EXPORT_NAME: unknown export"));
                 }
+                if !admit() {
+                    return Ok(Outcome::Close(NO_SLOT));
+                }
                 let mut msg = Vec::with_capacity(SIZE_AND_FLAGS_LEN + 124);
                 msg.extend_from_slice(&encode_size_and_flags(info.size, info.transmission_flags()));
                 if !h.no_zeroes {
@@ -236,6 +251,16 @@ pub(crate) fn negotiate<S: Read + Write>(s: &mut S, h: &mut Haggle<'_>) -> io::R
                 if !info.name_matches(name) {
                     reply_err(s, option, REP_ERR_UNKNOWN, "no such export")?;
                     continue;
+                }
+                if option == OPT_GO && !admit() {
+                    reply_err(
+                        s,
+                        option,
+                        REP_ERR_POLICY,
+                        "server busy: every connection slot is taken by a client with a \
+                         request in flight; try again later",
+                    )?;
+                    return Ok(Outcome::Close(NO_SLOT));
                 }
                 send_infos(s, option, info, &infos)?;
                 reply(s, option, REP_ACK, &[])?;
@@ -355,7 +380,7 @@ mod tests {
             input: io::Cursor::new(input),
             output: Vec::new(),
         };
-        let outcome = negotiate(&mut s, h);
+        let outcome = negotiate(&mut s, h, &mut || true);
         (outcome, s.output)
     }
 

@@ -16,8 +16,10 @@
 //!
 //! The socket code sits on top:
 //! - `stream`: a Unix or loopback TCP socket behind one type, and the handshake deadline;
-//! - `activity`: which connections are busy or idle, and the listener's table of open
-//!   connections, which closes the one idle longest to make room for a new one;
+//! - `activity`: which connections are busy or idle, and the listener's tables of
+//!   connections in their handshake (a bounded pool of their own) and past it; a
+//!   connection takes an open slot, closing the one idle longest to make room, only once
+//!   its handshake is over;
 //! - `incoming`: request headers and payloads off the socket, under the read and idle
 //!   timeouts;
 //! - `handshake`: option haggling (GO, INFO, EXPORT_NAME, LIST, ABORT, and STARTTLS when

@@ -1,7 +1,14 @@
 //! The listener: binds a Unix socket (its mode set before anyone can reach it) or a
-//! loopback TCP port, runs one thread per connection, makes room for a new connection by
-//! closing the one idle longest when every slot is taken, and shuts down cleanly (stop
-//! accepting, stop reading requests, finish the ones in flight, flush the export).
+//! loopback TCP port, runs one thread per connection, gives a connection a handshake slot
+//! at `accept()` and an open slot only once its handshake is over (making room by closing
+//! the one idle longest when every slot is taken: `activity`), and shuts down cleanly
+//! (stop accepting, stop reading requests, finish the ones in flight, flush the export).
+//!
+//! The accept loop is woken for shutdown by shutting the listening socket down, not by
+//! connecting to it: a stop needs no path, so a server whose Unix socket was removed, or
+//! whose path no client could reach, still stops. A Unix socket removed or replaced while
+//! the server runs is noticed within a second, and the server stops
+//! ([`Error::SocketGone`]), unless [`ServerConfig::stop_when_socket_gone`] is off.
 //!
 //! The top of the crate's socket code: a connection is the handshake, then the
 //! transmission phase, each in its own module, which know nothing of the listener. What
@@ -10,7 +17,7 @@
 
 use crate::activity::{Activity, Admission, Connections};
 use crate::config::{Listen, ServerConfig};
-use crate::error::Error;
+use crate::error::{Error, MAX_SOCKET_PATH};
 use crate::export::Export;
 use crate::export_info::ExportInfo;
 use crate::handshake::{self, Haggle, Outcome, TlsMode};
@@ -21,12 +28,13 @@ use crate::writeback::Writeback;
 use std::fmt;
 use std::fs;
 use std::io::{self, Write};
-use std::net::{Shutdown, TcpListener, TcpStream};
-use std::os::unix::fs::{DirBuilderExt, FileTypeExt, PermissionsExt};
+use std::net::{Shutdown, TcpListener};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{mpsc, Arc, Weak};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
@@ -39,15 +47,31 @@ struct Shared {
     epoch: Instant,
 }
 
+#[derive(Debug)]
 enum Listener {
-    Unix(UnixListener, PathBuf),
+    /// The socket, its path, and the identity (device, inode) of the socket file bound.
+    Unix(UnixListener, PathBuf, (u64, u64)),
     Tcp(TcpListener),
+}
+
+impl Listener {
+    /// Shuts the listening socket down: a blocked `accept()` returns an error at once
+    /// (Linux), and new connections are refused.
+    fn shut(&self) {
+        let fd = match self {
+            Listener::Unix(l, ..) => l.as_raw_fd(),
+            Listener::Tcp(l) => l.as_raw_fd(),
+        };
+        let _ = nix::sys::socket::shutdown(fd, nix::sys::socket::Shutdown::Both);
+    }
 }
 
 /// Stops a running [`Server`] from another thread (a signal handler thread, a test).
 #[derive(Clone, Debug)]
 pub struct ShutdownHandle {
     stop: Arc<AtomicBool>,
+    /// The listener, while the server has it: shut to wake the accept loop.
+    listener: Weak<Listener>,
     wake: Listen,
 }
 
@@ -56,17 +80,15 @@ impl ShutdownHandle {
     /// done and the export is flushed.
     pub fn shutdown(&self) {
         self.stop.store(true, Ordering::SeqCst);
-        // Wake the accept loop with a connection of our own.
-        let _ = match &self.wake {
-            Listen::Unix(p) => UnixStream::connect(p).map(drop),
-            Listen::Tcp(a) => TcpStream::connect(a).map(drop),
-        };
+        if let Some(l) = self.listener.upgrade() {
+            l.shut();
+        }
     }
 }
 
 /// An NBD server for one export.
 pub struct Server {
-    listener: Listener,
+    listener: Arc<Listener>,
     shared: Arc<Shared>,
     handle: ShutdownHandle,
 }
@@ -80,7 +102,24 @@ impl fmt::Debug for Server {
     }
 }
 
-fn bind_unix(path: &Path, mode: u32) -> Result<UnixListener, Error> {
+/// The identity of the file at `path` (not following a symbolic link): device and inode.
+fn identity(path: &Path) -> Option<(u64, u64)> {
+    fs::symlink_metadata(path).ok().map(|m| (m.dev(), m.ino()))
+}
+
+/// Refuses a socket path longer than a socket address holds: bound through a detour
+/// (below), such a path would exist, but no client, and not the server's own stop, could
+/// connect to it.
+fn check_socket_path(path: &Path) -> Result<(), Error> {
+    let len = path.as_os_str().len();
+    if len > MAX_SOCKET_PATH {
+        return Err(Error::SocketPathTooLong(path.display().to_string(), len));
+    }
+    Ok(())
+}
+
+fn bind_unix(path: &Path, mode: u32) -> Result<(UnixListener, (u64, u64)), Error> {
+    check_socket_path(path)?;
     match fs::symlink_metadata(path) {
         Ok(m) if m.file_type().is_socket() => {
             // A socket left by a server that died: replace it only if nobody answers.
@@ -106,13 +145,16 @@ fn bind_unix(path: &Path, mode: u32) -> Result<UnixListener, Error> {
     // limited to 107 bytes, and the temporary one must fit too.
     let private = private_dir(path)?;
     let tmp = private.join("s");
-    let bound = UnixListener::bind(&tmp)
-        .map_err(|e| Error::Io("binding the socket", e))
+    let bound = check_socket_path(&tmp)
+        .and_then(|()| UnixListener::bind(&tmp).map_err(|e| Error::Io("binding the socket", e)))
         .and_then(|l| {
             fs::set_permissions(&tmp, fs::Permissions::from_mode(mode))
                 .map_err(|e| Error::Io("setting the socket's mode", e))?;
+            let id = identity(&tmp).ok_or_else(|| {
+                Error::Io("reading the socket's inode", io::ErrorKind::NotFound.into())
+            })?;
             fs::rename(&tmp, path).map_err(|e| Error::Io("moving the socket into place", e))?;
-            Ok(l)
+            Ok((l, id))
         });
     if bound.is_err() {
         let _ = fs::remove_file(&tmp);
@@ -146,10 +188,8 @@ impl Server {
                 if config.socket_mode & !0o777 != 0 {
                     return Err(Error::SocketMode(config.socket_mode));
                 }
-                (
-                    Listener::Unix(bind_unix(p, config.socket_mode)?, p.clone()),
-                    Listen::Unix(p.clone()),
-                )
+                let (l, id) = bind_unix(p, config.socket_mode)?;
+                (Listener::Unix(l, p.clone(), id), Listen::Unix(p.clone()))
             }
             Listen::Tcp(a) => {
                 if !a.ip().is_loopback() {
@@ -162,7 +202,13 @@ impl Server {
                 (Listener::Tcp(l), Listen::Tcp(local))
             }
         };
+        let listener = Arc::new(listener);
         Ok(Server {
+            handle: ShutdownHandle {
+                stop: Arc::new(AtomicBool::new(false)),
+                listener: Arc::downgrade(&listener),
+                wake,
+            },
             listener,
             shared: Arc::new(Shared {
                 export,
@@ -170,10 +216,6 @@ impl Server {
                 writeback: Writeback::default(),
                 epoch: Instant::now(),
             }),
-            handle: ShutdownHandle {
-                stop: Arc::new(AtomicBool::new(false)),
-                wake,
-            },
         })
     }
 
@@ -193,10 +235,13 @@ impl Server {
         let shared = self.shared.clone();
         let stop = self.handle.stop.clone();
         let next_id = AtomicU64::new(1);
-        let open = Arc::new(Connections::new(shared.config.max_connections));
+        let open = Arc::new(Connections::new(
+            shared.config.max_connections,
+            shared.config.max_handshakes,
+        ));
         let mut threads: Vec<JoinHandle<()>> = Vec::new();
-        let listen_desc = match &self.listener {
-            Listener::Unix(_, p) => format!("unix:{}", p.display()),
+        let listen_desc = match &*self.listener {
+            Listener::Unix(_, p, _) => format!("unix:{}", p.display()),
             Listener::Tcp(l) => l
                 .local_addr()
                 .map(|a| a.to_string())
@@ -213,9 +258,19 @@ impl Server {
             }
         ));
 
+        let lost = Arc::new(AtomicBool::new(false));
+        let (watch_stop, watcher) = match &*self.listener {
+            Listener::Unix(_, p, id) if shared.config.stop_when_socket_gone => {
+                let (tx, rx) = mpsc::channel::<()>();
+                let w = watch_socket(p.clone(), *id, rx, self.handle.clone(), lost.clone());
+                (Some(tx), Some(w))
+            }
+            _ => (None, None),
+        };
+
         let result = loop {
-            let accepted = match &self.listener {
-                Listener::Unix(l, _) => l.accept().map(|(s, _)| Stream::Unix(s)),
+            let accepted = match &*self.listener {
+                Listener::Unix(l, ..) => l.accept().map(|(s, _)| Stream::Unix(s)),
                 Listener::Tcp(l) => l.accept().map(|(s, _)| {
                     let _ = s.set_nodelay(true);
                     Stream::Tcp(s)
@@ -235,7 +290,6 @@ impl Server {
                 }
             };
             let id = next_id.fetch_add(1, Ordering::Relaxed);
-            let activity = Arc::new(Activity::new(shared.epoch));
             let Ok(handle) = stream.try_clone() else {
                 shared
                     .config
@@ -243,24 +297,13 @@ impl Server {
                 stream.shutdown(Shutdown::Both);
                 continue;
             };
-            match open.admit(id, handle, activity.clone()) {
-                Admission::Admitted => {}
-                Admission::ClosedIdle { closed, idle_for } => {
-                    shared.config.log(format_args!(
-                        "connection {closed}: closed after {:.1} s idle, to make room for \
-                         connection {id} ({} connections open)",
-                        idle_for.as_secs_f64(),
-                        shared.config.max_connections
-                    ));
-                }
-                Admission::Full => {
-                    shared.config.log(format_args!(
-                        "connection {id}: refused ({} connections open, none idle)",
-                        shared.config.max_connections
-                    ));
-                    stream.shutdown(Shutdown::Both);
-                    continue;
-                }
+            if let Admission::ClosedIdle { closed, idle_for } = open.arrive(id, handle) {
+                shared.config.log(format_args!(
+                    "connection {closed}: closed after {:.1} s in its handshake, to make \
+                     room for connection {id} ({} handshakes at once)",
+                    idle_for.as_secs_f64(),
+                    shared.config.max_handshakes
+                ));
             }
             let shared2 = shared.clone();
             let open2 = open.clone();
@@ -270,7 +313,7 @@ impl Server {
                 .spawn(move || {
                     // The slot is freed however the connection ends, a panic included.
                     let _leaving = Leaving(&open2, id, last);
-                    connection(stream, &shared2, &activity, id);
+                    connection(stream, &shared2, id, Some(&open2));
                 });
             match spawned {
                 Ok(h) => threads.push(h),
@@ -297,26 +340,69 @@ impl Server {
         for h in threads {
             let _ = h.join();
         }
-        if let Listener::Unix(_, p) = &self.listener {
-            let _ = fs::remove_file(p);
+        // No new connection waits in the backlog of a server that has stopped.
+        self.listener.shut();
+        drop(watch_stop);
+        if let Some(w) = watcher {
+            let _ = w.join();
+        }
+        if let Listener::Unix(_, p, id) = &*self.listener {
+            // Only our own socket: one that replaced it belongs to someone else.
+            if identity(p) == Some(*id) {
+                let _ = fs::remove_file(p);
+            }
         }
         shared
             .writeback
             .flush(&*shared.export)
             .map_err(|e| Error::Io("flushing the export", e))?;
         shared.config.log(format_args!("shut down; export flushed"));
-        result
+        match &*self.listener {
+            Listener::Unix(_, p, _) if lost.load(Ordering::SeqCst) => {
+                result.and(Err(Error::SocketGone(p.display().to_string())))
+            }
+            _ => result,
+        }
     }
 }
 
-/// Removes a connection from the open table when dropped; stops the server through the
-/// handle, when there is one, if it was the last connection open.
+/// How often a Unix socket's path is checked to be still the server's socket.
+const SOCKET_CHECK: Duration = Duration::from_millis(500);
+
+/// Watches that `path` is still the socket `id` the server bound, until `done` is
+/// dropped or sent to: when it is gone or replaced (no client can reach the server any
+/// more), sets `lost` and stops the server.
+fn watch_socket(
+    path: PathBuf,
+    id: (u64, u64),
+    done: mpsc::Receiver<()>,
+    handle: ShutdownHandle,
+    lost: Arc<AtomicBool>,
+) -> JoinHandle<()> {
+    thread::spawn(move || {
+        while let Err(mpsc::RecvTimeoutError::Timeout) = done.recv_timeout(SOCKET_CHECK) {
+            if identity(&path) != Some(id) {
+                eprintln!(
+                    "sectorcrypt-nbd: the socket {} was removed or replaced: stopping",
+                    path.display()
+                );
+                lost.store(true, Ordering::SeqCst);
+                handle.shutdown();
+                return;
+            }
+        }
+    })
+}
+
+/// Removes a connection from the tables when dropped; stops the server through the
+/// handle, when there is one, if it was the last connection past its handshake (one that
+/// leaves in its handshake, or was closed to make room, never stops the server).
 struct Leaving<'a>(&'a Connections, u64, Option<ShutdownHandle>);
 
 impl Drop for Leaving<'_> {
     fn drop(&mut self) {
         let left = self.0.remove(self.1);
-        if let (0, Some(handle)) = (left, &self.2) {
+        if let (Some(0), Some(handle)) = (left, &self.2) {
             handle.shutdown();
         }
     }
@@ -336,23 +422,40 @@ pub fn serve_connection(stream: UnixStream, export: Arc<dyn Export>, config: Ser
         writeback: Writeback::default(),
         epoch,
     };
-    connection(Stream::Unix(stream), &shared, &Activity::new(epoch), 0);
+    connection(Stream::Unix(stream), &shared, 0, None);
 }
 
-fn connection(mut stream: Stream, shared: &Shared, activity: &Activity, id: u64) {
+/// Serves connection `id` on `stream`: its handshake, then, once `open` (the listener's
+/// tables, when there are some) has given it a slot for the export it chose, the
+/// transmission phase.
+fn connection(mut stream: Stream, shared: &Shared, id: u64, open: Option<&Connections>) {
     let log = |args: fmt::Arguments<'_>| shared.config.log(args);
-    if let Err(e) =
-        stream.set_write_timeout(Some(shared.config.write_timeout).filter(|t| !t.is_zero()))
-    {
-        log(format_args!("connection {id}: no write timeout: {e}"));
-        stream.shutdown(Shutdown::Both);
-        return;
-    }
+    let write_timeout = Some(shared.config.write_timeout).filter(|t| !t.is_zero());
     let info = ExportInfo::new(&*shared.export, &shared.config);
     let deadline = Instant::now() + shared.config.handshake_timeout;
-    let negotiated = handshake_phase(&mut stream, deadline, &info, shared.config.tls.as_ref());
-    match negotiated {
-        Ok((Outcome::Transmit, session)) => {
+    // The slot, asked for once the export is chosen; the connection's activity starts
+    // then (idle).
+    let mut activity = None;
+    let mut admit = || {
+        let a = Arc::new(Activity::new(shared.epoch));
+        match open.map(|o| o.admit(id, a.clone())) {
+            None | Some(Admission::Admitted) => {}
+            Some(Admission::ClosedIdle { closed, idle_for }) => log(format_args!(
+                "connection {closed}: closed after {:.1} s idle, to make room for connection \
+                 {id} ({} connections open)",
+                idle_for.as_secs_f64(),
+                shared.config.max_connections,
+            )),
+            Some(Admission::Full) => return false,
+        }
+        activity = Some(a);
+        true
+    };
+    let tls = shared.config.tls.as_ref();
+    let negotiated = handshake_phase(&mut stream, deadline, &info, tls, &mut admit)
+        .and_then(|n| stream.set_write_timeout(write_timeout).map(|()| n));
+    match (negotiated, activity) {
+        (Ok((Outcome::Transmit, session)), Some(activity)) => {
             let over = if session.is_some() { " over TLS" } else { "" };
             log(format_args!("connection {id}: transmission{over}"));
             let cx = Context {
@@ -360,38 +463,44 @@ fn connection(mut stream: Stream, shared: &Shared, activity: &Activity, id: u64)
                 info: &info,
                 config: &shared.config,
                 writeback: &shared.writeback,
-                activity,
+                activity: &activity,
                 id,
             };
             if let Err(e) = transmission::serve(stream, session, cx) {
                 log(format_args!("connection {id}: ended: {e}"));
             }
         }
-        Ok((Outcome::Close(why), _)) => {
+        (Ok((Outcome::Transmit, _)), None) => {
+            // Unreachable: the transmission phase follows an admission.
+            stream.shutdown(Shutdown::Both);
+        }
+        (Ok((Outcome::Close(why), _)), _) => {
             log(format_args!("connection {id}: closed in handshake ({why})"));
             stream.shutdown(Shutdown::Both);
         }
-        Ok((Outcome::StartTls, _)) => {
+        (Ok((Outcome::StartTls, _)), _) => {
             log(format_args!(
                 "connection {id}: closed in handshake (no TLS)"
             ));
             stream.shutdown(Shutdown::Both);
         }
-        Err(e) => {
+        (Err(e), _) => {
             log(format_args!("connection {id}: handshake failed: {e}"));
             stream.shutdown(Shutdown::Both);
         }
     }
 }
 
-/// The handshake, all of it before `deadline`: the option haggling, and when the client
-/// starts TLS, the TLS handshake and the rest of the haggling over it. Gives the TLS
-/// session the transmission phase goes on in, if any.
+/// The handshake, all of it before `deadline` (reads and writes): the option haggling,
+/// and when the client starts TLS, the TLS handshake and the rest of the haggling over
+/// it; `admit` is asked for a slot once the export is chosen. Gives the TLS session the
+/// transmission phase goes on in, if any.
 fn handshake_phase(
     stream: &mut Stream,
     deadline: Instant,
     info: &ExportInfo,
     tls: Option<&ServerTls>,
+    admit: &mut dyn FnMut() -> bool,
 ) -> io::Result<(Outcome, Option<rustls::ServerConnection>)> {
     let mode = match tls {
         None => TlsMode::Off,
@@ -400,13 +509,13 @@ fn handshake_phase(
     };
     let mut plain = Deadline::new(stream, deadline);
     let mut haggle = Haggle::new(info, mode);
-    let outcome = handshake::negotiate(&mut plain, &mut haggle)?;
+    let outcome = handshake::negotiate(&mut plain, &mut haggle, admit)?;
     let (Outcome::StartTls, Some(tls)) = (&outcome, tls) else {
         return Ok((outcome, None));
     };
     let mut session = tls::accept(tls, &mut plain)?;
     let mut secure = rustls::Stream::new(&mut session, &mut plain);
-    let outcome = handshake::negotiate(&mut secure, &mut haggle)?;
+    let outcome = handshake::negotiate(&mut secure, &mut haggle, admit)?;
     secure.flush()?;
     Ok((outcome, Some(session)))
 }

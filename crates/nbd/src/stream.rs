@@ -96,8 +96,9 @@ impl Write for Stream {
     }
 }
 
-/// A stream whose reads must all finish before a deadline: each read waits at most the
-/// time left, so a client that trickles bytes cannot stretch the handshake either.
+/// A stream whose reads and writes must all finish before a deadline: each waits at
+/// most the time left, so a client that trickles bytes, or reads its replies slowly,
+/// cannot stretch the handshake either. It leaves the socket's timeouts changed.
 pub(crate) struct Deadline<'a> {
     s: &'a mut Stream,
     deadline: Instant,
@@ -109,8 +110,9 @@ impl<'a> Deadline<'a> {
     }
 }
 
-impl Read for Deadline<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+impl Deadline<'_> {
+    /// The time left, never zero; an error once the deadline has passed.
+    fn left(&self) -> io::Result<Duration> {
         let left = self.deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
             return Err(io::Error::new(
@@ -118,6 +120,13 @@ impl Read for Deadline<'_> {
                 "handshake not finished in time",
             ));
         }
+        Ok(left)
+    }
+}
+
+impl Read for Deadline<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let left = self.left()?;
         self.s.set_read_timeout(Some(left))?;
         self.s.read(buf)
     }
@@ -125,6 +134,8 @@ impl Read for Deadline<'_> {
 
 impl Write for Deadline<'_> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let left = self.left()?;
+        self.s.set_write_timeout(Some(left))?;
         self.s.write(buf)
     }
     fn flush(&mut self) -> io::Result<()> {

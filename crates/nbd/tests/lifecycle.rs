@@ -6,7 +6,7 @@ use crate::support::raw::PATIENCE;
 use crate::support::{quiet, start, MemExport, Raw};
 use sectorcrypt_nbd::{proto, serve_connection, Listen, Server, ServerConfig};
 use sectorcrypt_testkit::{have, run_stdout};
-use std::io::Read;
+use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::process::Command;
 use std::sync::mpsc;
@@ -137,4 +137,150 @@ fn one_connected_socket_is_served_until_the_client_disconnects() {
     t.join().unwrap();
     assert_eq!(&export.snapshot()[512..516], b"abcd");
     assert_eq!(c.reply(), None);
+}
+
+/// Waits up to `max` for the server thread `t` to end.
+fn ends_within(t: &thread::JoinHandle<Result<(), sectorcrypt_nbd::Error>>, max: Duration) -> bool {
+    let t0 = std::time::Instant::now();
+    while !t.is_finished() {
+        if t0.elapsed() > max {
+            return false;
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    true
+}
+
+#[test]
+fn exit_after_last_counts_only_clients_past_their_handshake() {
+    // `geli attach -d`: connections that close before their handshake is over (silent,
+    // aborted, asking for the list only) do not end the server; the last client that
+    // chose the export does.
+    let export = MemExport::new(vec![7; 8192], 512, false);
+    let config = ServerConfig {
+        exit_after_last: true,
+        ..quiet()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("d.sock");
+    let server = Server::bind(&Listen::Unix(sock.clone()), export, config).unwrap();
+    let t = thread::spawn(move || server.run());
+    drop(UnixStream::connect(&sock).unwrap());
+    let mut lister = Raw::handshake(&sock);
+    assert_eq!(lister.option(proto::OPT_LIST, &[]).len(), 2);
+    lister.option(proto::OPT_ABORT, &[]);
+    drop(lister);
+    let mut half = UnixStream::connect(&sock).unwrap();
+    half.write_all(&3u32.to_be_bytes()).unwrap();
+    drop(half);
+    assert!(
+        !ends_within(&t, Duration::from_millis(700)),
+        "the server stopped when a connection closed in its handshake"
+    );
+    let mut c = Raw::go(&sock);
+    assert_eq!(c.read(1, 0, 8), vec![7; 8]);
+    c.request(proto::CMD_DISC, 0, 2, 0, 0, &[]);
+    drop(c);
+    assert!(
+        ends_within(&t, Duration::from_secs(10)),
+        "not stopped after the last client"
+    );
+    t.join().unwrap().unwrap();
+    assert!(!sock.exists());
+}
+
+#[test]
+fn a_socket_path_too_long_to_connect_to_is_refused_at_bind() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().as_os_str().len();
+    let export = MemExport::new(vec![0; 4096], 512, false);
+    // 107 bytes: the longest path a client can connect to; 108: one too many.
+    let name = |len: usize| dir.path().join("s".repeat(len - base - 1));
+    let fits = name(107);
+    let server = Server::bind(&Listen::Unix(fits.clone()), export.clone(), quiet()).unwrap();
+    let handle = server.shutdown_handle();
+    let t = thread::spawn(move || server.run());
+    assert_eq!(Raw::go(&fits).read(1, 0, 4), vec![0; 4]);
+    handle.shutdown();
+    assert!(ends_within(&t, Duration::from_secs(10)));
+    t.join().unwrap().unwrap();
+
+    let long = name(108);
+    let e = Server::bind(&Listen::Unix(long.clone()), export, quiet()).unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        msg.contains("108 bytes long") && msg.contains("at most 107 bytes"),
+        "{msg}"
+    );
+    assert!(!long.exists(), "nothing left at the path");
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}
+
+#[test]
+fn a_server_whose_socket_is_removed_or_replaced_stops() {
+    for replace in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let sock = dir.path().join("gone.sock");
+        let export = MemExport::new(vec![1; 4096], 512, false);
+        let server = Server::bind(&Listen::Unix(sock.clone()), export.clone(), quiet()).unwrap();
+        let t = thread::spawn(move || server.run());
+        let mut c = Raw::go(&sock);
+        assert_eq!(c.read(1, 0, 4), vec![1; 4]);
+        std::fs::remove_file(&sock).unwrap();
+        if replace {
+            std::fs::write(&sock, b"someone else's").unwrap();
+        }
+        assert!(
+            ends_within(&t, Duration::from_secs(5)),
+            "still serving with its socket gone (replaced: {replace})"
+        );
+        let e = t.join().unwrap().unwrap_err();
+        assert!(e.to_string().contains("was removed or replaced"), "{e}");
+        if replace {
+            assert_eq!(std::fs::read(&sock).unwrap(), b"someone else's");
+        }
+    }
+    // A shutdown, too, needs no socket path: the handle stops the server whatever
+    // became of it.
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("moved.sock");
+    let export = MemExport::new(vec![1; 4096], 512, false);
+    let server = Server::bind(&Listen::Unix(sock.clone()), export, quiet()).unwrap();
+    let handle = server.shutdown_handle();
+    let t = thread::spawn(move || server.run());
+    std::fs::rename(&sock, dir.path().join("elsewhere")).unwrap();
+    handle.shutdown();
+    assert!(
+        ends_within(&t, Duration::from_secs(5)),
+        "the handle did not stop it"
+    );
+    let _ = t.join().unwrap();
+}
+
+#[test]
+fn with_stop_when_socket_gone_off_a_removed_socket_stops_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("kept.sock");
+    let export = MemExport::new(vec![2; 4096], 512, false);
+    let config = ServerConfig {
+        stop_when_socket_gone: false,
+        ..quiet()
+    };
+    let server = Server::bind(&Listen::Unix(sock.clone()), export, config).unwrap();
+    let handle = server.shutdown_handle();
+    let t = thread::spawn(move || server.run());
+    let mut c = Raw::go(&sock);
+    std::fs::remove_file(&sock).unwrap();
+    assert!(!ends_within(&t, Duration::from_millis(1500)), "stopped");
+    assert_eq!(
+        c.read(1, 0, 4),
+        vec![2; 4],
+        "the connected client is still served"
+    );
+    handle.shutdown();
+    assert!(
+        ends_within(&t, Duration::from_secs(5)),
+        "the handle did not stop it"
+    );
+    t.join().unwrap().unwrap();
 }

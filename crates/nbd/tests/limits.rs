@@ -2,9 +2,9 @@
 //! its slot up to a new one), the handshake deadline, the read and idle timeouts, each
 //! connection's payload budget, and the write timeout on replies nobody reads.
 
-use crate::support::raw::{request_bytes, PATIENCE};
+use crate::support::raw::{option_bytes, request_bytes, PATIENCE};
 use crate::support::{quiet, start, MemExport, Raw, SlowExport};
-use sectorcrypt_nbd::{proto, ServerConfig};
+use sectorcrypt_nbd::{proto, Listen, Server, ServerConfig};
 use std::collections::BTreeSet;
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
@@ -41,14 +41,17 @@ fn at_the_connection_limit_the_longest_idle_gives_way_and_busy_ones_do_not() {
     assert!(closed(&mut a), "the longest idle connection was closed");
     assert_eq!(b.read(2, 100, 16), vec![3; 16]);
     assert_eq!(c.read(3, 200, 16), vec![3; 16]);
-    // b and c in the middle of a write: busy. A fourth client is closed at once.
+    // b and c in the middle of a write: busy. A fourth client is refused when it asks
+    // for the export (with an error, not an acknowledgement), and closed.
     b.request(proto::CMD_WRITE, 0, 4, 0, 1024, &[7; 100]);
     c.request(proto::CMD_WRITE, 0, 5, 0, 1024, &[8; 100]);
     thread::sleep(Duration::from_millis(50));
-    let mut d = UnixStream::connect(&srv.sock).unwrap();
-    d.set_read_timeout(Some(PATIENCE)).unwrap();
-    let mut got = Vec::new();
-    assert_eq!(d.read_to_end(&mut got).unwrap_or(0), 0, "refused");
+    let mut d = Raw::handshake(&srv.sock);
+    let replies = d.option(proto::OPT_GO, b"\0\0\0\x03vol\0\0");
+    assert_eq!(replies.len(), 1, "{replies:?}");
+    assert_eq!(replies[0].0, proto::REP_ERR_POLICY);
+    assert!(String::from_utf8_lossy(&replies[0].1).contains("server busy"));
+    assert!(closed(&mut d));
     // Once b's write is whole and answered, b is idle and gives way to the next client
     // (b's worker marks it idle just after sending the reply: a moment to wait).
     b.s.write_all(&[7; 924]).unwrap();
@@ -296,4 +299,118 @@ fn a_read_timeout_beyond_the_clock_is_no_limit() {
         assert_eq!(c.read(cookie + 10, 0, 16), vec![6; 16]);
     }
     srv.stop();
+}
+
+/// Connects to `addr` over TCP and enters the transmission phase on export "vol" by
+/// hand (greeting, client flags, NBD_OPT_GO acknowledged).
+fn tcp_go(addr: std::net::SocketAddr) -> std::net::TcpStream {
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(PATIENCE)).unwrap();
+    let mut hello = [0u8; 18];
+    s.read_exact(&mut hello).unwrap();
+    s.write_all(&3u32.to_be_bytes()).unwrap();
+    s.write_all(&option_bytes(proto::OPT_GO, b"\0\0\0\x03vol\0\0"))
+        .unwrap();
+    loop {
+        let mut h = [0u8; 20];
+        s.read_exact(&mut h).unwrap();
+        let kind = u32::from_be_bytes(h[12..16].try_into().unwrap());
+        let len = u32::from_be_bytes(h[16..20].try_into().unwrap()) as usize;
+        s.read_exact(&mut vec![0u8; len]).unwrap();
+        if kind != proto::REP_INFO {
+            assert_eq!(kind, proto::REP_ACK);
+            return s;
+        }
+    }
+}
+
+/// A READ of `len` bytes at `offset` on `s` (any stream in the transmission phase, plain
+/// or TLS), its reply checked; the data, or the error that ended the connection.
+pub fn read_over<S: Read + Write>(
+    s: &mut S,
+    cookie: u64,
+    offset: u64,
+    len: u32,
+) -> std::io::Result<Vec<u8>> {
+    s.write_all(&request_bytes(proto::CMD_READ, 0, cookie, offset, len))?;
+    let mut reply = [0u8; 16];
+    s.read_exact(&mut reply)?;
+    assert_eq!(
+        &reply[..8],
+        &[0x67, 0x44, 0x66, 0x98, 0, 0, 0, 0],
+        "magic, no error"
+    );
+    assert_eq!(u64::from_be_bytes(reply[8..].try_into().unwrap()), cookie);
+    let mut data = vec![0u8; len as usize];
+    s.read_exact(&mut data)?;
+    Ok(data)
+}
+
+/// Opens `n` TCP connections to `addr` that never send a byte; waits until the server
+/// has greeted each one (so each was accepted and is in its handshake).
+pub fn silent_tcp(addr: std::net::SocketAddr, n: usize) -> Vec<std::net::TcpStream> {
+    (0..n)
+        .map(|_| {
+            let mut s = std::net::TcpStream::connect(addr).unwrap();
+            s.set_read_timeout(Some(PATIENCE)).unwrap();
+            // Greeted, or closed at once (a handshake slot taken by a newer one).
+            let _ = s.read(&mut [0u8; 18]);
+            s
+        })
+        .collect()
+}
+
+/// Waits for each of `silent` to be closed by the server; panics unless all are closed
+/// within `max` after `t0`.
+pub fn all_closed_in(silent: Vec<std::net::TcpStream>, t0: Instant, max: Duration) {
+    for mut s in silent {
+        s.set_read_timeout(Some(max)).unwrap();
+        let mut rest = Vec::new();
+        match s.read_to_end(&mut rest) {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+            Err(e) => panic!(
+                "a silent connection still open after {:?}: {e}",
+                t0.elapsed()
+            ),
+        }
+        assert!(rest.len() <= 18, "only the greeting: {rest:?}");
+    }
+    assert!(t0.elapsed() < max, "closed after {:?}", t0.elapsed());
+}
+
+#[test]
+fn silent_connections_beyond_the_limit_evict_no_client_past_its_handshake() {
+    // Four slots, one taken by an idle client that finished its handshake, then 70
+    // connections that never send a byte (more than the slots and the handshake slots):
+    // the client stays connected and served, and the silent ones are closed at the
+    // handshake deadline.
+    let export = MemExport::new(vec![6; 8192], 512, false);
+    let config = ServerConfig {
+        max_connections: 4,
+        handshake_timeout: Duration::from_millis(1500),
+        ..quiet()
+    };
+    let server = Server::bind(&Listen::tcp("127.0.0.1:0").unwrap(), export, config).unwrap();
+    let Listen::Tcp(addr) = server.local().clone() else {
+        panic!("tcp");
+    };
+    let handle = server.shutdown_handle();
+    let t = thread::spawn(move || server.run());
+    let mut idle = tcp_go(addr);
+    assert_eq!(read_over(&mut idle, 1, 0, 16).unwrap(), vec![6; 16]);
+    thread::sleep(Duration::from_millis(50));
+    let t0 = Instant::now();
+    let silent = silent_tcp(addr, 70);
+    assert_eq!(
+        read_over(&mut idle, 2, 100, 16).expect("the idle client must stay connected"),
+        vec![6; 16]
+    );
+    // A new client is served beside them, in a free slot.
+    let mut other = tcp_go(addr);
+    assert_eq!(read_over(&mut other, 1, 200, 16).unwrap(), vec![6; 16]);
+    all_closed_in(silent, t0, Duration::from_secs(6));
+    assert_eq!(read_over(&mut idle, 3, 300, 16).unwrap(), vec![6; 16]);
+    handle.shutdown();
+    t.join().unwrap().unwrap();
 }

@@ -3,14 +3,16 @@
 //! side (`tls::ClientTls`). Certificates are made per test with the openssl command line
 //! (testkit); a test whose tools are missing is skipped with a printed reason.
 
+use crate::limits::{all_closed_in, read_over, silent_tcp};
 use crate::support::raw::{option_bytes, request_bytes};
 use crate::support::{quiet, start, MemExport};
 use sectorcrypt_nbd::tls::{ClientTls, ServerTls};
-use sectorcrypt_nbd::{proto, ServerConfig};
+use sectorcrypt_nbd::{proto, Listen, Server, ServerConfig};
 use sectorcrypt_testkit::require_openssl;
 use sectorcrypt_testkit::tls::{make_certificates, nbds_uri, qemu_tls_args};
 use sectorcrypt_testkit::{pattern, require, run};
 use std::io::{Read, Write};
+use std::net::TcpStream;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -366,4 +368,81 @@ fn stalled_tls_clients_are_cut_off_in_time() {
         "{waited:?}"
     );
     srv.stop();
+}
+
+#[test]
+fn silent_tcp_connections_evict_no_client_authenticated_over_tls() {
+    // TLS required with client certificates, four slots: a client that authenticated
+    // and chose the export sits idle while 70 connections that never send a byte come
+    // and go. It stays connected and served; they are closed at the handshake deadline.
+    require_openssl!();
+    let (_dir, certs) = certificates();
+    let config = ServerConfig {
+        max_connections: 4,
+        handshake_timeout: std::time::Duration::from_millis(1500),
+        ..with_tls(&certs, true, true)
+    };
+    let export = MemExport::new(pattern(8192, 27), 512, false);
+    let listen = Listen::tcp("127.0.0.1:0").unwrap();
+    let server = Server::bind(&listen, export, config).unwrap();
+    let Listen::Tcp(addr) = server.local().clone() else {
+        panic!("tcp");
+    };
+    let handle = server.shutdown_handle();
+    let t = std::thread::spawn(move || server.run());
+
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(20)))
+        .unwrap();
+    let mut hello = [0u8; 18];
+    s.read_exact(&mut hello).unwrap();
+    s.write_all(&3u32.to_be_bytes()).unwrap();
+    s.write_all(&option_bytes(proto::OPT_STARTTLS, &[]))
+        .unwrap();
+    assert_eq!(
+        option_replies(&mut s, proto::OPT_STARTTLS),
+        [(proto::REP_ACK, vec![])]
+    );
+    let client = ClientTls::from_dir(&certs).unwrap();
+    let (r, w) = client
+        .connect(Some("localhost"), s.try_clone().unwrap(), s)
+        .unwrap();
+    let mut idle = Split(r, w);
+    let mut go = 3u32.to_be_bytes().to_vec();
+    go.extend_from_slice(b"vol\0\0");
+    idle.write_all(&option_bytes(proto::OPT_GO, &go)).unwrap();
+    let replies = option_replies(&mut idle, proto::OPT_GO);
+    assert_eq!(replies.last().unwrap().0, proto::REP_ACK);
+    let want = |at: usize| pattern(8192, 27)[at..at + 16].to_vec();
+    assert_eq!(read_over(&mut idle, 1, 0, 16).unwrap(), want(0));
+
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    let t0 = std::time::Instant::now();
+    let silent = silent_tcp(addr, 70);
+    assert_eq!(
+        read_over(&mut idle, 2, 512, 16).expect("the TLS client must stay connected"),
+        want(512)
+    );
+    all_closed_in(silent, t0, std::time::Duration::from_secs(6));
+    assert_eq!(read_over(&mut idle, 3, 4096, 16).unwrap(), want(4096));
+    handle.shutdown();
+    t.join().unwrap().unwrap();
+}
+
+/// A TLS session's reading and writing halves as one stream.
+struct Split<R, W>(R, W);
+
+impl<R: Read, W> Read for Split<R, W> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.0.read(buf)
+    }
+}
+
+impl<R, W: Write> Write for Split<R, W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.1.write(buf)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.1.flush()
+    }
 }

@@ -93,3 +93,22 @@ impl Drop for Served {
         }
     }
 }
+
+/// Runs `sectorcrypt ARGS`, a command that must fail at start instead of serving; panics
+/// when it is still running after 20 seconds (it is killed first). Its output.
+pub fn refused(args: &[&str]) -> std::process::Output {
+    let mut child = volumes::spawn(args, Stdio::piped());
+    let t0 = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if t0.elapsed() > Duration::from_secs(20) {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "still running after 20 s instead of refusing to start: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}

@@ -4,15 +4,18 @@
 //! and `client-key.pem` (a client's).
 //!
 //! Every failure names the file and says what is wrong with it ([`TlsError`]). A private
-//! key is a secret: its file is read into a buffer wiped when dropped, and an error about
-//! it never quotes the file's content (the PEM parser's own messages can hold a line of
-//! it, so they are replaced by a fixed text).
+//! key is a secret: its file must be readable and writable by its owner alone (as ssh
+//! insists for its keys: a key others can read is no longer the owner's, and one others
+//! can write can be swapped for theirs), it is read into a buffer wiped when dropped, and
+//! an error about it never quotes the file's content (the PEM parser's own messages can
+//! hold a line of it, so they are replaced by a fixed text).
 
 use rustls::pki_types::pem::{self, PemObject};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use std::fmt;
 use std::fs;
-use std::io;
+use std::io::{self, Read};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use zeroize::Zeroizing;
 
@@ -44,6 +47,9 @@ pub enum TlsError {
         /// The file that does not.
         missing: PathBuf,
     },
+    /// A private key's file is open to its group or to others (its mode): refused, as ssh
+    /// refuses such a key.
+    LoosePermissions(PathBuf, u32),
     /// The files were read but TLS refused them (a key that does not match its
     /// certificate, a key type the TLS library does not know, an unusable authority).
     Rejected(PathBuf, String),
@@ -62,6 +68,12 @@ impl fmt::Display for TlsError {
                 missing.display()
             ),
             TlsError::Rejected(p, why) => write!(f, "{}: {why}", p.display()),
+            TlsError::LoosePermissions(p, mode) => write!(
+                f,
+                "{}: permissions {mode:04o} are too open: a private key must be readable and \
+                 writable by its owner alone; refusing it (chmod 600 {0})",
+                p.display()
+            ),
         }
     }
 }
@@ -109,10 +121,36 @@ pub(crate) fn certificates(
     Ok(certs)
 }
 
-/// The private key in `dir/name` (PKCS#8, PKCS#1 RSA or SEC1 EC; the first one).
+/// Reads the private key file `path` whole, once its mode (of the file opened, a link
+/// followed) is known to give its group and others nothing; a missing file is
+/// [`TlsError::Missing`]. The buffer is wiped on drop.
+fn read_private(path: &Path) -> Result<Zeroizing<Vec<u8>>, TlsError> {
+    let mut file = match fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return Err(TlsError::Missing(path.into()))
+        }
+        Err(e) => return Err(TlsError::Read(path.into(), e)),
+    };
+    let mode = file
+        .metadata()
+        .map_err(|e| TlsError::Read(path.into(), e))?
+        .permissions()
+        .mode();
+    if mode & 0o077 != 0 {
+        return Err(TlsError::LoosePermissions(path.into(), mode & 0o7777));
+    }
+    let mut bytes = Zeroizing::new(Vec::new());
+    file.read_to_end(&mut bytes)
+        .map_err(|e| TlsError::Read(path.into(), e))?;
+    Ok(bytes)
+}
+
+/// The private key in `dir/name` (PKCS#8, PKCS#1 RSA or SEC1 EC; the first one). The
+/// file must be open to its owner alone ([`TlsError::LoosePermissions`]).
 pub(crate) fn private_key(dir: &Path, name: &str) -> Result<PrivateKeyDer<'static>, TlsError> {
     let path = dir.join(name);
-    let bytes = read(&path)?;
+    let bytes = read_private(&path)?;
     PrivateKeyDer::from_pem_slice(&bytes).map_err(|e| {
         // Never the parser's message: it may quote a line of the key.
         let why = match e {
@@ -176,6 +214,7 @@ mod tests {
 
         let secret = "-----BEGIN PRIVATE KEY-----\nSECRETSECRET!!\n-----END PRIVATE KEY-----\n";
         fs::write(d.join(SERVER_KEY), secret).unwrap();
+        fs::set_permissions(d.join(SERVER_KEY), fs::Permissions::from_mode(0o600)).unwrap();
         let e = private_key(d, SERVER_KEY).unwrap_err().to_string();
         assert!(
             e.contains("server-key.pem: not a valid PEM private key"),
@@ -192,5 +231,43 @@ mod tests {
             .to_string();
         assert!(e.contains("client-key.pem does not"), "{e}");
         assert!(optional_pair(d, "a.pem", "b.pem").unwrap().is_none());
+    }
+
+    #[test]
+    fn a_private_key_open_to_group_or_others_is_refused_unread() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        // Not a key: were it read, the error would say so instead.
+        fs::write(d.join(SERVER_KEY), "not a key\n").unwrap();
+        let key = d.join(SERVER_KEY);
+        for mode in [0o644, 0o640, 0o604, 0o620, 0o602, 0o660, 0o666, 0o610] {
+            fs::set_permissions(&key, fs::Permissions::from_mode(mode)).unwrap();
+            let e = private_key(d, SERVER_KEY).unwrap_err();
+            assert!(
+                matches!(e, TlsError::LoosePermissions(_, m) if m == mode),
+                "{e}"
+            );
+            let msg = e.to_string();
+            assert!(
+                msg.contains(&format!("permissions {mode:04o} are too open"))
+                    && msg.contains("server-key.pem")
+                    && msg.contains("chmod 600"),
+                "{msg}"
+            );
+        }
+        // Through a symbolic link (itself 0777), the key file's own mode counts.
+        let link = d.join(CLIENT_KEY);
+        std::os::unix::fs::symlink(&key, &link).unwrap();
+        assert!(matches!(
+            private_key(d, CLIENT_KEY),
+            Err(TlsError::LoosePermissions(_, 0o610))
+        ));
+        for mode in [0o600, 0o400] {
+            fs::set_permissions(&key, fs::Permissions::from_mode(mode)).unwrap();
+            let e = private_key(d, SERVER_KEY).unwrap_err().to_string();
+            assert!(e.contains("no private key in the file"), "{mode:o}: {e}");
+            let e = private_key(d, CLIENT_KEY).unwrap_err().to_string();
+            assert!(e.contains("no private key in the file"), "{mode:o}: {e}");
+        }
     }
 }

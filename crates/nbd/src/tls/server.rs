@@ -63,6 +63,11 @@ impl ServerTls {
     pub fn required(&self) -> bool {
         self.required
     }
+
+    /// Clients must present a certificate that chains to the directory's `ca-cert.pem`.
+    pub fn verify_peer(&self) -> bool {
+        self.verify_peer
+    }
 }
 
 /// Runs the server's TLS handshake on `sock` (NBD_OPT_STARTTLS was just acknowledged);
