@@ -34,8 +34,7 @@ for t in "${only[@]}"; do
 done
 printf fuzz >"$work/pass"
 # The cargo target directory (CARGO_TARGET_DIR, or the workspace's target/).
-target_dir=$(cargo metadata --format-version 1 --no-deps |
-    python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
+target_dir=$(bash scripts/target-dir.sh)
 
 # cut FILE BYTES OUT: the first BYTES of FILE, trailing zeros removed (at least 4096 kept).
 cut_seed() {

@@ -58,7 +58,7 @@ cd "$(dirname "$0")/.."
 targets=(luks1 luks2 nbd cipher_spec cli_values geli nbd_client nbd_uri rbd_spec pem)
 # Cargo's target directory (CARGO_TARGET_DIR, or the workspace's target/), and this
 # script's folder in it.
-tdir=$(cargo metadata --format-version 1 --no-deps | sed 's/.*"target_directory":"\([^"]*\)".*/\1/')
+tdir=$(bash scripts/target-dir.sh)
 out=$tdir/fuzz
 
 # cargo-fuzz, installed here when missing (crates.io, pinned).
