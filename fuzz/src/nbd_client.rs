@@ -9,8 +9,8 @@
 //! `len` (u32, big-endian), then `len` bytes (fewer when the input ends): the server sends
 //! a record once the client has sent `wait` bytes in all, so that a reply is not there
 //! before its request (the client would rightly refuse a reply to a cookie not in
-//! flight). A wait the client never reaches ends after [`IDLE`] without a byte from it;
-//! after the last record the server closes its side, so every run ends without the
+//! flight). A wait the client never reaches ends after [`FUZZ_IDLE`] without a byte from it
+//! (at once while the client has sent nothing since the last such end); after the last record the server closes its side, so every run ends without the
 //! client's own timeouts. Any later connection (the client reconnects after a failure)
 //! is closed at once.
 //!
@@ -34,9 +34,11 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-/// How long the fake server waits for a client byte before it sends a record whose wait
-/// the client has not reached.
-const IDLE: Duration = Duration::from_millis(20);
+/// How long the fuzz target's fake server waits for a client byte before it sends a
+/// record whose wait the client has not reached. A client that was only slow to send
+/// (a loaded machine) gets a record early, and the run explores something else; the
+/// replay of the captures in the tests waits longer, to be exact.
+pub const FUZZ_IDLE: Duration = Duration::from_millis(5);
 
 /// The client's timeout: a backstop only (every run ends sooner, see the module's docs).
 const CLIENT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -60,12 +62,12 @@ pub enum ClientReached {
 
 /// The NBD client target.
 pub fn nbd_client(data: &[u8]) {
-    nbd_client_reached(data);
+    nbd_client_reached(data, FUZZ_IDLE);
 }
 
 /// How far the session got against a server sending `data` (records, see the module's
-/// docs).
-pub fn nbd_client_reached(data: &[u8]) -> ClientReached {
+/// docs), waiting `idle` for a client that sends nothing.
+pub fn nbd_client_reached(data: &[u8], idle: Duration) -> ClientReached {
     crate::nbd::survive_sigpipe();
     let records = records(data);
     let name = format!(
@@ -82,7 +84,7 @@ pub fn nbd_client_reached(data: &[u8]) -> ClientReached {
     let sent = Arc::new(Mutex::new(Vec::new()));
     let server = {
         let (stop, sent) = (stop.clone(), sent.clone());
-        thread::spawn(move || accept(&listener, &stop, records, &sent))
+        thread::spawn(move || accept(&listener, &stop, records, &sent, idle))
     };
     let uri = NbdUri::parse(&format!("nbd+unix:///{EXPORT}?socket=%00{name}"))
         .expect("the fake server's URI");
@@ -119,13 +121,14 @@ fn accept(
     stop: &AtomicBool,
     records: Vec<(u64, Vec<u8>)>,
     sent: &Mutex<Vec<u8>>,
+    idle: Duration,
 ) {
     let mut records = Some(records);
     let mut first = None;
     while !stop.load(Ordering::Acquire) {
         match listener.accept() {
             Ok((s, _)) => match records.take() {
-                Some(r) => first = Some(serve(s, r)),
+                Some(r) => first = Some(serve(s, r, idle)),
                 None => drop(s),
             },
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
@@ -140,7 +143,11 @@ fn accept(
 }
 
 /// Serves `records` on `s` in a thread; the thread returns what the client sent.
-fn serve(s: UnixStream, records: Vec<(u64, Vec<u8>)>) -> thread::JoinHandle<Vec<u8>> {
+fn serve(
+    s: UnixStream,
+    records: Vec<(u64, Vec<u8>)>,
+    idle: Duration,
+) -> thread::JoinHandle<Vec<u8>> {
     thread::spawn(move || {
         let mut s = s;
         s.set_nonblocking(false).expect("a blocking socket");
@@ -148,17 +155,29 @@ fn serve(s: UnixStream, records: Vec<(u64, Vec<u8>)>) -> thread::JoinHandle<Vec<
             .expect("a timeout");
         let mut got = Vec::new();
         let mut closed = false;
+        // The client went idle short of a wait: it waits for the server. Later records
+        // are sent without waiting until the client sends again.
+        let mut stalled = false;
         let mut buf = vec![0u8; 64 << 10];
         for (wait, bytes) in records {
-            s.set_read_timeout(Some(IDLE)).expect("a timeout");
             while !closed && (got.len() as u64) < wait {
+                // Stalled: only what the client already sent.
+                s.set_nonblocking(stalled).expect("a socket mode");
+                s.set_read_timeout(Some(idle)).expect("a timeout");
                 match s.read(&mut buf) {
                     Ok(0) => closed = true,
-                    Ok(n) => got.extend_from_slice(&buf[..n]),
+                    Ok(n) => {
+                        got.extend_from_slice(&buf[..n]);
+                        stalled = false;
+                    }
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(_) => break, // idle: send it anyway
+                    Err(_) => {
+                        stalled = true;
+                        break; // idle: send it anyway
+                    }
                 }
             }
+            s.set_nonblocking(false).expect("a socket mode");
             if s.write_all(&bytes).is_err() {
                 break;
             }
