@@ -5,7 +5,7 @@
 #   bash scripts/fuzz.sh all SECONDS        # every target, one after the other
 #   bash scripts/fuzz.sh coverage TARGET [SOURCE...]   # line/function coverage of its corpus
 #   bash scripts/fuzz.sh coverage all       # the same for every target, then a table
-#   bash scripts/fuzz.sh seeds              # remake fuzz/corpus/ (fuzz/seeds.sh)
+#   bash scripts/fuzz.sh seeds [TARGET...]  # remake fuzz/corpus/ (fuzz/seeds.sh), or some of it
 #   bash scripts/fuzz.sh list
 # Targets: luks1 luks2 nbd cipher_spec cli_values geli nbd_client nbd_uri rbd_spec pem
 # (harnesses in fuzz/src/, described in fuzz/src/lib.rs). PARALLEL=2 runs `all` two
@@ -150,7 +150,10 @@ coverage() {
     mkdir -p "$out/corpus/$t" "fuzz/regressions/$t"
     rm -rf "fuzz/coverage/$t"
     echo "coverage of $t (log: $out/$t.coverage.log)"
-    cargo fuzz coverage --sanitizer none --features libfuzzer "$t" "$out/corpus/$t" \
+    # cargo-fuzz puts its coverage build in ./target/ whatever CARGO_TARGET_DIR says:
+    # the folder is given to it.
+    cargo fuzz coverage --sanitizer none --features libfuzzer \
+        --target-dir "$tdir/x86_64-unknown-linux-gnu/coverage" "$t" "$out/corpus/$t" \
         "fuzz/corpus/$t" "fuzz/regressions/$t" -- -rss_limit_mb=2048 -timeout=60 \
         >"$out/$t.coverage.log" 2>&1 || { tail -30 "$out/$t.coverage.log"; return 1; }
     bin=$tdir/x86_64-unknown-linux-gnu/coverage/x86_64-unknown-linux-gnu/release/$t
@@ -213,7 +216,10 @@ table() {
 
 case "${1:-}" in
 list) printf '%s\n' "${targets[@]}" ;;
-seeds) bash fuzz/seeds.sh ;;
+seeds)
+    shift
+    bash fuzz/seeds.sh "$@"
+    ;;
 coverage)
     t=${2:?usage: scripts/fuzz.sh coverage TARGET|all [SOURCE...]}
     shift 2

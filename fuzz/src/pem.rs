@@ -6,8 +6,9 @@
 //! `server-cert.pem`, `server-key.pem`, `client-cert.pem`, `client-key.pem`) and how the
 //! server is set up (bit 5: it verifies clients; bit 6: TLS is required); the rest is the
 //! contents of the files that exist, in that order, separated by NUL bytes (a file with
-//! no part left is empty). The files are written with mode 0600 into a directory of this
-//! process's own, then read.
+//! no part left is empty). The files are written with mode 0600 (a private key's mode)
+//! into a directory of this process's own in the temporary folder
+//! (`sectorcrypt-fuzz-pem-PID`, left there when the process ends), then read.
 //!
 //! Checked: every refusal names a file of the directory, or the directory; and no message
 //! quotes a line of a private key file (a base64 line of at least 24 characters that no
