@@ -271,12 +271,13 @@ if want nbd_client; then
         proxy=$!
         pids+=("$proxy")
         wait_sock "$work/cap.sock"
-        echo "$name: $("$session" "nbd+unix:///fuzz?socket=$work/cap.sock")"
+        echo "$name: $("$session" "$scheme+unix:///fuzz?socket=$work/cap.sock$query")"
         sleep 0.3
         kill "$proxy" "$server" 2>/dev/null || true
         wait "$proxy" "$server" 2>/dev/null || true
         mv "$work/$name-1" "$corpus/nbd_client/$name"
     }
+    scheme=nbd query=
     nbdkit=(nbdkit -f -U {sock})
     capture nbdkit-memory "${nbdkit[@]}" memory 1M
     capture nbdkit-memory-simple-replies "${nbdkit[@]}" --no-sr memory 1M
@@ -309,6 +310,25 @@ if want nbd_client; then
     capture qemu-nbd-qcow2 "${qemu[@]}" -f qcow2 --discard=unmap --detect-zeroes=unmap \
         "$work/nbd-client.qcow2"
     capture qemu-nbd-unknown-export qemu-nbd -k {sock} -x other -f raw "$work/nbd-client.raw"
+    # TLS (nbds+unix://, the certificate unchecked: sectorcrypt_fuzz::TLS_QUERY), marked by
+    # the top bit of the first record's wait: nbdkit without TLS refuses NBD_OPT_STARTTLS;
+    # with it, the TLS records it sent do not replay (the client's random differs) and the
+    # handshake fails on them.
+    scheme=nbds query='&tls-verify-peer=false&tls-certificates=/nonexistent/sectorcrypt-fuzz'
+    mkdir -p "$work/nbd-pki"
+    (
+        cd "$work/nbd-pki"
+        openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+            -keyout server-key.pem -out server-cert.pem -subj /CN=localhost -days 3650 2>/dev/null
+        cp server-cert.pem ca-cert.pem
+    )
+    capture nbdkit-starttls-refused "${nbdkit[@]}" memory 1M
+    capture nbdkit-tls-required "${nbdkit[@]}" --tls=require \
+        --tls-certificates="$work/nbd-pki" memory 1M
+    for f in nbdkit-starttls-refused nbdkit-tls-required; do
+        python3 -c 'import sys; d = bytearray(open(sys.argv[1], "rb").read()); d[0] |= 0x80
+open(sys.argv[1], "wb").write(d)' "$corpus/nbd_client/$f"
+    done
 fi
 
 # NBD URIs: libnbd's tests (tests/Makefile.am, tests/connect-*.c, info/*.sh,

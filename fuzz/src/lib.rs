@@ -46,7 +46,7 @@ pub use geli::{geli, geli_reached, GELI_KEYFILE, GELI_PASSPHRASE};
 pub use luks::{fix_luks2_checksums, luks1, luks2, reached, Reached, PASSPHRASE};
 pub use nbd::nbd;
 pub use nbd_client::{
-    client_session_against, nbd_client, nbd_client_reached, ClientReached, FUZZ_IDLE,
+    client_session_against, nbd_client, nbd_client_reached, ClientReached, FUZZ_IDLE, TLS_QUERY,
 };
 pub use nbd_uri::nbd_uri;
 pub use pem::{pem, pem_input, pem_outcome, PemOutcome, PEM_FILES};

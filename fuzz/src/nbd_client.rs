@@ -6,7 +6,11 @@
 //! taken by value).
 //!
 //! The input is the server's byte stream cut in records, each `wait` (u32, big-endian),
-//! `len` (u32, big-endian), then `len` bytes (fewer when the input ends): the server sends
+//! `len` (u32, big-endian), then `len` bytes (fewer when the input ends); the top bit of
+//! the first record's `wait` asks the client for TLS (`nbds+unix://`, the server's
+//! certificate unchecked: [`TLS_QUERY`]), so NBD_OPT_STARTTLS's replies and a TLS handshake
+//! with what the server sends are reached (a capture's TLS records cannot be replayed: the
+//! client's random differs), and is not part of the wait. The server sends
 //! a record once the client has sent `wait` bytes in all, so that a reply is not there
 //! before its request (the client would rightly refuse a reply to a cookie not in
 //! flight). A wait the client never reaches ends after [`FUZZ_IDLE`] without a byte from it
@@ -43,6 +47,14 @@ pub const FUZZ_IDLE: Duration = Duration::from_millis(5);
 /// The client's timeout: a backstop only (every run ends sooner, see the module's docs).
 const CLIENT_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// In the first record's wait: the client is asked for TLS.
+const TLS_BIT: u32 = 1 << 31;
+
+/// The TLS parameters of the session's `nbds+unix://` URI: the server's certificate is
+/// not checked, and the client has none (no such folder), whatever the machine has in
+/// libnbd's default folders.
+pub const TLS_QUERY: &str = "&tls-verify-peer=false&tls-certificates=/nonexistent/sectorcrypt-fuzz";
+
 /// Records used at most.
 const MAX_RECORDS: usize = 256;
 
@@ -69,6 +81,8 @@ pub fn nbd_client(data: &[u8]) {
 /// docs), waiting `idle` for a client that sends nothing.
 pub fn nbd_client_reached(data: &[u8], idle: Duration) -> ClientReached {
     crate::nbd::survive_sigpipe();
+    // The first record's wait has its top bit set: the client is asked for TLS.
+    let tls = data.first().is_some_and(|b| b & 0x80 != 0);
     let records = records(data);
     let name = format!(
         "sectorcrypt-fuzz-nbd-client-{}-{}",
@@ -86,8 +100,12 @@ pub fn nbd_client_reached(data: &[u8], idle: Duration) -> ClientReached {
         let (stop, sent) = (stop.clone(), sent.clone());
         thread::spawn(move || accept(&listener, &stop, records, &sent, idle))
     };
-    let uri = NbdUri::parse(&format!("nbd+unix:///{EXPORT}?socket=%00{name}"))
-        .expect("the fake server's URI");
+    let query = if tls { TLS_QUERY } else { "" };
+    let scheme = if tls { "nbds" } else { "nbd" };
+    let uri = NbdUri::parse(&format!(
+        "{scheme}+unix:///{EXPORT}?socket=%00{name}{query}"
+    ))
+    .expect("the fake server's URI");
     let (reached, facts) = client_session(&uri, CLIENT_TIMEOUT);
     stop.store(true, Ordering::Release);
     if let Err(panic) = server.join() {
@@ -105,7 +123,7 @@ static NEXT: AtomicU64 = AtomicU64::new(0);
 fn records(mut data: &[u8]) -> Vec<(u64, Vec<u8>)> {
     let mut out = Vec::new();
     while data.len() >= 8 && out.len() < MAX_RECORDS {
-        let wait = u32::from_be_bytes(data[..4].try_into().expect("4 bytes"));
+        let wait = u32::from_be_bytes(data[..4].try_into().expect("4 bytes")) & !TLS_BIT;
         let len = u32::from_be_bytes(data[4..8].try_into().expect("4 bytes")) as usize;
         let len = len.min(data.len() - 8);
         out.push((u64::from(wait), data[8..8 + len].to_vec()));
