@@ -5,8 +5,10 @@
 //! detection, GELI's search of the last sectors, its structural checks), `dump`, the JSON
 //! rendering, the volume's geometry, and unlocking: every master-key slot is tried with
 //! [`GELI_PASSPHRASE`], then with it and [`GELI_KEYFILE`] (the keyfile alone for metadata
-//! of keyfiles only), when the iteration count is small, and an opened provider has its first and last sectors
-//! decrypted through the engine.
+//! of keyfiles only), when the iteration count is small. An opened provider has its first
+//! and last sectors decrypted through the engine, and `geli setkey`, `delkey` and
+//! `configure` run on copies of it: each changes what it should and nothing else of the
+//! metadata, the master key stays the same, and one refused writes nothing.
 //!
 //! Each input stands for two providers: itself whole, and (when its metadata names a
 //! larger size) a provider of the size its metadata names, ending with the input, so that
@@ -23,9 +25,9 @@
 use crate::luks::Reached;
 use crate::store::MemStore;
 use sectorcrypt_volume::engine::EngineOptions;
-use sectorcrypt_volume::geli::metadata::{Metadata, ENCODED_LEN, MAGIC, VERSION};
-use sectorcrypt_volume::geli::PROVIDER_SECTORS;
-use sectorcrypt_volume::kdf::Kdf;
+use sectorcrypt_volume::geli::metadata::{flags, Metadata, ENCODED_LEN, MAGIC, MAX_MKEYS, VERSION};
+use sectorcrypt_volume::geli::{Geli, PROVIDER_SECTORS};
+use sectorcrypt_volume::kdf::{Kdf, KdfKind, KdfOptions};
 use sectorcrypt_volume::{Header, Unlocked};
 use zeroize::Zeroizing;
 
@@ -156,7 +158,9 @@ fn provider(data: &[u8], size: u64) -> Reached {
     // The passphrase alone, then with the keyfile (after it, the keyfile alone for
     // metadata of keyfiles only).
     for keyfiles in [vec![], vec![Zeroizing::new(GELI_KEYFILE.to_vec())]] {
-        header.set_keyfiles(keyfiles).expect("GELI takes keyfiles");
+        header
+            .set_keyfiles(keyfiles.clone())
+            .expect("GELI takes keyfiles");
         for &slot in &slots {
             match header.keyslot_kdf(slot) {
                 Ok(Kdf::Pbkdf2 { iterations, .. }) if iterations <= MAX_ITERATIONS => {}
@@ -164,6 +168,7 @@ fn provider(data: &[u8], size: u64) -> Reached {
             }
             if let Ok(unlocked) = header.unlock_slot(&store, GELI_PASSPHRASE, Some(slot)) {
                 use_unlocked(data, size, &unlocked);
+                rewrite(data, size, &keyfiles, slot, unlocked.volume_key());
                 reached = Reached::Unlocked;
             }
         }
@@ -193,5 +198,95 @@ fn use_unlocked(data: &[u8], size: u64, u: &Unlocked) {
     if vol.size() >= sector {
         let _ = vol.read_at(&mut buf, 0);
         let _ = vol.read_at(&mut buf, vol.size() / sector * sector - sector);
+    }
+}
+
+/// The passphrase [`rewrite`] gives a slot.
+const NEW_PASSPHRASE: &[u8] = b"new passphrase";
+
+/// `geli setkey`, `delkey` and `configure`, each on a writable copy of the provider
+/// opened in `slot` (with `keyfiles`, giving the master key `key`): what each changes is
+/// what it should, and nothing else of the metadata; the master key stays the same; an
+/// operation refused writes nothing.
+fn rewrite(data: &[u8], size: u64, keyfiles: &[Zeroizing<Vec<u8>>], slot: usize, key: &[u8]) {
+    let copy = || MemStore::writable_ending_with(data.to_vec(), size);
+    let read = |store: &MemStore| {
+        let mut h = Header::read(store).expect("the provider reads again after a change");
+        h.set_keyfiles(keyfiles.to_vec())
+            .expect("GELI takes keyfiles");
+        h
+    };
+    let md = |h: &Header| h.downcast_ref::<Geli>().expect("GELI").metadata().clone();
+    let refused = |store: &MemStore, what: &str| {
+        assert_eq!(store.written(), 0, "{what} was refused after writing");
+    };
+    let before = md(&read(&copy()));
+    // The other slot, as it was.
+    let others = |m: &Metadata| {
+        (0..MAX_MKEYS)
+            .filter(|&n| n != slot)
+            .map(|n| (m.keys & 1 << n, m.mkeys[n]))
+            .collect::<Vec<_>>()
+    };
+    // setkey (the iteration count kept: keyfiles-only metadata would calibrate one).
+    if before.iterations >= 0 {
+        let store = copy();
+        let mut h = read(&store);
+        let kdf = KdfOptions {
+            kind: KdfKind::Pbkdf2,
+            ..KdfOptions::default()
+        };
+        match h.change_key(&store, GELI_PASSPHRASE, NEW_PASSPHRASE, &kdf, Some(slot)) {
+            Ok(n) => {
+                let again = read(&store);
+                let after = md(&again);
+                let u = again
+                    .unlock_slot(&store, NEW_PASSPHRASE, Some(n))
+                    .expect("the new passphrase opens its slot");
+                assert_eq!(u.volume_key(), key, "setkey changed the master key");
+                assert_eq!(
+                    others(&after),
+                    others(&before),
+                    "setkey changed another slot"
+                );
+                let mut expect = before.clone();
+                expect.keys |= 1 << n;
+                expect.mkeys[n] = after.mkeys[n];
+                assert_eq!(after, expect, "setkey changed other fields");
+            }
+            Err(_) => refused(&store, "setkey"),
+        }
+    }
+    // delkey.
+    let store = copy();
+    let mut h = read(&store);
+    match h.remove_key(&store, slot) {
+        Ok(()) => {
+            let after = md(&read(&store));
+            assert_eq!(after.keys & 1 << slot, 0, "delkey left the slot in use");
+            assert_eq!(
+                others(&after),
+                others(&before),
+                "delkey changed another slot"
+            );
+        }
+        Err(_) => refused(&store, "delkey"),
+    }
+    // configure: NODELETE flipped.
+    let store = copy();
+    let mut h = read(&store);
+    let flipped = before.flags ^ flags::NODELETE;
+    let g = h.downcast_mut::<Geli>().expect("GELI");
+    match g.set_flags(&store, flipped) {
+        Ok(_) => {
+            let mut expect = before.clone();
+            expect.flags = flipped;
+            assert_eq!(
+                md(&read(&store)),
+                expect,
+                "configure changed more than the flags"
+            );
+        }
+        Err(_) => refused(&store, "configure"),
     }
 }

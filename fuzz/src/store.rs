@@ -49,6 +49,15 @@ impl MemStore {
         }
     }
 
+    /// [`MemStore::ending_with`], writable where `data` is (a write elsewhere is an I/O
+    /// error: the image around the input is not kept).
+    pub(crate) fn writable_ending_with(data: Vec<u8>, size: u64) -> MemStore {
+        MemStore {
+            writable: true,
+            ..MemStore::ending_with(data, size)
+        }
+    }
+
     /// How many bytes were written.
     pub(crate) fn written(&self) -> u64 {
         *self.written.lock().unwrap()
@@ -88,15 +97,18 @@ impl Store for MemStore {
             "a read-only path wrote {} bytes at {offset}",
             buf.len()
         );
-        assert_eq!(
-            self.base, 0,
-            "only images that start with their data are writable"
-        );
         let end = offset.checked_add(buf.len() as u64);
         if end.is_none_or(|e| e > self.size) {
             return Err(io::Error::other("a write past the end of the image"));
         }
         let mut data = self.data.lock().unwrap();
+        // An image that ends with the input is written only where the input is.
+        if self.base > 0
+            && (offset < self.base || offset - self.base + buf.len() as u64 > data.len() as u64)
+        {
+            return Err(io::Error::other("a write outside the fuzz input"));
+        }
+        let offset = offset - self.base;
         let (at, end) = (offset as usize, offset as usize + buf.len());
         if data.len() < end {
             data.resize(end, 0);
