@@ -52,8 +52,9 @@ qemu=$(bash scripts/ceph.sh qemu) || { echo "bench/ceph.sh: no qemu rbd driver: 
 export CEPH_CONF=$cluster/ceph.conf
 cargo build --release -q -p sectorcrypt --features rbd
 cargo build --release -q -p sectorcrypt-rbd --features librbd --example rbd_seq
-cli=$PWD/target/release/sectorcrypt
-seq_tool=$PWD/target/release/examples/rbd_seq
+tdir=$(bash scripts/target-dir.sh)
+cli=$tdir/release/sectorcrypt
+seq_tool=$tdir/release/examples/rbd_seq
 
 data=$(numfmt --from=iec "$SIZE")
 header=$((16 << 20))

@@ -35,7 +35,7 @@ for tool in nbdkit nbdcopy qemu-img; do
     command -v "$tool" >/dev/null || { echo "bench/nbd.sh needs $tool (scripts/deps.sh)"; exit 1; }
 done
 cargo build --release -q -p sectorcrypt
-cli=$PWD/target/release/sectorcrypt
+cli=$(bash scripts/target-dir.sh)/release/sectorcrypt
 
 # shellcheck source=bench/lib.sh
 source bench/lib.sh

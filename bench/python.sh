@@ -23,7 +23,7 @@ RUNS=${RUNS:-3}
 
 cargo build --release -q -p sectorcrypt
 SECTORCRYPT_PYTEST=0 bash crates/python/run-tests.sh --release > /dev/null
-cli=target/release/sectorcrypt
+cli=$(bash scripts/target-dir.sh)/release/sectorcrypt
 py=target/venv/bin/python
 size_bytes=$(numfmt --from=iec "$SIZE")
 img=$work/vol.img

@@ -31,7 +31,7 @@ source bench/lib.sh
 scratch /tmp/sectorcrypt-remote-bench.XXXXXX
 
 cargo build --release -q -p sectorcrypt
-cli=target/release/sectorcrypt
+cli=$(bash scripts/target-dir.sh)/release/sectorcrypt
 printf 'bench pass' > "$work/key"
 
 # Starts a daemon and waits for its socket; remembers its pid for the cleanup.

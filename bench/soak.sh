@@ -31,7 +31,7 @@ done
 [ -n "$py" ] || { echo "bench/soak.sh needs libnbd's python bindings (scripts/deps.sh)"; exit 1; }
 command -v cryptsetup >/dev/null || { echo "bench/soak.sh needs cryptsetup (scripts/deps.sh)"; exit 1; }
 cargo build --release -q -p sectorcrypt
-cli=$PWD/target/release/sectorcrypt
+cli=$(bash scripts/target-dir.sh)/release/sectorcrypt
 
 work=$(mktemp -d "$DIR/sectorcrypt-soak.XXXXXX")
 server=""

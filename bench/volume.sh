@@ -30,8 +30,9 @@ trap 'rm -rf "$work"' EXIT
 
 cargo build --release -q -p sectorcrypt-volume --example volume_bench
 cargo build --release -q -p sectorcrypt
-bench=target/release/examples/volume_bench
-cli=target/release/sectorcrypt
+tdir=$(bash scripts/target-dir.sh)
+bench=$tdir/release/examples/volume_bench
+cli=$tdir/release/sectorcrypt
 
 median() { sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
 bytes() { numfmt --from=iec "$SIZE"; }

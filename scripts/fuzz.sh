@@ -5,10 +5,14 @@
 #   bash scripts/fuzz.sh all SECONDS        # every target, one after the other
 #   bash scripts/fuzz.sh coverage TARGET [SOURCE...]   # line/function coverage of its corpus
 #   bash scripts/fuzz.sh coverage all       # the same for every target, then a table
-#   bash scripts/fuzz.sh seeds              # remake fuzz/corpus/ (fuzz/seeds.sh)
+#   bash scripts/fuzz.sh seeds [TARGET...]  # remake fuzz/corpus/ (fuzz/seeds.sh), or some of it
 #   bash scripts/fuzz.sh list
-# Targets: luks1 luks2 nbd cipher_spec cli_values (harnesses in fuzz/src/). PARALLEL=2 runs
-# `all` two targets at a time.
+# Targets: luks1 luks2 nbd cipher_spec cli_values geli nbd_client nbd_uri rbd_spec pem
+# (harnesses in fuzz/src/, described in fuzz/src/lib.rs). PARALLEL=2 runs `all` two
+# targets at a time.
+#
+# Builds, corpora, logs and reports go to cargo's target directory: target/, or
+# $CARGO_TARGET_DIR when set (written target/ below).
 #
 # Each target for 10 minutes, then the coverage of what the runs found:
 #
@@ -17,9 +21,12 @@
 # The table at the end gives per target the executions and edges of its last run and the
 # line and function coverage of the project's own code (crates/, fuzz/); for luks1 and
 # luks2 the functions of crates/volume/src/luks/ are listed with their coverage, and those
-# named *valid* are shown, so the JSON parser and its validation show as reached or not
-# (SOURCE... chooses other files or folders). Reports: target/fuzz/TARGET.coverage.txt (per file),
-# target/fuzz/TARGET.functions.txt (per function of the SOURCEs).
+# named *valid* are shown, so the JSON parser and its validation show as reached or not;
+# the other targets list the files of their parser (geli: crates/volume/src/geli/,
+# nbd_client: crates/nbd/src/client/, nbd_uri: its uri.rs, rbd_spec: crates/rbd's spec.rs,
+# pem: crates/nbd/src/tls/; SOURCE... chooses other files or folders). Reports:
+# target/fuzz/TARGET.coverage.txt (per file), target/fuzz/TARGET.functions.txt (per
+# function of the SOURCEs).
 #
 # Stable, not nightly: cargo-fuzz's default build asks for -Zsanitizer=address, a nightly
 # flag. With `--sanitizer none` it passes only stable codegen options
@@ -48,20 +55,26 @@
 # missing (the system's LLVM may not read the profile format of rustc's LLVM).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-targets=(luks1 luks2 nbd cipher_spec cli_values)
+targets=(luks1 luks2 nbd cipher_spec cli_values geli nbd_client nbd_uri rbd_spec pem)
+# Cargo's target directory (CARGO_TARGET_DIR, or the workspace's target/), and this
+# script's folder in it.
+tdir=$(bash scripts/target-dir.sh)
+out=$tdir/fuzz
 
 # cargo-fuzz, installed here when missing (crates.io, pinned).
 if ! cargo fuzz --version >/dev/null 2>&1; then
     cargo install cargo-fuzz --version 0.13.2 --locked
 fi
 
-# Largest input per target: a LUKS2 seed with whole keyslot material is 96 KiB.
+# Largest input per target: a LUKS2 seed with whole keyslot material is 96 KiB; an
+# nbd_client capture (replies to 16 KiB reads in 4 KiB blocks) 41 KiB; a certificates
+# directory with a chain and two key pairs 8 KiB; a GELI seed 4 KiB.
 max_len() {
     case "$1" in
     luks1) echo 131072 ;;
     luks2) echo 262144 ;;
-    nbd) echo 65536 ;;
-    cipher_spec) echo 16384 ;;
+    nbd | nbd_client) echo 65536 ;;
+    cipher_spec | geli | pem) echo 16384 ;;
     *) echo 4096 ;;
     esac
 }
@@ -71,12 +84,12 @@ build() {
 }
 
 binary() {
-    echo "target/x86_64-unknown-linux-gnu/release/$1"
+    echo "$tdir/x86_64-unknown-linux-gnu/release/$1"
 }
 
 run() {
     local t=$1 secs=$2
-    local work=target/fuzz/corpus/$t art=target/fuzz/artifacts/$t log=target/fuzz/$t.log
+    local work=$out/corpus/$t art=$out/artifacts/$t log=$out/$t.log
     mkdir -p "$work" "$art"
     echo "fuzzing $t for ${secs}s (log: $log)"
     local rc=0
@@ -93,7 +106,7 @@ run() {
 
 # One line per run: executions, rate, corpus entries and bytes, edges (cov), features (ft).
 summary() {
-    local t=$1 log=target/fuzz/$1.log
+    local t=$1 log=$out/$1.log
     local last runs rate
     last=$(grep -E '^#[0-9]+' "$log" | tail -1 || true)
     runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
@@ -115,10 +128,15 @@ llvm_bin() {
     echo "$bin"
 }
 
-# The sources whose functions are listed by default: the LUKS code for the header targets.
+# The sources whose functions are listed by default: the code each target is for.
 focus() {
     case "$1" in
     luks1 | luks2) echo crates/volume/src/luks ;;
+    geli) echo crates/volume/src/geli ;;
+    nbd_client) echo crates/nbd/src/client ;;
+    nbd_uri) echo crates/nbd/src/client/uri.rs ;;
+    rbd_spec) echo crates/rbd/src/spec.rs ;;
+    pem) echo crates/nbd/src/tls ;;
     esac
 }
 
@@ -129,18 +147,21 @@ coverage() {
     local srcs=("$@") llvm bin prof files=()
     [ "${#srcs[@]}" -gt 0 ] || read -ra srcs <<<"$(focus "$t")"
     llvm=$(llvm_bin)
-    mkdir -p "target/fuzz/corpus/$t"
+    mkdir -p "$out/corpus/$t" "fuzz/regressions/$t"
     rm -rf "fuzz/coverage/$t"
-    echo "coverage of $t (log: target/fuzz/$t.coverage.log)"
-    cargo fuzz coverage --sanitizer none --features libfuzzer "$t" "target/fuzz/corpus/$t" \
+    echo "coverage of $t (log: $out/$t.coverage.log)"
+    # cargo-fuzz puts its coverage build in ./target/ whatever CARGO_TARGET_DIR says:
+    # the folder is given to it.
+    cargo fuzz coverage --sanitizer none --features libfuzzer \
+        --target-dir "$tdir/x86_64-unknown-linux-gnu/coverage" "$t" "$out/corpus/$t" \
         "fuzz/corpus/$t" "fuzz/regressions/$t" -- -rss_limit_mb=2048 -timeout=60 \
-        >"target/fuzz/$t.coverage.log" 2>&1 || { tail -30 "target/fuzz/$t.coverage.log"; return 1; }
-    bin=target/x86_64-unknown-linux-gnu/coverage/x86_64-unknown-linux-gnu/release/$t
+        >"$out/$t.coverage.log" 2>&1 || { tail -30 "$out/$t.coverage.log"; return 1; }
+    bin=$tdir/x86_64-unknown-linux-gnu/coverage/x86_64-unknown-linux-gnu/release/$t
     prof=fuzz/coverage/$t/coverage.profdata
     # The project's own code only: not the standard library or crates.io.
     local mine=(-instr-profile="$prof" -ignore-filename-regex='/\.cargo/|/rustc/|/rustlib/')
-    "$llvm/llvm-cov" report "$bin" "${mine[@]}" >"target/fuzz/$t.coverage.txt"
-    rm -f "target/fuzz/$t.functions.txt"
+    "$llvm/llvm-cov" report "$bin" "${mine[@]}" >"$out/$t.coverage.txt"
+    rm -f "$out/$t.functions.txt"
     for s in "${srcs[@]}"; do
         if [ -d "$s" ]; then
             while IFS= read -r f; do files+=("$PWD/$f"); done < <(find "$s" -name '*.rs' | sort)
@@ -150,7 +171,7 @@ coverage() {
     done
     if [ "${#files[@]}" -gt 0 ]; then
         "$llvm/llvm-cov" report --show-functions -Xdemangler=c++filt "$bin" "${mine[@]}" \
-            "${files[@]}" >"target/fuzz/$t.functions.txt"
+            "${files[@]}" >"$out/$t.functions.txt"
     fi
 }
 
@@ -161,23 +182,23 @@ table() {
     [ "${#list[@]}" -gt 0 ] || list=("${targets[@]}")
     printf '%-12s %12s %8s %18s %18s\n' target executions edges "lines covered" "functions run"
     for t in "${list[@]}"; do
-        [ -f "target/fuzz/$t.coverage.txt" ] || continue
+        [ -f "$out/$t.coverage.txt" ] || continue
         local runs=? edges=?
-        if [ -f "target/fuzz/$t.log" ]; then
-            runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "target/fuzz/$t.log")
-            edges=$(grep -E '^#[0-9]+' "target/fuzz/$t.log" | tail -1 | grep -oE 'cov: [0-9]+' | cut -d' ' -f2)
+        if [ -f "$out/$t.log" ]; then
+            runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$out/$t.log")
+            edges=$(grep -E '^#[0-9]+' "$out/$t.log" | tail -1 | grep -oE 'cov: [0-9]+' | cut -d' ' -f2)
         fi
         awk -v t="$t" -v r="${runs:-?}" -v e="${edges:-?}" '$1 == "TOTAL" {
             printf "%-12s %12s %8s %9d/%-6d %s %9d/%-6d %s\n", t, r, e, $8 - $9, $8, $10, $5 - $6, $5, $7
-        }' "target/fuzz/$t.coverage.txt"
+        }' "$out/$t.coverage.txt"
     done
     for t in "${list[@]}"; do
-        local f=target/fuzz/$t.functions.txt
+        local f=$out/$t.functions.txt
         [ -f "$f" ] || continue
         echo "$t: lines covered per file listed (functions: $f)"
         sed -n "s|^File '$PWD/\(.*\)':.*|\1|p" "$f" | while IFS= read -r src; do
             awk -v f="$src" '$1 == f { printf "  %-50s %6d/%-6d %s\n", f, $8 - $9, $8, $10 }' \
-                "target/fuzz/$t.coverage.txt"
+                "$out/$t.coverage.txt"
         done
         # Closures are left out; a name may hold spaces (`<T as Trait>::f`): the nine
         # numbers are the last fields.
@@ -195,7 +216,10 @@ table() {
 
 case "${1:-}" in
 list) printf '%s\n' "${targets[@]}" ;;
-seeds) bash fuzz/seeds.sh ;;
+seeds)
+    shift
+    bash fuzz/seeds.sh "$@"
+    ;;
 coverage)
     t=${2:?usage: scripts/fuzz.sh coverage TARGET|all [SOURCE...]}
     shift 2

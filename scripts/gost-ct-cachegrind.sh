@@ -15,7 +15,7 @@ if ! command -v valgrind >/dev/null 2>&1; then
     exit 0
 fi
 cargo build --release -p sectorcrypt-crypto --example gost_ct_probe >/dev/null 2>&1
-probe=target/release/examples/gost_ct_probe
+probe=$(bash scripts/target-dir.sh)/release/examples/gost_ct_probe
 status=0
 for backend in soft avx2 avx512; do
     if ! "$probe" 1 "$backend" >/dev/null 2>&1; then

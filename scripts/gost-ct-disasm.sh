@@ -19,7 +19,7 @@
 set -eu
 cd "$(dirname "$0")/.."
 cargo build --release -p sectorcrypt >/dev/null 2>&1
-bin=target/release/sectorcrypt
+bin=$(bash scripts/target-dir.sh)/release/sectorcrypt
 dis=$(mktemp)
 trap 'rm -f "$dis"' EXIT
 objdump -d --no-show-raw-insn -C "$bin" >"$dis"

@@ -13,6 +13,6 @@ cd "$(dirname "$0")/.."
 cargo build --release -p sectorcrypt-crypto --example gost_ct_timing >/dev/null 2>&1
 status=0
 for backend in avx512 avx2; do
-    target/release/examples/gost_ct_timing "$backend" "${1:-20000}" || status=1
+    "$(bash scripts/target-dir.sh)/release/examples/gost_ct_timing" "$backend" "${1:-20000}" || status=1
 done
 exit $status

@@ -15,20 +15,42 @@
 //!   data: parsing round-trips, and every usable backend encrypts alike and decrypts back.
 //! - [`cli_values`]: the command line's value parsers (`sectorcrypt_cli`): sizes, hex,
 //!   key files, each against an independent statement of what it accepts.
+//! - [`geli`]: the bytes are the end of a GELI provider, its metadata sector last: the
+//!   decoder, what reads a provider, `dump`, and unlocking with a small iteration count.
+//! - [`nbd_client`]: the bytes are what a server sends to the NBD client (handshake and
+//!   replies, paced by what the client sent), over a Unix socket, to a fixed session of
+//!   calls; the client's requests must stay inside what the server announced.
+//! - [`nbd_uri`]: NBD URIs: parsing, and the canonical spelling parsing back.
+//! - [`rbd_spec`]: `rbd:` specs: parsing, the name parsing back, option values never
+//!   shown.
+//! - [`pem`]: a TLS certificates directory's files, read by the server's and the
+//!   clients' TLS setup; refusals name the file and never quote a private key.
 //!
 //! A harness panics only on a broken property; errors of the code under test are results.
 #![forbid(unsafe_code)]
 
 mod cipher;
 mod cli;
+mod geli;
 mod luks;
 mod nbd;
+mod nbd_client;
+mod nbd_uri;
+mod pem;
+mod rbd_spec;
 mod store;
 
 pub use cipher::cipher_spec;
 pub use cli::cli_values;
+pub use geli::{geli, geli_reached, GELI_KEYFILE, GELI_PASSPHRASE};
 pub use luks::{fix_luks2_checksums, luks1, luks2, reached, Reached, PASSPHRASE};
 pub use nbd::nbd;
+pub use nbd_client::{
+    client_session_against, nbd_client, nbd_client_reached, ClientReached, FUZZ_IDLE, TLS_QUERY,
+};
+pub use nbd_uri::nbd_uri;
+pub use pem::{pem, pem_input, pem_outcome, PemOutcome, PEM_FILES};
+pub use rbd_spec::rbd_spec;
 
 /// A harness: runs the code under test on the fuzzer's bytes, panics on a broken property.
 pub type Harness = fn(&[u8]);
@@ -40,4 +62,9 @@ pub const TARGETS: &[(&str, Harness)] = &[
     ("nbd", nbd),
     ("cipher_spec", cipher_spec),
     ("cli_values", cli_values),
+    ("geli", geli),
+    ("nbd_client", nbd_client),
+    ("nbd_uri", nbd_uri),
+    ("rbd_spec", rbd_spec),
+    ("pem", pem),
 ];

@@ -31,7 +31,7 @@ const WHOLE_BELOW: usize = 1024;
 const MAX_ITERATIONS: u64 = 4000;
 
 /// How far an input got.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Reached {
     /// The header was refused.
     Refused,

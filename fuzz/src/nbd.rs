@@ -75,7 +75,7 @@ impl Export for CheckedExport {
 /// A libFuzzer binary starts in C, without Rust's runtime setup that ignores SIGPIPE: a
 /// write to a socket the other side closed would kill the process. A handler that only
 /// sets a flag turns that into the EPIPE error the server expects.
-fn survive_sigpipe() {
+pub(crate) fn survive_sigpipe() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
         let flag = Arc::new(AtomicBool::new(false));

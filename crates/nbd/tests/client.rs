@@ -233,6 +233,17 @@ fn fake_server(
     dir: &std::path::Path,
     reply: fn(u64, u64, u32) -> Vec<u8>,
 ) -> (std::path::PathBuf, std::thread::JoinHandle<()>) {
+    fake_server_of(dir, 1 << 20, None, reply)
+}
+
+/// [`fake_server`] of an export of `size` bytes, with the block sizes `blocks` (minimum,
+/// preferred, maximum) when given.
+fn fake_server_of(
+    dir: &std::path::Path,
+    size: u64,
+    blocks: Option<(u32, u32, u32)>,
+    reply: fn(u64, u64, u32) -> Vec<u8>,
+) -> (std::path::PathBuf, std::thread::JoinHandle<()>) {
     let sock = dir.join("fake.sock");
     let listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
     let t = std::thread::spawn(move || {
@@ -255,14 +266,24 @@ fn fake_server(
             .encode();
             if option == OPT_GO {
                 let mut info = INFO_EXPORT.to_be_bytes().to_vec();
-                info.extend_from_slice(&encode_size_and_flags(1 << 20, FLAG_HAS_FLAGS));
-                let r = OptionReply {
-                    option,
-                    kind: REP_INFO,
-                    len: info.len() as u32,
-                };
-                s.write_all(&r.encode()).unwrap();
-                s.write_all(&info).unwrap();
+                info.extend_from_slice(&encode_size_and_flags(size, FLAG_HAS_FLAGS));
+                let mut infos = vec![info];
+                if let Some((min, preferred, max)) = blocks {
+                    let mut info = INFO_BLOCK_SIZE.to_be_bytes().to_vec();
+                    for v in [min, preferred, max] {
+                        info.extend_from_slice(&v.to_be_bytes());
+                    }
+                    infos.push(info);
+                }
+                for info in infos {
+                    let r = OptionReply {
+                        option,
+                        kind: REP_INFO,
+                        len: info.len() as u32,
+                    };
+                    s.write_all(&r.encode()).unwrap();
+                    s.write_all(&info).unwrap();
+                }
                 s.write_all(&ack).unwrap();
                 break;
             }
@@ -348,6 +369,37 @@ fn holes_and_data_chunks_together_make_the_read() {
     c.read_at(&mut buf, 0).unwrap();
     assert!(buf[..2048].iter().all(|&b| b == 0xcd));
     assert!(buf[2048..].iter().all(|&b| b == 0));
+    drop(c);
+    server.join().unwrap();
+}
+
+/// Found by the nbd_client fuzz target (fuzz/regressions/nbd_client/): an export whose
+/// size ends in the last block of the 64-bit offsets, with a minimum block size, made
+/// an unaligned request overflow when it was widened to whole blocks (a panic; without
+/// overflow checks, a read of nothing copied out of range). Unaligned requests there are
+/// widened as anywhere, and one whose blocks would end past 2^64 bytes is an error.
+#[test]
+fn unaligned_requests_on_an_export_ending_near_2_pow_64_are_widened_or_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (sock, server) = fake_server_of(dir.path(), u64::MAX, Some((512, 4096, 65536)), {
+        |cookie, offset, len| {
+            let mut d = offset.to_be_bytes().to_vec();
+            d.extend(std::iter::repeat_n(0xcd, len as usize));
+            chunk(cookie, REPLY_TYPE_OFFSET_DATA, true, &d)
+        }
+    });
+    let c = connect(
+        &format!("nbd+unix:///?socket={}", sock.display()),
+        config(5_000, 0),
+    )
+    .unwrap();
+    assert_eq!((c.size(), c.facts().min_block), (u64::MAX, 512));
+    let mut buf = vec![0u8; 1000];
+    c.read_at(&mut buf, 100).unwrap();
+    assert!(buf.iter().all(|&b| b == 0xcd));
+    let e = c.read_at(&mut buf[..10], u64::MAX - 10).unwrap_err();
+    assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
+    assert!(e.to_string().contains("2^64"), "{e}");
     drop(c);
     server.join().unwrap();
 }

@@ -467,12 +467,27 @@ impl Client {
         offset.is_multiple_of(m) && len.is_multiple_of(m)
     }
 
-    /// The aligned range around `[offset, offset + len)`.
-    fn widen(&self, offset: u64, len: u64) -> (u64, u64) {
-        let m = u64::from(self.facts.min_block);
-        let start = offset / m * m;
-        let end = (offset + len).div_ceil(m) * m;
-        (start, end.min(self.facts.size.div_ceil(m) * m) - start)
+    /// The aligned range around `[offset, offset + len)` (a range inside the export), as
+    /// far as the export's last block; an error where those blocks would end past 2^64
+    /// bytes, which no request can reach (an export whose size is in the last block of
+    /// the offsets). Computed in 128 bits: the rounding up may pass 2^64.
+    fn widen(&self, offset: u64, len: u64) -> io::Result<(u64, u64)> {
+        let m = u128::from(self.facts.min_block);
+        let start = u128::from(offset) / m * m;
+        let end = (u128::from(offset) + u128::from(len)).div_ceil(m) * m;
+        let end = end.min(u128::from(self.facts.size).div_ceil(m) * m);
+        let start = u64::try_from(start).expect("start <= offset");
+        match u64::try_from(end) {
+            Ok(end) => Ok((start, end - start)),
+            Err(_) => Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "{}: {len} bytes at {offset} are not aligned to the server's {m}-byte \
+                     blocks, and the blocks around them end past 2^64 bytes",
+                    self.name
+                ),
+            )),
+        }
     }
 
     /// Reads exactly `buf.len()` bytes at `offset`. Past the end: `UnexpectedEof`.
@@ -482,7 +497,7 @@ impl Client {
             return Ok(());
         }
         if !self.aligned(offset, buf.len() as u64) {
-            let (start, len) = self.widen(offset, buf.len() as u64);
+            let (start, len) = self.widen(offset, buf.len() as u64)?;
             let mut whole = vec![0u8; len as usize];
             self.read_at(&mut whole, start)?;
             let from = (offset - start) as usize;
@@ -536,7 +551,7 @@ impl Client {
             return Ok(());
         }
         if !self.aligned(offset, buf.len() as u64) {
-            let (start, len) = self.widen(offset, buf.len() as u64);
+            let (start, len) = self.widen(offset, buf.len() as u64)?;
             let _mine = self.rmw.claim(start..start + len);
             let mut whole = vec![0u8; len as usize];
             self.read_at(&mut whole, start)?;

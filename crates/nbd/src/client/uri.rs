@@ -217,6 +217,19 @@ fn encode(b: &[u8], out: &mut String) {
     }
 }
 
+/// Percent-encodes a host: RFC 3986's unreserved characters and `keep` (the colons of an
+/// IPv6 address, inside its brackets) stand as they are; anything else (a `/` would end
+/// the authority, a `%` would start an escape, a `]` would end the brackets) is encoded.
+fn encode_host(b: &[u8], keep: &[u8], out: &mut String) {
+    for &c in b {
+        if c.is_ascii_alphanumeric() || b"-._~".contains(&c) || keep.contains(&c) {
+            out.push(c as char);
+        } else {
+            out.push_str(&format!("%{c:02X}"));
+        }
+    }
+}
+
 /// The URI again, in a canonical spelling (equal exports print equal): for messages and as
 /// a key.
 impl fmt::Display for NbdUri {
@@ -227,9 +240,11 @@ impl fmt::Display for NbdUri {
             Endpoint::Tcp { host, port } => {
                 out.push_str(&format!("{s}://"));
                 if host.contains(':') {
-                    out.push_str(&format!("[{host}]"));
+                    out.push('[');
+                    encode_host(host.as_bytes(), b":", &mut out);
+                    out.push(']');
                 } else {
-                    encode(host.as_bytes(), &mut out);
+                    encode_host(host.as_bytes(), b"", &mut out);
                 }
                 out.push_str(&format!(":{port}/"));
                 encode(self.export.as_bytes(), &mut out);
@@ -337,5 +352,28 @@ mod tests {
         );
         assert!(is_nbd_uri("nbd+unix:///?socket=s"));
         assert!(!is_nbd_uri("./nbd.img"));
+    }
+
+    /// Found by the nbd_uri fuzz target (fuzz/regressions/nbd_uri/): a host that holds a
+    /// `%` (an IPv6 zone, RFC 6874's `%25`), a `/` or a `]` once decoded must be encoded
+    /// again in the canonical spelling, or it does not parse back (or parses as another
+    /// host and export).
+    #[test]
+    fn hosts_with_reserved_characters_print_encoded_and_parse_back() {
+        for (uri, host, canonical) in [
+            (
+                "nbd://[fe80::1%25eth0]:10809/",
+                "fe80::1%eth0",
+                "nbd://[fe80::1%25eth0]:10809/",
+            ),
+            ("nbd://a%2Fb/x", "a/b", "nbd://a%2Fb:10809/x"),
+            ("nbd://[a:%5D]/", "a:]", "nbd://[a:%5D]:10809/"),
+            ("nbd://h%3F%23/", "h?#", "nbd://h%3F%23:10809/"),
+        ] {
+            let u = NbdUri::parse(uri).unwrap();
+            assert_eq!(u.endpoint, tcp(host, DEFAULT_PORT), "{uri}");
+            assert_eq!(u.to_string(), canonical, "{uri}");
+            assert_eq!(NbdUri::parse(&u.to_string()).unwrap(), u, "{uri}");
+        }
     }
 }
