@@ -87,7 +87,7 @@ fn process(pid: u32) -> String {
     let comm = fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
     format!(
         "process {pid} ({})",
-        crate::open_state::printable(comm.trim_end())
+        crate::escape::printable(comm.trim_end())
     )
 }
 
@@ -108,7 +108,7 @@ fn mounts_of(dev: &str) -> Vec<String> {
             continue;
         };
         for m in parse_mountinfo(&text).iter().filter(|m| m.dev == dev) {
-            let point = crate::open_state::printable(&m.point.to_string_lossy());
+            let point = crate::escape::printable(&m.point.to_string_lossy());
             found.push(if Some(&ns) == own_ns.as_ref() {
                 format!("mounted at {point}")
             } else {
@@ -155,7 +155,7 @@ pub fn device_users(dev: &str) -> Vec<String> {
         for h in list.filter_map(Result::ok) {
             found.push(format!(
                 "held by /dev/{}",
-                crate::open_state::printable(&h.file_name().to_string_lossy())
+                crate::escape::printable(&h.file_name().to_string_lossy())
             ));
         }
     }

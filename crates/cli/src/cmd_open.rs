@@ -23,8 +23,9 @@ use crate::args::OpenArgs;
 use crate::args_open::{CloseArgs, NamedArgs, StatusArgs};
 use crate::busy;
 use crate::cmd_mount;
+use crate::escape::printable;
 use crate::failure::Failure;
-use crate::open_state::{self as state, alive, printable};
+use crate::open_state::{self as state, alive};
 use crate::volume_export::{self, VolumeExport};
 use sectorcrypt_nbd::{Export, Listen, Server, ServerConfig};
 use serde_json::{json, Value};
@@ -497,8 +498,8 @@ pub fn status(a: StatusArgs) -> Result<(), Failure> {
         (Some(n), _) if open.is_empty() => {
             return Err(Failure::usage(format!("nothing is open under {n}")))
         }
-        (Some(_), true) => state::printable_json(&format!("{:#}\n", open[0])),
-        (None, true) => state::printable_json(&format!("{:#}\n", Value::Array(open))),
+        (Some(_), true) => crate::escape::printable_json(&format!("{:#}\n", open[0])),
+        (None, true) => crate::escape::printable_json(&format!("{:#}\n", Value::Array(open))),
         (_, false) => open.iter().map(describe).collect(),
     };
     std::io::stdout()

@@ -25,6 +25,7 @@ mod cmd_open;
 mod cmd_serve;
 mod cmd_volume;
 mod cmd_volume_io;
+mod escape;
 mod fuse_workers;
 mod image;
 mod image_store;

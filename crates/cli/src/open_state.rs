@@ -83,7 +83,7 @@ pub fn existing_runtime_dir(dir: &Path) -> Result<bool, Failure> {
             "the runtime directory {} {why}: anyone who can write it could plant entries, \
              sockets and links there; use a directory of your own, mode 0700 (set \
              SECTORCRYPT_RUNTIME_DIR or XDG_RUNTIME_DIR)",
-            printable(&dir.to_string_lossy())
+            crate::escape::printable(&dir.to_string_lossy())
         )))
     };
     if meta.file_type().is_symlink() {
@@ -112,7 +112,7 @@ pub fn existing_runtime_dir(dir: &Path) -> Result<bool, Failure> {
         if pmode & 0o022 != 0 && pmode & 0o1000 == 0 {
             return refuse(format!(
                 "is in {}, which others can write (mode {pmode:04o}, no sticky bit)",
-                printable(&parent.to_string_lossy())
+                crate::escape::printable(&parent.to_string_lossy())
             ));
         }
     }
@@ -149,34 +149,6 @@ pub fn check_name(name: &str) -> Result<(), Failure> {
     Err(Failure::usage(format!("bad NAME {name:?}: {why}")))
 }
 
-/// `s` with every control character (terminal escapes included) shown as `\u{..}`: for
-/// text read from disk before it reaches a terminal.
-pub fn printable(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        if c.is_control() || c == '\u{2028}' || c == '\u{2029}' {
-            out.push_str(&format!("\\u{{{:x}}}", c as u32));
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
-/// JSON text with every control character left raw by the serializer (DEL, C1 controls)
-/// written as a `\uXXXX` escape; newlines between values stay. The text means the same.
-pub fn printable_json(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        if c.is_control() && c != '\n' {
-            out.push_str(&format!("\\u{:04x}", c as u32));
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
 /// The JSON file of `name`.
 pub fn state_path(dir: &Path, name: &str) -> PathBuf {
     dir.join(format!("{name}.json"))
@@ -200,8 +172,8 @@ pub fn read(dir: &Path, name: &str) -> Result<Option<Value>, Failure> {
     let bad = |why: String| {
         Failure::runtime(format!(
             "bad entry {} ({}): {why}; it was left alone",
-            printable(name),
-            printable(&path.to_string_lossy())
+            crate::escape::printable(name),
+            crate::escape::printable(&path.to_string_lossy())
         ))
     };
     // O_NONBLOCK: a planted FIFO does not block the read.

@@ -31,6 +31,7 @@ pub mod layout;
 pub mod lock;
 pub mod luks;
 pub mod open;
+pub mod signatures;
 pub mod store;
 
 pub use error::{Error, HeaderError, KeyslotError, Result};

@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 use md5::{Digest, Md5};
 
 /// `G_ELI_MAGIC`, a C string in a 16-byte field.
-pub const MAGIC: &[u8; 9] = b"GEOM::ELI";
+pub const MAGIC: &[u8; 9] = crate::signatures::GELI_MAGIC;
 /// `G_ELI_VERSION`: the newest version, the one new providers get.
 pub const VERSION: u32 = 7;
 /// `G_ELI_SALTLEN`.

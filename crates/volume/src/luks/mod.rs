@@ -263,7 +263,7 @@ fn new_header(
 /// Formats `store` (which must already be large enough: metadata plus at least one sector
 /// of data) and adds keyslot 0 for `passphrase`. `volume_key`: a key to use instead of a
 /// random one. Everything up to the data offset is zeroed first, and the signature of
-/// every other format known ([`crate::formats::wipe_signatures`]: GELI metadata in the
+/// every other format known ([`crate::signatures::wipe_signatures`]: GELI metadata in the
 /// last sector, a LUKS2 secondary header past the new metadata); the rest of the data
 /// area is left as it is.
 pub fn format(
@@ -336,9 +336,9 @@ pub fn format_at(
     }
     // Every known format's signature goes (a GELI provider's metadata in the last sector
     // would still be tasted by FreeBSD), on the data's store too when detached.
-    crate::formats::wipe_signatures(store)?;
+    crate::signatures::wipe_signatures(store)?;
     if at.is_detached() {
-        crate::formats::wipe_signatures(at.data())?;
+        crate::signatures::wipe_signatures(at.data())?;
     }
     store::wipe(store, 0, meta, false)?;
     store::sync(store)?;
