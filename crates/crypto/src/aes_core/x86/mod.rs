@@ -20,6 +20,7 @@
 //! limit of the aesni backend (the ymm and zmm steps are in `gcm/x86/probe.rs`).
 
 pub(crate) mod aesni;
+pub(crate) mod avx512;
 #[cfg(feature = "hazmat-testing")]
 pub(crate) mod probe;
 pub(crate) mod rounds;
@@ -27,3 +28,4 @@ pub(crate) mod scaffold;
 #[cfg(test)]
 mod tests;
 pub(crate) mod vaes;
+pub(crate) mod zmm;
