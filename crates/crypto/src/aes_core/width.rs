@@ -11,11 +11,12 @@
 //!   benchmarks); any other non-empty value is an error when an avx512 key is made, never a
 //!   silent fallback. It has no effect on the other backends, and `SECTORCRYPT_BACKEND`
 //!   still chooses the backend first;
-//! - otherwise, the first time an avx512 key is made, each mode runs [`BYTES`] bytes on
-//!   each width once untimed, then [`TIMINGS`] times, and keeps the best figure of each;
+//! - otherwise, the first time an avx512 key is made, each mode runs [`bytes`] bytes (16
+//!   KiB; 128 KiB of 4 KiB sectors for many-sector CBC) on each width once untimed, then
+//!   [`TIMINGS`] times, and keeps the best figure of each;
 //!   zmm displaces ymm only when more than [`MARGIN`] faster (so that equal widths do not
-//!   flip from one process to the next on noise). Ten widths-and-modes of 16 KiB, about a
-//!   millisecond in all, once per process.
+//!   flip from one process to the next on noise). Well under a millisecond in all (0.05 to
+//!   0.2 ms measured), once per process.
 //!
 //! The clock and the work are parameters of [`choose`], so the tests drive the whole
 //! choice with a fake clock that advances only when fake work runs.
@@ -32,8 +33,22 @@ use std::time::Duration;
 pub(crate) const TIMINGS: usize = 5;
 /// How much faster (as a fraction) zmm must be than ymm to be chosen.
 pub(crate) const MARGIN: f64 = 0.05;
-/// Bytes one timed run processes.
+/// Bytes one timed run processes, but for many-sector CBC encryption ([`bytes`]).
 pub(crate) const BYTES: usize = 16 << 10;
+
+/// Bytes one timed run of `mode` processes: [`BYTES`], and for many-sector CBC encryption
+/// 32 sectors of 4096 bytes (whole turns of both widths' chains, with the 4 KiB aliasing
+/// of real sectors in the L1 cache, which 512-byte sectors do not show).
+pub(crate) fn bytes(mode: WidthMode) -> usize {
+    match mode {
+        WidthMode::CbcEncryptSectors => SECTORS * SECTOR,
+        _ => BYTES,
+    }
+}
+
+/// The sectors of the many-sector CBC run, and their size.
+pub(crate) const SECTORS: usize = 32;
+pub(crate) const SECTOR: usize = 4096;
 
 /// A register width of the avx512 backend's data kernels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -146,7 +161,7 @@ impl WidthChoice {
 }
 
 /// The choice of every mode's width on `clock` (time since any fixed origin):
-/// `run(mode, width)` does one run of [`BYTES`] bytes through the mode on the width.
+/// `run(mode, width)` does one run of [`bytes`]`(mode)` bytes through the mode on the width.
 pub(crate) fn choose(
     clock: &dyn Fn() -> Duration,
     run: &mut dyn FnMut(WidthMode, Width),
@@ -166,7 +181,7 @@ pub(crate) fn choose(
                 .min()
                 .unwrap_or(Duration::MAX);
             // A run below the clock's resolution counts as one nanosecond.
-            BYTES as f64 / best.as_secs_f64().max(1e-9)
+            bytes(mode) as f64 / best.as_secs_f64().max(1e-9)
         });
         if zmm > ymm * (1.0 + MARGIN) {
             widths.0[mode as usize] = Width::Zmm;
@@ -181,6 +196,22 @@ pub(crate) fn choose(
     }
 }
 
+/// `SECTORCRYPT_AES_WIDTH`, read once: `None` when unset or empty, an error for a name
+/// that is no width. Checked for every AES key, on every backend, so that a wrong value is
+/// an error everywhere, not only where the avx512 backend runs.
+pub(crate) fn forced() -> Result<Option<Width>, Error> {
+    static FORCED: std::sync::OnceLock<Result<Option<Width>, Error>> = std::sync::OnceLock::new();
+    FORCED
+        .get_or_init(|| {
+            std::env::var("SECTORCRYPT_AES_WIDTH")
+                .ok()
+                .filter(|v| !v.is_empty())
+                .map(|name| Width::from_name(&name))
+                .transpose()
+        })
+        .clone()
+}
+
 /// The process's choice: `SECTORCRYPT_AES_WIDTH` when set and not empty, else measured
 /// with `measure` (the avx512 kernels on the process's clock), the first time it is asked
 /// for; later calls return the first answer. Only asked for where the avx512 backend runs.
@@ -190,13 +221,10 @@ pub(crate) fn process_choice(
     static CHOICE: std::sync::OnceLock<Result<WidthChoice, Error>> = std::sync::OnceLock::new();
     CHOICE
         .get_or_init(|| {
-            match std::env::var("SECTORCRYPT_AES_WIDTH")
-                .ok()
-                .filter(|v| !v.is_empty())
-            {
-                Some(name) => Width::from_name(&name).map(WidthChoice::forced),
-                None => Ok(measure()),
-            }
+            Ok(match forced()? {
+                Some(w) => WidthChoice::forced(w),
+                None => measure(),
+            })
         })
         .as_ref()
         .map_err(Error::clone)
@@ -304,10 +332,12 @@ mod tests {
             }
         });
         assert_eq!(c.widths, Widths::all(Width::Ymm));
-        for (_, ymm, zmm) in &c.figures {
-            assert!((ymm - BYTES as f64 / 1e-9).abs() < 1.0);
-            assert!((zmm - BYTES as f64 / 100e-9).abs() < 1e-3, "{zmm}");
+        for (m, ymm, zmm) in &c.figures {
+            let b = bytes(*m) as f64;
+            assert!((ymm - b / 1e-9).abs() < 1.0);
+            assert!((zmm - b / 100e-9).abs() < 1e-3, "{zmm}");
         }
+        assert_eq!(bytes(WidthMode::CbcEncryptSectors), 32 * 4096);
     }
 
     #[test]

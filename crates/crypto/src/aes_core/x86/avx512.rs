@@ -5,7 +5,7 @@
 //! checked the CPU when they were made.
 
 use super::{vaes, zmm};
-use crate::aes_core::width::{self, Width, WidthChoice, WidthMode, Widths, BYTES};
+use crate::aes_core::width::{self, Width, WidthChoice, WidthMode, Widths, SECTOR, SECTORS};
 use crate::aes_core::{expand_key, AesKernels, Backend, RoundKeys};
 use crate::block::Block;
 use crate::buf::InOut;
@@ -95,29 +95,30 @@ pub(crate) fn choice() -> Option<Result<&'static WidthChoice, Error>> {
     Some(width::process_choice(measure))
 }
 
-/// The measured choice: each mode on each width over [`BYTES`] bytes of zeros, with an
-/// AES-256 key of a fixed public pattern (nothing secret is timed).
+/// The measured choice: each mode on each width over its bytes of zeros
+/// ([`width::bytes`]), with an AES-256 key of a fixed public pattern (nothing secret is
+/// timed).
 fn measure() -> WidthChoice {
     let key: Vec<u8> = (0..32u8).map(|i| i.wrapping_mul(0x3b) ^ 0x5c).collect();
     let rk = expand_key(&key).expect("a 32-byte key");
     let ymm = vaes::Keys::new(&rk, Backend::Avx512);
     let zmm = zmm::Keys::new(&rk, Backend::Avx512);
-    let mut buf = vec![0u8; BYTES];
-    // 4 XTS units of 4096 bytes; 32 CBC sectors of 512 bytes (one turn of the zmm
+    let mut buf = vec![0u8; SECTORS * SECTOR];
+    // 4 XTS units of 4096 bytes; 32 CBC sectors of 4096 bytes (one turn of the zmm
     // kernel's 32 chains, two of the ymm kernel's 16).
-    let tweaks: Vec<Block> = (0..32u8).map(|i| [i; 16]).collect();
+    let tweaks: Vec<Block> = (0..SECTORS as u8).map(|i| [i; 16]).collect();
     let mut run = |mode: WidthMode, w: Width| {
         let k: &dyn AesKernels = match w {
             Width::Ymm => &ymm,
             Width::Zmm => &zmm,
         };
-        let d = InOut::InPlace(&mut buf);
+        let d = InOut::InPlace(&mut buf[..width::bytes(mode)]);
         match mode {
             WidthMode::Ecb => k.ecb_encrypt(d),
             WidthMode::Ctr => k.ctr(&mut 0, d),
             WidthMode::CbcDecrypt => k.cbc_decrypt(&mut [0; 16], d),
             WidthMode::CbcEncryptSectors => k.cbc_encrypt_sectors(&tweaks, d),
-            WidthMode::Xts => k.xts_encrypt(&tweaks[..BYTES / 4096], d),
+            WidthMode::Xts => k.xts_encrypt(&tweaks[..width::BYTES / 4096], d),
         }
     };
     width::choose(&crate::backend::monotonic, &mut run)
