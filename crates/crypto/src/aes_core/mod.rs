@@ -139,9 +139,13 @@ pub(crate) fn kernels(backend: Backend, key: &[u8]) -> Result<Box<dyn AesKernels
     kernels_unchecked(backend, key)
 }
 
-/// [`kernels`] without the check of `SECTORCRYPT_AES_WIDTH` (the self-test's: a wrong
-/// value is the caller's error, not a failed backend).
-fn kernels_unchecked(backend: Backend, key: &[u8]) -> Result<Box<dyn AesKernels>, Error> {
+/// [`kernels`] without the check of `SECTORCRYPT_AES_WIDTH`: for the self-tests (AES's and
+/// AES-GCM's, whose two-pass pairs build AES kernels; a wrong value is the caller's error,
+/// not a failed backend).
+pub(crate) fn kernels_unchecked(
+    backend: Backend,
+    key: &[u8],
+) -> Result<Box<dyn AesKernels>, Error> {
     let kernels = build_kernels(backend, key);
     // The key schedule was built on the stack below, then moved into secret memory.
     secret::scrub_stack(SCRUB);
