@@ -223,7 +223,8 @@ pub(crate) use aes_rounds;
 /// block offset would compete for one set of the 8-way L1 cache (with 16 chains, a third
 /// of the speed). The chains are therefore skewed: each group of `skewed` registers (a
 /// pair on ymm, one register on zmm, whose four chains already share a set) runs `skew`
-/// blocks (one cache line) behind the group before; the steps at the start
+/// blocks (one cache line on ymm, two on zmm) behind the group before; the steps at the
+/// start
 /// and end of a call where some registers have no block, and those where a register ends
 /// a turn, take a slower path. A remainder of fewer than `$chains` sectors runs alone on
 /// xmm.
@@ -242,6 +243,7 @@ macro_rules! cbc_kernels {
         sectors: [$($sectors:ident: $sfeatures:literal, regs: $sregs:literal, rest: [$($srest:literal),*]);+ $(;)?],
         chains: $chains:literal,
         skewed: $skewed:literal,
+        skew: $skew:literal,
         load: |$lp:ident, $lsize:ident| $load:expr,
         store: |$sp:ident, $ssize:ident, $sv:ident| $store:expr,
         ivs: |$ivs:ident| $load_ivs:expr $(,)?
@@ -454,9 +456,9 @@ macro_rules! cbc_kernels {
                     }
                 }
             }
-            // One cache line of skew between groups of `$skewed` registers when sectors alias
-            // in the L1 cache.
-            let skew = if size.is_multiple_of(2048) { 4 } else { 0 };
+            // `$skew` blocks between groups of `$skewed` registers when sectors alias in the
+            // L1 cache.
+            let skew = if size.is_multiple_of(2048) { $skew } else { 0 };
             // Whole registers' worth of sectors (`regs`), `q` turns per register on as few
             // registers (at most `$sregs`) as evenly as they go, in up to two calls:
             // `regs = q * n + e` runs as `e` turns on `n + 1` registers, then `q - e` on `n`.
