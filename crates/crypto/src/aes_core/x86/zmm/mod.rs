@@ -7,9 +7,9 @@
 //! datapath: two per cycle at every width), these kernels do twice the blocks per cycle of
 //! the ymm kernels (`super::vaes`). On Zen 4 and on Intel cores a zmm VAESENC costs two ymm
 //! ones (or lowers the clock), so there the ymm kernels stay at least as fast. Which width
-//! a mode runs on is therefore measured, once per process, per mode ([`super::width`]),
+//! a mode runs on is therefore measured, once per process, per mode (`crate::aes_core::width`),
 //! and can be forced (`SECTORCRYPT_AES_WIDTH`); the `avx512` backend's kernel object
-//! ([`super::width::Avx512Kernels`]) holds the keys of both widths.
+//! (`super::avx512::Avx512Kernels`) holds the keys of both widths.
 //!
 //! # Design
 //! Latency 4 cycles, two instructions per cycle: 8 independent zmm registers (32 blocks,
