@@ -1,12 +1,17 @@
 //! The machine's own limit for a case, from the unit probe ([`crate::probe_units`]): the
 //! fraction of it a case reaches is the `limit` field of the report.
 //!
-//! AES: the probe times steps of 8 independent VAESENC on ymm (2 blocks each) and on zmm
-//! (4 blocks each), from which the core's rate of block rounds per second follows for
-//! each width. A case that encrypts one block per data block with `rounds` rounds (every
-//! AES mode: the XTS tweak, GCM's hash and E_K(J0) cost no rounds per data block) can at
-//! best run at `rate * 16 / rounds` bytes per second on the width its backend uses. A
-//! latency-bound case (one CBC chain) shows how far it is from what the units allow.
+//! AES: the probe times steps of 8 independent AESENC on xmm (1 block each), VAESENC on
+//! ymm (2 blocks each) and on zmm (4 blocks each), from which the core's rate of block
+//! rounds per second follows for each width. The limit is the core's, not the backend's:
+//! the best of those widths, whatever width (or backend) the case ran on, so a backend that
+//! leaves a faster width unused shows it (on a core that runs a zmm VAESENC at the ymm
+//! rate, ymm kernels reach at most half). A case that encrypts one block per data block
+//! with `rounds` rounds (every AES mode: the XTS tweak, GCM's hash and E_K(J0) cost no
+//! rounds per data block) can at best run at `rate * 16 / rounds` bytes per second, or
+//! `rounds / (16 * block rounds per cycle)` cycles per byte ([`AesRate::limit_cpb`], which
+//! `sectorcrypt backends` shows). A latency-bound case (one CBC chain) shows how far it is
+//! from what the units allow.
 //!
 //! Other bounds (a GOST backend's measured round cost) give their bytes per second the
 //! same way and go through the same [`fraction`].
@@ -33,14 +38,9 @@ pub enum Width {
 pub(crate) enum Bound {
     /// No limit is stated.
     None,
-    /// AES with `rounds` rounds per block; `gcm`: GCM's kernels (zmm on the avx512
-    /// backend, where the other modes keep ymm); `threads`: the case runs on all its
-    /// threads (the limit is one core's times the threads).
-    Aes {
-        rounds: usize,
-        gcm: bool,
-        threads: bool,
-    },
+    /// AES with `rounds` rounds per block; `threads`: the case runs on all its threads
+    /// (the limit is one core's times the threads).
+    Aes { rounds: usize, threads: bool },
 }
 
 /// Probe steps and the block rounds one of them does: 8 VAESENC of 1, 2 or 4 blocks.
@@ -79,15 +79,34 @@ impl AesRate {
     }
 }
 
-/// The width whose rate bounds AES on the backend named `backend` (GCM's kernels: `gcm`);
-/// `None` for the portable backend, which has no AES unit to be bound by.
-pub fn aes_width(backend: &str, gcm: bool) -> Option<Width> {
-    match backend {
-        "aesni" => Some(Width::Xmm),
-        "vaes" => Some(Width::Ymm),
-        "avx512" if gcm => Some(Width::Zmm),
-        "avx512" => Some(Width::Ymm),
-        _ => None,
+impl AesRate {
+    /// The width with the highest rate of block rounds, and that rate (`None` when the
+    /// probe timed no width).
+    pub fn best(&self) -> Option<(Width, f64)> {
+        [
+            (Width::Xmm, self.xmm),
+            (Width::Ymm, self.ymm),
+            (Width::Zmm, self.zmm),
+        ]
+        .into_iter()
+        .filter_map(|(w, r)| r.filter(|r| r.is_finite() && *r > 0.0).map(|r| (w, r)))
+        .fold(None, |best: Option<(Width, f64)>, c| match best {
+            Some(b) if b.1 >= c.1 => Some(b),
+            _ => Some(c),
+        })
+    }
+
+    /// The physical limit of one core for AES with `rounds` rounds: bytes per second on
+    /// the best width.
+    pub fn limit(&self, rounds: usize) -> Option<f64> {
+        self.bytes_per_sec(self.best()?.0, rounds)
+    }
+
+    /// That limit in cycles per byte at `ghz`.
+    pub fn limit_cpb(&self, rounds: usize, ghz: f64) -> Option<f64> {
+        self.limit(rounds)
+            .filter(|_| ghz.is_finite() && ghz > 0.0)
+            .map(|bps| ghz * 1e9 / bps)
     }
 }
 
@@ -98,12 +117,11 @@ pub fn fraction(bytes_per_sec: f64, limit: Option<f64>) -> Option<f64> {
         .map(|l| bytes_per_sec / l)
 }
 
-/// The `limit` of a case with bound `bound` that ran at `bytes_per_sec` on `backend`, with
-/// `threads` threads.
+/// The `limit` of a case with bound `bound` that ran at `bytes_per_sec` with `threads`
+/// threads: its fraction of the core's limit (the best width's), on every backend.
 pub(crate) fn of_case(
     bound: Bound,
     rate: &AesRate,
-    backend: &str,
     threads: usize,
     bytes_per_sec: f64,
 ) -> Option<f64> {
@@ -111,10 +129,9 @@ pub(crate) fn of_case(
         Bound::None => None,
         Bound::Aes {
             rounds,
-            gcm,
             threads: all,
         } => {
-            let one = rate.bytes_per_sec(aes_width(backend, gcm)?, rounds)?;
+            let one = rate.limit(rounds)?;
             let cores = if all { threads.max(1) } else { 1 };
             fraction(bytes_per_sec, Some(one * cores as f64))
         }
@@ -152,36 +169,71 @@ mod tests {
         assert!(near(x.bytes_per_sec(Width::Xmm, 10), 4e9 * 1.6));
     }
 
+    /// The Zen 5 of issue 29: 8 VAESENC on ymm in 4.01 cycles, on zmm in 4.04, at
+    /// 4.4 GHz; xmm in 4.0 as well.
+    fn zen5() -> AesRate {
+        let ns = |cycles: f64| cycles / 4.4 * 1e-9;
+        AesRate::from_probe(&[
+            ("8 AESENC xmm", ns(4.0)),
+            ("8 VAESENC ymm", ns(4.01)),
+            ("8 VAESENC zmm", ns(4.04)),
+        ])
+    }
+
     #[test]
-    fn the_fraction_of_a_case_is_its_rate_over_the_limit() {
+    fn the_limit_is_the_best_width_the_probe_measured() {
+        // Zen 5: zmm, 32 block rounds per 4.04 cycles. AES-256: 14 / (16 * 32 / 4.04)
+        // = 0.1105 cycles per byte; AES-192 0.0947, AES-128 0.0789.
+        let r = zen5();
+        assert_eq!(r.best().unwrap().0, Width::Zmm);
+        let cpb = |rounds| r.limit_cpb(rounds, 4.4).unwrap();
+        assert!((cpb(14) - 14.0 * 4.04 / 512.0).abs() < 1e-12, "{}", cpb(14));
+        assert!((cpb(12) - 12.0 * 4.04 / 512.0).abs() < 1e-12, "{}", cpb(12));
+        assert!((cpb(10) - 10.0 * 4.04 / 512.0).abs() < 1e-12, "{}", cpb(10));
+        // 0.1105 c/B at 4.4 GHz is 39.8 GB/s.
+        let gbs = r.limit(14).unwrap() / 1e9;
+        assert!((gbs - 4.4 * 512.0 / (14.0 * 4.04)).abs() < 1e-9, "{gbs}");
+        // Zen 4: zmm at half rate, so ymm and zmm tie; the first of the best (ymm) is named
+        // and the limit is the same either way.
+        let z4 = zen4();
+        assert_eq!(z4.best().unwrap().0, Width::Ymm);
+        assert!((z4.limit_cpb(14, 4.0).unwrap() - 14.0 / 64.0).abs() < 1e-12);
+        // Only xmm timed (a CPU without VAES): its rate; nothing timed: no limit.
+        let x = AesRate::from_probe(&[("8 AESENC xmm", 2e-9)]);
+        assert_eq!(x.best().unwrap().0, Width::Xmm);
+        assert_eq!(AesRate::default().limit(14), None);
+        assert_eq!(r.limit_cpb(14, 0.0), None);
+    }
+
+    #[test]
+    fn the_fraction_of_a_case_is_its_rate_over_the_cores_limit() {
+        let bound = |rounds, threads| Bound::Aes { rounds, threads };
+        // Zen 4 at 4 GHz: the AES-256 limit is 18.29 GB/s (0.219 cycles per byte); a case
+        // at 0.25 cycles per byte (16 GB/s) reaches 0.875 of it.
         let r = zen4();
-        let bound = |rounds, gcm, threads| Bound::Aes {
-            rounds,
-            gcm,
-            threads,
-        };
-        // At 4 GHz the AES-256 limit is 18.29 GB/s (0.219 cycles per byte); a case at
-        // 0.25 cycles per byte (16 GB/s) reaches 0.875 of it.
-        let f = of_case(bound(14, false, false), &r, "avx512", 1, 16e9).unwrap();
+        let f = of_case(bound(14, false), &r, 1, 16e9).unwrap();
         assert!((f - 0.875).abs() < 1e-12, "{f}");
-        let f = of_case(bound(14, false, false), &r, "vaes", 1, 16e9).unwrap();
-        assert!((f - 0.875).abs() < 1e-12, "{f}");
-        // GCM on avx512 is bound by the zmm rate: a slower zmm halves the limit.
+        // A slower zmm leaves the ymm limit: the best width counts.
         let slow_zmm = AesRate {
             zmm: Some(8e9),
             ..r
         };
-        let f = of_case(bound(14, true, false), &slow_zmm, "avx512", 1, 8e9).unwrap();
+        let f = of_case(bound(14, false), &slow_zmm, 1, 16e9).unwrap();
         assert!((f - 0.875).abs() < 1e-12, "{f}");
-        let f = of_case(bound(14, false, false), &slow_zmm, "avx512", 1, 8e9).unwrap();
+        // A zmm at twice the rate (Zen 5) halves every case's fraction, whatever width it
+        // ran on: 16 GB/s is 0.4375 of 36.57.
+        let fast_zmm = AesRate {
+            zmm: Some(32e9),
+            ..r
+        };
+        let f = of_case(bound(14, false), &fast_zmm, 1, 16e9).unwrap();
         assert!((f - 0.4375).abs() < 1e-12, "{f}");
         // AES-128: 10 rounds, 25.6 GB/s; two threads double the limit.
-        let f = of_case(bound(10, false, true), &r, "vaes", 2, 25.6e9).unwrap();
+        let f = of_case(bound(10, true), &r, 2, 25.6e9).unwrap();
         assert!((f - 0.5).abs() < 1e-12, "{f}");
-        // No limit: the portable backend, a width the probe lacks, no bound.
-        assert_eq!(of_case(bound(14, false, false), &r, "soft", 1, 1e9), None);
-        assert_eq!(of_case(bound(14, false, false), &r, "aesni", 1, 1e9), None);
-        assert_eq!(of_case(Bound::None, &r, "avx512", 1, 1e9), None);
+        // No limit: no width timed, or no bound.
+        assert_eq!(of_case(bound(14, false), &AesRate::default(), 1, 1e9), None);
+        assert_eq!(of_case(Bound::None, &r, 1, 1e9), None);
         assert_eq!(fraction(1e9, Some(0.0)), None);
         assert_eq!(fraction(1e9, Some(4e9)), Some(0.25));
     }

@@ -419,13 +419,17 @@ const BACKENDS_HELP: &str = "\
 SECTORCRYPT_BACKEND=soft|aesni|vaes|avx512|avx2|shani forces a backend for every algorithm that
 has it and the portable backend for those that do not (avx2: AES soft, GOST avx2, GELI tags
 soft; aesni or vaes: GOST and tags soft; avx512: AES, GOST and tags avx512; shani: tags shani,
-AES and GOST soft); a name that does not exist or that this CPU cannot run is an error (exit 2).";
+AES and GOST soft); a name that does not exist or that this CPU cannot run is an error (exit 2).
+On avx512, each AES mode runs on ymm or zmm registers, whichever measured faster at first use;
+SECTORCRYPT_AES_WIDTH=ymm|zmm forces one (another value is an error). The report also shows the
+unit probe's AES rates and the core's physical AES limit in cycles per byte.";
 
 const BENCH_HELP: &str = "\
 Run it from a release build: cargo run --release -p sectorcrypt -- bench
 Each case runs sectorcrypt and OpenSSL's EVP interleaved on the same buffers, at least 7
 runs, and reports median, min, max, the ratio to OpenSSL and cycles per byte at a clock
-measured in the same process.";
+measured in the same process; AES cases also the fraction of the core's AES limit they reach
+(the best register width the unit probe measured, whatever the backend).";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Direction {

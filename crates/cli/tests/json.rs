@@ -563,6 +563,90 @@ fn backends_json_agrees_with_cpuinfo_and_the_text_report() {
     same_fields_as_doc(SECTIONS[5], &[&v, &forced], &[]);
 }
 
+/// `sectorcrypt backends` with `SECTORCRYPT_AES_WIDTH` set to `width`: on the binary's
+/// choice of backend when unforced (`width` empty), else on avx512 (forced ymm kernels
+/// measure within the margin of the vaes backend's, which may then be chosen).
+fn backends_with_width(args: &[&str], width: &str) -> std::process::Output {
+    let mut cmd = std::process::Command::new(support::bin());
+    cmd.args(args).env("SECTORCRYPT_AES_WIDTH", width);
+    if width.is_empty() {
+        cmd.env_remove("SECTORCRYPT_BACKEND");
+    } else {
+        cmd.env("SECTORCRYPT_BACKEND", "avx512");
+    }
+    cmd.output().expect("run sectorcrypt")
+}
+
+/// The AES units and the limit `backends` states follow from the probe's own figures
+/// (rounds / (16 x block rounds per cycle) on the best width, the same limit in bytes per
+/// second at the clock), the text report says the same, and the avx512 widths can be forced
+/// (an unknown width is refused, naming the known ones).
+#[test]
+fn backends_states_the_cores_aes_limit_and_the_widths() {
+    let v = json(backends_with_width(&["backends", "--json"], ""));
+    let u = &v["aes_units"];
+    let has = |f: &str| v["cpu_features"].as_array().unwrap().iter().any(|x| x == f);
+    if !has("aes") {
+        assert!(u.is_null(), "{u}");
+        eprintln!("skipped: no AES units to probe (missing aes)");
+        return;
+    }
+    let ghz = u["clock_ghz"].as_f64().unwrap();
+    let best = u["best_width"].as_str().unwrap();
+    let per_cycle = u["block_rounds_per_cycle"][best].as_f64().unwrap();
+    for w in ["xmm", "ymm", "zmm"] {
+        if let Some(r) = u["block_rounds_per_cycle"][w].as_f64() {
+            assert!(r <= per_cycle, "{best} is not the best: {u}");
+        }
+    }
+    let limit = u["limit"].as_array().unwrap();
+    let ciphers: Vec<&str> = limit
+        .iter()
+        .map(|l| l["cipher"].as_str().unwrap())
+        .collect();
+    assert_eq!(ciphers, ["aes-128", "aes-192", "aes-256"]);
+    for l in limit {
+        let rounds = l["rounds"].as_f64().unwrap();
+        let cpb = l["cycles_per_byte"].as_f64().unwrap();
+        let bps = l["bytes_per_sec"].as_f64().unwrap();
+        assert!((cpb - rounds / (16.0 * per_cycle)).abs() < 1e-9, "{l}");
+        assert!((bps * cpb / (ghz * 1e9) - 1.0).abs() < 1e-9, "{l}");
+    }
+    let text = ok(backends_with_width(&["backends"], ""));
+    assert!(
+        text.lines().any(|l| l.starts_with(&format!(
+            "aes physical limit of one core (on {best}): aes-128 "
+        ))),
+        "{text}"
+    );
+    let w = &v["aes_widths"];
+    if v["algorithms"][0]["chosen"] != "avx512" {
+        assert!(w.is_null(), "{w}");
+        eprintln!("widths skipped: AES does not run on the avx512 backend here");
+        return;
+    }
+    assert_eq!(w["forced"], Value::Null);
+    for forced in ["ymm", "zmm"] {
+        let f = json(backends_with_width(&["backends", "--json"], forced));
+        assert_eq!(f["aes_widths"]["forced"], forced);
+        for m in f["aes_widths"]["modes"].as_array().unwrap() {
+            assert_eq!(m["width"], forced, "{m}");
+            assert_eq!(m["ymm_bytes_per_sec"], Value::Null, "{m}");
+        }
+        let t = ok(backends_with_width(&["backends"], forced));
+        assert!(
+            t.contains(&format!(
+                "aes widths on avx512 (forced by SECTORCRYPT_AES_WIDTH): ecb {forced}, ctr {forced}"
+            )),
+            "{t}"
+        );
+    }
+    let bad = backends_with_width(&["backends"], "xmm");
+    assert!(!bad.status.success());
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(err.contains("\"xmm\"") && err.contains("ymm, zmm"), "{err}");
+}
+
 #[test]
 fn status_json_fields_are_the_documented_ones() {
     let dir = tempfile::tempdir().unwrap();

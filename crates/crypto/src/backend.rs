@@ -28,7 +28,7 @@ use crate::error::{BackendError, Error};
 use std::sync::OnceLock;
 
 pub use measure::Measurement;
-pub(crate) use measure::{Run, Workload};
+pub(crate) use measure::{monotonic, Run, Workload};
 
 /// The rows of the self-test registry; the name is the `algorithm` of a [`BackendError`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -115,9 +115,21 @@ impl backend::Selectable for mac::MacBackend {
 /// AES (FIPS-197) with the modes storage uses: ECB, CBC, CTR (random access into the
 /// keystream), XTS (IEEE 1619-2007) and GCM (SP 800-38D).
 pub mod aes {
+    pub use crate::aes_core::width::{Width, WidthChoice, WidthMode, Widths};
     pub use crate::block::BLOCK;
     pub use crate::gcm::{Gcm, GcmDecryptor, GcmEncryptor, GCM_MAX_PLAINTEXT};
     pub use crate::modes::{Cbc, Ctr, Ecb, Xts};
+
+    /// The register width each mode runs on with the `avx512` backend, and how it was
+    /// chosen (forced by `SECTORCRYPT_AES_WIDTH`, or measured once per process, here if
+    /// not yet): `None` where the avx512 backend cannot run; an error for an unknown
+    /// `SECTORCRYPT_AES_WIDTH`.
+    pub fn width_choice() -> Option<Result<WidthChoice, crate::Error>> {
+        #[cfg(target_arch = "x86_64")]
+        return crate::aes_core::x86::avx512::choice().map(|r| r.cloned());
+        #[cfg(not(target_arch = "x86_64"))]
+        None
+    }
 }
 
 /// dm-crypt compatible sectors: many sectors per call, with dm-crypt's IV generators
@@ -135,6 +147,7 @@ pub use gost::{gost89, magma};
 /// stable interface, and nothing a caller of the modes above needs.
 #[cfg(feature = "hazmat-testing")]
 pub mod hazmat {
+    pub use crate::aes_core::width::with_width;
     pub use crate::ghash::{Ghash, GhashBackend};
     pub use crate::mac::lane_digests;
 

@@ -15,6 +15,7 @@ use zeroize::{Zeroize, ZeroizeOnDrop};
 
 mod backend;
 pub(crate) mod soft;
+pub(crate) mod width;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86;
 
@@ -133,6 +134,18 @@ pub(crate) trait AesKernels: Send + Sync {
 /// backend must have passed [`Backend::ensure_usable`] (the self-test calls this before
 /// that, on purpose).
 pub(crate) fn kernels(backend: Backend, key: &[u8]) -> Result<Box<dyn AesKernels>, Error> {
+    // A wrong `SECTORCRYPT_AES_WIDTH` is an error on every backend.
+    width::forced()?;
+    kernels_unchecked(backend, key)
+}
+
+/// [`kernels`] without the check of `SECTORCRYPT_AES_WIDTH`: for the self-tests (AES's and
+/// AES-GCM's, whose two-pass pairs build AES kernels; a wrong value is the caller's error,
+/// not a failed backend).
+pub(crate) fn kernels_unchecked(
+    backend: Backend,
+    key: &[u8],
+) -> Result<Box<dyn AesKernels>, Error> {
     let kernels = build_kernels(backend, key);
     // The key schedule was built on the stack below, then moved into secret memory.
     secret::scrub_stack(SCRUB);
@@ -151,9 +164,12 @@ fn build_kernels(backend: Backend, key: &[u8]) -> Result<Box<dyn AesKernels>, Er
         #[cfg(target_arch = "x86_64")]
         Backend::Aesni => Box::new(Secret::new(x86::aesni::Keys::new(&rk, backend))),
         #[cfg(target_arch = "x86_64")]
-        Backend::Vaes | Backend::Avx512 => {
-            Box::new(Secret::new(x86::vaes::Keys::new(&rk, backend)))
-        }
+        Backend::Vaes => Box::new(Secret::new(x86::vaes::Keys::new(&rk, backend))),
+        #[cfg(target_arch = "x86_64")]
+        Backend::Avx512 => Box::new(Secret::new(x86::avx512::Avx512Kernels::new(
+            &rk,
+            x86::avx512::current()?,
+        ))),
         #[cfg(not(target_arch = "x86_64"))]
         other => return Err(other.check_cpu().unwrap_err()),
     })
@@ -223,22 +239,23 @@ fn self_test_inner(backend: Backend) -> Result<bool, Error> {
         (32, "8ea2b7ca516745bfeafc49904b496089"),
     ];
     for (len, hex_ct) in expected {
-        let k = kernels(backend, &key[..len])?;
-        let mut b = pt;
-        k.ecb_encrypt(InOut::InPlace(&mut b));
-        if b.iter().zip(hex_bytes(hex_ct)).any(|(x, y)| *x != y) {
-            return Ok(false);
-        }
-        k.ecb_decrypt(InOut::InPlace(&mut b));
-        if b != pt {
-            return Ok(false);
+        for k in self_test_kernels(backend, &key[..len])? {
+            let mut b = pt;
+            k.ecb_encrypt(InOut::InPlace(&mut b));
+            if b.iter().zip(hex_bytes(hex_ct)).any(|(x, y)| *x != y) {
+                return Ok(false);
+            }
+            k.ecb_decrypt(InOut::InPlace(&mut b));
+            if b != pt {
+                return Ok(false);
+            }
         }
     }
     if backend == Backend::Soft {
         return Ok(true);
     }
-    let reference = kernels(Backend::Soft, &key)?;
-    let tested = kernels(backend, &key)?;
+    let reference = kernels_unchecked(Backend::Soft, &key)?;
+    let all_tested = self_test_kernels(backend, &key)?;
     let input: Vec<u8> = (0..37 * 16).map(|i| (i * 7 + 3) as u8).collect();
     let ivs: Vec<Block> = (0..37u8).map(|i| [i; 16]).collect();
     type Run<'a> = dyn Fn(&dyn AesKernels, InOut<'_>) + 'a;
@@ -252,7 +269,10 @@ fn self_test_inner(backend: Backend) -> Result<bool, Error> {
         &|k, d| k.xts_decrypt(&ivs[..1], d),
         &|k, d| k.cbc_encrypt_sectors(&ivs, d),
     ];
-    for run in runs {
+    for (run, tested) in runs
+        .iter()
+        .flat_map(|r| all_tested.iter().map(move |t| (r, t)))
+    {
         let mut want = vec![0u8; input.len()];
         run(reference.as_ref(), InOut::split(&input, &mut want));
         let mut got = vec![0u8; input.len()];
@@ -264,6 +284,24 @@ fn self_test_inner(backend: Backend) -> Result<bool, Error> {
         }
     }
     Ok(true)
+}
+
+/// The kernels the self-test checks for `backend`: those of each width on the avx512
+/// backend (whatever width the process chose, or `SECTORCRYPT_AES_WIDTH` forces, each was
+/// tested), the backend's one set otherwise.
+fn self_test_kernels(backend: Backend, key: &[u8]) -> Result<Vec<Box<dyn AesKernels>>, Error> {
+    #[cfg(target_arch = "x86_64")]
+    if backend == Backend::Avx512 {
+        let rk = expand_key(key)?;
+        let all = width::Width::ALL.map(|w| {
+            let k = x86::avx512::Avx512Kernels::new(&rk, width::Widths::all(w));
+            Box::new(Secret::new(k)) as Box<dyn AesKernels>
+        });
+        drop(rk);
+        secret::scrub_stack(SCRUB);
+        return Ok(all.into());
+    }
+    Ok(vec![kernels_unchecked(backend, key)?])
 }
 
 fn hex_bytes(s: &str) -> impl Iterator<Item = u8> + '_ {

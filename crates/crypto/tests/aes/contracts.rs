@@ -18,6 +18,10 @@ const BLOCKS: usize = 101;
 
 #[test]
 fn bulk_equals_block_by_block() {
+    crate::harness::each_width(bulk_equals_block_by_block_under_each_width);
+}
+
+fn bulk_equals_block_by_block_under_each_width() {
     let mut rng = rng("bulk_equals_block_by_block");
     for b in backends() {
         let mut key = [0u8; 64];
@@ -100,6 +104,10 @@ fn mode<M: Mode>(m: Result<M, Error>, encrypt: bool, iv: &[u8], d: &mut [u8]) {
 
 #[test]
 fn every_backend_equals_soft() {
+    crate::harness::each_width(every_backend_equals_soft_under_each_width);
+}
+
+fn every_backend_equals_soft_under_each_width() {
     let mut rng = rng("every_backend_equals_soft");
     let mut key = [0u8; 64];
     rng.fill_bytes(&mut key);
@@ -202,6 +210,10 @@ fn partial_blocks(len: usize) -> Error {
 
 #[test]
 fn partial_blocks_are_refused_untouched() {
+    crate::harness::each_width(partial_blocks_are_refused_untouched_under_each_width);
+}
+
+fn partial_blocks_are_refused_untouched_under_each_width() {
     for b in backends() {
         let key: Vec<u8> = (1..=32).collect();
         let ecb = Ecb::with_backend(&key, b).unwrap();
@@ -234,6 +246,10 @@ fn partial_blocks_are_refused_untouched() {
 
 #[test]
 fn length_mismatch_is_refused_untouched() {
+    crate::harness::each_width(length_mismatch_is_refused_untouched_under_each_width);
+}
+
+fn length_mismatch_is_refused_untouched_under_each_width() {
     for b in backends() {
         let key: Vec<u8> = (1..=64).collect();
         let ecb = Ecb::with_backend(&key[..16], b).unwrap();
@@ -283,6 +299,10 @@ fn length_mismatch_is_refused_untouched() {
 
 #[test]
 fn xts_unit_sizes_are_checked() {
+    crate::harness::each_width(xts_unit_sizes_are_checked_under_each_width);
+}
+
+fn xts_unit_sizes_are_checked_under_each_width() {
     for b in backends() {
         let key: Vec<u8> = (0..48).map(|i| i * 3).collect();
         let x = Xts::with_backend(&key, b).unwrap();
@@ -327,6 +347,10 @@ fn xts_unit_sizes_are_checked() {
 
 #[test]
 fn wrong_key_lengths_are_refused() {
+    crate::harness::each_width(wrong_key_lengths_are_refused_under_each_width);
+}
+
+fn wrong_key_lengths_are_refused_under_each_width() {
     for b in backends() {
         for len in [0usize, 1, 8, 15, 17, 20, 23, 25, 31, 33, 48, 64] {
             let key = vec![0xa5u8; len];

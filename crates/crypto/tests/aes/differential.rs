@@ -11,9 +11,10 @@ use sectorcrypt_crypto::{
 };
 use sectorcrypt_testkit::reference::{aes, evp};
 
-/// Every block and group boundary (1, 16, 32, 128 and 512 bytes, 4 KiB sectors) and one
-/// off either side of it, the empty message, and 1 MiB (many groups and IV batches).
-pub const LENGTHS: [usize; 18] = [
+/// Every block and group boundary (1, 16, 32, 64, 128, 256, 512 and 1024 bytes: the
+/// registers and groups of every width; 4 KiB sectors) and one off either side of it, the
+/// empty message, and 1 MiB (many groups and IV batches).
+pub const LENGTHS: [usize; 27] = [
     0,
     1,
     15,
@@ -22,12 +23,21 @@ pub const LENGTHS: [usize; 18] = [
     31,
     32,
     33,
+    63,
+    64,
+    65,
     127,
     128,
     129,
+    255,
+    256,
+    257,
     511,
     512,
     513,
+    1023,
+    1024,
+    1025,
     4095,
     4096,
     4097,
@@ -121,6 +131,10 @@ fn check_both<M: AesMode>(
 
 #[test]
 fn ecb_and_cbc_match_openssl() {
+    crate::harness::each_width(ecb_and_cbc_match_openssl_under_each_width);
+}
+
+fn ecb_and_cbc_match_openssl_under_each_width() {
     let mut rng = rng("ecb_and_cbc_match_openssl");
     for b in backends() {
         for key_len in [16, 24, 32] {
@@ -166,6 +180,10 @@ fn openssl_ctr_at(key: &[u8], iv: &[u8; 16], offset: u64, data: &[u8]) -> Vec<u8
 
 #[test]
 fn ctr_matches_openssl() {
+    crate::harness::each_width(ctr_matches_openssl_under_each_width);
+}
+
+fn ctr_matches_openssl_under_each_width() {
     let mut rng = rng("ctr_matches_openssl");
     for b in backends() {
         for key_len in [16, 24, 32] {
@@ -209,6 +227,10 @@ fn ctr_matches_openssl() {
 
 #[test]
 fn ctr_wraps_like_openssl() {
+    crate::harness::each_width(ctr_wraps_like_openssl_under_each_width);
+}
+
+fn ctr_wraps_like_openssl_under_each_width() {
     let mut rng = rng("ctr_wraps_like_openssl");
     for b in backends() {
         for key_len in [16, 32] {
@@ -247,6 +269,10 @@ fn ctr_wraps_like_openssl() {
 
 #[test]
 fn xts_matches_openssl() {
+    crate::harness::each_width(xts_matches_openssl_under_each_width);
+}
+
+fn xts_matches_openssl_under_each_width() {
     let mut rng = rng("xts_matches_openssl");
     for b in backends() {
         for key_len in [32, 64] {
@@ -267,6 +293,10 @@ fn xts_matches_openssl() {
 /// XTS is checked against OpenSSL above and against the Wycheproof 384-bit vectors).
 #[test]
 fn xts_384_matches_soft() {
+    crate::harness::each_width(xts_384_matches_soft_under_each_width);
+}
+
+fn xts_384_matches_soft_under_each_width() {
     let mut rng = rng("xts_384_matches_soft");
     let key = random(&mut rng, 48);
     let reference = Xts::with_backend(&key, Backend::Soft).unwrap();

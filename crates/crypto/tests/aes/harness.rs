@@ -1,6 +1,8 @@
 //! What every test here shares: the backends under test, the vector files, hex, and
 //! per-file pass/skip reports.
 
+use sectorcrypt_crypto::aes::Width;
+use sectorcrypt_crypto::hazmat::with_width;
 use sectorcrypt_crypto::Backend;
 use std::path::PathBuf;
 
@@ -15,9 +17,41 @@ pub fn backend_table() -> Vec<(Backend, Result<(), String>)> {
 
 /// Every backend this CPU can run, soft always first. A backend the CPU lacks (or whose
 /// self-test failed) is skipped with a printed reason; soft is never skipped: its absence
-/// fails the calling test.
+/// fails the calling test. Inside [`each_width`]'s zmm pass: the avx512 backend alone.
 pub fn backends() -> Vec<Backend> {
-    sectorcrypt_testkit::usable("aes", Backend::Soft, backend_table())
+    let all = sectorcrypt_testkit::usable("aes", Backend::Soft, backend_table());
+    if ZMM_PASS.with(|p| p.get()) {
+        return all.into_iter().filter(|b| *b == Backend::Avx512).collect();
+    }
+    all
+}
+
+thread_local! {
+    /// Whether [`each_width`] runs its zmm pass on this thread.
+    static ZMM_PASS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `test` under every register width of the avx512 backend's data kernels: once
+/// with the keys it makes on ymm, over every backend ([`backends`]), then, where the
+/// avx512 backend runs, once more with them on zmm, over that backend alone. (Whatever
+/// width the process would choose for each mode, both are tested.) Where the avx512
+/// backend cannot run, the zmm pass is skipped, naming what the CPU lacks.
+pub fn each_width(test: impl Fn()) {
+    with_width(Width::Ymm, &test);
+    match Backend::Avx512.ensure_usable() {
+        Ok(()) => {
+            ZMM_PASS.with(|p| p.set(true));
+            struct Reset;
+            impl Drop for Reset {
+                fn drop(&mut self) {
+                    ZMM_PASS.with(|p| p.set(false));
+                }
+            }
+            let _reset = Reset;
+            with_width(Width::Zmm, &test);
+        }
+        Err(e) => eprintln!("zmm pass SKIPPED ({e})"),
+    }
 }
 
 /// The vectors folder (`sectorcrypt_testkit::vectors`).

@@ -145,6 +145,10 @@ fn monte_carlo_cbc(file: &str, b: Backend, report: &mut Report) {
 
 #[test]
 fn aesavs_ecb_and_cbc() {
+    crate::harness::each_width(aesavs_ecb_and_cbc_under_each_width);
+}
+
+fn aesavs_ecb_and_cbc_under_each_width() {
     for mode in ["ECB", "CBC"] {
         for file in aesavs_files(mode) {
             let mut report = Report::new(&format!("nist-cavp/aesavs/{mode}/{file}"));
@@ -162,6 +166,10 @@ fn aesavs_ecb_and_cbc() {
 
 #[test]
 fn cavp_xts_both_tweak_formats() {
+    crate::harness::each_width(cavp_xts_both_tweak_formats_under_each_width);
+}
+
+fn cavp_xts_both_tweak_formats_under_each_width() {
     // The repository's copy holds the data-unit-sequence-number format; the 128-bit
     // hex tweak format is read too when present.
     for dir in ["tweak-dataunitseqno", "tweak-128hexstr"] {

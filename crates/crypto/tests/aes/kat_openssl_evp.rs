@@ -10,6 +10,10 @@ use sectorcrypt_crypto::{
 
 #[test]
 fn openssl_evp_file() {
+    crate::harness::each_width(openssl_evp_file_under_each_width);
+}
+
+fn openssl_evp_file_under_each_width() {
     let name = "openssl-3.0.22/evpciph_aes_common.txt";
     let mut report = Report::new(name);
     let recs = records(&read(&format!("aes/{name}")));
@@ -89,6 +93,10 @@ fn openssl_evp_file() {
 
 #[test]
 fn sp800_38a_ctr_mbedtls() {
+    crate::harness::each_width(sp800_38a_ctr_mbedtls_under_each_width);
+}
+
+fn sp800_38a_ctr_mbedtls_under_each_width() {
     let name = "sp800-38a/mbedtls-3.6.6/test_suite_aes.ctr.data";
     let mut report = Report::new(name);
     for b in backends() {

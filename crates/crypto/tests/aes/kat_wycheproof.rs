@@ -21,9 +21,13 @@ fn tests_of(doc: &serde_json::Value) -> Vec<&serde_json::Value> {
         .collect()
 }
 
-/// Runs `case` on every test of the Wycheproof `file` under every backend, and reports the
-/// count under `label`.
+/// Runs `case` on every test of the Wycheproof `file` under every backend (the avx512
+/// backend on each width), and reports the count under `label`.
 fn each_case(file: &str, label: &str, case: impl Fn(Backend, &serde_json::Value)) {
+    crate::harness::each_width(|| each_case_once(file, label, &case));
+}
+
+fn each_case_once(file: &str, label: &str, case: &impl Fn(Backend, &serde_json::Value)) {
     let doc = wycheproof(file);
     let mut report = Report::new(label);
     for b in backends() {

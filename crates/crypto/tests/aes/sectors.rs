@@ -16,6 +16,10 @@ use sectorcrypt_testkit::reference::dm_crypt;
 
 #[test]
 fn cipher_strings_match_openssl_per_sector() {
+    crate::harness::each_width(cipher_strings_match_openssl_per_sector_under_each_width);
+}
+
+fn cipher_strings_match_openssl_per_sector_under_each_width() {
     let mut rng = rng("cipher_strings_match_openssl_per_sector");
     for b in backends() {
         for spec_name in CipherSpec::ALL {
@@ -83,6 +87,10 @@ fn cipher_strings_match_openssl_per_sector() {
 /// the IV numbers wrapping inside the second batch, and counts around one batch.
 #[test]
 fn long_runs_match_openssl_per_sector() {
+    crate::harness::each_width(long_runs_match_openssl_per_sector_under_each_width);
+}
+
+fn long_runs_match_openssl_per_sector_under_each_width() {
     let mut rng = rng("long_runs_match_openssl_per_sector");
     for b in backends() {
         for spec_name in [
@@ -118,6 +126,10 @@ fn long_runs_match_openssl_per_sector() {
 
 #[test]
 fn sector_layout_and_lengths_are_checked() {
+    crate::harness::each_width(sector_layout_and_lengths_are_checked_under_each_width);
+}
+
+fn sector_layout_and_lengths_are_checked_under_each_width() {
     for bad in [0usize, 8, 100, 65552, 1 << 20] {
         assert!(
             matches!(

@@ -221,8 +221,10 @@ pub(crate) use aes_rounds;
 ///
 /// Sectors of 2 KiB and more start at addresses equal modulo 4 KiB, so chains at the same
 /// block offset would compete for one set of the 8-way L1 cache (with 16 chains, a third
-/// of the speed). The chains are therefore skewed: register pair `r / 2` runs
-/// `skew` blocks (one cache line per pair) behind the previous pair; the steps at the start
+/// of the speed). The chains are therefore skewed: each group of `skewed` registers (a
+/// pair on ymm, one register on zmm, whose four chains already share a set) runs `skew`
+/// blocks (one cache line on ymm, two on zmm) behind the group before; the steps at the
+/// start
 /// and end of a call where some registers have no block, and those where a register ends
 /// a turn, take a slower path. A remainder of fewer than `$chains` sectors runs alone on
 /// xmm.
@@ -240,6 +242,8 @@ macro_rules! cbc_kernels {
         first: |$fsrc:ident, $fchain:ident| $first:expr,
         sectors: [$($sectors:ident: $sfeatures:literal, regs: $sregs:literal, rest: [$($srest:literal),*]);+ $(;)?],
         chains: $chains:literal,
+        skewed: $skewed:literal,
+        skew: $skew:literal,
         load: |$lp:ident, $lsize:ident| $load:expr,
         store: |$sp:ident, $ssize:ident, $sv:ident| $store:expr,
         ivs: |$ivs:ident| $load_ivs:expr $(,)?
@@ -358,7 +362,7 @@ macro_rules! cbc_kernels {
                 turns: usize,
             ) {
                 let blocks = size / 16;
-                let delay = |r: usize| (r / 2) * skew;
+                let delay = |r: usize| (r / $skewed) * skew;
                 let span = turns * blocks;
                 let end = span + delay(N - 1);
                 let (first, last) = (k.key::<false>(0), k.key::<false>(k.rounds));
@@ -427,7 +431,7 @@ macro_rules! cbc_kernels {
                     // The steps up to the next edge: every register in a turn, before its last
                     // block (the pairs' positions in their turns tell when).
                     let mut steady = usize::MAX;
-                    for r in (0..N).step_by(2) {
+                    for r in (0..N).step_by($skewed) {
                         steady = match step.checked_sub(delay(r)).filter(|&at| at < span) {
                             Some(at) => steady.min(step + blocks - 1 - at % blocks),
                             None => step,
@@ -452,8 +456,9 @@ macro_rules! cbc_kernels {
                     }
                 }
             }
-            // One cache line of skew between register pairs when sectors alias in the L1 cache.
-            let skew = if size.is_multiple_of(2048) { 4 } else { 0 };
+            // `$skew` blocks between groups of `$skewed` registers when sectors alias in the
+            // L1 cache.
+            let skew = if size.is_multiple_of(2048) { $skew } else { 0 };
             // Whole registers' worth of sectors (`regs`), `q` turns per register on as few
             // registers (at most `$sregs`) as evenly as they go, in up to two calls:
             // `regs = q * n + e` runs as `e` turns on `n + 1` registers, then `q - e` on `n`.

@@ -1,10 +1,13 @@
 //! Differential tests of every kernel of the x86 backends (aesni, vaes and avx512,
-//! whichever this CPU has) against the soft backend: every block count from 0 to 40 (the group widths 8,
-//! 16 and 32 plus and minus one), many sectors per call, in place and out of place, at
+//! whichever this CPU has) against the soft backend: every block count from 0 to 72 (the group widths 8,
+//! 16, 32 and 64 blocks plus and minus one, the one-register tails), the avx512 backend on
+//! each register width, many sectors per call, in place and out of place, at
 //! unaligned addresses, and CTR across the 2^64 carry and the 2^128 wrap. Plus an ignored,
 //! release-mode timing of the hot vaes and avx512 kernels (run with
 //! `cargo test --release -p sectorcrypt-crypto x86::tests::timing -- --ignored --nocapture`).
 
+use super::avx512::Avx512Kernels;
+use crate::aes_core::width::{Width, Widths};
 use crate::aes_core::{expand_key, kernels, soft, AesKernels, Backend};
 use crate::block::Block;
 use crate::buf::InOut;
@@ -22,23 +25,35 @@ fn bytes(len: usize, seed: u64) -> Vec<u8> {
         .collect()
 }
 
-/// The soft kernels for one key, and those of every x86 backend this CPU can run (the
-/// others are reported and skipped; one that this CPU runs but that fails its self-test is
-/// a failure, not a skip).
-fn pair(key_len: usize, seed: u64) -> Option<(soft::Keys, Vec<Box<dyn AesKernels>>)> {
+/// The soft kernels for one key, and those of every x86 backend this CPU can run, each
+/// with its name: the avx512 backend once per register width of its data kernels (ymm and
+/// zmm, whatever the process would choose). The others are reported and skipped, naming
+/// the missing CPU feature; one that this CPU runs but that fails its self-test is a
+/// failure, not a skip.
+fn pair(key_len: usize, seed: u64) -> Option<(soft::Keys, Vec<Tested>)> {
     let key = bytes(key_len, seed);
-    let mut tested = Vec::new();
+    let rk = expand_key(&key).unwrap();
+    let mut tested: Vec<Tested> = Vec::new();
     for b in [Backend::Aesni, Backend::Vaes, Backend::Avx512] {
         match b.ensure_usable() {
-            Ok(()) => tested.push(kernels(b, &key).unwrap()),
+            Ok(()) if b == Backend::Avx512 => {
+                for w in Width::ALL {
+                    let k = Avx512Kernels::new(&rk, Widths::all(w));
+                    tested.push((format!("{b} {w}"), Box::new(k)));
+                }
+            }
+            Ok(()) => tested.push((b.to_string(), kernels(b, &key).unwrap())),
             Err(e @ crate::Error::Backend(crate::BackendError::SelfTestFailed { .. })) => {
                 panic!("{b}: {e}")
             }
             Err(e) => eprintln!("{b}: SKIPPED ({e})"),
         }
     }
-    Some((soft::Keys::new(&expand_key(&key).unwrap()), tested))
+    Some((soft::Keys::new(&rk), tested))
 }
+
+/// A tested backend's name (with the width) and its kernels.
+type Tested = (String, Box<dyn AesKernels>);
 
 /// Runs `run` on the reference and on each tested backend, out of place and in place, with
 /// the buffers at several misalignments, and compares the output bytes and the returned
@@ -48,12 +63,12 @@ fn check<S: PartialEq + std::fmt::Debug>(
     len: usize,
     seed: u64,
     reference: &dyn AesKernels,
-    tested: &[Box<dyn AesKernels>],
+    tested: &[Tested],
     run: impl Fn(&dyn AesKernels, InOut<'_>) -> S,
 ) {
-    for t in tested {
+    for (name, t) in tested {
         check_one(
-            &format!("{} {what}", t.backend()),
+            &format!("{name} {what}"),
             len,
             seed,
             reference,
@@ -108,12 +123,12 @@ fn check_one<S: PartialEq + std::fmt::Debug>(
 }
 
 #[test]
-fn ecb_cbc_every_block_count_up_to_40() {
+fn ecb_cbc_every_block_count_up_to_72() {
     for key_len in [16, 24, 32] {
         let Some((s, v)) = pair(key_len, key_len as u64) else {
             return;
         };
-        for blocks in 0..=40usize {
+        for blocks in 0..=72usize {
             let (len, seed) = (16 * blocks, blocks as u64);
             check("ecb enc", len, seed, &s, &v, |k, d| k.ecb_encrypt(d));
             check("ecb dec", len, seed, &s, &v, |k, d| k.ecb_decrypt(d));
@@ -152,7 +167,7 @@ fn ctr_every_block_count_and_counter_wraps() {
             return;
         };
         for start in starts {
-            for blocks in 0..=40usize {
+            for blocks in 0..=72usize {
                 check("ctr", 16 * blocks, blocks as u64, &s, &v, |k, d| {
                     let mut c = start;
                     k.ctr(&mut c, d);
@@ -176,7 +191,7 @@ fn xts_one_unit_every_block_count() {
         let Some((s, v)) = pair(key_len, 200 + key_len as u64) else {
             return;
         };
-        for blocks in 1..=40usize {
+        for blocks in 1..=72usize {
             let tweak: [Block; 1] = [core::array::from_fn(|i| (i * 31 + blocks * 7) as u8)];
             check("xts enc", 16 * blocks, blocks as u64, &s, &v, |k, d| {
                 k.xts_encrypt(&tweak, d)
@@ -208,6 +223,9 @@ fn xts_many_units_per_call() {
         // units: where the avx512 kernel switches from the next group's tweaks to the next
         // unit's, and its tail group.
         cases.extend([(256, 5), (768, 3), (784, 3), (4096, 17)]);
+        // The zmm kernel's groups of 512 bytes: units of two and three groups, a group and
+        // a bit, short units, a unit of one register.
+        cases.extend([(1024, 3), (1536, 3), (528, 5), (1040, 3), (64, 9), (80, 7)]);
         // Calls of 8 KiB and more (the vaes kernel with the tweaks on the integer units for
         // 12- and 14-round keys): tails, units shorter than a group, the next unit's
         // tweaks prepared two groups ahead across short units.
@@ -258,6 +276,17 @@ fn cbc_many_sectors_per_call() {
         // 512 x 181 6 on 8 and 6 on 7 and a last sector alone; on 12, five turns on 10,
         // 1 on 12 and 3 on 11, 2 on 12 and 6 on 11.
         cases.extend([(4096, 100), (2048, 90), (512, 181)]);
+        // The zmm kernel's 32 chains (8 registers of four): whole batches, a register
+        // short or over, and every remainder of chains that runs alone on xmm.
+        cases.extend([
+            (4096, 32),
+            (4096, 35),
+            (4096, 36),
+            (512, 130),
+            (2048, 67),
+            (512, 33),
+            (512, 34),
+        ]);
         for (size, n) in cases {
             let iv = &ivs[..n];
             let seed = (size * n) as u64;

@@ -22,6 +22,8 @@ cbc_kernels! {
     first: |_src, chain| chain,
     sectors: [cbc_encrypt_sectors_aesni: "aes,sse4.1", regs: 8, rest: [7, 6, 5, 4, 3, 2, 1]],
     chains: 1,
+    skewed: 2,
+    skew: 4,
     load: |p, _size| _mm_loadu_si128(p.cast()),
     store: |p, _size, v| _mm_storeu_si128(p.cast(), v),
     ivs: |ivs| _mm_loadu_si128(ivs[0].as_ptr().cast()),

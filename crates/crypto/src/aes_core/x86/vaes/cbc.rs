@@ -48,6 +48,8 @@ cbc_kernels! {
             regs: 12, rest: [11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1];
     ],
     chains: 2,
+    skewed: 2,
+    skew: 4,
     load: |p, size| _mm256_loadu2_m128i(p.add(size).cast(), p.cast()),
     store: |p, size, v| _mm256_storeu2_m128i(p.add(size).cast(), p.cast(), v),
     ivs: |ivs| _mm256_loadu2_m128i(ivs[1].as_ptr().cast(), ivs[0].as_ptr().cast()),

@@ -19,7 +19,8 @@
 //! for XTS tweaks / CTR counters / CBC chaining values; the compiler spills what does not
 //! fit to L1, which costs loads, not latency.
 //!
-//! The avx512 backend runs the same kernels with the same key container, but its CTR and
+//! The avx512 backend runs these kernels for the modes it measured faster on ymm than on
+//! zmm (`super::zmm`, `super::avx512`), with the same key container, but its CTR and
 //! many-sector CBC kernels are compiled a second time with AVX-512VL, whose EVEX encoding
 //! reaches ymm16-31: the next group's counters are built before the group's rounds
 //! without spilling, and 24 CBC chains fit; its XTS kernel is its own (`xts.rs`): the same
