@@ -564,29 +564,58 @@ fn serve_of_an_upstream_that_trickles_its_handshake_ends_within_the_timeout() {
     });
     let key = key_file(d, "k", "zero");
     let uri = format!("nbd+unix:///?socket={}", up.display());
-    let child = volumes::spawn(
-        &[
-            "serve",
-            &uri,
-            "--key-file",
-            s(&key),
-            "--remote-timeout",
-            "2",
-            "--socket",
-            s(&d.join("p.sock")),
-        ],
-        std::process::Stdio::piped(),
-    );
-    std::thread::sleep(Duration::from_millis(500));
-    let (took, err) = sigterm_and_wait(child);
+    let serve = |sock: &str| {
+        volumes::spawn(
+            &[
+                "serve",
+                &uri,
+                "--key-file",
+                s(&key),
+                "--remote-timeout",
+                "2",
+                "--retry",
+                "0",
+                "--socket",
+                s(&d.join(sock)),
+            ],
+            std::process::Stdio::piped(),
+        )
+    };
+
+    // Left alone, it gives up at the deadline, saying why (the upstream sends a byte every
+    // 50 ms, so a deadline per read would never fire).
+    let mut child = serve("p.sock");
+    let t0 = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if t0.elapsed() > Duration::from_secs(15) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("serve of a trickling upstream still running after 15 s (--remote-timeout 2)");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let took = t0.elapsed();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(!out.status.success(), "{err}");
     assert!(
-        took < Duration::from_millis(2500),
-        "serve ended {took:?} after SIGTERM (--remote-timeout 2): {err}"
+        took < Duration::from_millis(4500),
+        "serve gave up {took:?} after it started (--remote-timeout 2): {err}"
     );
     assert!(
         err.contains("did not finish the handshake") && err.contains("within 2 s"),
         "{err}"
     );
+
+    // SIGTERM while it waits on the upstream stops it at once.
+    let child = serve("q.sock");
+    std::thread::sleep(Duration::from_millis(500));
+    let (took, err) = sigterm_and_wait(child);
+    assert!(
+        took < Duration::from_millis(1500),
+        "serve ended {took:?} after SIGTERM (--remote-timeout 2): {err}"
+    );
+    assert!(err.contains("signal 15"), "{err}");
 }
 
 #[test]
