@@ -66,7 +66,7 @@ impl Default for InitOptions {
 
 /// Initialises `store` as a GELI provider whose user key comes from `keyfiles` (in
 /// order) and, when `opts.use_passphrase`, `passphrase`. Every known format's signature
-/// in `store` is wiped first ([`crate::formats::wipe_signatures`]). Returns the header and
+/// in `store` is wiped first ([`crate::signatures::wipe_signatures`]). Returns the header and
 /// the provider opened with its new key (slot 0).
 pub fn init(
     store: &dyn Store,
@@ -178,7 +178,7 @@ pub fn init(
     let geli = Geli::new(md, prov);
     // No other format's header may stay live beside the new metadata (a LUKS header at
     // the start would still be found first).
-    crate::formats::wipe_signatures(store)?;
+    crate::signatures::wipe_signatures(store)?;
     geli.write(store)?;
     let unlocked = geli.unlocked(store, mkey, 0)?;
     Ok((geli, unlocked))

@@ -346,4 +346,15 @@ mod tests {
             assert!(encryption_by_name(listed).is_some(), "{listed}");
         }
     }
+
+    /// The signature wiper (a leaf module that names no format) knows GELI's magic and
+    /// places as GELI itself does.
+    #[test]
+    fn the_signature_wiper_knows_gelis_magic_and_provider_sectors() {
+        assert_eq!(crate::signatures::GELI_MAGIC, &super::MAGIC[..]);
+        assert_eq!(
+            crate::signatures::GELI_PROVIDER_SECTORS,
+            crate::geli::PROVIDER_SECTORS
+        );
+    }
 }

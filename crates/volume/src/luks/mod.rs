@@ -9,7 +9,8 @@
 //!   both versions read, keep on every write, and leave out of their checksums;
 //! - [`Rule`] (`rules.rs`): the named rules a header must keep to be used;
 //! - this file: creating volumes ([`format()`], and [`format_at`] for a detached
-//!   header, whose data offset is 0 as cryptsetup's `luksFormat --header` makes it).
+//!   header, whose data offset is 0 as cryptsetup's `luksFormat --header` makes it), and
+//!   [`Format::unlocked`] of both versions.
 //!
 //! Every change writes keyslot material before the metadata that points at it and syncs
 //! after each step, so a crash leaves a volume that opens with the old passphrases (and
@@ -260,10 +261,24 @@ fn new_header(
     }
 }
 
+/// [`Format::unlocked`] of both LUKS versions: the data where the header's
+/// [`Format::volume_info`] puts it, encrypted with its cipher string mapped onto the
+/// crypto core ([`cipher_spec`], which also checks the key length).
+fn unlocked(
+    header: &dyn Format,
+    store: &dyn Store,
+    key: Zeroizing<Vec<u8>>,
+    keyslot: usize,
+) -> Result<Unlocked> {
+    let info = header.volume_info(store)?;
+    let spec = cipher_spec(&info.cipher, key.len())?;
+    Ok(Unlocked::new(info, spec, key, keyslot))
+}
+
 /// Formats `store` (which must already be large enough: metadata plus at least one sector
 /// of data) and adds keyslot 0 for `passphrase`. `volume_key`: a key to use instead of a
 /// random one. Everything up to the data offset is zeroed first, and the signature of
-/// every other format known ([`crate::formats::wipe_signatures`]: GELI metadata in the
+/// every other format known ([`crate::signatures::wipe_signatures`]: GELI metadata in the
 /// last sector, a LUKS2 secondary header past the new metadata); the rest of the data
 /// area is left as it is.
 pub fn format(
@@ -336,9 +351,9 @@ pub fn format_at(
     }
     // Every known format's signature goes (a GELI provider's metadata in the last sector
     // would still be tasted by FreeBSD), on the data's store too when detached.
-    crate::formats::wipe_signatures(store)?;
+    crate::signatures::wipe_signatures(store)?;
     if at.is_detached() {
-        crate::formats::wipe_signatures(at.data())?;
+        crate::signatures::wipe_signatures(at.data())?;
     }
     store::wipe(store, 0, meta, false)?;
     store::sync(store)?;
