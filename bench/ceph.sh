@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Ceph RBD throughput (issue 15's Ceph target) on a single-node cluster of our own
+# Ceph RBD throughput against qemu's rbd driver, on a single-node cluster of our own
 # (scripts/ceph.sh: one mon, one memstore OSD, both sharing the machine's cores with the
 # client): one LUKS2 volume of 1 GiB of data (aes-xts-plain64, 512-bit key, 4096-byte
 # sectors, a pbkdf2 keyslot of 1000 iterations, so that unlocking is no part of the figures)
@@ -14,16 +14,14 @@
 #   qemu luks2    the same with librbd's own encryption (encrypt.format=luks2)
 #   store         sectorcrypt's RBD store without the engine: what the store reaches
 #
-# Then the same over NBD, the issue's comparison (nbdcopy through Unix sockets, 4
-# connections x 16 requests): `sectorcrypt serve rbd:rbd/bench:conf=...` (the binary built
-# with the `rbd` feature) against qemu-nbd serving the same image's data area raw and with
+# Then the same over NBD (nbdcopy through Unix sockets, 4 connections x 16 requests):
+# `sectorcrypt serve rbd:rbd/bench:conf=...` (the binary built with the `rbd` feature) against qemu-nbd serving the same image's data area raw and with
 # librbd's luks2 (qemu from `scripts/ceph.sh qemu`). The NBD legs are skipped, with the
 # reason, only when `sectorcrypt serve` does not start.
 #
 # After WARMUP untimed rounds (1), rounds interleave the legs; medians of ROUNDS are printed
-# with the two ratios the issue
-# asks for: sectorcrypt / qemu raw (target >= 0.9) and sectorcrypt / qemu luks2 (>= 1),
-# in process and over NBD.
+# with two ratios, sectorcrypt / qemu raw (target >= 0.9) and sectorcrypt / qemu luks2
+# (>= 1), in process and over NBD.
 #
 #   bash bench/ceph.sh                     # 1 GiB, 5 rounds, depth 16 (needs ~3 GiB RAM)
 #   SIZE=256M ROUNDS=3 DEPTH=8 WARMUP=0 bash bench/ceph.sh

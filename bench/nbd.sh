@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# NBD serving throughput (issue 7's targets): one 1 GiB AES-256-XTS LUKS1 volume on tmpfs,
+# NBD serving throughput against nbdkit: one 1 GiB AES-256-XTS LUKS1 volume on tmpfs,
 # made by qemu-img, served by `sectorcrypt serve` and by nbdkit's luks filter; a GELI
 # provider of 1 GiB of data (AES-XTS-256, 4096-byte sectors, made by `sectorcrypt format
 # --type geli`) served by `sectorcrypt serve`; a raw 1 GiB file served by nbdkit's file
@@ -13,7 +13,7 @@
 # and >= 2.5x luks; GELI read >= 0.9x raw nbdkit. The machine may be shared: compare the
 # ratios of one run.
 #
-# Then both cores (issue 16): sectorcrypt read with 1 and 2 connections (and the cores the
+# Then both cores: sectorcrypt read with 1 and 2 connections (and the cores the
 # server and nbdcopy keep busy, which say whether one connection already uses the
 # machine), 4 KiB random reads at queue depth 32 with fio's nbd engine (IOPS; sectorcrypt
 # and raw nbdkit; `scripts/deps.sh bench` installs fio), and the FUSE mount's sequential

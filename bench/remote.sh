@@ -16,7 +16,7 @@
 #              crypto: the ceiling of a proxy
 #   luks       nbdkit nbd --filter=luks over the LUKS1 upstream
 #   proxy+d    / forward+d: the same with --filter=delay rdelay=1ms wdelay=1ms upstream
-# Targets (issue): proxy >= 0.9x forward (reads), >= 0.85x (writes), >= 3x luks; with the
+# Targets: proxy >= 0.9x forward (reads), >= 0.85x (writes), >= 3x luks; with the
 # delay, proxy >= 0.9x forward. Then the fault run: the upstream with --filter=error
 # error-rate=1% under the proxy, the whole volume read in 256 KiB requests (python3-libnbd):
 # every failed request reported (EIO), 0 wrong bytes among the others.

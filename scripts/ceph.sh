@@ -60,6 +60,9 @@ start() {
     fsid=$(uuidgen)
     mon=$(free_port 2)
     osdlo=$(free_port 40)
+    # `mon data avail crit = -1`: the mon's data is a few MiB in a throw-away directory, but
+    # ceph-mon refuses to start when the file system holding it has under that percentage
+    # free, however many GiB that is (a large shared disk at 99% still has gigabytes).
     cat >"$dir/ceph.conf" <<EOF
 [global]
 fsid = $fsid
@@ -84,7 +87,7 @@ osd crush chooseleaf type = 0
 mon allow pool size one = true
 mon warn on pool no redundancy = false
 mon data avail warn = 2
-mon data avail crit = 1
+mon data avail crit = -1
 [mon]
 mon data = $dir/mon/\$cluster-\$id
 pid file = $dir/run/\$cluster-\$name.pid

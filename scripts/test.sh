@@ -3,9 +3,20 @@
 # benchmark smoke run. Installs missing Debian packages first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# SECTORCRYPT_STRICT=1 (set by .ci/run): a test that would skip for a missing tool or service
+# fails instead, and so does a missing optional package group here.
+strict() { [ "${SECTORCRYPT_STRICT:-}" = 1 ]; }
+# Says what will not be tested for want of packages; under SECTORCRYPT_STRICT=1 stops here.
+missing() {
+    if strict; then
+        echo "SECTORCRYPT_STRICT=1: $1" >&2
+        exit 1
+    fi
+    echo "$1" >&2
+}
 bash scripts/deps.sh
 # rsvg-convert: the `bench --svg` tests render the chart (they skip, saying so, without it).
-bash scripts/deps.sh docs || echo "librsvg2-bin missing: the chart is not rendered" >&2
+bash scripts/deps.sh docs || missing "librsvg2-bin missing: the chart is not rendered"
 
 cargo fmt --all -- --check
 # Module imports point one way inside every crate (no cycle between top-level modules).
@@ -13,12 +24,18 @@ for src in crates/*/src; do bash scripts/module-deps.sh "$src" > /dev/null || {
     bash scripts/module-deps.sh "$src"
     exit 1
 }; done
+# ... and between the files of every crate (scripts/file-deps.sh: two files of one module
+# that import each other, too; its named exceptions are printed, and fail nothing).
+bash scripts/file-deps.sh
 # Ceph RBD: the `rbd` feature links librbd-dev (scripts/deps.sh ceph); its tests start a
-# single-node cluster (scripts/ceph.sh) and skip with the printed reason where it cannot.
-bash scripts/deps.sh ceph || echo "ceph packages missing: the rbd tests skip" >&2
+# single-node cluster (scripts/ceph.sh) and skip with the printed reason where it cannot
+# (fail, under SECTORCRYPT_STRICT=1).
+bash scripts/deps.sh ceph || missing "ceph packages missing: the rbd tests skip"
 features=()
 if dpkg-query -W -f='${Status}' librbd-dev 2>/dev/null | grep -q "install ok installed"; then
     features=(--features sectorcrypt/rbd)
+else
+    missing "librbd-dev is not installed: the rbd feature and its tests are left out"
 fi
 cargo clippy --workspace --all-targets "${features[@]}" -- -D warnings
 # The API documentation builds without a warning (broken or private links).

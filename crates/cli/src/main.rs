@@ -97,7 +97,7 @@ fn main() {
         Command::Completions(a) => cmd_manuals::completions(a),
         Command::Man(a) => cmd_manuals::man(a),
     };
-    memory::warn_if_unlocked();
+    memory::warn_if_key_memory_not_locked();
     if let Err(f) = result {
         eprintln!("sectorcrypt: {}", f.message());
         std::process::exit(f.exit_code());

@@ -21,8 +21,9 @@ pub fn scrub_after_unlock() {
     secret::scrub_stack(64 << 10);
 }
 
-/// Warns (once) if some key memory could not be locked.
-pub fn warn_if_unlocked() {
+/// Warns (once) if some key memory could not be locked (`mlock` refused: the keys may be
+/// swapped out).
+pub fn warn_if_key_memory_not_locked() {
     static WARNED: Once = Once::new();
     if secret::protection() == Some(Protection::Unlocked) {
         WARNED.call_once(|| {

@@ -114,7 +114,7 @@ pub fn open(a: &OpenArgs) -> Result<VolumeExport, Failure> {
     crate::memory::hold_keys_for_long();
     let export = open_export(a);
     crate::memory::scrub_after_unlock();
-    crate::memory::warn_if_unlocked();
+    crate::memory::warn_if_key_memory_not_locked();
     export
 }
 

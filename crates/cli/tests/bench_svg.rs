@@ -18,7 +18,9 @@ use support::{code, ok, s, sc};
 /// reason printed when rsvg-convert is missing (`scripts/deps.sh docs` installs it).
 fn renders(svg: &Path) {
     if !sectorcrypt_testkit::have("rsvg-convert") {
-        eprintln!("skipped rendering: rsvg-convert is not installed (scripts/deps.sh docs)");
+        sectorcrypt_testkit::skipped!(
+            "skipped rendering: rsvg-convert is not installed (scripts/deps.sh docs)"
+        );
         return;
     }
     let png = svg.with_extension("png");

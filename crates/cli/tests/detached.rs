@@ -322,7 +322,7 @@ impl Drop for MountGuard {
 fn mount_takes_header_and_refuses_the_header_alone() {
     use std::io::Write;
     if !Path::new("/dev/fuse").exists() {
-        eprintln!("skipped: no /dev/fuse");
+        sectorcrypt_testkit::skipped!("skipped: no /dev/fuse");
         return;
     }
     require!("cryptsetup", "fusermount3");

@@ -187,7 +187,7 @@ fn no_fuse() -> Option<String> {
 #[test]
 fn fuse_reads_give_eio_for_the_bad_sectors_only() {
     if let Some(why) = no_fuse() {
-        eprintln!("skipped: {why}");
+        sectorcrypt_testkit::skipped!("skipped: {why}");
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -203,7 +203,7 @@ fn fuse_reads_give_eio_for_the_bad_sectors_only() {
         .output()
         .unwrap();
     if !mount.status.success() {
-        eprintln!(
+        sectorcrypt_testkit::skipped!(
             "skipped: FUSE mount unavailable: {}",
             String::from_utf8_lossy(&mount.stderr).trim()
         );

@@ -338,7 +338,9 @@ fn model_verifies_sectorcrypt_authenticated_images() {
     require_sectorcrypt_geli!();
     let help = sc(&["format", "--help"], b"");
     if !String::from_utf8_lossy(&help.stdout).contains("--integrity") {
-        eprintln!("skipped: sectorcrypt cannot make authenticated GELI images yet");
+        sectorcrypt_testkit::skipped!(
+            "skipped: sectorcrypt cannot make authenticated GELI images yet"
+        );
         return;
     }
     let want = body(40_000, 13);

@@ -158,7 +158,9 @@ fn zsh_and_fish_scripts_parse_and_name_every_command() {
         }
         let path = file(dir.path(), &format!("sectorcrypt.{shell}"), &script);
         if !have(shell) {
-            eprintln!("skipped loading the {shell} script: {shell} is not installed");
+            sectorcrypt_testkit::skipped!(
+                "skipped loading the {shell} script: {shell} is not installed"
+            );
             continue;
         }
         let check = if shell == "zsh" { "-n" } else { "--no-execute" };

@@ -70,7 +70,7 @@ fn detach(dev: &str, fuse_mount: &Path, clean: &mut Cleanup) {
 #[test]
 fn ext4_on_a_loop_device_over_the_mounted_volume() {
     if let Some(why) = volumes::loop_unavailable(&["qemu-img"]) {
-        eprintln!("skipped: {why}");
+        sectorcrypt_testkit::skipped!("skipped: {why}");
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -131,7 +131,7 @@ fn ext4_on_a_loop_device_over_the_mounted_volume() {
 fn the_mounted_file_reads_and_writes_at_odd_offsets_and_keeps_its_size() {
     use std::io::{Read, Seek, SeekFrom, Write};
     if !Path::new("/dev/fuse").exists() {
-        eprintln!("skipped: no /dev/fuse");
+        sectorcrypt_testkit::skipped!("skipped: no /dev/fuse");
         return;
     }
     sectorcrypt_testkit::require!("fusermount3", "qemu-img");
@@ -231,7 +231,7 @@ fn aligned(v: &mut [u8], len: usize) -> &mut [u8] {
 fn o_direct_reads_and_writes_go_through_and_cache_nothing() {
     use std::os::unix::fs::{FileExt, OpenOptionsExt};
     if !Path::new("/dev/fuse").exists() {
-        eprintln!("skipped: no /dev/fuse");
+        sectorcrypt_testkit::skipped!("skipped: no /dev/fuse");
         return;
     }
     sectorcrypt_testkit::require!("fusermount3");
@@ -274,7 +274,7 @@ fn o_direct_reads_and_writes_go_through_and_cache_nothing() {
             "pages of the plaintext in the page cache"
         );
     } else {
-        eprintln!("the page cache check skipped: no fincore");
+        sectorcrypt_testkit::skipped!("the page cache check skipped: no fincore");
     }
     volumes::unmount(&mp);
     let out = support::ok_bytes(sc(

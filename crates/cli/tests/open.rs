@@ -246,7 +246,7 @@ fn loop_under(dir: &Path) -> bool {
 #[test]
 fn ext4_on_the_loop_device_of_open_survives_close_and_open() {
     if let Some(why) = volumes::loop_unavailable(&[]) {
-        eprintln!("skipped: {why}");
+        sectorcrypt_testkit::skipped!("skipped: {why}");
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
@@ -309,7 +309,7 @@ fn open_with_a_wrong_passphrase_says_why_and_leaves_nothing() {
 #[test]
 fn open_mount_shows_the_plaintext_as_a_file() {
     if !Path::new("/dev/fuse").exists() {
-        eprintln!("skipped: no /dev/fuse");
+        sectorcrypt_testkit::skipped!("skipped: no /dev/fuse");
         return;
     }
     sectorcrypt_testkit::require!("fusermount3");
@@ -374,7 +374,7 @@ fn close_refused(rt: &Runtime, name: &str, want: &[&str]) {
 #[test]
 fn close_refuses_while_the_loop_device_is_busy_anywhere() {
     if let Some(why) = volumes::loop_unavailable(&["unshare", "mknod", "sleep"]) {
-        eprintln!("skipped: {why}");
+        sectorcrypt_testkit::skipped!("skipped: {why}");
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
@@ -742,7 +742,7 @@ fn planted_entries_and_links_are_neither_followed_nor_obeyed() {
 fn status_does_not_unmount_what_a_planted_entry_names() {
     sectorcrypt_testkit::require!("mount", "umount");
     if !is_root() {
-        eprintln!("skipped: not root (mounting a tmpfs needs it)");
+        sectorcrypt_testkit::skipped!("skipped: not root (mounting a tmpfs needs it)");
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
@@ -869,7 +869,7 @@ fn names_are_a_safe_set_and_status_prints_no_control_characters() {
 #[test]
 fn a_killed_open_loop_is_cleaned_up_by_status() {
     if let Some(why) = volumes::loop_unavailable(&[]) {
-        eprintln!("skipped: {why}");
+        sectorcrypt_testkit::skipped!("skipped: {why}");
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
@@ -895,7 +895,7 @@ fn a_killed_open_loop_is_cleaned_up_by_status() {
 #[test]
 fn close_refuses_while_the_disk_file_is_in_use() {
     if let Some(why) = volumes::loop_unavailable(&["sleep"]) {
-        eprintln!("skipped: {why}");
+        sectorcrypt_testkit::skipped!("skipped: {why}");
         return;
     }
     let tmp = tempfile::tempdir().unwrap();

@@ -156,7 +156,7 @@ fn output_to_a_symlink_is_refused_and_its_target_kept() {
 #[test]
 fn output_to_a_character_device_keeps_the_device() {
     if !root() {
-        eprintln!("skipped: mknod needs root");
+        sectorcrypt_testkit::skipped!("skipped: mknod needs root");
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -190,7 +190,7 @@ impl Drop for Loop {
 #[test]
 fn output_to_a_block_device_writes_the_device() {
     if !root() || !Path::new("/dev/loop-control").exists() {
-        eprintln!("skipped: loop devices need root and /dev/loop-control");
+        sectorcrypt_testkit::skipped!("skipped: loop devices need root and /dev/loop-control");
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -202,11 +202,11 @@ fn output_to_a_block_device_writes_the_device() {
         .arg(&backing)
         .output()
     else {
-        eprintln!("skipped: losetup did not run");
+        sectorcrypt_testkit::skipped!("skipped: losetup did not run");
         return;
     };
     if !out.status.success() {
-        eprintln!(
+        sectorcrypt_testkit::skipped!(
             "skipped: no loop device: {}",
             String::from_utf8_lossy(&out.stderr)
         );

@@ -399,7 +399,9 @@ fn mount_and_a_detached_header_take_uris_too() {
     assert!(read(&local) == plain, "the same header read as a file");
 
     if !Path::new("/dev/fuse").exists() || !sectorcrypt_testkit::have("fusermount3") {
-        return eprintln!("skipped the mount part: no /dev/fuse or fusermount3");
+        return sectorcrypt_testkit::skipped!(
+            "skipped the mount part: no /dev/fuse or fusermount3"
+        );
     }
     let img = volumes::new_volume(d, &[]);
     let k0 = d.join("k0");
@@ -429,7 +431,7 @@ fn mount_and_a_detached_header_take_uris_too() {
 fn a_mount_serves_concurrent_reads_at_once() {
     require!("nbdkit");
     if !Path::new("/dev/fuse").exists() || !sectorcrypt_testkit::have("fusermount3") {
-        return eprintln!("skipped: no /dev/fuse or fusermount3");
+        return sectorcrypt_testkit::skipped!("skipped: no /dev/fuse or fusermount3");
     }
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();

@@ -221,7 +221,7 @@ fn check_server_memory(scan: &Scan) {
 fn a_running_serve_holds_neither_the_passphrase_nor_the_volume_key() {
     require!("cryptsetup", "nbdcopy");
     if !root() {
-        eprintln!("skipped: reading another process's memory needs root");
+        sectorcrypt_testkit::skipped!("skipped: reading another process's memory needs root");
         return;
     }
     let (scan, _) = serve_and_scan(As::Me);
@@ -240,7 +240,9 @@ fn a_running_serve_holds_neither_the_passphrase_nor_the_volume_key() {
 fn without_lockable_memory_serve_still_works_and_says_so() {
     require!("cryptsetup", "nbdcopy", "setpriv");
     if !root() {
-        eprintln!("skipped: running as another user and reading its memory needs root");
+        sectorcrypt_testkit::skipped!(
+            "skipped: running as another user and reading its memory needs root"
+        );
         return;
     }
     let (scan, err) = serve_and_scan(As::NobodyWithoutLockedMemory);

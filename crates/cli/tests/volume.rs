@@ -78,7 +78,7 @@ fn keys_lifecycle_and_exit_codes() {
             .unwrap();
         assert!(st.success());
     } else {
-        eprintln!("skipped: cryptsetup is not installed (cross-check only)");
+        sectorcrypt_testkit::skipped!("skipped: cryptsetup is not installed (cross-check only)");
     }
 }
 
@@ -229,7 +229,7 @@ fn kill_9_during_add_key(luks_type: &str) {
     let have_cryptsetup = have("cryptsetup");
     if !have_cryptsetup {
         // The kill test itself still runs; only the cryptsetup cross-check is skipped.
-        eprintln!("skipped: cryptsetup is not installed");
+        sectorcrypt_testkit::skipped!("skipped: cryptsetup is not installed");
     }
     let mut outcomes = [0usize; 2];
     for i in 0..16u32 {

@@ -94,7 +94,7 @@ fn start_writer(py: &str, uri: &str, go: &Path, value: u8, parity: usize) -> std
 #[test]
 fn a_second_read_write_serve_is_refused_naming_the_holder_so_no_write_is_lost() {
     let Some(py) = nbd_python() else {
-        eprintln!("skipped: no python3 with libnbd's binding (import nbd)");
+        sectorcrypt_testkit::skipped!("skipped: no python3 with libnbd's binding (import nbd)");
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -109,7 +109,8 @@ fn a_second_read_write_serve_is_refused_naming_the_holder_so_no_write_is_lost() 
         }
         Ok(b) => b,
     };
-    // Both servers write the image: the race of the issue, for the record.
+    // Both servers write the image at once: the race a second writer would cause, for
+    // the record.
     let go = dir.path().join("go");
     let wa = start_writer(py, &a.uri(), &go, 0xaa, 0);
     let wb = start_writer(py, &b.uri(), &go, 0x55, 1);

@@ -1,5 +1,6 @@
 """Shared helpers of the package's tests: the external tools (skipped with a printed
-reason where missing), volumes made by cryptsetup and qemu-img with fast key derivation,
+reason where missing; under SECTORCRYPT_STRICT=1, as CI runs them, every skip is a failure
+with the same reason), volumes made by cryptsetup and qemu-img with fast key derivation,
 and dm-crypt's sector formula computed with the `cryptography` package."""
 
 import hashlib
@@ -14,7 +15,23 @@ import pytest
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
 PASS = b"correct horse battery staple"
+# CI installs every tool the tests use (scripts/deps.sh) and sets this: a test that would
+# skip fails instead, so that no interoperability test passes without having run.
+STRICT = os.environ.get("SECTORCRYPT_STRICT") == "1"
 MIB = 1 << 20
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Under SECTORCRYPT_STRICT=1 a skipped test (any `pytest.skip`, `importorskip` or skip
+    mark) is reported as failed, with its reason."""
+    report = (yield).get_result()
+    if STRICT and report.skipped and not hasattr(report, "wasxfail"):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
+        report.outcome = "failed"
+        report.longrepr = (
+            f"{reason} (SECTORCRYPT_STRICT=1: a missing tool or capability is a failure)"
+        )
 
 
 def need(tool):

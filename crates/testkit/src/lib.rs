@@ -2,7 +2,9 @@
 //! - the known-answer vectors folder, kept in the repository ([`vectors`]);
 //! - hex ([`unhex`], [`hex`](fn@hex));
 //! - external tools: whether one runs ([`have`]), and skipping a test with a printed reason
-//!   when it does not ([`require!`]);
+//!   when it does not ([`require!`]); every skip for a missing tool, service or permission
+//!   goes through [`skip`], which under `SECTORCRYPT_STRICT=1` fails the test instead
+//!   ([`strict`]);
 //! - running a command that must succeed ([`run`], [`run_stdout`]);
 //! - deterministic pseudo-random data ([`pattern`]), so that failures reproduce;
 //! - an `nbdkit` process for a test ([`nbdkit::Nbdkit`]);
@@ -59,13 +61,43 @@ pub fn have(tool: &str) -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
-/// Returns from the calling test, printing `skipped: TOOL is not installed`, unless every
-/// tool named runs ([`have`]).
+/// Whether `SECTORCRYPT_STRICT=1` is set. CI sets it (`.ci/run`): it installs every tool and
+/// service the tests use, so there a test that would skip for a missing one fails instead
+/// ([`skip`]).
+pub fn strict() -> bool {
+    std::env::var_os("SECTORCRYPT_STRICT").is_some_and(|v| v == "1")
+}
+
+/// Reports that a test, or a part of one, does not run here because a tool, a service or a
+/// permission that CI provides is missing: prints `line` (such as `skipped: nbdkit is not
+/// installed`), or, under `SECTORCRYPT_STRICT=1` ([`strict`]), fails the calling test with
+/// the same line. The caller returns (or leaves the part out) after it.
+///
+/// Not for what CI cannot have either, such as a CPU feature the machine lacks: such a
+/// backend or case is skipped with a plain printed reason, strict or not.
+#[track_caller]
+pub fn skip(line: impl Display) {
+    if strict() {
+        panic!("{line} (SECTORCRYPT_STRICT=1: a missing tool or capability is a failure)");
+    }
+    eprintln!("{line}");
+}
+
+/// [`skip`] with a formatted line: `skipped!("skipped: {why}")`.
+#[macro_export]
+macro_rules! skipped {
+    ($($arg:tt)+) => {
+        $crate::skip(format_args!($($arg)+))
+    };
+}
+
+/// Returns from the calling test, printing `skipped: TOOL is not installed` ([`skip`]: a
+/// failure under `SECTORCRYPT_STRICT=1`), unless every tool named runs ([`have`]).
 #[macro_export]
 macro_rules! require {
     ($($tool:expr),+ $(,)?) => {
         $(if !$crate::have($tool) {
-            eprintln!("skipped: {} is not installed", $tool);
+            $crate::skipped!("skipped: {} is not installed", $tool);
             return;
         })+
     };

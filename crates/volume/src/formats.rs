@@ -10,12 +10,15 @@
 //! (LUKS1, LUKS2, GELI, from the command line or the libraries) first calls
 //! [`wipe_signatures`], which zeroes the signature of every format known here wherever
 //! blkid and the formats' own tools look for one ([`signatures`]), as cryptsetup's
-//! `luksFormat` wipes other signatures with libblkid.
+//! `luksFormat` wipes other signatures with libblkid. Those two live in the leaf module
+//! [`crate::signatures`] (re-exported here), which the formats call while this registry
+//! names the formats.
 
 use crate::error::{Error, HeaderError, Result};
 use crate::format::{Driver, Header, Probe, Salvaged, PROBE_BYTES};
-pub use crate::signatures::{signatures, wipe_signatures, Signature};
 use crate::store::{self, Store};
+
+pub use crate::signatures::{signatures, wipe_signatures, Signature};
 
 /// The formats, in the order they are tried.
 pub const FORMATS: &[Driver] = &[

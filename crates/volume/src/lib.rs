@@ -8,7 +8,8 @@
 //! - [`mod@format`]: the on-disk formats behind one interface ([`format::Format`]: detect,
 //!   read and validate, unlock, keyslot changes, header backup and restore, dump), with
 //!   [`luks`] (LUKS1 and LUKS2, compatible with cryptsetup) and [`geli`] (FreeBSD's GELI)
-//!   registered in [`formats`];
+//!   registered in [`formats`]; [`signatures`] finds and wipes every format's signature
+//!   (a leaf the formats call when they create a header);
 //! - [`layout`]: what the engine needs from a format ([`Layout`]: where each sector lives,
 //!   its key, one per volume or per zone, its IV rule);
 //! - [`engine`]: `read_at`/`write_at` at any offset over the data area a layout

@@ -1,16 +1,12 @@
-//! Where the formats known here leave their signatures, as blkid and the formats' own
-//! tools look for them, and wiping them: what every format (LUKS1, LUKS2, GELI) calls
-//! before it writes its own header (see [`crate::formats`], which refuses a store holding
-//! two). A leaf below the format modules, which take their magic numbers from here, so
-//! that formatting does not import the registry that imports the formats.
+//! The signatures of every on-disk format known here, found by their magic alone, and
+//! wiping them before a format writes its own header (see [`crate::formats`] for why).
+//!
+//! A leaf module: the formats (`luks`, `geli`) call [`wipe_signatures`] when they create a
+//! header, and the registry ([`crate::formats`]) names the formats, so this knows each
+//! format's magic and places itself instead of asking the formats.
 
 use crate::error::Result;
 use crate::store::{self, Store};
-
-/// GELI's magic, at the start of its metadata (`G_ELI_MAGIC`).
-pub const GELI_MAGIC: &[u8; 9] = b"GEOM::ELI";
-/// Provider sector sizes whose last sector GELI metadata may be in, in the order searched.
-pub const GELI_PROVIDER_SECTORS: [u64; 2] = [512, 4096];
 
 /// The signature of a format found in a store by [`signatures`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,6 +32,11 @@ const LUKS2_SECONDARY_MAGIC: &[u8] = b"SKUL\xba\xbe";
 const LUKS2_SECONDARY_OFFSETS: [u64; 9] = [
     0x4000, 0x8000, 0x10000, 0x20000, 0x40000, 0x80000, 0x100000, 0x200000, 0x400000,
 ];
+/// The GELI metadata magic (`geli::metadata::MAGIC`; a test of `geli` checks they agree).
+pub const GELI_MAGIC: &[u8] = b"GEOM::ELI";
+/// The provider sector sizes whose last sector may hold GELI metadata
+/// (`geli::PROVIDER_SECTORS`; a test of `geli` checks they agree).
+pub const GELI_PROVIDER_SECTORS: [u64; 2] = [512, 4096];
 /// How much of a signature's sector [`wipe_signatures`] zeroes: the magic, and the rest
 /// of the fixed header after it (LUKS's UUID and checksum, GELI's whole metadata).
 const WIPE_BYTES: usize = 512;
@@ -62,7 +63,7 @@ pub fn signatures(store: &dyn Store) -> Result<Vec<Signature>> {
     for prov in GELI_PROVIDER_SECTORS {
         if size >= prov {
             let at = (size / prov) * prov - prov;
-            places.push((at, &GELI_MAGIC[..], "GELI metadata"));
+            places.push((at, GELI_MAGIC, "GELI metadata"));
         }
     }
     for (offset, magic, what) in places {

@@ -118,7 +118,9 @@ pub fn dd_from_librbd(
     let qemu = match c.qemu() {
         Ok(q) => q,
         Err(why) => {
-            eprintln!("librbd's decryption not checked: no qemu rbd driver ({why})");
+            sectorcrypt_testkit::skipped!(
+                "librbd's decryption not checked: no qemu rbd driver ({why})"
+            );
             return None;
         }
     };
@@ -139,7 +141,7 @@ pub fn dd_from_librbd(
 fn volumes_formatted_here_load_in_librbd() {
     let c = require_ceph!();
     if let Err(why) = c.qemu() {
-        return eprintln!("skipped: no qemu rbd driver ({why})");
+        return sectorcrypt_testkit::skipped!("skipped: no qemu rbd driver ({why})");
     }
     let dir = tempfile::tempdir().unwrap();
     let k = key_file(dir.path(), "k", "librbd loads this");
@@ -179,7 +181,7 @@ fn rbd_encryption_format_images_open_from_a_raw_export() {
     let c = require_ceph!();
     let qemu = match c.qemu() {
         Ok(q) => q,
-        Err(why) => return eprintln!("skipped: no qemu rbd driver ({why})"),
+        Err(why) => return sectorcrypt_testkit::skipped!("skipped: no qemu rbd driver ({why})"),
     };
     let dir = tempfile::tempdir().unwrap();
     // rbd strips one trailing newline of a passphrase file; this one has none.

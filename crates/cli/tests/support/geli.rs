@@ -34,12 +34,13 @@ pub fn model_missing() -> Option<String> {
     }
 }
 
-/// Returns from the calling test with `skipped: REASON` unless the model can run.
+/// Returns from the calling test with `skipped: REASON` unless the model can run (a failure
+/// under `SECTORCRYPT_STRICT=1`, see `sectorcrypt_testkit::skip`).
 #[macro_export]
 macro_rules! require_model {
     () => {
         if let Some(why) = $crate::geli::model_missing() {
-            eprintln!("skipped: {why}");
+            sectorcrypt_testkit::skipped!("skipped: {why}");
             return;
         }
     };
@@ -107,12 +108,13 @@ pub const fn image(
     }
 }
 
-/// Returns from the calling test with the printed reason unless the binary formats GELI.
+/// Returns from the calling test with the printed reason unless the binary formats GELI (a
+/// failure under `SECTORCRYPT_STRICT=1`).
 #[macro_export]
 macro_rules! require_sectorcrypt_geli {
     () => {
         if let Err(why) = $crate::geli::sectorcrypt_geli() {
-            eprintln!("{why}");
+            sectorcrypt_testkit::skip(why);
             return;
         }
     };

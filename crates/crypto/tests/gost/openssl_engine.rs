@@ -87,7 +87,7 @@ const CIPHERS: [(&str, &str, Sbox, bool, usize, bool); 6] = [
 #[test]
 fn agrees_with_openssl_gost_provider() {
     if let Err(why) = provider_available() {
-        eprintln!("skipped: {why}");
+        sectorcrypt_testkit::skipped!("skipped: {why}");
         return;
     }
     let mut checked = 0;

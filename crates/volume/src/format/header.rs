@@ -309,6 +309,6 @@ pub fn restore_header_at(at: Placement<'_>, backup: &dyn Store) -> Result<Header
             )));
         }
     }
-    restore::write(image, backup, &*header.0, &pieces, current)?;
+    restore::write(image, backup, &*header.0, &pieces, current.map(|h| h.0))?;
     Header::read(image)
 }

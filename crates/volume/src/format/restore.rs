@@ -36,7 +36,7 @@
 //! keyslots or header copies lie over the current header copies). A current header that
 //! does not read has nothing to keep: the pieces go in order.
 
-use super::{Format, Header, Piece};
+use super::{Format, Piece};
 use crate::error::{Error, Result};
 use crate::store::{self, Store};
 
@@ -131,17 +131,18 @@ fn differs(image: &dyn Store, backup: &dyn Store, pieces: &[Piece], span: Span) 
 }
 
 /// Writes the `pieces` of `restored` (read from `backup`) onto `image`, whose header as
-/// read before is `current`, in the order the module documentation argues for.
+/// read before (if it had a valid one) is `current`, in the order the module documentation
+/// argues for.
 pub(super) fn write(
     image: &dyn Store,
     backup: &dyn Store,
     restored: &dyn Format,
     pieces: &[Piece],
-    current: Option<Header>,
+    current: Option<Box<dyn Format>>,
 ) -> Result<()> {
     let mut held = Vec::new();
     if let Some(mut current) = current {
-        held = spans(&current.0.keyslot_areas());
+        held = spans(&current.keyslot_areas());
         let wanted = spans(&restored.keyslot_areas());
         let mut conflict = false;
         for &w in &wanted {
@@ -153,8 +154,8 @@ pub(super) fn write(
         }
         if conflict {
             let ranges: Vec<(u64, u64)> = wanted.iter().map(|&(s, e)| (s, e - s)).collect();
-            match current.0.vacate(image, &ranges) {
-                Ok(()) => held = spans(&current.0.keyslot_areas()),
+            match current.vacate(image, &ranges) {
+                Ok(()) => held = spans(&current.keyslot_areas()),
                 // A store that fails stops here; a header that cannot move its keyslots
                 // wrote nothing, and the restore goes on without the guarantee.
                 Err(e @ Error::Io { .. }) => return Err(e),

@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 use md5::{Digest, Md5};
 
 /// `G_ELI_MAGIC`, a C string in a 16-byte field.
-pub const MAGIC: &[u8; 9] = crate::signatures::GELI_MAGIC;
+pub const MAGIC: &[u8; 9] = b"GEOM::ELI";
 /// `G_ELI_VERSION`: the newest version, the one new providers get.
 pub const VERSION: u32 = 7;
 /// `G_ELI_SALTLEN`.
@@ -345,5 +345,16 @@ mod tests {
         for listed in ENCRYPTION_NAMES.split(", ") {
             assert!(encryption_by_name(listed).is_some(), "{listed}");
         }
+    }
+
+    /// The signature wiper (a leaf module that names no format) knows GELI's magic and
+    /// places as GELI itself does.
+    #[test]
+    fn the_signature_wiper_knows_gelis_magic_and_provider_sectors() {
+        assert_eq!(crate::signatures::GELI_MAGIC, &super::MAGIC[..]);
+        assert_eq!(
+            crate::signatures::GELI_PROVIDER_SECTORS,
+            crate::geli::PROVIDER_SECTORS
+        );
     }
 }

@@ -50,7 +50,7 @@ use zeroize::Zeroizing;
 /// The format's name.
 pub const NAME: &str = "geli";
 /// Provider sector sizes whose last sector is searched for metadata, in order.
-pub const PROVIDER_SECTORS: [u64; 2] = crate::signatures::GELI_PROVIDER_SECTORS;
+pub const PROVIDER_SECTORS: [u64; 2] = [512, 4096];
 /// Times `kill` overwrites the metadata sector (`G_ELI_OVERWRITES`).
 pub const OVERWRITES: usize = 5;
 

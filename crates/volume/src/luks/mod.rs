@@ -9,7 +9,8 @@
 //!   both versions read, keep on every write, and leave out of their checksums;
 //! - [`Rule`] (`rules.rs`): the named rules a header must keep to be used;
 //! - this file: creating volumes ([`format()`], and [`format_at`] for a detached
-//!   header, whose data offset is 0 as cryptsetup's `luksFormat --header` makes it).
+//!   header, whose data offset is 0 as cryptsetup's `luksFormat --header` makes it), and
+//!   [`Format::unlocked`] of both versions.
 //!
 //! Every change writes keyslot material before the metadata that points at it and syncs
 //! after each step, so a crash leaves a volume that opens with the old passphrases (and
@@ -258,6 +259,20 @@ fn new_header(
             Ok((Box::new(h), meta, data_offset, 512))
         }
     }
+}
+
+/// [`Format::unlocked`] of both LUKS versions: the data where the header's
+/// [`Format::volume_info`] puts it, encrypted with its cipher string mapped onto the
+/// crypto core ([`cipher_spec`], which also checks the key length).
+fn unlocked(
+    header: &dyn Format,
+    store: &dyn Store,
+    key: Zeroizing<Vec<u8>>,
+    keyslot: usize,
+) -> Result<Unlocked> {
+    let info = header.volume_info(store)?;
+    let spec = cipher_spec(&info.cipher, key.len())?;
+    Ok(Unlocked::new(info, spec, key, keyslot))
 }
 
 /// Formats `store` (which must already be large enough: metadata plus at least one sector

@@ -157,7 +157,9 @@ fn full_disk_returns_enospc_and_keeps_written_data() {
         .stderr(std::process::Stdio::null())
         .status();
     if !matches!(mounted, Ok(s) if s.success()) {
-        eprintln!("skipped: cannot mount a 1 MiB tmpfs here (needs root / CAP_SYS_ADMIN)");
+        sectorcrypt_testkit::skipped!(
+            "skipped: cannot mount a 1 MiB tmpfs here (needs root / CAP_SYS_ADMIN)"
+        );
         return;
     }
     let _guard = Unmount(mnt.clone());
@@ -177,7 +179,7 @@ fn file_size_limit_returns_efbig_and_keeps_written_data() {
         .output()
         .is_err()
     {
-        eprintln!("skipped: prlimit (util-linux) is not installed");
+        sectorcrypt_testkit::skipped!("skipped: prlimit (util-linux) is not installed");
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -246,14 +248,14 @@ fn block_device_through_a_loop_device() {
     let dev = match out {
         Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout).trim().to_string(),
         Ok(o) => {
-            eprintln!(
+            sectorcrypt_testkit::skipped!(
                 "skipped: losetup failed (needs root and loop devices): {}",
                 String::from_utf8_lossy(&o.stderr).trim()
             );
             return;
         }
         Err(e) => {
-            eprintln!("skipped: losetup not available: {e}");
+            sectorcrypt_testkit::skipped!("skipped: losetup not available: {e}");
             return;
         }
     };

@@ -524,9 +524,7 @@ impl Format for Luks1 {
         key: Zeroizing<Vec<u8>>,
         keyslot: usize,
     ) -> Result<Unlocked> {
-        let info = self.volume_info(store)?;
-        let spec = cipher_spec(&info.cipher, key.len())?;
-        Ok(Unlocked::new(info, spec, key, keyslot))
+        super::unlocked(self, store, key, keyslot)
     }
 
     fn volume_info(&self, store: &dyn Store) -> Result<VolumeInfo> {

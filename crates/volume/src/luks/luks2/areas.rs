@@ -10,8 +10,8 @@
 //! Moving keyslots (for a header restore) copies their material to free areas, syncs,
 //! then writes the metadata that points at the copies.
 
-use super::copies::BIN_SIZE;
 use super::json::{kdf_json, obj, u64_str, AREA_ALIGN, MAX_KEYSLOTS};
+use super::sizes::BIN_SIZE;
 use super::Luks2;
 use crate::error::{Error, KeyslotError, Result};
 use crate::format::NewKeyslot;

@@ -29,6 +29,7 @@
 //! 256 hdr_offset u64   264 padding[184]   448 csum[64]   512 padding[3584]
 //! ```
 
+use super::sizes::{BIN_SIZE, HDR_SIZES};
 use super::validate::{check_depth, repair_kdf_leftovers, validate};
 use super::Luks2;
 use crate::error::{Error, HeaderError, Result};
@@ -39,21 +40,6 @@ use crate::luks::rules::{detail, Rule};
 use crate::store::{self, Store};
 use serde_json::Value;
 
-/// Size of the binary part of each header copy.
-pub const BIN_SIZE: usize = 4096;
-/// The header sizes the specification allows (binary header + JSON area), which are also
-/// the offsets where a secondary copy may be.
-pub const HDR_SIZES: [u64; 9] = [
-    16 << 10,
-    32 << 10,
-    64 << 10,
-    128 << 10,
-    256 << 10,
-    512 << 10,
-    1 << 20,
-    2 << 20,
-    4 << 20,
-];
 /// Where the checksum lives in a copy.
 const CSUM: std::ops::Range<usize> = 448..512;
 /// The copies' names, by index.

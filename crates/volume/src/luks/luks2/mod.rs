@@ -7,6 +7,7 @@
 //! - `json.rs`: typed views of the metadata ([`Segment`], [`Keyslot`], [`Digest`]);
 //! - `areas.rs`: keyslot areas, adding and removing keyslots;
 //! - `salvage.rs`: what `dump` still shows of a header that failed its checks;
+//! - `sizes.rs`: the sizes of a header copy (a leaf the others share);
 //! - this file: the header as a whole, unlocking, the [`Format`] interface and what
 //!   `dump` shows.
 //!
@@ -22,12 +23,13 @@ mod areas;
 mod copies;
 mod json;
 mod salvage;
+mod sizes;
 mod validate;
 
-pub use copies::{BIN_SIZE, HDR_SIZES};
 pub use json::{Digest, Keyslot, Segment, MAX_KEYSLOTS, MAX_KEYSLOTS_SIZE};
+pub use sizes::{BIN_SIZE, HDR_SIZES};
 
-use super::keyslot::{cipher_spec, try_keyslots, Material};
+use super::keyslot::{try_keyslots, Material};
 use super::magic::Magic;
 use super::rules::Rule;
 use copies::{Binary, Found};
@@ -441,9 +443,7 @@ impl Format for Luks2 {
         key: Zeroizing<Vec<u8>>,
         keyslot: usize,
     ) -> Result<Unlocked> {
-        let info = self.volume_info(store)?;
-        let spec = cipher_spec(&info.cipher, key.len())?;
-        Ok(Unlocked::new(info, spec, key, keyslot))
+        super::unlocked(self, store, key, keyslot)
     }
 
     fn volume_info(&self, store: &dyn Store) -> Result<VolumeInfo> {

@@ -5,7 +5,8 @@
 //! open or change a volume, and nothing is rebuilt: with no valid copy there is nothing
 //! to rebuild from.
 
-use super::copies::{self, Binary, Read, BIN_SIZE, COPY, HDR_SIZES};
+use super::copies::{self, Binary, Read, COPY};
+use super::sizes::{BIN_SIZE, HDR_SIZES};
 use super::Luks2;
 use crate::format::{Format, Probe, Salvaged};
 use crate::luks::fields::be64;

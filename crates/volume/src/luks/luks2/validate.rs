@@ -10,8 +10,8 @@
 //! when a keyslot changed its KDF. Numbers stored as strings must be decimal and fit 64
 //! bits; numbers stored as numbers must be integers.
 
-use super::copies::{BIN_SIZE, HDR_SIZES};
 use super::json::{AREA_ALIGN, MAX_KEYSLOTS, MAX_KEYSLOTS_SIZE};
+use super::sizes::{BIN_SIZE, HDR_SIZES};
 use crate::error::Result;
 use crate::luks::rules::Rule;
 use serde_json::{Map, Value};
