@@ -6,8 +6,9 @@
 //! device-mapper or md device on top), when a file system on it is mounted anywhere (every
 //! process's /proc/PID/mountinfo is read, once per mount namespace, and mounts are matched
 //! by device number, so another device node for the same device counts), when a process
-//! has it open (/proc/PID/fd), or when another loop device is attached to the file. Only
-//! what this process may read in /proc is seen: root sees everything.
+//! has it open (/proc/PID/fd) or mapped (/proc/PID/maps), or when another loop device is
+//! attached to the file. Only what this process may read in /proc is seen: root sees
+//! everything.
 
 use std::collections::HashSet;
 use std::fs;
@@ -122,25 +123,55 @@ fn mounts_of(dev: &str) -> Vec<String> {
     found
 }
 
-/// The processes (other than this one) with an open descriptor for which `is_it` holds;
-/// `is_it` is given the descriptor's path in /proc and the file it names.
+/// The processes (other than this one) with an open descriptor or a memory mapping for
+/// which `is_it` holds; `is_it` is given a path to stat (the descriptor's in /proc, or the
+/// mapped file's) and the file it names. A mapping holds the file as a descriptor does
+/// (`umount` says busy), and outlives the descriptor it was made with.
 fn opened_by(is_it: impl Fn(&Path, &Path) -> bool) -> Vec<String> {
     let me = std::process::id();
     let mut found = Vec::new();
     for pid in pids().into_iter().filter(|&p| p != me) {
-        let Ok(fds) = fs::read_dir(format!("/proc/{pid}/fd")) else {
-            continue;
-        };
-        let hit = fds.filter_map(Result::ok).any(|e| {
-            let fd = e.path();
-            // Sockets, pipes and anonymous files name no path.
-            fs::read_link(&fd).is_ok_and(|target| target.is_absolute() && is_it(&fd, &target))
+        let open = fs::read_dir(format!("/proc/{pid}/fd")).is_ok_and(|fds| {
+            fds.filter_map(Result::ok).any(|e| {
+                let fd = e.path();
+                // Sockets, pipes and anonymous files name no path.
+                fs::read_link(&fd).is_ok_and(|target| target.is_absolute() && is_it(&fd, &target))
+            })
         });
-        if hit {
+        if open {
             found.push(format!("open in {}", process(pid)));
+        } else if mapped_files(pid).iter().any(|f| is_it(f, f)) {
+            found.push(format!("mapped in {}", process(pid)));
         }
     }
     found
+}
+
+/// The files process `pid` has mapped (/proc/PID/maps), each once.
+fn mapped_files(pid: u32) -> Vec<PathBuf> {
+    let Ok(maps) = fs::read_to_string(format!("/proc/{pid}/maps")) else {
+        return Vec::new();
+    };
+    let mut seen = HashSet::new();
+    maps.lines()
+        // ADDRESS PERMS OFFSET DEV INODE PATH: the path is all after the fifth field; an
+        // anonymous mapping has none, a special one ("[heap]") is no path.
+        .filter_map(|l| {
+            let mut rest = l;
+            for _ in 0..5 {
+                rest = rest.trim_start().split_once(' ')?.1;
+            }
+            let path = rest.trim_start();
+            path.starts_with('/').then(|| unescape_maps(path))
+        })
+        .filter(|p| seen.insert(p.clone()))
+        .collect()
+}
+
+/// A path as /proc/PID/maps shows it: a newline in it is written `\012`, and a deleted
+/// file's ends in " (deleted)" (kept, so that it matches no live file).
+fn unescape_maps(path: &str) -> PathBuf {
+    PathBuf::from(path.replace("\\012", "\n"))
 }
 
 /// What is using the block device `dev` (such as /dev/loop3), one phrase each; empty
@@ -184,7 +215,7 @@ pub fn device_users(dev: &str) -> Vec<String> {
 }
 
 /// What is using the regular file `file` (a FUSE disk file), one phrase each: processes
-/// with it open, and loop devices other than `except` attached to it.
+/// with it open or mapped, and loop devices other than `except` attached to it.
 pub fn file_users(file: &Path, except: Option<&str>) -> Vec<String> {
     let mut found = Vec::new();
     if let Ok(list) = fs::read_dir("/sys/block") {

@@ -11,9 +11,9 @@
 //! way out it detaches the loop device, unmounts (the file system's end flushes), stops the
 //! server, flushes and removes its entry; a failure half-way undoes what was set up.
 //! `close` refuses while the loop device or the disk file is in use anywhere (`busy`:
-//! holders, mounts in any mount namespace, open descriptors), unless `--force`; then it
-//! detaches the loop device itself so that an error reaches the user, signals the process
-//! and waits for it.
+//! holders, mounts in any mount namespace, open descriptors, mappings), unless `--force`;
+//! then it detaches the loop device itself so that an error reaches the user, signals the
+//! process and waits for it.
 //!
 //! The volume is unlocked on a thread of its own while the main thread watches for
 //! SIGINT and SIGTERM ([`unlock_interruptibly`], used by `serve` too): a header whose key
@@ -305,7 +305,7 @@ pub fn unlock_interruptibly(
             crate::passphrase::restore_terminal();
             return Err(Failure::runtime(format!(
                 "signal {sig}: stopped while unlocking {} (the key derivation was abandoned)",
-                volume.image.display()
+                crate::locator::redacted(&volume.image)
             )));
         }
     }

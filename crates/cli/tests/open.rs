@@ -3,13 +3,14 @@
 //! NAME in use or malformed refused, a stale entry (its process killed) cleaned up, and
 //! ext4 on the loop device of `open --loop` surviving close and open. And what must not be
 //! trusted: close refusing while the loop device or disk file is used anywhere (another
-//! mount namespace, another device node, an open descriptor, another loop device), SIGTERM
-//! stopping serve and open during an endless key derivation or at the prompt (the
-//! terminal given back), processes told apart by start time not arguments, a runtime
-//! directory others can write refused, planted links and entries neither followed nor
-//! obeyed, a bad entry named while the others are listed, and NAME's character set with
-//! status printing no control character. Every run uses a temporary runtime directory
-//! (SECTORCRYPT_RUNTIME_DIR), never the real one.
+//! mount namespace, another device node, an open descriptor, a mapping, another loop
+//! device), SIGTERM stopping serve and open during an endless key derivation (a remote
+//! image's URI shown without its password) or at the prompt (the terminal given back),
+//! processes told apart by start time not arguments, a runtime directory others can write
+//! (or in a directory of another user's) refused, planted links and entries neither
+//! followed nor obeyed, a bad entry named while the others are listed, and NAME's
+//! character set with status printing no control character. Every run uses a temporary
+//! runtime directory (SECTORCRYPT_RUNTIME_DIR), never the real one.
 
 mod support;
 #[path = "support/volumes.rs"]
@@ -1039,4 +1040,162 @@ fn a_password_in_an_nbd_uri_reaches_no_open_entry_status_or_export_description()
         "the password shows:\n{}",
         leaks.join("\n")
     );
+}
+
+#[test]
+fn a_signal_while_unlocking_a_remote_volume_shows_no_secret_of_its_uri() {
+    sectorcrypt_testkit::require!("nbdkit");
+    let tmp = tempfile::tempdir().unwrap();
+    let (img, key) = endless_kdf_volume(tmp.path());
+    let kit =
+        sectorcrypt_testkit::nbdkit::Nbdkit::tcp(&["file", &format!("file={}", img.display())]);
+    let port = kit
+        .uri()
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .trim_end_matches('/')
+        .to_string();
+    const SECRET: &str = "pw-SECRET-5c1d";
+    let uri = format!("nbd://user:{SECRET}@127.0.0.1:{port}/");
+    let sock = tmp.path().join("s.sock");
+    let mut kids = Kids(Vec::new());
+    kids.0.push(
+        Command::new(bin())
+            .args(["serve", &uri, "--key-file", s(&key), "--socket", s(&sock)])
+            .stdin(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    assert!(kids.0[0].try_wait().unwrap().is_none(), "serve ended early");
+    terminate(kids.0[0].id());
+    let t0 = std::time::Instant::now();
+    while kids.0[0].try_wait().unwrap().is_none() {
+        assert!(
+            t0.elapsed().as_secs() < 5,
+            "serve still running 5 s after SIGTERM"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let serve = kids.0.pop().unwrap().wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&serve.stderr);
+    assert_eq!(serve.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!("stopped while unlocking nbd://127.0.0.1:{port}/")),
+        "{err}"
+    );
+    assert!(!err.contains(SECRET), "the password shows: {err}");
+}
+
+/// A python3 process that maps `path` (shared and writable, or private and read-only)
+/// with libc's mmap, closes the descriptor it mapped it with and keeps the mapping (no
+/// descriptor left: Python's own mmap keeps a duplicate); it has mapped it once this
+/// returns.
+fn mapper(path: &str, shared: bool) -> std::process::Child {
+    // PROT_READ 1, PROT_WRITE 2; MAP_SHARED 1, MAP_PRIVATE 2.
+    let (flags, prot, mode) = if shared {
+        (1, 3, "O_RDWR")
+    } else {
+        (2, 1, "O_RDONLY")
+    };
+    let mut child = Command::new("python3")
+        .args(["-c"])
+        .arg(format!(
+            "import ctypes, os, sys, time\n\
+             libc = ctypes.CDLL(None, use_errno=True)\n\
+             libc.mmap.restype = ctypes.c_void_p\n\
+             libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, \
+             ctypes.c_int, ctypes.c_int, ctypes.c_long]\n\
+             fd = os.open(sys.argv[1], os.{mode})\n\
+             addr = libc.mmap(None, 4096, {prot}, {flags}, fd, 0)\n\
+             assert addr not in (None, ctypes.c_void_p(-1).value), os.strerror(ctypes.get_errno())\n\
+             os.close(fd)\n\
+             print('ready', flush=True)\n\
+             time.sleep(60)\n"
+        ))
+        .arg(path)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.as_mut().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    assert_eq!(line.trim(), "ready", "python3 could not map {path}");
+    child
+}
+
+#[test]
+fn close_refuses_while_the_loop_device_or_the_disk_file_is_mapped() {
+    if let Some(why) = volumes::loop_unavailable(&["python3"]) {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let mut rt = Runtime::new(tmp.path());
+    let (img, key, _) = volume(tmp.path());
+    let out = rt.open(&img, "mapped", &key, &["--loop"]);
+    let dev = out[1].clone();
+    let mp = rt.status("mapped")["mount"].as_str().unwrap().to_string();
+    let disk = format!("{mp}/disk");
+    let mut kids = Kids(Vec::new());
+
+    // The loop device mapped (shared, writable) by a process that closed its descriptor.
+    kids.0.push(mapper(&dev, true));
+    let pid = kids.0[0].id();
+    close_refused(
+        &rt,
+        "mapped",
+        &[&format!("{dev} is mapped in process {pid}")],
+    );
+    drop(kids);
+
+    // The disk file mapped (private, read-only) the same way.
+    let mut kids = Kids(vec![mapper(&disk, false)]);
+    let pid = kids.0[0].id();
+    close_refused(
+        &rt,
+        "mapped",
+        &[&format!("{disk} is mapped in process {pid}")],
+    );
+    let _ = kids.0[0].kill();
+    let _ = kids.0[0].wait();
+    rt.close("mapped");
+    assert!(!loop_under(&rt.dir), "a loop device is still attached");
+}
+
+#[test]
+fn a_runtime_directory_in_a_directory_of_another_user_is_refused() {
+    if !is_root() {
+        eprintln!("skipped: not root (chown)");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let parent = tmp.path().join("theirs");
+    std::fs::create_dir(&parent).unwrap();
+    let rt = Runtime::new(&parent);
+    make_runtime(&rt);
+    let (img, key, _) = volume(tmp.path());
+    assert_eq!(ok(rt.sc(&["status", "--json"])).trim(), "[]");
+    // Its owner (not root, not the user) may rename it away, mode 0755 or not.
+    sectorcrypt_testkit::run(Command::new("chown").args(["65534", s(&parent)]));
+    for args in [
+        vec!["status"],
+        vec!["close", "v"],
+        vec!["open", s(&img), "v", "--key-file", s(&key)],
+    ] {
+        let o = rt.sc(&args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(code(&o), 2, "{args:?}: {err}");
+        assert!(
+            err.contains("which is owned by uid 65534, who could rename it away"),
+            "{args:?}: {err}"
+        );
+    }
+    sectorcrypt_testkit::run(Command::new("chown").args(["0", s(&parent)]));
+    assert_eq!(ok(rt.sc(&["status", "--json"])).trim(), "[]");
 }
