@@ -5,8 +5,8 @@
 //!
 //! Nothing in RUNTIME is trusted blindly:
 //! - RUNTIME must be a directory (not a symbolic link) owned by the user and writable by
-//!   no one else, in a parent that others cannot rename it out of (owned by the user or
-//!   root, writable by others only with the sticky bit); otherwise `open`,
+//!   no one else, under directories that others cannot rename it out of (each owned by
+//!   the user or root, writable by others only with the sticky bit); otherwise `open`,
 //!   `close` and `status` refuse, since anyone who can write it could plant entries,
 //!   sockets and symbolic links.
 //! - Entries are written to a new temporary file (`O_CREAT|O_EXCL|O_NOFOLLOW`, so a
@@ -70,8 +70,9 @@ pub fn create_runtime_dir(dir: &Path) -> Result<(), Failure> {
 
 /// Whether the runtime directory exists (false: nothing is open), refusing one that
 /// another user could write: it must be a directory of the user's (not a link), writable
-/// by neither group nor others, and its parent must not let others rename it (owned by the
-/// user or root, writable by group or others only with the sticky bit, as /tmp).
+/// by neither group nor others, and no directory above it (as written, links included,
+/// and as resolved) may let others rename it: each is owned by the user or root, writable
+/// by group or others only with the sticky bit (as /tmp).
 pub fn existing_runtime_dir(dir: &Path) -> Result<bool, Failure> {
     let meta = match fs::symlink_metadata(dir) {
         Ok(m) => m,
@@ -103,26 +104,39 @@ pub fn existing_runtime_dir(dir: &Path) -> Result<bool, Failure> {
     if mode & 0o022 != 0 {
         return refuse(format!("is writable by group or others (mode {mode:04o})"));
     }
+    // Every directory above it, both as written (a link on the way can be replaced by
+    // whoever owns it or may write where it is) and as resolved: a user who can rename
+    // any of them can put another runtime directory in its place.
     let parent = match dir.parent().filter(|p| !p.as_os_str().is_empty()) {
         Some(p) => p.to_path_buf(),
         None => PathBuf::from("."),
     };
-    if let Ok(p) = fs::metadata(&parent) {
-        // Its owner may rename entries whatever the mode, sticky bit or not.
-        if p.uid() != me && p.uid() != 0 {
+    let mut above: Vec<PathBuf> = Vec::new();
+    if let Ok(written) = std::path::absolute(&parent) {
+        above.extend(written.ancestors().map(Path::to_path_buf));
+    }
+    if let Ok(real) = fs::canonicalize(&parent) {
+        above.extend(real.ancestors().map(Path::to_path_buf));
+    }
+    let mut seen = std::collections::HashSet::new();
+    for a in above.into_iter().filter(|a| seen.insert(a.clone())) {
+        let Ok(m) = fs::symlink_metadata(&a) else {
+            continue;
+        };
+        let shown = crate::escape::printable(&a.to_string_lossy());
+        // Its owner may rename what is in it whatever the mode, sticky bit or not.
+        if m.uid() != me && m.uid() != 0 {
             return refuse(format!(
-                "is in {}, which is owned by uid {}, who could rename it away and put \
-                 another in its place",
-                crate::escape::printable(&parent.to_string_lossy()),
-                p.uid()
+                "is under {shown}, which is owned by uid {}, who could rename it away and \
+                 put another in its place",
+                m.uid()
             ));
         }
-        let pmode = p.permissions().mode() & 0o7777;
+        let amode = m.permissions().mode() & 0o7777;
         // Group write lets the group rename entries whoever owns the directory.
-        if pmode & 0o022 != 0 && pmode & 0o1000 == 0 {
+        if m.is_dir() && amode & 0o022 != 0 && amode & 0o1000 == 0 {
             return refuse(format!(
-                "is in {}, which others can write (mode {pmode:04o}, no sticky bit)",
-                crate::escape::printable(&parent.to_string_lossy())
+                "is under {shown}, which others can write (mode {amode:04o}, no sticky bit)"
             ));
         }
     }

@@ -1169,33 +1169,54 @@ fn close_refuses_while_the_loop_device_or_the_disk_file_is_mapped() {
 }
 
 #[test]
-fn a_runtime_directory_in_a_directory_of_another_user_is_refused() {
+fn a_runtime_directory_under_a_directory_of_another_user_is_refused() {
     if !is_root() {
         eprintln!("skipped: not root (chown)");
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
-    let parent = tmp.path().join("theirs");
-    std::fs::create_dir(&parent).unwrap();
-    let rt = Runtime::new(&parent);
+    let theirs = tmp.path().join("theirs");
+    let mine = theirs.join("mine");
+    std::fs::create_dir_all(&mine).unwrap();
+    let rt = Runtime::new(&mine);
     make_runtime(&rt);
+    let link = tmp.path().join("link");
+    std::os::unix::fs::symlink(&mine, &link).unwrap();
+    let via_link = Runtime::new(&link);
     let (img, key, _) = volume(tmp.path());
-    assert_eq!(ok(rt.sc(&["status", "--json"])).trim(), "[]");
-    // Its owner (not root, not the user) may rename it away, mode 0755 or not.
-    sectorcrypt_testkit::run(Command::new("chown").args(["65534", s(&parent)]));
-    for args in [
-        vec!["status"],
-        vec!["close", "v"],
-        vec!["open", s(&img), "v", "--key-file", s(&key)],
-    ] {
-        let o = rt.sc(&args);
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert_eq!(code(&o), 2, "{args:?}: {err}");
-        assert!(
-            err.contains("which is owned by uid 65534, who could rename it away"),
-            "{args:?}: {err}"
+    let refused = |rt: &Runtime, by: &Path| {
+        let want = format!(
+            "is under {}, which is owned by uid 65534, who could rename it away",
+            by.display()
         );
-    }
-    sectorcrypt_testkit::run(Command::new("chown").args(["0", s(&parent)]));
+        for args in [
+            vec!["status"],
+            vec!["close", "v"],
+            vec!["open", s(&img), "v", "--key-file", s(&key)],
+        ] {
+            let o = rt.sc(&args);
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(code(&o), 2, "{args:?}: {err}");
+            assert!(err.contains(&want), "{args:?}: {err}");
+        }
+    };
+    let chown = |who: &str, p: &Path| {
+        sectorcrypt_testkit::run(Command::new("chown").args(["-h", who, s(p)]));
+    };
     assert_eq!(ok(rt.sc(&["status", "--json"])).trim(), "[]");
+    assert_eq!(ok(via_link.sc(&["status", "--json"])).trim(), "[]");
+    // Its parent's owner (not root, not the user) may rename it away, whatever the mode.
+    chown("65534", &mine);
+    refused(&rt, &mine);
+    chown("0", &mine);
+    // So may the owner of any directory further up.
+    chown("65534", &theirs);
+    refused(&rt, &theirs);
+    chown("0", &theirs);
+    // And whoever owns a link on the way may put another in its place.
+    chown("65534", &link);
+    refused(&via_link, &link);
+    chown("0", &link);
+    assert_eq!(ok(rt.sc(&["status", "--json"])).trim(), "[]");
+    assert_eq!(ok(via_link.sc(&["status", "--json"])).trim(), "[]");
 }
