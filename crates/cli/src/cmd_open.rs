@@ -17,7 +17,9 @@
 //!
 //! The volume is unlocked on a thread of its own while the main thread watches for
 //! SIGINT and SIGTERM ([`unlock_interruptibly`], used by `serve` too): a header whose key
-//! derivation is made to last for hours is abandoned at once, the name released.
+//! derivation is made to last for hours is abandoned at once, the name released. `open`
+//! itself passes a SIGINT or SIGTERM it gets before the entry is ready on to that process
+//! (`cmd_mount::background`), so stopping the command stops the unlock too.
 
 use crate::args::OpenArgs;
 use crate::args_open::{CloseArgs, NamedArgs, StatusArgs};

@@ -1220,3 +1220,64 @@ fn a_runtime_directory_under_a_directory_of_another_user_is_refused() {
     assert_eq!(ok(rt.sc(&["status", "--json"])).trim(), "[]");
     assert_eq!(ok(via_link.sc(&["status", "--json"])).trim(), "[]");
 }
+
+/// SIGKILL for a process id when dropped (a test's leftover, whatever happened).
+struct KillOnDrop(u64);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-KILL", &self.0.to_string()])
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+#[test]
+fn sigterm_to_open_itself_stops_its_process_during_key_derivation() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (img, key) = endless_kdf_volume(tmp.path());
+    let rt = Runtime::new(tmp.path());
+    let mut kids = Kids(Vec::new());
+    // As `timeout 60 sectorcrypt open ...` would: the signal reaches `open` alone, not
+    // its serving process.
+    kids.0.push(
+        Command::new(bin())
+            .args(["open", s(&img), "slow", "--key-file", s(&key)])
+            .env("SECTORCRYPT_RUNTIME_DIR", &rt.dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let entry = rt.dir.join("slow.json");
+    let t0 = std::time::Instant::now();
+    let pid = loop {
+        let e: Option<Value> = std::fs::read(&entry)
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok());
+        if let Some(pid) = e.and_then(|e| e["pid"].as_u64()) {
+            break pid;
+        }
+        assert!(t0.elapsed().as_secs() < 10, "no entry for slow");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let _serving = KillOnDrop(pid);
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    terminate(kids.0[0].id());
+    let t0 = std::time::Instant::now();
+    while std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| !c.is_empty()) {
+        assert!(
+            t0.elapsed().as_secs() < 5,
+            "open's serving process {pid} still unlocking 5 s after open was stopped"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let open = kids.0.pop().unwrap().wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&open.stderr);
+    assert_eq!(open.status.code(), Some(1), "{err}");
+    assert!(err.contains("stopped while unlocking"), "{err}");
+    assert!(err.contains("signal 15: opening stopped"), "{err}");
+    assert!(!entry.exists());
+}
