@@ -7,8 +7,9 @@
 //! process's /proc/PID/mountinfo is read, once per mount namespace, and mounts are matched
 //! by device number, so another device node for the same device counts), when a process
 //! has it open (/proc/PID/fd) or mapped (/proc/PID/maps), or when another loop device is
-//! attached to the file. Only what this process may read in /proc is seen: root sees
-//! everything.
+//! attached to the file. A FUSE disk file is recognised by its path and also by its
+//! device and inode through any other path on the same file system (a bind mount of it).
+//! Only what this process may read in /proc is seen: root sees everything.
 
 use std::collections::HashSet;
 use std::fs;
@@ -215,8 +216,10 @@ pub fn device_users(dev: &str) -> Vec<String> {
 }
 
 /// What is using the regular file `file` (a FUSE disk file), one phrase each: processes
-/// with it open or mapped, and loop devices other than `except` attached to it.
+/// with it open or mapped, and loop devices other than `except` attached to it; by its
+/// path, or by another path to the same file (a bind mount of it, or of its mount point).
 pub fn file_users(file: &Path, except: Option<&str>) -> Vec<String> {
+    let is_file = same_file_as(file);
     let mut found = Vec::new();
     if let Ok(list) = fs::read_dir("/sys/block") {
         for e in list.filter_map(Result::ok) {
@@ -226,19 +229,60 @@ pub fn file_users(file: &Path, except: Option<&str>) -> Vec<String> {
                 continue;
             }
             let backing = fs::read_to_string(e.path().join("loop/backing_file"));
-            if backing.is_ok_and(|b| Path::new(b.trim_end_matches('\n')) == file) {
+            if backing.is_ok_and(|b| is_file(Path::new(b.trim_end_matches('\n')))) {
                 found.push(format!("attached to {node}"));
             }
         }
     }
-    // By path: the disk file is reachable only through its mount point.
-    found.extend(opened_by(|_, target| target == file));
+    found.extend(opened_by(|_, target| is_file(target)));
     found
+}
+
+/// A test of whether a path (as this process's mount namespace sees it) names `file`, a
+/// file on a FUSE mount served by the caller's volume: the same path, or a path on a mount
+/// of the same file system (the same device number: a bind mount) with the same inode.
+/// Only paths on that file system are looked at (stat), so a hung network or FUSE file
+/// system elsewhere cannot stop the scan.
+fn same_file_as(file: &Path) -> impl Fn(&Path) -> bool + '_ {
+    let id = fs::metadata(file).ok().map(|m| (m.dev(), m.ino()));
+    let mounts = mounts_here();
+    move |path: &Path| {
+        if path == file {
+            return true;
+        }
+        let Some((dev, ino)) = id else {
+            return false;
+        };
+        // The mount the path is on: the last one listed with the longest matching point.
+        let on = mounts
+            .iter()
+            .filter(|m| path.starts_with(&m.point))
+            .max_by_key(|m| m.point.as_os_str().len());
+        on.is_some_and(|m| m.dev == dev_name(dev))
+            && fs::metadata(path).is_ok_and(|m| m.dev() == dev && m.ino() == ino)
+    }
+}
+
+/// A device number as mountinfo writes it ("MAJOR:MINOR", glibc's split of dev_t).
+fn dev_name(dev: u64) -> String {
+    let major = ((dev >> 32) & 0xffff_f000) | ((dev >> 8) & 0x0fff);
+    let minor = ((dev >> 12) & 0xffff_ff00) | (dev & 0x00ff);
+    format!("{major}:{minor}")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn device_numbers_are_written_as_mountinfo_does() {
+        let meta = fs::metadata("/proc/self/mountinfo").unwrap();
+        let own = mounts_here();
+        // /proc is mounted, and the file's device is that mount's.
+        let proc = own.iter().rfind(|m| m.point == Path::new("/proc")).unwrap();
+        assert_eq!(dev_name(meta.dev()), proc.dev);
+        assert_eq!(dev_name((259 << 8) | (0x1200 << 12) | 0x05), "259:4613");
+    }
 
     #[test]
     fn mountinfo_lines_are_parsed_with_escapes() {

@@ -1281,3 +1281,60 @@ fn sigterm_to_open_itself_stops_its_process_during_key_derivation() {
     assert!(err.contains("signal 15: opening stopped"), "{err}");
     assert!(!entry.exists());
 }
+
+#[test]
+fn close_refuses_while_the_disk_file_is_in_use_through_a_bind_mount() {
+    if let Some(why) = volumes::loop_unavailable(&["sleep"]) {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let mut rt = Runtime::new(tmp.path());
+    let (img, key, _) = volume(tmp.path());
+    let mp = std::fs::canonicalize(tmp.path()).unwrap().join("plain");
+    std::fs::create_dir(&mp).unwrap();
+    rt.open(&img, "bound", &key, &["--mount", s(&mp)]);
+    let disk = mp.join("disk");
+    // The disk file bound to another path, and used through it only.
+    let alias = tmp.path().join("alias");
+    std::fs::write(&alias, b"").unwrap();
+    sectorcrypt_testkit::run(Command::new("mount").arg("--bind").arg(&disk).arg(&alias));
+    struct Unbind(PathBuf);
+    impl Drop for Unbind {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+        }
+    }
+    let unbind = Unbind(alias.clone());
+    let mut kids = Kids(Vec::new());
+    kids.0.push(
+        Command::new("sleep")
+            .arg("60")
+            .stdin(std::fs::File::open(&alias).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    let held = kids.0[0].id();
+    let shown = disk.display().to_string();
+    close_refused(
+        &rt,
+        "bound",
+        &[&format!("{shown} is open in process {held} (sleep)")],
+    );
+    // A loop device attached through the other path.
+    drop(kids);
+    let other =
+        sectorcrypt_testkit::run_stdout(Command::new("losetup").args(["-f", "--show"]).arg(&alias));
+    let other = other.trim().to_string();
+    let refused = rt.sc(&["close", "bound"]);
+    let _ = Command::new("losetup").args(["-d", &other]).status();
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(code(&refused), 2, "{err}");
+    assert!(
+        err.contains(&format!("{shown} is attached to {other}")),
+        "{err}"
+    );
+    drop(unbind);
+    rt.close("bound");
+    assert!(!mounted(&mp));
+}
