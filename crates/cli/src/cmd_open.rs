@@ -394,6 +394,29 @@ fn unclaimed(name: &str, dev: &str) -> Result<(), Failure> {
     }
 }
 
+/// Sends SIGTERM to the process of `entry`, through a pidfd opened before its start time
+/// is checked again: the signal reaches that process and never one that was given its PID
+/// in between (plain kill(2) where the kernel has no pidfd). A process already gone is
+/// not an error: the caller's wait ends at once.
+fn terminate(name: &str, entry: &Value) -> Result<(), Failure> {
+    use rustix::process::{Pid, PidfdFlags, Signal};
+    let pid = state::pid(entry);
+    let target = Pid::from_raw(pid as i32)
+        .ok_or_else(|| Failure::runtime(format!("{name}: bad process id {pid}")))?;
+    let stopping = |e: rustix::io::Errno| Failure::runtime(format!("stopping process {pid}: {e}"));
+    match rustix::process::pidfd_open(target, PidfdFlags::empty()) {
+        Ok(pidfd) if alive(entry) => {
+            rustix::process::pidfd_send_signal(&pidfd, Signal::TERM).map_err(stopping)
+        }
+        Ok(_) | Err(rustix::io::Errno::SRCH) => Ok(()),
+        Err(rustix::io::Errno::NOSYS) if alive(entry) => {
+            rustix::process::kill_process(target, Signal::TERM).map_err(stopping)
+        }
+        Err(rustix::io::Errno::NOSYS) => Ok(()),
+        Err(e) => Err(stopping(e)),
+    }
+}
+
 pub fn close(a: CloseArgs) -> Result<(), Failure> {
     state::check_name(&a.name)?;
     let dir = state::runtime_dir()?;
@@ -438,10 +461,7 @@ pub fn close(a: CloseArgs) -> Result<(), Failure> {
                 .map_err(|e| Failure::runtime(format!("detaching {dev}: {e}")))?;
         }
     }
-    let target = rustix::process::Pid::from_raw(pid as i32)
-        .ok_or_else(|| Failure::runtime(format!("{}: bad process id {pid}", a.name)))?;
-    rustix::process::kill_process(target, rustix::process::Signal::TERM)
-        .map_err(|e| Failure::runtime(format!("stopping process {pid}: {e}")))?;
+    terminate(&a.name, &entry)?;
     let until = Instant::now() + CLOSE_WAIT;
     while alive(&entry) {
         if Instant::now() > until {
