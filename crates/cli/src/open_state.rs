@@ -360,8 +360,9 @@ pub fn names(dir: &Path) -> Vec<String> {
 
 /// Undoes what a dead process left behind for `name`: its FUSE mount (detached lazily:
 /// its server is gone) and the loop device on it, its private mount point, socket and
-/// entry (while the entry is still `entry`: one that replaced it is left alone). A mount is touched only when it is a sectorcrypt FUSE mount whose server is
-/// gone, a loop device only while it is attached to that mount's disk file.
+/// entry (while the entry is still `entry`: one that replaced it is left alone). A mount
+/// is touched only when it is a sectorcrypt FUSE mount whose server is gone, a loop device
+/// only while it is attached to that mount's disk file.
 pub fn clean_stale(dir: &Path, name: &str, entry: &Value) {
     if let Some(mp) = entry["mount"].as_str().map(Path::new) {
         if dead_fuse_mount(mp) {
