@@ -2,14 +2,15 @@
 //! late: for `close`, which must not pull a loop device or a FUSE file from under a file
 //! system or a process (acknowledged writes would be lost).
 //!
-//! A device is busy when the kernel lists holders of it (/sys/block/DEV/holders: a
-//! device-mapper or md device on top), when a file system on it is mounted anywhere (every
-//! process's /proc/PID/mountinfo is read, once per mount namespace, and mounts are matched
-//! by device number, so another device node for the same device counts), when a process
-//! has it open (/proc/PID/fd) or mapped (/proc/PID/maps), or when another loop device is
-//! attached to the file. A FUSE disk file is recognised by its path and also by its
-//! device and inode through any other path on the same file system (a bind mount of it).
-//! Only what this process may read in /proc is seen: root sees everything.
+//! A device is busy when it or one of its partitions is; that is when the kernel lists
+//! holders of it (/sys/block/DEV/holders: a device-mapper or md device on top), when a file
+//! system on it is mounted anywhere (every process's /proc/PID/mountinfo is read, once per
+//! mount namespace, and mounts are matched by device number, so another device node for the
+//! same device counts), when a process has it open (/proc/PID/fd) or mapped
+//! (/proc/PID/maps), or when another loop device is attached to the file. A FUSE disk file
+//! is recognised by its path and also by its device and inode through any other path on the
+//! same file system (a bind mount of it). Only what this process may read in /proc is seen:
+//! root sees everything.
 
 use std::collections::HashSet;
 use std::fs;
@@ -175,42 +176,61 @@ fn unescape_maps(path: &str) -> PathBuf {
     PathBuf::from(path.replace("\\012", "\n"))
 }
 
-/// What is using the block device `dev` (such as /dev/loop3), one phrase each; empty
-/// when nothing is.
+/// What is using the block device `dev` (such as /dev/loop3), or any of its partitions
+/// (/dev/loop3p1, made by `partx -a` or a partition scan), one phrase each; empty when
+/// nothing is.
 pub fn device_users(dev: &str) -> Vec<String> {
     let Some(base) = Path::new(dev).file_name().and_then(|b| b.to_str()) else {
         return Vec::new();
     };
     let sys = Path::new("/sys/block").join(base);
-    let mut found = Vec::new();
-    if let Ok(list) = fs::read_dir(sys.join("holders")) {
-        for h in list.filter_map(Result::ok) {
-            found.push(format!(
-                "held by /dev/{}",
-                crate::escape::printable(&h.file_name().to_string_lossy())
-            ));
+    // The device itself, then each partition (a directory of its own with a `partition`
+    // file): whoever uses a partition uses the device.
+    let mut parts = vec![(String::new(), sys.clone())];
+    if let Ok(list) = fs::read_dir(&sys) {
+        for e in list.filter_map(Result::ok) {
+            if e.path().join("partition").exists() {
+                let node = format!("/dev/{}", e.file_name().to_string_lossy());
+                let via = format!(
+                    ", through its partition {}",
+                    crate::escape::printable(&node)
+                );
+                parts.push((via, e.path()));
+            }
         }
     }
-    if let Ok(num) = fs::read_to_string(sys.join("dev")) {
-        found.extend(mounts_of(num.trim()));
-    }
-    if let Ok(rdev) = fs::metadata(dev).map(|m| m.rdev()) {
-        // A device node may be anywhere (mknod); files on FUSE and network file systems
-        // are not looked at, since stat() there could hang on a stuck server.
-        let remote: Vec<PathBuf> = mounts_here()
-            .into_iter()
-            .filter(|m| {
-                ["fuse", "nfs", "cifs", "smb", "9p", "ceph"]
-                    .iter()
-                    .any(|t| m.fstype.starts_with(t))
-            })
-            .map(|m| m.point)
-            .collect();
-        found.extend(opened_by(|fd, target| {
+    // A device node may be anywhere (mknod); files on FUSE and network file systems are
+    // not looked at, since stat() there could hang on a stuck server.
+    let remote: Vec<PathBuf> = mounts_here()
+        .into_iter()
+        .filter(|m| {
+            ["fuse", "nfs", "cifs", "smb", "9p", "ceph"]
+                .iter()
+                .any(|t| m.fstype.starts_with(t))
+        })
+        .map(|m| m.point)
+        .collect();
+    let mut found = Vec::new();
+    for (via, dir) in &parts {
+        if let Ok(list) = fs::read_dir(dir.join("holders")) {
+            for h in list.filter_map(Result::ok) {
+                found.push(format!(
+                    "held by /dev/{}{via}",
+                    crate::escape::printable(&h.file_name().to_string_lossy())
+                ));
+            }
+        }
+        let Ok(num) = fs::read_to_string(dir.join("dev")) else {
+            continue;
+        };
+        let num = num.trim();
+        found.extend(mounts_of(num).into_iter().map(|m| format!("{m}{via}")));
+        let users = opened_by(|fd, target| {
             !remote.iter().any(|r| target.starts_with(r))
                 && fs::metadata(fd)
-                    .is_ok_and(|m| m.file_type().is_block_device() && m.rdev() == rdev)
-        }));
+                    .is_ok_and(|m| m.file_type().is_block_device() && dev_name(m.rdev()) == num)
+        });
+        found.extend(users.into_iter().map(|u| format!("{u}{via}")));
     }
     found
 }

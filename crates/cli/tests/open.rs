@@ -1,16 +1,17 @@
 //! `sectorcrypt open IMAGE NAME`, `status [NAME]` and `close NAME`: the NBD export read by
-//! libnbd's nbdinfo and nbdcopy against `sectorcrypt read`, status as text and JSON, a
-//! NAME in use or malformed refused, a stale entry (its process killed) cleaned up, and
-//! ext4 on the loop device of `open --loop` surviving close and open. And what must not be
-//! trusted: close refusing while the loop device or disk file is used anywhere (another
-//! mount namespace, another device node, an open descriptor, a mapping, another loop
-//! device), SIGTERM stopping serve and open during an endless key derivation (a remote
-//! image's URI shown without its password) or at the prompt (the terminal given back),
-//! processes told apart by start time not arguments, a runtime directory others can write
-//! (or in a directory of another user's) refused, planted links and entries neither
-//! followed nor obeyed, a bad entry named while the others are listed, and NAME's
-//! character set with status printing no control character. Every run uses a temporary
-//! runtime directory (SECTORCRYPT_RUNTIME_DIR), never the real one.
+//! libnbd's nbdinfo and nbdcopy against `sectorcrypt read`, status as text and JSON, a NAME
+//! in use or malformed refused, a stale entry (its process killed) cleaned up, and ext4 on
+//! the loop device of `open --loop` surviving close and open. And what must not be trusted:
+//! close refusing while the loop device or disk file is used anywhere (another mount
+//! namespace, another device node, an open descriptor, a mapping, a partition, another loop
+//! device, a bind mount of the disk file), SIGTERM stopping serve, open and its serving
+//! process during an endless key derivation (a remote image's URI shown without its
+//! password) or at the prompt (the terminal given back), processes told apart by start time
+//! not arguments, a runtime directory others can write (or under a directory or link of
+//! another user's) refused, planted links and entries neither followed nor obeyed, a bad
+//! entry named while the others are listed, and NAME's character set with status printing
+//! no control character. Every run uses a temporary runtime directory
+//! (SECTORCRYPT_RUNTIME_DIR), never the real one.
 
 mod support;
 #[path = "support/volumes.rs"]
@@ -1337,4 +1338,73 @@ fn close_refuses_while_the_disk_file_is_in_use_through_a_bind_mount() {
     drop(unbind);
     rt.close("bound");
     assert!(!mounted(&mp));
+}
+
+#[test]
+fn close_refuses_while_a_partition_of_the_loop_device_is_in_use() {
+    if let Some(why) = volumes::loop_unavailable(&["partx", "mknod", "sleep"]) {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let mut rt = Runtime::new(tmp.path());
+    let (img, key, _) = volume(tmp.path());
+    let out = rt.open(&img, "parted", &key, &["--loop"]);
+    let dev = out[1].clone();
+    // An MBR with one partition (sectors 2048..6144), added by partx.
+    let mut mbr = vec![0u8; 512];
+    mbr[446 + 4] = 0x83;
+    mbr[446 + 8..446 + 12].copy_from_slice(&2048u32.to_le_bytes());
+    mbr[446 + 12..446 + 16].copy_from_slice(&4096u32.to_le_bytes());
+    mbr[510..].copy_from_slice(&[0x55, 0xaa]);
+    {
+        use std::io::Write;
+        let mut d = std::fs::OpenOptions::new().write(true).open(&dev).unwrap();
+        d.write_all(&mbr).unwrap();
+        d.sync_all().unwrap();
+    }
+    sectorcrypt_testkit::run(Command::new("partx").args(["-a", &dev]));
+    struct Unpart(String);
+    impl Drop for Unpart {
+        fn drop(&mut self) {
+            let _ = Command::new("partx")
+                .args(["-d", &self.0])
+                .stderr(Stdio::null())
+                .status();
+        }
+    }
+    let _unpart = Unpart(dev.clone());
+    let base = Path::new(&dev)
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_string();
+    let part = format!("{base}p1");
+    let num = std::fs::read_to_string(format!("/sys/block/{base}/{part}/dev")).unwrap();
+    let (major, minor) = num.trim().split_once(':').unwrap();
+    // Its own node (whether or not /dev has one), held open by a process.
+    let node = tmp.path().join("p1");
+    sectorcrypt_testkit::run(Command::new("mknod").arg(&node).args(["b", major, minor]));
+    let mut kids = Kids(Vec::new());
+    kids.0.push(
+        Command::new("sleep")
+            .arg("60")
+            .stdin(std::fs::File::open(&node).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    let held = kids.0[0].id();
+    close_refused(
+        &rt,
+        "parted",
+        &[&format!(
+            "{dev} is open in process {held} (sleep), through its partition /dev/{part}"
+        )],
+    );
+    drop(kids);
+    // Partitions added by partx outlive the loop device's detaching: removed first.
+    sectorcrypt_testkit::run(Command::new("partx").args(["-d", &dev]));
+    rt.close("parted");
+    assert!(!loop_under(&rt.dir), "a loop device is still attached");
 }
