@@ -139,6 +139,7 @@ impl Drop for Served {
         if let (Some(dev), Some((mp, _))) = (self.loop_dev.take(), &self.mount) {
             // `close` detached it already; otherwise (a signal, a failure) do it here.
             if is_our_loop(&dev, mp) {
+                drop_partitions(&dev);
                 if let Err(e) = run_tool(Command::new("losetup").arg("-d").arg(&dev)) {
                     log(format_args!("detaching {dev}: {e}"));
                 }
@@ -159,6 +160,24 @@ fn is_our_loop(dev: &str, mp: &Path) -> bool {
     let disk = mp.join("disk");
     state::loop_backing(dev)
         .is_some_and(|f| f.to_string_lossy().starts_with(&*disk.to_string_lossy()))
+}
+
+/// Removes the partitions the kernel was told of on the loop device `dev` (`partx -a`):
+/// they outlive its detaching, and would show the next file attached to it at their old
+/// offsets. A partition in use stays (only `close --force` gets here with one), logged.
+fn drop_partitions(dev: &str) {
+    let Some(base) = Path::new(dev).file_name().and_then(|b| b.to_str()) else {
+        return;
+    };
+    let any = std::fs::read_dir(Path::new("/sys/block").join(base)).is_ok_and(|list| {
+        list.filter_map(Result::ok)
+            .any(|e| e.path().join("partition").exists())
+    });
+    if any {
+        if let Err(e) = run_tool(Command::new("partx").args(["-d", dev])) {
+            log(format_args!("removing the partitions of {dev}: {e}"));
+        }
+    }
 }
 
 /// Unmounts the disk file (lazily when it is busy) and lets its session finish, which
@@ -457,6 +476,7 @@ pub fn close(a: CloseArgs) -> Result<(), Failure> {
     }
     if let (Some(dev), Some(mp)) = (entry["loop"].as_str(), entry["mount"].as_str()) {
         if is_our_loop(dev, Path::new(mp)) {
+            drop_partitions(dev);
             run_tool(Command::new("losetup").arg("-d").arg(dev))
                 .map_err(|e| Failure::runtime(format!("detaching {dev}: {e}")))?;
         }
