@@ -23,9 +23,10 @@ file (--mount) and the loop device (--loop). RUNTIME/NAME.json records what is o
 `close NAME` detaches the loop device, unmounts, stops the server (which flushes) and
 removes it; it refuses while the loop device or the disk file is in use anywhere (a file
 system mounted on it in any mount namespace, a device stacked on it, a process with it
-open). An entry whose process died is cleaned up by the next open, close or status.
-RUNTIME must be a directory of your own that no other user can write, or open, close and
-status refuse it. SIGINT or SIGTERM stops an open that is still unlocking.
+open or mapped). An entry whose process died is cleaned up by the next open, close or
+status. RUNTIME must be a directory of your own that no other user can write or rename
+(nor any directory above it), or open, close and status refuse it. SIGINT or SIGTERM
+stops an open that is still unlocking.
 NAME: 1 to 64 of the characters A-Z a-z 0-9 . _ -, not starting with '.' or '-'.";
 
 /// `sectorcrypt open IMAGE NAME`: what follows IMAGE and the ways to unlock it.
@@ -55,9 +56,9 @@ pub struct CloseArgs {
     #[arg(value_name = "NAME")]
     pub name: String,
     /// Close even while the volume is in use (a file system mounted on its loop device,
-    /// a process holding it open): the loop device and the disk file are pulled from
-    /// under their users, and a file system on them gets I/O errors and loses the writes
-    /// it has acknowledged but not yet written back.
+    /// a process holding it open or mapped): the loop device and the disk file are pulled
+    /// from under their users, and a file system on them gets I/O errors and loses the
+    /// writes it has acknowledged but not yet written back.
     #[arg(long)]
     pub force: bool,
 }

@@ -2,12 +2,15 @@
 //! late: for `close`, which must not pull a loop device or a FUSE file from under a file
 //! system or a process (acknowledged writes would be lost).
 //!
-//! A device is busy when the kernel lists holders of it (/sys/block/DEV/holders: a
-//! device-mapper or md device on top), when a file system on it is mounted anywhere (every
-//! process's /proc/PID/mountinfo is read, once per mount namespace, and mounts are matched
-//! by device number, so another device node for the same device counts), when a process
-//! has it open (/proc/PID/fd), or when another loop device is attached to the file. Only
-//! what this process may read in /proc is seen: root sees everything.
+//! A device is busy when it or one of its partitions is; that is when the kernel lists
+//! holders of it (/sys/block/DEV/holders: a device-mapper or md device on top), when a file
+//! system on it is mounted anywhere (every process's /proc/PID/mountinfo is read, once per
+//! mount namespace, and mounts are matched by device number, so another device node for the
+//! same device counts), when a process has it open (/proc/PID/fd) or mapped
+//! (/proc/PID/maps), or when another loop device is attached to the file. A FUSE disk file
+//! is recognised by its path and also by its device and inode through any other path on the
+//! same file system (a bind mount of it). Only what this process may read in /proc is seen:
+//! root sees everything.
 
 use std::collections::HashSet;
 use std::fs;
@@ -122,70 +125,121 @@ fn mounts_of(dev: &str) -> Vec<String> {
     found
 }
 
-/// The processes (other than this one) with an open descriptor for which `is_it` holds;
-/// `is_it` is given the descriptor's path in /proc and the file it names.
+/// The processes (other than this one) with an open descriptor or a memory mapping for
+/// which `is_it` holds; `is_it` is given a path to stat (the descriptor's in /proc, or the
+/// mapped file's) and the file it names. A mapping holds the file as a descriptor does
+/// (`umount` says busy), and outlives the descriptor it was made with.
 fn opened_by(is_it: impl Fn(&Path, &Path) -> bool) -> Vec<String> {
     let me = std::process::id();
     let mut found = Vec::new();
     for pid in pids().into_iter().filter(|&p| p != me) {
-        let Ok(fds) = fs::read_dir(format!("/proc/{pid}/fd")) else {
-            continue;
-        };
-        let hit = fds.filter_map(Result::ok).any(|e| {
-            let fd = e.path();
-            // Sockets, pipes and anonymous files name no path.
-            fs::read_link(&fd).is_ok_and(|target| target.is_absolute() && is_it(&fd, &target))
+        let open = fs::read_dir(format!("/proc/{pid}/fd")).is_ok_and(|fds| {
+            fds.filter_map(Result::ok).any(|e| {
+                let fd = e.path();
+                // Sockets, pipes and anonymous files name no path.
+                fs::read_link(&fd).is_ok_and(|target| target.is_absolute() && is_it(&fd, &target))
+            })
         });
-        if hit {
+        if open {
             found.push(format!("open in {}", process(pid)));
+        } else if mapped_files(pid).iter().any(|f| is_it(f, f)) {
+            found.push(format!("mapped in {}", process(pid)));
         }
     }
     found
 }
 
-/// What is using the block device `dev` (such as /dev/loop3), one phrase each; empty
-/// when nothing is.
+/// The files process `pid` has mapped (/proc/PID/maps), each once.
+fn mapped_files(pid: u32) -> Vec<PathBuf> {
+    let Ok(maps) = fs::read_to_string(format!("/proc/{pid}/maps")) else {
+        return Vec::new();
+    };
+    let mut seen = HashSet::new();
+    maps.lines()
+        // ADDRESS PERMS OFFSET DEV INODE PATH: the path is all after the fifth field; an
+        // anonymous mapping has none, a special one ("[heap]") is no path.
+        .filter_map(|l| {
+            let mut rest = l;
+            for _ in 0..5 {
+                rest = rest.trim_start().split_once(' ')?.1;
+            }
+            let path = rest.trim_start();
+            path.starts_with('/').then(|| unescape_maps(path))
+        })
+        .filter(|p| seen.insert(p.clone()))
+        .collect()
+}
+
+/// A path as /proc/PID/maps shows it: a newline in it is written `\012`, and a deleted
+/// file's ends in " (deleted)" (kept, so that it matches no live file).
+fn unescape_maps(path: &str) -> PathBuf {
+    PathBuf::from(path.replace("\\012", "\n"))
+}
+
+/// What is using the block device `dev` (such as /dev/loop3), or any of its partitions
+/// (/dev/loop3p1, made by `partx -a` or a partition scan), one phrase each; empty when
+/// nothing is.
 pub fn device_users(dev: &str) -> Vec<String> {
     let Some(base) = Path::new(dev).file_name().and_then(|b| b.to_str()) else {
         return Vec::new();
     };
     let sys = Path::new("/sys/block").join(base);
-    let mut found = Vec::new();
-    if let Ok(list) = fs::read_dir(sys.join("holders")) {
-        for h in list.filter_map(Result::ok) {
-            found.push(format!(
-                "held by /dev/{}",
-                crate::escape::printable(&h.file_name().to_string_lossy())
-            ));
+    // The device itself, then each partition (a directory of its own with a `partition`
+    // file): whoever uses a partition uses the device.
+    let mut parts = vec![(String::new(), sys.clone())];
+    if let Ok(list) = fs::read_dir(&sys) {
+        for e in list.filter_map(Result::ok) {
+            if e.path().join("partition").exists() {
+                let node = format!("/dev/{}", e.file_name().to_string_lossy());
+                let via = format!(
+                    ", through its partition {}",
+                    crate::escape::printable(&node)
+                );
+                parts.push((via, e.path()));
+            }
         }
     }
-    if let Ok(num) = fs::read_to_string(sys.join("dev")) {
-        found.extend(mounts_of(num.trim()));
-    }
-    if let Ok(rdev) = fs::metadata(dev).map(|m| m.rdev()) {
-        // A device node may be anywhere (mknod); files on FUSE and network file systems
-        // are not looked at, since stat() there could hang on a stuck server.
-        let remote: Vec<PathBuf> = mounts_here()
-            .into_iter()
-            .filter(|m| {
-                ["fuse", "nfs", "cifs", "smb", "9p", "ceph"]
-                    .iter()
-                    .any(|t| m.fstype.starts_with(t))
-            })
-            .map(|m| m.point)
-            .collect();
-        found.extend(opened_by(|fd, target| {
+    // A device node may be anywhere (mknod); files on FUSE and network file systems are
+    // not looked at, since stat() there could hang on a stuck server.
+    let remote: Vec<PathBuf> = mounts_here()
+        .into_iter()
+        .filter(|m| {
+            ["fuse", "nfs", "cifs", "smb", "9p", "ceph"]
+                .iter()
+                .any(|t| m.fstype.starts_with(t))
+        })
+        .map(|m| m.point)
+        .collect();
+    let mut found = Vec::new();
+    for (via, dir) in &parts {
+        if let Ok(list) = fs::read_dir(dir.join("holders")) {
+            for h in list.filter_map(Result::ok) {
+                found.push(format!(
+                    "held by /dev/{}{via}",
+                    crate::escape::printable(&h.file_name().to_string_lossy())
+                ));
+            }
+        }
+        let Ok(num) = fs::read_to_string(dir.join("dev")) else {
+            continue;
+        };
+        let num = num.trim();
+        found.extend(mounts_of(num).into_iter().map(|m| format!("{m}{via}")));
+        let users = opened_by(|fd, target| {
             !remote.iter().any(|r| target.starts_with(r))
                 && fs::metadata(fd)
-                    .is_ok_and(|m| m.file_type().is_block_device() && m.rdev() == rdev)
-        }));
+                    .is_ok_and(|m| m.file_type().is_block_device() && dev_name(m.rdev()) == num)
+        });
+        found.extend(users.into_iter().map(|u| format!("{u}{via}")));
     }
     found
 }
 
 /// What is using the regular file `file` (a FUSE disk file), one phrase each: processes
-/// with it open, and loop devices other than `except` attached to it.
+/// with it open or mapped, and loop devices other than `except` attached to it; by its
+/// path, or by another path to the same file (a bind mount of it, or of its mount point).
 pub fn file_users(file: &Path, except: Option<&str>) -> Vec<String> {
+    let is_file = same_file_as(file);
     let mut found = Vec::new();
     if let Ok(list) = fs::read_dir("/sys/block") {
         for e in list.filter_map(Result::ok) {
@@ -195,19 +249,60 @@ pub fn file_users(file: &Path, except: Option<&str>) -> Vec<String> {
                 continue;
             }
             let backing = fs::read_to_string(e.path().join("loop/backing_file"));
-            if backing.is_ok_and(|b| Path::new(b.trim_end_matches('\n')) == file) {
+            if backing.is_ok_and(|b| is_file(Path::new(b.trim_end_matches('\n')))) {
                 found.push(format!("attached to {node}"));
             }
         }
     }
-    // By path: the disk file is reachable only through its mount point.
-    found.extend(opened_by(|_, target| target == file));
+    found.extend(opened_by(|_, target| is_file(target)));
     found
+}
+
+/// A test of whether a path (as this process's mount namespace sees it) names `file`, a
+/// file on a FUSE mount served by the caller's volume: the same path, or a path on a mount
+/// of the same file system (the same device number: a bind mount) with the same inode.
+/// Only paths on that file system are looked at (stat), so a hung network or FUSE file
+/// system elsewhere cannot stop the scan.
+fn same_file_as(file: &Path) -> impl Fn(&Path) -> bool + '_ {
+    let id = fs::metadata(file).ok().map(|m| (m.dev(), m.ino()));
+    let mounts = mounts_here();
+    move |path: &Path| {
+        if path == file {
+            return true;
+        }
+        let Some((dev, ino)) = id else {
+            return false;
+        };
+        // The mount the path is on: the last one listed with the longest matching point.
+        let on = mounts
+            .iter()
+            .filter(|m| path.starts_with(&m.point))
+            .max_by_key(|m| m.point.as_os_str().len());
+        on.is_some_and(|m| m.dev == dev_name(dev))
+            && fs::metadata(path).is_ok_and(|m| m.dev() == dev && m.ino() == ino)
+    }
+}
+
+/// A device number as mountinfo writes it ("MAJOR:MINOR", glibc's split of dev_t).
+fn dev_name(dev: u64) -> String {
+    let major = ((dev >> 32) & 0xffff_f000) | ((dev >> 8) & 0x0fff);
+    let minor = ((dev >> 12) & 0xffff_ff00) | (dev & 0x00ff);
+    format!("{major}:{minor}")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn device_numbers_are_written_as_mountinfo_does() {
+        let meta = fs::metadata("/proc/self/mountinfo").unwrap();
+        let own = mounts_here();
+        // /proc is mounted, and the file's device is that mount's.
+        let proc = own.iter().rfind(|m| m.point == Path::new("/proc")).unwrap();
+        assert_eq!(dev_name(meta.dev()), proc.dev);
+        assert_eq!(dev_name((259 << 8) | (0x1200 << 12) | 0x05), "259:4613");
+    }
 
     #[test]
     fn mountinfo_lines_are_parsed_with_escapes() {

@@ -420,10 +420,16 @@ pub fn run(a: MountArgs) -> Result<(), Failure> {
 /// Starts this command again with `--foreground` and returns once `ready(child's pid)`
 /// holds (`what` is waited for, as error messages name it). The child's stderr comes
 /// through a pipe relayed here until then, so a caller capturing our output is not left
-/// waiting for the serving process to end.
+/// waiting for the serving process to end. SIGINT or SIGTERM until then is passed on to
+/// the child as SIGTERM and waited for (at most [`STOP_WAIT`], then SIGKILL): a child
+/// deriving a key that a hostile header makes last for hours does not run on unseen after
+/// the command was stopped.
 pub fn background(what: &str, ready: impl Fn(u32) -> bool) -> Result<(), Failure> {
     let exe = std::env::current_exe()
         .map_err(|e| Failure::runtime(format!("cannot find this program: {e}")))?;
+    // Caught before the child exists, so that no stop goes unseen.
+    let mut signals = Signals::new([SIGINT, SIGTERM])
+        .map_err(|e| Failure::runtime(format!("cannot catch signals: {e}")))?;
     let mut child = Command::new(exe)
         .args(std::env::args_os().skip(1))
         .arg("--foreground")
@@ -456,8 +462,38 @@ pub fn background(what: &str, ready: impl Fn(u32) -> bool) -> Result<(), Failure
             };
             return Err(Failure::from_exit_code(status.code(), msg));
         }
+        if let Some(sig) = signals.pending().next() {
+            stop_child(&mut child, what);
+            if let Some(relay) = relay {
+                let _ = relay.join();
+            }
+            return Err(Failure::runtime(format!("signal {sig}: {what} stopped")));
+        }
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// How long a background child stopped before it was ready may take to end.
+const STOP_WAIT: Duration = Duration::from_secs(30);
+
+/// Sends SIGTERM to `child` and waits for it to end, sending SIGKILL after [`STOP_WAIT`].
+fn stop_child(child: &mut std::process::Child, what: &str) {
+    let pid = rustix::process::Pid::from_child(child);
+    let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+    let until = std::time::Instant::now() + STOP_WAIT;
+    while std::time::Instant::now() < until {
+        if !matches!(child.try_wait(), Ok(None)) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    log(format_args!(
+        "{what}'s process {} ignored SIGTERM for {} s: killing it",
+        child.id(),
+        STOP_WAIT.as_secs()
+    ));
+    let _ = child.kill();
+    let _ = child.wait();
 }
 
 /// Unmounts with fusermount3 (fusermount, then umount(8) as fallbacks).

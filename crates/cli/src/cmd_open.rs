@@ -11,13 +11,15 @@
 //! way out it detaches the loop device, unmounts (the file system's end flushes), stops the
 //! server, flushes and removes its entry; a failure half-way undoes what was set up.
 //! `close` refuses while the loop device or the disk file is in use anywhere (`busy`:
-//! holders, mounts in any mount namespace, open descriptors), unless `--force`; then it
-//! detaches the loop device itself so that an error reaches the user, signals the process
-//! and waits for it.
+//! holders, mounts in any mount namespace, open descriptors, mappings), unless `--force`;
+//! then it detaches the loop device itself so that an error reaches the user, signals the
+//! process and waits for it.
 //!
 //! The volume is unlocked on a thread of its own while the main thread watches for
 //! SIGINT and SIGTERM ([`unlock_interruptibly`], used by `serve` too): a header whose key
-//! derivation is made to last for hours is abandoned at once, the name released.
+//! derivation is made to last for hours is abandoned at once, the name released. `open`
+//! itself passes a SIGINT or SIGTERM it gets before the entry is ready on to that process
+//! (`cmd_mount::background`), so stopping the command stops the unlock too.
 
 use crate::args::OpenArgs;
 use crate::args_open::{CloseArgs, NamedArgs, StatusArgs};
@@ -137,6 +139,7 @@ impl Drop for Served {
         if let (Some(dev), Some((mp, _))) = (self.loop_dev.take(), &self.mount) {
             // `close` detached it already; otherwise (a signal, a failure) do it here.
             if is_our_loop(&dev, mp) {
+                drop_partitions(&dev);
                 if let Err(e) = run_tool(Command::new("losetup").arg("-d").arg(&dev)) {
                     log(format_args!("detaching {dev}: {e}"));
                 }
@@ -157,6 +160,24 @@ fn is_our_loop(dev: &str, mp: &Path) -> bool {
     let disk = mp.join("disk");
     state::loop_backing(dev)
         .is_some_and(|f| f.to_string_lossy().starts_with(&*disk.to_string_lossy()))
+}
+
+/// Removes the partitions the kernel was told of on the loop device `dev` (`partx -a`):
+/// they outlive its detaching, and would show the next file attached to it at their old
+/// offsets. A partition in use stays (only `close --force` gets here with one), logged.
+fn drop_partitions(dev: &str) {
+    let Some(base) = Path::new(dev).file_name().and_then(|b| b.to_str()) else {
+        return;
+    };
+    let any = std::fs::read_dir(Path::new("/sys/block").join(base)).is_ok_and(|list| {
+        list.filter_map(Result::ok)
+            .any(|e| e.path().join("partition").exists())
+    });
+    if any {
+        if let Err(e) = run_tool(Command::new("partx").args(["-d", dev])) {
+            log(format_args!("removing the partitions of {dev}: {e}"));
+        }
+    }
 }
 
 /// Unmounts the disk file (lazily when it is busy) and lets its session finish, which
@@ -305,7 +326,7 @@ pub fn unlock_interruptibly(
             crate::passphrase::restore_terminal();
             return Err(Failure::runtime(format!(
                 "signal {sig}: stopped while unlocking {} (the key derivation was abandoned)",
-                volume.image.display()
+                crate::locator::redacted(&volume.image)
             )));
         }
     }
@@ -392,6 +413,29 @@ fn unclaimed(name: &str, dev: &str) -> Result<(), Failure> {
     }
 }
 
+/// Sends SIGTERM to the process of `entry`, through a pidfd opened before its start time
+/// is checked again: the signal reaches that process and never one that was given its PID
+/// in between (plain kill(2) where the kernel has no pidfd). A process already gone is
+/// not an error: the caller's wait ends at once.
+fn terminate(name: &str, entry: &Value) -> Result<(), Failure> {
+    use rustix::process::{Pid, PidfdFlags, Signal};
+    let pid = state::pid(entry);
+    let target = Pid::from_raw(pid as i32)
+        .ok_or_else(|| Failure::runtime(format!("{name}: bad process id {pid}")))?;
+    let stopping = |e: rustix::io::Errno| Failure::runtime(format!("stopping process {pid}: {e}"));
+    match rustix::process::pidfd_open(target, PidfdFlags::empty()) {
+        Ok(pidfd) if alive(entry) => {
+            rustix::process::pidfd_send_signal(&pidfd, Signal::TERM).map_err(stopping)
+        }
+        Ok(_) | Err(rustix::io::Errno::SRCH) => Ok(()),
+        Err(rustix::io::Errno::NOSYS) if alive(entry) => {
+            rustix::process::kill_process(target, Signal::TERM).map_err(stopping)
+        }
+        Err(rustix::io::Errno::NOSYS) => Ok(()),
+        Err(e) => Err(stopping(e)),
+    }
+}
+
 pub fn close(a: CloseArgs) -> Result<(), Failure> {
     state::check_name(&a.name)?;
     let dir = state::runtime_dir()?;
@@ -432,14 +476,12 @@ pub fn close(a: CloseArgs) -> Result<(), Failure> {
     }
     if let (Some(dev), Some(mp)) = (entry["loop"].as_str(), entry["mount"].as_str()) {
         if is_our_loop(dev, Path::new(mp)) {
+            drop_partitions(dev);
             run_tool(Command::new("losetup").arg("-d").arg(dev))
                 .map_err(|e| Failure::runtime(format!("detaching {dev}: {e}")))?;
         }
     }
-    let target = rustix::process::Pid::from_raw(pid as i32)
-        .ok_or_else(|| Failure::runtime(format!("{}: bad process id {pid}", a.name)))?;
-    rustix::process::kill_process(target, rustix::process::Signal::TERM)
-        .map_err(|e| Failure::runtime(format!("stopping process {pid}: {e}")))?;
+    terminate(&a.name, &entry)?;
     let until = Instant::now() + CLOSE_WAIT;
     while alive(&entry) {
         if Instant::now() > until {

@@ -5,7 +5,8 @@
 //!
 //! Nothing in RUNTIME is trusted blindly:
 //! - RUNTIME must be a directory (not a symbolic link) owned by the user and writable by
-//!   no one else, in a parent that others cannot rename it out of; otherwise `open`,
+//!   no one else, under directories that others cannot rename it out of (each owned by
+//!   the user or root, writable by others only with the sticky bit); otherwise `open`,
 //!   `close` and `status` refuse, since anyone who can write it could plant entries,
 //!   sockets and symbolic links.
 //! - Entries are written to a new temporary file (`O_CREAT|O_EXCL|O_NOFOLLOW`, so a
@@ -69,8 +70,9 @@ pub fn create_runtime_dir(dir: &Path) -> Result<(), Failure> {
 
 /// Whether the runtime directory exists (false: nothing is open), refusing one that
 /// another user could write: it must be a directory of the user's (not a link), writable
-/// by neither group nor others, and its parent must not let others rename it (writable by
-/// group or others only with the sticky bit, as /tmp).
+/// by neither group nor others, and no directory above it (as written, links included,
+/// and as resolved) may let others rename it: each is owned by the user or root, writable
+/// by group or others only with the sticky bit (as /tmp).
 pub fn existing_runtime_dir(dir: &Path) -> Result<bool, Failure> {
     let meta = match fs::symlink_metadata(dir) {
         Ok(m) => m,
@@ -102,17 +104,39 @@ pub fn existing_runtime_dir(dir: &Path) -> Result<bool, Failure> {
     if mode & 0o022 != 0 {
         return refuse(format!("is writable by group or others (mode {mode:04o})"));
     }
+    // Every directory above it, both as written (a link on the way can be replaced by
+    // whoever owns it or may write where it is) and as resolved: a user who can rename
+    // any of them can put another runtime directory in its place.
     let parent = match dir.parent().filter(|p| !p.as_os_str().is_empty()) {
         Some(p) => p.to_path_buf(),
         None => PathBuf::from("."),
     };
-    if let Ok(p) = fs::metadata(&parent) {
-        let pmode = p.permissions().mode() & 0o7777;
-        // Group write lets the group rename entries whoever owns the directory.
-        if pmode & 0o022 != 0 && pmode & 0o1000 == 0 {
+    let mut above: Vec<PathBuf> = Vec::new();
+    if let Ok(written) = std::path::absolute(&parent) {
+        above.extend(written.ancestors().map(Path::to_path_buf));
+    }
+    if let Ok(real) = fs::canonicalize(&parent) {
+        above.extend(real.ancestors().map(Path::to_path_buf));
+    }
+    let mut seen = std::collections::HashSet::new();
+    for a in above.into_iter().filter(|a| seen.insert(a.clone())) {
+        let Ok(m) = fs::symlink_metadata(&a) else {
+            continue;
+        };
+        let shown = crate::escape::printable(&a.to_string_lossy());
+        // Its owner may rename what is in it whatever the mode, sticky bit or not.
+        if m.uid() != me && m.uid() != 0 {
             return refuse(format!(
-                "is in {}, which others can write (mode {pmode:04o}, no sticky bit)",
-                crate::escape::printable(&parent.to_string_lossy())
+                "is under {shown}, which is owned by uid {}, who could rename it away and \
+                 put another in its place",
+                m.uid()
+            ));
+        }
+        let amode = m.permissions().mode() & 0o7777;
+        // Group write lets the group rename entries whoever owns the directory.
+        if m.is_dir() && amode & 0o022 != 0 && amode & 0o1000 == 0 {
+            return refuse(format!(
+                "is under {shown}, which others can write (mode {amode:04o}, no sticky bit)"
             ));
         }
     }
@@ -336,8 +360,9 @@ pub fn names(dir: &Path) -> Vec<String> {
 
 /// Undoes what a dead process left behind for `name`: its FUSE mount (detached lazily:
 /// its server is gone) and the loop device on it, its private mount point, socket and
-/// entry. A mount is touched only when it is a sectorcrypt FUSE mount whose server is
-/// gone, a loop device only while it is attached to that mount's disk file.
+/// entry (while the entry is still `entry`: one that replaced it is left alone). A mount
+/// is touched only when it is a sectorcrypt FUSE mount whose server is gone, a loop device
+/// only while it is attached to that mount's disk file.
 pub fn clean_stale(dir: &Path, name: &str, entry: &Value) {
     if let Some(mp) = entry["mount"].as_str().map(Path::new) {
         if dead_fuse_mount(mp) {
@@ -351,7 +376,17 @@ pub fn clean_stale(dir: &Path, name: &str, entry: &Value) {
         }
     }
     let _ = fs::remove_dir(private_mount(dir, name));
-    remove(dir, name);
+    // Only while the entry is still the stale one: another open may have cleaned it up
+    // and claimed the name since it was read, and its entry and socket are not ours to
+    // remove (a server whose socket vanishes stops).
+    if read(dir, name).is_ok_and(|now| now.is_some_and(|now| same_process(&now, entry))) {
+        remove(dir, name);
+    }
+}
+
+/// Whether two entries were written by the same process (the same PID and start time).
+fn same_process(a: &Value, b: &Value) -> bool {
+    a["pid"] == b["pid"] && a["start"] == b["start"]
 }
 
 /// Whether `mp` is a sectorcrypt FUSE mount (in this mount namespace) whose server is gone
@@ -375,4 +410,37 @@ pub fn loop_backing(dev: &str) -> Option<PathBuf> {
         .ok()?;
     let file = String::from_utf8_lossy(&out.stdout).trim().to_string();
     (out.status.success() && !file.is_empty()).then(|| PathBuf::from(file))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stale_entry_replaced_since_it_was_read_is_not_removed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("run");
+        create_runtime_dir(&dir).unwrap();
+        // A dead process's entry: PID 1 never has this start time.
+        let stale = serde_json::json!({ "name": "v", "pid": 1, "start": u64::MAX, "ready": true });
+        publish(&dir, "v", &stale).unwrap();
+        let seen = read(&dir, "v").unwrap().unwrap();
+        assert!(!alive(&seen));
+        // Meanwhile another open cleaned it up and claimed the name (this process here).
+        fs::remove_file(state_path(&dir, "v")).unwrap();
+        assert!(reserve(&dir, "v").unwrap());
+        fs::write(socket_path(&dir, "v"), b"").unwrap();
+        clean_stale(&dir, "v", &seen);
+        let now = read(&dir, "v").unwrap().expect("the new entry was removed");
+        assert_eq!(pid(&now), std::process::id());
+        assert!(
+            socket_path(&dir, "v").exists(),
+            "the new socket was removed"
+        );
+        // The stale entry itself is still cleaned up.
+        publish(&dir, "v", &stale).unwrap();
+        clean_stale(&dir, "v", &seen);
+        assert!(read(&dir, "v").unwrap().is_none());
+        assert!(!socket_path(&dir, "v").exists());
+    }
 }

@@ -1,14 +1,16 @@
 //! `sectorcrypt open IMAGE NAME`, `status [NAME]` and `close NAME`: the NBD export read by
-//! libnbd's nbdinfo and nbdcopy against `sectorcrypt read`, status as text and JSON, a
-//! NAME in use or malformed refused, a stale entry (its process killed) cleaned up, and
-//! ext4 on the loop device of `open --loop` surviving close and open. And what must not be
-//! trusted: close refusing while the loop device or disk file is used anywhere (another
-//! mount namespace, another device node, an open descriptor, another loop device), SIGTERM
-//! stopping serve and open during an endless key derivation or at the prompt (the
-//! terminal given back), processes told apart by start time not arguments, a runtime
-//! directory others can write refused, planted links and entries neither followed nor
-//! obeyed, a bad entry named while the others are listed, and NAME's character set with
-//! status printing no control character. Every run uses a temporary runtime directory
+//! libnbd's nbdinfo and nbdcopy against `sectorcrypt read`, status as text and JSON, a NAME
+//! in use or malformed refused, a stale entry (its process killed) cleaned up, and ext4 on
+//! the loop device of `open --loop` surviving close and open. And what must not be trusted:
+//! close refusing while the loop device or disk file is used anywhere (another mount
+//! namespace, another device node, an open descriptor, a mapping, a partition, another loop
+//! device, a bind mount of the disk file), SIGTERM stopping serve, open and its serving
+//! process during an endless key derivation (a remote image's URI shown without its
+//! password) or at the prompt (the terminal given back), processes told apart by start time
+//! not arguments, a runtime directory others can write (or under a directory or link of
+//! another user's) refused, planted links and entries neither followed nor obeyed, a bad
+//! entry named while the others are listed, and NAME's character set with status printing
+//! no control character. Every run uses a temporary runtime directory
 //! (SECTORCRYPT_RUNTIME_DIR), never the real one.
 
 mod support;
@@ -1038,5 +1040,375 @@ fn a_password_in_an_nbd_uri_reaches_no_open_entry_status_or_export_description()
         leaks.is_empty(),
         "the password shows:\n{}",
         leaks.join("\n")
+    );
+}
+
+#[test]
+fn a_signal_while_unlocking_a_remote_volume_shows_no_secret_of_its_uri() {
+    sectorcrypt_testkit::require!("nbdkit");
+    let tmp = tempfile::tempdir().unwrap();
+    let (img, key) = endless_kdf_volume(tmp.path());
+    let kit =
+        sectorcrypt_testkit::nbdkit::Nbdkit::tcp(&["file", &format!("file={}", img.display())]);
+    let port = kit
+        .uri()
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .trim_end_matches('/')
+        .to_string();
+    const SECRET: &str = "pw-SECRET-5c1d";
+    let uri = format!("nbd://user:{SECRET}@127.0.0.1:{port}/");
+    let sock = tmp.path().join("s.sock");
+    let mut kids = Kids(Vec::new());
+    kids.0.push(
+        Command::new(bin())
+            .args(["serve", &uri, "--key-file", s(&key), "--socket", s(&sock)])
+            .stdin(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    assert!(kids.0[0].try_wait().unwrap().is_none(), "serve ended early");
+    terminate(kids.0[0].id());
+    let t0 = std::time::Instant::now();
+    while kids.0[0].try_wait().unwrap().is_none() {
+        assert!(
+            t0.elapsed().as_secs() < 5,
+            "serve still running 5 s after SIGTERM"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let serve = kids.0.pop().unwrap().wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&serve.stderr);
+    assert_eq!(serve.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!("stopped while unlocking nbd://127.0.0.1:{port}/")),
+        "{err}"
+    );
+    assert!(!err.contains(SECRET), "the password shows: {err}");
+}
+
+/// A python3 process that maps `path` (shared and writable, or private and read-only)
+/// with libc's mmap, closes the descriptor it mapped it with and keeps the mapping (no
+/// descriptor left: Python's own mmap keeps a duplicate); it has mapped it once this
+/// returns.
+fn mapper(path: &str, shared: bool) -> std::process::Child {
+    // PROT_READ 1, PROT_WRITE 2; MAP_SHARED 1, MAP_PRIVATE 2.
+    let (flags, prot, mode) = if shared {
+        (1, 3, "O_RDWR")
+    } else {
+        (2, 1, "O_RDONLY")
+    };
+    let mut child = Command::new("python3")
+        .args(["-c"])
+        .arg(format!(
+            "import ctypes, os, sys, time\n\
+             libc = ctypes.CDLL(None, use_errno=True)\n\
+             libc.mmap.restype = ctypes.c_void_p\n\
+             libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, \
+             ctypes.c_int, ctypes.c_int, ctypes.c_long]\n\
+             fd = os.open(sys.argv[1], os.{mode})\n\
+             addr = libc.mmap(None, 4096, {prot}, {flags}, fd, 0)\n\
+             assert addr not in (None, ctypes.c_void_p(-1).value), os.strerror(ctypes.get_errno())\n\
+             os.close(fd)\n\
+             print('ready', flush=True)\n\
+             time.sleep(60)\n"
+        ))
+        .arg(path)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.as_mut().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    assert_eq!(line.trim(), "ready", "python3 could not map {path}");
+    child
+}
+
+#[test]
+fn close_refuses_while_the_loop_device_or_the_disk_file_is_mapped() {
+    if let Some(why) = volumes::loop_unavailable(&["python3"]) {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let mut rt = Runtime::new(tmp.path());
+    let (img, key, _) = volume(tmp.path());
+    let out = rt.open(&img, "mapped", &key, &["--loop"]);
+    let dev = out[1].clone();
+    let mp = rt.status("mapped")["mount"].as_str().unwrap().to_string();
+    let disk = format!("{mp}/disk");
+    let mut kids = Kids(Vec::new());
+
+    // The loop device mapped (shared, writable) by a process that closed its descriptor.
+    kids.0.push(mapper(&dev, true));
+    let pid = kids.0[0].id();
+    close_refused(
+        &rt,
+        "mapped",
+        &[&format!("{dev} is mapped in process {pid}")],
+    );
+    drop(kids);
+
+    // The disk file mapped (private, read-only) the same way.
+    let mut kids = Kids(vec![mapper(&disk, false)]);
+    let pid = kids.0[0].id();
+    close_refused(
+        &rt,
+        "mapped",
+        &[&format!("{disk} is mapped in process {pid}")],
+    );
+    let _ = kids.0[0].kill();
+    let _ = kids.0[0].wait();
+    rt.close("mapped");
+    assert!(!loop_under(&rt.dir), "a loop device is still attached");
+}
+
+#[test]
+fn a_runtime_directory_under_a_directory_of_another_user_is_refused() {
+    if !is_root() {
+        eprintln!("skipped: not root (chown)");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let theirs = tmp.path().join("theirs");
+    let mine = theirs.join("mine");
+    std::fs::create_dir_all(&mine).unwrap();
+    let rt = Runtime::new(&mine);
+    make_runtime(&rt);
+    let link = tmp.path().join("link");
+    std::os::unix::fs::symlink(&mine, &link).unwrap();
+    let via_link = Runtime::new(&link);
+    let (img, key, _) = volume(tmp.path());
+    let refused = |rt: &Runtime, by: &Path| {
+        let want = format!(
+            "is under {}, which is owned by uid 65534, who could rename it away",
+            by.display()
+        );
+        for args in [
+            vec!["status"],
+            vec!["close", "v"],
+            vec!["open", s(&img), "v", "--key-file", s(&key)],
+        ] {
+            let o = rt.sc(&args);
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(code(&o), 2, "{args:?}: {err}");
+            assert!(err.contains(&want), "{args:?}: {err}");
+        }
+    };
+    let chown = |who: &str, p: &Path| {
+        sectorcrypt_testkit::run(Command::new("chown").args(["-h", who, s(p)]));
+    };
+    assert_eq!(ok(rt.sc(&["status", "--json"])).trim(), "[]");
+    assert_eq!(ok(via_link.sc(&["status", "--json"])).trim(), "[]");
+    // Its parent's owner (not root, not the user) may rename it away, whatever the mode.
+    chown("65534", &mine);
+    refused(&rt, &mine);
+    chown("0", &mine);
+    // So may the owner of any directory further up.
+    chown("65534", &theirs);
+    refused(&rt, &theirs);
+    chown("0", &theirs);
+    // And whoever owns a link on the way may put another in its place.
+    chown("65534", &link);
+    refused(&via_link, &link);
+    chown("0", &link);
+    assert_eq!(ok(rt.sc(&["status", "--json"])).trim(), "[]");
+    assert_eq!(ok(via_link.sc(&["status", "--json"])).trim(), "[]");
+}
+
+/// SIGKILL for a process id when dropped (a test's leftover, whatever happened).
+struct KillOnDrop(u64);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-KILL", &self.0.to_string()])
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+#[test]
+fn sigterm_to_open_itself_stops_its_process_during_key_derivation() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (img, key) = endless_kdf_volume(tmp.path());
+    let rt = Runtime::new(tmp.path());
+    let mut kids = Kids(Vec::new());
+    // As `timeout 60 sectorcrypt open ...` would: the signal reaches `open` alone, not
+    // its serving process.
+    kids.0.push(
+        Command::new(bin())
+            .args(["open", s(&img), "slow", "--key-file", s(&key)])
+            .env("SECTORCRYPT_RUNTIME_DIR", &rt.dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let entry = rt.dir.join("slow.json");
+    let t0 = std::time::Instant::now();
+    let pid = loop {
+        let e: Option<Value> = std::fs::read(&entry)
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok());
+        if let Some(pid) = e.and_then(|e| e["pid"].as_u64()) {
+            break pid;
+        }
+        assert!(t0.elapsed().as_secs() < 10, "no entry for slow");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let _serving = KillOnDrop(pid);
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    terminate(kids.0[0].id());
+    let t0 = std::time::Instant::now();
+    while std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| !c.is_empty()) {
+        assert!(
+            t0.elapsed().as_secs() < 5,
+            "open's serving process {pid} still unlocking 5 s after open was stopped"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let open = kids.0.pop().unwrap().wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&open.stderr);
+    assert_eq!(open.status.code(), Some(1), "{err}");
+    assert!(err.contains("stopped while unlocking"), "{err}");
+    assert!(err.contains("signal 15: opening stopped"), "{err}");
+    assert!(!entry.exists());
+}
+
+#[test]
+fn close_refuses_while_the_disk_file_is_in_use_through_a_bind_mount() {
+    if let Some(why) = volumes::loop_unavailable(&["sleep"]) {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let mut rt = Runtime::new(tmp.path());
+    let (img, key, _) = volume(tmp.path());
+    let mp = std::fs::canonicalize(tmp.path()).unwrap().join("plain");
+    std::fs::create_dir(&mp).unwrap();
+    rt.open(&img, "bound", &key, &["--mount", s(&mp)]);
+    let disk = mp.join("disk");
+    // The disk file bound to another path, and used through it only.
+    let alias = tmp.path().join("alias");
+    std::fs::write(&alias, b"").unwrap();
+    sectorcrypt_testkit::run(Command::new("mount").arg("--bind").arg(&disk).arg(&alias));
+    struct Unbind(PathBuf);
+    impl Drop for Unbind {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+        }
+    }
+    let unbind = Unbind(alias.clone());
+    let mut kids = Kids(Vec::new());
+    kids.0.push(
+        Command::new("sleep")
+            .arg("60")
+            .stdin(std::fs::File::open(&alias).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    let held = kids.0[0].id();
+    let shown = disk.display().to_string();
+    close_refused(
+        &rt,
+        "bound",
+        &[&format!("{shown} is open in process {held} (sleep)")],
+    );
+    // A loop device attached through the other path.
+    drop(kids);
+    let other =
+        sectorcrypt_testkit::run_stdout(Command::new("losetup").args(["-f", "--show"]).arg(&alias));
+    let other = other.trim().to_string();
+    let refused = rt.sc(&["close", "bound"]);
+    let _ = Command::new("losetup").args(["-d", &other]).status();
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(code(&refused), 2, "{err}");
+    assert!(
+        err.contains(&format!("{shown} is attached to {other}")),
+        "{err}"
+    );
+    drop(unbind);
+    rt.close("bound");
+    assert!(!mounted(&mp));
+}
+
+#[test]
+fn close_refuses_while_a_partition_of_the_loop_device_is_in_use_and_then_removes_it() {
+    if let Some(why) = volumes::loop_unavailable(&["partx", "mknod", "sleep"]) {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let mut rt = Runtime::new(tmp.path());
+    let (img, key, _) = volume(tmp.path());
+    let out = rt.open(&img, "parted", &key, &["--loop"]);
+    let dev = out[1].clone();
+    // An MBR with one partition (sectors 2048..6144), added by partx.
+    let mut mbr = vec![0u8; 512];
+    mbr[446 + 4] = 0x83;
+    mbr[446 + 8..446 + 12].copy_from_slice(&2048u32.to_le_bytes());
+    mbr[446 + 12..446 + 16].copy_from_slice(&4096u32.to_le_bytes());
+    mbr[510..].copy_from_slice(&[0x55, 0xaa]);
+    {
+        use std::io::Write;
+        let mut d = std::fs::OpenOptions::new().write(true).open(&dev).unwrap();
+        d.write_all(&mbr).unwrap();
+        d.sync_all().unwrap();
+    }
+    sectorcrypt_testkit::run(Command::new("partx").args(["-a", &dev]));
+    struct Unpart(String);
+    impl Drop for Unpart {
+        fn drop(&mut self) {
+            let _ = Command::new("partx")
+                .args(["-d", &self.0])
+                .stderr(Stdio::null())
+                .status();
+        }
+    }
+    let _unpart = Unpart(dev.clone());
+    let base = Path::new(&dev)
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_string();
+    let part = format!("{base}p1");
+    let num = std::fs::read_to_string(format!("/sys/block/{base}/{part}/dev")).unwrap();
+    let (major, minor) = num.trim().split_once(':').unwrap();
+    // Its own node (whether or not /dev has one), held open by a process.
+    let node = tmp.path().join("p1");
+    sectorcrypt_testkit::run(Command::new("mknod").arg(&node).args(["b", major, minor]));
+    let mut kids = Kids(Vec::new());
+    kids.0.push(
+        Command::new("sleep")
+            .arg("60")
+            .stdin(std::fs::File::open(&node).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    let held = kids.0[0].id();
+    close_refused(
+        &rt,
+        "parted",
+        &[&format!(
+            "{dev} is open in process {held} (sleep), through its partition /dev/{part}"
+        )],
+    );
+    drop(kids);
+    // Partitions added by partx outlive the loop device's detaching (the next file on it
+    // would show through them): close removes them.
+    rt.close("parted");
+    assert!(!loop_under(&rt.dir), "a loop device is still attached");
+    assert!(
+        !Path::new(&format!("/sys/block/{base}/{part}")).exists(),
+        "{part} outlived close"
     );
 }
