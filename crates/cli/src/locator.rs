@@ -65,7 +65,7 @@ fn options() -> RemoteOptions {
 /// options; an NBD URI in its canonical spelling (no user information, only the
 /// parameters the client takes, none of them secret). A spec or URI that does not parse
 /// is cut before anything that could be secret: an `rbd:` spec before its first option,
-/// a URI before its query, its user information left out.
+/// a URI before its query, its user information left out ([`uri::shown`]).
 pub fn redacted(arg: &Path) -> String {
     let Some(text) = arg.to_str() else {
         return arg.display().to_string();
@@ -83,11 +83,7 @@ pub fn redacted(arg: &Path) -> String {
     if let Ok(u) = NbdUri::parse(text) {
         return u.to_string();
     }
-    let before_query = text.split(['?', '#']).next().unwrap_or("");
-    let (scheme, rest) = before_query.split_once("://").unwrap_or(("", before_query));
-    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
-    format!("{scheme}://{host}{path}")
+    uri::shown(text)
 }
 
 /// What `arg` names. A URI that does not parse is bad input (exit 2).
@@ -167,6 +163,10 @@ mod tests {
                 "nbds+unix:///e?socket=/s&tls-certificates=/c",
                 "nbds+unix:///e?socket=/s&tls-certificates=/c",
             ),
+            // A URI that does not parse loses everything up to the last `@` before its
+            // query, a password holding a `/` included.
+            ("nbd://u:pa/ssAQSECRETKEY==@h/e", "nbd://h/e"),
+            ("nbd://u:AQSECRETKEY==@h:port/e?x=1", "nbd://h:port/e"),
             // A path is a path.
             ("/var/img/disk.img", "/var/img/disk.img"),
         ];

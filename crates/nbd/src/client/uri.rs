@@ -64,10 +64,27 @@ pub fn is_nbd_uri(s: &str) -> bool {
     })
 }
 
+/// `s`, an NBD URI that may not parse, cut to what may be shown (in an error, a log, an
+/// export description): its scheme, host and path, without the query (where
+/// `tls-psk-file` and other parameters live) and without user information. Where the user
+/// information ends is taken as the last `@` before the query, not the first `/`, so a
+/// password holding a `/` is cut too (an export name holding an `@` loses what came before
+/// it: better than showing a password).
+pub fn shown(s: &str) -> String {
+    let before_query = s.split(['?', '#']).next().unwrap_or("");
+    match before_query.split_once("://") {
+        Some((scheme, rest)) => {
+            let rest = rest.rsplit_once('@').map_or(rest, |(_, after)| after);
+            format!("{scheme}://{rest}")
+        }
+        None => before_query.to_string(),
+    }
+}
+
 impl NbdUri {
     /// Parses `s`.
     pub fn parse(s: &str) -> Result<NbdUri, UriError> {
-        let bad = |why: &str| UriError(format!("{s}: {why}"));
+        let bad = |why: &str| UriError(format!("{}: {why}", shown(s)));
         let (scheme, rest) = s
             .split_once("://")
             .ok_or_else(|| bad("not a URI (expected nbd://, nbds://, nbd+unix://...)"))?;
@@ -270,6 +287,23 @@ impl fmt::Display for NbdUri {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A URI that does not parse is named in its error without its query or user
+    /// information: the error reaches messages and logs.
+    #[test]
+    fn errors_show_no_secret_of_the_uri() {
+        for bad in [
+            "nbds://h/e?tls-psk-file=/k&password=AQSECRETKEY==",
+            "nbd://user:AQSECRETKEY==@h:port/e",
+            "nbd://u:pa/ssAQSECRETKEY==@h/e",
+            "nbd+unix:///e?socket=/s&socket=/AQSECRETKEY==",
+            "nbd://h/e#AQSECRETKEY==",
+        ] {
+            let err = NbdUri::parse(bad).unwrap_err().to_string();
+            assert!(!err.contains("AQSECRETKEY"), "{bad}: {err}");
+            assert!(err.contains("://"), "{bad}: the URI is still named: {err}");
+        }
+    }
 
     fn tcp(host: &str, port: u16) -> Endpoint {
         Endpoint::Tcp {
