@@ -127,12 +127,11 @@ fn chart_beside_the_table_on_the_portable_backend() {
         .map(|t| t.content.clone())
         .collect();
     assert_eq!(names, ["aes-256-xts/512"]);
-    // The portable backend states no limit: no mark, no fraction.
-    assert!(!text.contains("of the limit"));
-    assert!(chart::parse(&text)
-        .lines
-        .iter()
-        .all(|l| l.stroke != chart::LIMIT || l.a.1 < 150.0));
+    // The portable backend is held to the core's limit as every backend is (the probe
+    // times the core's AES instructions, where it has them): a fraction near nothing.
+    let has_aes = std::fs::read_to_string("/proc/cpuinfo")
+        .is_ok_and(|c| c.split_whitespace().any(|w| w == "aes"));
+    assert_eq!(text.contains("% of the limit"), has_aes, "{text}");
     title_names_the_machine(&text, "soft");
     use std::os::unix::fs::PermissionsExt;
     let mode = std::fs::metadata(&svg).unwrap().permissions().mode();
