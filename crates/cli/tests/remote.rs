@@ -635,6 +635,7 @@ fn serve_ends_on_sigterm_within_the_timeout_while_a_reconnection_trickles() {
     let listener = std::os::unix::net::UnixListener::bind(&up).unwrap();
     let kit_sock = d.join("kit.sock");
     let (cut_tx, cut_rx) = std::sync::mpsc::channel::<()>();
+    let (cut_done_tx, cut_done_rx) = std::sync::mpsc::channel::<()>();
     std::thread::spawn(move || {
         let Ok((first, _)) = listener.accept() else {
             return;
@@ -654,6 +655,7 @@ fn serve_ends_on_sigterm_within_the_timeout_while_a_reconnection_trickles() {
             if cut_rx.recv().is_ok() {
                 let _ = first.shutdown(std::net::Shutdown::Both);
                 let _ = upstream.shutdown(std::net::Shutdown::Both);
+                let _ = cut_done_tx.send(());
             }
         });
         for _ in 0..4 {
@@ -682,6 +684,8 @@ fn serve_ends_on_sigterm_within_the_timeout_while_a_reconnection_trickles() {
     // The upstream connection is cut: the next read waits for a reconnection, which
     // trickles; SIGTERM comes while it does.
     cut_tx.send(()).unwrap();
+    // Only once it is cut does the read start (else it may still be served before).
+    cut_done_rx.recv().unwrap();
     let reader = std::thread::spawn(move || {
         let mut buf = vec![0u8; 65536];
         c.read_at(&mut buf, 1 << 20)
