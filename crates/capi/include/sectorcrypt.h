@@ -140,6 +140,11 @@ typedef enum sectorcrypt_status {
    * A bug in sectorcrypt (a panic, caught before it reached the caller).
    */
   SECTORCRYPT_ERR_INTERNAL = 18,
+  /**
+   * A remote store (an NBD export, an RBD image) that cannot be reached or refuses the
+   * connection.
+   */
+  SECTORCRYPT_ERR_UNREACHABLE = 19,
 } sectorcrypt_status;
 
 /**
@@ -193,10 +198,13 @@ extern "C" {
 #endif // __cplusplus
 
 /**
- * Opens and unlocks the volume in the file `path` (LUKS2, LUKS1 or GELI) with the
- * passphrase of `passphrase_len` bytes at `passphrase`, and stores its handle in `*out`
- * (NULL on failure). `header` is the file holding a detached header, or NULL when the
- * header is in `path`. `flags`: 0, or `SECTORCRYPT_OPEN_READ_ONLY`, optionally with
+ * Opens and unlocks the volume `path` names (LUKS2, LUKS1 or GELI) with the passphrase
+ * of `passphrase_len` bytes at `passphrase`, and stores its handle in `*out` (NULL on
+ * failure). `path` is a locator, as the `sectorcrypt` command takes it: a file or block
+ * device, an NBD URI (`nbd://host[:port]/export`, `nbd+unix:///export?socket=PATH`,
+ * `nbds://`, `nbds+unix://`) or an `rbd:pool/image` spec; remote stores are reached with
+ * the defaults of `sectorcrypt_open_options_init`. `header` is the file holding a
+ * detached header, or NULL when the header is in `path`. `flags`: 0, or `SECTORCRYPT_OPEN_READ_ONLY`, optionally with
  * `SECTORCRYPT_OPEN_SHARED`.
  *
  * The library copies the passphrase into locked memory it wipes; the caller's copy is
@@ -208,7 +216,8 @@ extern "C" {
  * Errors: `SECTORCRYPT_ERR_NULL` (path, passphrase or out NULL),
  * `SECTORCRYPT_ERR_NOT_FOUND`, `SECTORCRYPT_ERR_IO`, `SECTORCRYPT_ERR_NO_HEADER`,
  * `SECTORCRYPT_ERR_CORRUPT_HEADER`, `SECTORCRYPT_ERR_WRONG_PASSPHRASE`,
- * `SECTORCRYPT_ERR_UNSUPPORTED`, `SECTORCRYPT_ERR_KEYSLOT`, `SECTORCRYPT_ERR_IN_USE`
+ * `SECTORCRYPT_ERR_UNSUPPORTED`, `SECTORCRYPT_ERR_KEYSLOT`, `SECTORCRYPT_ERR_UNREACHABLE`
+ * (an NBD export or RBD cluster that cannot be reached), `SECTORCRYPT_ERR_IN_USE`
  * (another process is erasing the volume or replacing its header, or writes it, or
  * reads it while this open would write), `SECTORCRYPT_ERR_INVALID_ARGUMENT` (unknown
  * flags, or `SECTORCRYPT_OPEN_SHARED` without `SECTORCRYPT_OPEN_READ_ONLY`).

@@ -23,6 +23,7 @@ use crate::registry::Registry;
 use crate::status::{Failure, Status, UNKNOWN};
 use crate::volume::{Info, OpenVolume};
 use sectorcrypt_crypto::secret::SecretBytes;
+use sectorcrypt_image::OpenOptions;
 use std::ffi::{c_char, c_int, c_void, CStr, OsStr};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
@@ -185,10 +186,13 @@ fn check_flags(flags: u32, known: u32, what: &str) -> Result<(), Failure> {
     Ok(())
 }
 
-/// Opens and unlocks the volume in the file `path` (LUKS2, LUKS1 or GELI) with the
-/// passphrase of `passphrase_len` bytes at `passphrase`, and stores its handle in `*out`
-/// (NULL on failure). `header` is the file holding a detached header, or NULL when the
-/// header is in `path`. `flags`: 0, or `SECTORCRYPT_OPEN_READ_ONLY`, optionally with
+/// Opens and unlocks the volume `path` names (LUKS2, LUKS1 or GELI) with the passphrase
+/// of `passphrase_len` bytes at `passphrase`, and stores its handle in `*out` (NULL on
+/// failure). `path` is a locator, as the `sectorcrypt` command takes it: a file or block
+/// device, an NBD URI (`nbd://host[:port]/export`, `nbd+unix:///export?socket=PATH`,
+/// `nbds://`, `nbds+unix://`) or an `rbd:pool/image` spec; remote stores are reached with
+/// the defaults of `sectorcrypt_open_options_init`. `header` is the file holding a
+/// detached header, or NULL when the header is in `path`. `flags`: 0, or `SECTORCRYPT_OPEN_READ_ONLY`, optionally with
 /// `SECTORCRYPT_OPEN_SHARED`.
 ///
 /// The library copies the passphrase into locked memory it wipes; the caller's copy is
@@ -200,7 +204,8 @@ fn check_flags(flags: u32, known: u32, what: &str) -> Result<(), Failure> {
 /// Errors: `SECTORCRYPT_ERR_NULL` (path, passphrase or out NULL),
 /// `SECTORCRYPT_ERR_NOT_FOUND`, `SECTORCRYPT_ERR_IO`, `SECTORCRYPT_ERR_NO_HEADER`,
 /// `SECTORCRYPT_ERR_CORRUPT_HEADER`, `SECTORCRYPT_ERR_WRONG_PASSPHRASE`,
-/// `SECTORCRYPT_ERR_UNSUPPORTED`, `SECTORCRYPT_ERR_KEYSLOT`, `SECTORCRYPT_ERR_IN_USE`
+/// `SECTORCRYPT_ERR_UNSUPPORTED`, `SECTORCRYPT_ERR_KEYSLOT`, `SECTORCRYPT_ERR_UNREACHABLE`
+/// (an NBD export or RBD cluster that cannot be reached), `SECTORCRYPT_ERR_IN_USE`
 /// (another process is erasing the volume or replacing its header, or writes it, or
 /// reads it while this open would write), `SECTORCRYPT_ERR_INVALID_ARGUMENT` (unknown
 /// flags, or `SECTORCRYPT_OPEN_SHARED` without `SECTORCRYPT_OPEN_READ_ONLY`).
@@ -244,7 +249,13 @@ pub unsafe extern "C" fn sectorcrypt_open(
                 "open: SECTORCRYPT_OPEN_SHARED is for a read-only open",
             ));
         }
-        let opened = OpenVolume::open(image, header, &pass, read_only, shared)?;
+        let opts = OpenOptions {
+            header: header.map(Path::to_path_buf),
+            read_only,
+            shared,
+            ..OpenOptions::default()
+        };
+        let opened = OpenVolume::open(image, &pass, &opts)?;
         let id = VOLUMES.insert(opened);
         // SAFETY: the caller's promise for `out` (written above already).
         unsafe { put(out, handle(id), "out") }

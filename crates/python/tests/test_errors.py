@@ -114,7 +114,7 @@ def test_format_refuses_an_image_in_use(tmp_path):
     img = tmp_path / "u.img"
     fast(img)
     with sectorcrypt.open(img, PASS):
-        with pytest.raises(sectorcrypt.InvalidArgument, match="in use"):
+        with pytest.raises(sectorcrypt.InUse, match="in use"):
             fast(img)
     # Once closed, it can be formatted again, and the old passphrase is gone.
     sectorcrypt.format(img, "another", pbkdf="pbkdf2", iterations=1000)
@@ -137,16 +137,16 @@ def test_one_writer_at_a_time_and_readers_beside_it_only_when_shared(tmp_path):
     fast(img)
     me = f"PID {os.getpid()} ("
     with sectorcrypt.open(img, PASS, readonly=False):
-        with pytest.raises(sectorcrypt.InvalidArgument, match="second writer") as e:
+        with pytest.raises(sectorcrypt.InUse, match="second writer") as e:
             sectorcrypt.open(img, PASS, readonly=False)
         assert me in str(e.value)
-        with pytest.raises(sectorcrypt.InvalidArgument, match="--shared") as e:
+        with pytest.raises(sectorcrypt.InUse, match="--shared") as e:
             sectorcrypt.open(img, PASS)
         assert me in str(e.value)
         with sectorcrypt.open(img, PASS, shared=True) as vol:
             assert vol.readonly
     # Readers share, and keep a writer out until they close.
     with sectorcrypt.open(img, PASS), sectorcrypt.open(img, PASS):
-        with pytest.raises(sectorcrypt.InvalidArgument, match="open read-only by a reader"):
+        with pytest.raises(sectorcrypt.InUse, match="open read-only by a reader"):
             sectorcrypt.open(img, PASS, readonly=False)
     sectorcrypt.open(img, PASS, readonly=False).close()

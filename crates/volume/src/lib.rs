@@ -30,7 +30,6 @@ pub mod kdf;
 pub mod layout;
 pub mod lock;
 pub mod luks;
-pub mod open;
 pub mod store;
 
 pub use error::{Error, HeaderError, KeyslotError, Result};
