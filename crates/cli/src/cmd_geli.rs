@@ -11,7 +11,7 @@
 use crate::args::{FormatArgs, ResizeArgs};
 use crate::failure::Failure;
 use crate::image;
-use crate::image_store::ImageStore;
+use crate::image::ImageStore;
 use crate::passphrase;
 use crate::progress::Progress;
 use sectorcrypt_cli::parse_size;

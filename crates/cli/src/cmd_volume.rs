@@ -12,7 +12,7 @@ use crate::args::{
     RemoveKeyArgs, RepairArgs, TestKeyArgs,
 };
 use crate::failure::Failure;
-use crate::image::{self, Access, Image};
+use crate::image::{self, Access, Image, Keys as _};
 use crate::json_report;
 use crate::passphrase::{self, Secret};
 use crate::progress::{CountedStore, Progress};
@@ -290,7 +290,7 @@ pub fn add_key(a: AddKeyArgs) -> Result<(), Failure> {
     let u = img.unlock_with(&old, None)?;
     let new = passphrase::new(a.new_key_file.as_deref())?;
     // The volume key is checked against the header as it is now, under the lock.
-    let slot = img.update(|h, store| Ok(h.add_key(store, &u, &new, &kdf, a.key.key_slot)?))?;
+    let slot = img.change(|h, store| Ok(h.add_key(store, &u, &new, &kdf, a.key.key_slot)?))?;
     println!("keyslot {slot} added ({})", describe_kdf(&img.header, slot));
     Ok(())
 }
@@ -304,7 +304,7 @@ pub fn change_key(a: AddKeyArgs) -> Result<(), Failure> {
     // old passphrase is looked for in the other keyslots (unless --key-slot), and when it
     // opens none any more, that is a wrong passphrase (3) and nothing is written.
     let slot =
-        img.update(
+        img.change(
             |h, store| match h.change_key(store, &old, &new, &kdf, Some(u.keyslot)) {
                 Err(
                     VolumeError::WrongPassphrase | VolumeError::Keyslot(KeyslotError::NotActive(_)),
@@ -325,7 +325,7 @@ pub fn remove_key(a: RemoveKeyArgs) -> Result<(), Failure> {
     img.use_key_parts(&a.key)?;
     let pass = img.passphrase(&a.key)?;
     // Which keyslot, and whether it is the last one, as the header is under the lock.
-    let slot = img.update(|h, store| {
+    let slot = img.change(|h, store| {
         let slot = h.opened_keyslot(store, &pass, a.key.key_slot)?;
         if h.keyslots_left_without(slot)?.is_empty() {
             passphrase::confirm(
@@ -370,7 +370,7 @@ pub fn header(c: HeaderCommand) -> Result<(), Failure> {
             file,
             header,
         } => {
-            let files = image::Files::open(&image, &header, Access::Inspect)?;
+            let files = image::files(&image, &header, Access::Inspect)?;
             if file.exists() {
                 return Err(Failure::usage(format!(
                     "{} exists; the backup goes to a new file",
@@ -395,7 +395,7 @@ pub fn header(c: HeaderCommand) -> Result<(), Failure> {
             // Check the backup before asking anything.
             let backup = image::open_store(&file, false)?;
             let saved = Header::read(&backup)?;
-            let files = image::Files::open(&image, &header, Access::Replace)?;
+            let files = image::files(&image, &header, Access::Replace)?;
             let target = crate::locator::redacted(&files.header_path);
             let current = files.read_header().ok();
             let warning = match (current.as_ref().and_then(Header::uuid), saved.uuid()) {
@@ -428,7 +428,7 @@ pub fn erase(a: EraseArgs) -> Result<(), Failure> {
         ),
         a.batch,
     )?;
-    img.update(|h, store| {
+    img.change(|h, store| {
         // What erase overwrites lies in the header and keyslot area (a backup's extent).
         let size = store.size().map_err(|e| Failure::runtime(e.to_string()))?;
         let progress = Progress::bytes("erase", Some(h.backup_len(size)));

@@ -9,13 +9,15 @@
 //!   locks (process-local for remote stores); [`nbd::NbdStore`] and [`rbd`] beside it.
 //! - [`image`]: the files of a volume with their claims and header lock ([`Files`],
 //!   [`Image`]): the steps every user of a volume takes.
-//! - [`mod@open`]: [`open()`], a volume's engine in one call.
+//! - [`mod@open`]: [`open()`], a volume's engine in one call; [`export::VolumeExport`],
+//!   an engine as an NBD export.
 //! - [`error`]: [`Error`], classified once ([`Class`]); each front end maps the classes
 //!   one-to-one (exit codes, Python exceptions, C status codes).
 
 #![forbid(unsafe_code)]
 
 pub mod error;
+pub mod export;
 pub mod image;
 pub mod locator;
 pub mod nbd;
