@@ -44,6 +44,30 @@
 #define SECTORCRYPT_CIPHER_IV_LARGE_SECTORS 1
 
 /**
+ * `sectorcrypt_open_options.flags` (with `SECTORCRYPT_OPEN_READ_ONLY` and
+ * `SECTORCRYPT_OPEN_SHARED`): try only the keyslot in `keyslot`.
+ */
+#define SECTORCRYPT_OPEN_KEYSLOT 4
+
+/**
+ * `sectorcrypt_open_options.flags`: the key has no passphrase component (GELI made with
+ * `-P`: its keyfiles alone); the passphrase may then be NULL.
+ */
+#define SECTORCRYPT_OPEN_NO_PASSPHRASE 8
+
+/**
+ * `sectorcrypt_open_options.flags`: a remote store's connections and requests have no
+ * time limit (`timeout_secs` is ignored).
+ */
+#define SECTORCRYPT_OPEN_NO_TIMEOUT 16
+
+/**
+ * `sectorcrypt_open_options.flags`: refuse a volume whose sectors are not authenticated
+ * (the command line's `--integrity`).
+ */
+#define SECTORCRYPT_OPEN_INTEGRITY 32
+
+/**
  * Bytes of `sectorcrypt_volume_info.format`, the terminating NUL included.
  */
 #define SECTORCRYPT_FORMAT_LEN 16
@@ -160,6 +184,56 @@ typedef struct sectorcrypt_cipher sectorcrypt_cipher;
 typedef struct sectorcrypt_volume sectorcrypt_volume;
 
 /**
+ * How `sectorcrypt_open_with` opens a volume. Set `size` to `sizeof` this struct and
+ * zero what you leave at its default.
+ */
+typedef struct sectorcrypt_open_options {
+  /**
+   * `sizeof(sectorcrypt_open_options)` as the caller's header declares it.
+   */
+  size_t size;
+  /**
+   * `SECTORCRYPT_OPEN_*` flags, or 0.
+   */
+  uint32_t flags;
+  /**
+   * With `SECTORCRYPT_OPEN_KEYSLOT`: the only keyslot tried.
+   */
+  uint32_t keyslot;
+  /**
+   * A detached header's file (or locator), NUL-terminated; NULL: the header is in the
+   * image.
+   */
+  const char *header;
+  /**
+   * GELI's keyfile components: `keyfile_count` paths of files, NUL-terminated, in
+   * order; NULL when `keyfile_count` is 0.
+   */
+  const char *const *keyfiles;
+  /**
+   * How many paths `keyfiles` holds.
+   */
+  size_t keyfile_count;
+  /**
+   * The engine's worker threads for large requests; 0: one per core.
+   */
+  uint32_t threads;
+  /**
+   * NBD connections when the server allows several; 0: 4.
+   */
+  uint32_t connections;
+  /**
+   * Seconds a remote store's connection or request may take; 0: 30 (see
+   * `SECTORCRYPT_OPEN_NO_TIMEOUT`).
+   */
+  uint32_t timeout_secs;
+  /**
+   * Reconnections per request after a remote store's connection failed (0: none).
+   */
+  uint32_t retry;
+} sectorcrypt_open_options;
+
+/**
  * What `sectorcrypt_info` reports about an open volume.
  */
 typedef struct sectorcrypt_volume_info {
@@ -232,6 +306,31 @@ enum sectorcrypt_status sectorcrypt_open(const char *path,
                                          size_t passphrase_len,
                                          uint32_t flags,
                                          struct sectorcrypt_volume **out);
+
+/**
+ * Opens and unlocks the volume `locator` names, as `sectorcrypt_open` does, with the
+ * options in `*options` (NULL: every default): a detached header, GELI keyfile
+ * components, a keyslot, no passphrase component, the engine's threads, and how a remote
+ * store is reached (connections, timeout, retry). Set `options->size` to
+ * `sizeof(sectorcrypt_open_options)`; zeroed fields take their defaults. `passphrase`
+ * may be NULL with `SECTORCRYPT_OPEN_NO_PASSPHRASE`.
+ *
+ * Errors: those of `sectorcrypt_open`; `SECTORCRYPT_ERR_INVALID_ARGUMENT` also for a
+ * `size` smaller than the `size` field, or larger than this library's struct with
+ * non-zero bytes past it (options this library does not know); a keyfile that cannot be
+ * read is `SECTORCRYPT_ERR_NOT_FOUND` or `SECTORCRYPT_ERR_IO`.
+ *
+ * # Safety
+ * `locator` is a NUL-terminated string; `passphrase`, when not NULL, points to
+ * `passphrase_len` readable bytes; `options`, when not NULL, points to `options->size`
+ * readable bytes, its `header` (when not NULL) to a NUL-terminated string and its
+ * `keyfiles` to `keyfile_count` pointers to NUL-terminated strings; `out` is writable.
+ */
+enum sectorcrypt_status sectorcrypt_open_with(const char *locator,
+                                              const char *passphrase,
+                                              size_t passphrase_len,
+                                              const struct sectorcrypt_open_options *options,
+                                              struct sectorcrypt_volume **out);
 
 /**
  * Flushes (when writable) and closes the volume, releasing its files and claims, and
