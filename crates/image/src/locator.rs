@@ -85,7 +85,9 @@ pub fn redacted(arg: &Path) -> String {
     format!("{scheme}://{host}{path}")
 }
 
-/// What `arg` names. A URI or spec that does not parse is [`Class::InvalidArgument`].
+/// What `arg` names. A URI or spec that does not parse is [`Class::InvalidArgument`],
+/// its message naming the locator [`redacted`] (a URI refused for a parameter this client
+/// does not take, `password=`, would otherwise be shown whole).
 pub fn locate(arg: &Path) -> Result<Location> {
     if let Some(text) = arg.to_str().filter(|t| sectorcrypt_rbd::is_rbd(t)) {
         return sectorcrypt_rbd::Spec::parse(text)
@@ -95,9 +97,12 @@ pub fn locate(arg: &Path) -> Result<Location> {
     let Some(text) = arg.to_str().filter(|t| uri::is_nbd_uri(t)) else {
         return Ok(Location::Local);
     };
-    NbdUri::parse(text)
-        .map(Location::Nbd)
-        .map_err(Error::invalid)
+    NbdUri::parse(text).map(Location::Nbd).map_err(|e| {
+        let why =
+            e.0.strip_prefix(&format!("{text}: "))
+                .unwrap_or("not a valid NBD URI");
+        Error::invalid(format!("{}: {why}", redacted(arg)))
+    })
 }
 
 /// Opens the remote store `arg` names (read-write when `write`), reached as `remote`
@@ -182,6 +187,11 @@ mod tests {
         assert!(e.message().contains("no pool"), "{e}");
         let e = locate(Path::new("nbd://h:notaport/e")).unwrap_err();
         assert_eq!(e.class(), Class::InvalidArgument, "{e}");
+        // A URI refused for a parameter the client does not take: named without it.
+        let e = locate(Path::new("nbd+unix:///e?socket=/s&password=AQSECRETKEY==")).unwrap_err();
+        assert_eq!(e.class(), Class::InvalidArgument, "{e}");
+        assert!(!e.message().contains("AQSECRETKEY"), "{e}");
+        assert!(e.message().starts_with("nbd+unix:///e: "), "{e}");
         assert!(matches!(
             locate(Path::new("/dev/sda")).unwrap(),
             Location::Local
