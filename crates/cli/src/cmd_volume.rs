@@ -15,8 +15,9 @@ use crate::failure::Failure;
 use crate::image::{self, Access, Image, Keys as _};
 use crate::json_report;
 use crate::passphrase::{self, Secret};
-use crate::progress::{CountedStore, Progress};
+use crate::progress::Progress;
 use sectorcrypt_cli::parse_size;
+use sectorcrypt_image::store::Counted;
 use sectorcrypt_volume::format::dump;
 use sectorcrypt_volume::hash::HashAlg;
 use sectorcrypt_volume::kdf::{KdfKind, KdfOptions};
@@ -432,7 +433,7 @@ pub fn erase(a: EraseArgs) -> Result<(), Failure> {
         // What erase overwrites lies in the header and keyslot area (a backup's extent).
         let size = store.size().map_err(|e| Failure::runtime(e.to_string()))?;
         let progress = Progress::bytes("erase", Some(h.backup_len(size)));
-        h.erase(&CountedStore::new(store, &progress))?;
+        h.erase(&Counted::new(store, &|n| progress.add(n)))?;
         progress.finish();
         Ok(())
     })?;

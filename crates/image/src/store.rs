@@ -188,6 +188,60 @@ impl Store for ImageStore {
     }
 }
 
+/// A store whose writes are counted: each write's length, once it succeeded, goes to
+/// `done` (progress of a command that writes a header or its keyslot area: `erase`).
+pub struct Counted<'a> {
+    inner: &'a dyn Store,
+    done: &'a (dyn Fn(u64) + Sync),
+}
+
+impl<'a> Counted<'a> {
+    /// `inner`, its written bytes counted by `done`.
+    pub fn new(inner: &'a dyn Store, done: &'a (dyn Fn(u64) + Sync)) -> Counted<'a> {
+        Counted { inner, done }
+    }
+}
+
+impl std::fmt::Debug for Counted<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.inner.fmt(f)
+    }
+}
+
+impl Store for Counted<'_> {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    fn size(&self) -> io::Result<u64> {
+        self.inner.size()
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        self.inner.read_at(buf, offset)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.inner.write_at(buf, offset)?;
+        (self.done)(buf.len() as u64);
+        Ok(())
+    }
+    fn write_at_fua(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.inner.write_at_fua(buf, offset)?;
+        (self.done)(buf.len() as u64);
+        Ok(())
+    }
+    fn can_fua(&self) -> bool {
+        self.inner.can_fua()
+    }
+    fn sync(&self) -> io::Result<()> {
+        self.inner.sync()
+    }
+    fn discard(&self, offset: u64, len: u64) -> io::Result<()> {
+        self.inner.discard(offset, len)
+    }
+    fn object_size(&self) -> Option<u64> {
+        self.inner.object_size()
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Kind {
     Header,
@@ -301,6 +355,19 @@ mod tests {
         fn object_size(&self) -> Option<u64> {
             Some(4 << 20)
         }
+    }
+
+    #[test]
+    fn counted_writes_are_the_bytes_written() {
+        let n = std::sync::atomic::AtomicU64::new(0);
+        let add = |k: u64| {
+            n.fetch_add(k, std::sync::atomic::Ordering::Relaxed);
+        };
+        let c = Counted::new(&Objects, &add);
+        c.write_at(&[0; 512], 0).unwrap();
+        c.write_at_fua(&[0; 100], 512).unwrap();
+        assert_eq!(n.load(std::sync::atomic::Ordering::Relaxed), 612);
+        assert!(c.can_fua() && c.object_size() == Some(4 << 20));
     }
 
     #[test]
