@@ -64,11 +64,6 @@ pub fn lock_header(store: &ImageStore, path: &Path, mode: Mode) -> Result<Guard,
     Ok(lib::lock_header(store, path, mode, context().on_wait)?)
 }
 
-/// Whether two open stores are one (a `--header` naming the image itself).
-pub fn same_file(a: &ImageStore, b: &ImageStore) -> bool {
-    a.same_as(b)
-}
-
 /// Opens the files of the volume at `path` (header in `header` when given) for `access`.
 pub fn files(path: &Path, header: &HeaderArg, access: Access) -> Result<Files, Failure> {
     Ok(Files::open(

@@ -86,6 +86,11 @@ impl Error {
         Error::new(Class::InvalidArgument, message)
     }
 
+    /// [`Class::Unsupported`].
+    pub fn unsupported(message: impl fmt::Display) -> Error {
+        Error::new(Class::Unsupported, message)
+    }
+
     /// [`Class::InUse`].
     pub fn in_use(message: impl fmt::Display) -> Error {
         Error::new(Class::InUse, message)

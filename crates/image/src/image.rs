@@ -413,7 +413,7 @@ pub fn open_or_create(
         if let Some(s) = size.filter(|&s| needs_size && s != have) {
             return Err(Error::invalid(format!(
                 "{} is an export of {have} bytes, not {s}: its size comes from the export \
-                 (leave out --size)",
+                 (leave the size out)",
                 redacted(path)
             )));
         }
@@ -429,7 +429,7 @@ pub fn open_or_create(
         if let Some(s) = size.filter(|_| needs_size) {
             if meta.is_file() && meta.len() != s {
                 return Err(Error::invalid(format!(
-                    "{} exists ({} bytes); --size is only for creating a new image",
+                    "{} exists ({} bytes); a size is only for creating a new image",
                     path.display(),
                     meta.len()
                 )));
@@ -442,7 +442,7 @@ pub fn open_or_create(
         None if !needs_size => 0,
         None => {
             return Err(Error::invalid(format!(
-                "{} does not exist: give --size to create it",
+                "{} does not exist: give a size to create it",
                 path.display()
             )))
         }

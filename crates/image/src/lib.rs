@@ -11,11 +11,15 @@
 //!   [`Image`]): the steps every user of a volume takes.
 //! - [`mod@open`]: [`open()`], a volume's engine in one call; [`export::VolumeExport`],
 //!   an engine as an NBD export.
+//! - [`create`]: the stores a new volume goes to ([`create::Target`]: created when
+//!   missing, claimed exclusively, removed again on failure) and the defaults written
+//!   once for every front end's format.
 //! - [`error`]: [`Error`], classified once ([`Class`]); each front end maps the classes
 //!   one-to-one (exit codes, Python exceptions, C status codes).
 
 #![forbid(unsafe_code)]
 
+pub mod create;
 pub mod error;
 pub mod export;
 pub mod image;

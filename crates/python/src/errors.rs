@@ -92,12 +92,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     Ok(())
 }
 
-/// The exception for an error of the volume library (classified as the image library
-/// classifies it).
-pub fn volume(e: VolumeError) -> PyErr {
-    image(e.into())
-}
-
 /// The exception for each class of the image library's errors.
 pub fn image(e: ImageError) -> PyErr {
     let msg = e.to_string();

@@ -94,7 +94,7 @@ def test_readonly_refuses_writes(tmp_path):
 
 def test_invalid_arguments(tmp_path):
     img = tmp_path / "i.img"
-    with pytest.raises(sectorcrypt.InvalidArgument, match="size="):
+    with pytest.raises(sectorcrypt.InvalidArgument, match="give a size"):
         sectorcrypt.format(img, PASS)
     assert not img.exists()
     with pytest.raises(sectorcrypt.InvalidArgument, match="not both"):

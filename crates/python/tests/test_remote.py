@@ -103,3 +103,20 @@ def test_secrets_in_a_locator_stay_out_of_messages(tmp_path):
         sectorcrypt.open(
             f"nbd+unix:///?socket={tmp_path}/nobody.sock&password=SECRETXYZ", PASS)
     assert "SECRETXYZ" not in str(e.value)
+
+
+def test_format_an_nbd_export(tmp_path):
+    img = tmp_path / "blank.img"
+    with open(img, "wb") as f:
+        f.truncate(20 * MIB)
+    with Nbdkit(img, tmp_path, False) as kit:
+        # The export's size is the volume's: another size is refused, nothing is made.
+        with pytest.raises(sectorcrypt.InvalidArgument, match="export of"):
+            sectorcrypt.format(kit.uri, PASS, size=8 * MIB, pbkdf="pbkdf2", iterations=1000)
+        info = sectorcrypt.format(kit.uri, PASS, pbkdf="pbkdf2", iterations=1000)
+        assert info["format"] == "luks2"
+    need("cryptsetup")
+    run_out = subprocess.run(["cryptsetup", "luksDump", str(img)], capture_output=True)
+    assert run_out.returncode == 0, run_out.stderr
+    with sectorcrypt.open(img, PASS) as vol:
+        assert vol.info()["uuid"] == info["uuid"]
