@@ -165,13 +165,3 @@ pub fn open_volume(
         claims,
     })
 }
-
-/// Opens `path` for formatting, or creates it when missing (see
-/// `sectorcrypt_image::image::open_or_create`).
-pub fn open_or_create(
-    path: &Path,
-    size: Option<u64>,
-    header: bool,
-) -> Result<(ImageStore, bool), Failure> {
-    Ok(lib::open_or_create(path, size, header, &context().remote)?)
-}

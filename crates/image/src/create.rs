@@ -4,23 +4,26 @@
 //! missing), claims both exclusively (a volume in use is refused: its server would go on
 //! under the old key), finds the signatures the new header will wipe, takes the exclusive
 //! header lock, and removes the files it made when the format fails ([`Target::discard`]).
-//! [`luks_key_bits`] is the default and the refusal of a LUKS key size.
+//! [`luks_key_bits`] is the default and the refusal of a LUKS key size; [`seal`] writes
+//! every sector of a new authenticated GELI provider, with a progress callback.
 
 use crate::error::{Error, Result};
 use crate::image::{claim, lock_header, open_or_create, Claims, Context};
 use crate::store::{Guard, ImageStore};
 use sectorcrypt_crypto::dmcrypt::{CipherMode, CipherSpec};
+use sectorcrypt_volume::engine::EngineOptions;
 use sectorcrypt_volume::lock::Mode;
-use sectorcrypt_volume::{formats, Placement};
+use sectorcrypt_volume::{formats, Placement, Store, Unlocked};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// The stores a new volume is written to, claimed exclusively.
 #[derive(Debug)]
 pub struct Target {
     /// The image (the data, and the header unless it is detached).
     pub image: PathBuf,
-    /// The image's store.
-    pub store: ImageStore,
+    /// The image's store (shared with an engine that seals a new GELI provider).
+    pub store: Arc<ImageStore>,
     created: bool,
     /// A detached header: its store, whether this made its file, its path.
     header: Option<(ImageStore, bool, PathBuf)>,
@@ -41,7 +44,7 @@ impl Target {
         let (store, created) = open_or_create(image, size, false, &cx.remote)?;
         let mut target = Target {
             image: image.to_path_buf(),
-            store,
+            store: Arc::new(store),
             created,
             header: None,
             claims: Claims::default(),
@@ -96,7 +99,7 @@ impl Target {
 
     /// The header's store.
     pub fn header_store(&self) -> &ImageStore {
-        self.header.as_ref().map_or(&self.store, |(h, _, _)| h)
+        self.header.as_ref().map_or(&*self.store, |(h, _, _)| h)
     }
 
     /// Whether the header is detached.
@@ -109,15 +112,15 @@ impl Target {
         match &self.header {
             Some((hdr, _, _)) => Placement::Detached {
                 header: hdr,
-                data: &self.store,
+                data: &*self.store,
             },
-            None => Placement::Attached(&self.store),
+            None => Placement::Attached(&*self.store),
         }
     }
 
     /// The signatures of every format found on the stores now (what formatting wipes).
     pub fn signatures(&self) -> Result<Vec<formats::Signature>> {
-        let mut found = formats::signatures(&self.store)?;
+        let mut found = formats::signatures(&*self.store)?;
         if let Some((hdr, _, _)) = &self.header {
             found.extend(formats::signatures(hdr)?);
         }
@@ -153,6 +156,24 @@ impl Target {
             let _ = std::fs::remove_file(image);
         }
     }
+}
+
+/// Seals every sector of a new authenticated GELI provider on `store` (zeros written
+/// through the engine of `unlocked`, with their tags), so that reading any sector
+/// succeeds; `done` is told the bytes sealed so far after each step of 64 MiB.
+pub fn seal(store: &Arc<ImageStore>, unlocked: &Unlocked, done: &dyn Fn(u64)) -> Result<()> {
+    let vol = unlocked.engine(Box::new(Arc::clone(store)), EngineOptions::default())?;
+    let total = vol.size();
+    let failed = |e| Error::io(store.name(), e);
+    let step = 64u64 << 20;
+    let mut sealed = 0;
+    while sealed < total {
+        let n = step.min(total - sealed);
+        vol.write_zeroes(sealed, n).map_err(failed)?;
+        sealed += n;
+        done(sealed);
+    }
+    vol.flush().map_err(failed)
 }
 
 /// The key size in bits of a LUKS volume with `cipher`: `bits` when given (a multiple of

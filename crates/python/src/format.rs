@@ -17,10 +17,8 @@ use crate::volume::Info;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use sectorcrypt_crypto::secret::SecretBytes;
-use sectorcrypt_image::create::{luks_key_bits, Target};
-use sectorcrypt_image::image::open_store;
-use sectorcrypt_image::{redacted, Context, Error, RemoteOptions, Result};
-use sectorcrypt_volume::engine::EngineOptions;
+use sectorcrypt_image::create::{luks_key_bits, seal, Target};
+use sectorcrypt_image::{Context, Error, Result};
 use sectorcrypt_volume::geli::init::{self as geli, InitOptions};
 use sectorcrypt_volume::geli::metadata::algo;
 use sectorcrypt_volume::kdf::{KdfKind, KdfOptions};
@@ -248,19 +246,9 @@ fn format_geli(target: &Target, pass: Option<&[u8]>, req: &Request) -> Result<In
     let files: Vec<&[u8]> = req.keyfiles.iter().map(|k| &k[..]).collect();
     let (_, u) = geli::init(&target.store, &opts, &files, pass.unwrap_or_default())?;
     if aalgo != 0 {
-        seal_all(&target.image, &u)?;
+        seal(&target.store, &u, &|_| {})?;
     }
     Ok(info("geli", &u, None))
-}
-
-/// Writes every sector of a new authenticated provider (zeros, sealed with their tags),
-/// so that reading any of them succeeds.
-fn seal_all(path: &Path, u: &Unlocked) -> Result<()> {
-    let store = open_store(path, true, &RemoteOptions::default())?;
-    let vol = u.engine(Box::new(store), EngineOptions::default())?;
-    let failed = |e| Error::io(format!("sealing the sectors of {}", redacted(path)), e);
-    vol.write_zeroes(0, vol.size()).map_err(failed)?;
-    vol.flush().map_err(failed)
 }
 
 fn info(format: &'static str, u: &Unlocked, uuid: Option<String>) -> Info {
