@@ -161,3 +161,59 @@ fn c_opens_reads_and_writes_a_volume_on_an_nbd_export_by_unix_socket_and_tcp() {
         );
     }
 }
+
+/// GELI from C: a provider whose key is a keyfile alone (no passphrase component), opened
+/// over NBD with the keyfile, a keyslot and a thread count in the options.
+#[test]
+fn c_opens_a_geli_provider_with_a_keyfile_and_no_passphrase_through_the_options() {
+    use sectorcrypt_volume::geli::init::{init, InitOptions};
+    use sectorcrypt_volume::FileStore;
+    require!("cc", "nbdkit");
+    let dir = tempfile::Builder::new()
+        .prefix("capi-geli-")
+        .tempdir()
+        .unwrap();
+    let d = dir.path();
+    let program = build_program(d);
+    let img = d.join("g.img");
+    File::create(&img).unwrap().set_len(4 * MIB).unwrap();
+    let keyfile = pattern(100, 70);
+    std::fs::write(d.join("keyfile"), &keyfile).unwrap();
+    let expected = pattern(8192, 71);
+    std::fs::write(d.join("expected.bin"), &expected).unwrap();
+    {
+        let store = FileStore::open(&img, true).unwrap();
+        let opts = InitOptions {
+            iterations: Some(1000),
+            use_passphrase: false,
+            ..InitOptions::default()
+        };
+        let (_, u) = init(&store, &opts, &[&keyfile[..]], b"").unwrap();
+        let vol = u
+            .engine(
+                Box::new(store),
+                sectorcrypt_volume::engine::EngineOptions::default(),
+            )
+            .unwrap();
+        vol.write_at(&expected, 0).unwrap();
+        vol.flush().unwrap();
+    }
+    let kit = Nbdkit::unix(
+        &d.join("kit.sock"),
+        &["file", &format!("file={}", img.display())],
+    );
+    let out = Command::new(&program)
+        .arg(kit.uri())
+        .arg(d)
+        .arg("geli")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{} failed ({}):\n{}{}",
+        kit.uri(),
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -63,9 +63,58 @@ static unsigned char *slurp(const char *dir, const char *name, size_t *len) {
     return buf;
 }
 
+/* `sectorcrypt_remote LOCATOR DIR geli`: LOCATOR is a GELI provider whose key is the
+ * keyfile DIR/keyfile alone (geli init -P); its data starts with expected.bin. */
+static int geli(const char *locator, const char *dir) {
+    size_t expected_len;
+    unsigned char *expected = slurp(dir, "expected.bin", &expected_len);
+    unsigned char *buf = malloc(expected_len);
+    char keyfile[4200];
+    snprintf(keyfile, sizeof keyfile, "%s/keyfile", dir);
+    const char *keyfiles[] = {keyfile};
+    sectorcrypt_open_options o;
+    memset(&o, 0, sizeof o);
+    o.size = sizeof o;
+    o.flags = SECTORCRYPT_OPEN_READ_ONLY | SECTORCRYPT_OPEN_NO_PASSPHRASE | SECTORCRYPT_OPEN_KEYSLOT;
+    o.keyslot = 0;
+    o.keyfiles = keyfiles;
+    o.keyfile_count = 1;
+    o.threads = 1;
+    sectorcrypt_volume *v = NULL;
+    EXPECT(sectorcrypt_open_with(locator, NULL, 0, &o, &v), SECTORCRYPT_OK);
+    if (v) {
+        sectorcrypt_volume_info info;
+        EXPECT(sectorcrypt_info(v, &info), SECTORCRYPT_OK);
+        CHECK(strcmp(info.format, "geli") == 0 && info.read_only);
+        EXPECT(sectorcrypt_pread(v, buf, expected_len, 0), SECTORCRYPT_OK);
+        CHECK(memcmp(buf, expected, expected_len) == 0);
+        EXPECT(sectorcrypt_close(v), SECTORCRYPT_OK);
+    }
+    /* Another keyfile is another key: no keyslot opens. No keyfile at all is no key. */
+    char other[4200];
+    snprintf(other, sizeof other, "%s/expected.bin", dir);
+    const char *others[] = {other};
+    o.keyfiles = others;
+    EXPECT(sectorcrypt_open_with(locator, NULL, 0, &o, &v), SECTORCRYPT_ERR_WRONG_PASSPHRASE);
+    o.keyfile_count = 0;
+    o.keyfiles = NULL;
+    EXPECT(sectorcrypt_open_with(locator, NULL, 0, &o, &v), SECTORCRYPT_ERR_INVALID_ARGUMENT);
+    /* GELI has one key: keyslot 1 is no keyslot of it. */
+    o.keyfiles = keyfiles;
+    o.keyfile_count = 1;
+    o.keyslot = 1;
+    EXPECT(sectorcrypt_open_with(locator, NULL, 0, &o, &v), SECTORCRYPT_ERR_KEYSLOT);
+    printf("sectorcrypt GELI C test (%s): %d checks, %d failed\n", locator, checks, failures);
+    free(buf);
+    free(expected);
+    return failures ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc == 4 && strcmp(argv[3], "geli") == 0)
+        return geli(argv[1], argv[2]);
     if (argc != 3) {
-        fprintf(stderr, "usage: %s LOCATOR DIR\n", argv[0]);
+        fprintf(stderr, "usage: %s LOCATOR DIR [geli]\n", argv[0]);
         return 2;
     }
     const char *locator = argv[1], *dir = argv[2];
