@@ -24,6 +24,13 @@
 #include <stdint.h>
 
 /**
+ * `sectorcrypt_cipher_new` flag: the IV number counts sectors instead of 512-byte units
+ * (dm-crypt's `iv_large_sectors`); sector sizes may then be any multiple of 16 from 16
+ * to 65536.
+ */
+#define SECTORCRYPT_CIPHER_IV_LARGE_SECTORS 1
+
+/**
  * `sectorcrypt_open` flag: open read-only (the files are opened for reading; writes give
  * `SECTORCRYPT_ERR_READ_ONLY`).
  */
@@ -35,13 +42,6 @@
  * change under it. Without it a read-only open beside a writer is refused.
  */
 #define SECTORCRYPT_OPEN_SHARED 2
-
-/**
- * `sectorcrypt_cipher_new` flag: the IV number counts sectors instead of 512-byte units
- * (dm-crypt's `iv_large_sectors`); sector sizes may then be any multiple of 16 from 16
- * to 65536.
- */
-#define SECTORCRYPT_CIPHER_IV_LARGE_SECTORS 1
 
 /**
  * `sectorcrypt_open_options.flags` (with `SECTORCRYPT_OPEN_READ_ONLY` and
@@ -276,10 +276,10 @@ extern "C" {
  * of `passphrase_len` bytes at `passphrase`, and stores its handle in `*out` (NULL on
  * failure). `path` is a locator, as the `sectorcrypt` command takes it: a file or block
  * device, an NBD URI (`nbd://host[:port]/export`, `nbd+unix:///export?socket=PATH`,
- * `nbds://`, `nbds+unix://`) or an `rbd:pool/image` spec; remote stores are reached with
- * the defaults of `sectorcrypt_open_options_init`. `header` is the file holding a
- * detached header, or NULL when the header is in `path`. `flags`: 0, or `SECTORCRYPT_OPEN_READ_ONLY`, optionally with
- * `SECTORCRYPT_OPEN_SHARED`.
+ * `nbds://`, `nbds+unix://`) or an `rbd:pool/image` spec; a remote store is reached with
+ * the defaults of `sectorcrypt_open_options` (4 connections, 30 s, no retry). `header`
+ * is the file holding a detached header, or NULL when the header is in `path`. `flags`:
+ * 0, or `SECTORCRYPT_OPEN_READ_ONLY`, optionally with `SECTORCRYPT_OPEN_SHARED`.
  *
  * The library copies the passphrase into locked memory it wipes; the caller's copy is
  * the caller's to wipe. The files stay open, with a shared use claim that makes

@@ -19,7 +19,7 @@
 
 use crate::cipher::{Cipher, Direction};
 use crate::last_error::{self, guard};
-use crate::options::OpenOptionsC;
+use crate::options::{OpenOptionsC, SECTORCRYPT_OPEN_READ_ONLY, SECTORCRYPT_OPEN_SHARED};
 use crate::registry::Registry;
 use crate::status::{Failure, Status, UNKNOWN};
 use crate::volume::{Info, OpenVolume};
@@ -29,15 +29,6 @@ use std::ffi::{c_char, c_int, c_void, CStr, OsStr};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-
-/// `sectorcrypt_open` flag: open read-only (the files are opened for reading; writes give
-/// `SECTORCRYPT_ERR_READ_ONLY`).
-pub const SECTORCRYPT_OPEN_READ_ONLY: u32 = 1;
-
-/// `sectorcrypt_open` flag, with `SECTORCRYPT_OPEN_READ_ONLY`: open even while another
-/// process writes the volume (cryptsetup's `--shared`), accepting that the data read may
-/// change under it. Without it a read-only open beside a writer is refused.
-pub const SECTORCRYPT_OPEN_SHARED: u32 = 2;
 
 /// `sectorcrypt_cipher_new` flag: the IV number counts sectors instead of 512-byte units
 /// (dm-crypt's `iv_large_sectors`); sector sizes may then be any multiple of 16 from 16
@@ -191,10 +182,10 @@ fn check_flags(flags: u32, known: u32, what: &str) -> Result<(), Failure> {
 /// of `passphrase_len` bytes at `passphrase`, and stores its handle in `*out` (NULL on
 /// failure). `path` is a locator, as the `sectorcrypt` command takes it: a file or block
 /// device, an NBD URI (`nbd://host[:port]/export`, `nbd+unix:///export?socket=PATH`,
-/// `nbds://`, `nbds+unix://`) or an `rbd:pool/image` spec; remote stores are reached with
-/// the defaults of `sectorcrypt_open_options_init`. `header` is the file holding a
-/// detached header, or NULL when the header is in `path`. `flags`: 0, or `SECTORCRYPT_OPEN_READ_ONLY`, optionally with
-/// `SECTORCRYPT_OPEN_SHARED`.
+/// `nbds://`, `nbds+unix://`) or an `rbd:pool/image` spec; a remote store is reached with
+/// the defaults of `sectorcrypt_open_options` (4 connections, 30 s, no retry). `header`
+/// is the file holding a detached header, or NULL when the header is in `path`. `flags`:
+/// 0, or `SECTORCRYPT_OPEN_READ_ONLY`, optionally with `SECTORCRYPT_OPEN_SHARED`.
 ///
 /// The library copies the passphrase into locked memory it wipes; the caller's copy is
 /// the caller's to wipe. The files stay open, with a shared use claim that makes

@@ -10,13 +10,21 @@
 //! default: every field's zero means "the default". Adding a field keeps the ABI
 //! (`build.rs`); changing or removing one breaks it.
 
-use crate::ffi::{SECTORCRYPT_OPEN_READ_ONLY, SECTORCRYPT_OPEN_SHARED};
 use crate::status::Failure;
 use sectorcrypt_image::{Context, OpenOptions, RemoteOptions};
 use sectorcrypt_volume::engine::EngineOptions;
 use std::ffi::c_char;
 use std::path::PathBuf;
 use zeroize::Zeroizing;
+
+/// `sectorcrypt_open` flag: open read-only (the files are opened for reading; writes give
+/// `SECTORCRYPT_ERR_READ_ONLY`).
+pub const SECTORCRYPT_OPEN_READ_ONLY: u32 = 1;
+
+/// `sectorcrypt_open` flag, with `SECTORCRYPT_OPEN_READ_ONLY`: open even while another
+/// process writes the volume (cryptsetup's `--shared`), accepting that the data read may
+/// change under it. Without it a read-only open beside a writer is refused.
+pub const SECTORCRYPT_OPEN_SHARED: u32 = 2;
 
 /// `sectorcrypt_open_options.flags` (with `SECTORCRYPT_OPEN_READ_ONLY` and
 /// `SECTORCRYPT_OPEN_SHARED`): try only the keyslot in `keyslot`.
