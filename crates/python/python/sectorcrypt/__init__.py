@@ -246,6 +246,12 @@ def open(
 def format(path, passphrase=None, **options):
     """Creates a volume in ``path`` and returns its ``info()`` dict.
 
+    ``path`` is a locator, as for :func:`open`: a file or block device (created, readable
+    by its owner only, when missing and ``size`` is given), an NBD URI or an
+    ``rbd:pool/image`` spec (whose size is the export's: another ``size`` is refused). A
+    volume in use raises ``InUse``; a file made here is removed again when formatting
+    fails.
+
     Options (keywords): ``key_file``; ``type`` ("luks2", "luks1" or "geli"); ``cipher``
     (LUKS: "aes-xts-plain64", "aes-cbc-essiv:sha256", ...; GELI: "aes-xts", "aes-cbc",
     "null"); ``key_size`` in bits; ``sector_size``; ``size`` (creates a sparse image of
@@ -262,4 +268,5 @@ def format(path, passphrase=None, **options):
             options[k] = os.fspath(options[k])
     if options.get("keyfiles") is not None:
         options["keyfiles"] = [os.fspath(k) for k in options["keyfiles"]]
-    return _native.format(os.fspath(path), passphrase, **options)
+    return _native.format(path if isinstance(path, str) else os.fspath(path), passphrase,
+                          **options)
