@@ -150,3 +150,16 @@ def test_one_writer_at_a_time_and_readers_beside_it_only_when_shared(tmp_path):
         with pytest.raises(sectorcrypt.InUse, match="open read-only by a reader"):
             sectorcrypt.open(img, PASS, readonly=False)
     sectorcrypt.open(img, PASS, readonly=False).close()
+
+
+def test_a_detached_header_alone_is_refused_before_its_data_is_touched(tmp_path):
+    # A detached header's data offset is 0: its own file, opened as the image, would have
+    # its keyslots overwritten by the first write to the data.
+    data, hdr = tmp_path / "d.img", tmp_path / "d.hdr"
+    sectorcrypt.format(data, PASS, size=MIB, header=hdr, pbkdf="pbkdf2", iterations=1000)
+    before = open(hdr, "rb").read()
+    with pytest.raises(sectorcrypt.InvalidArgument, match="holds a detached header"):
+        sectorcrypt.open(hdr, PASS, readonly=False)
+    assert open(hdr, "rb").read() == before
+    with sectorcrypt.open(data, PASS, header=hdr, readonly=False) as vol:
+        assert vol.info()["data_offset"] == 0
