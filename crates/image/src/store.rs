@@ -1,13 +1,14 @@
-//! The store of an image as the commands hold it: a local file ([`FileStore`], with the
-//! advisory locks of `sectorcrypt_volume::lock`) or a remote store (an NBD export), behind
-//! one type so that the image opener treats both alike.
+//! The store of an image as every front end holds it: a local file ([`FileStore`], with
+//! the advisory locks of `sectorcrypt_volume::lock`) or a remote store (an NBD export, an
+//! RBD image), behind one type so that the image opener treats both alike; and
+//! [`Counted`], a store whose writes are counted for a progress display.
 //!
 //! **Locks on a remote store.** There is no `flock` on an NBD export and no lock in the
 //! NBD protocol, so the header lock and the use claim of a remote store are held inside
 //! this process only (keyed by the export's canonical URI): they order this process's
 //! own header updates and keep its own commands from replacing a header under itself, but
 //! nothing guards a header update against another process or another machine using the
-//! same export. Run one header-changing command at a time per export (the same rule as
+//! same export. Run one header-changing command (or program) at a time per export (the same rule as
 //! for any shared block storage without a cluster lock manager). The writer claim has the
 //! same semantics here as on a file (one writer; readers refused beside it unless
 //! `shared`), within this process only.
