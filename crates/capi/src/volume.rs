@@ -1,5 +1,5 @@
 //! The volume behind a `sectorcrypt_volume` handle, in safe Rust: opening by locator (a
-//! path, an NBD URI, an `rbd:` spec) with [`sectorcrypt_image::open`] (the command line's
+//! path, an NBD URI, an `rbd:` spec) with [`sectorcrypt_image::open()`] (the command line's
 //! stores, locks and use claims), plaintext
 //! reads and writes at any offset and length, flush, and the facts `sectorcrypt_info`
 //! reports. Every failure is a [`Failure`] with its own code; the checks a C caller most
