@@ -24,6 +24,13 @@
 #include <stdint.h>
 
 /**
+ * `sectorcrypt_cipher_new` flag: the IV number counts sectors instead of 512-byte units
+ * (dm-crypt's `iv_large_sectors`); sector sizes may then be any multiple of 16 from 16
+ * to 65536.
+ */
+#define SECTORCRYPT_CIPHER_IV_LARGE_SECTORS 1
+
+/**
  * `sectorcrypt_open` flag: open read-only (the files are opened for reading; writes give
  * `SECTORCRYPT_ERR_READ_ONLY`).
  */
@@ -37,11 +44,28 @@
 #define SECTORCRYPT_OPEN_SHARED 2
 
 /**
- * `sectorcrypt_cipher_new` flag: the IV number counts sectors instead of 512-byte units
- * (dm-crypt's `iv_large_sectors`); sector sizes may then be any multiple of 16 from 16
- * to 65536.
+ * `sectorcrypt_open_options.flags` (with `SECTORCRYPT_OPEN_READ_ONLY` and
+ * `SECTORCRYPT_OPEN_SHARED`): try only the keyslot in `keyslot`.
  */
-#define SECTORCRYPT_CIPHER_IV_LARGE_SECTORS 1
+#define SECTORCRYPT_OPEN_KEYSLOT 4
+
+/**
+ * `sectorcrypt_open_options.flags`: the key has no passphrase component (GELI made with
+ * `-P`: its keyfiles alone); the passphrase may then be NULL.
+ */
+#define SECTORCRYPT_OPEN_NO_PASSPHRASE 8
+
+/**
+ * `sectorcrypt_open_options.flags`: a remote store's connections and requests have no
+ * time limit (`timeout_secs` is ignored).
+ */
+#define SECTORCRYPT_OPEN_NO_TIMEOUT 16
+
+/**
+ * `sectorcrypt_open_options.flags`: refuse a volume whose sectors are not authenticated
+ * (the command line's `--integrity`).
+ */
+#define SECTORCRYPT_OPEN_INTEGRITY 32
 
 /**
  * Bytes of `sectorcrypt_volume_info.format`, the terminating NUL included.
@@ -140,6 +164,11 @@ typedef enum sectorcrypt_status {
    * A bug in sectorcrypt (a panic, caught before it reached the caller).
    */
   SECTORCRYPT_ERR_INTERNAL = 18,
+  /**
+   * A remote store (an NBD export, an RBD image) that cannot be reached or refuses the
+   * connection.
+   */
+  SECTORCRYPT_ERR_UNREACHABLE = 19,
 } sectorcrypt_status;
 
 /**
@@ -153,6 +182,56 @@ typedef struct sectorcrypt_cipher sectorcrypt_cipher;
  * may be used from many threads at once (reads and writes run in parallel).
  */
 typedef struct sectorcrypt_volume sectorcrypt_volume;
+
+/**
+ * How `sectorcrypt_open_with` opens a volume. Set `size` to `sizeof` this struct and
+ * zero what you leave at its default.
+ */
+typedef struct sectorcrypt_open_options {
+  /**
+   * `sizeof(sectorcrypt_open_options)` as the caller's header declares it.
+   */
+  size_t size;
+  /**
+   * `SECTORCRYPT_OPEN_*` flags, or 0.
+   */
+  uint32_t flags;
+  /**
+   * With `SECTORCRYPT_OPEN_KEYSLOT`: the only keyslot tried.
+   */
+  uint32_t keyslot;
+  /**
+   * A detached header's file (or locator), NUL-terminated; NULL: the header is in the
+   * image.
+   */
+  const char *header;
+  /**
+   * GELI's keyfile components: `keyfile_count` paths of files, NUL-terminated, in
+   * order; NULL when `keyfile_count` is 0.
+   */
+  const char *const *keyfiles;
+  /**
+   * How many paths `keyfiles` holds.
+   */
+  size_t keyfile_count;
+  /**
+   * The engine's worker threads for large requests; 0: one per core.
+   */
+  uint32_t threads;
+  /**
+   * NBD connections when the server allows several; 0: 4.
+   */
+  uint32_t connections;
+  /**
+   * Seconds a remote store's connection or request may take; 0: 30 (see
+   * `SECTORCRYPT_OPEN_NO_TIMEOUT`).
+   */
+  uint32_t timeout_secs;
+  /**
+   * Reconnections per request after a remote store's connection failed (0: none).
+   */
+  uint32_t retry;
+} sectorcrypt_open_options;
 
 /**
  * What `sectorcrypt_info` reports about an open volume.
@@ -193,11 +272,14 @@ extern "C" {
 #endif // __cplusplus
 
 /**
- * Opens and unlocks the volume in the file `path` (LUKS2, LUKS1 or GELI) with the
- * passphrase of `passphrase_len` bytes at `passphrase`, and stores its handle in `*out`
- * (NULL on failure). `header` is the file holding a detached header, or NULL when the
- * header is in `path`. `flags`: 0, or `SECTORCRYPT_OPEN_READ_ONLY`, optionally with
- * `SECTORCRYPT_OPEN_SHARED`.
+ * Opens and unlocks the volume `path` names (LUKS2, LUKS1 or GELI) with the passphrase
+ * of `passphrase_len` bytes at `passphrase`, and stores its handle in `*out` (NULL on
+ * failure). `path` is a locator, as the `sectorcrypt` command takes it: a file or block
+ * device, an NBD URI (`nbd://host[:port]/export`, `nbd+unix:///export?socket=PATH`,
+ * `nbds://`, `nbds+unix://`) or an `rbd:pool/image` spec; a remote store is reached with
+ * the defaults of `sectorcrypt_open_options` (4 connections, 30 s, no retry). `header`
+ * is the file holding a detached header, or NULL when the header is in `path`. `flags`:
+ * 0, or `SECTORCRYPT_OPEN_READ_ONLY`, optionally with `SECTORCRYPT_OPEN_SHARED`.
  *
  * The library copies the passphrase into locked memory it wipes; the caller's copy is
  * the caller's to wipe. The files stay open, with a shared use claim that makes
@@ -208,7 +290,8 @@ extern "C" {
  * Errors: `SECTORCRYPT_ERR_NULL` (path, passphrase or out NULL),
  * `SECTORCRYPT_ERR_NOT_FOUND`, `SECTORCRYPT_ERR_IO`, `SECTORCRYPT_ERR_NO_HEADER`,
  * `SECTORCRYPT_ERR_CORRUPT_HEADER`, `SECTORCRYPT_ERR_WRONG_PASSPHRASE`,
- * `SECTORCRYPT_ERR_UNSUPPORTED`, `SECTORCRYPT_ERR_KEYSLOT`, `SECTORCRYPT_ERR_IN_USE`
+ * `SECTORCRYPT_ERR_UNSUPPORTED`, `SECTORCRYPT_ERR_KEYSLOT`, `SECTORCRYPT_ERR_UNREACHABLE`
+ * (an NBD export or RBD cluster that cannot be reached), `SECTORCRYPT_ERR_IN_USE`
  * (another process is erasing the volume or replacing its header, or writes it, or
  * reads it while this open would write), `SECTORCRYPT_ERR_INVALID_ARGUMENT` (unknown
  * flags, or `SECTORCRYPT_OPEN_SHARED` without `SECTORCRYPT_OPEN_READ_ONLY`).
@@ -223,6 +306,31 @@ enum sectorcrypt_status sectorcrypt_open(const char *path,
                                          size_t passphrase_len,
                                          uint32_t flags,
                                          struct sectorcrypt_volume **out);
+
+/**
+ * Opens and unlocks the volume `locator` names, as `sectorcrypt_open` does, with the
+ * options in `*options` (NULL: every default): a detached header, GELI keyfile
+ * components, a keyslot, no passphrase component, the engine's threads, and how a remote
+ * store is reached (connections, timeout, retry). Set `options->size` to
+ * `sizeof(sectorcrypt_open_options)`; zeroed fields take their defaults. `passphrase`
+ * may be NULL with `SECTORCRYPT_OPEN_NO_PASSPHRASE`.
+ *
+ * Errors: those of `sectorcrypt_open`; `SECTORCRYPT_ERR_INVALID_ARGUMENT` also for a
+ * `size` smaller than the `size` field, or larger than this library's struct with
+ * non-zero bytes past it (options this library does not know); a keyfile that cannot be
+ * read is `SECTORCRYPT_ERR_NOT_FOUND` or `SECTORCRYPT_ERR_IO`.
+ *
+ * # Safety
+ * `locator` is a NUL-terminated string; `passphrase`, when not NULL, points to
+ * `passphrase_len` readable bytes; `options`, when not NULL, points to `options->size`
+ * readable bytes, its `header` (when not NULL) to a NUL-terminated string and its
+ * `keyfiles` to `keyfile_count` pointers to NUL-terminated strings; `out` is writable.
+ */
+enum sectorcrypt_status sectorcrypt_open_with(const char *locator,
+                                              const char *passphrase,
+                                              size_t passphrase_len,
+                                              const struct sectorcrypt_open_options *options,
+                                              struct sectorcrypt_volume **out);
 
 /**
  * Flushes (when writable) and closes the volume, releasing its files and claims, and

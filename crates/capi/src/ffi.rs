@@ -19,23 +19,16 @@
 
 use crate::cipher::{Cipher, Direction};
 use crate::last_error::{self, guard};
+use crate::options::{OpenOptionsC, SECTORCRYPT_OPEN_READ_ONLY, SECTORCRYPT_OPEN_SHARED};
 use crate::registry::Registry;
 use crate::status::{Failure, Status, UNKNOWN};
 use crate::volume::{Info, OpenVolume};
 use sectorcrypt_crypto::secret::SecretBytes;
+use sectorcrypt_image::OpenOptions;
 use std::ffi::{c_char, c_int, c_void, CStr, OsStr};
 use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
-
-/// `sectorcrypt_open` flag: open read-only (the files are opened for reading; writes give
-/// `SECTORCRYPT_ERR_READ_ONLY`).
-pub const SECTORCRYPT_OPEN_READ_ONLY: u32 = 1;
-
-/// `sectorcrypt_open` flag, with `SECTORCRYPT_OPEN_READ_ONLY`: open even while another
-/// process writes the volume (cryptsetup's `--shared`), accepting that the data read may
-/// change under it. Without it a read-only open beside a writer is refused.
-pub const SECTORCRYPT_OPEN_SHARED: u32 = 2;
 
 /// `sectorcrypt_cipher_new` flag: the IV number counts sectors instead of 512-byte units
 /// (dm-crypt's `iv_large_sectors`); sector sizes may then be any multiple of 16 from 16
@@ -185,11 +178,14 @@ fn check_flags(flags: u32, known: u32, what: &str) -> Result<(), Failure> {
     Ok(())
 }
 
-/// Opens and unlocks the volume in the file `path` (LUKS2, LUKS1 or GELI) with the
-/// passphrase of `passphrase_len` bytes at `passphrase`, and stores its handle in `*out`
-/// (NULL on failure). `header` is the file holding a detached header, or NULL when the
-/// header is in `path`. `flags`: 0, or `SECTORCRYPT_OPEN_READ_ONLY`, optionally with
-/// `SECTORCRYPT_OPEN_SHARED`.
+/// Opens and unlocks the volume `path` names (LUKS2, LUKS1 or GELI) with the passphrase
+/// of `passphrase_len` bytes at `passphrase`, and stores its handle in `*out` (NULL on
+/// failure). `path` is a locator, as the `sectorcrypt` command takes it: a file or block
+/// device, an NBD URI (`nbd://host[:port]/export`, `nbd+unix:///export?socket=PATH`,
+/// `nbds://`, `nbds+unix://`) or an `rbd:pool/image` spec; a remote store is reached with
+/// the defaults of `sectorcrypt_open_options` (4 connections, 30 s, no retry). `header`
+/// is the file holding a detached header, or NULL when the header is in `path`. `flags`:
+/// 0, or `SECTORCRYPT_OPEN_READ_ONLY`, optionally with `SECTORCRYPT_OPEN_SHARED`.
 ///
 /// The library copies the passphrase into locked memory it wipes; the caller's copy is
 /// the caller's to wipe. The files stay open, with a shared use claim that makes
@@ -200,7 +196,8 @@ fn check_flags(flags: u32, known: u32, what: &str) -> Result<(), Failure> {
 /// Errors: `SECTORCRYPT_ERR_NULL` (path, passphrase or out NULL),
 /// `SECTORCRYPT_ERR_NOT_FOUND`, `SECTORCRYPT_ERR_IO`, `SECTORCRYPT_ERR_NO_HEADER`,
 /// `SECTORCRYPT_ERR_CORRUPT_HEADER`, `SECTORCRYPT_ERR_WRONG_PASSPHRASE`,
-/// `SECTORCRYPT_ERR_UNSUPPORTED`, `SECTORCRYPT_ERR_KEYSLOT`, `SECTORCRYPT_ERR_IN_USE`
+/// `SECTORCRYPT_ERR_UNSUPPORTED`, `SECTORCRYPT_ERR_KEYSLOT`, `SECTORCRYPT_ERR_UNREACHABLE`
+/// (an NBD export or RBD cluster that cannot be reached), `SECTORCRYPT_ERR_IN_USE`
 /// (another process is erasing the volume or replacing its header, or writes it, or
 /// reads it while this open would write), `SECTORCRYPT_ERR_INVALID_ARGUMENT` (unknown
 /// flags, or `SECTORCRYPT_OPEN_SHARED` without `SECTORCRYPT_OPEN_READ_ONLY`).
@@ -244,11 +241,125 @@ pub unsafe extern "C" fn sectorcrypt_open(
                 "open: SECTORCRYPT_OPEN_SHARED is for a read-only open",
             ));
         }
-        let opened = OpenVolume::open(image, header, &pass, read_only, shared)?;
+        let opts = OpenOptions {
+            header: header.map(Path::to_path_buf),
+            read_only,
+            shared,
+            ..OpenOptions::default()
+        };
+        let opened = OpenVolume::open(image, &pass, &opts)?;
         let id = VOLUMES.insert(opened);
         // SAFETY: the caller's promise for `out` (written above already).
         unsafe { put(out, handle(id), "out") }
     })
+}
+
+/// Opens and unlocks the volume `locator` names, as `sectorcrypt_open` does, with the
+/// options in `*options` (NULL: every default): a detached header, GELI keyfile
+/// components, a keyslot, no passphrase component, the engine's threads, and how a remote
+/// store is reached (connections, timeout, retry). Set `options->size` to
+/// `sizeof(sectorcrypt_open_options)`; zeroed fields take their defaults. `passphrase`
+/// may be NULL with `SECTORCRYPT_OPEN_NO_PASSPHRASE`.
+///
+/// Errors: those of `sectorcrypt_open`; `SECTORCRYPT_ERR_INVALID_ARGUMENT` also for a
+/// `size` smaller than the `size` field, or larger than this library's struct with
+/// non-zero bytes past it (options this library does not know); a keyfile that cannot be
+/// read is `SECTORCRYPT_ERR_NOT_FOUND` or `SECTORCRYPT_ERR_IO`.
+///
+/// # Safety
+/// `locator` is a NUL-terminated string; `passphrase`, when not NULL, points to
+/// `passphrase_len` readable bytes; `options`, when not NULL, points to `options->size`
+/// readable bytes, its `header` (when not NULL) to a NUL-terminated string and its
+/// `keyfiles` to `keyfile_count` pointers to NUL-terminated strings; `out` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn sectorcrypt_open_with(
+    locator: *const c_char,
+    passphrase: *const c_char,
+    passphrase_len: usize,
+    options: *const OpenOptionsC,
+    out: *mut *mut Volume,
+) -> Status {
+    guard(|| {
+        // SAFETY: the caller's promise for `out`.
+        unsafe { put(out, std::ptr::null_mut(), "out") }?;
+        // SAFETY: the caller's promises for `options` and the strings it points to.
+        let (opts, header, keyfiles) = unsafe { open_options(options) }?;
+        let opts = opts.to_options(header, &keyfiles)?;
+        // SAFETY: the caller's promises for `locator` and `passphrase`.
+        let (image, pass) = unsafe {
+            (
+                self::path(locator, "locator")?,
+                if passphrase.is_null() && opts.no_passphrase {
+                    SecretBytes::default()
+                } else {
+                    secret(passphrase.cast(), passphrase_len, "passphrase")?
+                },
+            )
+        };
+        let opened = OpenVolume::open(image, &pass, &opts)?;
+        let id = VOLUMES.insert(opened);
+        // SAFETY: the caller's promise for `out` (written above already).
+        unsafe { put(out, handle(id), "out") }
+    })
+}
+
+/// The caller's options (every default for NULL), cut to the size it gave, with the
+/// header path and keyfile paths they point to.
+///
+/// # Safety
+/// As for `sectorcrypt_open_with`'s `options`.
+unsafe fn open_options(
+    p: *const OpenOptionsC,
+) -> Result<(OpenOptionsC, Option<PathBuf>, Vec<PathBuf>), Failure> {
+    if p.is_null() {
+        return Ok((OpenOptionsC::zeroed(), None, Vec::new()));
+    }
+    let known = std::mem::size_of::<OpenOptionsC>();
+    // SAFETY: non-NULL; the caller promises at least `size` readable bytes, and `size` is
+    // the first field (read unaligned: nothing is assumed of the caller's alignment).
+    let size = unsafe { p.cast::<usize>().read_unaligned() };
+    if size < std::mem::size_of::<usize>() {
+        return Err(Failure::invalid(format!(
+            "open options: size {size} is smaller than the size field"
+        )));
+    }
+    // SAFETY: the caller promises `size` readable bytes at `p`.
+    let given = unsafe { bytes(p.cast(), size, "options") }?;
+    if given
+        .get(known..)
+        .is_some_and(|extra| extra.iter().any(|&b| b != 0))
+    {
+        return Err(Failure::invalid(format!(
+            "open options: {size} bytes, with options past the {known} this library knows"
+        )));
+    }
+    let mut o = OpenOptionsC::zeroed();
+    let n = size.min(known);
+    // SAFETY: `o` is `known` bytes of plain integers and pointers (any bytes are valid
+    // values; no padding), `given` holds at least `n` bytes; the two do not overlap.
+    unsafe {
+        std::ptr::copy_nonoverlapping(given.as_ptr(), (&raw mut o).cast::<u8>(), n);
+    }
+    let o = o.cut_to(size);
+    let header = if o.header.is_null() {
+        None
+    } else {
+        // SAFETY: the caller's promise for `header`.
+        Some(unsafe { self::path(o.header, "options->header") }?.to_path_buf())
+    };
+    let mut keyfiles = Vec::with_capacity(o.keyfile_count.min(64));
+    if o.keyfile_count > 0 {
+        if o.keyfiles.is_null() {
+            return Err(Failure::null("options->keyfiles"));
+        }
+        for i in 0..o.keyfile_count {
+            // SAFETY: the caller promises `keyfile_count` readable pointers at `keyfiles`.
+            let k = unsafe { o.keyfiles.add(i).read_unaligned() };
+            // SAFETY: the caller promises each is a NUL-terminated string.
+            keyfiles.push(unsafe { self::path(k, "options->keyfiles[i]") }?.to_path_buf());
+        }
+    }
+    Ok((o, header, keyfiles))
 }
 
 /// Flushes (when writable) and closes the volume, releasing its files and claims, and

@@ -4,13 +4,15 @@
 //! `libsectorcrypt.so.N`, N the ABI major that `build.rs` holds; installed, it is the file
 //! `libsectorcrypt.so.N.M.P` with the links `libsectorcrypt.so.N` and `libsectorcrypt.so`.
 //!
-//! What a C program gets: volumes in files opened by path with a passphrase (LUKS2,
-//! LUKS1, GELI; a detached header; read-only or read-write) and read and written as
+//! What a C program gets: volumes opened by locator (a file or block device, an NBD URI,
+//! an `rbd:` spec, as the `sectorcrypt` command takes them) with a passphrase (LUKS2,
+//! LUKS1, GELI; a detached header; read-only or read-write; GELI keyfiles, a keyslot,
+//! threads and the remote settings through `sectorcrypt_open_options`) and read and written as
 //! plaintext at any offset; the dm-crypt sector cipher over caller buffers; a status code
 //! from every call, a fixed message per code and a per-thread detail of the last failure.
 //!
 //! Layers: [`ffi`] (the only `unsafe`: C pointers to Rust values, and the entry points)
-//! over [`volume`] and [`cipher`] (safe: the engine and the cipher, each failure with its
+//! over [`volume`], [`options`] and [`cipher`] (safe: the engine and the cipher, each failure with its
 //! code), [`registry`] (handles as numbers, never addresses), [`last_error`] (the
 //! per-thread detail, and the guard that keeps panics out of C) and [`status`] (the
 //! codes).
@@ -18,6 +20,7 @@
 pub mod cipher;
 pub mod ffi;
 pub mod last_error;
+pub mod options;
 pub mod registry;
 pub mod status;
 pub mod volume;

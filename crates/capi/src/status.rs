@@ -1,10 +1,10 @@
 //! The status codes every call returns, their fixed messages, and [`Failure`]: a code with
 //! the detail of one failure (what failed, on which file, at which offset), built from the
-//! volume and crypto crates' errors. Details come from those errors' messages, which never
+//! image library's classified errors and the crypto crate's. Details come from those errors' messages, which never
 //! hold a passphrase or key bytes, and from this crate's own words; nothing here formats a
 //! secret.
 
-use sectorcrypt_volume::{Error as VolumeError, HeaderError};
+use sectorcrypt_image::{Class, Error as ImageError};
 use std::ffi::CStr;
 use std::io;
 
@@ -61,10 +61,13 @@ pub enum Status {
     ERR_BAD_HANDLE = 17,
     /// A bug in sectorcrypt (a panic, caught before it reached the caller).
     ERR_INTERNAL = 18,
+    /// A remote store (an NBD export, an RBD image) that cannot be reached or refuses the
+    /// connection.
+    ERR_UNREACHABLE = 19,
 }
 
 /// Every code, in order.
-const ALL: [Status; 19] = [
+const ALL: [Status; 20] = [
     Status::OK,
     Status::ERR_NULL,
     Status::ERR_INVALID_ARGUMENT,
@@ -84,6 +87,7 @@ const ALL: [Status; 19] = [
     Status::ERR_KEYSLOT,
     Status::ERR_BAD_HANDLE,
     Status::ERR_INTERNAL,
+    Status::ERR_UNREACHABLE,
 ];
 
 impl Status {
@@ -114,6 +118,7 @@ impl Status {
             Status::ERR_KEYSLOT => c"no usable keyslot",
             Status::ERR_BAD_HANDLE => c"invalid or closed handle",
             Status::ERR_INTERNAL => c"internal error in sectorcrypt",
+            Status::ERR_UNREACHABLE => c"the remote store cannot be reached",
         }
     }
 }
@@ -161,22 +166,22 @@ impl Failure {
     }
 }
 
-impl From<VolumeError> for Failure {
-    fn from(e: VolumeError) -> Failure {
-        let status = match &e {
-            VolumeError::Io { source, .. } if source.kind() == io::ErrorKind::NotFound => {
-                Status::ERR_NOT_FOUND
-            }
-            VolumeError::Io { .. } => Status::ERR_IO,
-            VolumeError::Header(HeaderError::Unrecognised(_)) => Status::ERR_NO_HEADER,
-            VolumeError::Header(_) => Status::ERR_CORRUPT_HEADER,
-            VolumeError::WrongPassphrase => Status::ERR_WRONG_PASSPHRASE,
-            VolumeError::Keyslot(_) => Status::ERR_KEYSLOT,
-            VolumeError::Unsupported(_) | VolumeError::Crypto(_) => Status::ERR_UNSUPPORTED,
-            VolumeError::Invalid(_) => Status::ERR_INVALID_ARGUMENT,
-            VolumeError::InUse(_) => Status::ERR_IN_USE,
-            VolumeError::Authentication(_) => Status::ERR_AUTHENTICATION,
-            _ => Status::ERR_IO,
+/// The image library's classes, each to its code (a file that exists but cannot be opened
+/// is `ERR_IO`, as before remote stores were known).
+impl From<ImageError> for Failure {
+    fn from(e: ImageError) -> Failure {
+        let status = match e.class() {
+            Class::InvalidArgument => Status::ERR_INVALID_ARGUMENT,
+            Class::NotFound => Status::ERR_NOT_FOUND,
+            Class::CannotOpen | Class::Io => Status::ERR_IO,
+            Class::Unreachable => Status::ERR_UNREACHABLE,
+            Class::NoHeader => Status::ERR_NO_HEADER,
+            Class::CorruptHeader => Status::ERR_CORRUPT_HEADER,
+            Class::WrongPassphrase => Status::ERR_WRONG_PASSPHRASE,
+            Class::Unsupported => Status::ERR_UNSUPPORTED,
+            Class::InUse => Status::ERR_IN_USE,
+            Class::Keyslot => Status::ERR_KEYSLOT,
+            Class::Authentication => Status::ERR_AUTHENTICATION,
         };
         Failure::new(status, e.to_string())
     }

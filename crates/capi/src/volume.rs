@@ -1,13 +1,14 @@
-//! The volume behind a `sectorcrypt_volume` handle, in safe Rust: opening by path with
-//! [`sectorcrypt_volume::open::open`] (the command line's locks and use claims), plaintext
+//! The volume behind a `sectorcrypt_volume` handle, in safe Rust: opening by locator (a
+//! path, an NBD URI, an `rbd:` spec) with [`sectorcrypt_image::open()`] (the command line's
+//! stores, locks and use claims), plaintext
 //! reads and writes at any offset and length, flush, and the facts `sectorcrypt_info`
 //! reports. Every failure is a [`Failure`] with its own code; the checks a C caller most
 //! often trips (a range past the end, a write to a read-only volume) are made here, before
 //! the engine, so each has its code and a detail naming the numbers.
 
 use crate::status::{Failure, Status};
+use sectorcrypt_image::{open, OpenOptions, Opened};
 use sectorcrypt_volume::engine::Volume;
-use sectorcrypt_volume::open::{open, OpenOptions, Opened};
 use std::ffi::c_char;
 use std::path::Path;
 
@@ -43,23 +44,14 @@ pub struct OpenVolume {
 }
 
 impl OpenVolume {
-    /// Opens the volume in the file `path` (its header in `header` when detached) with
-    /// `passphrase`, read-only or read-write (read-only beside a writer when `shared`).
+    /// Opens the volume `locator` names with `passphrase` as `opts` says.
     pub fn open(
-        path: &Path,
-        header: Option<&Path>,
+        locator: &Path,
         passphrase: &[u8],
-        read_only: bool,
-        shared: bool,
+        opts: &OpenOptions,
     ) -> Result<OpenVolume, Failure> {
-        let opts = OpenOptions {
-            header: header.map(Path::to_path_buf),
-            read_only,
-            shared,
-            ..OpenOptions::default()
-        };
         Ok(OpenVolume {
-            opened: open(path, passphrase, &opts)?,
+            opened: open(locator, passphrase, opts)?,
         })
     }
 

@@ -48,8 +48,8 @@ pub struct RemoteArgs {
 
 impl RemoteArgs {
     /// The options of the store locator.
-    pub fn options(&self) -> crate::locator::RemoteOptions {
-        crate::locator::RemoteOptions {
+    pub fn options(&self) -> sectorcrypt_image::RemoteOptions {
+        sectorcrypt_image::RemoteOptions {
             connections: usize::from(self.connections),
             timeout_secs: self.remote_timeout,
             retry: self.retry,

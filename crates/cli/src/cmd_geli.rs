@@ -11,11 +11,11 @@
 use crate::args::{FormatArgs, ResizeArgs};
 use crate::failure::Failure;
 use crate::image;
-use crate::image_store::ImageStore;
+use crate::image::ImageStore;
 use crate::passphrase;
 use crate::progress::Progress;
 use sectorcrypt_cli::parse_size;
-use sectorcrypt_volume::engine::EngineOptions;
+use sectorcrypt_image::create::Target;
 use sectorcrypt_volume::geli::init::{self, InitOptions};
 use sectorcrypt_volume::geli::metadata::{self, algo};
 use sectorcrypt_volume::geli::resize as geli_resize;
@@ -61,20 +61,8 @@ pub(crate) fn aalgo(name: &str) -> Result<u16, Failure> {
 /// Seals every sector of a new authenticated provider (encrypted zeros with their tags),
 /// its progress shown (`progress.rs`).
 fn wipe(store: &Arc<ImageStore>, u: &Unlocked) -> Result<(), Failure> {
-    let vol = u.engine(Box::new(Arc::clone(store)), EngineOptions::default())?;
-    let total = vol.size();
-    let progress = Progress::bytes("wipe", Some(total));
-    let step = 64u64 << 20;
-    let mut done = 0;
-    while done < total {
-        let n = step.min(total - done);
-        vol.write_zeroes(done, n)
-            .map_err(|e| Failure::runtime(format!("{}: {e}", store.name())))?;
-        done += n;
-        progress.set(done);
-    }
-    vol.flush()
-        .map_err(|e| Failure::runtime(format!("{}: {e}", store.name())))?;
+    let progress = Progress::bytes("wipe", Some(u.data_size));
+    sectorcrypt_image::create::seal(store, u, &|done| progress.set(done))?;
     progress.finish();
     Ok(())
 }
@@ -141,14 +129,14 @@ pub fn format(a: FormatArgs) -> Result<(), Failure> {
     }
     let keyfiles = passphrase::keyfiles(&a.key)?;
     let size = a.size.as_deref().map(parse_size).transpose()?;
-    let (store, created) = image::open_or_create(&a.image, size, false)?;
-    let store = Arc::new(store);
+    let cx = image::context();
+    let target = Target::open(&a.image, None, size, &cx)?;
     let result = (|| {
-        let _claim = image::claim(&store, &a.image, Mode::Exclusive)?;
-        let found = formats::signatures(&*store)?;
+        let store = &target.store;
+        let found = target.signatures()?;
         // `geli init` over a blank provider goes ahead without asking, as geli does.
         let blank = a.ask_only_over_a_volume && found.is_empty();
-        if !created && !blank {
+        if target.existed() && !blank {
             passphrase::confirm(
                 &format!(
                     "This will overwrite the last sector of {} irrevocably{}.",
@@ -158,16 +146,16 @@ pub fn format(a: FormatArgs) -> Result<(), Failure> {
                 a.key.batch,
             )?;
         }
-        let _lock = image::lock_header(&store, &a.image, Mode::Exclusive)?;
+        let _lock = target.lock(&cx)?;
         let pass = if opts.use_passphrase {
             passphrase::new(a.key.key_file.as_deref())?
         } else {
             passphrase::Secret::from_slice(&[])
         };
         let files: Vec<&[u8]> = keyfiles.iter().map(|k| &k[..]).collect();
-        let (geli, u) = init::init(&store, &opts, &files, &pass)?;
+        let (geli, u) = init::init(store, &opts, &files, &pass)?;
         if aalgo != 0 && !a.no_wipe {
-            wipe(&store, &u)?;
+            wipe(store, &u)?;
         }
         let md = geli.metadata();
         println!(
@@ -187,9 +175,8 @@ pub fn format(a: FormatArgs) -> Result<(), Failure> {
         );
         Ok(())
     })();
-    if result.is_err() && created {
-        drop(store);
-        let _ = std::fs::remove_file(&a.image);
+    if result.is_err() {
+        target.discard();
     }
     result
 }

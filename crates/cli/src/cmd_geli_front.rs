@@ -20,7 +20,7 @@ use crate::args_geli::{
     RestoreArgs, SetkeyArgs, Verb, VersionArgs, BACKUP_DIR, BACKUP_DIR_VAR,
 };
 use crate::failure::Failure;
-use crate::image::{self, Access};
+use crate::image::{self, Access, Keys as _};
 use crate::passphrase;
 use crate::{cmd_geli, cmd_serve, cmd_volume};
 use sectorcrypt_volume::format::Format as _;
@@ -516,7 +516,7 @@ fn configure(a: ConfigureArgs, v: bool) -> Result<(), Failure> {
     for prov in &a.prov {
         shown(v, || format!("dump {}", arg(prov)));
         let mut img = image::open(prov, &HeaderArg::default(), Access::Keyslots)?;
-        let (changed, now) = img.update(|h, store| {
+        let (changed, now) = img.change(|h, store| {
             let g = geli_header(h, prov)?;
             let flags = (g.metadata().flags | set) & !unset;
             Ok((g.set_flags(store, flags)?, g.metadata().flag_names()))
@@ -606,7 +606,7 @@ fn setkey(a: SetkeyArgs, v: bool) -> Result<(), Failure> {
         g.set_passphrase_component(!a.no_passphrase)?;
         Ok::<_, Failure>(g.unlock_key(store, &old, None)?)
     };
-    img.update(|h, store| opened(h, store).map(drop))?;
+    img.change(|h, store| opened(h, store).map(drop))?;
     let new = if a.no_new_passphrase {
         None
     } else {
@@ -618,7 +618,7 @@ fn setkey(a: SetkeyArgs, v: bool) -> Result<(), Failure> {
         force_iterations: a.iterations,
         ..KdfOptions::default()
     };
-    let slot = img.update(|h, store| {
+    let slot = img.change(|h, store| {
         let (mkey, found) = opened(h, store)?;
         let n = a.keyno.unwrap_or(found);
         let keyfiles: Vec<&[u8]> = new_files.iter().map(|k| &k[..]).collect();
@@ -645,7 +645,7 @@ fn delkey(a: DelkeyArgs) -> Result<(), Failure> {
             crate::locator::redacted(&a.prov)
         )));
     }
-    let removed = img.update(|h, store| {
+    let removed = img.change(|h, store| {
         let active = h.active_keyslots()?;
         let slots = match a.keyno {
             _ if a.all => active.clone(),

@@ -12,17 +12,19 @@ use crate::args::{
     RemoveKeyArgs, RepairArgs, TestKeyArgs,
 };
 use crate::failure::Failure;
-use crate::image::{self, Access, Image};
+use crate::image::{self, Access, Image, Keys as _};
 use crate::json_report;
 use crate::passphrase::{self, Secret};
-use crate::progress::{CountedStore, Progress};
+use crate::progress::Progress;
 use sectorcrypt_cli::parse_size;
+use sectorcrypt_image::create::{luks_key_bits, Target};
+use sectorcrypt_image::store::Counted;
 use sectorcrypt_volume::format::dump;
 use sectorcrypt_volume::hash::HashAlg;
 use sectorcrypt_volume::kdf::{KdfKind, KdfOptions};
 use sectorcrypt_volume::lock::Mode;
 use sectorcrypt_volume::luks::{self, FormatOptions, Version};
-use sectorcrypt_volume::{formats, Error as VolumeError, Header, KeyslotError, Placement, Store};
+use sectorcrypt_volume::{formats, Error as VolumeError, Header, KeyslotError, Store};
 
 /// The KDF options of a new keyslot of `format`, whose keyslots take `kinds` (the
 /// default first).
@@ -90,74 +92,34 @@ pub fn format(a: FormatArgs) -> Result<(), Failure> {
     }
     let vnum = if version == Version::Luks1 { 1 } else { 2 };
     let kdf = kdf_options(&a.pbkdf, version.name(), version.kdf_kinds())?;
-    let spec: sectorcrypt_crypto::dmcrypt::CipherSpec = a.cipher.parse().map_err(|_| {
-        Failure::usage(format!(
-            "unsupported cipher {:?} ({})",
-            a.cipher,
-            luks::ciphers().collect::<Vec<_>>().join(", ")
-        ))
-    })?;
-    let key_bits = a.key_size.unwrap_or(match spec.mode {
-        sectorcrypt_crypto::dmcrypt::CipherMode::Xts => 512,
-        _ => 256,
-    });
-    if !key_bits.is_multiple_of(8) {
-        return Err(Failure::usage("--key-size is in bits, a multiple of 8"));
-    }
+    // The cipher is checked before anything is opened or created.
+    a.cipher
+        .parse::<sectorcrypt_crypto::dmcrypt::CipherSpec>()
+        .map_err(|_| {
+            Failure::usage(format!(
+                "unsupported cipher {:?} ({})",
+                a.cipher,
+                luks::ciphers().collect::<Vec<_>>().join(", ")
+            ))
+        })?;
+    let key_bits = luks_key_bits(&a.cipher, a.key_size)?;
     let size = a.size.as_deref().map(parse_size).transpose()?;
-    let (store, created) = image::open_or_create(&a.image, size, false)?;
-    // A detached header: its own file (created when missing), the image holding data only.
-    let mut detached = None;
-    if let Some(h) = &a.header.file {
-        let opened = image::open_or_create(h, None, true);
-        let (hdr, made) = match opened {
-            Ok(o) => o,
-            Err(e) => {
-                if created {
-                    drop(store);
-                    let _ = std::fs::remove_file(&a.image);
-                }
-                return Err(e);
-            }
-        };
-        if !image::same_file(&hdr, &store) {
-            detached = Some((hdr, made, h.clone()));
-        }
-    }
-    let header_path = detached.as_ref().map_or(&a.image, |(_, _, p)| p);
-    let existed = match &detached {
-        Some((_, made, _)) => !made,
-        None => !created,
-    };
+    let cx = image::context();
+    // Never a volume in use: its server would go on under the old key.
+    let target = Target::open(&a.image, a.header.file.as_deref(), size, &cx)?;
     let result = (|| {
-        // Never a volume in use: its server would go on under the old key.
-        let mut claims = vec![image::claim(&store, &a.image, Mode::Exclusive)?];
-        if let Some((hdr, _, p)) = &detached {
-            claims.push(image::claim(hdr, p, Mode::Exclusive)?);
-        }
-        if existed {
-            let mut found = formats::signatures(&store)?;
-            if let Some((hdr, _, _)) = &detached {
-                found.extend(formats::signatures(hdr)?);
-            }
+        if target.existed() {
             passphrase::confirm(
                 &format!(
                     "This will overwrite data on {} irrevocably{}.",
-                    crate::locator::redacted(header_path),
-                    crate::cmd_geli::holding(&found)
+                    crate::locator::redacted(target.header_path()),
+                    crate::cmd_geli::holding(&target.signatures()?)
                 ),
                 a.key.batch,
             )?;
         }
-        let at = match &detached {
-            Some((hdr, _, _)) => Placement::Detached {
-                header: hdr,
-                data: &store,
-            },
-            None => Placement::Attached(&store),
-        };
-        let header_store = detached.as_ref().map_or(&store, |(h, _, _)| h);
-        let _lock = image::lock_header(header_store, header_path, Mode::Exclusive)?;
+        let at = target.placement();
+        let _lock = target.lock(&cx)?;
         let sector_size = match a.sector_size {
             Some(n) => n,
             None => luks::default_sector_size(version, at)?,
@@ -175,9 +137,13 @@ pub fn format(a: FormatArgs) -> Result<(), Failure> {
         };
         let pass = passphrase::new(a.key.key_file.as_deref())?;
         let (h, u) = luks::format_at(at, &opts, &pass, None)?;
-        let place = match &detached {
-            Some((_, _, p)) => format!(" (header in {})", crate::locator::redacted(p)),
-            None => String::new(),
+        let place = if target.detached() {
+            format!(
+                " (header in {})",
+                crate::locator::redacted(target.header_path())
+            )
+        } else {
+            String::new()
         };
         println!(
             "{}: LUKS{vnum} volume {}, {} with a {}-bit key, {}-byte sectors, {} bytes of data at offset {}{place}",
@@ -193,14 +159,7 @@ pub fn format(a: FormatArgs) -> Result<(), Failure> {
         Ok(())
     })();
     if result.is_err() {
-        if let Some((hdr, true, p)) = detached {
-            drop(hdr);
-            let _ = std::fs::remove_file(p);
-        }
-        if created {
-            drop(store);
-            let _ = std::fs::remove_file(&a.image);
-        }
+        target.discard();
     }
     result
 }
@@ -290,7 +249,7 @@ pub fn add_key(a: AddKeyArgs) -> Result<(), Failure> {
     let u = img.unlock_with(&old, None)?;
     let new = passphrase::new(a.new_key_file.as_deref())?;
     // The volume key is checked against the header as it is now, under the lock.
-    let slot = img.update(|h, store| Ok(h.add_key(store, &u, &new, &kdf, a.key.key_slot)?))?;
+    let slot = img.change(|h, store| Ok(h.add_key(store, &u, &new, &kdf, a.key.key_slot)?))?;
     println!("keyslot {slot} added ({})", describe_kdf(&img.header, slot));
     Ok(())
 }
@@ -304,7 +263,7 @@ pub fn change_key(a: AddKeyArgs) -> Result<(), Failure> {
     // old passphrase is looked for in the other keyslots (unless --key-slot), and when it
     // opens none any more, that is a wrong passphrase (3) and nothing is written.
     let slot =
-        img.update(
+        img.change(
             |h, store| match h.change_key(store, &old, &new, &kdf, Some(u.keyslot)) {
                 Err(
                     VolumeError::WrongPassphrase | VolumeError::Keyslot(KeyslotError::NotActive(_)),
@@ -325,7 +284,7 @@ pub fn remove_key(a: RemoveKeyArgs) -> Result<(), Failure> {
     img.use_key_parts(&a.key)?;
     let pass = img.passphrase(&a.key)?;
     // Which keyslot, and whether it is the last one, as the header is under the lock.
-    let slot = img.update(|h, store| {
+    let slot = img.change(|h, store| {
         let slot = h.opened_keyslot(store, &pass, a.key.key_slot)?;
         if h.keyslots_left_without(slot)?.is_empty() {
             passphrase::confirm(
@@ -370,7 +329,7 @@ pub fn header(c: HeaderCommand) -> Result<(), Failure> {
             file,
             header,
         } => {
-            let files = image::Files::open(&image, &header, Access::Inspect)?;
+            let files = image::files(&image, &header, Access::Inspect)?;
             if file.exists() {
                 return Err(Failure::usage(format!(
                     "{} exists; the backup goes to a new file",
@@ -395,7 +354,7 @@ pub fn header(c: HeaderCommand) -> Result<(), Failure> {
             // Check the backup before asking anything.
             let backup = image::open_store(&file, false)?;
             let saved = Header::read(&backup)?;
-            let files = image::Files::open(&image, &header, Access::Replace)?;
+            let files = image::files(&image, &header, Access::Replace)?;
             let target = crate::locator::redacted(&files.header_path);
             let current = files.read_header().ok();
             let warning = match (current.as_ref().and_then(Header::uuid), saved.uuid()) {
@@ -428,11 +387,11 @@ pub fn erase(a: EraseArgs) -> Result<(), Failure> {
         ),
         a.batch,
     )?;
-    img.update(|h, store| {
+    img.change(|h, store| {
         // What erase overwrites lies in the header and keyslot area (a backup's extent).
         let size = store.size().map_err(|e| Failure::runtime(e.to_string()))?;
         let progress = Progress::bytes("erase", Some(h.backup_len(size)));
-        h.erase(&CountedStore::new(store, &progress))?;
+        h.erase(&Counted::new(store, &|n| progress.add(n)))?;
         progress.finish();
         Ok(())
     })?;

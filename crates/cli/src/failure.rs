@@ -66,6 +66,18 @@ impl From<sectorcrypt_crypto::Error> for Failure {
     }
 }
 
+/// The library's classified errors: the exit code of each class
+/// (`sectorcrypt_image::Class::exit_code`).
+impl From<sectorcrypt_image::Error> for Failure {
+    fn from(e: sectorcrypt_image::Error) -> Failure {
+        match e.exit_code() {
+            3 => Failure::WrongPassphrase(e.to_string()),
+            1 => Failure::runtime(e),
+            _ => Failure::usage(e),
+        }
+    }
+}
+
 /// Volume errors: a wrong passphrase (exit 3), I/O on the store, a sector whose tag fails
 /// or a volume in use by another process (exit 1: the same command succeeds later),
 /// everything else is about the volume or the arguments (exit 2).

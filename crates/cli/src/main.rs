@@ -28,12 +28,10 @@ mod cmd_volume_io;
 mod escape;
 mod fuse_workers;
 mod image;
-mod image_store;
 mod json_report;
 mod listed;
 mod locator;
 mod memory;
-mod nbd_store;
 mod open_state;
 mod output;
 mod passphrase;
@@ -68,7 +66,7 @@ fn end_quietly_on_a_broken_pipe() {
 fn main() {
     end_quietly_on_a_broken_pipe();
     let cli = Cli::parse();
-    locator::configure(cli.remote.options());
+    image::configure(cli.remote.options());
     progress::configure(cli.progress);
     let result = match cli.command {
         Command::Cipher(a) => cmd_cipher::run(a),

@@ -16,9 +16,8 @@
 use clap::ValueEnum;
 use indicatif::{HumanBytes, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use sectorcrypt_volume::kdf::progress::{KdfEvent, KdfStep};
-use sectorcrypt_volume::Store;
 use serde_json::json;
-use std::io::{self, IsTerminal};
+use std::io::IsTerminal;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::thread::JoinHandle;
@@ -374,59 +373,6 @@ impl Live {
         line["elapsed_secs"] = json!(round3(elapsed.as_secs_f64()));
         line["finished"] = json!(finished);
         eprintln!("{line}");
-    }
-}
-
-/// A store whose writes count as bytes done (a command over a header: `erase`).
-pub struct CountedStore<'a> {
-    inner: &'a dyn Store,
-    progress: &'a Progress,
-}
-
-impl<'a> CountedStore<'a> {
-    /// `inner`, its writes counted by `progress`.
-    pub fn new(inner: &'a dyn Store, progress: &'a Progress) -> CountedStore<'a> {
-        CountedStore { inner, progress }
-    }
-}
-
-impl std::fmt::Debug for CountedStore<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.inner.fmt(f)
-    }
-}
-
-impl Store for CountedStore<'_> {
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
-    fn size(&self) -> io::Result<u64> {
-        self.inner.size()
-    }
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        self.inner.read_at(buf, offset)
-    }
-    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        self.inner.write_at(buf, offset)?;
-        self.progress.add(buf.len() as u64);
-        Ok(())
-    }
-    fn write_at_fua(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        self.inner.write_at_fua(buf, offset)?;
-        self.progress.add(buf.len() as u64);
-        Ok(())
-    }
-    fn can_fua(&self) -> bool {
-        self.inner.can_fua()
-    }
-    fn sync(&self) -> io::Result<()> {
-        self.inner.sync()
-    }
-    fn discard(&self, offset: u64, len: u64) -> io::Result<()> {
-        self.inner.discard(offset, len)
-    }
-    fn object_size(&self) -> Option<u64> {
-        self.inner.object_size()
     }
 }
 

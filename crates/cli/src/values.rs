@@ -3,12 +3,10 @@
 //! passphrase line (read straight into secret memory, with no buffered copy). A library
 //! target of the `sectorcrypt` package, so that the fuzz targets (`fuzz/`) call exactly
 //! what the binary calls; the binary's commands use these from here, and [`failure`] is
-//! the binary's failure type (exit codes). [`rbd_store`] opens `rbd:` images for the
-//! store locator.
+//! the binary's failure type (exit codes).
 #![forbid(unsafe_code)]
 
 pub mod failure;
-pub mod rbd_store;
 
 use failure::Failure;
 use sectorcrypt_crypto::secret::SecretBytes;

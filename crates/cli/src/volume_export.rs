@@ -1,102 +1,15 @@
-//! Opening a volume to serve it (`serve`, `mount`): unlocking (or a one-time key), the
-//! sector engine, and the adapter from the engine to the NBD crate's [`Export`] trait.
+//! Opening a volume to serve it (`serve`, `mount`, `open`): unlocking (or a one-time key)
+//! and the sector engine, as the library's [`VolumeExport`].
 
 use crate::args::{KeyArgs, OpenArgs};
 use crate::failure::Failure;
 use crate::image::{self, Claims};
-use sectorcrypt_nbd::Export;
-use sectorcrypt_volume::engine::{EngineOptions, Volume};
+pub use sectorcrypt_image::export::VolumeExport;
+use sectorcrypt_volume::engine::EngineOptions;
 use sectorcrypt_volume::geli::{self, onetime::OnetimeOptions};
 use sectorcrypt_volume::lock::{self, Mode};
 use sectorcrypt_volume::{Store, Unlocked};
 use std::io::{self, Write};
-
-/// An open volume as an NBD export, with the claims on its files (dropped after it).
-#[derive(Debug)]
-pub struct VolumeExport {
-    volume: Volume,
-    discards: bool,
-    /// The format's name and the cipher string, as `status` shows them.
-    described: (&'static str, String),
-    _claims: Claims,
-}
-
-impl VolumeExport {
-    /// Offers NBD TRIM, passed on as discards (holes in a file) (cryptsetup's
-    /// `--allow-discards`: it reveals which sectors are unused).
-    pub fn allow_discards(&mut self, yes: bool) {
-        self.discards = yes;
-    }
-
-    /// The volume's format (its name) and cipher (a cipher string).
-    pub fn described(&self) -> (&'static str, &str) {
-        (self.described.0, &self.described.1)
-    }
-}
-
-impl Export for VolumeExport {
-    fn size(&self) -> u64 {
-        self.volume.size()
-    }
-    fn preferred_block_size(&self) -> u32 {
-        self.volume.sector_size() as u32
-    }
-    fn read_only(&self) -> bool {
-        self.volume.read_only()
-    }
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        self.volume.read_at(buf, offset)
-    }
-    fn read_owned(
-        &self,
-        buf: Vec<u8>,
-        range: std::ops::Range<usize>,
-        offset: u64,
-    ) -> (Vec<u8>, io::Result<()>) {
-        self.volume.read_owned(buf, range, offset)
-    }
-    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        self.volume.write_at(buf, offset)
-    }
-    fn write_owned(
-        &self,
-        buf: Vec<u8>,
-        range: std::ops::Range<usize>,
-        offset: u64,
-    ) -> (Vec<u8>, io::Result<()>) {
-        self.volume.write_owned(buf, range, offset)
-    }
-    fn starts_write(&self, offset: u64, len: usize) -> bool {
-        self.volume.starts_write(offset, len)
-    }
-    fn start_write(
-        &self,
-        buf: Vec<u8>,
-        range: std::ops::Range<usize>,
-        offset: u64,
-        done: sectorcrypt_nbd::WriteDone,
-    ) {
-        self.volume.start_write(buf, range, offset, done)
-    }
-    fn flush(&self) -> io::Result<()> {
-        self.volume.flush()
-    }
-    fn can_fua(&self) -> bool {
-        self.volume.can_fua()
-    }
-    fn write_at_fua(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        self.volume.write_at_fua(buf, offset)
-    }
-    fn write_zeroes(&self, offset: u64, length: u64) -> io::Result<()> {
-        self.volume.write_zeroes(offset, length)
-    }
-    fn can_trim(&self) -> bool {
-        self.discards
-    }
-    fn trim(&self, offset: u64, length: u64) -> io::Result<()> {
-        self.volume.discard(offset, length)
-    }
-}
 
 fn options(a: &OpenArgs) -> Result<EngineOptions, Failure> {
     if a.threads == Some(0) {
@@ -145,29 +58,22 @@ fn open_export(a: &OpenArgs) -> Result<VolumeExport, Failure> {
         unlocked.cipher,
         unlocked.sector_size
     );
-    Ok(VolumeExport {
+    Ok(VolumeExport::new(
         volume,
-        discards: false,
-        described: (format, unlocked.cipher.clone()),
-        _claims: claims,
-    })
+        format,
+        unlocked.cipher.clone(),
+        claims,
+    ))
 }
 
 /// `--integrity`: refuses a volume whose sectors are not authenticated.
 fn require_integrity(a: &OpenArgs, unlocked: &Unlocked, format: &str) -> Result<(), Failure> {
-    if !a.integrity || unlocked.authenticated() {
-        return Ok(());
-    }
-    Err(Failure::usage(format!(
-        "{} ({format}) has no data authentication, and --integrity asks for it: {}",
-        crate::locator::redacted(&a.image),
-        if format == "geli" {
-            "its metadata's AUTH flag is clear (made without geli init -a, or cleared by \
-             whoever could write the metadata: the flag is not itself authenticated)"
-        } else {
-            "its sectors carry no authentication tags"
-        }
-    )))
+    Ok(sectorcrypt_image::image::require_integrity(
+        a.integrity,
+        &a.image,
+        unlocked,
+        format,
+    )?)
 }
 
 /// GELI's one-time mode (`geli onetime`, or `--onetime`: AES-XTS with 256-bit AES keys
@@ -202,10 +108,10 @@ fn onetime(a: &OpenArgs) -> Result<VolumeExport, Failure> {
         md.keylen,
         md.sectorsize
     );
-    Ok(VolumeExport {
+    Ok(VolumeExport::new(
         volume,
-        discards: false,
-        described: ("geli-onetime", unlocked.cipher.clone()),
-        _claims: claims,
-    })
+        "geli-onetime",
+        unlocked.cipher.clone(),
+        claims,
+    ))
 }

@@ -748,3 +748,22 @@ fn a_password_in_an_nbd_uri_reaches_no_message_json_or_export_description() {
         leaks.join("\n")
     );
 }
+
+/// A URI refused for a parameter the client does not take (`password=`, `tls-psk-file=`)
+/// is bad input (2) and named redacted: the refusal quoted the URI whole, secret and all.
+#[test]
+fn a_refused_nbd_uri_is_named_without_its_secret() {
+    const SECRET: &str = "pw-SECRET-77aa";
+    for uri in [
+        format!("nbd+unix:///e?socket=/nowhere.sock&password={SECRET}"),
+        format!("nbds://127.0.0.1:1/e?tls-psk-file=/k/{SECRET}"),
+    ] {
+        let out = sc(&["dump", &uri], b"");
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        assert_eq!(code(&out), 2, "{err}");
+        assert!(
+            !err.contains(SECRET) && err.contains("unknown query parameter"),
+            "{err}"
+        );
+    }
+}

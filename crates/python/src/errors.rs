@@ -1,14 +1,18 @@
-//! The package's exceptions and how the library's errors become them: [`Error`] is the
-//! base of everything sectorcrypt itself refuses ([`WrongPassphrase`], [`CorruptHeader`],
-//! [`AuthenticationError`], [`Unsupported`], [`InvalidArgument`]); what the operating
-//! system refuses is Python's own `OSError` (its subclass chosen by the errno, as `open()`
-//! raises `FileNotFoundError`). Messages come from the library, which never puts a
-//! passphrase or key bytes in them.
+//! The package's exceptions and how the library's errors become them, one class of
+//! `sectorcrypt_image::Class` to one exception: [`Error`] is the base of everything
+//! sectorcrypt itself refuses ([`WrongPassphrase`], [`CorruptHeader`] and its subclass
+//! [`NoHeader`], [`AuthenticationError`], [`Unsupported`], [`InvalidArgument`], [`InUse`],
+//! [`KeyslotError`]); what the operating system refuses is Python's own `OSError` (its
+//! subclass chosen by the errno, as `open()` raises `FileNotFoundError`), and a remote
+//! store that cannot be reached is [`Unreachable`], a `ConnectionError`. Messages come
+//! from the library, which never puts a passphrase, key bytes or a locator's secret
+//! options in them.
 
 use pyo3::create_exception;
-use pyo3::exceptions::{PyException, PyOSError};
+use pyo3::exceptions::{PyConnectionError, PyException, PyOSError};
 use pyo3::prelude::*;
-use sectorcrypt_volume::{Error as VolumeError, HeaderError};
+use sectorcrypt_image::{Class, Error as ImageError};
+use sectorcrypt_volume::Error as VolumeError;
 use std::io;
 
 create_exception!(
@@ -45,7 +49,31 @@ create_exception!(
     sectorcrypt,
     InvalidArgument,
     Error,
-    "An option the format, the cipher or the volume cannot take, or a volume in use."
+    "An option or locator the format, the cipher or the volume cannot take."
+);
+create_exception!(
+    sectorcrypt,
+    NoHeader,
+    CorruptHeader,
+    "The image holds no volume of a known format (LUKS2, LUKS1, GELI)."
+);
+create_exception!(
+    sectorcrypt,
+    InUse,
+    Error,
+    "Another user holds a claim on the volume (a writer, a reader, an erase or header restore): the message names it."
+);
+create_exception!(
+    sectorcrypt,
+    KeyslotError,
+    Error,
+    "A keyslot operation the volume's keyslots do not allow (none active, none free)."
+);
+create_exception!(
+    sectorcrypt,
+    Unreachable,
+    PyConnectionError,
+    "A remote store (NBD export, RBD image) that cannot be reached or refuses the connection."
 );
 
 /// Adds the exception types to the module.
@@ -57,24 +85,33 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("AuthenticationError", py.get_type::<AuthenticationError>())?;
     m.add("Unsupported", py.get_type::<Unsupported>())?;
     m.add("InvalidArgument", py.get_type::<InvalidArgument>())?;
+    m.add("NoHeader", py.get_type::<NoHeader>())?;
+    m.add("InUse", py.get_type::<InUse>())?;
+    m.add("KeyslotError", py.get_type::<KeyslotError>())?;
+    m.add("Unreachable", py.get_type::<Unreachable>())?;
     Ok(())
 }
 
-/// The exception for an error of the volume library.
-pub fn volume(e: VolumeError) -> PyErr {
+/// The exception for each class of the image library's errors.
+pub fn image(e: ImageError) -> PyErr {
     let msg = e.to_string();
-    match e {
-        VolumeError::Io { source, .. } => os_error(&source, msg),
-        VolumeError::Header(HeaderError::Unrecognised(_))
-        | VolumeError::Header(HeaderError::Corrupt(_))
-        | VolumeError::Header(HeaderError::Truncated(_)) => CorruptHeader::new_err(msg),
-        VolumeError::WrongPassphrase => WrongPassphrase::new_err(msg),
-        VolumeError::Authentication(_) => AuthenticationError::new_err(msg),
-        VolumeError::Unsupported(_) => Unsupported::new_err(msg),
-        VolumeError::Invalid(_) | VolumeError::Crypto(_) | VolumeError::InUse(_) => {
-            InvalidArgument::new_err(msg)
-        }
-        _ => Error::new_err(msg),
+    let os = |default: io::ErrorKind| {
+        let errno = e.os_error().map_or(errno(&default.into()), errno);
+        (errno, msg.clone())
+    };
+    match e.class() {
+        Class::NotFound => PyOSError::new_err(os(io::ErrorKind::NotFound)),
+        Class::CannotOpen => PyOSError::new_err(os(io::ErrorKind::PermissionDenied)),
+        Class::Io => PyOSError::new_err(os(io::ErrorKind::Other)),
+        Class::Unreachable => Unreachable::new_err(os(io::ErrorKind::ConnectionRefused)),
+        Class::NoHeader => NoHeader::new_err(msg),
+        Class::CorruptHeader => CorruptHeader::new_err(msg),
+        Class::WrongPassphrase => WrongPassphrase::new_err(msg),
+        Class::Authentication => AuthenticationError::new_err(msg),
+        Class::Unsupported => Unsupported::new_err(msg),
+        Class::InvalidArgument => InvalidArgument::new_err(msg),
+        Class::InUse => InUse::new_err(msg),
+        Class::Keyslot => KeyslotError::new_err(msg),
     }
 }
 
@@ -111,6 +148,8 @@ fn errno(e: &io::Error) -> i32 {
         K::InvalidInput => libc::EINVAL,
         K::StorageFull => libc::ENOSPC,
         K::ReadOnlyFilesystem => libc::EROFS,
+        K::ConnectionRefused => libc::ECONNREFUSED,
+        K::IsADirectory => libc::EISDIR,
         _ => libc::EIO,
     }
 }

@@ -1,8 +1,10 @@
 //! `sectorcrypt.format`: new LUKS2, LUKS1 and GELI volumes, on the volume library's
-//! `luks::format_at` and `geli::init::init`, under the locks the command line takes (an
-//! exclusive use claim, refused at once when the image is in use, and the exclusive
-//! header lock). The image is created (sparse) when it does not exist and `size` is given;
-//! an image created here is removed again when formatting fails.
+//! `luks::format_at` and `geli::init::init`, on the stores the image library's
+//! `create::Target` opens for the command line's `format` too: any locator (a file, an
+//! NBD URI, an `rbd:` spec), an exclusive use claim refused at once when the image is in
+//! use, and the exclusive header lock. A file is created (sparse, readable by its owner
+//! only) when it does not exist and `size` is given; a file created here is removed
+//! again when formatting fails.
 //!
 //! Defaults are the command line's: LUKS2 with `aes-xts-plain64`, a 512-bit key and
 //! 4096-byte sectors where the data area allows, Argon2id calibrated to 2 s; GELI with
@@ -14,15 +16,14 @@ use crate::secrets;
 use crate::volume::Info;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use sectorcrypt_crypto::dmcrypt::{CipherMode, CipherSpec};
 use sectorcrypt_crypto::secret::SecretBytes;
-use sectorcrypt_volume::engine::EngineOptions;
+use sectorcrypt_image::create::{luks_key_bits, seal, Target};
+use sectorcrypt_image::{Context, Error, Result};
 use sectorcrypt_volume::geli::init::{self as geli, InitOptions};
 use sectorcrypt_volume::geli::metadata::algo;
 use sectorcrypt_volume::kdf::{KdfKind, KdfOptions};
-use sectorcrypt_volume::lock::{Mode, UseClaim};
 use sectorcrypt_volume::luks::{self, FormatOptions, Version};
-use sectorcrypt_volume::{Error, FileStore, Placement, Result, Unlocked};
+use sectorcrypt_volume::{Placement, Unlocked};
 use std::path::{Path, PathBuf};
 
 /// Everything `format` was asked, checked for types by PyO3.
@@ -104,74 +105,8 @@ pub fn format<'py>(
     }
     let info = py
         .detach(|| create_and_format(&path, header.as_deref(), size, pass.as_deref(), &req))
-        .map_err(errors::volume)?;
+        .map_err(errors::image)?;
     info.to_dict(py)
-}
-
-/// An image opened for formatting; `created` when this call made it.
-struct Image {
-    store: FileStore,
-    path: PathBuf,
-    created: bool,
-}
-
-impl Image {
-    fn open(path: &Path, size: Option<u64>) -> Result<Image> {
-        let failed = |e| Error::io(path.display().to_string(), e);
-        if path.exists() {
-            let store = FileStore::open(path, true).map_err(failed)?;
-            let meta = store.file().metadata().map_err(failed)?;
-            if let Some(s) = size.filter(|&s| meta.is_file() && s != meta.len()) {
-                return Err(Error::invalid(format!(
-                    "{} exists with {} bytes: size={s} is only for creating an image",
-                    path.display(),
-                    meta.len()
-                )));
-            }
-            return Ok(Image {
-                store,
-                path: path.to_owned(),
-                created: false,
-            });
-        }
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(path)
-            .map_err(failed)?;
-        let image = Image {
-            store: FileStore::new(file, path.display().to_string()),
-            path: path.to_owned(),
-            created: true,
-        };
-        // A detached header's new file starts empty: formatting sizes it.
-        if let Some(s) = size {
-            image.store.file().set_len(s).map_err(failed)?;
-        }
-        Ok(image)
-    }
-
-    /// The exclusive use claim: nothing else may have the image open.
-    fn claim(&self) -> Result<UseClaim> {
-        self.store
-            .claim_use(Mode::Exclusive, false)
-            .map_err(|e| Error::io(format!("claiming {}", self.path.display()), e))?
-            .ok_or_else(|| {
-                Error::InUse(format!(
-                    "{} is in use by another process (serving, mounting, reading or writing it)",
-                    self.path.display()
-                ))
-            })
-    }
-
-    /// Removes the image when this call created it.
-    fn discard(self) {
-        if self.created {
-            drop(self.store);
-            let _ = std::fs::remove_file(&self.path);
-        }
-    }
 }
 
 fn create_and_format(
@@ -181,60 +116,31 @@ fn create_and_format(
     pass: Option<&[u8]>,
     req: &Request,
 ) -> Result<Info> {
-    if size.is_none() && !path.exists() {
-        return Err(Error::invalid(format!(
-            "{} does not exist: give size= to create it",
-            path.display()
-        )));
-    }
-    let image = Image::open(path, size)?;
-    let hdr = match header.map(|h| Image::open(h, None)).transpose() {
-        Ok(h) => h,
-        Err(e) => {
-            image.discard();
-            return Err(e);
-        }
-    };
-    let result = format_images(&image, hdr.as_ref(), pass, req);
+    let cx = Context::default();
+    let target = Target::open(path, header, size, &cx)?;
+    let result = format_target(&target, &cx, pass, req);
     if result.is_err() {
-        image.discard();
-        if let Some(h) = hdr {
-            h.discard();
-        }
+        target.discard();
     }
     result
 }
 
-fn format_images(
-    image: &Image,
-    header: Option<&Image>,
+fn format_target(
+    target: &Target,
+    cx: &Context,
     pass: Option<&[u8]>,
     req: &Request,
 ) -> Result<Info> {
-    let mut _claims = vec![image.claim()?];
-    if let Some(h) = header {
-        _claims.push(h.claim()?);
-    }
-    let header_store = header.map_or(&image.store, |h| &h.store);
-    let _lock = header_store
-        .lock_header(Mode::Exclusive, true)
-        .map_err(|e| Error::io("locking the header", e))?;
+    let _lock = target.lock(cx)?;
     if req.kind == "geli" {
-        if header.is_some() {
+        if target.detached() {
             return Err(Error::invalid(
                 "GELI keeps its metadata in the provider's last sector: header= does not apply",
             ));
         }
-        return format_geli(image, pass, req);
+        return format_geli(target, pass, req);
     }
-    let at = match header {
-        Some(h) => Placement::Detached {
-            header: &h.store,
-            data: &image.store,
-        },
-        None => Placement::Attached(&image.store),
-    };
-    format_luks(at, pass.unwrap_or_default(), req)
+    format_luks(target.placement(), pass.unwrap_or_default(), req)
 }
 
 fn format_luks(at: Placement<'_>, pass: &[u8], req: &Request) -> Result<Info> {
@@ -247,13 +153,7 @@ fn format_luks(at: Placement<'_>, pass: &[u8], req: &Request) -> Result<Info> {
         Version::Luks2
     };
     let cipher = req.cipher.as_deref().unwrap_or("aes-xts-plain64");
-    let xts = cipher
-        .parse::<CipherSpec>()
-        .is_ok_and(|s| s.mode == CipherMode::Xts);
-    let key_bits = req.key_bits.unwrap_or(if xts { 512 } else { 256 });
-    if !key_bits.is_multiple_of(8) {
-        return Err(Error::invalid("key_size is in bits, a multiple of 8"));
-    }
+    let key_bits = luks_key_bits(cipher, req.key_bits)?;
     let default_kdf = version.kdf_kinds()[0];
     let kind = match &req.pbkdf {
         Some(k) => KdfKind::parse(k)?,
@@ -300,7 +200,7 @@ fn geli_algorithm(
         .ok_or_else(|| Error::unsupported(format!("GELI {what} {name:?} (supported: {supported})")))
 }
 
-fn format_geli(image: &Image, pass: Option<&[u8]>, req: &Request) -> Result<Info> {
+fn format_geli(target: &Target, pass: Option<&[u8]>, req: &Request) -> Result<Info> {
     if req.label.is_some() || req.volume_key.is_some() {
         return Err(Error::invalid(
             "GELI providers have no label, and their master key is random",
@@ -344,22 +244,11 @@ fn format_geli(image: &Image, pass: Option<&[u8]>, req: &Request) -> Result<Info
         opts.iter_time_ms = ms;
     }
     let files: Vec<&[u8]> = req.keyfiles.iter().map(|k| &k[..]).collect();
-    let (_, u) = geli::init(&image.store, &opts, &files, pass.unwrap_or_default())?;
+    let (_, u) = geli::init(&target.store, &opts, &files, pass.unwrap_or_default())?;
     if aalgo != 0 {
-        seal_all(&image.path, &u)?;
+        seal(&target.store, &u, &|_| {})?;
     }
     Ok(info("geli", &u, None))
-}
-
-/// Writes every sector of a new authenticated provider (zeros, sealed with their tags),
-/// so that reading any of them succeeds.
-fn seal_all(path: &Path, u: &Unlocked) -> Result<()> {
-    let store =
-        FileStore::open(path, true).map_err(|e| Error::io(path.display().to_string(), e))?;
-    let vol = u.engine(Box::new(store), EngineOptions::default())?;
-    let failed = |e| Error::io(format!("sealing the sectors of {}", path.display()), e);
-    vol.write_zeroes(0, vol.size()).map_err(failed)?;
-    vol.flush().map_err(failed)
 }
 
 fn info(format: &'static str, u: &Unlocked, uuid: Option<String>) -> Info {

@@ -1,6 +1,7 @@
-//! An open volume for Python: [`open`] unlocks a volume kept in files (through
-//! `sectorcrypt_volume::open`, so with the command line's locks and claims) and returns a
-//! [`NativeVolume`], the handle under the package's `sectorcrypt.Volume` file object.
+//! An open volume for Python: [`open`] unlocks the volume a locator names (a path, an NBD
+//! URI, an `rbd:` spec: through `sectorcrypt_image::open`, so with the command line's
+//! stores, locks and claims) and returns a [`NativeVolume`], the handle under the
+//! package's `sectorcrypt.Volume` file object.
 //!
 //! Every transfer runs with the GIL released, straight between the caller's buffer and the
 //! engine (`readinto_at` decrypts where the caller's memory lies). Positions are the
@@ -17,11 +18,10 @@ use crate::secrets;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
+use sectorcrypt_image::{Context, OpenOptions, Opened, RemoteOptions};
 use sectorcrypt_volume::engine::EngineOptions;
-use sectorcrypt_volume::open::{OpenOptions, Opened};
-use sectorcrypt_volume::{FileStore, Header};
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use zeroize::Zeroizing;
 
@@ -63,10 +63,12 @@ pub struct NativeVolume {
     name: String,
 }
 
-/// Opens the volume in `path` (see the package's `sectorcrypt.open`).
+/// Opens the volume `path` names: a path, an NBD URI or an `rbd:` spec (see the
+/// package's `sectorcrypt.open`).
 #[pyfunction]
 #[pyo3(signature = (path, passphrase=None, *, key_file=None, header=None, readonly=true,
-                    keyslot=None, keyfiles=None, threads=None, shared=false))]
+                    keyslot=None, keyfiles=None, threads=None, shared=false,
+                    connections=None, timeout=None, retry=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn open(
     py: Python<'_>,
@@ -79,7 +81,16 @@ pub fn open(
     keyfiles: Option<Vec<PathBuf>>,
     threads: Option<usize>,
     shared: bool,
+    connections: Option<usize>,
+    timeout: Option<u64>,
+    retry: Option<u32>,
 ) -> PyResult<NativeVolume> {
+    let defaults = RemoteOptions::default();
+    let remote = RemoteOptions {
+        connections: connections.unwrap_or(defaults.connections),
+        timeout_secs: timeout.unwrap_or(defaults.timeout_secs),
+        retry: retry.unwrap_or(defaults.retry),
+    };
     let keyfiles = geli_keyfiles(keyfiles.as_deref().unwrap_or_default())?;
     // A GELI key made of keyfiles alone (geli init -P) has no passphrase component.
     let no_passphrase = !keyfiles.is_empty() && passphrase.is_none() && key_file.is_none();
@@ -95,18 +106,19 @@ pub fn open(
         key_slot: keyslot,
         keyfiles,
         no_passphrase,
+        integrity: false,
         engine: EngineOptions {
             threads,
             ..EngineOptions::default()
         },
+        context: Context {
+            remote,
+            on_wait: None,
+        },
     };
-    let (opened, uuid) = py
-        .detach(|| {
-            let opened = sectorcrypt_volume::open::open(&path, &pass, &opts)?;
-            let uuid = read_uuid(header.as_deref().unwrap_or(&path));
-            Ok((opened, uuid))
-        })
-        .map_err(errors::volume)?;
+    let opened = py
+        .detach(|| sectorcrypt_image::open(&path, &pass, &opts))
+        .map_err(errors::image)?;
     let u = &opened.unlocked;
     let info = Info {
         format: opened.format,
@@ -115,13 +127,13 @@ pub fn open(
         data_offset: u.data_offset,
         size: opened.volume.size(),
         keyslot: u.keyslot,
-        uuid,
+        uuid: opened.uuid.clone(),
     };
     Ok(NativeVolume {
         opened: Mutex::new(Some(Arc::new(opened))),
         info,
         read_only: readonly,
-        name: path.display().to_string(),
+        name: sectorcrypt_image::redacted(&path),
     })
 }
 
@@ -131,12 +143,6 @@ fn geli_keyfiles(paths: &[PathBuf]) -> PyResult<Vec<Zeroizing<Vec<u8>>>> {
         .iter()
         .map(|p| Ok(Zeroizing::new(secrets::from_file(p, "keyfile")?.to_vec())))
         .collect()
-}
-
-/// The UUID in the header in `path` (None when the format has none, e.g. GELI).
-fn read_uuid(path: &Path) -> Option<String> {
-    let store = FileStore::open(path, false).ok()?;
-    Header::read(&store).ok()?.uuid().map(str::to_owned)
 }
 
 impl NativeVolume {
@@ -253,7 +259,7 @@ impl NativeVolume {
         self.read_only
     }
 
-    /// The image's path, as given.
+    /// The image's locator, as given (an `rbd:` spec or NBD URI without its secrets).
     #[getter]
     fn name(&self) -> &str {
         &self.name

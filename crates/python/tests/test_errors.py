@@ -94,7 +94,7 @@ def test_readonly_refuses_writes(tmp_path):
 
 def test_invalid_arguments(tmp_path):
     img = tmp_path / "i.img"
-    with pytest.raises(sectorcrypt.InvalidArgument, match="size="):
+    with pytest.raises(sectorcrypt.InvalidArgument, match="give a size"):
         sectorcrypt.format(img, PASS)
     assert not img.exists()
     with pytest.raises(sectorcrypt.InvalidArgument, match="not both"):
@@ -114,7 +114,7 @@ def test_format_refuses_an_image_in_use(tmp_path):
     img = tmp_path / "u.img"
     fast(img)
     with sectorcrypt.open(img, PASS):
-        with pytest.raises(sectorcrypt.InvalidArgument, match="in use"):
+        with pytest.raises(sectorcrypt.InUse, match="in use"):
             fast(img)
     # Once closed, it can be formatted again, and the old passphrase is gone.
     sectorcrypt.format(img, "another", pbkdf="pbkdf2", iterations=1000)
@@ -137,16 +137,29 @@ def test_one_writer_at_a_time_and_readers_beside_it_only_when_shared(tmp_path):
     fast(img)
     me = f"PID {os.getpid()} ("
     with sectorcrypt.open(img, PASS, readonly=False):
-        with pytest.raises(sectorcrypt.InvalidArgument, match="second writer") as e:
+        with pytest.raises(sectorcrypt.InUse, match="second writer") as e:
             sectorcrypt.open(img, PASS, readonly=False)
         assert me in str(e.value)
-        with pytest.raises(sectorcrypt.InvalidArgument, match="--shared") as e:
+        with pytest.raises(sectorcrypt.InUse, match="--shared") as e:
             sectorcrypt.open(img, PASS)
         assert me in str(e.value)
         with sectorcrypt.open(img, PASS, shared=True) as vol:
             assert vol.readonly
     # Readers share, and keep a writer out until they close.
     with sectorcrypt.open(img, PASS), sectorcrypt.open(img, PASS):
-        with pytest.raises(sectorcrypt.InvalidArgument, match="open read-only by a reader"):
+        with pytest.raises(sectorcrypt.InUse, match="open read-only by a reader"):
             sectorcrypt.open(img, PASS, readonly=False)
     sectorcrypt.open(img, PASS, readonly=False).close()
+
+
+def test_a_detached_header_alone_is_refused_before_its_data_is_touched(tmp_path):
+    # A detached header's data offset is 0: its own file, opened as the image, would have
+    # its keyslots overwritten by the first write to the data.
+    data, hdr = tmp_path / "d.img", tmp_path / "d.hdr"
+    sectorcrypt.format(data, PASS, size=MIB, header=hdr, pbkdf="pbkdf2", iterations=1000)
+    before = open(hdr, "rb").read()
+    with pytest.raises(sectorcrypt.InvalidArgument, match="holds a detached header"):
+        sectorcrypt.open(hdr, PASS, readonly=False)
+    assert open(hdr, "rb").read() == before
+    with sectorcrypt.open(data, PASS, header=hdr, readonly=False) as vol:
+        assert vol.info()["data_offset"] == 0

@@ -31,7 +31,6 @@ pub mod kdf;
 pub mod layout;
 pub mod lock;
 pub mod luks;
-pub mod open;
 pub mod signatures;
 pub mod store;
 

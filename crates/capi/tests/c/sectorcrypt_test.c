@@ -105,8 +105,8 @@ static sectorcrypt_volume *open_volume(const char *image, const char *header, ui
 static void messages(void) {
     const char *unknown = sectorcrypt_strerror(-1);
     CHECK(unknown != NULL && strstr(unknown, "unknown") != NULL);
-    CHECK(strcmp(sectorcrypt_strerror(SECTORCRYPT_ERR_INTERNAL + 1), unknown) == 0);
-    for (int code = SECTORCRYPT_OK; code <= SECTORCRYPT_ERR_INTERNAL; code++) {
+    CHECK(strcmp(sectorcrypt_strerror(SECTORCRYPT_ERR_UNREACHABLE + 1), unknown) == 0);
+    for (int code = SECTORCRYPT_OK; code <= SECTORCRYPT_ERR_UNREACHABLE; code++) {
         const char *m = sectorcrypt_strerror(code);
         CHECK(m != NULL && m[0] != '\0' && strcmp(m, unknown) != 0);
         for (int other = SECTORCRYPT_OK; other < code; other++)

@@ -223,7 +223,7 @@ fn rbd_encryption_format_images_open_from_a_raw_export() {
 /// refused with the reason.
 #[test]
 fn rbd_specs_are_checked_and_a_build_without_librbd_says_so() {
-    use sectorcrypt_cli::rbd_store::{is_rbd, open_rbd};
+    use sectorcrypt_image::rbd::{is_rbd, open_spec as open_rbd};
     assert!(is_rbd("rbd:pool/image") && !is_rbd("disk.img"));
     let e = open_rbd("rbd:image-without-pool", false).unwrap_err();
     assert_eq!(e.exit_code(), 2, "{}", e.message());

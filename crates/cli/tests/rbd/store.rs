@@ -5,7 +5,7 @@
 
 use super::support::{ok, ok_bytes, s, sc};
 use super::{dd_from_librbd, MIB};
-use sectorcrypt_cli::rbd_store::open_rbd;
+use sectorcrypt_image::rbd::open_spec as open_rbd;
 use sectorcrypt_testkit::ceph::Cluster;
 use sectorcrypt_testkit::{pattern, require_ceph};
 use sectorcrypt_volume::engine::{EngineOptions, Volume};

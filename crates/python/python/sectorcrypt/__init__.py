@@ -7,16 +7,21 @@
         vol.seek(1 << 20)
         zipfile.ZipFile(vol)            # any reader of file objects
 
-- ``open(path, passphrase=... | key_file=..., header=None, readonly=True)`` unlocks a
+- ``open(locator, passphrase=... | key_file=..., header=None, readonly=True)`` unlocks a
   volume and returns a :class:`Volume` (an ``io.RawIOBase``: readinto, read, write,
   seek, tell; plus ``read_at``, ``readinto_at``, ``write_at``, ``size``, ``info()``).
+  The locator is what ``sectorcrypt read`` takes: a path, an NBD URI
+  (``nbd://host[:port]/export``, ``nbd+unix:///export?socket=PATH``, ``nbds://``...) or
+  an ``rbd:pool/image`` spec.
 - ``format(path, passphrase=..., type="luks2"|"luks1"|"geli", ...)`` creates one.
 - ``SectorCipher(spec, key)`` encrypts and decrypts dm-crypt sectors in place in any
   writable buffer (bytearray, memoryview, numpy array).
 
 Errors: :class:`Error` and its subclasses :class:`WrongPassphrase`,
-:class:`CorruptHeader`, :class:`AuthenticationError`, :class:`Unsupported`,
-:class:`InvalidArgument`; ``OSError`` (with its errno) for I/O. Passphrases and keys are
+:class:`CorruptHeader` (and its :class:`NoHeader`), :class:`AuthenticationError`,
+:class:`Unsupported`, :class:`InvalidArgument`, :class:`InUse`, :class:`KeyslotError`;
+``OSError`` (with its errno) for I/O, and :class:`Unreachable` (a ``ConnectionError``)
+for a remote store that cannot be reached. Passphrases and keys are
 copied into locked memory that is wiped after use, and never appear in messages or reprs.
 Every transfer, key derivation and encryption runs with the GIL released.
 """
@@ -29,8 +34,12 @@ from ._native import (
     AuthenticationError,
     CorruptHeader,
     Error,
+    InUse,
     InvalidArgument,
+    KeyslotError,
+    NoHeader,
     SectorCipher,
+    Unreachable,
     Unsupported,
     WrongPassphrase,
 )
@@ -46,6 +55,10 @@ __all__ = [
     "AuthenticationError",
     "Unsupported",
     "InvalidArgument",
+    "NoHeader",
+    "InUse",
+    "KeyslotError",
+    "Unreachable",
 ]
 __version__ = _native.__version__
 
@@ -189,8 +202,19 @@ def open(
     keyfiles=None,
     threads=None,
     shared=False,
+    connections=None,
+    timeout=None,
+    retry=None,
 ):
-    """Unlocks the volume in ``path`` (LUKS2, LUKS1 or GELI) and returns a :class:`Volume`.
+    """Unlocks the volume ``path`` names (LUKS2, LUKS1 or GELI) and returns a :class:`Volume`.
+
+    ``path``: a file or block device, an NBD URI (``nbd://host[:port]/export``,
+    ``nbd+unix:///export?socket=PATH``, ``nbds://``, ``nbds+unix://``) or an
+    ``rbd:pool/image`` spec, as ``sectorcrypt read`` takes them. For a remote store,
+    ``connections`` (default 4, when the server allows several), ``timeout`` (seconds per
+    connection or request, default 30, 0 for none) and ``retry`` (reconnections per
+    request, default 0) as the command's ``--connections``, ``--remote-timeout`` and
+    ``--retry``.
 
     ``passphrase`` (str or bytes) or ``key_file`` (a path: all its bytes are the
     passphrase, as cryptsetup's ``--key-file``). ``header``: a detached header's file.
@@ -200,10 +224,10 @@ def open(
     The image is claimed as the ``sectorcrypt`` command claims it, until ``close``:
     one writer at a time, and no read-only open beside a writer unless ``shared=True``
     (cryptsetup's ``--shared``: the data read may change under it); a refused open
-    raises ``InvalidArgument`` naming the holder (its PID and command line).
+    raises ``InUse`` naming the holder (its PID and command line).
     """
     native = _native.open(
-        os.fspath(path),
+        path if isinstance(path, str) else os.fspath(path),
         passphrase,
         key_file=None if key_file is None else os.fspath(key_file),
         header=None if header is None else os.fspath(header),
@@ -212,12 +236,21 @@ def open(
         keyfiles=None if keyfiles is None else [os.fspath(k) for k in keyfiles],
         threads=threads,
         shared=shared,
+        connections=connections,
+        timeout=timeout,
+        retry=retry,
     )
     return Volume(native)
 
 
 def format(path, passphrase=None, **options):
     """Creates a volume in ``path`` and returns its ``info()`` dict.
+
+    ``path`` is a locator, as for :func:`open`: a file or block device (created, readable
+    by its owner only, when missing and ``size`` is given), an NBD URI or an
+    ``rbd:pool/image`` spec (whose size is the export's: another ``size`` is refused). A
+    volume in use raises ``InUse``; a file made here is removed again when formatting
+    fails.
 
     Options (keywords): ``key_file``; ``type`` ("luks2", "luks1" or "geli"); ``cipher``
     (LUKS: "aes-xts-plain64", "aes-cbc-essiv:sha256", ...; GELI: "aes-xts", "aes-cbc",
@@ -235,4 +268,5 @@ def format(path, passphrase=None, **options):
             options[k] = os.fspath(options[k])
     if options.get("keyfiles") is not None:
         options["keyfiles"] = [os.fspath(k) for k in options["keyfiles"]]
-    return _native.format(os.fspath(path), passphrase, **options)
+    return _native.format(path if isinstance(path, str) else os.fspath(path), passphrase,
+                          **options)

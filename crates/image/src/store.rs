@@ -1,16 +1,17 @@
-//! The store of an image as the commands hold it: a local file ([`FileStore`], with the
-//! advisory locks of `sectorcrypt_volume::lock`) or a remote store (an NBD export), behind
-//! one type so that the image opener treats both alike.
+//! The store of an image as every front end holds it: a local file ([`FileStore`], with
+//! the advisory locks of `sectorcrypt_volume::lock`) or a remote store (an NBD export, an
+//! RBD image), behind one type so that the image opener treats both alike; and
+//! [`Counted`], a store whose writes are counted for a progress display.
 //!
 //! **Locks on a remote store.** There is no `flock` on an NBD export and no lock in the
 //! NBD protocol, so the header lock and the use claim of a remote store are held inside
 //! this process only (keyed by the export's canonical URI): they order this process's
 //! own header updates and keep its own commands from replacing a header under itself, but
 //! nothing guards a header update against another process or another machine using the
-//! same export. Run one header-changing command at a time per export (the same rule as
+//! same export. Run one header-changing command (or program) at a time per export (the same rule as
 //! for any shared block storage without a cluster lock manager). The writer claim has the
 //! same semantics here as on a file (one writer; readers refused beside it unless
-//! `--shared`), within this process only.
+//! `shared`), within this process only.
 
 use sectorcrypt_volume::lock::{Access, HeaderLock, Mode, UseClaim};
 use sectorcrypt_volume::{FileStore, Store};
@@ -188,6 +189,60 @@ impl Store for ImageStore {
     }
 }
 
+/// A store whose writes are counted: each write's length, once it succeeded, goes to
+/// `done` (progress of a command that writes a header or its keyslot area: `erase`).
+pub struct Counted<'a> {
+    inner: &'a dyn Store,
+    done: &'a (dyn Fn(u64) + Sync),
+}
+
+impl<'a> Counted<'a> {
+    /// `inner`, its written bytes counted by `done`.
+    pub fn new(inner: &'a dyn Store, done: &'a (dyn Fn(u64) + Sync)) -> Counted<'a> {
+        Counted { inner, done }
+    }
+}
+
+impl std::fmt::Debug for Counted<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.inner.fmt(f)
+    }
+}
+
+impl Store for Counted<'_> {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    fn size(&self) -> io::Result<u64> {
+        self.inner.size()
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        self.inner.read_at(buf, offset)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.inner.write_at(buf, offset)?;
+        (self.done)(buf.len() as u64);
+        Ok(())
+    }
+    fn write_at_fua(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.inner.write_at_fua(buf, offset)?;
+        (self.done)(buf.len() as u64);
+        Ok(())
+    }
+    fn can_fua(&self) -> bool {
+        self.inner.can_fua()
+    }
+    fn sync(&self) -> io::Result<()> {
+        self.inner.sync()
+    }
+    fn discard(&self, offset: u64, len: u64) -> io::Result<()> {
+        self.inner.discard(offset, len)
+    }
+    fn object_size(&self) -> Option<u64> {
+        self.inner.object_size()
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Kind {
     Header,
@@ -301,6 +356,19 @@ mod tests {
         fn object_size(&self) -> Option<u64> {
             Some(4 << 20)
         }
+    }
+
+    #[test]
+    fn counted_writes_are_the_bytes_written() {
+        let n = std::sync::atomic::AtomicU64::new(0);
+        let add = |k: u64| {
+            n.fetch_add(k, std::sync::atomic::Ordering::Relaxed);
+        };
+        let c = Counted::new(&Objects, &add);
+        c.write_at(&[0; 512], 0).unwrap();
+        c.write_at_fua(&[0; 100], 512).unwrap();
+        assert_eq!(n.load(std::sync::atomic::Ordering::Relaxed), 612);
+        assert!(c.can_fua() && c.object_size() == Some(4 << 20));
     }
 
     #[test]

@@ -1,13 +1,12 @@
-//! `sectorcrypt_volume::open`: volumes that cryptsetup made (attached and detached
+//! `sectorcrypt_image::open`: volumes that cryptsetup made (attached and detached
 //! headers) open by path, and what they hold is what dm-crypt's formula (computed with
-//! OpenSSL) says; the errors a library user meets each have their own kind.
+//! OpenSSL) says; the errors a library user meets each have their own class.
 
 use openssl::symm::Mode as Direction;
+use sectorcrypt_image::{open, Class, OpenOptions};
 use sectorcrypt_testkit::reference::dm_crypt;
 use sectorcrypt_testkit::{pattern, require, run};
 use sectorcrypt_volume::lock::{claim_use, Mode};
-use sectorcrypt_volume::open::{open, OpenOptions};
-use sectorcrypt_volume::{Error, HeaderError};
 use std::fs::{File, OpenOptions as FileOptions};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -136,16 +135,14 @@ fn each_failure_has_its_own_error() {
         ..OpenOptions::default()
     };
     let wrong = open(&img, b"open sesamE", &ro).unwrap_err();
-    assert!(matches!(wrong, Error::WrongPassphrase), "{wrong:?}");
+    assert_eq!(wrong.class(), Class::WrongPassphrase, "{wrong:?}");
     let missing = open(&dir.path().join("nothing"), PASS, &ro).unwrap_err();
-    assert!(matches!(missing, Error::Io { .. }), "{missing:?}");
+    assert_eq!(missing.class(), Class::NotFound, "{missing:?}");
+    assert_eq!(missing.exit_code(), 2, "{missing:?}");
     let plain = dir.path().join("plain.img");
     File::create(&plain).unwrap().set_len(4 * MIB).unwrap();
     let no_header = open(&plain, PASS, &ro).unwrap_err();
-    assert!(
-        matches!(no_header, Error::Header(HeaderError::Unrecognised(_))),
-        "{no_header:?}"
-    );
+    assert_eq!(no_header.class(), Class::NoHeader, "{no_header:?}");
     // Read-only refuses writes and leaves the image as it was.
     let before = std::fs::read(&img).unwrap();
     let opened = open(&img, PASS, &ro).unwrap();
@@ -164,7 +161,7 @@ fn each_failure_has_its_own_error() {
     let claim = claim_use(&holder, Mode::Exclusive, false).unwrap().unwrap();
     let busy = open(&img, PASS, &ro).unwrap_err();
     assert!(
-        matches!(busy, Error::InUse(ref m) if m.contains("in use")),
+        busy.class() == Class::InUse && busy.message().contains("in use"),
         "{busy:?}"
     );
     drop(claim);
@@ -183,7 +180,8 @@ fn a_second_writer_is_refused_so_no_sub_sector_write_is_lost() {
     let rw = OpenOptions::default();
     let a = open(&img, PASS, &rw).unwrap();
     let b = match open(&img, PASS, &rw) {
-        Err(Error::InUse(m)) => {
+        Err(e) if e.class() == Class::InUse => {
+            let m = e.message();
             let me = format!("PID {} (", std::process::id());
             assert!(m.contains(&me) && m.contains("second writer"), "{m}");
             return;
@@ -235,14 +233,16 @@ fn writer_claims_cover_the_header_file_and_readers_opt_in_to_sharing() {
     let r2 = open(&img, PASS, &with(true, false)).unwrap();
     let w = open(&img, PASS, &with(false, false)).unwrap_err();
     assert!(
-        matches!(w, Error::InUse(ref m) if m.contains("open read-only by a reader, PID")),
+        w.class() == Class::InUse && w.message().contains("open read-only by a reader, PID"),
         "{w:?}"
     );
     drop((r1, r2));
     let writer = open(&img, PASS, &with(false, false)).unwrap();
     let r = open(&img, PASS, &with(true, false)).unwrap_err();
     assert!(
-        matches!(r, Error::InUse(ref m) if m.contains("--shared") && m.contains("a writer, PID")),
+        r.class() == Class::InUse
+            && r.message().contains("--shared")
+            && r.message().contains("a writer, PID"),
         "{r:?}"
     );
     let shared = open(&img, PASS, &with(true, true)).unwrap();
@@ -252,7 +252,9 @@ fn writer_claims_cover_the_header_file_and_readers_opt_in_to_sharing() {
     std::fs::copy(&img, &other).unwrap();
     let h = open(&other, PASS, &with(false, false)).unwrap_err();
     assert!(
-        matches!(h, Error::InUse(ref m) if m.contains(hdr.as_ref().unwrap().to_str().unwrap())),
+        h.class() == Class::InUse
+            && h.message()
+                .contains(hdr.as_ref().unwrap().to_str().unwrap()),
         "{h:?}"
     );
     drop(writer);
