@@ -26,6 +26,7 @@ use sectorcrypt_nbd::Export;
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -538,7 +539,61 @@ pub fn umount(a: UmountArgs) -> Result<(), Failure> {
     if !is_mounted(&mp) {
         return Err(Failure::usage(format!("{} is not mounted", mp.display())));
     }
+    let servers = servers_of(&mp);
     unmount(&mp).map_err(Failure::runtime)?;
-    // The serving process flushes and exits once the kernel ends the session.
+    // The serving process flushes and exits once the kernel ends the session: wait for it,
+    // so that when `umount` returns the data is written and the image free for the next
+    // command (which would otherwise meet the server's writer claim).
+    let t0 = std::time::Instant::now();
+    while servers
+        .iter()
+        .any(|&(pid, start)| crate::process::start_time(pid) == Some(start))
+    {
+        if t0.elapsed() > Duration::from_secs(30) {
+            eprintln!(
+                "sectorcrypt: warning: {} is unmounted, but its server is still flushing",
+                mp.display()
+            );
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
     Ok(())
+}
+
+/// The processes of this program serving the FUSE mount at `mp` (its `mount` command line
+/// names `mp`), each with its start time: only waited for, never signalled, so a match by
+/// command line is enough.
+fn servers_of(mp: &Path) -> Vec<(u32, u64)> {
+    let Ok(me) = std::env::current_exe().and_then(std::fs::canonicalize) else {
+        return Vec::new();
+    };
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    for pid in procs
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+    {
+        if pid == std::process::id()
+            || std::fs::read_link(format!("/proc/{pid}/exe")).ok().as_ref() != Some(&me)
+        {
+            continue;
+        }
+        let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+            continue;
+        };
+        let args: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
+        let names_mp = args.iter().any(|a| {
+            let a = Path::new(OsStr::from_bytes(a));
+            std::fs::canonicalize(a).is_ok_and(|a| a == mp)
+        });
+        if args.iter().any(|a| *a == b"mount") && names_mp {
+            if let Some(start) = crate::process::start_time(pid) {
+                found.push((pid, start));
+            }
+        }
+    }
+    found
 }

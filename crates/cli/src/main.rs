@@ -35,6 +35,7 @@ mod memory;
 mod open_state;
 mod output;
 mod passphrase;
+mod process;
 mod progress;
 mod volume_export;
 

@@ -247,19 +247,7 @@ pub fn pid(entry: &Value) -> u32 {
     entry["pid"].as_u64().unwrap_or(0) as u32
 }
 
-/// When process `pid` started (field 22 of /proc/PID/stat, clock ticks since boot), unless
-/// it is gone or a zombie.
-pub fn start_time(pid: u32) -> Option<u64> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name (field 2) is in parentheses and may hold anything: count fields
-    // after its last ')'. Field 3 is the state, field 22 the start time.
-    let rest = &stat[stat.rfind(')')? + 1..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    if matches!(fields.first(), Some(&"Z") | Some(&"X") | Some(&"x")) {
-        return None;
-    }
-    fields.get(22 - 3)?.parse().ok()
-}
+pub use crate::process::start_time;
 
 /// Whether the process that wrote `entry` is still running: the same PID and the same
 /// start time (a reused PID, or a process that merely has NAME in its arguments, is not).
