@@ -80,14 +80,10 @@ pub fn redacted(arg: &Path) -> String {
     if !uri::is_nbd_uri(text) {
         return text.to_string();
     }
-    if let Ok(u) = NbdUri::parse(text) {
-        return u.to_string();
+    match NbdUri::parse(text) {
+        Ok(u) => u.to_string(),
+        Err(_) => uri::redact(text),
     }
-    let before_query = text.split(['?', '#']).next().unwrap_or("");
-    let (scheme, rest) = before_query.split_once("://").unwrap_or(("", before_query));
-    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
-    format!("{scheme}://{host}{path}")
 }
 
 /// What `arg` names. A URI that does not parse is bad input (exit 2).

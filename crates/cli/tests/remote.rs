@@ -341,6 +341,46 @@ fn bad_nbd_and_nbds_uris_are_usage_errors() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("socket"));
 }
 
+/// Issue #27 item 15: a URI that does not parse was quoted whole in the refusal, with the
+/// password of its user information and the secret values of its query.
+#[test]
+fn a_bad_nbd_uri_is_refused_without_quoting_its_secrets() {
+    const SECRET: &str = "pw-SECRET-9e2b";
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::write(&data, vec![0u8; 1 << 20]).unwrap();
+    for (uri, says, shown) in [
+        (
+            format!("nbd://user:{SECRET}@127.0.0.1/x?tls-psk-file=/k/{SECRET}"),
+            "unknown query parameter \"tls-psk-file\"",
+            "nbd://127.0.0.1/x",
+        ),
+        (
+            format!("nbds+unix:///x?socket=/s&password={SECRET}"),
+            "unknown query parameter \"password\"",
+            "nbds+unix:///x",
+        ),
+        (
+            format!("nbd://user:{SECRET}@127.0.0.1:port/x"),
+            "bad port",
+            "nbd://127.0.0.1:port/x",
+        ),
+    ] {
+        for args in [
+            vec!["dump", uri.as_str()],
+            vec!["serve", "--socket", "/nonexistent/s", uri.as_str()],
+            vec!["dump", "--header", uri.as_str(), s(&data)],
+        ] {
+            let out = sc(&args, b"");
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(code(&out), 2, "{args:?}: {err}");
+            assert!(err.contains(says) && err.contains(shown), "{args:?}: {err}");
+            assert!(!err.contains(SECRET), "{args:?}: the secret shows: {err}");
+            assert!(!String::from_utf8_lossy(&out.stdout).contains(SECRET));
+        }
+    }
+}
+
 /// A LUKS2 volume with a detached header: `d/hdr.img` and 8 MiB of data in `d/data.img`.
 fn detached_volume(d: &Path, key: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
     let (hdr, data) = (d.join("hdr.img"), d.join("data.img"));

@@ -8,6 +8,11 @@
 //! libnbd's `tls-certificates`) are kept for the TLS client, which gives them their
 //! meaning (`client::secure`); any other parameter is diagnosed, as the specification
 //! asks.
+//!
+//! A URI may hold secrets this client never uses: user information
+//! (`nbd://user:password@host`) and query parameters of other clients (`tls-psk-file=`).
+//! A refusal therefore names the URI as [`redact`] shows it, never as given, and a parsed
+//! URI prints without them ([`NbdUri`]'s `Display`).
 
 use std::fmt;
 use std::path::PathBuf;
@@ -42,7 +47,8 @@ pub struct NbdUri {
     pub tls_params: Vec<(String, String)>,
 }
 
-/// Why a string is not an NBD URI this client can use; the message names the part.
+/// Why a string is not an NBD URI this client can use; the message names the part, and
+/// the URI as [`redact`] shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UriError(pub String);
 
@@ -64,10 +70,31 @@ pub fn is_nbd_uri(s: &str) -> bool {
     })
 }
 
+/// `s`, which is an NBD URI or meant to be one, as it may be shown outside the process
+/// even when it does not parse: its scheme, host, port and path, without its user
+/// information, query or fragment (where a password, or another client's secret
+/// parameter, may stand).
+pub fn redact(s: &str) -> String {
+    let before_query = s.split(['?', '#']).next().unwrap_or("");
+    let (scheme, rest) = match before_query.split_once("://") {
+        Some((scheme, rest)) => (Some(scheme), rest),
+        None => (None, before_query),
+    };
+    // The authority ends at the first `/` (one in a password must be written %2F), and
+    // its user information at its last `@`.
+    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    match scheme {
+        Some(scheme) => format!("{scheme}://{host}{path}"),
+        None => format!("{host}{path}"),
+    }
+}
+
 impl NbdUri {
-    /// Parses `s`.
+    /// Parses `s`. A refusal names `s` as [`redact`] shows it.
     pub fn parse(s: &str) -> Result<NbdUri, UriError> {
-        let bad = |why: &str| UriError(format!("{s}: {why}"));
+        let shown = redact(s);
+        let bad = |why: &str| UriError(format!("{shown}: {why}"));
         let (scheme, rest) = s
             .split_once("://")
             .ok_or_else(|| bad("not a URI (expected nbd://, nbds://, nbd+unix://...)"))?;
@@ -331,6 +358,48 @@ mod tests {
         ] {
             let e = NbdUri::parse(uri).unwrap_err().0;
             assert!(e.contains(says), "{uri}: {e}");
+        }
+    }
+
+    /// Issue #27 item 15: a URI's user information and query may hold secrets (a
+    /// password, another client's `tls-psk-file=`); a refusal quoted the URI whole.
+    #[test]
+    fn refusals_quote_no_user_information_and_no_query() {
+        for (uri, says, shown) in [
+            (
+                "nbd://alice:SECRET1@h/x?tls-psk-file=SECRET2",
+                "unknown query parameter \"tls-psk-file\"",
+                "nbd://h/x",
+            ),
+            (
+                "nbd+unix:///x?socket=/s&tls-psk-file=SECRET2",
+                "unknown query parameter",
+                "nbd+unix:///x",
+            ),
+            ("nbd://alice:SECRET1@[::1/x", "closing ]", "nbd://[::1/x"),
+            ("nbd://alice:SECRET1@h:port/x", "bad port", "nbd://h:port/x"),
+            ("nbd://alice:SECRET1@h/%zz", "percent escape", "nbd://h/%zz"),
+            (
+                "nbd+unix://alice:SECRET1@/x?socket=/s",
+                "has no host",
+                "nbd+unix:///x",
+            ),
+            ("nbd://h/x?key=SECRET2#SECRET1", "fragment", "nbd://h/x"),
+            (
+                "nbd+vsock://alice:SECRET1@h/?key=SECRET2",
+                "unknown scheme",
+                "nbd+vsock://h/",
+            ),
+            ("alice:SECRET1@h/x?key=SECRET2", "not a URI", "h/x"),
+        ] {
+            let e = NbdUri::parse(uri).unwrap_err().0;
+            assert!(e.contains(says), "{uri}: {e}");
+            assert!(e.starts_with(&format!("{shown}: ")), "{uri}: {e}");
+            assert!(
+                !e.contains("SECRET"),
+                "{uri}: the refusal {e:?} quotes a secret"
+            );
+            assert_eq!(redact(uri), shown);
         }
     }
 
