@@ -70,15 +70,23 @@ pub fn pem_input(files: &[Option<&[u8]>; 5], verify_peer: bool, required: bool) 
 /// client's (`Ok` or the message).
 pub type PemOutcome = [Result<(), String>; 3];
 
-/// The PEM directory target.
+/// The PEM directory target. An input whose directory cannot be written (the disk or
+/// the quota is full, a file size limit: the machine's trouble, not a finding) is not
+/// read: writing it panicked, and a full disk ended a 10-minute run as a crash.
 pub fn pem(data: &[u8]) {
-    let _ = pem_outcome(data);
+    let _ = try_pem_outcome(data);
 }
 
-/// Writes the directory `data` stands for and reads it as the server and the clients do.
+/// Writes the directory `data` stands for and reads it as the server and the clients do;
+/// panics when the directory cannot be written.
 pub fn pem_outcome(data: &[u8]) -> PemOutcome {
+    try_pem_outcome(data).expect("writing the certificates directory")
+}
+
+/// [`pem_outcome`], or why the directory could not be written.
+fn try_pem_outcome(data: &[u8]) -> std::io::Result<PemOutcome> {
     let Some((&flags, rest)) = data.split_first() else {
-        return [Ok(()), Ok(()), Ok(())];
+        return Ok([Ok(()), Ok(()), Ok(())]);
     };
     let dir = dir().lock().unwrap_or_else(|e| e.into_inner());
     let mut parts = rest.split(|&b| b == 0);
@@ -88,7 +96,7 @@ pub fn pem_outcome(data: &[u8]) -> PemOutcome {
         let _ = fs::remove_file(&path);
         if flags & (1 << i) != 0 {
             let bytes = parts.next().unwrap_or_default();
-            write_private(&path, bytes);
+            write_private(&path, bytes)?;
             contents[i] = Some(bytes);
         }
     }
@@ -104,17 +112,16 @@ pub fn pem_outcome(data: &[u8]) -> PemOutcome {
     for message in outcome.iter().filter_map(|r| r.as_ref().err()) {
         check_message(message, &dir, &contents);
     }
-    outcome
+    Ok(outcome)
 }
 
-fn write_private(path: &Path, bytes: &[u8]) {
+fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let mut f = fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
-        .open(path)
-        .expect("a file in the certificates directory");
-    f.write_all(bytes).expect("writing a certificates file");
+        .open(path)?;
+    f.write_all(bytes)
 }
 
 /// A refusal names the directory (or a file in it), and quotes no key line.

@@ -212,6 +212,35 @@ fn pem_corpus() {
     assert!(replay("pem") > 0);
 }
 
+/// A certificates file that cannot be written whole (here a file size limit of 512 bytes,
+/// as a full disk does) makes the pem target skip its input: it panicked, and a full disk
+/// during a fuzzing run was reported as a crash of the target.
+#[test]
+fn the_pem_target_skips_a_directory_it_cannot_write() {
+    let exe = std::env::current_exe().unwrap();
+    // SIGXFSZ ignored (kept so across exec): a write past the limit fails with EFBIG.
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg("trap '' XFSZ; ulimit -f 1 && exec \"$0\" --ignored --exact pem_child_past_a_file_size_limit")
+        .arg(&exe)
+        .output()
+        .unwrap();
+    let err =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("1 passed"), "{err}");
+}
+
+/// Run by [`the_pem_target_skips_a_directory_it_cannot_write`] under a file size limit.
+#[test]
+#[ignore = "run under a file size limit by the_pem_target_skips_a_directory_it_cannot_write"]
+fn pem_child_past_a_file_size_limit() {
+    // A ca-cert.pem of 64 KiB, past the limit whatever the shell's unit for it.
+    let ca = vec![b'A'; 64 << 10];
+    let data = sectorcrypt_fuzz::pem_input(&[Some(&ca), None, None, None, None], false, false);
+    sectorcrypt_fuzz::pem(&data);
+}
+
 /// The certificate directories made by openssl are taken where they are complete, and
 /// refused with the file named where they are not.
 #[test]

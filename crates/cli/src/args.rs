@@ -577,7 +577,10 @@ Examples:
 
 Only a Unix socket or a loopback address is served. The server speaks the fixed newstyle
 NBD protocol with several connections (multi-conn) and many requests in flight; SIGINT or
-SIGTERM stops it after the requests in flight are done and the volume is flushed.
+SIGTERM stops it after the requests in flight are done and the volume is flushed. A second
+SIGINT or SIGTERM stops it at once, without waiting for them or flushing (over an NBD
+export with --remote-timeout 0, requests an upstream never answers are waited for
+forever).
 Who may connect: a Unix socket is created mode 0600 whatever the umask (its owner and
 root); --socket-mode 0660 lets its group in too. A TCP port has no access control: any
 local user can connect, and the server says so when it starts (as it does for a socket

@@ -5,7 +5,9 @@
 //! reach, unless TLS is required with client certificates (`--tls-verify-peer`). TLS
 //! (`--tls`, `--tls-certificates`, `--tls-verify-peer`) is set up before the volume is
 //! opened, so a bad certificate directory (or a private key others can read) costs no
-//! passphrase. SIGINT and SIGTERM stop it while it is still unlocking, too.
+//! passphrase. SIGINT and SIGTERM stop it while it is still unlocking, too. A stop waits
+//! for the requests in flight and flushes; a second SIGINT or SIGTERM stops at once (an
+//! upstream that never answers, with no `--remote-timeout`, holds the first for ever).
 //!
 //! Over a remote store (an NBD URI or an `rbd:` image: the encrypting proxy) each
 //! connection gets more workers: their requests wait on the network, not on the CPU, and
@@ -81,9 +83,24 @@ pub fn run(a: ServeArgs) -> Result<(), Failure> {
     let handle = server.shutdown_handle();
     let signals_handle = signals.handle();
     let watcher = std::thread::spawn(move || {
-        if let Some(sig) = signals.forever().next() {
-            eprintln!("sectorcrypt: signal {sig}: finishing requests in flight and flushing");
+        let mut caught = signals.forever();
+        if let Some(sig) = caught.next() {
+            eprintln!(
+                "sectorcrypt: signal {sig}: finishing requests in flight and flushing (a \
+                 second signal stops at once)"
+            );
             handle.shutdown();
+        }
+        // The requests in flight are waited for: over a remote store without a
+        // --remote-timeout, an upstream that never answers would hold the server for
+        // ever. A second signal ends it there and then (the iterator ends, without one,
+        // once the server has stopped by itself).
+        if let Some(sig) = caught.next() {
+            eprintln!(
+                "sectorcrypt: signal {sig} again: stopping now, without waiting for the \
+                 requests in flight or the final flush"
+            );
+            std::process::exit(1);
         }
     });
     let result = server.run().map_err(Failure::runtime);

@@ -341,6 +341,46 @@ fn bad_nbd_and_nbds_uris_are_usage_errors() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("socket"));
 }
 
+/// Issue #27 item 15: a URI that does not parse was quoted whole in the refusal, with the
+/// password of its user information and the secret values of its query.
+#[test]
+fn a_bad_nbd_uri_is_refused_without_quoting_its_secrets() {
+    const SECRET: &str = "pw-SECRET-9e2b";
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::write(&data, vec![0u8; 1 << 20]).unwrap();
+    for (uri, says, shown) in [
+        (
+            format!("nbd://user:{SECRET}@127.0.0.1/x?tls-psk-file=/k/{SECRET}"),
+            "unknown query parameter \"tls-psk-file\"",
+            "nbd://127.0.0.1/x",
+        ),
+        (
+            format!("nbds+unix:///x?socket=/s&password={SECRET}"),
+            "unknown query parameter \"password\"",
+            "nbds+unix:///x",
+        ),
+        (
+            format!("nbd://user:{SECRET}@127.0.0.1:port/x"),
+            "bad port",
+            "nbd://127.0.0.1:port/x",
+        ),
+    ] {
+        for args in [
+            vec!["dump", uri.as_str()],
+            vec!["serve", "--socket", "/nonexistent/s", uri.as_str()],
+            vec!["dump", "--header", uri.as_str(), s(&data)],
+        ] {
+            let out = sc(&args, b"");
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(code(&out), 2, "{args:?}: {err}");
+            assert!(err.contains(says) && err.contains(shown), "{args:?}: {err}");
+            assert!(!err.contains(SECRET), "{args:?}: the secret shows: {err}");
+            assert!(!String::from_utf8_lossy(&out.stdout).contains(SECRET));
+        }
+    }
+}
+
 /// A LUKS2 volume with a detached header: `d/hdr.img` and 8 MiB of data in `d/data.img`.
 fn detached_volume(d: &Path, key: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
     let (hdr, data) = (d.join("hdr.img"), d.join("data.img"));
@@ -618,6 +658,93 @@ fn serve_of_an_upstream_that_trickles_its_handshake_ends_within_the_timeout() {
         "serve ended {took:?} after SIGTERM (--remote-timeout 2): {err}"
     );
     assert!(err.contains("signal 15"), "{err}");
+}
+
+/// With --remote-timeout 0 a request the upstream never answers is waited for: the first
+/// SIGTERM waits for it (the stop finishes the requests in flight), and nothing, not even
+/// a second SIGTERM, ended the server; now the second one does, at once.
+#[test]
+fn a_second_sigterm_stops_serve_that_waits_for_an_upstream_without_timeout() {
+    use std::io::{Read as _, Write as _};
+    use std::os::unix::net::{UnixListener, UnixStream};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    require!("nbdkit");
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let img = volumes::new_volume(d, &[]);
+    let k0 = d.join("k0");
+    let file = format!("file={}", img.display());
+    let kit = Nbdkit::unix(&d.join("kit.sock"), &["file", &file]);
+    // The upstream the proxy sees: nbdkit, through a relay that, once `stall` is set,
+    // passes no more replies on (the connection stays open: nothing fails).
+    let up = d.join("relay.sock");
+    let listener = UnixListener::bind(&up).unwrap();
+    let kit_sock = d.join("kit.sock");
+    let stall = Arc::new(AtomicBool::new(false));
+    let stall2 = stall.clone();
+    std::thread::spawn(move || {
+        for _ in 0..4 {
+            let Ok((down, _)) = listener.accept() else {
+                return;
+            };
+            let upstream = UnixStream::connect(&kit_sock).unwrap();
+            let (mut d1, mut u1) = (down.try_clone().unwrap(), upstream.try_clone().unwrap());
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut d1, &mut u1);
+            });
+            let (mut u2, mut d2, stall) = (upstream, down, stall2.clone());
+            std::thread::spawn(move || {
+                let mut buf = vec![0u8; 1 << 16];
+                while let Ok(n) = u2.read(&mut buf) {
+                    if n == 0 || (!stall.load(Ordering::SeqCst) && d2.write_all(&buf[..n]).is_err())
+                    {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    let uri = format!("nbd+unix:///?socket={}", up.display());
+    let mut proxy = Served::start(
+        &[
+            &uri,
+            "--key-file",
+            s(&k0),
+            "--remote-timeout",
+            "0",
+            "--connections",
+            "1",
+        ],
+        &d.join("p.sock"),
+    );
+    let c = proxy_client(&proxy);
+    let mut buf = vec![0u8; 65536];
+    c.read_at(&mut buf, 0).unwrap();
+    stall.store(true, Ordering::SeqCst);
+    let reader = std::thread::spawn(move || {
+        let mut buf = vec![0u8; 65536];
+        c.read_at(&mut buf, 1 << 20)
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let mut child = proxy.child.take().unwrap();
+    let pid = child.id().to_string();
+    run(Command::new("kill").arg("-TERM").arg(&pid));
+    // The first stop waits for the read in flight, which the upstream never answers.
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "serve stopped without its request in flight answered"
+    );
+    let (took, err) = sigterm_and_wait(child);
+    assert!(
+        took < Duration::from_secs(3),
+        "serve ended {took:?} after a second SIGTERM: {err}"
+    );
+    assert!(err.contains("stopping now"), "{err}");
+    assert!(!err.contains("exit status: 0"), "{err}");
+    assert!(reader.join().unwrap().is_err(), "no upstream, no data");
+    drop(kit);
 }
 
 #[test]

@@ -60,7 +60,7 @@ impl Default for RemoteOptions {
 /// NBD URI in its canonical spelling (no user information, only the parameters the client
 /// takes, none of them secret). A spec or URI that does not parse is cut before anything
 /// that could be secret: an `rbd:` spec before its first option, a URI before its query,
-/// its user information left out ([`uri::shown`]).
+/// its user information left out ([`uri::redact`]).
 pub fn redacted(arg: &Path) -> String {
     let Some(text) = arg.to_str() else {
         return arg.display().to_string();
@@ -78,7 +78,7 @@ pub fn redacted(arg: &Path) -> String {
     if let Ok(u) = NbdUri::parse(text) {
         return u.to_string();
     }
-    uri::shown(text)
+    uri::redact(text)
 }
 
 /// What `arg` names. A URI or spec that does not parse is [`Class::InvalidArgument`],
@@ -95,7 +95,7 @@ pub fn locate(arg: &Path) -> Result<Location> {
     };
     NbdUri::parse(text).map(Location::Nbd).map_err(|e| {
         let why =
-            e.0.strip_prefix(&format!("{}: ", uri::shown(text)))
+            e.0.strip_prefix(&format!("{}: ", uri::redact(text)))
                 .unwrap_or("not a valid NBD URI");
         Error::invalid(format!("{}: {why}", redacted(arg)))
     })

@@ -141,26 +141,40 @@ fn bind_unix(path: &Path, mode: u32) -> Result<(UnixListener, (u64, u64)), Error
     // socket inside), give the socket its mode, and rename it into place: the socket path
     // appears only when connections are accepted (a client that waits for the path never
     // sees "connection refused" between bind and listen), with its final mode whatever the
-    // umask, and no one connects in between. The names are short: a socket's path is
-    // limited to 107 bytes, and the temporary one must fit too.
+    // umask, and no one connects in between.
     let private = private_dir(path)?;
     let tmp = private.join("s");
-    let bound = check_socket_path(&tmp)
-        .and_then(|()| UnixListener::bind(&tmp).map_err(|e| Error::Io("binding the socket", e)))
-        .and_then(|l| {
-            fs::set_permissions(&tmp, fs::Permissions::from_mode(mode))
-                .map_err(|e| Error::Io("setting the socket's mode", e))?;
-            let id = identity(&tmp).ok_or_else(|| {
-                Error::Io("reading the socket's inode", io::ErrorKind::NotFound.into())
-            })?;
-            fs::rename(&tmp, path).map_err(|e| Error::Io("moving the socket into place", e))?;
-            Ok((l, id))
-        });
+    let bound = bind_in(&private).and_then(|l| {
+        fs::set_permissions(&tmp, fs::Permissions::from_mode(mode))
+            .map_err(|e| Error::Io("setting the socket's mode", e))?;
+        let id = identity(&tmp).ok_or_else(|| {
+            Error::Io("reading the socket's inode", io::ErrorKind::NotFound.into())
+        })?;
+        fs::rename(&tmp, path).map_err(|e| Error::Io("moving the socket into place", e))?;
+        Ok((l, id))
+    });
     if bound.is_err() {
         let _ = fs::remove_file(&tmp);
     }
     let _ = fs::remove_dir(&private);
     bound
+}
+
+/// Binds a socket named `s` in the directory `dir`. The temporary directory adds its own
+/// name to the path, so a path of 107 bytes or a little less with a short file name would
+/// not fit a socket address any more: the socket is bound through the directory's
+/// descriptor (`/proc/self/fd/N/s`, a few bytes whatever the path), and through its path
+/// only where /proc is missing.
+fn bind_in(dir: &Path) -> Result<UnixListener, Error> {
+    let failed = |e| Error::Io("binding the socket", e);
+    let handle = fs::File::open(dir).map_err(failed)?;
+    let fd_path = Path::new("/proc/self/fd").join(handle.as_raw_fd().to_string());
+    if fs::metadata(&fd_path).is_ok_and(|m| m.is_dir()) {
+        return UnixListener::bind(fd_path.join("s")).map_err(failed);
+    }
+    let tmp = dir.join("s");
+    check_socket_path(&tmp)?;
+    UnixListener::bind(&tmp).map_err(failed)
 }
 
 /// Creates a new directory of mode 0700 beside `path` (never one that exists already).

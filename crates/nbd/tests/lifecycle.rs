@@ -218,6 +218,36 @@ fn a_socket_path_too_long_to_connect_to_is_refused_at_bind() {
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }
 
+/// A path a client can connect to is served whatever the length of its file name: the
+/// socket was bound first in a directory beside it, named in the path, so a path of 107
+/// bytes or a little less with a short file name was refused, the message naming a path
+/// the user never gave.
+#[test]
+fn a_socket_path_that_fits_is_served_however_short_its_file_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().as_os_str().len();
+    let export = MemExport::new(vec![7; 4096], 512, false);
+    for (len, file) in [(107, "s"), (107, "x.sock"), (100, "s"), (96, "nbd")] {
+        // DIR/ddd.../FILE, `len` bytes in all.
+        let sub = dir.path().join("d".repeat(len - base - 2 - file.len()));
+        std::fs::create_dir(&sub).unwrap();
+        let sock = sub.join(file);
+        assert_eq!(sock.as_os_str().len(), len);
+        let server = Server::bind(&Listen::Unix(sock.clone()), export.clone(), quiet())
+            .unwrap_or_else(|e| panic!("{len} bytes, file name {file:?}: {e}"));
+        let handle = server.shutdown_handle();
+        let t = thread::spawn(move || server.run());
+        assert_eq!(Raw::go(&sock).read(1, 0, 4), vec![7; 4]);
+        handle.shutdown();
+        assert!(ends_within(&t, Duration::from_secs(10)));
+        t.join().unwrap().unwrap();
+        assert!(!sock.exists());
+        // Nothing else was left beside it (the private directory the socket was made in).
+        assert_eq!(std::fs::read_dir(&sub).unwrap().count(), 0);
+        std::fs::remove_dir(&sub).unwrap();
+    }
+}
+
 #[test]
 fn a_server_whose_socket_is_removed_or_replaced_stops() {
     for replace in [false, true] {

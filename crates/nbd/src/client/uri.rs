@@ -8,6 +8,11 @@
 //! libnbd's `tls-certificates`) are kept for the TLS client, which gives them their
 //! meaning (`client::secure`); any other parameter is diagnosed, as the specification
 //! asks.
+//!
+//! A URI may hold secrets this client never uses: user information
+//! (`nbd://user:password@host`) and query parameters of other clients (`tls-psk-file=`).
+//! A refusal therefore names the URI as [`redact`] shows it, never as given, and a parsed
+//! URI prints without them ([`NbdUri`]'s `Display`).
 
 use std::fmt;
 use std::path::PathBuf;
@@ -42,7 +47,8 @@ pub struct NbdUri {
     pub tls_params: Vec<(String, String)>,
 }
 
-/// Why a string is not an NBD URI this client can use; the message names the part.
+/// Why a string is not an NBD URI this client can use; the message names the part, and
+/// the URI as [`redact`] shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UriError(pub String);
 
@@ -64,27 +70,31 @@ pub fn is_nbd_uri(s: &str) -> bool {
     })
 }
 
-/// `s`, an NBD URI that may not parse, cut to what may be shown (in an error, a log, an
-/// export description): its scheme, host and path, without the query (where
-/// `tls-psk-file` and other parameters live) and without user information. Where the user
-/// information ends is taken as the last `@` before the query, not the first `/`, so a
-/// password holding a `/` is cut too (an export name holding an `@` loses what came before
-/// it: better than showing a password).
-pub fn shown(s: &str) -> String {
+/// `s`, which is an NBD URI or meant to be one, as it may be shown outside the process
+/// even when it does not parse: its scheme, host, port and path, without its user
+/// information, query or fragment (where a password, or another client's secret
+/// parameter, may stand). The user information ends at the last `@` before the query,
+/// not at the first `/`, so a password holding a raw `/` is cut too (an export name
+/// holding an `@` loses what came before it: better than showing a password).
+pub fn redact(s: &str) -> String {
     let before_query = s.split(['?', '#']).next().unwrap_or("");
     match before_query.split_once("://") {
         Some((scheme, rest)) => {
             let rest = rest.rsplit_once('@').map_or(rest, |(_, after)| after);
             format!("{scheme}://{rest}")
         }
-        None => before_query.to_string(),
+        None => before_query
+            .rsplit_once('@')
+            .map_or(before_query, |(_, after)| after)
+            .to_string(),
     }
 }
 
 impl NbdUri {
-    /// Parses `s`.
+    /// Parses `s`. A refusal names `s` as [`redact`] shows it.
     pub fn parse(s: &str) -> Result<NbdUri, UriError> {
-        let bad = |why: &str| UriError(format!("{}: {why}", shown(s)));
+        let shown = redact(s);
+        let bad = |why: &str| UriError(format!("{shown}: {why}"));
         let (scheme, rest) = s
             .split_once("://")
             .ok_or_else(|| bad("not a URI (expected nbd://, nbds://, nbd+unix://...)"))?;
@@ -365,6 +375,48 @@ mod tests {
         ] {
             let e = NbdUri::parse(uri).unwrap_err().0;
             assert!(e.contains(says), "{uri}: {e}");
+        }
+    }
+
+    /// Issue #27 item 15: a URI's user information and query may hold secrets (a
+    /// password, another client's `tls-psk-file=`); a refusal quoted the URI whole.
+    #[test]
+    fn refusals_quote_no_user_information_and_no_query() {
+        for (uri, says, shown) in [
+            (
+                "nbd://alice:SECRET1@h/x?tls-psk-file=SECRET2",
+                "unknown query parameter \"tls-psk-file\"",
+                "nbd://h/x",
+            ),
+            (
+                "nbd+unix:///x?socket=/s&tls-psk-file=SECRET2",
+                "unknown query parameter",
+                "nbd+unix:///x",
+            ),
+            ("nbd://alice:SECRET1@[::1/x", "closing ]", "nbd://[::1/x"),
+            ("nbd://alice:SECRET1@h:port/x", "bad port", "nbd://h:port/x"),
+            ("nbd://alice:SECRET1@h/%zz", "percent escape", "nbd://h/%zz"),
+            (
+                "nbd+unix://alice:SECRET1@/x?socket=/s",
+                "has no host",
+                "nbd+unix:///x",
+            ),
+            ("nbd://h/x?key=SECRET2#SECRET1", "fragment", "nbd://h/x"),
+            (
+                "nbd+vsock://alice:SECRET1@h/?key=SECRET2",
+                "unknown scheme",
+                "nbd+vsock://h/",
+            ),
+            ("alice:SECRET1@h/x?key=SECRET2", "not a URI", "h/x"),
+        ] {
+            let e = NbdUri::parse(uri).unwrap_err().0;
+            assert!(e.contains(says), "{uri}: {e}");
+            assert!(e.starts_with(&format!("{shown}: ")), "{uri}: {e}");
+            assert!(
+                !e.contains("SECRET"),
+                "{uri}: the refusal {e:?} quotes a secret"
+            );
+            assert_eq!(redact(uri), shown);
         }
     }
 
