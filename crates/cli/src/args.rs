@@ -586,7 +586,7 @@ root); --socket-mode 0660 lets its group in too. A TCP port has no access contro
 local user can connect, and the server says so when it starts (as it does for a socket
 others may write in directories they may enter), unless TLS is required with
 --tls-verify-peer. The socket's path is at most 107 bytes; if the socket is removed while
-serving, the server stops.
+serving, the clients connected are still served, and the server stops when the last leaves.
 Slow and idle clients: once a request has begun, its header, and a write's payload, must
 arrive within --timeout seconds, or the connection is closed. A connection with no request
 in flight is closed after --idle-timeout seconds (default: never). Up to 64 connections are

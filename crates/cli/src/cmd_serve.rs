@@ -1,5 +1,5 @@
 //! `sectorcrypt serve`: the plaintext of a volume over NBD, until SIGINT or SIGTERM (or
-//! until its Unix socket is removed). Who may connect is said once at the start: a
+//! until its Unix socket is removed and its last client gone). Who may connect is said once at the start: a
 //! warning when any local user can connect and be served, that is over TCP, or through a
 //! Unix socket whose mode lets others in (`--socket-mode`) in directories every user can
 //! reach, unless TLS is required with client certificates (`--tls-verify-peer`). TLS

@@ -242,6 +242,11 @@ impl Connections {
         Some(t.open.len())
     }
 
+    /// How many connections are past their handshake (clients being served).
+    pub(crate) fn served(&self) -> usize {
+        self.tables().open.len()
+    }
+
     /// Shuts every open connection's socket `how`, and every connection in its
     /// handshake both ways (their handshake is not finished: they never get a slot).
     pub(crate) fn shutdown_all(&self, how: Shutdown) {

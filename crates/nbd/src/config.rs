@@ -90,8 +90,9 @@ pub struct ServerConfig {
     /// The permission bits of a Unix socket (only the owner may connect by default: the
     /// socket gives whoever connects the volume's plaintext). The umask plays no part.
     pub socket_mode: u32,
-    /// Stop serving when the Unix socket is removed or replaced (checked twice a second):
-    /// no client can reach the server any more. Off for a server whose export is also
+    /// Stop serving when the Unix socket is removed or replaced (checked twice a second)
+    /// and no client past its handshake is left: no new client can reach the server, and
+    /// the ones connected are served until they leave. Off for a server whose export is also
     /// used another way (a FUSE mount, a loop device), which must not end with the
     /// socket.
     pub stop_when_socket_gone: bool,

@@ -7,8 +7,9 @@
 //! The accept loop is woken for shutdown by shutting the listening socket down, not by
 //! connecting to it: a stop needs no path, so a server whose Unix socket was removed, or
 //! whose path no client could reach, still stops. A Unix socket removed or replaced while
-//! the server runs is noticed within a second, and the server stops
-//! ([`Error::SocketGone`]), unless [`ServerConfig::stop_when_socket_gone`] is off.
+//! the server runs is noticed within a second: the clients connected are still served,
+//! and the server stops when the last has left ([`Error::SocketGone`]), unless
+//! [`ServerConfig::stop_when_socket_gone`] is off.
 //!
 //! The top of the crate's socket code: a connection is the handshake, then the
 //! transmission phase, each in its own module, which know nothing of the listener. What
@@ -276,7 +277,14 @@ impl Server {
         let (watch_stop, watcher) = match &*self.listener {
             Listener::Unix(_, p, id) if shared.config.stop_when_socket_gone => {
                 let (tx, rx) = mpsc::channel::<()>();
-                let w = watch_socket(p.clone(), *id, rx, self.handle.clone(), lost.clone());
+                let w = watch_socket(
+                    p.clone(),
+                    *id,
+                    rx,
+                    self.handle.clone(),
+                    lost.clone(),
+                    open.clone(),
+                );
                 (Some(tx), Some(w))
             }
             _ => (None, None),
@@ -384,25 +392,42 @@ impl Server {
 const SOCKET_CHECK: Duration = Duration::from_millis(500);
 
 /// Watches that `path` is still the socket `id` the server bound, until `done` is
-/// dropped or sent to: when it is gone or replaced (no client can reach the server any
-/// more), sets `lost` and stops the server.
+/// dropped or sent to. When it is gone or replaced, no new client can reach the server:
+/// sets `lost`, and stops the server once no client past its handshake is left (the
+/// clients connected keep being served: a kernel NBD client under a mounted file system
+/// would lose the writes it has not flushed if the server went away under it).
 fn watch_socket(
     path: PathBuf,
     id: (u64, u64),
     done: mpsc::Receiver<()>,
     handle: ShutdownHandle,
     lost: Arc<AtomicBool>,
+    open: Arc<Connections>,
 ) -> JoinHandle<()> {
     thread::spawn(move || {
         while let Err(mpsc::RecvTimeoutError::Timeout) = done.recv_timeout(SOCKET_CHECK) {
-            if identity(&path) != Some(id) {
+            if lost.load(Ordering::SeqCst) {
+                if open.served() == 0 {
+                    handle.shutdown();
+                    return;
+                }
+            } else if identity(&path) != Some(id) {
+                let served = open.served();
                 eprintln!(
-                    "sectorcrypt-nbd: the socket {} was removed or replaced: stopping",
-                    path.display()
+                    "sectorcrypt-nbd: the socket {} was removed or replaced: no new client \
+                     can connect; stopping {}",
+                    path.display(),
+                    if served == 0 {
+                        "now".to_string()
+                    } else {
+                        format!("when the {served} connected client(s) have disconnected")
+                    }
                 );
                 lost.store(true, Ordering::SeqCst);
-                handle.shutdown();
-                return;
+                if served == 0 {
+                    handle.shutdown();
+                    return;
+                }
             }
         }
     })

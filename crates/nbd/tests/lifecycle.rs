@@ -249,7 +249,7 @@ fn a_socket_path_that_fits_is_served_however_short_its_file_name() {
 }
 
 #[test]
-fn a_server_whose_socket_is_removed_or_replaced_stops() {
+fn a_server_whose_socket_is_removed_or_replaced_stops_when_its_clients_have_gone() {
     for replace in [false, true] {
         let dir = tempfile::tempdir().unwrap();
         let sock = dir.path().join("gone.sock");
@@ -262,9 +262,22 @@ fn a_server_whose_socket_is_removed_or_replaced_stops() {
         if replace {
             std::fs::write(&sock, b"someone else's").unwrap();
         }
+        // The client connected is still served (a file system on a kernel NBD client
+        // would lose its unflushed writes if the server left under it) ...
+        assert!(
+            !ends_within(&t, Duration::from_millis(1500)),
+            "stopped under a connected client when its socket went (replaced: {replace})"
+        );
+        assert_eq!(
+            c.read(2, 0, 4),
+            vec![1; 4],
+            "the connected client is served"
+        );
+        // ... and once it has gone, no one can reach the server any more: it stops.
+        drop(c);
         assert!(
             ends_within(&t, Duration::from_secs(5)),
-            "still serving with its socket gone (replaced: {replace})"
+            "still serving with its socket gone and no client (replaced: {replace})"
         );
         let e = t.join().unwrap().unwrap_err();
         assert!(e.to_string().contains("was removed or replaced"), "{e}");
