@@ -3,9 +3,9 @@
 //! store locator calls for such an argument; without the `rbd` feature (which links
 //! librbd) it explains that this build cannot.
 //!
-//! Classes: a missing pool or image is [`Class::NotFound`](crate::Class::NotFound), a user the cluster refuses or
-//! a snapshot asked to be written [`Class::CannotOpen`](crate::Class::CannotOpen) / [`Class::InvalidArgument`](crate::Class::InvalidArgument); a
-//! cluster that cannot be reached is [`Class::Io`](crate::Class::Io) (a runtime condition). On such a store
+//! Classes: a missing pool or image is [`Class::NotFound`], a user the cluster refuses or
+//! a snapshot asked to be written [`Class::CannotOpen`] / [`Class::InvalidArgument`]; a
+//! cluster that cannot be reached is [`Class::Io`] (a runtime condition). On such a store
 //! `format` aligns the data to the image's object size by itself (the store reports it),
 //! as `rbd encryption format` does.
 
