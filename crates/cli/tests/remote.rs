@@ -341,7 +341,7 @@ fn bad_nbd_and_nbds_uris_are_usage_errors() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("socket"));
 }
 
-/// Issue #27 item 15: a URI that does not parse was quoted whole in the refusal, with the
+/// A URI that does not parse was quoted whole in the refusal, with the
 /// password of its user information and the secret values of its query.
 #[test]
 fn a_bad_nbd_uri_is_refused_without_quoting_its_secrets() {

@@ -378,7 +378,7 @@ mod tests {
         }
     }
 
-    /// Issue #27 item 15: a URI's user information and query may hold secrets (a
+    /// A URI's user information and query may hold secrets (a
     /// password, another client's `tls-psk-file=`); a refusal quoted the URI whole.
     #[test]
     fn refusals_quote_no_user_information_and_no_query() {
