@@ -25,10 +25,14 @@ if [ "${#srcs[@]}" = 0 ]; then
     srcs=(crates/*/src)
 fi
 
-python3 - "$edges" "${srcs[@]}" <<'PY'
+SCRIPTS="$(cd "$(dirname "$0")" && pwd)" python3 - "$edges" "${srcs[@]}" <<'PY'
 import os
 import re
 import sys
+
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.environ["SCRIPTS"])
+from use_groups import split_group
 
 show_edges, srcs = sys.argv[1] == "1", sys.argv[2:]
 
@@ -102,18 +106,7 @@ def expand(path):
     if i < 0:
         return [path]
     head, body = path[:i], path[i + 1 : path.rfind("}")]
-    parts, depth, cur = [], 0, ""
-    for ch in body:
-        if ch == "{":
-            depth += 1
-        elif ch == "}":
-            depth -= 1
-        if ch == "," and depth == 0:
-            parts.append(cur)
-            cur = ""
-        else:
-            cur += ch
-    parts.append(cur)
+    parts = split_group(body)
     out = []
     for p in parts:
         if p == "self":

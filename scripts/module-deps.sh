@@ -18,10 +18,14 @@ for a in "$@"; do
     esac
 done
 
-python3 - "$src" "$dot" <<'PY'
+SCRIPTS="$(cd "$(dirname "$0")" && pwd)" python3 - "$src" "$dot" <<'PY'
 import os
 import re
 import sys
+
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.environ["SCRIPTS"])
+from use_groups import split_group
 
 src, dot = sys.argv[1], sys.argv[2] == "1"
 
@@ -83,19 +87,7 @@ for m in re.finditer(r"\bpub\s+use\s+([^;]+);", top_level):
 
 def first_segments(group):
     """The first path segment of each item of a `{...}` use group."""
-    out, depth, cur = [], 0, ""
-    for ch in group:
-        if ch == "{":
-            depth += 1
-        elif ch == "}":
-            depth -= 1
-        if ch == "," and depth == 0:
-            out.append(cur)
-            cur = ""
-        else:
-            cur += ch
-    out.append(cur)
-    return [re.split(r"::|\s|\{", s.strip())[0] for s in out if s.strip()]
+    return [re.split(r"::|\s|\{", s.strip())[0] for s in split_group(group) if s.strip()]
 
 
 def module_depth(file):
