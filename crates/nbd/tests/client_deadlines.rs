@@ -416,3 +416,55 @@ fn writes_acknowledged_on_a_lost_connection_fail_the_flush_without_a_reconnectio
     c.read_at(&mut buf, 0).unwrap();
     c.flush().unwrap();
 }
+
+#[test]
+fn a_listener_whose_backlog_is_full_is_given_up_at_the_deadline() {
+    use nix::sys::socket::{self, AddressFamily, Backlog, SockFlag, SockType, UnixAddr};
+    use std::os::fd::AsRawFd as _;
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("full.sock");
+    // A server that stopped accepting: a backlog of 0 takes one waiting connection,
+    // which the first connect below fills.
+    let listener = socket::socket(
+        AddressFamily::Unix,
+        SockType::Stream,
+        SockFlag::empty(),
+        None,
+    )
+    .unwrap();
+    socket::bind(listener.as_raw_fd(), &UnixAddr::new(&sock).unwrap()).unwrap();
+    socket::listen(&listener, Backlog::new(0).unwrap()).unwrap();
+    let _first = UnixStream::connect(&sock).unwrap();
+    let u = uri(&sock);
+    let (r, took) = bounded("connecting to a listener with a full backlog", move || {
+        Client::connect(&u, config(Duration::from_secs(1), 1, 0)).map(|_| ())
+    });
+    let e = r.unwrap_err();
+    assert_eq!(e.kind(), io::ErrorKind::TimedOut, "{e}");
+    assert!(
+        e.to_string().contains("did not finish the handshake"),
+        "{e}"
+    );
+    assert!(
+        took >= Duration::from_millis(900) && took < Duration::from_millis(2500),
+        "the 1 s deadline ended the connect after {took:?}"
+    );
+    drop(listener);
+}
+
+#[test]
+fn an_abstract_socket_is_reached_by_its_name() {
+    use std::os::linux::net::SocketAddrExt as _;
+    let name = format!("sectorcrypt-test-{}", std::process::id());
+    let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+    let listener = UnixListener::bind_addr(&addr).unwrap();
+    let (tx, accepted) = mpsc::channel();
+    std::thread::spawn(move || tx.send(listener.accept().map(|_| ())));
+    let u = NbdUri::parse(&format!("nbd+unix:///?socket=%00{name}")).unwrap();
+    let (r, _) = bounded("connecting to an abstract socket", move || {
+        Client::connect(&u, config(Duration::from_secs(1), 1, 0)).map(|_| ())
+    });
+    // The listener accepted (and closed) the connection: the handshake fails after it.
+    assert!(r.is_err());
+    accepted.recv_timeout(HANG).unwrap().unwrap();
+}

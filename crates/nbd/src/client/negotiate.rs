@@ -203,16 +203,7 @@ fn negotiate(
 /// The socket, connected before `deadline`.
 fn connect(endpoint: &Endpoint, deadline: Option<Instant>) -> io::Result<Stream> {
     match endpoint {
-        Endpoint::Unix(path) => {
-            use std::os::unix::ffi::OsStrExt as _;
-            let bytes = path.as_os_str().as_bytes();
-            if let Some(name) = bytes.strip_prefix(b"\0") {
-                use std::os::linux::net::SocketAddrExt as _;
-                let addr = std::os::unix::net::SocketAddr::from_abstract_name(name)?;
-                return Ok(Stream::Unix(UnixStream::connect_addr(&addr)?));
-            }
-            Ok(Stream::Unix(UnixStream::connect(path)?))
-        }
+        Endpoint::Unix(path) => Ok(Stream::Unix(connect_unix(path, deadline)?)),
         Endpoint::Tcp { host, port } => {
             let mut last = io::Error::new(io::ErrorKind::NotFound, format!("{host}: no address"));
             for addr in (host.as_str(), *port).to_socket_addrs()? {
@@ -232,6 +223,45 @@ fn connect(endpoint: &Endpoint, deadline: Option<Instant>) -> io::Result<Stream>
             Err(last)
         }
     }
+}
+
+/// A Unix socket connected before `deadline`. When the listener's backlog is full, a
+/// connect waits for room with no end of its own (a server that stopped accepting would
+/// hold the client forever); the kernel bounds that wait by the socket's send timeout,
+/// so that timeout is set to the time left before connecting, and cleared after. A
+/// path starting with NUL names an abstract socket.
+fn connect_unix(path: &std::path::Path, deadline: Option<Instant>) -> io::Result<UnixStream> {
+    use nix::sys::socket::{self, sockopt, AddressFamily, SockFlag, SockType, UnixAddr};
+    use std::os::fd::AsRawFd as _;
+    use std::os::unix::ffi::OsStrExt as _;
+    let fd = socket::socket(
+        AddressFamily::Unix,
+        SockType::Stream,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )?;
+    if let Some(d) = deadline {
+        let left = d.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::ErrorKind::TimedOut.into());
+        }
+        let left = nix::sys::time::TimeVal::new(
+            left.as_secs().try_into().unwrap_or(i64::MAX),
+            // At least a microsecond: a zero timeout would mean none.
+            left.subsec_micros().max(1).into(),
+        );
+        socket::setsockopt(&fd, sockopt::SendTimeout, &left)?;
+    }
+    let bytes = path.as_os_str().as_bytes();
+    let addr = match bytes.strip_prefix(b"\0") {
+        Some(name) => UnixAddr::new_abstract(name)?,
+        None => UnixAddr::new(path)?,
+    };
+    // A full backlog still full at the deadline gives EAGAIN (WouldBlock).
+    socket::connect(fd.as_raw_fd(), &addr)?;
+    let s = UnixStream::from(fd);
+    s.set_write_timeout(None)?;
+    Ok(s)
 }
 
 fn protocol(msg: impl Into<String>) -> io::Error {
