@@ -17,6 +17,8 @@ set -euo pipefail
 # completion scripts).
 # C library tests: gcc and libc6-dev (cc builds the C test program), pkg-config (above),
 # binutils (readelf shows the library's SONAME; install-lib.sh reads it there too).
+# Service tests: systemd (systemd-socket-activate passes listening sockets as systemd
+# does), prometheus (promtool checks the metrics text), curl (scrapes it).
 # `deps.sh bench`: fio (its nbd engine gives bench/nbd.sh the 4 KiB random-read IOPS).
 # `deps.sh python`: a venv for the Python package (crates/python) in target/venv, with
 # maturin (builds the wheel), pytest, cryptography (the tests' reference) and numpy (buffers
@@ -27,7 +29,8 @@ set -euo pipefail
 # ceph-common, uuid-runtime) and librbd-dev/librados-dev, which the `rbd` feature links.
 needed=(pkg-config libssl-dev cryptsetup-bin qemu-utils nbdkit libnbd-bin fuse3
     libengine-gost-openssl e2fsprogs python3-libnbd grub-common dosfstools mtools
-    python3-cryptography xz-utils openssl groff-base zsh fish gcc libc6-dev binutils)
+    python3-cryptography xz-utils openssl groff-base zsh fish gcc libc6-dev binutils
+    systemd prometheus curl)
 if [ "${1:-}" = bench ]; then
     needed=(fio)
 fi
