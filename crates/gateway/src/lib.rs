@@ -1,0 +1,10 @@
+//! Many volumes behind one sectorcrypt server: the gateway.
+//!
+//! - [`config`]: the configuration file (`serve --config FILE`, TOML) and the
+//!   `--export NAME=LOCATOR` form of the command line, validated as a whole (names,
+//!   exactly one key source per export, access lists), and compared with the running one
+//!   on a reload ([`config::Changes`]: which exports appear, go, or change, and whether
+//!   a change can apply to a live export).
+#![forbid(unsafe_code)]
+
+pub mod config;
