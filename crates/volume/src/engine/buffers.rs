@@ -23,9 +23,11 @@ const _: () = assert!(SHELVES >= 1 && SHELVES <= 64);
 /// The bits of [`HELD`] in use.
 const ALL: u64 = u64::MAX >> (64 - SHELVES);
 
-/// Free buffers kept on one shelf beyond which returned buffers are dropped (a thread
-/// holds one or two at a time).
-const KEEP: usize = 4;
+/// Free buffers kept on one shelf beyond which returned buffers are wiped and dropped: a
+/// thread holds one at a time on the engine's paths (a write's ciphertext, an edge, a
+/// fanned-out participant's scratch, one after the other), and the pool as a whole then
+/// keeps at most [`SHELVES`] buffers, as many as the one shared free list it replaced.
+const KEEP: usize = 1;
 
 /// The shelf numbers held by living threads (bit `i`: shelf `i`), and how many threads
 /// took one beyond [`SHELVES`] (they share, round-robin).
