@@ -15,8 +15,10 @@
 #
 # Then both cores: sectorcrypt read with 1 and 2 connections (and the cores the
 # server and nbdcopy keep busy, which say whether one connection already uses the
-# machine), 4 KiB random reads at queue depth 32 with fio's nbd engine (IOPS; sectorcrypt
-# and raw nbdkit; `scripts/deps.sh bench` installs fio), and the FUSE mount's sequential
+# machine), 4 KiB random reads and writes at queue depth 32 with fio's nbd engine (IOPS
+# and the server's CPU time per request; sectorcrypt and raw nbdkit alternately in each
+# round, the ratio per round and its median; `scripts/deps.sh bench` installs fio; target:
+# random reads >= 0.95x raw nbdkit), and the FUSE mount's sequential
 # read (dd of the whole disk in 4 MiB O_DIRECT reads, which the kernel sends as 1 MiB
 # pieces at once) against the NBD read of the same volume (needs /dev/fuse and
 # fusermount3). Targets: 2 connections >= 1.7x one (printed with one request in flight per
@@ -156,17 +158,48 @@ echo "(this machine has $(nproc) cores, shared by the server and the client: whe
 echo " keeps them busy, a second has none left)"
 
 if command -v fio >/dev/null; then
-    iops() { # uri: IOPS of 4 KiB random reads at queue depth 32 for 5 s
-        fio --ioengine=nbd --uri="$1" --rw=randread --bs=4k --iodepth=32 --size="$size_bytes" \
-            --runtime=5 --time_based --name=randread --output-format=terse --terse-version=3 \
-            2>/dev/null | awk -F';' '{print $8}'
+    # 4 KiB random reads, then random writes, at queue depth 32 for 5 s each, sectorcrypt
+    # and raw nbdkit alternately (the order swapped every round), with the server's CPU
+    # time per request (user + system, from /proc: steadier than IOPS on a loaded machine).
+    iops() { # uri rw: IOPS of 4 KiB random I/O at queue depth 32 for 5 s
+        fio --ioengine=nbd --uri="$1" --rw="$2" --bs=4k --iodepth=32 --size="$size_bytes" \
+            --runtime=5 --time_based --name="$2" --output-format=terse --terse-version=3 \
+            2>/dev/null | awk -F';' -v rw="$2" 'NF > 40 {print (rw == "randwrite") ? $49 : $8}'
     }
-    declare -A io
+    declare -A io iocpu
+    server_pid() { if [ "$1" = sc ]; then echo "$sc_pid"; else echo "${pids[3]}"; fi; }
     for r in $(seq "$ROUNDS"); do
-        for s in sc raw; do io[$s]+="$(iops "$(uri $s)") "; done
+        order="sc raw"
+        [ $((r % 2)) = 0 ] && order="raw sc"
+        for rw in randread randwrite; do
+            for s in $order; do
+                p=$(server_pid "$s")
+                c0=$(cpu_ticks "$p")
+                n=$(iops "$(uri "$s")" "$rw")
+                c1=$(cpu_ticks "$p")
+                io[$s $rw]+="$n "
+                one[io $s $rw $r]=$n
+                iocpu[$s $rw]+="$(awk -v t="$((c1 - c0))" -v n="$n" 'BEGIN {printf "%.2f", t * 1e4 / (n * 5)}') "
+            done
+        done
     done
     printf '4 KiB random read, QD32 (fio nbd): sectorcrypt %s IOPS, raw nbdkit %s IOPS (medians)\n' \
-        "$(median <<<"${io[sc]}")" "$(median <<<"${io[raw]}")"
+        "$(median <<<"${io[sc randread]}")" "$(median <<<"${io[raw randread]}")"
+    printf '4 KiB random write, QD32 (fio nbd): sectorcrypt %s IOPS, raw nbdkit %s IOPS (medians)\n' \
+        "$(median <<<"${io[sc randwrite]}")" "$(median <<<"${io[raw randwrite]}")"
+    for rw in randread randwrite; do
+        rs=""
+        for r in $(seq "$ROUNDS"); do
+            rs+="$(awk -v a="${one[io sc $rw $r]}" -v b="${one[io raw $rw $r]}" 'BEGIN {printf "%.3f", a/b}') "
+        done
+        rat[io $rw]=$(median <<<"$rs")
+        printf '%-10s sectorcrypt / raw nbdkit IOPS per round: %s| server CPU us per request: sectorcrypt %s, nbdkit %s (medians)\n' \
+            "$rw" "$rs" "$(median <<<"${iocpu[sc $rw]}")" "$(median <<<"${iocpu[raw $rw]}")"
+    done
+    awk -v a="${rat[io randread]}" -v b="${rat[io randwrite]}" 'BEGIN {
+        printf "4 KiB QD32 sectorcrypt / raw nbdkit: randread %.2fx (target >= 0.95)  randwrite %.2fx\n", a, b
+        print ((a >= 0.95) ? "IOPS target: met" : "IOPS target: NOT met")
+    }'
 else
     echo "4 KiB random read IOPS: skipped, fio is not installed (scripts/deps.sh bench)"
 fi

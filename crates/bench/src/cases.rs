@@ -1,5 +1,6 @@
 //! The benchmark cases. Their names are an interface (scripts compare them across runs).
 
+mod engine_threads;
 mod geli_auth;
 
 use crate::limit::Bound;
@@ -69,6 +70,9 @@ pub(crate) fn all() -> Vec<Case> {
         case("aes-256-xts/4096-mt", xts_multithreaded).bound(Bound::Aes {
             rounds: 14,
             threads: true,
+        }),
+        case("engine-xts-2threads", |_, _, _| {
+            engine_threads::engine_xts_2threads()
         }),
         aes("geli-xts/4096", 14, |_, _, _| geli_xts(4096)),
         case("geli-auth-sha256/4096", |_, _, _| {
