@@ -149,8 +149,17 @@ fn ecb_cbc_every_block_count_up_to_72() {
 
 #[test]
 fn ctr_every_block_count_and_counter_wraps() {
+    // Starts with every kind of residue modulo 32 (the zmm kernel runs a head up to the
+    // next multiple of 32 before its steady groups) and every carry; up to 104 blocks: a
+    // head of up to 31, two groups of 32 and a tail.
     let starts = [
         0u128,
+        1,
+        0x1f,
+        0x21,
+        0x5a,
+        (1u128 << 64) - 33,
+        (1u128 << 64) - 32,
         0xf0,
         0xff - 15,
         0xff - 14,
@@ -167,7 +176,7 @@ fn ctr_every_block_count_and_counter_wraps() {
             return;
         };
         for start in starts {
-            for blocks in 0..=72usize {
+            for blocks in 0..=104usize {
                 check("ctr", 16 * blocks, blocks as u64, &s, &v, |k, d| {
                     let mut c = start;
                     k.ctr(&mut c, d);
