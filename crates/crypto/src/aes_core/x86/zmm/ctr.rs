@@ -187,7 +187,7 @@ pub(super) unsafe fn ctr_zmm(
             c = c.wrapping_add((head / 16) as u128);
             off = head;
         }
-        if c % BLOCKS == 0 && off + GROUP <= len {
+        if c.is_multiple_of(BLOCKS) && off + GROUP <= len {
             let (first, last) = (k.key::<false>(0), k.key::<false>(k.rounds));
             let numbers = lane_numbers();
             while off + GROUP <= len {
