@@ -37,15 +37,8 @@ from use_groups import split_group
 show_edges, srcs = sys.argv[1] == "1", sys.argv[2:]
 
 # Known circles, each allowed by name until the code that makes it is changed. When one is
-# gone, the check says so: remove its entry then.
-KNOWN = {
-    # The crypto crate's AES-GCM pair: gcm/pair.rs calls the kernels of gcm/x86/{ymm,zmm}.rs,
-    # which take pair.rs's `with_hash_key`. Remove this entry when that helper moves to a leaf.
-    "gcm-pair-kernels": (
-        "crates/crypto/src",
-        {"gcm/pair.rs", "gcm/x86/ymm.rs", "gcm/x86/zmm.rs"},
-    ),
-}
+# gone, the check says so: remove its entry then. None at present.
+KNOWN = {}
 
 
 def strip(text):

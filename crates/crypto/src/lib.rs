@@ -78,6 +78,8 @@ mod error;
 mod gcm;
 mod ghash;
 mod gost;
+#[cfg(all(test, target_arch = "x86_64"))]
+mod guarded;
 pub mod mac;
 mod modes;
 pub mod secret;

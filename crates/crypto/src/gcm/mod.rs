@@ -56,6 +56,7 @@
 //! are compared in constant time. [`GcmDecryptor`] necessarily releases plaintext before
 //! [`GcmDecryptor::finish`]; see its documentation.
 
+mod hash_key;
 pub(crate) mod pair;
 mod stream;
 #[cfg(target_arch = "x86_64")]

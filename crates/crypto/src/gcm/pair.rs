@@ -10,6 +10,7 @@
 
 #![forbid(unsafe_code)]
 
+use super::hash_key::with_hash_key;
 use super::Gcm;
 use crate::aes_core::{self, AesKernels, Backend};
 use crate::backend::{self, Algorithm};
@@ -18,7 +19,6 @@ use crate::buf::InOut;
 use crate::ghash::{self, GhashBackend};
 use crate::secret::Secret;
 use crate::Error;
-use zeroize::Zeroize;
 
 #[cfg(target_arch = "x86_64")]
 use super::x86::{glue, ymm, zmm};
@@ -147,15 +147,6 @@ impl Pair {
             Pair::Zmm(p) => glue::message(p.as_ref(), y, data, decrypt, j0, lens),
         }
     }
-}
-
-/// `f` of GHASH's key H = E_K(0^128) under `aes`, wiped afterwards.
-pub(crate) fn with_hash_key<T>(aes: &dyn AesKernels, f: impl FnOnce(&Block) -> T) -> T {
-    let mut h: Block = [0; 16];
-    aes.ecb_encrypt(InOut::InPlace(&mut h));
-    let out = f(&h);
-    h.zeroize();
-    out
 }
 
 /// `Ok` when AES-GCM on `aes` with its matching GHASH passed its self-test (run once, before

@@ -9,53 +9,7 @@
 use crate::aes_core::Backend;
 use crate::gcm::Gcm;
 use crate::ghash::{Ghash, GhashBackend};
-
-const PAGE: usize = 4096;
-
-/// `pages` read-write pages followed by one inaccessible page.
-struct Guarded {
-    base: *mut u8,
-    pages: usize,
-}
-
-impl Guarded {
-    fn new(pages: usize) -> Guarded {
-        let size = (pages + 1) * PAGE;
-        // SAFETY: an anonymous private mapping of `size` bytes at an address the kernel
-        // chooses; checked for failure below.
-        let p = unsafe {
-            libc::mmap(
-                core::ptr::null_mut(),
-                size,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        assert_ne!(p, libc::MAP_FAILED, "mmap");
-        let base = p.cast::<u8>();
-        // SAFETY: the last page lies inside the mapping just made.
-        let r = unsafe { libc::mprotect(base.add(pages * PAGE).cast(), PAGE, libc::PROT_NONE) };
-        assert_eq!(r, 0, "mprotect");
-        Guarded { base, pages }
-    }
-
-    /// The last `n` bytes before the inaccessible page.
-    fn tail(&mut self, n: usize) -> &mut [u8] {
-        assert!(n <= self.pages * PAGE);
-        // SAFETY: the `n` bytes end where the read-write pages end, inside the mapping,
-        // and the returned borrow of `self` keeps them exclusive.
-        unsafe { core::slice::from_raw_parts_mut(self.base.add(self.pages * PAGE - n), n) }
-    }
-}
-
-impl Drop for Guarded {
-    fn drop(&mut self) {
-        // SAFETY: unmaps exactly the mapping made in `new`; no borrow of it outlives `self`.
-        unsafe { libc::munmap(self.base.cast(), (self.pages + 1) * PAGE) };
-    }
-}
+use crate::guarded::Guarded;
 
 fn bytes(len: usize, seed: u64) -> Vec<u8> {
     let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;

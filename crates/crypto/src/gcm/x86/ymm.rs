@@ -59,7 +59,7 @@ use super::glue::{self, encrypt_j0};
 use crate::aes_core::x86::vaes::ctr::counters;
 use crate::aes_core::x86::vaes::{Keys, GROUP, REGS};
 use crate::aes_core::{expand_key, Backend};
-use crate::gcm::pair::with_hash_key;
+use crate::gcm::hash_key::with_hash_key;
 use crate::ghash::clmul::to_xmm;
 use crate::ghash::vpclmul::{
     finish_group, hash_group, mul_add_table, mul_h, Key as GhashKey, FAR, N,

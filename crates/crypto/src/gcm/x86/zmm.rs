@@ -37,7 +37,7 @@ use super::glue::{self, encrypt_j0};
 use crate::aes_core::x86::scaffold::round_keys;
 use crate::aes_core::x86::vaes;
 use crate::aes_core::{expand_key, Backend};
-use crate::gcm::pair::with_hash_key;
+use crate::gcm::hash_key::with_hash_key;
 use crate::ghash::clmul::to_xmm;
 use crate::ghash::vpclmul512::{
     add_lengths, bswap, finish, first_power, hash_group, mul_add, mul_add2, Key as GhashKey, N,

@@ -21,10 +21,12 @@
 //! The key container, the round helpers, ECB, the CBC kernels around `cbc.rs`'s pieces
 //! and the `AesKernels` methods come from the scaffolding (`super::scaffold`,
 //! `super::rounds`), stamped out for zmm; `ctr.rs` and `xts.rs` are this width's own
-//! (counters built four per register, tweaks stepped by x^32 per group). XTS ciphertext
-//! stealing is done by the generic layer (`modes/xts.rs`), as for every backend; a group
-//! shorter than 32 blocks goes through a 512-byte stack buffer (ECB and CTR put a tail of
-//! up to four blocks through one register instead).
+//! (steady CTR groups start at a counter that is a multiple of 32 and whiten their counters
+//! with one XOR per register; tweaks stepped by x^32 per group). XTS ciphertext stealing is
+//! done by the generic layer (`modes/xts.rs`), as for every backend; a group shorter than 32
+//! blocks goes through a 512-byte stack buffer (ECB puts a tail of up to four blocks
+//! through one register instead; CTR runs its head and tail on as many registers as they
+//! need, the last under a byte mask).
 //!
 //! Calling contract: every `unsafe fn` in this folder needs the CPU features of
 //! [`Backend::Avx512`]; a [`Keys`] value exists only when they are present (checked in
