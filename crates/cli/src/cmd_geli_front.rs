@@ -76,7 +76,10 @@ fn serve(open: OpenArgs, listen: Listen, exit_after_last: bool, flags: u32) -> R
 /// (integrity, encryption algorithm given by `-a`).
 fn authentication(aalgo: Option<&str>) -> (Option<String>, Option<String>) {
     match aalgo {
-        Some(n) if cmd_geli::aalgo(n).is_err() && !n.to_ascii_lowercase().starts_with("hmac") => {
+        Some(n)
+            if sectorcrypt_image::create::geli_aalgo(n).is_err()
+                && !n.to_ascii_lowercase().starts_with("hmac") =>
+        {
             eprintln!(
                 "warning: The -e option, not the -a option is now used to specify encryption \
                  algorithm to use."
@@ -292,10 +295,12 @@ fn attach(a: AttachArgs, v: bool) -> Result<(), Failure> {
 fn onetime(a: OnetimeArgs, v: bool) -> Result<(), Failure> {
     let (integrity, a_ealgo) = authentication(a.aalgo.as_deref());
     let mut opts = OnetimeOptions {
-        ealgo: cmd_geli::ealgo(a_ealgo.or(a.ealgo).as_deref().unwrap_or("aes-xts"))?,
+        ealgo: sectorcrypt_image::create::geli_ealgo(
+            a_ealgo.or(a.ealgo).as_deref().unwrap_or("aes-xts"),
+        )?,
         aalgo: integrity
             .as_deref()
-            .map(cmd_geli::aalgo)
+            .map(sectorcrypt_image::create::geli_aalgo)
             .transpose()?
             .unwrap_or(0),
         keylen: a.keylen.unwrap_or(0),
