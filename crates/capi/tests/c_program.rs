@@ -166,6 +166,11 @@ impl Fixture {
         );
         let skip = (NEW_AT - first) as usize;
         assert!(plain[skip..skip + 5000] == self.fresh[..], "the write");
+        // The LUKS1 volume `sectorcrypt_format` made opens with cryptsetup.
+        run(Command::new("cryptsetup")
+            .args(["open", "--test-passphrase", "--key-file"])
+            .arg(self.path("pass"))
+            .arg(self.path("made-luks1.img")));
         // The sector cipher's outputs.
         for (file, spec, size, step, first) in [
             ("xts-512.bin", "aes-xts-plain64", 512, 1, 24),
