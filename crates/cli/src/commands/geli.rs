@@ -1,5 +1,5 @@
 //! `resize`: geli's `resize -s oldsize`. A new GELI provider is made by `format --type
-//! geli` (`cmd_volume.rs`, on the library's creator), with geli's own names for ciphers
+//! geli` (`commands/volume.rs`, on the library's creator), with geli's own names for ciphers
 //! and key lengths: `--key-size` is geli's `-l` (the AES key, 128 or 256 bits for
 //! AES-XTS, 128, 192 or 256 for AES-CBC), `--keyfile-component` its `-k`, `--key-file`
 //! its `-J`, `--no-passphrase` its `-P`, `--geli-version` its `-V`; `--geli-boot`,
@@ -9,9 +9,9 @@
 //! sector sealed, its progress shown) unless `--no-wipe`: an unwritten sector's
 //! tags would fail when read.
 
-use crate::args::ResizeArgs;
 use crate::failure::Failure;
-use crate::image;
+use crate::flags::ResizeArgs;
+use crate::volumes::image;
 use sectorcrypt_cli::parse_size;
 use sectorcrypt_volume::geli::resize as geli_resize;
 use sectorcrypt_volume::lock::Mode;
@@ -27,13 +27,13 @@ pub fn resize(a: ResizeArgs) -> Result<(), Failure> {
     if store.read_at(&mut start, 0).is_ok() && &start == b"LUKS\xba\xbe" {
         return Err(Failure::usage(format!(
             "{} is a LUKS volume: resize is for GELI providers",
-            crate::locator::redacted(&a.image)
+            crate::present::locator::redacted(&a.image)
         )));
     }
     let geli = geli_resize::resize(&store, old_size)?;
     println!(
         "{}: GELI metadata moved to the last sector of {} bytes ({} bytes of data)",
-        crate::locator::redacted(&a.image),
+        crate::present::locator::redacted(&a.image),
         geli.metadata().provsize,
         geli.data_size()
     );

@@ -1,21 +1,21 @@
 //! The volume commands: format, dump, add-key, remove-key, change-key, test-key, header
 //! backup/restore, repair, erase. Each opens the image through the one opener
-//! (`image.rs`), which reads and validates the header (never writing while reading) of
+//! (`volumes/image.rs`), which reads and validates the header (never writing while reading) of
 //! whatever format it is, asks for passphrases and confirmations, then makes one change.
 //! A header that fails validation is refused by all of them (exit 2, naming the rule it
 //! breaks); `dump` then still prints what it can read, and `repair` rebuilds what can be
 //! rebuilt without guessing. Wrong passphrases exit 3; nothing is written then. Only
 //! `format` names a format (`--type`).
 
-use crate::args::{
+use crate::failure::Failure;
+use crate::flags::{
     AddKeyArgs, DumpArgs, DumpJson, EraseArgs, FormatArgs, HeaderCommand, LuksType, PbkdfArgs,
     RemoveKeyArgs, RepairArgs, TestKeyArgs,
 };
-use crate::failure::Failure;
-use crate::image::{self, Access, Image, Keys as _};
-use crate::json_report;
 use crate::passphrase::{self, Secret};
-use crate::progress::Progress;
+use crate::present::json_report;
+use crate::present::progress::Progress;
+use crate::volumes::image::{self, Access, Image, Keys as _};
 use sectorcrypt_cli::parse_size;
 use sectorcrypt_image::create::{
     self, CreateOptions, GeliOptions, Kind, Made, Opt, Overwrite, Pbkdf,
@@ -133,7 +133,7 @@ impl create::Steps for Terminal<'_> {
         passphrase::confirm(
             &format!(
                 "This will overwrite {place} {} irrevocably{}.",
-                crate::locator::redacted(&what.path),
+                crate::present::locator::redacted(&what.path),
                 holding(&what.signatures)
             ),
             self.a.key.batch,
@@ -179,14 +179,14 @@ pub fn format(a: FormatArgs) -> Result<(), Failure> {
     };
     let made = create::create(&a.image, &opts, &image::context(), &mut steps)?;
     let u = &made.unlocked;
-    let image = crate::locator::redacted(&a.image);
+    let image = crate::present::locator::redacted(&a.image);
     match &made.made {
         Made::Luks(h) => {
             let vnum = if a.luks_type == LuksType::Luks1 { 1 } else { 2 };
             let place = if made.detached {
                 format!(
                     " (header in {})",
-                    crate::locator::redacted(&made.header_path)
+                    crate::present::locator::redacted(&made.header_path)
                 )
             } else {
                 String::new()
@@ -283,11 +283,11 @@ pub fn repair(a: RepairArgs) -> Result<(), Failure> {
     if done.is_empty() {
         println!(
             "{}: no known problems in the header",
-            crate::locator::redacted(&a.image)
+            crate::present::locator::redacted(&a.image)
         );
     }
     for d in done {
-        println!("{}: {d}", crate::locator::redacted(&a.image));
+        println!("{}: {d}", crate::present::locator::redacted(&a.image));
     }
     Ok(())
 }
@@ -349,7 +349,7 @@ pub fn remove_key(a: RemoveKeyArgs) -> Result<(), Failure> {
             passphrase::confirm(
                 &format!(
                     "Keyslot {slot} is the last one: after removing it nobody can open {}.",
-                    crate::locator::redacted(&a.image)
+                    crate::present::locator::redacted(&a.image)
                 ),
                 a.key.batch,
             )?;
@@ -375,7 +375,7 @@ pub fn test_key(a: TestKeyArgs) -> Result<(), Failure> {
         println!(
             "keyslot {} opens {}",
             u.keyslot,
-            crate::locator::redacted(&a.image)
+            crate::present::locator::redacted(&a.image)
         );
     }
     Ok(())
@@ -399,7 +399,7 @@ pub fn header(c: HeaderCommand) -> Result<(), Failure> {
             sectorcrypt_volume::backup_header(&files.store, &file)?;
             println!(
                 "headers and keyslots of {} saved to {}",
-                crate::locator::redacted(&files.header_path),
+                crate::present::locator::redacted(&files.header_path),
                 file.display()
             );
             Ok(())
@@ -414,7 +414,7 @@ pub fn header(c: HeaderCommand) -> Result<(), Failure> {
             let backup = image::open_store(&file, false)?;
             let saved = Header::read(&backup)?;
             let files = image::files(&image, &header, Access::Replace)?;
-            let target = crate::locator::redacted(&files.header_path);
+            let target = crate::present::locator::redacted(&files.header_path);
             let current = files.read_header().ok();
             let warning = match (current.as_ref().and_then(Header::uuid), saved.uuid()) {
                 (Some(now), Some(then)) if now != then => format!(
@@ -442,7 +442,7 @@ pub fn erase(a: EraseArgs) -> Result<(), Failure> {
     passphrase::confirm(
         &format!(
             "This will destroy every keyslot of {}: the data cannot be opened again without a header backup.",
-            crate::locator::redacted(&img.files.header_path)
+            crate::present::locator::redacted(&img.files.header_path)
         ),
         a.batch,
     )?;
@@ -456,7 +456,7 @@ pub fn erase(a: EraseArgs) -> Result<(), Failure> {
     })?;
     println!(
         "all keyslots of {} destroyed",
-        crate::locator::redacted(&img.files.header_path)
+        crate::present::locator::redacted(&img.files.header_path)
     );
     Ok(())
 }
