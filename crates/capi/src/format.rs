@@ -5,10 +5,11 @@
 //! smaller size leaves the later fields at their defaults, a larger one is accepted when
 //! its unknown bytes are zero, and a zero field means its default.
 
+use crate::options::remote_options;
 use crate::status::Failure;
 use sectorcrypt_crypto::secret::SecretBytes;
 use sectorcrypt_image::create::{self, CreateOptions, GeliOptions, Kind, Pbkdf};
-use sectorcrypt_image::{Context, RemoteOptions};
+use sectorcrypt_image::Context;
 use std::ffi::c_char;
 use std::path::{Path, PathBuf};
 
@@ -224,7 +225,6 @@ impl FormatOptionsC {
                     })
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let defaults = RemoteOptions::default();
         let opts = CreateOptions {
             kind,
             cipher: s.cipher,
@@ -257,17 +257,13 @@ impl FormatOptionsC {
             },
             names: c_name,
         };
-        let or = |v: u32, d: usize| if v == 0 { d } else { v as usize };
         let cx = Context {
-            remote: RemoteOptions {
-                connections: or(self.connections, defaults.connections),
-                timeout_secs: if flag(SECTORCRYPT_FORMAT_NO_TIMEOUT) {
-                    0
-                } else {
-                    or(self.timeout_secs, defaults.timeout_secs as usize) as u64
-                },
-                retry: self.retry,
-            },
+            remote: remote_options(
+                self.connections,
+                self.timeout_secs,
+                self.retry,
+                flag(SECTORCRYPT_FORMAT_NO_TIMEOUT),
+            ),
             on_wait: None,
         };
         Ok((opts, cx))
@@ -324,6 +320,7 @@ pub fn format(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sectorcrypt_image::RemoteOptions;
 
     #[test]
     fn zeroed_format_options_are_the_defaults_and_older_sizes_cut_fields() {
