@@ -10,7 +10,9 @@
 #
 # builds the library in release mode first, with `cargo rustc ... -- --print
 # native-static-libs`, which also names the system libraries the static library needs (the
-# pc file's Libs.private). With SECTORCRYPT_PREBUILT=DIR it installs the libraries already
+# pc file's Libs.private: -lpthread, -ldl, -lm and the like, and with the `rbd` feature
+# -lrbd and -lrados). SECTORCRYPT_FEATURES=rbd builds the library with `rbd:` images
+# (librbd-dev and librados-dev installed: scripts/deps.sh ceph). With SECTORCRYPT_PREBUILT=DIR it installs the libraries already
 # in DIR instead (the tests pass target/debug) and takes Libs.private from
 # SECTORCRYPT_LIBS_PRIVATE.
 #
@@ -37,7 +39,12 @@ if [ -n "${SECTORCRYPT_PREBUILT:-}" ]; then
 else
     cd "$root"
     log=$scratch/log
-    cargo rustc --release -p sectorcrypt-capi --lib -- --print native-static-libs 2>"$log" || {
+    features=()
+    if [ -n "${SECTORCRYPT_FEATURES:-}" ]; then
+        features=(--features "$SECTORCRYPT_FEATURES")
+    fi
+    cargo rustc --release -p sectorcrypt-capi --lib "${features[@]}" -- \
+        --print native-static-libs 2>"$log" || {
         cat "$log" >&2
         exit 1
     }

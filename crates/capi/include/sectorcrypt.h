@@ -31,6 +31,65 @@
 #define SECTORCRYPT_CIPHER_IV_LARGE_SECTORS 1
 
 /**
+ * `sectorcrypt_format_options.kind`: LUKS2 (the default, 0).
+ */
+#define SECTORCRYPT_FORMAT_LUKS2 0
+
+/**
+ * `sectorcrypt_format_options.kind`: LUKS1.
+ */
+#define SECTORCRYPT_FORMAT_LUKS1 1
+
+/**
+ * `sectorcrypt_format_options.kind`: a GELI provider.
+ */
+#define SECTORCRYPT_FORMAT_GELI 2
+
+/**
+ * `sectorcrypt_format_options.flags`: GELI keyed by its keyfiles alone (geli init `-P`);
+ * the passphrase may then be NULL.
+ */
+#define SECTORCRYPT_FORMAT_NO_PASSPHRASE 1
+
+/**
+ * `sectorcrypt_format_options.flags`: an authenticated GELI provider is not sealed (its
+ * sectors fail to read until written).
+ */
+#define SECTORCRYPT_FORMAT_NO_WIPE 2
+
+/**
+ * `sectorcrypt_format_options.flags`: GELI asks for the passphrase while booting (`-b`).
+ */
+#define SECTORCRYPT_FORMAT_GELI_BOOT 4
+
+/**
+ * `sectorcrypt_format_options.flags`: the GELI loader may attach it (`-g`).
+ */
+#define SECTORCRYPT_FORMAT_GELI_BOOT_LOADER 8
+
+/**
+ * `sectorcrypt_format_options.flags`: GELI shows the passphrase length while booting
+ * (`-d`).
+ */
+#define SECTORCRYPT_FORMAT_GELI_DISPLAY_PASS 16
+
+/**
+ * `sectorcrypt_format_options.flags`: GELI does not pass TRIM through (`-T`).
+ */
+#define SECTORCRYPT_FORMAT_GELI_NO_TRIM 32
+
+/**
+ * `sectorcrypt_format_options.flags`: a GELI provider without AUTORESIZE (`-R`).
+ */
+#define SECTORCRYPT_FORMAT_GELI_NO_AUTORESIZE 64
+
+/**
+ * `sectorcrypt_format_options.flags`: a remote store's connections and requests have no
+ * time limit (`timeout_secs` is ignored).
+ */
+#define SECTORCRYPT_FORMAT_NO_TIMEOUT 128
+
+/**
  * `sectorcrypt_open` flag: open read-only (the files are opened for reading; writes give
  * `SECTORCRYPT_ERR_READ_ONLY`).
  */
@@ -234,6 +293,110 @@ typedef struct sectorcrypt_open_options {
 } sectorcrypt_open_options;
 
 /**
+ * How `sectorcrypt_format` makes a volume. Set `size` to `sizeof` this struct and zero
+ * what you leave at its default (those of `sectorcrypt format`). Strings are
+ * NUL-terminated; NULL means the default.
+ */
+typedef struct sectorcrypt_format_options {
+  /**
+   * `sizeof(sectorcrypt_format_options)` as the caller's header declares it.
+   */
+  size_t size;
+  /**
+   * `SECTORCRYPT_FORMAT_*` flags, or 0.
+   */
+  uint32_t flags;
+  /**
+   * `SECTORCRYPT_FORMAT_LUKS2` (0), `SECTORCRYPT_FORMAT_LUKS1` or
+   * `SECTORCRYPT_FORMAT_GELI`.
+   */
+  uint32_t kind;
+  /**
+   * The cipher (LUKS: "aes-xts-plain64", ...; GELI: "aes-xts", "aes-cbc", "null").
+   */
+  const char *cipher;
+  /**
+   * The key size in bits; 0: 512 for LUKS with XTS, 256 other LUKS, 128 for GELI.
+   */
+  uint32_t key_bits;
+  /**
+   * The sector size in bytes; 0: LUKS2 4096 where the data area allows, else 512.
+   */
+  uint32_t sector_size;
+  /**
+   * The KDF: "argon2id", "argon2i" or "pbkdf2".
+   */
+  const char *pbkdf;
+  /**
+   * PBKDF2's hash and the AF splitter's (LUKS): "sha256" (default), "sha1", "sha512".
+   */
+  const char *hash;
+  /**
+   * The KDF's calibration target in milliseconds; 0: 2000.
+   */
+  uint32_t iter_time_ms;
+  /**
+   * A fixed KDF cost (PBKDF2 iterations, Argon2 time cost) instead of calibration; 0:
+   * calibrate.
+   */
+  uint32_t iterations;
+  /**
+   * Argon2's memory in KiB; 0: calibrated.
+   */
+  uint32_t pbkdf_memory_kib;
+  /**
+   * Argon2's lanes; 0: the default.
+   */
+  uint32_t pbkdf_parallel;
+  /**
+   * A LUKS2 label.
+   */
+  const char *label;
+  /**
+   * A detached LUKS header's file (created empty when missing).
+   */
+  const char *header;
+  /**
+   * The size of a file created when the locator names none; 0: none is created.
+   */
+  uint64_t image_size;
+  /**
+   * The object size of the RBD image the LUKS volume lies on (its data is aligned to
+   * it); 0: none.
+   */
+  uint64_t rbd_object_size;
+  /**
+   * GELI's tag algorithm ("hmac-sha256", ...): the provider is then sealed (every
+   * sector written) unless `SECTORCRYPT_FORMAT_NO_WIPE`.
+   */
+  const char *integrity;
+  /**
+   * GELI's keyfile components: `keyfile_count` paths, in order.
+   */
+  const char *const *keyfiles;
+  /**
+   * How many paths `keyfiles` holds.
+   */
+  size_t keyfile_count;
+  /**
+   * GELI's metadata version (1 to 7); 0: 7.
+   */
+  uint32_t geli_version;
+  /**
+   * NBD connections when the server allows several; 0: 4.
+   */
+  uint32_t connections;
+  /**
+   * Seconds a remote store's connection or request may take; 0: 30.
+   */
+  uint32_t timeout_secs;
+  /**
+   * Reconnections per request after a remote store's connection failed (0: none).
+   */
+  uint32_t retry;
+} sectorcrypt_format_options;
+
+/**
  * What `sectorcrypt_info` reports about an open volume.
  */
 typedef struct sectorcrypt_volume_info {
@@ -331,6 +494,28 @@ enum sectorcrypt_status sectorcrypt_open_with(const char *locator,
                                               size_t passphrase_len,
                                               const struct sectorcrypt_open_options *options,
                                               struct sectorcrypt_volume **out);
+
+/**
+ * Makes a new volume at `locator` (a file or block device, created with
+ * `options->image_size` bytes when missing; an NBD URI; an `rbd:` spec), as
+ * `sectorcrypt format` does with the same options: LUKS2 (the default), LUKS1 or GELI,
+ * every default and refusal the same. An existing image is overwritten without asking
+ * (ask before calling); a volume in use gives `SECTORCRYPT_ERR_IN_USE`; a bad option
+ * `SECTORCRYPT_ERR_INVALID_ARGUMENT` or `SECTORCRYPT_ERR_UNSUPPORTED` before anything
+ * is written; a file made here is removed again when formatting fails. Open the volume
+ * with `sectorcrypt_open_with` afterwards.
+ *
+ * # Safety
+ * `locator` is a NUL-terminated string; `passphrase`, when not NULL, points to
+ * `passphrase_len` readable bytes (NULL only with `SECTORCRYPT_FORMAT_NO_PASSPHRASE`);
+ * `options`, when not NULL, points to `options->size` readable bytes, its strings (when
+ * not NULL) are NUL-terminated and its `keyfiles` are `keyfile_count` pointers to
+ * NUL-terminated strings.
+ */
+enum sectorcrypt_status sectorcrypt_format(const char *locator,
+                                           const char *passphrase,
+                                           size_t passphrase_len,
+                                           const struct sectorcrypt_format_options *options);
 
 /**
  * Flushes (when writable) and closes the volume, releasing its files and claims, and

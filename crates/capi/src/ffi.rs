@@ -18,6 +18,7 @@
 )]
 
 use crate::cipher::{Cipher, Direction};
+use crate::format::{FormatOptionsC, FormatStrings};
 use crate::last_error::{self, guard};
 use crate::options::{OpenOptionsC, SECTORCRYPT_OPEN_READ_ONLY, SECTORCRYPT_OPEN_SHARED};
 use crate::registry::Registry;
@@ -314,13 +315,36 @@ unsafe fn open_options(
     if p.is_null() {
         return Ok((OpenOptionsC::zeroed(), None, Vec::new()));
     }
-    let known = std::mem::size_of::<OpenOptionsC>();
+    // SAFETY: the caller's promise for `options`.
+    let (o, size) = unsafe { versioned(p, OpenOptionsC::zeroed(), "open options") }?;
+    let o = o.cut_to(size);
+    let header = if o.header.is_null() {
+        None
+    } else {
+        // SAFETY: the caller's promise for `header`.
+        Some(unsafe { self::path(o.header, "options->header") }?.to_path_buf())
+    };
+    // SAFETY: the caller's promise for `keyfiles`.
+    let keyfiles = unsafe { paths(o.keyfiles, o.keyfile_count, "options->keyfiles[i]") }?;
+    Ok((o, header, keyfiles))
+}
+
+/// A caller's struct versioned by size (`options.rs`): its first field `size`, then the
+/// fields it knows. Returns the struct (`zeroed` with the caller's first `size` bytes,
+/// up to this library's size) and the caller's size; a larger struct whose bytes beyond
+/// this library's are not all zero is refused.
+///
+/// # Safety
+/// `p` is non-NULL and points to at least `size` readable bytes, `size` being its first
+/// field; `T` is plain integers and pointers without padding (any bytes are valid).
+unsafe fn versioned<T: Copy>(p: *const T, zeroed: T, what: &str) -> Result<(T, usize), Failure> {
+    let known = std::mem::size_of::<T>();
     // SAFETY: non-NULL; the caller promises at least `size` readable bytes, and `size` is
     // the first field (read unaligned: nothing is assumed of the caller's alignment).
     let size = unsafe { p.cast::<usize>().read_unaligned() };
     if size < std::mem::size_of::<usize>() {
         return Err(Failure::invalid(format!(
-            "open options: size {size} is smaller than the size field"
+            "{what}: size {size} is smaller than the size field"
         )));
     }
     // SAFETY: the caller promises `size` readable bytes at `p`.
@@ -330,36 +354,121 @@ unsafe fn open_options(
         .is_some_and(|extra| extra.iter().any(|&b| b != 0))
     {
         return Err(Failure::invalid(format!(
-            "open options: {size} bytes, with options past the {known} this library knows"
+            "{what}: {size} bytes, with options past the {known} this library knows"
         )));
     }
-    let mut o = OpenOptionsC::zeroed();
+    let mut o = zeroed;
     let n = size.min(known);
     // SAFETY: `o` is `known` bytes of plain integers and pointers (any bytes are valid
-    // values; no padding), `given` holds at least `n` bytes; the two do not overlap.
+    // values; no padding: the caller's promise for `T`), `given` holds at least `n`
+    // bytes; the two do not overlap.
     unsafe {
         std::ptr::copy_nonoverlapping(given.as_ptr(), (&raw mut o).cast::<u8>(), n);
     }
-    let o = o.cut_to(size);
-    let header = if o.header.is_null() {
-        None
-    } else {
-        // SAFETY: the caller's promise for `header`.
-        Some(unsafe { self::path(o.header, "options->header") }?.to_path_buf())
-    };
-    let mut keyfiles = Vec::with_capacity(o.keyfile_count.min(64));
-    if o.keyfile_count > 0 {
-        if o.keyfiles.is_null() {
-            return Err(Failure::null("options->keyfiles"));
+    Ok((o, size))
+}
+
+/// A string option: None for NULL.
+///
+/// # Safety
+/// `p` is NULL or a NUL-terminated string.
+unsafe fn text(p: *const c_char, what: &str) -> Result<Option<String>, Failure> {
+    if p.is_null() {
+        return Ok(None);
+    }
+    // SAFETY: the caller's promise.
+    let s = unsafe { CStr::from_ptr(p) };
+    s.to_str()
+        .map(|s| Some(s.to_owned()))
+        .map_err(|_| Failure::invalid(format!("{what} is not UTF-8")))
+}
+
+/// Paths at `p`, `count` of them (none when `count` is 0).
+///
+/// # Safety
+/// When `count` > 0, `p` points to `count` readable pointers to NUL-terminated strings.
+unsafe fn paths(
+    p: *const *const c_char,
+    count: usize,
+    what: &str,
+) -> Result<Vec<PathBuf>, Failure> {
+    let mut out = Vec::with_capacity(count.min(64));
+    if count > 0 {
+        if p.is_null() {
+            return Err(Failure::null(what));
         }
-        for i in 0..o.keyfile_count {
-            // SAFETY: the caller promises `keyfile_count` readable pointers at `keyfiles`.
-            let k = unsafe { o.keyfiles.add(i).read_unaligned() };
+        for i in 0..count {
+            // SAFETY: the caller promises `count` readable pointers at `p`.
+            let k = unsafe { p.add(i).read_unaligned() };
             // SAFETY: the caller promises each is a NUL-terminated string.
-            keyfiles.push(unsafe { self::path(k, "options->keyfiles[i]") }?.to_path_buf());
+            out.push(unsafe { self::path(k, what) }?.to_path_buf());
         }
     }
-    Ok((o, header, keyfiles))
+    Ok(out)
+}
+
+/// Makes a new volume at `locator` (a file or block device, created with
+/// `options->image_size` bytes when missing; an NBD URI; an `rbd:` spec), as
+/// `sectorcrypt format` does with the same options: LUKS2 (the default), LUKS1 or GELI,
+/// every default and refusal the same. An existing image is overwritten without asking
+/// (ask before calling); a volume in use gives `SECTORCRYPT_ERR_IN_USE`; a bad option
+/// `SECTORCRYPT_ERR_INVALID_ARGUMENT` or `SECTORCRYPT_ERR_UNSUPPORTED` before anything
+/// is written; a file made here is removed again when formatting fails. Open the volume
+/// with `sectorcrypt_open_with` afterwards.
+///
+/// # Safety
+/// `locator` is a NUL-terminated string; `passphrase`, when not NULL, points to
+/// `passphrase_len` readable bytes (NULL only with `SECTORCRYPT_FORMAT_NO_PASSPHRASE`);
+/// `options`, when not NULL, points to `options->size` readable bytes, its strings (when
+/// not NULL) are NUL-terminated and its `keyfiles` are `keyfile_count` pointers to
+/// NUL-terminated strings.
+#[no_mangle]
+pub unsafe extern "C" fn sectorcrypt_format(
+    locator: *const c_char,
+    passphrase: *const c_char,
+    passphrase_len: usize,
+    options: *const FormatOptionsC,
+) -> Status {
+    guard(|| {
+        let (o, strings) = if options.is_null() {
+            (FormatOptionsC::zeroed(), FormatStrings::default())
+        } else {
+            // SAFETY: the caller's promise for `options`.
+            let (o, size) =
+                unsafe { versioned(options, FormatOptionsC::zeroed(), "format options") }?;
+            let o = o.cut_to(size);
+            // SAFETY: the caller's promises for the strings `options` points to.
+            let strings = unsafe {
+                FormatStrings {
+                    cipher: text(o.cipher, "options->cipher")?,
+                    pbkdf: text(o.pbkdf, "options->pbkdf")?,
+                    hash: text(o.hash, "options->hash")?,
+                    label: text(o.label, "options->label")?,
+                    header: if o.header.is_null() {
+                        None
+                    } else {
+                        Some(self::path(o.header, "options->header")?.to_path_buf())
+                    },
+                    integrity: text(o.integrity, "options->integrity")?,
+                    keyfiles: paths(o.keyfiles, o.keyfile_count, "options->keyfiles[i]")?,
+                }
+            };
+            (o, strings)
+        };
+        let (opts, cx) = o.to_options(strings)?;
+        // SAFETY: the caller's promises for `locator` and `passphrase`.
+        let (image, pass) = unsafe {
+            (
+                self::path(locator, "locator")?,
+                if passphrase.is_null() && opts.geli.no_passphrase {
+                    None
+                } else {
+                    Some(secret(passphrase.cast(), passphrase_len, "passphrase")?)
+                },
+            )
+        };
+        crate::format::format(image, pass, &opts, &cx)
+    })
 }
 
 /// Flushes (when writable) and closes the volume, releasing its files and claims, and

@@ -8,17 +8,19 @@
 //! an `rbd:` spec, as the `sectorcrypt` command takes them) with a passphrase (LUKS2,
 //! LUKS1, GELI; a detached header; read-only or read-write; GELI keyfiles, a keyslot,
 //! threads and the remote settings through `sectorcrypt_open_options`) and read and written as
-//! plaintext at any offset; the dm-crypt sector cipher over caller buffers; a status code
+//! plaintext at any offset; new LUKS2, LUKS1 and GELI volumes made by `sectorcrypt_format`
+//! (the library's one creator, with `sectorcrypt_format_options`); the dm-crypt sector cipher over caller buffers; a status code
 //! from every call, a fixed message per code and a per-thread detail of the last failure.
 //!
 //! Layers: [`ffi`] (the only `unsafe`: C pointers to Rust values, and the entry points)
-//! over [`volume`], [`options`] and [`cipher`] (safe: the engine and the cipher, each failure with its
+//! over [`volume`], [`options`], [`format`] and [`cipher`] (safe: the engine and the cipher, each failure with its
 //! code), [`registry`] (handles as numbers, never addresses), [`last_error`] (the
 //! per-thread detail, and the guard that keeps panics out of C) and [`status`] (the
 //! codes).
 
 pub mod cipher;
 pub mod ffi;
+pub mod format;
 pub mod last_error;
 pub mod options;
 pub mod registry;

@@ -141,8 +141,6 @@ impl OpenOptionsC {
                 "open options: SECTORCRYPT_OPEN_SHARED is for a read-only open",
             ));
         }
-        let defaults = RemoteOptions::default();
-        let or = |v: u32, d| if v == 0 { d } else { v as usize };
         let keyfiles = keyfiles
             .iter()
             .map(|p| {
@@ -167,18 +165,38 @@ impl OpenOptionsC {
                 ..EngineOptions::default()
             },
             context: Context {
-                remote: RemoteOptions {
-                    connections: or(self.connections, defaults.connections),
-                    timeout_secs: if flag(SECTORCRYPT_OPEN_NO_TIMEOUT) {
-                        0
-                    } else {
-                        or(self.timeout_secs, defaults.timeout_secs as usize) as u64
-                    },
-                    retry: self.retry,
-                },
+                remote: remote_options(
+                    self.connections,
+                    self.timeout_secs,
+                    self.retry,
+                    flag(SECTORCRYPT_OPEN_NO_TIMEOUT),
+                ),
                 on_wait: None,
             },
         })
+    }
+}
+
+/// The remote settings of a C options struct (`connections`, `timeout_secs`, `retry`,
+/// each 0 for its default; `no_timeout`: no time limit at all).
+pub fn remote_options(
+    connections: u32,
+    timeout_secs: u32,
+    retry: u32,
+    no_timeout: bool,
+) -> RemoteOptions {
+    let defaults = RemoteOptions::default();
+    RemoteOptions {
+        connections: match connections {
+            0 => defaults.connections,
+            n => n as usize,
+        },
+        timeout_secs: match (no_timeout, timeout_secs) {
+            (true, _) => 0,
+            (false, 0) => defaults.timeout_secs,
+            (false, n) => u64::from(n),
+        },
+        retry,
     }
 }
 

@@ -166,6 +166,11 @@ impl Fixture {
         );
         let skip = (NEW_AT - first) as usize;
         assert!(plain[skip..skip + 5000] == self.fresh[..], "the write");
+        // The LUKS1 volume `sectorcrypt_format` made opens with cryptsetup.
+        run(Command::new("cryptsetup")
+            .args(["open", "--test-passphrase", "--key-file"])
+            .arg(self.path("pass"))
+            .arg(self.path("made-luks1.img")));
         // The sector cipher's outputs.
         for (file, spec, size, step, first) in [
             ("xts-512.bin", "aes-xts-plain64", 512, 1, 24),
@@ -291,15 +296,22 @@ fn c_program_linked_to_the_static_library() {
     let exe = f.path("sectorcrypt_test_static");
     let archive = lib_dir().join("libsectorcrypt.a");
     let mut link = vec![archive.display().to_string()];
-    link.extend(native_static_libs(f.dir.path()));
-    // A build with RBD (the workspace's `rbd` feature reaches the library through
-    // sectorcrypt-image) calls librbd and librados, which a static link names itself.
-    let bytes = std::fs::read(&archive).unwrap();
-    if bytes.windows(9).any(|w| w == b"rbd_close") {
-        link.extend(["-lrbd".to_string(), "-lrados".to_string()]);
-    }
+    link.extend(static_libs(f.dir.path()));
     compile(&exe, &[include_flag()], &link);
     f.run_and_check(&exe, None);
+}
+
+/// The libraries a static link of this build's `libsectorcrypt.a` needs: the system ones
+/// rustc names ([`native_static_libs`]) and, for a build with RBD (the workspace's `rbd`
+/// feature reaches the library through sectorcrypt-image), librbd and librados, which the
+/// archive then calls.
+fn static_libs(scratch: &Path) -> Vec<String> {
+    let mut libs = native_static_libs(scratch);
+    let bytes = std::fs::read(lib_dir().join("libsectorcrypt.a")).unwrap();
+    if bytes.windows(9).any(|w| w == b"rbd_close") {
+        libs.extend(["-lrbd".to_string(), "-lrados".to_string()]);
+    }
+    libs
 }
 
 /// Runs `scripts/install-lib.sh prefix` on the libraries of this build, with `libs` as
@@ -348,7 +360,7 @@ fn c_program_built_with_pkg_config_after_install() {
     require!("cc", "cryptsetup", "rustc", "pkg-config", "readelf");
     let f = Fixture::new();
     let prefix = f.path("prefix");
-    let libs = native_static_libs(f.dir.path()).join(" ");
+    let libs = static_libs(f.dir.path()).join(" ");
     install(&prefix, &libs);
     let header = std::fs::read(prefix.join("include/sectorcrypt.h")).unwrap();
     assert!(header == std::fs::read(crate_dir().join("include/sectorcrypt.h")).unwrap());
@@ -370,6 +382,19 @@ fn c_program_built_with_pkg_config_after_install() {
     assert_eq!(pkg_config(&["--modversion"]), [env!("CARGO_PKG_VERSION")]);
     let statically = pkg_config(&["--static", "--libs"]).join(" ");
     assert!(statically.contains(&libs), "Libs.private: {statically}");
+    // A static build from what pkg-config says alone (the archive named instead of the
+    // shared library): Libs.private must hold every library the archive needs.
+    let mut flags = pkg_config(&["--cflags"]);
+    flags.extend(pkg_config(&["--static", "--libs"]).into_iter().map(|l| {
+        if l == "-lsectorcrypt" {
+            "-l:libsectorcrypt.a".to_string()
+        } else {
+            l
+        }
+    }));
+    let exe = f.path("sectorcrypt_test_pc_static");
+    compile(&exe, &[], &flags);
+    f.run_and_check(&exe, None);
     let mut flags = pkg_config(&["--cflags", "--libs"]);
     flags.push(format!("-Wl,-rpath,{}", prefix.join("lib").display()));
     let exe = f.path("sectorcrypt_test_pc");

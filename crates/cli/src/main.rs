@@ -6,44 +6,19 @@
 // terminal (`[::1]:PORT`, `<prov>`), not rustdoc markup.
 #![allow(rustdoc::broken_intra_doc_links, rustdoc::invalid_html_tags)]
 
-mod args;
-mod args_geli;
-mod args_manuals;
-mod args_open;
-mod args_tls;
-mod busy;
-mod ciphers;
-mod cmd_backends;
-mod cmd_bench;
-mod cmd_cipher;
-mod cmd_demo;
-mod cmd_geli;
-mod cmd_geli_front;
-mod cmd_manuals;
-mod cmd_mount;
-mod cmd_open;
-mod cmd_serve;
-mod cmd_volume;
-mod cmd_volume_io;
-mod escape;
-mod fuse_workers;
-mod image;
-mod json_report;
-mod listed;
-mod locator;
-mod memory;
-mod open_state;
-mod output;
+mod commands;
+mod flags;
+mod fuse;
+mod host;
 mod passphrase;
-mod process;
-mod progress;
-mod volume_export;
+mod present;
+mod volumes;
 
 // How a command fails, shared with the library target (values.rs).
 use sectorcrypt_cli::failure;
 
-use args::{Cli, Command};
 use clap::Parser;
+use flags::{Cli, Command};
 
 /// Output to a reader that has gone (`sectorcrypt dump --json | head`) makes `println!`
 /// panic ("failed printing to stdout: Broken pipe"), Rust having set SIGPIPE aside. Such a
@@ -67,36 +42,36 @@ fn end_quietly_on_a_broken_pipe() {
 fn main() {
     end_quietly_on_a_broken_pipe();
     let cli = Cli::parse();
-    image::configure(cli.remote.options());
-    progress::configure(cli.progress);
+    volumes::image::configure(cli.remote.options());
+    present::progress::configure(cli.progress);
     let result = match cli.command {
-        Command::Cipher(a) => cmd_cipher::run(a),
-        Command::Backends(a) => cmd_backends::run(a.json),
-        Command::Bench(a) => cmd_bench::run(a),
-        Command::Demo => cmd_demo::run(),
-        Command::Format(a) => cmd_volume::format(a),
-        Command::Dump(a) => cmd_volume::dump(a),
-        Command::AddKey(a) => cmd_volume::add_key(a),
-        Command::RemoveKey(a) => cmd_volume::remove_key(a),
-        Command::ChangeKey(a) => cmd_volume::change_key(a),
-        Command::TestKey(a) => cmd_volume::test_key(a),
-        Command::Header(c) => cmd_volume::header(c),
-        Command::Repair(a) => cmd_volume::repair(a),
-        Command::Erase(a) => cmd_volume::erase(a),
-        Command::Resize(a) => cmd_geli::resize(a),
-        Command::Geli(a) => cmd_geli_front::run(a),
-        Command::Read(a) => cmd_volume_io::read(a),
-        Command::Write(a) => cmd_volume_io::write(a),
-        Command::Serve(a) => cmd_serve::run(a),
-        Command::Mount(a) => cmd_mount::run(a),
-        Command::Umount(a) => cmd_mount::umount(a),
-        Command::Open { open, named } => cmd_open::open(open, named),
-        Command::Close(a) => cmd_open::close(a),
-        Command::Status(a) => cmd_open::status(a),
-        Command::Completions(a) => cmd_manuals::completions(a),
-        Command::Man(a) => cmd_manuals::man(a),
+        Command::Cipher(a) => commands::cipher::run(a),
+        Command::Backends(a) => commands::backends::run(a.json),
+        Command::Bench(a) => commands::bench::run(a),
+        Command::Demo => commands::demo::run(),
+        Command::Format(a) => commands::volume::format(a),
+        Command::Dump(a) => commands::volume::dump(a),
+        Command::AddKey(a) => commands::volume::add_key(a),
+        Command::RemoveKey(a) => commands::volume::remove_key(a),
+        Command::ChangeKey(a) => commands::volume::change_key(a),
+        Command::TestKey(a) => commands::volume::test_key(a),
+        Command::Header(c) => commands::volume::header(c),
+        Command::Repair(a) => commands::volume::repair(a),
+        Command::Erase(a) => commands::volume::erase(a),
+        Command::Resize(a) => commands::geli::resize(a),
+        Command::Geli(a) => commands::geli_front::run(a),
+        Command::Read(a) => commands::volume_io::read(a),
+        Command::Write(a) => commands::volume_io::write(a),
+        Command::Serve(a) => commands::serve::run(a),
+        Command::Mount(a) => fuse::mount::run(a),
+        Command::Umount(a) => fuse::mount::umount(a),
+        Command::Open { open, named } => commands::open::open(open, named),
+        Command::Close(a) => commands::open::close(a),
+        Command::Status(a) => commands::open::status(a),
+        Command::Completions(a) => commands::manuals::completions(a),
+        Command::Man(a) => commands::manuals::man(a),
     };
-    memory::warn_if_key_memory_not_locked();
+    host::memory::warn_if_key_memory_not_locked();
     if let Err(f) = result {
         eprintln!("sectorcrypt: {}", f.message());
         std::process::exit(f.exit_code());

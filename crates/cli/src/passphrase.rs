@@ -8,8 +8,8 @@
 //! ahead in a buffer for the life of the process. A line is read one byte at a time, so
 //! what follows it stays in the file for the next reader. Passphrases are never printed.
 
-use crate::args::KeyArgs;
 use crate::failure::Failure;
+use crate::flags::KeyArgs;
 use rustix::termios::{self, LocalModes, OptionalActions, SpecialCodeIndex};
 pub use sectorcrypt_cli::Secret;
 use sectorcrypt_cli::{read_byte, read_key_file, read_line, Unbuffered, MAX_KEY_FILE};
@@ -189,7 +189,7 @@ pub fn existing(key: &KeyArgs, image: &Path) -> Result<Secret, Failure> {
         Some(f) => from_file(f),
         None => nonempty(prompt(&format!(
             "Enter passphrase for {}: ",
-            crate::locator::redacted(image)
+            crate::present::locator::redacted(image)
         ))?),
     }
 }

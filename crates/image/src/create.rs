@@ -1,21 +1,610 @@
-//! What creating a volume needs from its stores, written once for the command line's
-//! `format` and `geli init` and Python's `format`: [`Target`] opens the image (creating a
-//! file when missing, with a size) and a detached header's file (created empty when
-//! missing), claims both exclusively (a volume in use is refused: its server would go on
-//! under the old key), finds the signatures the new header will wipe, takes the exclusive
-//! header lock, and removes the files it made when the format fails ([`Target::discard`]).
-//! [`luks_key_bits`] is the default and the refusal of a LUKS key size; [`seal`] writes
-//! every sector of a new authenticated GELI provider, with a progress callback.
+//! Creating a volume, written once for every front end (the command line's `format` and
+//! `geli init`, Python's `format`, C's `sectorcrypt_format`): [`create()`] takes a
+//! locator and [`CreateOptions`] and holds every default and refusal (the key size, the
+//! sector size, the KDF, the RBD object alignment, GELI's algorithms, flags and `-a`
+//! sealing); what only a front end does (asking before an existing file is overwritten,
+//! asking for the passphrase, showing the sealing's progress) it asks of a [`Steps`].
+//!
+//! Beneath it, [`Target`] opens the image (creating a file when missing, with a size) and
+//! a detached header's file (created empty when missing), claims both exclusively (a
+//! volume in use is refused: its server would go on under the old key), finds the
+//! signatures the new header will wipe, takes the exclusive header lock, and removes the
+//! files it made when the format fails ([`Target::discard`]). [`luks_key_bits`] is the
+//! default and the refusal of a LUKS key size; [`seal`] writes every sector of a new
+//! authenticated GELI provider, with a progress callback.
 
 use crate::error::{Error, Result};
 use crate::image::{claim, lock_header, open_or_create, Claims, Context};
 use crate::store::{Guard, ImageStore};
 use sectorcrypt_crypto::dmcrypt::{CipherMode, CipherSpec};
+use sectorcrypt_crypto::secret::SecretBytes;
 use sectorcrypt_volume::engine::EngineOptions;
+use sectorcrypt_volume::geli::init::{self as geli_init, InitOptions};
+use sectorcrypt_volume::geli::metadata::{algo, flags as geli_flags};
+use sectorcrypt_volume::geli::Geli;
+use sectorcrypt_volume::hash::HashAlg;
+use sectorcrypt_volume::kdf::{KdfKind, KdfOptions};
 use sectorcrypt_volume::lock::Mode;
-use sectorcrypt_volume::{formats, Placement, Store, Unlocked};
+use sectorcrypt_volume::luks::{self, FormatOptions, Version};
+use sectorcrypt_volume::{formats, Header, Placement, Store, Unlocked};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+/// The format of a new volume.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Kind {
+    /// LUKS2 (the default).
+    #[default]
+    Luks2,
+    /// LUKS1.
+    Luks1,
+    /// A GELI provider (FreeBSD's `geli init`).
+    Geli,
+}
+
+impl Kind {
+    /// `luks2`, `luks1` or `geli` (any case).
+    pub fn parse(name: &str) -> Option<Kind> {
+        match name.to_ascii_lowercase().as_str() {
+            "luks2" => Some(Kind::Luks2),
+            "luks1" => Some(Kind::Luks1),
+            "geli" => Some(Kind::Geli),
+            _ => None,
+        }
+    }
+
+    /// `luks2`, `luks1` or `geli`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Luks2 => "luks2",
+            Kind::Luks1 => "luks1",
+            Kind::Geli => "geli",
+        }
+    }
+}
+
+/// An option of [`CreateOptions`], as a refusal names it: each front end spells it its
+/// own way ([`CreateOptions::names`]), the command line as a flag, Python as a keyword.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Opt {
+    /// [`CreateOptions::header`].
+    Header,
+    /// [`CreateOptions::key_bits`].
+    KeySize,
+    /// [`CreateOptions::sector_size`].
+    SectorSize,
+    /// [`Pbkdf::iter_time_ms`].
+    IterTime,
+    /// [`CreateOptions::rbd_object_size`].
+    RbdObjectSize,
+    /// [`CreateOptions::integrity`].
+    Integrity,
+    /// [`GeliOptions::no_wipe`].
+    NoWipe,
+    /// [`CreateOptions::keyfiles`].
+    Keyfiles,
+    /// [`GeliOptions::no_passphrase`].
+    NoPassphrase,
+    /// [`CreateOptions::volume_key`].
+    VolumeKey,
+    /// [`CreateOptions::kind`] set to [`Kind::Geli`].
+    GeliKind,
+}
+
+impl Opt {
+    /// The spelling of a keyword front end: `header=`, `key_size=`, ...
+    pub fn keyword(self) -> &'static str {
+        match self {
+            Opt::Header => "header=",
+            Opt::KeySize => "key_size=",
+            Opt::SectorSize => "sector_size=",
+            Opt::IterTime => "iter_time=",
+            Opt::RbdObjectSize => "rbd_object_size=",
+            Opt::Integrity => "integrity=",
+            Opt::NoWipe => "no_wipe=",
+            Opt::Keyfiles => "keyfiles=",
+            Opt::NoPassphrase => "no passphrase",
+            Opt::VolumeKey => "volume_key=",
+            Opt::GeliKind => "type=\"geli\"",
+        }
+    }
+}
+
+/// How keyslots derive their key from the passphrase. LUKS takes all of it; GELI takes
+/// PBKDF2 (with SHA-512) only, its iterations and its time.
+#[derive(Debug, Clone, Default)]
+pub struct Pbkdf {
+    /// `pbkdf2`, `argon2i` or `argon2id` (default: argon2id for LUKS2, pbkdf2 for LUKS1
+    /// and GELI).
+    pub kind: Option<String>,
+    /// The hash of PBKDF2 and the AF splitter (LUKS; default sha256).
+    pub hash: Option<String>,
+    /// The time the KDF is calibrated to, in milliseconds (default 2000).
+    pub iter_time_ms: Option<u32>,
+    /// Argon2's memory in KiB (LUKS2).
+    pub memory_kib: Option<u32>,
+    /// Argon2's lanes (LUKS2).
+    pub parallel: Option<u32>,
+    /// A fixed cost instead of calibration (PBKDF2's iterations, Argon2's time cost).
+    pub iterations: Option<u32>,
+}
+
+/// What only GELI providers have (geli init's flags).
+#[derive(Debug, Clone)]
+pub struct GeliOptions {
+    /// Metadata version (`-V`, 1 to 7; default 7).
+    pub version: u32,
+    /// Ask for the passphrase while booting (`-b`, BOOT).
+    pub boot: bool,
+    /// The loader may attach it (`-g`, GELIBOOT).
+    pub boot_loader: bool,
+    /// Show the passphrase length while booting (`-d`, GELIDISPLAYPASS).
+    pub display_pass: bool,
+    /// Do not pass TRIM through (`-T`, NODELETE).
+    pub no_trim: bool,
+    /// Without AUTORESIZE (`-R`).
+    pub no_autoresize: bool,
+    /// The key is the keyfiles alone (`-P`): no passphrase is asked.
+    pub no_passphrase: bool,
+    /// An authenticated provider is not sealed (its unwritten sectors fail to read until
+    /// written).
+    pub no_wipe: bool,
+}
+
+impl Default for GeliOptions {
+    fn default() -> GeliOptions {
+        GeliOptions {
+            version: InitOptions::default().version,
+            boot: false,
+            boot_loader: false,
+            display_pass: false,
+            no_trim: false,
+            no_autoresize: false,
+            no_passphrase: false,
+            no_wipe: false,
+        }
+    }
+}
+
+/// Everything a new volume is made with; the defaults are those of `sectorcrypt format`.
+#[derive(Debug, Clone)]
+pub struct CreateOptions {
+    /// LUKS2, LUKS1 or GELI.
+    pub kind: Kind,
+    /// The cipher: a dm-crypt spec for LUKS (default `aes-xts-plain64`), a geli name or
+    /// such a spec for GELI (default AES-XTS).
+    pub cipher: Option<String>,
+    /// The key size in bits: LUKS's whole key (default 512 for XTS, 256 otherwise),
+    /// GELI's `-l` (default 128 for AES-XTS).
+    pub key_bits: Option<usize>,
+    /// The sector size (default: LUKS2 4096 where the data area allows, else 512).
+    pub sector_size: Option<usize>,
+    /// The keyslot's KDF.
+    pub pbkdf: Pbkdf,
+    /// A LUKS2 label.
+    pub label: Option<String>,
+    /// A detached LUKS header's file (created empty when missing).
+    pub header: Option<PathBuf>,
+    /// The size of the image's file when it is created here.
+    pub size: Option<u64>,
+    /// The object size of the RBD image the volume lies on (LUKS): its data is aligned
+    /// to it. A power of two from 4 KiB to 32 MiB.
+    pub rbd_object_size: Option<u64>,
+    /// GELI's tag algorithm (`-a`: `hmac-sha256`, ...); the provider is sealed unless
+    /// [`GeliOptions::no_wipe`].
+    pub integrity: Option<String>,
+    /// GELI's keyfile components (`-k`), in order.
+    pub keyfiles: Vec<SecretBytes>,
+    /// The volume key (LUKS; default random).
+    pub volume_key: Option<SecretBytes>,
+    /// What only GELI providers have.
+    pub geli: GeliOptions,
+    /// How refusals spell an option (default [`Opt::keyword`]).
+    pub names: fn(Opt) -> &'static str,
+}
+
+impl Default for CreateOptions {
+    fn default() -> CreateOptions {
+        CreateOptions {
+            kind: Kind::default(),
+            cipher: None,
+            key_bits: None,
+            sector_size: None,
+            pbkdf: Pbkdf::default(),
+            label: None,
+            header: None,
+            size: None,
+            rbd_object_size: None,
+            integrity: None,
+            keyfiles: Vec::new(),
+            volume_key: None,
+            geli: GeliOptions::default(),
+            names: Opt::keyword,
+        }
+    }
+}
+
+/// What formatting is about to overwrite, for a front end that asks first: only an
+/// existing file is asked about.
+#[derive(Debug, Clone)]
+pub struct Overwrite {
+    /// The file the header goes to.
+    pub path: PathBuf,
+    /// GELI: only the provider's last sector is written (else the header area).
+    pub last_sector: bool,
+    /// The signatures of every format found there now: formatting wipes them all.
+    pub signatures: Vec<formats::Signature>,
+}
+
+/// What a front end does while [`create()`] runs.
+pub trait Steps {
+    /// The front end's error, which every library error converts to.
+    type Error: From<Error>;
+
+    /// Whether to overwrite what `what` describes (an existing file); an error stops
+    /// before anything is written. Called before the header lock is taken.
+    fn confirm(&mut self, what: &Overwrite) -> Result<(), Self::Error>;
+
+    /// The new passphrase, asked under the header lock (not asked for a GELI provider
+    /// keyed by keyfiles alone).
+    fn passphrase(&mut self) -> Result<SecretBytes, Self::Error>;
+
+    /// Sealing a new authenticated GELI provider: `done` of `total` bytes, told first with
+    /// 0 and last with `total`.
+    fn sealed(&mut self, done: u64, total: u64) {
+        let _ = (done, total);
+    }
+}
+
+/// What [`create()`] made.
+#[derive(Debug)]
+pub struct Created {
+    /// The new volume, opened with its key.
+    pub unlocked: Unlocked,
+    /// The new header.
+    pub made: Made,
+    /// The key size in bits (LUKS: the whole key; GELI: `-l`).
+    pub key_bits: usize,
+    /// Where the header went: the image, or the detached header's file.
+    pub header_path: PathBuf,
+    /// Whether the header is detached.
+    pub detached: bool,
+}
+
+/// The header [`create()`] wrote.
+#[derive(Debug)]
+pub enum Made {
+    /// A LUKS header.
+    Luks(Box<Header>),
+    /// GELI metadata.
+    Geli(Box<Geli>),
+}
+
+/// A refusal of `opts`: bad input ([`crate::Class::InvalidArgument`]).
+fn refused(message: String) -> Error {
+    Error::invalid(message)
+}
+
+/// The checked LUKS request.
+struct LuksPlan {
+    version: Version,
+    cipher: String,
+    key_bits: usize,
+    kdf: KdfOptions,
+}
+
+/// The checked request of either format.
+enum Plan {
+    Luks(LuksPlan),
+    Geli(InitOptions),
+}
+
+/// The KDF of a new keyslot of `format` (`luks1`, `luks2`), whose keyslots take `kinds`
+/// (the default first), from `p`; refusals spell options with `names`.
+pub fn kdf_options(
+    p: &Pbkdf,
+    format: &str,
+    kinds: &[KdfKind],
+    names: fn(Opt) -> &'static str,
+) -> Result<KdfOptions> {
+    let kind = match &p.kind {
+        Some(k) => KdfKind::parse(k)?,
+        None => kinds[0],
+    };
+    if let Some(why) = kind.refusal(format, kinds) {
+        return Err(refused(why));
+    }
+    let hash = match &p.hash {
+        Some(h) => HashAlg::parse(h)?,
+        None => HashAlg::Sha256,
+    };
+    let iter_time_ms = p.iter_time_ms.unwrap_or(KdfOptions::default().iter_time_ms);
+    if iter_time_ms == 0 {
+        return Err(refused(format!(
+            "{} must be at least 1",
+            names(Opt::IterTime)
+        )));
+    }
+    Ok(KdfOptions {
+        kind,
+        hash,
+        iter_time_ms,
+        memory_kib: p.memory_kib,
+        parallel: p.parallel,
+        force_iterations: p.iterations,
+    })
+}
+
+/// Checks `opts` for a LUKS volume, before anything is opened.
+fn plan_luks(opts: &CreateOptions, version: Version) -> Result<LuksPlan> {
+    let n = opts.names;
+    if opts.integrity.is_some() || opts.geli.no_wipe {
+        return Err(refused(format!(
+            "{} and {} are for GELI ({}) only",
+            n(Opt::Integrity),
+            n(Opt::NoWipe),
+            n(Opt::GeliKind)
+        )));
+    }
+    if !opts.keyfiles.is_empty() {
+        return Err(refused(format!(
+            "{} are for GELI ({}) only",
+            n(Opt::Keyfiles),
+            n(Opt::GeliKind)
+        )));
+    }
+    let kdf = kdf_options(&opts.pbkdf, version.name(), version.kdf_kinds(), opts.names)?;
+    let cipher = opts.cipher.as_deref().unwrap_or("aes-xts-plain64");
+    if cipher.parse::<CipherSpec>().is_err() {
+        return Err(Error::unsupported(format!(
+            "unsupported cipher {cipher:?} ({})",
+            luks::ciphers().collect::<Vec<_>>().join(", ")
+        )));
+    }
+    let key_bits = luks_key_bits(cipher, opts.key_bits)?;
+    if let Some(obj) = opts.rbd_object_size {
+        if !obj.is_power_of_two() || !(4096..=32 << 20).contains(&obj) {
+            return Err(refused(format!(
+                "{} {obj}: an rbd object size is a power of two from 4K to 32M",
+                n(Opt::RbdObjectSize)
+            )));
+        }
+    }
+    Ok(LuksPlan {
+        version,
+        cipher: cipher.to_owned(),
+        key_bits,
+        kdf,
+    })
+}
+
+/// geli's encryption algorithm names (`g_eli_str2ealgo`, any case), and the cipher
+/// strings that mean the same here; a cipher geli knows but this does not is
+/// [`crate::Class::Unsupported`].
+pub fn geli_ealgo(name: &str) -> Result<u16> {
+    if let Some(a) = algo::encryption_by_name(name) {
+        return Ok(a);
+    }
+    let geli_knows = [
+        "camellia",
+        "camellia-cbc",
+        "blowfish",
+        "blowfish-cbc",
+        "3des",
+        "3des-cbc",
+    ];
+    let supported = algo::ENCRYPTION_NAMES;
+    Err(
+        if geli_knows.contains(&name.to_ascii_lowercase().as_str()) {
+            Error::unsupported(format!(
+                "GELI cipher {name:?} is not supported (supported: {supported})"
+            ))
+        } else {
+            refused(format!(
+                "unknown GELI cipher {name:?} (supported: {supported})"
+            ))
+        },
+    )
+}
+
+/// The tag algorithms of GELI's `-a`: `hmac-sha256` or geli's own `HMAC/SHA256`
+/// (`g_eli_str2aalgo`), any case.
+pub fn geli_aalgo(name: &str) -> Result<u16> {
+    algo::authentication_by_name(name).ok_or_else(|| {
+        refused(format!(
+            "unknown GELI authentication {name:?} (supported: {})",
+            algo::AUTHENTICATION_NAMES
+        ))
+    })
+}
+
+/// Checks `opts` for a GELI provider, before anything is opened.
+fn plan_geli(opts: &CreateOptions) -> Result<InitOptions> {
+    let n = opts.names;
+    let g = &opts.geli;
+    if opts.header.is_some() {
+        return Err(refused(format!(
+            "GELI keeps its metadata in the provider's last sector: {} does not apply",
+            n(Opt::Header)
+        )));
+    }
+    if opts.label.is_some() {
+        return Err(refused("GELI providers have no label".into()));
+    }
+    if opts.volume_key.is_some() {
+        return Err(refused(format!(
+            "a GELI provider's master key is random: {} does not apply",
+            n(Opt::VolumeKey)
+        )));
+    }
+    if opts.rbd_object_size.is_some() {
+        return Err(refused(format!(
+            "{} lays out luks1 and luks2 volumes only",
+            n(Opt::RbdObjectSize)
+        )));
+    }
+    if opts.pbkdf.kind.as_deref().is_some_and(|k| k != "pbkdf2") {
+        return Err(refused(
+            "GELI derives keys with pbkdf2 (sha512) only".into(),
+        ));
+    }
+    let keylen = match opts.key_bits {
+        None => 0,
+        Some(bits) => u16::try_from(bits).map_err(|_| {
+            refused(format!(
+                "{} {bits} is not a GELI key length",
+                n(Opt::KeySize)
+            ))
+        })?,
+    };
+    let sectorsize = match opts.sector_size {
+        None => 0,
+        Some(s) => u32::try_from(s)
+            .map_err(|_| refused(format!("{} {s} is too large", n(Opt::SectorSize))))?,
+    };
+    let mut flags = InitOptions::default().flags;
+    for (set, bit) in [
+        (g.boot, geli_flags::BOOT),
+        (g.boot_loader, geli_flags::GELIBOOT),
+        (g.display_pass, geli_flags::GELIDISPLAYPASS),
+        (g.no_trim, geli_flags::NODELETE),
+    ] {
+        if set {
+            flags |= bit;
+        }
+    }
+    if g.no_autoresize {
+        flags &= !geli_flags::AUTORESIZE;
+    }
+    let aalgo = opts.integrity.as_deref().map(geli_aalgo).transpose()?;
+    if g.no_wipe && aalgo.is_none() {
+        return Err(refused(format!(
+            "{} applies with {} only",
+            n(Opt::NoWipe),
+            n(Opt::Integrity)
+        )));
+    }
+    let ealgo = match &opts.cipher {
+        Some(c) => geli_ealgo(c)?,
+        None => InitOptions::default().ealgo,
+    };
+    if g.no_passphrase && opts.keyfiles.is_empty() {
+        return Err(refused(format!(
+            "{} needs at least one {}",
+            n(Opt::NoPassphrase),
+            n(Opt::Keyfiles)
+        )));
+    }
+    let defaults = InitOptions::default();
+    Ok(InitOptions {
+        flags,
+        ealgo,
+        aalgo: aalgo.unwrap_or(0),
+        keylen,
+        sectorsize,
+        iterations: opts.pbkdf.iterations,
+        iter_time_ms: opts.pbkdf.iter_time_ms.unwrap_or(defaults.iter_time_ms),
+        use_passphrase: !g.no_passphrase,
+        version: g.version,
+        ..defaults
+    })
+}
+
+/// Checks `opts` (every refusal, before anything is opened).
+fn plan(opts: &CreateOptions) -> Result<Plan> {
+    Ok(match opts.kind {
+        Kind::Luks2 => Plan::Luks(plan_luks(opts, Version::Luks2)?),
+        Kind::Luks1 => Plan::Luks(plan_luks(opts, Version::Luks1)?),
+        Kind::Geli => Plan::Geli(plan_geli(opts)?),
+    })
+}
+
+/// Makes a new volume at `image` (a path, an NBD URI, an `rbd:` spec; a file is created
+/// with [`CreateOptions::size`] when missing) as `opts` says. Every refusal comes before
+/// anything is opened; a volume in use is refused ([`crate::Class::InUse`]); an existing file is
+/// overwritten only when `steps` confirms; files made here are removed again when this
+/// fails.
+pub fn create<S: Steps>(
+    image: &Path,
+    opts: &CreateOptions,
+    cx: &Context,
+    steps: &mut S,
+) -> Result<Created, S::Error> {
+    let plan = plan(opts)?;
+    let target = Target::open(image, opts.header.as_deref(), opts.size, cx)?;
+    let result = write(&target, opts, &plan, cx, steps);
+    if result.is_err() {
+        target.discard();
+    }
+    result
+}
+
+/// Writes the new volume of `plan` to `target`.
+fn write<S: Steps>(
+    target: &Target,
+    opts: &CreateOptions,
+    plan: &Plan,
+    cx: &Context,
+    steps: &mut S,
+) -> Result<Created, S::Error> {
+    let geli = matches!(plan, Plan::Geli(_));
+    if target.existed() {
+        steps.confirm(&Overwrite {
+            path: target.header_path().to_path_buf(),
+            last_sector: geli,
+            signatures: target.signatures()?,
+        })?;
+    }
+    let _lock = target.lock(cx)?;
+    let (made, unlocked, key_bits) = match plan {
+        Plan::Luks(p) => {
+            let at = target.placement();
+            let sector_size = match opts.sector_size {
+                Some(n) => n,
+                None => luks::default_sector_size(p.version, at).map_err(Error::from)?,
+            };
+            let fo = FormatOptions {
+                version: p.version,
+                cipher: p.cipher.clone(),
+                key_bytes: p.key_bits / 8,
+                sector_size,
+                kdf: p.kdf,
+                label: opts.label.clone().unwrap_or_default(),
+                data_offset: None,
+                data_alignment: opts.rbd_object_size,
+                uuid: None,
+            };
+            let pass = steps.passphrase()?;
+            let (h, u) =
+                luks::format_at(at, &fo, &pass, opts.volume_key.as_deref()).map_err(Error::from)?;
+            (Made::Luks(Box::new(h)), u, p.key_bits)
+        }
+        Plan::Geli(init) => {
+            let pass = if init.use_passphrase {
+                steps.passphrase()?
+            } else {
+                SecretBytes::from_slice(&[])
+            };
+            let files: Vec<&[u8]> = opts.keyfiles.iter().map(|k| &k[..]).collect();
+            let (g, u) =
+                geli_init::init(&*target.store, init, &files, &pass).map_err(Error::from)?;
+            if init.aalgo != 0 && !opts.geli.no_wipe {
+                let total = u.data_size;
+                steps.sealed(0, total);
+                seal(&target.store, &u, &mut |done| steps.sealed(done, total))?;
+            }
+            let bits = usize::from(g.metadata().keylen);
+            (Made::Geli(Box::new(g)), u, bits)
+        }
+    };
+    Ok(Created {
+        unlocked,
+        made,
+        key_bits,
+        header_path: target.header_path().to_path_buf(),
+        detached: target.detached(),
+    })
+}
 
 /// The stores a new volume is written to, claimed exclusively.
 #[derive(Debug)]
@@ -161,7 +750,7 @@ impl Target {
 /// Seals every sector of a new authenticated GELI provider on `store` (zeros written
 /// through the engine of `unlocked`, with their tags), so that reading any sector
 /// succeeds; `done` is told the bytes sealed so far after each step of 64 MiB.
-pub fn seal(store: &Arc<ImageStore>, unlocked: &Unlocked, done: &dyn Fn(u64)) -> Result<()> {
+pub fn seal(store: &Arc<ImageStore>, unlocked: &Unlocked, done: &mut dyn FnMut(u64)) -> Result<()> {
     let vol = unlocked.engine(Box::new(Arc::clone(store)), EngineOptions::default())?;
     let total = vol.size();
     let failed = |e| Error::io(store.name(), e);
@@ -210,6 +799,178 @@ mod tests {
         let e = Target::open(&img, None, None, &cx).unwrap_err();
         assert!(e.message().contains("give a size"), "{e}");
         assert!(!img.exists());
+    }
+
+    /// Steps that record what they were asked and answer as set.
+    #[derive(Default)]
+    struct Recorded {
+        refuse: bool,
+        asked: Vec<Overwrite>,
+        passphrases: usize,
+        sealed: Vec<(u64, u64)>,
+    }
+
+    impl Steps for Recorded {
+        type Error = Error;
+        fn confirm(&mut self, what: &Overwrite) -> Result<()> {
+            self.asked.push(what.clone());
+            if self.refuse {
+                return Err(Error::invalid("not confirmed"));
+            }
+            Ok(())
+        }
+        fn passphrase(&mut self) -> Result<SecretBytes> {
+            self.passphrases += 1;
+            Ok(SecretBytes::from_slice(b"pass"))
+        }
+        fn sealed(&mut self, done: u64, total: u64) {
+            self.sealed.push((done, total));
+        }
+    }
+
+    fn fast(kind: Kind) -> CreateOptions {
+        CreateOptions {
+            kind,
+            size: Some(4 << 20),
+            pbkdf: Pbkdf {
+                kind: Some("pbkdf2".into()),
+                iterations: Some(1000),
+                ..Pbkdf::default()
+            },
+            ..CreateOptions::default()
+        }
+    }
+
+    #[test]
+    fn create_asks_before_overwriting_and_keeps_an_image_it_did_not_make() {
+        let dir = tempfile::tempdir().unwrap();
+        let img = dir.path().join("img");
+        let cx = Context::default();
+        let mut steps = Recorded::default();
+        let mut luks2 = fast(Kind::Luks2);
+        luks2.size = Some(20 << 20);
+        let made = create(&img, &luks2, &cx, &mut steps).unwrap();
+        // A new file is not asked about; LUKS2's default sectors are 4096 bytes.
+        assert!(steps.asked.is_empty() && steps.passphrases == 1);
+        assert_eq!((made.key_bits, made.unlocked.sector_size), (512, 4096));
+        assert!(matches!(made.made, Made::Luks(_)) && !made.detached);
+        let before = std::fs::read(&img).unwrap();
+        // Over it, GELI asks, naming the LUKS header it would wipe; refused, nothing
+        // changes and the file stays.
+        let mut no = Recorded {
+            refuse: true,
+            ..Recorded::default()
+        };
+        let mut geli = fast(Kind::Geli);
+        geli.size = None;
+        let e = create(&img, &geli, &cx, &mut no).unwrap_err();
+        assert_eq!(e.message(), "not confirmed");
+        assert_eq!(no.passphrases, 0);
+        let asked = &no.asked[0];
+        assert!(asked.last_sector && asked.path == img);
+        assert_eq!(asked.signatures[0].what, "LUKS header", "{asked:?}");
+        assert_eq!(std::fs::read(&img).unwrap(), before);
+    }
+
+    #[test]
+    fn an_authenticated_geli_provider_is_sealed_with_progress_unless_no_wipe() {
+        let dir = tempfile::tempdir().unwrap();
+        let img = dir.path().join("g");
+        let cx = Context::default();
+        let mut opts = fast(Kind::Geli);
+        opts.integrity = Some("hmac-sha256".into());
+        let mut steps = Recorded::default();
+        let made = create(&img, &opts, &cx, &mut steps).unwrap();
+        let total = made.unlocked.data_size;
+        assert_eq!(steps.sealed.first(), Some(&(0, total)));
+        assert_eq!(steps.sealed.last(), Some(&(total, total)));
+        assert_eq!(made.key_bits, 128);
+        opts.geli.no_wipe = true;
+        let mut steps = Recorded::default();
+        std::fs::remove_file(&img).unwrap();
+        create(&img, &opts, &cx, &mut steps).unwrap();
+        assert!(steps.sealed.is_empty());
+    }
+
+    #[test]
+    fn refusals_come_before_anything_is_made_and_name_options_as_told() {
+        let dir = tempfile::tempdir().unwrap();
+        let img = dir.path().join("img");
+        let cx = Context::default();
+        let refused = |opts: CreateOptions, class: crate::Class, words: &str| {
+            let e = create(&img, &opts, &cx, &mut Recorded::default()).unwrap_err();
+            assert_eq!(e.class(), class, "{e}");
+            assert!(e.message().contains(words), "{e}");
+            assert!(!img.exists(), "{words}: nothing is made");
+        };
+        use crate::Class::{InvalidArgument, Unsupported};
+        let with = |f: &dyn Fn(&mut CreateOptions)| {
+            let mut o = fast(Kind::Luks2);
+            f(&mut o);
+            o
+        };
+        refused(
+            with(&|o| o.key_bits = Some(100 + 1)),
+            InvalidArgument,
+            "multiple of 8",
+        );
+        refused(
+            with(&|o| o.rbd_object_size = Some(3 << 20)),
+            InvalidArgument,
+            "rbd_object_size= 3145728: an rbd object size is a power of two",
+        );
+        refused(
+            with(&|o| o.integrity = Some("hmac-sha256".into())),
+            InvalidArgument,
+            "integrity= and no_wipe= are for GELI (type=\"geli\") only",
+        );
+        refused(
+            with(&|o| o.cipher = Some("rot13".into())),
+            Unsupported,
+            "unsupported cipher \"rot13\"",
+        );
+        refused(
+            with(&|o| o.pbkdf.iter_time_ms = Some(0)),
+            InvalidArgument,
+            "iter_time= must be at least 1",
+        );
+        let flag = |o: Opt| match o {
+            Opt::Header => "--header",
+            _ => "--other",
+        };
+        refused(
+            with(&|o| {
+                o.kind = Kind::Geli;
+                o.header = Some(dir.path().join("hdr"));
+                o.names = flag;
+            }),
+            InvalidArgument,
+            "last sector: --header does not apply",
+        );
+        refused(
+            with(&|o| {
+                o.kind = Kind::Geli;
+                o.cipher = Some("camellia".into());
+            }),
+            Unsupported,
+            "GELI cipher \"camellia\" is not supported",
+        );
+        refused(
+            with(&|o| {
+                o.kind = Kind::Geli;
+                o.geli.no_passphrase = true;
+            }),
+            InvalidArgument,
+            "no passphrase needs at least one keyfiles=",
+        );
+        refused(
+            with(&|o| {
+                o.kind = Kind::Geli;
+                o.pbkdf.kind = Some("argon2id".into());
+            }),
+            InvalidArgument,
+            "pbkdf2 (sha512) only",
+        );
     }
 
     #[test]

@@ -11,9 +11,12 @@
 //!   [`Image`]): the steps every user of a volume takes.
 //! - [`mod@open`]: [`open()`], a volume's engine in one call; [`export::VolumeExport`],
 //!   an engine as an NBD export.
-//! - [`create`]: the stores a new volume goes to ([`create::Target`]: created when
-//!   missing, claimed exclusively, removed again on failure) and the defaults written
-//!   once for every front end's format.
+//! - [`create`]: [`create()`], a new LUKS2, LUKS1 or GELI volume from [`CreateOptions`],
+//!   with every default and refusal written once for every front end's format; what a
+//!   front end does meanwhile (confirm an overwrite, ask the passphrase, show sealing
+//!   progress) it asks of a [`Steps`]. Beneath it the stores a new volume goes to
+//!   ([`create::Target`]: created when missing, claimed exclusively, removed again on
+//!   failure).
 //! - [`error`]: [`Error`], classified once ([`Class`]); each front end maps the classes
 //!   one-to-one (exit codes, Python exceptions, C status codes).
 
@@ -29,6 +32,7 @@ pub mod open;
 pub mod rbd;
 pub mod store;
 
+pub use create::{create, CreateOptions, Created, Kind, Steps};
 pub use error::{Class, Error, Result};
 pub use image::{Access, Claims, Context, Files, Image};
 pub use locator::{redacted, RemoteOptions};

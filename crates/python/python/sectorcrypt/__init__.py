@@ -258,10 +258,14 @@ def format(path, passphrase=None, **options):
     that many bytes when ``path`` does not exist); ``header`` (LUKS: a detached header's
     file); ``pbkdf`` ("argon2id", "argon2i", "pbkdf2"); ``iterations`` (PBKDF2
     iterations or the Argon2 time cost, instead of calibrating: for tests);
-    ``iter_time`` (calibration target, ms); ``pbkdf_memory`` (Argon2, KiB); ``label``
-    (LUKS2); ``integrity`` (GELI: "hmac-sha256", ...; every sector is then written);
-    ``keyfiles`` (GELI keyfile components); ``volume_key`` (LUKS: bytes to use as the
-    volume key instead of random ones).
+    ``iter_time`` (calibration target, ms); ``pbkdf_memory`` (Argon2, KiB);
+    ``pbkdf_parallel`` (Argon2 lanes); ``hash`` (LUKS: PBKDF2's and the AF splitter's,
+    "sha256" by default); ``label`` (LUKS2); ``rbd_object_size`` (LUKS on an RBD image:
+    its data aligned to the object size); ``integrity`` (GELI: "hmac-sha256", ...; every
+    sector is then written, unless ``no_wipe=True``); ``keyfiles`` (GELI keyfile
+    components); ``volume_key`` (LUKS: bytes to use as the volume key instead of random
+    ones). Defaults and refusals are those of ``sectorcrypt format`` (one creator in the
+    library): the same options make the same headers but for their random fields.
     """
     for k in ("key_file", "header"):
         if options.get(k) is not None:

@@ -1,8 +1,8 @@
 //! `sectorcrypt bench`: hands the options to the benchmark crate.
 
-use crate::args::BenchArgs;
 use crate::failure::Failure;
-use crate::output::Output;
+use crate::flags::BenchArgs;
+use crate::present::output::Output;
 use sectorcrypt_bench::svg::{self, Caption};
 use sectorcrypt_bench::{BenchOptions, Report};
 use sectorcrypt_crypto::Backend;

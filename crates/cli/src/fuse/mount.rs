@@ -7,17 +7,17 @@
 //! O_DIRECT), so the kernel keeps no page cache of the plaintext and each read or write
 //! reaches the engine (which is what a loop device on top wants). The size cannot change; `fsync` is the volume's flush, and so is unmounting.
 //! Requests are read on the session's thread and the disk's reads and writes run on a few
-//! workers (`fuse_workers`), several at once; they go up to 1 MiB each (FUSE's max_pages).
+//! workers (`fuse/workers.rs`), several at once; they go up to 1 MiB each (FUSE's max_pages).
 //!
 //! Without `--foreground`, the command starts itself again with `--foreground` (same
 //! arguments, same standard input and error, so a prompt or `--key-file -` work as usual),
 //! waits until the mount appears in /proc/self/mountinfo, and returns; the child serves
 //! until unmounted. No `fork` (which would need `unsafe`).
 
-use crate::args::{MountArgs, UmountArgs};
 use crate::failure::Failure;
-use crate::fuse_workers::{errno, Workers};
-use crate::volume_export::{self, VolumeExport};
+use crate::flags::{MountArgs, UmountArgs};
+use crate::fuse::workers::{errno, Workers};
+use crate::volumes::export::{self as volume_export, VolumeExport};
 use fuser::{
     FileAttr, FileType, Filesystem, KernelConfig, MountOption, ReplyAttr, ReplyData,
     ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyWrite, Request, TimeOrNow,
@@ -335,8 +335,8 @@ fn disk_fs(
     // The disk file's owner is the image's; a remote store (an NBD export, an RBD image)
     // has no owner here, so the disk is the mounting user's (/proc/self is owned by this
     // process's effective user and group).
-    let (owner, workers) = match crate::locator::locate(image)? {
-        crate::locator::Location::Local => (image, LOCAL_WORKERS),
+    let (owner, workers) = match crate::present::locator::locate(image)? {
+        crate::present::locator::Location::Local => (image, LOCAL_WORKERS),
         _ => (Path::new("/proc/self"), REMOTE_WORKERS),
     };
     let meta = std::fs::metadata(owner)
@@ -400,7 +400,7 @@ pub fn run(a: MountArgs) -> Result<(), Failure> {
     });
     log(format_args!(
         "{} mounted as {}/{NAME}",
-        crate::locator::redacted(&a.open.image),
+        crate::present::locator::redacted(&a.open.image),
         mp.display()
     ));
     let result = fuser::mount2(fs, &mp, &options)
@@ -547,7 +547,7 @@ pub fn umount(a: UmountArgs) -> Result<(), Failure> {
     let t0 = std::time::Instant::now();
     while servers
         .iter()
-        .any(|&(pid, start)| crate::process::start_time(pid) == Some(start))
+        .any(|&(pid, start)| crate::host::process::start_time(pid) == Some(start))
     {
         if t0.elapsed() > Duration::from_secs(30) {
             eprintln!(
@@ -590,7 +590,7 @@ fn servers_of(mp: &Path) -> Vec<(u32, u64)> {
             std::fs::canonicalize(a).is_ok_and(|a| a == mp)
         });
         if args.iter().any(|a| *a == b"mount") && names_mp {
-            if let Some(start) = crate::process::start_time(pid) {
+            if let Some(start) = crate::host::process::start_time(pid) {
                 found.push((pid, start));
             }
         }

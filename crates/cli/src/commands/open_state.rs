@@ -85,7 +85,7 @@ pub fn existing_runtime_dir(dir: &Path) -> Result<bool, Failure> {
             "the runtime directory {} {why}: anyone who can write it could plant entries, \
              sockets and links there; use a directory of your own, mode 0700 (set \
              SECTORCRYPT_RUNTIME_DIR or XDG_RUNTIME_DIR)",
-            crate::escape::printable(&dir.to_string_lossy())
+            crate::present::escape::printable(&dir.to_string_lossy())
         )))
     };
     if meta.file_type().is_symlink() {
@@ -123,7 +123,7 @@ pub fn existing_runtime_dir(dir: &Path) -> Result<bool, Failure> {
         let Ok(m) = fs::symlink_metadata(&a) else {
             continue;
         };
-        let shown = crate::escape::printable(&a.to_string_lossy());
+        let shown = crate::present::escape::printable(&a.to_string_lossy());
         // Its owner may rename what is in it whatever the mode, sticky bit or not.
         if m.uid() != me && m.uid() != 0 {
             return refuse(format!(
@@ -196,8 +196,8 @@ pub fn read(dir: &Path, name: &str) -> Result<Option<Value>, Failure> {
     let bad = |why: String| {
         Failure::runtime(format!(
             "bad entry {} ({}): {why}; it was left alone",
-            crate::escape::printable(name),
-            crate::escape::printable(&path.to_string_lossy())
+            crate::present::escape::printable(name),
+            crate::present::escape::printable(&path.to_string_lossy())
         ))
     };
     // O_NONBLOCK: a planted FIFO does not block the read.
@@ -247,7 +247,7 @@ pub fn pid(entry: &Value) -> u32 {
     entry["pid"].as_u64().unwrap_or(0) as u32
 }
 
-pub use crate::process::start_time;
+pub use crate::host::process::start_time;
 
 /// Whether the process that wrote `entry` is still running: the same PID and the same
 /// start time (a reused PID, or a process that merely has NAME in its arguments, is not).
@@ -360,7 +360,7 @@ pub fn clean_stale(dir: &Path, name: &str, entry: &Value) {
                     let _ = Command::new("losetup").arg("-d").arg(dev).output();
                 }
             }
-            let _ = crate::cmd_mount::unmount_lazily(mp);
+            let _ = crate::fuse::mount::unmount_lazily(mp);
         }
     }
     let _ = fs::remove_dir(private_mount(dir, name));
@@ -381,8 +381,8 @@ fn same_process(a: &Value, b: &Value) -> bool {
 /// (the kernel answers ENOTCONN).
 fn dead_fuse_mount(mp: &Path) -> bool {
     // Mounted directly by root the type is plain "fuse"; through fusermount it carries
-    // the subtype. The source is the name cmd_mount gives it.
-    let ours = crate::busy::mounts_here().iter().any(|m| {
+    // the subtype. The source is the name `fuse/mount.rs` gives it.
+    let ours = crate::host::busy::mounts_here().iter().any(|m| {
         m.point == mp
             && (m.fstype == "fuse" || m.fstype == "fuse.sectorcrypt")
             && m.source == "sectorcrypt"

@@ -53,7 +53,7 @@ pub fn test_key(image: &Path, opened: Result<usize, &Failure>) -> Value {
         Err(f) => (None, Some(f.message()), f.exit_code()),
     };
     json!({
-        "image": crate::locator::redacted(image),
+        "image": crate::present::locator::redacted(image),
         "opened": keyslot.is_some(),
         "keyslot": keyslot,
         "error": error,

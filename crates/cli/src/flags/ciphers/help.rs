@@ -3,10 +3,10 @@
 //! crypto crate.
 //!
 //! Both options keep any value at parse time ([`Listed`]); the command refuses an unknown
-//! one (`cmd_cipher/job.rs`).
+//! one (`commands/cipher/job.rs`).
 
 use super::{Cipher, Flag, Iv, CIPHERS};
-use crate::listed::Listed;
+use crate::flags::listed::Listed;
 use clap::builder::PossibleValue;
 use sectorcrypt_crypto::gost89::Sbox;
 

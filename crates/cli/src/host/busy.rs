@@ -90,7 +90,7 @@ fn process(pid: u32) -> String {
     let comm = fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
     format!(
         "process {pid} ({})",
-        crate::escape::printable(comm.trim_end())
+        crate::present::escape::printable(comm.trim_end())
     )
 }
 
@@ -111,7 +111,7 @@ fn mounts_of(dev: &str) -> Vec<String> {
             continue;
         };
         for m in parse_mountinfo(&text).iter().filter(|m| m.dev == dev) {
-            let point = crate::escape::printable(&m.point.to_string_lossy());
+            let point = crate::present::escape::printable(&m.point.to_string_lossy());
             found.push(if Some(&ns) == own_ns.as_ref() {
                 format!("mounted at {point}")
             } else {
@@ -193,7 +193,7 @@ pub fn device_users(dev: &str) -> Vec<String> {
                 let node = format!("/dev/{}", e.file_name().to_string_lossy());
                 let via = format!(
                     ", through its partition {}",
-                    crate::escape::printable(&node)
+                    crate::present::escape::printable(&node)
                 );
                 parts.push((via, e.path()));
             }
@@ -216,7 +216,7 @@ pub fn device_users(dev: &str) -> Vec<String> {
             for h in list.filter_map(Result::ok) {
                 found.push(format!(
                     "held by /dev/{}{via}",
-                    crate::escape::printable(&h.file_name().to_string_lossy())
+                    crate::present::escape::printable(&h.file_name().to_string_lossy())
                 ));
             }
         }

@@ -11,8 +11,8 @@
 //! What the locks and claims are, and how detached headers are handled, is described in
 //! `sectorcrypt_image::image`; which flags set what, in `args.rs`.
 
-use crate::args::{HeaderArg, KeyArgs};
 use crate::failure::Failure;
+use crate::flags::{HeaderArg, KeyArgs};
 use crate::passphrase::{self, Secret};
 use sectorcrypt_image::image as lib;
 use sectorcrypt_volume::engine::{EngineOptions, Volume};

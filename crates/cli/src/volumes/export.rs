@@ -1,9 +1,9 @@
 //! Opening a volume to serve it (`serve`, `mount`, `open`): unlocking (or a one-time key)
 //! and the sector engine, as the library's [`VolumeExport`].
 
-use crate::args::{KeyArgs, OpenArgs};
 use crate::failure::Failure;
-use crate::image::{self, Claims};
+use crate::flags::{KeyArgs, OpenArgs};
+use crate::volumes::image::{self, Claims};
 pub use sectorcrypt_image::export::VolumeExport;
 use sectorcrypt_volume::engine::EngineOptions;
 use sectorcrypt_volume::geli::{self, onetime::OnetimeOptions};
@@ -24,10 +24,10 @@ fn options(a: &OpenArgs) -> Result<EngineOptions, Failure> {
 
 /// Opens the volume `a` describes.
 pub fn open(a: &OpenArgs) -> Result<VolumeExport, Failure> {
-    crate::memory::hold_keys_for_long();
+    crate::host::memory::hold_keys_for_long();
     let export = open_export(a);
-    crate::memory::scrub_after_unlock();
-    crate::memory::warn_if_key_memory_not_locked();
+    crate::host::memory::scrub_after_unlock();
+    crate::host::memory::warn_if_key_memory_not_locked();
     export
 }
 
@@ -52,7 +52,7 @@ fn open_export(a: &OpenArgs) -> Result<VolumeExport, Failure> {
     let _ = writeln!(
         io::stderr(),
         "sectorcrypt: {} unlocked with keyslot {}: {} bytes of {}, {}-byte sectors",
-        crate::locator::redacted(&a.image),
+        crate::present::locator::redacted(&a.image),
         unlocked.keyslot,
         unlocked.data_size,
         unlocked.cipher,
@@ -93,9 +93,12 @@ fn onetime(a: &OpenArgs) -> Result<VolumeExport, Failure> {
     let mut claims = Claims::from(image::claim(&store, &a.image, Mode::Shared)?);
     // It writes: one writer at a time, as for any volume.
     claims.push(image::claim_access(&store, lock::Access::Writer)?);
-    let len = store
-        .size()
-        .map_err(|e| Failure::runtime(format!("{}: {e}", crate::locator::redacted(&a.image))))?;
+    let len = store.size().map_err(|e| {
+        Failure::runtime(format!(
+            "{}: {e}",
+            crate::present::locator::redacted(&a.image)
+        ))
+    })?;
     let (md, unlocked) = geli::onetime::onetime(len, &opts)?;
     require_integrity(a, &unlocked, "geli-onetime")?;
     let volume = unlocked.engine(Box::new(store), options(a)?)?;

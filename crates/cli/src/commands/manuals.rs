@@ -1,12 +1,12 @@
 //! `sectorcrypt completions SHELL` and `sectorcrypt man --dir DIR`: the shell completion
 //! script (clap_complete) and one manual page per command (clap_mangen), both generated
-//! from the clap definitions of [`crate::args`], so that they name exactly the commands
+//! from the clap definitions of [`crate::flags`], so that they name exactly the commands
 //! and flags the parser accepts. Hidden commands and flags stay out of both, as they stay
 //! out of `--help`; the `help` pseudo-command gets no page.
 
-use crate::args::{Cli, EXIT_CODES};
-use crate::args_manuals::{CompletionsArgs, ManArgs, Shell};
 use crate::failure::Failure;
+use crate::flags::manuals::{CompletionsArgs, ManArgs, Shell};
+use crate::flags::{Cli, EXIT_CODES};
 use clap::CommandFactory;
 use clap_mangen::roff::{bold, roman, Roff};
 use std::io::Write;

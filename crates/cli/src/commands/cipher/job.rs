@@ -3,9 +3,11 @@
 //! a byte of input is read, and returns the job with its key expanded; [`Job::run`] then
 //! transforms the whole input in memory.
 
-use crate::args::{CipherArgs, Direction};
-use crate::ciphers::{self as table, AesMode, Cipher, Flag, Gost89Mode, Iv, Kind, MagmaMode};
 use crate::failure::Failure;
+use crate::flags::ciphers::{
+    self as table, AesMode, Cipher, Flag, Gost89Mode, Iv, Kind, MagmaMode,
+};
+use crate::flags::{CipherArgs, Direction};
 use crate::passphrase::{self, Secret};
 use sectorcrypt_cli::decode_hex;
 use sectorcrypt_crypto::{
@@ -386,7 +388,7 @@ impl Mac {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::args::{Cli, Command};
+    use crate::flags::{Cli, Command};
     use clap::Parser;
 
     /// `sectorcrypt cipher ARGS` as parsed by clap.

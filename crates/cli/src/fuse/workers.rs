@@ -11,7 +11,7 @@
 //! [`Workers::finish`] lets every request already handed over complete and reply before it
 //! returns, so a flush after it covers every acknowledged write.
 
-use crate::volume_export::VolumeExport;
+use crate::volumes::export::VolumeExport;
 use fuser::{ReplyData, ReplyWrite};
 use sectorcrypt_nbd::Export;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};

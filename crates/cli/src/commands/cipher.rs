@@ -2,17 +2,17 @@
 //! cipher table before the input is read ([`job`]), the whole input is transformed in
 //! memory, and a regular `--output` file is replaced atomically, so bad input never leaves
 //! a partial or truncated output behind (a FIFO or device is written through:
-//! `output.rs`).
+//! `present/output.rs`).
 //!
-//! - [`crate::ciphers`]: every cipher with its key lengths, IV rule, tag rule and options,
+//! - [`crate::flags::ciphers`]: every cipher with its key lengths, IV rule, tag rule and options,
 //!   and the help generated from them;
 //! - [`job`]: the command line checked against the table, then run.
 
 mod job;
 
-use crate::args::CipherArgs;
 use crate::failure::Failure;
-use crate::output::Output;
+use crate::flags::CipherArgs;
+use crate::present::output::Output;
 use job::Job;
 use std::io::{Read, Write};
 use std::path::Path;
@@ -57,7 +57,7 @@ fn write_output(path: Option<&Path>, data: &[u8]) -> Result<(), Failure> {
 
 #[cfg(test)]
 mod tests {
-    use crate::args::Cli;
+    use crate::flags::Cli;
     use clap::CommandFactory;
     use sectorcrypt_crypto::gost89::Sbox;
 
@@ -69,7 +69,7 @@ mod tests {
             .expect("the cipher command")
             .render_long_help()
             .to_string();
-        for c in crate::ciphers::CIPHERS {
+        for c in crate::flags::ciphers::CIPHERS {
             assert!(
                 help.contains(&format!("- {}:", c.name)),
                 "{} in {help}",

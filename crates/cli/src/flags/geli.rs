@@ -1,6 +1,6 @@
 //! The command line of `sectorcrypt geli VERB`: geli(8)'s verbs and flag letters
 //! (`lib/geom/eli/geom_eli.c`, `class_commands`; `geli.8`), as clap definitions.
-//! `cmd_geli_front` translates them into the other commands' arguments.
+//! `commands/geli_front.rs` translates them into the other commands' arguments.
 
 use clap::{Args, Subcommand};
 use std::path::PathBuf;
@@ -280,7 +280,7 @@ pub struct Listen {
     #[arg(long, value_name = "ADDR:PORT")]
     pub listen: Option<String>,
     #[command(flatten)]
-    pub tls: crate::args_tls::TlsArgs,
+    pub tls: crate::flags::tls::TlsArgs,
 }
 
 #[derive(Debug, Args)]

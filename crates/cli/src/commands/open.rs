@@ -19,16 +19,16 @@
 //! SIGINT and SIGTERM ([`unlock_interruptibly`], used by `serve` too): a header whose key
 //! derivation is made to last for hours is abandoned at once, the name released. `open`
 //! itself passes a SIGINT or SIGTERM it gets before the entry is ready on to that process
-//! (`cmd_mount::background`), so stopping the command stops the unlock too.
+//! (`mount::background`), so stopping the command stops the unlock too.
 
-use crate::args::OpenArgs;
-use crate::args_open::{CloseArgs, NamedArgs, StatusArgs};
-use crate::busy;
-use crate::cmd_mount;
-use crate::escape::printable;
+use crate::commands::open_state::{self as state, alive};
 use crate::failure::Failure;
-use crate::open_state::{self as state, alive};
-use crate::volume_export::{self, VolumeExport};
+use crate::flags::open::{CloseArgs, NamedArgs, StatusArgs};
+use crate::flags::OpenArgs;
+use crate::fuse::mount;
+use crate::host::busy;
+use crate::present::escape::printable;
+use crate::volumes::export::{self as volume_export, VolumeExport};
 use sectorcrypt_nbd::{Export, Listen, Server, ServerConfig};
 use serde_json::{json, Value};
 use signal_hook::consts::{SIGINT, SIGTERM};
@@ -60,7 +60,7 @@ pub fn open(volume: OpenArgs, a: NamedArgs) -> Result<(), Failure> {
         return serve(&volume, &a, &dir);
     }
     if let Some(d) = &a.mount {
-        cmd_mount::mount_point(d)?;
+        mount::mount_point(d)?;
     }
     let entry = match state::existing_runtime_dir(&dir)? {
         true => state::read(&dir, &a.name)?,
@@ -76,7 +76,7 @@ pub fn open(volume: OpenArgs, a: NamedArgs) -> Result<(), Failure> {
             a.name
         ));
     }
-    cmd_mount::background("opening", |pid| {
+    mount::background("opening", |pid| {
         state::read(&dir, &a.name)
             .ok()
             .flatten()
@@ -183,10 +183,10 @@ fn drop_partitions(dev: &str) {
 /// Unmounts the disk file (lazily when it is busy) and lets its session finish, which
 /// flushes the volume.
 fn stop_fuse(session: fuser::BackgroundSession, mp: &Path) {
-    if cmd_mount::is_mounted(mp) {
-        if let Err(e) = cmd_mount::unmount(mp) {
+    if mount::is_mounted(mp) {
+        if let Err(e) = mount::unmount(mp) {
             log(format_args!("{e}; detaching it lazily"));
-            let _ = cmd_mount::unmount_lazily(mp);
+            let _ = mount::unmount_lazily(mp);
         }
     }
     let guard = session.guard;
@@ -234,7 +234,7 @@ fn serve(volume: &OpenArgs, a: &NamedArgs, dir: &Path) -> Result<(), Failure> {
         (None, false) => None,
     };
     let mount_dir = match mount_dir {
-        Some((d, private)) => Some((cmd_mount::mount_point(&d)?, private)),
+        Some((d, private)) => Some((mount::mount_point(&d)?, private)),
         None => None,
     };
     let mut export = unlock_interruptibly(volume, &mut signals)?;
@@ -246,7 +246,7 @@ fn serve(volume: &OpenArgs, a: &NamedArgs, dir: &Path) -> Result<(), Failure> {
     let config = ServerConfig {
         description: Some(format!(
             "sectorcrypt {}",
-            crate::locator::redacted(&volume.image)
+            crate::present::locator::redacted(&volume.image)
         )),
         // Nobody reads this process's stderr once `open` has returned.
         log: false,
@@ -263,7 +263,7 @@ fn serve(volume: &OpenArgs, a: &NamedArgs, dir: &Path) -> Result<(), Failure> {
 
     if let Some((mp, _)) = &mount_dir {
         served.mount = mount_dir.clone();
-        served.fuse = Some(cmd_mount::spawn(&export, &volume.image, mp)?);
+        served.fuse = Some(mount::spawn(&export, &volume.image, mp)?);
         if a.loop_device {
             let mut losetup = Command::new("losetup");
             losetup.args(["-f", "--show"]);
@@ -326,7 +326,7 @@ pub fn unlock_interruptibly(
             crate::passphrase::restore_terminal();
             return Err(Failure::runtime(format!(
                 "signal {sig}: stopped while unlocking {} (the key derivation was abandoned)",
-                crate::locator::redacted(&volume.image)
+                crate::present::locator::redacted(&volume.image)
             )));
         }
     }
@@ -346,7 +346,7 @@ fn entry(
     // its secrets.
     let full = |p: &Path| match std::fs::canonicalize(p) {
         Ok(full) => full.to_string_lossy().into_owned(),
-        Err(_) => crate::locator::redacted(p),
+        Err(_) => crate::present::locator::redacted(p),
     };
     let mut entry = state::owner_fields(&a.name)?;
     let rest = json!({
@@ -540,8 +540,10 @@ pub fn status(a: StatusArgs) -> Result<(), Failure> {
         (Some(n), _) if open.is_empty() => {
             return Err(Failure::usage(format!("nothing is open under {n}")))
         }
-        (Some(_), true) => crate::escape::printable_json(&format!("{:#}\n", open[0])),
-        (None, true) => crate::escape::printable_json(&format!("{:#}\n", Value::Array(open))),
+        (Some(_), true) => crate::present::escape::printable_json(&format!("{:#}\n", open[0])),
+        (None, true) => {
+            crate::present::escape::printable_json(&format!("{:#}\n", Value::Array(open)))
+        }
         (_, false) => open.iter().map(describe).collect(),
     };
     std::io::stdout()

@@ -1,56 +1,65 @@
 //! The volume commands: format, dump, add-key, remove-key, change-key, test-key, header
 //! backup/restore, repair, erase. Each opens the image through the one opener
-//! (`image.rs`), which reads and validates the header (never writing while reading) of
+//! (`volumes/image.rs`), which reads and validates the header (never writing while reading) of
 //! whatever format it is, asks for passphrases and confirmations, then makes one change.
 //! A header that fails validation is refused by all of them (exit 2, naming the rule it
 //! breaks); `dump` then still prints what it can read, and `repair` rebuilds what can be
 //! rebuilt without guessing. Wrong passphrases exit 3; nothing is written then. Only
 //! `format` names a format (`--type`).
 
-use crate::args::{
+use crate::failure::Failure;
+use crate::flags::{
     AddKeyArgs, DumpArgs, DumpJson, EraseArgs, FormatArgs, HeaderCommand, LuksType, PbkdfArgs,
     RemoveKeyArgs, RepairArgs, TestKeyArgs,
 };
-use crate::failure::Failure;
-use crate::image::{self, Access, Image, Keys as _};
-use crate::json_report;
 use crate::passphrase::{self, Secret};
-use crate::progress::Progress;
+use crate::present::json_report;
+use crate::present::progress::Progress;
+use crate::volumes::image::{self, Access, Image, Keys as _};
 use sectorcrypt_cli::parse_size;
-use sectorcrypt_image::create::{luks_key_bits, Target};
+use sectorcrypt_image::create::{
+    self, CreateOptions, GeliOptions, Kind, Made, Opt, Overwrite, Pbkdf,
+};
 use sectorcrypt_image::store::Counted;
 use sectorcrypt_volume::format::dump;
-use sectorcrypt_volume::hash::HashAlg;
+use sectorcrypt_volume::geli::metadata::algo;
 use sectorcrypt_volume::kdf::{KdfKind, KdfOptions};
 use sectorcrypt_volume::lock::Mode;
-use sectorcrypt_volume::luks::{self, FormatOptions, Version};
 use sectorcrypt_volume::{formats, Error as VolumeError, Header, KeyslotError, Store};
 
 /// The KDF options of a new keyslot of `format`, whose keyslots take `kinds` (the
 /// default first).
 fn kdf_options(p: &PbkdfArgs, format: &str, kinds: &[KdfKind]) -> Result<KdfOptions, Failure> {
-    let kind = match &p.pbkdf {
-        Some(k) => KdfKind::parse(k)?,
-        None => kinds[0],
-    };
-    if let Some(why) = kind.refusal(format, kinds) {
-        return Err(Failure::usage(why));
-    }
-    let hash = match &p.hash {
-        Some(h) => HashAlg::parse(h)?,
-        None => HashAlg::Sha256,
-    };
-    if p.iter_time == 0 {
-        return Err(Failure::usage("--iter-time must be at least 1"));
-    }
-    Ok(KdfOptions {
-        kind,
-        hash,
-        iter_time_ms: p.iter_time,
+    Ok(create::kdf_options(&pbkdf(p), format, kinds, flag_name)?)
+}
+
+/// The KDF flags as the library takes them.
+fn pbkdf(p: &PbkdfArgs) -> Pbkdf {
+    Pbkdf {
+        kind: p.pbkdf.clone(),
+        hash: p.hash.clone(),
+        iter_time_ms: Some(p.iter_time),
         memory_kib: p.pbkdf_memory,
         parallel: p.pbkdf_parallel,
-        force_iterations: p.pbkdf_force_iterations,
-    })
+        iterations: p.pbkdf_force_iterations,
+    }
+}
+
+/// The flag of each option the library's refusals name.
+fn flag_name(o: Opt) -> &'static str {
+    match o {
+        Opt::Header => "--header",
+        Opt::KeySize => "--key-size",
+        Opt::SectorSize => "--sector-size",
+        Opt::IterTime => "--iter-time",
+        Opt::RbdObjectSize => "--rbd-object-size",
+        Opt::Integrity => "--integrity",
+        Opt::NoWipe => "--no-wipe",
+        Opt::Keyfiles => "--keyfile-component",
+        Opt::NoPassphrase => "--no-passphrase",
+        Opt::VolumeKey => "a volume key",
+        Opt::GeliKind => "--type geli",
+    }
 }
 
 /// How keyslot `slot` derives its key, for messages.
@@ -59,109 +68,159 @@ fn describe_kdf(h: &Header, slot: usize) -> String {
         .map_or_else(|_| "?".to_string(), |k| k.to_string())
 }
 
-/// `--rbd-object-size`: a power of two from 4 KiB to 32 MiB, rbd's object sizes.
-fn rbd_object_size(a: &FormatArgs) -> Result<Option<u64>, Failure> {
-    let Some(text) = &a.rbd_object_size else {
-        return Ok(None);
-    };
-    if a.luks_type == LuksType::Geli {
-        return Err(Failure::usage(
-            "--rbd-object-size lays out luks1 and luks2 volumes only",
-        ));
-    }
-    let n = parse_size(text)?;
-    if !n.is_power_of_two() || !(4096..=32 << 20).contains(&n) {
-        return Err(Failure::usage(format!(
-            "--rbd-object-size {text}: an rbd object size is a power of two from 4K to 32M"
-        )));
-    }
-    Ok(Some(n))
+/// The format flags as the library's options.
+fn create_options(a: &FormatArgs) -> Result<CreateOptions, Failure> {
+    let geli = a.luks_type == LuksType::Geli;
+    Ok(CreateOptions {
+        kind: match a.luks_type {
+            LuksType::Luks1 => Kind::Luks1,
+            LuksType::Luks2 => Kind::Luks2,
+            LuksType::Geli => Kind::Geli,
+        },
+        cipher: Some(a.cipher.clone()),
+        key_bits: a.key_size,
+        sector_size: a.sector_size,
+        pbkdf: pbkdf(&a.pbkdf),
+        label: a.label.clone(),
+        header: a.header.file.clone(),
+        size: a.size.as_deref().map(parse_size).transpose()?,
+        rbd_object_size: a.rbd_object_size.as_deref().map(parse_size).transpose()?,
+        integrity: a.integrity.clone(),
+        // Keyfile components key GELI providers only (LUKS format does not read them).
+        keyfiles: if geli {
+            passphrase::keyfiles(&a.key)?
+                .iter()
+                .map(|k| Secret::from_slice(k))
+                .collect()
+        } else {
+            Vec::new()
+        },
+        volume_key: None,
+        geli: GeliOptions {
+            version: a.geli_version,
+            boot: a.geli_boot,
+            boot_loader: a.geli_boot_loader,
+            display_pass: a.geli_display_pass,
+            no_trim: a.geli_no_trim,
+            no_autoresize: a.geli_no_autoresize,
+            no_passphrase: a.key.no_passphrase,
+            no_wipe: a.no_wipe,
+        },
+        names: flag_name,
+    })
 }
 
-pub fn format(a: FormatArgs) -> Result<(), Failure> {
-    let data_alignment = rbd_object_size(&a)?;
-    let version = match a.luks_type {
-        LuksType::Luks1 => Version::Luks1,
-        LuksType::Luks2 => Version::Luks2,
-        LuksType::Geli => return crate::cmd_geli::format(a),
-    };
-    if a.integrity.is_some() || a.no_wipe {
-        return Err(Failure::usage(
-            "--integrity and --no-wipe are for GELI (--type geli) only",
-        ));
-    }
-    let vnum = if version == Version::Luks1 { 1 } else { 2 };
-    let kdf = kdf_options(&a.pbkdf, version.name(), version.kdf_kinds())?;
-    // The cipher is checked before anything is opened or created.
-    a.cipher
-        .parse::<sectorcrypt_crypto::dmcrypt::CipherSpec>()
-        .map_err(|_| {
-            Failure::usage(format!(
-                "unsupported cipher {:?} ({})",
-                a.cipher,
-                luks::ciphers().collect::<Vec<_>>().join(", ")
-            ))
-        })?;
-    let key_bits = luks_key_bits(&a.cipher, a.key_size)?;
-    let size = a.size.as_deref().map(parse_size).transpose()?;
-    let cx = image::context();
-    // Never a volume in use: its server would go on under the old key.
-    let target = Target::open(&a.image, a.header.file.as_deref(), size, &cx)?;
-    let result = (|| {
-        if target.existed() {
-            passphrase::confirm(
-                &format!(
-                    "This will overwrite data on {} irrevocably{}.",
-                    crate::locator::redacted(target.header_path()),
-                    crate::cmd_geli::holding(&target.signatures()?)
-                ),
-                a.key.batch,
-            )?;
+/// What `format` asks on the terminal: the confirmation, the new passphrase, and the
+/// sealing's progress.
+struct Terminal<'a> {
+    a: &'a FormatArgs,
+    sealing: Option<Progress>,
+}
+
+impl create::Steps for Terminal<'_> {
+    type Error = Failure;
+
+    fn confirm(&mut self, what: &Overwrite) -> Result<(), Failure> {
+        // `geli init` over a blank provider goes ahead without asking, as geli does.
+        if self.a.ask_only_over_a_volume && what.signatures.is_empty() {
+            return Ok(());
         }
-        let at = target.placement();
-        let _lock = target.lock(&cx)?;
-        let sector_size = match a.sector_size {
-            Some(n) => n,
-            None => luks::default_sector_size(version, at)?,
-        };
-        let opts = FormatOptions {
-            version,
-            cipher: a.cipher.clone(),
-            key_bytes: key_bits / 8,
-            sector_size,
-            kdf,
-            label: a.label.clone().unwrap_or_default(),
-            data_offset: None,
-            data_alignment,
-            uuid: None,
-        };
-        let pass = passphrase::new(a.key.key_file.as_deref())?;
-        let (h, u) = luks::format_at(at, &opts, &pass, None)?;
-        let place = if target.detached() {
-            format!(
-                " (header in {})",
-                crate::locator::redacted(target.header_path())
-            )
+        let place = if what.last_sector {
+            "the last sector of"
         } else {
-            String::new()
+            "data on"
         };
-        println!(
-            "{}: LUKS{vnum} volume {}, {} with a {}-bit key, {}-byte sectors, {} bytes of data at offset {}{place}",
-            crate::locator::redacted(&a.image),
-            h.uuid().unwrap_or("-"),
-            u.cipher,
-            key_bits,
-            u.sector_size,
-            u.data_size,
-            u.data_offset
-        );
-        println!("keyslot {}: {}", u.keyslot, describe_kdf(&h, u.keyslot));
-        Ok(())
-    })();
-    if result.is_err() {
-        target.discard();
+        passphrase::confirm(
+            &format!(
+                "This will overwrite {place} {} irrevocably{}.",
+                crate::present::locator::redacted(&what.path),
+                holding(&what.signatures)
+            ),
+            self.a.key.batch,
+        )
     }
-    result
+
+    fn passphrase(&mut self) -> Result<Secret, Failure> {
+        passphrase::new(self.a.key.key_file.as_deref())
+    }
+
+    fn sealed(&mut self, done: u64, total: u64) {
+        let progress = self
+            .sealing
+            .get_or_insert_with(|| Progress::bytes("wipe", Some(total)));
+        progress.set(done);
+        if done == total {
+            if let Some(p) = self.sealing.take() {
+                p.finish();
+            }
+        }
+    }
+}
+
+/// `, and wipe what it holds now: LUKS header at offset 0x0, ...` for a confirmation:
+/// what the format about to be written will wipe (nothing when `found` is empty).
+fn holding(found: &[formats::Signature]) -> String {
+    if found.is_empty() {
+        return String::new();
+    }
+    let all: Vec<String> = found.iter().map(ToString::to_string).collect();
+    format!(
+        ", and wipe what it holds now: {} (no other format's header stays live)",
+        all.join(", ")
+    )
+}
+
+/// `format` (and `geli init`): the library's creator, its result shown.
+pub fn format(a: FormatArgs) -> Result<(), Failure> {
+    let opts = create_options(&a)?;
+    let mut steps = Terminal {
+        a: &a,
+        sealing: None,
+    };
+    let made = create::create(&a.image, &opts, &image::context(), &mut steps)?;
+    let u = &made.unlocked;
+    let image = crate::present::locator::redacted(&a.image);
+    match &made.made {
+        Made::Luks(h) => {
+            let vnum = if a.luks_type == LuksType::Luks1 { 1 } else { 2 };
+            let place = if made.detached {
+                format!(
+                    " (header in {})",
+                    crate::present::locator::redacted(&made.header_path)
+                )
+            } else {
+                String::new()
+            };
+            println!(
+                "{image}: LUKS{vnum} volume {}, {} with a {}-bit key, {}-byte sectors, {} bytes of data at offset {}{place}",
+                h.uuid().unwrap_or("-"),
+                u.cipher,
+                made.key_bits,
+                u.sector_size,
+                u.data_size,
+                u.data_offset
+            );
+            println!("keyslot {}: {}", u.keyslot, describe_kdf(h, u.keyslot));
+        }
+        Made::Geli(geli) => {
+            let md = geli.metadata();
+            println!(
+                "{image}: GELI provider (metadata version {}), {}{} with a {}-bit key, \
+                 {}-byte sectors, {} bytes of data, iterations {}",
+                md.version,
+                algo::name(md.ealgo),
+                match md.aalgo {
+                    0 => String::new(),
+                    a => format!(" and {}", algo::name(a)),
+                },
+                md.keylen,
+                u.sector_size,
+                u.data_size,
+                md.iterations
+            );
+        }
+    }
+    Ok(())
 }
 
 fn print_json(v: &serde_json::Value) -> Result<(), Failure> {
@@ -224,11 +283,11 @@ pub fn repair(a: RepairArgs) -> Result<(), Failure> {
     if done.is_empty() {
         println!(
             "{}: no known problems in the header",
-            crate::locator::redacted(&a.image)
+            crate::present::locator::redacted(&a.image)
         );
     }
     for d in done {
-        println!("{}: {d}", crate::locator::redacted(&a.image));
+        println!("{}: {d}", crate::present::locator::redacted(&a.image));
     }
     Ok(())
 }
@@ -290,7 +349,7 @@ pub fn remove_key(a: RemoveKeyArgs) -> Result<(), Failure> {
             passphrase::confirm(
                 &format!(
                     "Keyslot {slot} is the last one: after removing it nobody can open {}.",
-                    crate::locator::redacted(&a.image)
+                    crate::present::locator::redacted(&a.image)
                 ),
                 a.key.batch,
             )?;
@@ -316,7 +375,7 @@ pub fn test_key(a: TestKeyArgs) -> Result<(), Failure> {
         println!(
             "keyslot {} opens {}",
             u.keyslot,
-            crate::locator::redacted(&a.image)
+            crate::present::locator::redacted(&a.image)
         );
     }
     Ok(())
@@ -340,7 +399,7 @@ pub fn header(c: HeaderCommand) -> Result<(), Failure> {
             sectorcrypt_volume::backup_header(&files.store, &file)?;
             println!(
                 "headers and keyslots of {} saved to {}",
-                crate::locator::redacted(&files.header_path),
+                crate::present::locator::redacted(&files.header_path),
                 file.display()
             );
             Ok(())
@@ -355,7 +414,7 @@ pub fn header(c: HeaderCommand) -> Result<(), Failure> {
             let backup = image::open_store(&file, false)?;
             let saved = Header::read(&backup)?;
             let files = image::files(&image, &header, Access::Replace)?;
-            let target = crate::locator::redacted(&files.header_path);
+            let target = crate::present::locator::redacted(&files.header_path);
             let current = files.read_header().ok();
             let warning = match (current.as_ref().and_then(Header::uuid), saved.uuid()) {
                 (Some(now), Some(then)) if now != then => format!(
@@ -383,7 +442,7 @@ pub fn erase(a: EraseArgs) -> Result<(), Failure> {
     passphrase::confirm(
         &format!(
             "This will destroy every keyslot of {}: the data cannot be opened again without a header backup.",
-            crate::locator::redacted(&img.files.header_path)
+            crate::present::locator::redacted(&img.files.header_path)
         ),
         a.batch,
     )?;
@@ -397,7 +456,7 @@ pub fn erase(a: EraseArgs) -> Result<(), Failure> {
     })?;
     println!(
         "all keyslots of {} destroyed",
-        crate::locator::redacted(&img.files.header_path)
+        crate::present::locator::redacted(&img.files.header_path)
     );
     Ok(())
 }

@@ -1,7 +1,7 @@
 //! The ciphers of `sectorcrypt cipher`, as one table: each name with its key lengths, its
 //! IV rule, its tag rule and the options it takes ([`CIPHERS`]).
 //!
-//! Everything else reads this table: the `cipher` command (`cmd_cipher/job.rs`) checks the
+//! Everything else reads this table: the `cipher` command (`commands/cipher/job.rs`) checks the
 //! command line against it, the error messages that list ciphers, lengths or options are
 //! built from it, and so is the `--cipher` help ([`help`]). No other code lists the ciphers; the unit
 //! tests tie the table to the crypto crate (its dm-crypt strings and what its constructors
@@ -11,7 +11,7 @@ pub mod help;
 
 use std::fmt;
 
-/// The job a cipher makes (see `cmd_cipher/job.rs`).
+/// The job a cipher makes (see `commands/cipher/job.rs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
     /// A dm-crypt cipher string: the name parses as a `CipherSpec`; whole sectors, IVs

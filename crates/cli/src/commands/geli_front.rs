@@ -11,18 +11,18 @@
 //! prints the equivalent sectorcrypt command first. Passphrase files (`-j`, `-J`) count up
 //! to their first newline, as every GELI passphrase does here (`geli::keys`).
 
-use crate::args::{
-    DumpArgs, EraseArgs, FormatArgs, HeaderArg, HeaderCommand, KeyArgs, LuksType, OpenArgs,
-    PbkdfArgs, ResizeArgs, ServeArgs, TestKeyArgs,
-};
-use crate::args_geli::{
+use crate::commands::{geli as cmd_geli, serve as cmd_serve, volume as cmd_volume};
+use crate::failure::Failure;
+use crate::flags::geli::{
     AttachArgs, ConfigureArgs, DelkeyArgs, GeliArgs, InitArgs, Listen, OnetimeArgs, Provs,
     RestoreArgs, SetkeyArgs, Verb, VersionArgs, BACKUP_DIR, BACKUP_DIR_VAR,
 };
-use crate::failure::Failure;
-use crate::image::{self, Access, Keys as _};
+use crate::flags::{
+    DumpArgs, EraseArgs, FormatArgs, HeaderArg, HeaderCommand, KeyArgs, LuksType, OpenArgs,
+    PbkdfArgs, ResizeArgs, ServeArgs, TestKeyArgs,
+};
 use crate::passphrase;
-use crate::{cmd_geli, cmd_serve, cmd_volume};
+use crate::volumes::image::{self, Access, Keys as _};
 use sectorcrypt_volume::format::Format as _;
 use sectorcrypt_volume::geli::metadata::flags;
 use sectorcrypt_volume::geli::onetime::OnetimeOptions;
@@ -76,7 +76,10 @@ fn serve(open: OpenArgs, listen: Listen, exit_after_last: bool, flags: u32) -> R
 /// (integrity, encryption algorithm given by `-a`).
 fn authentication(aalgo: Option<&str>) -> (Option<String>, Option<String>) {
     match aalgo {
-        Some(n) if cmd_geli::aalgo(n).is_err() && !n.to_ascii_lowercase().starts_with("hmac") => {
+        Some(n)
+            if sectorcrypt_image::create::geli_aalgo(n).is_err()
+                && !n.to_ascii_lowercase().starts_with("hmac") =>
+        {
             eprintln!(
                 "warning: The -e option, not the -a option is now used to specify encryption \
                  algorithm to use."
@@ -96,7 +99,7 @@ fn shown(verbose: bool, command: impl FnOnce() -> String) {
 
 /// A path as shown in a command line.
 fn arg(p: &Path) -> String {
-    crate::locator::redacted(p)
+    crate::present::locator::redacted(p)
 }
 
 /// ` --key-file F --keyfile-component K ... [--no-passphrase]`, as `key` says.
@@ -221,7 +224,7 @@ fn provider_flags(prov: &Path) -> Result<u32, Failure> {
         Some(g) => Ok(g.metadata().flags),
         None => Err(Failure::usage(format!(
             "{} is not a GELI provider",
-            crate::locator::redacted(prov)
+            crate::present::locator::redacted(prov)
         ))),
     }
 }
@@ -243,7 +246,7 @@ fn attach(a: AttachArgs, v: bool) -> Result<(), Failure> {
             "{} has no data authentication (its AUTH flag is clear), and --integrity asks \
              for it: the provider was made without -a, or the flag was cleared by whoever \
              could write its metadata (the flag is not itself authenticated)",
-            crate::locator::redacted(&a.prov)
+            crate::present::locator::redacted(&a.prov)
         )));
     }
     if a.dryrun {
@@ -292,10 +295,12 @@ fn attach(a: AttachArgs, v: bool) -> Result<(), Failure> {
 fn onetime(a: OnetimeArgs, v: bool) -> Result<(), Failure> {
     let (integrity, a_ealgo) = authentication(a.aalgo.as_deref());
     let mut opts = OnetimeOptions {
-        ealgo: cmd_geli::ealgo(a_ealgo.or(a.ealgo).as_deref().unwrap_or("aes-xts"))?,
+        ealgo: sectorcrypt_image::create::geli_ealgo(
+            a_ealgo.or(a.ealgo).as_deref().unwrap_or("aes-xts"),
+        )?,
         aalgo: integrity
             .as_deref()
-            .map(cmd_geli::aalgo)
+            .map(sectorcrypt_image::create::geli_aalgo)
             .transpose()?
             .unwrap_or(0),
         keylen: a.keylen.unwrap_or(0),
@@ -380,7 +385,7 @@ fn init(a: InitArgs, v: bool) -> Result<(), Failure> {
     write_backup(&prov, &file).map_err(|e| {
         Failure::runtime(format!(
             "{} is initialized, but its metadata backup {} could not be written: {}",
-            crate::locator::redacted(&prov),
+            crate::present::locator::redacted(&prov),
             file.display(),
             e.message()
         ))
@@ -388,7 +393,7 @@ fn init(a: InitArgs, v: bool) -> Result<(), Failure> {
     println!(
         "\nMetadata backup for provider {p} can be found in {f}\nand can be restored with \
          the following command:\n\n\tsectorcrypt geli restore {f} {p}\n",
-        p = crate::locator::redacted(&prov),
+        p = crate::present::locator::redacted(&prov),
         f = file.display()
     );
     Ok(())
@@ -430,7 +435,7 @@ fn format_command(a: &FormatArgs) -> String {
 /// provider's name without a leading /dev/, each '/' an '_', then ".eli". A remote
 /// provider's name is its locator without secrets (no `key=` in a file name).
 fn default_backup(prov: &Path) -> PathBuf {
-    let name = crate::locator::redacted(prov);
+    let name = crate::present::locator::redacted(prov);
     let name = name
         .strip_prefix("/dev/")
         .unwrap_or(&name)
@@ -447,11 +452,9 @@ fn write_backup(prov: &Path, file: &Path) -> Result<(), Failure> {
     use std::os::unix::fs::OpenOptionsExt as _;
     let img = image::open(prov, &HeaderArg::default(), Access::Inspect)?;
     let _lock = img.files.lock(Mode::Shared)?;
-    let size = img
-        .files
-        .store
-        .size()
-        .map_err(|e| Failure::runtime(format!("{}: {e}", crate::locator::redacted(prov))))?;
+    let size = img.files.store.size().map_err(|e| {
+        Failure::runtime(format!("{}: {e}", crate::present::locator::redacted(prov)))
+    })?;
     let mut sector = zeroize::Zeroizing::new(Vec::new());
     for piece in img.header.format().backup_pieces(size) {
         let mut bytes = vec![0u8; piece.len as usize];
@@ -459,7 +462,10 @@ fn write_backup(prov: &Path, file: &Path) -> Result<(), Failure> {
             .store
             .read_at(&mut bytes, piece.image)
             .map_err(|e| {
-                Failure::runtime(format!("reading {}: {e}", crate::locator::redacted(prov)))
+                Failure::runtime(format!(
+                    "reading {}: {e}",
+                    crate::present::locator::redacted(prov)
+                ))
             })?;
         sector.extend_from_slice(&bytes);
     }
@@ -522,7 +528,10 @@ fn configure(a: ConfigureArgs, v: bool) -> Result<(), Failure> {
             Ok((g.set_flags(store, flags)?, g.metadata().flag_names()))
         })?;
         let what = if changed { "now" } else { "unchanged:" };
-        println!("flags of {} {what} {now}", crate::locator::redacted(prov));
+        println!(
+            "flags of {} {what} {now}",
+            crate::present::locator::redacted(prov)
+        );
     }
     Ok(())
 }
@@ -532,7 +541,7 @@ fn geli_header<'a>(h: &'a mut Header, prov: &Path) -> Result<&'a mut Geli, Failu
     h.downcast_mut::<Geli>().ok_or_else(|| {
         Failure::usage(format!(
             "{} is not a GELI provider",
-            crate::locator::redacted(prov)
+            crate::present::locator::redacted(prov)
         ))
     })
 }
@@ -552,7 +561,7 @@ fn clear(a: Provs, v: bool) -> Result<(), Failure> {
         let at = geli::clear(&store)?;
         println!(
             "metadata cleared on {} (the sector at {at} zeroed)",
-            crate::locator::redacted(prov)
+            crate::present::locator::redacted(prov)
         );
     }
     Ok(())
@@ -631,7 +640,7 @@ fn setkey(a: SetkeyArgs, v: bool) -> Result<(), Failure> {
     println!(
         "master key {slot} of {} set\nNote, that the master key encrypted with old keys \
          and/or passphrase may still exist in a metadata backup file.",
-        crate::locator::redacted(&a.prov)
+        crate::present::locator::redacted(&a.prov)
     );
     Ok(())
 }
@@ -642,7 +651,7 @@ fn delkey(a: DelkeyArgs) -> Result<(), Failure> {
     if img.header.name() != geli::NAME {
         return Err(Failure::usage(format!(
             "{} is not a GELI provider",
-            crate::locator::redacted(&a.prov)
+            crate::present::locator::redacted(&a.prov)
         )));
     }
     let removed = img.change(|h, store| {
@@ -680,7 +689,7 @@ fn restore_forced(a: RestoreArgs) -> Result<(), Failure> {
     let g = resize::restore_resized(&store, &backup)?;
     println!(
         "metadata of {} restored from {} (provider size {})",
-        crate::locator::redacted(&a.prov),
+        crate::present::locator::redacted(&a.prov),
         a.file.display(),
         g.metadata().provsize
     );
@@ -702,10 +711,14 @@ fn version(a: VersionArgs) -> Result<(), Failure> {
         let g = h.header.downcast_ref::<geli::Geli>().ok_or_else(|| {
             Failure::usage(format!(
                 "{} is not a GELI provider",
-                crate::locator::redacted(p)
+                crate::present::locator::redacted(p)
             ))
         })?;
-        println!("{}: {}", crate::locator::redacted(p), g.metadata().version);
+        println!(
+            "{}: {}",
+            crate::present::locator::redacted(p),
+            g.metadata().version
+        );
     }
     Ok(())
 }

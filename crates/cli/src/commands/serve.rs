@@ -19,9 +19,9 @@
 //! cores the OSDs share (sequential NBD writes over a single-node cluster, bench/ceph.sh:
 //! 53-65 centiseconds of server CPU per GiB with 6, 61-78 with 16, qemu-nbd 48-64).
 
-use crate::args::ServeArgs;
-use crate::args_tls::{TlsArgs, TlsMode};
 use crate::failure::Failure;
+use crate::flags::tls::{TlsArgs, TlsMode};
+use crate::flags::ServeArgs;
 use sectorcrypt_nbd::tls::{ServerTls, TlsError};
 use sectorcrypt_nbd::{Listen, Server, ServerConfig};
 use signal_hook::consts::{SIGINT, SIGTERM};
@@ -48,14 +48,14 @@ pub fn run(a: ServeArgs) -> Result<(), Failure> {
     let tls_kind = tls.as_ref().map(|t| (t.required(), t.verify_peer()));
     // Unlocked on a thread of its own: a signal during a key derivation made to last for
     // hours stops the server at once.
-    let mut export = crate::cmd_open::unlock_interruptibly(&a.open, &mut signals)?;
+    let mut export = crate::commands::open::unlock_interruptibly(&a.open, &mut signals)?;
     export.allow_discards(a.allow_discards);
     let defaults = ServerConfig::default();
-    let remote = crate::locator::locate(&a.open.image)?;
+    let remote = crate::present::locator::locate(&a.open.image)?;
     let workers = match remote {
-        crate::locator::Location::Local => defaults.workers_per_connection,
-        crate::locator::Location::Nbd(_) => NBD_WORKERS,
-        crate::locator::Location::Rbd(_) => RBD_WORKERS,
+        crate::present::locator::Location::Local => defaults.workers_per_connection,
+        crate::present::locator::Location::Nbd(_) => NBD_WORKERS,
+        crate::present::locator::Location::Rbd(_) => RBD_WORKERS,
     };
     let socket_mode = a.socket_mode.unwrap_or(defaults.socket_mode);
     let config = ServerConfig {
@@ -63,7 +63,7 @@ pub fn run(a: ServeArgs) -> Result<(), Failure> {
         export_name: a.export_name.clone(),
         description: Some(format!(
             "sectorcrypt {}",
-            crate::locator::redacted(&a.open.image)
+            crate::present::locator::redacted(&a.open.image)
         )),
         read_timeout: Duration::from_secs(a.timeout),
         idle_timeout: Duration::from_secs(a.idle_timeout),

@@ -1,16 +1,16 @@
 //! `read` and `write`: plaintext in and out of a volume through the sector engine's
 //! pipelined `read_to` / `write_from` (the standard stream or file is served by a second
 //! thread while the engine's workers encrypt or decrypt). `read` replaces a regular
-//! `--output` file only on success and writes through a FIFO or device (`output.rs`);
+//! `--output` file only on success and writes through a FIFO or device (`present/output.rs`);
 //! `write` checks that a file input fits before writing anything (stdin's
 //! length is unknown: it stops with an error at the end of the volume). Progress: the bytes
-//! the caller's input or output passes are counted (`progress.rs`).
+//! the caller's input or output passes are counted (`present/progress.rs`).
 
-use crate::args::{HeaderArg, KeyArgs, ReadArgs, WriteArgs};
 use crate::failure::Failure;
-use crate::image::{self, Claims};
-use crate::output::Output;
-use crate::progress::Progress;
+use crate::flags::{HeaderArg, KeyArgs, ReadArgs, WriteArgs};
+use crate::present::output::Output;
+use crate::present::progress::Progress;
+use crate::volumes::image::{self, Claims};
 use sectorcrypt_volume::engine::{EngineOptions, Volume};
 use std::fs::File;
 use std::io::{IsTerminal, Read, Write};
@@ -89,7 +89,7 @@ pub fn read(a: ReadArgs) -> Result<(), Failure> {
         )));
     }
     // Output: a regular file is replaced only on success, a FIFO or device written
-    // through (see `output.rs`).
+    // through (see `present/output.rs`).
     let mut file = a.output.as_deref().map(Output::open).transpose()?;
     let mut stdout = std::io::stdout();
     let out: &mut (dyn Write + Send) = match file.as_mut() {
@@ -106,7 +106,7 @@ pub fn read(a: ReadArgs) -> Result<(), Failure> {
         if counted.failed {
             io_err("output", e)
         } else {
-            io_err(crate::locator::redacted(&a.image), e)
+            io_err(crate::present::locator::redacted(&a.image), e)
         }
     })?;
     if let (Some(f), Some(p)) = (file, &a.output) {
@@ -169,17 +169,17 @@ pub fn write(a: WriteArgs) -> Result<(), Failure> {
         } else if e.kind() == std::io::ErrorKind::InvalidInput {
             Failure::usage(e.to_string())
         } else {
-            io_err(crate::locator::redacted(&a.image), e)
+            io_err(crate::present::locator::redacted(&a.image), e)
         }
     });
     // Flush what was written even when the input failed part-way.
     vol.flush()
-        .map_err(|e| io_err(crate::locator::redacted(&a.image), e))?;
+        .map_err(|e| io_err(crate::present::locator::redacted(&a.image), e))?;
     let stored = result?;
     progress.finish();
     eprintln!(
         "{stored} bytes written to {}",
-        crate::locator::redacted(&a.image)
+        crate::present::locator::redacted(&a.image)
     );
     Ok(())
 }

@@ -1,6 +1,6 @@
 //! The command line, as clap definitions. The flags are an interface scripts rely on.
 
-use crate::listed::Listed;
+use crate::flags::listed::Listed;
 use clap::builder::PossibleValue;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
@@ -22,8 +22,8 @@ pub struct Cli {
     /// derivation) on standard error: auto (a line on a terminal, nothing otherwise), none,
     /// or json (one JSON object a line, once a second).
     #[arg(long, global = true, value_enum, value_name = "WHEN",
-          default_value_t = crate::progress::ProgressMode::Auto)]
-    pub progress: crate::progress::ProgressMode,
+          default_value_t = crate::present::progress::ProgressMode::Auto)]
+    pub progress: crate::present::progress::ProgressMode,
 }
 
 /// How volumes on remote stores are reached: global, as every volume command takes an
@@ -61,7 +61,7 @@ impl RemoteArgs {
 pub enum Command {
     /// Encrypt, decrypt or MAC a stream: dm-crypt cipher strings, raw AES modes, AES-GCM,
     /// GOST 28147-89 and Magma.
-    #[command(after_long_help = crate::ciphers::help::EXAMPLES)]
+    #[command(after_long_help = crate::flags::ciphers::help::EXAMPLES)]
     Cipher(CipherArgs),
     /// Show the CPU features seen and the backend chosen for each algorithm.
     #[command(after_long_help = BACKENDS_HELP)]
@@ -97,8 +97,8 @@ pub enum Command {
     Resize(ResizeArgs),
     /// geli(8)'s verbs with its own flag letters: init, attach, onetime, setkey, delkey,
     /// kill, backup, restore, resize, dump, version.
-    #[command(after_long_help = crate::args_geli::HELP)]
-    Geli(crate::args_geli::GeliArgs),
+    #[command(after_long_help = crate::flags::geli::HELP)]
+    Geli(crate::flags::geli::GeliArgs),
     /// Write a volume's plaintext to standard output or a file.
     Read(ReadArgs),
     /// Store plaintext from standard input or a file into a volume.
@@ -113,23 +113,23 @@ pub enum Command {
     Umount(UmountArgs),
     /// Unlock a volume under NAME and serve it in the background: NBD, and on request a
     /// FUSE file and a loop device.
-    #[command(after_long_help = crate::args_open::OPEN_HELP)]
+    #[command(after_long_help = crate::flags::open::OPEN_HELP)]
     Open {
         #[command(flatten)]
         open: OpenArgs,
         #[command(flatten)]
-        named: crate::args_open::NamedArgs,
+        named: crate::flags::open::NamedArgs,
     },
     /// Stop what `open` started under NAME: detach, unmount, flush, stop the server.
-    Close(crate::args_open::CloseArgs),
+    Close(crate::flags::open::CloseArgs),
     /// List the volumes `open` serves: format, cipher, size, URI, mount, loop device.
-    Status(crate::args_open::StatusArgs),
+    Status(crate::flags::open::StatusArgs),
     /// Print the completion script of a shell (bash, zsh or fish) for sectorcrypt.
-    #[command(after_long_help = crate::args_manuals::COMPLETIONS_HELP)]
-    Completions(crate::args_manuals::CompletionsArgs),
+    #[command(after_long_help = crate::flags::manuals::COMPLETIONS_HELP)]
+    Completions(crate::flags::manuals::CompletionsArgs),
     /// Write the manual pages of sectorcrypt and of each of its commands into a folder.
-    #[command(after_long_help = crate::args_manuals::MAN_HELP)]
-    Man(crate::args_manuals::ManArgs),
+    #[command(after_long_help = crate::flags::manuals::MAN_HELP)]
+    Man(crate::flags::manuals::ManArgs),
 }
 
 const FORMAT_HELP: &str = "\
@@ -440,7 +440,7 @@ pub enum Direction {
 }
 
 /// `cipher`: which option goes with which cipher is in the cipher table
-/// (`cmd_cipher::table`), which the `--cipher` help lists and the command checks.
+/// (`ciphers::CIPHERS`), which the `--cipher` help lists and the command checks.
 #[derive(Debug, Args)]
 #[command(group(clap::ArgGroup::new("keysrc").required(true).args(["key", "key_file"])))]
 pub struct CipherArgs {
@@ -449,7 +449,7 @@ pub struct CipherArgs {
     pub direction: Direction,
     /// The cipher: a dm-crypt cipher string, a raw AES mode, AES-GCM, GOST 28147-89 or
     /// Magma.
-    #[arg(long, value_name = "SPEC", value_parser = crate::ciphers::help::CIPHER_NAMES)]
+    #[arg(long, value_name = "SPEC", value_parser = crate::flags::ciphers::help::CIPHER_NAMES)]
     pub cipher: String,
     /// The key as hex digits.
     #[arg(long, value_name = "HEX")]
@@ -470,7 +470,7 @@ pub struct CipherArgs {
     pub tag_len: Option<usize>,
     /// The GOST 28147-89 S-box parameter set by OID name or dotted OID (required, no
     /// default).
-    #[arg(long, value_name = "NAME", value_parser = crate::ciphers::help::SBOX_NAMES)]
+    #[arg(long, value_name = "NAME", value_parser = crate::flags::ciphers::help::SBOX_NAMES)]
     pub sbox: Option<String>,
     /// CryptoPro key meshing (RFC 4357) every 1024 bytes.
     #[arg(long)]
@@ -688,7 +688,7 @@ pub struct ServeArgs {
     #[arg(skip)]
     pub exit_after_last: bool,
     #[command(flatten)]
-    pub tls: crate::args_tls::TlsArgs,
+    pub tls: crate::flags::tls::TlsArgs,
 }
 
 /// A file mode in octal: permission bits only (at most 0777).
@@ -728,3 +728,10 @@ pub struct UmountArgs {
     #[arg(value_name = "MOUNTPOINT")]
     pub mountpoint: PathBuf,
 }
+
+pub mod ciphers;
+pub mod geli;
+pub mod listed;
+pub mod manuals;
+pub mod open;
+pub mod tls;
