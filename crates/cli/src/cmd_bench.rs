@@ -37,6 +37,8 @@ pub fn run(a: BenchArgs) -> Result<(), Failure> {
         quick: a.quick,
         threads: a.threads,
         json: a.json,
+        // The newest OpenSSL and AWS-LC, when scripts/bench-peers.sh has built them.
+        peers: sectorcrypt_bench::peers::locate(),
     };
     let mut out = std::io::stdout().lock();
     let report = sectorcrypt_bench::run(&opts, &mut out).map_err(Failure::runtime)?;
