@@ -17,6 +17,8 @@ set -euo pipefail
 # completion scripts).
 # C library tests: gcc and libc6-dev (cc builds the C test program), pkg-config (above),
 # binutils (readelf shows the library's SONAME; install-lib.sh reads it there too).
+# The bench's peer libraries (scripts/bench-peers.sh): perl and make (openssl-src runs
+# OpenSSL's Configure and make; aws-lc-sys compiles with gcc, above).
 # `deps.sh bench`: fio (its nbd engine gives bench/nbd.sh the 4 KiB random-read IOPS).
 # `deps.sh python`: a venv for the Python package (crates/python) in target/venv, with
 # maturin (builds the wheel), pytest, cryptography (the tests' reference) and numpy (buffers
@@ -27,7 +29,7 @@ set -euo pipefail
 # ceph-common, uuid-runtime) and librbd-dev/librados-dev, which the `rbd` feature links.
 needed=(pkg-config libssl-dev cryptsetup-bin qemu-utils nbdkit libnbd-bin fuse3
     libengine-gost-openssl e2fsprogs python3-libnbd grub-common dosfstools mtools
-    python3-cryptography xz-utils openssl groff-base zsh fish gcc libc6-dev binutils)
+    python3-cryptography xz-utils openssl groff-base zsh fish gcc libc6-dev binutils perl make)
 if [ "${1:-}" = bench ]; then
     needed=(fio)
 fi

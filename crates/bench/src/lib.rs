@@ -191,7 +191,10 @@ fn check_outputs(case: &str, ours: &mut Side<'_>, peers: &mut [Side<'_>]) -> Res
 /// The peer libraries of `opts` that are present, loaded, and the notes on those absent.
 /// Under `SECTORCRYPT_STRICT=1` an absent one is an error; a file that does not load always
 /// is.
-fn load_peers(opts: &BenchOptions) -> Result<(Vec<peers::Peer>, Vec<String>), String> {
+fn load_peers(
+    opts: &BenchOptions,
+    strict: bool,
+) -> Result<(Vec<peers::Peer>, Vec<String>), String> {
     let (mut loaded, mut absent) = (vec![], vec![]);
     for loc in &opts.peers {
         match &loc.path {
@@ -199,7 +202,6 @@ fn load_peers(opts: &BenchOptions) -> Result<(Vec<peers::Peer>, Vec<String>), St
             None => absent.push(peers::absent_note(loc.kind)),
         }
     }
-    let strict = std::env::var_os("SECTORCRYPT_STRICT").is_some_and(|v| v == "1");
     if strict && !absent.is_empty() {
         return Err(format!(
             "SECTORCRYPT_STRICT=1 and a peer library is missing: {}",
@@ -239,7 +241,8 @@ pub fn run(opts: &BenchOptions, out: &mut dyn Write) -> Result<Report, String> {
             .map(|n| n.get())
             .unwrap_or(1)
     });
-    let (libraries, peers_absent) = load_peers(opts)?;
+    let strict = std::env::var_os("SECTORCRYPT_STRICT").is_some_and(|v| v == "1");
+    let (libraries, peers_absent) = load_peers(opts, strict)?;
     let clock_ghz = clock::measure_ghz(opts.quick);
     let features: Vec<String> = cpu::features()
         .names()
@@ -399,13 +402,22 @@ mod tests {
 
     /// The JSON report of a quick one-thread run of the cases matching `filter`.
     fn quick_json(filter: &str, backend: Option<Backend>) -> serde_json::Value {
+        quick_json_with(filter, backend, vec![])
+    }
+
+    /// [`quick_json`] with the peer libraries `peers`.
+    fn quick_json_with(
+        filter: &str,
+        backend: Option<Backend>,
+        peers: Vec<peers::PeerLocation>,
+    ) -> serde_json::Value {
         let opts = BenchOptions {
             filter: Some(filter.into()),
             backend,
             quick: true,
             threads: Some(1),
             json: true,
-            peers: vec![],
+            peers,
         };
         let mut out = vec![];
         run(&opts, &mut out).unwrap();
@@ -473,5 +485,166 @@ mod tests {
         assert_eq!(r["backend"], Backend::selected().unwrap().name());
         assert_eq!(r["peer"], "sectorcrypt-luks2-xts-engine");
         assert!(r["ratio"].as_f64().unwrap() > 0.0);
+    }
+
+    /// A side whose every call writes `bytes` into its output.
+    fn fixed_side(name: &str, bytes: &'static [u8]) -> Side<'static> {
+        let out: peers::Output = std::rc::Rc::new(std::cell::RefCell::new(vec![0; 8]));
+        let o = out.clone();
+        Side {
+            name: name.into(),
+            version: Some(format!("{name} 1.0")),
+            bytes: bytes.len(),
+            call: Box::new(move || o.borrow_mut()[..bytes.len()].copy_from_slice(bytes)),
+            output: Some((out, bytes.len())),
+        }
+    }
+
+    #[test]
+    fn a_peer_whose_output_differs_from_ours_ends_the_case_with_an_error() {
+        let mut ours = fixed_side("sectorcrypt", b"abcd");
+        let mut same = [fixed_side("same", b"abcd")];
+        assert_eq!(check_outputs("c", &mut ours, &mut same), Ok(()));
+        let mut peers = [fixed_side("same", b"abcd"), fixed_side("other", b"abcX")];
+        assert_eq!(
+            check_outputs("c", &mut ours, &mut peers),
+            Err("c: the output of other (other 1.0) differs from ours".into())
+        );
+        // A side that states no output is not compared.
+        peers[1].output = None;
+        assert_eq!(check_outputs("c", &mut ours, &mut peers), Ok(()));
+    }
+
+    #[test]
+    fn an_absent_peer_is_noted_and_under_strict_is_an_error() {
+        let opts = BenchOptions {
+            peers: vec![peers::PeerLocation {
+                kind: peers::OPENSSL4,
+                path: None,
+            }],
+            ..BenchOptions::default()
+        };
+        let note = peers::absent_note(peers::OPENSSL4);
+        if std::env::var_os(peers::OPENSSL4.env).is_none() {
+            assert_eq!(note, "openssl 4: not built; run scripts/bench-peers.sh");
+        }
+        let (loaded, absent) = load_peers(&opts, false).unwrap();
+        assert!(loaded.is_empty());
+        assert_eq!(absent, [note.clone()]);
+        let err = load_peers(&opts, true).unwrap_err();
+        assert!(
+            err.contains("SECTORCRYPT_STRICT=1") && err.contains(&note),
+            "{err}"
+        );
+        // Not strict, the report carries the note.
+        let mut out = vec![];
+        let report = run(
+            &BenchOptions {
+                filter: Some("aes-128-ecb/".into()),
+                backend: Some(Backend::Soft),
+                quick: true,
+                threads: Some(1),
+                ..opts
+            },
+            &mut out,
+        )
+        .unwrap();
+        assert_eq!(report.peers_absent, [note.clone()]);
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.contains(&format!("peer {note}\n")), "{text}");
+    }
+
+    #[test]
+    fn a_file_that_is_no_peer_library_is_a_clear_error() {
+        let path = std::env::temp_dir().join(format!("sc-no-peer-{}.so", std::process::id()));
+        std::fs::write(&path, b"not an ELF file").unwrap();
+        let opts = BenchOptions {
+            peers: vec![peers::PeerLocation {
+                kind: peers::AWS_LC,
+                path: Some(path.clone()),
+            }],
+            ..BenchOptions::default()
+        };
+        let err = load_peers(&opts, false).unwrap_err();
+        std::fs::remove_file(&path).unwrap();
+        assert!(
+            err.starts_with(&format!("peer library {}: ", path.display())),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn table_labels_name_each_peer_by_its_version() {
+        assert_eq!(
+            peer_label("openssl", Some("OpenSSL 4.0.3 29 Sep 2026")),
+            "OpenSSL 4.0.3"
+        );
+        assert_eq!(peer_label("aws-lc", Some("AWS-LC 5.12.0")), "AWS-LC 5.12.0");
+        assert_eq!(peer_label("sectorcrypt-1core", None), "sectorcrypt-1core");
+    }
+
+    /// The peer libraries scripts/bench-peers.sh builds, or `None` (a skip; a failure under
+    /// SECTORCRYPT_STRICT=1) when one is not there.
+    fn built_peers() -> Option<Vec<peers::PeerLocation>> {
+        let found = peers::locate();
+        for loc in &found {
+            if loc.path.is_none() {
+                sectorcrypt_testkit::skipped!("skipped: {}", peers::absent_note(loc.kind));
+                return None;
+            }
+        }
+        Some(found)
+    }
+
+    #[test]
+    fn every_aes_case_runs_on_every_peer_that_has_its_cipher_with_equal_output() {
+        let Some(peers) = built_peers() else {
+            return;
+        };
+        // Outputs are compared inside the run: a difference fails it.
+        let v = quick_json_with("aes-", None, peers);
+        assert_eq!(v["peers_absent"], serde_json::json!([]));
+        let results = v["results"].as_array().unwrap();
+        assert!(results.len() >= 14, "{v}");
+        for r in results {
+            let name = r["name"].as_str().unwrap();
+            let peers = r["peers"].as_array().unwrap();
+            if name.ends_with("-mt") {
+                assert_eq!(peers.len(), 1, "{r}");
+                continue;
+            }
+            let versions: Vec<&str> = peers
+                .iter()
+                .map(|p| p["version"].as_str().unwrap())
+                .collect();
+            assert!(
+                versions[0].starts_with("OpenSSL 3."),
+                "{name}: {versions:?}"
+            );
+            assert!(
+                versions[1].starts_with("OpenSSL 4.0."),
+                "{name}: {versions:?}"
+            );
+            // AWS-LC has every AES mode here but AES-128-XTS.
+            if name.starts_with("aes-128-xts") {
+                assert_eq!(versions.len(), 2, "{name}: {versions:?}");
+            } else {
+                assert_eq!(versions.len(), 3, "{name}: {versions:?}");
+                assert!(versions[2].starts_with("AWS-LC "), "{name}: {versions:?}");
+                assert_eq!(peers[2]["name"], "aws-lc");
+            }
+            assert_eq!(peers[0]["name"], "openssl");
+            assert_eq!(peers[1]["name"], "openssl");
+            // The fields of before describe the system OpenSSL.
+            assert_eq!(r["peer"], "openssl");
+            assert_eq!(r["peer_bytes_per_sec"], peers[0]["bytes_per_sec"]);
+            assert_eq!(r["ratio"], peers[0]["ratio"]);
+            for p in peers {
+                let (rate, ratio) = (p["bytes_per_sec"].as_f64(), p["ratio"].as_f64());
+                let ours = r["bytes_per_sec"].as_f64().unwrap();
+                assert!(rate.unwrap() > 0.0, "{r}");
+                assert!((ratio.unwrap() - ours / rate.unwrap()).abs() < 1e-9, "{r}");
+            }
+        }
     }
 }

@@ -184,3 +184,76 @@ pub(crate) fn side(peer: Peer, job: &Job) -> Option<Side<'static>> {
         output: Some((out, compared)),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each peer library built, loaded; a skip (a failure under SECTORCRYPT_STRICT=1)
+    /// when one is missing.
+    fn loaded() -> Vec<Peer> {
+        locate()
+            .into_iter()
+            .filter_map(|loc| match loc.path {
+                Some(p) => Some(Peer::load(&p).unwrap()),
+                None => {
+                    sectorcrypt_testkit::skipped!("skipped: {}", absent_note(loc.kind));
+                    None
+                }
+            })
+            .collect()
+    }
+
+    fn hex(s: &str) -> Vec<u8> {
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn each_peer_gives_the_fips_197_aes_256_block() {
+        for peer in loaded() {
+            // FIPS-197 appendix C.3.
+            let job = Job {
+                cipher: "aes-256-ecb",
+                key: (0u8..32).collect(),
+                encrypt: true,
+                src: Rc::new(hex("00112233445566778899aabbccddeeff")),
+                shape: Shape::Message { iv: vec![0; 16] },
+            };
+            let mut side = side(peer, &job).unwrap();
+            (side.call)();
+            let (out, n) = side.output.unwrap();
+            assert_eq!(
+                out.borrow()[..n],
+                hex("8ea2b7ca516745bfeafc49904b496089"),
+                "{}",
+                peer.version()
+            );
+            assert_eq!(side.version.as_deref(), Some(peer.version()));
+        }
+    }
+
+    #[test]
+    fn a_peer_refuses_a_gcm_tag_that_does_not_verify_and_an_unknown_cipher() {
+        for peer in loaded() {
+            let key = [7u8; 32];
+            let iv = [1u8; 12];
+            let plain = [0x42u8; 100];
+            let mut enc = ffi::Context::new(peer.0, "aes-256-gcm", &key, true).unwrap();
+            let mut ct = [0u8; 116];
+            let mut tag = [0u8; 16];
+            assert!(enc.message(&iv, &plain, &mut ct, Some(&mut tag)));
+            let mut dec = ffi::Context::new(peer.0, "aes-256-gcm", &key, false).unwrap();
+            let mut back = [0u8; 116];
+            assert!(dec.message(&iv, &ct[..100], &mut back, Some(&mut tag)));
+            assert_eq!(back[..100], plain);
+            tag[0] ^= 1;
+            assert!(!dec.message(&iv, &ct[..100], &mut back, Some(&mut tag)));
+            assert!(ffi::Context::new(peer.0, "aes-256-nonsense", &key, true).is_none());
+            // A key of the wrong length is refused, not read past.
+            assert!(ffi::Context::new(peer.0, "aes-256-gcm", &key[..16], true).is_none());
+        }
+    }
+}
