@@ -530,7 +530,7 @@ mod tests {
         }
         let (loaded, absent) = load_peers(&opts, false).unwrap();
         assert!(loaded.is_empty());
-        assert_eq!(absent, [note.clone()]);
+        assert_eq!(absent, vec![note.clone()]);
         let err = load_peers(&opts, true).unwrap_err();
         assert!(
             err.contains("SECTORCRYPT_STRICT=1") && err.contains(&note),
@@ -549,7 +549,7 @@ mod tests {
             &mut out,
         )
         .unwrap();
-        assert_eq!(report.peers_absent, [note.clone()]);
+        assert_eq!(report.peers_absent, vec![note.clone()]);
         let text = String::from_utf8(out).unwrap();
         assert!(text.contains(&format!("peer {note}\n")), "{text}");
     }

@@ -1,13 +1,13 @@
 //! The peers a user would pick instead of sectorcrypt, beside the system OpenSSL the bench
 //! links: the newest OpenSSL release (built from source) and AWS-LC, each a small library
-//! of crates/peer loaded at run time ([`ffi`]), so that none of them needs to sit in the
+//! of crates/peer loaded at run time (`peers/ffi.rs`), so that none of them needs to sit in the
 //! same binary as the system OpenSSL (whose symbols a vendored OpenSSL shares).
 //!
 //! `scripts/bench-peers.sh` builds them and puts them next to the `sectorcrypt` binaries
 //! (target/release and target/debug); [`locate`] finds each there (or one directory up,
 //! for test binaries in `deps/`), or at the path in its environment variable.
 //!
-//! A case that names the work it does ([`Job`]) runs on each peer library that has the
+//! A case that names the work it does (`Job`) runs on each peer library that has the
 //! cipher: the same key, input, IVs and data units as ours.
 
 mod ffi;
