@@ -256,12 +256,6 @@ pub fn run(opts: &BenchOptions, out: &mut dyn Write) -> Result<Report, String> {
             features.join(" ")
         )
         .map_err(|e| e.to_string())?;
-        for p in &libraries {
-            writeln!(out, "peer {}: {}", p.name(), p.version()).map_err(|e| e.to_string())?;
-        }
-        for note in &peers_absent {
-            writeln!(out, "peer {note}").map_err(|e| e.to_string())?;
-        }
         writeln!(
             out,
             "{:<32} {:<7} {:>9} {:>17} {:>9} {:>7} {:>7} {:>6}  peer",
@@ -382,6 +376,16 @@ pub fn run(opts: &BenchOptions, out: &mut dyn Write) -> Result<Report, String> {
             }
         }
         results.push(r);
+    }
+    if !opts.json {
+        // Under the table (its first two lines stay the clock and the header): the peer
+        // libraries loaded, and those absent.
+        for p in &libraries {
+            writeln!(out, "peer {}: {}", p.name(), p.version()).map_err(|e| e.to_string())?;
+        }
+        for note in &peers_absent {
+            writeln!(out, "peer {note}").map_err(|e| e.to_string())?;
+        }
     }
     let report = Report {
         clock_ghz,
