@@ -42,6 +42,12 @@ pub fn run(a: BenchArgs) -> Result<(), Failure> {
     };
     let mut out = std::io::stdout().lock();
     let report = sectorcrypt_bench::run(&opts, &mut out).map_err(Failure::runtime)?;
+    if opts.json {
+        // The table names them under it; with JSON on standard output, people read this.
+        for note in &report.peers_absent {
+            eprintln!("sectorcrypt: peer {note}");
+        }
+    }
     if let Some((path, file)) = chart {
         write_chart(&opts, &report, path, file)?;
     }
