@@ -211,14 +211,15 @@ fn load_peers(
     Ok((loaded, absent))
 }
 
-/// A short label of a peer for the table: the first two words of its version
-/// (`OpenSSL 4.0.3`, `AWS-LC 5.12.0`), else its name.
+/// A short label of a peer for the table: a library by the first two words of its version
+/// (`OpenSSL 4.0.3`, `AWS-LC 5.12.0`), another side by its name, with that version when it
+/// has one (`openssl-gostprov (OpenSSL 3.0.19)`).
 fn peer_label(name: &str, version: Option<&str>) -> String {
     let words: Vec<&str> = version.unwrap_or("").split_whitespace().take(2).collect();
-    if words.len() == 2 {
-        words.join(" ")
-    } else {
-        name.to_string()
+    match (words.len(), name) {
+        (2, "openssl" | "aws-lc") => words.join(" "),
+        (2, _) => format!("{name} ({})", words.join(" ")),
+        _ => name.to_string(),
     }
 }
 
@@ -584,6 +585,10 @@ mod tests {
             "OpenSSL 4.0.3"
         );
         assert_eq!(peer_label("aws-lc", Some("AWS-LC 5.12.0")), "AWS-LC 5.12.0");
+        assert_eq!(
+            peer_label("openssl-gostprov", Some("OpenSSL 3.0.19 27 Jan 2026")),
+            "openssl-gostprov (OpenSSL 3.0.19)"
+        );
         assert_eq!(peer_label("sectorcrypt-1core", None), "sectorcrypt-1core");
     }
 
