@@ -232,8 +232,15 @@ pub fn backend_of(opts: &BenchOptions) -> Result<Backend, String> {
 }
 
 /// Runs the benchmark, writes the report to `out` (a table, or JSON with `opts.json`) and
-/// returns it.
+/// returns it. Under `SECTORCRYPT_STRICT=1` a peer library of `opts.peers` that is absent
+/// is an error.
 pub fn run(opts: &BenchOptions, out: &mut dyn Write) -> Result<Report, String> {
+    let strict = std::env::var_os("SECTORCRYPT_STRICT").is_some_and(|v| v == "1");
+    run_with(opts, out, strict)
+}
+
+/// [`run`], with an absent peer library an error when `strict`.
+fn run_with(opts: &BenchOptions, out: &mut dyn Write, strict: bool) -> Result<Report, String> {
     let backend = backend_of(opts)?;
     backend.ensure_usable().map_err(|e| e.to_string())?;
     let (runs, run_secs) = if opts.quick { (3, 0.003) } else { (7, 0.05) };
@@ -242,7 +249,6 @@ pub fn run(opts: &BenchOptions, out: &mut dyn Write) -> Result<Report, String> {
             .map(|n| n.get())
             .unwrap_or(1)
     });
-    let strict = std::env::var_os("SECTORCRYPT_STRICT").is_some_and(|v| v == "1");
     let (libraries, peers_absent) = load_peers(opts, strict)?;
     let clock_ghz = clock::measure_ghz(opts.quick);
     let features: Vec<String> = cpu::features()
@@ -543,7 +549,7 @@ mod tests {
         );
         // Not strict, the report carries the note.
         let mut out = vec![];
-        let report = run(
+        let report = run_with(
             &BenchOptions {
                 filter: Some("aes-128-ecb/".into()),
                 backend: Some(Backend::Soft),
@@ -552,6 +558,7 @@ mod tests {
                 ..opts
             },
             &mut out,
+            false,
         )
         .unwrap();
         assert_eq!(report.peers_absent, vec![note.clone()]);
