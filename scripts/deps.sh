@@ -19,6 +19,8 @@ set -euo pipefail
 # binutils (readelf shows the library's SONAME; install-lib.sh reads it there too).
 # Service tests: systemd (systemd-socket-activate passes listening sockets as systemd
 # does), prometheus (promtool checks the metrics text), curl (scrapes it).
+# The bench's peer libraries (scripts/bench-peers.sh): perl and make (openssl-src runs
+# OpenSSL's Configure and make; aws-lc-sys compiles with gcc, above).
 # `deps.sh bench`: fio (its nbd engine gives bench/nbd.sh the 4 KiB random-read IOPS).
 # `deps.sh python`: a venv for the Python package (crates/python) in target/venv, with
 # maturin (builds the wheel), pytest, cryptography (the tests' reference) and numpy (buffers
@@ -30,7 +32,7 @@ set -euo pipefail
 needed=(pkg-config libssl-dev cryptsetup-bin qemu-utils nbdkit libnbd-bin fuse3
     libengine-gost-openssl e2fsprogs python3-libnbd grub-common dosfstools mtools
     python3-cryptography xz-utils openssl groff-base zsh fish gcc libc6-dev binutils
-    systemd prometheus curl)
+    systemd prometheus curl perl make)
 if [ "${1:-}" = bench ]; then
     needed=(fio)
 fi

@@ -4,6 +4,7 @@ mod engine_threads;
 mod geli_auth;
 
 use crate::limit::Bound;
+use crate::peers::{Job, Output, Shape};
 use crate::Side;
 use openssl::cipher::{Cipher, CipherRef};
 use openssl::cipher_ctx::CipherCtx;
@@ -14,6 +15,7 @@ use sectorcrypt_crypto::{
     gost89::Sbox,
     magma, Backend, GostBackend,
 };
+use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::{mpsc, Arc};
 
@@ -21,6 +23,9 @@ use std::sync::{mpsc, Arc};
 pub(crate) struct Built {
     pub ours: Side<'static>,
     pub peer: Option<Side<'static>>,
+    /// The case's work as any EVP-like library can do it: the other peer libraries
+    /// ([`crate::peers`]) run it too. `None` for the cases whose peer is not a library.
+    pub job: Option<Job>,
 }
 
 type Build = fn(Backend, bool, usize) -> Result<Built, String>;
@@ -48,6 +53,9 @@ pub(crate) fn all() -> Vec<Case> {
         }),
         aes("aes-256-xts/512", 14, |b, _, _| {
             xts_sectors(b, 64, 512, true)
+        }),
+        aes("aes-256-xts-dec/512", 14, |b, _, _| {
+            xts_sectors(b, 64, 512, false)
         }),
         aes("aes-256-ctr/16384", 14, |b, _, _| {
             message(b, "ctr", 32, 16384)
@@ -149,13 +157,25 @@ fn e(err: impl std::fmt::Display) -> String {
     err.to_string()
 }
 
+/// A zeroed output buffer of `len` bytes that a side writes and the check before timing
+/// reads.
+fn output(len: usize) -> Output {
+    Rc::new(RefCell::new(vec![0u8; len]))
+}
+
+/// The system OpenSSL's version string (`OpenSSL 3.0.19 27 Jan 2026`).
+fn system_openssl() -> Option<String> {
+    Some(openssl::version::version().to_string())
+}
+
 /// OpenSSL, one EVP call per sector with that sector's plain64 IV (`step` IV units per
-/// sector), key set once.
+/// sector), or with `iv` when given, key set once.
 fn openssl_per_sector(
     cipher: &'static CipherRef,
     key: &[u8],
     sector: usize,
     step: u64,
+    iv: Option<[u8; 16]>,
     encrypt: bool,
     src: Rc<Vec<u8>>,
 ) -> Result<Side<'static>, String> {
@@ -168,15 +188,19 @@ fn openssl_per_sector(
     ctx.set_padding(false);
     // The crate asks for one block of slack after each output (OpenSSL may hold a block
     // back when padding is on; it is off here, so exactly `sector` bytes are written).
-    let mut dst = vec![0u8; src.len() + 16];
+    let out = output(src.len() + 16);
+    let dst = out.clone();
     let bytes = src.len();
     Ok(Side {
+        version: system_openssl(),
+        output: Some((out, bytes)),
         name: "openssl".into(),
         bytes,
         call: Box::new(move || {
+            let mut dst = dst.borrow_mut();
             for (i, s) in src.chunks_exact(sector).enumerate() {
                 let d = &mut dst[i * sector..(i + 1) * sector + 16];
-                let iv = plain64(i as u64 * step);
+                let iv = iv.unwrap_or_else(|| plain64(i as u64 * step));
                 let ok = if encrypt {
                     ctx.encrypt_init(None, None, Some(&iv))
                 } else {
@@ -201,11 +225,15 @@ fn sector_cipher(
 }
 
 fn ours_sectors(c: SectorCipher, encrypt: bool, src: Rc<Vec<u8>>) -> Side<'static> {
-    let mut dst = vec![0u8; src.len()];
+    let out = output(src.len());
+    let dst = out.clone();
     Side {
+        version: None,
+        output: Some((out, src.len())),
         name: "sectorcrypt".into(),
         bytes: src.len(),
         call: Box::new(move || {
+            let mut dst = dst.borrow_mut();
             if encrypt {
                 c.encrypt_to(0, &src, &mut dst)
             } else {
@@ -231,7 +259,26 @@ fn xts_sectors(b: Backend, key_len: usize, sector: usize, encrypt: bool) -> Resu
             encrypt,
             src.clone(),
         ),
-        peer: Some(openssl_per_sector(cipher, &k, sector, step, encrypt, src)?),
+        peer: Some(openssl_per_sector(
+            cipher,
+            &k,
+            sector,
+            step,
+            None,
+            encrypt,
+            src.clone(),
+        )?),
+        job: Some(Job {
+            cipher: if key_len == 32 {
+                "aes-128-xts"
+            } else {
+                "aes-256-xts"
+            },
+            key: k,
+            encrypt,
+            src,
+            shape: Shape::Units { unit: sector, step },
+        }),
     })
 }
 
@@ -249,9 +296,20 @@ fn cbc_sectors(b: Backend, sector: usize, count: usize) -> Result<Built, String>
             &k,
             sector,
             (sector / 512) as u64,
+            None,
             true,
-            src,
+            src.clone(),
         )?),
+        job: Some(Job {
+            cipher: "aes-256-cbc",
+            key: k,
+            encrypt: true,
+            src,
+            shape: Shape::Units {
+                unit: sector,
+                step: (sector / 512) as u64,
+            },
+        }),
     })
 }
 
@@ -261,43 +319,55 @@ fn message(b: Backend, what: &'static str, key_len: usize, len: usize) -> Result
     let k = key(key_len);
     let src = input(len);
     let iv = [0x5au8; 16];
-    let mut dst = vec![0u8; len];
+    let out = output(len);
+    let dst = out.clone();
     let s = src.clone();
     let ours: Box<dyn FnMut()> = match what {
         "ctr" => {
             let c = Ctr::with_backend(&k, b).map_err(e)?;
-            Box::new(move || c.apply_keystream_to(&iv, 0, &s, &mut dst).expect("ctr"))
+            Box::new(move || {
+                c.apply_keystream_to(&iv, 0, &s, &mut dst.borrow_mut())
+                    .expect("ctr")
+            })
         }
         "ecb" => {
             let c = Ecb::with_backend(&k, b).map_err(e)?;
-            Box::new(move || c.encrypt_to(&s, &mut dst).expect("ecb"))
+            Box::new(move || c.encrypt_to(&s, &mut dst.borrow_mut()).expect("ecb"))
         }
         "cbc-dec" => {
             let c = Cbc::with_backend(&k, b).map_err(e)?;
-            Box::new(move || c.decrypt_to(&iv, &s, &mut dst).expect("cbc"))
+            Box::new(move || c.decrypt_to(&iv, &s, &mut dst.borrow_mut()).expect("cbc"))
         }
         _ => {
             let c = Cbc::with_backend(&k, b).map_err(e)?;
-            Box::new(move || c.encrypt_to(&iv, &s, &mut dst).expect("cbc"))
+            Box::new(move || c.encrypt_to(&iv, &s, &mut dst.borrow_mut()).expect("cbc"))
         }
     };
-    let (cipher, encrypt) = match what {
-        "ctr" => (Cipher::aes_256_ctr(), true),
-        "ecb" if key_len == 16 => (Cipher::aes_128_ecb(), true),
-        "ecb" => (Cipher::aes_256_ecb(), true),
-        "cbc-dec" => (Cipher::aes_256_cbc(), false),
-        _ => (Cipher::aes_256_cbc(), true),
+    let (cipher, name, encrypt) = match what {
+        "ctr" => (Cipher::aes_256_ctr(), "aes-256-ctr", true),
+        "ecb" if key_len == 16 => (Cipher::aes_128_ecb(), "aes-128-ecb", true),
+        "ecb" => (Cipher::aes_256_ecb(), "aes-256-ecb", true),
+        "cbc-dec" => (Cipher::aes_256_cbc(), "aes-256-cbc", false),
+        _ => (Cipher::aes_256_cbc(), "aes-256-cbc", true),
     };
     // One "sector" = the whole message: one IV set and one update per call.
-    let mut peer = openssl_per_sector(cipher, &k, len, 0, encrypt, src)?;
-    peer.name = "openssl".into();
+    let peer = openssl_per_sector(cipher, &k, len, 0, Some(iv), encrypt, src.clone())?;
     Ok(Built {
         ours: Side {
+            version: None,
+            output: Some((out, len)),
             name: "sectorcrypt".into(),
             bytes: len,
             call: ours,
         },
         peer: Some(peer),
+        job: Some(Job {
+            cipher: name,
+            key: k,
+            encrypt,
+            src,
+            shape: Shape::Message { iv: iv.to_vec() },
+        }),
     })
 }
 
@@ -338,6 +408,8 @@ fn geli_xts(sector: usize) -> Result<Built, String> {
         let mut dst = vec![0u8; SECTOR_BUFFER];
         Side {
             name,
+            version: None,
+            output: None,
             bytes: SECTOR_BUFFER,
             call: Box::new(move || layout.encrypt_to(first, &src, &mut dst).expect("engine")),
         }
@@ -345,6 +417,7 @@ fn geli_xts(sector: usize) -> Result<Built, String> {
     Ok(Built {
         ours: side(format!("{ENGINE_SIDE}{}", backend.name()), geli),
         peer: Some(side("sectorcrypt-luks2-xts-engine".into(), luks2)),
+        job: None,
     })
 }
 
@@ -382,6 +455,8 @@ fn xts_multithreaded(b: Backend, _quick: bool, threads: usize) -> Result<Built, 
     let (own_cipher, own_src) = (cipher.clone(), src.clone());
     let mut own_dst = vec![0u8; SECTOR_BUFFER];
     let ours = Side {
+        version: None,
+        output: None,
         name: "sectorcrypt".into(),
         bytes: SECTOR_BUFFER * REPEAT * threads,
         call: Box::new(move || {
@@ -400,6 +475,8 @@ fn xts_multithreaded(b: Backend, _quick: bool, threads: usize) -> Result<Built, 
     };
     let mut dst = vec![0u8; SECTOR_BUFFER];
     let peer = Side {
+        version: None,
+        output: None,
         name: "sectorcrypt-1core".into(),
         bytes: SECTOR_BUFFER * REPEAT,
         call: Box::new(move || {
@@ -411,6 +488,7 @@ fn xts_multithreaded(b: Backend, _quick: bool, threads: usize) -> Result<Built, 
     Ok(Built {
         ours,
         peer: Some(peer),
+        job: None,
     })
 }
 
@@ -424,14 +502,21 @@ fn gcm(b: Backend, key_len: usize, len: usize, encrypt: bool) -> Result<Built, S
     let mut ct = vec![0u8; len];
     let tag = g.seal_to(&iv, &[], &plain, &mut ct).map_err(e)?;
     let src = if encrypt { plain } else { Rc::new(ct) };
-    let mut dst = vec![0u8; len];
+    // The output, and the tag behind it when encrypting (on both sides).
+    let ours_out = output(len + 16);
+    let dst = ours_out.clone();
     let s = src.clone();
     let ours: Box<dyn FnMut()> = if encrypt {
         Box::new(move || {
-            std::hint::black_box(g.seal_to(&iv, &[], &s, &mut dst).expect("seal"));
+            let mut d = dst.borrow_mut();
+            let t = g.seal_to(&iv, &[], &s, &mut d[..len]).expect("seal");
+            d[len..].copy_from_slice(&t);
         })
     } else {
-        Box::new(move || g.open_to(&iv, &[], &s, &mut dst, &tag).expect("open"))
+        Box::new(move || {
+            g.open_to(&iv, &[], &s, &mut dst.borrow_mut()[..len], &tag)
+                .expect("open")
+        })
     };
     let cipher = if key_len == 16 {
         Cipher::aes_128_gcm()
@@ -444,14 +529,19 @@ fn gcm(b: Backend, key_len: usize, len: usize, encrypt: bool) -> Result<Built, S
     } else {
         ctx.decrypt_init(Some(cipher), Some(&k), None).map_err(e)?;
     }
-    let mut out = vec![0u8; len + 16];
+    let peer_out = output(len + 16);
+    let out = peer_out.clone();
+    let job_src = src.clone();
     let peer: Box<dyn FnMut()> = Box::new(move || {
         let mut t = [0u8; 16];
+        let mut out = out.borrow_mut();
         if encrypt {
             ctx.encrypt_init(None, None, Some(&iv)).expect("init");
             ctx.cipher_update(&src, Some(&mut out)).expect("update");
             ctx.cipher_final(&mut out[len..]).expect("final");
             ctx.tag(&mut t).expect("tag");
+            // GCM's final step writes nothing: the tag goes where ours puts it.
+            out[len..].copy_from_slice(&t);
         } else {
             ctx.decrypt_init(None, None, Some(&iv)).expect("init");
             ctx.set_tag(&tag).expect("tag");
@@ -459,18 +549,37 @@ fn gcm(b: Backend, key_len: usize, len: usize, encrypt: bool) -> Result<Built, S
             ctx.cipher_final(&mut out[len..])
                 .expect("final: tag must verify");
         }
-        std::hint::black_box(t);
     });
+    // Encrypting, the tag is compared too.
+    let compared = if encrypt { len + 16 } else { len };
     Ok(Built {
         ours: Side {
+            version: None,
+            output: Some((ours_out, compared)),
             name: "sectorcrypt".into(),
             bytes: len,
             call: ours,
         },
         peer: Some(Side {
+            version: system_openssl(),
+            output: Some((peer_out, compared)),
             name: "openssl".into(),
             bytes: len,
             call: peer,
+        }),
+        job: Some(Job {
+            cipher: if key_len == 16 {
+                "aes-128-gcm"
+            } else {
+                "aes-256-gcm"
+            },
+            key: k,
+            encrypt,
+            src: job_src,
+            shape: Shape::Aead {
+                iv: iv.to_vec(),
+                tag: (!encrypt).then_some(tag),
+            },
         }),
     })
 }
@@ -550,6 +659,8 @@ fn gost(b: Backend, what: &'static str, len: usize) -> Result<Built, String> {
             let src = src.clone();
             let iv = vec![0x5au8; ivl];
             Some(Side {
+                version: system_openssl(),
+                output: None,
                 name: "openssl-gostprov".into(),
                 bytes: len,
                 call: Box::new(move || {
@@ -563,11 +674,14 @@ fn gost(b: Backend, what: &'static str, len: usize) -> Result<Built, String> {
     };
     Ok(Built {
         ours: Side {
+            version: None,
+            output: None,
             name: format!("sectorcrypt-gost-{gb}"),
             bytes: len,
             call: ours,
         },
         peer,
+        job: None,
     })
 }
 
@@ -630,6 +744,8 @@ fn mac_sha256_units(sector: usize) -> Result<Built, String> {
     };
     Ok(Built {
         ours: Side {
+            version: None,
+            output: None,
             name: format!("sectorcrypt-mac-{name}"),
             bytes: sectors * sector,
             call: Box::new(move || {
@@ -638,10 +754,13 @@ fn mac_sha256_units(sector: usize) -> Result<Built, String> {
             }),
         },
         peer: Some(Side {
+            version: system_openssl(),
+            output: None,
             name: "openssl-hmac-per-unit".into(),
             bytes: sectors * sector,
             call: Box::new(openssl),
         }),
+        job: None,
     })
 }
 

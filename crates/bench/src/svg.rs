@@ -468,6 +468,7 @@ mod tests {
             peer: peer.map(|_| "openssl".into()),
             peer_bytes_per_sec: peer.map(|p| p * 1e9),
             ratio: peer.map(|p| gbs / p),
+            peers: vec![],
             cycles_per_byte: 1.0,
             limit,
             round_limit_cpb: None,

@@ -155,6 +155,7 @@ fn case(
         peer: peer.map(|_| "openssl".into()),
         peer_bytes_per_sec: peer.map(|p| p * 1e9),
         ratio: peer.map(|p| gbs / p),
+        peers: vec![],
         cycles_per_byte: 4.0 / gbs,
         limit,
         round_limit_cpb: None,
@@ -181,6 +182,7 @@ fn cases_far_apart_in_speed_get_panels_of_their_own() {
     let report = Report {
         clock_ghz: 4.2,
         cpu_features: vec!["aes".into(), "avx2".into(), "vaes".into()],
+        peers_absent: vec![],
         results,
     };
     let caption = Caption {

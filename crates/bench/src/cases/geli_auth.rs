@@ -83,6 +83,8 @@ pub(crate) fn geli_auth_sha256() -> Result<Built, String> {
     let peer_src = src.clone();
     Ok(Built {
         ours: Side {
+            version: None,
+            output: None,
             name: format!(
                 "{}{}",
                 ENGINE_SIDE,
@@ -92,10 +94,13 @@ pub(crate) fn geli_auth_sha256() -> Result<Built, String> {
             call: Box::new(move || layout.seal(FIRST, &src, &mut ours_out).expect("engine")),
         },
         peer: Some(Side {
+            version: Some(openssl::version::version().to_string()),
+            output: None,
             name: "openssl-per-unit".into(),
             bytes: BYTES,
             call: Box::new(move || peer.seal(&peer_src, &mut peer_out).expect("openssl")),
         }),
+        job: None,
     })
 }
 

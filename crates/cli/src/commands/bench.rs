@@ -37,9 +37,17 @@ pub fn run(a: BenchArgs) -> Result<(), Failure> {
         quick: a.quick,
         threads: a.threads,
         json: a.json,
+        // The newest OpenSSL and AWS-LC, when scripts/bench-peers.sh has built them.
+        peers: sectorcrypt_bench::peers::locate(),
     };
     let mut out = std::io::stdout().lock();
     let report = sectorcrypt_bench::run(&opts, &mut out).map_err(Failure::runtime)?;
+    if opts.json {
+        // The table names them under it; with JSON on standard output, people read this.
+        for note in &report.peers_absent {
+            eprintln!("sectorcrypt: peer {note}");
+        }
+    }
     if let Some((path, file)) = chart {
         write_chart(&opts, &report, path, file)?;
     }

@@ -429,7 +429,11 @@ Run it from a release build: cargo run --release -p sectorcrypt -- bench
 Each case runs sectorcrypt and OpenSSL's EVP interleaved on the same buffers, at least 7
 runs, and reports median, min, max, the ratio to OpenSSL and cycles per byte at a clock
 measured in the same process; AES cases also the fraction of the core's AES limit they reach
-(the best register width the unit probe measured, whatever the backend).";
+(the best register width the unit probe measured, whatever the backend).
+AES cases also run, in the same rotation, on the newest OpenSSL release and on AWS-LC where
+scripts/bench-peers.sh has built them (libraries next to the binary, or the paths in
+SECTORCRYPT_PEER_OPENSSL4 and SECTORCRYPT_PEER_AWSLC); an absent one is named in the report
+(an error under SECTORCRYPT_STRICT=1). Every peer's output is checked against ours first.";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Direction {
