@@ -151,6 +151,8 @@ pub(crate) fn engine_xts_2threads() -> Result<Built, String> {
     let ours = Side {
         name: format!("{ENGINE_SIDE}{}", backend.name()),
         bytes: 2 * PER_THREAD,
+        version: None,
+        output: None,
         call: Box::new(move || {
             go_tx.send(()).expect("second thread alive");
             work(&v, 0, &d, &mut own_back);
@@ -161,10 +163,13 @@ pub(crate) fn engine_xts_2threads() -> Result<Built, String> {
     let peer = Side {
         name: "sectorcrypt-engine-1thread".into(),
         bytes: PER_THREAD,
+        version: None,
+        output: None,
         call: Box::new(move || work(&volume, 0, &data, &mut back)),
     };
     Ok(Built {
         ours,
         peer: Some(peer),
+        job: None,
     })
 }
