@@ -1,6 +1,6 @@
 //! The on-disk formats behind one interface.
 //!
-//! Each format is a module (`luks::luks1`, `luks::luks2`, `geli`) that implements
+//! Each format is a module (`luks::luks1`, `luks::luks2`, `geli`, `bitlk`) that implements
 //! [`Format`] for its parsed header and offers one [`Driver`]: a name and a `detect`
 //! function that looks at the first bytes and the size of a store and, when the store is
 //! of its format, reads and validates the header. The registry
@@ -335,6 +335,9 @@ pub struct Unlocked {
     zones: Option<(u64, Arc<dyn KeySource>)>,
     /// Tags stored with each sector (`auth.rs`).
     auth: Option<auth::UnitAuth>,
+    /// Why the engine cannot serve this volume's data (a format whose data map the
+    /// layout cannot express), when it cannot.
+    data_refused: Option<&'static str>,
 }
 
 impl fmt::Debug for Unlocked {
@@ -387,7 +390,15 @@ impl Unlocked {
             header_end: 0,
             zones: None,
             auth: None,
+            data_refused: None,
         }
+    }
+
+    /// The same volume whose data the engine refuses to serve, saying `why` (its keys
+    /// still open and are verified: `test-key` works).
+    pub fn data_refused(mut self, why: &'static str) -> Unlocked {
+        self.data_refused = Some(why);
+        self
     }
 
     /// The same volume with one key per zone of `zone_sectors` sectors, made by `source`
@@ -430,6 +441,9 @@ impl Unlocked {
 
     /// The sector map of the data area, for the engine.
     pub fn layout(&self) -> Result<Layout> {
+        if let Some(why) = self.data_refused {
+            return Err(Error::unsupported(why));
+        }
         if let Some(auth) = &self.auth {
             return auth.layout(self);
         }
@@ -448,6 +462,9 @@ impl Unlocked {
     /// [`IvRule::number`] for a sector's first IV number): an independent path to the
     /// data, for tests and tools.
     pub fn sector_cipher(&self) -> Result<SectorCipher> {
+        if let Some(why) = self.data_refused {
+            return Err(Error::unsupported(why));
+        }
         if self.zones.is_some() || self.auth.is_some() {
             return Err(Error::unsupported(
                 "this volume has one key per zone or tagged sectors: use its layout",
