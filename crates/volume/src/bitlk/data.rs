@@ -166,6 +166,7 @@ impl SectorCrypt {
                     if let Some(t) = tweak {
                         let key = sector_key(t, at)?;
                         elephant::decrypt(sector);
+                        // The key repeats over the sector.
                         for (b, k) in sector.iter_mut().zip(key.iter().cycle()) {
                             *b ^= k;
                         }
@@ -221,11 +222,15 @@ mod elephant {
     const A_CYCLES: usize = 5;
     const B_CYCLES: usize = 3;
 
-    fn words(sector: &[u8]) -> Vec<u32> {
-        sector
-            .chunks_exact(4)
-            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-            .collect()
+    /// Words in a sector of up to 4096 bytes.
+    const MAX_WORDS: usize = 1024;
+
+    fn words(sector: &[u8]) -> ([u32; MAX_WORDS], usize) {
+        let mut d = [0u32; MAX_WORDS];
+        for (w, c) in d.iter_mut().zip(sector.chunks_exact(4)) {
+            *w = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+        }
+        (d, sector.len() / 4)
     }
 
     fn store(sector: &mut [u8], d: &[u32]) {
@@ -234,43 +239,62 @@ mod elephant {
         }
     }
 
+    /// `i + k` mod `n`, for `k < n`.
+    fn ahead(i: usize, k: usize, n: usize) -> usize {
+        let j = i + k;
+        if j >= n {
+            j - n
+        } else {
+            j
+        }
+    }
+
+    /// `i - k` mod `n`, for `k < n`.
+    fn behind(i: usize, k: usize, n: usize) -> usize {
+        if i >= k {
+            i - k
+        } else {
+            i + n - k
+        }
+    }
+
     /// Diffuser B then diffuser A, decrypting.
     pub(super) fn decrypt(sector: &mut [u8]) {
-        let mut d = words(sector);
-        let n = d.len();
+        let (mut buf, n) = words(sector);
+        let d = &mut buf[..n];
         for _ in 0..B_CYCLES {
             for i in 0..n {
-                let v = d[(i + 2) % n] ^ d[(i + 5) % n].rotate_left(RB[i % 4]);
+                let v = d[ahead(i, 2, n)] ^ d[ahead(i, 5, n)].rotate_left(RB[i & 3]);
                 d[i] = d[i].wrapping_add(v);
             }
         }
         for _ in 0..A_CYCLES {
             for i in 0..n {
-                let v = d[(i + n - 2) % n] ^ d[(i + n - 5) % n].rotate_left(RA[i % 4]);
+                let v = d[behind(i, 2, n)] ^ d[behind(i, 5, n)].rotate_left(RA[i & 3]);
                 d[i] = d[i].wrapping_add(v);
             }
         }
-        store(sector, &d);
+        store(sector, d);
     }
 
     /// Diffuser A then diffuser B, encrypting (the inverse of [`decrypt`]).
     #[cfg(test)]
     pub(super) fn encrypt(sector: &mut [u8]) {
-        let mut d = words(sector);
-        let n = d.len();
+        let (mut buf, n) = words(sector);
+        let d = &mut buf[..n];
         for _ in 0..A_CYCLES {
             for i in (0..n).rev() {
-                let v = d[(i + n - 2) % n] ^ d[(i + n - 5) % n].rotate_left(RA[i % 4]);
+                let v = d[behind(i, 2, n)] ^ d[behind(i, 5, n)].rotate_left(RA[i & 3]);
                 d[i] = d[i].wrapping_sub(v);
             }
         }
         for _ in 0..B_CYCLES {
             for i in (0..n).rev() {
-                let v = d[(i + 2) % n] ^ d[(i + 5) % n].rotate_left(RB[i % 4]);
+                let v = d[ahead(i, 2, n)] ^ d[ahead(i, 5, n)].rotate_left(RB[i & 3]);
                 d[i] = d[i].wrapping_sub(v);
             }
         }
-        store(sector, &d);
+        store(sector, d);
     }
 }
 

@@ -173,6 +173,7 @@ fn every_fixture_opens_with_each_protector_and_its_plaintext_matches_images_conf
         if want.is_empty() {
             continue;
         }
+        let started = std::time::Instant::now();
         let mut first_key: Option<Zeroizing<Vec<u8>>> = None;
         for (what, secret, bek, guid) in protectors(dir, c) {
             let (b, key, slot) = unlock(&store, &secret, bek)
@@ -195,6 +196,7 @@ fn every_fixture_opens_with_each_protector_and_its_plaintext_matches_images_conf
             }
         }
         assert!(first_key.is_some(), "{name}: no protector to test");
+        eprintln!("TIMING {name} {:?}", started.elapsed());
         checked += 1;
     }
     assert!(checked >= 19, "only {checked} images had a SHA-256");
@@ -205,13 +207,15 @@ fn the_unsupported_fixtures_open_their_keys_and_refuse_their_data_clearly() {
     let dir = images_or_skip!();
     for (name, why) in [
         ("bitlk-aes-xts-128-eow", "encrypt-on-write"),
-        ("bitlk-partially-encrypted-aes-cbc-128", "being converted"),
+        // Its header carries the encrypt-on-write GUID while the conversion runs.
+        ("bitlk-partially-encrypted-aes-cbc-128", "encrypt-on-write"),
     ] {
         let store = open_store(&dir.join(format!("{name}.img")));
         let (b, key, _) = unlock(&store, b"anaconda", None).unwrap();
         let err = b.view(&store, &key).unwrap_err();
         assert!(matches!(err, Error::Unsupported(_)), "{name}: {err}");
         assert!(err.to_string().contains(why), "{name}: {err}");
+        assert!(err.to_string().contains("not supported"), "{name}: {err}");
     }
     // A smart-card VMK cannot be used; its recovery password can.
     let store = open_store(&dir.join("bitlk-aes-xts-128-smart-card.img"));
@@ -443,11 +447,22 @@ fn dump_agrees_with_cryptsetup_bitlk_dump_on_every_fixture() {
             ours["volume_size"].to_string(),
             "{name}"
         );
-        assert_eq!(
-            get("Description")[0],
-            ours["description"].as_str().unwrap(),
-            "{name}"
-        );
+        // cryptsetup 2.6 reads the first FVE copy without checking its CRC-32: where that
+        // copy is damaged (the crc image) its description shows the damage, ours the good
+        // copy's.
+        if ours["skipped_copies"].as_array().unwrap().is_empty() {
+            assert_eq!(
+                get("Description")[0],
+                ours["description"].as_str().unwrap(),
+                "{name}"
+            );
+        } else {
+            assert_ne!(
+                get("Description")[0],
+                ours["description"].as_str().unwrap(),
+                "{name}"
+            );
+        }
         assert_eq!(get("Cipher mode")[0], ours["cipher_mode"], "{name}");
         assert_eq!(
             num(get("Cipher key")[0]),
