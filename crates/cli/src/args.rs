@@ -169,6 +169,10 @@ pub struct KeyArgs {
     /// GELI: the key is made of keyfiles only (geli's -P); no passphrase is read.
     #[arg(long)]
     pub no_passphrase: bool,
+    /// BitLocker: open with this startup key file (.BEK) instead of a passphrase (a
+    /// 48-digit recovery password is given as the passphrase, told apart by its form).
+    #[arg(long = "bitlk-startup-key", value_name = "FILE")]
+    pub bitlk_startup_key: Option<PathBuf>,
     /// add-key: the keyslot for the new passphrase; other commands: only try this keyslot.
     #[arg(long, short = 'S', value_name = "N")]
     pub key_slot: Option<usize>,
@@ -625,6 +629,13 @@ pub struct OpenArgs {
     /// GELI: the key is made of keyfiles only (geli's -P); no passphrase is read.
     #[arg(long, conflicts_with = "onetime")]
     pub no_passphrase: bool,
+    /// BitLocker: open with this startup key file (.BEK) instead of a passphrase.
+    #[arg(
+        long = "bitlk-startup-key",
+        value_name = "FILE",
+        conflicts_with = "onetime"
+    )]
+    pub bitlk_startup_key: Option<PathBuf>,
     /// A headerless volume under a fresh random key that is never stored.
     #[arg(long, conflicts_with = "header")]
     pub onetime: bool,

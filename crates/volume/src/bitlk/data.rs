@@ -307,9 +307,10 @@ enum Source {
     Zero,
 }
 
-/// The decrypted view of a BitLocker volume (see the module doc).
-pub struct View {
-    crypt: SectorCrypt,
+/// Where each part of the view comes from: the relocated header, the zeroed ranges,
+/// the rest in place.
+#[derive(Debug, Clone)]
+pub struct Map {
     sector_size: usize,
     size: u64,
     /// The original volume header: (stored offset, bytes).
@@ -318,29 +319,16 @@ pub struct View {
     zeros: Vec<(u64, u64)>,
 }
 
-impl std::fmt::Debug for View {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("View")
-            .field("sector_size", &self.sector_size)
-            .field("size", &self.size)
-            .field("header", &self.header)
-            .field("zeros", &self.zeros)
-            .finish_non_exhaustive()
-    }
-}
-
-impl View {
-    /// The view of a volume of `size` bytes (whole sectors of `sector_size`) under the data
-    /// key `key` of `method`, whose original header is `header` (stored offset, bytes) and
-    /// whose FVE areas start at `fve_offsets`.
+impl Map {
+    /// The map of a volume of `size` bytes (whole sectors of `sector_size`) whose original
+    /// header is `header` (stored offset, bytes) and whose FVE areas start at
+    /// `fve_offsets`.
     pub fn new(
-        method: Method,
-        key: &[u8],
         sector_size: usize,
         size: u64,
         header: (u64, u64),
         fve_offsets: [u64; 3],
-    ) -> Result<View> {
+    ) -> Result<Map> {
         let ss = sector_size as u64;
         let mut zeros: Vec<(u64, u64)> = fve_offsets.iter().map(|&o| (o, o + FVE_AREA)).collect();
         zeros.push((header.0, header.0 + header.1));
@@ -353,8 +341,7 @@ impl View {
             }
         }
         zeros.sort_unstable();
-        Ok(View {
-            crypt: SectorCrypt::new(method, key, sector_size)?,
+        Ok(Map {
             sector_size,
             size: size - size % ss,
             header,
@@ -362,14 +349,24 @@ impl View {
         })
     }
 
-    /// Bytes of the view.
-    pub fn size(&self) -> u64 {
-        self.size
-    }
-
-    /// Bytes per sector.
-    pub fn sector_size(&self) -> usize {
-        self.sector_size
+    /// Refuses a request that is not whole sectors inside the view.
+    fn check(&self, offset: u64, len: usize) -> Result<()> {
+        let ss = self.sector_size as u64;
+        if offset % ss != 0 || len as u64 % ss != 0 {
+            return Err(Error::invalid(format!(
+                "BitLocker reads take whole {ss}-byte sectors (offset {offset}, {len} bytes)"
+            )));
+        }
+        if offset
+            .checked_add(len as u64)
+            .is_none_or(|end| end > self.size)
+        {
+            return Err(Error::invalid(format!(
+                "read of {len} bytes at {offset} goes past the end of the {}-byte volume",
+                self.size
+            )));
+        }
+        Ok(())
     }
 
     /// The longest piece of the view from `v` (up to `len` bytes) that comes from one
@@ -395,41 +392,148 @@ impl View {
         }
         (Source::Stored(v), end - v)
     }
+}
+
+/// The decrypted view of a BitLocker volume (see the module doc).
+pub struct View {
+    crypt: SectorCrypt,
+    map: Map,
+}
+
+impl std::fmt::Debug for View {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("View")
+            .field("map", &self.map)
+            .finish_non_exhaustive()
+    }
+}
+
+impl View {
+    /// The view of `map` under the data key `key` of `method`.
+    pub fn new(method: Method, key: &[u8], map: Map) -> Result<View> {
+        Ok(View {
+            crypt: SectorCrypt::new(method, key, map.sector_size)?,
+            map,
+        })
+    }
+
+    /// Bytes of the view.
+    pub fn size(&self) -> u64 {
+        self.map.size
+    }
+
+    /// Bytes per sector.
+    pub fn sector_size(&self) -> usize {
+        self.map.sector_size
+    }
 
     /// Reads `buf` (whole sectors) of the view at `offset` (a sector boundary), from the
     /// ciphertext in `store`.
     pub fn read_at(&self, store: &dyn Store, buf: &mut [u8], offset: u64) -> Result<()> {
-        let ss = self.sector_size as u64;
-        if offset % ss != 0 || buf.len() as u64 % ss != 0 {
-            return Err(Error::invalid(format!(
-                "BitLocker reads take whole {ss}-byte sectors (offset {offset}, {} bytes)",
-                buf.len()
-            )));
-        }
-        if offset
-            .checked_add(buf.len() as u64)
-            .is_none_or(|end| end > self.size)
-        {
-            return Err(Error::invalid(format!(
-                "read of {} bytes at {offset} goes past the end of the {}-byte volume",
-                buf.len(),
-                self.size
-            )));
-        }
+        self.map.check(offset, buf.len())?;
         let mut done = 0usize;
         while done < buf.len() {
             let v = offset + done as u64;
-            let (src, n) = self.piece(v, (buf.len() - done) as u64);
+            let (src, n) = self.map.piece(v, (buf.len() - done) as u64);
             let part = &mut buf[done..done + n as usize];
             match src {
                 Source::Zero => part.fill(0),
                 Source::Stored(p) => {
                     crate::store::read_exact(store, part, p, "BitLocker data")?;
-                    self.crypt.decrypt(p, self.sector_size, part)?;
+                    self.crypt.decrypt(p, self.map.sector_size, part)?;
                 }
             }
             done += n as usize;
         }
+        Ok(())
+    }
+}
+
+/// An XTS volume's ciphertext as the sector engine needs it: every sector of the view
+/// encrypted under the IV of its own place (`aes-xts-plain64`, one IV per sector, from
+/// sector 0). Sectors stored in place pass through untouched; the relocated header is
+/// decrypted under the IVs of where it is stored and encrypted again under those of
+/// where the view shows it (16 sectors of 512 bytes on most volumes); the zeroed ranges
+/// are zeros encrypted. Writing is refused: BitLocker volumes open read-only.
+pub struct Translated {
+    inner: Box<dyn Store>,
+    xts: SectorCipher,
+    map: Map,
+}
+
+impl std::fmt::Debug for Translated {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Translated")
+            .field("inner", &self.inner)
+            .field("map", &self.map)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Translated {
+    /// The translation of `inner` under the XTS data key `key`.
+    pub fn new(inner: Box<dyn Store>, key: &[u8], map: Map) -> Result<Translated> {
+        let spec = CipherSpec {
+            mode: CipherMode::Xts,
+            iv: IvMode::Plain64,
+        };
+        let xts = SectorCipher::new(spec, key, SectorLayout::new(map.sector_size, true)?)?;
+        Ok(Translated { inner, xts, map })
+    }
+
+    fn translate(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+        self.map.check(offset, buf.len())?;
+        let ss = self.map.sector_size as u64;
+        let mut done = 0usize;
+        while done < buf.len() {
+            let v = offset + done as u64;
+            let (src, n) = self.map.piece(v, (buf.len() - done) as u64);
+            let part = &mut buf[done..done + n as usize];
+            match src {
+                Source::Stored(p) if p == v => {
+                    crate::store::read_exact(&*self.inner, part, p, "BitLocker data")?
+                }
+                Source::Stored(p) => {
+                    crate::store::read_exact(&*self.inner, part, p, "BitLocker data")?;
+                    self.xts.decrypt(p / ss, part)?;
+                    self.xts.encrypt(v / ss, part)?;
+                }
+                Source::Zero => {
+                    part.fill(0);
+                    self.xts.encrypt(v / ss, part)?;
+                }
+            }
+            done += n as usize;
+        }
+        Ok(())
+    }
+}
+
+impl Store for Translated {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    fn size(&self) -> std::io::Result<u64> {
+        Ok(self.map.size)
+    }
+
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+        self.translate(buf, offset).map_err(|e| match e {
+            Error::Io { source, .. } => source,
+            e => std::io::Error::other(e.to_string()),
+        })
+    }
+
+    fn write_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
+        let _ = (buf, offset);
+        Err(std::io::Error::new(
+            std::io::ErrorKind::ReadOnlyFilesystem,
+            "BitLocker volumes are opened read-only",
+        ))
+    }
+
+    fn sync(&self) -> std::io::Result<()> {
         Ok(())
     }
 }

@@ -37,11 +37,12 @@ use crate::format::{Detected, Driver, Format, NewKeyslot, Piece, Probe, Unlocked
 use crate::kdf::{Kdf, KdfKind};
 use crate::layout::IvRule;
 use crate::store::{self, Store};
-use data::{Method, View};
+use data::{Map, Method, Translated, View};
 use metadata::{guid_string, protection, Kind, Metadata, VolumeHeader, STATE_NORMAL};
 use sectorcrypt_crypto::aes::Ccm;
 use sectorcrypt_crypto::dmcrypt::{CipherMode, CipherSpec, IvMode};
 use std::any::Any;
+use std::sync::Arc;
 use zeroize::Zeroizing;
 
 /// The format's name.
@@ -123,9 +124,12 @@ impl Bitlk {
                 self.md.volume_size
             )));
         }
-        View::new(
-            self.method()?,
-            key,
+        View::new(self.method()?, key, self.map(size)?)
+    }
+
+    /// Where the parts of a view of `size` bytes come from.
+    fn map(&self, size: u64) -> Result<Map> {
+        Map::new(
             self.md.header.sector_size as usize,
             size,
             self.md.volume_header,
@@ -299,21 +303,31 @@ impl Format for Bitlk {
         keyslot: usize,
     ) -> Result<Unlocked> {
         let info = self.volume_info(store)?;
-        let spec = match self.method()? {
-            Method::Xts(_) => CipherSpec {
-                mode: CipherMode::Xts,
-                iv: IvMode::Plain64,
-            },
-            _ => CipherSpec {
-                mode: CipherMode::Cbc,
-                iv: IvMode::Plain64,
-            },
+        let xts = CipherSpec {
+            mode: CipherMode::Xts,
+            iv: IvMode::Plain64,
         };
-        Ok(Unlocked::new(info, spec, key, keyslot).data_refused(
-            "the BitLocker data is not yet served through the sector engine (its \
-             virtualised regions are not mapped there): read it with \
-             sectorcrypt_volume::bitlk::Bitlk::view",
-        ))
+        match self.method()? {
+            Method::Xts(_) => {
+                // Checks the data can be read before the engine is built.
+                self.view(store, &key)?;
+                let map = self.map(store::size(store)?)?;
+                let data_key = key.clone();
+                Ok(
+                    Unlocked::new(info, xts, key, keyslot).with_store_map(Arc::new(
+                        move |inner| -> Result<Box<dyn Store>> {
+                            Ok(Box::new(Translated::new(inner, &data_key, map.clone())?))
+                        },
+                    )),
+                )
+            }
+            _ => Ok(Unlocked::new(info, xts, key, keyslot).data_refused(
+                "BitLocker AES-CBC volumes (with or without the Elephant diffuser) are not \
+                     yet served through the sector engine (read, serve, mount, open): only \
+                     AES-XTS volumes are; the library reads them with \
+                     sectorcrypt_volume::bitlk::Bitlk::view",
+            )),
+        }
     }
 
     fn volume_info(&self, store: &dyn Store) -> Result<VolumeInfo> {
@@ -466,7 +480,7 @@ impl Format for Bitlk {
                     title: Some("Keyslots:"),
                     blank_before: false,
                     item_prefix: " ",
-                    value_column: 12,
+                    value_column: 15,
                     items,
                 },
                 Section {

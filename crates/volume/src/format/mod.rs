@@ -338,7 +338,14 @@ pub struct Unlocked {
     /// Why the engine cannot serve this volume's data (a format whose data map the
     /// layout cannot express), when it cannot.
     data_refused: Option<&'static str>,
+    /// How the data's store is presented to the engine, when not as it is (see
+    /// [`Unlocked::with_store_map`]).
+    store_map: Option<StoreMap>,
 }
+
+/// Makes the store the engine reads a volume's data through from the data's own store
+/// (BitLocker: the ciphertext of its relocated and zeroed regions translated).
+pub type StoreMap = Arc<dyn Fn(Box<dyn Store>) -> Result<Box<dyn Store>> + Send + Sync>;
 
 impl fmt::Debug for Unlocked {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -391,7 +398,15 @@ impl Unlocked {
             zones: None,
             auth: None,
             data_refused: None,
+            store_map: None,
         }
+    }
+
+    /// The same volume whose data the engine reads through the store `map` makes of the
+    /// data's store, read-only (the engine refuses to open it for writing).
+    pub fn with_store_map(mut self, map: StoreMap) -> Unlocked {
+        self.store_map = Some(map);
+        self
     }
 
     /// The same volume whose data the engine refuses to serve, saying `why` (its keys
@@ -413,7 +428,13 @@ impl Unlocked {
     /// offset, end of the header's metadata and keyslots))` for an attached header whose
     /// data offset lies inside its own metadata (a detached header used on its own).
     pub fn data_inside_header(&self) -> Option<(u64, u64)> {
-        (self.data_offset < self.header_end).then_some((self.data_offset, self.header_end))
+        // A volume whose data the engine refuses, or reads through a store map (whose
+        // metadata lies inside its data, read as the format shows it), has no data offset
+        // to speak of.
+        (self.data_refused.is_none()
+            && self.store_map.is_none()
+            && self.data_offset < self.header_end)
+            .then_some((self.data_offset, self.header_end))
     }
 
     /// Whether every sector carries an authentication tag that is checked when read (a
@@ -491,6 +512,20 @@ impl Unlocked {
                 store.name()
             )));
         }
+        let store = match &self.store_map {
+            None => store,
+            Some(map) => {
+                if !opts.read_only {
+                    return Err(Error::unsupported(format!(
+                        "{} opens read-only here ({} volumes are not written yet): open it \
+                         read-only",
+                        store.name(),
+                        self.cipher
+                    )));
+                }
+                map(store)?
+            }
+        };
         crate::engine::Volume::new(store, self.layout()?, opts)
     }
 }
