@@ -7,6 +7,7 @@
 #![allow(rustdoc::broken_intra_doc_links, rustdoc::invalid_html_tags)]
 
 mod args;
+mod args_bitlk;
 mod args_geli;
 mod args_manuals;
 mod args_open;

@@ -1,6 +1,7 @@
 //! BitLocker through the binary, on cryptsetup's Windows-made images (committed under
 //! `crates/volume/tests/data/bitlk/`): `read` of AES-XTS volumes against the SHA-256 of
-//! `images.conf`, with a password, a recovery password and `--bitlk-startup-key`;
+//! `images.conf`, with a password, a recovery password, `--bitlk-startup-key` and a
+//! clear key (`--no-passphrase`);
 //! `test-key`'s exit codes; `dump --json`; and the clear refusals (AES-CBC through the
 //! engine, writing).
 

@@ -14,7 +14,8 @@
 //! is tried as a password on every password VMK and, when it has the recovery password's
 //! form (`NNNNNN-` x 8), on every recovery-password VMK; a startup key (`.BEK` file,
 //! given as the one keyfile component, [`Format::set_keyfiles`]) opens the startup-key
-//! VMK whose GUID it names; an empty passphrase opens a clear-key VMK. The "keyslots" are
+//! VMK whose GUID it names; an empty passphrase (the CLI's `--no-passphrase`) opens a
+//! clear-key VMK. The "keyslots" are
 //! the VMK entries in metadata order. Once a VMK opens, the metadata's own validation
 //! (the SHA-256 of the FVE block, wrapped under the VMK) must match the block that was
 //! read, then the FVEK is unwrapped. The key returned is the data key in cryptsetup's
@@ -381,6 +382,13 @@ impl Format for Bitlk {
                 files.len()
             ))),
         }
+    }
+
+    /// Without a passphrase (the CLI's `--no-passphrase`), only a clear key opens: the
+    /// passphrase given is then empty, which is what selects the clear key.
+    fn set_passphrase_component(&mut self, used: bool) -> Result<()> {
+        let _ = used;
+        Ok(())
     }
 
     fn backup_pieces(&self, image_size: u64) -> Vec<Piece> {
