@@ -333,7 +333,7 @@ impl Map {
         let mut zeros: Vec<(u64, u64)> = fve_offsets.iter().map(|&o| (o, o + FVE_AREA)).collect();
         zeros.push((header.0, header.0 + header.1));
         for &(a, b) in zeros.iter().chain(std::iter::once(&(0, header.1))) {
-            if a % ss != 0 || b % ss != 0 || b > size {
+            if !a.is_multiple_of(ss) || !b.is_multiple_of(ss) || b > size {
                 return Err(Error::corrupt(format!(
                     "BitLocker region {a}..{b} does not lie on {ss}-byte sectors inside the \
                      {size}-byte volume"
@@ -352,7 +352,7 @@ impl Map {
     /// Refuses a request that is not whole sectors inside the view.
     fn check(&self, offset: u64, len: usize) -> Result<()> {
         let ss = self.sector_size as u64;
-        if offset % ss != 0 || len as u64 % ss != 0 {
+        if !offset.is_multiple_of(ss) || !(len as u64).is_multiple_of(ss) {
             return Err(Error::invalid(format!(
                 "BitLocker reads take whole {ss}-byte sectors (offset {offset}, {len} bytes)"
             )));

@@ -105,11 +105,12 @@ fn view_sha256(b: &Bitlk, store: &FileStore, key: &[u8]) -> String {
     hex::encode(h.finalize())
 }
 
-/// The protectors of an image: (what, passphrase, BEK file, the VMK GUID it opens).
-fn protectors(
-    dir: &Path,
-    c: &BTreeMap<String, String>,
-) -> Vec<(String, Vec<u8>, Option<Vec<u8>>, String)> {
+/// A protector of an image: what it is, the passphrase, the BEK file, the VMK GUID it
+/// opens.
+type Protector = (String, Vec<u8>, Option<Vec<u8>>, String);
+
+/// The protectors of an image.
+fn protectors(dir: &Path, c: &BTreeMap<String, String>) -> Vec<Protector> {
     let get = |k: &str| c.get(k).cloned().unwrap_or_default();
     let mut out = Vec::new();
     if !get("PW").is_empty() {
