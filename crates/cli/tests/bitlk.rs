@@ -162,6 +162,26 @@ fn dump_json_shows_the_protectors_and_regions() {
         guids.contains(&conf(dir, name, "RP_VMK_GUID").as_str()),
         "{guids:?}"
     );
+    // Exactly the fields docs/JSON.md lists (the crc image has a skipped copy).
+    let v: serde_json::Value = serde_json::from_str(&ok(sc(
+        &["dump", "--json", &img(dir, "bitlk-aes-xts-128-crc")],
+        b"",
+    )))
+    .unwrap();
+    let mut got = std::collections::BTreeSet::new();
+    paths(&v, "", &mut got);
+    let doc =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/JSON.md"))
+            .unwrap();
+    let listed: std::collections::BTreeSet<String> = doc
+        .lines()
+        .skip_while(|l| *l != "## `dump --json`: BitLocker")
+        .skip(1)
+        .take_while(|l| !l.starts_with("## "))
+        .filter_map(|l| l.strip_prefix("| `"))
+        .map(|l| l.split('`').next().unwrap().to_string())
+        .collect();
+    assert_eq!(got, listed);
     let text = ok(sc(&["dump", &img(dir, name)], b""));
     assert!(
         text.contains("VMK protected with recovery passphrase"),
@@ -203,4 +223,27 @@ fn cbc_volumes_and_writes_are_refused_clearly() {
         std::fs::read(&copy).unwrap() == before,
         "a refused write changed the image"
     );
+}
+
+/// Every field path in `v` (`a.b`, `a[].b`).
+fn paths(v: &serde_json::Value, prefix: &str, out: &mut std::collections::BTreeSet<String>) {
+    match v {
+        serde_json::Value::Object(m) => {
+            for (k, x) in m {
+                let p = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}.{k}")
+                };
+                out.insert(p.clone());
+                paths(x, &p, out);
+            }
+        }
+        serde_json::Value::Array(a) => {
+            for x in a {
+                paths(x, &format!("{prefix}[]"), out);
+            }
+        }
+        _ => {}
+    }
 }
