@@ -1,7 +1,8 @@
 //! BitLocker, read: cryptsetup's Windows-made test images (`tests/data/bitlk/`), each
 //! opened with every protector `images.conf` names and its whole decrypted view hashed
 //! against the SHA-256 there; `dump` against `cryptsetup bitlkDump` (and the data key
-//! against `bitlkDump --dump-volume-key`); and bad input: a wrong password, damaged FVE
+//! against `bitlkDump --dump-volume-key`); the plaintext against dislocker's `dislocker-file`;
+//! and bad input: a wrong password, damaged FVE
 //! copies, a damaged volume header, a truncated image.
 
 use sectorcrypt_testkit::{have, require, skipped};
@@ -534,5 +535,45 @@ fn the_data_key_agrees_with_cryptsetup_dump_volume_key() {
         let store = open_store(&path);
         let (_, key, _) = unlock(&store, b"anaconda", None).unwrap();
         assert_eq!(hex::encode(&key[..]), theirs, "{name}");
+    }
+}
+
+#[test]
+fn the_plaintext_agrees_with_dislocker_file() {
+    // dislocker-file has no --version (testkit's `have`): its -h succeeds.
+    if !Command::new("dislocker-file")
+        .arg("-h")
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
+        skipped!("skipped: dislocker-file is not installed");
+        return;
+    }
+    let dir = images_or_skip!();
+    let conf = config(dir);
+    let tmp = tempfile::tempdir().unwrap();
+    // One image of each method and sector size, with a password or a recovery password.
+    for (name, flag, key) in [
+        ("bitlk-aes-cbc-elephant-128", "-u", "PW"),
+        ("bitlk-aes-cbc-256", "-p", "RP"),
+        ("bitlk-aes-xts-128-4k", "-u", "PW"),
+        ("bitlk-togo-aes-cbc-128", "-p", "RP"),
+    ] {
+        let path = dir.join(format!("{name}.img"));
+        let out = tmp.path().join(format!("{name}.raw"));
+        let secret = &conf[name][key];
+        sectorcrypt_testkit::run(
+            Command::new("dislocker-file")
+                .arg("-V")
+                .arg(&path)
+                .arg(format!("{flag}{secret}"))
+                .arg("--")
+                .arg(&out),
+        );
+        let theirs = hex::encode(Sha256::digest(fs::read(&out).unwrap()));
+        fs::remove_file(&out).unwrap();
+        let store = open_store(&path);
+        let (b, key, _) = unlock(&store, secret.as_bytes(), None).unwrap();
+        assert_eq!(view_sha256(&b, &store, &key), theirs, "{name}");
     }
 }
