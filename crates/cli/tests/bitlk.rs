@@ -2,8 +2,9 @@
 //! `crates/volume/tests/data/bitlk/`): `read` of AES-XTS volumes against the SHA-256 of
 //! `images.conf`, with a password, a recovery password, `--bitlk-startup-key` and a
 //! clear key (`--no-passphrase`);
-//! `test-key`'s exit codes; `dump --json`; and the clear refusals (AES-CBC through the
-//! engine, writing).
+//! `test-key`'s exit codes; `dump --json`; writing an XTS volume and reading it back in
+//! another process; and the clear refusals (AES-CBC through the engine, writes into the
+//! metadata).
 
 mod support;
 
@@ -201,26 +202,97 @@ fn cbc_volumes_and_writes_are_refused_clearly() {
     assert!(err.contains("AES-CBC") && err.contains("not yet"), "{err}");
     assert!(o.stdout.is_empty());
 
+    // A CBC volume is not written either, and the image is left alone.
     let tmp = tempfile::tempdir().unwrap();
-    let copy = tmp.path().join("v.img");
-    std::fs::copy(dir.join("bitlk-aes-xts-128.img"), &copy).unwrap();
-    let before = std::fs::read(&copy).unwrap();
+    let cbc = tmp.path().join("cbc.img");
+    std::fs::copy(dir.join("bitlk-aes-cbc-128.img"), &cbc).unwrap();
+    let pass = tmp.path().join("pass");
+    std::fs::write(&pass, "anaconda").unwrap();
+    let data = tmp.path().join("data");
+    std::fs::write(&data, [0x5au8; 4096]).unwrap();
+    let before = std::fs::read(&cbc).unwrap();
     let o = sc(
         &[
             "write",
             "--key-file",
-            "-",
+            pass.to_str().unwrap(),
             "--input",
-            "/dev/null",
-            copy.to_str().unwrap(),
+            data.to_str().unwrap(),
+            cbc.to_str().unwrap(),
         ],
-        b"anaconda",
+        b"",
+    );
+    assert_ne!(code(&o), 0);
+    assert!(
+        std::fs::read(&cbc).unwrap() == before,
+        "a refused write changed the image"
+    );
+}
+
+#[test]
+fn write_then_read_in_another_process_and_metadata_stays_unwritable() {
+    let dir = images_or_skip!();
+    let tmp = tempfile::tempdir().unwrap();
+    let image = tmp.path().join("v.img");
+    std::fs::copy(dir.join("bitlk-aes-xts-128.img"), &image).unwrap();
+    let image = image.to_str().unwrap();
+    let pass = tmp.path().join("pass");
+    std::fs::write(&pass, "anaconda").unwrap();
+    let pass = pass.to_str().unwrap();
+    let data = tmp.path().join("data");
+    let bytes: Vec<u8> = (0..10000u32).map(|i| (i * 7) as u8).collect();
+    std::fs::write(&data, &bytes).unwrap();
+    // Across the relocated boot sector and into the data after it.
+    ok(sc(
+        &[
+            "write",
+            "--key-file",
+            pass,
+            "--offset",
+            "7000",
+            "--input",
+            data.to_str().unwrap(),
+            image,
+        ],
+        b"",
+    ));
+    let back = ok_bytes(sc(
+        &[
+            "read",
+            "--key-file",
+            pass,
+            "--offset",
+            "7000",
+            "--length",
+            "10000",
+            image,
+        ],
+        b"",
+    ));
+    assert!(back == bytes, "what was written does not read back");
+    // Into the metadata (the first FVE area): refused, the image unchanged.
+    let dump: serde_json::Value =
+        serde_json::from_str(&ok(sc(&["dump", "--json", image], b""))).unwrap();
+    let fve = dump["metadata_offsets"][0].as_u64().unwrap().to_string();
+    let before = std::fs::read(image).unwrap();
+    let o = sc(
+        &[
+            "write",
+            "--key-file",
+            pass,
+            "--offset",
+            &fve,
+            "--input",
+            data.to_str().unwrap(),
+            image,
+        ],
+        b"",
     );
     assert_ne!(code(&o), 0);
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("read-only"), "{err}");
+    assert!(err.contains("metadata"), "{err}");
     assert!(
-        std::fs::read(&copy).unwrap() == before,
+        std::fs::read(image).unwrap() == before,
         "a refused write changed the image"
     );
 }

@@ -8,7 +8,7 @@
 //! - [`mod@format`]: the on-disk formats behind one interface ([`format::Format`]: detect,
 //!   read and validate, unlock, keyslot changes, header backup and restore, dump), with
 //!   [`luks`] (LUKS1 and LUKS2, compatible with cryptsetup), [`geli`] (FreeBSD's GELI) and
-//!   [`bitlk`] (BitLocker, read: its data through [`bitlk::data::View`]) registered in
+//!   [`bitlk`] (BitLocker, existing volumes) registered in
 //!   [`formats`]; [`signatures`] finds and wipes every format's signature
 //!   (a leaf the formats call when they create a header);
 //! - [`layout`]: what the engine needs from a format ([`Layout`]: where each sector lives,

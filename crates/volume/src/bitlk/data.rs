@@ -451,10 +451,12 @@ impl View {
 
 /// An XTS volume's ciphertext as the sector engine needs it: every sector of the view
 /// encrypted under the IV of its own place (`aes-xts-plain64`, one IV per sector, from
-/// sector 0). Sectors stored in place pass through untouched; the relocated header is
-/// decrypted under the IVs of where it is stored and encrypted again under those of
-/// where the view shows it (16 sectors of 512 bytes on most volumes); the zeroed ranges
-/// are zeros encrypted. Writing is refused: BitLocker volumes open read-only.
+/// sector 0). Sectors stored in place pass through untouched, both ways; the relocated
+/// header is decrypted under the IVs of where it is stored and encrypted again under
+/// those of where the view shows it (16 sectors of 512 bytes on most volumes), and the
+/// other way when written; the zeroed ranges read as zeros encrypted, and a write that
+/// touches them is refused whole, before anything is written (they hold BitLocker's
+/// metadata, which Windows keeps out of the file system's reach).
 pub struct Translated {
     inner: Box<dyn Store>,
     xts: SectorCipher,
@@ -507,6 +509,51 @@ impl Translated {
         }
         Ok(())
     }
+
+    fn write(&self, buf: &[u8], offset: u64) -> Result<()> {
+        self.map.check(offset, buf.len())?;
+        let ss = self.map.sector_size as u64;
+        let pieces = |f: &mut dyn FnMut(Source, u64, &[u8]) -> Result<()>| -> Result<()> {
+            let mut done = 0usize;
+            while done < buf.len() {
+                let v = offset + done as u64;
+                let (src, n) = self.map.piece(v, (buf.len() - done) as u64);
+                f(src, v, &buf[done..done + n as usize])?;
+                done += n as usize;
+            }
+            Ok(())
+        };
+        pieces(&mut |src, v, part| match src {
+            Source::Zero => Err(Error::invalid(format!(
+                "bytes {v}..{} of the BitLocker volume hold its metadata (shown as zeros): \
+                 they are not written",
+                v + part.len() as u64
+            ))),
+            Source::Stored(_) => Ok(()),
+        })?;
+        pieces(&mut |src, v, part| {
+            let at = match src {
+                Source::Stored(p) => p,
+                Source::Zero => unreachable!("refused above"),
+            };
+            if at == v {
+                return crate::store::write_all(&*self.inner, part, at, "BitLocker data");
+            }
+            let mut moved = Zeroizing::new(part.to_vec());
+            self.xts.decrypt(v / ss, &mut moved)?;
+            self.xts.encrypt(at / ss, &mut moved)?;
+            crate::store::write_all(&*self.inner, &moved, at, "BitLocker data")
+        })
+    }
+}
+
+/// An `io::Error` of a volume error (an I/O error's own source, otherwise the message).
+fn io_error(e: Error) -> std::io::Error {
+    match e {
+        Error::Io { source, .. } => source,
+        Error::Invalid(_) => std::io::Error::new(std::io::ErrorKind::InvalidInput, e.to_string()),
+        e => std::io::Error::other(e.to_string()),
+    }
 }
 
 impl Store for Translated {
@@ -519,22 +566,15 @@ impl Store for Translated {
     }
 
     fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
-        self.translate(buf, offset).map_err(|e| match e {
-            Error::Io { source, .. } => source,
-            e => std::io::Error::other(e.to_string()),
-        })
+        self.translate(buf, offset).map_err(io_error)
     }
 
     fn write_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
-        let _ = (buf, offset);
-        Err(std::io::Error::new(
-            std::io::ErrorKind::ReadOnlyFilesystem,
-            "BitLocker volumes are opened read-only",
-        ))
+        self.write(buf, offset).map_err(io_error)
     }
 
     fn sync(&self) -> std::io::Result<()> {
-        Ok(())
+        self.inner.sync()
     }
 }
 

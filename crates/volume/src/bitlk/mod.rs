@@ -21,12 +21,18 @@
 //! read, then the FVEK is unwrapped. The key returned is the data key in cryptsetup's
 //! layout (what `bitlkDump --dump-volume-key` prints).
 //!
+//! **The data**: [`data::View`] ([`Bitlk::view`]) reads every method through the
+//! library. The sector engine (read, write, serve, mount, open) reaches AES-XTS volumes
+//! through [`data::Translated`], a store that presents BitLocker's relocated boot sector
+//! and zeroed metadata as the engine's plain64 sectors, both ways; writes into the
+//! metadata ranges are refused. AES-CBC volumes, with or without the Elephant diffuser,
+//! are refused by the engine ([`Unlocked::engine`] says why) until the crypto core has
+//! their IV and diffuser as sector modes.
+//!
 //! **Not supported**: creating BitLocker volumes and changing protectors (keyslot
-//! changes are refused), writing, Vista (BitLocker version 1) volumes, encrypt-on-write
-//! ("used space only") and partially converted volumes (refused when the data is opened),
-//! TPM and smart-card protectors. The engine does not map BitLocker's virtualised regions,
-//! so the data is read through [`data::View`] ([`Bitlk::view`]); [`Unlocked::engine`]
-//! refuses a BitLocker volume with a message that says so.
+//! changes are refused), writing AES-CBC volumes, Vista (BitLocker version 1) volumes,
+//! encrypt-on-write ("used space only") and partially converted volumes (refused when the
+//! data is opened), TPM and smart-card protectors.
 
 pub mod data;
 pub mod keys;

@@ -402,8 +402,8 @@ impl Unlocked {
         }
     }
 
-    /// The same volume whose data the engine reads through the store `map` makes of the
-    /// data's store, read-only (the engine refuses to open it for writing).
+    /// The same volume whose data the engine reads and writes through the store `map`
+    /// makes of the data's store.
     pub fn with_store_map(mut self, map: StoreMap) -> Unlocked {
         self.store_map = Some(map);
         self
@@ -514,17 +514,7 @@ impl Unlocked {
         }
         let store = match &self.store_map {
             None => store,
-            Some(map) => {
-                if !opts.read_only {
-                    return Err(Error::unsupported(format!(
-                        "{} opens read-only here ({} volumes are not written yet): open it \
-                         read-only",
-                        store.name(),
-                        self.cipher
-                    )));
-                }
-                map(store)?
-            }
+            Some(map) => map(store)?,
         };
         crate::engine::Volume::new(store, self.layout()?, opts)
     }
