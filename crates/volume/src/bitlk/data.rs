@@ -369,6 +369,20 @@ impl Map {
         Ok(())
     }
 
+    /// The pieces of `len` bytes of the view at `offset`: each with its source, its offset
+    /// in the view and its range in the caller's buffer.
+    fn pieces(&self, offset: u64, len: usize) -> Vec<(Source, u64, std::ops::Range<usize>)> {
+        let mut out = Vec::new();
+        let mut done = 0usize;
+        while done < len {
+            let v = offset + done as u64;
+            let (src, n) = self.piece(v, (len - done) as u64);
+            out.push((src, v, done..done + n as usize));
+            done += n as usize;
+        }
+        out
+    }
+
     /// The longest piece of the view from `v` (up to `len` bytes) that comes from one
     /// source, and that source.
     fn piece(&self, v: u64, len: u64) -> (Source, u64) {
@@ -513,37 +527,31 @@ impl Translated {
     fn write(&self, buf: &[u8], offset: u64) -> Result<()> {
         self.map.check(offset, buf.len())?;
         let ss = self.map.sector_size as u64;
-        let pieces = |f: &mut dyn FnMut(Source, u64, &[u8]) -> Result<()>| -> Result<()> {
-            let mut done = 0usize;
-            while done < buf.len() {
-                let v = offset + done as u64;
-                let (src, n) = self.map.piece(v, (buf.len() - done) as u64);
-                f(src, v, &buf[done..done + n as usize])?;
-                done += n as usize;
+        let pieces = self.map.pieces(offset, buf.len());
+        for &(src, v, ref range) in &pieces {
+            if src == Source::Zero {
+                return Err(Error::invalid(format!(
+                    "bytes {v}..{} of the BitLocker volume hold its metadata (shown as \
+                     zeros): they are not written",
+                    v + range.len() as u64
+                )));
             }
-            Ok(())
-        };
-        pieces(&mut |src, v, part| match src {
-            Source::Zero => Err(Error::invalid(format!(
-                "bytes {v}..{} of the BitLocker volume hold its metadata (shown as zeros): \
-                 they are not written",
-                v + part.len() as u64
-            ))),
-            Source::Stored(_) => Ok(()),
-        })?;
-        pieces(&mut |src, v, part| {
-            let at = match src {
-                Source::Stored(p) => p,
-                Source::Zero => unreachable!("refused above"),
+        }
+        for (src, v, range) in pieces {
+            let Source::Stored(at) = src else {
+                unreachable!("refused above")
             };
+            let part = &buf[range];
             if at == v {
-                return crate::store::write_all(&*self.inner, part, at, "BitLocker data");
+                crate::store::write_all(&*self.inner, part, at, "BitLocker data")?;
+                continue;
             }
             let mut moved = Zeroizing::new(part.to_vec());
             self.xts.decrypt(v / ss, &mut moved)?;
             self.xts.encrypt(at / ss, &mut moved)?;
-            crate::store::write_all(&*self.inner, &moved, at, "BitLocker data")
-        })
+            crate::store::write_all(&*self.inner, &moved, at, "BitLocker data")?;
+        }
+        Ok(())
     }
 }
 
