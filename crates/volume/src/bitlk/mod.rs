@@ -55,12 +55,23 @@ use zeroize::Zeroizing;
 /// The format's name.
 pub const NAME: &str = "bitlk";
 
-/// A BitLocker volume's metadata, and the startup key given to open it.
-#[derive(Debug, Clone)]
+/// A BitLocker volume's metadata, and the startup key given to open it. `Debug` shows
+/// whether a startup key is set, never its bytes.
+#[derive(Clone)]
 pub struct Bitlk {
     md: Metadata,
     guid: String,
     startup_key: Option<Zeroizing<Vec<u8>>>,
+}
+
+impl std::fmt::Debug for Bitlk {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Bitlk")
+            .field("md", &self.md)
+            .field("guid", &self.guid)
+            .field("startup_key", &self.startup_key.is_some())
+            .finish()
+    }
 }
 
 impl Bitlk {

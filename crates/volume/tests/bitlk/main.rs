@@ -241,6 +241,26 @@ fn a_wrong_password_or_recovery_password_is_a_wrong_passphrase() {
     let store = open_store(&dir.join("bitlk-aes-xts-128-startup-key-win11.img"));
     let err = unlock(&store, b"", Some(bek)).unwrap_err();
     assert!(matches!(err, Error::WrongPassphrase), "{err}");
+    // Debug output names no key: the startup key's bytes and the clear key stay out.
+    let mut b = Bitlk::read(&open_store(
+        &dir.join("bitlk-aes-xts-128-clearkey-only.img"),
+    ))
+    .unwrap();
+    let bek = fs::read(dir.join("AA80A52B-9B66-47AE-B097-33F536FFBB07.BEK")).unwrap();
+    let clear = b.metadata().vmks[0].clear_key.clone().unwrap();
+    b.set_keyfiles(vec![Zeroizing::new(bek.clone())]).unwrap();
+    let debug = format!("{b:?}");
+    let run = |k: &[u8]| {
+        k.iter()
+            .map(|x| x.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    assert!(
+        !debug.contains(&run(&bek[bek.len() - 32..bek.len() - 20])),
+        "{debug}"
+    );
+    assert!(!debug.contains(&run(&clear[4..16])), "{debug}");
     // The Unicode password is hashed as UTF-16 of its characters, not of its bytes.
     let store = open_store(&dir.join("bitlk-aes-xts-128-unicode.img"));
     assert!(matches!(
