@@ -2,13 +2,17 @@
 //! `crates/volume/tests/data/bitlk/`): `read` of AES-XTS volumes against the SHA-256 of
 //! `images.conf`, with a password, a recovery password, `--bitlk-startup-key` and a
 //! clear key (`--no-passphrase`);
-//! `test-key`'s exit codes; `dump --json`; writing an XTS volume and reading it back in
+//! `serve` read by nbdcopy; `test-key`'s exit codes; `dump --json`; writing an XTS volume and reading it back in
 //! another process; and the clear refusals (AES-CBC through the engine, writes into the
 //! metadata).
 
+#[path = "support/served.rs"]
+mod served;
 mod support;
+#[path = "support/volumes.rs"]
+mod volumes;
 
-use sectorcrypt_testkit::{have, skipped};
+use sectorcrypt_testkit::{have, require, skipped};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -318,4 +322,32 @@ fn paths(v: &serde_json::Value, prefix: &str, out: &mut std::collections::BTreeS
         }
         _ => {}
     }
+}
+
+#[test]
+fn serve_gives_nbdcopy_the_plaintext() {
+    require!("nbdcopy");
+    let dir = images_or_skip!();
+    let name = "bitlk-togo-aes-xts-128";
+    let tmp = tempfile::tempdir().unwrap();
+    let pass = tmp.path().join("pass");
+    std::fs::write(&pass, conf(dir, name, "RP")).unwrap();
+    let sock = tmp.path().join("sock");
+    let served = served::Served::start(
+        &[
+            "--key-file",
+            pass.to_str().unwrap(),
+            "--read-only",
+            &img(dir, name),
+        ],
+        &sock,
+    );
+    let out = tmp.path().join("out");
+    sectorcrypt_testkit::run(Command::new("nbdcopy").arg(served.uri()).arg(&out));
+    drop(served);
+    let got = std::fs::read(&out).unwrap();
+    assert_eq!(
+        hex::encode(openssl::sha::sha256(&got)),
+        conf(dir, name, "SHA256SUM")
+    );
 }
