@@ -178,7 +178,6 @@ impl SectorCrypt {
     }
 
     /// Encrypts whole sectors `buf` to be stored at byte offset `p`.
-    #[cfg(test)]
     fn encrypt(&self, p: u64, ss: usize, buf: &mut [u8]) -> Result<()> {
         match self {
             SectorCrypt::Xts(c) => c.encrypt(p / ss as u64, buf)?,
@@ -278,7 +277,6 @@ mod elephant {
     }
 
     /// Diffuser A then diffuser B, encrypting (the inverse of [`decrypt`]).
-    #[cfg(test)]
     pub(super) fn encrypt(sector: &mut [u8]) {
         let (mut buf, n) = words(sector);
         let d = &mut buf[..n];
@@ -463,17 +461,30 @@ impl View {
     }
 }
 
-/// An XTS volume's ciphertext as the sector engine needs it: every sector of the view
-/// encrypted under the IV of its own place (`aes-xts-plain64`, one IV per sector, from
-/// sector 0). Sectors stored in place pass through untouched, both ways; the relocated
-/// header is decrypted under the IVs of where it is stored and encrypted again under
-/// those of where the view shows it (16 sectors of 512 bytes on most volumes), and the
-/// other way when written; the zeroed ranges read as zeros encrypted, and a write that
-/// touches them is refused whole, before anything is written (they hold BitLocker's
-/// metadata, which Windows keeps out of the file system's reach).
+/// A volume's ciphertext as the sector engine needs it: every sector of the view
+/// encrypted with `aes-xts-plain64` under the IV of its own place (one IV per sector, from
+/// sector 0).
+///
+/// - AES-XTS volumes, under their own key: sectors stored in place pass through
+///   untouched, both ways; the relocated header is decrypted under the IVs of where it is
+///   stored and encrypted again under those of where the view shows it (16 sectors of 512
+///   bytes on most volumes), and the other way when written.
+/// - AES-CBC volumes, with or without the Elephant diffuser (sector ciphers the engine
+///   does not have): every sector is decrypted with BitLocker's cipher at its stored
+///   place and encrypted again under a random XTS key of this process (the engine's key,
+///   [`Unlocked::with_engine_key`](crate::Unlocked::with_engine_key)), and the other way
+///   when written: the engine never sees BitLocker's cipher, and the extra XTS pass costs
+///   little beside CBC.
+///
+/// The zeroed ranges read as zeros encrypted, and a write that touches them is refused
+/// whole, before anything is written (they hold BitLocker's metadata, which Windows keeps
+/// out of the file system's reach).
 pub struct Translated {
     inner: Box<dyn Store>,
+    /// The engine's XTS cipher.
     xts: SectorCipher,
+    /// BitLocker's own cipher, when it is not `xts` (AES-CBC volumes).
+    own: Option<SectorCrypt>,
     map: Map,
 }
 
@@ -487,14 +498,48 @@ impl std::fmt::Debug for Translated {
 }
 
 impl Translated {
-    /// The translation of `inner` under the XTS data key `key`.
-    pub fn new(inner: Box<dyn Store>, key: &[u8], map: Map) -> Result<Translated> {
+    /// The translation of `inner`, whose data is under `method` with the data key `key`,
+    /// for an engine under the XTS key `engine_key` (for an XTS volume, `key` itself).
+    pub fn new(
+        inner: Box<dyn Store>,
+        method: Method,
+        key: &[u8],
+        engine_key: &[u8],
+        map: Map,
+    ) -> Result<Translated> {
         let spec = CipherSpec {
             mode: CipherMode::Xts,
             iv: IvMode::Plain64,
         };
-        let xts = SectorCipher::new(spec, key, SectorLayout::new(map.sector_size, true)?)?;
-        Ok(Translated { inner, xts, map })
+        let layout = SectorLayout::new(map.sector_size, true)?;
+        let own = match method {
+            Method::Xts(_) if key == engine_key => None,
+            _ => Some(SectorCrypt::new(method, key, map.sector_size)?),
+        };
+        Ok(Translated {
+            inner,
+            xts: SectorCipher::new(spec, engine_key, layout)?,
+            own,
+            map,
+        })
+    }
+
+    /// Decrypts `part`, stored at `p`, with BitLocker's cipher.
+    fn own_decrypt(&self, p: u64, part: &mut [u8]) -> Result<()> {
+        let ss = self.map.sector_size;
+        match &self.own {
+            Some(c) => c.decrypt(p, ss, part),
+            None => Ok(self.xts.decrypt(p / ss as u64, part)?),
+        }
+    }
+
+    /// Encrypts `part`, to be stored at `p`, with BitLocker's cipher.
+    fn own_encrypt(&self, p: u64, part: &mut [u8]) -> Result<()> {
+        let ss = self.map.sector_size;
+        match &self.own {
+            Some(c) => c.encrypt(p, ss, part),
+            None => Ok(self.xts.encrypt(p / ss as u64, part)?),
+        }
     }
 
     fn translate(&self, buf: &mut [u8], offset: u64) -> Result<()> {
@@ -506,12 +551,12 @@ impl Translated {
             let (src, n) = self.map.piece(v, (buf.len() - done) as u64);
             let part = &mut buf[done..done + n as usize];
             match src {
-                Source::Stored(p) if p == v => {
+                Source::Stored(p) if p == v && self.own.is_none() => {
                     crate::store::read_exact(&*self.inner, part, p, "BitLocker data")?
                 }
                 Source::Stored(p) => {
                     crate::store::read_exact(&*self.inner, part, p, "BitLocker data")?;
-                    self.xts.decrypt(p / ss, part)?;
+                    self.own_decrypt(p, part)?;
                     self.xts.encrypt(v / ss, part)?;
                 }
                 Source::Zero => {
@@ -542,13 +587,13 @@ impl Translated {
                 unreachable!("refused above")
             };
             let part = &buf[range];
-            if at == v {
+            if at == v && self.own.is_none() {
                 crate::store::write_all(&*self.inner, part, at, "BitLocker data")?;
                 continue;
             }
             let mut moved = Zeroizing::new(part.to_vec());
             self.xts.decrypt(v / ss, &mut moved)?;
-            self.xts.encrypt(at / ss, &mut moved)?;
+            self.own_encrypt(at, &mut moved)?;
             crate::store::write_all(&*self.inner, &moved, at, "BitLocker data")?;
         }
         Ok(())

@@ -22,17 +22,16 @@
 //! layout (what `bitlkDump --dump-volume-key` prints).
 //!
 //! **The data**: [`data::View`] ([`Bitlk::view`]) reads every method through the
-//! library. The sector engine (read, write, serve, mount, open) reaches AES-XTS volumes
+//! library. The sector engine (read, write, serve, mount, open) reaches every method
 //! through [`data::Translated`], a store that presents BitLocker's relocated boot sector
-//! and zeroed metadata as the engine's plain64 sectors, both ways; writes into the
-//! metadata ranges are refused. AES-CBC volumes, with or without the Elephant diffuser,
-//! are refused by the engine ([`Unlocked::engine`] says why) until the crypto core has
-//! their IV and diffuser as sector modes.
+//! and zeroed metadata as the engine's `aes-xts-plain64` sectors, both ways (AES-CBC
+//! volumes under a random XTS key of the process); writes into the metadata ranges are
+//! refused.
 //!
 //! **Not supported**: creating BitLocker volumes and changing protectors (keyslot
-//! changes are refused), writing AES-CBC volumes, Vista (BitLocker version 1) volumes,
-//! encrypt-on-write ("used space only") and partially converted volumes (refused when the
-//! data is opened), TPM and smart-card protectors.
+//! changes are refused), Vista (BitLocker version 1) volumes, encrypt-on-write ("used
+//! space only") and partially converted volumes (refused when the data is opened), TPM
+//! and smart-card protectors.
 
 pub mod data;
 pub mod keys;
@@ -325,27 +324,33 @@ impl Format for Bitlk {
             mode: CipherMode::Xts,
             iv: IvMode::Plain64,
         };
-        match self.method()? {
-            Method::Xts(_) => {
-                // Checks the data can be read before the engine is built.
-                self.view(store, &key)?;
-                let map = self.map(store::size(store)?)?;
-                let data_key = key.clone();
-                Ok(
-                    Unlocked::new(info, xts, key, keyslot).with_store_map(Arc::new(
-                        move |inner| -> Result<Box<dyn Store>> {
-                            Ok(Box::new(Translated::new(inner, &data_key, map.clone())?))
-                        },
-                    )),
-                )
+        let method = self.method()?;
+        // Checks the data can be read before the engine is built.
+        self.view(store, &key)?;
+        let map = self.map(store::size(store)?)?;
+        // XTS volumes: the engine works under the data key itself. AES-CBC volumes: under
+        // a random XTS key of this process (see `Translated`).
+        let engine_key = match method {
+            Method::Xts(_) => key.clone(),
+            _ => {
+                let mut k = Zeroizing::new(vec![0u8; 64]);
+                crate::random(&mut k)?;
+                k
             }
-            _ => Ok(Unlocked::new(info, xts, key, keyslot).data_refused(
-                "BitLocker AES-CBC volumes (with or without the Elephant diffuser) are not \
-                     yet served through the sector engine (read, serve, mount, open): only \
-                     AES-XTS volumes are; the library reads them with \
-                     sectorcrypt_volume::bitlk::Bitlk::view",
-            )),
-        }
+        };
+        let data_key = key.clone();
+        let translated_key = engine_key.clone();
+        Ok(Unlocked::new(info, xts, key, keyslot)
+            .with_engine_key(&engine_key)
+            .with_store_map(Arc::new(move |inner| -> Result<Box<dyn Store>> {
+                Ok(Box::new(Translated::new(
+                    inner,
+                    method,
+                    &data_key,
+                    &translated_key,
+                    map.clone(),
+                )?))
+            })))
     }
 
     fn volume_info(&self, store: &dyn Store) -> Result<VolumeInfo> {

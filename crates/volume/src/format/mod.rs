@@ -335,12 +335,12 @@ pub struct Unlocked {
     zones: Option<(u64, Arc<dyn KeySource>)>,
     /// Tags stored with each sector (`auth.rs`).
     auth: Option<auth::UnitAuth>,
-    /// Why the engine cannot serve this volume's data (a format whose data map the
-    /// layout cannot express), when it cannot.
-    data_refused: Option<&'static str>,
     /// How the data's store is presented to the engine, when not as it is (see
     /// [`Unlocked::with_store_map`]).
     store_map: Option<StoreMap>,
+    /// The key the engine's sectors are under, when not the volume key (the store map
+    /// presents the data under it).
+    engine_key: Option<SecretBytes>,
 }
 
 /// Makes the store the engine reads a volume's data through from the data's own store
@@ -397,8 +397,24 @@ impl Unlocked {
             header_end: 0,
             zones: None,
             auth: None,
-            data_refused: None,
             store_map: None,
+            engine_key: None,
+        }
+    }
+
+    /// The same volume whose engine works under `key` instead of the volume key: the
+    /// store map presents the data encrypted under it (a format whose own sector cipher
+    /// the engine does not have; the key lives as long as the `Unlocked`).
+    pub fn with_engine_key(mut self, key: &[u8]) -> Unlocked {
+        self.engine_key = Some(SecretBytes::from_slice(key));
+        self
+    }
+
+    /// The key of the engine's sectors: the volume key, or the engine key.
+    fn sector_key(&self) -> &[u8] {
+        match &self.engine_key {
+            Some(k) => k,
+            None => &self.volume_key,
         }
     }
 
@@ -406,13 +422,6 @@ impl Unlocked {
     /// makes of the data's store.
     pub fn with_store_map(mut self, map: StoreMap) -> Unlocked {
         self.store_map = Some(map);
-        self
-    }
-
-    /// The same volume whose data the engine refuses to serve, saying `why` (its keys
-    /// still open and are verified: `test-key` works).
-    pub fn data_refused(mut self, why: &'static str) -> Unlocked {
-        self.data_refused = Some(why);
         self
     }
 
@@ -428,12 +437,9 @@ impl Unlocked {
     /// offset, end of the header's metadata and keyslots))` for an attached header whose
     /// data offset lies inside its own metadata (a detached header used on its own).
     pub fn data_inside_header(&self) -> Option<(u64, u64)> {
-        // A volume whose data the engine refuses, or reads through a store map (whose
-        // metadata lies inside its data, read as the format shows it), has no data offset
-        // to speak of.
-        (self.data_refused.is_none()
-            && self.store_map.is_none()
-            && self.data_offset < self.header_end)
+        // A volume whose data the engine reads through a store map (whose metadata lies
+        // inside its data, read as the format shows it) has no data offset to speak of.
+        (self.store_map.is_none() && self.data_offset < self.header_end)
             .then_some((self.data_offset, self.header_end))
     }
 
@@ -462,14 +468,11 @@ impl Unlocked {
 
     /// The sector map of the data area, for the engine.
     pub fn layout(&self) -> Result<Layout> {
-        if let Some(why) = self.data_refused {
-            return Err(Error::unsupported(why));
-        }
         if let Some(auth) = &self.auth {
             return auth.layout(self);
         }
         match &self.zones {
-            None => Layout::single(self.geometry(), self.spec, &self.volume_key),
+            None => Layout::single(self.geometry(), self.spec, self.sector_key()),
             Some((zone_sectors, source)) => Layout::zoned(
                 self.geometry(),
                 self.spec,
@@ -483,16 +486,13 @@ impl Unlocked {
     /// [`IvRule::number`] for a sector's first IV number): an independent path to the
     /// data, for tests and tools.
     pub fn sector_cipher(&self) -> Result<SectorCipher> {
-        if let Some(why) = self.data_refused {
-            return Err(Error::unsupported(why));
-        }
         if self.zones.is_some() || self.auth.is_some() {
             return Err(Error::unsupported(
                 "this volume has one key per zone or tagged sectors: use its layout",
             ));
         }
         let layout = self.iv.cipher_layout(self.sector_size)?;
-        Ok(SectorCipher::new(self.spec, &self.volume_key, layout)?)
+        Ok(SectorCipher::new(self.spec, self.sector_key(), layout)?)
     }
 
     /// The engine over this volume's data area in `store` (the data's store it was
