@@ -707,3 +707,37 @@ fn write_round_trip(name: &str) {
         skipped!("skipped (the dislocker part): dislocker-file is not installed");
     }
 }
+
+#[test]
+fn an_unknown_encryption_method_is_refused_before_any_key_work() {
+    use sectorcrypt_volume::bitlk::metadata::crc32;
+    let dir = images_or_skip!();
+    let tmp = tempfile::tempdir().unwrap();
+    let path = scratch_copy(dir, "bitlk-aes-xts-128", tmp.path());
+    // Method 0x9000 in every copy, each copy's CRC-32 made to match again.
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&path)
+        .unwrap();
+    for off in fve_offsets(&path) {
+        let mut head = [0u8; 10];
+        f.read_exact_at(&mut head, off).unwrap();
+        let len = usize::from(u16::from_le_bytes([head[8], head[9]])) << 4;
+        let mut block = vec![0u8; len];
+        f.read_exact_at(&mut block, off).unwrap();
+        block[100..102].copy_from_slice(&0x9000u16.to_le_bytes());
+        f.write_all_at(&block, off).unwrap();
+        f.write_all_at(&crc32(&block).to_le_bytes(), off + len as u64 + 4)
+            .unwrap();
+    }
+    let store = open_store(&path);
+    let b = Bitlk::read(&store).unwrap();
+    assert_eq!(b.to_json()["method"], "0x9000");
+    let started = std::time::Instant::now();
+    let err = b.unlock_key(&store, b"anaconda", None).unwrap_err();
+    assert!(matches!(err, Error::Unsupported(_)), "{err}");
+    assert!(err.to_string().contains("0x9000"), "{err}");
+    // Refused before the password stretch (which takes far longer in a test build).
+    assert!(started.elapsed() < std::time::Duration::from_millis(200));
+}
