@@ -7,7 +7,7 @@
 # Ripper's $geli$ vectors) and by `sectorcrypt geli init` in the variants no public
 # FreeBSD image has; what nbdkit and qemu-nbd send to the NBD client; NBD URIs (libnbd's
 # tests, the NBD project's doc/uri.md); rbd: specs; TLS certificate directories made by
-# openssl. Run by `scripts/fuzz.sh seeds`; the corpora stay small (header regions with
+# openssl; BitLocker metadata cut from cryptsetup's Windows-made images. Run by `scripts/fuzz.sh seeds`; the corpora stay small (header regions with
 # their trailing zeros cut, whole keyslot material for one image of each version).
 #
 #   bash fuzz/seeds.sh [TARGET...]     # the named targets' corpora only (default: all)
@@ -18,7 +18,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 corpus=fuzz/corpus
-all=(luks1 luks2 nbd cipher_spec cli_values geli nbd_client nbd_uri rbd_spec pem)
+all=(luks1 luks2 nbd cipher_spec cli_values geli nbd_client nbd_uri rbd_spec pem bitlk)
 only=("$@")
 [ "${#only[@]}" -gt 0 ] || only=("${all[@]}")
 for t in "${only[@]}"; do
@@ -485,6 +485,41 @@ for name, (files, verify, required) in dirs.items():
             flags |= 1 << i
             parts.append(content)
     open(os.path.join(out, name), "wb").write(bytes([flags]) + b"\0".join(parts))
+PY
+fi
+
+# BitLocker: cryptsetup's Windows-made images (crates/volume/tests/data/bitlk/), each cut
+# to its volume header and its three FVE blocks (with their validation) moved next to it,
+# one every 4096 bytes (each block with the 88 bytes of validation after it), the header's and the blocks' offsets rewritten and the CRC-32s
+# recomputed. The SHA-256 sealed under each VMK then no longer matches: a clear key opens
+# its VMK and stops at the validation.
+if want bitlk; then
+    tar -xJf crates/volume/tests/data/bitlk/bitlk-images.tar.xz -C "$work"
+    python3 - "$work/bitlk-images" "$corpus/bitlk" <<'PY'
+import glob, os, struct, sys, zlib
+src, out = sys.argv[1], sys.argv[2]
+for img in sorted(glob.glob(os.path.join(src, "*.img"))):
+    with open(img, "rb") as f:
+        head = bytearray(f.read(512))
+        at = 424 if head[3:11] == b"MSWIN4.1" else 160
+        offs = struct.unpack_from("<3Q", head, at + 16)
+        blocks = []
+        for o in offs:
+            f.seek(o)
+            b = bytearray(f.read(65536))  # an FVE area
+            n = struct.unpack_from("<H", b, 8)[0] << 4
+            blocks.append(b[: n + 88])
+    step = -(-max(len(b) for b in blocks) // 4096) * 4096
+    new = [step, 2 * step, 3 * step]
+    struct.pack_into("<3Q", head, at + 16, *new)
+    seed = bytearray(head) + bytearray(4 * step - 512)
+    for o, b in zip(new, blocks):
+        n = struct.unpack_from("<H", b, 8)[0] << 4
+        struct.pack_into("<3Q", b, 32, *new)
+        struct.pack_into("<I", b, n + 4, zlib.crc32(bytes(b[:n])))
+        seed[o : o + len(b)] = b
+    name = os.path.basename(img)[: -len(".img")]
+    open(os.path.join(out, name), "wb").write(bytes(seed).rstrip(b"\0"))
 PY
 fi
 

@@ -12,6 +12,8 @@ set -euo pipefail
 # GELI tests: grub-common (grub-fstest reads GELI images), dosfstools and mtools (FAT
 # images with a known file), python3-cryptography (the reference model tests/geli_ref.py),
 # xz-utils (the compressed FreeBSD-made images).
+# BitLocker tests: dislocker (dislocker-file decrypts cryptsetup's Windows-made images, a
+# second reader to compare with; xz-utils above unpacks them).
 # TLS tests: openssl (the command line makes their X.509 certificates).
 # Manual and completion tests: groff-base (renders the man pages), zsh and fish (load the
 # completion scripts).
@@ -32,7 +34,7 @@ set -euo pipefail
 needed=(pkg-config libssl-dev cryptsetup-bin qemu-utils nbdkit libnbd-bin fuse3
     libengine-gost-openssl e2fsprogs python3-libnbd grub-common dosfstools mtools
     python3-cryptography xz-utils openssl groff-base zsh fish gcc libc6-dev binutils
-    systemd prometheus curl perl make)
+    systemd prometheus curl perl make dislocker)
 if [ "${1:-}" = bench ]; then
     needed=(fio)
 fi

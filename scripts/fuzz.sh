@@ -7,7 +7,7 @@
 #   bash scripts/fuzz.sh coverage all       # the same for every target, then a table
 #   bash scripts/fuzz.sh seeds [TARGET...]  # remake fuzz/corpus/ (fuzz/seeds.sh), or some of it
 #   bash scripts/fuzz.sh list
-# Targets: luks1 luks2 nbd cipher_spec cli_values geli nbd_client nbd_uri rbd_spec pem
+# Targets: luks1 luks2 nbd cipher_spec cli_values geli nbd_client nbd_uri rbd_spec pem bitlk
 # (harnesses in fuzz/src/, described in fuzz/src/lib.rs). PARALLEL=2 runs `all` two
 # targets at a time.
 #
@@ -55,7 +55,7 @@
 # missing (the system's LLVM may not read the profile format of rustc's LLVM).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-targets=(luks1 luks2 nbd cipher_spec cli_values geli nbd_client nbd_uri rbd_spec pem)
+targets=(luks1 luks2 nbd cipher_spec cli_values geli nbd_client nbd_uri rbd_spec pem bitlk)
 # Cargo's target directory (CARGO_TARGET_DIR, or the workspace's target/), and this
 # script's folder in it.
 tdir=$(bash scripts/target-dir.sh)
@@ -68,13 +68,14 @@ fi
 
 # Largest input per target: a LUKS2 seed with whole keyslot material is 96 KiB; an
 # nbd_client capture (replies to 16 KiB reads in 4 KiB blocks) 41 KiB; a certificates
-# directory with a chain and two key pairs 8 KiB; a GELI seed 4 KiB.
+# directory with a chain and two key pairs 8 KiB; a GELI seed 4 KiB; a BitLocker seed
+# (header and three FVE blocks) 13 KiB.
 max_len() {
     case "$1" in
     luks1) echo 131072 ;;
     luks2) echo 262144 ;;
     nbd | nbd_client) echo 65536 ;;
-    cipher_spec | geli | pem) echo 16384 ;;
+    cipher_spec | geli | pem | bitlk) echo 16384 ;;
     *) echo 4096 ;;
     esac
 }
@@ -133,6 +134,7 @@ focus() {
     case "$1" in
     luks1 | luks2) echo crates/volume/src/luks ;;
     geli) echo crates/volume/src/geli ;;
+    bitlk) echo crates/volume/src/bitlk ;;
     nbd_client) echo crates/nbd/src/client ;;
     nbd_uri) echo crates/nbd/src/client/uri.rs ;;
     rbd_spec) echo crates/rbd/src/spec.rs ;;

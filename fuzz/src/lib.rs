@@ -15,6 +15,8 @@
 //!   data: parsing round-trips, and every usable backend encrypts alike and decrypts back.
 //! - [`cli_values`]: the command line's value parsers (`sectorcrypt_cli`): sizes, hex,
 //!   key files, each against an independent statement of what it accepts.
+//! - [`bitlk`]: the bytes are the start of a BitLocker volume (header, FVE metadata
+//!   copies with their CRC-32 recomputed): the metadata parser, `dump`, and a clear key.
 //! - [`geli`]: the bytes are the end of a GELI provider, its metadata sector last: the
 //!   decoder, what reads a provider, `dump`, and unlocking with a small iteration count.
 //! - [`nbd_client`]: the bytes are what a server sends to the NBD client (handshake and
@@ -29,6 +31,7 @@
 //! A harness panics only on a broken property; errors of the code under test are results.
 #![forbid(unsafe_code)]
 
+mod bitlk;
 mod cipher;
 mod cli;
 mod geli;
@@ -40,6 +43,7 @@ mod pem;
 mod rbd_spec;
 mod store;
 
+pub use bitlk::{bitlk, fix_bitlk_crcs};
 pub use cipher::cipher_spec;
 pub use cli::cli_values;
 pub use geli::{geli, geli_reached, GELI_KEYFILE, GELI_PASSPHRASE};
@@ -67,4 +71,5 @@ pub const TARGETS: &[(&str, Harness)] = &[
     ("nbd_uri", nbd_uri),
     ("rbd_spec", rbd_spec),
     ("pem", pem),
+    ("bitlk", bitlk),
 ];

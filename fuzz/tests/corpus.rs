@@ -40,6 +40,7 @@ fn every_target_has_a_test_here() {
     assert_eq!(
         named,
         [
+            "bitlk",
             "cipher_spec",
             "cli_values",
             "geli",
@@ -52,6 +53,30 @@ fn every_target_has_a_test_here() {
             "rbd_spec"
         ]
     );
+}
+
+#[test]
+fn bitlk_corpus() {
+    assert!(replay("bitlk") > 0);
+}
+
+/// The seed cut from cryptsetup's clear-key image reaches the key path: its clear key
+/// opens the VMK, and the metadata, whose offsets the seed rewrote, fails the SHA-256
+/// sealed under it.
+#[test]
+fn the_bitlk_clear_key_seed_reaches_the_metadata_validation() {
+    use sectorcrypt_volume::bitlk::Bitlk;
+    use sectorcrypt_volume::format::Format;
+    let p =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus/bitlk/bitlk-aes-xts-128-clearkey-only");
+    let mut data = std::fs::read(p).unwrap();
+    sectorcrypt_fuzz::fix_bitlk_crcs(&mut data);
+    let file = tempfile_with(&data);
+    let store = sectorcrypt_volume::FileStore::open(&file, false).unwrap();
+    let b = Bitlk::read(&store).unwrap();
+    let err = b.unlock_key(&store, b"", None).unwrap_err();
+    std::fs::remove_file(&file).unwrap();
+    assert!(err.to_string().contains("fails its validation"), "{err}");
 }
 
 #[test]

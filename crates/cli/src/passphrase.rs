@@ -182,7 +182,7 @@ fn nonempty(s: Secret) -> Result<Secret, Failure> {
 
 /// An existing passphrase of `image`.
 pub fn existing(key: &KeyArgs, image: &Path) -> Result<Secret, Failure> {
-    if key.no_passphrase {
+    if key.no_passphrase || key.bitlk_startup_key.is_some() {
         return Ok(Secret::from_slice(&[]));
     }
     match &key.key_file {
@@ -196,9 +196,18 @@ pub fn existing(key: &KeyArgs, image: &Path) -> Result<Secret, Failure> {
 
 /// The keyfile components `key` names (GELI's `-k` files), their whole contents in order.
 /// Unlike a passphrase file, a keyfile may be empty (`geli init -K /dev/null`).
+/// A BitLocker startup key (`--bitlk-startup-key`) is handed to the format the same way,
+/// as its one key part.
 pub fn keyfiles(key: &KeyArgs) -> Result<Vec<zeroize::Zeroizing<Vec<u8>>>, Failure> {
+    if key.bitlk_startup_key.is_some() && !key.keyfile_component.is_empty() {
+        return Err(Failure::usage(
+            "--bitlk-startup-key and --keyfile-component belong to different formats \
+             (BitLocker, GELI): give one",
+        ));
+    }
     key.keyfile_component
         .iter()
+        .chain(&key.bitlk_startup_key)
         .map(|path| {
             let file = File::open(path)
                 .map_err(|e| Failure::usage(format!("keyfile {}: {e}", path.display())))?;

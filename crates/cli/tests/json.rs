@@ -22,8 +22,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use support::{bin, code, ok, s, sc, sc_on};
 
-/// The sections of docs/JSON.md this file checks.
-const SECTIONS: [&str; 7] = [
+/// The sections of docs/JSON.md this file checks (the BitLocker one is checked by
+/// `tests/bitlk.rs`, beside its images).
+const SECTIONS: [&str; 8] = [
     "`dump --json=common`",
     "`dump --json`: LUKS2",
     "`dump --json`: LUKS1",
@@ -31,6 +32,7 @@ const SECTIONS: [&str; 7] = [
     "`test-key --json`",
     "`backends --json`",
     "`status --json`",
+    "`dump --json`: BitLocker",
 ];
 const BENCH: &str = "`bench --json`";
 const PROGRESS: &str = "`--progress=json`";

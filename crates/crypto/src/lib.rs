@@ -74,6 +74,7 @@ mod aes_core;
 mod backend;
 mod block;
 mod buf;
+mod ccm;
 mod error;
 mod gcm;
 mod ghash;
@@ -115,10 +116,11 @@ impl backend::Selectable for mac::MacBackend {
 }
 
 /// AES (FIPS-197) with the modes storage uses: ECB, CBC, CTR (random access into the
-/// keystream), XTS (IEEE 1619-2007) and GCM (SP 800-38D).
+/// keystream), XTS (IEEE 1619-2007), GCM (SP 800-38D) and CCM (SP 800-38C, for key wraps).
 pub mod aes {
     pub use crate::aes_core::width::{Width, WidthChoice, WidthMode, Widths};
     pub use crate::block::BLOCK;
+    pub use crate::ccm::Ccm;
     pub use crate::gcm::{Gcm, GcmDecryptor, GcmEncryptor, GCM_MAX_PLAINTEXT};
     pub use crate::modes::{Cbc, Ctr, Ecb, Xts};
 

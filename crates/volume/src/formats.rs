@@ -25,9 +25,10 @@ pub const FORMATS: &[Driver] = &[
     crate::luks::luks1::DRIVER,
     crate::luks::luks2::DRIVER,
     crate::geli::DRIVER,
+    crate::bitlk::DRIVER,
 ];
 
-/// The names of [`FORMATS`], for messages: `luks1, luks2, geli`.
+/// The names of [`FORMATS`], for messages: `luks1, luks2, geli, bitlk`.
 pub fn known_formats() -> String {
     let names: Vec<&str> = FORMATS.iter().map(|d| d.name).collect();
     names.join(", ")

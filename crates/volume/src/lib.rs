@@ -7,8 +7,9 @@
 //!   while the data is read or written);
 //! - [`mod@format`]: the on-disk formats behind one interface ([`format::Format`]: detect,
 //!   read and validate, unlock, keyslot changes, header backup and restore, dump), with
-//!   [`luks`] (LUKS1 and LUKS2, compatible with cryptsetup) and [`geli`] (FreeBSD's GELI)
-//!   registered in [`formats`]; [`signatures`] finds and wipes every format's signature
+//!   [`luks`] (LUKS1 and LUKS2, compatible with cryptsetup), [`geli`] (FreeBSD's GELI) and
+//!   [`bitlk`] (BitLocker, existing volumes) registered in
+//!   [`formats`]; [`signatures`] finds and wipes every format's signature
 //!   (a leaf the formats call when they create a header);
 //! - [`layout`]: what the engine needs from a format ([`Layout`]: where each sector lives,
 //!   its key, one per volume or per zone, its IV rule);
@@ -21,6 +22,7 @@
 #![forbid(unsafe_code)]
 
 pub mod atomic;
+pub mod bitlk;
 pub mod engine;
 mod error;
 pub mod format;

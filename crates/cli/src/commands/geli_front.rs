@@ -38,6 +38,7 @@ fn key(passfile: Option<PathBuf>, keyfiles: Vec<PathBuf>, no_pass: bool) -> KeyA
         key_file: passfile,
         keyfile_component: keyfiles,
         no_passphrase: no_pass,
+        bitlk_startup_key: None,
         key_slot: None,
         batch: true,
     }
@@ -280,6 +281,7 @@ fn attach(a: AttachArgs, v: bool) -> Result<(), Failure> {
         key_file: key.key_file,
         keyfile_component: key.keyfile_component,
         no_passphrase: key.no_passphrase,
+        bitlk_startup_key: None,
         onetime: false,
         read_only: a.readonly,
         shared: false,
@@ -323,6 +325,7 @@ fn onetime(a: OnetimeArgs, v: bool) -> Result<(), Failure> {
         key_file: None,
         keyfile_component: Vec::new(),
         no_passphrase: false,
+        bitlk_startup_key: None,
         onetime: true,
         read_only: false,
         shared: false,

@@ -75,6 +75,7 @@ pub enum Command {
     #[command(after_long_help = FORMAT_HELP)]
     Format(FormatArgs),
     /// Show a volume's header (no passphrase needed).
+    #[command(after_long_help = crate::flags::bitlk::BITLK_HELP)]
     Dump(DumpArgs),
     /// Add a passphrase in a free keyslot (asks for an existing one first).
     AddKey(AddKeyArgs),
@@ -83,6 +84,7 @@ pub enum Command {
     /// Replace the passphrase of the keyslot the old passphrase opens.
     ChangeKey(AddKeyArgs),
     /// Check a passphrase: exit 0 and name the keyslot when it opens the volume, 3 when not.
+    #[command(after_long_help = crate::flags::bitlk::BITLK_HELP)]
     TestKey(TestKeyArgs),
     /// Back up or restore the headers and keyslot areas.
     #[command(subcommand)]
@@ -100,6 +102,7 @@ pub enum Command {
     #[command(after_long_help = crate::flags::geli::HELP)]
     Geli(crate::flags::geli::GeliArgs),
     /// Write a volume's plaintext to standard output or a file.
+    #[command(after_long_help = crate::flags::bitlk::BITLK_HELP)]
     Read(ReadArgs),
     /// Store plaintext from standard input or a file into a volume.
     Write(WriteArgs),
@@ -166,9 +169,14 @@ pub struct KeyArgs {
     /// GELI: a keyfile that is part of the key (geli's -k), in order; repeatable.
     #[arg(long = "keyfile-component", value_name = "FILE")]
     pub keyfile_component: Vec<PathBuf>,
-    /// GELI: the key is made of keyfiles only (geli's -P); no passphrase is read.
+    /// GELI: the key is made of keyfiles only (geli's -P); BitLocker: open a clear key. No
+    /// passphrase is read.
     #[arg(long)]
     pub no_passphrase: bool,
+    /// BitLocker: open with this startup key file (.BEK) instead of a passphrase (a
+    /// 48-digit recovery password is given as the passphrase, told apart by its form).
+    #[arg(long = "bitlk-startup-key", value_name = "FILE")]
+    pub bitlk_startup_key: Option<PathBuf>,
     /// add-key: the keyslot for the new passphrase; other commands: only try this keyslot.
     #[arg(long, short = 'S', value_name = "N")]
     pub key_slot: Option<usize>,
@@ -626,9 +634,17 @@ pub struct OpenArgs {
         conflicts_with = "onetime"
     )]
     pub keyfile_component: Vec<PathBuf>,
-    /// GELI: the key is made of keyfiles only (geli's -P); no passphrase is read.
+    /// GELI: the key is made of keyfiles only (geli's -P); BitLocker: open a clear key. No
+    /// passphrase is read.
     #[arg(long, conflicts_with = "onetime")]
     pub no_passphrase: bool,
+    /// BitLocker: open with this startup key file (.BEK) instead of a passphrase.
+    #[arg(
+        long = "bitlk-startup-key",
+        value_name = "FILE",
+        conflicts_with = "onetime"
+    )]
+    pub bitlk_startup_key: Option<PathBuf>,
     /// A headerless volume under a fresh random key that is never stored.
     #[arg(long, conflicts_with = "header")]
     pub onetime: bool,
@@ -733,6 +749,7 @@ pub struct UmountArgs {
     pub mountpoint: PathBuf,
 }
 
+pub mod bitlk;
 pub mod ciphers;
 pub mod geli;
 pub mod listed;

@@ -39,6 +39,7 @@ fn open_export(a: &OpenArgs) -> Result<VolumeExport, Failure> {
         key_file: a.key_file.clone(),
         keyfile_component: a.keyfile_component.clone(),
         no_passphrase: a.no_passphrase,
+        bitlk_startup_key: a.bitlk_startup_key.clone(),
         key_slot: a.key_slot,
         batch: false,
     };

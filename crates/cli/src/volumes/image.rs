@@ -108,6 +108,13 @@ impl Keys for Image {
     }
 
     fn use_key_parts(&mut self, key: &KeyArgs) -> Result<(), Failure> {
+        let format = self.header.name();
+        if key.bitlk_startup_key.is_some() && format != "bitlk" {
+            return Err(Failure::usage(format!(
+                "--bitlk-startup-key opens BitLocker volumes; {} is {format}",
+                crate::present::locator::redacted(&self.files.path)
+            )));
+        }
         self.set_key_parts(passphrase::keyfiles(key)?, key.no_passphrase);
         Ok(())
     }

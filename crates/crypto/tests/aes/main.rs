@@ -2,6 +2,7 @@
 //! OpenSSL, contracts between backends, the sector API. Every test runs under every
 //! backend this CPU has (`harness::backends`), which prints what ran and what was skipped.
 
+mod ccm;
 mod contracts;
 mod differential;
 mod harness;

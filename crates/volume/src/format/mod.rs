@@ -1,6 +1,6 @@
 //! The on-disk formats behind one interface.
 //!
-//! Each format is a module (`luks::luks1`, `luks::luks2`, `geli`) that implements
+//! Each format is a module (`luks::luks1`, `luks::luks2`, `geli`, `bitlk`) that implements
 //! [`Format`] for its parsed header and offers one [`Driver`]: a name and a `detect`
 //! function that looks at the first bytes and the size of a store and, when the store is
 //! of its format, reads and validates the header. The registry
@@ -335,7 +335,17 @@ pub struct Unlocked {
     zones: Option<(u64, Arc<dyn KeySource>)>,
     /// Tags stored with each sector (`auth.rs`).
     auth: Option<auth::UnitAuth>,
+    /// How the data's store is presented to the engine, when not as it is (see
+    /// [`Unlocked::with_store_map`]).
+    store_map: Option<StoreMap>,
+    /// The key the engine's sectors are under, when not the volume key (the store map
+    /// presents the data under it).
+    engine_key: Option<SecretBytes>,
 }
+
+/// Makes the store the engine reads a volume's data through from the data's own store
+/// (BitLocker: the ciphertext of its relocated and zeroed regions translated).
+pub type StoreMap = Arc<dyn Fn(Box<dyn Store>) -> Result<Box<dyn Store>> + Send + Sync>;
 
 impl fmt::Debug for Unlocked {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -387,7 +397,32 @@ impl Unlocked {
             header_end: 0,
             zones: None,
             auth: None,
+            store_map: None,
+            engine_key: None,
         }
+    }
+
+    /// The same volume whose engine works under `key` instead of the volume key: the
+    /// store map presents the data encrypted under it (a format whose own sector cipher
+    /// the engine does not have; the key lives as long as the `Unlocked`).
+    pub fn with_engine_key(mut self, key: &[u8]) -> Unlocked {
+        self.engine_key = Some(SecretBytes::from_slice(key));
+        self
+    }
+
+    /// The key of the engine's sectors: the volume key, or the engine key.
+    fn sector_key(&self) -> &[u8] {
+        match &self.engine_key {
+            Some(k) => k,
+            None => &self.volume_key,
+        }
+    }
+
+    /// The same volume whose data the engine reads and writes through the store `map`
+    /// makes of the data's store.
+    pub fn with_store_map(mut self, map: StoreMap) -> Unlocked {
+        self.store_map = Some(map);
+        self
     }
 
     /// The same volume with one key per zone of `zone_sectors` sectors, made by `source`
@@ -402,7 +437,10 @@ impl Unlocked {
     /// offset, end of the header's metadata and keyslots))` for an attached header whose
     /// data offset lies inside its own metadata (a detached header used on its own).
     pub fn data_inside_header(&self) -> Option<(u64, u64)> {
-        (self.data_offset < self.header_end).then_some((self.data_offset, self.header_end))
+        // A volume whose data the engine reads through a store map (whose metadata lies
+        // inside its data, read as the format shows it) has no data offset to speak of.
+        (self.store_map.is_none() && self.data_offset < self.header_end)
+            .then_some((self.data_offset, self.header_end))
     }
 
     /// Whether every sector carries an authentication tag that is checked when read (a
@@ -434,7 +472,7 @@ impl Unlocked {
             return auth.layout(self);
         }
         match &self.zones {
-            None => Layout::single(self.geometry(), self.spec, &self.volume_key),
+            None => Layout::single(self.geometry(), self.spec, self.sector_key()),
             Some((zone_sectors, source)) => Layout::zoned(
                 self.geometry(),
                 self.spec,
@@ -454,7 +492,7 @@ impl Unlocked {
             ));
         }
         let layout = self.iv.cipher_layout(self.sector_size)?;
-        Ok(SectorCipher::new(self.spec, &self.volume_key, layout)?)
+        Ok(SectorCipher::new(self.spec, self.sector_key(), layout)?)
     }
 
     /// The engine over this volume's data area in `store` (the data's store it was
@@ -474,6 +512,10 @@ impl Unlocked {
                 store.name()
             )));
         }
+        let store = match &self.store_map {
+            None => store,
+            Some(map) => map(store)?,
+        };
         crate::engine::Volume::new(store, self.layout()?, opts)
     }
 }
