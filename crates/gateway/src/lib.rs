@@ -4,7 +4,9 @@
 //!   `--export NAME=LOCATOR` form of the command line, validated as a whole (names,
 //!   exactly one key source per export, access lists), and compared with the running one
 //!   on a reload ([`config::Changes`]: which exports appear, go, or change, and whether
-//!   a change can apply to a live export).
+//!   a change can apply to a live export);
+//! - [`metered`]: an NBD export counted into its per-export metrics.
 #![forbid(unsafe_code)]
 
 pub mod config;
+pub mod metered;

@@ -69,6 +69,7 @@ fn serve(open: OpenArgs, listen: Listen, exit_after_last: bool, flags: u32) -> R
         idle_timeout: 0,
         exit_after_last,
         tls: listen.tls,
+        metrics: None,
     })
 }
 

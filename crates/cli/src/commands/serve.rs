@@ -18,15 +18,26 @@
 //! in flight than the OSDs need, and each waiting worker costs context switches on the
 //! cores the OSDs share (sequential NBD writes over a single-node cluster, bench/ceph.sh:
 //! 53-65 centiseconds of server CPU per GiB with 6, 61-78 with 16, qemu-nbd 48-64).
+//!
+//! Under a service manager (`$NOTIFY_SOCKET`, systemd's `Type=notify`) the server says
+//! READY=1 once its socket accepts connections, STOPPING=1 when a signal stops it, and
+//! WATCHDOG=1 at half of `$WATCHDOG_USEC`. `--metrics` serves the export's counters in
+//! Prometheus' text format (`sectorcrypt_service::metrics`).
 
 use crate::failure::Failure;
 use crate::flags::tls::{TlsArgs, TlsMode};
 use crate::flags::ServeArgs;
+use sectorcrypt_gateway::metered::Metered;
 use sectorcrypt_nbd::tls::{ServerTls, TlsError};
 use sectorcrypt_nbd::{Listen, Server, ServerConfig};
+use sectorcrypt_service::http::{Endpoint, MetricsServer};
+use sectorcrypt_service::metrics::{ExportMetrics, Metrics};
+use sectorcrypt_service::notify::{watchdog_interval, Notifier};
+use sectorcrypt_service::process_env;
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// Workers per connection when the volume is on an NBD export.
 const NBD_WORKERS: usize = 16;
@@ -48,7 +59,15 @@ pub fn run(a: ServeArgs) -> Result<(), Failure> {
     let tls_kind = tls.as_ref().map(|t| (t.required(), t.verify_peer()));
     // Unlocked on a thread of its own: a signal during a key derivation made to last for
     // hours stops the server at once.
+    let notifier = Notifier::from_env(&process_env)
+        .map_err(|e| Failure::usage(format!("NOTIFY_SOCKET: {e}")))?;
+    let metrics_at = match &a.metrics {
+        Some(m) => Some(metrics_endpoint(m)?),
+        None => None,
+    };
+    let unlocking = Instant::now();
     let mut export = crate::commands::open::unlock_interruptibly(&a.open, &mut signals)?;
+    let unlock_took = unlocking.elapsed();
     export.allow_discards(a.allow_discards);
     let defaults = ServerConfig::default();
     let remote = crate::present::locator::locate(&a.open.image)?;
@@ -72,16 +91,48 @@ pub fn run(a: ServeArgs) -> Result<(), Failure> {
         tls,
         ..defaults
     };
-    let server =
-        Server::bind(&listen, std::sync::Arc::new(export), config).map_err(|e| match e {
-            sectorcrypt_nbd::Error::Io(..) => Failure::runtime(e),
-            _ => Failure::usage(e),
-        })?;
+    let export: Arc<dyn sectorcrypt_nbd::Export> = match metrics_at {
+        None => Arc::new(export),
+        Some(at) => {
+            let backend = sectorcrypt_crypto::Backend::selected()
+                .map(|b| b.name())
+                .unwrap_or("unknown");
+            let metrics = Arc::new(Metrics::new(backend));
+            let threads = std::thread::available_parallelism().map_or(2, |n| n.get()) * 2;
+            let counted = Arc::new(ExportMetrics::new(&a.export_name, threads));
+            counted.key_derived(unlock_took);
+            metrics.add(counted.clone());
+            MetricsServer::spawn(&at, metrics).map_err(|e| {
+                Failure::runtime(format!(
+                    "--metrics {}: {e}",
+                    a.metrics.as_deref().unwrap_or("")
+                ))
+            })?;
+            Arc::new(Metered::new(export, counted))
+        }
+    };
+    let server = Server::bind(&listen, export, config).map_err(|e| match e {
+        sectorcrypt_nbd::Error::Io(..) => Failure::runtime(e),
+        _ => Failure::usage(e),
+    })?;
     if let Some(warning) = open_to_all(server.local(), socket_mode, tls_kind) {
         eprintln!("sectorcrypt: warning: {warning}");
     }
     let handle = server.shutdown_handle();
     let signals_handle = signals.handle();
+    let notifier = notifier.map(Arc::new);
+    if let Some(n) = &notifier {
+        // A manager that is not listening is no reason to stop serving.
+        let _ = n.ready(&format!("serving {}", describe(server.local())));
+        if let Some(every) = watchdog_interval(&process_env) {
+            let n = n.clone();
+            std::thread::spawn(move || loop {
+                let _ = n.watchdog();
+                std::thread::sleep(every);
+            });
+        }
+    }
+    let stopping = notifier.clone();
     let watcher = std::thread::spawn(move || {
         let mut caught = signals.forever();
         if let Some(sig) = caught.next() {
@@ -89,6 +140,9 @@ pub fn run(a: ServeArgs) -> Result<(), Failure> {
                 "sectorcrypt: signal {sig}: finishing requests in flight and flushing (a \
                  second signal stops at once)"
             );
+            if let Some(n) = &stopping {
+                let _ = n.stopping("finishing requests in flight and flushing");
+            }
             handle.shutdown();
         }
         // The requests in flight are waited for: over a remote store without a
@@ -107,6 +161,26 @@ pub fn run(a: ServeArgs) -> Result<(), Failure> {
     signals_handle.close();
     let _ = watcher.join();
     result
+}
+
+/// Where the server listens, for the service manager's status line.
+fn describe(listen: &Listen) -> String {
+    match listen {
+        Listen::Unix(p) => format!("on {}", p.display()),
+        Listen::Tcp(a) => format!("on {a}"),
+    }
+}
+
+/// The `--metrics` endpoint: a Unix socket's path, or a loopback TCP address (the metrics
+/// name the export and its traffic, which is no one else's business).
+fn metrics_endpoint(s: &str) -> Result<Endpoint, Failure> {
+    match s.parse::<Endpoint>().map_err(Failure::usage)? {
+        Endpoint::Tcp(a) if !a.ip().is_loopback() => Err(Failure::usage(format!(
+            "--metrics {a}: not a loopback address (use 127.0.0.1:PORT, [::1]:PORT or a \
+             socket path)"
+        ))),
+        e => Ok(e),
+    }
 }
 
 /// The warning to give when any local user can connect and be served, or `None`: only

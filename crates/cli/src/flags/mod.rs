@@ -709,6 +709,11 @@ pub struct ServeArgs {
     pub exit_after_last: bool,
     #[command(flatten)]
     pub tls: crate::flags::tls::TlsArgs,
+    /// Serve Prometheus metrics (GET /metrics) on a loopback HOST:PORT or a Unix socket
+    /// PATH: requests, bytes and errors by type, latency histograms, requests in flight,
+    /// the crypto backend and the unlock time.
+    #[arg(long, value_name = "ADDR:PORT|PATH")]
+    pub metrics: Option<String>,
 }
 
 /// A file mode in octal: permission bits only (at most 0777).

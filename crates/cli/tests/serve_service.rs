@@ -1,0 +1,251 @@
+//! `sectorcrypt serve` under a service manager and a metrics scraper: the readiness,
+//! stopping and watchdog messages a notify socket receives (a datagram listener in the
+//! test, as systemd's would be), and the Prometheus metrics `--metrics` serves, counted
+//! from real NBD traffic (nbdcopy) and judged by `promtool`.
+
+mod support;
+
+use sectorcrypt_testkit::{require, run_stdout as run};
+use std::os::unix::net::UnixDatagram;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use support::s;
+
+fn receive(s: &UnixDatagram) -> String {
+    let mut buf = [0u8; 4096];
+    let n = s.recv(&mut buf).expect("a notification within the timeout");
+    String::from_utf8(buf[..n].to_vec()).unwrap()
+}
+
+fn wait_for(path: &Path) {
+    let t0 = Instant::now();
+    while !path.exists() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "{} never appeared",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn value(text: &str, series: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+        .unwrap_or_else(|| panic!("no {series} in\n{text}"))
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn serve_tells_the_manager_it_is_ready_and_stopping_and_counts_its_traffic() {
+    require!("nbdcopy", "curl", "promtool");
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("scratch.img");
+    std::fs::write(&img, vec![0u8; 4 << 20]).unwrap();
+    let notify = dir.path().join("notify");
+    let manager = UnixDatagram::bind(&notify).unwrap();
+    manager
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let sock = dir.path().join("s.sock");
+    let metrics = dir.path().join("metrics.sock");
+    let mut child = Command::new(support::bin())
+        .args([
+            "serve",
+            s(&img),
+            "--onetime",
+            "--export-name",
+            "disk",
+            "--socket",
+            s(&sock),
+        ])
+        .args(["--metrics", s(&metrics)])
+        .env("NOTIFY_SOCKET", &notify)
+        .env("WATCHDOG_USEC", "400000")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+
+    let ready = receive(&manager);
+    assert!(ready.starts_with("READY=1\nSTATUS=serving on "), "{ready}");
+    assert!(
+        sock.exists(),
+        "READY=1 came before the socket accepted connections"
+    );
+    // The watchdog is pinged at half of WATCHDOG_USEC.
+    assert_eq!(receive(&manager), "WATCHDOG=1");
+    assert_eq!(receive(&manager), "WATCHDOG=1");
+
+    let input = dir.path().join("in.bin");
+    std::fs::write(&input, vec![7u8; 1 << 20]).unwrap();
+    let uri = format!("nbd+unix:///disk?socket={}", sock.display());
+    run(Command::new("nbdcopy").arg("--flush").arg(&input).arg(&uri));
+    let out = dir.path().join("out.bin");
+    run(Command::new("nbdcopy").arg(&uri).arg(&out));
+    assert_eq!(std::fs::metadata(&out).unwrap().len(), 4 << 20);
+
+    wait_for(&metrics);
+    let text = run(Command::new("curl")
+        .args(["-sS", "--fail", "--max-time", "10", "--unix-socket"])
+        .arg(&metrics)
+        .arg("http://localhost/metrics"));
+    let series = |k: &str| format!("sectorcrypt_{k}");
+    assert_eq!(
+        value(
+            &text,
+            &series("bytes_total{export=\"disk\",type=\"write\"}")
+        ),
+        (1u64 << 20) as f64
+    );
+    assert_eq!(
+        value(&text, &series("bytes_total{export=\"disk\",type=\"read\"}")),
+        (4u64 << 20) as f64
+    );
+    assert!(
+        value(
+            &text,
+            &series("requests_total{export=\"disk\",type=\"flush\"}")
+        ) >= 1.0
+    );
+    assert!(value(&text, &series("key_derivation_seconds{export=\"disk\"}")) > 0.0);
+    assert!(text.contains("sectorcrypt_info{version="), "{text}");
+    let mut check = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write as _;
+    check
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let checked = check.wait_with_output().unwrap();
+    assert!(checked.status.success(), "promtool: {checked:?}\n{text}");
+
+    run(Command::new("kill").args(["-TERM", &child.id().to_string()]));
+    // Watchdog pings may come before the stop.
+    let stopping = loop {
+        let m = receive(&manager);
+        if m != "WATCHDOG=1" {
+            break m;
+        }
+    };
+    assert!(stopping.starts_with("STOPPING=1\nSTATUS="), "{stopping}");
+    let status = child.wait().unwrap();
+    assert!(status.success(), "exit {status}");
+}
+
+#[test]
+fn metrics_on_a_non_loopback_address_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("scratch.img");
+    std::fs::write(&img, vec![0u8; 1 << 20]).unwrap();
+    let out = Command::new(support::bin())
+        .args(["serve", s(&img), "--onetime", "--socket"])
+        .arg(dir.path().join("s.sock"))
+        .args(["--metrics", "0.0.0.0:9560"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("not a loopback address"), "{err}");
+}
+
+/// The unit file of contrib/systemd, with its paths moved into `dir` and the binary the
+/// tests built: what systemd would run for the instance `vol`.
+fn template_unit(dir: &Path) -> String {
+    let unit = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../contrib/systemd/sectorcrypt@.service"),
+    )
+    .unwrap();
+    unit.replace("/usr/bin/sectorcrypt", support::bin())
+        .replace("/etc/sectorcrypt", s(&dir.join("etc")))
+        .replace("/run/sectorcrypt", s(&dir.join("run")))
+        .replace("%i", "vol")
+}
+
+#[test]
+fn the_template_unit_verifies_and_its_command_serves_with_the_credential() {
+    require!("systemd-analyze", "nbdinfo");
+    let dir = tempfile::tempdir().unwrap();
+    let unit = template_unit(dir.path());
+    let path = dir.path().join("sectorcrypt@vol.service");
+    std::fs::write(&path, &unit).unwrap();
+    let verify = Command::new("systemd-analyze")
+        .args(["verify", "--man=no"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&verify.stderr).to_string()
+        + &String::from_utf8_lossy(&verify.stdout);
+    // Only the runtime directory this test did not make may be missing.
+    assert!(
+        said.lines().all(|l| l.trim().is_empty()),
+        "systemd-analyze verify: {said}"
+    );
+
+    // Run ExecStart as systemd would: the environment file's IMAGE, the credential.
+    let etc = dir.path().join("etc");
+    let run_dir = dir.path().join("run");
+    let creds = dir.path().join("credentials");
+    for d in [&etc, &run_dir, &creds] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    let img = dir.path().join("vol.img");
+    std::fs::File::create(&img).unwrap().set_len(20 << 20).unwrap();
+    let passphrase = creds.join("passphrase");
+    std::fs::write(&passphrase, "unit passphrase").unwrap();
+    std::fs::set_permissions(
+        &passphrase,
+        std::os::unix::fs::PermissionsExt::from_mode(0o600),
+    )
+    .unwrap();
+    let pass = s(&passphrase).to_string();
+    run(Command::new(support::bin())
+        .args([
+            "format",
+            s(&img),
+            "--batch",
+            "--pbkdf-force-iterations",
+            "1000",
+        ])
+        .args(["--pbkdf", "pbkdf2", "--key-file", &pass]));
+    let exec = unit
+        .lines()
+        .find_map(|l| l.strip_prefix("ExecStart="))
+        .unwrap()
+        .replace("${IMAGE}", s(&img))
+        .replace("${CREDENTIALS_DIRECTORY}", s(&creds))
+        .replace("$SERVE_OPTIONS", "");
+    let words: Vec<&str> = exec.split_whitespace().collect();
+    let notify = dir.path().join("notify");
+    let manager = UnixDatagram::bind(&notify).unwrap();
+    manager
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let mut child = Command::new(words[0])
+        .args(&words[1..])
+        .env("NOTIFY_SOCKET", &notify)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let ready = receive(&manager);
+    assert!(ready.starts_with("READY=1"), "{ready}");
+    let sock = run_dir.join("vol.sock");
+    let size = run(Command::new("nbdinfo")
+        .arg("--size")
+        .arg(format!("nbd+unix:///?socket={}", sock.display())));
+    assert!(size.trim().parse::<u64>().unwrap() > 0, "{size}");
+    run(Command::new("kill").args(["-TERM", &child.id().to_string()]));
+    assert!(child.wait().unwrap().success());
+}
