@@ -379,10 +379,15 @@ fn timing_of(b: Backend) {
     let t: Vec<Block> = (0..128u8).map(|i| [i; 16]).collect();
     type Run<'a> = &'a dyn Fn(&dyn AesKernels, InOut<'_>);
     let (l, x) = (16 << 10, 64 << 10);
-    let cases: [(&str, usize, Run<'_>); 14] = [
+    let cases: [(&str, usize, Run<'_>); 18] = [
         ("xts-enc/4096", x, &|k, d| k.xts_encrypt(&t[..x / 4096], d)),
         ("xts-enc/4096x1", 4096, &|k, d| k.xts_encrypt(&t[..1], d)),
         ("xts-enc/512x1", 512, &|k, d| k.xts_encrypt(&t[..1], d)),
+        // One unit per call, as GELI's authenticated sectors encrypt (480 and 256 bytes).
+        ("xts-enc/256x1", 256, &|k, d| k.xts_encrypt(&t[..1], d)),
+        ("xts-enc/480x1", 480, &|k, d| k.xts_encrypt(&t[..1], d)),
+        ("xts-enc/1024x1", 1024, &|k, d| k.xts_encrypt(&t[..1], d)),
+        ("xts-enc/2048x1", 2048, &|k, d| k.xts_encrypt(&t[..1], d)),
         ("xts-enc/512", x, &|k, d| k.xts_encrypt(&t[..x / 512], d)),
         ("xts-dec/4096", x, &|k, d| k.xts_decrypt(&t[..x / 4096], d)),
         ("xts-dec/512", x, &|k, d| k.xts_decrypt(&t[..x / 512], d)),
