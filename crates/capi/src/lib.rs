@@ -13,7 +13,7 @@
 //! from every call, a fixed message per code and a per-thread detail of the last failure.
 //!
 //! Layers: [`ffi`] (the only `unsafe`: C pointers to Rust values, and the entry points)
-//! over [`volume`], [`options`], [`format`] and [`cipher`] (safe: the engine and the cipher, each failure with its
+//! over [`volume`], [`options`], [`format`](mod@format) and [`cipher`] (safe: the engine and the cipher, each failure with its
 //! code), [`registry`] (handles as numbers, never addresses), [`last_error`] (the
 //! per-thread detail, and the guard that keeps panics out of C) and [`status`] (the
 //! codes).

@@ -200,7 +200,10 @@ fn the_template_unit_verifies_and_its_command_serves_with_the_credential() {
         std::fs::create_dir_all(d).unwrap();
     }
     let img = dir.path().join("vol.img");
-    std::fs::File::create(&img).unwrap().set_len(20 << 20).unwrap();
+    std::fs::File::create(&img)
+        .unwrap()
+        .set_len(20 << 20)
+        .unwrap();
     let passphrase = creds.join("passphrase");
     std::fs::write(&passphrase, "unit passphrase").unwrap();
     std::fs::set_permissions(

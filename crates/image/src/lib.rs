@@ -11,7 +11,7 @@
 //!   [`Image`]): the steps every user of a volume takes.
 //! - [`mod@open`]: [`open()`], a volume's engine in one call; [`export::VolumeExport`],
 //!   an engine as an NBD export.
-//! - [`create`]: [`create()`], a new LUKS2, LUKS1 or GELI volume from [`CreateOptions`],
+//! - [`create`](mod@create): [`create()`], a new LUKS2, LUKS1 or GELI volume from [`CreateOptions`],
 //!   with every default and refusal written once for every front end's format; what a
 //!   front end does meanwhile (confirm an overwrite, ask the passphrase, show sealing
 //!   progress) it asks of a [`Steps`]. Beneath it the stores a new volume goes to

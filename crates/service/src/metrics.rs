@@ -1,6 +1,6 @@
 //! Per-export counters and latency histograms, and their Prometheus text.
 //!
-//! The data path only adds to counters. Each export keeps one [`Shard`] of counters per
+//! The data path only adds to counters. Each export keeps one shard of counters per
 //! thread slot, aligned to its own cache lines: a thread always adds to the same shard,
 //! so two threads serving requests never write to one cache line (no shared counter on
 //! the data path; see docs/PERFORMANCE.md). A scrape sums the shards. Gauges that change
