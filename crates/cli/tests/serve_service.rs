@@ -5,6 +5,7 @@
 
 mod support;
 
+use sectorcrypt_testkit::metric as value;
 use sectorcrypt_testkit::{require, run_stdout as run};
 use std::os::unix::net::UnixDatagram;
 use std::path::Path;
@@ -28,14 +29,6 @@ fn wait_for(path: &Path) {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-}
-
-fn value(text: &str, series: &str) -> f64 {
-    text.lines()
-        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
-        .unwrap_or_else(|| panic!("no {series} in\n{text}"))
-        .parse()
-        .unwrap()
 }
 
 #[test]

@@ -148,6 +148,7 @@ impl<E: Export> Export for Metered<E> {
 mod tests {
     use super::*;
     use sectorcrypt_service::metrics::Metrics;
+    use sectorcrypt_testkit::metric as value;
     use std::sync::Mutex;
 
     /// A RAM disk whose writes past `fail_from` fail with ENOSPC.
@@ -182,14 +183,6 @@ mod tests {
         fn flush(&self) -> io::Result<()> {
             Ok(())
         }
-    }
-
-    fn value(text: &str, series: &str) -> f64 {
-        text.lines()
-            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
-            .unwrap_or_else(|| panic!("no {series} in\n{text}"))
-            .parse()
-            .unwrap()
     }
 
     #[test]

@@ -408,14 +408,7 @@ fn escape(v: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn value(text: &str, series: &str) -> f64 {
-        text.lines()
-            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
-            .unwrap_or_else(|| panic!("no {series} in\n{text}"))
-            .parse()
-            .unwrap()
-    }
+    use sectorcrypt_testkit::metric as value;
 
     #[test]
     fn requests_from_many_threads_add_up() {

@@ -165,6 +165,16 @@ pub fn usable<B: Copy + PartialEq + Display>(
         .collect()
 }
 
+/// The value of the sample `series` (name and labels, as written) in Prometheus' text
+/// format; panics naming it when it is missing.
+pub fn metric(text: &str, series: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+        .unwrap_or_else(|| panic!("no {series} in\n{text}"))
+        .parse()
+        .unwrap_or_else(|e| panic!("{series}: {e}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
