@@ -35,7 +35,7 @@ bash scripts/file-deps.sh
 bash scripts/deps.sh ceph || missing "ceph packages missing: the rbd tests skip"
 features=()
 if dpkg-query -W -f='${Status}' librbd-dev 2>/dev/null | grep -q "install ok installed"; then
-    features=(--features sectorcrypt/rbd)
+    features=(--features sectorcrypt/rbd,sectorcrypt-capi/rbd)
 else
     missing "librbd-dev is not installed: the rbd feature and its tests are left out"
 fi

@@ -12,7 +12,16 @@ bash "$root/scripts/deps.sh" python
 venv="$root/target/venv"
 wheels="$root/target/wheels/python"
 rm -rf "$wheels"
-"$venv/bin/maturin" build -q "$@" -m "$root/crates/python/Cargo.toml" \
+# With librbd-dev the package opens rbd: images too, and its RBD tests run (they start the
+# single-node cluster of scripts/ceph.sh).
+features=()
+if dpkg-query -W -f='${Status}' librbd-dev 2>/dev/null | grep -q "install ok installed"; then
+    # A wheel for this machine: it links the system's librbd, which auditwheel would
+    # otherwise try to copy into it.
+    features=(--features rbd --auditwheel skip)
+    export SECTORCRYPT_PY_RBD=1
+fi
+"$venv/bin/maturin" build -q "${features[@]}" "$@" -m "$root/crates/python/Cargo.toml" \
     --interpreter "$venv/bin/python" -o "$wheels"
 "$venv/bin/python" -m pip install -q --force-reinstall --no-deps "$wheels"/sectorcrypt-*.whl
 if [ "${SECTORCRYPT_PYTEST:-1}" = 1 ]; then
