@@ -105,3 +105,45 @@ fn digest_of_cryptsetup_crash_state_verifies() {
     assert!(text.contains("in-reencryption"), "no crash state: {text}");
     check_digest(&img, &old, &new);
 }
+
+/// Opening a volume in the middle of a reencryption is refused, with what to run: a resume
+/// after a clean stop, a repair first after a crash.
+#[test]
+fn open_during_reencryption_is_refused_with_the_next_step() {
+    require!("cryptsetup", "strace");
+    let dir = tempfile::tempdir().unwrap();
+    let (_, _, o, n) = keys(dir.path());
+    let pass = file_with(dir.path(), "pass", b"correct horse");
+    let img = format(dir.path(), &o, &pass);
+    run(Command::new("cryptsetup")
+        .args(["reencrypt", "--init-only", "--volume-key-file"])
+        .arg(&n)
+        .arg("--key-file")
+        .arg(&pass)
+        .args(QUIET)
+        .arg(&img));
+    let refusal = |img: &Path| {
+        let f = open_ro(img);
+        let h = Header::read(&f).unwrap();
+        match h.unlock(&f, b"correct horse") {
+            Ok(_) => panic!("a volume in reencryption was opened"),
+            Err(e) => e.to_string(),
+        }
+    };
+    let e = refusal(&img);
+    assert!(e.contains("online-reencrypt-v2"), "{e}");
+    assert!(e.contains("--resume-only") && !e.contains("repair"), "{e}");
+    let out = Command::new("timeout")
+        .args(["60", "strace", "-f", "-o", "/dev/null"])
+        .args(["-e", "inject=fdatasync:signal=SIGKILL:when=1"])
+        .args(["cryptsetup", "reencrypt", "--force-offline-reencrypt"])
+        .args(["--resume-only", "--hotzone-size", "1M", "--key-file"])
+        .arg(&pass)
+        .args(QUIET)
+        .arg(&img)
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "cryptsetup was not stopped");
+    let e = refusal(&img);
+    assert!(e.contains("cryptsetup repair"), "{e}");
+}

@@ -315,10 +315,23 @@ impl Luks2 {
                 })
                 .unwrap_or_default();
             if !mandatory.is_empty() {
-                let hint = if mandatory.iter().any(|m| m.contains("reencrypt")) {
-                    " (a reencryption is in progress: finish it with cryptsetup first)"
-                } else {
-                    ""
+                let hint = match super::reencrypt::state(&self.json) {
+                    Ok(super::reencrypt::State::Clean) => {
+                        " (a reencryption is in progress, stopped between two hotzones: \
+                         finish it with `cryptsetup reencrypt --resume-only \
+                         --force-offline-reencrypt --disable-locks --disable-keyring IMAGE`)"
+                    }
+                    Ok(super::reencrypt::State::Crash) => {
+                        " (a reencryption was interrupted inside a hotzone: run \
+                         `cryptsetup repair --disable-locks --disable-keyring IMAGE`, then \
+                         `cryptsetup reencrypt --resume-only --force-offline-reencrypt \
+                         --disable-locks --disable-keyring IMAGE`)"
+                    }
+                    _ if mandatory.iter().any(|m| m.contains("reencrypt")) => {
+                        " (a reencryption sectorcrypt cannot read is in progress: \
+                         see `cryptsetup luksDump`)"
+                    }
+                    _ => "",
                 };
                 return Err(Error::unsupported(format!(
                     "the volume requires {}, which sectorcrypt does not implement{hint}",

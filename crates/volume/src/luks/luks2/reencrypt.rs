@@ -67,6 +67,85 @@ pub fn requirement_version(json: &Value) -> Result<Option<u8>> {
     Ok(found)
 }
 
+/// Where a reencryption stands, derived (as cryptsetup derives it) from the metadata.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum State {
+    /// No reencryption requirement.
+    None,
+    /// A reencryption stopped between two hotzones: it can be resumed as it is.
+    Clean,
+    /// A segment is still flagged `in-reencryption`: the process stopped inside a
+    /// hotzone, which must be recovered from the resilience area first.
+    Crash,
+}
+
+/// The [`State`] of the metadata.
+pub fn state(json: &Value) -> Result<State> {
+    if requirement_version(json)?.is_none() {
+        return Ok(State::None);
+    }
+    Ok(if flagged_segment(json, "in-reencryption")?.is_some() {
+        State::Crash
+    } else {
+        State::Clean
+    })
+}
+
+/// What the `reencrypt` keyslot says of the reencryption (the structure is checked when
+/// the header is read; this is the typed view).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    /// Its keyslot id.
+    pub slot: usize,
+    /// `reencrypt`, `encrypt` or `decrypt`.
+    pub mode: String,
+    /// `forward` or `backward`.
+    pub direction: String,
+    /// The resilience: `none`, `checksum`, `journal`, `datashift`, `datashift-checksum`
+    /// or `datashift-journal`.
+    pub resilience: String,
+    /// The area in the keyslots area that holds the resilience data: offset, size.
+    pub area: (u64, u64),
+    /// The checksum hash and block size, for the checksum kinds.
+    pub checksum: Option<(String, u32)>,
+    /// The data shift in bytes, for the datashift kinds.
+    pub shift: Option<u64>,
+}
+
+/// The [`Plan`] of the one `reencrypt` keyslot.
+pub fn plan(json: &Value) -> Result<Plan> {
+    let (slot, ks) = reencrypt_keyslot(json)?;
+    let path = format!("keyslots.{slot}.");
+    let area = &ks["area"];
+    let apath = format!("{path}area.");
+    let resilience = str_of(area, "type", &apath)?.to_string();
+    let checksum = if resilience.ends_with("checksum") {
+        let size: u32 = int_of(area, "sector_size", &apath)?
+            .try_into()
+            .map_err(|_| corrupt(format!("json: {apath}sector_size is out of range")))?;
+        Some((str_of(area, "hash", &apath)?.to_string(), size))
+    } else {
+        None
+    };
+    let shift = if resilience.starts_with("datashift") {
+        Some(u64_str(area, "shift_size", &apath)?)
+    } else {
+        None
+    };
+    Ok(Plan {
+        slot,
+        mode: str_of(ks, "mode", &path)?.to_string(),
+        direction: str_of(ks, "direction", &path)?.to_string(),
+        area: (
+            u64_str(area, "offset", &apath)?,
+            u64_str(area, "size", &apath)?,
+        ),
+        resilience,
+        checksum,
+        shift,
+    })
+}
+
 /// The id of the one `reencrypt` keyslot and its JSON.
 fn reencrypt_keyslot(json: &Value) -> Result<(usize, &Value)> {
     let mut found = None;
@@ -327,6 +406,32 @@ mod tests {
         assert_eq!(requirement_version(&json).unwrap(), Some(2));
         assert_eq!(keys_bound(&json).unwrap(), (true, true));
         verify_digest(&json, Some(&old), Some(&new)).unwrap();
+    }
+
+    #[test]
+    fn plan_and_state_of_cryptsetup_init() {
+        let (mut json, _, _) = fixture();
+        let p = plan(&json).unwrap();
+        assert_eq!(
+            p,
+            Plan {
+                slot: 2,
+                mode: "reencrypt".into(),
+                direction: "forward".into(),
+                resilience: "checksum".into(),
+                area: (548864, 16228352),
+                checksum: Some(("sha256".into(), 4096)),
+                shift: None,
+            }
+        );
+        assert_eq!(state(&json).unwrap(), State::Clean);
+        json["segments"]["0"]["flags"] = serde_json::json!(["in-reencryption"]);
+        assert_eq!(state(&json).unwrap(), State::Crash);
+        json["config"]
+            .as_object_mut()
+            .unwrap()
+            .remove("requirements");
+        assert_eq!(state(&json).unwrap(), State::None);
     }
 
     #[test]
