@@ -3,6 +3,7 @@
 
 use crate::common::*;
 use sectorcrypt_testkit::{require, run};
+use sectorcrypt_volume::luks::luks2::reencrypt::{layout, KeyOf, Span};
 use sectorcrypt_volume::luks::Luks2;
 use sectorcrypt_volume::Header;
 use std::path::Path;
@@ -104,6 +105,20 @@ fn digest_of_cryptsetup_crash_state_verifies() {
     let text = String::from_utf8_lossy(&json);
     assert!(text.contains("in-reencryption"), "no crash state: {text}");
     check_digest(&img, &old, &new);
+    // The first 1 MiB hotzone is done, the second was being written.
+    let f = open_ro(&img);
+    let h = Header::read(&f).unwrap();
+    let l2 = h.downcast_ref::<Luks2>().unwrap();
+    let d = 16 * MIB;
+    let span = |offset, size, key| Span { offset, size, key };
+    assert_eq!(
+        layout(l2.json()).unwrap(),
+        [
+            span(d, Some(MIB), KeyOf::New),
+            span(d + MIB, Some(MIB), KeyOf::Hot),
+            span(d + 2 * MIB, None, KeyOf::Old),
+        ]
+    );
 }
 
 /// Opening a volume in the middle of a reencryption is refused, with what to run: a resume

@@ -146,6 +146,97 @@ pub fn plan(json: &Value) -> Result<Plan> {
     })
 }
 
+/// Which key a span of the data is under during a reencryption.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyOf {
+    /// The old volume key (the layout of `backup-previous`).
+    Old,
+    /// The new volume key (the layout of `backup-final`).
+    New,
+    /// The hotzone of a crash (`in-reencryption`): partly old, partly new, to be
+    /// recovered from the resilience area.
+    Hot,
+}
+
+/// A regular (not backup) segment during a reencryption.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Span {
+    /// Byte offset in the image.
+    pub offset: u64,
+    /// Length in bytes; `None` for `dynamic` (to the end of the image).
+    pub size: Option<u64>,
+    /// Its key.
+    pub key: KeyOf,
+}
+
+/// The regular segments in order of offset, each with its key: where the progress line
+/// is. Refuses a segment that belongs to neither layout, overlapping or non-adjacent
+/// segments, and a `dynamic` one before the last.
+pub fn layout(json: &Value) -> Result<Vec<Span>> {
+    let digest_of = |flag| -> Result<Option<String>> {
+        match flagged_segment(json, flag)? {
+            Some((id, _)) => digest_of_segment(json, id),
+            None => Ok(None),
+        }
+    };
+    let (old, new) = (digest_of("backup-previous")?, digest_of("backup-final")?);
+    let mut spans = Vec::new();
+    for (id, seg) in obj(json, "segments", "")? {
+        let flags: Vec<&str> = seg["flags"]
+            .as_array()
+            .map(|a| a.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        if flags.iter().any(|f| f.starts_with("backup-")) {
+            continue;
+        }
+        let path = format!("segments.{id}.");
+        let key = if flags.contains(&"in-reencryption") {
+            KeyOf::Hot
+        } else {
+            let d = digest_of_segment(json, id)?;
+            // In encrypt and decrypt modes one layout is plaintext (`linear`, no digest).
+            if d.is_some() && d == new {
+                KeyOf::New
+            } else if d.is_some() && d == old {
+                KeyOf::Old
+            } else if d.is_none() && (new.is_none() || old.is_none()) {
+                if new.is_none() {
+                    KeyOf::New
+                } else {
+                    KeyOf::Old
+                }
+            } else {
+                return Err(corrupt(format!(
+                    "json: {path} is under neither the old nor the new volume key"
+                )));
+            }
+        };
+        let size = match seg["size"].as_str() {
+            Some("dynamic") => None,
+            _ => Some(u64_str(seg, "size", &path)?),
+        };
+        spans.push(Span {
+            offset: u64_str(seg, "offset", &path)?,
+            size,
+            key,
+        });
+    }
+    spans.sort_by_key(|s| s.offset);
+    for pair in spans.windows(2) {
+        let end = pair[0]
+            .size
+            .and_then(|n| pair[0].offset.checked_add(n))
+            .ok_or_else(|| corrupt("json: a dynamic or oversized segment before the last"))?;
+        if end != pair[1].offset {
+            return Err(corrupt(format!(
+                "json: segments at {} and {} are not adjacent",
+                pair[0].offset, pair[1].offset
+            )));
+        }
+    }
+    Ok(spans)
+}
+
 /// The id of the one `reencrypt` keyslot and its JSON.
 fn reencrypt_keyslot(json: &Value) -> Result<(usize, &Value)> {
     let mut found = None;
@@ -432,6 +523,30 @@ mod tests {
             .unwrap()
             .remove("requirements");
         assert_eq!(state(&json).unwrap(), State::None);
+    }
+
+    #[test]
+    fn layout_of_cryptsetup_init_and_hostile_layouts() {
+        let (json, _, _) = fixture();
+        let all_old = Span {
+            offset: 16 << 20,
+            size: None,
+            key: KeyOf::Old,
+        };
+        assert_eq!(layout(&json).unwrap(), [all_old]);
+        // A regular segment listed by no digest.
+        let mut j = json.clone();
+        j["digests"]["0"]["segments"] = serde_json::json!(["1"]);
+        let e = layout(&j).unwrap_err().to_string();
+        assert!(e.contains("neither the old nor the new"), "{e}");
+        // Two regular segments with a gap between them.
+        let mut j = json;
+        j["segments"]["0"]["size"] = "1048576".into();
+        j["segments"]["3"] = j["segments"]["0"].clone();
+        j["segments"]["3"]["offset"] = "18874368".into();
+        j["digests"]["0"]["segments"] = serde_json::json!(["0", "1", "3"]);
+        let e = layout(&j).unwrap_err().to_string();
+        assert!(e.contains("not adjacent"), "{e}");
     }
 
     #[test]
