@@ -15,7 +15,7 @@
 //! of that input, listed with the reencrypt keyslot and no segment.
 //!
 //! Only reading and checking are here so far: sectorcrypt still refuses to open or
-//! reencrypt a volume in this state (`json.rs`, `check_supported`).
+//! reencrypt a volume in this state (`Luks2::check_supported`, here, says what to run next).
 
 use super::json::{b64_of, corrupt, id_list, int_of, obj, str_of, u64_str};
 use super::Luks2;
@@ -462,6 +462,46 @@ pub fn verify_digest(json: &Value, old_key: Option<&[u8]>, new_key: Option<&[u8]
 }
 
 impl Luks2 {
+    /// Refuses volumes whose metadata lists requirements this implementation lacks.
+    pub fn check_supported(&self) -> Result<()> {
+        if let Some(req) = self.json["config"].get("requirements") {
+            let mandatory: Vec<String> = req
+                .get("mandatory")
+                .and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .map(|x| x.as_str().unwrap_or("?").to_string())
+                        .collect()
+                })
+                .unwrap_or_default();
+            if !mandatory.is_empty() {
+                let hint = match state(&self.json) {
+                    Ok(State::Clean) => {
+                        " (a reencryption is in progress, stopped between two hotzones: \
+                         finish it with `cryptsetup reencrypt --resume-only \
+                         --force-offline-reencrypt --disable-locks --disable-keyring IMAGE`)"
+                    }
+                    Ok(State::Crash) => {
+                        " (a reencryption was interrupted inside a hotzone: run \
+                         `cryptsetup repair --disable-locks --disable-keyring IMAGE`, then \
+                         `cryptsetup reencrypt --resume-only --force-offline-reencrypt \
+                         --disable-locks --disable-keyring IMAGE`)"
+                    }
+                    _ if mandatory.iter().any(|m| m.contains("reencrypt")) => {
+                        " (a reencryption sectorcrypt cannot read is in progress: \
+                         see `cryptsetup luksDump`)"
+                    }
+                    _ => "",
+                };
+                return Err(Error::unsupported(format!(
+                    "the volume requires {}, which sectorcrypt does not implement{hint}",
+                    mandatory.join(", ")
+                )));
+            }
+        }
+        Ok(())
+    }
+
     /// [`verify_digest`] of this header's metadata.
     pub fn verify_reencrypt_digest(
         &self,
