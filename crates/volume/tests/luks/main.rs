@@ -7,5 +7,6 @@ mod from_tools;
 mod negative;
 mod rbd_clone;
 mod rbd_layout;
+mod reencrypt_meta;
 mod to_tools;
 mod validation;

@@ -302,33 +302,6 @@ impl Luks2 {
             .min(MAX_KEYSLOTS_SIZE)
     }
 
-    /// Refuses volumes whose metadata lists requirements this implementation lacks.
-    pub fn check_supported(&self) -> Result<()> {
-        if let Some(req) = self.json["config"].get("requirements") {
-            let mandatory: Vec<String> = req
-                .get("mandatory")
-                .and_then(Value::as_array)
-                .map(|a| {
-                    a.iter()
-                        .map(|x| x.as_str().unwrap_or("?").to_string())
-                        .collect()
-                })
-                .unwrap_or_default();
-            if !mandatory.is_empty() {
-                let hint = if mandatory.iter().any(|m| m.contains("reencrypt")) {
-                    " (a reencryption is in progress: finish it with cryptsetup first)"
-                } else {
-                    ""
-                };
-                return Err(Error::unsupported(format!(
-                    "the volume requires {}, which sectorcrypt does not implement{hint}",
-                    mandatory.join(", ")
-                )));
-            }
-        }
-        Ok(())
-    }
-
     /// The one data segment.
     pub fn segment(&self) -> Result<Segment> {
         let segs = obj(&self.json, "segments", "")?;

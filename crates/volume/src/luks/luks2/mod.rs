@@ -6,6 +6,8 @@
 //!   [`Rule`]);
 //! - `json.rs`: typed views of the metadata ([`Segment`], [`Keyslot`], [`Digest`]);
 //! - `areas.rs`: keyslot areas, adding and removing keyslots;
+//! - `reencrypt.rs`: the metadata of a reencryption in progress (its requirement
+//!   version and the reencryption digest, checked against the volume keys);
 //! - `salvage.rs`: what `dump` still shows of a header that failed its checks;
 //! - `sizes.rs`: the sizes of a header copy (a leaf the others share);
 //! - this file: the header as a whole, unlocking, the [`Format`] interface and what
@@ -22,6 +24,7 @@
 mod areas;
 mod copies;
 mod json;
+pub mod reencrypt;
 mod salvage;
 mod sizes;
 mod validate;
