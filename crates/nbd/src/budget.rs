@@ -13,20 +13,9 @@ use std::sync::{Arc, Condvar, Mutex};
 /// Payload bytes left to hand out, and a wake-up for the requests waiting for them.
 #[derive(Debug)]
 pub(crate) struct Budget {
-    state: Mutex<State>,
+    left: Mutex<usize>,
     freed: Condvar,
     total: usize,
-}
-
-/// The budget's count, and who waits on it.
-#[derive(Debug)]
-struct State {
-    left: usize,
-    /// Takers asleep until bytes are given back: a permit given back wakes them only when
-    /// there are some (a wake-up is a system call, on the path of every request).
-    waiting: usize,
-    /// Wake-ups sent so far (for tests).
-    wakeups: u64,
 }
 
 impl Budget {
@@ -34,31 +23,21 @@ impl Budget {
     pub(crate) fn new(total: usize) -> Budget {
         let total = total.max(1);
         Budget {
-            state: Mutex::new(State {
-                left: total,
-                waiting: 0,
-                wakeups: 0,
-            }),
+            left: Mutex::new(total),
             freed: Condvar::new(),
             total,
         }
-    }
-
-    fn state(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Waits until `n` bytes (at most the whole budget) are free and takes them until the
     /// permit is dropped.
     pub(crate) fn take(self: &Arc<Self>, n: usize) -> Permit {
         let n = n.min(self.total);
-        let mut s = self.state();
-        while s.left < n {
-            s.waiting += 1;
-            s = self.freed.wait(s).unwrap_or_else(|e| e.into_inner());
-            s.waiting -= 1;
+        let mut left = self.left.lock().unwrap_or_else(|e| e.into_inner());
+        while *left < n {
+            left = self.freed.wait(left).unwrap_or_else(|e| e.into_inner());
         }
-        s.left -= n;
+        *left -= n;
         Permit {
             budget: self.clone(),
             n,
@@ -75,16 +54,10 @@ pub(crate) struct Permit {
 
 impl Drop for Permit {
     fn drop(&mut self) {
-        let mut s = self.budget.state();
-        s.left += self.n;
-        let wake = s.waiting > 0;
-        if wake {
-            s.wakeups += 1;
-        }
-        drop(s);
-        if wake {
-            self.budget.freed.notify_all();
-        }
+        let mut left = self.budget.left.lock().unwrap_or_else(|e| e.into_inner());
+        *left += self.n;
+        drop(left);
+        self.budget.freed.notify_all();
     }
 }
 
@@ -112,19 +85,6 @@ mod tests {
         drop(c);
         assert_eq!(rx.recv().unwrap(), 100);
         t.join().unwrap();
-        assert_eq!(b.state().left, 100);
-        assert!(b.state().wakeups >= 1, "the waiting taker was woken");
-    }
-
-    #[test]
-    fn permits_given_back_with_no_taker_waiting_wake_nobody() {
-        let b = Arc::new(Budget::new(100));
-        for _ in 0..10 {
-            let p = b.take(10);
-            let q = b.take(90);
-            drop((p, q));
-        }
-        assert_eq!(b.state().wakeups, 0);
-        assert_eq!(b.state().left, 100);
+        assert_eq!(*b.left.lock().unwrap(), 100);
     }
 }

@@ -10,8 +10,6 @@
 //! - `request`: what a transmission request does, or why it is refused, from its header
 //!   and the export's description;
 //! - `budget`: a connection's budget of payload bytes in flight;
-//! - `queue`: the hand-off of a connection's requests from its reader to its workers,
-//!   which wakes a thread only when one sleeps;
 //! - `writeback`: the export's flushes, one at a time, a failure sticking;
 //! - plain types: `config` ([`ServerConfig`], [`Listen`]), `export` ([`Export`]), `error`
 //!   ([`Error`]).
@@ -24,15 +22,13 @@
 //!   its handshake is over;
 //! - `incoming`: request headers and payloads off the socket, under the read and idle
 //!   timeouts;
-//! - `outgoing`: the workers' replies onto the socket, whole, batched when several are
-//!   ready, without a worker sleeping on another's send;
 //! - `handshake`: option haggling (GO, INFO, EXPORT_NAME, LIST, ABORT, and STARTTLS when
 //!   the server has TLS, allowed or required; the rest unsupported);
 //! - [`tls`]: TLS with rustls (X.509): the server's and a client's configuration from a
 //!   certificates directory, and a session split between a reading thread and writing
 //!   threads, which the transmission phase uses in place of the socket;
 //! - `transmission`: one reader thread per connection parses requests and hands them to a
-//!   small worker pool through the queue; replies are serialized by a mutex on the socket and may leave in any
+//!   small worker pool; replies are serialized by a mutex on the socket and may leave in any
 //!   order (the client matches them by cookie);
 //! - [`Server`]: binds a Unix socket or a loopback TCP port, accepts connections, and on
 //!   [`ShutdownHandle::shutdown`] stops reading requests, lets the ones in flight finish,
@@ -60,10 +56,8 @@ mod export;
 mod export_info;
 mod handshake;
 mod incoming;
-mod outgoing;
 mod pool;
 pub mod proto;
-mod queue;
 mod request;
 mod server;
 mod stream;

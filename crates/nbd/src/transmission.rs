@@ -2,12 +2,10 @@
 //!
 //! One reader thread per connection parses request headers and write payloads (through
 //! `incoming`, which applies the read and idle timeouts) and hands each request to the
-//! connection's worker pool through a bounded queue (`queue`: so a client that sends
-//! faster than the export works is slowed down, not buffered without limit; a worker is
-//! woken only when one sleeps). Workers run the request against the export and hand the
-//! reply to `outgoing`: a reply header and its data leave whole, replies ready at once leave
-//! together in one `writev`, and replies may leave in any order. A request ends (for the
-//! connection's [`Activity`]) when its reply has been sent.
+//! connection's worker pool through a bounded queue (so a client that sends faster than
+//! the export works is slowed down, not buffered without limit). Workers run the request
+//! against the export and write the reply under a mutex on the socket: a reply header and
+//! its data leave in one `write_all`, and replies may leave in any order.
 //!
 //! A malformed request never reaches the export: a bad magic ends this connection (the
 //! stream can no longer be parsed); a bad range or length gets an error reply, after a
@@ -46,26 +44,17 @@ use crate::config::ServerConfig;
 use crate::export::Export;
 use crate::export_info::ExportInfo;
 use crate::incoming::{Incoming, Next};
-use crate::outgoing::{Outgoing, Reply};
 use crate::pool::{BufPool, MAX_BUFFER};
 use crate::proto::*;
-use crate::queue::JobQueue;
 use crate::request::{decide, Action};
 use crate::stream::{Stream, SEND_BUFFER};
 use crate::tls::{self, TlsWriter};
 use crate::writeback::Writeback;
 use std::io::{self, Read, Write};
 use std::net::Shutdown;
-use std::sync::mpsc::channel;
-use std::sync::Arc;
+use std::sync::mpsc::{channel, sync_channel};
+use std::sync::{Arc, Mutex};
 use std::thread;
-
-/// Requests received and waiting for a worker, at most, on one connection (beyond, the
-/// reader waits). Memory is bounded by the connection's budget, not by this; the bound is
-/// for requests without a payload and is above the queue depths clients use (the kernel's
-/// NBD client: 128; fio and qemu: 32 to 64), so that a deep queue of small requests does
-/// not make the reader sleep and be woken once per request.
-const QUEUED_JOBS: usize = 128;
 
 /// What one connection's transmission phase works with, lent by the server for the
 /// connection's lifetime (the workers are scoped threads).
@@ -107,28 +96,11 @@ struct Written {
     _permit: Permit,
 }
 
-/// What a reply holds until it has been sent: its share of the budget, whether its buffer
-/// goes back to the pool, and whether it ends its request.
-struct Held {
-    _permit: Option<Permit>,
-    pooled: bool,
-    ends: bool,
-}
-
-impl Held {
-    /// A reply that holds nothing but ends its request.
-    const END: Held = Held {
-        _permit: None,
-        pooled: false,
-        ends: true,
-    };
-}
-
 /// One connection in the transmission phase: what the reader and the workers share.
 struct Conn<'a> {
     cx: Context<'a>,
-    /// The socket, or the TLS session's writing half, shared by the workers' replies.
-    out: Outgoing<Box<dyn Write + Send>, Held>,
+    /// The socket, or the TLS session's writing half.
+    writer: Mutex<Box<dyn Write + Send>>,
     /// The socket itself, to shut it.
     socket: Stream,
     pool: BufPool,
@@ -136,38 +108,23 @@ struct Conn<'a> {
 }
 
 impl Conn<'_> {
-    /// Sends `data[..len]` (a reply header, possibly followed by data), now or with
-    /// another worker's replies; then gives back what `held` holds and ends the request
-    /// if it says so. A failed send means the client is gone: the socket is shut so the
-    /// reader stops too.
-    fn send(&self, data: Vec<u8>, len: usize, held: Held) {
-        let reply = Reply {
-            data,
-            len,
-            token: held,
-        };
-        let sent = |r: Reply<Held>, _ok| {
-            if r.token.pooled {
-                self.pool.put(r.data);
-            }
-            if r.token.ends {
-                self.cx.activity.end();
-            }
-            // The budget share (`r.token._permit`) is given back here, once sent.
-        };
-        self.out
-            .send(reply, sent, || self.socket.shutdown(Shutdown::Both));
+    /// Sends `msg` (a reply header, possibly followed by data). A failed send means the
+    /// client is gone: the socket is shut so the reader stops too.
+    fn send(&self, msg: &[u8]) {
+        let mut w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        if w.write_all(msg).is_err() {
+            self.socket.shutdown(Shutdown::Both);
+        }
     }
 
-    /// Replies with a header alone, which ends the request.
-    fn reply(&self, cookie: u64, error: u32, held: Held) {
-        let header = SimpleReply { error, cookie }.encode();
-        self.send(header.to_vec(), header.len(), held);
+    fn reply(&self, cookie: u64, error: u32) {
+        self.send(&SimpleReply { error, cookie }.encode());
     }
 
     /// Refuses a request the reader handles alone; the request is over.
     fn refuse(&self, cookie: u64, error: u32) {
-        self.reply(cookie, error, Held::END);
+        self.reply(cookie, error);
+        self.cx.activity.end();
     }
 
     fn flush(&self) -> io::Result<()> {
@@ -176,45 +133,34 @@ impl Conn<'_> {
 
     /// Replies with success, or logs the failure and replies with its error value.
     fn result(&self, cookie: u64, what: &str, r: io::Result<()>) {
-        self.result_holding(cookie, what, r, Held::END);
-    }
-
-    /// [`Conn::result`] of a request that holds `held` until its reply has been sent.
-    fn result_holding(&self, cookie: u64, what: &str, r: io::Result<()>, held: Held) {
         match r {
-            Ok(()) => self.reply(cookie, 0, held),
+            Ok(()) => self.reply(cookie, 0),
             Err(e) => {
                 self.cx.config.log(format_args!(
                     "connection {}: {what} failed: {e}",
                     self.cx.id
                 ));
-                self.reply(cookie, error_code(&e), held);
+                self.reply(cookie, error_code(&e));
             }
         }
     }
 
-    /// Replies to a request that changed the export, after a flush when it asked for FUA;
-    /// `held` until the reply has been sent.
-    fn changed(&self, req: &Request, what: &str, r: io::Result<()>, held: Held) {
+    /// Replies to a request that changed the export, after a flush when it asked for FUA.
+    fn changed(&self, req: &Request, what: &str, r: io::Result<()>) {
         let r = match r {
             Ok(()) if req.fua() => self.flush(),
             r => r,
         };
-        self.result_holding(req.cookie, what, r, held);
+        self.result(req.cookie, what, r);
     }
 
     /// Replies to a write the export completed on its own; its budget share is given back
     /// after the reply.
     fn written(&self, w: Written) {
         self.pool.put(w.data);
-        let held = Held {
-            _permit: Some(w._permit),
-            ..Held::END
-        };
-        self.result_holding(w.cookie, "write", w.result, held);
+        self.result(w.cookie, "write", w.result);
     }
 
-    /// Runs `job` and sends its reply, which ends the request once sent.
     fn run(&self, job: Job) {
         let export = self.cx.export;
         match job {
@@ -229,51 +175,31 @@ impl Conn<'_> {
                             cookie: req.cookie,
                         };
                         buf[..SIMPLE_REPLY_LEN].copy_from_slice(&header.encode());
-                        // The buffer leaves with the reply and goes back to the pool after.
-                        let held = Held {
-                            _permit: Some(_permit),
-                            pooled: true,
-                            ends: true,
-                        };
-                        self.send(buf, end, held);
+                        self.send(&buf[..end]);
                     }
-                    Err(e) => {
-                        self.pool.put(buf);
-                        let held = Held {
-                            _permit: Some(_permit),
-                            ..Held::END
-                        };
-                        self.result_holding(req.cookie, "read", Err(e), held);
-                    }
+                    Err(e) => self.result(req.cookie, "read", Err(e)),
                 }
+                self.pool.put(buf);
             }
             Job::Write { req, data, _permit } if req.fua() && export.can_fua() => {
                 let buf = &data[..req.len as usize];
                 let r = (self.cx.writeback).durable(|| export.write_at_fua(buf, req.offset));
                 self.pool.put(data);
-                let held = Held {
-                    _permit: Some(_permit),
-                    ..Held::END
-                };
-                self.result_holding(req.cookie, "write", r, held);
+                self.result(req.cookie, "write", r);
             }
             Job::Write { req, data, _permit } => {
                 let (data, r) = export.write_owned(data, 0..req.len as usize, req.offset);
                 self.pool.put(data);
-                let held = Held {
-                    _permit: Some(_permit),
-                    ..Held::END
-                };
-                self.changed(&req, "write", r, held);
+                self.changed(&req, "write", r);
             }
             Job::Flush(req) => self.result(req.cookie, "flush", self.flush()),
             Job::Trim(req) => {
                 let r = export.trim(req.offset, req.len.into());
-                self.changed(&req, "trim", r, Held::END);
+                self.changed(&req, "trim", r);
             }
             Job::Zero(req) => {
                 let r = export.write_zeroes(req.offset, req.len.into());
-                self.changed(&req, "write zeroes", r, Held::END);
+                self.changed(&req, "write zeroes", r);
             }
         }
     }
@@ -304,38 +230,44 @@ pub(crate) fn serve(
     let workers = cx.config.workers_per_connection.max(1);
     let conn = Conn {
         cx,
-        out: Outgoing::new(writer),
+        writer: Mutex::new(writer),
         socket: stream,
         // Every worker, or every started write, may hold one buffer; the budget bounds
         // what is in flight, and so what the pool keeps.
         pool: BufPool::new(workers.max(cx.config.connection_budget / MAX_BUFFER)),
         budget: Arc::new(Budget::new(cx.config.connection_budget)),
     };
-    let jobs = JobQueue::<Job>::new(QUEUED_JOBS.max(workers * 2));
+    let (tx, rx) = sync_channel::<Job>(workers * 2);
+    let rx = Mutex::new(rx);
     // Started writes report to the replier; it stops once the reader and every started
     // write have let go of their senders, so it outlives them all.
     let (written_tx, written_rx) = channel::<Written>();
     let export = cx.export;
     let why = thread::scope(|scope| {
-        // Owned by this closure: dropped on every way out of it, which stops the replier
-        // before the scope waits for it; the job queue is closed on every way out too.
-        let written_tx = written_tx;
-        let _close = CloseOnDrop(&jobs);
-        let conn_ref = &conn;
+        // Owned by this closure: dropped on every way out of it, which stops the workers
+        // and the replier before the scope waits for them.
+        let (tx, written_tx) = (tx, written_tx);
+        let (conn_ref, activity) = (&conn, cx.activity);
         let replier = thread::Builder::new()
             .name(format!("nbd-{}-r", cx.id))
             .spawn_scoped(scope, move || {
                 for w in written_rx {
                     conn_ref.written(w);
+                    activity.end();
                 }
             })?;
         let mut handles = Vec::with_capacity(workers);
         for i in 0..workers {
             let worker = thread::Builder::new()
                 .name(format!("nbd-{}-w{i}", cx.id))
-                .spawn_scoped(scope, || {
-                    while let Some(job) = jobs.pop() {
-                        conn.run(job);
+                .spawn_scoped(scope, || loop {
+                    let job = rx.lock().unwrap_or_else(|e| e.into_inner()).recv();
+                    match job {
+                        Ok(job) => {
+                            conn.run(job);
+                            cx.activity.end();
+                        }
+                        Err(_) => break,
                     }
                 })?;
             handles.push(worker);
@@ -357,9 +289,9 @@ pub(crate) fn serve(
                 export.start_write(data, 0..req.len as usize, req.offset, Box::new(done));
                 true
             }
-            job => jobs.push(job).is_ok(),
+            job => tx.send(job).is_ok(),
         });
-        jobs.close();
+        drop(tx);
         drop(written_tx);
         // Joined here rather than by the scope, which would re-raise a worker's panic (one
         // from the export) and skip the closing below.
@@ -377,16 +309,6 @@ pub(crate) fn serve(
     cx.config
         .log(format_args!("connection {}: closed ({why})", cx.id));
     Ok(())
-}
-
-/// Closes the job queue when dropped (the reader's scope ends, by an error too), so the
-/// workers finish what is queued and stop.
-struct CloseOnDrop<'a, T>(&'a JobQueue<T>);
-
-impl<T> Drop for CloseOnDrop<'_, T> {
-    fn drop(&mut self) {
-        self.0.close();
-    }
 }
 
 /// The reader loop; returns why it stopped.
