@@ -155,8 +155,15 @@ fn metrics_on_a_non_loopback_address_are_refused() {
 /// The unit file of contrib/systemd, with its paths moved into `dir` and the binary the
 /// tests built: what systemd would run for the instance `vol`.
 fn template_unit(dir: &Path) -> String {
+    unit_file(dir, "sectorcrypt@.service")
+}
+
+/// A unit file of contrib/systemd as [`template_unit`] rewrites it.
+fn unit_file(dir: &Path, name: &str) -> String {
     let unit = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../contrib/systemd/sectorcrypt@.service"),
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../contrib/systemd")
+            .join(name),
     )
     .unwrap();
     unit.replace("/usr/bin/sectorcrypt", support::bin())
@@ -244,4 +251,152 @@ fn the_template_unit_verifies_and_its_command_serves_with_the_credential() {
     assert!(size.trim().parse::<u64>().unwrap() > 0, "{size}");
     run(Command::new("kill").args(["-TERM", &child.id().to_string()]));
     assert!(child.wait().unwrap().success());
+}
+
+#[test]
+fn serve_takes_the_socket_systemd_socket_activate_passes_and_leaves_it_in_place() {
+    require!("systemd-socket-activate", "nbdinfo");
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("scratch.img");
+    std::fs::write(&img, vec![0u8; 3 << 20]).unwrap();
+    let sock = dir.path().join("activated.sock");
+    let activator = Command::new("systemd-socket-activate")
+        .arg("-l")
+        .arg(&sock)
+        .arg("--")
+        .arg(support::bin())
+        .args(["serve", s(&img), "--onetime"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for(&sock);
+    // The first client starts the server (systemd-socket-activate execs it in its own
+    // process), which takes the waiting connection from the passed socket.
+    let size = run(Command::new("nbdinfo")
+        .arg("--size")
+        .arg(format!("nbd+unix:///?socket={}", sock.display())));
+    assert_eq!(size.trim(), (3u64 << 20).to_string());
+    run(Command::new("kill").args(["-TERM", &activator.id().to_string()]));
+    let out = activator.wait_with_output().unwrap();
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "exit {}: {log}", out.status);
+    assert!(log.contains("passed by the service manager"), "{log}");
+    // The socket is systemd's: the server leaves it for the next start.
+    assert!(sock.exists(), "the passed socket was removed: {log}");
+}
+
+#[test]
+fn serve_without_a_socket_and_without_activation_says_how_to_give_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("scratch.img");
+    std::fs::write(&img, vec![0u8; 1 << 20]).unwrap();
+    let out = Command::new(support::bin())
+        .args(["serve", s(&img), "--onetime"])
+        .env_remove("LISTEN_FDS")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--socket PATH or --listen") && err.contains("socket activation"),
+        "{err}"
+    );
+}
+
+/// `systemd-analyze verify` of `units` (name, text) written into `dir`: nothing said.
+fn verify(dir: &Path, units: &[(&str, &str)]) {
+    let paths: Vec<std::path::PathBuf> = units
+        .iter()
+        .map(|(name, text)| {
+            let p = dir.join(name);
+            std::fs::write(&p, text).unwrap();
+            p
+        })
+        .collect();
+    let out = Command::new("systemd-analyze")
+        .args(["verify", "--man=no"])
+        .args(&paths)
+        .output()
+        .unwrap();
+    let said =
+        String::from_utf8_lossy(&out.stderr).to_string() + &String::from_utf8_lossy(&out.stdout);
+    assert!(said.trim().is_empty(), "systemd-analyze verify: {said}");
+}
+
+#[test]
+fn the_socket_activated_units_verify_and_serve_on_the_socket_unit_path() {
+    require!("systemd-analyze", "systemd-socket-activate", "nbdinfo");
+    let dir = tempfile::tempdir().unwrap();
+    let socket_unit = unit_file(dir.path(), "sectorcrypt-nbd@.socket");
+    let service_unit = unit_file(dir.path(), "sectorcrypt-nbd@.service");
+    verify(
+        dir.path(),
+        &[
+            ("sectorcrypt-nbd@vol.socket", &socket_unit),
+            ("sectorcrypt-nbd@vol.service", &service_unit),
+        ],
+    );
+    let listen = socket_unit
+        .lines()
+        .find_map(|l| l.strip_prefix("ListenStream="))
+        .unwrap()
+        .to_string();
+    std::fs::create_dir_all(Path::new(&listen).parent().unwrap()).unwrap();
+    let creds = dir.path().join("credentials");
+    std::fs::create_dir_all(&creds).unwrap();
+    let passphrase = creds.join("passphrase");
+    std::fs::write(&passphrase, "unit passphrase").unwrap();
+    let img = dir.path().join("vol.img");
+    std::fs::File::create(&img)
+        .unwrap()
+        .set_len(20 << 20)
+        .unwrap();
+    run(Command::new(support::bin())
+        .args([
+            "format",
+            s(&img),
+            "--batch",
+            "--pbkdf-force-iterations",
+            "1000",
+        ])
+        .args(["--pbkdf", "pbkdf2", "--key-file", s(&passphrase)]));
+    let exec = service_unit
+        .lines()
+        .find_map(|l| l.strip_prefix("ExecStart="))
+        .unwrap()
+        .replace("${IMAGE}", s(&img))
+        .replace("${CREDENTIALS_DIRECTORY}", s(&creds))
+        .replace("$SERVE_OPTIONS", "");
+    let notify = dir.path().join("notify");
+    let manager = UnixDatagram::bind(&notify).unwrap();
+    manager
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let activator = Command::new("systemd-socket-activate")
+        .arg("-l")
+        .arg(&listen)
+        // It passes on only the variables named with -E.
+        .args(["-E", "NOTIFY_SOCKET", "--"])
+        .args(exec.split_whitespace())
+        .env("NOTIFY_SOCKET", &notify)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for(Path::new(&listen));
+    let size = run(Command::new("nbdinfo")
+        .arg("--size")
+        .arg(format!("nbd+unix:///?socket={listen}")));
+    assert!(size.trim().parse::<u64>().unwrap() > 0, "{size}");
+    assert!(receive(&manager).starts_with("READY=1"));
+    run(Command::new("kill").args(["-TERM", &activator.id().to_string()]));
+    let out = activator.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

@@ -68,4 +68,4 @@ mod writeback;
 pub use config::{Listen, ServerConfig};
 pub use error::Error;
 pub use export::{Export, WriteDone};
-pub use server::{serve_connection, Server, ShutdownHandle};
+pub use server::{serve_connection, Adopted, Server, ShutdownHandle};

@@ -53,15 +53,46 @@ enum Listener {
     /// The socket, its path, and the identity (device, inode) of the socket file bound.
     Unix(UnixListener, PathBuf, (u64, u64)),
     Tcp(TcpListener),
+    /// A listening socket the server was given ([`Server::adopt`]): its owner (systemd)
+    /// keeps it, its path and its queue of waiting clients after the server stops.
+    Adopted(Adopted),
+}
+
+/// A listening socket made by someone else (systemd's socket activation) for
+/// [`Server::adopt`].
+#[derive(Debug)]
+pub enum Adopted {
+    /// A Unix stream socket.
+    Unix(UnixListener),
+    /// A TCP socket.
+    Tcp(TcpListener),
 }
 
 impl Listener {
-    /// Shuts the listening socket down: a blocked `accept()` returns an error at once
-    /// (Linux), and new connections are refused.
+    /// Wakes a blocked `accept()`. The server's own socket is shut down (the accept
+    /// returns an error at once on Linux, and new connections are refused); an adopted
+    /// one is shared with its owner, which goes on listening on it for the next start, so
+    /// it is woken by a connection of its own instead, which the stopping server drops.
     fn shut(&self) {
         let fd = match self {
             Listener::Unix(l, ..) => l.as_raw_fd(),
             Listener::Tcp(l) => l.as_raw_fd(),
+            Listener::Adopted(Adopted::Unix(l)) => {
+                if let Some(p) = l
+                    .local_addr()
+                    .ok()
+                    .and_then(|a| a.as_pathname().map(PathBuf::from))
+                {
+                    let _ = UnixStream::connect(p);
+                }
+                return;
+            }
+            Listener::Adopted(Adopted::Tcp(l)) => {
+                if let Ok(a) = l.local_addr() {
+                    let _ = std::net::TcpStream::connect_timeout(&a, Duration::from_secs(1));
+                }
+                return;
+            }
         };
         let _ = nix::sys::socket::shutdown(fd, nix::sys::socket::Shutdown::Both);
     }
@@ -234,6 +265,39 @@ impl Server {
         })
     }
 
+    /// Serves `export` on a listening socket made elsewhere (systemd's socket activation:
+    /// `ListenStream=`), which the server neither removes nor shuts: the socket's owner
+    /// keeps accepting clients into its queue while the service is stopped.
+    pub fn adopt(
+        listener: Adopted,
+        export: Arc<dyn Export>,
+        config: ServerConfig,
+    ) -> Result<Server, Error> {
+        let failed = |e| Error::Io("reading the passed socket's address", e);
+        let wake = match &listener {
+            Adopted::Unix(l) => {
+                let addr = l.local_addr().map_err(failed)?;
+                Listen::Unix(addr.as_pathname().map(PathBuf::from).unwrap_or_default())
+            }
+            Adopted::Tcp(l) => Listen::Tcp(l.local_addr().map_err(failed)?),
+        };
+        let listener = Arc::new(Listener::Adopted(listener));
+        Ok(Server {
+            handle: ShutdownHandle {
+                stop: Arc::new(AtomicBool::new(false)),
+                listener: Arc::downgrade(&listener),
+                wake,
+            },
+            listener,
+            shared: Arc::new(Shared {
+                export,
+                config,
+                writeback: Writeback::default(),
+                epoch: Instant::now(),
+            }),
+        })
+    }
+
     /// Where the server listens (for TCP port 0, the port actually bound).
     pub fn local(&self) -> &Listen {
         &self.handle.wake
@@ -257,10 +321,17 @@ impl Server {
         let mut threads: Vec<JoinHandle<()>> = Vec::new();
         let listen_desc = match &*self.listener {
             Listener::Unix(_, p, _) => format!("unix:{}", p.display()),
-            Listener::Tcp(l) => l
+            Listener::Tcp(l) | Listener::Adopted(Adopted::Tcp(l)) => l
                 .local_addr()
                 .map(|a| a.to_string())
                 .unwrap_or_else(|_| "?".into()),
+            Listener::Adopted(Adopted::Unix(l)) => match l.local_addr() {
+                Ok(a) => match a.as_pathname() {
+                    Some(p) => format!("unix:{} (passed by the service manager)", p.display()),
+                    None => "an unnamed Unix socket (passed by the service manager)".into(),
+                },
+                Err(_) => "?".into(),
+            },
         };
         shared.config.log(format_args!(
             "serving export {:?} ({} bytes{}) on {listen_desc}",
@@ -292,11 +363,15 @@ impl Server {
 
         let result = loop {
             let accepted = match &*self.listener {
-                Listener::Unix(l, ..) => l.accept().map(|(s, _)| Stream::Unix(s)),
-                Listener::Tcp(l) => l.accept().map(|(s, _)| {
-                    let _ = s.set_nodelay(true);
-                    Stream::Tcp(s)
-                }),
+                Listener::Unix(l, ..) | Listener::Adopted(Adopted::Unix(l)) => {
+                    l.accept().map(|(s, _)| Stream::Unix(s))
+                }
+                Listener::Tcp(l) | Listener::Adopted(Adopted::Tcp(l)) => {
+                    l.accept().map(|(s, _)| {
+                        let _ = s.set_nodelay(true);
+                        Stream::Tcp(s)
+                    })
+                }
             };
             if stop.load(Ordering::SeqCst) {
                 break Ok(());
@@ -362,8 +437,12 @@ impl Server {
         for h in threads {
             let _ = h.join();
         }
-        // No new connection waits in the backlog of a server that has stopped.
-        self.listener.shut();
+        // No new connection waits in the backlog of a server that has stopped. (An
+        // adopted socket's backlog is its owner's: clients waiting there start the next
+        // run of the service.)
+        if !matches!(*self.listener, Listener::Adopted(_)) {
+            self.listener.shut();
+        }
         drop(watch_stop);
         if let Some(w) = watcher {
             let _ = w.join();

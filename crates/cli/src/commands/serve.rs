@@ -29,7 +29,8 @@ use crate::flags::tls::{TlsArgs, TlsMode};
 use crate::flags::ServeArgs;
 use sectorcrypt_gateway::metered::Metered;
 use sectorcrypt_nbd::tls::{ServerTls, TlsError};
-use sectorcrypt_nbd::{Listen, Server, ServerConfig};
+use sectorcrypt_nbd::{Adopted, Listen, Server, ServerConfig};
+use sectorcrypt_service::activation::{listeners, Listener};
 use sectorcrypt_service::http::{Endpoint, MetricsServer};
 use sectorcrypt_service::metrics::{ExportMetrics, Metrics};
 use sectorcrypt_service::notify::{watchdog_interval, Notifier};
@@ -47,9 +48,16 @@ const RBD_WORKERS: usize = 6;
 
 pub fn run(a: ServeArgs) -> Result<(), Failure> {
     let listen = match (&a.socket, &a.listen) {
-        (Some(p), None) => Listen::Unix(p.clone()),
-        (None, Some(addr)) => Listen::tcp(addr).map_err(Failure::usage)?,
+        (Some(p), None) => Some(Listen::Unix(p.clone())),
+        (None, Some(addr)) => Some(Listen::tcp(addr).map_err(Failure::usage)?),
+        (None, None) => None,
         _ => return Err(Failure::usage("give exactly one of --socket and --listen")),
+    };
+    // Without either, the socket systemd passes (socket activation), taken now: it is
+    // this process's, and a missing one is a usage error before any passphrase is asked.
+    let adopted = match listen {
+        Some(_) => None,
+        None => Some(passed_socket()?),
     };
     // Signals are caught before anything is opened, so a stop that comes early still
     // goes through the clean path.
@@ -111,7 +119,12 @@ pub fn run(a: ServeArgs) -> Result<(), Failure> {
             Arc::new(Metered::new(export, counted))
         }
     };
-    let server = Server::bind(&listen, export, config).map_err(|e| match e {
+    let bound = match (&listen, adopted) {
+        (Some(l), _) => Server::bind(l, export, config),
+        (None, Some(passed)) => Server::adopt(passed, export, config),
+        (None, None) => unreachable!("a socket to listen on was found above"),
+    };
+    let server = bound.map_err(|e| match e {
         sectorcrypt_nbd::Error::Io(..) => Failure::runtime(e),
         _ => Failure::usage(e),
     })?;
@@ -161,6 +174,27 @@ pub fn run(a: ServeArgs) -> Result<(), Failure> {
     signals_handle.close();
     let _ = watcher.join();
     result
+}
+
+/// The one listening socket systemd passed (`ListenStream=` of a socket unit), as the
+/// NBD server adopts it.
+fn passed_socket() -> Result<Adopted, Failure> {
+    let mut passed =
+        listeners(&process_env).map_err(|e| Failure::usage(format!("socket activation: {e}")))?;
+    match passed.len() {
+        1 => Ok(match passed.remove(0).listener {
+            Listener::Unix(l) => Adopted::Unix(l),
+            Listener::Tcp(l) => Adopted::Tcp(l),
+        }),
+        0 => Err(Failure::usage(
+            "give --socket PATH or --listen ADDR:PORT (or start under systemd socket \
+             activation, which passes the socket)",
+        )),
+        n => Err(Failure::usage(format!(
+            "socket activation passed {n} sockets; serve listens on one (one ListenStream= \
+             in the socket unit)"
+        ))),
+    }
 }
 
 /// Where the server listens, for the service manager's status line.

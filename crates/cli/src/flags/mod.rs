@@ -587,7 +587,10 @@ Examples:
   nbdcopy nbd+unix:///?socket=/tmp/disk.sock plain.raw
   sectorcrypt serve scratch.img --listen 127.0.0.1:10809 --onetime
 
-Only a Unix socket or a loopback address is served. The server speaks the fixed newstyle
+Only a Unix socket or a loopback address is served. Without --socket and --listen, the
+server takes the one listening socket systemd passes (socket activation: a .socket unit
+with one ListenStream=; see contrib/systemd/), and says READY=1 to systemd under
+Type=notify once it accepts clients. The server speaks the fixed newstyle
 NBD protocol with several connections (multi-conn) and many requests in flight; SIGINT or
 SIGTERM stops it after the requests in flight are done and the volume is flushed. A second
 SIGINT or SIGTERM stops it at once, without waiting for them or flushing (over an NBD
@@ -676,7 +679,7 @@ pub struct OpenArgs {
 }
 
 #[derive(Debug, Args)]
-#[command(group(clap::ArgGroup::new("where").required(true).args(["socket", "listen"])))]
+#[command(group(clap::ArgGroup::new("where").required(false).args(["socket", "listen"])))]
 pub struct ServeArgs {
     #[command(flatten)]
     pub open: OpenArgs,
