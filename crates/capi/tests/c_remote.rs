@@ -244,7 +244,12 @@ fn c_opens_reads_and_writes_a_volume_on_an_rbd_image() {
     let name = format!("capi-{}", std::process::id());
     cluster.rbd(&["import", img.to_str().unwrap(), &format!("rbd/{name}")]);
     let spec = cluster.spec(&format!("rbd/{name}"));
-    let out = cluster.command(&program).arg(&spec).arg(d).output().unwrap();
+    let out = cluster
+        .command(&program)
+        .arg(&spec)
+        .arg(d)
+        .output()
+        .unwrap();
     let back = d.join("back.img");
     cluster.rbd(&["export", &format!("rbd/{name}"), back.to_str().unwrap()]);
     cluster.rbd(&["rm", &format!("rbd/{name}")]);
