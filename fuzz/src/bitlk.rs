@@ -29,14 +29,16 @@ pub fn fix_bitlk_crcs(data: &mut [u8]) {
         let Ok(off) = usize::try_from(off) else {
             continue;
         };
-        let Some(len) = data.get(off + 8..off + 10) else {
+        // Offsets come from the (mutated) header: near usize::MAX, any sum overflows.
+        let at = off.checked_add(8).and_then(|a| Some(a..a.checked_add(2)?));
+        let Some(len) = at.and_then(|r| data.get(r)) else {
             continue;
         };
         let block = usize::from(u16::from_le_bytes([len[0], len[1]])) << 4;
         let Some(end) = off.checked_add(block) else {
             continue;
         };
-        if block < 112 || end + 8 > data.len() {
+        if block < 112 || end.checked_add(8).is_none_or(|e| e > data.len()) {
             continue;
         }
         let crc = crc32(&data[off..end]);
