@@ -6,6 +6,7 @@
 mod support;
 
 use sectorcrypt_testkit::metric as value;
+use sectorcrypt_testkit::promtool_check;
 use sectorcrypt_testkit::{require, run_stdout as run};
 use std::os::unix::net::UnixDatagram;
 use std::path::Path;
@@ -106,22 +107,9 @@ fn serve_tells_the_manager_it_is_ready_and_stopping_and_counts_its_traffic() {
     );
     assert!(value(&text, &series("key_derivation_seconds{export=\"disk\"}")) > 0.0);
     assert!(text.contains("sectorcrypt_info{version="), "{text}");
-    let mut check = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    use std::io::Write as _;
-    check
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let checked = check.wait_with_output().unwrap();
-    assert!(checked.status.success(), "promtool: {checked:?}\n{text}");
+    if let Err(e) = promtool_check(&text) {
+        panic!("promtool: {e}\n{text}");
+    }
 
     run(Command::new("kill").args(["-TERM", &child.id().to_string()]));
     // Watchdog pings may come before the stop.
@@ -177,20 +165,7 @@ fn the_template_unit_verifies_and_its_command_serves_with_the_credential() {
     require!("systemd-analyze", "nbdinfo");
     let dir = tempfile::tempdir().unwrap();
     let unit = template_unit(dir.path());
-    let path = dir.path().join("sectorcrypt@vol.service");
-    std::fs::write(&path, &unit).unwrap();
-    let verify = Command::new("systemd-analyze")
-        .args(["verify", "--man=no"])
-        .arg(&path)
-        .output()
-        .unwrap();
-    let said = String::from_utf8_lossy(&verify.stderr).to_string()
-        + &String::from_utf8_lossy(&verify.stdout);
-    // Only the runtime directory this test did not make may be missing.
-    assert!(
-        said.lines().all(|l| l.trim().is_empty()),
-        "systemd-analyze verify: {said}"
-    );
+    verify(dir.path(), &[("sectorcrypt@vol.service", &unit)]);
 
     // Run ExecStart as systemd would: the environment file's IMAGE, the credential.
     let etc = dir.path().join("etc");

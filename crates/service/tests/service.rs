@@ -180,26 +180,9 @@ fn a_scrape_passes_promtool_and_counts_what_was_recorded() {
         m.add(e);
     }
     let text = scrape(m, dir.path());
-    let mut check = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    check
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let out = check.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "promtool: {}{}\n{text}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    if let Err(e) = sectorcrypt_testkit::promtool_check(&text) {
+        panic!("promtool: {e}\n{text}");
+    }
     for line in [
         "sectorcrypt_requests_total{export=\"disk0\",type=\"trim\"} 1",
         "sectorcrypt_bytes_total{export=\"disk0\",type=\"write\"} 65536",

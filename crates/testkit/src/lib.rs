@@ -175,6 +175,36 @@ pub fn metric(text: &str, series: &str) -> f64 {
         .unwrap_or_else(|e| panic!("{series}: {e}"))
 }
 
+/// `promtool check metrics` of `text` (Prometheus' text format): `Err` with what it said
+/// when it finds a fault.
+pub fn promtool_check(text: &str) -> Result<(), String> {
+    use std::io::Write as _;
+    let mut check = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("promtool: {e}"))?;
+    let fed = check
+        .stdin
+        .take()
+        .expect("piped")
+        .write_all(text.as_bytes());
+    let out = check
+        .wait_with_output()
+        .map_err(|e| format!("promtool: {e}"))?;
+    fed.map_err(|e| format!("writing to promtool: {e}"))?;
+    if out.status.success() {
+        return Ok(());
+    }
+    Err(format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
