@@ -19,7 +19,19 @@ use crate::luks::af;
 use crate::luks::fields::align_up;
 use crate::luks::keyslot::{cipher_spec, seal_material};
 use crate::store::{self, Store};
+use crate::kdf::KdfOptions;
 use serde_json::{json, Value};
+use zeroize::Zeroizing;
+
+/// A keyslot sealed in memory ([`Luks2::seal_keyslot`]).
+pub(super) struct Sealed {
+    /// Its JSON.
+    pub(super) json: Value,
+    /// Its area.
+    pub(super) offset: u64,
+    /// The encrypted material for the area.
+    pub(super) material: Zeroizing<Vec<u8>>,
+}
 
 /// The area (offset, size) a keyslot's JSON names.
 fn area_of(keyslot: &Value) -> Result<Option<(u64, u64)>> {
@@ -69,7 +81,7 @@ impl Luks2 {
 
     /// The keyslot number a new keyslot takes: `replace`'s, `slot` when free, else the
     /// lowest free one.
-    fn new_keyslot_id(&self, slot: Option<usize>, replace: Option<usize>) -> Result<usize> {
+    pub(super) fn new_keyslot_id(&self, slot: Option<usize>, replace: Option<usize>) -> Result<usize> {
         let taken: Vec<usize> = obj(&self.json, "keyslots", "")?
             .keys()
             .filter_map(|k| k.parse().ok())
@@ -112,40 +124,9 @@ impl Luks2 {
             Some(r) => area_of(&self.json["keyslots"][r.to_string()])?,
             None => None,
         };
-        let area_key_size = key.len();
-        cipher_spec(&seg.encryption, area_key_size)?;
-        let need = align_up((key.len() * af::STRIPES) as u64, AREA_ALIGN);
-        let offset = self.free_area(need, &[])?;
-        let image = store::size(store)?;
-        if offset + need > image {
-            return Err(Error::truncated(format!(
-                "the new keyslot area {offset}+{need} lies beyond the end of the image \
-                 ({image} bytes)"
-            )));
-        }
-        let kdf = opts.resolve(area_key_size)?;
-        let (salt, material) = seal_material(
-            new.passphrase,
-            key,
-            &kdf,
-            &seg.encryption,
-            area_key_size,
-            opts.hash,
-        )?;
+        let sealed = self.seal_keyslot(store, key, new.passphrase, opts, &seg.encryption, &[])?;
         let mut json = self.json.clone();
-        json["keyslots"][id.to_string()] = json!({
-            "type": "luks2",
-            "key_size": key.len(),
-            "af": {"type": "luks1", "stripes": af::STRIPES, "hash": opts.hash.name()},
-            "area": {
-                "type": "raw",
-                "offset": offset.to_string(),
-                "size": need.to_string(),
-                "encryption": seg.encryption,
-                "key_size": area_key_size,
-            },
-            "kdf": kdf_json(&kdf, &salt),
-        });
+        json["keyslots"][id.to_string()] = sealed.json;
         let list = json["digests"][&digest.id]["keyslots"]
             .as_array_mut()
             .expect("validated");
@@ -155,7 +136,7 @@ impl Luks2 {
         self.check_fits(&json)?;
         // The material first, in an area no keyslot uses; then the metadata that points
         // at it.
-        store::write_all(store, &material, offset, "keyslot area")?;
+        store::write_all(store, &sealed.material, sealed.offset, "keyslot area")?;
         store::sync(store)?;
         self.json = json;
         self.write(store)?;
@@ -164,6 +145,52 @@ impl Luks2 {
             store::sync(store)?;
         }
         Ok(id)
+    }
+
+    /// A `luks2` keyslot holding `key` for `passphrase`, sealed in memory: its JSON and
+    /// its material for the first free area (outside the keyslots' areas and `avoid`),
+    /// with `encryption` as its area cipher. Nothing is written.
+    pub(super) fn seal_keyslot(
+        &self,
+        store: &dyn Store,
+        key: &[u8],
+        passphrase: &[u8],
+        opts: &KdfOptions,
+        encryption: &str,
+        avoid: &[(u64, u64)],
+    ) -> Result<Sealed> {
+        let area_key_size = key.len();
+        cipher_spec(encryption, area_key_size)?;
+        let need = align_up((key.len() * af::STRIPES) as u64, AREA_ALIGN);
+        let offset = self.free_area(need, avoid)?;
+        let image = store::size(store)?;
+        if offset + need > image {
+            return Err(Error::truncated(format!(
+                "the new keyslot area {offset}+{need} lies beyond the end of the image \
+                 ({image} bytes)"
+            )));
+        }
+        let kdf = opts.resolve(area_key_size)?;
+        let (salt, material) =
+            seal_material(passphrase, key, &kdf, encryption, area_key_size, opts.hash)?;
+        let json = json!({
+            "type": "luks2",
+            "key_size": key.len(),
+            "af": {"type": "luks1", "stripes": af::STRIPES, "hash": opts.hash.name()},
+            "area": {
+                "type": "raw",
+                "offset": offset.to_string(),
+                "size": need.to_string(),
+                "encryption": encryption,
+                "key_size": area_key_size,
+            },
+            "kdf": kdf_json(&kdf, &salt),
+        });
+        Ok(Sealed {
+            json,
+            offset,
+            material,
+        })
     }
 
     /// Removes keyslots (`None`: all of them) from the metadata, writes it, then wipes

@@ -313,39 +313,7 @@ impl Luks2 {
             )));
         }
         let (id, seg) = segs.iter().next().expect("one segment");
-        let path = format!("segments.{id}.");
-        let kind = str_of(seg, "type", &path)?;
-        if kind != "crypt" {
-            return Err(Error::unsupported(format!(
-                "segment type {kind:?} (only \"crypt\" is supported)"
-            )));
-        }
-        if seg.get("integrity").is_some() {
-            return Err(Error::unsupported(
-                "the segment has integrity protection (dm-integrity / authenticated \
-                 encryption), which sectorcrypt does not implement",
-            ));
-        }
-        let size = str_of(seg, "size", &path)?;
-        let sector_size = int_of(seg, "sector_size", &path)? as usize;
-        if !super::SECTOR_SIZES.contains(&sector_size) {
-            return Err(corrupt(format!(
-                "json: segment {id} sector size {sector_size} (must be one of {:?})",
-                super::SECTOR_SIZES
-            )));
-        }
-        Ok(Segment {
-            id: id.clone(),
-            offset: u64_str(seg, "offset", &path)?,
-            size: if size == "dynamic" {
-                None
-            } else {
-                Some(size.parse().map_err(|_| corrupt("json: segment size"))?)
-            },
-            iv_tweak: u64_str(seg, "iv_tweak", &path)?,
-            encryption: str_of(seg, "encryption", &path)?.to_string(),
-            sector_size,
-        })
+        segment_of(id, seg)
     }
 
     /// The `luks2` keyslots, by id; an error if any of them cannot be used here.
@@ -417,4 +385,41 @@ impl Luks2 {
             .find(|d| d.segments.contains(&seg.id))
             .ok_or_else(|| corrupt(format!("json: no digest covers segment {}", seg.id)))
     }
+}
+
+/// The typed view of segment `id` (a `crypt` segment without integrity protection).
+pub(super) fn segment_of(id: &str, seg: &Value) -> Result<Segment> {
+    let path = format!("segments.{id}.");
+    let kind = str_of(seg, "type", &path)?;
+    if kind != "crypt" {
+        return Err(Error::unsupported(format!(
+            "segment type {kind:?} (only \"crypt\" is supported)"
+        )));
+    }
+    if seg.get("integrity").is_some() {
+        return Err(Error::unsupported(
+            "the segment has integrity protection (dm-integrity / authenticated \
+             encryption), which sectorcrypt does not implement",
+        ));
+    }
+    let size = str_of(seg, "size", &path)?;
+    let sector_size = int_of(seg, "sector_size", &path)? as usize;
+    if !super::SECTOR_SIZES.contains(&sector_size) {
+        return Err(corrupt(format!(
+            "json: segment {id} sector size {sector_size} (must be one of {:?})",
+            super::SECTOR_SIZES
+        )));
+    }
+    Ok(Segment {
+        id: id.to_string(),
+        offset: u64_str(seg, "offset", &path)?,
+        size: if size == "dynamic" {
+            None
+        } else {
+            Some(size.parse().map_err(|_| corrupt("json: segment size"))?)
+        },
+        iv_tweak: u64_str(seg, "iv_tweak", &path)?,
+        encryption: str_of(seg, "encryption", &path)?.to_string(),
+        sector_size,
+    })
 }

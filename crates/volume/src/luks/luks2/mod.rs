@@ -226,6 +226,58 @@ impl Luks2 {
         })
     }
 
+    /// Tries the keyslots bound to `digest` (priority high, then normal; `ignore` ones
+    /// only when asked for by number): the volume key `digest` was made of and the
+    /// keyslot that opened.
+    pub(super) fn unlock_digest(
+        &self,
+        store: &dyn Store,
+        passphrase: &[u8],
+        digest: &Digest,
+        only: Option<usize>,
+    ) -> Result<(Zeroizing<Vec<u8>>, usize)> {
+        let priority = |id: usize| {
+            self.json["keyslots"][id.to_string()]["priority"]
+                .as_i64()
+                .unwrap_or(1)
+        };
+        let mut slots = Vec::new();
+        let mut unusable = None;
+        for (id, state) in self.keyslot_states() {
+            let wanted = match only {
+                Some(n) => id == n,
+                None => priority(id) > 0,
+            };
+            if !wanted || !digest.keyslots.contains(&id) {
+                continue;
+            }
+            match state {
+                Ok(ks) => slots.push(ks),
+                Err(e) => {
+                    unusable.get_or_insert(e);
+                }
+            }
+        }
+        if slots.is_empty() {
+            return Err(unusable.unwrap_or_else(|| no_keyslot(only)));
+        }
+        slots.sort_by_key(|k| (-k.priority, k.id));
+        let candidates = slots.iter().map(|ks| {
+            let material = Material {
+                kdf: ks.kdf,
+                salt: &ks.salt,
+                area_offset: ks.area_offset,
+                area_encryption: &ks.area_encryption,
+                area_key_size: ks.area_key_size,
+                key_size: ks.key_size,
+                stripes: ks.stripes,
+                af_hash: ks.af_hash,
+            };
+            (ks.id, material)
+        });
+        try_keyslots(store, passphrase, candidates, |key| Ok(digest.verify(key)))
+    }
+
     /// The metadata JSON.
     pub fn json(&self) -> &Value {
         &self.json
@@ -397,46 +449,7 @@ impl Format for Luks2 {
         self.check_supported()?;
         let seg = self.segment()?;
         let digest = self.segment_digest(&seg)?;
-        let priority = |id: usize| {
-            self.json["keyslots"][id.to_string()]["priority"]
-                .as_i64()
-                .unwrap_or(1)
-        };
-        let mut slots = Vec::new();
-        let mut unusable = None;
-        for (id, state) in self.keyslot_states() {
-            let wanted = match only {
-                Some(n) => id == n,
-                None => priority(id) > 0,
-            };
-            if !wanted || !digest.keyslots.contains(&id) {
-                continue;
-            }
-            match state {
-                Ok(ks) => slots.push(ks),
-                Err(e) => {
-                    unusable.get_or_insert(e);
-                }
-            }
-        }
-        if slots.is_empty() {
-            return Err(unusable.unwrap_or_else(|| no_keyslot(only)));
-        }
-        slots.sort_by_key(|k| (-k.priority, k.id));
-        let candidates = slots.iter().map(|ks| {
-            let material = Material {
-                kdf: ks.kdf,
-                salt: &ks.salt,
-                area_offset: ks.area_offset,
-                area_encryption: &ks.area_encryption,
-                area_key_size: ks.area_key_size,
-                key_size: ks.key_size,
-                stripes: ks.stripes,
-                af_hash: ks.af_hash,
-            };
-            (ks.id, material)
-        });
-        try_keyslots(store, passphrase, candidates, |key| Ok(digest.verify(key)))
+        self.unlock_digest(store, passphrase, &digest, only)
     }
 
     /// What an open volume looks like for the sector engine.

@@ -17,6 +17,11 @@
 //! Only reading and checking are here so far: sectorcrypt still refuses to open or
 //! reencrypt a volume in this state (`Luks2::check_supported`, here, says what to run next).
 
+mod rekey;
+mod segments;
+
+pub use rekey::{InitOptions, Keys, Outcome, Resilience, RunOptions};
+
 use super::json::{b64_of, corrupt, id_list, int_of, obj, str_of, u64_str};
 use super::Luks2;
 use crate::error::{Error, Result};

@@ -1,0 +1,1001 @@
+//! Re-keying a LUKS2 volume in place (cryptsetup's `reencrypt` mode, forward): a new
+//! volume key, and the same or another cipher, key size and sector size, hotzone by
+//! hotzone, with cryptsetup's metadata and order of writes, so that either tool resumes
+//! or recovers what the other left.
+//!
+//! - **Init** ([`Luks2::reencrypt_init`]): each keyslot the passphrase opens gets a twin
+//!   holding the new key (material written and synced first); then one header write adds
+//!   the `reencrypt` keyslot (its resilience area: the largest free gap of the keyslots
+//!   area), the backup segments `backup-previous` (the old layout) and `backup-final`
+//!   (the new one), the new key's digest, the reencryption digest, and the
+//!   `online-reencrypt-v2` requirement.
+//! - **A hotzone** ([`Luks2::reencrypt_run`]), by resilience:
+//!   - `checksum`: the hash of every block of the old ciphertext goes to the area, then
+//!     the header with the hot segments (the hotzone flagged `in-reencryption`); the
+//!     hotzone is decrypted, encrypted under the new key and written; a data sync; the
+//!     header with the progress moved on;
+//!   - `journal`: the same with a copy of the old ciphertext in the area;
+//!   - `none`: the data only; the header is written when the run stops or ends (a crash
+//!     loses the hotzone in progress, as with cryptsetup).
+//! - **Recovery** of a crash inside a hotzone ([`Luks2::reencrypt_recover`], what
+//!   `cryptsetup repair` does): with `checksum`, every block whose hash is the stored one
+//!   is still old and is rewritten; with `journal`, the hotzone is rewritten from the
+//!   copy.
+//! - **The end**: the old keyslots' areas are wiped and the keyslots dropped (the
+//!   keyslots area grows to the data offset), then the resilience area is wiped and the
+//!   metadata of the reencryption removed: one segment under the new key.
+//!
+//! The hotzone's bytes are read, re-encrypted and written in chunks on every core.
+
+use super::super::json::{corrupt, obj, str_of, u64_str, AREA_ALIGN, MAX_KEYSLOTS_SIZE};
+use super::super::{Luks2, SECTOR_SIZES};
+use super::segments;
+use super::{layout, plan, requirement_version, state, verification_data, KeyOf, Plan, State};
+use crate::error::{Error, Result};
+use crate::hash::HashAlg;
+use crate::kdf::KdfOptions;
+use crate::layout::{Geometry, IvRule, Layout};
+use crate::luks::fields::align_up;
+use crate::luks::keyslot::cipher_spec;
+use crate::store::{self, Placement, Store};
+use base64::engine::general_purpose::STANDARD as B64;
+use base64::Engine as _;
+use sectorcrypt_crypto::secret::SecretBytes;
+use serde_json::{json, Value};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use zeroize::Zeroizing;
+
+/// The requirement a re-key writes.
+const REQUIREMENT: &str = "online-reencrypt-v2";
+/// cryptsetup's hotzone without resilience data (`LUKS2_DEFAULT_NONE_REENCRYPTION_LENGTH`).
+const NONE_HOTZONE: u64 = 20 << 20;
+/// cryptsetup's largest hotzone (`LUKS2_REENCRYPT_MAX_HOTZONE_LENGTH`).
+const MAX_HOTZONE: u64 = 1 << 30;
+/// The unit of the parallel data passes.
+const CHUNK: u64 = 4 << 20;
+/// The block size of a file system or device: the least alignment of a hotzone.
+const BLOCK: u64 = 4096;
+
+/// How a hotzone is protected against a crash while it is rewritten.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resilience {
+    /// Nothing is stored: a crash loses the hotzone in progress.
+    None,
+    /// The hash of each block of the old data (cryptsetup's default, with sha256).
+    Checksum(HashAlg),
+    /// A copy of the old data.
+    Journal,
+}
+
+impl Resilience {
+    /// The resilience named `name` (`none`, `checksum`, `journal`), with `hash` for
+    /// `checksum`.
+    pub fn parse(name: &str, hash: HashAlg) -> Result<Resilience> {
+        match name {
+            "none" => Ok(Resilience::None),
+            "checksum" => Ok(Resilience::Checksum(hash)),
+            "journal" => Ok(Resilience::Journal),
+            "datashift" | "datashift-checksum" | "datashift-journal" => Err(Error::unsupported(
+                format!("resilience {name:?}: sectorcrypt does not move data yet"),
+            )),
+            other => Err(Error::invalid(format!(
+                "resilience {other:?}: choose none, checksum or journal"
+            ))),
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Resilience::None => "none",
+            Resilience::Checksum(_) => "checksum",
+            Resilience::Journal => "journal",
+        }
+    }
+}
+
+/// What [`Luks2::reencrypt_init`] needs.
+#[derive(Debug)]
+pub struct InitOptions<'a> {
+    /// The new cipher (the old one when `None`).
+    pub cipher: Option<&'a str>,
+    /// The new key size in bytes (the old one when `None`).
+    pub key_bytes: Option<usize>,
+    /// The new encryption sector size (the old one when `None`).
+    pub sector_size: Option<usize>,
+    /// The resilience of the hotzones.
+    pub resilience: Resilience,
+    /// The KDF of the new keyslots.
+    pub kdf: &'a KdfOptions,
+    /// Only this keyslot is carried over (the others are removed at the end); `None`:
+    /// every keyslot, each of which the passphrase must open.
+    pub key_slot: Option<usize>,
+}
+
+/// The two volume keys of a re-key.
+pub struct Keys {
+    old: SecretBytes,
+    new: SecretBytes,
+}
+
+impl std::fmt::Debug for Keys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Keys").finish_non_exhaustive()
+    }
+}
+
+/// How [`Luks2::reencrypt_run`] runs.
+pub struct RunOptions<'a> {
+    /// The largest hotzone in bytes (a multiple of the alignment); `None`: cryptsetup's.
+    pub hotzone: Option<u64>,
+    /// Another resilience than the metadata's (`none`, `checksum` and `journal` may be
+    /// switched between runs, as cryptsetup allows).
+    pub resilience: Option<Resilience>,
+    /// Threads of the data passes.
+    pub threads: usize,
+    /// Called before each hotzone with (bytes done, bytes in all); `false` stops the run
+    /// cleanly there.
+    pub progress: &'a mut dyn FnMut(u64, u64) -> bool,
+}
+
+impl std::fmt::Debug for RunOptions<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunOptions")
+            .field("hotzone", &self.hotzone)
+            .field("resilience", &self.resilience)
+            .field("threads", &self.threads)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// The volume is under the new key alone; the reencryption metadata is gone.
+    Finished,
+    /// Stopped between two hotzones (a clean state any tool resumes).
+    Stopped {
+        /// Bytes under the new key.
+        done: u64,
+        /// Bytes of the data area.
+        total: u64,
+    },
+}
+
+impl Luks2 {
+    /// Starts re-keying: the new keyslots and the reencryption metadata are written;
+    /// the data is not touched. Returns both keys for [`Luks2::reencrypt_run`].
+    pub fn reencrypt_init(
+        &mut self,
+        store: &dyn Store,
+        data: &dyn Store,
+        passphrase: &[u8],
+        o: &InitOptions<'_>,
+    ) -> Result<Keys> {
+        if state(&self.json)? != State::None {
+            return Err(Error::invalid(
+                "a reencryption is already in progress: resume it (sectorcrypt reencrypt \
+                 --resume-only) instead of starting another",
+            ));
+        }
+        self.check_supported()?;
+        let seg = self.segment()?;
+        let digest = self.segment_digest(&seg)?;
+        let (old_key, first) = self.unlock_digest(store, passphrase, &digest, o.key_slot)?;
+        let mut slots = vec![first];
+        if o.key_slot.is_none() {
+            for &id in &digest.keyslots {
+                if id == first {
+                    continue;
+                }
+                match self.unlock_digest(store, passphrase, &digest, Some(id)) {
+                    Ok(_) => slots.push(id),
+                    Err(e) => {
+                        return Err(Error::invalid(format!(
+                            "keyslot {id} does not open with this passphrase ({e}): a re-key \
+                             replaces every keyslot, and keyslot {id}'s passphrase would be \
+                             lost. Give --key-slot {first} to carry over keyslot {first} \
+                             alone (the others are removed at the end), or remove keyslot \
+                             {id} first"
+                        )))
+                    }
+                }
+            }
+        }
+        slots.sort_unstable();
+        let cipher = o.cipher.unwrap_or(&seg.encryption).to_string();
+        let key_bytes = o.key_bytes.unwrap_or(old_key.len());
+        let sector_size = o.sector_size.unwrap_or(seg.sector_size);
+        if !SECTOR_SIZES.contains(&sector_size) {
+            return Err(Error::invalid(format!(
+                "sector size {sector_size}: LUKS2 takes 512, 1024, 2048 or 4096"
+            )));
+        }
+        let total = data_length(data, seg.offset, seg.size)?;
+        if total % sector_size as u64 != 0 || total == 0 {
+            return Err(Error::invalid(format!(
+                "the data area has {total} bytes, not a whole number of {sector_size}-byte \
+                 sectors"
+            )));
+        }
+        let spec = cipher_spec(&cipher, key_bytes)?;
+        let mut new_key = Zeroizing::new(vec![0u8; key_bytes]);
+        crate::random(&mut new_key)?;
+        // Refuses a key the cipher cannot take (XTS with equal halves) before anything.
+        let geometry = Geometry {
+            sector_size,
+            data_offset: seg.offset,
+            size: total,
+            iv: IvRule::Units512 {
+                first: seg.iv_tweak,
+            },
+            metadata: None,
+        };
+        Layout::single(geometry, spec, &new_key)?;
+
+        let saved = self.json.clone();
+        let built = self.build_init(store, passphrase, o, &old_key, &new_key, &slots, &cipher, sector_size);
+        let sealed = match built {
+            Ok(s) => s,
+            Err(e) => {
+                self.json = saved;
+                return Err(e);
+            }
+        };
+        for s in &sealed {
+            store::write_all(store, &s.material, s.offset, "keyslot area")?;
+        }
+        store::sync(store)?;
+        if let Err(e) = self.write(store) {
+            self.json = saved;
+            return Err(e);
+        }
+        Ok(Keys {
+            old: SecretBytes::from_slice(&old_key),
+            new: SecretBytes::from_slice(&new_key),
+        })
+    }
+
+    /// The metadata of a new re-key, in `self.json`; returns the new keyslots' material.
+    #[allow(clippy::too_many_arguments)]
+    fn build_init(
+        &mut self,
+        store: &dyn Store,
+        passphrase: &[u8],
+        o: &InitOptions<'_>,
+        old_key: &[u8],
+        new_key: &[u8],
+        slots: &[usize],
+        cipher: &str,
+        sector_size: usize,
+    ) -> Result<Vec<super::super::areas::Sealed>> {
+        let seg = self.segment()?;
+        let old_digest = self.segment_digest(&seg)?.id;
+        let mut sealed = Vec::new();
+        let mut new_ids = Vec::new();
+        for _ in slots {
+            let id = self.new_keyslot_id(None, None)?;
+            let s = self.seal_keyslot(store, new_key, passphrase, o.kdf, cipher, &[])?;
+            self.json["keyslots"][id.to_string()] = s.json.clone();
+            new_ids.push(id);
+            sealed.push(s);
+        }
+        let reenc_id = self.new_keyslot_id(None, None)?;
+        let align = [BLOCK, seg.sector_size as u64, sector_size as u64]
+            .into_iter()
+            .max()
+            .expect("three");
+        let (area_offset, area_size) = self.largest_gap()?;
+        let mut area = json!({
+            "type": o.resilience.name(),
+            "offset": area_offset.to_string(),
+            "size": area_size.to_string(),
+        });
+        let least = match o.resilience {
+            Resilience::Checksum(h) => {
+                area["hash"] = Value::String(h.name().into());
+                area["sector_size"] = json!(align);
+                h.output_len() as u64
+            }
+            Resilience::Journal => align,
+            Resilience::None => 0,
+        };
+        if area_size < least.max(1) {
+            return Err(Error::invalid(format!(
+                "the keyslots area has no free gap for the {} resilience data (the largest \
+                 is {area_size} bytes): remove a keyslot, or use --resilience none",
+                o.resilience.name()
+            )));
+        }
+        self.json["keyslots"][reenc_id.to_string()] = json!({
+            "type": "reencrypt",
+            "key_size": 1,
+            "mode": "reencrypt",
+            "direction": "forward",
+            "area": area,
+            "priority": 0,
+        });
+        let old = self.json["segments"][&seg.id].clone();
+        let mut previous = old.clone();
+        previous["flags"] = json!(["backup-previous"]);
+        let mut last = old.clone();
+        last["encryption"] = Value::String(cipher.into());
+        last["sector_size"] = json!(sector_size);
+        last["flags"] = json!(["backup-final"]);
+        self.json["segments"] = json!({"0": old, "1": previous, "2": last});
+        let digest_json = &self.json["digests"][&old_digest];
+        let hash = HashAlg::parse(str_of(digest_json, "hash", "digests.")?)?;
+        let iterations = digest_json["iterations"]
+            .as_u64()
+            .and_then(|n| u32::try_from(n).ok())
+            .ok_or_else(|| corrupt("json: the volume key digest has no iterations"))?;
+        let free_digest = |json: &Value, after: u32| -> Result<u32> {
+            let used = obj(json, "digests", "")?;
+            Ok((after..)
+                .find(|n| !used.contains_key(&n.to_string()))
+                .expect("a free id"))
+        };
+        let new_digest = free_digest(&self.json, 0)?;
+        self.json["digests"][&old_digest]["segments"] = json!(["0", "1"]);
+        self.json["digests"][new_digest.to_string()] = pbkdf2_digest(
+            new_key,
+            hash,
+            iterations,
+            new_ids.iter().map(|i| i.to_string()).collect(),
+            vec!["2".into()],
+        )?;
+        self.json["config"]["requirements"] = json!({"mandatory": [REQUIREMENT]});
+        let reenc_digest = free_digest(&self.json, new_digest + 1)?;
+        // A placeholder so that the digest input sees the final structure.
+        self.json["digests"][reenc_digest.to_string()] =
+            pbkdf2_digest(b"-", hash, iterations, vec![reenc_id.to_string()], vec![])?;
+        let data = verification_data(&self.json, Some(old_key), Some(new_key))?;
+        self.json["digests"][reenc_digest.to_string()] =
+            pbkdf2_digest(&data, hash, iterations, vec![reenc_id.to_string()], vec![])?;
+        self.check_fits(&self.json)?;
+        Ok(sealed)
+    }
+
+    /// The largest gap of the keyslots area no keyslot names (cryptsetup's area of a
+    /// reencrypt keyslot), aligned to 4096 bytes.
+    fn largest_gap(&self) -> Result<(u64, u64)> {
+        let mut used = self.areas()?;
+        used.sort();
+        let start = 2 * self.bin.hdr_size;
+        let end = start + self.keyslots_size();
+        let mut best = (start, 0);
+        let mut pos = start;
+        for (off, size) in used.into_iter().chain([(end, 0)]) {
+            if off > pos && off - pos > best.1 {
+                best = (pos, off - pos);
+            }
+            pos = pos.max(align_up(off + size, AREA_ALIGN));
+        }
+        Ok(best)
+    }
+
+    /// The two volume keys of the reencryption in progress, from the keyslots `passphrase`
+    /// opens, checked against the reencryption digest.
+    pub fn reencrypt_keys(&self, store: &dyn Store, passphrase: &[u8]) -> Result<Keys> {
+        self.rekey_plan()?;
+        let digest = |flag: &str| -> Result<super::super::Digest> {
+            let (id, _) = segments::flagged(&self.json, flag)?
+                .ok_or_else(|| corrupt(format!("json: no segment is flagged {flag}")))?;
+            self.digests()?
+                .into_iter()
+                .find(|d| d.segments.contains(&id))
+                .ok_or_else(|| corrupt(format!("json: no digest covers the {flag} segment")))
+        };
+        let (old, _) = self.unlock_digest(store, passphrase, &digest("backup-previous")?, None)?;
+        let (new, _) = self.unlock_digest(store, passphrase, &digest("backup-final")?, None)?;
+        super::verify_digest(&self.json, Some(&old), Some(&new))?;
+        Ok(Keys {
+            old: SecretBytes::from_slice(&old),
+            new: SecretBytes::from_slice(&new),
+        })
+    }
+
+    /// The plan of a re-key in progress; refuses what this code does not run yet.
+    fn rekey_plan(&self) -> Result<Plan> {
+        match requirement_version(&self.json)? {
+            None => return Err(Error::invalid("no reencryption is in progress")),
+            Some(1) => {
+                return Err(Error::unsupported(
+                    "the reencryption metadata has no digest (written before cryptsetup \
+                     2.3.7): run `cryptsetup repair` on it first",
+                ))
+            }
+            Some(_) => {}
+        }
+        let p = plan(&self.json)?;
+        if p.mode != "reencrypt" || p.direction != "forward" {
+            return Err(Error::unsupported(format!(
+                "a reencryption in mode {} ({}): sectorcrypt resumes forward re-keys only; \
+                 finish it with `cryptsetup reencrypt --resume-only \
+                 --force-offline-reencrypt --disable-locks --disable-keyring IMAGE`",
+                p.mode, p.direction
+            )));
+        }
+        Ok(p)
+    }
+
+    /// Where the reencryption stands: the data offset, bytes under the new key, bytes in
+    /// all, and both layouts.
+    fn rekey_state(&self, data: &dyn Store, keys: &Keys) -> Result<Progress> {
+        let spans = layout(&self.json)?;
+        let mut done = 0;
+        let mut seen_old = false;
+        for s in &spans {
+            match s.key {
+                KeyOf::New if !seen_old => done += s.size.unwrap_or(0),
+                KeyOf::Old => seen_old = true,
+                KeyOf::Hot => {
+                    return Err(Error::invalid(
+                        "the reencryption was interrupted inside a hotzone: recover it first \
+                         (sectorcrypt repair IMAGE, or cryptsetup repair)",
+                    ))
+                }
+                KeyOf::New => {
+                    return Err(corrupt(
+                        "json: new data after old data in a forward reencryption",
+                    ))
+                }
+            }
+        }
+        let part = |flag: &str| -> Result<super::super::Segment> {
+            let (id, seg) = segments::flagged(&self.json, flag)?
+                .ok_or_else(|| corrupt(format!("json: no segment is flagged {flag}")))?;
+            super::super::json::segment_of(&id, seg)
+        };
+        let (old, new) = (part("backup-previous")?, part("backup-final")?);
+        if old.offset != new.offset {
+            return Err(Error::unsupported(
+                "a reencryption that moves the data (a data shift)",
+            ));
+        }
+        let total = data_length(data, new.offset, new.size)?;
+        if !seen_old {
+            done = total;
+        }
+        if done > total {
+            return Err(corrupt(format!(
+                "json: {done} bytes reencrypted of a {total}-byte data area (did the image \
+                 shrink?)"
+            )));
+        }
+        let make = |seg: &super::super::Segment, key: &[u8]| -> Result<Layout> {
+            let geometry = Geometry {
+                sector_size: seg.sector_size,
+                data_offset: seg.offset,
+                size: total - total % seg.sector_size as u64,
+                iv: IvRule::Units512 {
+                    first: seg.iv_tweak,
+                },
+                metadata: None,
+            };
+            Layout::single(geometry, cipher_spec(&seg.encryption, key.len())?, key)
+        };
+        let align = [BLOCK, old.sector_size as u64, new.sector_size as u64]
+            .into_iter()
+            .max()
+            .expect("three");
+        Ok(Progress {
+            offset: new.offset,
+            done,
+            total,
+            align,
+            old: make(&old, &keys.old)?,
+            new: make(&new, &keys.new)?,
+        })
+    }
+
+    /// Runs the reencryption in progress (state clean) from where it stands to the end,
+    /// or until `o.progress` says stop.
+    pub fn reencrypt_run(
+        &mut self,
+        at: Placement<'_>,
+        keys: &Keys,
+        o: &mut RunOptions<'_>,
+    ) -> Result<Outcome> {
+        let (header, data) = (at.header(), at.data());
+        let mut p = self.rekey_plan()?;
+        let mut prog = self.rekey_state(data, keys)?;
+        if let Some(r) = o.resilience {
+            if r.name() != p.resilience
+                || matches!(r, Resilience::Checksum(h) if p.checksum.as_ref().map(|c| c.0.as_str()) != Some(h.name()))
+            {
+                self.switch_resilience(header, keys, &p, r, prog.align)?;
+                p = self.rekey_plan()?;
+            }
+        }
+        let resilience = match p.resilience.as_str() {
+            "checksum" => {
+                let (hash, _) = p.checksum.clone().expect("checksum plan");
+                Resilience::Checksum(HashAlg::parse(&hash)?)
+            }
+            other => Resilience::parse(other, HashAlg::Sha256)?,
+        };
+        let len = hotzone_len(&p, resilience, prog.align, o.hotzone)?;
+        let pass = Pass {
+            data,
+            old: &prog.old,
+            new: &prog.new,
+            offset: prog.offset,
+            threads: o.threads.max(1),
+        };
+        let mut unsaved = false;
+        while prog.done < prog.total {
+            if !(o.progress)(prog.done, prog.total) {
+                if unsaved {
+                    self.set_progress(prog.done, 0, prog.total)?;
+                    self.write(header)?;
+                }
+                return Ok(Outcome::Stopped {
+                    done: prog.done,
+                    total: prog.total,
+                });
+            }
+            let hot = len.min(prog.total - prog.done);
+            let step = self.hotzone(header, &pass, &p, resilience, prog.done, hot, prog.total);
+            if let Err(e) = step {
+                if unsaved {
+                    // Without resilience data the hotzone that failed may be half
+                    // rewritten; the progress before it is recorded.
+                    let _ = self
+                        .set_progress(prog.done, 0, prog.total)
+                        .and_then(|_| self.write(header));
+                }
+                return Err(e);
+            }
+            unsaved = resilience == Resilience::None;
+            prog.done += hot;
+        }
+        (o.progress)(prog.done, prog.total);
+        if unsaved {
+            store::sync(data)?;
+            self.set_progress(prog.done, 0, prog.total)?;
+            self.write(header)?;
+        }
+        self.rekey_finish(at)?;
+        Ok(Outcome::Finished)
+    }
+
+    /// One hotzone `[done, done + hot)` of a data area of `total` bytes.
+    #[allow(clippy::too_many_arguments)]
+    fn hotzone(
+        &mut self,
+        header: &dyn Store,
+        pass: &Pass<'_>,
+        p: &Plan,
+        resilience: Resilience,
+        done: u64,
+        hot: u64,
+        total: u64,
+    ) -> Result<()> {
+        match resilience {
+            Resilience::None => pass.rewrite(done, hot),
+            Resilience::Checksum(hash) => {
+                let block = p.checksum.as_ref().expect("checksum plan").1 as u64;
+                let sums = pass.hashes(done, hot, hash, block)?;
+                store::write_all(header, &sums, p.area.0, "reencryption checksums")?;
+                self.set_progress(done, hot, total)?;
+                self.write(header)?;
+                pass.rewrite(done, hot)?;
+                store::sync(pass.data)?;
+                self.set_progress(done + hot, 0, total)?;
+                self.write(header)
+            }
+            Resilience::Journal => {
+                let mut buf = Zeroizing::new(vec![0u8; hot as usize]);
+                store::read_exact(pass.data, &mut buf, pass.offset + done, "hotzone")?;
+                store::write_all(header, &buf, p.area.0, "reencryption journal")?;
+                self.set_progress(done, hot, total)?;
+                self.write(header)?;
+                pass.rewrite_from(done, &mut buf)?;
+                store::sync(pass.data)?;
+                self.set_progress(done + hot, 0, total)?;
+                self.write(header)
+            }
+        }
+    }
+
+    /// Sets the regular segments for `done` bytes under the new key and a hotzone of
+    /// `hot` bytes after them (0: none).
+    fn set_progress(&mut self, done: u64, hot: u64, total: u64) -> Result<()> {
+        let regular = segments::forward(&self.json, done, hot, total)?;
+        segments::install(&mut self.json, regular)
+    }
+
+    /// Rewrites the resilience of the reencrypt keyslot (and so the reencryption digest).
+    fn switch_resilience(
+        &mut self,
+        header: &dyn Store,
+        keys: &Keys,
+        p: &Plan,
+        r: Resilience,
+        align: u64,
+    ) -> Result<()> {
+        let saved = self.json.clone();
+        let area = &mut self.json["keyslots"][p.slot.to_string()]["area"];
+        let (offset, size) = (area["offset"].clone(), area["size"].clone());
+        let mut new = json!({"type": r.name(), "offset": offset, "size": size});
+        if let Resilience::Checksum(h) = r {
+            new["hash"] = Value::String(h.name().into());
+            new["sector_size"] = json!(align);
+        }
+        *area = new;
+        let result = self.redigest(keys).and_then(|_| self.write(header));
+        if result.is_err() {
+            self.json = saved;
+        }
+        result
+    }
+
+    /// Recomputes the reencryption digest (a new salt) after its inputs changed.
+    fn redigest(&mut self, keys: &Keys) -> Result<()> {
+        let p = plan(&self.json)?;
+        let slot = p.slot.to_string();
+        let id = obj(&self.json, "digests", "")?
+            .iter()
+            .find(|(_, d)| {
+                d["keyslots"]
+                    .as_array()
+                    .is_some_and(|a| a.iter().any(|k| k.as_str() == Some(&slot)))
+            })
+            .map(|(id, _)| id.clone())
+            .ok_or_else(|| corrupt("json: no digest lists the reencrypt keyslot"))?;
+        let d = &self.json["digests"][&id];
+        let hash = HashAlg::parse(str_of(d, "hash", "digests.")?)?;
+        let iterations = d["iterations"].as_u64().unwrap_or(1000) as u32;
+        let data = verification_data(&self.json, Some(&keys.old), Some(&keys.new))?;
+        self.json["digests"][&id] = pbkdf2_digest(&data, hash, iterations, vec![slot], vec![])?;
+        Ok(())
+    }
+
+    /// Recovers a crash inside a hotzone (state crash) from the resilience data: the
+    /// hotzone ends up under the new key and the progress moves past it. The run may then
+    /// be resumed.
+    pub fn reencrypt_recover(&mut self, at: Placement<'_>, keys: &Keys) -> Result<()> {
+        let (header, data) = (at.header(), at.data());
+        let p = self.rekey_plan()?;
+        let (_, hot_seg) = segments::flagged(&self.json, "in-reencryption")?
+            .ok_or_else(|| Error::invalid("no hotzone to recover: the state is clean"))?;
+        let hot_offset = u64_str(hot_seg, "offset", "segments.hot.")?;
+        let hot_len = u64_str(hot_seg, "size", "segments.hot.")?;
+        // The progress as if the hotzone were done, to build the layouts.
+        let total_probe = {
+            let (_, new) = segments::flagged(&self.json, "backup-final")?
+                .ok_or_else(|| corrupt("json: no segment is flagged backup-final"))?;
+            let seg = super::super::json::segment_of("final", new)?;
+            (seg.offset, data_length(data, seg.offset, seg.size)?)
+        };
+        let (offset, total) = total_probe;
+        let done = hot_offset
+            .checked_sub(offset)
+            .filter(|d| d + hot_len <= total)
+            .ok_or_else(|| corrupt("json: the hotzone lies outside the data area"))?;
+        let saved = self.json.clone();
+        self.set_progress(done, 0, total)?;
+        let prog = self.rekey_state(data, keys);
+        self.json = saved;
+        let prog = prog?;
+        let pass = Pass {
+            data,
+            old: &prog.old,
+            new: &prog.new,
+            offset,
+            threads: 1,
+        };
+        match p.resilience.as_str() {
+            "checksum" => {
+                let (hash, block) = p.checksum.clone().expect("checksum plan");
+                let hash = HashAlg::parse(&hash)?;
+                let block = block as u64;
+                let n = hot_len.div_ceil(block);
+                let mut sums = vec![0u8; n as usize * hash.output_len()];
+                store::read_exact(header, &mut sums, p.area.0, "reencryption checksums")?;
+                let mut buf = Zeroizing::new(vec![0u8; block as usize]);
+                for (i, want) in sums.chunks(hash.output_len()).enumerate() {
+                    let at = done + i as u64 * block;
+                    let len = block.min(done + hot_len - at) as usize;
+                    store::read_exact(data, &mut buf[..len], offset + at, "hotzone")?;
+                    if hash.digest(&[&buf[..len]]) == want {
+                        pass.rewrite_from(at, &mut buf[..len])?;
+                    }
+                }
+            }
+            "journal" => {
+                let mut buf = Zeroizing::new(vec![0u8; hot_len as usize]);
+                store::read_exact(header, &mut buf, p.area.0, "reencryption journal")?;
+                pass.rewrite_from(done, &mut buf)?;
+            }
+            other => {
+                return Err(Error::invalid(format!(
+                    "a hotzone interrupted with resilience {other:?} cannot be recovered"
+                )))
+            }
+        }
+        store::sync(data)?;
+        self.set_progress(done + hot_len, 0, total)?;
+        self.write(header)?;
+        if done + hot_len == total {
+            self.rekey_finish(at)?;
+        }
+        Ok(())
+    }
+
+    /// Ends a re-key whose data is all under the new key: the old keyslots go (their
+    /// areas wiped first), then the reencryption metadata (its area wiped first).
+    fn rekey_finish(&mut self, at: Placement<'_>) -> Result<()> {
+        let header = at.header();
+        let p = plan(&self.json)?;
+        let (prev_id, _) = segments::flagged(&self.json, "backup-previous")?
+            .ok_or_else(|| corrupt("json: no segment is flagged backup-previous"))?;
+        let (final_id, final_seg) = segments::flagged(&self.json, "backup-final")?
+            .ok_or_else(|| corrupt("json: no segment is flagged backup-final"))?;
+        let final_seg = final_seg.clone();
+        let digest_of = |json: &Value, seg: &str| -> Result<String> {
+            obj(json, "digests", "")?
+                .iter()
+                .find(|(_, d)| {
+                    d["segments"]
+                        .as_array()
+                        .is_some_and(|a| a.iter().any(|s| s.as_str() == Some(seg)))
+                })
+                .map(|(id, _)| id.clone())
+                .ok_or_else(|| corrupt(format!("json: no digest covers segment {seg}")))
+        };
+        let old_digest = digest_of(&self.json, &prev_id)?;
+        let new_digest = digest_of(&self.json, &final_id)?;
+        let old_slots: Vec<String> = self.json["digests"][&old_digest]["keyslots"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|v| v.as_str().map(String::from)).collect())
+            .unwrap_or_default();
+        if !old_slots.is_empty() {
+            for id in &old_slots {
+                let area = &self.json["keyslots"][id]["area"];
+                let (off, size) = (
+                    u64_str(area, "offset", "area.")?,
+                    u64_str(area, "size", "area.")?,
+                );
+                store::wipe(header, off, size, true)?;
+            }
+            store::sync(header)?;
+            for id in &old_slots {
+                if let Some(k) = self.json["keyslots"].as_object_mut() {
+                    k.remove(id);
+                }
+                if let Some(t) = self.json.get_mut("tokens").and_then(Value::as_object_mut) {
+                    for token in t.values_mut() {
+                        if let Some(list) = token.get_mut("keyslots").and_then(Value::as_array_mut)
+                        {
+                            list.retain(|v| v.as_str() != Some(id));
+                        }
+                    }
+                }
+            }
+            self.json["digests"][&old_digest]["keyslots"] = json!([]);
+            if let Placement::Attached(_) = at {
+                let offset = u64_str(&final_seg, "offset", "segments.final.")?;
+                let grown = offset
+                    .saturating_sub(2 * self.bin.hdr_size)
+                    .min(MAX_KEYSLOTS_SIZE);
+                if grown > self.keyslots_size() {
+                    self.json["config"]["keyslots_size"] = Value::String(grown.to_string());
+                }
+            }
+            self.write(header)?;
+        }
+        store::wipe(header, p.area.0, p.area.1, true)?;
+        store::sync(header)?;
+        let slot = p.slot.to_string();
+        let mut json = self.json.clone();
+        if let Some(k) = json["keyslots"].as_object_mut() {
+            k.remove(&slot);
+        }
+        let digests = json["digests"]
+            .as_object_mut()
+            .ok_or_else(|| corrupt("json: digests is not an object"))?;
+        digests.retain(|id, d| {
+            let lists_slot = d["keyslots"]
+                .as_array()
+                .is_some_and(|a| a.iter().any(|k| k.as_str() == Some(&slot)));
+            !lists_slot && *id != old_digest
+        });
+        let mut seg = segments::cut(&final_seg, 0, None)?;
+        seg.as_object_mut().expect("object").remove("flags");
+        json["segments"] = json!({"0": seg});
+        json["digests"][&new_digest]["segments"] = json!(["0"]);
+        if let Some(config) = json["config"].as_object_mut() {
+            config.remove("requirements");
+        }
+        self.json = json;
+        self.write(header)
+    }
+}
+
+/// Bytes of the data area: the segment's size, or what the store holds past `offset`.
+fn data_length(data: &dyn Store, offset: u64, size: Option<u64>) -> Result<u64> {
+    let image = store::size(data)?;
+    match size {
+        Some(s) if offset.checked_add(s).is_some_and(|end| end <= image) => Ok(s),
+        Some(s) => Err(Error::truncated(format!(
+            "the data segment {offset}+{s} ends past the image's {image} bytes"
+        ))),
+        None => image.checked_sub(offset).ok_or_else(|| {
+            Error::truncated(format!(
+                "the data area starts at {offset} but the image has {image} bytes"
+            ))
+        }),
+    }
+}
+
+/// A `pbkdf2` digest of `secret`.
+fn pbkdf2_digest(
+    secret: &[u8],
+    hash: HashAlg,
+    iterations: u32,
+    keyslots: Vec<String>,
+    segments: Vec<String>,
+) -> Result<Value> {
+    let mut salt = [0u8; 32];
+    crate::random(&mut salt)?;
+    let mut out = vec![0u8; hash.output_len()];
+    hash.pbkdf2(secret, &salt, iterations, &mut out);
+    Ok(json!({
+        "type": "pbkdf2",
+        "keyslots": keyslots,
+        "segments": segments,
+        "hash": hash.name(),
+        "iterations": iterations,
+        "salt": B64.encode(salt),
+        "digest": B64.encode(out),
+    }))
+}
+
+/// The hotzone length: cryptsetup's for the resilience (what the area holds; 20 MiB
+/// without resilience data), at most 1 GiB and a quarter of the memory, at most `asked`,
+/// in whole `align` units.
+fn hotzone_len(p: &Plan, r: Resilience, align: u64, asked: Option<u64>) -> Result<u64> {
+    let base = match r {
+        Resilience::None => NONE_HOTZONE,
+        Resilience::Journal => p.area.1,
+        Resilience::Checksum(h) => {
+            let block = p.checksum.as_ref().map_or(align, |c| c.1 as u64);
+            if block % align != 0 {
+                return Err(corrupt(format!(
+                    "json: the checksum block size {block} is not a multiple of the \
+                     alignment {align}"
+                )));
+            }
+            p.area.1 / h.output_len() as u64 * block
+        }
+    };
+    let mut len = base.min(MAX_HOTZONE);
+    if let Some(mem) = memory_bytes() {
+        len = len.min(mem / 4);
+    }
+    if let Some(a) = asked {
+        if a == 0 || a % align != 0 {
+            return Err(Error::invalid(format!(
+                "the hotzone size {a} is not a multiple of the alignment {align} bytes"
+            )));
+        }
+        if r == Resilience::None {
+            len = a.min(MAX_HOTZONE);
+        } else {
+            len = len.min(a);
+        }
+    }
+    len -= len % align;
+    if len == 0 {
+        return Err(Error::invalid(format!(
+            "the resilience area ({} bytes) holds less than one {align}-byte hotzone",
+            p.area.1
+        )));
+    }
+    Ok(len)
+}
+
+/// The machine's memory in bytes (`/proc/meminfo`), when known.
+fn memory_bytes() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
+}
+
+/// Where a run stands.
+struct Progress {
+    /// The data offset.
+    offset: u64,
+    done: u64,
+    total: u64,
+    align: u64,
+    old: Layout,
+    new: Layout,
+}
+
+/// The data passes over part of the data area: `[from, from + len)` in bytes of the data
+/// area, in chunks on several threads.
+struct Pass<'a> {
+    data: &'a dyn Store,
+    old: &'a Layout,
+    new: &'a Layout,
+    offset: u64,
+    threads: usize,
+}
+
+impl Pass<'_> {
+    /// Runs `f(chunk start, chunk length)` over the chunks of `[from, from + len)` on
+    /// the threads; the first error wins.
+    fn chunks(&self, from: u64, len: u64, f: impl Fn(u64, u64) -> Result<()> + Sync) -> Result<()> {
+        let n = len.div_ceil(CHUNK) as usize;
+        let next = AtomicUsize::new(0);
+        let failed = Mutex::new(None);
+        std::thread::scope(|s| {
+            for _ in 0..self.threads.min(n) {
+                s.spawn(|| loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if i >= n || failed.lock().expect("no panic").is_some() {
+                        break;
+                    }
+                    let at = from + i as u64 * CHUNK;
+                    let l = CHUNK.min(from + len - at);
+                    if let Err(e) = f(at, l) {
+                        failed.lock().expect("no panic").get_or_insert(e);
+                        break;
+                    }
+                });
+            }
+        });
+        match failed.into_inner().expect("no panic") {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Reads, re-encrypts and writes `[from, from + len)`.
+    fn rewrite(&self, from: u64, len: u64) -> Result<()> {
+        self.chunks(from, len, |at, l| {
+            let mut buf = Zeroizing::new(vec![0u8; l as usize]);
+            store::read_exact(self.data, &mut buf, self.offset + at, "data")?;
+            self.rewrite_from(at, &mut buf)
+        })
+    }
+
+    /// Re-encrypts `buf`, the old ciphertext of the data at `from`, and writes it there.
+    fn rewrite_from(&self, from: u64, buf: &mut [u8]) -> Result<()> {
+        let (os, ns) = (
+            self.old.sector_size() as u64,
+            self.new.sector_size() as u64,
+        );
+        self.old.decrypt(from / os, buf)?;
+        self.new.encrypt(from / ns, buf)?;
+        store::write_all(self.data, buf, self.offset + from, "data")
+    }
+
+    /// The hashes of the `block`-byte blocks of `[from, from + len)` as stored (the last
+    /// may be shorter), in order.
+    fn hashes(&self, from: u64, len: u64, hash: HashAlg, block: u64) -> Result<Vec<u8>> {
+        let hl = hash.output_len();
+        let n = len.div_ceil(block) as usize;
+        let out = Mutex::new(vec![0u8; n * hl]);
+        let per_chunk = (CHUNK / block) as usize;
+        self.chunks(from, len, |at, l| {
+            let mut buf = vec![0u8; l as usize];
+            store::read_exact(self.data, &mut buf, self.offset + at, "data")?;
+            let first = ((at - from) / block) as usize;
+            let sums: Vec<Vec<u8>> = buf
+                .chunks(block as usize)
+                .map(|b| hash.digest(&[b]))
+                .collect();
+            let mut out = out.lock().expect("no panic");
+            for (i, s) in sums.iter().enumerate().take(per_chunk) {
+                out[(first + i) * hl..(first + i + 1) * hl].copy_from_slice(s);
+            }
+            Ok(())
+        })?;
+        Ok(out.into_inner().expect("no panic"))
+    }
+}
