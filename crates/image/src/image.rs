@@ -55,6 +55,9 @@ pub enum Access {
     /// Replaces or destroys the header (refused while the volume is in use): erase,
     /// header restore.
     Replace,
+    /// Rewrites the header and the data alone (refused while the volume is in use):
+    /// re-encryption.
+    Rewrite,
     /// Reads or writes the data.
     Data {
         /// Whether the data is written.
@@ -203,8 +206,11 @@ impl Files {
     /// Opens the files of the volume at `path` (with its header in `header` when given)
     /// and claims them as `access` needs.
     pub fn open(path: &Path, header: Option<&Path>, access: Access, cx: &Context) -> Result<Files> {
-        let data_write = matches!(access, Access::Data { write: true, .. });
-        let header_write = matches!(access, Access::Keyslots | Access::Replace);
+        let data_write = matches!(access, Access::Data { write: true, .. } | Access::Rewrite);
+        let header_write = matches!(
+            access,
+            Access::Keyslots | Access::Replace | Access::Rewrite
+        );
         let attached = |path: &Path| open_store(path, header_write || data_write, &cx.remote);
         let (store, header_path, data) = match header {
             Some(h) => {
@@ -246,7 +252,7 @@ impl Files {
                     files.claims.0.extend(claim_access(d, role)?);
                 }
             }
-            Access::Replace => {
+            Access::Replace | Access::Rewrite => {
                 let c = claim(
                     &files.store,
                     &files.header_path,
@@ -254,6 +260,10 @@ impl Files {
                     cx.on_wait,
                 )?;
                 files.claims.0.push(c);
+                if let (Access::Rewrite, Some(d)) = (access, &files.data) {
+                    let c = claim(d, &files.path, Mode::Exclusive, cx.on_wait)?;
+                    files.claims.0.push(c);
+                }
             }
             Access::Inspect | Access::Keyslots => {}
         }

@@ -30,6 +30,7 @@ pub mod locator;
 pub mod nbd;
 pub mod open;
 pub mod rbd;
+pub mod reencrypt;
 pub mod store;
 
 pub use create::{create, CreateOptions, Created, Kind, Steps};

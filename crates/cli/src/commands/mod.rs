@@ -13,6 +13,7 @@ pub mod geli_front;
 pub mod manuals;
 pub mod open;
 pub mod open_state;
+pub mod reencrypt;
 pub mod serve;
 pub mod volume;
 pub mod volume_io;

@@ -25,11 +25,12 @@ use sectorcrypt_volume::format::dump;
 use sectorcrypt_volume::geli::metadata::algo;
 use sectorcrypt_volume::kdf::{KdfKind, KdfOptions};
 use sectorcrypt_volume::lock::Mode;
+use sectorcrypt_volume::luks::luks2::{reencrypt, Luks2};
 use sectorcrypt_volume::{formats, Error as VolumeError, Header, KeyslotError, Store};
 
 /// The KDF options of a new keyslot of `format`, whose keyslots take `kinds` (the
 /// default first).
-fn kdf_options(p: &PbkdfArgs, format: &str, kinds: &[KdfKind]) -> Result<KdfOptions, Failure> {
+pub(crate) fn kdf_options(p: &PbkdfArgs, format: &str, kinds: &[KdfKind]) -> Result<KdfOptions, Failure> {
     Ok(create::kdf_options(&pbkdf(p), format, kinds, flag_name)?)
 }
 
@@ -276,18 +277,38 @@ fn print_salvaged(a: &DumpArgs) -> Result<(), Failure> {
 /// Rebuilds a damaged or stale header copy from the good one.
 pub fn repair(a: RepairArgs) -> Result<(), Failure> {
     let path = a.header.file.as_ref().unwrap_or(&a.image);
-    let store = image::open_store(path, true)?;
-    // Never beside another header update.
-    let _lock = image::lock_header(&store, path, Mode::Exclusive)?;
-    let done = formats::repair_header(&store)?;
-    if done.is_empty() {
-        println!(
-            "{}: no known problems in the header",
-            crate::present::locator::redacted(&a.image)
-        );
-    }
-    for d in done {
-        println!("{}: {d}", crate::present::locator::redacted(&a.image));
+    let name = crate::present::locator::redacted(&a.image);
+    let crashed = {
+        let store = image::open_store(path, true)?;
+        // Never beside another header update.
+        let _lock = image::lock_header(&store, path, Mode::Exclusive)?;
+        let done = formats::repair_header(&store)?;
+        let crashed = Header::read(&store)
+            .ok()
+            .and_then(|h| {
+                let l = h.downcast_ref::<Luks2>()?;
+                reencrypt::state(l.json()).ok()
+            })
+            .is_some_and(|s| s == reencrypt::State::Crash);
+        if done.is_empty() && !crashed {
+            println!("{name}: no known problems in the header");
+        }
+        for d in done {
+            println!("{name}: {d}");
+        }
+        crashed
+    };
+    if crashed {
+        let mut img =
+            sectorcrypt_image::reencrypt::open(&a.image, a.header.file.as_deref(), &image::context())?;
+        img.use_key_parts(&a.key)?;
+        let pass = img.passphrase(&a.key)?;
+        if sectorcrypt_image::reencrypt::recover(&mut img, &pass)? {
+            println!(
+                "{name}: the re-encryption interrupted inside a hotzone was recovered; \
+                 resume it with `sectorcrypt reencrypt` (or cryptsetup reencrypt --resume-only)"
+            );
+        }
     }
     Ok(())
 }

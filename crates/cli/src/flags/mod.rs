@@ -94,6 +94,10 @@ pub enum Command {
     Repair(RepairArgs),
     /// Destroy every keyslot: the data can never be opened again without a header backup.
     Erase(EraseArgs),
+    /// Re-key a LUKS2 volume in place (cipher, key size, sector size too), resumably, as
+    /// `cryptsetup reencrypt` does.
+    #[command(after_long_help = crate::flags::reencrypt::REENCRYPT_HELP)]
+    Reencrypt(crate::flags::reencrypt::ReencryptArgs),
     /// GELI: after the image grew, move its metadata to the new last sector (geli resize).
     #[command(after_long_help = RESIZE_HELP)]
     Resize(ResizeArgs),
@@ -379,6 +383,8 @@ pub struct RepairArgs {
     pub image: PathBuf,
     #[command(flatten)]
     pub header: HeaderArg,
+    #[command(flatten)]
+    pub key: KeyArgs,
 }
 
 const REPAIR_HELP: &str = "\
@@ -386,7 +392,11 @@ LUKS2 keeps two copies of its header: a copy that is damaged, or older than the 
 rewritten from the valid one (its metadata byte for byte, the same sequence id). LUKS1 has
 one copy: inactive keyslots that point outside cryptsetup's standard layout are reset there
 (active keyslots are never moved). A header with nothing valid to rebuild from is refused
-(exit 2) and left as it is. Exit 0 also when nothing needed repair.";
+(exit 2) and left as it is. Exit 0 also when nothing needed repair.
+
+A LUKS2 re-encryption interrupted inside a hotzone (by a crash or a kill) is recovered from
+its resilience data, as `cryptsetup repair` does; that needs the passphrase. Afterwards the
+re-encryption is stopped cleanly: resume it with `sectorcrypt reencrypt`.";
 
 #[derive(Debug, Args)]
 pub struct EraseArgs {
@@ -763,4 +773,5 @@ pub mod geli;
 pub mod listed;
 pub mod manuals;
 pub mod open;
+pub mod reencrypt;
 pub mod tls;

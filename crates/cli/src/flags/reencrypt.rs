@@ -1,0 +1,78 @@
+//! The flags of `reencrypt`, with cryptsetup's names.
+
+use super::{HeaderArg, KeyArgs, PbkdfArgs};
+use clap::Args;
+use std::path::PathBuf;
+
+#[derive(Debug, Args)]
+pub struct ReencryptArgs {
+    /// The image file or block device (a LUKS2 volume).
+    pub image: PathBuf,
+    #[command(flatten)]
+    pub header: HeaderArg,
+    /// The new cipher (the volume's by default): aes-xts-plain64, aes-cbc-essiv:sha256, ...
+    #[arg(long, short = 'c', value_name = "SPEC")]
+    pub cipher: Option<String>,
+    /// The new volume key size in bits (the volume's by default).
+    #[arg(long, short = 's', value_name = "BITS")]
+    pub key_size: Option<usize>,
+    /// The new encryption sector size: 512, 1024, 2048 or 4096 (the volume's by default).
+    #[arg(long, value_name = "N")]
+    pub sector_size: Option<usize>,
+    /// How a hotzone is protected while it is rewritten: checksum (the default), journal
+    /// or none.
+    #[arg(long, value_name = "MODE")]
+    pub resilience: Option<String>,
+    /// The hash of the checksum resilience (sha256 by default).
+    #[arg(long, value_name = "HASH")]
+    pub resilience_hash: Option<String>,
+    /// The largest hotzone (bytes, or with K, M, G), a multiple of 4096.
+    #[arg(long, value_name = "SIZE")]
+    pub hotzone_size: Option<String>,
+    /// Write the re-encryption metadata and the new keyslots, then stop: the data is
+    /// untouched (resume later, with either tool).
+    #[arg(long, conflicts_with = "resume_only")]
+    pub init_only: bool,
+    /// Resume the re-encryption in progress; never start one.
+    #[arg(long)]
+    pub resume_only: bool,
+    /// Accepted for cryptsetup's command lines: sectorcrypt always re-encrypts offline,
+    /// without device-mapper, holding the volume for itself.
+    #[arg(long, hide = true)]
+    pub force_offline_reencrypt: bool,
+    /// Accepted for cryptsetup's command lines (sectorcrypt's locks are per file).
+    #[arg(long, hide = true)]
+    pub disable_locks: bool,
+    /// Accepted for cryptsetup's command lines (sectorcrypt uses no kernel keyring).
+    #[arg(long, hide = true)]
+    pub disable_keyring: bool,
+    #[command(flatten)]
+    pub pbkdf: PbkdfArgs,
+    #[command(flatten)]
+    pub key: KeyArgs,
+}
+
+pub const REENCRYPT_HELP: &str = "\
+Re-keys a LUKS2 volume in place: a new volume key, and the cipher, key size and sector size
+given (the old ones otherwise). The volume must not be in use. Every keyslot the passphrase
+opens gets the new key under the same passphrase; keyslots it does not open are refused
+unless --key-slot names the one to carry over (the others are removed at the end).
+
+The work goes hotzone by hotzone with cryptsetup's LUKS2 metadata (online-reencrypt-v2): a
+run stopped with Ctrl-C (or SIGTERM) is resumed by `sectorcrypt reencrypt` or by
+`cryptsetup reencrypt --resume-only --force-offline-reencrypt`, and one cryptsetup started is
+resumed here. The global --progress shows how far it is, hotzone by hotzone. After a crash inside a hotzone run `sectorcrypt repair IMAGE` (or `cryptsetup
+repair`) first.
+
+Resilience (as cryptsetup's): checksum stores a hash of each 4096-byte block of the hotzone
+before rewriting it (the default; needs block writes to be atomic), journal stores a copy
+of the hotzone (every byte written twice), none stores nothing (a crash loses the hotzone
+being rewritten).
+
+Not yet: --encrypt, --decrypt, data shift (--reduce-device-size), backward direction, and
+re-encryption of a volume while it is served.
+
+Examples:
+  sectorcrypt reencrypt disk.img --key-file pass
+  sectorcrypt reencrypt disk.img --cipher aes-cbc-essiv:sha256 --key-size 256 --progress json
+  sectorcrypt reencrypt disk.img --init-only; sectorcrypt reencrypt disk.img --resume-only";

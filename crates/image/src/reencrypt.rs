@@ -1,0 +1,173 @@
+//! Re-encryption of a LUKS2 volume in place, for every front end: start, resume, recover
+//! (the library side of `sectorcrypt reencrypt` and of `sectorcrypt repair` on a volume
+//! whose re-encryption crashed). The volume is opened for [`Access::Rewrite`]: nobody
+//! else may use it meanwhile, and the header lock is held for the whole run.
+//!
+//! The metadata and the order of writes are cryptsetup's
+//! ([`sectorcrypt_volume::luks::luks2::reencrypt`]): a run that either tool stopped or
+//! that crashed is resumed or recovered by the other.
+
+use crate::error::{Error, Result};
+use crate::image::{Access, Context, Image};
+use sectorcrypt_volume::kdf::KdfOptions;
+use sectorcrypt_volume::luks::luks2::reencrypt::{
+    self, InitOptions, Keys, Outcome, Resilience, RunOptions, State,
+};
+use sectorcrypt_volume::luks::luks2::Luks2;
+use sectorcrypt_volume::hash::HashAlg;
+use sectorcrypt_volume::Header;
+use std::path::Path;
+
+/// What a re-encryption is asked to do.
+#[derive(Debug, Clone, Default)]
+pub struct ReencryptOptions {
+    /// The new cipher (the volume's when `None`).
+    pub cipher: Option<String>,
+    /// The new key size in bytes (the volume's when `None`).
+    pub key_bytes: Option<usize>,
+    /// The new sector size (the volume's when `None`).
+    pub sector_size: Option<usize>,
+    /// `none`, `checksum` or `journal` (cryptsetup's default, `checksum`, when `None`
+    /// at the start; the metadata's when resuming).
+    pub resilience: Option<String>,
+    /// The checksum hash (`sha256` when `None`).
+    pub resilience_hash: Option<String>,
+    /// The largest hotzone in bytes.
+    pub hotzone: Option<u64>,
+    /// The KDF of the new keyslots.
+    pub kdf: KdfOptions,
+    /// Carry over this keyslot alone.
+    pub key_slot: Option<usize>,
+    /// Write the metadata and stop (cryptsetup's `--init-only`).
+    pub init_only: bool,
+    /// Only resume a re-encryption in progress; refuse to start one.
+    pub resume_only: bool,
+    /// Threads of the data passes (0: one per core).
+    pub threads: usize,
+}
+
+/// Where a re-encryption of an image stands, before any key is given.
+pub fn state(img: &Image) -> Result<State> {
+    let h = luks2(img)?;
+    Ok(reencrypt::state(h.json())?)
+}
+
+fn luks2(img: &Image) -> Result<&Luks2> {
+    img.header.downcast_ref::<Luks2>().ok_or_else(|| refusal(img))
+}
+
+fn refusal(img: &Image) -> Error {
+    let name = img.header.name();
+    if name == "luks1" {
+        Error::unsupported(
+            "LUKS1 has no re-encryption metadata: convert the volume to LUKS2 first \
+             (sectorcrypt convert IMAGE --type luks2), then re-encrypt it",
+        )
+    } else if name == "geli" {
+        Error::unsupported(
+            "GELI has no re-encryption metadata: to change the key or the cipher, create a \
+             new volume (sectorcrypt format, or geli init) and copy the plaintext into it \
+             (sectorcrypt read OLD | sectorcrypt write NEW)",
+        )
+    } else {
+        Error::unsupported(format!(
+            "re-encryption needs a LUKS2 volume; this is {name}"
+        ))
+    }
+}
+
+/// Opens the volume at `path` (header in `header`) for a re-encryption.
+pub fn open(path: &Path, header: Option<&Path>, cx: &Context) -> Result<Image> {
+    let img = Image::open(path, header, Access::Rewrite, cx)?;
+    luks2(&img)?;
+    Ok(img)
+}
+
+/// Starts (unless one is in progress) and runs a re-encryption of `img` with
+/// `passphrase`, calling `progress(done, total)` before each hotzone (`false` stops
+/// cleanly). A crashed one is refused with the way to recover it.
+pub fn run(
+    img: &mut Image,
+    passphrase: &[u8],
+    o: &ReencryptOptions,
+    progress: &mut dyn FnMut(u64, u64) -> bool,
+) -> Result<Outcome> {
+    let resilience = match &o.resilience {
+        Some(name) => Some(Resilience::parse(name, hash(o)?)?),
+        None => None,
+    };
+    let threads = if o.threads == 0 {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    } else {
+        o.threads
+    };
+    let files = &img.files;
+    let at = files.placement();
+    let _lock = files.lock(sectorcrypt_volume::lock::Mode::Exclusive)?;
+    let mut header = Header::read(&files.store)?;
+    let h = header.downcast_mut::<Luks2>().ok_or_else(|| refusal(img))?;
+    let keys: Keys = match reencrypt::state(h.json())? {
+        State::None if o.resume_only => {
+            return Err(Error::invalid(
+                "no re-encryption is in progress (--resume-only only resumes one)",
+            ))
+        }
+        State::None => {
+            let init = InitOptions {
+                cipher: o.cipher.as_deref(),
+                key_bytes: o.key_bytes,
+                sector_size: o.sector_size,
+                resilience: resilience.unwrap_or(Resilience::Checksum(hash(o)?)),
+                kdf: &o.kdf,
+                key_slot: o.key_slot,
+            };
+            h.reencrypt_init(at.header(), at.data(), passphrase, &init)?
+        }
+        State::Clean => {
+            if o.cipher.is_some() || o.key_bytes.is_some() || o.sector_size.is_some() {
+                return Err(Error::invalid(
+                    "a re-encryption is in progress: it is resumed with the cipher, key size \
+                     and sector size it started with (give none of them)",
+                ));
+            }
+            h.reencrypt_keys(at.header(), passphrase)?
+        }
+        State::Crash => {
+            return Err(Error::invalid(
+                "the re-encryption was interrupted inside a hotzone: recover it first with \
+                 `sectorcrypt repair IMAGE` (or `cryptsetup repair`), then resume",
+            ))
+        }
+    };
+    if o.init_only {
+        return Ok(Outcome::Stopped { done: 0, total: 0 });
+    }
+    let mut run = RunOptions {
+        hotzone: o.hotzone,
+        resilience,
+        threads,
+        progress,
+    };
+    Ok(h.reencrypt_run(at, &keys, &mut run)?)
+}
+
+/// Recovers a re-encryption of `img` that crashed inside a hotzone (what `cryptsetup
+/// repair` does): afterwards it is stopped cleanly, or finished when that was the last
+/// hotzone. Returns `false` when there was nothing to recover.
+pub fn recover(img: &mut Image, passphrase: &[u8]) -> Result<bool> {
+    let files = &img.files;
+    let at = files.placement();
+    let _lock = files.lock(sectorcrypt_volume::lock::Mode::Exclusive)?;
+    let mut header = Header::read(&files.store)?;
+    let h = header.downcast_mut::<Luks2>().ok_or_else(|| refusal(img))?;
+    if reencrypt::state(h.json())? != State::Crash {
+        return Ok(false);
+    }
+    let keys = h.reencrypt_keys(at.header(), passphrase)?;
+    h.reencrypt_recover(at, &keys)?;
+    Ok(true)
+}
+
+fn hash(o: &ReencryptOptions) -> Result<HashAlg> {
+    Ok(HashAlg::parse(o.resilience_hash.as_deref().unwrap_or("sha256"))?)
+}
