@@ -207,10 +207,7 @@ impl Files {
     /// and claims them as `access` needs.
     pub fn open(path: &Path, header: Option<&Path>, access: Access, cx: &Context) -> Result<Files> {
         let data_write = matches!(access, Access::Data { write: true, .. } | Access::Rewrite);
-        let header_write = matches!(
-            access,
-            Access::Keyslots | Access::Replace | Access::Rewrite
-        );
+        let header_write = matches!(access, Access::Keyslots | Access::Replace | Access::Rewrite);
         let attached = |path: &Path| open_store(path, header_write || data_write, &cx.remote);
         let (store, header_path, data) = match header {
             Some(h) => {

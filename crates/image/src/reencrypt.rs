@@ -9,12 +9,12 @@
 
 use crate::error::{Error, Result};
 use crate::image::{Access, Context, Image};
+use sectorcrypt_volume::hash::HashAlg;
 use sectorcrypt_volume::kdf::KdfOptions;
 use sectorcrypt_volume::luks::luks2::reencrypt::{
     self, InitOptions, Keys, Outcome, Resilience, RunOptions, State,
 };
 use sectorcrypt_volume::luks::luks2::Luks2;
-use sectorcrypt_volume::hash::HashAlg;
 use sectorcrypt_volume::Header;
 use std::path::Path;
 
@@ -53,7 +53,9 @@ pub fn state(img: &Image) -> Result<State> {
 }
 
 fn luks2(img: &Image) -> Result<&Luks2> {
-    img.header.downcast_ref::<Luks2>().ok_or_else(|| refusal(img))
+    img.header
+        .downcast_ref::<Luks2>()
+        .ok_or_else(|| refusal(img))
 }
 
 fn refusal(img: &Image) -> Error {
@@ -96,6 +98,13 @@ pub fn run(
         Some(name) => Some(Resilience::parse(name, hash(o)?)?),
         None => None,
     };
+    if let Some(h) = o.hotzone {
+        if h == 0 || h % 4096 != 0 {
+            return Err(Error::invalid(format!(
+                "the hotzone size {h} is not a multiple of 4096 bytes"
+            )));
+        }
+    }
     let threads = if o.threads == 0 {
         std::thread::available_parallelism().map_or(1, |n| n.get())
     } else {
@@ -123,6 +132,7 @@ pub fn run(
             };
             h.reencrypt_init(at.header(), at.data(), passphrase, &init)?
         }
+        State::Clean if h.reencrypt_finish_done(at)? => return Ok(Outcome::Finished),
         State::Clean => {
             if o.cipher.is_some() || o.key_bytes.is_some() || o.sector_size.is_some() {
                 return Err(Error::invalid(
@@ -169,5 +179,7 @@ pub fn recover(img: &mut Image, passphrase: &[u8]) -> Result<bool> {
 }
 
 fn hash(o: &ReencryptOptions) -> Result<HashAlg> {
-    Ok(HashAlg::parse(o.resilience_hash.as_deref().unwrap_or("sha256"))?)
+    Ok(HashAlg::parse(
+        o.resilience_hash.as_deref().unwrap_or("sha256"),
+    )?)
 }

@@ -30,7 +30,11 @@ use sectorcrypt_volume::{formats, Error as VolumeError, Header, KeyslotError, St
 
 /// The KDF options of a new keyslot of `format`, whose keyslots take `kinds` (the
 /// default first).
-pub(crate) fn kdf_options(p: &PbkdfArgs, format: &str, kinds: &[KdfKind]) -> Result<KdfOptions, Failure> {
+pub(crate) fn kdf_options(
+    p: &PbkdfArgs,
+    format: &str,
+    kinds: &[KdfKind],
+) -> Result<KdfOptions, Failure> {
     Ok(create::kdf_options(&pbkdf(p), format, kinds, flag_name)?)
 }
 
@@ -299,8 +303,11 @@ pub fn repair(a: RepairArgs) -> Result<(), Failure> {
         crashed
     };
     if crashed {
-        let mut img =
-            sectorcrypt_image::reencrypt::open(&a.image, a.header.file.as_deref(), &image::context())?;
+        let mut img = sectorcrypt_image::reencrypt::open(
+            &a.image,
+            a.header.file.as_deref(),
+            &image::context(),
+        )?;
         img.use_key_parts(&a.key)?;
         let pass = img.passphrase(&a.key)?;
         if sectorcrypt_image::reencrypt::recover(&mut img, &pass)? {

@@ -15,11 +15,11 @@ use super::sizes::BIN_SIZE;
 use super::Luks2;
 use crate::error::{Error, KeyslotError, Result};
 use crate::format::NewKeyslot;
+use crate::kdf::KdfOptions;
 use crate::luks::af;
 use crate::luks::fields::align_up;
 use crate::luks::keyslot::{cipher_spec, seal_material};
 use crate::store::{self, Store};
-use crate::kdf::KdfOptions;
 use serde_json::{json, Value};
 use zeroize::Zeroizing;
 
@@ -81,7 +81,11 @@ impl Luks2 {
 
     /// The keyslot number a new keyslot takes: `replace`'s, `slot` when free, else the
     /// lowest free one.
-    pub(super) fn new_keyslot_id(&self, slot: Option<usize>, replace: Option<usize>) -> Result<usize> {
+    pub(super) fn new_keyslot_id(
+        &self,
+        slot: Option<usize>,
+        replace: Option<usize>,
+    ) -> Result<usize> {
         let taken: Vec<usize> = obj(&self.json, "keyslots", "")?
             .keys()
             .filter_map(|k| k.parse().ok())

@@ -526,7 +526,11 @@ impl Format for Luks2 {
     /// Rebuilds the copies that are not current from the good one (never a guess: a
     /// header with no valid copy is not read at all).
     fn repair(&mut self, store: &dyn Store) -> Result<Vec<String>> {
-        self.check_supported()?;
+        // The copies of a volume in re-encryption are rebuilt too (its metadata passed
+        // the checks when read); other requirements are refused.
+        if reencrypt::state(&self.json)? == reencrypt::State::None {
+            self.check_supported()?;
+        }
         self.rebuild_copies(store)
     }
 

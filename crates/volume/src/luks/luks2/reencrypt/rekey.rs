@@ -21,9 +21,9 @@
 //!   `cryptsetup repair` does): with `checksum`, every block whose hash is the stored one
 //!   is still old and is rewritten; with `journal`, the hotzone is rewritten from the
 //!   copy.
-//! - **The end**: the old keyslots' areas are wiped and the keyslots dropped (the
-//!   keyslots area grows to the data offset), then the resilience area is wiped and the
-//!   metadata of the reencryption removed: one segment under the new key.
+//! - **The end**: one header write drops the old keyslots and the metadata of the
+//!   reencryption (one segment under the new key stays; the keyslots area grows to the
+//!   data offset), then the old keyslots' areas and the resilience area are wiped.
 //!
 //! The hotzone's bytes are read, re-encrypted and written in chunks on every core.
 
@@ -234,7 +234,16 @@ impl Luks2 {
         Layout::single(geometry, spec, &new_key)?;
 
         let saved = self.json.clone();
-        let built = self.build_init(store, passphrase, o, &old_key, &new_key, &slots, &cipher, sector_size);
+        let built = self.build_init(
+            store,
+            passphrase,
+            o,
+            &old_key,
+            &new_key,
+            &slots,
+            &cipher,
+            sector_size,
+        );
         let sealed = match built {
             Ok(s) => s,
             Err(e) => {
@@ -454,6 +463,13 @@ impl Luks2 {
             ));
         }
         let total = data_length(data, new.offset, new.size)?;
+        let sector = old.sector_size.max(new.sector_size) as u64;
+        if total % sector != 0 || total == 0 {
+            return Err(Error::truncated(format!(
+                "the data area has {total} bytes, not a whole number of {sector}-byte \
+                 sectors: the image changed size during the re-encryption (did it shrink?)"
+            )));
+        }
         if !seen_old {
             done = total;
         }
@@ -553,8 +569,6 @@ impl Luks2 {
         (o.progress)(prog.done, prog.total);
         if unsaved {
             store::sync(data)?;
-            self.set_progress(prog.done, 0, prog.total)?;
-            self.write(header)?;
         }
         self.rekey_finish(at)?;
         Ok(Outcome::Finished)
@@ -582,8 +596,7 @@ impl Luks2 {
                 self.write(header)?;
                 pass.rewrite(done, hot)?;
                 store::sync(pass.data)?;
-                self.set_progress(done + hot, 0, total)?;
-                self.write(header)
+                self.step_done(header, done + hot, total)
             }
             Resilience::Journal => {
                 let mut buf = Zeroizing::new(vec![0u8; hot as usize]);
@@ -593,10 +606,24 @@ impl Luks2 {
                 self.write(header)?;
                 pass.rewrite_from(done, &mut buf)?;
                 store::sync(pass.data)?;
-                self.set_progress(done + hot, 0, total)?;
-                self.write(header)
+                self.step_done(header, done + hot, total)
             }
         }
+    }
+
+    /// Records the progress after a hotzone: `done` bytes under the new key. After the
+    /// last one nothing is written here: the end's header write follows. cryptsetup
+    /// 2.6.1 writes a state of one segment under the new key first, and a resume of that
+    /// state (after a crash before its end) starts again at offset 0 and re-encrypts the
+    /// new data as if it were old (`_offset_forward` takes one segment for no progress):
+    /// sectorcrypt leaves the hotzone's state until the end instead, which both tools
+    /// recover.
+    fn step_done(&mut self, header: &dyn Store, done: u64, total: u64) -> Result<()> {
+        if done >= total {
+            return Ok(());
+        }
+        self.set_progress(done, 0, total)?;
+        self.write(header)
     }
 
     /// Sets the regular segments for `done` bytes under the new key and a hotzone of
@@ -716,16 +743,23 @@ impl Luks2 {
             }
         }
         store::sync(data)?;
-        self.set_progress(done + hot_len, 0, total)?;
-        self.write(header)?;
         if done + hot_len == total {
-            self.rekey_finish(at)?;
+            return self.rekey_finish(at);
         }
-        Ok(())
+        self.set_progress(done + hot_len, 0, total)?;
+        self.write(header)
     }
 
-    /// Ends a re-key whose data is all under the new key: the old keyslots go (their
-    /// areas wiped first), then the reencryption metadata (its area wiped first).
+    /// Ends a re-key whose data is all under the new key, in one header write: the old
+    /// keyslots, the old key's digest, the backup segments, the reencrypt keyslot, its
+    /// digest and the requirement go; one segment (the whole new layout) stays, and an
+    /// attached header's keyslots area grows to the data offset, as cryptsetup's does.
+    /// Then the old keyslots' areas and the resilience area are wiped.
+    ///
+    /// cryptsetup wipes first and writes twice; a crash between its writes leaves
+    /// metadata whose old keyslots are wiped (which [`Luks2::reencrypt_finish_done`]
+    /// still ends). Writing first leaves no such state; a crash before the wipes leaves
+    /// the old keyslots' material in free space, wiped by nobody: the window is one sync.
     fn rekey_finish(&mut self, at: Placement<'_>) -> Result<()> {
         let header = at.header();
         let p = plan(&self.json)?;
@@ -734,64 +768,36 @@ impl Luks2 {
         let (final_id, final_seg) = segments::flagged(&self.json, "backup-final")?
             .ok_or_else(|| corrupt("json: no segment is flagged backup-final"))?;
         let final_seg = final_seg.clone();
-        let digest_of = |json: &Value, seg: &str| -> Result<String> {
-            obj(json, "digests", "")?
-                .iter()
-                .find(|(_, d)| {
-                    d["segments"]
-                        .as_array()
-                        .is_some_and(|a| a.iter().any(|s| s.as_str() == Some(seg)))
-                })
-                .map(|(id, _)| id.clone())
-                .ok_or_else(|| corrupt(format!("json: no digest covers segment {seg}")))
-        };
-        let old_digest = digest_of(&self.json, &prev_id)?;
-        let new_digest = digest_of(&self.json, &final_id)?;
+        let old_digest = digest_listing(&self.json, &prev_id)?;
+        let new_digest = digest_listing(&self.json, &final_id)?;
         let old_slots: Vec<String> = self.json["digests"][&old_digest]["keyslots"]
             .as_array()
-            .map(|a| a.iter().filter_map(|v| v.as_str().map(String::from)).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| v.as_str().map(String::from))
+                    .collect()
+            })
             .unwrap_or_default();
-        if !old_slots.is_empty() {
-            for id in &old_slots {
-                let area = &self.json["keyslots"][id]["area"];
-                let (off, size) = (
+        let mut wipe = vec![p.area];
+        let mut json = self.json.clone();
+        let slot = p.slot.to_string();
+        for id in old_slots.iter().chain([&slot]) {
+            if let Some(area) = json["keyslots"].get(id).and_then(|k| k.get("area")) {
+                wipe.push((
                     u64_str(area, "offset", "area.")?,
                     u64_str(area, "size", "area.")?,
-                );
-                store::wipe(header, off, size, true)?;
+                ));
             }
-            store::sync(header)?;
-            for id in &old_slots {
-                if let Some(k) = self.json["keyslots"].as_object_mut() {
-                    k.remove(id);
-                }
-                if let Some(t) = self.json.get_mut("tokens").and_then(Value::as_object_mut) {
-                    for token in t.values_mut() {
-                        if let Some(list) = token.get_mut("keyslots").and_then(Value::as_array_mut)
-                        {
-                            list.retain(|v| v.as_str() != Some(id));
-                        }
+            if let Some(k) = json["keyslots"].as_object_mut() {
+                k.remove(id);
+            }
+            if let Some(t) = json.get_mut("tokens").and_then(Value::as_object_mut) {
+                for token in t.values_mut() {
+                    if let Some(list) = token.get_mut("keyslots").and_then(Value::as_array_mut) {
+                        list.retain(|v| v.as_str() != Some(id));
                     }
                 }
             }
-            self.json["digests"][&old_digest]["keyslots"] = json!([]);
-            if let Placement::Attached(_) = at {
-                let offset = u64_str(&final_seg, "offset", "segments.final.")?;
-                let grown = offset
-                    .saturating_sub(2 * self.bin.hdr_size)
-                    .min(MAX_KEYSLOTS_SIZE);
-                if grown > self.keyslots_size() {
-                    self.json["config"]["keyslots_size"] = Value::String(grown.to_string());
-                }
-            }
-            self.write(header)?;
-        }
-        store::wipe(header, p.area.0, p.area.1, true)?;
-        store::sync(header)?;
-        let slot = p.slot.to_string();
-        let mut json = self.json.clone();
-        if let Some(k) = json["keyslots"].as_object_mut() {
-            k.remove(&slot);
         }
         let digests = json["digests"]
             .as_object_mut()
@@ -802,16 +808,62 @@ impl Luks2 {
                 .is_some_and(|a| a.iter().any(|k| k.as_str() == Some(&slot)));
             !lists_slot && *id != old_digest
         });
-        let mut seg = segments::cut(&final_seg, 0, None)?;
-        seg.as_object_mut().expect("object").remove("flags");
+        let seg = segments::cut(&final_seg, 0, None)?;
         json["segments"] = json!({"0": seg});
         json["digests"][&new_digest]["segments"] = json!(["0"]);
         if let Some(config) = json["config"].as_object_mut() {
             config.remove("requirements");
         }
+        if let Placement::Attached(_) = at {
+            let offset = u64_str(&final_seg, "offset", "segments.final.")?;
+            let grown = offset
+                .saturating_sub(2 * self.bin.hdr_size)
+                .min(MAX_KEYSLOTS_SIZE);
+            if grown > self.keyslots_size() {
+                json["config"]["keyslots_size"] = Value::String(grown.to_string());
+            }
+        }
         self.json = json;
-        self.write(header)
+        self.write(header)?;
+        for (off, size) in wipe {
+            store::wipe(header, off, size, true)?;
+        }
+        store::sync(header)
     }
+
+    /// Ends a re-key whose data is all under the new key and whose old keyslots are
+    /// already gone (cryptsetup's end, interrupted between its writes): no key is needed,
+    /// the data is not touched. `false` (nothing written) in any other state.
+    pub fn reencrypt_finish_done(&mut self, at: Placement<'_>) -> Result<bool> {
+        if state(&self.json)? != State::Clean || self.rekey_plan().is_err() {
+            return Ok(false);
+        }
+        let all_new = layout(&self.json)?.iter().all(|s| s.key == KeyOf::New);
+        let (prev_id, _) = segments::flagged(&self.json, "backup-previous")?
+            .ok_or_else(|| corrupt("json: no segment is flagged backup-previous"))?;
+        let old_digest = digest_listing(&self.json, &prev_id)?;
+        let old_slots = self.json["digests"][&old_digest]["keyslots"]
+            .as_array()
+            .map_or(0, Vec::len);
+        if !all_new || old_slots != 0 {
+            return Ok(false);
+        }
+        self.rekey_finish(at)?;
+        Ok(true)
+    }
+}
+
+/// The id of the digest that lists segment `seg`.
+fn digest_listing(json: &Value, seg: &str) -> Result<String> {
+    obj(json, "digests", "")?
+        .iter()
+        .find(|(_, d)| {
+            d["segments"]
+                .as_array()
+                .is_some_and(|a| a.iter().any(|s| s.as_str() == Some(seg)))
+        })
+        .map(|(id, _)| id.clone())
+        .ok_or_else(|| corrupt(format!("json: no digest covers segment {seg}")))
 }
 
 /// Bytes of the data area: the segment's size, or what the store holds past `offset`.
@@ -966,10 +1018,7 @@ impl Pass<'_> {
 
     /// Re-encrypts `buf`, the old ciphertext of the data at `from`, and writes it there.
     fn rewrite_from(&self, from: u64, buf: &mut [u8]) -> Result<()> {
-        let (os, ns) = (
-            self.old.sector_size() as u64,
-            self.new.sector_size() as u64,
-        );
+        let (os, ns) = (self.old.sector_size() as u64, self.new.sector_size() as u64);
         self.old.decrypt(from / os, buf)?;
         self.new.encrypt(from / ns, buf)?;
         store::write_all(self.data, buf, self.offset + from, "data")

@@ -7,7 +7,8 @@
 //! len)`, the hot segments are: the new layout's `[0, done)` (when not empty), the hotzone
 //! (the new layout's cut, flagged), and the old layout's rest (when not empty, to the end:
 //! `dynamic` when the old layout is). The post segments are the new layout's `[0, done +
-//! len)` and the old layout's rest; at the end the new layout's whole segment alone.
+//! len)` and the old layout's rest; after the last hotzone the new layout's whole segment
+//! alone (which sectorcrypt never writes: see `rekey.rs`).
 
 use super::super::json::{corrupt, obj, str_of, u64_str};
 use crate::error::Result;
@@ -84,7 +85,12 @@ fn digest_listing(json: &Value, id: &str) -> Result<Option<String>> {
 /// The regular segments of a forward reencryption: `done` bytes under the new key, then
 /// the hotzone of `hot` bytes when given (0: none), then the rest under the old key, of a
 /// data area of `total` bytes.
-pub(super) fn forward(json: &Value, done: u64, hot: u64, total: u64) -> Result<Vec<(Value, Under)>> {
+pub(super) fn forward(
+    json: &Value,
+    done: u64,
+    hot: u64,
+    total: u64,
+) -> Result<Vec<(Value, Under)>> {
     let (_, old) = flagged(json, "backup-previous")?
         .ok_or_else(|| corrupt("json: no segment is flagged backup-previous"))?;
     let (_, new) = flagged(json, "backup-final")?
@@ -265,10 +271,7 @@ mod tests {
         assert_eq!(json["segments"].as_object().unwrap().len(), 4);
         let regular = forward(&json, 18 * mib, 0, 18 * mib).unwrap();
         install(&mut json, regular).unwrap();
-        assert_eq!(
-            summary(&json)[0],
-            s("0", "2097152", "dynamic", "0", false)
-        );
+        assert_eq!(summary(&json)[0], s("0", "2097152", "dynamic", "0", false));
         assert_eq!(json["digests"]["1"]["segments"], json!(["0", "2"]));
         assert_eq!(json["digests"]["0"]["segments"], json!(["1"]));
     }

@@ -1,0 +1,492 @@
+//! `sectorcrypt reencrypt` and `repair` against cryptsetup 2.6 on image files (no
+//! device-mapper: cryptsetup's offline re-encryption runs in userspace with
+//! `--force-offline-reencrypt --disable-locks --disable-keyring`).
+//!
+//! Every outcome is judged without sectorcrypt as well: the volume key from `cryptsetup
+//! luksDump --dump-volume-key`, the data decrypted with dm-crypt's formula through
+//! OpenSSL, compared with what was written before the re-encryption. Runs are stopped
+//! cleanly (SIGINT) or killed (SIGKILL) at a chosen sync or write with `strace -e inject`,
+//! on either tool, and the other tool recovers and resumes.
+
+mod support;
+#[path = "support/volumes.rs"]
+mod volumes;
+
+use openssl::symm::Mode;
+use sectorcrypt_testkit::reference::dm_crypt;
+use sectorcrypt_testkit::{pattern, require, run};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use support::{bin, code, ok, ok_bytes, s, sc};
+use volumes::{key_file, write_volume, FAST};
+
+/// Bytes of data of the test volumes: three 4 MiB hotzones.
+const DATA: usize = 12 << 20;
+const HOTZONE: &str = "4M";
+
+/// A volume with known plaintext in a temporary folder.
+struct Case {
+    dir: tempfile::TempDir,
+    img: PathBuf,
+    key: PathBuf,
+    plain: Vec<u8>,
+}
+
+impl Case {
+    /// A LUKS2 volume (16 MiB of metadata, [`DATA`] bytes of data) made by sectorcrypt,
+    /// or by cryptsetup when `by_cryptsetup`, holding a pattern written by sectorcrypt.
+    fn new(by_cryptsetup: bool, extra: &[&str]) -> Case {
+        let dir = tempfile::tempdir().unwrap();
+        let img = dir.path().join("v.img");
+        let key = key_file(dir.path(), "pass", "correct horse");
+        let size = (16 << 20) + DATA;
+        if by_cryptsetup {
+            std::fs::File::create(&img)
+                .unwrap()
+                .set_len(size as u64)
+                .unwrap();
+            run(cryptsetup(&key)
+                .args(["luksFormat", "--type", "luks2"])
+                .args(FAST)
+                .args(extra)
+                .arg(&img));
+        } else {
+            let mut args = vec![
+                "format",
+                s(&img),
+                "--size",
+                "28M",
+                "--key-file",
+                s(&key),
+                "-q",
+            ];
+            args.extend_from_slice(&FAST);
+            args.extend_from_slice(extra);
+            ok(sc(&args, b""));
+        }
+        let plain = pattern(DATA, 0x5ec7);
+        write_volume(dir.path(), &img, &key, &plain);
+        Case {
+            dir,
+            img,
+            key,
+            plain,
+        }
+    }
+
+    /// A copy of this case's image, for a second recovery of the same state.
+    fn copy(&self, name: &str) -> Case {
+        let dir = tempfile::tempdir().unwrap();
+        let img = dir.path().join(name);
+        std::fs::copy(&self.img, &img).unwrap();
+        let key = key_file(dir.path(), "pass", "correct horse");
+        Case {
+            dir,
+            img,
+            key,
+            plain: self.plain.clone(),
+        }
+    }
+
+    /// `sectorcrypt reencrypt IMG --key-file K ARGS`.
+    fn reencrypt(&self, args: &[&str]) -> Output {
+        let mut all = vec!["reencrypt", s(&self.img), "--key-file", s(&self.key)];
+        all.extend_from_slice(&FAST);
+        all.extend_from_slice(args);
+        sc(&all, b"")
+    }
+
+    /// `cryptsetup ARGS IMG` with the key file and the flags of offline use on files.
+    fn cryptsetup(&self, args: &[&str]) -> Command {
+        let mut c = cryptsetup(&self.key);
+        c.args(args).arg(&self.img);
+        c
+    }
+
+    /// The LUKS2 metadata as cryptsetup reads it.
+    fn json(&self) -> Value {
+        let out = run(Command::new("cryptsetup")
+            .args(["luksDump", "--dump-json-metadata"])
+            .arg(&self.img));
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+
+    /// Checks that the volume holds the plaintext written at the start: through
+    /// sectorcrypt, and without it (cryptsetup's volume key, dm-crypt's formula in
+    /// OpenSSL, the cipher and sector size of the metadata); and that no reencryption is
+    /// left in the metadata.
+    fn verify(&self, what: &str) {
+        let json = self.json();
+        assert!(
+            json["config"].get("requirements").is_none(),
+            "{what}: requirements left: {}",
+            json["config"]
+        );
+        let segs = json["segments"].as_object().unwrap();
+        assert_eq!(segs.len(), 1, "{what}: segments {segs:?}");
+        let seg = &segs["0"];
+        let read = ok_bytes(sc(&["read", s(&self.img), "--key-file", s(&self.key)], b""));
+        assert!(read == self.plain, "{what}: sectorcrypt reads other data");
+        let vk = self.dir.path().join("vk");
+        let _ = std::fs::remove_file(&vk);
+        run(&mut self.cryptsetup(&["luksDump", "--dump-volume-key", "--volume-key-file", s(&vk)]));
+        let key = std::fs::read(&vk).unwrap();
+        let offset: usize = seg["offset"].as_str().unwrap().parse().unwrap();
+        let sector = seg["sector_size"].as_u64().unwrap() as usize;
+        let stored = std::fs::read(&self.img).unwrap();
+        let plain = dm_crypt(
+            seg["encryption"].as_str().unwrap(),
+            &key,
+            sector,
+            (sector / 512) as u64,
+            0,
+            &stored[offset..offset + DATA],
+            Mode::Decrypt,
+        );
+        assert!(
+            plain == self.plain,
+            "{what}: dm-crypt's formula reads other data"
+        );
+    }
+
+    /// The volume key cryptsetup finds now (to tell that a re-key happened).
+    fn volume_key(&self) -> Vec<u8> {
+        let vk = self.dir.path().join("vk0");
+        let _ = std::fs::remove_file(&vk);
+        run(&mut self.cryptsetup(&["luksDump", "--dump-volume-key", "--volume-key-file", s(&vk)]));
+        std::fs::read(&vk).unwrap()
+    }
+}
+
+/// `cryptsetup -q --key-file KEY --disable-locks --disable-keyring`.
+fn cryptsetup(key: &Path) -> Command {
+    let mut c = Command::new("cryptsetup");
+    c.args(["-q", "--key-file"])
+        .arg(key)
+        .args(["--disable-locks", "--disable-keyring"]);
+    c
+}
+
+/// `cryptsetup reencrypt` of an image file, offline, with the test's cheap KDF.
+fn cs_reencrypt(c: &Case, extra: &[&str]) -> Command {
+    let mut args = vec!["reencrypt", "--force-offline-reencrypt"];
+    args.extend_from_slice(&FAST);
+    args.extend_from_slice(extra);
+    c.cryptsetup(&args)
+}
+
+/// `strace -f -o /dev/null -e inject=SYSCALL:signal=SIG:when=N` in front of `cmd`.
+fn under_strace(syscall: &str, signal: &str, n: usize, cmd: &Command) -> Command {
+    let mut c = Command::new("strace");
+    c.args(["-f", "-o", "/dev/null", "-e"])
+        .arg(format!("inject={syscall}:signal={signal}:when={n}"))
+        .arg(cmd.get_program())
+        .args(cmd.get_args());
+    c
+}
+
+/// `sectorcrypt reencrypt` of `c` as a command (for strace).
+fn sc_reencrypt_cmd(c: &Case, extra: &[&str]) -> Command {
+    let mut cmd = Command::new(bin());
+    cmd.args(["reencrypt", s(&c.img), "--key-file", s(&c.key)])
+        .args(FAST)
+        .args(extra);
+    cmd
+}
+
+#[test]
+fn rekey_with_each_resilience_and_a_new_cipher_reads_back_everywhere() {
+    require!("cryptsetup");
+    for (resilience, extra) in [
+        ("checksum", &[][..]),
+        ("journal", &[][..]),
+        ("none", &[][..]),
+        (
+            "checksum",
+            &[
+                "--cipher",
+                "aes-cbc-essiv:sha256",
+                "--key-size",
+                "256",
+                "--sector-size",
+                "512",
+            ][..],
+        ),
+    ] {
+        let what = format!("{resilience} {extra:?}");
+        let c = Case::new(false, &[]);
+        let before = c.volume_key();
+        let mut args = vec!["--resilience", resilience, "--hotzone-size", HOTZONE];
+        args.extend_from_slice(extra);
+        let out = ok(c.reencrypt(&args));
+        assert!(out.contains("re-encrypted"), "{what}: {out}");
+        c.verify(&what);
+        assert_ne!(
+            c.volume_key(),
+            before,
+            "{what}: the volume key is the old one"
+        );
+        let json = c.json();
+        assert_eq!(json["keyslots"].as_object().unwrap().len(), 1, "{what}");
+        if let [_, cipher, ..] = extra {
+            assert_eq!(json["segments"]["0"]["encryption"], *cipher, "{what}");
+            assert_eq!(json["segments"]["0"]["sector_size"], 512, "{what}");
+        }
+    }
+}
+
+#[test]
+fn cryptsetup_resumes_what_sectorcrypt_started_or_stopped() {
+    require!("cryptsetup", "strace");
+    for resilience in ["checksum", "journal", "none"] {
+        // Metadata only.
+        let c = Case::new(false, &[]);
+        ok(c.reencrypt(&["--init-only", "--resilience", resilience]));
+        let json = c.json();
+        assert_eq!(
+            json["config"]["requirements"]["mandatory"],
+            serde_json::json!(["online-reencrypt-v2"])
+        );
+        run(&mut cs_reencrypt(&c, &["--resume-only"]));
+        c.verify(&format!("{resilience}: init-only, cryptsetup resumed"));
+
+        // Stopped by SIGINT during the second hotzone (at its data sync; without
+        // resilience data, which has no sync per hotzone, at its data write).
+        let c = Case::new(false, &[]);
+        let cmd = sc_reencrypt_cmd(&c, &["--resilience", resilience, "--hotzone-size", HOTZONE]);
+        let (syscall, n) = match resilience {
+            "none" => ("pwrite64", 2),
+            _ => ("fdatasync", 5),
+        };
+        let out = run(&mut under_strace(syscall, "SIGINT", n, &cmd));
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("stopped at"), "{resilience}: {text}");
+        run(&mut cs_reencrypt(&c, &["--resume-only"]));
+        c.verify(&format!("{resilience}: stopped, cryptsetup resumed"));
+    }
+}
+
+#[test]
+fn sectorcrypt_resumes_and_recovers_what_cryptsetup_started() {
+    require!("cryptsetup", "strace");
+    for resilience in ["checksum", "journal"] {
+        let c = Case::new(true, &[]);
+        run(&mut cs_reencrypt(
+            &c,
+            &["--init-only", "--resilience", resilience],
+        ));
+        ok(c.reencrypt(&["--resume-only"]));
+        c.verify(&format!(
+            "{resilience}: cryptsetup init, sectorcrypt resumed"
+        ));
+
+        // cryptsetup killed at each of its data syncs (one per hotzone): a hotzone in
+        // flight; `sectorcrypt reencrypt` refuses until `repair`.
+        for n in 1..=3 {
+            let what = format!("{resilience}: cryptsetup killed at fdatasync {n}");
+            let c = Case::new(true, &[]);
+            let cmd = cs_reencrypt(&c, &["--resilience", resilience, "--hotzone-size", HOTZONE]);
+            let out = under_strace("fdatasync", "SIGKILL", n, &cmd)
+                .output()
+                .unwrap();
+            assert!(!out.status.success(), "{what}: not killed");
+            let refused = c.reencrypt(&[]);
+            assert_eq!(code(&refused), 2, "{what}: {refused:?}");
+            assert!(
+                String::from_utf8_lossy(&refused.stderr).contains("repair"),
+                "{what}: {refused:?}"
+            );
+            ok(sc(&["repair", s(&c.img), "--key-file", s(&c.key)], b""));
+            ok(c.reencrypt(&[]));
+            c.verify(&what);
+        }
+    }
+}
+
+/// Kills `sectorcrypt reencrypt` at its `n`-th call of `syscall`; `None` when the run
+/// ended before (n is past the last call).
+fn killed_at(c: &Case, resilience: &str, syscall: &str, n: usize) -> Option<()> {
+    let cmd = sc_reencrypt_cmd(c, &["--resilience", resilience, "--hotzone-size", HOTZONE]);
+    let out = under_strace(syscall, "SIGKILL", n, &cmd).output().unwrap();
+    if out.status.success() {
+        return None;
+    }
+    Some(())
+}
+
+/// Recovers `c` with sectorcrypt (repair, then reencrypt) and a copy with cryptsetup
+/// (repair, then reencrypt --resume-only; or nothing when the kill came before the
+/// metadata), and checks both.
+fn recover_with_both(c: &Case, what: &str) {
+    let other = c.copy("cs.img");
+    ok(sc(&["repair", s(&c.img), "--key-file", s(&c.key)], b""));
+    let state = c.json();
+    if state["config"].get("requirements").is_some() {
+        ok(c.reencrypt(&[]));
+    } else if state["segments"].as_object().unwrap().len() == 1
+        && state["keyslots"].as_object().unwrap().len() == 1
+    {
+        // Killed before the metadata was written (the old volume as it was) or after
+        // the end: start again to finish the test's work.
+        ok(c.reencrypt(&[]));
+    }
+    c.verify(&format!("{what}, sectorcrypt recovered"));
+
+    run(&mut other.cryptsetup(&["repair"]));
+    let json = other.json();
+    if json["config"].get("requirements").is_some() {
+        run(&mut cs_reencrypt(&other, &["--resume-only"]));
+    }
+    other.verify(&format!("{what}, cryptsetup recovered"));
+}
+
+#[test]
+fn sectorcrypt_killed_at_every_sync_is_recovered_by_both_tools() {
+    require!("cryptsetup", "strace");
+    let mut cases = 0;
+    for resilience in ["checksum", "journal"] {
+        for n in 1.. {
+            let c = Case::new(false, &[]);
+            if killed_at(&c, resilience, "fdatasync", n).is_none() {
+                assert!(n > 10, "{resilience}: only {} syncs", n - 1);
+                break;
+            }
+            recover_with_both(&c, &format!("{resilience}: killed at fdatasync {n}"));
+            cases += 1;
+        }
+    }
+    eprintln!("reencrypt: {cases} kills at a sync, each recovered by both tools");
+}
+
+#[test]
+fn sectorcrypt_killed_at_writes_is_recovered_by_both_tools() {
+    require!("cryptsetup", "strace");
+    let mut cases = 0;
+    for resilience in ["checksum", "journal"] {
+        // Every third write: the header copies, resilience data and data chunks of each
+        // step all come up.
+        for n in (1..).step_by(3) {
+            let c = Case::new(false, &[]);
+            if killed_at(&c, resilience, "pwrite64", n).is_none() {
+                break;
+            }
+            recover_with_both(&c, &format!("{resilience}: killed at pwrite {n}"));
+            cases += 1;
+        }
+    }
+    assert!(cases > 10, "only {cases} cases");
+    eprintln!("reencrypt: {cases} kills at a write, each recovered by both tools");
+}
+
+#[test]
+fn refusals_leave_the_image_as_it_was() {
+    require!("cryptsetup");
+    let unchanged = |c: &Case, out: Output, want: i32, says: &str, before: &[u8]| {
+        assert_eq!(code(&out), want, "{out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "wanted {says:?} in: {err}");
+        assert!(
+            std::fs::read(&c.img).unwrap() == before,
+            "the image changed"
+        );
+    };
+
+    // A wrong passphrase.
+    let c = Case::new(false, &[]);
+    let before = std::fs::read(&c.img).unwrap();
+    let wrong = key_file(c.dir.path(), "wrong", "wrong horse");
+    let mut args = vec!["reencrypt", s(&c.img), "--key-file", s(&wrong)];
+    args.extend_from_slice(&FAST);
+    unchanged(&c, sc(&args, b""), 3, "", &before);
+
+    // A second keyslot the passphrase does not open: named, nothing written.
+    let other = key_file(c.dir.path(), "other", "other horse");
+    let mut args = vec!["add-key", s(&c.img), s(&other), "--key-file", s(&c.key)];
+    args.extend_from_slice(&FAST);
+    ok(sc(&args, b""));
+    let before = std::fs::read(&c.img).unwrap();
+    unchanged(&c, c.reencrypt(&[]), 2, "keyslot 1 does not open", &before);
+    // With --key-slot, only keyslot 0 is carried over.
+    ok(c.reencrypt(&["--key-slot", "0", "--hotzone-size", HOTZONE]));
+    c.verify("--key-slot 0");
+    assert_eq!(c.json()["keyslots"].as_object().unwrap().len(), 1);
+
+    // A bad hotzone size and a resume with nothing to resume.
+    let c = Case::new(false, &[]);
+    let before = std::fs::read(&c.img).unwrap();
+    unchanged(
+        &c,
+        c.reencrypt(&["--hotzone-size", "1000"]),
+        2,
+        "multiple of 4096",
+        &before,
+    );
+    unchanged(
+        &c,
+        c.reencrypt(&["--resume-only"]),
+        2,
+        "no re-encryption",
+        &before,
+    );
+
+    // LUKS1: the convert hint.
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("l1.img");
+    let key = key_file(dir.path(), "pass", "x");
+    let mut args = vec![
+        "format",
+        s(&img),
+        "--type",
+        "luks1",
+        "--size",
+        "8M",
+        "--key-file",
+        s(&key),
+    ];
+    args.extend_from_slice(&FAST);
+    ok(sc(&args, b""));
+    let out = sc(&["reencrypt", s(&img), "--key-file", s(&key)], b"");
+    assert_ne!(code(&out), 0);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("convert"),
+        "{out:?}"
+    );
+
+    // GELI: how to copy into a new volume.
+    let img = dir.path().join("g.img");
+    let mut args = vec![
+        "format",
+        s(&img),
+        "--type",
+        "geli",
+        "--size",
+        "8M",
+        "--key-file",
+        s(&key),
+    ];
+    args.extend_from_slice(&FAST);
+    ok(sc(&args, b""));
+    let out = sc(&["reencrypt", s(&img), "--key-file", s(&key)], b"");
+    assert_ne!(code(&out), 0);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("copy"),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn an_image_that_shrank_midway_is_refused() {
+    require!("cryptsetup");
+    let c = Case::new(false, &[]);
+    ok(c.reencrypt(&["--init-only"]));
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&c.img)
+        .unwrap();
+    f.set_len((16 << 20) + (DATA as u64) / 2 + 100).unwrap();
+    let out = c.reencrypt(&[]);
+    assert_ne!(code(&out), 0, "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("sectors") || err.contains("image"), "{err}");
+}
