@@ -69,6 +69,16 @@ impl HashAlg {
         }
     }
 
+    /// The digest of `data` into `out` (of [`HashAlg::output_len`] bytes), allocating
+    /// nothing: for many small blocks.
+    pub fn digest_into(self, data: &[u8], out: &mut [u8]) {
+        match self {
+            HashAlg::Sha1 => out.copy_from_slice(&Sha1::digest(data)),
+            HashAlg::Sha256 => out.copy_from_slice(&Sha256::digest(data)),
+            HashAlg::Sha512 => out.copy_from_slice(&Sha512::digest(data)),
+        }
+    }
+
     /// PBKDF2-HMAC (RFC 8018) with this hash, filling `out`.
     pub fn pbkdf2(self, password: &[u8], salt: &[u8], iterations: u32, out: &mut [u8]) {
         match self {

@@ -914,7 +914,7 @@ fn hotzone_len(p: &Plan, r: Resilience, align: u64, asked: Option<u64>) -> Resul
         Resilience::Journal => p.area.1,
         Resilience::Checksum(h) => {
             let block = p.checksum.as_ref().map_or(align, |c| c.1 as u64);
-            if block % align != 0 {
+            if !block.is_multiple_of(align) {
                 return Err(corrupt(format!(
                     "json: the checksum block size {block} is not a multiple of the \
                      alignment {align}"
@@ -979,24 +979,33 @@ struct Pass<'a> {
 }
 
 impl Pass<'_> {
-    /// Runs `f(chunk start, chunk length)` over the chunks of `[from, from + len)` on
-    /// the threads; the first error wins.
-    fn chunks(&self, from: u64, len: u64, f: impl Fn(u64, u64) -> Result<()> + Sync) -> Result<()> {
+    /// Runs `f(chunk start, chunk buffer)` over the chunks of `[from, from + len)` on the
+    /// threads, each thread with one buffer of its own (wiped when done: it holds
+    /// plaintext for a moment); the first error wins.
+    fn chunks(
+        &self,
+        from: u64,
+        len: u64,
+        f: impl Fn(u64, &mut [u8]) -> Result<()> + Sync,
+    ) -> Result<()> {
         let n = len.div_ceil(CHUNK) as usize;
         let next = AtomicUsize::new(0);
         let failed = Mutex::new(None);
         std::thread::scope(|s| {
             for _ in 0..self.threads.min(n) {
-                s.spawn(|| loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    if i >= n || failed.lock().expect("no panic").is_some() {
-                        break;
-                    }
-                    let at = from + i as u64 * CHUNK;
-                    let l = CHUNK.min(from + len - at);
-                    if let Err(e) = f(at, l) {
-                        failed.lock().expect("no panic").get_or_insert(e);
-                        break;
+                s.spawn(|| {
+                    let mut buf = Zeroizing::new(vec![0u8; CHUNK.min(len) as usize]);
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        if i >= n || failed.lock().expect("no panic").is_some() {
+                            break;
+                        }
+                        let at = from + i as u64 * CHUNK;
+                        let l = CHUNK.min(from + len - at) as usize;
+                        if let Err(e) = f(at, &mut buf[..l]) {
+                            failed.lock().expect("no panic").get_or_insert(e);
+                            break;
+                        }
                     }
                 });
             }
@@ -1009,10 +1018,9 @@ impl Pass<'_> {
 
     /// Reads, re-encrypts and writes `[from, from + len)`.
     fn rewrite(&self, from: u64, len: u64) -> Result<()> {
-        self.chunks(from, len, |at, l| {
-            let mut buf = Zeroizing::new(vec![0u8; l as usize]);
-            store::read_exact(self.data, &mut buf, self.offset + at, "data")?;
-            self.rewrite_from(at, &mut buf)
+        self.chunks(from, len, |at, buf| {
+            store::read_exact(self.data, buf, self.offset + at, "data")?;
+            self.rewrite_from(at, buf)
         })
     }
 
@@ -1030,19 +1038,15 @@ impl Pass<'_> {
         let hl = hash.output_len();
         let n = len.div_ceil(block) as usize;
         let out = Mutex::new(vec![0u8; n * hl]);
-        let per_chunk = (CHUNK / block) as usize;
-        self.chunks(from, len, |at, l| {
-            let mut buf = vec![0u8; l as usize];
-            store::read_exact(self.data, &mut buf, self.offset + at, "data")?;
+        self.chunks(from, len, |at, buf| {
+            store::read_exact(self.data, buf, self.offset + at, "data")?;
             let first = ((at - from) / block) as usize;
-            let sums: Vec<Vec<u8>> = buf
-                .chunks(block as usize)
-                .map(|b| hash.digest(&[b]))
-                .collect();
-            let mut out = out.lock().expect("no panic");
-            for (i, s) in sums.iter().enumerate().take(per_chunk) {
-                out[(first + i) * hl..(first + i + 1) * hl].copy_from_slice(s);
+            let mut sums = vec![0u8; buf.len().div_ceil(block as usize) * hl];
+            for (b, sum) in buf.chunks(block as usize).zip(sums.chunks_mut(hl)) {
+                hash.digest_into(b, sum);
             }
+            out.lock().expect("no panic")[first * hl..first * hl + sums.len()]
+                .copy_from_slice(&sums);
             Ok(())
         })?;
         Ok(out.into_inner().expect("no panic"))

@@ -148,10 +148,8 @@ pub(super) fn install(json: &mut Value, regular: Vec<(Value, Under)>) -> Result<
         }
         segments.insert(id, seg);
     }
-    let mut next = segments.len();
-    for (flag, _, seg) in &backups {
+    for (next, (flag, _, seg)) in (segments.len()..).zip(backups.iter()) {
         let id = next.to_string();
-        next += 1;
         match *flag {
             "backup-previous" => lists[0].1.push(id.clone()),
             "backup-final" => lists[1].1.push(id.clone()),
