@@ -9,14 +9,16 @@
 
 use crate::error::{Error, Result};
 use crate::image::{Access, Context, Image};
+use sectorcrypt_volume::engine::{EngineOptions, Volume};
 use sectorcrypt_volume::hash::HashAlg;
 use sectorcrypt_volume::kdf::KdfOptions;
 use sectorcrypt_volume::luks::luks2::reencrypt::{
-    self, InitOptions, Keys, Outcome, Resilience, RunOptions, State,
+    self, InitOptions, Keys, Line, Outcome, Resilience, RunOptions, State,
 };
 use sectorcrypt_volume::luks::luks2::Luks2;
 use sectorcrypt_volume::Header;
 use std::path::Path;
+use std::sync::Arc;
 
 /// What a re-encryption is asked to do.
 #[derive(Debug, Clone, Default)]
@@ -34,8 +36,9 @@ pub struct ReencryptOptions {
     pub resilience_hash: Option<String>,
     /// The largest hotzone in bytes.
     pub hotzone: Option<u64>,
-    /// The KDF of the new keyslots.
-    pub kdf: KdfOptions,
+    /// The KDF of the new keyslots; `None`: each at the KDF and cost of the keyslot it
+    /// replaces.
+    pub kdf: Option<KdfOptions>,
     /// Carry over this keyslot alone.
     pub key_slot: Option<usize>,
     /// Write the metadata and stop (cryptsetup's `--init-only`).
@@ -127,7 +130,7 @@ pub fn run(
                 key_bytes: o.key_bytes,
                 sector_size: o.sector_size,
                 resilience: resilience.unwrap_or(Resilience::Checksum(hash(o)?)),
-                kdf: &o.kdf,
+                kdf: o.kdf.as_ref(),
                 key_slot: o.key_slot,
             };
             h.reencrypt_init(at.header(), at.data(), passphrase, &init)?
@@ -157,6 +160,7 @@ pub fn run(
         resilience,
         threads,
         progress,
+        line: None,
     };
     Ok(h.reencrypt_run(at, &keys, &mut run)?)
 }
@@ -182,4 +186,127 @@ fn hash(o: &ReencryptOptions) -> Result<HashAlg> {
     Ok(HashAlg::parse(
         o.resilience_hash.as_deref().unwrap_or("sha256"),
     )?)
+}
+
+/// The hotzone of an online re-encryption when none is asked for: small, since every
+/// request waits while one is rewritten.
+pub const ONLINE_HOTZONE: u64 = 4 << 20;
+
+/// A re-encryption running beside an engine that serves the volume
+/// ([`online`]): [`Online::run`] moves the engine's progress line hotzone by hotzone.
+/// It holds the volume's claims: keep it as long as the engine serves.
+pub struct Online {
+    img: Image,
+    keys: Option<Keys>,
+    line: Option<Arc<Line>>,
+    o: ReencryptOptions,
+}
+
+impl std::fmt::Debug for Online {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Online")
+            .field("line", &self.line.as_ref().map(|l| l.get()))
+            .finish_non_exhaustive()
+    }
+}
+
+/// Opens the volume at `path` (header in `header`) to serve it while it is re-encrypted:
+/// starts the re-encryption (unless one is in progress: it is resumed, after recovering
+/// a crash), and returns the engine (the plaintext as it always was) and the run to drive
+/// beside it. A volume whose re-encryption a recovery finished is served as it is.
+pub fn online(
+    path: &Path,
+    header: Option<&Path>,
+    cx: &Context,
+    passphrase: &[u8],
+    o: &ReencryptOptions,
+    engine: EngineOptions,
+) -> Result<(Volume, Online)> {
+    let mut img = open(path, header, cx)?;
+    let store = crate::image::open_store(path, true, &cx.remote)?;
+    let files = &img.files;
+    let at = files.placement();
+    let lock = files.lock(sectorcrypt_volume::lock::Mode::Exclusive)?;
+    let mut hdr = Header::read(&files.store)?;
+    let h = hdr.downcast_mut::<Luks2>().ok_or_else(|| refusal(&img))?;
+    let keys = match reencrypt::state(h.json())? {
+        State::None => {
+            let resilience = match &o.resilience {
+                Some(name) => Resilience::parse(name, hash(o)?)?,
+                None => Resilience::Checksum(hash(o)?),
+            };
+            let init = InitOptions {
+                cipher: o.cipher.as_deref(),
+                key_bytes: o.key_bytes,
+                sector_size: o.sector_size,
+                resilience,
+                kdf: o.kdf.as_ref(),
+                key_slot: o.key_slot,
+            };
+            Some(h.reencrypt_init(at.header(), at.data(), passphrase, &init)?)
+        }
+        State::Clean if h.reencrypt_finish_done(at)? => None,
+        State::Clean => Some(h.reencrypt_keys(at.header(), passphrase)?),
+        State::Crash => {
+            let keys = h.reencrypt_keys(at.header(), passphrase)?;
+            h.reencrypt_recover(at, &keys)?;
+            (reencrypt::state(h.json())? != State::None).then_some(keys)
+        }
+    };
+    let (volume, line) = match &keys {
+        Some(k) => {
+            let (v, l) = h.reencrypt_engine(at.data(), k, Box::new(store), engine)?;
+            (v, Some(l))
+        }
+        None => {
+            let unlocked = hdr.unlock_at(at, passphrase, None)?;
+            (unlocked.engine(Box::new(store), engine)?, None)
+        }
+    };
+    drop(lock);
+    img.header = hdr;
+    Ok((
+        volume,
+        Online {
+            img,
+            keys,
+            line,
+            o: o.clone(),
+        },
+    ))
+}
+
+impl Online {
+    /// Runs the re-encryption to its end, or until `progress(done, total)` (called
+    /// before each hotzone, with no request held up) says stop. The header lock is taken
+    /// for the run.
+    pub fn run(&mut self, progress: &mut dyn FnMut(u64, u64) -> bool) -> Result<Outcome> {
+        let (Some(keys), Some(line)) = (&self.keys, &self.line) else {
+            return Ok(Outcome::Finished);
+        };
+        let files = &self.img.files;
+        let at = files.placement();
+        let _lock = files.lock(sectorcrypt_volume::lock::Mode::Exclusive)?;
+        let mut hdr = Header::read(&files.store)?;
+        let h = hdr
+            .downcast_mut::<Luks2>()
+            .ok_or_else(|| Error::invalid("the header is no longer LUKS2"))?;
+        let resilience = match &self.o.resilience {
+            Some(name) => Some(Resilience::parse(name, hash(&self.o)?)?),
+            None => None,
+        };
+        let mut run = RunOptions {
+            hotzone: Some(self.o.hotzone.unwrap_or(ONLINE_HOTZONE)),
+            resilience,
+            threads: 1,
+            progress,
+            line: Some(line.clone()),
+        };
+        Ok(h.reencrypt_run(at, keys, &mut run)?)
+    }
+
+    /// Bytes of the data area under the new key.
+    pub fn done(&self) -> Option<u64> {
+        self.line.as_ref().map(|l| l.get())
+    }
 }

@@ -224,6 +224,30 @@ fn phys_memory_kib() -> Option<u64> {
 }
 
 impl KdfOptions {
+    /// The options that make `kdf` again, costs included (no calibration): a keyslot
+    /// that replaces another at the same cost. `hash` is PBKDF2's and the AF splitter's.
+    pub fn same_as(kdf: &Kdf, hash: HashAlg) -> KdfOptions {
+        match *kdf {
+            Kdf::Pbkdf2 { hash, iterations } => KdfOptions {
+                force_iterations: Some(iterations),
+                ..KdfOptions::pbkdf2(hash)
+            },
+            Kdf::Argon2 {
+                kind,
+                time,
+                memory_kib,
+                parallel,
+            } => KdfOptions {
+                kind,
+                hash,
+                memory_kib: Some(memory_kib),
+                parallel: Some(parallel),
+                force_iterations: Some(time),
+                ..KdfOptions::default()
+            },
+        }
+    }
+
     /// PBKDF2 with `hash` (LUKS1, and `--pbkdf pbkdf2`).
     pub fn pbkdf2(hash: HashAlg) -> KdfOptions {
         KdfOptions {

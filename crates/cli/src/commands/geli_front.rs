@@ -68,6 +68,9 @@ fn serve(open: OpenArgs, listen: Listen, exit_after_last: bool, flags: u32) -> R
         timeout: 30,
         idle_timeout: 0,
         exit_after_last,
+        reencrypt: false,
+        resilience: None,
+        hotzone_size: None,
         tls: listen.tls,
         metrics: None,
     })

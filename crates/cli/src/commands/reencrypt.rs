@@ -38,7 +38,7 @@ pub fn reencrypt(a: ReencryptArgs) -> Result<(), Failure> {
         resilience: a.resilience.clone(),
         resilience_hash: a.resilience_hash.clone(),
         hotzone,
-        kdf,
+        kdf: Some(kdf),
         key_slot: a.key.key_slot,
         init_only: a.init_only,
         resume_only: a.resume_only,

@@ -28,6 +28,7 @@ use crate::failure::Failure;
 use crate::flags::tls::{TlsArgs, TlsMode};
 use crate::flags::ServeArgs;
 use sectorcrypt_gateway::metered::Metered;
+use sectorcrypt_image::reencrypt::{Online, ReencryptOptions};
 use sectorcrypt_nbd::tls::{ServerTls, TlsError};
 use sectorcrypt_nbd::{Adopted, Listen, Server, ServerConfig};
 use sectorcrypt_service::activation::{listeners, Listener};
@@ -35,8 +36,10 @@ use sectorcrypt_service::http::{Endpoint, MetricsServer};
 use sectorcrypt_service::metrics::{ExportMetrics, Metrics};
 use sectorcrypt_service::notify::{watchdog_interval, Notifier};
 use sectorcrypt_service::process_env;
+use sectorcrypt_volume::luks::luks2::reencrypt::Outcome;
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -74,7 +77,14 @@ pub fn run(a: ServeArgs) -> Result<(), Failure> {
         None => None,
     };
     let unlocking = Instant::now();
-    let mut export = crate::commands::open::unlock_interruptibly(&a.open, &mut signals)?;
+    let (mut export, online) = if a.reencrypt {
+        let o = reencrypt_options(&a)?;
+        let (export, online) = crate::volumes::export::open_online(&a.open, &o)?;
+        (export, Some(online))
+    } else {
+        let export = crate::commands::open::unlock_interruptibly(&a.open, &mut signals)?;
+        (export, None)
+    };
     let unlock_took = unlocking.elapsed();
     export.allow_discards(a.allow_discards);
     let defaults = ServerConfig::default();
@@ -170,10 +180,73 @@ pub fn run(a: ServeArgs) -> Result<(), Failure> {
             std::process::exit(1);
         }
     });
+    let stop_reencrypting = Arc::new(AtomicBool::new(false));
+    let reencrypting = online.map(|o| reencrypt_beside(o, stop_reencrypting.clone(), &a));
     let result = server.run().map_err(Failure::runtime);
     signals_handle.close();
     let _ = watcher.join();
+    // A stopped server leaves the re-encryption stopped cleanly between two hotzones.
+    stop_reencrypting.store(true, Ordering::Relaxed);
+    if let Some(t) = reencrypting {
+        match t.join() {
+            Ok(Err(e)) => eprintln!("sectorcrypt: re-encryption: {}", e.message()),
+            Err(_) => eprintln!("sectorcrypt: re-encryption: its thread panicked"),
+            Ok(Ok(())) => {}
+        }
+    }
     result
+}
+
+/// The re-encryption options of `serve --reencrypt`.
+fn reencrypt_options(a: &ServeArgs) -> Result<ReencryptOptions, Failure> {
+    let hotzone = match &a.hotzone_size {
+        Some(s) => Some(sectorcrypt_cli::parse_size(s)?),
+        None => None,
+    };
+    Ok(ReencryptOptions {
+        resilience: a.resilience.clone(),
+        hotzone,
+        kdf: None,
+        key_slot: a.open.key_slot,
+        ..ReencryptOptions::default()
+    })
+}
+
+/// Runs the re-encryption of a served volume on a thread of its own until it ends or
+/// `stop` is set. Between two hotzones it waits as long as the last one took (no request
+/// waits then), so clients keep at least about half of their throughput.
+fn reencrypt_beside(
+    mut online: Online,
+    stop: Arc<AtomicBool>,
+    a: &ServeArgs,
+) -> std::thread::JoinHandle<Result<(), Failure>> {
+    let name = crate::present::locator::redacted(&a.open.image);
+    std::thread::spawn(move || {
+        let started = Instant::now();
+        let mut last = Instant::now();
+        let mut progress = |done: u64, total: u64| {
+            let took = last.elapsed();
+            if done > 0 && !stop.load(Ordering::Relaxed) {
+                std::thread::sleep(took.min(Duration::from_secs(1)));
+            }
+            last = Instant::now();
+            let _ = total;
+            !stop.load(Ordering::Relaxed)
+        };
+        match online.run(&mut progress)? {
+            Outcome::Finished => eprintln!(
+                "sectorcrypt: {name}: re-encrypted while served ({:.1} s); the old keyslots \
+                 are gone",
+                started.elapsed().as_secs_f64()
+            ),
+            Outcome::Stopped { done, total } => eprintln!(
+                "sectorcrypt: {name}: re-encryption stopped at {done} of {total} bytes; \
+                 `serve --reencrypt` or `sectorcrypt reencrypt` resumes it"
+            ),
+        }
+        drop(online);
+        Ok(())
+    })
 }
 
 /// The one listening socket systemd passed (`ListenStream=` of a socket unit), as the

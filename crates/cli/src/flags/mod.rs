@@ -720,6 +720,18 @@ pub struct ServeArgs {
     /// Stop once the last client past its handshake has disconnected (`geli attach -d`).
     #[arg(skip)]
     pub exit_after_last: bool,
+    /// LUKS2: re-key the volume while serving it (a new volume key, same cipher and
+    /// sector size), hotzone by hotzone with cryptsetup's metadata; resumes one in
+    /// progress, after recovering a crash. Clients see their data throughout.
+    #[arg(long)]
+    pub reencrypt: bool,
+    /// With --reencrypt: checksum (the default), journal or none.
+    #[arg(long, value_name = "MODE", requires = "reencrypt")]
+    pub resilience: Option<String>,
+    /// With --reencrypt: the largest hotzone [default: 4M]; requests wait while one is
+    /// rewritten.
+    #[arg(long, value_name = "SIZE", requires = "reencrypt")]
+    pub hotzone_size: Option<String>,
     #[command(flatten)]
     pub tls: crate::flags::tls::TlsArgs,
     /// Serve Prometheus metrics (GET /metrics) on a loopback HOST:PORT or a Unix socket

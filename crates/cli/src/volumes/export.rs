@@ -119,3 +119,40 @@ fn onetime(a: &OpenArgs) -> Result<VolumeExport, Failure> {
         claims,
     ))
 }
+
+/// The export of a LUKS2 volume served while it is re-encrypted (`serve --reencrypt`),
+/// and the re-encryption to run beside it (see `sectorcrypt_image::reencrypt::online`).
+pub fn open_online(
+    a: &OpenArgs,
+    o: &sectorcrypt_image::reencrypt::ReencryptOptions,
+) -> Result<(VolumeExport, sectorcrypt_image::reencrypt::Online), Failure> {
+    crate::host::memory::hold_keys_for_long();
+    let key = KeyArgs {
+        key_file: a.key_file.clone(),
+        keyfile_component: a.keyfile_component.clone(),
+        no_passphrase: a.no_passphrase,
+        bitlk_startup_key: a.bitlk_startup_key.clone(),
+        key_slot: a.key_slot,
+        batch: false,
+    };
+    let pass = crate::passphrase::existing(&key, &a.image)?;
+    let opened = sectorcrypt_image::reencrypt::online(
+        &a.image,
+        a.header.file.as_deref(),
+        &image::context(),
+        &pass,
+        o,
+        options(a)?,
+    );
+    crate::host::memory::scrub_after_unlock();
+    let (volume, online) = opened?;
+    let _ = writeln!(
+        io::stderr(),
+        "sectorcrypt: {} unlocked for re-encryption: {} of {} bytes under the new key",
+        crate::present::locator::redacted(&a.image),
+        online.done().unwrap_or(volume.size()),
+        volume.size()
+    );
+    let export = VolumeExport::new(volume, "luks2", "reencrypting".into(), Default::default());
+    Ok((export, online))
+}

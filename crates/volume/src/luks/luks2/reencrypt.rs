@@ -17,9 +17,11 @@
 //! Only reading and checking are here so far: sectorcrypt still refuses to open or
 //! reencrypt a volume in this state (`Luks2::check_supported`, here, says what to run next).
 
+mod online;
 mod rekey;
 mod segments;
 
+pub use online::{Line, Translated};
 pub use rekey::{InitOptions, Keys, Outcome, Resilience, RunOptions};
 
 use super::json::{b64_of, corrupt, id_list, int_of, obj, str_of, u64_str};
@@ -482,15 +484,16 @@ impl Luks2 {
             if !mandatory.is_empty() {
                 let hint = match state(&self.json) {
                     Ok(State::Clean) => {
-                        " (a reencryption is in progress, stopped between two hotzones: \
-                         finish it with `cryptsetup reencrypt --resume-only \
-                         --force-offline-reencrypt --disable-locks --disable-keyring IMAGE`)"
-                    }
-                    Ok(State::Crash) => {
-                        " (a reencryption was interrupted inside a hotzone: run \
-                         `cryptsetup repair --disable-locks --disable-keyring IMAGE`, then \
+                        " (a re-encryption is in progress, stopped between two hotzones: \
+                         finish it with `sectorcrypt reencrypt IMAGE`, or serve the volume \
+                         while it goes on with `sectorcrypt serve --reencrypt`; or with \
                          `cryptsetup reencrypt --resume-only --force-offline-reencrypt \
                          --disable-locks --disable-keyring IMAGE`)"
+                    }
+                    Ok(State::Crash) => {
+                        " (a re-encryption was interrupted inside a hotzone: run \
+                         `sectorcrypt repair IMAGE` (or `cryptsetup repair --disable-locks \
+                         --disable-keyring IMAGE`), then `sectorcrypt reencrypt IMAGE`)"
                     }
                     _ if mandatory.iter().any(|m| m.contains("reencrypt")) => {
                         " (a reencryption sectorcrypt cannot read is in progress: \

@@ -105,8 +105,9 @@ pub struct InitOptions<'a> {
     pub sector_size: Option<usize>,
     /// The resilience of the hotzones.
     pub resilience: Resilience,
-    /// The KDF of the new keyslots.
-    pub kdf: &'a KdfOptions,
+    /// The KDF of the new keyslots; `None`: each at the KDF and cost of the keyslot it
+    /// replaces.
+    pub kdf: Option<&'a KdfOptions>,
     /// Only this keyslot is carried over (the others are removed at the end); `None`:
     /// every keyslot, each of which the passphrase must open.
     pub key_slot: Option<usize>,
@@ -136,6 +137,9 @@ pub struct RunOptions<'a> {
     /// Called before each hotzone with (bytes done, bytes in all); `false` stops the run
     /// cleanly there.
     pub progress: &'a mut dyn FnMut(u64, u64) -> bool,
+    /// The progress line of an engine serving the volume meanwhile: held for each
+    /// hotzone, moved after it (see `online.rs`).
+    pub line: Option<std::sync::Arc<super::online::Line>>,
 }
 
 impl std::fmt::Debug for RunOptions<'_> {
@@ -282,9 +286,19 @@ impl Luks2 {
         let old_digest = self.segment_digest(&seg)?.id;
         let mut sealed = Vec::new();
         let mut new_ids = Vec::new();
-        for _ in slots {
+        for &old_slot in slots {
             let id = self.new_keyslot_id(None, None)?;
-            let s = self.seal_keyslot(store, new_key, passphrase, o.kdf, cipher, &[])?;
+            let same;
+            let kdf = match o.kdf {
+                Some(k) => k,
+                None => {
+                    let ks = self.keyslots()?.into_iter().find(|k| k.id == old_slot);
+                    let ks = ks.ok_or_else(|| corrupt(format!("json: keyslot {old_slot}")))?;
+                    same = KdfOptions::same_as(&ks.kdf, ks.af_hash);
+                    &same
+                }
+            };
+            let s = self.seal_keyslot(store, new_key, passphrase, kdf, cipher, &[])?;
             self.json["keyslots"][id.to_string()] = s.json.clone();
             new_ids.push(id);
             sealed.push(s);
@@ -430,7 +444,7 @@ impl Luks2 {
 
     /// Where the reencryption stands: the data offset, bytes under the new key, bytes in
     /// all, and both layouts.
-    fn rekey_state(&self, data: &dyn Store, keys: &Keys) -> Result<Progress> {
+    pub(super) fn rekey_state(&self, data: &dyn Store, keys: &Keys) -> Result<Progress> {
         let spans = layout(&self.json)?;
         let mut done = 0;
         let mut seen_old = false;
@@ -552,7 +566,12 @@ impl Luks2 {
                 });
             }
             let hot = len.min(prog.total - prog.done);
+            let mut held = o.line.as_ref().map(|l| l.hold());
             let step = self.hotzone(header, &pass, &p, resilience, prog.done, hot, prog.total);
+            if let (Some(line), Ok(())) = (held.as_mut(), &step) {
+                **line = prog.done + hot;
+            }
+            drop(held);
             if let Err(e) = step {
                 if unsaved {
                     // Without resilience data the hotzone that failed may be half
@@ -958,14 +977,14 @@ fn memory_bytes() -> Option<u64> {
 }
 
 /// Where a run stands.
-struct Progress {
+pub(super) struct Progress {
     /// The data offset.
-    offset: u64,
-    done: u64,
-    total: u64,
-    align: u64,
-    old: Layout,
-    new: Layout,
+    pub(super) offset: u64,
+    pub(super) done: u64,
+    pub(super) total: u64,
+    pub(super) align: u64,
+    pub(super) old: Layout,
+    pub(super) new: Layout,
 }
 
 /// The data passes over part of the data area: `[from, from + len)` in bytes of the data
