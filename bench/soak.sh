@@ -10,6 +10,14 @@
 #   bash bench/soak.sh [SECONDS]            # default 60 (scripts/test.sh runs this)
 #   CLIENTS=4 SIZE=128M KILLS=1 DIR=/dev/shm bash bench/soak.sh 300
 #   CORRUPT_AFTER_KILL=1 bash bench/soak.sh 20   # the check's own test: must fail
+#   REENCRYPT=1 bash bench/soak.sh 20       # the server re-keys the volume meanwhile
+#                                           # (serve --reencrypt, 1 MiB hotzones), is
+#                                           # killed in the middle of it and resumes it
+#
+# With REENCRYPT=1 the first kill comes once a tenth is re-encrypted (the server's log
+# tells), the restarted server recovers and resumes it, and at the end the
+# re-encryption must have finished: no requirement left, a new volume key, and the
+# clients' final read-back of their regions (the data) intact.
 #
 # Prints operations, bytes, errors (must be 0) and the recovery check per kill; exits
 # non-zero on any error or lost write. Why not fio: its nbd engine and verify= check what
@@ -51,8 +59,15 @@ cryptsetup luksFormat --type luks2 --batch-mode --key-file "$work/pass" --pbkdf 
 sock=$work/nbd.sock
 echo 0 >"$work/kills"
 
+REENCRYPT=${REENCRYPT:-0}
+serve_args=()
+if [ "$REENCRYPT" = 1 ]; then
+    serve_args=(--reencrypt --hotzone-size 1M)
+    cryptsetup luksDump -q --dump-volume-key --volume-key-file "$work/vk.before" \
+        --key-file "$work/pass" "$work/disk.img" >/dev/null
+fi
 start_server() {
-    "$cli" serve "$work/disk.img" --key-file "$work/pass" --socket "$sock" \
+    "$cli" serve "$work/disk.img" --key-file "$work/pass" --socket "$sock" "${serve_args[@]}" \
         2>>"$work/server.log" &
     server=$!
     for _ in $(seq 400); do [ -S "$sock" ] && return 0; sleep 0.05; done
@@ -68,7 +83,19 @@ done
 
 # The kills, evenly spread (one, by default, in the middle).
 for k in $(seq 1 "$KILLS"); do
-    sleep "$(awk "BEGIN { print $SECONDS_TOTAL / ($KILLS + 1) }")"
+    if [ "$REENCRYPT" = 1 ] && [ "$k" = 1 ]; then
+        # Killed once the clients run (a second) and a tenth is done (the server says
+        # so in its log).
+        sleep 1
+        for _ in $(seq 3000); do
+            grep -q "re-encryption at" "$work/server.log" && break
+            sleep 0.01
+        done
+        grep -q "re-encrypted while served" "$work/server.log" &&
+            { echo "the re-encryption ended before the kill (make SIZE larger)"; exit 1; }
+    else
+        sleep "$(awk "BEGIN { print $SECONDS_TOTAL / ($KILLS + 1) }")"
+    fi
     echo "$k" >"$work/kills"
     kill -9 "$server"
     wait "$server" 2>/dev/null || true
@@ -86,9 +113,25 @@ failed=0
 for i in "${!clients[@]}"; do
     wait "${clients[$i]}" || { echo "client $i failed:"; cat "$work/client-$i.err"; failed=1; }
 done
+if [ "$REENCRYPT" = 1 ]; then
+    for _ in $(seq 600); do
+        grep -q "re-encrypted while served" "$work/server.log" && break
+        sleep 0.1
+    done
+    grep -q "re-encrypted while served" "$work/server.log" ||
+        { echo "the re-encryption did not finish:"; tail -5 "$work/server.log"; failed=1; }
+fi
 kill "$server"
 wait "$server" || { echo "the server did not shut down cleanly"; failed=1; }
 server=""
+if [ "$REENCRYPT" = 1 ]; then
+    cryptsetup luksDump "$work/disk.img" | grep -q Requirements &&
+        { echo "re-encryption metadata left in the header"; failed=1; }
+    cryptsetup luksDump -q --dump-volume-key --volume-key-file "$work/vk.after" \
+        --key-file "$work/pass" "$work/disk.img" >/dev/null
+    cmp -s "$work/vk.before" "$work/vk.after" && { echo "the volume key did not change"; failed=1; }
+    echo "re-encryption: finished while served, across the kill; new volume key"
+fi
 cryptsetup open --test-passphrase --key-file "$work/pass" "$work/disk.img" ||
     { echo "cryptsetup no longer opens the volume"; failed=1; }
 

@@ -57,4 +57,6 @@ bash crates/python/run-tests.sh
 bash scripts/fuzz.sh all 20
 # Load and a SIGKILL of the server under it: nothing acknowledged before a FLUSH is lost.
 bash bench/soak.sh 60
+# The same under an online re-encryption (serve --reencrypt) killed midway.
+REENCRYPT=1 bash bench/soak.sh 20
 cargo run --release -q -p sectorcrypt -- bench --quick

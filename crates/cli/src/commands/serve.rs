@@ -224,13 +224,21 @@ fn reencrypt_beside(
     std::thread::spawn(move || {
         let started = Instant::now();
         let mut last = Instant::now();
+        let mut tenth = 0;
         let mut progress = |done: u64, total: u64| {
             let took = last.elapsed();
             if done > 0 && !stop.load(Ordering::Relaxed) {
                 std::thread::sleep(took.min(Duration::from_secs(1)));
             }
             last = Instant::now();
-            let _ = total;
+            let now = done.saturating_mul(10) / total.max(1);
+            if now > tenth && done < total {
+                tenth = now;
+                eprintln!(
+                    "sectorcrypt: {name}: re-encryption at {}% ({done} of {total} bytes)",
+                    now * 10
+                );
+            }
             !stop.load(Ordering::Relaxed)
         };
         match online.run(&mut progress)? {
