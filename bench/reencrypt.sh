@@ -8,6 +8,11 @@
 #   bash bench/reencrypt.sh                 # 1 GiB, 3 rounds, files on /dev/shm
 #   SIZE=256M ROUNDS=5 DIR=/dev/shm bash bench/reencrypt.sh
 #
+# Then online: the volume served (`serve`), read whole by nbdcopy (4 connections) without a
+# re-encryption, then served with --reencrypt and read whole again and again until the
+# re-encryption has finished: the client's throughput during it against without it (the
+# target is at least 0.5x), and how long the online re-encryption took.
+#
 # Each round runs every case once, in turn (interleaved), on a fresh copy of one volume;
 # the figures are medians of the rounds, wall time in seconds. The KDF of the new keyslots
 # is PBKDF2 with 1000 iterations in both tools, so that key derivation is not what is
@@ -72,3 +77,53 @@ for r in none checksum journal; do
         "sectorcrypt $r" "$s" "$(awk -v a="$s" -v b="$floor" 'BEGIN {print a/b}')" "$c" \
         "$(awk -v a="$s" -v b="$c" 'BEGIN {print b/a}')"
 done
+
+if ! command -v nbdcopy >/dev/null; then
+    echo "online: nbdcopy is not installed (scripts/deps.sh)"
+    exit 1
+fi
+sock=$work/nbd.sock
+uri="nbd+unix:///?socket=$sock"
+serve() { # extra serve flags...
+    rm -f "$sock" "$work/serve.log"
+    "$cli" serve "$work/v.img" --key-file "$work/pass" --socket "$sock" "$@" 2>"$work/serve.log" &
+    pids+=($!)
+    wait_sock "$sock"
+}
+stop() {
+    kill "${pids[-1]}"
+    wait "${pids[-1]}" 2>/dev/null || true
+}
+read_gbps() {
+    local t0 t1
+    t0=$(date +%s.%N)
+    nbdcopy --connections 4 "$uri" null:
+    t1=$(date +%s.%N)
+    awk -v b="$data" -v a="$t0" -v z="$t1" 'BEGIN {printf "%.3f", b/(z-a)/1e9}'
+}
+declare -A online
+for round in $(seq "$ROUNDS"); do
+    cp "$work/base.img" "$work/v.img"
+    serve
+    online[plain]+="$(read_gbps) "
+    stop
+    serve --reencrypt --resilience checksum
+    t0=$(date +%s.%N)
+    while ! grep -q "re-encrypted while served" "$work/serve.log"; do
+        g=$(read_gbps)
+        grep -q "re-encrypted while served" "$work/serve.log" && break
+        online[during]+="$g "
+    done
+    t1=$(date +%s.%N)
+    online[took]+="$(awk -v a="$t0" -v z="$t1" 'BEGIN {printf "%.3f", z-a}') "
+    stop
+    cmp <("$cli" read "$work/v.img" --key-file "$work/pass") "$work/plain" \
+        || { echo "online: the data changed"; exit 1; }
+done
+p=$(median <<<"${online[plain]}")
+d=$(median <<<"${online[during]:-0}")
+echo "== online (serve --reencrypt, checksum, 4 MiB hotzones), nbdcopy reads of the whole volume"
+printf '%-22s %7.3f GB/s\n' "served, no re-encryption" "$p"
+printf '%-22s %7.3f GB/s  %5.2fx   (%d reads; the re-encryption took %.2f s, reads included)\n' \
+    "during re-encryption" "$d" "$(awk -v a="$d" -v b="$p" 'BEGIN {print a/b}')" \
+    "$(wc -w <<<"${online[during]:-}")" "$(median <<<"${online[took]}")"
