@@ -430,6 +430,21 @@ impl Luks2 {
             }
             Some(_) => {}
         }
+        // Nothing else may be required: a requirement this code does not know stays
+        // unmet whatever the re-encryption does.
+        let unknown: Vec<&str> = self.json["config"]["requirements"]["mandatory"]
+            .as_array()
+            .map(|a| a.iter().filter_map(Value::as_str).collect::<Vec<_>>())
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|r| *r != "online-reencrypt-v2" && *r != "online-reencrypt-v3")
+            .collect();
+        if !unknown.is_empty() {
+            return Err(Error::unsupported(format!(
+                "the volume also requires {}, which sectorcrypt does not implement",
+                unknown.join(", ")
+            )));
+        }
         let p = plan(&self.json)?;
         if p.mode != "reencrypt" || p.direction != "forward" {
             return Err(Error::unsupported(format!(
@@ -471,6 +486,7 @@ impl Luks2 {
             super::super::json::segment_of(&id, seg)
         };
         let (old, new) = (part("backup-previous")?, part("backup-final")?);
+        self.check_regular_segments()?;
         if old.offset != new.offset {
             return Err(Error::unsupported(
                 "a reencryption that moves the data (a data shift)",
@@ -517,6 +533,54 @@ impl Luks2 {
             old: make(&old, &keys.old)?,
             new: make(&new, &keys.new)?,
         })
+    }
+
+    /// Refuses regular segments that are not cuts of the backup segment of their key
+    /// (the hotzone: of the new one) at their place: the digest does not bind them, so
+    /// they are checked against the backups it binds (cipher, sector size, IV).
+    fn check_regular_segments(&self) -> Result<()> {
+        let (_, old) = segments::flagged(&self.json, "backup-previous")?
+            .ok_or_else(|| corrupt("json: no segment is flagged backup-previous"))?;
+        let (_, new) = segments::flagged(&self.json, "backup-final")?
+            .ok_or_else(|| corrupt("json: no segment is flagged backup-final"))?;
+        let base = u64_str(new, "offset", "segments.backup-final.")?;
+        for (id, seg) in obj(&self.json, "segments", "")? {
+            let flags: Vec<&str> = seg["flags"]
+                .as_array()
+                .map(|a| a.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            if flags.iter().any(|f| f.starts_with("backup-")) {
+                continue;
+            }
+            let path = format!("segments.{id}.");
+            let at = u64_str(seg, "offset", &path)?
+                .checked_sub(base)
+                .ok_or_else(|| corrupt(format!("json: {path}offset is before the data")))?;
+            let len = match seg["size"].as_str() {
+                Some("dynamic") => None,
+                _ => Some(u64_str(seg, "size", &path)?),
+            };
+            let hot = flags.contains(&"in-reencryption");
+            let under_new = hot || {
+                let listing = digest_listing(&self.json, id)?;
+                let (final_id, _) =
+                    segments::flagged(&self.json, "backup-final")?.expect("found above");
+                listing == digest_listing(&self.json, &final_id)?
+            };
+            let mut want = segments::cut(if under_new { new } else { old }, at, len)?;
+            if hot {
+                want["flags"] = seg["flags"].clone();
+            }
+            for key in ["type", "encryption", "sector_size", "iv_tweak", "flags"] {
+                if seg.get(key) != want.get(key) {
+                    return Err(corrupt(format!(
+                        "json: {path}{key} does not match the {} layout's backup segment",
+                        if under_new { "new" } else { "old" }
+                    )));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Runs the reencryption in progress (state clean) from where it stands to the end,
