@@ -13,7 +13,7 @@ use sectorcrypt_volume::engine::{EngineOptions, Volume};
 use sectorcrypt_volume::hash::HashAlg;
 use sectorcrypt_volume::kdf::KdfOptions;
 use sectorcrypt_volume::luks::luks2::reencrypt::{
-    self, InitOptions, Keys, Line, Outcome, Resilience, RunOptions, State,
+    self, InitOptions, Keys, Line, Outcome, Repaired, Resilience, RunOptions, State,
 };
 use sectorcrypt_volume::luks::luks2::Luks2;
 use sectorcrypt_volume::Header;
@@ -165,21 +165,20 @@ pub fn run(
     Ok(h.reencrypt_run(at, &keys, &mut run)?)
 }
 
-/// Recovers a re-encryption of `img` that crashed inside a hotzone (what `cryptsetup
-/// repair` does): afterwards it is stopped cleanly, or finished when that was the last
-/// hotzone. Returns `false` when there was nothing to recover.
-pub fn recover(img: &mut Image, passphrase: &[u8]) -> Result<bool> {
+/// Repairs the re-encryption metadata of `img` with `passphrase`, as `cryptsetup repair`
+/// does: upgrades metadata of before cryptsetup 2.3.7, checks any other against its
+/// digest (refusing what someone without the key changed) and recovers a crash inside a
+/// hotzone. `None` when no re-encryption is in progress.
+pub fn repair(img: &mut Image, passphrase: &[u8]) -> Result<Option<Repaired>> {
     let files = &img.files;
     let at = files.placement();
     let _lock = files.lock(sectorcrypt_volume::lock::Mode::Exclusive)?;
     let mut header = Header::read(&files.store)?;
     let h = header.downcast_mut::<Luks2>().ok_or_else(|| refusal(img))?;
-    if reencrypt::state(h.json())? != State::Crash {
-        return Ok(false);
+    if reencrypt::requirement_version(h.json())?.is_none() {
+        return Ok(None);
     }
-    let keys = h.reencrypt_keys(at.header(), passphrase)?;
-    h.reencrypt_recover(at, &keys)?;
-    Ok(true)
+    Ok(Some(h.reencrypt_repair(at, passphrase)?))
 }
 
 fn hash(o: &ReencryptOptions) -> Result<HashAlg> {

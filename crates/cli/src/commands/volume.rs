@@ -282,27 +282,26 @@ fn print_salvaged(a: &DumpArgs) -> Result<(), Failure> {
 pub fn repair(a: RepairArgs) -> Result<(), Failure> {
     let path = a.header.file.as_ref().unwrap_or(&a.image);
     let name = crate::present::locator::redacted(&a.image);
-    let crashed = {
+    let reencrypting = {
         let store = image::open_store(path, true)?;
         // Never beside another header update.
         let _lock = image::lock_header(&store, path, Mode::Exclusive)?;
         let done = formats::repair_header(&store)?;
-        let crashed = Header::read(&store)
-            .ok()
-            .and_then(|h| {
-                let l = h.downcast_ref::<Luks2>()?;
-                reencrypt::state(l.json()).ok()
-            })
-            .is_some_and(|s| s == reencrypt::State::Crash);
-        if done.is_empty() && !crashed {
+        let reencrypting = Header::read(&store).ok().is_some_and(|h| {
+            h.downcast_ref::<Luks2>()
+                .is_some_and(|l| reencrypt::requirement_version(l.json()).ok().flatten().is_some())
+        });
+        if done.is_empty() && !reencrypting {
             println!("{name}: no known problems in the header");
         }
         for d in done {
             println!("{name}: {d}");
         }
-        crashed
+        reencrypting
     };
-    if crashed {
+    if reencrypting {
+        // The re-encryption metadata is checked (and a crash recovered) with the key, as
+        // cryptsetup's repair does.
         let mut img = sectorcrypt_image::reencrypt::open(
             &a.image,
             a.header.file.as_deref(),
@@ -310,12 +309,20 @@ pub fn repair(a: RepairArgs) -> Result<(), Failure> {
         )?;
         img.use_key_parts(&a.key)?;
         let pass = img.passphrase(&a.key)?;
-        if sectorcrypt_image::reencrypt::recover(&mut img, &pass)? {
-            println!(
-                "{name}: the re-encryption interrupted inside a hotzone was recovered; \
-                 resume it with `sectorcrypt reencrypt` (or cryptsetup reencrypt --resume-only)"
-            );
-        }
+        let what = match sectorcrypt_image::reencrypt::repair(&mut img, &pass)? {
+            None | Some(reencrypt::Repaired::Sound) => {
+                "the re-encryption metadata is sound; resume it with `sectorcrypt reencrypt`"
+            }
+            Some(reencrypt::Repaired::Upgraded) => {
+                "the re-encryption metadata of before cryptsetup 2.3.7 got its digest \
+                 (online-reencrypt-v2); resume it with `sectorcrypt reencrypt` (or cryptsetup)"
+            }
+            Some(reencrypt::Repaired::Recovered) => {
+                "the re-encryption interrupted inside a hotzone was recovered; resume it \
+                 with `sectorcrypt reencrypt` (or cryptsetup reencrypt --resume-only)"
+            }
+        };
+        println!("{name}: {what}");
     }
     Ok(())
 }

@@ -19,10 +19,12 @@
 
 mod online;
 mod rekey;
+mod repair;
 mod segments;
 
 pub use online::{Line, Translated};
 pub use rekey::{InitOptions, Keys, Outcome, Resilience, RunOptions};
+pub use repair::Repaired;
 
 use super::json::{b64_of, corrupt, id_list, int_of, obj, str_of, u64_str};
 use super::Luks2;

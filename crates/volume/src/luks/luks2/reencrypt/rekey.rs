@@ -119,6 +119,16 @@ pub struct Keys {
     new: SecretBytes,
 }
 
+impl Keys {
+    /// The keys of a re-key: the old volume key, the new one.
+    pub(super) fn from_parts(old: &[u8], new: &[u8]) -> Keys {
+        Keys {
+            old: SecretBytes::from_slice(old),
+            new: SecretBytes::from_slice(new),
+        }
+    }
+}
+
 impl std::fmt::Debug for Keys {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Keys").finish_non_exhaustive()
@@ -966,7 +976,7 @@ fn data_length(data: &dyn Store, offset: u64, size: Option<u64>) -> Result<u64> 
 }
 
 /// A `pbkdf2` digest of `secret`.
-fn pbkdf2_digest(
+pub(super) fn pbkdf2_digest(
     secret: &[u8],
     hash: HashAlg,
     iterations: u32,

@@ -1,0 +1,136 @@
+//! `repair` of a volume whose re-encryption is in progress, as `cryptsetup repair` does it
+//! (with the passphrase): the metadata written before cryptsetup 2.3.7 (the unversioned
+//! `online-reencrypt` flag, no reencryption digest) gets its digest and the `-v2` flag;
+//! any other is checked against its digest, so that metadata someone without the key
+//! changed is refused; a crash inside a hotzone is recovered.
+
+use super::super::json::{corrupt, obj, str_of};
+use super::super::Luks2;
+use super::{requirement_version, segments, state, verification_data, State};
+use crate::error::{Error, Result};
+use crate::hash::HashAlg;
+use crate::store::{Placement, Store};
+use serde_json::{json, Value};
+use zeroize::Zeroizing;
+
+/// What [`Luks2::reencrypt_repair`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Repaired {
+    /// The metadata is sound and the state clean: nothing to do.
+    Sound,
+    /// Metadata of before cryptsetup 2.3.7 got its digest and the versioned flag.
+    Upgraded,
+    /// A crash inside a hotzone was recovered (the run may be resumed, or it ended).
+    Recovered,
+}
+
+impl Luks2 {
+    /// The volume keys the reencryption metadata binds, from the keyslots `passphrase`
+    /// opens: (old, new), each `None` when that layout has no key (plaintext).
+    fn bound_keys(
+        &self,
+        store: &dyn Store,
+        passphrase: &[u8],
+    ) -> Result<(Option<Zeroizing<Vec<u8>>>, Option<Zeroizing<Vec<u8>>>)> {
+        let mut out: [Option<Zeroizing<Vec<u8>>>; 2] = [None, None];
+        let digests = self.digests()?;
+        for (i, flag) in ["backup-previous", "backup-final"].into_iter().enumerate() {
+            let (id, _) = segments::flagged(&self.json, flag)?
+                .ok_or_else(|| corrupt(format!("json: no segment is flagged {flag}")))?;
+            if let Some(d) = digests.iter().find(|d| d.segments.contains(&id)) {
+                // The new key of an encryption is the old one's digest too: unlocked once.
+                if i == 1 {
+                    if let Some(old) = &out[0] {
+                        if d.verify(old) {
+                            break;
+                        }
+                    }
+                }
+                out[i] = Some(self.unlock_digest(store, passphrase, d, None)?.0);
+            }
+        }
+        let [old, new] = out;
+        Ok((old, new))
+    }
+
+    /// Repairs the reencryption metadata with `passphrase` (see the module
+    /// documentation). Refuses metadata whose digest does not match.
+    pub fn reencrypt_repair(&mut self, at: Placement<'_>, passphrase: &[u8]) -> Result<Repaired> {
+        let header = at.header();
+        let version = requirement_version(&self.json)?
+            .ok_or_else(|| Error::invalid("no re-encryption is in progress"))?;
+        let (old, new) = self.bound_keys(header, passphrase)?;
+        let (o, n) = (old.as_ref().map(|k| &k[..]), new.as_ref().map(|k| &k[..]));
+        if version == 1 {
+            self.upgrade(header, o, n)?;
+            return Ok(Repaired::Upgraded);
+        }
+        super::verify_digest(&self.json, o, n)?;
+        if state(&self.json)? != State::Crash {
+            return Ok(Repaired::Sound);
+        }
+        let (Some(old), Some(new)) = (old, new) else {
+            return Err(Error::unsupported(
+                "recovering an interrupted encryption or decryption: use `cryptsetup repair`",
+            ));
+        };
+        let keys = super::Keys::from_parts(&old, &new);
+        self.reencrypt_recover(at, &keys)?;
+        Ok(Repaired::Recovered)
+    }
+
+    /// Gives metadata of before cryptsetup 2.3.7 its reencryption digest and the `-v2`
+    /// flag (as `cryptsetup repair`); one header write.
+    fn upgrade(&mut self, header: &dyn Store, old: Option<&[u8]>, new: Option<&[u8]>) -> Result<()> {
+        let saved = self.json.clone();
+        let result = self.upgraded(old, new).and_then(|_| self.write(header));
+        if result.is_err() {
+            self.json = saved;
+        }
+        result
+    }
+
+    fn upgraded(&mut self, old: Option<&[u8]>, new: Option<&[u8]>) -> Result<()> {
+        let p = super::plan(&self.json)?;
+        if p.mode == "decrypt" && p.resilience.starts_with("datashift") {
+            return Err(Error::unsupported(
+                "upgrading the metadata of a decryption with a data shift: use `cryptsetup \
+                 repair`",
+            ));
+        }
+        let flags = self.json["config"]["requirements"]["mandatory"]
+            .as_array_mut()
+            .ok_or_else(|| corrupt("json: config.requirements.mandatory"))?;
+        for f in flags.iter_mut() {
+            if f.as_str() == Some("online-reencrypt") {
+                *f = Value::String("online-reencrypt-v2".into());
+            }
+        }
+        let (hash, iterations) = {
+            let d = obj(&self.json, "digests", "")?
+                .values()
+                .next()
+                .ok_or_else(|| corrupt("json: no digest"))?;
+            (
+                HashAlg::parse(str_of(d, "hash", "digests.")?)?,
+                d["iterations"].as_u64().unwrap_or(1000).min(u32::MAX as u64) as u32,
+            )
+        };
+        let slot = p.slot.to_string();
+        let id = (0u32..)
+            .map(|n| n.to_string())
+            .find(|n| !self.json["digests"].as_object().is_some_and(|d| d.contains_key(n)))
+            .expect("a free id");
+        // A placeholder first, so that the input sees the final structure.
+        self.json["digests"][&id] = json!({"type": "pbkdf2", "keyslots": [slot], "segments": []});
+        let data = verification_data(&self.json, old, new)?;
+        self.json["digests"][&id] = super::rekey::pbkdf2_digest(
+            &data,
+            hash,
+            iterations,
+            vec![slot],
+            vec![],
+        )?;
+        Ok(())
+    }
+}
