@@ -490,3 +490,68 @@ fn an_image_that_shrank_midway_is_refused() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("sectors") || err.contains("image"), "{err}");
 }
+
+/// Unmounts a mount point when dropped.
+struct Mounted(PathBuf);
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn a_full_disk_midway_loses_nothing_and_the_run_resumes() {
+    require!("cryptsetup", "mount", "umount");
+    if sectorcrypt_testkit::run_stdout(Command::new("id").arg("-u")).trim() != "0" {
+        sectorcrypt_testkit::skipped!("skipped: not root (mounting a small tmpfs needs it)");
+        return;
+    }
+    // A sparse volume on a tmpfs that holds its metadata and a third of its data: the
+    // re-encryption fills the holes and runs out of space in the middle.
+    let dir = tempfile::tempdir().unwrap();
+    let mnt = dir.path().join("fs");
+    std::fs::create_dir(&mnt).unwrap();
+    let fs_size = (16 << 20) + DATA / 3;
+    run(Command::new("mount")
+        .args(["-t", "tmpfs", "-o"])
+        .arg(format!("size={fs_size}"))
+        .args(["tmpfs"])
+        .arg(&mnt));
+    let _mounted = Mounted(mnt.clone());
+    let img = mnt.join("v.img");
+    let key = key_file(dir.path(), "pass", "correct horse");
+    let mut args = vec![
+        "format",
+        s(&img),
+        "--size",
+        "28M",
+        "--key-file",
+        s(&key),
+        "-q",
+    ];
+    args.extend_from_slice(&FAST);
+    ok(sc(&args, b""));
+    // What the volume holds, holes included (they read as what zeros decrypt to).
+    let plain = ok_bytes(sc(&["read", s(&img), "--key-file", s(&key)], b""));
+    let c = Case {
+        dir,
+        img,
+        key,
+        plain,
+    };
+    let out = c.reencrypt(&["--hotzone-size", HOTZONE]);
+    assert_ne!(code(&out), 0, "the run did not fail: {out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("No space left") || err.contains("space"),
+        "no clear error: {err}"
+    );
+    // More room, then recovery and the rest of the run.
+    run(Command::new("mount")
+        .args(["-o", "remount,size=64m"])
+        .arg(&mnt));
+    ok(sc(&["repair", s(&c.img), "--key-file", s(&c.key)], b""));
+    ok(c.reencrypt(&[]));
+    c.verify("full disk, then room, repair and resume");
+}

@@ -288,8 +288,12 @@ pub fn repair(a: RepairArgs) -> Result<(), Failure> {
         let _lock = image::lock_header(&store, path, Mode::Exclusive)?;
         let done = formats::repair_header(&store)?;
         let reencrypting = Header::read(&store).ok().is_some_and(|h| {
-            h.downcast_ref::<Luks2>()
-                .is_some_and(|l| reencrypt::requirement_version(l.json()).ok().flatten().is_some())
+            h.downcast_ref::<Luks2>().is_some_and(|l| {
+                reencrypt::requirement_version(l.json())
+                    .ok()
+                    .flatten()
+                    .is_some()
+            })
         });
         if done.is_empty() && !reencrypting {
             println!("{name}: no known problems in the header");

@@ -81,7 +81,12 @@ impl Luks2 {
 
     /// Gives metadata of before cryptsetup 2.3.7 its reencryption digest and the `-v2`
     /// flag (as `cryptsetup repair`); one header write.
-    fn upgrade(&mut self, header: &dyn Store, old: Option<&[u8]>, new: Option<&[u8]>) -> Result<()> {
+    fn upgrade(
+        &mut self,
+        header: &dyn Store,
+        old: Option<&[u8]>,
+        new: Option<&[u8]>,
+    ) -> Result<()> {
         let saved = self.json.clone();
         let result = self.upgraded(old, new).and_then(|_| self.write(header));
         if result.is_err() {
@@ -113,24 +118,26 @@ impl Luks2 {
                 .ok_or_else(|| corrupt("json: no digest"))?;
             (
                 HashAlg::parse(str_of(d, "hash", "digests.")?)?,
-                d["iterations"].as_u64().unwrap_or(1000).min(u32::MAX as u64) as u32,
+                d["iterations"]
+                    .as_u64()
+                    .unwrap_or(1000)
+                    .min(u32::MAX as u64) as u32,
             )
         };
         let slot = p.slot.to_string();
         let id = (0u32..)
             .map(|n| n.to_string())
-            .find(|n| !self.json["digests"].as_object().is_some_and(|d| d.contains_key(n)))
+            .find(|n| {
+                !self.json["digests"]
+                    .as_object()
+                    .is_some_and(|d| d.contains_key(n))
+            })
             .expect("a free id");
         // A placeholder first, so that the input sees the final structure.
         self.json["digests"][&id] = json!({"type": "pbkdf2", "keyslots": [slot], "segments": []});
         let data = verification_data(&self.json, old, new)?;
-        self.json["digests"][&id] = super::rekey::pbkdf2_digest(
-            &data,
-            hash,
-            iterations,
-            vec![slot],
-            vec![],
-        )?;
+        self.json["digests"][&id] =
+            super::rekey::pbkdf2_digest(&data, hash, iterations, vec![slot], vec![])?;
         Ok(())
     }
 }
