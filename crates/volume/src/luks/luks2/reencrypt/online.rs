@@ -108,7 +108,7 @@ impl Translated {
 
     fn sector_of(&self, offset: u64) -> io::Result<u64> {
         let rel = offset - self.offset;
-        if rel % self.sector != 0 {
+        if !rel.is_multiple_of(self.sector) {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!("a request at {offset} is not on a sector boundary"),

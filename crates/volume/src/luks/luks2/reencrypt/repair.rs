@@ -13,6 +13,9 @@ use crate::store::{Placement, Store};
 use serde_json::{json, Value};
 use zeroize::Zeroizing;
 
+/// A volume key.
+type Key = Zeroizing<Vec<u8>>;
+
 /// What [`Luks2::reencrypt_repair`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Repaired {
@@ -31,8 +34,8 @@ impl Luks2 {
         &self,
         store: &dyn Store,
         passphrase: &[u8],
-    ) -> Result<(Option<Zeroizing<Vec<u8>>>, Option<Zeroizing<Vec<u8>>>)> {
-        let mut out: [Option<Zeroizing<Vec<u8>>>; 2] = [None, None];
+    ) -> Result<(Option<Key>, Option<Key>)> {
+        let mut out: [Option<Key>; 2] = [None, None];
         let digests = self.digests()?;
         for (i, flag) in ["backup-previous", "backup-final"].into_iter().enumerate() {
             let (id, _) = segments::flagged(&self.json, flag)?
