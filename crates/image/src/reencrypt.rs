@@ -309,3 +309,95 @@ impl Online {
         self.line.as_ref().map(|l| l.get())
     }
 }
+
+/// Starts the encryption in place of the plain data at `path` with a new detached LUKS2
+/// header created at `header` (cryptsetup's `reencrypt --encrypt --header`): the header
+/// and its keyslot for `passphrase` are written, the data is not touched yet. Resume it
+/// with [`run`] on the volume ([`open`] with the header). Refuses data that already holds
+/// a volume, and a header file that exists.
+pub fn encrypt_init(
+    path: &Path,
+    header: &Path,
+    cx: &Context,
+    passphrase: &[u8],
+    o: &ReencryptOptions,
+) -> Result<()> {
+    use sectorcrypt_volume::luks::{self, FormatOptions, Version};
+    let data = crate::image::open_store(path, true, &cx.remote)?;
+    let _claim = crate::image::claim(
+        &data,
+        path,
+        sectorcrypt_volume::lock::Mode::Exclusive,
+        cx.on_wait,
+    )?;
+    if let Ok(h) = Header::read(&data) {
+        return Err(Error::invalid(format!(
+            "{} already holds a {} volume: --encrypt takes plain data",
+            crate::redacted(path),
+            h.name()
+        )));
+    }
+    // The header is made whole in a new file beside it, then linked to its name (which
+    // fails if the name exists): a crash never leaves at `header` a header whose data
+    // is still plain, which would read as garbage.
+    let exists = |e: std::io::Error| match e.kind() {
+        std::io::ErrorKind::AlreadyExists => Error::invalid(format!(
+            "{} exists: --encrypt creates the header file (give a new path)",
+            header.display()
+        )),
+        _ => Error::io(format!("creating the header file {}", header.display()), e),
+    };
+    if header.symlink_metadata().is_ok() {
+        return Err(exists(std::io::ErrorKind::AlreadyExists.into()));
+    }
+    let name = header
+        .file_name()
+        .ok_or_else(|| Error::invalid(format!("{}: not a file name", header.display())))?;
+    let mut tmp_name = std::ffi::OsString::from(".");
+    tmp_name.push(name);
+    tmp_name.push(".sectorcrypt-new");
+    let tmp = header.with_file_name(tmp_name);
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(&tmp)
+        .map_err(exists)?;
+    let hdr_store = sectorcrypt_volume::FileStore::new(file, header.display().to_string());
+    let resilience = match &o.resilience {
+        Some(name) => Resilience::parse(name, hash(o)?)?,
+        None => Resilience::Checksum(hash(o)?),
+    };
+    let opts = FormatOptions {
+        version: Version::Luks2,
+        cipher: o.cipher.clone().unwrap_or_else(|| "aes-xts-plain64".into()),
+        key_bytes: o.key_bytes.unwrap_or(64),
+        sector_size: o.sector_size.unwrap_or(512),
+        kdf: o.kdf.clone().unwrap_or_default(),
+        data_offset: Some(0),
+        ..FormatOptions::default()
+    };
+    let made = (|| -> Result<()> {
+        let at = sectorcrypt_volume::Placement::Detached {
+            header: &hdr_store,
+            data: &data,
+        };
+        let (mut hdr, unlocked) = luks::format_at(at, &opts, passphrase, None)?;
+        let h = hdr
+            .downcast_mut::<Luks2>()
+            .ok_or_else(|| Error::invalid("the new header is not LUKS2"))?;
+        h.encrypt_init(&hdr_store, unlocked.volume_key(), resilience)?;
+        Ok(())
+    })();
+    let linked = made.and_then(|_| {
+        std::fs::hard_link(&tmp, header).map_err(exists)?;
+        if let Some(dir) = header.parent().filter(|d| !d.as_os_str().is_empty()) {
+            if let Ok(d) = std::fs::File::open(dir) {
+                let _ = d.sync_all();
+            }
+        }
+        Ok(())
+    });
+    let _ = std::fs::remove_file(&tmp);
+    linked
+}

@@ -15,6 +15,17 @@ use std::time::Instant;
 
 pub fn reencrypt(a: ReencryptArgs) -> Result<(), Failure> {
     let name = crate::present::locator::redacted(&a.image);
+    if a.encrypt {
+        encrypt_init(&a)?;
+        if a.init_only {
+            println!(
+                "{name}: encryption initialised (header in {}); resume it with `sectorcrypt \
+                 reencrypt --header` (or cryptsetup reencrypt --resume-only)",
+                a.header.file.as_deref().expect("required").display()
+            );
+            return Ok(());
+        }
+    }
     let mut img = reencrypt::open(&a.image, a.header.file.as_deref(), &image::context())?;
     img.use_key_parts(&a.key)?;
     let kdf = super::volume::kdf_options(&a.pbkdf, img.header.name(), img.header.kdf_kinds())?;
@@ -31,17 +42,19 @@ pub fn reencrypt(a: ReencryptArgs) -> Result<(), Failure> {
         Some(s) => Some(parse_size(s)?),
         None => None,
     };
+    // After --encrypt's header, the run resumes what it set up.
+    let fresh = !a.encrypt;
     let o = ReencryptOptions {
-        cipher: a.cipher.clone(),
-        key_bytes,
-        sector_size: a.sector_size,
+        cipher: a.cipher.clone().filter(|_| fresh),
+        key_bytes: key_bytes.filter(|_| fresh),
+        sector_size: a.sector_size.filter(|_| fresh),
         resilience: a.resilience.clone(),
         resilience_hash: a.resilience_hash.clone(),
         hotzone,
         kdf: Some(kdf),
         key_slot: a.key.key_slot,
         init_only: a.init_only,
-        resume_only: a.resume_only,
+        resume_only: a.resume_only || a.encrypt,
         threads: 0,
     };
     let pass = img.passphrase(&a.key)?;
@@ -63,6 +76,11 @@ pub fn reencrypt(a: ReencryptArgs) -> Result<(), Failure> {
         p.finish();
     }
     match outcome {
+        Outcome::Finished if a.encrypt => println!(
+            "{name}: encrypted ({:.2} s); its header is {}",
+            start.elapsed().as_secs_f64(),
+            a.header.file.as_deref().expect("required").display()
+        ),
         Outcome::Finished => println!(
             "{name}: re-encrypted ({:.2} s); the old keyslots are gone",
             start.elapsed().as_secs_f64()
@@ -76,5 +94,30 @@ pub fn reencrypt(a: ReencryptArgs) -> Result<(), Failure> {
              `sectorcrypt reencrypt` (or cryptsetup reencrypt --resume-only)"
         ),
     }
+    Ok(())
+}
+
+/// `--encrypt`: the new detached header and the metadata of an encryption in place.
+fn encrypt_init(a: &ReencryptArgs) -> Result<(), Failure> {
+    let header = a.header.file.as_deref().expect("clap requires --header");
+    let kinds = sectorcrypt_volume::luks::Version::Luks2.kdf_kinds();
+    let kdf = super::volume::kdf_options(&a.pbkdf, "luks2", kinds)?;
+    let bits = a.key_size.unwrap_or(512);
+    if bits % 8 != 0 || bits == 0 {
+        return Err(Failure::usage(format!(
+            "--key-size {bits}: a whole number of bytes"
+        )));
+    }
+    let o = ReencryptOptions {
+        cipher: a.cipher.clone(),
+        key_bytes: Some(bits / 8),
+        sector_size: a.sector_size,
+        resilience: a.resilience.clone(),
+        resilience_hash: a.resilience_hash.clone(),
+        kdf: Some(kdf),
+        ..ReencryptOptions::default()
+    };
+    let pass = crate::passphrase::new(a.key.key_file.as_deref())?;
+    reencrypt::encrypt_init(&a.image, header, &image::context(), &pass, &o)?;
     Ok(())
 }

@@ -29,6 +29,12 @@ pub struct ReencryptArgs {
     /// The largest hotzone (bytes, or with K, M, G), a multiple of 4096.
     #[arg(long, value_name = "SIZE")]
     pub hotzone_size: Option<String>,
+    /// Encrypt plain data in place (IMAGE holds no volume): a new LUKS2 header goes to
+    /// the file --header names (which must not exist), then the data is encrypted,
+    /// hotzone by hotzone, as `cryptsetup reencrypt --encrypt --header` does. The default
+    /// sector size is 512 there.
+    #[arg(long, requires = "header")]
+    pub encrypt: bool,
     /// Write the re-encryption metadata and the new keyslots, then stop: the data is
     /// untouched (resume later, with either tool).
     #[arg(long, conflicts_with = "resume_only")]
@@ -69,10 +75,14 @@ before rewriting it (the default; needs block writes to be atomic), journal stor
 of the hotzone (every byte written twice), none stores nothing (a crash loses the hotzone
 being rewritten).
 
-Not yet: --encrypt, --decrypt, data shift (--reduce-device-size), backward direction, and
-re-encryption of a volume while it is served.
+--encrypt encrypts plain data in place with a detached header (--header FILE, created).
+Serving a volume while it is re-keyed: `sectorcrypt serve --reencrypt`.
+
+Not yet: --decrypt, --encrypt without a detached header (--reduce-device-size, a data
+shift), the backward direction.
 
 Examples:
   sectorcrypt reencrypt disk.img --key-file pass
   sectorcrypt reencrypt disk.img --cipher aes-cbc-essiv:sha256 --key-size 256 --progress json
-  sectorcrypt reencrypt disk.img --init-only; sectorcrypt reencrypt disk.img --resume-only";
+  sectorcrypt reencrypt disk.img --init-only; sectorcrypt reencrypt disk.img --resume-only
+  sectorcrypt reencrypt --encrypt --header disk.hdr plain.img";

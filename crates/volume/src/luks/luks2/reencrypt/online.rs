@@ -184,8 +184,8 @@ impl super::super::Luks2 {
         let engine = self.rekey_state(data, keys)?;
         let p = self.rekey_state(data, keys)?;
         let line = std::sync::Arc::new(Line::new(p.done));
-        let translated = Translated::new(store, line.clone(), p.old, p.new)?;
-        let volume = crate::engine::Volume::new(Box::new(translated), engine.old, opts)?;
+        let translated = Translated::new(store, line.clone(), p.old.layout()?, p.new.layout()?)?;
+        let volume = crate::engine::Volume::new(Box::new(translated), engine.old.layout()?, opts)?;
         Ok((volume, line))
     }
 }

@@ -115,17 +115,22 @@ pub struct InitOptions<'a> {
 
 /// The two volume keys of a re-key.
 pub struct Keys {
-    old: SecretBytes,
+    /// `None` when the old layout is plaintext (an encryption).
+    old: Option<SecretBytes>,
     new: SecretBytes,
 }
 
 impl Keys {
     /// The keys of a re-key: the old volume key, the new one.
-    pub(super) fn from_parts(old: &[u8], new: &[u8]) -> Keys {
+    pub(super) fn from_parts(old: Option<&[u8]>, new: &[u8]) -> Keys {
         Keys {
-            old: SecretBytes::from_slice(old),
+            old: old.map(SecretBytes::from_slice),
             new: SecretBytes::from_slice(new),
         }
+    }
+
+    fn old(&self) -> Option<&[u8]> {
+        self.old.as_deref()
     }
 }
 
@@ -273,10 +278,7 @@ impl Luks2 {
             self.json = saved;
             return Err(e);
         }
-        Ok(Keys {
-            old: SecretBytes::from_slice(&old_key),
-            new: SecretBytes::from_slice(&new_key),
-        })
+        Ok(Keys::from_parts(Some(&old_key), &new_key))
     }
 
     /// The metadata of a new re-key, in `self.json`; returns the new keyslots' material.
@@ -411,21 +413,10 @@ impl Luks2 {
     /// opens, checked against the reencryption digest.
     pub fn reencrypt_keys(&self, store: &dyn Store, passphrase: &[u8]) -> Result<Keys> {
         self.rekey_plan()?;
-        let digest = |flag: &str| -> Result<super::super::Digest> {
-            let (id, _) = segments::flagged(&self.json, flag)?
-                .ok_or_else(|| corrupt(format!("json: no segment is flagged {flag}")))?;
-            self.digests()?
-                .into_iter()
-                .find(|d| d.segments.contains(&id))
-                .ok_or_else(|| corrupt(format!("json: no digest covers the {flag} segment")))
-        };
-        let (old, _) = self.unlock_digest(store, passphrase, &digest("backup-previous")?, None)?;
-        let (new, _) = self.unlock_digest(store, passphrase, &digest("backup-final")?, None)?;
-        super::verify_digest(&self.json, Some(&old), Some(&new))?;
-        Ok(Keys {
-            old: SecretBytes::from_slice(&old),
-            new: SecretBytes::from_slice(&new),
-        })
+        let (old, new) = self.bound_keys(store, passphrase)?;
+        let new = new.ok_or_else(|| corrupt("json: the new layout has no volume key digest"))?;
+        super::verify_digest(&self.json, old.as_deref().map(|k| &k[..]), Some(&new))?;
+        Ok(Keys::from_parts(old.as_deref().map(|k| &k[..]), &new))
     }
 
     /// The plan of a re-key in progress; refuses what this code does not run yet.
@@ -456,9 +447,10 @@ impl Luks2 {
             )));
         }
         let p = plan(&self.json)?;
-        if p.mode != "reencrypt" || p.direction != "forward" {
+        if !matches!(p.mode.as_str(), "reencrypt" | "encrypt") || p.direction != "forward" {
             return Err(Error::unsupported(format!(
-                "a reencryption in mode {} ({}): sectorcrypt resumes forward re-keys only; \
+                "a reencryption in mode {} ({}): sectorcrypt resumes forward re-keys and \
+                 encryptions only; \
                  finish it with `cryptsetup reencrypt --resume-only \
                  --force-offline-reencrypt --disable-locks --disable-keyring IMAGE`",
                 p.mode, p.direction
@@ -490,20 +482,28 @@ impl Luks2 {
                 }
             }
         }
-        let part = |flag: &str| -> Result<super::super::Segment> {
+        let part = |flag: &str| -> Result<(u64, Option<super::super::Segment>)> {
             let (id, seg) = segments::flagged(&self.json, flag)?
                 .ok_or_else(|| corrupt(format!("json: no segment is flagged {flag}")))?;
-            super::super::json::segment_of(&id, seg)
+            let offset = u64_str(seg, "offset", "segments.backup.")?;
+            if seg["type"].as_str() == Some("linear") {
+                return Ok((offset, None));
+            }
+            Ok((offset, Some(super::super::json::segment_of(&id, seg)?)))
         };
-        let (old, new) = (part("backup-previous")?, part("backup-final")?);
+        let ((old_offset, old), (_, new)) = (part("backup-previous")?, part("backup-final")?);
+        let new = new.ok_or_else(|| {
+            Error::unsupported("a decryption (the new layout is plaintext): use cryptsetup")
+        })?;
         self.check_regular_segments()?;
-        if old.offset != new.offset {
+        if old_offset != new.offset {
             return Err(Error::unsupported(
                 "a reencryption that moves the data (a data shift)",
             ));
         }
         let total = data_length(data, new.offset, new.size)?;
-        let sector = old.sector_size.max(new.sector_size) as u64;
+        let old_sector = old.as_ref().map_or(new.sector_size, |o| o.sector_size);
+        let sector = old_sector.max(new.sector_size) as u64;
         if total % sector != 0 || total == 0 {
             return Err(Error::truncated(format!(
                 "the data area has {total} bytes, not a whole number of {sector}-byte \
@@ -531,17 +531,22 @@ impl Luks2 {
             };
             Layout::single(geometry, cipher_spec(&seg.encryption, key.len())?, key)
         };
-        let align = [BLOCK, old.sector_size as u64, new.sector_size as u64]
+        let align = [BLOCK, old_sector as u64, new.sector_size as u64]
             .into_iter()
             .max()
             .expect("three");
+        let old = match (&old, keys.old()) {
+            (None, _) => Side::Plain(new.sector_size),
+            (Some(seg), Some(key)) => Side::Crypt(Box::new(make(seg, key)?)),
+            (Some(_), None) => return Err(Error::invalid("the old volume key is missing")),
+        };
         Ok(Progress {
             offset: new.offset,
             done,
             total,
             align,
-            old: make(&old, &keys.old)?,
-            new: make(&new, &keys.new)?,
+            old,
+            new: Side::Crypt(Box::new(make(&new, &keys.new)?)),
         })
     }
 
@@ -572,10 +577,9 @@ impl Luks2 {
             };
             let hot = flags.contains(&"in-reencryption");
             let under_new = hot || {
-                let listing = digest_listing(&self.json, id)?;
                 let (final_id, _) =
                     segments::flagged(&self.json, "backup-final")?.expect("found above");
-                listing == digest_listing(&self.json, &final_id)?
+                digest_of(&self.json, id)? == digest_of(&self.json, &final_id)?
             };
             let mut want = segments::cut(if under_new { new } else { old }, at, len)?;
             if hot {
@@ -767,7 +771,7 @@ impl Luks2 {
         let d = &self.json["digests"][&id];
         let hash = HashAlg::parse(str_of(d, "hash", "digests.")?)?;
         let iterations = d["iterations"].as_u64().unwrap_or(1000) as u32;
-        let data = verification_data(&self.json, Some(&keys.old), Some(&keys.new))?;
+        let data = verification_data(&self.json, keys.old(), Some(&keys.new))?;
         self.json["digests"][&id] = pbkdf2_digest(&data, hash, iterations, vec![slot], vec![])?;
         Ok(())
     }
@@ -861,16 +865,19 @@ impl Luks2 {
         let (final_id, final_seg) = segments::flagged(&self.json, "backup-final")?
             .ok_or_else(|| corrupt("json: no segment is flagged backup-final"))?;
         let final_seg = final_seg.clone();
-        let old_digest = digest_listing(&self.json, &prev_id)?;
+        let old_digest = digest_of(&self.json, &prev_id)?;
         let new_digest = digest_listing(&self.json, &final_id)?;
-        let old_slots: Vec<String> = self.json["digests"][&old_digest]["keyslots"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|v| v.as_str().map(String::from))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let old_slots: Vec<String> = match &old_digest {
+            Some(d) => self.json["digests"][d]["keyslots"]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|v| v.as_str().map(String::from))
+                        .collect()
+                })
+                .unwrap_or_default(),
+            None => Vec::new(),
+        };
         let mut wipe = vec![p.area];
         let mut json = self.json.clone();
         let slot = p.slot.to_string();
@@ -899,7 +906,7 @@ impl Luks2 {
             let lists_slot = d["keyslots"]
                 .as_array()
                 .is_some_and(|a| a.iter().any(|k| k.as_str() == Some(&slot)));
-            !lists_slot && *id != old_digest
+            !lists_slot && Some(id) != old_digest.as_ref()
         });
         let seg = segments::cut(&final_seg, 0, None)?;
         json["segments"] = json!({"0": seg});
@@ -934,7 +941,9 @@ impl Luks2 {
         let all_new = layout(&self.json)?.iter().all(|s| s.key == KeyOf::New);
         let (prev_id, _) = segments::flagged(&self.json, "backup-previous")?
             .ok_or_else(|| corrupt("json: no segment is flagged backup-previous"))?;
-        let old_digest = digest_listing(&self.json, &prev_id)?;
+        let Some(old_digest) = digest_of(&self.json, &prev_id)? else {
+            return Ok(false);
+        };
         let old_slots = self.json["digests"][&old_digest]["keyslots"]
             .as_array()
             .map_or(0, Vec::len);
@@ -944,6 +953,18 @@ impl Luks2 {
         self.rekey_finish(at)?;
         Ok(true)
     }
+}
+
+/// The id of the digest that lists segment `seg`, if any (a linear segment has none).
+fn digest_of(json: &Value, seg: &str) -> Result<Option<String>> {
+    Ok(obj(json, "digests", "")?
+        .iter()
+        .find(|(_, d)| {
+            d["segments"]
+                .as_array()
+                .is_some_and(|a| a.iter().any(|s| s.as_str() == Some(seg)))
+        })
+        .map(|(id, _)| id.clone()))
 }
 
 /// The id of the digest that lists segment `seg`.
@@ -1057,16 +1078,57 @@ pub(super) struct Progress {
     pub(super) done: u64,
     pub(super) total: u64,
     pub(super) align: u64,
-    pub(super) old: Layout,
-    pub(super) new: Layout,
+    pub(super) old: Side,
+    pub(super) new: Side,
+}
+
+/// One side of a re-encryption: a layout, or plaintext (the old side of an encryption)
+/// in sectors of the given size.
+pub(super) enum Side {
+    Crypt(Box<Layout>),
+    Plain(usize),
+}
+
+impl Side {
+    fn sector_size(&self) -> usize {
+        match self {
+            Side::Crypt(l) => l.sector_size(),
+            Side::Plain(n) => *n,
+        }
+    }
+
+    fn decrypt(&self, first: u64, buf: &mut [u8]) -> Result<()> {
+        match self {
+            Side::Crypt(l) => l.decrypt(first, buf),
+            Side::Plain(_) => Ok(()),
+        }
+    }
+
+    fn encrypt(&self, first: u64, buf: &mut [u8]) -> Result<()> {
+        match self {
+            Side::Crypt(l) => l.encrypt(first, buf),
+            Side::Plain(_) => Ok(()),
+        }
+    }
+
+    /// The layout, for an engine that serves the volume meanwhile.
+    pub(super) fn layout(self) -> Result<Layout> {
+        match self {
+            Side::Crypt(l) => Ok(*l),
+            Side::Plain(_) => Err(Error::unsupported(
+                "serving a plain image while it is encrypted: encrypt it offline \
+                 (sectorcrypt reencrypt --encrypt)",
+            )),
+        }
+    }
 }
 
 /// The data passes over part of the data area: `[from, from + len)` in bytes of the data
 /// area, in chunks on several threads.
 struct Pass<'a> {
     data: &'a dyn Store,
-    old: &'a Layout,
-    new: &'a Layout,
+    old: &'a Side,
+    new: &'a Side,
     offset: u64,
     threads: usize,
 }
@@ -1143,5 +1205,88 @@ impl Pass<'_> {
             Ok(())
         })?;
         Ok(out.into_inner().expect("no panic"))
+    }
+}
+
+impl Luks2 {
+    /// Turns a header just made for the data it will encrypt (one `crypt` segment, one
+    /// digest, a keyslot; detached, data offset 0) into the start of an encryption in
+    /// place, as `cryptsetup reencrypt --encrypt --header` leaves it: the data a `linear`
+    /// segment, `backup-previous` that one, `backup-final` the crypt segment, the
+    /// `reencrypt` keyslot in mode `encrypt`, the reencryption digest, the requirement.
+    /// One header write.
+    pub fn encrypt_init(
+        &mut self,
+        header: &dyn Store,
+        key: &[u8],
+        resilience: Resilience,
+    ) -> Result<Keys> {
+        let seg = self.segment()?;
+        let digest = self.segment_digest(&seg)?;
+        let saved = self.json.clone();
+        let result = self.build_encrypt(&seg, &digest.id, key, resilience);
+        if let Err(e) = result.and_then(|_| self.write(header)) {
+            self.json = saved;
+            return Err(e);
+        }
+        Ok(Keys::from_parts(None, key))
+    }
+
+    fn build_encrypt(
+        &mut self,
+        seg: &super::super::Segment,
+        digest: &str,
+        key: &[u8],
+        resilience: Resilience,
+    ) -> Result<()> {
+        let crypt = self.json["segments"][&seg.id].clone();
+        let linear = json!({"type": "linear", "offset": seg.offset.to_string(), "size": "dynamic"});
+        let mut previous = linear.clone();
+        previous["flags"] = json!(["backup-previous"]);
+        let mut last = crypt;
+        last["flags"] = json!(["backup-final"]);
+        self.json["segments"] = json!({"0": linear, "1": previous, "2": last});
+        self.json["digests"][digest]["segments"] = json!(["2"]);
+        let reenc_id = self.new_keyslot_id(None, None)?;
+        let align = BLOCK.max(seg.sector_size as u64);
+        let (area_offset, area_size) = self.largest_gap()?;
+        let mut area = json!({
+            "type": resilience.name(),
+            "offset": area_offset.to_string(),
+            "size": area_size.to_string(),
+        });
+        if let Resilience::Checksum(h) = resilience {
+            area["hash"] = Value::String(h.name().into());
+            area["sector_size"] = json!(align);
+        }
+        self.json["keyslots"][reenc_id.to_string()] = json!({
+            "type": "reencrypt",
+            "key_size": 1,
+            "mode": "encrypt",
+            "direction": "forward",
+            "area": area,
+            "priority": 0,
+        });
+        self.json["config"]["requirements"] = json!({"mandatory": [REQUIREMENT]});
+        let d = &self.json["digests"][digest];
+        let hash = HashAlg::parse(str_of(d, "hash", "digests.")?)?;
+        let iterations = d["iterations"]
+            .as_u64()
+            .unwrap_or(1000)
+            .min(u32::MAX as u64) as u32;
+        let id = (0u32..)
+            .map(|n| n.to_string())
+            .find(|n| {
+                !self.json["digests"]
+                    .as_object()
+                    .is_some_and(|m| m.contains_key(n))
+            })
+            .expect("a free id");
+        self.json["digests"][&id] =
+            json!({"type": "pbkdf2", "keyslots": [reenc_id.to_string()], "segments": []});
+        let data = verification_data(&self.json, None, Some(key))?;
+        self.json["digests"][&id] =
+            pbkdf2_digest(&data, hash, iterations, vec![reenc_id.to_string()], vec![])?;
+        self.check_fits(&self.json)
     }
 }

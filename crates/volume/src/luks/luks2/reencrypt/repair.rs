@@ -30,7 +30,7 @@ pub enum Repaired {
 impl Luks2 {
     /// The volume keys the reencryption metadata binds, from the keyslots `passphrase`
     /// opens: (old, new), each `None` when that layout has no key (plaintext).
-    fn bound_keys(
+    pub(super) fn bound_keys(
         &self,
         store: &dyn Store,
         passphrase: &[u8],
@@ -72,12 +72,12 @@ impl Luks2 {
         if state(&self.json)? != State::Crash {
             return Ok(Repaired::Sound);
         }
-        let (Some(old), Some(new)) = (old, new) else {
+        let Some(new) = new else {
             return Err(Error::unsupported(
-                "recovering an interrupted encryption or decryption: use `cryptsetup repair`",
+                "recovering an interrupted decryption: use `cryptsetup repair`",
             ));
         };
-        let keys = super::Keys::from_parts(&old, &new);
+        let keys = super::Keys::from_parts(old.as_deref().map(|k| &k[..]), &new);
         self.reencrypt_recover(at, &keys)?;
         Ok(Repaired::Recovered)
     }
