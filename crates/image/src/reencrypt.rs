@@ -373,7 +373,7 @@ pub fn encrypt_init(
         cipher: o.cipher.clone().unwrap_or_else(|| "aes-xts-plain64".into()),
         key_bytes: o.key_bytes.unwrap_or(64),
         sector_size: o.sector_size.unwrap_or(512),
-        kdf: o.kdf.clone().unwrap_or_default(),
+        kdf: o.kdf.unwrap_or_default(),
         data_offset: Some(0),
         ..FormatOptions::default()
     };
