@@ -103,7 +103,7 @@ fn encrypt_init(a: &ReencryptArgs) -> Result<(), Failure> {
     let kinds = sectorcrypt_volume::luks::Version::Luks2.kdf_kinds();
     let kdf = super::volume::kdf_options(&a.pbkdf, "luks2", kinds)?;
     let bits = a.key_size.unwrap_or(512);
-    if bits % 8 != 0 || bits == 0 {
+    if !bits.is_multiple_of(8) || bits == 0 {
         return Err(Failure::usage(format!(
             "--key-size {bits}: a whole number of bytes"
         )));
