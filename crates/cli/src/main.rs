@@ -58,6 +58,7 @@ fn main() {
         Command::Header(c) => commands::volume::header(c),
         Command::Repair(a) => commands::volume::repair(a),
         Command::Erase(a) => commands::volume::erase(a),
+        Command::Convert(a) => commands::convert::run(a),
         Command::Resize(a) => commands::geli::resize(a),
         Command::Geli(a) => commands::geli_front::run(a),
         Command::Read(a) => commands::volume_io::read(a),

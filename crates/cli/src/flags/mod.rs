@@ -94,6 +94,9 @@ pub enum Command {
     Repair(RepairArgs),
     /// Destroy every keyslot: the data can never be opened again without a header backup.
     Erase(EraseArgs),
+    /// Convert a LUKS volume to LUKS1 or LUKS2 in place, as `cryptsetup convert`.
+    #[command(after_long_help = crate::flags::convert::CONVERT_HELP)]
+    Convert(crate::flags::convert::ConvertArgs),
     /// GELI: after the image grew, move its metadata to the new last sector (geli resize).
     #[command(after_long_help = RESIZE_HELP)]
     Resize(ResizeArgs),
@@ -759,6 +762,7 @@ pub struct UmountArgs {
 
 pub mod bitlk;
 pub mod ciphers;
+pub mod convert;
 pub mod geli;
 pub mod listed;
 pub mod manuals;
