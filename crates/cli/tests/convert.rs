@@ -114,7 +114,14 @@ fn convert(img: &Path, to: &str) -> Output {
 }
 
 fn cs_convert(img: &Path, to: &str) -> Output {
-    cs(&["convert", "--disable-locks", "--batch-mode", "--type", to, s(img)])
+    cs(&[
+        "convert",
+        "--disable-locks",
+        "--batch-mode",
+        "--type",
+        to,
+        s(img),
+    ])
 }
 
 /// A cryptsetup LUKS1 volume with keyslots 0 ("zero") and 3 ("three") and known data,
@@ -180,7 +187,10 @@ fn luks2_to_luks1_as_cryptsetup() {
 
     ok(convert(&img, "luks1"));
     assert!(cs_is(&img, "luks1"));
-    let (a, b) = (std::fs::read(&img).unwrap(), std::fs::read(&theirs).unwrap());
+    let (a, b) = (
+        std::fs::read(&img).unwrap(),
+        std::fs::read(&theirs).unwrap(),
+    );
     assert_eq!(&a[..592], &b[..592], "the LUKS1 headers differ");
     for k in [&k0, &k1] {
         assert!(cs_opens(&img, k));
@@ -226,7 +236,11 @@ fn same_version_and_unconfirmed_are_refused() {
     assert!(err(&o).contains("already luks2"), "{}", err(&o));
     let o = sc(&["convert", s(&img), "--type", "luks1"], b"");
     assert_ne!(code(&o), 0);
-    assert!(err(&o).contains("This operation will convert"), "{}", err(&o));
+    assert!(
+        err(&o).contains("This operation will convert"),
+        "{}",
+        err(&o)
+    );
     assert!(err(&o).contains("--batch"), "{}", err(&o));
     assert_eq!(sha(&img), before);
 }
@@ -238,7 +252,11 @@ fn refused_by_both(img: &Path, to: &str, says: &str) {
     let copy = img.with_extension("cs");
     std::fs::copy(img, &copy).unwrap();
     let theirs = cs_convert(&copy, to);
-    assert!(!theirs.status.success(), "cryptsetup converted {}", img.display());
+    assert!(
+        !theirs.status.success(),
+        "cryptsetup converted {}",
+        img.display()
+    );
     let o = convert(img, to);
     assert_eq!(code(&o), 2, "{}: {}", img.display(), err(&o));
     assert!(err(&o).contains(says), "{}: {}", img.display(), err(&o));
@@ -289,7 +307,14 @@ fn refusals_to_luks1_as_cryptsetup() {
     let (token, _) = cs_luks2(d, "token.img", &[]);
     let t = d.join("t.json");
     std::fs::write(&t, r#"{"type":"sectorcrypt-test","keyslots":[]}"#).unwrap();
-    cs_ok(&["token", "import", "--disable-locks", "--json-file", s(&t), s(&token)]);
+    cs_ok(&[
+        "token",
+        "import",
+        "--disable-locks",
+        "--json-file",
+        s(&t),
+        s(&token),
+    ]);
     refused_by_both(&token, "luks1", "contains 1 token(s)");
 
     let (sector, _) = cs_luks2(d, "sector.img", &["--sector-size", "4096"]);
@@ -300,7 +325,11 @@ fn refusals_to_luks1_as_cryptsetup() {
     args.extend(CS_FAST);
     args.extend([s(&slot8), s(&kn)]);
     cs_ok(&args);
-    refused_by_both(&slot8, "luks1", "slot 8 (over maximum slots) is still active");
+    refused_by_both(
+        &slot8,
+        "luks1",
+        "slot 8 (over maximum slots) is still active",
+    );
 
     let (hash, k0) = cs_luks2(d, "hash.img", &["--hash", "sha256"]);
     let mut args = vec!["luksAddKey", "--hash", "sha512", "--key-file", s(&k0)];
@@ -348,7 +377,14 @@ fn refusals_to_luks2_as_cryptsetup() {
 
     // The data right after the keyslots: no room for LUKS2's larger header.
     let tight = blank(d, "tight.img", 4);
-    let mut args = vec!["luksFormat", "--type", "luks1", "--batch-mode", "--align-payload", "8"];
+    let mut args = vec![
+        "luksFormat",
+        "--type",
+        "luks1",
+        "--batch-mode",
+        "--align-payload",
+        "8",
+    ];
     args.extend(CS_FAST);
     args.extend(["--key-file", s(&k0), s(&tight)]);
     cs_ok(&args);

@@ -79,7 +79,11 @@ fn area_len(key_bytes: u64) -> u64 {
 /// header is already of that version (an error) or a rule refuses the conversion. Read
 /// the header again afterwards.
 pub fn convert(store: &dyn Store, header: &Header, to: Version) -> Result<()> {
-    match (header.downcast_ref::<Luks1>(), header.downcast_ref::<Luks2>(), to) {
+    match (
+        header.downcast_ref::<Luks1>(),
+        header.downcast_ref::<Luks2>(),
+        to,
+    ) {
         (Some(h), _, Version::Luks2) => to_luks2(store, h),
         (_, Some(h), Version::Luks1) => to_luks1(store, h),
         (Some(_), _, Version::Luks1) | (_, Some(_), Version::Luks2) => Err(Error::invalid(
@@ -95,7 +99,11 @@ pub fn convert(store: &dyn Store, header: &Header, to: Version) -> Result<()> {
 /// Why `header` cannot become `to` (the first rule it breaks), or `None`: the checks of
 /// [`convert`] without its writes.
 pub fn refusal(store: &dyn Store, header: &Header, to: Version) -> Option<Error> {
-    match (header.downcast_ref::<Luks1>(), header.downcast_ref::<Luks2>(), to) {
+    match (
+        header.downcast_ref::<Luks1>(),
+        header.downcast_ref::<Luks2>(),
+        to,
+    ) {
         (Some(h), _, Version::Luks2) => refusal_to_luks2(store, h).err(),
         (_, Some(h), Version::Luks1) => refusal_to_luks1(h).err(),
         _ => convert(store, header, to).err(),
@@ -152,8 +160,11 @@ impl Moves {
             .map(|i| cur[i])
             .collect();
         for j in (0..KEYSLOTS).filter(|&j| !self.active[j]) {
-            let fits =
-                |a: u64| a >= self.lo && a + self.len <= self.hi && taken.iter().all(|&t| !self.overlap(a, t));
+            let fits = |a: u64| {
+                a >= self.lo
+                    && a + self.len <= self.hi
+                    && taken.iter().all(|&t| !self.overlap(a, t))
+            };
             let at = [self.target[j], prev[j]]
                 .into_iter()
                 .chain(self.spots())
@@ -183,9 +194,7 @@ impl Moves {
             if self.target[first] > cur[first] {
                 pending.reverse();
             }
-            let live = |at: u64| {
-                (0..KEYSLOTS).any(|j| self.active[j] && self.overlap(cur[j], at))
-            };
+            let live = |at: u64| (0..KEYSLOTS).any(|j| self.active[j] && self.overlap(cur[j], at));
             let direct = pending.iter().copied().find(|&i| !live(self.target[i]));
             let (slot, to) = match direct {
                 Some(i) => (i, self.target[i]),
@@ -240,7 +249,14 @@ fn step_headers(h: &Luks1, steps: &[Step]) -> Result<Vec<Luks1>> {
 fn run_steps(store: &dyn Store, steps: &[Step], headers: &mut [Luks1], len: u64) -> Result<()> {
     for (s, h) in steps.iter().zip(headers.iter_mut()) {
         let what = format!("keyslot {} material", s.slot);
-        store::copy(store, s.from * SECTOR, store, s.to * SECTOR, len * SECTOR, &what)?;
+        store::copy(
+            store,
+            s.from * SECTOR,
+            store,
+            s.to * SECTOR,
+            len * SECTOR,
+            &what,
+        )?;
         store::sync(store)?;
         h.write(store)?;
     }
@@ -284,7 +300,12 @@ fn plan_luks2(store: &dyn Store, h: &Luks1) -> Result<ToLuks2> {
         ));
     }
     let material = h.slot_material_len();
-    let first = h.slots.iter().map(|s| s.key_offset as u64).min().unwrap_or(0);
+    let first = h
+        .slots
+        .iter()
+        .map(|s| s.key_offset as u64)
+        .min()
+        .unwrap_or(0);
     if first * SECTOR != LUKS1_KEYSLOTS {
         return Err(refused(format!(
             "Cannot convert to LUKS2 format - unaligned keyslot offset: the keyslots start at \
@@ -384,9 +405,11 @@ fn moves_to_luks2(h: &Luks1, p: &ToLuks2) -> Moves {
 /// then the room to move the keyslots one by one.
 pub fn refusal_to_luks2(store: &dyn Store, h: &Luks1) -> Result<()> {
     let p = plan_luks2(store, h)?;
-    p.luks2
-        .new_copies()
-        .map_err(|e| refused(format!("Cannot convert to LUKS2 format - invalid metadata: {e}")))?;
+    p.luks2.new_copies().map_err(|e| {
+        refused(format!(
+            "Cannot convert to LUKS2 format - invalid metadata: {e}"
+        ))
+    })?;
     let moves = moves_to_luks2(h, &p);
     let steps = moves.plan().ok_or_else(no_room)?;
     step_headers(h, &steps)?;
@@ -404,10 +427,11 @@ fn no_room() -> Error {
 
 fn to_luks2(store: &dyn Store, h: &Luks1) -> Result<()> {
     let p = plan_luks2(store, h)?;
-    let copies = p
-        .luks2
-        .new_copies()
-        .map_err(|e| refused(format!("Cannot convert to LUKS2 format - invalid metadata: {e}")))?;
+    let copies = p.luks2.new_copies().map_err(|e| {
+        refused(format!(
+            "Cannot convert to LUKS2 format - invalid metadata: {e}"
+        ))
+    })?;
     let moves = moves_to_luks2(h, &p);
     let steps = moves.plan().ok_or_else(no_room)?;
     let mut headers = step_headers(h, &steps)?;
@@ -462,7 +486,9 @@ fn plan_luks1(h: &Luks2) -> Result<Luks1> {
              feature cryptsetup adds): cryptsetup refuses to convert it; finish the reencryption first"
         )));
     }
-    let digest = j["digests"].get("0").ok_or_else(|| cannot("no digest 0".into()))?;
+    let digest = j["digests"]
+        .get("0")
+        .ok_or_else(|| cannot("no digest 0".into()))?;
     let segs = j["segments"].as_object().cloned().unwrap_or_default();
     let seg = segs.get("0").ok_or_else(|| cannot("no segment 0".into()))?;
     if number(seg, "sector_size") != Some(512) {
@@ -481,9 +507,10 @@ fn plan_luks1(h: &Luks2) -> Result<Luks1> {
         return Err(cannot(format!("device uses wrapped key cipher {name}")));
     }
     let backup = |s: &Value| {
-        s["flags"]
-            .as_array()
-            .is_some_and(|f| f.iter().any(|x| x.as_str().is_some_and(|x| x.starts_with("backup-"))))
+        s["flags"].as_array().is_some_and(|f| {
+            f.iter()
+                .any(|x| x.as_str().is_some_and(|x| x.starts_with("backup-")))
+        })
     };
     if segs.values().filter(|s| !backup(s)).count() != 1 {
         return Err(cannot("device uses more segments".into()));
@@ -494,7 +521,11 @@ fn plan_luks1(h: &Luks2) -> Result<Luks1> {
     }
     let in_digest: Vec<String> = digest["keyslots"]
         .as_array()
-        .map(|a| a.iter().filter_map(|v| v.as_str().map(String::from)).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(String::from))
+                .collect()
+        })
         .unwrap_or_default();
     let keyslots = j["keyslots"].as_object().cloned().unwrap_or_default();
     let key_size = in_digest
@@ -541,7 +572,8 @@ fn plan_luks1(h: &Luks2) -> Result<Luks1> {
     let mut offsets = [0u64; KEYSLOTS];
     for (i, o) in offsets.iter_mut().enumerate() {
         if let Some(&(_, k)) = ids.iter().find(|&&(n, _)| n == i) {
-            *o = number(&k["area"], "offset").ok_or_else(|| cannot(format!("keyslot {i} has no area")))?;
+            *o = number(&k["area"], "offset")
+                .ok_or_else(|| cannot(format!("keyslot {i} has no area")))?;
             continue;
         }
         used.sort();
@@ -573,7 +605,8 @@ fn plan_luks1(h: &Luks2) -> Result<Luks1> {
         .and_then(|n| u32::try_from(n).ok())
         .ok_or_else(|| cannot("the digest iterations do not fit".into()))?;
     let payload = number(seg, "offset").unwrap_or(0) / SECTOR;
-    let payload = u32::try_from(payload).map_err(|_| cannot("the data offset does not fit".into()))?;
+    let payload =
+        u32::try_from(payload).map_err(|_| cannot("the data offset does not fit".into()))?;
     let mut out = Luks1::from_parts(
         cipher,
         hash,
