@@ -162,6 +162,33 @@ fn luks1_to_luks2_as_cryptsetup() {
     assert_eq!(plaintext(&theirs, &k0, data.len()), data);
 }
 
+/// A LUKS2 volume that cryptsetup converted from LUKS1 keeps LUKS1's 20-byte volume key
+/// digest under a sha256 digest: sectorcrypt opens it (it refused it as a corrupt header,
+/// "digests.0.digest has 20 bytes, sha256 makes 32", before).
+#[test]
+fn a_volume_cryptsetup_converted_to_luks2_opens() {
+    require!("cryptsetup");
+    let dir = tempfile::tempdir().unwrap();
+    let img = blank(dir.path(), "v.img", 4);
+    let k0 = key_file(dir.path(), "k0", "zero");
+    let mut args = vec!["luksFormat", "--type", "luks1", "--batch-mode"];
+    args.extend(CS_FAST);
+    args.extend(["--key-file", s(&k0), s(&img)]);
+    cs_ok(&args);
+    let data = fill(&img, &k0);
+    assert!(cs_convert(&img, "luks2").status.success());
+    let digest = &json_of(&img)["digests"]["0"];
+    assert_eq!(digest["hash"], "sha256");
+    assert_eq!(
+        digest["digest"].as_str().unwrap().len(),
+        28,
+        "20 bytes in base64"
+    );
+    let o = sc(&["test-key", s(&img), "--key-file", s(&k0)], b"");
+    assert_eq!(code(&o), 0, "{}", err(&o));
+    assert_eq!(plaintext(&img, &k0, data.len()), data);
+}
+
 /// A sectorcrypt LUKS2 volume (PBKDF2 keyslots 0 and 1, 512-byte sectors) to LUKS1: the
 /// 592 header bytes equal those of cryptsetup's conversion of a copy (every field comes
 /// from the LUKS2 metadata: nothing random is added), both tools open it, the data is as

@@ -44,6 +44,7 @@ use super::fields::align_up;
 use super::keyslot::cipher_spec;
 use super::luks1::{Luks1, DIGEST_LEN, KEYSLOTS};
 use super::luks2::{Luks2, HDR_SIZES};
+use super::magic::Magic;
 use super::Version;
 use crate::error::{Error, Result};
 use crate::format::{Format, Header};
@@ -79,13 +80,46 @@ fn area_len(key_bytes: u64) -> u64 {
 /// header is already of that version (an error) or a rule refuses the conversion. Read
 /// the header again afterwards.
 pub fn convert(store: &dyn Store, header: &Header, to: Version) -> Result<()> {
-    match (
+    match which(header, to)? {
+        Source::Luks1(h) => to_luks2(store, h),
+        Source::Luks2(h) => to_luks1(store, h),
+    }
+}
+
+/// Why `header` cannot become `to` (the first rule it breaks), or `None`: the checks of
+/// [`convert`] without its writes.
+pub fn refusal(store: &dyn Store, header: &Header, to: Version) -> Option<Error> {
+    match which(header, to) {
+        Ok(Source::Luks1(h)) => refusal_to_luks2(store, h).err(),
+        Ok(Source::Luks2(h)) => refusal_to_luks1(h).err(),
+        Err(e) => Some(e),
+    }
+}
+
+/// The header a conversion to `to` starts from.
+enum Source<'a> {
+    Luks1(&'a Luks1),
+    Luks2(&'a Luks2),
+}
+
+/// The header to convert: LUKS1 to LUKS2 or LUKS2 to LUKS1, with cryptsetup's magic
+/// (cryptsetup does not know librbd's layered-clone magic, and librbd would no longer
+/// know the volume after a conversion).
+fn which(header: &Header, to: Version) -> Result<Source<'_>> {
+    let (l1, l2) = (
         header.downcast_ref::<Luks1>(),
         header.downcast_ref::<Luks2>(),
-        to,
-    ) {
-        (Some(h), _, Version::Luks2) => to_luks2(store, h),
-        (_, Some(h), Version::Luks1) => to_luks1(store, h),
+    );
+    let magic = l1.map(|h| h.magic).or(l2.map(Luks2::magic));
+    if magic.is_some_and(|m| m != Magic::Luks) {
+        return Err(refused(
+            "the header has librbd's layered-clone magic: a clone's encryption header is \
+             librbd's to change, not convert's",
+        ));
+    }
+    match (l1, l2, to) {
+        (Some(h), _, Version::Luks2) => Ok(Source::Luks1(h)),
+        (_, Some(h), Version::Luks1) => Ok(Source::Luks2(h)),
         (Some(_), _, Version::Luks1) | (_, Some(_), Version::Luks2) => Err(Error::invalid(
             format!("the volume is already {}", to.name()),
         )),
@@ -93,20 +127,6 @@ pub fn convert(store: &dyn Store, header: &Header, to: Version) -> Result<()> {
             "only LUKS volumes convert; this is {}",
             header.name()
         ))),
-    }
-}
-
-/// Why `header` cannot become `to` (the first rule it breaks), or `None`: the checks of
-/// [`convert`] without its writes.
-pub fn refusal(store: &dyn Store, header: &Header, to: Version) -> Option<Error> {
-    match (
-        header.downcast_ref::<Luks1>(),
-        header.downcast_ref::<Luks2>(),
-        to,
-    ) {
-        (Some(h), _, Version::Luks2) => refusal_to_luks2(store, h).err(),
-        (_, Some(h), Version::Luks1) => refusal_to_luks1(h).err(),
-        _ => convert(store, header, to).err(),
     }
 }
 

@@ -161,3 +161,17 @@ fn luks1_to_luks2_cut_at_every_write_opens_in_cryptsetup() {
 fn luks2_to_luks1_cut_at_every_write_opens_in_cryptsetup() {
     every_write(Version::Luks2, Version::Luks1);
 }
+
+/// A LUKS1 header with librbd's layered-clone magic is librbd's: refused, nothing written.
+#[test]
+fn a_layered_clone_header_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (img, _) = volume(dir.path(), Version::Luks1);
+    let store = open_rw(&img);
+    store.write_at(luks::Magic::RbdClone.primary(), 0).unwrap();
+    let before = std::fs::read(&img).unwrap();
+    let h = Header::read(&store).unwrap();
+    let e = convert::convert(&store, &h, Version::Luks2).unwrap_err();
+    assert!(e.to_string().contains("layered-clone"), "{e}");
+    assert_eq!(std::fs::read(&img).unwrap(), before);
+}

@@ -262,6 +262,11 @@ impl Luks2 {
         &self.bin.uuid
     }
 
+    /// cryptsetup's magic, or librbd's layered-clone magic.
+    pub fn magic(&self) -> Magic {
+        self.bin.magic
+    }
+
     /// Label.
     pub fn label(&self) -> &str {
         &self.bin.label
