@@ -39,7 +39,8 @@ the digest's hash (not Argon2), keyslots 0 to 7 only, no tokens, one data segmen
 unfinished reencryption. A volume that breaks a rule is refused (exit 2) and left as it was.
 
 Each keyslot moves on its own, its new place written into the header before the next one
-moves, so a crash at any point leaves a volume that opens (as the old or the new version).
+moves, so a crash at any point leaves a volume that opens (as the old or the new version);
+running the same convert again completes an interrupted one.
 When every keyslot is in use and there is no free room to move one through, the conversion
 is refused: remove a keyslot first. A header backup before converting is still wise:
   sectorcrypt header backup disk.img disk.hdr

@@ -8,13 +8,13 @@
 //! LUKS2 keeps two 16 KiB header copies and its keyslot areas from 32 KiB. A conversion
 //! moves every keyslot by the difference, 28 KiB ([`SHIFT`]): up to LUKS2, down to LUKS1.
 //!
-//! - To LUKS2 ([`refusal_to_luks2`] lists the rules): LUKS1's keyslots must start at 4 KiB
+//! - To LUKS2 (`plan_luks2` holds the rules): LUKS1's keyslots must start at 4 KiB
 //!   and the data must leave room for the shift; the result has one `crypt` segment of
 //!   512-byte sectors, one PBKDF2 digest (LUKS1's 20-byte digest, whatever the hash), a
 //!   PBKDF2 `luks2` keyslot per active LUKS1 keyslot (same number, salt and iterations),
 //!   no tokens, no flags, 16 KiB copies with sequence id 2, and the keyslots area up to
 //!   the data.
-//! - To LUKS1 ([`refusal_to_luks1`]): 512-byte sectors, one PBKDF2 digest, one segment,
+//! - To LUKS1 (`plan_luks1`): 512-byte sectors, one PBKDF2 digest, one segment,
 //!   no tokens, no requirements, keyslots 0 to 7 only, each PBKDF2 with the digest's hash,
 //!   4000 stripes, the data cipher and an area of LUKS1's size. Inactive LUKS1 keyslots
 //!   get the first free gaps of the keyslots area, as cryptsetup's placeholders do.
@@ -34,6 +34,13 @@
 //!   then the first 4 KiB become a LUKS1 header naming the keyslots where they are (LUKS1
 //!   from here on), and the keyslots move down to their LUKS1 places.
 //!
+//! While the header is LUKS1 and keyslots are away from their places, a record at 2 KiB
+//! (LUKS1 leaves it unused, LUKS2 pads it with zeros; checksummed) says where the
+//! conversion goes: running the same `convert` again after a crash completes it (to
+//! LUKS2: from the LUKS1 header it started from; to LUKS1: to the LUKS1 header it ends
+//! with). To LUKS1, the record is written in the same 4 KiB block as the LUKS1 header and
+//! cleared last.
+//!
 //! A 4 KiB write is taken to land whole or not at all (the crash harness's default). The
 //! copies of material left behind are zeroed once the final header is in place. When no
 //! free room is left for a keyslot to move through (every keyslot in use, the data right
@@ -47,7 +54,7 @@ use super::luks2::{Luks2, HDR_SIZES};
 use super::magic::Magic;
 use super::Version;
 use crate::error::{Error, Result};
-use crate::format::{Format, Header};
+use crate::format::Header;
 use crate::hash::HashAlg;
 use crate::store::{self, Store};
 use base64::engine::general_purpose::STANDARD as B64;
@@ -80,32 +87,40 @@ fn area_len(key_bytes: u64) -> u64 {
 /// header is already of that version (an error) or a rule refuses the conversion. Read
 /// the header again afterwards.
 pub fn convert(store: &dyn Store, header: &Header, to: Version) -> Result<()> {
-    match which(header, to)? {
-        Source::Luks1(h) => to_luks2(store, h),
+    match which(store, header, to)? {
+        Source::Luks1(h, mark) => to_luks2(store, h, mark),
         Source::Luks2(h) => to_luks1(store, h),
+        Source::HalfLuks1(h, mark) => resume_luks1(store, h, mark),
     }
 }
 
 /// Why `header` cannot become `to` (the first rule it breaks), or `None`: the checks of
 /// [`convert`] without its writes.
 pub fn refusal(store: &dyn Store, header: &Header, to: Version) -> Option<Error> {
-    match which(header, to) {
-        Ok(Source::Luks1(h)) => refusal_to_luks2(store, h).err(),
+    match which(store, header, to) {
+        Ok(Source::Luks1(h, mark)) => refusal_to_luks2(store, h, mark).err(),
         Ok(Source::Luks2(h)) => refusal_to_luks1(h).err(),
+        Ok(Source::HalfLuks1(h, mark)) => moves_to_marked(h, &mark)
+            .and_then(|(_, moves)| moves.plan().ok_or_else(no_room))
+            .err(),
         Err(e) => Some(e),
     }
 }
 
 /// The header a conversion to `to` starts from.
 enum Source<'a> {
-    Luks1(&'a Luks1),
+    /// LUKS1 to LUKS2, anew or (with its record) resumed.
+    Luks1(&'a Luks1, Option<Mark>),
+    /// LUKS2 to LUKS1.
     Luks2(&'a Luks2),
+    /// LUKS2 to LUKS1 resumed: the LUKS1 header written, keyslots still moving.
+    HalfLuks1(&'a Luks1, Mark),
 }
 
 /// The header to convert: LUKS1 to LUKS2 or LUKS2 to LUKS1, with cryptsetup's magic
 /// (cryptsetup does not know librbd's layered-clone magic, and librbd would no longer
 /// know the volume after a conversion).
-fn which(header: &Header, to: Version) -> Result<Source<'_>> {
+fn which<'a>(store: &dyn Store, header: &'a Header, to: Version) -> Result<Source<'a>> {
     let (l1, l2) = (
         header.downcast_ref::<Luks1>(),
         header.downcast_ref::<Luks2>(),
@@ -117,8 +132,21 @@ fn which(header: &Header, to: Version) -> Result<Source<'_>> {
              librbd's to change, not convert's",
         ));
     }
+    let mark = match l1 {
+        Some(_) => Mark::read(store),
+        None => None,
+    };
     match (l1, l2, to) {
-        (Some(h), _, Version::Luks2) => Ok(Source::Luks1(h)),
+        (Some(h), _, Version::Luks2) => match mark {
+            Some(m) if m.to == Version::Luks1 => Err(refused(
+                "a conversion of this volume to LUKS1 was interrupted: run `convert --type \
+                 luks1` to complete it first",
+            )),
+            _ => Ok(Source::Luks1(h, mark)),
+        },
+        (Some(h), _, Version::Luks1) if mark.is_some_and(|m| m.to == Version::Luks1) => {
+            Ok(Source::HalfLuks1(h, mark.expect("a record")))
+        }
         (_, Some(h), Version::Luks1) => Ok(Source::Luks2(h)),
         (Some(_), _, Version::Luks1) | (_, Some(_), Version::Luks2) => Err(Error::invalid(
             format!("the volume is already {}", to.name()),
@@ -128,6 +156,83 @@ fn which(header: &Header, to: Version) -> Result<Source<'_>> {
             header.name()
         ))),
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// The record of a conversion in progress.
+
+/// Where a conversion records itself while the header is LUKS1 and keyslots are away from
+/// their places: 512 bytes at 2 KiB, which LUKS1 leaves unused and LUKS2's primary binary
+/// header pads with zeros (so the LUKS2 header written at the end erases it).
+const MARK_AT: u64 = 2048;
+const MARK_LEN: usize = 512;
+const MARK_MAGIC: &[u8; 16] = b"sectorcrypt-conv";
+/// Magic, version, padding, eight places: what the checksum covers.
+const MARK_BODY: usize = 20 + 8 * KEYSLOTS;
+
+/// A conversion in progress, so that running it again completes it: the version it goes
+/// to and the LUKS1 places that define it (to LUKS2: the keyslots' places in the LUKS1
+/// header it started from, which LUKS2's follow; to LUKS1: their places in the LUKS1
+/// header it ends with). Written with a checksum: a torn record is no record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Mark {
+    to: Version,
+    places: [u64; KEYSLOTS],
+}
+
+impl Mark {
+    fn bytes(&self) -> Vec<u8> {
+        let mut b = vec![0u8; MARK_LEN];
+        b[..16].copy_from_slice(MARK_MAGIC);
+        b[16] = match self.to {
+            Version::Luks1 => 1,
+            Version::Luks2 => 2,
+        };
+        for (i, p) in self.places.iter().enumerate() {
+            b[20 + 8 * i..28 + 8 * i].copy_from_slice(&p.to_be_bytes());
+        }
+        let sum = HashAlg::Sha256.digest(&[&b[..MARK_BODY]]);
+        b[MARK_BODY..MARK_BODY + sum.len()].copy_from_slice(&sum);
+        b
+    }
+
+    fn parse(b: &[u8]) -> Option<Mark> {
+        let sum = HashAlg::Sha256.digest(&[&b[..MARK_BODY]]);
+        if &b[..16] != MARK_MAGIC || b[MARK_BODY..MARK_BODY + sum.len()] != sum[..] {
+            return None;
+        }
+        let to = match b[16] {
+            1 => Version::Luks1,
+            2 => Version::Luks2,
+            _ => return None,
+        };
+        let places = std::array::from_fn(|i| {
+            u64::from_be_bytes(b[20 + 8 * i..28 + 8 * i].try_into().expect("8 bytes"))
+        });
+        Some(Mark { to, places })
+    }
+
+    /// The record on `store`, if there is a sound one.
+    fn read(store: &dyn Store) -> Option<Mark> {
+        let mut b = vec![0u8; MARK_LEN];
+        store::read_exact(store, &mut b, MARK_AT, "conversion record").ok()?;
+        Mark::parse(&b)
+    }
+
+    fn write(&self, store: &dyn Store) -> Result<()> {
+        store::write_all(store, &self.bytes(), MARK_AT, "conversion record")?;
+        store::sync(store)
+    }
+
+    fn clear(store: &dyn Store) -> Result<()> {
+        store::write_all(store, &[0; MARK_LEN], MARK_AT, "conversion record")?;
+        store::sync(store)
+    }
+}
+
+/// Places of every keyslot of `h`, in sectors.
+fn places_of(h: &Luks1) -> [u64; KEYSLOTS] {
+    std::array::from_fn(|i| h.slots[i].key_offset as u64)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -423,8 +528,9 @@ fn moves_to_luks2(h: &Luks1, p: &ToLuks2) -> Moves {
 
 /// Every rule of LUKS1 to LUKS2 that `h` breaks, the first as the error: cryptsetup's,
 /// then the room to move the keyslots one by one.
-pub fn refusal_to_luks2(store: &dyn Store, h: &Luks1) -> Result<()> {
-    let p = plan_luks2(store, h)?;
+fn refusal_to_luks2(store: &dyn Store, h: &Luks1, mark: Option<Mark>) -> Result<()> {
+    let orig = started_from(h, mark)?;
+    let p = plan_luks2(store, &orig)?;
     p.luks2.new_copies().map_err(|e| {
         refused(format!(
             "Cannot convert to LUKS2 format - invalid metadata: {e}"
@@ -445,8 +551,18 @@ fn no_room() -> Error {
     )
 }
 
-fn to_luks2(store: &dyn Store, h: &Luks1) -> Result<()> {
-    let p = plan_luks2(store, h)?;
+/// The LUKS1 header a conversion to LUKS2 started from: `h`, or when one was interrupted,
+/// `h` with the keyslots where its record says they were.
+fn started_from(h: &Luks1, mark: Option<Mark>) -> Result<Luks1> {
+    match mark {
+        Some(m) => with_places(h, &m.places),
+        None => Ok(h.clone()),
+    }
+}
+
+fn to_luks2(store: &dyn Store, h: &Luks1, mark: Option<Mark>) -> Result<()> {
+    let orig = started_from(h, mark)?;
+    let p = plan_luks2(store, &orig)?;
     let copies = p.luks2.new_copies().map_err(|e| {
         refused(format!(
             "Cannot convert to LUKS2 format - invalid metadata: {e}"
@@ -455,6 +571,13 @@ fn to_luks2(store: &dyn Store, h: &Luks1) -> Result<()> {
     let moves = moves_to_luks2(h, &p);
     let steps = moves.plan().ok_or_else(no_room)?;
     let mut headers = step_headers(h, &steps)?;
+    if mark.is_none() {
+        let m = Mark {
+            to: Version::Luks2,
+            places: places_of(h),
+        };
+        m.write(store)?;
+    }
     run_steps(store, &steps, &mut headers, moves.len)?;
     // Every keyslot is above both LUKS2 copies now; the LUKS1 header stays the valid
     // one until the primary's first 4 KiB replace it.
@@ -664,9 +787,10 @@ fn plan_luks1(h: &Luks2) -> Result<Luks1> {
 /// The LUKS1 header and the moves of a LUKS2 to LUKS1 conversion: from the LUKS2 areas
 /// (the header written first names them) to the LUKS1 places.
 fn moves_to_luks1(h: &Luks2) -> Result<(Luks1, Luks1, Moves)> {
-    if h.needs_repair() {
+    // The secondary copy goes first; the primary must be the one to trust meanwhile.
+    if !h.primary_current() {
         return Err(refused(
-            "one LUKS2 header copy is damaged or stale: run `sectorcrypt repair` first",
+            "the primary LUKS2 header copy is damaged or stale: run `sectorcrypt repair` first",
         ));
     }
     let fin = plan_luks1(h)?;
@@ -687,7 +811,7 @@ fn moves_to_luks1(h: &Luks2) -> Result<(Luks1, Luks1, Moves)> {
 
 /// Every rule of LUKS2 to LUKS1 that `h` breaks, the first as the error: cryptsetup's,
 /// then the room to move the keyslots one by one.
-pub fn refusal_to_luks1(h: &Luks2) -> Result<()> {
+fn refusal_to_luks1(h: &Luks2) -> Result<()> {
     let (first, _, moves) = moves_to_luks1(h)?;
     let steps = moves.plan().ok_or_else(no_room)?;
     step_headers(&first, &steps)?;
@@ -695,20 +819,61 @@ pub fn refusal_to_luks1(h: &Luks2) -> Result<()> {
 }
 
 fn to_luks1(store: &dyn Store, h: &Luks2) -> Result<()> {
-    let (first, mut fin, moves) = moves_to_luks1(h)?;
+    let (first, fin, moves) = moves_to_luks1(h)?;
     let steps = moves.plan().ok_or_else(no_room)?;
-    let mut headers = step_headers(&first, &steps)?;
-    // LUKS2 by its primary copy alone, then LUKS1 by the first 4 KiB, which name the
-    // keyslots where LUKS2 put them.
+    let headers = step_headers(&first, &steps)?;
+    // LUKS2 by its primary copy alone, then LUKS1 by the first 4 KiB: the LUKS1 header
+    // naming the keyslots where LUKS2 put them, and the record of where they go.
     store::write_all(store, &[0; 6], h.hdr_size(), "luks2 secondary magic")?;
     store::sync(store)?;
+    let mark = Mark {
+        to: Version::Luks1,
+        places: places_of(&fin),
+    };
     let mut block = vec![0u8; LUKS1_KEYSLOTS as usize];
     block[..super::luks1::HEADER_LEN].copy_from_slice(&first.bytes()?);
+    block[MARK_AT as usize..MARK_AT as usize + MARK_LEN].copy_from_slice(&mark.bytes());
     store::write_all(store, &block, 0, "luks1 header")?;
     store::sync(store)?;
-    run_steps(store, &steps, &mut headers, moves.len)?;
-    // The inactive keyslots to their places too: cryptsetup's header exactly.
-    let last = headers.last().unwrap_or(&first).bytes()?;
+    finish_luks1(store, &first, fin, &moves, &steps, headers)
+}
+
+/// The final LUKS1 header a recorded conversion to LUKS1 ends with, and the moves from
+/// where the keyslots of `h` are now.
+fn moves_to_marked(h: &Luks1, mark: &Mark) -> Result<(Luks1, Moves)> {
+    let fin = with_places(h, &mark.places)?;
+    let moves = Moves {
+        start: places_of(h),
+        target: mark.places,
+        active: std::array::from_fn(|i| h.slots[i].active),
+        len: align_up(h.slot_material_len(), 4096) / SECTOR,
+        lo: LUKS1_KEYSLOTS / SECTOR,
+        hi: h.payload_offset as u64,
+    };
+    Ok((fin, moves))
+}
+
+/// A conversion to LUKS1 that was interrupted after the LUKS1 header was written:
+/// the keyslots still to move, then the rest.
+fn resume_luks1(store: &dyn Store, h: &Luks1, mark: Mark) -> Result<()> {
+    let (fin, moves) = moves_to_marked(h, &mark)?;
+    let steps = moves.plan().ok_or_else(no_room)?;
+    let headers = step_headers(h, &steps)?;
+    finish_luks1(store, h, fin, &moves, &steps, headers)
+}
+
+/// Moves the keyslots to their LUKS1 places, writes the final header (cryptsetup's,
+/// inactive keyslots included), zeroes what is left of old material, then the record.
+fn finish_luks1(
+    store: &dyn Store,
+    now: &Luks1,
+    mut fin: Luks1,
+    moves: &Moves,
+    steps: &[Step],
+    mut headers: Vec<Luks1>,
+) -> Result<()> {
+    run_steps(store, steps, &mut headers, moves.len)?;
+    let last = headers.last().unwrap_or(now).bytes()?;
     if last != fin.bytes()? {
         fin.write(store)?;
     }
@@ -716,7 +881,8 @@ fn to_luks1(store: &dyn Store, h: &Luks2) -> Result<()> {
         .filter(|&i| moves.active[i])
         .map(|i| (moves.target[i] * SECTOR, moves.len * SECTOR))
         .collect();
-    zero_except(store, LUKS1_KEYSLOTS, moves.hi * SECTOR, &keep)
+    zero_except(store, LUKS1_KEYSLOTS, moves.hi * SECTOR, &keep)?;
+    Mark::clear(store)
 }
 
 #[cfg(test)]

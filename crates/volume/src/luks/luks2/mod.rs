@@ -293,6 +293,11 @@ impl Luks2 {
         2 * self.bin.hdr_size + self.keyslots_size()
     }
 
+    /// Whether the primary copy is valid and the newer one (or as new as the secondary).
+    pub(crate) fn primary_current(&self) -> bool {
+        self.current[0]
+    }
+
     /// Problems found while reading.
     pub fn damage(&self) -> &[String] {
         &self.damage
