@@ -486,3 +486,79 @@ fn full_keyslots_move_through_the_free_one_or_are_refused() {
     assert!(err(&o).contains("no free room"), "{}", err(&o));
     assert_eq!(sha(&full), before);
 }
+
+/// `img` converted to `to` by sectorcrypt and a copy by cryptsetup: the same LUKS2 JSON or
+/// the same 592 LUKS1 header bytes, and cryptsetup opens it with `key`.
+fn same_as_cryptsetup(img: &Path, to: &str, key: &Path) {
+    let theirs = img.with_extension("cs");
+    std::fs::copy(img, &theirs).unwrap();
+    assert!(
+        cs_convert(&theirs, to).status.success(),
+        "{}",
+        img.display()
+    );
+    ok(convert(img, to));
+    assert!(cs_opens(img, key), "{}", img.display());
+    if to == "luks2" {
+        assert_eq!(json_of(img), json_of(&theirs), "{}", img.display());
+    } else {
+        let (a, b) = (std::fs::read(img).unwrap(), std::fs::read(&theirs).unwrap());
+        assert_eq!(&a[..592], &b[..592], "{}", img.display());
+    }
+}
+
+/// Other layouts and ciphers cryptsetup makes convert as cryptsetup converts them: a
+/// payload at 4097 sectors (cryptsetup's compat-test2), 256-bit XTS keys, CBC-ESSIV with
+/// sha1 both ways, a LUKS2 keyslot 5, 64 KiB LUKS2 metadata.
+#[test]
+fn layouts_and_ciphers_as_cryptsetup() {
+    require!("cryptsetup");
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let k = key_file(d, "k", "zero");
+    let kn = key_file(d, "kn", "new");
+    let cases: [(&str, &str, &[&str]); 5] = [
+        ("align", "luks1", &["--align-payload", "4097"]),
+        ("xts256", "luks1", &["-s", "256"]),
+        (
+            "essiv",
+            "luks1",
+            &["-c", "aes-cbc-essiv:sha256", "-s", "256", "--hash", "sha1"],
+        ),
+        ("slot5", "luks2", &["--sector-size", "512"]),
+        (
+            "meta64k",
+            "luks2",
+            &["--sector-size", "512", "--luks2-metadata-size", "64k"],
+        ),
+    ];
+    for (name, version, extra) in cases {
+        let img = blank(
+            d,
+            &format!("{name}.img"),
+            if version == "luks1" { 8 } else { 20 },
+        );
+        let mut args = vec!["luksFormat", "--type", version, "--batch-mode"];
+        args.extend(CS_FAST);
+        args.extend(extra);
+        args.extend(["--key-file", s(&k), s(&img)]);
+        cs_ok(&args);
+        if name == "slot5" {
+            let mut args = vec!["luksAddKey", "--key-slot", "5", "--key-file", s(&k)];
+            args.extend(CS_FAST);
+            args.extend([s(&img), s(&kn)]);
+            cs_ok(&args);
+        }
+        if version == "luks1" {
+            same_as_cryptsetup(&img, "luks2", &k);
+            if name == "essiv" {
+                same_as_cryptsetup(&img, "luks1", &k);
+            }
+        } else {
+            same_as_cryptsetup(&img, "luks1", &k);
+            if name == "slot5" {
+                assert!(cs_opens(&img, &kn));
+            }
+        }
+    }
+}
