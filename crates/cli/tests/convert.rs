@@ -435,6 +435,17 @@ fn refusals_to_luks2_as_cryptsetup() {
     std::fs::write(&odd, &b).unwrap();
     assert!(cs_opens(&odd, &k0));
     refused_by_both(&odd, "luks2", "unaligned keyslot offset");
+
+    // luksmeta's metadata right after the keyslots (4040 sectors for a 512-bit key).
+    let meta = blank(d, "luksmeta.img", 4);
+    let mut args = vec!["luksFormat", "--type", "luks1", "--batch-mode"];
+    args.extend(CS_FAST);
+    args.extend(["--key-file", s(&k0), s(&meta)]);
+    cs_ok(&args);
+    let f = std::fs::OpenOptions::new().write(true).open(&meta).unwrap();
+    std::os::unix::fs::FileExt::write_all_at(&f, b"LUKSMETA", 4040 * 512).unwrap();
+    drop(f);
+    refused_by_both(&meta, "luks2", "LUKSMETA");
 }
 
 /// Seven LUKS1 keyslots in use move one by one through the eighth's place; with all
