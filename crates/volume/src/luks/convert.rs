@@ -101,7 +101,10 @@ pub fn refusal(store: &dyn Store, header: &Header, to: Version) -> Option<Error>
         Ok(Source::Luks1(h, mark)) => refusal_to_luks2(store, h, mark).err(),
         Ok(Source::Luks2(h)) => refusal_to_luks1(h).err(),
         Ok(Source::HalfLuks1(h, mark)) => moves_to_marked(h, &mark)
-            .and_then(|(_, moves)| moves.plan().ok_or_else(no_room))
+            .and_then(|(_, moves)| {
+                let steps = moves.plan().ok_or_else(no_room)?;
+                step_headers(h, &steps).map(drop)
+            })
             .err(),
         Err(e) => Some(e),
     }
