@@ -59,6 +59,7 @@ fn main() {
         Command::Repair(a) => commands::volume::repair(a),
         Command::Erase(a) => commands::volume::erase(a),
         Command::Reencrypt(a) => commands::reencrypt::reencrypt(a),
+        Command::Convert(a) => commands::convert::run(a),
         Command::Resize(a) => commands::geli::resize(a),
         Command::Geli(a) => commands::geli_front::run(a),
         Command::Read(a) => commands::volume_io::read(a),

@@ -223,7 +223,7 @@ fn header_updates_wait_for_the_flock_cryptsetup_takes() {
 }
 
 #[test]
-fn format_erase_and_restore_refuse_a_served_image() {
+fn format_erase_convert_and_restore_refuse_a_served_image() {
     let dir = tempfile::tempdir().unwrap();
     let img = new_volume(dir.path(), &[]);
     let k0 = dir.path().join("k0");
@@ -237,9 +237,10 @@ fn format_erase_and_restore_refuse_a_served_image() {
         &FAST,
     ]
     .concat();
-    let refused: [&[&str]; 3] = [
+    let refused: [&[&str]; 4] = [
         &format,
         &["erase", s(&img), "--batch"],
+        &["convert", s(&img), "--type", "luks1", "--batch"],
         &["header", "restore", s(&img), s(&bak), "--batch"],
     ];
     for args in refused {

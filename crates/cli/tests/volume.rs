@@ -380,7 +380,7 @@ fn demo_formats_writes_verifies_and_removes_a_volume() {
 
 /// The commands that open a volume, as argument lists: `IMG` is the image under test, `KEY`
 /// its key file; `OTHER` a good volume, `DIR` the test's directory.
-const OPENING: [&[&str]; 12] = [
+const OPENING: [&[&str]; 13] = [
     &["dump", "IMG"],
     &["test-key", "IMG", "--key-file", "KEY"],
     &["add-key", "IMG", "DIR/k2", "--key-file", "KEY"],
@@ -390,6 +390,7 @@ const OPENING: [&[&str]; 12] = [
     // The image under test as the backup to restore.
     &["header", "restore", "OTHER", "IMG", "--batch"],
     &["erase", "IMG", "--batch"],
+    &["convert", "IMG", "--type", "luks1", "--batch"],
     &["read", "IMG", "--key-file", "KEY", "--output", "DIR/out"],
     &["write", "IMG", "--key-file", "KEY", "--input", "DIR/in"],
     &["serve", "IMG", "--key-file", "KEY", "--socket", "DIR/sock"],

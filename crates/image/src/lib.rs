@@ -17,11 +17,14 @@
 //!   progress) it asks of a [`Steps`]. Beneath it the stores a new volume goes to
 //!   ([`create::Target`]: created when missing, claimed exclusively, removed again on
 //!   failure).
+//! - [`mod@convert`]: [`convert()`], LUKS1 to LUKS2 and back in place, as `cryptsetup
+//!   convert` ([`Conversion`]: checked first, then run).
 //! - [`error`]: [`Error`], classified once ([`Class`]); each front end maps the classes
 //!   one-to-one (exit codes, Python exceptions, C status codes).
 
 #![forbid(unsafe_code)]
 
+pub mod convert;
 pub mod create;
 pub mod error;
 pub mod export;
@@ -33,6 +36,7 @@ pub mod rbd;
 pub mod reencrypt;
 pub mod store;
 
+pub use convert::{convert, Conversion};
 pub use create::{create, CreateOptions, Created, Kind, Steps};
 pub use error::{Class, Error, Result};
 pub use image::{Access, Claims, Context, Files, Image};

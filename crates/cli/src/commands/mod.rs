@@ -7,6 +7,7 @@
 pub mod backends;
 pub mod bench;
 pub mod cipher;
+pub mod convert;
 pub mod demo;
 pub mod geli;
 pub mod geli_front;

@@ -98,6 +98,9 @@ pub enum Command {
     /// `cryptsetup reencrypt` does.
     #[command(after_long_help = crate::flags::reencrypt::REENCRYPT_HELP)]
     Reencrypt(crate::flags::reencrypt::ReencryptArgs),
+    /// Convert a LUKS volume to LUKS1 or LUKS2 in place, as `cryptsetup convert`.
+    #[command(after_long_help = crate::flags::convert::CONVERT_HELP)]
+    Convert(crate::flags::convert::ConvertArgs),
     /// GELI: after the image grew, move its metadata to the new last sector (geli resize).
     #[command(after_long_help = RESIZE_HELP)]
     Resize(ResizeArgs),
@@ -781,6 +784,7 @@ pub struct UmountArgs {
 
 pub mod bitlk;
 pub mod ciphers;
+pub mod convert;
 pub mod geli;
 pub mod listed;
 pub mod manuals;

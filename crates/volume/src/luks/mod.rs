@@ -8,6 +8,7 @@
 //! - [`Magic`] (`magic.rs`): cryptsetup's magic, or librbd's layered-clone magic, which
 //!   both versions read, keep on every write, and leave out of their checksums;
 //! - [`Rule`] (`rules.rs`): the named rules a header must keep to be used;
+//! - [`convert`]: LUKS1 to LUKS2 and back in place, as `cryptsetup convert`;
 //! - this file: creating volumes ([`format()`], and [`format_at`] for a detached
 //!   header, whose data offset is 0 as cryptsetup's `luksFormat --header` makes it), and
 //!   [`Format::unlocked`] of both versions.
@@ -21,6 +22,7 @@
 //! sector_size / 512`.
 
 mod af;
+pub mod convert;
 mod fields;
 mod keyslot;
 pub mod luks1;

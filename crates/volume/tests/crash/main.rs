@@ -27,6 +27,7 @@ const GROUPS: &[&str] = &[
     "header restore",
     "repair",
     "resize",
+    "convert",
 ];
 
 /// Runs every operation whose name starts with `group`, on every format, at every cut.
@@ -112,6 +113,11 @@ fn repair_at_every_cut() {
 #[test]
 fn resize_at_every_cut() {
     every_cut("resize");
+}
+
+#[test]
+fn convert_at_every_cut() {
+    every_cut("convert");
 }
 
 #[test]

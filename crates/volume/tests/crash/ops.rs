@@ -314,6 +314,30 @@ fn copy_size(store: &CutStore) -> u64 {
         + 4096
 }
 
+/// `convert` of a LUKS volume of `kind` opening with `passes` to the other LUKS version:
+/// the same passphrases open it before, after and at every cut.
+fn converting(kind: &Kind, passes: &[Pass]) -> Option<Prepared> {
+    let to = match kind.name {
+        "luks1" => Version::Luks2,
+        "luks2" => Version::Luks1,
+        _ => return None,
+    };
+    let (store, plain) = volume(kind, passes);
+    Some(prepared(
+        kind,
+        &store,
+        plain,
+        opens(passes),
+        opens(passes),
+        move |s| {
+            luks::convert::convert(s, &Header::read(s)?, to)?;
+            let h = Header::read(s)?;
+            assert_eq!(h.name(), to.name(), "converted to the wrong version");
+            Ok(())
+        },
+    ))
+}
+
 pub const OPERATIONS: &[Operation] = &[
     Operation {
         name: "format a blank image",
@@ -560,6 +584,18 @@ pub const OPERATIONS: &[Operation] = &[
                 h.remove_key(s, slot).unwrap();
                 s.write_at(&old, n).unwrap();
             })
+        },
+    },
+    Operation {
+        name: "convert to the other luks version, two keyslots",
+        prepare: |kind| converting(kind, &[A, C]),
+    },
+    Operation {
+        name: "convert to the other luks version, seven keyslots (one free place)",
+        prepare: |kind| {
+            let mut passes = vec![A, C];
+            passes.extend(&FILL[..5]);
+            converting(kind, &passes)
         },
     },
     Operation {

@@ -3,6 +3,7 @@
 //! Tests that need a tool print `skipped: <reason>` and return when it is absent.
 
 mod common;
+mod convert_cuts;
 mod from_tools;
 mod negative;
 mod rbd_clone;

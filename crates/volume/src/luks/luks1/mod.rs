@@ -40,7 +40,7 @@ pub const HEADER_LEN: usize = 592;
 pub const KEYSLOTS: usize = 8;
 const ACTIVE: u32 = 0x00AC_71F3;
 const DISABLED: u32 = 0x0000_DEAD;
-const DIGEST_LEN: usize = 20;
+pub(crate) const DIGEST_LEN: usize = 20;
 
 /// One LUKS1 keyslot.
 #[derive(Debug, Clone, Copy)]
@@ -395,6 +395,94 @@ impl Luks1 {
             s.salt = [0; 32];
         }
         self.write(store)
+    }
+
+    /// The volume key digest and its salt (for a conversion to LUKS2).
+    pub(crate) fn mk_digest(&self) -> (&[u8; DIGEST_LEN], &[u8; 32]) {
+        (&self.mk_digest, &self.mk_salt)
+    }
+
+    /// A header of the given fields, every keyslot disabled at offset 0 (a conversion
+    /// from LUKS2 fills them with [`Luks1::set_slot`]).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn from_parts(
+        cipher: &str,
+        hash_spec: &str,
+        payload_offset: u32,
+        key_bytes: u32,
+        mk_digest: [u8; DIGEST_LEN],
+        mk_salt: [u8; 32],
+        mk_iterations: u32,
+        uuid: &str,
+    ) -> Result<Luks1> {
+        let (name, mode) = cipher.split_once('-').unwrap_or((cipher, ""));
+        let mut raw = [0u8; HEADER_LEN];
+        raw[..6].copy_from_slice(Magic::Luks.primary());
+        let slot = Slot {
+            active: false,
+            state: DISABLED,
+            iterations: 0,
+            salt: [0; 32],
+            key_offset: 0,
+            stripes: af::STRIPES as u32,
+        };
+        Ok(Luks1 {
+            raw,
+            magic: Magic::Luks,
+            cipher_name: name.to_string(),
+            cipher_mode: mode.to_string(),
+            hash_spec: hash_spec.to_string(),
+            payload_offset,
+            key_bytes,
+            mk_digest,
+            mk_salt,
+            mk_iterations,
+            uuid: uuid.to_string(),
+            slots: [slot; KEYSLOTS],
+            repairs: Vec::new(),
+        })
+    }
+
+    /// Sets keyslot `i`: its material offset (sectors) and, when enabled, its PBKDF2
+    /// iterations and salt.
+    pub(crate) fn set_slot(&mut self, i: usize, key_offset: u32, enabled: Option<(u32, [u8; 32])>) {
+        let s = &mut self.slots[i];
+        s.key_offset = key_offset;
+        s.stripes = af::STRIPES as u32;
+        match enabled {
+            Some((iterations, salt)) => {
+                s.active = true;
+                s.state = ACTIVE;
+                s.iterations = iterations;
+                s.salt = salt;
+            }
+            None => {
+                s.active = false;
+                s.state = DISABLED;
+                s.iterations = 0;
+                s.salt = [0; 32];
+            }
+        }
+    }
+
+    /// Moves keyslot `i`'s material offset (sectors), nothing else.
+    pub(crate) fn set_slot_offset(&mut self, i: usize, key_offset: u32) {
+        self.slots[i].key_offset = key_offset;
+    }
+
+    /// The layout checks a header must pass to be used (cryptsetup's).
+    pub(crate) fn check_layout(&self) -> Result<()> {
+        self.check()
+    }
+
+    /// The 592 header bytes as [`Luks1::write`] writes them.
+    pub(crate) fn bytes(&self) -> Result<[u8; HEADER_LEN]> {
+        self.serialize()
+    }
+
+    /// Bytes of one keyslot's material, in whole sectors (not aligned to 4 KiB).
+    pub(crate) fn slot_material_len(&self) -> u64 {
+        self.material_len()
     }
 
     /// Reads the first bytes of an image and parses them.

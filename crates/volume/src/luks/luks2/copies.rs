@@ -408,6 +408,25 @@ impl Luks2 {
         Ok(())
     }
 
+    /// Both copies as bytes with the sequence id as it is, the metadata validated first:
+    /// for a header that takes another format's place (a conversion), whose caller
+    /// writes them in its own order.
+    pub(crate) fn new_copies(&self) -> Result<[Vec<u8>; 2]> {
+        let text = serde_json::to_vec(&self.json).map_err(|e| Error::invalid(e.to_string()))?;
+        self.check_fits(&self.json)?;
+        let area_len = self.bin.hdr_size - BIN_SIZE as u64;
+        validate(&self.json, area_len)?;
+        if text.len() as u64 >= area_len {
+            return Err(Error::invalid(format!(
+                "the metadata takes {} bytes; the JSON area holds {area_len}",
+                text.len()
+            )));
+        }
+        let mut area = text;
+        area.resize(area_len as usize, 0);
+        Ok([self.copy_bytes(0, &area)?, self.copy_bytes(1, &area)?])
+    }
+
     /// Rewrites each copy that is not current from the good one: its JSON area byte for
     /// byte, its sequence id, a new salt; one write and a sync each. The good copy is
     /// never written. Returns what was done.

@@ -89,8 +89,9 @@ pub struct Digest {
 impl Digest {
     /// Whether `key` is the volume key this digest was made of.
     pub fn verify(&self, key: &[u8]) -> bool {
-        self.digest.len() == self.hash.output_len()
-            && digest_matches(self.hash, key, &self.salt, self.iterations, &self.digest)
+        // cryptsetup compares as many bytes as are stored: a volume converted from LUKS1
+        // keeps LUKS1's 20-byte digest whatever the hash.
+        digest_matches(self.hash, key, &self.salt, self.iterations, &self.digest)
     }
 }
 
@@ -294,6 +295,9 @@ pub(super) fn keyslot(id: &str, ks: &Value) -> Result<Keyslot> {
     })
 }
 
+/// The shortest volume key digest accepted: LUKS1's, which conversions keep.
+const MIN_DIGEST: usize = 20;
+
 impl Luks2 {
     /// Size of the keyslots area.
     pub fn keyslots_size(&self) -> u64 {
@@ -351,10 +355,12 @@ impl Luks2 {
                 .map_err(|_| corrupt(format!("json: {path}iterations is out of range")))?;
             let salt = b64_of(d, "salt", &path)?;
             let digest = b64_of(d, "digest", &path)?;
-            // An empty or short digest would match any key: refuse it.
-            if digest.len() != hash.output_len() {
+            // A short digest would match too many keys: at least LUKS1's 20 bytes, which a
+            // volume cryptsetup converted from LUKS1 keeps whatever the hash; at most
+            // what one PBKDF2 block of the hash gives.
+            if digest.len() < MIN_DIGEST || digest.len() > hash.output_len() {
                 return Err(corrupt(format!(
-                    "json: {path}digest has {} bytes, {} makes {}",
+                    "json: {path}digest has {} bytes; {} makes {MIN_DIGEST} to {}",
                     digest.len(),
                     hash.name(),
                     hash.output_len()

@@ -278,6 +278,32 @@ impl Luks2 {
         try_keyslots(store, passphrase, candidates, |key| Ok(digest.verify(key)))
     }
 
+    /// A header of `json` (16 KiB copies, new salts, sequence id `seqid`, no label) in
+    /// memory, for a conversion from LUKS1; [`Luks2::new_copies`] validates it.
+    pub(crate) fn from_json(json: Value, uuid: &str, seqid: u64) -> Result<Luks2> {
+        let mut salts = [[0u8; 64]; 2];
+        crate::random(&mut salts[0])?;
+        crate::random(&mut salts[1])?;
+        Ok(Luks2 {
+            bin: Binary {
+                magic: Magic::Luks,
+                hdr_size: HDR_SIZES[0],
+                seqid,
+                label: String::new(),
+                subsystem: String::new(),
+                csum_alg: "sha256".into(),
+                uuid: uuid.to_string(),
+            },
+            salts,
+            json,
+            area: Vec::new(),
+            current: [false, false],
+            damage: Vec::new(),
+            fixed: Vec::new(),
+            problems: Vec::new(),
+        })
+    }
+
     /// The metadata JSON.
     pub fn json(&self) -> &Value {
         &self.json
@@ -286,6 +312,11 @@ impl Luks2 {
     /// Volume UUID.
     pub fn uuid(&self) -> &str {
         &self.bin.uuid
+    }
+
+    /// cryptsetup's magic, or librbd's layered-clone magic.
+    pub fn magic(&self) -> Magic {
+        self.bin.magic
     }
 
     /// Label.
@@ -312,6 +343,11 @@ impl Luks2 {
     /// backup holds).
     pub fn metadata_size(&self) -> u64 {
         2 * self.bin.hdr_size + self.keyslots_size()
+    }
+
+    /// Whether the primary copy is valid and the newer one (or as new as the secondary).
+    pub(crate) fn primary_current(&self) -> bool {
+        self.current[0]
     }
 
     /// Problems found while reading.
