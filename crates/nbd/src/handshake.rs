@@ -764,10 +764,7 @@ mod tests {
         let (_, out) = resume(&mut owner, script.clone());
         let r = replies(&out[GREETING_LEN..]);
         assert_eq!(listed(&r), ["open", "mine"]);
-        let mine = r
-            .iter()
-            .find(|(o, k, _)| *o == OPT_INFO && *k == REP_ACK)
-            .is_some();
+        let mine = r.iter().any(|(o, k, _)| *o == OPT_INFO && *k == REP_ACK);
         assert!(mine, "uid 1000 gets INFO on its export: {r:?}");
 
         let mut other = Haggle::new(&t, peer(1001), 1 << 20, TlsMode::Off);

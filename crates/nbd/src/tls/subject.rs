@@ -10,7 +10,9 @@
 //! signature): this reads its fields, it checks nothing.
 //!
 //! The string (RFC 4514, 2.1-2.4): the RDNs last first, separated by `,`; the attributes
-//! of a multi-valued RDN joined by `+` in their DER order; the types of RFC 4514's table
+//! of a multi-valued RDN joined by `+`, last first too (RFC 4514 leaves their order open;
+//! this is OpenSSL's, so that the string an administrator copies from `openssl x509`
+//! matches); the types of RFC 4514's table
 //! by their short names (CN, L, ST, O, OU, C, STREET, DC, UID), every other type as its
 //! dotted OID with the value as `#` and the hexadecimal of its DER encoding; values of
 //! the string types (UTF8String, PrintableString, IA5String, TeletexString read as Latin-1,
@@ -84,6 +86,7 @@ fn name_string(mut name: &[u8]) -> Option<String> {
         if attributes.is_empty() {
             return None;
         }
+        attributes.reverse();
         rdns.push(attributes.join("+"));
     }
     rdns.reverse();
@@ -174,13 +177,13 @@ fn string_value(tag: u8, v: &[u8]) -> Option<String> {
         // TeletexString: in practice Latin-1.
         0x14 => Some(v.iter().map(|&b| char::from(b)).collect()),
         // BMPString: UCS-2, big-endian.
-        0x1e if v.len() % 2 == 0 => {
+        0x1e if v.len().is_multiple_of(2) => {
             char::decode_utf16(v.chunks_exact(2).map(|c| u16::from_be_bytes([c[0], c[1]])))
                 .collect::<Result<String, _>>()
                 .ok()
         }
         // UniversalString: UCS-4, big-endian.
-        0x1c if v.len() % 4 == 0 => v
+        0x1c if v.len().is_multiple_of(4) => v
             .chunks_exact(4)
             .map(|c| char::from_u32(u32::from_be_bytes([c[0], c[1], c[2], c[3]])))
             .collect(),
@@ -264,7 +267,7 @@ mod tests {
         for version in [true, false] {
             assert_eq!(
                 subject_of(&cert(&subject, version)).unwrap(),
-                "OU=ops+CN=web,O=Example\\, Inc.,C=DE"
+                "CN=web+OU=ops,O=Example\\, Inc.,C=DE"
             );
         }
     }
