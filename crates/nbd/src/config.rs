@@ -51,6 +51,13 @@ pub struct ServerConfig {
     /// slot is taken, it takes the slot of the one idle longest (no request in flight),
     /// which is closed; when none is idle, the new connection is closed.
     pub max_connections: usize,
+    /// Connections one export may have past their handshake at once; 0 (the default):
+    /// no limit of its own, `max_connections` only. Below `max_connections`, it keeps
+    /// slots for the other exports of a server of many: the clients of an export whose
+    /// store stalls have requests in flight that never come back, so none of them is
+    /// idle and none can be closed to make room; they hold this many slots at most. A
+    /// client over the limit is refused at NBD_OPT_GO with NBD_REP_ERR_POLICY.
+    pub max_connections_per_export: usize,
     /// Connections in their handshake at once, apart from `max_connections`. When every
     /// handshake slot is taken, a new connection takes the slot of the one in its
     /// handshake longest, which is closed: connections that never finish their handshake
@@ -115,6 +122,7 @@ impl Default for ServerConfig {
             workers_per_connection: 4,
             max_payload: 32 << 20,
             max_connections: 64,
+            max_connections_per_export: 0,
             max_handshakes: 64,
             log: true,
             handshake_timeout: Duration::from_secs(10),

@@ -47,8 +47,39 @@ const MAX_OPTIONS: usize = 64;
 /// not exist: the same, so that the answer tells nothing.
 const UNKNOWN: &str = "no such export";
 
-/// Why a client that chose the export is closed when it gets no connection slot.
-const NO_SLOT: &str = "no connection slot free (every one busy), or shutting down";
+/// Why a client that chose an export gets no connection slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Busy {
+    /// Every slot of the server is taken by a client with a request in flight, or the
+    /// server is shutting down.
+    Server,
+    /// The export has as many connections as one export may have.
+    Export,
+}
+
+impl Busy {
+    /// What the client is told (NBD_REP_ERR_POLICY's message).
+    fn message(self) -> &'static str {
+        match self {
+            Busy::Server => {
+                "server busy: every connection slot is taken by a client with a request in \
+                 flight; try again later"
+            }
+            Busy::Export => {
+                "export busy: it has as many connections as one export may have; try again \
+                 later"
+            }
+        }
+    }
+
+    /// Why the connection is closed (for the log).
+    fn reason(self) -> &'static str {
+        match self {
+            Busy::Server => "no connection slot free (every one busy), or shutting down",
+            Busy::Export => "the export has every connection one export may have",
+        }
+    }
+}
 
 /// How the handshake ended, or paused.
 #[derive(Debug, PartialEq, Eq)]
@@ -220,12 +251,12 @@ fn reply_info(w: &mut impl Write, option: u32, info: u16, data: &[u8]) -> io::Re
 ///
 /// `admit` is asked once the client has chosen the export (NBD_OPT_GO or
 /// NBD_OPT_EXPORT_NAME, after TLS when TLS is required), before the export is
-/// acknowledged: false (no connection slot for it) refuses the client, with
+/// acknowledged: [`Busy`] (no connection slot for it) refuses the client, with
 /// NBD_REP_ERR_POLICY to GO, and closes.
 pub(crate) fn negotiate<S: Read + Write>(
     s: &mut S,
     h: &mut Haggle<'_>,
-    admit: &mut dyn FnMut() -> bool,
+    admit: &mut dyn FnMut(&Chosen) -> Result<(), Busy>,
 ) -> io::Result<Outcome> {
     if !h.greeted {
         s.write_all(&encode_greeting(FLAG_FIXED_NEWSTYLE | FLAG_NO_ZEROES))?;
@@ -282,8 +313,8 @@ pub(crate) fn negotiate<S: Read + Write>(
                 let Some(chosen) = h.find(&data) else {
                     return Ok(Outcome::Close("NBD_OPT_EXPORT_NAME: unknown export"));
                 };
-                if !admit() {
-                    return Ok(Outcome::Close(NO_SLOT));
+                if let Err(busy) = admit(&chosen) {
+                    return Ok(Outcome::Close(busy.reason()));
                 }
                 let mut msg = Vec::with_capacity(SIZE_AND_FLAGS_LEN + 124);
                 let info = &chosen.info;
@@ -343,15 +374,11 @@ pub(crate) fn negotiate<S: Read + Write>(
                     reply_err(s, option, REP_ERR_UNKNOWN, UNKNOWN)?;
                     continue;
                 };
-                if option == OPT_GO && !admit() {
-                    reply_err(
-                        s,
-                        option,
-                        REP_ERR_POLICY,
-                        "server busy: every connection slot is taken by a client with a \
-                         request in flight; try again later",
-                    )?;
-                    return Ok(Outcome::Close(NO_SLOT));
+                if option == OPT_GO {
+                    if let Err(busy) = admit(&chosen) {
+                        reply_err(s, option, REP_ERR_POLICY, busy.message())?;
+                        return Ok(Outcome::Close(busy.reason()));
+                    }
                 }
                 send_infos(s, option, &chosen.info, &infos)?;
                 reply(s, option, REP_ACK, &[])?;
@@ -495,7 +522,7 @@ mod tests {
             input: io::Cursor::new(input),
             output: Vec::new(),
         };
-        let outcome = negotiate(&mut s, h, &mut || true);
+        let outcome = negotiate(&mut s, h, &mut |_| Ok(()));
         (outcome, s.output)
     }
 

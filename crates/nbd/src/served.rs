@@ -55,12 +55,20 @@ impl Served {
         }
     }
 
-    /// A connection starts using `export`: its flushes.
-    pub(crate) fn enter(&self, export: &Arc<dyn Export>) -> Arc<Writeback> {
+    /// A connection starts using `export`: its flushes; unless `export` has `limit`
+    /// connections already (0: no limit): then `None`, and nothing changes.
+    pub(crate) fn try_enter(
+        &self,
+        export: &Arc<dyn Export>,
+        limit: usize,
+    ) -> Option<Arc<Writeback>> {
         let mut rows = self.rows();
         if let Some(r) = rows.iter_mut().find(|r| same(&r.export, export)) {
+            if limit > 0 && r.connections >= limit {
+                return None;
+            }
             r.connections += 1;
-            return r.writeback.clone();
+            return Some(r.writeback.clone());
         }
         let writeback = Arc::new(Writeback::default());
         rows.push(Row {
@@ -68,11 +76,11 @@ impl Served {
             writeback: writeback.clone(),
             connections: 1,
         });
-        writeback
+        Some(writeback)
     }
 
     /// A connection stopped using `export` (which the caller still holds, as it did on
-    /// [`Served::enter`]). When it was the last connection and nobody else holds the
+    /// [`Served::try_enter`]). When it was the last connection and nobody else holds the
     /// export, flushes it and lets it go: the flush's outcome; otherwise `None`.
     pub(crate) fn leave(&self, export: &Arc<dyn Export>) -> Option<io::Result<()>> {
         let row = {
@@ -145,12 +153,31 @@ mod tests {
         let served = Served::default();
         let a: Arc<dyn Export> = Arc::new(Counted::default());
         let b: Arc<dyn Export> = Arc::new(Counted::default());
-        let wa1 = served.enter(&a);
-        let wa2 = served.enter(&a.clone());
-        let wb = served.enter(&b);
+        let wa1 = served.try_enter(&a, 0).unwrap();
+        let wa2 = served.try_enter(&a.clone(), 0).unwrap();
+        let wb = served.try_enter(&b, 0).unwrap();
         assert!(Arc::ptr_eq(&wa1, &wa2));
         assert!(!Arc::ptr_eq(&wa1, &wb));
         assert_eq!(served.len(), 2);
+    }
+
+    #[test]
+    fn an_export_at_its_limit_takes_no_more_connections_until_one_leaves() {
+        let served = Served::default();
+        let a: Arc<dyn Export> = Arc::new(Counted::default());
+        let b: Arc<dyn Export> = Arc::new(Counted::default());
+        let table = (a.clone(), b.clone());
+        assert!(served.try_enter(&a, 2).is_some());
+        assert!(served.try_enter(&a, 2).is_some());
+        assert!(served.try_enter(&a, 2).is_none());
+        assert!(
+            served.try_enter(&b, 2).is_some(),
+            "another export is not held up"
+        );
+        assert!(served.leave(&a).is_none(), "still offered: kept");
+        assert!(served.try_enter(&a, 2).is_some());
+        assert!(served.try_enter(&a, 0).is_some(), "0: no limit");
+        drop(table);
     }
 
     #[test]
@@ -162,8 +189,8 @@ mod tests {
         let weak = Arc::downgrade(&table);
         let conn1 = table.clone();
         let conn2 = table.clone();
-        served.enter(&conn1);
-        served.enter(&conn2);
+        served.try_enter(&conn1, 0).unwrap();
+        served.try_enter(&conn2, 0).unwrap();
         // The table still offers it: kept, unflushed.
         assert!(served.leave(&conn1).is_none());
         drop(conn1);
@@ -186,7 +213,7 @@ mod tests {
         let offered = Arc::new(Counted::default());
         let table: Arc<dyn Export> = offered.clone();
         let conn = table.clone();
-        served.enter(&conn);
+        served.try_enter(&conn, 0).unwrap();
         assert!(served.leave(&conn).is_none());
         assert!(served.flush_all().is_empty());
         assert_eq!(kept.flushes.load(Ordering::SeqCst), 1);

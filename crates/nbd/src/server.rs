@@ -29,7 +29,7 @@ use crate::config::{Listen, ServerConfig};
 use crate::error::{Error, MAX_SOCKET_PATH};
 use crate::export::Export;
 use crate::exports::{ExportTable, Exports};
-use crate::handshake::{self, Chosen, Haggle, Outcome, TlsMode};
+use crate::handshake::{self, Busy, Chosen, Haggle, Outcome, TlsMode};
 use crate::served::Served;
 use crate::stream::{Deadline, Stream};
 use crate::tls::{self, ServerTls};
@@ -533,10 +533,19 @@ fn connection(mut stream: Stream, shared: &Shared, id: u64, open: Option<&Connec
     let log = |args: fmt::Arguments<'_>| shared.config.log(args);
     let write_timeout = Some(shared.config.write_timeout).filter(|t| !t.is_zero());
     let deadline = Instant::now() + shared.config.handshake_timeout;
-    // The slot, asked for once the export is chosen; the connection's activity starts
-    // then (idle).
-    let mut activity = None;
-    let mut admit = || {
+    // The slot, asked for once the export is chosen: one of the export's own, if it has
+    // a limit, then one of the server's; the connection's activity starts then (idle),
+    // and it uses the export's flushes.
+    let mut admitted = None;
+    let mut admit = |chosen: &Chosen| {
+        let per_export = shared.config.max_connections_per_export;
+        let Some(writeback) = shared.served.try_enter(&chosen.export, per_export) else {
+            log(format_args!(
+                "connection {id}: refused: export {:?} has its {per_export} connections",
+                chosen.info.name
+            ));
+            return Err(Busy::Export);
+        };
         let a = Arc::new(Activity::new(shared.epoch));
         match open.map(|o| o.admit(id, a.clone())) {
             None | Some(Admission::Admitted) => {}
@@ -546,10 +555,13 @@ fn connection(mut stream: Stream, shared: &Shared, id: u64, open: Option<&Connec
                 idle_for.as_secs_f64(),
                 shared.config.max_connections,
             )),
-            Some(Admission::Full) => return false,
+            Some(Admission::Full) => {
+                leave(shared, id, &chosen.export, &chosen.info.name);
+                return Err(Busy::Server);
+            }
         }
-        activity = Some(a);
-        true
+        admitted = Some((a, writeback, chosen.export.clone()));
+        Ok(())
     };
     let mut haggle = Haggle::new(
         &*shared.exports,
@@ -566,15 +578,16 @@ fn connection(mut stream: Stream, shared: &Shared, id: u64, open: Option<&Connec
         .and_then(|n| stream.set_write_timeout(write_timeout).map(|()| n));
     let peer = haggle.peer().clone();
     let chosen = haggle.take_chosen();
-    match (negotiated, activity, chosen) {
-        (Ok((Outcome::Transmit, session)), Some(activity), Some(chosen)) => {
+    let (negotiated, admitted, chosen) = match (negotiated, admitted, chosen) {
+        (Ok((Outcome::Transmit, session)), Some((activity, writeback, held)), Some(chosen)) => {
+            // One hold on the export is enough (`leave` counts the holders).
+            drop(held);
             let over = if session.is_some() { " over TLS" } else { "" };
             let Chosen { export, info } = chosen;
             log(format_args!(
                 "connection {id}: transmission{over} on export {:?} for {peer}",
                 info.name
             ));
-            let writeback = shared.served.enter(&export);
             let cx = Context {
                 export: &*export,
                 info: &info,
@@ -586,38 +599,49 @@ fn connection(mut stream: Stream, shared: &Shared, id: u64, open: Option<&Connec
             if let Err(e) = transmission::serve(stream, session, cx) {
                 log(format_args!("connection {id}: ended: {e}"));
             }
-            match shared.served.leave(&export) {
-                Some(Err(e)) => log(format_args!(
-                    "connection {id}: flushing export {:?}, which its table no longer \
-                     offers, after its last client left: {e}",
-                    info.name
-                )),
-                Some(Ok(())) => log(format_args!(
-                    "connection {id}: export {:?} flushed and closed after its last client \
-                     left (its table no longer offers it)",
-                    info.name
-                )),
-                None => {}
-            }
+            leave(shared, id, &export, &info.name);
+            return;
         }
-        (Ok((Outcome::Transmit, _)), ..) => {
+        other => other,
+    };
+    // The handshake ended without the transmission phase: an export admitted (its
+    // acknowledgement failed to leave) is given back.
+    if let Some((_, _, export)) = admitted {
+        let name = chosen.map(|c| c.info.name).unwrap_or_default();
+        leave(shared, id, &export, &name);
+    }
+    match negotiated {
+        Ok((Outcome::Transmit, _)) => {
             // Unreachable: the transmission phase follows an admission and a choice.
-            stream.shutdown(Shutdown::Both);
         }
-        (Ok((Outcome::Close(why), _)), ..) => {
+        Ok((Outcome::Close(why), _)) => {
             log(format_args!("connection {id}: closed in handshake ({why})"));
-            stream.shutdown(Shutdown::Both);
         }
-        (Ok((Outcome::StartTls, _)), ..) => {
+        Ok((Outcome::StartTls, _)) => {
             log(format_args!(
                 "connection {id}: closed in handshake (no TLS)"
             ));
-            stream.shutdown(Shutdown::Both);
         }
-        (Err(e), ..) => {
+        Err(e) => {
             log(format_args!("connection {id}: handshake failed: {e}"));
-            stream.shutdown(Shutdown::Both);
         }
+    }
+    stream.shutdown(Shutdown::Both);
+}
+
+/// Connection `id` stops using `export` (named `name`); logs the flush of an export its
+/// table let go, when it was the last connection.
+fn leave(shared: &Shared, id: u64, export: &Arc<dyn Export>, name: &str) {
+    match shared.served.leave(export) {
+        Some(Err(e)) => shared.config.log(format_args!(
+            "connection {id}: flushing export {name:?}, which its table no longer offers, \
+             after its last client left: {e}"
+        )),
+        Some(Ok(())) => shared.config.log(format_args!(
+            "connection {id}: export {name:?} flushed and closed after its last client left \
+             (its table no longer offers it)"
+        )),
+        None => {}
     }
 }
 
@@ -631,7 +655,7 @@ fn handshake_phase(
     deadline: Instant,
     haggle: &mut Haggle<'_>,
     tls: Option<&ServerTls>,
-    admit: &mut dyn FnMut() -> bool,
+    admit: &mut dyn FnMut(&Chosen) -> Result<(), Busy>,
 ) -> io::Result<(Outcome, Option<rustls::ServerConnection>)> {
     let mut plain = Deadline::new(stream, deadline);
     let outcome = handshake::negotiate(&mut plain, haggle, admit)?;

@@ -16,7 +16,7 @@ use sectorcrypt_testkit::{pattern, require, require_openssl, run, run_stdout};
 use std::io;
 use std::path::Path;
 use std::process::{Command, Output};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -476,5 +476,153 @@ fn an_export_whose_store_stalls_holds_up_only_its_own_clients() {
         }
     }
     drop(stuck);
+    srv.stop();
+}
+
+#[test]
+fn an_export_takes_at_most_its_share_of_the_slots_so_a_stall_leaves_room_for_others() {
+    let stalled = Arc::new(Stalled::default());
+    let fine = MemExport::new(vec![0x3c; 1 << 20], 512, false);
+    let mut t = ExportTable::new();
+    t.add("stalled", None, stalled.clone(), Access::everyone())
+        .unwrap();
+    t.add("fine", None, fine, Access::everyone()).unwrap();
+    let config = ServerConfig {
+        max_connections: 4,
+        max_connections_per_export: 2,
+        ..quiet()
+    };
+    let srv = start_exports(Arc::new(t), config);
+    let mut stuck: Vec<Raw> = (0..2).map(|_| Raw::go_to(&srv.sock, "stalled")).collect();
+    for c in &mut stuck {
+        c.request(proto::CMD_READ, 0, 1, 0, 4096, &[]);
+    }
+    let t0 = Instant::now();
+    while !stalled.blocked.load(Ordering::SeqCst) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "never reached the export"
+        );
+        thread::sleep(Duration::from_millis(5));
+    }
+    // A third client of the stalled export is refused, and says why.
+    let mut third = Raw::handshake(&srv.sock);
+    let refused = third.option(proto::OPT_GO, &info_request("stalled"));
+    assert_eq!(refused[0].0, proto::REP_ERR_POLICY);
+    let msg = String::from_utf8_lossy(&refused[0].1).to_string();
+    assert!(msg.starts_with("export busy"), "{msg}");
+    // The other export's clients get the slots left.
+    let mut others = Vec::new();
+    for _ in 0..2 {
+        let mut c = Raw::go_to(&srv.sock, "fine");
+        assert_eq!(c.read(5, 0, 4096), vec![0x3c; 4096]);
+        others.push(c);
+    }
+    stalled.release();
+    for c in &mut stuck {
+        assert_eq!(c.reply(), Some((0, 1)));
+        assert_eq!(c.data(4096), vec![0x77; 4096]);
+    }
+    drop((stuck, others));
+    srv.stop();
+}
+
+/// A writable export of zeros (writes are dropped) that counts its flushes in a counter
+/// the test keeps.
+struct Counting {
+    flushes: Arc<AtomicU64>,
+}
+
+impl Export for Counting {
+    fn size(&self) -> u64 {
+        1 << 20
+    }
+    fn preferred_block_size(&self) -> u32 {
+        512
+    }
+    fn read_only(&self) -> bool {
+        false
+    }
+    fn read_at(&self, buf: &mut [u8], _: u64) -> io::Result<()> {
+        buf.fill(0);
+        Ok(())
+    }
+    fn write_at(&self, _: &[u8], _: u64) -> io::Result<()> {
+        Ok(())
+    }
+    fn flush(&self) -> io::Result<()> {
+        self.flushes.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+/// A table of one export that can be taken out of it.
+struct Removable {
+    export: Mutex<Option<Arc<dyn Export>>>,
+}
+
+impl Exports for Removable {
+    fn list(&self, _: &Peer) -> Vec<Listing> {
+        let export = self.export.lock().unwrap();
+        export
+            .iter()
+            .map(|_| Listing {
+                name: "going".into(),
+                description: None,
+            })
+            .collect()
+    }
+    fn lookup(&self, name: &str, _: &Peer) -> Option<Found> {
+        let export = self.export.lock().unwrap().clone()?;
+        (name == "going").then(|| Found {
+            name: name.into(),
+            description: None,
+            export,
+        })
+    }
+}
+
+#[test]
+fn an_export_its_table_lets_go_is_flushed_and_closed_when_its_last_client_leaves() {
+    let flushes = Arc::new(AtomicU64::new(0));
+    let export: Arc<dyn Export> = Arc::new(Counting {
+        flushes: flushes.clone(),
+    });
+    let weak = Arc::downgrade(&export);
+    let table = Arc::new(Removable {
+        export: Mutex::new(Some(export)),
+    });
+    let srv = start_exports(table.clone(), quiet());
+    let mut a = Raw::go_to(&srv.sock, "going");
+    let mut b = Raw::go_to(&srv.sock, "going");
+    a.request(proto::CMD_WRITE, 0, 1, 0, 512, &[9; 512]);
+    assert_eq!(a.reply(), Some((0, 1)));
+    // Taken out of the table: new clients do not find it; the connected ones go on.
+    *table.export.lock().unwrap() = None;
+    let mut c = Raw::handshake(&srv.sock);
+    let gone = c.option(proto::OPT_GO, &info_request("going"));
+    assert_eq!(gone[0].0, proto::REP_ERR_UNKNOWN);
+    assert_eq!(b.read(2, 0, 512), vec![0; 512]);
+    drop(a);
+    thread::sleep(Duration::from_millis(200));
+    assert_eq!(
+        flushes.load(Ordering::SeqCst),
+        0,
+        "a client is still connected"
+    );
+    assert!(weak.strong_count() > 0);
+    b.request(proto::CMD_DISC, 0, 3, 0, 0, &[]);
+    assert_eq!(b.reply(), None);
+    // Once the last client has left, the export is flushed and let go, without the
+    // server stopping.
+    let t0 = Instant::now();
+    while weak.strong_count() > 0 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "the export is still held"
+        );
+        thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(flushes.load(Ordering::SeqCst), 1);
     srv.stop();
 }
