@@ -1,6 +1,6 @@
 //! What the caller chooses: where to listen ([`Listen`]) and how the server behaves
-//! ([`ServerConfig`]: the export's name and description, limits, timeouts, the socket's
-//! mode, TLS, logging).
+//! ([`ServerConfig`]: the name and description of a server's one export, limits, timeouts,
+//! the socket's mode, TLS, logging).
 //!
 //! Plain data with defaults; nothing here binds or reads a socket. Addresses are checked
 //! when parsed: the server serves loopback and Unix sockets only.
@@ -37,9 +37,11 @@ impl Listen {
 /// Server settings.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
-    /// The export's name; clients asking for "" get it too (the default export).
+    /// The export's name, for a server of one export ([`Server::bind`](crate::Server::bind));
+    /// clients asking for "" get it too (the default export). A table
+    /// ([`Server::bind_exports`](crate::Server::bind_exports)) names its own exports.
     pub export_name: String,
-    /// Shown by NBD_OPT_LIST and NBD_INFO_DESCRIPTION.
+    /// Shown by NBD_OPT_LIST and NBD_INFO_DESCRIPTION, for a server of one export.
     pub description: Option<String>,
     /// Worker threads per connection (requests of one connection run this many at once).
     pub workers_per_connection: usize,
