@@ -5,8 +5,11 @@
 //!   exactly one key source per export, access lists), and compared with the running one
 //!   on a reload ([`config::Changes`]: which exports appear, go, or change, and whether
 //!   a change can apply to a live export);
-//! - [`metered`]: an NBD export counted into its per-export metrics.
+//! - [`metered`]: an NBD export counted into its per-export metrics;
+//! - [`table`]: the NBD server's export table built from a configuration, every volume
+//!   opened through `sectorcrypt_image` with its key, its access lists and its metrics.
 #![forbid(unsafe_code)]
 
 pub mod config;
 pub mod metered;
+pub mod table;

@@ -70,6 +70,8 @@ fn serve(open: OpenArgs, listen: Listen, exit_after_last: bool, flags: u32) -> R
         exit_after_last,
         tls: listen.tls,
         metrics: None,
+        config: None,
+        export: Vec::new(),
     })
 }
 

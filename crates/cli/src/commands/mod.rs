@@ -8,6 +8,7 @@ pub mod backends;
 pub mod bench;
 pub mod cipher;
 pub mod demo;
+pub mod gateway;
 pub mod geli;
 pub mod geli_front;
 pub mod manuals;

@@ -47,10 +47,15 @@ const NBD_WORKERS: usize = 16;
 const RBD_WORKERS: usize = 6;
 
 pub fn run(a: ServeArgs) -> Result<(), Failure> {
+    // Many volumes (--config, --export) or the one IMAGE.
+    let gateway = crate::commands::gateway::from_args(&a)?;
     let listen = match (&a.socket, &a.listen) {
         (Some(p), None) => Some(Listen::Unix(p.clone())),
         (None, Some(addr)) => Some(Listen::tcp(addr).map_err(Failure::usage)?),
-        (None, None) => None,
+        (None, None) => match &gateway {
+            Some(c) => crate::commands::gateway::listen(c)?,
+            None => None,
+        },
         _ => return Err(Failure::usage("give exactly one of --socket and --listen")),
     };
     // Without either, the socket systemd passes (socket activation), taken now: it is
@@ -63,35 +68,26 @@ pub fn run(a: ServeArgs) -> Result<(), Failure> {
     // goes through the clean path.
     let mut signals = Signals::new([SIGINT, SIGTERM])
         .map_err(|e| Failure::runtime(format!("cannot catch signals: {e}")))?;
-    let tls = server_tls(&a.tls)?;
+    let tls = match &gateway {
+        Some(c) => server_tls(&crate::commands::gateway::tls_args(c, &a.tls)?)?,
+        None => server_tls(&a.tls)?,
+    };
     let tls_kind = tls.as_ref().map(|t| (t.required(), t.verify_peer()));
     // Unlocked on a thread of its own: a signal during a key derivation made to last for
     // hours stops the server at once.
     let notifier = Notifier::from_env(&process_env)
         .map_err(|e| Failure::usage(format!("NOTIFY_SOCKET: {e}")))?;
-    let metrics_at = match &a.metrics {
+    let metrics_given = a
+        .metrics
+        .clone()
+        .or_else(|| gateway.as_ref().and_then(|c| c.metrics.clone()));
+    let metrics_at = match &metrics_given {
         Some(m) => Some(metrics_endpoint(m)?),
         None => None,
     };
-    let unlocking = Instant::now();
-    let mut export = crate::commands::open::unlock_interruptibly(&a.open, &mut signals)?;
-    let unlock_took = unlocking.elapsed();
-    export.allow_discards(a.allow_discards);
     let defaults = ServerConfig::default();
-    let remote = crate::present::locator::locate(&a.open.image)?;
-    let workers = match remote {
-        crate::present::locator::Location::Local => defaults.workers_per_connection,
-        crate::present::locator::Location::Nbd(_) => NBD_WORKERS,
-        crate::present::locator::Location::Rbd(_) => RBD_WORKERS,
-    };
     let socket_mode = a.socket_mode.unwrap_or(defaults.socket_mode);
-    let config = ServerConfig {
-        workers_per_connection: workers,
-        export_name: a.export_name.clone(),
-        description: Some(format!(
-            "sectorcrypt {}",
-            crate::present::locator::redacted(&a.open.image)
-        )),
+    let mut config = ServerConfig {
         read_timeout: Duration::from_secs(a.timeout),
         idle_timeout: Duration::from_secs(a.idle_timeout),
         socket_mode,
@@ -99,38 +95,102 @@ pub fn run(a: ServeArgs) -> Result<(), Failure> {
         tls,
         ..defaults
     };
-    let export: Arc<dyn sectorcrypt_nbd::Export> = match metrics_at {
-        None => Arc::new(export),
-        Some(at) => {
-            let backend = sectorcrypt_crypto::Backend::selected()
-                .map(|b| b.name())
-                .unwrap_or("unknown");
-            let metrics = Arc::new(Metrics::new(backend));
-            let threads = std::thread::available_parallelism().map_or(2, |n| n.get()) * 2;
-            let counted = Arc::new(ExportMetrics::new(&a.export_name, threads));
-            counted.key_derived(unlock_took);
-            metrics.add(counted.clone());
-            MetricsServer::spawn(&at, metrics).map_err(|e| {
-                Failure::runtime(format!(
-                    "--metrics {}: {e}",
-                    a.metrics.as_deref().unwrap_or("")
-                ))
-            })?;
-            Arc::new(Metered::new(export, counted))
+    let metrics = metrics_at.as_ref().map(|_| {
+        let backend = sectorcrypt_crypto::Backend::selected()
+            .map(|b| b.name())
+            .unwrap_or("unknown");
+        Arc::new(Metrics::new(backend))
+    });
+    let spawn_metrics = |at: &Endpoint, metrics: Arc<Metrics>| {
+        MetricsServer::spawn(at, metrics).map_err(|e| {
+            Failure::runtime(format!(
+                "--metrics {}: {e}",
+                metrics_given.as_deref().unwrap_or("")
+            ))
+        })
+    };
+    let served = match gateway {
+        Some(gateway) => {
+            config.workers_per_connection = gateway
+                .exports
+                .iter()
+                .map(|e| workers_for(std::path::Path::new(&e.image)))
+                .try_fold(config.workers_per_connection, |most, w| {
+                    w.map(|w| most.max(w))
+                })?;
+            let opts = sectorcrypt_gateway::table::Options {
+                credentials: std::env::var_os("CREDENTIALS_DIRECTORY").map(Into::into),
+                threads: a.open.threads,
+                allow_discards: a.allow_discards,
+                metrics: metrics.clone(),
+            };
+            let (table, opened) = interruptibly(&mut signals, "opening the exports", move || {
+                crate::host::memory::hold_keys_for_long();
+                let built = sectorcrypt_gateway::table::build(&gateway, &opts);
+                crate::host::memory::scrub_after_unlock();
+                built
+            })?
+            .map_err(crate::commands::gateway::open_failure)?;
+            crate::host::memory::warn_if_key_memory_not_locked();
+            for o in &opened {
+                eprintln!("sectorcrypt: {}", crate::commands::gateway::opened_line(o));
+            }
+            if let (Some(at), Some(m)) = (&metrics_at, metrics) {
+                spawn_metrics(at, m)?;
+            }
+            let table: Arc<dyn sectorcrypt_nbd::Exports> = Arc::new(table);
+            match (&listen, adopted) {
+                (Some(l), _) => Server::bind_exports(l, table, config),
+                (None, Some(passed)) => Server::adopt_exports(passed, table, config),
+                (None, None) => unreachable!("a socket to listen on was found above"),
+            }
+        }
+        None => {
+            let unlocking = Instant::now();
+            let mut export = crate::commands::open::unlock_interruptibly(&a.open, &mut signals)?;
+            let unlock_took = unlocking.elapsed();
+            export.allow_discards(a.allow_discards);
+            config.workers_per_connection = workers_for(&a.open.image)?;
+            config.export_name = a.export_name.clone();
+            config.description = Some(format!(
+                "sectorcrypt {}",
+                crate::present::locator::redacted(&a.open.image)
+            ));
+            let export: Arc<dyn sectorcrypt_nbd::Export> = match (&metrics_at, metrics) {
+                (Some(at), Some(metrics)) => {
+                    let threads = std::thread::available_parallelism().map_or(2, |n| n.get()) * 2;
+                    let counted = Arc::new(ExportMetrics::new(&a.export_name, threads));
+                    counted.key_derived(unlock_took);
+                    metrics.add(counted.clone());
+                    spawn_metrics(at, metrics)?;
+                    Arc::new(Metered::new(export, counted))
+                }
+                _ => Arc::new(export),
+            };
+            match (&listen, adopted) {
+                (Some(l), _) => Server::bind(l, export, config),
+                (None, Some(passed)) => Server::adopt(passed, export, config),
+                (None, None) => unreachable!("a socket to listen on was found above"),
+            }
         }
     };
-    let bound = match (&listen, adopted) {
-        (Some(l), _) => Server::bind(l, export, config),
-        (None, Some(passed)) => Server::adopt(passed, export, config),
-        (None, None) => unreachable!("a socket to listen on was found above"),
-    };
-    let server = bound.map_err(|e| match e {
+    let server = served.map_err(|e| match e {
         sectorcrypt_nbd::Error::Io(..) => Failure::runtime(e),
         _ => Failure::usage(e),
     })?;
     if let Some(warning) = open_to_all(server.local(), socket_mode, tls_kind) {
         eprintln!("sectorcrypt: warning: {warning}");
     }
+    serve_until_stopped(server, signals, notifier)
+}
+
+/// Runs `server` until SIGINT or SIGTERM (a second one stops at once), saying READY,
+/// WATCHDOG and STOPPING to the service manager through `notifier`.
+fn serve_until_stopped(
+    server: Server,
+    mut signals: Signals,
+    notifier: Option<Notifier>,
+) -> Result<(), Failure> {
     let handle = server.shutdown_handle();
     let signals_handle = signals.handle();
     let notifier = notifier.map(Arc::new);
@@ -174,6 +234,50 @@ pub fn run(a: ServeArgs) -> Result<(), Failure> {
     signals_handle.close();
     let _ = watcher.join();
     result
+}
+
+/// Workers per connection for a volume at `image`: more over a remote store, whose
+/// requests wait on the network.
+fn workers_for(image: &std::path::Path) -> Result<usize, Failure> {
+    use crate::present::locator::{locate, Location};
+    Ok(match locate(image)? {
+        Location::Local => ServerConfig::default().workers_per_connection,
+        Location::Nbd(_) => NBD_WORKERS,
+        Location::Rbd(_) => RBD_WORKERS,
+    })
+}
+
+/// Runs `work` on a thread of its own and gives its result, unless SIGINT or SIGTERM
+/// comes first (`doing` says what was stopped); the work is then abandoned with the
+/// process.
+fn interruptibly<T: Send + 'static>(
+    signals: &mut Signals,
+    doing: &str,
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, Failure> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name("unlock".into())
+        .spawn(move || {
+            let _ = tx.send(work());
+        })
+        .map_err(|e| Failure::runtime(format!("starting the unlock thread: {e}")))?;
+    loop {
+        match rx.recv_timeout(Duration::from_millis(50)) {
+            Ok(done) => return Ok(done),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                return Err(Failure::runtime(format!(
+                    "{doing} failed (its thread ended)"
+                )))
+            }
+        }
+        if let Some(sig) = signals.pending().next() {
+            return Err(Failure::runtime(format!(
+                "signal {sig}: stopped while {doing} (the key derivations were abandoned)"
+            )));
+        }
+    }
 }
 
 /// The one listening socket systemd passed (`ListenStream=` of a socket unit), as the

@@ -680,9 +680,28 @@ pub struct OpenArgs {
 
 #[derive(Debug, Args)]
 #[command(group(clap::ArgGroup::new("where").required(false).args(["socket", "listen"])))]
+// IMAGE is left out when the exports come from --config or --export (empty then).
+#[command(mut_arg("image", |a| {
+    a.required(false)
+        .default_value("")
+        .hide_default_value(true)
+        .value_parser(clap::builder::TypedValueParser::map(
+            clap::builder::OsStringValueParser::new(),
+            PathBuf::from,
+        ))
+}))]
 pub struct ServeArgs {
     #[command(flatten)]
     pub open: OpenArgs,
+    /// Serve the exports of a gateway configuration (TOML; see below), each volume under
+    /// its name, instead of IMAGE.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["export", "export_name", "onetime"])]
+    pub config: Option<PathBuf>,
+    /// Serve the volume at LOCATOR as export NAME, instead of IMAGE; repeatable. The key
+    /// options given (--key-file, --keyfile-component, --no-passphrase) and --read-only
+    /// apply to every export.
+    #[arg(long, value_name = "NAME=LOCATOR", conflicts_with_all = ["export_name", "onetime"])]
+    pub export: Vec<String>,
     /// Listen on a Unix socket at PATH.
     #[arg(long, value_name = "PATH")]
     pub socket: Option<PathBuf>,
