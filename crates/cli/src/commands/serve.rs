@@ -23,6 +23,11 @@
 //! READY=1 once its socket accepts connections, STOPPING=1 when a signal stops it, and
 //! WATCHDOG=1 at half of `$WATCHDOG_USEC`. `--metrics` serves the export's counters in
 //! Prometheus' text format (`sectorcrypt_service::metrics`).
+//!
+//! With `--config FILE` or `--export NAME=LOCATOR` in place of IMAGE it serves many
+//! volumes, each under its name (`commands::gateway` turns the command line into the
+//! gateway's configuration; `sectorcrypt_gateway::table` opens the volumes into the
+//! server's export table, each counted under its name for `--metrics`).
 
 use crate::failure::Failure;
 use crate::flags::tls::{TlsArgs, TlsMode};
