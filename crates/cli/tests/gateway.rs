@@ -369,3 +369,140 @@ fn export_and_image_together_are_a_usage_error() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--config FILE"), "{err}");
 }
+
+/// A Python with libnbd's binding (`import nbd`): the system's, where another Python
+/// comes first in PATH.
+fn nbd_python() -> Option<&'static str> {
+    ["/usr/bin/python3", "python3"].into_iter().find(|py| {
+        Command::new(py)
+            .args(["-c", "import nbd"])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    })
+}
+
+/// `nbdinfo --list` at `sock` until it gives `names`, for at most 20 seconds.
+fn listed_eventually(sock: &Path, names: &[&str]) {
+    let t0 = std::time::Instant::now();
+    loop {
+        let now = listed(sock, false);
+        if now == names {
+            return;
+        }
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(20),
+            "still {now:?}, not {names:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// A config file of `exports` (name, volume), each with its volume's key.
+fn write_config(path: &Path, exports: &[(&str, &Volume)]) {
+    let mut text = String::new();
+    for (name, v) in exports {
+        text.push_str(&format!(
+            "[[export]]\nname = {name:?}\nimage = {:?}\nkey_file = {:?}\n\n",
+            s(&v.img),
+            s(&v.key)
+        ));
+    }
+    std::fs::write(path, text).unwrap();
+}
+
+#[test]
+fn a_reload_adds_removes_and_refuses_while_a_client_of_an_unchanged_export_reads_on() {
+    require!("nbdcopy", "nbdinfo");
+    use std::io::BufRead;
+    let Some(py) = nbd_python() else {
+        sectorcrypt_testkit::skipped!("skipped: no python3 with libnbd's binding (python3-libnbd)");
+        return;
+    };
+    let dir = open_dir();
+    let keep = volume(dir.path(), "keep", "luks2", 0x12);
+    let gone = volume(dir.path(), "gone", "luks2", 0x13);
+    let change = volume(dir.path(), "change", "luks2", 0x14);
+    let other = volume(dir.path(), "other", "luks2", 0x15);
+    let new = volume(dir.path(), "new", "geli", 0x16);
+    let config = dir.path().join("gateway.toml");
+    write_config(
+        &config,
+        &[("keep", &keep), ("gone", &gone), ("change", &change)],
+    );
+    let sock = dir.path().join("gw.sock");
+    let served = Served::start(&["--config", s(&config)], &sock);
+
+    // "gone" is used once, then idle; the server holds it open (a reader is refused).
+    let out = dir.path().join("gone.out");
+    run(Command::new("nbdcopy").arg(uri("gone", &sock)).arg(&out));
+    assert!(std::fs::read(&out).unwrap() == gone.plain);
+    let busy = sc(&["read", s(&gone.img), "--key-file", s(&gone.key)], b"");
+    assert_ne!(busy.status.code(), Some(0), "gone.img is not held open");
+
+    // A client of "keep" connected across the reload.
+    let flag = dir.path().join("reloaded");
+    let script = format!(
+        "import os, time, nbd\n\
+         h = nbd.NBD()\n\
+         h.connect_uri({:?})\n\
+         a = h.pread(65536, 0)\n\
+         print('first', flush=True)\n\
+         t = time.time()\n\
+         while not os.path.exists({:?}) and time.time() - t < 30:\n    time.sleep(0.02)\n\
+         b = h.pread(65536, 0)\n\
+         h.flush()\n\
+         print('same' if a == b and len(a) == 65536 else 'differs', flush=True)\n",
+        uri("keep", &sock),
+        s(&flag)
+    );
+    let mut client = Command::new(py)
+        .args(["-c", &script])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(client.stdout.take().unwrap()).lines();
+    assert_eq!(lines.next().unwrap().unwrap(), "first");
+
+    // "gone" removed, "new" added, "change" pointed at another volume (refused).
+    write_config(
+        &config,
+        &[("keep", &keep), ("change", &other), ("new", &new)],
+    );
+    let pid = served.child.as_ref().unwrap().id().to_string();
+    run(Command::new("kill").args(["-HUP", &pid]));
+    listed_eventually(&sock, &["change", "keep", "new"]);
+    for (name, plain) in [("change", &change.plain), ("new", &new.plain)] {
+        let out = dir.path().join(format!("{name}.out"));
+        run(Command::new("nbdcopy").arg(uri(name, &sock)).arg(&out));
+        assert!(std::fs::read(&out).unwrap() == *plain, "{name}");
+    }
+    // "gone" was flushed and closed: another process may open it now.
+    let t0 = std::time::Instant::now();
+    loop {
+        let r = sc(&["read", s(&gone.img), "--key-file", s(&gone.key)], b"");
+        if r.status.success() {
+            assert!(r.stdout == gone.plain);
+            break;
+        }
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(10),
+            "gone.img still held: {}",
+            String::from_utf8_lossy(&r.stderr)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(!nbdinfo(&[&uri("gone", &sock)], false).status.success());
+
+    std::fs::write(&flag, b"").unwrap();
+    assert_eq!(lines.next().unwrap().unwrap(), "same");
+    assert!(client.wait().unwrap().success());
+
+    let (status, err) = served.stop("TERM");
+    assert!(status.success(), "{status}: {err}");
+    assert!(err.contains("added \"new\""), "{err}");
+    assert!(err.contains("removed \"gone\""), "{err}");
+    assert!(
+        err.contains("export \"change\": refused the change of image"),
+        "{err}"
+    );
+}

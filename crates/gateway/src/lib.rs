@@ -7,9 +7,12 @@
 //!   a change can apply to a live export);
 //! - [`metered`]: an NBD export counted into its per-export metrics;
 //! - [`table`]: the NBD server's export table built from a configuration, every volume
-//!   opened through `sectorcrypt_image` with its key, its access lists and its metrics.
+//!   opened through `sectorcrypt_image` with its key, its access lists and its metrics;
+//! - [`live`]: the running gateway, whose table a reload replaces (exports added,
+//!   removed, with new access lists; changed volumes refused).
 #![forbid(unsafe_code)]
 
 pub mod config;
+pub mod live;
 pub mod metered;
 pub mod table;

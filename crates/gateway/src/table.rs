@@ -97,33 +97,74 @@ pub fn build(config: &Config, opts: &Options) -> Result<(ExportTable, Vec<Opened
     let mut table = ExportTable::new();
     let mut opened = Vec::with_capacity(config.exports.len());
     for e in &config.exports {
-        let fail = |cause| OpenError {
-            export: e.name.clone(),
-            cause,
-        };
-        let (export, info) = open_export(e, opts).map_err(fail)?;
-        let export: Arc<dyn sectorcrypt_nbd::Export> = match &opts.metrics {
-            None => Arc::new(export),
-            Some(m) => {
-                let threads = std::thread::available_parallelism().map_or(2, |n| n.get()) * 2;
-                let counted = Arc::new(ExportMetrics::new(&e.name, threads));
-                counted.key_derived(info.unlock_took);
-                m.add(counted.clone());
-                Arc::new(Metered::new(export, counted))
-            }
-        };
-        let description = Some(format!(
-            "sectorcrypt {} {}",
-            info.format,
-            sectorcrypt_image::redacted(Path::new(&e.image))
-        ));
-        // Config::check has refused empty, overlong and repeated names already.
-        table
-            .add(&e.name, description, export, access(e))
-            .map_err(|t| fail(Cause::Key(t.to_string())))?;
-        opened.push(info);
+        let one = open_one(e, opts)?;
+        add(&mut table, e, &one)?;
+        opened.push(one.opened);
     }
     Ok((table, opened))
+}
+
+/// One export opened: what the server serves, and what was opened.
+#[derive(Clone)]
+pub struct OpenedExport {
+    /// The volume, counted when metrics are on.
+    pub export: Arc<dyn sectorcrypt_nbd::Export>,
+    /// What `NBD_OPT_LIST` and `NBD_OPT_INFO` say of it.
+    pub description: String,
+    /// What was opened.
+    pub opened: Opened,
+}
+
+impl fmt::Debug for OpenedExport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OpenedExport")
+            .field("opened", &self.opened)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Opens export `e` (and with metrics, adds its series).
+pub fn open_one(e: &Export, opts: &Options) -> Result<OpenedExport, OpenError> {
+    let (export, info) = open_export(e, opts).map_err(|cause| OpenError {
+        export: e.name.clone(),
+        cause,
+    })?;
+    let export: Arc<dyn sectorcrypt_nbd::Export> = match &opts.metrics {
+        None => Arc::new(export),
+        Some(m) => {
+            let threads = std::thread::available_parallelism().map_or(2, |n| n.get()) * 2;
+            let counted = Arc::new(ExportMetrics::new(&e.name, threads));
+            counted.key_derived(info.unlock_took);
+            m.add(counted.clone());
+            Arc::new(Metered::new(export, counted))
+        }
+    };
+    let description = format!(
+        "sectorcrypt {} {}",
+        info.format,
+        sectorcrypt_image::redacted(Path::new(&e.image))
+    );
+    Ok(OpenedExport {
+        export,
+        description,
+        opened: info,
+    })
+}
+
+/// Adds `one`, opened from `e`, to `table` with `e`'s access lists.
+pub fn add(table: &mut ExportTable, e: &Export, one: &OpenedExport) -> Result<(), OpenError> {
+    // Config::check has refused empty, overlong and repeated names already.
+    table
+        .add(
+            &e.name,
+            Some(one.description.clone()),
+            one.export.clone(),
+            access(e),
+        )
+        .map_err(|t| OpenError {
+            export: e.name.clone(),
+            cause: Cause::Key(t.to_string()),
+        })
 }
 
 /// Who may see and use export `e`.

@@ -79,4 +79,4 @@ pub use config::{Listen, ServerConfig};
 pub use error::Error;
 pub use export::{Export, WriteDone};
 pub use exports::{Access, Credentials, ExportTable, Exports, Found, Listing, Peer, TableError};
-pub use server::{serve_connection, Adopted, Server, ShutdownHandle};
+pub use server::{serve_connection, Adopted, ExportsHandle, Server, ShutdownHandle};

@@ -109,6 +109,22 @@ impl Served {
             .collect()
     }
 
+    /// Flushes and lets go of every export no connection uses and nobody else holds (its
+    /// table no longer offers it); the flushes' outcomes.
+    pub(crate) fn release_idle(&self) -> Vec<io::Result<()>> {
+        let idle: Vec<Row> = {
+            let mut rows = self.rows();
+            let (idle, busy) = std::mem::take(&mut *rows)
+                .into_iter()
+                .partition(|r| r.connections == 0 && Arc::strong_count(&r.export) == 1);
+            *rows = busy;
+            idle
+        };
+        idle.into_iter()
+            .map(|r| r.writeback.flush(&*r.export))
+            .collect()
+    }
+
     /// How many exports are here.
     pub(crate) fn len(&self) -> usize {
         self.rows().len()
@@ -218,5 +234,38 @@ mod tests {
         assert!(served.flush_all().is_empty());
         assert_eq!(kept.flushes.load(Ordering::SeqCst), 1);
         assert_eq!(offered.flushes.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn an_idle_export_let_go_by_its_table_is_flushed_and_closed_on_release() {
+        let served = Served::default();
+        let counted = Counted::default();
+        let flushes = counted.flushes.clone();
+        let table: Arc<dyn Export> = Arc::new(counted);
+        let weak = Arc::downgrade(&table);
+        let used = Arc::new(Counted::default());
+        let used_flushes = used.flushes.clone();
+        let used: Arc<dyn Export> = used;
+        let conn = table.clone();
+        served.try_enter(&conn, 0).unwrap();
+        // Its client left while the table still offered it: kept.
+        assert!(served.leave(&conn).is_none());
+        drop(conn);
+        served.try_enter(&used, 0).unwrap();
+        // Still offered: not released.
+        assert!(served.release_idle().is_empty());
+        assert_eq!(flushes.load(Ordering::SeqCst), 0);
+        drop(table);
+        let used_weak = Arc::downgrade(&used);
+        drop(used);
+        // The idle one goes, flushed; the one a connection uses stays.
+        let released = served.release_idle();
+        assert_eq!(released.len(), 1);
+        assert!(released[0].is_ok());
+        assert_eq!(flushes.load(Ordering::SeqCst), 1);
+        assert!(weak.upgrade().is_none(), "closed");
+        assert_eq!(served.len(), 1);
+        assert!(used_weak.upgrade().is_some());
+        assert_eq!(used_flushes.load(Ordering::SeqCst), 0);
     }
 }

@@ -129,6 +129,36 @@ impl ShutdownHandle {
     }
 }
 
+/// Lets go of the exports a running [`Server`]'s table no longer offers (after a
+/// reload of an [`Exports`] whose contents change).
+#[derive(Clone)]
+pub struct ExportsHandle {
+    shared: Weak<Shared>,
+}
+
+impl fmt::Debug for ExportsHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ExportsHandle").finish_non_exhaustive()
+    }
+}
+
+impl ExportsHandle {
+    /// Flushes and closes every export that no connection uses and the table no longer
+    /// holds (one still used is flushed and closed when its last client leaves); the
+    /// failed flushes. Nothing once the server has stopped.
+    pub fn release_unoffered(&self) -> Vec<io::Error> {
+        let Some(shared) = self.shared.upgrade() else {
+            return Vec::new();
+        };
+        shared
+            .served
+            .release_idle()
+            .into_iter()
+            .filter_map(Result::err)
+            .collect()
+    }
+}
+
 /// An NBD server for the exports of a table.
 pub struct Server {
     listener: Arc<Listener>,
@@ -397,6 +427,13 @@ impl Server {
     /// A handle that stops [`Server::run`].
     pub fn shutdown_handle(&self) -> ShutdownHandle {
         self.handle.clone()
+    }
+
+    /// A handle that lets go of the exports the table no longer offers.
+    pub fn exports_handle(&self) -> ExportsHandle {
+        ExportsHandle {
+            shared: Arc::downgrade(&self.shared),
+        }
     }
 
     /// Accepts and serves connections until shut down; then waits for every connection's

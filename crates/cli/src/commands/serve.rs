@@ -32,6 +32,8 @@
 use crate::failure::Failure;
 use crate::flags::tls::{TlsArgs, TlsMode};
 use crate::flags::ServeArgs;
+use sectorcrypt_gateway::config::Config;
+use sectorcrypt_gateway::live::Gateway;
 use sectorcrypt_gateway::metered::Metered;
 use sectorcrypt_nbd::tls::{ServerTls, TlsError};
 use sectorcrypt_nbd::{Adopted, Listen, Server, ServerConfig};
@@ -40,7 +42,7 @@ use sectorcrypt_service::http::{Endpoint, MetricsServer};
 use sectorcrypt_service::metrics::{ExportMetrics, Metrics};
 use sectorcrypt_service::notify::{watchdog_interval, Notifier};
 use sectorcrypt_service::process_env;
-use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -73,6 +75,15 @@ pub fn run(a: ServeArgs) -> Result<(), Failure> {
     // goes through the clean path.
     let mut signals = Signals::new([SIGINT, SIGTERM])
         .map_err(|e| Failure::runtime(format!("cannot catch signals: {e}")))?;
+    // A gateway reloads its configuration on SIGHUP (caught from now on: one that comes
+    // while the volumes are opened waits for the server).
+    let hup = match &gateway {
+        Some(_) => Some(
+            Signals::new([SIGHUP])
+                .map_err(|e| Failure::runtime(format!("cannot catch SIGHUP: {e}")))?,
+        ),
+        None => None,
+    };
     let tls = match &gateway {
         Some(c) => server_tls(&crate::commands::gateway::tls_args(c, &a.tls)?)?,
         None => server_tls(&a.tls)?,
@@ -129,13 +140,14 @@ pub fn run(a: ServeArgs) -> Result<(), Failure> {
                 allow_discards: a.allow_discards,
                 metrics: metrics.clone(),
             };
-            let (table, opened) = interruptibly(&mut signals, "opening the exports", move || {
-                crate::host::memory::hold_keys_for_long();
-                let built = sectorcrypt_gateway::table::build(&gateway, &opts);
-                crate::host::memory::scrub_after_unlock();
-                built
-            })?
-            .map_err(crate::commands::gateway::open_failure)?;
+            let (gateway, opened) =
+                interruptibly(&mut signals, "opening the exports", move || {
+                    crate::host::memory::hold_keys_for_long();
+                    let opened = Gateway::open(gateway, opts);
+                    crate::host::memory::scrub_after_unlock();
+                    opened
+                })?
+                .map_err(crate::commands::gateway::open_failure)?;
             crate::host::memory::warn_if_key_memory_not_locked();
             for o in &opened {
                 eprintln!("sectorcrypt: {}", crate::commands::gateway::opened_line(o));
@@ -143,12 +155,14 @@ pub fn run(a: ServeArgs) -> Result<(), Failure> {
             if let (Some(at), Some(m)) = (&metrics_at, metrics) {
                 spawn_metrics(at, m)?;
             }
-            let table: Arc<dyn sectorcrypt_nbd::Exports> = Arc::new(table);
-            match (&listen, adopted) {
+            let gateway = Arc::new(gateway);
+            let table: Arc<dyn sectorcrypt_nbd::Exports> = gateway.clone();
+            let bound = match (&listen, adopted) {
                 (Some(l), _) => Server::bind_exports(l, table, config),
                 (None, Some(passed)) => Server::adopt_exports(passed, table, config),
                 (None, None) => unreachable!("a socket to listen on was found above"),
-            }
+            };
+            (bound, Some(gateway))
         }
         None => {
             let unlocking = Instant::now();
@@ -172,13 +186,15 @@ pub fn run(a: ServeArgs) -> Result<(), Failure> {
                 }
                 _ => Arc::new(export),
             };
-            match (&listen, adopted) {
+            let bound = match (&listen, adopted) {
                 (Some(l), _) => Server::bind(l, export, config),
                 (None, Some(passed)) => Server::adopt(passed, export, config),
                 (None, None) => unreachable!("a socket to listen on was found above"),
-            }
+            };
+            (bound, None)
         }
     };
+    let (served, gateway) = served;
     let server = served.map_err(|e| match e {
         sectorcrypt_nbd::Error::Io(..) => Failure::runtime(e),
         _ => Failure::usage(e),
@@ -186,7 +202,58 @@ pub fn run(a: ServeArgs) -> Result<(), Failure> {
     if let Some(warning) = open_to_all(server.local(), socket_mode, tls_kind) {
         eprintln!("sectorcrypt: warning: {warning}");
     }
-    serve_until_stopped(server, signals, notifier)
+    let reloader = match (gateway, hup) {
+        (Some(gateway), Some(hup)) => Some(reload_on_hangup(
+            hup,
+            gateway,
+            a.config.clone(),
+            server.exports_handle(),
+        )),
+        _ => None,
+    };
+    let result = serve_until_stopped(server, signals, notifier);
+    if let Some((handle, thread)) = reloader {
+        handle.close();
+        let _ = thread.join();
+    }
+    result
+}
+
+/// Reloads `gateway` from the configuration file `path` at each SIGHUP (`None`: the
+/// exports came from the command line, and there is nothing to read again), then lets
+/// the server close the exports removed that no client uses. Every reload is one line on
+/// standard error; a file that does not parse or check changes nothing.
+fn reload_on_hangup(
+    mut hup: Signals,
+    gateway: Arc<Gateway>,
+    path: Option<std::path::PathBuf>,
+    exports: sectorcrypt_nbd::ExportsHandle,
+) -> (signal_hook::iterator::Handle, std::thread::JoinHandle<()>) {
+    let handle = hup.handle();
+    let thread = std::thread::spawn(move || {
+        for _ in hup.forever() {
+            let Some(path) = &path else {
+                eprintln!(
+                    "sectorcrypt: SIGHUP: nothing to reload (the exports come from --export; \
+                     --config FILE can be reloaded)"
+                );
+                continue;
+            };
+            let new = match Config::load(path) {
+                Ok(c) => c,
+                Err(e) => {
+                    eprintln!("sectorcrypt: reload refused: {e}; the running exports stay");
+                    continue;
+                }
+            };
+            let done = gateway.reload(&new);
+            eprintln!("sectorcrypt: reloaded {}: {done}", path.display());
+            for e in exports.release_unoffered() {
+                eprintln!("sectorcrypt: reload: flushing a removed export: {e}");
+            }
+        }
+    });
+    (handle, thread)
 }
 
 /// Runs `server` until SIGINT or SIGTERM (a second one stops at once), saying READY,
