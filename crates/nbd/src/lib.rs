@@ -40,7 +40,8 @@
 //! - [`Server`]: binds a Unix socket or a loopback TCP port for one export
 //!   ([`Server::bind`]) or a table ([`Server::bind_exports`]), accepts connections, and on
 //!   [`ShutdownHandle::shutdown`] stops reading requests, lets the ones in flight finish,
-//!   and flushes the exports; [`serve_connection`] serves one socket already connected.
+//!   and flushes the exports; [`ExportsHandle`] closes the exports a changing table no
+//!   longer offers and nobody uses; [`serve_connection`] serves one socket already connected.
 //!
 //! Imports point one way, down that list: `server` uses `handshake`, `tls` and
 //! `transmission`, which use `incoming`, `activity`, `stream`, `tls` and the protocol

@@ -651,7 +651,13 @@ does not exist. Every export is opened before the server starts: an export that 
 opened (a wrong passphrase, a missing key file, a volume in use) is a misconfiguration, and
 the server does not start; the error names the export (exit 3 for a wrong passphrase).
 Unknown keys in the file are errors, with their line. --socket or --listen on the command
-line take the place of the file's listen.";
+line take the place of the file's listen.
+SIGHUP reads the --config file again: new exports are opened and offered; removed ones take
+no new client, and each is flushed and closed once its last client has left; new access
+lists apply from the next client on; a changed volume (image, header, key, read_only) is
+refused, said on standard error with the fields, and served as before; unchanged exports'
+clients notice nothing. listen, metrics and [tls] keep their values until a restart. A file
+that does not parse changes nothing.";
 
 /// How a volume is opened (shared by `serve`, `mount` and `open`).
 #[derive(Debug, Args, Clone)]
