@@ -506,3 +506,67 @@ fn a_reload_adds_removes_and_refuses_while_a_client_of_an_unchanged_export_reads
         "{err}"
     );
 }
+
+#[test]
+fn a_tls_client_gets_only_the_exports_its_certificate_subject_is_allowed() {
+    require!("nbdinfo", "nbdcopy");
+    sectorcrypt_testkit::require_openssl!();
+    use sectorcrypt_testkit::tls::{another_client, make_certificates};
+    let dir = open_dir();
+    let certs = dir.path().join("certs");
+    make_certificates(&certs, "gateway test CA");
+    let intruder = dir.path().join("intruder");
+    another_client(&certs, &intruder, "intruder");
+    let open = volume(dir.path(), "open", "luks2", 0x21);
+    let backup = volume(dir.path(), "backup", "geli", 0x31);
+    let sock = dir.path().join("gw.sock");
+    let config = dir.path().join("gateway.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[tls]\ncertificates = {:?}\nverify_peer = true\n\n\
+             [[export]]\nname = \"open\"\nimage = {:?}\nkey_file = {:?}\n\n\
+             [[export]]\nname = \"backup\"\nimage = {:?}\nkey_file = {:?}\n\
+             tls_subjects = [\"CN=sectorcrypt test client\"]\n",
+            s(&certs),
+            s(&open.img),
+            s(&open.key),
+            s(&backup.img),
+            s(&backup.key)
+        ),
+    )
+    .unwrap();
+    let served = Served::start(&["--config", s(&config)], &sock);
+    let uri = |name: &str, certs: &Path| {
+        format!(
+            "nbds+unix:///{name}?socket={}&tls-certificates={}",
+            sock.display(),
+            certs.display()
+        )
+    };
+    let list = |certs: &Path| {
+        let out = nbdinfo(&["--list", "--json", &uri("", certs)], false);
+        assert!(out.status.success(), "{out:?}");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let mut names: Vec<String> = v["exports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["export-name"].as_str().unwrap().to_string())
+            .collect();
+        names.sort();
+        names
+    };
+    assert_eq!(list(&certs), ["backup", "open"]);
+    assert_eq!(list(&intruder), ["open"]);
+    let out = dir.path().join("backup.out");
+    run(Command::new("nbdcopy").arg(uri("backup", &certs)).arg(&out));
+    assert!(std::fs::read(&out).unwrap() == backup.plain);
+    let refused = nbdinfo(&["--size", &uri("backup", &intruder)], false);
+    assert!(!refused.status.success(), "{refused:?}");
+    assert!(nbdinfo(&["--size", &uri("open", &intruder)], false)
+        .status
+        .success());
+    let (status, err) = served.stop("TERM");
+    assert!(status.success(), "{status}: {err}");
+}
