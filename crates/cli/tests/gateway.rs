@@ -178,6 +178,9 @@ fn one_config_serves_three_volumes_by_name_to_the_clients_each_admits() {
             // Root's only.
             text.push_str("allow_uids = [0]\n");
         }
+        if v.name == "geli0" {
+            text.push_str("read_only = true\n");
+        }
     }
     let config = dir.path().join("gateway.toml");
     std::fs::write(&config, text).unwrap();
@@ -244,6 +247,12 @@ fn one_config_serves_three_volumes_by_name_to_the_clients_each_admits() {
         assert!(nbdinfo(&[&uri("mine", &sock)], true).status.success());
     }
 
+    // Each export's read_only.
+    for (name, read_only) in [("geli0", true), ("mine", false)] {
+        let info = nbdinfo(&["--json", &uri(name, &sock)], false);
+        let v: serde_json::Value = serde_json::from_slice(&info.stdout).unwrap();
+        assert_eq!(v["exports"][0]["is_read_only"], read_only, "{name}: {v}");
+    }
     let (status, err) = served.stop("TERM");
     assert!(status.success(), "{status}: {err}");
     assert!(err.contains("3 exports flushed"), "{err}");
