@@ -579,3 +579,36 @@ fn a_tls_client_gets_only_the_exports_its_certificate_subject_is_allowed() {
     let (status, err) = served.stop("TERM");
     assert!(status.success(), "{status}: {err}");
 }
+
+#[test]
+fn a_missing_key_file_or_image_refuses_the_start_naming_the_export() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = volume(dir.path(), "good", "luks2", 0x41);
+    let sock = dir.path().join("gw.sock");
+    let config = dir.path().join("gateway.toml");
+    let missing_key = dir.path().join("no.key");
+    let missing_img = dir.path().join("no.img");
+    for (name, img, key, says) in [
+        ("keyless", &good.img, &missing_key, s(&missing_key)),
+        ("imageless", &missing_img, &good.key, s(&missing_img)),
+    ] {
+        std::fs::write(
+            &config,
+            format!(
+                "[[export]]\nname = \"good\"\nimage = {:?}\nkey_file = {:?}\n\n\
+                 [[export]]\nname = {name:?}\nimage = {:?}\nkey_file = {:?}\n",
+                s(&good.img),
+                s(&good.key),
+                s(img),
+                s(key)
+            ),
+        )
+        .unwrap();
+        let out = refused(&["serve", "--config", s(&config), "--socket", s(&sock)]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_ne!(out.status.code(), Some(0), "{err}");
+        assert!(err.contains(&format!("export {name:?}")), "{err}");
+        assert!(err.contains(says), "{err}");
+        assert!(!sock.exists());
+    }
+}
