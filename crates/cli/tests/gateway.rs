@@ -3,8 +3,10 @@
 //! by cryptsetup 2.6, a GELI provider) served by one process and read by name with nbdcopy
 //! and qemu-img, byte for byte against `sectorcrypt read` of each; `nbdinfo --list` as
 //! root and as another user (setpriv), who sees nothing of an export kept for uid 0; the
-//! per-export metrics through promtool; a wrong passphrase for one export refusing the
-//! start with the export's name; the command line's `--export`.
+//! per-export metrics through promtool; TLS clients by certificate subject; a wrong
+//! passphrase, a missing key file or image for one export refusing the start with the
+//! export's name; the command line's `--export`; socket activation; a SIGHUP reload with a
+//! client of an unchanged export reading across it.
 
 #[path = "support/served.rs"]
 mod served;
@@ -611,4 +613,45 @@ fn a_missing_key_file_or_image_refuses_the_start_naming_the_export() {
         assert!(err.contains(says), "{err}");
         assert!(!sock.exists());
     }
+}
+
+#[test]
+fn a_gateway_takes_the_socket_systemd_socket_activate_passes() {
+    require!("systemd-socket-activate", "nbdinfo", "nbdcopy");
+    let dir = tempfile::tempdir().unwrap();
+    let a = volume(dir.path(), "a", "luks2", 0x51);
+    let b = volume(dir.path(), "b", "geli", 0x52);
+    let config = dir.path().join("gateway.toml");
+    write_config(&config, &[("a", &a), ("b", &b)]);
+    let sock = dir.path().join("activated.sock");
+    let activator = Command::new("systemd-socket-activate")
+        .arg("-l")
+        .arg(&sock)
+        .arg("--")
+        .arg(support::bin())
+        .args(["serve", "--config", s(&config)])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    while !sock.exists() {
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(20),
+            "no socket"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // The first client starts the gateway, which takes it from the passed socket.
+    assert_eq!(listed(&sock, false), ["a", "b"]);
+    let out = dir.path().join("b.out");
+    run(Command::new("nbdcopy").arg(uri("b", &sock)).arg(&out));
+    assert!(std::fs::read(&out).unwrap() == b.plain);
+    run(Command::new("kill").args(["-TERM", &activator.id().to_string()]));
+    let done = activator.wait_with_output().unwrap();
+    let log = String::from_utf8_lossy(&done.stderr);
+    assert!(done.status.success(), "exit {}: {log}", done.status);
+    assert!(log.contains("passed by the service manager"), "{log}");
+    assert!(sock.exists(), "the passed socket was removed: {log}");
 }
