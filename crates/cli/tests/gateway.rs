@@ -441,7 +441,30 @@ fn a_reload_adds_removes_and_refuses_while_a_client_of_an_unchanged_export_reads
         &[("keep", &keep), ("gone", &gone), ("change", &change)],
     );
     let sock = dir.path().join("gw.sock");
-    let served = Served::start(&["--config", s(&config)], &sock);
+    // A service manager's notify socket: READY=1, then RELOADING=1 and READY=1 again.
+    let notify = dir.path().join("notify");
+    let manager = std::os::unix::net::UnixDatagram::bind(&notify).unwrap();
+    manager
+        .set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    let receive = || {
+        let mut buf = [0u8; 4096];
+        let n = manager.recv(&mut buf).expect("a notification within 30 s");
+        String::from_utf8(buf[..n].to_vec()).unwrap()
+    };
+    let child = Command::new(support::bin())
+        .args(["serve", "--config", s(&config), "--socket", s(&sock)])
+        .env("NOTIFY_SOCKET", &notify)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let served = Served {
+        child: Some(child),
+        sock: sock.clone(),
+    };
+    assert!(receive().starts_with("READY=1\n"));
 
     // "gone" is used once, then idle; the server holds it open (a reader is refused).
     let out = dir.path().join("gone.out");
@@ -481,6 +504,16 @@ fn a_reload_adds_removes_and_refuses_while_a_client_of_an_unchanged_export_reads
     );
     let pid = served.child.as_ref().unwrap().id().to_string();
     run(Command::new("kill").args(["-HUP", &pid]));
+    let reloading = receive();
+    assert!(
+        reloading.starts_with("RELOADING=1\nMONOTONIC_USEC="),
+        "{reloading}"
+    );
+    let ready = receive();
+    assert!(
+        ready.starts_with("READY=1\nSTATUS=reloaded: added \"new\""),
+        "{ready}"
+    );
     listed_eventually(&sock, &["change", "keep", "new"]);
     for (name, plain) in [("change", &change.plain), ("new", &new.plain)] {
         let out = dir.path().join(format!("{name}.out"));
@@ -503,6 +536,17 @@ fn a_reload_adds_removes_and_refuses_while_a_client_of_an_unchanged_export_reads
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     assert!(!nbdinfo(&[&uri("gone", &sock)], false).status.success());
+
+    // A file that does not check changes nothing, and says why.
+    std::fs::write(&config, "[[export]]\nname = \"keep\"\nimage = \"\"\n").unwrap();
+    run(Command::new("kill").args(["-HUP", &pid]));
+    let refused_reload = receive();
+    assert!(
+        refused_reload.starts_with("STATUS=reload refused: ")
+            && refused_reload.contains(s(&config)),
+        "{refused_reload}"
+    );
+    assert_eq!(listed(&sock, false), ["change", "keep", "new"]);
 
     std::fs::write(&flag, b"").unwrap();
     assert_eq!(lines.next().unwrap().unwrap(), "same");

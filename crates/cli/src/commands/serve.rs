@@ -27,7 +27,8 @@
 //! With `--config FILE` or `--export NAME=LOCATOR` in place of IMAGE it serves many
 //! volumes, each under its name (`commands::gateway` turns the command line into the
 //! gateway's configuration; `sectorcrypt_gateway::table` opens the volumes into the
-//! server's export table, each counted under its name for `--metrics`).
+//! server's export table, each counted under its name for `--metrics`). SIGHUP reads a
+//! `--config` file again (`sectorcrypt_gateway::live`), between RELOADING=1 and READY=1.
 
 use crate::failure::Failure;
 use crate::flags::tls::{TlsArgs, TlsMode};
@@ -92,7 +93,8 @@ pub fn run(a: ServeArgs) -> Result<(), Failure> {
     // Unlocked on a thread of its own: a signal during a key derivation made to last for
     // hours stops the server at once.
     let notifier = Notifier::from_env(&process_env)
-        .map_err(|e| Failure::usage(format!("NOTIFY_SOCKET: {e}")))?;
+        .map_err(|e| Failure::usage(format!("NOTIFY_SOCKET: {e}")))?
+        .map(Arc::new);
     let metrics_given = a
         .metrics
         .clone()
@@ -208,6 +210,7 @@ pub fn run(a: ServeArgs) -> Result<(), Failure> {
             gateway,
             a.config.clone(),
             server.exports_handle(),
+            notifier.clone(),
         )),
         _ => None,
     };
@@ -228,6 +231,7 @@ fn reload_on_hangup(
     gateway: Arc<Gateway>,
     path: Option<std::path::PathBuf>,
     exports: sectorcrypt_nbd::ExportsHandle,
+    notifier: Option<Arc<Notifier>>,
 ) -> (signal_hook::iterator::Handle, std::thread::JoinHandle<()>) {
     let handle = hup.handle();
     let thread = std::thread::spawn(move || {
@@ -243,13 +247,23 @@ fn reload_on_hangup(
                 Ok(c) => c,
                 Err(e) => {
                     eprintln!("sectorcrypt: reload refused: {e}; the running exports stay");
+                    if let Some(n) = &notifier {
+                        let _ = n.status(&format!("reload refused: {e}"));
+                    }
                     continue;
                 }
             };
+            // Type=notify-reload: RELOADING=1 (with the time), READY=1 when done.
+            if let Some(n) = &notifier {
+                let _ = n.reloading();
+            }
             let done = gateway.reload(&new);
             eprintln!("sectorcrypt: reloaded {}: {done}", path.display());
             for e in exports.release_unoffered() {
                 eprintln!("sectorcrypt: reload: flushing a removed export: {e}");
+            }
+            if let Some(n) = &notifier {
+                let _ = n.ready(&format!("reloaded: {done}"));
             }
         }
     });
@@ -261,11 +275,10 @@ fn reload_on_hangup(
 fn serve_until_stopped(
     server: Server,
     mut signals: Signals,
-    notifier: Option<Notifier>,
+    notifier: Option<Arc<Notifier>>,
 ) -> Result<(), Failure> {
     let handle = server.shutdown_handle();
     let signals_handle = signals.handle();
-    let notifier = notifier.map(Arc::new);
     if let Some(n) = &notifier {
         // A manager that is not listening is no reason to stop serving.
         let _ = n.ready(&format!("serving {}", describe(server.local())));

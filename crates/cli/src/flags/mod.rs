@@ -657,7 +657,8 @@ no new client, and each is flushed and closed once its last client has left; new
 lists apply from the next client on; a changed volume (image, header, key, read_only) is
 refused, said on standard error with the fields, and served as before; unchanged exports'
 clients notice nothing. listen, metrics and [tls] keep their values until a restart. A file
-that does not parse changes nothing.";
+that does not parse changes nothing. Under a service manager a reload says RELOADING=1, then
+READY=1 with what changed (or a STATUS= line with why a file was refused).";
 
 /// How a volume is opened (shared by `serve`, `mount` and `open`).
 #[derive(Debug, Args, Clone)]
