@@ -375,3 +375,80 @@ fn the_socket_activated_units_verify_and_serve_on_the_socket_unit_path() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn the_gateway_units_verify_and_serve_exports_keyed_by_credentials() {
+    require!("systemd-analyze", "systemd-socket-activate", "nbdinfo");
+    let dir = tempfile::tempdir().unwrap();
+    let socket_unit = unit_file(dir.path(), "sectorcrypt-gateway.socket");
+    let service_unit = unit_file(dir.path(), "sectorcrypt-gateway.service");
+    verify(
+        dir.path(),
+        &[
+            ("sectorcrypt-gateway.socket", &socket_unit),
+            ("sectorcrypt-gateway.service", &service_unit),
+        ],
+    );
+    let listen = socket_unit
+        .lines()
+        .find_map(|l| l.strip_prefix("ListenStream="))
+        .unwrap()
+        .to_string();
+    std::fs::create_dir_all(Path::new(&listen).parent().unwrap()).unwrap();
+    // What LoadCredential=keys:DIR gives the service: each file as keys_FILE.
+    let creds = dir.path().join("credentials");
+    std::fs::create_dir_all(&creds).unwrap();
+    let etc = dir.path().join("etc");
+    std::fs::create_dir_all(&etc).unwrap();
+    let mut config = String::new();
+    for (name, size) in [("vm1", 20u64 << 20), ("vm2", 24 << 20)] {
+        let key = creds.join(format!("keys_{name}"));
+        std::fs::write(&key, format!("passphrase of {name}")).unwrap();
+        let img = dir.path().join(format!("{name}.img"));
+        std::fs::File::create(&img).unwrap().set_len(size).unwrap();
+        run(Command::new(support::bin())
+            .args([
+                "format",
+                s(&img),
+                "--batch",
+                "--pbkdf-force-iterations",
+                "1000",
+            ])
+            .args(["--pbkdf", "pbkdf2", "--key-file", s(&key)]));
+        config.push_str(&format!(
+            "[[export]]\nname = {name:?}\nimage = {:?}\ncredential = \"keys_{name}\"\n\n",
+            s(&img)
+        ));
+    }
+    std::fs::write(etc.join("gateway.toml"), config).unwrap();
+    let exec = service_unit
+        .lines()
+        .find_map(|l| l.strip_prefix("ExecStart="))
+        .unwrap()
+        .to_string();
+    let activator = Command::new("systemd-socket-activate")
+        .arg("-l")
+        .arg(&listen)
+        .args(["-E", "CREDENTIALS_DIRECTORY", "--"])
+        .args(exec.split_whitespace())
+        .env("CREDENTIALS_DIRECTORY", &creds)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for(Path::new(&listen));
+    for (name, size) in [("vm1", 4u64 << 20), ("vm2", 8 << 20)] {
+        let got = run(Command::new("nbdinfo")
+            .arg("--size")
+            .arg(format!("nbd+unix:///{name}?socket={listen}")));
+        assert_eq!(got.trim(), size.to_string(), "{name}");
+    }
+    run(Command::new("kill").args(["-TERM", &activator.id().to_string()]));
+    let out = activator.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

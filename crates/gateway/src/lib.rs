@@ -5,8 +5,14 @@
 //!   exactly one key source per export, access lists), and compared with the running one
 //!   on a reload ([`config::Changes`]: which exports appear, go, or change, and whether
 //!   a change can apply to a live export);
-//! - [`metered`]: an NBD export counted into its per-export metrics.
+//! - [`metered`]: an NBD export counted into its per-export metrics;
+//! - [`table`]: the NBD server's export table built from a configuration, every volume
+//!   opened through `sectorcrypt_image` with its key, its access lists and its metrics;
+//! - [`live`]: the running gateway, whose table a reload replaces (exports added,
+//!   removed, with new access lists; changed volumes refused).
 #![forbid(unsafe_code)]
 
 pub mod config;
+pub mod live;
 pub mod metered;
+pub mod table;

@@ -1,6 +1,6 @@
 //! What the caller chooses: where to listen ([`Listen`]) and how the server behaves
-//! ([`ServerConfig`]: the export's name and description, limits, timeouts, the socket's
-//! mode, TLS, logging).
+//! ([`ServerConfig`]: the name and description of a server's one export, limits, timeouts,
+//! the socket's mode, TLS, logging).
 //!
 //! Plain data with defaults; nothing here binds or reads a socket. Addresses are checked
 //! when parsed: the server serves loopback and Unix sockets only.
@@ -37,9 +37,11 @@ impl Listen {
 /// Server settings.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
-    /// The export's name; clients asking for "" get it too (the default export).
+    /// The export's name, for a server of one export ([`Server::bind`](crate::Server::bind));
+    /// clients asking for "" get it too (the default export). A table
+    /// ([`Server::bind_exports`](crate::Server::bind_exports)) names its own exports.
     pub export_name: String,
-    /// Shown by NBD_OPT_LIST and NBD_INFO_DESCRIPTION.
+    /// Shown by NBD_OPT_LIST and NBD_INFO_DESCRIPTION, for a server of one export.
     pub description: Option<String>,
     /// Worker threads per connection (requests of one connection run this many at once).
     pub workers_per_connection: usize,
@@ -51,6 +53,13 @@ pub struct ServerConfig {
     /// slot is taken, it takes the slot of the one idle longest (no request in flight),
     /// which is closed; when none is idle, the new connection is closed.
     pub max_connections: usize,
+    /// Connections one export may have past their handshake at once; 0 (the default):
+    /// no limit of its own, `max_connections` only. Below `max_connections`, it keeps
+    /// slots for the other exports of a server of many: the clients of an export whose
+    /// store stalls have requests in flight that never come back, so none of them is
+    /// idle and none can be closed to make room; they hold this many slots at most. A
+    /// client over the limit is refused at NBD_OPT_GO with NBD_REP_ERR_POLICY.
+    pub max_connections_per_export: usize,
     /// Connections in their handshake at once, apart from `max_connections`. When every
     /// handshake slot is taken, a new connection takes the slot of the one in its
     /// handshake longest, which is closed: connections that never finish their handshake
@@ -115,6 +124,7 @@ impl Default for ServerConfig {
             workers_per_connection: 4,
             max_payload: 32 << 20,
             max_connections: 64,
+            max_connections_per_export: 0,
             max_handshakes: 64,
             log: true,
             handshake_timeout: Duration::from_secs(10),

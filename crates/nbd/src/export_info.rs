@@ -1,12 +1,12 @@
-//! What a client is told about the export, and which export names it may ask for: the
-//! negotiated state of one connection, apart from the socket code.
+//! What a client is told about the export it chose: the negotiated state of one
+//! connection, apart from the socket code.
 //!
-//! [`ExportInfo`] is taken once per connection from the [`Export`]'s answers and the
-//! [`ServerConfig`]; the handshake encodes it (size, transmission flags, block sizes, name,
-//! description) and the transmission phase holds requests to it (size, read-only, trim,
-//! maximum payload). Pure: no socket, no data operation on the export.
+//! [`ExportInfo`] is taken once per choice (NBD_OPT_INFO, NBD_OPT_GO, NBD_OPT_EXPORT_NAME)
+//! from the [`Export`]'s answers, its name and description in the server's table, and the
+//! [`ServerConfig`]'s maximum payload; the handshake encodes it (size, transmission flags,
+//! block sizes, name, description) and the transmission phase holds requests to it (size,
+//! read-only, trim, maximum payload). Pure: no socket, no data operation on the export.
 
-use crate::config::ServerConfig;
 use crate::export::Export;
 use crate::proto::*;
 
@@ -24,7 +24,7 @@ pub(crate) struct BlockSizes {
 /// The export as one connection sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ExportInfo {
-    /// The export's name ("" also selects it: the default export).
+    /// The export's name (its own, also when the client asked for the default, "").
     pub(crate) name: String,
     /// Shown by NBD_OPT_LIST and NBD_INFO_DESCRIPTION.
     pub(crate) description: Option<String>,
@@ -41,14 +41,19 @@ pub(crate) struct ExportInfo {
 }
 
 impl ExportInfo {
-    /// Asks `export` for its size and capabilities; the name, description and maximum
-    /// payload come from `config`. The preferred block size is the export's, kept between
-    /// the minimum (at least 1) and the maximum payload.
-    pub(crate) fn new(export: &dyn Export, config: &ServerConfig) -> ExportInfo {
+    /// Asks `export` (named `name`, described by `description`) for its size and
+    /// capabilities; `max_payload` is the server's. The preferred block size is the
+    /// export's, kept between the minimum (at least 1) and the maximum payload.
+    pub(crate) fn new(
+        name: &str,
+        description: Option<&str>,
+        export: &dyn Export,
+        max_payload: u32,
+    ) -> ExportInfo {
         let minimum = export.min_block_size();
         ExportInfo {
-            name: config.export_name.clone(),
-            description: config.description.clone(),
+            name: name.to_string(),
+            description: description.map(str::to_string),
             size: export.size(),
             read_only: export.read_only(),
             can_trim: export.can_trim(),
@@ -57,16 +62,10 @@ impl ExportInfo {
                 minimum,
                 preferred: export
                     .preferred_block_size()
-                    .clamp(minimum.max(1), config.max_payload),
-                maximum: config.max_payload,
+                    .clamp(minimum.max(1), max_payload),
+                maximum: max_payload,
             },
         }
-    }
-
-    /// Whether a client asking for export `name` gets this export: its own name, or ""
-    /// (the default export).
-    pub(crate) fn name_matches(&self, name: &[u8]) -> bool {
-        name.is_empty() || name == self.name.as_bytes()
     }
 
     /// The transmission flags: FLUSH always; FUA, WRITE_ZEROES and (when the export can)
@@ -142,18 +141,14 @@ mod tests {
         }
     }
 
-    fn config() -> ServerConfig {
-        ServerConfig {
-            export_name: "vol".into(),
-            description: Some("a volume".into()),
-            max_payload: 1 << 16,
-            ..ServerConfig::default()
-        }
+    /// The export "vol", described as "a volume", with a maximum payload of 64 KiB.
+    fn described(export: &Answers) -> ExportInfo {
+        ExportInfo::new("vol", Some("a volume"), export, 1 << 16)
     }
 
     #[test]
     fn flags_follow_the_export_capabilities() {
-        let info = ExportInfo::new(&writable(), &config());
+        let info = described(&writable());
         assert_eq!(info.size, 1 << 20);
         assert_eq!(
             info.transmission_flags(),
@@ -163,14 +158,11 @@ mod tests {
                 | FLAG_SEND_WRITE_ZEROES
                 | FLAG_CAN_MULTI_CONN
         );
-        let trim = ExportInfo::new(
-            &Answers {
-                trim: true,
-                multi_conn: false,
-                ..writable()
-            },
-            &config(),
-        );
+        let trim = described(&Answers {
+            trim: true,
+            multi_conn: false,
+            ..writable()
+        });
         assert_eq!(
             trim.transmission_flags(),
             FLAG_HAS_FLAGS
@@ -180,14 +172,11 @@ mod tests {
                 | FLAG_SEND_TRIM
         );
         // Read-only: no write-side flags, trim or not.
-        let ro = ExportInfo::new(
-            &Answers {
-                read_only: true,
-                trim: true,
-                ..writable()
-            },
-            &config(),
-        );
+        let ro = described(&Answers {
+            read_only: true,
+            trim: true,
+            ..writable()
+        });
         assert_eq!(
             ro.transmission_flags(),
             FLAG_HAS_FLAGS | FLAG_SEND_FLUSH | FLAG_READ_ONLY | FLAG_CAN_MULTI_CONN
@@ -198,14 +187,11 @@ mod tests {
     #[test]
     fn the_preferred_block_size_stays_between_minimum_and_maximum() {
         let sizes = |min, preferred| {
-            ExportInfo::new(
-                &Answers {
-                    min,
-                    preferred,
-                    ..writable()
-                },
-                &config(),
-            )
+            described(&Answers {
+                min,
+                preferred,
+                ..writable()
+            })
             .block_sizes
         };
         assert_eq!(
@@ -230,12 +216,9 @@ mod tests {
     }
 
     #[test]
-    fn the_export_answers_to_its_name_and_the_default_name() {
-        let info = ExportInfo::new(&writable(), &config());
-        assert!(info.name_matches(b"vol"));
-        assert!(info.name_matches(b""));
-        assert!(!info.name_matches(b"vol2"));
-        assert!(!info.name_matches(b"VOL"));
+    fn name_and_description_are_the_tables() {
+        let info = described(&writable());
+        assert_eq!(info.name, "vol");
         assert_eq!(info.description.as_deref(), Some("a volume"));
     }
 }

@@ -11,21 +11,29 @@
 //! and the server stops when the last has left ([`Error::SocketGone`]), unless
 //! [`ServerConfig::stop_when_socket_gone`] is off.
 //!
+//! A server offers the exports of a table ([`Exports`]): each client picks one by name in
+//! its handshake, and sees and gets only what the table admits for it (its Unix
+//! credentials, its TCP address, its TLS certificate's subject: [`Peer`](crate::Peer)).
+//! [`Server::bind`] serves one export, a table of one; [`Server::bind_exports`] any table.
+//!
 //! The top of the crate's socket code: a connection is the handshake, then the
 //! transmission phase, each in its own module, which know nothing of the listener. What
-//! they share across connections (the export, the configuration, the flushes) is owned
-//! here and lent to them; the export's description is taken once per connection.
+//! they share across connections (the table, the configuration, each export's flushes:
+//! `served`) is owned here and lent to them; what a client is told of its export is taken
+//! when it chooses it. Connections to one export share nothing with those to another but
+//! the listener's slots: each has its own reader and workers, and each export its own
+//! flushes, so an export whose store stalls holds up its own connections only.
 
 use crate::activity::{Activity, Admission, Connections};
 use crate::config::{Listen, ServerConfig};
 use crate::error::{Error, MAX_SOCKET_PATH};
 use crate::export::Export;
-use crate::export_info::ExportInfo;
-use crate::handshake::{self, Haggle, Outcome, TlsMode};
+use crate::exports::{ExportTable, Exports};
+use crate::handshake::{self, Busy, Chosen, Haggle, Outcome, TlsMode};
+use crate::served::Served;
 use crate::stream::{Deadline, Stream};
 use crate::tls::{self, ServerTls};
 use crate::transmission::{self, Context};
-use crate::writeback::Writeback;
 use std::fmt;
 use std::fs;
 use std::io::{self, Write};
@@ -41,9 +49,12 @@ use std::time::{Duration, Instant};
 
 /// What every connection shares.
 struct Shared {
-    export: Arc<dyn Export>,
+    exports: Arc<dyn Exports>,
     config: ServerConfig,
-    writeback: Writeback,
+    /// The exports in use and their flushes.
+    served: Served,
+    /// What the server serves, for its first log line.
+    serving: String,
     /// What connection times are measured from.
     epoch: Instant,
 }
@@ -118,7 +129,37 @@ impl ShutdownHandle {
     }
 }
 
-/// An NBD server for one export.
+/// Lets go of the exports a running [`Server`]'s table no longer offers (after a
+/// reload of an [`Exports`] whose contents change).
+#[derive(Clone)]
+pub struct ExportsHandle {
+    shared: Weak<Shared>,
+}
+
+impl fmt::Debug for ExportsHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ExportsHandle").finish_non_exhaustive()
+    }
+}
+
+impl ExportsHandle {
+    /// Flushes and closes every export that no connection uses and the table no longer
+    /// holds (one still used is flushed and closed when its last client leaves); the
+    /// failed flushes. Nothing once the server has stopped.
+    pub fn release_unoffered(&self) -> Vec<io::Error> {
+        let Some(shared) = self.shared.upgrade() else {
+            return Vec::new();
+        };
+        shared
+            .served
+            .release_idle()
+            .into_iter()
+            .filter_map(Result::err)
+            .collect()
+    }
+}
+
+/// An NBD server for the exports of a table.
 pub struct Server {
     listener: Arc<Listener>,
     shared: Arc<Shared>,
@@ -129,7 +170,7 @@ impl fmt::Debug for Server {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Server")
             .field("listen", &self.handle.wake)
-            .field("export_name", &self.shared.config.export_name)
+            .field("serving", &self.shared.serving)
             .finish_non_exhaustive()
     }
 }
@@ -222,47 +263,99 @@ fn private_dir(path: &Path) -> Result<PathBuf, Error> {
     }
 }
 
+/// Binds `listen` (a loopback TCP address, or a Unix socket with
+/// [`ServerConfig::socket_mode`]); gives the listener and the address it is reached at.
+fn bind_listener(listen: &Listen, config: &ServerConfig) -> Result<(Listener, Listen), Error> {
+    match listen {
+        Listen::Unix(p) => {
+            if config.socket_mode & !0o777 != 0 {
+                return Err(Error::SocketMode(config.socket_mode));
+            }
+            let (l, id) = bind_unix(p, config.socket_mode)?;
+            Ok((Listener::Unix(l, p.clone(), id), Listen::Unix(p.clone())))
+        }
+        Listen::Tcp(a) => {
+            if !a.ip().is_loopback() {
+                return Err(Error::NotLoopback(a.to_string()));
+            }
+            let l = TcpListener::bind(a).map_err(|e| Error::Io("binding the port", e))?;
+            let local = l
+                .local_addr()
+                .map_err(|e| Error::Io("reading the bound address", e))?;
+            Ok((Listener::Tcp(l), Listen::Tcp(local)))
+        }
+    }
+}
+
+/// The address a socket handed over by another process is reached at.
+fn adopted_address(listener: &Adopted) -> Result<Listen, Error> {
+    let failed = |e| Error::Io("reading the passed socket's address", e);
+    Ok(match listener {
+        Adopted::Unix(l) => {
+            let addr = l.local_addr().map_err(failed)?;
+            Listen::Unix(addr.as_pathname().map(PathBuf::from).unwrap_or_default())
+        }
+        Adopted::Tcp(l) => Listen::Tcp(l.local_addr().map_err(failed)?),
+    })
+}
+
+/// A table of one export, named [`ServerConfig::export_name`], kept in use until the
+/// server stops; and what the server's first log line says it serves.
+fn single(export: Arc<dyn Export>, config: &ServerConfig) -> (Arc<dyn Exports>, Served, String) {
+    let serving = format!(
+        "export {:?} ({} bytes{})",
+        config.export_name,
+        export.size(),
+        if export.read_only() {
+            ", read-only"
+        } else {
+            ""
+        }
+    );
+    let table = ExportTable::single(
+        &config.export_name,
+        config.description.clone(),
+        export.clone(),
+    );
+    let served = Served::default();
+    served.keep(export);
+    (Arc::new(table), served, serving)
+}
+
 impl Server {
-    /// Binds `listen` for `export`.
+    /// Binds `listen` for `export` alone, named [`ServerConfig::export_name`] and
+    /// described by [`ServerConfig::description`], for every client that reaches the
+    /// socket; it answers to the default name "" too. Flushed when the server stops.
     pub fn bind(
         listen: &Listen,
         export: Arc<dyn Export>,
         config: ServerConfig,
     ) -> Result<Server, Error> {
-        let (listener, wake) = match listen {
-            Listen::Unix(p) => {
-                if config.socket_mode & !0o777 != 0 {
-                    return Err(Error::SocketMode(config.socket_mode));
-                }
-                let (l, id) = bind_unix(p, config.socket_mode)?;
-                (Listener::Unix(l, p.clone(), id), Listen::Unix(p.clone()))
-            }
-            Listen::Tcp(a) => {
-                if !a.ip().is_loopback() {
-                    return Err(Error::NotLoopback(a.to_string()));
-                }
-                let l = TcpListener::bind(a).map_err(|e| Error::Io("binding the port", e))?;
-                let local = l
-                    .local_addr()
-                    .map_err(|e| Error::Io("reading the bound address", e))?;
-                (Listener::Tcp(l), Listen::Tcp(local))
-            }
-        };
-        let listener = Arc::new(listener);
-        Ok(Server {
-            handle: ShutdownHandle {
-                stop: Arc::new(AtomicBool::new(false)),
-                listener: Arc::downgrade(&listener),
-                wake,
-            },
+        let (listener, wake) = bind_listener(listen, &config)?;
+        let (table, served, serving) = single(export, &config);
+        Ok(Server::over(listener, wake, table, served, serving, config))
+    }
+
+    /// Binds `listen` for the exports of `exports`: a client sees the names
+    /// [`Exports::list`] gives it and uses the export [`Exports::lookup`] finds for it.
+    /// [`ServerConfig::export_name`] and [`ServerConfig::description`] play no part. An
+    /// export is flushed when its last client leaves if the table no longer offers it,
+    /// and when the server stops otherwise.
+    pub fn bind_exports(
+        listen: &Listen,
+        exports: Arc<dyn Exports>,
+        config: ServerConfig,
+    ) -> Result<Server, Error> {
+        let (listener, wake) = bind_listener(listen, &config)?;
+        let serving = "its exports".to_string();
+        Ok(Server::over(
             listener,
-            shared: Arc::new(Shared {
-                export,
-                config,
-                writeback: Writeback::default(),
-                epoch: Instant::now(),
-            }),
-        })
+            wake,
+            exports,
+            Served::default(),
+            serving,
+            config,
+        ))
     }
 
     /// Serves `export` on a listening socket made elsewhere (systemd's socket activation:
@@ -273,16 +366,43 @@ impl Server {
         export: Arc<dyn Export>,
         config: ServerConfig,
     ) -> Result<Server, Error> {
-        let failed = |e| Error::Io("reading the passed socket's address", e);
-        let wake = match &listener {
-            Adopted::Unix(l) => {
-                let addr = l.local_addr().map_err(failed)?;
-                Listen::Unix(addr.as_pathname().map(PathBuf::from).unwrap_or_default())
-            }
-            Adopted::Tcp(l) => Listen::Tcp(l.local_addr().map_err(failed)?),
-        };
-        let listener = Arc::new(Listener::Adopted(listener));
-        Ok(Server {
+        let wake = adopted_address(&listener)?;
+        let (table, served, serving) = single(export, &config);
+        let listener = Listener::Adopted(listener);
+        Ok(Server::over(listener, wake, table, served, serving, config))
+    }
+
+    /// Serves the exports of `exports` (as [`Server::bind_exports`]) on a listening socket
+    /// made elsewhere (as [`Server::adopt`]).
+    pub fn adopt_exports(
+        listener: Adopted,
+        exports: Arc<dyn Exports>,
+        config: ServerConfig,
+    ) -> Result<Server, Error> {
+        let wake = adopted_address(&listener)?;
+        let listener = Listener::Adopted(listener);
+        let serving = "its exports".to_string();
+        Ok(Server::over(
+            listener,
+            wake,
+            exports,
+            Served::default(),
+            serving,
+            config,
+        ))
+    }
+
+    /// A server on `listener` (reached at `wake`) for the exports of `exports`.
+    fn over(
+        listener: Listener,
+        wake: Listen,
+        exports: Arc<dyn Exports>,
+        served: Served,
+        serving: String,
+        config: ServerConfig,
+    ) -> Server {
+        let listener = Arc::new(listener);
+        Server {
             handle: ShutdownHandle {
                 stop: Arc::new(AtomicBool::new(false)),
                 listener: Arc::downgrade(&listener),
@@ -290,12 +410,13 @@ impl Server {
             },
             listener,
             shared: Arc::new(Shared {
-                export,
+                exports,
                 config,
-                writeback: Writeback::default(),
+                served,
+                serving,
                 epoch: Instant::now(),
             }),
-        })
+        }
     }
 
     /// Where the server listens (for TCP port 0, the port actually bound).
@@ -308,8 +429,15 @@ impl Server {
         self.handle.clone()
     }
 
+    /// A handle that lets go of the exports the table no longer offers.
+    pub fn exports_handle(&self) -> ExportsHandle {
+        ExportsHandle {
+            shared: Arc::downgrade(&self.shared),
+        }
+    }
+
     /// Accepts and serves connections until shut down; then waits for every connection's
-    /// requests in flight and flushes the export.
+    /// requests in flight and flushes the exports in use.
     pub fn run(self) -> Result<(), Error> {
         let shared = self.shared.clone();
         let stop = self.handle.stop.clone();
@@ -333,16 +461,9 @@ impl Server {
                 Err(_) => "?".into(),
             },
         };
-        shared.config.log(format_args!(
-            "serving export {:?} ({} bytes{}) on {listen_desc}",
-            shared.config.export_name,
-            shared.export.size(),
-            if shared.export.read_only() {
-                ", read-only"
-            } else {
-                ""
-            }
-        ));
+        shared
+            .config
+            .log(format_args!("serving {} on {listen_desc}", shared.serving));
 
         let lost = Arc::new(AtomicBool::new(false));
         let (watch_stop, watcher) = match &*self.listener {
@@ -453,11 +574,24 @@ impl Server {
                 let _ = fs::remove_file(p);
             }
         }
-        shared
-            .writeback
-            .flush(&*shared.export)
-            .map_err(|e| Error::Io("flushing the export", e))?;
-        shared.config.log(format_args!("shut down; export flushed"));
+        let flushed = shared.served.len();
+        let mut failed = shared.served.flush_all().into_iter();
+        if let Some(e) = failed.next() {
+            for other in failed {
+                shared
+                    .config
+                    .log(format_args!("flushing an export at shutdown: {other}"));
+            }
+            return Err(Error::Io("flushing the export", e));
+        }
+        shared.config.log(format_args!(
+            "shut down; {}",
+            if flushed == 1 {
+                "export flushed".to_string()
+            } else {
+                format!("{flushed} exports flushed")
+            }
+        ));
         match &*self.listener {
             Listener::Unix(_, p, _) if lost.load(Ordering::SeqCst) => {
                 result.and(Err(Error::SocketGone(p.display().to_string())))
@@ -533,28 +667,37 @@ impl Drop for Leaving<'_> {
 /// For a socket handed over by another process, and for driving the protocol over a
 /// socket pair (the fuzz targets).
 pub fn serve_connection(stream: UnixStream, export: Arc<dyn Export>, config: ServerConfig) {
-    let epoch = Instant::now();
+    let table = ExportTable::single(&config.export_name, config.description.clone(), export);
     let shared = Shared {
-        export,
+        exports: Arc::new(table),
         config,
-        writeback: Writeback::default(),
-        epoch,
+        served: Served::default(),
+        serving: String::new(),
+        epoch: Instant::now(),
     };
     connection(Stream::Unix(stream), &shared, 0, None);
 }
 
 /// Serves connection `id` on `stream`: its handshake, then, once `open` (the listener's
 /// tables, when there are some) has given it a slot for the export it chose, the
-/// transmission phase.
+/// transmission phase on that export.
 fn connection(mut stream: Stream, shared: &Shared, id: u64, open: Option<&Connections>) {
     let log = |args: fmt::Arguments<'_>| shared.config.log(args);
     let write_timeout = Some(shared.config.write_timeout).filter(|t| !t.is_zero());
-    let info = ExportInfo::new(&*shared.export, &shared.config);
     let deadline = Instant::now() + shared.config.handshake_timeout;
-    // The slot, asked for once the export is chosen; the connection's activity starts
-    // then (idle).
-    let mut activity = None;
-    let mut admit = || {
+    // The slot, asked for once the export is chosen: one of the export's own, if it has
+    // a limit, then one of the server's; the connection's activity starts then (idle),
+    // and it uses the export's flushes.
+    let mut admitted = None;
+    let mut admit = |chosen: &Chosen| {
+        let per_export = shared.config.max_connections_per_export;
+        let Some(writeback) = shared.served.try_enter(&chosen.export, per_export) else {
+            log(format_args!(
+                "connection {id}: refused: export {:?} has its {per_export} connections",
+                chosen.info.name
+            ));
+            return Err(Busy::Export);
+        };
         let a = Arc::new(Activity::new(shared.epoch));
         match open.map(|o| o.admit(id, a.clone())) {
             None | Some(Admission::Admitted) => {}
@@ -564,76 +707,117 @@ fn connection(mut stream: Stream, shared: &Shared, id: u64, open: Option<&Connec
                 idle_for.as_secs_f64(),
                 shared.config.max_connections,
             )),
-            Some(Admission::Full) => return false,
+            Some(Admission::Full) => {
+                leave(shared, id, &chosen.export, &chosen.info.name);
+                return Err(Busy::Server);
+            }
         }
-        activity = Some(a);
-        true
+        admitted = Some((a, writeback, chosen.export.clone()));
+        Ok(())
     };
+    let mut haggle = Haggle::new(
+        &*shared.exports,
+        stream.peer(),
+        shared.config.max_payload,
+        match &shared.config.tls {
+            None => TlsMode::Off,
+            Some(t) if t.required() => TlsMode::Required,
+            Some(_) => TlsMode::Allowed,
+        },
+    );
     let tls = shared.config.tls.as_ref();
-    let negotiated = handshake_phase(&mut stream, deadline, &info, tls, &mut admit)
+    let negotiated = handshake_phase(&mut stream, deadline, &mut haggle, tls, &mut admit)
         .and_then(|n| stream.set_write_timeout(write_timeout).map(|()| n));
-    match (negotiated, activity) {
-        (Ok((Outcome::Transmit, session)), Some(activity)) => {
+    let peer = haggle.peer().clone();
+    let chosen = haggle.take_chosen();
+    let (negotiated, admitted, chosen) = match (negotiated, admitted, chosen) {
+        (Ok((Outcome::Transmit, session)), Some((activity, writeback, held)), Some(chosen)) => {
+            // One hold on the export is enough (`leave` counts the holders).
+            drop(held);
             let over = if session.is_some() { " over TLS" } else { "" };
-            log(format_args!("connection {id}: transmission{over}"));
+            let Chosen { export, info } = chosen;
+            log(format_args!(
+                "connection {id}: transmission{over} on export {:?} for {peer}",
+                info.name
+            ));
             let cx = Context {
-                export: &*shared.export,
+                export: &*export,
                 info: &info,
                 config: &shared.config,
-                writeback: &shared.writeback,
+                writeback: &writeback,
                 activity: &activity,
                 id,
             };
             if let Err(e) = transmission::serve(stream, session, cx) {
                 log(format_args!("connection {id}: ended: {e}"));
             }
+            leave(shared, id, &export, &info.name);
+            return;
         }
-        (Ok((Outcome::Transmit, _)), None) => {
-            // Unreachable: the transmission phase follows an admission.
-            stream.shutdown(Shutdown::Both);
+        other => other,
+    };
+    // The handshake ended without the transmission phase: an export admitted (its
+    // acknowledgement failed to leave) is given back.
+    if let Some((_, _, export)) = admitted {
+        let name = chosen.map(|c| c.info.name).unwrap_or_default();
+        leave(shared, id, &export, &name);
+    }
+    match negotiated {
+        Ok((Outcome::Transmit, _)) => {
+            // Unreachable: the transmission phase follows an admission and a choice.
         }
-        (Ok((Outcome::Close(why), _)), _) => {
+        Ok((Outcome::Close(why), _)) => {
             log(format_args!("connection {id}: closed in handshake ({why})"));
-            stream.shutdown(Shutdown::Both);
         }
-        (Ok((Outcome::StartTls, _)), _) => {
+        Ok((Outcome::StartTls, _)) => {
             log(format_args!(
                 "connection {id}: closed in handshake (no TLS)"
             ));
-            stream.shutdown(Shutdown::Both);
         }
-        (Err(e), _) => {
+        Err(e) => {
             log(format_args!("connection {id}: handshake failed: {e}"));
-            stream.shutdown(Shutdown::Both);
         }
+    }
+    stream.shutdown(Shutdown::Both);
+}
+
+/// Connection `id` stops using `export` (named `name`); logs the flush of an export its
+/// table let go, when it was the last connection.
+fn leave(shared: &Shared, id: u64, export: &Arc<dyn Export>, name: &str) {
+    match shared.served.leave(export) {
+        Some(Err(e)) => shared.config.log(format_args!(
+            "connection {id}: flushing export {name:?}, which its table no longer offers, \
+             after its last client left: {e}"
+        )),
+        Some(Ok(())) => shared.config.log(format_args!(
+            "connection {id}: export {name:?} flushed and closed after its last client left \
+             (its table no longer offers it)"
+        )),
+        None => {}
     }
 }
 
-/// The handshake, all of it before `deadline` (reads and writes): the option haggling,
-/// and when the client starts TLS, the TLS handshake and the rest of the haggling over
-/// it; `admit` is asked for a slot once the export is chosen. Gives the TLS session the
+/// The handshake `haggle`, all of it before `deadline` (reads and writes): the option
+/// haggling, and when the client starts TLS, the TLS handshake and the rest of the
+/// haggling over it, with the subject of the client's certificate added to the peer;
+/// `admit` is asked for a slot once the export is chosen. Gives the TLS session the
 /// transmission phase goes on in, if any.
 fn handshake_phase(
     stream: &mut Stream,
     deadline: Instant,
-    info: &ExportInfo,
+    haggle: &mut Haggle<'_>,
     tls: Option<&ServerTls>,
-    admit: &mut dyn FnMut() -> bool,
+    admit: &mut dyn FnMut(&Chosen) -> Result<(), Busy>,
 ) -> io::Result<(Outcome, Option<rustls::ServerConnection>)> {
-    let mode = match tls {
-        None => TlsMode::Off,
-        Some(t) if t.required() => TlsMode::Required,
-        Some(_) => TlsMode::Allowed,
-    };
     let mut plain = Deadline::new(stream, deadline);
-    let mut haggle = Haggle::new(info, mode);
-    let outcome = handshake::negotiate(&mut plain, &mut haggle, admit)?;
+    let outcome = handshake::negotiate(&mut plain, haggle, admit)?;
     let (Outcome::StartTls, Some(tls)) = (&outcome, tls) else {
         return Ok((outcome, None));
     };
     let mut session = tls::accept(tls, &mut plain)?;
+    haggle.set_tls_subject(tls::client_subject(tls, &session));
     let mut secure = rustls::Stream::new(&mut session, &mut plain);
-    let outcome = handshake::negotiate(&mut secure, &mut haggle, admit)?;
+    let outcome = handshake::negotiate(&mut secure, haggle, admit)?;
     secure.flush()?;
     Ok((outcome, Some(session)))
 }

@@ -1,9 +1,11 @@
 //! One connected socket, Unix or loopback TCP, behind one type ([`Stream`]), and the
 //! handshake's view of it, whose reads must all finish before a deadline ([`Deadline`]).
 //!
-//! Only the socket operations the server needs are here; what goes over the socket is the
-//! business of `handshake` and `transmission`.
+//! Only the socket operations the server needs are here (and what the socket tells of
+//! the client, [`Stream::peer`]); what goes over the socket is the business of
+//! `handshake` and `transmission`.
 
+use crate::exports::{Credentials, Peer};
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::os::unix::net::UnixStream;
@@ -56,6 +58,26 @@ impl Stream {
             Stream::Unix(s) => setsockopt(s, SndBuf, &bytes),
             Stream::Tcp(s) => setsockopt(s, SndBuf, &bytes),
         };
+    }
+
+    /// What the socket tells of the client: a Unix socket's peer credentials as the
+    /// kernel took them at `connect()` (`SO_PEERCRED`; none if the kernel does not say),
+    /// or a TCP client's address.
+    pub(crate) fn peer(&self) -> Peer {
+        use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
+        match self {
+            Stream::Unix(s) => {
+                Peer::unix(getsockopt(s, PeerCredentials).ok().map(|c| Credentials {
+                    uid: c.uid(),
+                    gid: c.gid(),
+                    pid: c.pid(),
+                }))
+            }
+            Stream::Tcp(s) => match s.peer_addr() {
+                Ok(a) => Peer::tcp(a),
+                Err(_) => Peer::default(),
+            },
+        }
     }
 
     /// Ends reading, writing or both; errors (already closed) are irrelevant here.
@@ -147,6 +169,23 @@ impl Write for Deadline<'_> {
 mod tests {
     use super::*;
     use nix::sys::socket::{getsockopt, sockopt::SndBuf};
+
+    #[test]
+    fn a_unix_peer_is_known_by_the_kernels_credentials() {
+        let (a, _b) = UnixStream::pair().unwrap();
+        let c = Stream::Unix(a).peer().credentials.unwrap();
+        // /proc/self belongs to the process's effective user and group.
+        let me = std::fs::metadata("/proc/self").unwrap();
+        use std::os::unix::fs::MetadataExt;
+        assert_eq!((c.uid, c.gid), (me.uid(), me.gid()));
+        assert_eq!(c.pid, std::process::id() as i32);
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let client = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (server, _) = l.accept().unwrap();
+        let p = Stream::Tcp(server).peer();
+        assert_eq!(p.address, Some(client.local_addr().unwrap()));
+        assert_eq!(p.credentials, None);
+    }
 
     #[test]
     fn the_send_buffer_is_widened_up_to_the_kernels_cap() {

@@ -13,15 +13,17 @@
 //! - `writeback`: a failed flush fails every later flush;
 //! - `lifecycle`: listening (Unix socket, loopback TCP) and shutting down;
 //! - `client`: the NBD client against nbdkit, this server and a hand-written one;
-//! - `client_tls`: the NBD client over TLS (`nbds://`).
-//! - `client_deadlines`: the client's deadlines against upstreams that trickle or stall.
-//! - `tls`: NBD_OPT_STARTTLS with nbdinfo, nbdcopy, qemu-img and the crate's client side.
+//! - `client_tls`: the NBD client over TLS (`nbds://`);
+//! - `client_deadlines`: the client's deadlines against upstreams that trickle or stall;
+//! - `tls`: NBD_OPT_STARTTLS with nbdinfo, nbdcopy, qemu-img and the crate's client side;
+//! - `exports`: many exports behind one server, and who may see and use each.
 
 mod support;
 
 mod client;
 mod client_deadlines;
 mod client_tls;
+mod exports;
 mod fairness;
 mod handshake;
 mod lifecycle;

@@ -128,6 +128,27 @@ pub fn make_certificates(dir: &Path, ca_name: &str) {
     );
 }
 
+/// A second client's certificates directory `dir` for the authority of `certs` (made by
+/// [`make_certificates`]): ca-cert.pem, and client-key.pem and client-cert.pem with the
+/// common name `cn`, as libnbd's `tls-certificates` reads them.
+pub fn another_client(certs: &Path, dir: &Path, cn: &str) {
+    fs::create_dir_all(dir).unwrap();
+    for f in ["ca-cert.pem", "ca-key.pem"] {
+        fs::copy(certs.join(f), dir.join(f)).unwrap();
+    }
+    key(dir, "client-key.pem");
+    signed(
+        dir,
+        "client-key.pem",
+        "client-cert.pem",
+        cn,
+        "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n\
+         extendedKeyUsage=clientAuth\n",
+        "4",
+    );
+    fs::remove_file(dir.join("ca-key.pem")).unwrap();
+}
+
 /// Returns from the calling test, printing `skipped: ...` ([`skip`](crate::skip): a failure
 /// under `SECTORCRYPT_STRICT=1`), unless the openssl command line runs ([`have_openssl`]).
 #[macro_export]

@@ -73,6 +73,8 @@ fn serve(open: OpenArgs, listen: Listen, exit_after_last: bool, flags: u32) -> R
         hotzone_size: None,
         tls: listen.tls,
         metrics: None,
+        config: None,
+        export: Vec::new(),
     })
 }
 

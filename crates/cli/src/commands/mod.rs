@@ -9,6 +9,7 @@ pub mod bench;
 pub mod cipher;
 pub mod convert;
 pub mod demo;
+pub mod gateway;
 pub mod geli;
 pub mod geli_front;
 pub mod manuals;

@@ -23,10 +23,18 @@
 //! READY=1 once its socket accepts connections, STOPPING=1 when a signal stops it, and
 //! WATCHDOG=1 at half of `$WATCHDOG_USEC`. `--metrics` serves the export's counters in
 //! Prometheus' text format (`sectorcrypt_service::metrics`).
+//!
+//! With `--config FILE` or `--export NAME=LOCATOR` in place of IMAGE it serves many
+//! volumes, each under its name (`commands::gateway` turns the command line into the
+//! gateway's configuration; `sectorcrypt_gateway::table` opens the volumes into the
+//! server's export table, each counted under its name for `--metrics`). SIGHUP reads a
+//! `--config` file again (`sectorcrypt_gateway::live`), between RELOADING=1 and READY=1.
 
 use crate::failure::Failure;
 use crate::flags::tls::{TlsArgs, TlsMode};
 use crate::flags::ServeArgs;
+use sectorcrypt_gateway::config::Config;
+use sectorcrypt_gateway::live::Gateway;
 use sectorcrypt_gateway::metered::Metered;
 use sectorcrypt_image::reencrypt::{Online, ReencryptOptions};
 use sectorcrypt_nbd::tls::{ServerTls, TlsError};
@@ -37,7 +45,7 @@ use sectorcrypt_service::metrics::{ExportMetrics, Metrics};
 use sectorcrypt_service::notify::{watchdog_interval, Notifier};
 use sectorcrypt_service::process_env;
 use sectorcrypt_volume::luks::luks2::reencrypt::Outcome;
-use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -50,10 +58,20 @@ const NBD_WORKERS: usize = 16;
 const RBD_WORKERS: usize = 6;
 
 pub fn run(a: ServeArgs) -> Result<(), Failure> {
+    // Many volumes (--config, --export) or the one IMAGE.
+    let gateway = crate::commands::gateway::from_args(&a)?;
+    if a.reencrypt && gateway.is_some() {
+        return Err(Failure::usage(
+            "--reencrypt serves one volume (IMAGE), not a gateway's exports",
+        ));
+    }
     let listen = match (&a.socket, &a.listen) {
         (Some(p), None) => Some(Listen::Unix(p.clone())),
         (None, Some(addr)) => Some(Listen::tcp(addr).map_err(Failure::usage)?),
-        (None, None) => None,
+        (None, None) => match &gateway {
+            Some(c) => crate::commands::gateway::listen(c)?,
+            None => None,
+        },
         _ => return Err(Failure::usage("give exactly one of --socket and --listen")),
     };
     // Without either, the socket systemd passes (socket activation), taken now: it is
@@ -66,42 +84,36 @@ pub fn run(a: ServeArgs) -> Result<(), Failure> {
     // goes through the clean path.
     let mut signals = Signals::new([SIGINT, SIGTERM])
         .map_err(|e| Failure::runtime(format!("cannot catch signals: {e}")))?;
-    let tls = server_tls(&a.tls)?;
+    // A gateway reloads its configuration on SIGHUP (caught from now on: one that comes
+    // while the volumes are opened waits for the server).
+    let hup = match &gateway {
+        Some(_) => Some(
+            Signals::new([SIGHUP])
+                .map_err(|e| Failure::runtime(format!("cannot catch SIGHUP: {e}")))?,
+        ),
+        None => None,
+    };
+    let tls = match &gateway {
+        Some(c) => server_tls(&crate::commands::gateway::tls_args(c, &a.tls)?)?,
+        None => server_tls(&a.tls)?,
+    };
     let tls_kind = tls.as_ref().map(|t| (t.required(), t.verify_peer()));
     // Unlocked on a thread of its own: a signal during a key derivation made to last for
     // hours stops the server at once.
     let notifier = Notifier::from_env(&process_env)
-        .map_err(|e| Failure::usage(format!("NOTIFY_SOCKET: {e}")))?;
-    let metrics_at = match &a.metrics {
+        .map_err(|e| Failure::usage(format!("NOTIFY_SOCKET: {e}")))?
+        .map(Arc::new);
+    let metrics_given = a
+        .metrics
+        .clone()
+        .or_else(|| gateway.as_ref().and_then(|c| c.metrics.clone()));
+    let metrics_at = match &metrics_given {
         Some(m) => Some(metrics_endpoint(m)?),
         None => None,
     };
-    let unlocking = Instant::now();
-    let (mut export, online) = if a.reencrypt {
-        let o = reencrypt_options(&a)?;
-        let (export, online) = crate::volumes::export::open_online(&a.open, &o)?;
-        (export, Some(online))
-    } else {
-        let export = crate::commands::open::unlock_interruptibly(&a.open, &mut signals)?;
-        (export, None)
-    };
-    let unlock_took = unlocking.elapsed();
-    export.allow_discards(a.allow_discards);
     let defaults = ServerConfig::default();
-    let remote = crate::present::locator::locate(&a.open.image)?;
-    let workers = match remote {
-        crate::present::locator::Location::Local => defaults.workers_per_connection,
-        crate::present::locator::Location::Nbd(_) => NBD_WORKERS,
-        crate::present::locator::Location::Rbd(_) => RBD_WORKERS,
-    };
     let socket_mode = a.socket_mode.unwrap_or(defaults.socket_mode);
-    let config = ServerConfig {
-        workers_per_connection: workers,
-        export_name: a.export_name.clone(),
-        description: Some(format!(
-            "sectorcrypt {}",
-            crate::present::locator::redacted(&a.open.image)
-        )),
+    let mut config = ServerConfig {
         read_timeout: Duration::from_secs(a.timeout),
         idle_timeout: Duration::from_secs(a.idle_timeout),
         socket_mode,
@@ -109,41 +121,190 @@ pub fn run(a: ServeArgs) -> Result<(), Failure> {
         tls,
         ..defaults
     };
-    let export: Arc<dyn sectorcrypt_nbd::Export> = match metrics_at {
-        None => Arc::new(export),
-        Some(at) => {
-            let backend = sectorcrypt_crypto::Backend::selected()
-                .map(|b| b.name())
-                .unwrap_or("unknown");
-            let metrics = Arc::new(Metrics::new(backend));
-            let threads = std::thread::available_parallelism().map_or(2, |n| n.get()) * 2;
-            let counted = Arc::new(ExportMetrics::new(&a.export_name, threads));
-            counted.key_derived(unlock_took);
-            metrics.add(counted.clone());
-            MetricsServer::spawn(&at, metrics).map_err(|e| {
-                Failure::runtime(format!(
-                    "--metrics {}: {e}",
-                    a.metrics.as_deref().unwrap_or("")
-                ))
-            })?;
-            Arc::new(Metered::new(export, counted))
+    let metrics = metrics_at.as_ref().map(|_| {
+        let backend = sectorcrypt_crypto::Backend::selected()
+            .map(|b| b.name())
+            .unwrap_or("unknown");
+        Arc::new(Metrics::new(backend))
+    });
+    let spawn_metrics = |at: &Endpoint, metrics: Arc<Metrics>| {
+        MetricsServer::spawn(at, metrics).map_err(|e| {
+            Failure::runtime(format!(
+                "--metrics {}: {e}",
+                metrics_given.as_deref().unwrap_or("")
+            ))
+        })
+    };
+    let served = match gateway {
+        Some(gateway) => {
+            config.workers_per_connection = gateway
+                .exports
+                .iter()
+                .map(|e| workers_for(std::path::Path::new(&e.image)))
+                .try_fold(config.workers_per_connection, |most, w| {
+                    w.map(|w| most.max(w))
+                })?;
+            let opts = sectorcrypt_gateway::table::Options {
+                credentials: std::env::var_os("CREDENTIALS_DIRECTORY").map(Into::into),
+                threads: a.open.threads,
+                allow_discards: a.allow_discards,
+                metrics: metrics.clone(),
+            };
+            let (gateway, opened) =
+                interruptibly(&mut signals, "opening the exports", move || {
+                    crate::host::memory::hold_keys_for_long();
+                    let opened = Gateway::open(gateway, opts);
+                    crate::host::memory::scrub_after_unlock();
+                    opened
+                })?
+                .map_err(crate::commands::gateway::open_failure)?;
+            crate::host::memory::warn_if_key_memory_not_locked();
+            for o in &opened {
+                eprintln!("sectorcrypt: {}", crate::commands::gateway::opened_line(o));
+            }
+            if let (Some(at), Some(m)) = (&metrics_at, metrics) {
+                spawn_metrics(at, m)?;
+            }
+            let gateway = Arc::new(gateway);
+            let table: Arc<dyn sectorcrypt_nbd::Exports> = gateway.clone();
+            let bound = match (&listen, adopted) {
+                (Some(l), _) => Server::bind_exports(l, table, config),
+                (None, Some(passed)) => Server::adopt_exports(passed, table, config),
+                (None, None) => unreachable!("a socket to listen on was found above"),
+            };
+            (bound, Some(gateway), None)
+        }
+        None => {
+            let unlocking = Instant::now();
+            let (mut export, online) = if a.reencrypt {
+                let o = reencrypt_options(&a)?;
+                let (export, online) = crate::volumes::export::open_online(&a.open, &o)?;
+                (export, Some(online))
+            } else {
+                let export = crate::commands::open::unlock_interruptibly(&a.open, &mut signals)?;
+                (export, None)
+            };
+            let unlock_took = unlocking.elapsed();
+            export.allow_discards(a.allow_discards);
+            config.workers_per_connection = workers_for(&a.open.image)?;
+            config.export_name = a.export_name.clone();
+            config.description = Some(format!(
+                "sectorcrypt {}",
+                crate::present::locator::redacted(&a.open.image)
+            ));
+            let export: Arc<dyn sectorcrypt_nbd::Export> = match (&metrics_at, metrics) {
+                (Some(at), Some(metrics)) => {
+                    let threads = std::thread::available_parallelism().map_or(2, |n| n.get()) * 2;
+                    let counted = Arc::new(ExportMetrics::new(&a.export_name, threads));
+                    counted.key_derived(unlock_took);
+                    metrics.add(counted.clone());
+                    spawn_metrics(at, metrics)?;
+                    Arc::new(Metered::new(export, counted))
+                }
+                _ => Arc::new(export),
+            };
+            let bound = match (&listen, adopted) {
+                (Some(l), _) => Server::bind(l, export, config),
+                (None, Some(passed)) => Server::adopt(passed, export, config),
+                (None, None) => unreachable!("a socket to listen on was found above"),
+            };
+            (bound, None, online)
         }
     };
-    let bound = match (&listen, adopted) {
-        (Some(l), _) => Server::bind(l, export, config),
-        (None, Some(passed)) => Server::adopt(passed, export, config),
-        (None, None) => unreachable!("a socket to listen on was found above"),
-    };
-    let server = bound.map_err(|e| match e {
+    let (served, gateway, online) = served;
+    let server = served.map_err(|e| match e {
         sectorcrypt_nbd::Error::Io(..) => Failure::runtime(e),
         _ => Failure::usage(e),
     })?;
     if let Some(warning) = open_to_all(server.local(), socket_mode, tls_kind) {
         eprintln!("sectorcrypt: warning: {warning}");
     }
+    let reloader = match (gateway, hup) {
+        (Some(gateway), Some(hup)) => Some(reload_on_hangup(
+            hup,
+            gateway,
+            a.config.clone(),
+            server.exports_handle(),
+            notifier.clone(),
+        )),
+        _ => None,
+    };
+    let stop_reencrypting = Arc::new(AtomicBool::new(false));
+    let reencrypting = online.map(|o| reencrypt_beside(o, stop_reencrypting.clone(), &a));
+    let result = serve_until_stopped(server, signals, notifier);
+    // A stopped server leaves the re-encryption stopped cleanly between two hotzones.
+    stop_reencrypting.store(true, Ordering::Relaxed);
+    if let Some(t) = reencrypting {
+        match t.join() {
+            Ok(Err(e)) => eprintln!("sectorcrypt: re-encryption: {}", e.message()),
+            Err(_) => eprintln!("sectorcrypt: re-encryption: its thread panicked"),
+            Ok(Ok(())) => {}
+        }
+    }
+    if let Some((handle, thread)) = reloader {
+        handle.close();
+        let _ = thread.join();
+    }
+    result
+}
+
+/// Reloads `gateway` from the configuration file `path` at each SIGHUP (`None`: the
+/// exports came from the command line, and there is nothing to read again), then lets
+/// the server close the exports removed that no client uses. Every reload is one line on
+/// standard error; a file that does not parse or check changes nothing.
+fn reload_on_hangup(
+    mut hup: Signals,
+    gateway: Arc<Gateway>,
+    path: Option<std::path::PathBuf>,
+    exports: sectorcrypt_nbd::ExportsHandle,
+    notifier: Option<Arc<Notifier>>,
+) -> (signal_hook::iterator::Handle, std::thread::JoinHandle<()>) {
+    let handle = hup.handle();
+    let thread = std::thread::spawn(move || {
+        for _ in hup.forever() {
+            let Some(path) = &path else {
+                eprintln!(
+                    "sectorcrypt: SIGHUP: nothing to reload (the exports come from --export; \
+                     --config FILE can be reloaded)"
+                );
+                continue;
+            };
+            let new = match Config::load(path) {
+                Ok(c) => c,
+                Err(e) => {
+                    eprintln!("sectorcrypt: reload refused: {e}; the running exports stay");
+                    if let Some(n) = &notifier {
+                        let _ = n.status(&format!("reload refused: {e}"));
+                    }
+                    continue;
+                }
+            };
+            // Type=notify-reload: RELOADING=1 (with the time), READY=1 when done.
+            if let Some(n) = &notifier {
+                let _ = n.reloading();
+            }
+            let done = gateway.reload(&new);
+            eprintln!("sectorcrypt: reloaded {}: {done}", path.display());
+            for e in exports.release_unoffered() {
+                eprintln!("sectorcrypt: reload: flushing a removed export: {e}");
+            }
+            if let Some(n) = &notifier {
+                let _ = n.ready(&format!("reloaded: {done}"));
+            }
+        }
+    });
+    (handle, thread)
+}
+
+/// Runs `server` until SIGINT or SIGTERM (a second one stops at once), saying READY,
+/// WATCHDOG and STOPPING to the service manager through `notifier`.
+fn serve_until_stopped(
+    server: Server,
+    mut signals: Signals,
+    notifier: Option<Arc<Notifier>>,
+) -> Result<(), Failure> {
     let handle = server.shutdown_handle();
     let signals_handle = signals.handle();
-    let notifier = notifier.map(Arc::new);
     if let Some(n) = &notifier {
         // A manager that is not listening is no reason to stop serving.
         let _ = n.ready(&format!("serving {}", describe(server.local())));
@@ -180,20 +341,9 @@ pub fn run(a: ServeArgs) -> Result<(), Failure> {
             std::process::exit(1);
         }
     });
-    let stop_reencrypting = Arc::new(AtomicBool::new(false));
-    let reencrypting = online.map(|o| reencrypt_beside(o, stop_reencrypting.clone(), &a));
     let result = server.run().map_err(Failure::runtime);
     signals_handle.close();
     let _ = watcher.join();
-    // A stopped server leaves the re-encryption stopped cleanly between two hotzones.
-    stop_reencrypting.store(true, Ordering::Relaxed);
-    if let Some(t) = reencrypting {
-        match t.join() {
-            Ok(Err(e)) => eprintln!("sectorcrypt: re-encryption: {}", e.message()),
-            Err(_) => eprintln!("sectorcrypt: re-encryption: its thread panicked"),
-            Ok(Ok(())) => {}
-        }
-    }
     result
 }
 
@@ -255,6 +405,50 @@ fn reencrypt_beside(
         drop(online);
         Ok(())
     })
+}
+
+/// Workers per connection for a volume at `image`: more over a remote store, whose
+/// requests wait on the network.
+fn workers_for(image: &std::path::Path) -> Result<usize, Failure> {
+    use crate::present::locator::{locate, Location};
+    Ok(match locate(image)? {
+        Location::Local => ServerConfig::default().workers_per_connection,
+        Location::Nbd(_) => NBD_WORKERS,
+        Location::Rbd(_) => RBD_WORKERS,
+    })
+}
+
+/// Runs `work` on a thread of its own and gives its result, unless SIGINT or SIGTERM
+/// comes first (`doing` says what was stopped); the work is then abandoned with the
+/// process.
+fn interruptibly<T: Send + 'static>(
+    signals: &mut Signals,
+    doing: &str,
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, Failure> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name("unlock".into())
+        .spawn(move || {
+            let _ = tx.send(work());
+        })
+        .map_err(|e| Failure::runtime(format!("starting the unlock thread: {e}")))?;
+    loop {
+        match rx.recv_timeout(Duration::from_millis(50)) {
+            Ok(done) => return Ok(done),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                return Err(Failure::runtime(format!(
+                    "{doing} failed (its thread ended)"
+                )))
+            }
+        }
+        if let Some(sig) = signals.pending().next() {
+            return Err(Failure::runtime(format!(
+                "signal {sig}: stopped while {doing} (the key derivations were abandoned)"
+            )));
+        }
+    }
 }
 
 /// The one listening socket systemd passed (`ListenStream=` of a socket unit), as the

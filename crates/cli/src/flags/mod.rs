@@ -629,7 +629,49 @@ nbds+unix:///?socket=S&tls-certificates=DIR (libnbd) or qemu's tls-creds-x509 ob
 --onetime: a GELI one-time provider (AES-XTS with 256-bit AES keys, 512-byte sectors,
 `sectorcrypt geli onetime` for geli's other choices) under a fresh random master key that
 is never stored (for swap or scratch space): no metadata is written and no sector reserved,
-every byte of the file is data; whatever is written is unreadable once the server stops.";
+every byte of the file is data; whatever is written is unreadable once the server stops.
+
+Many volumes, one server (a gateway): --config FILE, or --export NAME=LOCATOR repeated,
+serves each volume under its name instead of IMAGE; clients pick one by name
+(nbd+unix:///NAME?socket=S) and `nbdinfo --list` shows the names a client may use. With
+--export, --key-file (a file, read for every export), --keyfile-component, --no-passphrase
+and --read-only apply to every export:
+  sectorcrypt serve --export vm1=vm1.img --export vm2=vm2.img --key-file pass \\
+      --socket gw.sock
+A configuration file (TOML) gives each export its own key, header and access:
+  listen = [\"/run/sectorcrypt/gw.sock\"]   # or \"127.0.0.1:10809\"; none: socket activation
+  metrics = \"127.0.0.1:9560\"              # per-export series, labelled export=\"NAME\"
+  [tls]                                   # optional, for every export
+  certificates = \"/etc/sectorcrypt/tls\"
+  verify_peer = true                      # needed for tls_subjects
+  [[export]]
+  name = \"vm1\"
+  image = \"/srv/vm1.img\"                  # a path, nbd:// URI or rbd: spec
+  header = \"/srv/vm1.hdr\"                 # optional detached header
+  key_file = \"/etc/sectorcrypt/vm1.pass\"  # or credential = \"vm1\" ($CREDENTIALS_DIRECTORY)
+  allow_uids = [1000]                     # Unix clients by SO_PEERCRED; or allow_gids
+  tls_subjects = [\"CN=backup,O=Example\"]  # TLS clients by certificate subject (RFC 4514)
+  [[export]]
+  name = \"geli0\"
+  image = \"/srv/geli0.img\"
+  no_passphrase = true
+  keyfile_components = [\"/etc/sectorcrypt/geli0.key\"]
+  read_only = true
+An export with no allow_uids, allow_gids or tls_subjects admits every client that reaches
+the socket; one with lists admits a client any of them admits. A client refused an export
+is told nothing of it: it is not listed, and asking for it by name fails as for a name that
+does not exist. Every export is opened before the server starts: an export that cannot be
+opened (a wrong passphrase, a missing key file, a volume in use) is a misconfiguration, and
+the server does not start; the error names the export (exit 3 for a wrong passphrase).
+Unknown keys in the file are errors, with their line. --socket or --listen on the command
+line take the place of the file's listen.
+SIGHUP reads the --config file again: new exports are opened and offered; removed ones take
+no new client, and each is flushed and closed once its last client has left; new access
+lists apply from the next client on; a changed volume (image, header, key, read_only) is
+refused, said on standard error with the fields, and served as before; unchanged exports'
+clients notice nothing. listen, metrics and [tls] keep their values until a restart. A file
+that does not parse changes nothing. Under a service manager a reload says RELOADING=1, then
+READY=1 with what changed (or a STATUS= line with why a file was refused).";
 
 /// How a volume is opened (shared by `serve`, `mount` and `open`).
 #[derive(Debug, Args, Clone)]
@@ -693,9 +735,28 @@ pub struct OpenArgs {
 
 #[derive(Debug, Args)]
 #[command(group(clap::ArgGroup::new("where").required(false).args(["socket", "listen"])))]
+// IMAGE is left out when the exports come from --config or --export (empty then).
+#[command(mut_arg("image", |a| {
+    a.required(false)
+        .default_value("")
+        .hide_default_value(true)
+        .value_parser(clap::builder::TypedValueParser::map(
+            clap::builder::OsStringValueParser::new(),
+            PathBuf::from,
+        ))
+}))]
 pub struct ServeArgs {
     #[command(flatten)]
     pub open: OpenArgs,
+    /// Serve the exports of a gateway configuration (TOML; see below), each volume under
+    /// its name, instead of IMAGE.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["export", "export_name", "onetime"])]
+    pub config: Option<PathBuf>,
+    /// Serve the volume at LOCATOR as export NAME, instead of IMAGE; repeatable. The key
+    /// options given (--key-file, --keyfile-component, --no-passphrase) and --read-only
+    /// apply to every export.
+    #[arg(long, value_name = "NAME=LOCATOR", conflicts_with_all = ["export_name", "onetime"])]
+    pub export: Vec<String>,
     /// Listen on a Unix socket at PATH.
     #[arg(long, value_name = "PATH")]
     pub socket: Option<PathBuf>,

@@ -7,7 +7,9 @@
 //!   errors ([`TlsError`]); private keys are wiped after parsing and never quoted;
 //! - `server`: the server's configuration and its handshake after STARTTLS;
 //! - `client`: a client's configuration and its handshake, for `nbds://`;
-//! - `session`: the split session.
+//! - `session`: the split session;
+//! - `subject`: a verified client certificate's subject as an RFC 4514 string, for
+//!   access lists.
 //!
 //! The cryptography is rustls's `ring` provider; TLS 1.2 and 1.3 (proto.md: "MUST support
 //! TLS version 1.2"), rustls's safe defaults otherwise.
@@ -16,11 +18,12 @@ mod client;
 mod pem;
 mod server;
 mod session;
+mod subject;
 
 pub use client::ClientTls;
 pub use pem::TlsError;
-pub(crate) use server::accept;
 pub use server::ServerTls;
+pub(crate) use server::{accept, client_subject};
 pub use session::{split, TlsReader, TlsWriter};
 
 use rustls::crypto::CryptoProvider;

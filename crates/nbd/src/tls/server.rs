@@ -1,6 +1,7 @@
 //! The server's side: its TLS configuration from a certificates directory
 //! ([`ServerTls::from_dir`], nbdkit's file names), whether TLS is required, and the TLS
-//! handshake of one connection after NBD_OPT_STARTTLS was acknowledged ([`accept`]).
+//! handshake of one connection after NBD_OPT_STARTTLS was acknowledged ([`accept`]),
+//! and the subject of the certificate the client presented ([`client_subject`]).
 
 use super::pem::{self, TlsError, CA_CERT, SERVER_CERT, SERVER_KEY};
 use std::fmt;
@@ -80,4 +81,16 @@ pub(crate) fn accept<S: Read + Write>(
         .map_err(|e| io::Error::other(format!("TLS: {e}")))?;
     super::handshake(&mut conn, sock)?;
     Ok(conn)
+}
+
+/// The subject (RFC 4514 form) of the certificate the client of `conn` presented, once
+/// its handshake is over: `None` when the server asks for no certificate (no
+/// `verify_peer`, so nothing was verified and nothing is taken from it), or when the
+/// certificate cannot be read.
+pub(crate) fn client_subject(tls: &ServerTls, conn: &rustls::ServerConnection) -> Option<String> {
+    if !tls.verify_peer {
+        return None;
+    }
+    let end_entity = conn.peer_certificates()?.first()?;
+    super::subject::subject_of(end_entity)
 }

@@ -10,4 +10,4 @@ pub mod server;
 
 pub use exports::{LaterExport, MemExport, SlowExport};
 pub use raw::Raw;
-pub use server::{quiet, start};
+pub use server::{quiet, start, start_exports};

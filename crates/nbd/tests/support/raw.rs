@@ -37,6 +37,14 @@ pub fn option_bytes(opt: u32, data: &[u8]) -> Vec<u8> {
     m
 }
 
+/// The data of NBD_OPT_INFO or NBD_OPT_GO for export `name`, asking for no information.
+pub fn info_request(name: &str) -> Vec<u8> {
+    let mut d = (name.len() as u32).to_be_bytes().to_vec();
+    d.extend_from_slice(name.as_bytes());
+    d.extend_from_slice(&0u16.to_be_bytes());
+    d
+}
+
 /// A transmission request header: magic, flags, command, cookie, offset, length.
 pub fn request_bytes(kind: u16, flags: u16, cookie: u64, offset: u64, len: u32) -> Vec<u8> {
     let mut m = proto::REQUEST_MAGIC.to_be_bytes().to_vec();
@@ -92,11 +100,16 @@ impl Raw {
 
     /// NBD_OPT_GO for export "vol", asking for no information; panics unless acknowledged.
     pub fn send_go(&mut self) {
-        let mut d = 3u32.to_be_bytes().to_vec();
-        d.extend_from_slice(b"vol");
-        d.extend_from_slice(&0u16.to_be_bytes());
-        let replies = self.option(proto::OPT_GO, &d);
+        let replies = self.option(proto::OPT_GO, &info_request("vol"));
         assert_eq!(replies.last().unwrap().0, proto::REP_ACK);
+    }
+
+    /// Connects and enters the transmission phase on export `name`.
+    pub fn go_to(path: &Path, name: &str) -> Raw {
+        let mut r = Raw::handshake(path);
+        let replies = r.option(proto::OPT_GO, &info_request(name));
+        assert_eq!(replies.last().unwrap().0, proto::REP_ACK, "GO {name:?}");
+        r
     }
 
     /// Connects, negotiates and sends `n` READs of 1 MiB without ever reading a reply: the

@@ -1,0 +1,701 @@
+//! `sectorcrypt serve --config FILE` and `serve --export NAME=LOCATOR`: many volumes behind
+//! one server. Three volumes of three makers (a LUKS2 volume made by sectorcrypt, one made
+//! by cryptsetup 2.6, a GELI provider) served by one process and read by name with nbdcopy
+//! and qemu-img, byte for byte against `sectorcrypt read` of each; `nbdinfo --list` as
+//! root and as another user (setpriv), who sees nothing of an export kept for uid 0; the
+//! per-export metrics through promtool; TLS clients by certificate subject; a wrong
+//! passphrase, a missing key file or image for one export refusing the start with the
+//! export's name; the command line's `--export`; socket activation; a SIGHUP reload with a
+//! client of an unchanged export reading across it.
+
+#[path = "support/served.rs"]
+mod served;
+mod support;
+#[path = "support/volumes.rs"]
+mod volumes;
+
+use sectorcrypt_testkit::metric as value;
+use sectorcrypt_testkit::{promtool_check, require, run, run_stdout};
+use served::{refused, Served};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use support::{ok, ok_bytes, s, sc};
+use volumes::{key_file, FAST};
+
+/// The user a client is run as to be refused (nobody).
+const OTHER_UID: u32 = 65534;
+
+/// One volume and its key, with the plaintext `sectorcrypt read` gives.
+struct Volume {
+    name: &'static str,
+    img: PathBuf,
+    key: PathBuf,
+    plain: Vec<u8>,
+}
+
+/// `dir/NAME.img` made by `maker` ("luks2", "cryptsetup" or "geli"), 4 MiB of data,
+/// `pattern` written over its first MiB through sectorcrypt, and its plaintext as
+/// `sectorcrypt read` gives it.
+fn volume(dir: &Path, name: &'static str, maker: &str, pattern: u8) -> Volume {
+    let img = dir.join(format!("{name}.img"));
+    let key = key_file(dir, &format!("{name}.key"), &format!("pass of {name}"));
+    match maker {
+        "cryptsetup" => {
+            // 16 MiB of LUKS2 header and keyslots, 4 MiB of data.
+            std::fs::write(&img, vec![0u8; 20 << 20]).unwrap();
+            run(Command::new("cryptsetup")
+                .args(["luksFormat", "--type", "luks2", "--batch-mode"])
+                .args(FAST)
+                .arg("--key-file")
+                .arg(&key)
+                .arg(&img));
+        }
+        "geli" => {
+            let a = [
+                "format",
+                s(&img),
+                "--type",
+                "geli",
+                "--size",
+                "4100K",
+                "--key-file",
+                s(&key),
+                "--pbkdf-force-iterations",
+                "0",
+                "-q",
+            ];
+            ok(sc(&a, b""));
+        }
+        _ => {
+            let mut a = vec!["format", s(&img), "--type", "luks2", "--size", "20M"];
+            a.extend(["--key-file", s(&key)]);
+            a.extend(FAST);
+            a.push("--batch");
+            ok(sc(&a, b""));
+        }
+    }
+    let input = dir.join(format!("{name}.in"));
+    let data: Vec<u8> = (0..1u32 << 20).map(|i| pattern ^ (i % 251) as u8).collect();
+    std::fs::write(&input, &data).unwrap();
+    ok(sc(
+        &[
+            "write",
+            s(&img),
+            "--key-file",
+            s(&key),
+            "--input",
+            s(&input),
+        ],
+        b"",
+    ));
+    let plain = ok_bytes(sc(&["read", s(&img), "--key-file", s(&key)], b""));
+    assert_eq!(&plain[..data.len()], &data[..], "{name}: sectorcrypt read");
+    Volume {
+        name,
+        img,
+        key,
+        plain,
+    }
+}
+
+/// A directory other users may enter (the socket in it decides who connects).
+fn open_dir() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
+    dir
+}
+
+/// The export names `nbdinfo --list` gives at `sock`, run as root or as [`OTHER_UID`].
+fn listed(sock: &Path, as_other: bool) -> Vec<String> {
+    let out = nbdinfo(
+        &[
+            "--list",
+            "--json",
+            &format!("nbd+unix:///?socket={}", sock.display()),
+        ],
+        as_other,
+    );
+    assert!(out.status.success(), "nbdinfo --list: {out:?}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut names: Vec<String> = v["exports"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{v}"))
+        .iter()
+        .map(|e| e["export-name"].as_str().unwrap().to_string())
+        .collect();
+    names.sort();
+    names
+}
+
+/// nbdinfo with `args`, as root or as [`OTHER_UID`] (its groups cleared).
+fn nbdinfo(args: &[&str], as_other: bool) -> Output {
+    let mut c = if as_other {
+        let id = OTHER_UID.to_string();
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid", &id, "--regid", &id, "--clear-groups", "nbdinfo"]);
+        c
+    } else {
+        Command::new("nbdinfo")
+    };
+    c.args(args).output().unwrap()
+}
+
+fn root() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
+}
+
+fn uri(name: &str, sock: &Path) -> String {
+    format!("nbd+unix:///{name}?socket={}", sock.display())
+}
+
+#[test]
+fn one_config_serves_three_volumes_by_name_to_the_clients_each_admits() {
+    require!(
+        "cryptsetup",
+        "nbdcopy",
+        "nbdinfo",
+        "qemu-img",
+        "curl",
+        "promtool"
+    );
+    let dir = open_dir();
+    let vols = [
+        volume(dir.path(), "mine", "luks2", 0x11),
+        volume(dir.path(), "theirs", "cryptsetup", 0x22),
+        volume(dir.path(), "geli0", "geli", 0x33),
+    ];
+    let sock = dir.path().join("gw.sock");
+    let metrics = dir.path().join("metrics.sock");
+    let mut text = format!("listen = [{:?}]\nmetrics = {:?}\n", s(&sock), s(&metrics));
+    for v in &vols {
+        text.push_str(&format!(
+            "\n[[export]]\nname = {:?}\nimage = {:?}\nkey_file = {:?}\n",
+            v.name,
+            s(&v.img),
+            s(&v.key)
+        ));
+        if v.name == "theirs" {
+            // Root's only.
+            text.push_str("allow_uids = [0]\n");
+        }
+        if v.name == "geli0" {
+            text.push_str("read_only = true\n");
+        }
+    }
+    let config = dir.path().join("gateway.toml");
+    std::fs::write(&config, text).unwrap();
+    let served = Served::start_command(
+        &["serve", "--config", s(&config), "--socket-mode", "0666"],
+        &sock,
+    );
+
+    assert_eq!(listed(&sock, false), ["geli0", "mine", "theirs"]);
+    // Each by name, byte for byte as `sectorcrypt read` gave it.
+    for v in &vols {
+        let out = dir.path().join(format!("{}.nbdcopy", v.name));
+        run(Command::new("nbdcopy").arg(uri(v.name, &sock)).arg(&out));
+        assert!(
+            std::fs::read(&out).unwrap() == v.plain,
+            "{}: nbdcopy read differs from sectorcrypt read",
+            v.name
+        );
+    }
+    let out = dir.path().join("theirs.qemu");
+    run(Command::new("qemu-img")
+        .args(["convert", "-f", "raw", "-O", "raw"])
+        .arg(uri("theirs", &sock))
+        .arg(&out));
+    assert!(
+        std::fs::read(&out).unwrap() == vols[1].plain,
+        "qemu-img read"
+    );
+
+    // Per-export metrics: every byte read by the clients above, under its export.
+    let page = run_stdout(
+        Command::new("curl")
+            .args(["-sS", "--fail", "--max-time", "10", "--unix-socket"])
+            .arg(&metrics)
+            .arg("http://localhost/metrics"),
+    );
+    let read = |name: &str| {
+        value(
+            &page,
+            &format!("sectorcrypt_bytes_total{{export=\"{name}\",type=\"read\"}}"),
+        )
+    };
+    assert_eq!(read("mine"), vols[0].plain.len() as f64);
+    assert_eq!(read("theirs"), 2.0 * vols[1].plain.len() as f64);
+    assert_eq!(read("geli0"), vols[2].plain.len() as f64);
+    for v in &vols {
+        let kdf = format!(
+            "sectorcrypt_key_derivation_seconds{{export=\"{}\"}}",
+            v.name
+        );
+        assert!(value(&page, &kdf) > 0.0, "{kdf}");
+    }
+    if let Err(e) = promtool_check(&page) {
+        panic!("promtool: {e}\n{page}");
+    }
+
+    if root() {
+        // Another user sees only what is not root's, and cannot open root's by name.
+        assert_eq!(listed(&sock, true), ["geli0", "mine"]);
+        let refused = nbdinfo(&[&uri("theirs", &sock)], true);
+        assert!(!refused.status.success(), "{refused:?}");
+        let said = String::from_utf8_lossy(&refused.stderr);
+        assert!(!said.contains("allow"), "{said}");
+        assert!(nbdinfo(&[&uri("mine", &sock)], true).status.success());
+    }
+
+    // Each export's read_only.
+    for (name, read_only) in [("geli0", true), ("mine", false)] {
+        let info = nbdinfo(&["--json", &uri(name, &sock)], false);
+        let v: serde_json::Value = serde_json::from_slice(&info.stdout).unwrap();
+        assert_eq!(v["exports"][0]["is_read_only"], read_only, "{name}: {v}");
+    }
+    let (status, err) = served.stop("TERM");
+    assert!(status.success(), "{status}: {err}");
+    assert!(err.contains("3 exports flushed"), "{err}");
+}
+
+#[test]
+fn a_wrong_passphrase_for_one_export_refuses_the_start_and_names_it() {
+    let dir = open_dir();
+    let good = volume(dir.path(), "good", "luks2", 0x44);
+    let bad = volume(dir.path(), "bad", "luks2", 0x55);
+    let wrong = key_file(dir.path(), "wrong.key", "not the passphrase");
+    let sock = dir.path().join("gw.sock");
+    let config = dir.path().join("gateway.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[export]]\nname = \"good\"\nimage = {:?}\nkey_file = {:?}\n\n\
+             [[export]]\nname = \"bad\"\nimage = {:?}\nkey_file = {:?}\n",
+            s(&good.img),
+            s(&good.key),
+            s(&bad.img),
+            s(&wrong)
+        ),
+    )
+    .unwrap();
+    let out = refused(&["serve", "--config", s(&config), "--socket", s(&sock)]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(err.contains("export \"bad\""), "{err}");
+    assert!(err.contains("nothing is served"), "{err}");
+    assert!(!sock.exists(), "the socket was made");
+    // The volume opened before it was closed again: another user may open it.
+    let plain = ok_bytes(sc(&["read", s(&good.img), "--key-file", s(&good.key)], b""));
+    assert!(plain == good.plain);
+}
+
+#[test]
+fn a_config_with_an_unknown_key_is_refused_naming_the_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("gateway.toml");
+    std::fs::write(
+        &config,
+        "[[export]]\nname = \"a\"\nimage = \"/nonexistent\"\nno_passphrase = true\nreadonly = true\n",
+    )
+    .unwrap();
+    let out = refused(&[
+        "serve",
+        "--config",
+        s(&config),
+        "--socket",
+        s(&dir.path().join("s")),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains(s(&config)), "{err}");
+    assert!(err.contains("line 5"), "{err}");
+    assert!(err.contains("readonly"), "{err}");
+}
+
+#[test]
+fn exports_on_the_command_line_share_the_key_options() {
+    require!("nbdcopy", "nbdinfo");
+    let dir = open_dir();
+    let a = volume(dir.path(), "a", "luks2", 0x66);
+    let b = volume(dir.path(), "b", "luks2", 0x77);
+    // One key for both.
+    std::fs::copy(&a.key, &b.key).unwrap();
+    let mut args = vec!["format", s(&b.img), "--type", "luks2", "--size", "20M"];
+    args.extend(["--key-file", s(&a.key)]);
+    args.extend(FAST);
+    args.push("--batch");
+    ok(sc(&args, b""));
+    let b_plain = ok_bytes(sc(&["read", s(&b.img), "--key-file", s(&a.key)], b""));
+
+    let sock = dir.path().join("gw.sock");
+    let export_a = format!("a={}", s(&a.img));
+    let export_b = format!("b={}", s(&b.img));
+    let served = Served::start(
+        &[
+            "--export",
+            &export_a,
+            "--export",
+            &export_b,
+            "--key-file",
+            s(&a.key),
+            "--read-only",
+        ],
+        &sock,
+    );
+    assert_eq!(listed(&sock, false), ["a", "b"]);
+    for (name, plain) in [("a", &a.plain), ("b", &b_plain)] {
+        let out = dir.path().join(format!("{name}.out"));
+        run(Command::new("nbdcopy").arg(uri(name, &sock)).arg(&out));
+        assert!(std::fs::read(&out).unwrap() == *plain, "{name}");
+    }
+    let info = nbdinfo(&["--json", &uri("b", &sock)], false);
+    let v: serde_json::Value = serde_json::from_slice(&info.stdout).unwrap();
+    assert_eq!(v["exports"][0]["is_read_only"], true, "{v}");
+    let (status, err) = served.stop("TERM");
+    assert!(status.success(), "{status}: {err}");
+}
+
+#[test]
+fn export_and_image_together_are_a_usage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("x.img");
+    let out = sc(
+        &[
+            "serve",
+            s(&img),
+            "--export",
+            "a=/x",
+            "--socket",
+            "/tmp/never",
+        ],
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("not IMAGE with the others"), "{err}");
+    let out = sc(&["serve", "--socket", "/tmp/never"], b"");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--config FILE"), "{err}");
+}
+
+/// A Python with libnbd's binding (`import nbd`): the system's, where another Python
+/// comes first in PATH.
+fn nbd_python() -> Option<&'static str> {
+    ["/usr/bin/python3", "python3"].into_iter().find(|py| {
+        Command::new(py)
+            .args(["-c", "import nbd"])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    })
+}
+
+/// `nbdinfo --list` at `sock` until it gives `names`, for at most 20 seconds.
+fn listed_eventually(sock: &Path, names: &[&str]) {
+    let t0 = std::time::Instant::now();
+    loop {
+        let now = listed(sock, false);
+        if now == names {
+            return;
+        }
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(20),
+            "still {now:?}, not {names:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// A config file of `exports` (name, volume), each with its volume's key.
+fn write_config(path: &Path, exports: &[(&str, &Volume)]) {
+    let mut text = String::new();
+    for (name, v) in exports {
+        text.push_str(&format!(
+            "[[export]]\nname = {name:?}\nimage = {:?}\nkey_file = {:?}\n\n",
+            s(&v.img),
+            s(&v.key)
+        ));
+    }
+    std::fs::write(path, text).unwrap();
+}
+
+#[test]
+fn a_reload_adds_removes_and_refuses_while_a_client_of_an_unchanged_export_reads_on() {
+    require!("nbdcopy", "nbdinfo");
+    use std::io::BufRead;
+    let Some(py) = nbd_python() else {
+        sectorcrypt_testkit::skipped!("skipped: no python3 with libnbd's binding (python3-libnbd)");
+        return;
+    };
+    let dir = open_dir();
+    let keep = volume(dir.path(), "keep", "luks2", 0x12);
+    let gone = volume(dir.path(), "gone", "luks2", 0x13);
+    let change = volume(dir.path(), "change", "luks2", 0x14);
+    let other = volume(dir.path(), "other", "luks2", 0x15);
+    let new = volume(dir.path(), "new", "geli", 0x16);
+    let config = dir.path().join("gateway.toml");
+    write_config(
+        &config,
+        &[("keep", &keep), ("gone", &gone), ("change", &change)],
+    );
+    let sock = dir.path().join("gw.sock");
+    // A service manager's notify socket: READY=1, then RELOADING=1 and READY=1 again.
+    let notify = dir.path().join("notify");
+    let manager = std::os::unix::net::UnixDatagram::bind(&notify).unwrap();
+    manager
+        .set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    let receive = || {
+        let mut buf = [0u8; 4096];
+        let n = manager.recv(&mut buf).expect("a notification within 30 s");
+        String::from_utf8(buf[..n].to_vec()).unwrap()
+    };
+    let child = Command::new(support::bin())
+        .args(["serve", "--config", s(&config), "--socket", s(&sock)])
+        .env("NOTIFY_SOCKET", &notify)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let served = Served {
+        child: Some(child),
+        sock: sock.clone(),
+    };
+    assert!(receive().starts_with("READY=1\n"));
+
+    // "gone" is used once, then idle; the server holds it open (a reader is refused).
+    let out = dir.path().join("gone.out");
+    run(Command::new("nbdcopy").arg(uri("gone", &sock)).arg(&out));
+    assert!(std::fs::read(&out).unwrap() == gone.plain);
+    let busy = sc(&["read", s(&gone.img), "--key-file", s(&gone.key)], b"");
+    assert_ne!(busy.status.code(), Some(0), "gone.img is not held open");
+
+    // A client of "keep" connected across the reload.
+    let flag = dir.path().join("reloaded");
+    let script = format!(
+        "import os, time, nbd\n\
+         h = nbd.NBD()\n\
+         h.connect_uri({:?})\n\
+         a = h.pread(65536, 0)\n\
+         print('first', flush=True)\n\
+         t = time.time()\n\
+         while not os.path.exists({:?}) and time.time() - t < 30:\n    time.sleep(0.02)\n\
+         b = h.pread(65536, 0)\n\
+         h.flush()\n\
+         print('same' if a == b and len(a) == 65536 else 'differs', flush=True)\n",
+        uri("keep", &sock),
+        s(&flag)
+    );
+    let mut client = Command::new(py)
+        .args(["-c", &script])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(client.stdout.take().unwrap()).lines();
+    assert_eq!(lines.next().unwrap().unwrap(), "first");
+
+    // "gone" removed, "new" added, "change" pointed at another volume (refused).
+    write_config(
+        &config,
+        &[("keep", &keep), ("change", &other), ("new", &new)],
+    );
+    let pid = served.child.as_ref().unwrap().id().to_string();
+    run(Command::new("kill").args(["-HUP", &pid]));
+    let reloading = receive();
+    assert!(
+        reloading.starts_with("RELOADING=1\nMONOTONIC_USEC="),
+        "{reloading}"
+    );
+    let ready = receive();
+    assert!(
+        ready.starts_with("READY=1\nSTATUS=reloaded: added \"new\""),
+        "{ready}"
+    );
+    listed_eventually(&sock, &["change", "keep", "new"]);
+    for (name, plain) in [("change", &change.plain), ("new", &new.plain)] {
+        let out = dir.path().join(format!("{name}.out"));
+        run(Command::new("nbdcopy").arg(uri(name, &sock)).arg(&out));
+        assert!(std::fs::read(&out).unwrap() == *plain, "{name}");
+    }
+    // "gone" was flushed and closed: another process may open it now.
+    let t0 = std::time::Instant::now();
+    loop {
+        let r = sc(&["read", s(&gone.img), "--key-file", s(&gone.key)], b"");
+        if r.status.success() {
+            assert!(r.stdout == gone.plain);
+            break;
+        }
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(10),
+            "gone.img still held: {}",
+            String::from_utf8_lossy(&r.stderr)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(!nbdinfo(&[&uri("gone", &sock)], false).status.success());
+
+    // A file that does not check changes nothing, and says why.
+    std::fs::write(&config, "[[export]]\nname = \"keep\"\nimage = \"\"\n").unwrap();
+    run(Command::new("kill").args(["-HUP", &pid]));
+    let refused_reload = receive();
+    assert!(
+        refused_reload.starts_with("STATUS=reload refused: ")
+            && refused_reload.contains(s(&config)),
+        "{refused_reload}"
+    );
+    assert_eq!(listed(&sock, false), ["change", "keep", "new"]);
+
+    std::fs::write(&flag, b"").unwrap();
+    assert_eq!(lines.next().unwrap().unwrap(), "same");
+    assert!(client.wait().unwrap().success());
+
+    let (status, err) = served.stop("TERM");
+    assert!(status.success(), "{status}: {err}");
+    assert!(err.contains("added \"new\""), "{err}");
+    assert!(err.contains("removed \"gone\""), "{err}");
+    assert!(
+        err.contains("export \"change\": refused the change of image"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_tls_client_gets_only_the_exports_its_certificate_subject_is_allowed() {
+    require!("nbdinfo", "nbdcopy");
+    sectorcrypt_testkit::require_openssl!();
+    use sectorcrypt_testkit::tls::{another_client, make_certificates};
+    let dir = open_dir();
+    let certs = dir.path().join("certs");
+    make_certificates(&certs, "gateway test CA");
+    let intruder = dir.path().join("intruder");
+    another_client(&certs, &intruder, "intruder");
+    let open = volume(dir.path(), "open", "luks2", 0x21);
+    let backup = volume(dir.path(), "backup", "geli", 0x31);
+    let sock = dir.path().join("gw.sock");
+    let config = dir.path().join("gateway.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[tls]\ncertificates = {:?}\nverify_peer = true\n\n\
+             [[export]]\nname = \"open\"\nimage = {:?}\nkey_file = {:?}\n\n\
+             [[export]]\nname = \"backup\"\nimage = {:?}\nkey_file = {:?}\n\
+             tls_subjects = [\"CN=sectorcrypt test client\"]\n",
+            s(&certs),
+            s(&open.img),
+            s(&open.key),
+            s(&backup.img),
+            s(&backup.key)
+        ),
+    )
+    .unwrap();
+    let served = Served::start(&["--config", s(&config)], &sock);
+    let uri = |name: &str, certs: &Path| {
+        format!(
+            "nbds+unix:///{name}?socket={}&tls-certificates={}",
+            sock.display(),
+            certs.display()
+        )
+    };
+    let list = |certs: &Path| {
+        let out = nbdinfo(&["--list", "--json", &uri("", certs)], false);
+        assert!(out.status.success(), "{out:?}");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let mut names: Vec<String> = v["exports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["export-name"].as_str().unwrap().to_string())
+            .collect();
+        names.sort();
+        names
+    };
+    assert_eq!(list(&certs), ["backup", "open"]);
+    assert_eq!(list(&intruder), ["open"]);
+    let out = dir.path().join("backup.out");
+    run(Command::new("nbdcopy").arg(uri("backup", &certs)).arg(&out));
+    assert!(std::fs::read(&out).unwrap() == backup.plain);
+    let refused = nbdinfo(&["--size", &uri("backup", &intruder)], false);
+    assert!(!refused.status.success(), "{refused:?}");
+    assert!(nbdinfo(&["--size", &uri("open", &intruder)], false)
+        .status
+        .success());
+    let (status, err) = served.stop("TERM");
+    assert!(status.success(), "{status}: {err}");
+}
+
+#[test]
+fn a_missing_key_file_or_image_refuses_the_start_naming_the_export() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = volume(dir.path(), "good", "luks2", 0x41);
+    let sock = dir.path().join("gw.sock");
+    let config = dir.path().join("gateway.toml");
+    let missing_key = dir.path().join("no.key");
+    let missing_img = dir.path().join("no.img");
+    for (name, img, key, says) in [
+        ("keyless", &good.img, &missing_key, s(&missing_key)),
+        ("imageless", &missing_img, &good.key, s(&missing_img)),
+    ] {
+        std::fs::write(
+            &config,
+            format!(
+                "[[export]]\nname = \"good\"\nimage = {:?}\nkey_file = {:?}\n\n\
+                 [[export]]\nname = {name:?}\nimage = {:?}\nkey_file = {:?}\n",
+                s(&good.img),
+                s(&good.key),
+                s(img),
+                s(key)
+            ),
+        )
+        .unwrap();
+        let out = refused(&["serve", "--config", s(&config), "--socket", s(&sock)]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_ne!(out.status.code(), Some(0), "{err}");
+        assert!(err.contains(&format!("export {name:?}")), "{err}");
+        assert!(err.contains(says), "{err}");
+        assert!(!sock.exists());
+    }
+}
+
+#[test]
+fn a_gateway_takes_the_socket_systemd_socket_activate_passes() {
+    require!("systemd-socket-activate", "nbdinfo", "nbdcopy");
+    let dir = tempfile::tempdir().unwrap();
+    let a = volume(dir.path(), "a", "luks2", 0x51);
+    let b = volume(dir.path(), "b", "geli", 0x52);
+    let config = dir.path().join("gateway.toml");
+    write_config(&config, &[("a", &a), ("b", &b)]);
+    let sock = dir.path().join("activated.sock");
+    let activator = Command::new("systemd-socket-activate")
+        .arg("-l")
+        .arg(&sock)
+        .arg("--")
+        .arg(support::bin())
+        .args(["serve", "--config", s(&config)])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    while !sock.exists() {
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(20),
+            "no socket"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // The first client starts the gateway, which takes it from the passed socket.
+    assert_eq!(listed(&sock, false), ["a", "b"]);
+    let out = dir.path().join("b.out");
+    run(Command::new("nbdcopy").arg(uri("b", &sock)).arg(&out));
+    assert!(std::fs::read(&out).unwrap() == b.plain);
+    run(Command::new("kill").args(["-TERM", &activator.id().to_string()]));
+    let done = activator.wait_with_output().unwrap();
+    let log = String::from_utf8_lossy(&done.stderr);
+    assert!(done.status.success(), "exit {}: {log}", done.status);
+    assert!(log.contains("passed by the service manager"), "{log}");
+    assert!(sock.exists(), "the passed socket was removed: {log}");
+}
