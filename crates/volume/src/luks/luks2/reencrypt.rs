@@ -503,10 +503,19 @@ impl Luks2 {
                     }
                     _ => "",
                 };
-                return Err(Error::unsupported(format!(
-                    "the volume requires {}, which sectorcrypt does not implement{hint}",
-                    mandatory.join(", ")
-                )));
+                let reencrypting = matches!(state(&self.json), Ok(State::Clean | State::Crash));
+                return Err(Error::unsupported(if reencrypting {
+                    format!(
+                        "the volume is being re-encrypted ({}): it opens once that is \
+                         finished{hint}",
+                        mandatory.join(", ")
+                    )
+                } else {
+                    format!(
+                        "the volume requires {}, which sectorcrypt does not implement{hint}",
+                        mandatory.join(", ")
+                    )
+                }));
             }
         }
         Ok(())

@@ -689,6 +689,10 @@ impl Luks2 {
                 let block = p.checksum.as_ref().expect("checksum plan").1 as u64;
                 let sums = pass.hashes(done, hot, hash, block)?;
                 store::write_all(header, &sums, p.area.0, "reencryption checksums")?;
+                // A sync of its own: a header that says "hotzone in flight" must never
+                // land without the checksums it names (cryptsetup writes both under one
+                // sync, which a crash may reorder).
+                store::sync(header)?;
                 self.set_progress(done, hot, total)?;
                 self.write(header)?;
                 pass.rewrite(done, hot)?;
@@ -699,6 +703,7 @@ impl Luks2 {
                 let mut buf = Zeroizing::new(vec![0u8; hot as usize]);
                 store::read_exact(pass.data, &mut buf, pass.offset + done, "hotzone")?;
                 store::write_all(header, &buf, p.area.0, "reencryption journal")?;
+                store::sync(header)?;
                 self.set_progress(done, hot, total)?;
                 self.write(header)?;
                 pass.rewrite_from(done, &mut buf)?;
@@ -911,8 +916,18 @@ impl Luks2 {
         let seg = segments::cut(&final_seg, 0, None)?;
         json["segments"] = json!({"0": seg});
         json["digests"][&new_digest]["segments"] = json!(["0"]);
-        if let Some(config) = json["config"].as_object_mut() {
-            config.remove("requirements");
+        // The re-encryption's flag goes; the requirements object with it when it is
+        // left empty (as cryptsetup does).
+        if let Some(list) = json["config"]["requirements"]["mandatory"].as_array_mut() {
+            list.retain(|f| !f.as_str().is_some_and(|f| f.starts_with("online-reencrypt")));
+        }
+        let empty = json["config"]["requirements"]["mandatory"]
+            .as_array()
+            .is_none_or(Vec::is_empty);
+        if empty {
+            if let Some(config) = json["config"].as_object_mut() {
+                config.remove("requirements");
+            }
         }
         if let Placement::Attached(_) = at {
             let offset = u64_str(&final_seg, "offset", "segments.final.")?;
