@@ -13,10 +13,14 @@
 //! was in flight (state crash) cannot be recovered by sectorcrypt, which must refuse
 //! with an error and write nothing; every other `none` image recovers in full.
 //!
+//! Known: the resilience data is not synced before the header write that declares the
+//! hotzone in flight ([`REORDER`]); the images that lose the one and keep the other are
+//! counted and printed by the default tests and fail the ignored strict ones.
+//!
 //! A sample of the images is also recovered by cryptsetup 2.6 on a file copy (`repair`,
 //! then `reencrypt --resume-only --force-offline-reencrypt`): the first and the last image
 //! of every fifth cut and of every cut whose pending writes touch the metadata or the
-//! resilience area. Its result is read here with the passphrase: the full plaintext, or
+//! resilience area, and every image of the known reordering. Its result is read here with the passphrase: the full plaintext, or
 //! for a `none` crash state everything outside the hotzone in flight.
 
 use crate::cut::{crash_images, CutStore, Step};
@@ -326,13 +330,16 @@ fn every_cut(name: &str, resilience: Resilience, strict: bool) {
                 }
                 Err(e) => wrong.push(format!("{what}: sectorcrypt: {e}")),
             }
-            if sample && (i == 0 || i + 1 == n) {
+            let known = resilience_reordered(&label);
+            // cryptsetup sees every image of the known reordering too: does it lose the
+            // hotzone as well?
+            if cryptsetup && (known || (sample && (i == 0 || i + 1 == n))) {
                 by_cryptsetup += 1;
                 if let Err(e) = recover_by_cryptsetup(dir.path(), &image, &plain, &lost_here) {
                     wrong.push(format!("{what}: cryptsetup: {e}"));
                 }
             }
-            if !strict && !wrong.is_empty() && resilience_reordered(&label) {
+            if !strict && !wrong.is_empty() && known {
                 reordered.extend(wrong);
             } else {
                 failures.extend(wrong);
@@ -348,8 +355,8 @@ fn every_cut(name: &str, resilience: Resilience, strict: bool) {
         reordered.len(),
         start.elapsed().as_secs_f64()
     );
-    if let Some(first) = reordered.first() {
-        eprintln!("crash: reencrypt {name}: known, e.g.: {first}");
+    for known in &reordered {
+        eprintln!("crash: reencrypt {name}: known: {known}");
     }
     assert!(
         failures.is_empty(),
@@ -364,7 +371,9 @@ const REORDER: &str = "the resilience data (checksums or journal) is written and
      sync between, the header that declares the hotzone in flight: a crash that keeps the \
      header write and loses the resilience write leaves a crash state that recovers \
      garbage for the hotzone (cut after the resilience write, e.g. step 7 of checksum: \
-     [294912+64 lost, 0+16384 landed]; the data then differs at 0..4096)";
+     [294912+64 lost, 0+16384 landed]; the data then differs at 0..4096). cryptsetup \
+     2.6.1 writes in the same order (its keyslot store, then its header write) and its \
+     recovery of these images loses the hotzone too";
 
 #[test]
 fn reencrypt_checksum_at_every_cut() {
