@@ -1,17 +1,21 @@
 //! LUKS2 re-encryption (a forward re-key, same cipher, 4 KiB sectors) cut at every write
 //! and sync, for each resilience: the operation is [`Luks2::reencrypt_init`] then
-//! [`Luks2::reencrypt_run`] to the end, on a 64 KiB data area in 16 KiB hotzones (four
+//! [`Luks2::reencrypt_run`] to the end, on a 24 KiB data area in 8 KiB hotzones (three
 //! hotzones, so the cut lands in the init, in every step of each hotzone and in the end).
 //! Every image the cut may leave ([`crash_images`]: pending writes lost, landed or torn)
 //! is recovered as `sectorcrypt repair` and `sectorcrypt reencrypt` do
 //! ([`Luks2::reencrypt_keys`] and [`Luks2::reencrypt_recover`] for a crash state, then
-//! [`Luks2::reencrypt_run`] to the end), after which the passphrase opens the volume
-//! and its data decrypts to the plaintext written before. Identical images are judged
-//! once.
+//! [`Luks2::reencrypt_run`] to the end), after which the passphrase opens the volume, no
+//! re-encryption is left, and the data decrypts to the plaintext written before.
+//! Identical images are judged once.
 //!
-//! Resilience `none` keeps no copy of a hotzone: an image whose metadata says a hotzone
-//! was in flight (state crash) cannot be recovered by sectorcrypt, which must refuse
-//! with an error and write nothing; every other `none` image recovers in full.
+//! Resilience `none` keeps no copy of a hotzone, and the run writes the data of every
+//! hotzone before its one progress record (the end's header), as cryptsetup 2.6.1 does
+//! with `--resilience none`. So for `none` what is asserted is: after any cut the header
+//! reads, recovery runs to the end, the passphrase opens the volume, and every sector the
+//! cut run did not write is intact; the sectors it wrote may be lost unless the run
+//! completed. Were a `none` image ever in a crash state, sectorcrypt's recovery must
+//! refuse it and write nothing (counted as "crash states refused"; none occur today).
 //!
 //! Known: the resilience data is not synced before the header write that declares the
 //! hotzone in flight ([`REORDER`]); the images that lose the one and keep the other are
@@ -20,8 +24,8 @@
 //! A sample of the images is also recovered by cryptsetup 2.6 on a file copy (`repair`,
 //! then `reencrypt --resume-only --force-offline-reencrypt`): the first and the last image
 //! of every fifth cut and of every cut whose pending writes touch the metadata or the
-//! resilience area, and every image of the known reordering. Its result is read here with the passphrase: the full plaintext, or
-//! for a `none` crash state everything outside the hotzone in flight.
+//! resilience area, and every image of the known reordering. Its result is read here with
+//! the passphrase and judged as sectorcrypt's.
 
 use crate::cut::{crash_images, CutStore, Step};
 use crate::ops::fast;
