@@ -10,10 +10,15 @@
 //! judged (`--nocapture` shows them). One test runs the harness on a restore that copies
 //! the backup in piece order, the order that is not crash-safe, and requires failures:
 //! the harness must be able to tell.
+//!
+//! LUKS2 re-encryption changes the data area, so it has a judge of its own
+//! ([`reencrypt`]): every image a cut may leave is recovered (by sectorcrypt, and a
+//! sample by cryptsetup) and must then open with the passphrase and read the plaintext.
 
 mod check;
 mod cut;
 mod ops;
+mod reencrypt;
 
 use ops::{FORMATS, OPERATIONS};
 
