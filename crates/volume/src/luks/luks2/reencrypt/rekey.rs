@@ -419,6 +419,30 @@ impl Luks2 {
         Ok(Keys::from_parts(old.as_deref().map(|k| &k[..]), &new))
     }
 
+    /// Refuses a mandatory requirement besides the re-encryption's: one this code does
+    /// not know stays unmet whatever a re-encryption or a repair does.
+    pub(super) fn only_known_requirements(&self) -> Result<()> {
+        let unknown: Vec<&str> = self.json["config"]["requirements"]["mandatory"]
+            .as_array()
+            .map(|a| a.iter().filter_map(Value::as_str).collect::<Vec<_>>())
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|r| {
+                !matches!(
+                    *r,
+                    "online-reencrypt" | "online-reencrypt-v2" | "online-reencrypt-v3"
+                )
+            })
+            .collect();
+        if !unknown.is_empty() {
+            return Err(Error::unsupported(format!(
+                "the volume also requires {}, which sectorcrypt does not implement",
+                unknown.join(", ")
+            )));
+        }
+        Ok(())
+    }
+
     /// The plan of a re-key in progress; refuses what this code does not run yet.
     fn rekey_plan(&self) -> Result<Plan> {
         match requirement_version(&self.json)? {
@@ -431,21 +455,7 @@ impl Luks2 {
             }
             Some(_) => {}
         }
-        // Nothing else may be required: a requirement this code does not know stays
-        // unmet whatever the re-encryption does.
-        let unknown: Vec<&str> = self.json["config"]["requirements"]["mandatory"]
-            .as_array()
-            .map(|a| a.iter().filter_map(Value::as_str).collect::<Vec<_>>())
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|r| *r != "online-reencrypt-v2" && *r != "online-reencrypt-v3")
-            .collect();
-        if !unknown.is_empty() {
-            return Err(Error::unsupported(format!(
-                "the volume also requires {}, which sectorcrypt does not implement",
-                unknown.join(", ")
-            )));
-        }
+        self.only_known_requirements()?;
         let p = plan(&self.json)?;
         if !matches!(p.mode.as_str(), "reencrypt" | "encrypt") || p.direction != "forward" {
             return Err(Error::unsupported(format!(
@@ -550,10 +560,12 @@ impl Luks2 {
         })
     }
 
-    /// Refuses regular segments that are not cuts of the backup segment of their key
-    /// (the hotzone: of the new one) at their place: the digest does not bind them, so
-    /// they are checked against the backups it binds (cipher, sector size, IV).
-    fn check_regular_segments(&self) -> Result<()> {
+    /// Refuses regular segments whose type, cipher or sector size is not their layout's
+    /// (the backup segment of their key; the hotzone's: the new one): the digest does not
+    /// bind them, so they are checked against the backups it binds. Their IVs and flags
+    /// are not (cryptsetup takes the IVs from the backups too, and ignores unknown
+    /// flags).
+    pub(super) fn check_regular_segments(&self) -> Result<()> {
         let (_, old) = segments::flagged(&self.json, "backup-previous")?
             .ok_or_else(|| corrupt("json: no segment is flagged backup-previous"))?;
         let (_, new) = segments::flagged(&self.json, "backup-final")?
@@ -581,11 +593,8 @@ impl Luks2 {
                     segments::flagged(&self.json, "backup-final")?.expect("found above");
                 digest_of(&self.json, id)? == digest_of(&self.json, &final_id)?
             };
-            let mut want = segments::cut(if under_new { new } else { old }, at, len)?;
-            if hot {
-                want["flags"] = seg["flags"].clone();
-            }
-            for key in ["type", "encryption", "sector_size", "iv_tweak", "flags"] {
+            let want = segments::cut(if under_new { new } else { old }, at, len)?;
+            for key in ["type", "encryption", "sector_size"] {
                 if seg.get(key) != want.get(key) {
                     return Err(corrupt(format!(
                         "json: {path}{key} does not match the {} layout's backup segment",
@@ -919,7 +928,10 @@ impl Luks2 {
         // The re-encryption's flag goes; the requirements object with it when it is
         // left empty (as cryptsetup does).
         if let Some(list) = json["config"]["requirements"]["mandatory"].as_array_mut() {
-            list.retain(|f| !f.as_str().is_some_and(|f| f.starts_with("online-reencrypt")));
+            list.retain(|f| {
+                !f.as_str()
+                    .is_some_and(|f| f.starts_with("online-reencrypt"))
+            });
         }
         let empty = json["config"]["requirements"]["mandatory"]
             .as_array()

@@ -62,9 +62,14 @@ impl Luks2 {
         let header = at.header();
         let version = requirement_version(&self.json)?
             .ok_or_else(|| Error::invalid("no re-encryption is in progress"))?;
+        self.only_known_requirements()?;
+        self.check_regular_segments()?;
         let (old, new) = self.bound_keys(header, passphrase)?;
         let (o, n) = (old.as_ref().map(|k| &k[..]), new.as_ref().map(|k| &k[..]));
-        if version == 1 {
+        // Metadata without a digest (before cryptsetup 2.3.7, or one that was lost) is
+        // signed again by the holder of the keys, as cryptsetup's repair does; a digest
+        // that does not match is refused below.
+        if version == 1 || !self.has_reencrypt_digest()? {
             self.upgrade(header, o, n)?;
             return Ok(Repaired::Upgraded);
         }
@@ -80,6 +85,16 @@ impl Luks2 {
         let keys = super::Keys::from_parts(old.as_deref().map(|k| &k[..]), &new);
         self.reencrypt_recover(at, &keys)?;
         Ok(Repaired::Recovered)
+    }
+
+    /// Whether a digest lists the reencrypt keyslot.
+    fn has_reencrypt_digest(&self) -> Result<bool> {
+        let slot = super::plan(&self.json)?.slot.to_string();
+        Ok(obj(&self.json, "digests", "")?.values().any(|d| {
+            d["keyslots"]
+                .as_array()
+                .is_some_and(|a| a.iter().any(|k| k.as_str() == Some(&slot)))
+        }))
     }
 
     /// Gives metadata of before cryptsetup 2.3.7 its reencryption digest and the `-v2`
