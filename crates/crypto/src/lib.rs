@@ -68,6 +68,7 @@
 //! probe and the two leaves of [`secret`] (the system calls that map, lock and unmap
 //! secret pages, and the typed value in them), each block with a `// SAFETY:` comment.
 
+pub mod cascade;
 pub mod cpu;
 
 mod aes_core;
@@ -83,6 +84,7 @@ mod gost;
 mod guarded;
 pub mod mac;
 mod modes;
+pub mod pbkdf;
 pub mod secret;
 mod traits;
 mod workload;
