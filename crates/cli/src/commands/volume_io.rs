@@ -78,6 +78,7 @@ impl<T: Write + ?Sized> Write for Counted<'_, T> {
 }
 
 pub fn read(a: ReadArgs) -> Result<(), Failure> {
+    crate::volumes::image::request(&a.tcrypt)?;
     let (_claims, vol) = open_volume(&a.image, &a.header, &a.key, false, a.shared)?;
     let offset = a.offset.unwrap_or(0);
     check_offset(&vol, offset)?;

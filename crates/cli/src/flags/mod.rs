@@ -298,6 +298,12 @@ pub struct DumpArgs {
     #[arg(long, value_enum, value_name = "FORM", num_args = 0..=1, require_equals = true,
           default_missing_value = "metadata")]
     pub json: Option<DumpJson>,
+    /// VeraCrypt/TrueCrypt volumes (their header is encrypted whole: dump asks for the
+    /// passphrase).
+    #[command(flatten)]
+    pub tcrypt: tcrypt::TcryptArgs,
+    #[command(flatten)]
+    pub key: KeyArgs,
 }
 
 /// `dump --json=FORM`.
@@ -344,6 +350,8 @@ pub struct TestKeyArgs {
     /// code is the same).
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub tcrypt: tcrypt::TcryptArgs,
     #[command(flatten)]
     pub key: KeyArgs,
 }
@@ -561,6 +569,8 @@ pub struct ReadArgs {
     #[arg(long)]
     pub shared: bool,
     #[command(flatten)]
+    pub tcrypt: tcrypt::TcryptArgs,
+    #[command(flatten)]
     pub key: KeyArgs,
 }
 
@@ -763,4 +773,5 @@ pub mod geli;
 pub mod listed;
 pub mod manuals;
 pub mod open;
+pub mod tcrypt;
 pub mod tls;

@@ -470,8 +470,11 @@ impl Format for Tcrypt {
         Err(not_changed())
     }
 
+    /// The fields `cryptsetup tcryptDump` prints, with its labels and forms, then where
+    /// the header was found and the iterations.
     fn report(&self) -> Report {
         let mut fields = Vec::new();
+        let mut title = "TCRYPT header information.";
         match self.found() {
             None => fields.push(Field::new(
                 "Header",
@@ -480,29 +483,44 @@ impl Format for Tcrypt {
             Some(f) => {
                 let h = &f.fields;
                 let kdf = &KDFS[f.kdf];
+                if &h.magic == b"VERA" {
+                    title = "VERACRYPT header information.";
+                }
                 fields.extend([
-                    Field::new("Header offset", format!("{} [bytes]", f.at)),
-                    Field::new("Magic", h.magic_str()),
+                    Field::new("Version", h.version),
                     Field::new(
-                        "Version",
-                        format!("{}, req. {}", h.version, bcd(h.min_program)),
+                        "Driver req.",
+                        format!("{:x}.{:x}", h.min_program >> 8, h.min_program & 0xff),
                     ),
-                    Field::new("Sector size", h.sector_size),
-                    Field::new("MK offset", h.mk_offset),
-                    Field::new("MK size", h.mk_size),
-                    Field::new("Volume size", h.volume_size),
-                    Field::new("Hidden size", h.hidden_size),
                     Field::new("Flags", format!("0x{:x}", h.flags)),
+                    Field::new("Sector size", format!("{} [bytes]", h.sector_size)),
+                    Field::new("MK offset", format!("{} [bytes]", h.mk_offset)),
+                ]);
+                if h.volume_size != 0 {
+                    fields.push(Field::new(
+                        "Volume size",
+                        format!("{} [bytes]", h.volume_size),
+                    ));
+                }
+                if h.hidden_size != 0 {
+                    fields.push(Field::new(
+                        "Hidden size",
+                        format!("{} [bytes]", h.hidden_size),
+                    ));
+                }
+                fields.extend([
+                    Field::new("PBKDF", "PBKDF2"),
                     Field::new("PBKDF2 hash", kdf.prf.name()),
-                    Field::new("Iterations", kdf.rounds(self.options.pim)),
                     Field::new("Cipher chain", CHAINS[f.chain].name),
                     Field::new("Cipher mode", "xts-plain64"),
                     Field::new("MK bits", CHAINS[f.chain].key_len() * 8),
+                    Field::new("Header offset", format!("{} [bytes]", f.at)),
+                    Field::new("Iterations", kdf.rounds(self.options.pim)),
                 ]);
             }
         }
         Report {
-            title: "TCRYPT header information.",
+            title,
             blank_after_title: false,
             value_column: 15,
             fields,
@@ -522,7 +540,7 @@ impl Format for Tcrypt {
                     "header_offset": f.at,
                     "magic": h.magic_str(),
                     "version": h.version,
-                    "min_program_version": bcd(h.min_program),
+                    "min_program_version": h.min_program,
                     "sector_size": h.sector_size,
                     "mk_offset": h.mk_offset,
                     "mk_size": h.mk_size,
@@ -545,11 +563,6 @@ impl Format for Tcrypt {
     fn as_any(&self) -> &dyn Any {
         self
     }
-}
-
-/// A program version in BCD (0x010b) as `1.11`.
-fn bcd(v: u16) -> String {
-    format!("{:x}.{:02x}", v >> 8, v & 0xff)
 }
 
 fn not_changed() -> Error {

@@ -1,0 +1,64 @@
+//! The flags of VeraCrypt and TrueCrypt volumes (cryptsetup's TCRYPT names), taken by
+//! `dump`, `test-key` and `read`, and what `--help` says of them.
+
+use crate::failure::Failure;
+use clap::{Args, ValueEnum};
+use sectorcrypt_volume::formats::Requested;
+use sectorcrypt_volume::tcrypt::Options;
+
+/// A format that has no signature and is opened only when named.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Named {
+    /// A VeraCrypt or TrueCrypt volume (both kinds of KDF tried).
+    Tcrypt,
+    /// A VeraCrypt volume (VeraCrypt's KDFs only).
+    Veracrypt,
+}
+
+/// How to look for a VeraCrypt or TrueCrypt header.
+#[derive(Debug, Args, Clone, Default)]
+pub struct TcryptArgs {
+    /// tcrypt or veracrypt: open IMAGE as a VeraCrypt/TrueCrypt volume (veracrypt: VeraCrypt
+    /// KDFs only). These volumes have no signature and are never detected. Keyfiles go
+    /// with --keyfile-component, in order; the passphrase with --key-file or the prompt.
+    #[arg(long = "type", value_enum, value_name = "TYPE")]
+    pub named: Option<Named>,
+    /// VeraCrypt: the volume's PIM (personal iterations multiplier); only VeraCrypt KDFs
+    /// are tried.
+    #[arg(long = "veracrypt-pim", value_name = "PIM")]
+    pub pim: Option<u32>,
+    /// VeraCrypt/TrueCrypt: open the hidden volume (its header at 64 KiB).
+    #[arg(long = "tcrypt-hidden")]
+    pub hidden: bool,
+    /// VeraCrypt/TrueCrypt: use the backup header near the end of IMAGE.
+    #[arg(long = "tcrypt-backup")]
+    pub backup: bool,
+    /// VeraCrypt/TrueCrypt: a system-encrypted drive or partition image (header at byte
+    /// 31744).
+    #[arg(long = "tcrypt-system")]
+    pub system: bool,
+}
+
+impl TcryptArgs {
+    /// The format asked for, or `None` (detect); the TCRYPT flags without `--type` are a
+    /// usage error.
+    pub fn requested(&self) -> Result<Option<Requested>, Failure> {
+        let Some(named) = self.named else {
+            if self.pim.is_some() || self.hidden || self.backup || self.system {
+                return Err(Failure::usage(
+                    "--veracrypt-pim, --tcrypt-hidden, --tcrypt-backup and --tcrypt-system \
+                     open VeraCrypt/TrueCrypt volumes: add --type tcrypt (or veracrypt)",
+                ));
+            }
+            return Ok(None);
+        };
+        Ok(Some(Requested::Tcrypt(Options {
+            truecrypt: named == Named::Tcrypt,
+            pim: self.pim,
+            hidden: self.hidden,
+            backup: self.backup,
+            system: self.system,
+            ..Options::default()
+        })))
+    }
+}
