@@ -37,6 +37,14 @@ pub struct TcryptArgs {
     /// 31744).
     #[arg(long = "tcrypt-system")]
     pub system: bool,
+    /// VeraCrypt/TrueCrypt: try only the KDFs whose hash name contains HASH (sha512,
+    /// sha256, whirlpool, ripemd160, stribog512, blake2s-256), as cryptsetup's --hash.
+    #[arg(long = "hash", value_name = "HASH")]
+    pub hash: Option<String>,
+    /// VeraCrypt/TrueCrypt: try only the cipher chains whose cryptsetup name contains
+    /// CIPHER (aes, serpent-twofish-aes, ...), as cryptsetup's --cipher.
+    #[arg(long = "cipher", value_name = "CIPHER")]
+    pub cipher: Option<String>,
 }
 
 impl TcryptArgs {
@@ -44,10 +52,17 @@ impl TcryptArgs {
     /// usage error.
     pub fn requested(&self) -> Result<Option<Requested>, Failure> {
         let Some(named) = self.named else {
-            if self.pim.is_some() || self.hidden || self.backup || self.system {
+            if self.pim.is_some()
+                || self.hidden
+                || self.backup
+                || self.system
+                || self.hash.is_some()
+                || self.cipher.is_some()
+            {
                 return Err(Failure::usage(
-                    "--veracrypt-pim, --tcrypt-hidden, --tcrypt-backup and --tcrypt-system \
-                     open VeraCrypt/TrueCrypt volumes: add --type tcrypt (or veracrypt)",
+                    "--veracrypt-pim, --tcrypt-hidden, --tcrypt-backup, --tcrypt-system, \
+                     --hash and --cipher open VeraCrypt/TrueCrypt volumes here: add --type \
+                     tcrypt (or veracrypt)",
                 ));
             }
             return Ok(None);
@@ -58,6 +73,8 @@ impl TcryptArgs {
             hidden: self.hidden,
             backup: self.backup,
             system: self.system,
+            hash: self.hash.clone(),
+            cipher: self.cipher.clone(),
             ..Options::default()
         })))
     }
