@@ -166,14 +166,40 @@ fn check_serials(filter: impl Fn(&str) -> bool) {
     assert!(seen > 0, "no image matched");
 }
 
+// One test per group of images, each a few seconds (one KDF per image, from the hints).
+
 #[test]
-fn aes_images_open_and_hold_the_expected_file_system() {
-    check_serials(|n| n.ends_with("-xts-aes") || n.ends_with("-xts-aes-hidden"));
+fn truecrypt_images_open_and_hold_the_expected_file_system() {
+    check_serials(|n| n.starts_with("tc_"));
 }
 
 #[test]
-fn chained_and_other_cipher_images_open_and_hold_the_expected_file_system() {
-    check_serials(|n| !(n.ends_with("-xts-aes") || n.ends_with("-xts-aes-hidden")));
+fn veracrypt_aes_images_open_and_hold_the_expected_file_system() {
+    check_serials(|n| n.starts_with("vc_1-") && n.contains("-xts-aes") && !n.contains("aes-"));
+}
+
+#[test]
+fn veracrypt_chains_and_other_ciphers_open_and_hold_the_expected_file_system() {
+    check_serials(|n| {
+        n.starts_with("vc_1-")
+            && !n.contains("stribog")
+            && (n.contains("aes-") || !n.contains("-xts-aes"))
+    });
+}
+
+#[test]
+fn streebog_kdf_image_opens_and_holds_the_expected_file_system() {
+    check_serials(|n| n.contains("stribog512"));
+}
+
+#[test]
+fn keyfile_images_open_with_and_without_passphrases() {
+    check_serials(|n| n.starts_with("vck_") || n.starts_with("tck_"));
+}
+
+#[test]
+fn pim_image_opens_with_its_pim() {
+    check_serials(|n| n.starts_with("vcpim_"));
 }
 
 #[test]
