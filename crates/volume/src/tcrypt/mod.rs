@@ -241,7 +241,12 @@ impl Tcrypt {
             )));
         }
         let (offset, len) = if self.options.system {
-            (f.mk_offset, f.mk_size)
+            // As cryptsetup maps a drive or partition image without partition data: from
+            // the encrypted area's start to the end of the image (an image of the first
+            // part of a drive holds less than the whole encrypted area), never past the
+            // area.
+            let left = size.saturating_sub(f.mk_offset);
+            (f.mk_offset, f.mk_size.min(left - left % UNIT))
         } else if self.options.hidden && f.version == 3 {
             let off = size
                 .checked_sub(f.hidden_size)

@@ -202,6 +202,57 @@ fn pim_image_opens_with_its_pim() {
     check_serials(|n| n.starts_with("vcpim_"));
 }
 
+/// System encryption: the header at 31744 (`--tcrypt-system`), the data from the
+/// encrypted area's start. A partition image's data starts with the file system; a whole
+/// drive's (encrypted from its first track on) holds it at the first partition, whose start
+/// the clear MBR names.
+#[test]
+fn system_images_open_and_hold_the_expected_file_system() {
+    let dir = images_or_skip!();
+    for name in [
+        "sys_vc_1_mbr_part-sha256-xts-aes",
+        "sys_vc_1_gpt_part-sha512-xts-aes",
+        "sys_vc_1_mbr_full-sha256-xts-aes",
+    ] {
+        let path = dir.join(name);
+        let (o, pass, _) = how(dir, name);
+        assert!(o.system);
+        let store = FileStore::open(&path, false).unwrap();
+        let u = header(&store, &o, &[])
+            .unlock(&store, &pass)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let fs_at = if name.contains("_full") {
+            let mut mbr = [0u8; 512];
+            use std::os::unix::fs::FileExt;
+            fs::File::open(&path)
+                .unwrap()
+                .read_exact_at(&mut mbr, 0)
+                .unwrap();
+            let lba = u32::from_le_bytes(mbr[446 + 8..446 + 12].try_into().unwrap());
+            u64::from(lba) * 512 - u.data_offset
+        } else {
+            0
+        };
+        let vol = u
+            .engine(
+                Box::new(FileStore::open(&path, false).unwrap()),
+                EngineOptions {
+                    read_only: true,
+                    ..EngineOptions::default()
+                },
+            )
+            .unwrap();
+        let mut boot = vec![0u8; 512];
+        vol.read_at(&mut boot, fs_at).unwrap();
+        assert_eq!(
+            &boot[510..],
+            &[0x55, 0xaa],
+            "{name}: no boot sector at {fs_at}"
+        );
+        assert_eq!(fat_serial(&boot), "DEAD-BABE", "{name}");
+    }
+}
+
 #[test]
 fn a_wrong_passphrase_is_refused_as_such() {
     let dir = images_or_skip!();
