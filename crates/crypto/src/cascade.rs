@@ -239,13 +239,13 @@ impl Cascade {
     }
 
     fn check(buf: &[u8], unit_len: usize) -> Result<(), Error> {
-        if unit_len < BLOCK || unit_len % BLOCK != 0 {
+        if unit_len < BLOCK || !unit_len.is_multiple_of(BLOCK) {
             return Err(Error::Input(InputError::Length {
                 got: unit_len,
                 why: "a cascade data unit is a whole number of 16-byte blocks",
             }));
         }
-        if buf.len() % unit_len != 0 {
+        if !buf.len().is_multiple_of(unit_len) {
             return Err(Error::Input(InputError::Length {
                 got: buf.len(),
                 why: "a cascade buffer is a whole number of data units",

@@ -258,7 +258,7 @@ impl Tcrypt {
         } else {
             (f.mk_offset, f.volume_size)
         };
-        if offset % UNIT != 0 || len % UNIT != 0 || len == 0 {
+        if !offset.is_multiple_of(UNIT) || !len.is_multiple_of(UNIT) || len == 0 {
             return Err(Error::corrupt(format!(
                 "the TCRYPT header places the data at {offset} for {len} bytes: not whole \
                  512-byte units"
@@ -630,7 +630,7 @@ impl Store for Chained {
         let Some((chain, engine)) = &self.translate else {
             return Ok(());
         };
-        if offset % UNIT != 0 || buf.len() as u64 % UNIT != 0 {
+        if !offset.is_multiple_of(UNIT) || !(buf.len() as u64).is_multiple_of(UNIT) {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::InvalidInput,
                 "TCRYPT data is read in whole 512-byte units",
