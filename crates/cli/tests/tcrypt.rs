@@ -187,6 +187,21 @@ fn dump_shows_the_decrypted_header() {
     assert_eq!(json["mk_offset"], 165_888);
     assert_eq!(json["cipher"], "aes");
     assert_eq!(json["iterations"], 500_000);
+    // Exactly the fields docs/JSON.md lists.
+    let got: std::collections::BTreeSet<String> =
+        json.as_object().unwrap().keys().cloned().collect();
+    let doc =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/JSON.md"))
+            .unwrap();
+    let listed: std::collections::BTreeSet<String> = doc
+        .lines()
+        .skip_while(|l| *l != "## `dump --json`: TCRYPT")
+        .skip(1)
+        .take_while(|l| !l.starts_with("## "))
+        .filter_map(|l| l.strip_prefix("| `"))
+        .map(|l| l.split('`').next().unwrap().to_string())
+        .collect();
+    assert_eq!(got, listed);
 }
 
 #[test]

@@ -74,8 +74,8 @@ pub enum Command {
     /// Create a LUKS2 or LUKS1 volume (the image is created when missing).
     #[command(after_long_help = FORMAT_HELP)]
     Format(FormatArgs),
-    /// Show a volume's header (no passphrase needed).
-    #[command(after_long_help = crate::flags::bitlk::BITLK_HELP)]
+    /// Show a volume's header (no passphrase needed, except for VeraCrypt/TrueCrypt).
+    #[command(after_long_help = crate::flags::tcrypt::foreign_help())]
     Dump(DumpArgs),
     /// Add a passphrase in a free keyslot (asks for an existing one first).
     AddKey(AddKeyArgs),
@@ -84,7 +84,7 @@ pub enum Command {
     /// Replace the passphrase of the keyslot the old passphrase opens.
     ChangeKey(AddKeyArgs),
     /// Check a passphrase: exit 0 and name the keyslot when it opens the volume, 3 when not.
-    #[command(after_long_help = crate::flags::bitlk::BITLK_HELP)]
+    #[command(after_long_help = crate::flags::tcrypt::foreign_help())]
     TestKey(TestKeyArgs),
     /// Back up or restore the headers and keyslot areas.
     #[command(subcommand)]
@@ -102,7 +102,7 @@ pub enum Command {
     #[command(after_long_help = crate::flags::geli::HELP)]
     Geli(crate::flags::geli::GeliArgs),
     /// Write a volume's plaintext to standard output or a file.
-    #[command(after_long_help = crate::flags::bitlk::BITLK_HELP)]
+    #[command(after_long_help = crate::flags::tcrypt::foreign_help())]
     Read(ReadArgs),
     /// Store plaintext from standard input or a file into a volume.
     Write(WriteArgs),
@@ -166,11 +166,12 @@ pub struct KeyArgs {
     /// prompting.
     #[arg(long, short = 'd', value_name = "FILE")]
     pub key_file: Option<PathBuf>,
-    /// GELI: a keyfile that is part of the key (geli's -k), in order; repeatable.
+    /// GELI: a keyfile that is part of the key (geli's -k), in order; VeraCrypt/TrueCrypt:
+    /// a keyfile (cryptsetup's --key-file there); repeatable.
     #[arg(long = "keyfile-component", value_name = "FILE")]
     pub keyfile_component: Vec<PathBuf>,
-    /// GELI: the key is made of keyfiles only (geli's -P); BitLocker: open a clear key. No
-    /// passphrase is read.
+    /// GELI: the key is made of keyfiles only (geli's -P); BitLocker: open a clear key;
+    /// VeraCrypt/TrueCrypt: keyfiles only. No passphrase is read.
     #[arg(long)]
     pub no_passphrase: bool,
     /// BitLocker: open with this startup key file (.BEK) instead of a passphrase (a

@@ -2,6 +2,7 @@
 //! `dump`, `test-key` and `read`, and what `--help` says of them.
 
 use crate::failure::Failure;
+use crate::flags::bitlk::BITLK_HELP;
 use clap::{Args, ValueEnum};
 use sectorcrypt_volume::formats::Requested;
 use sectorcrypt_volume::tcrypt::Options;
@@ -78,4 +79,22 @@ impl TcryptArgs {
             ..Options::default()
         })))
     }
+}
+
+/// What `--help` says of VeraCrypt and TrueCrypt volumes.
+pub const TCRYPT_HELP: &str = "\
+VeraCrypt and TrueCrypt (TCRYPT) volumes, existing ones, read only: dump, test-key and read \
+with --type tcrypt (VeraCrypt and TrueCrypt) or --type veracrypt (VeraCrypt only). They \
+have no signature, so they are never detected. The passphrase comes from --key-file or the \
+prompt; keyfiles with --keyfile-component, in any order (--no-passphrase: keyfiles only); \
+--veracrypt-pim N, --tcrypt-hidden, --tcrypt-backup, --tcrypt-system as in cryptsetup; \
+--hash and --cipher limit the search (slow without them: up to a few seconds per KDF).
+KDFs: PBKDF2 with SHA-512, SHA-256, Whirlpool, RIPEMD-160, Streebog-512, BLAKE2s-256. \
+Ciphers, in XTS: AES, Serpent, Twofish, Camellia, Kuznyechik and VeraCrypt's cascades.
+Not supported: writing, creating volumes, Argon2id (VeraCrypt 1.26.29), TrueCrypt 4 and \
+older (CBC, LRW).";
+
+/// The after-help of the commands that open BitLocker and VeraCrypt/TrueCrypt volumes.
+pub fn foreign_help() -> String {
+    format!("{BITLK_HELP}\n\n{TCRYPT_HELP}")
 }
