@@ -438,6 +438,46 @@ fn dump_matches_cryptsetup_tcryptdump() {
     assert!(compared > 5, "only {compared} images compared");
 }
 
+/// Writes are refused (read-only here: no hidden-volume protection), for a single-AES
+/// volume (engine direct) and a chain (through the translating store), and nothing in the
+/// image changes.
+#[test]
+fn writes_are_refused_and_change_nothing() {
+    let dir = images_or_skip!();
+    let tmp = tempfile::tempdir().unwrap();
+    for name in ["vc_1-sha512-xts-aes", "tc_5-sha512-xts-serpent-twofish-aes"] {
+        let path = tmp.path().join(name);
+        fs::copy(dir.join(name), &path).unwrap();
+        let before = fs::read(&path).unwrap();
+        let (o, pass, _) = how(dir, name);
+        let store = FileStore::open(&path, true).unwrap();
+        let u = header(&store, &o, &[]).unlock(&store, &pass).unwrap();
+        let vol = u
+            .engine(
+                Box::new(FileStore::open(&path, true).unwrap()),
+                EngineOptions::default(),
+            )
+            .unwrap();
+        let err = vol.write_at(&[0x5a; 4096], 4096).unwrap_err();
+        assert!(err.to_string().contains("read-only"), "{name}: {err}");
+        assert!(
+            fs::read(&path).unwrap() == before,
+            "{name}: the image changed"
+        );
+    }
+}
+
+#[test]
+fn a_wrong_pim_does_not_open() {
+    let dir = images_or_skip!();
+    let name = "vcpim_1_1234-sha256-xts-aes";
+    let (mut o, pass, _) = how(dir, name);
+    o.pim = Some(1233);
+    let store = FileStore::open(&dir.join(name), false).unwrap();
+    let err = header(&store, &o, &[]).unlock(&store, &pass).unwrap_err();
+    assert!(matches!(err, Error::WrongPassphrase), "{err}");
+}
+
 #[test]
 fn a_pim_is_refused_with_truecrypt_only() {
     let tmp = tempfile::tempdir().unwrap();
