@@ -19,7 +19,7 @@
 //! (the first data unit of a normal volume, at 128 KiB, is unit 256), as cryptsetup maps
 //! them. A single-AES volume goes to the engine as `aes-xts-plain64` under its own key.
 //! Chains and the other ciphers are decrypted by a store under the engine
-//! ([`Chained`]) and handed to it encrypted again under a random AES-XTS key of this
+//! (`Chained`) and handed to it encrypted again under a random AES-XTS key of this
 //! process, so the engine keeps its many-sectors-per-call AES path and never sees the
 //! chain. Every volume is read-only here: writes are refused by that store (writing would
 //! need hidden-volume protection to be safe on an outer volume).
