@@ -5,8 +5,10 @@
 //! without it, random data).
 
 mod support;
+#[path = "support/volumes.rs"]
+mod volumes;
 
-use sectorcrypt_testkit::{have, skipped};
+use sectorcrypt_testkit::{have, require, skipped};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -202,6 +204,44 @@ fn dump_shows_the_decrypted_header() {
         .map(|l| l.split('`').next().unwrap().to_string())
         .collect();
     assert_eq!(got, listed);
+}
+
+/// `mount --read-only` of a chained volume (Serpent-Twofish-AES) shows its plaintext as
+/// MOUNTPOINT/disk; without --read-only it is refused.
+#[test]
+fn mount_shows_the_plaintext_read_only() {
+    let dir = images_or_skip!();
+    if !Path::new("/dev/fuse").exists() {
+        skipped!("skipped: no /dev/fuse");
+        return;
+    }
+    require!("fusermount3");
+    let tmp = tempfile::tempdir().unwrap();
+    let mp = tmp.path().join("mp");
+    std::fs::create_dir(&mp).unwrap();
+    let pw = volumes::key_file(tmp.path(), "pw", "aaaaaaaaaaaa");
+    let path = img(dir, "vc_1-sha512-xts-serpent-twofish-aes");
+    let (m, p) = (mp.display().to_string(), pw.display().to_string());
+    let base = [
+        "mount",
+        &path,
+        &m,
+        "--type",
+        "tcrypt",
+        "--hash",
+        "sha512",
+        "--key-file",
+        &p,
+    ];
+    let out = sc(&base, b"");
+    assert_eq!(code(&out), 2);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--read-only"));
+    let mut args = base.to_vec();
+    args.push("--read-only");
+    ok(sc(&args, b""));
+    let boot = std::fs::read(mp.join("disk")).map(|d| d[..512].to_vec());
+    volumes::unmount(&mp);
+    assert_eq!(serial(&boot.unwrap()), "DEAD-BABE");
 }
 
 #[test]

@@ -759,6 +759,9 @@ pub struct MountArgs {
     /// Stay in the foreground until unmounted.
     #[arg(long)]
     pub foreground: bool,
+    /// VeraCrypt/TrueCrypt volumes (read only: with --read-only).
+    #[command(flatten)]
+    pub tcrypt: tcrypt::TcryptArgs,
 }
 
 #[derive(Debug, Args)]

@@ -1,5 +1,5 @@
 //! The flags of VeraCrypt and TrueCrypt volumes (cryptsetup's TCRYPT names), taken by
-//! `dump`, `test-key` and `read`, and what `--help` says of them.
+//! `dump`, `test-key`, `read` and `mount`, and what `--help` says of them.
 
 use crate::failure::Failure;
 use crate::flags::bitlk::BITLK_HELP;
@@ -83,8 +83,8 @@ impl TcryptArgs {
 
 /// What `--help` says of VeraCrypt and TrueCrypt volumes.
 pub const TCRYPT_HELP: &str = "\
-VeraCrypt and TrueCrypt (TCRYPT) volumes, existing ones, read only: dump, test-key and read \
-with --type tcrypt (VeraCrypt and TrueCrypt) or --type veracrypt (VeraCrypt only). They \
+VeraCrypt and TrueCrypt (TCRYPT) volumes, existing ones, read only: dump, test-key, read \
+and mount --read-only with --type tcrypt (VeraCrypt and TrueCrypt) or --type veracrypt (VeraCrypt only). They \
 have no signature, so they are never detected. The passphrase comes from --key-file or the \
 prompt; keyfiles with --keyfile-component, in any order (--no-passphrase: keyfiles only); \
 --veracrypt-pim N, --tcrypt-hidden, --tcrypt-backup, --tcrypt-system as in cryptsetup; \

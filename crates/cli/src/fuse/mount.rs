@@ -377,6 +377,12 @@ pub fn spawn(
 }
 
 pub fn run(a: MountArgs) -> Result<(), Failure> {
+    if a.tcrypt.named.is_some() && !a.open.read_only {
+        return Err(Failure::usage(
+            "VeraCrypt/TrueCrypt volumes are mounted read-only here: add --read-only",
+        ));
+    }
+    crate::volumes::image::request(&a.tcrypt)?;
     let mp = mount_point(&a.mountpoint)?;
     if !a.foreground {
         return background("the mount", |_| is_mounted(&mp));

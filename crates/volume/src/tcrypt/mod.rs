@@ -336,13 +336,14 @@ impl Format for Tcrypt {
                 }
                 let dk = kdf.derive(&password, &raw[..SALT_LEN], self.options.pim);
                 for (c, chain) in self.chains() {
-                    if let Some(h) = Tcrypt::try_chain(&raw, &dk, chain)? {
+                    if let Some(mut h) = Tcrypt::try_chain(&raw, &dk, chain)? {
                         let fields = Fields::parse(&h).ok_or_else(|| {
                             Error::corrupt("the TCRYPT header changed while read")
                         })?;
                         let mut key = Zeroizing::new(Vec::with_capacity(HEADER_LEN + 1));
                         key.extend_from_slice(&h[..]);
                         key.push(c as u8);
+                        zeroize::Zeroize::zeroize(&mut h[..]);
                         if let Ok(mut f) = self.found.lock() {
                             *f = Some(Found {
                                 at,
