@@ -251,7 +251,9 @@ fn refusals_are_clear() {
     // Never detected.
     let out = sc(&["dump", &path], b"");
     assert_eq!(code(&out), 2);
-    assert!(String::from_utf8_lossy(&out.stderr).contains("not a volume of a known format"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("not a volume of a known format"), "{err}");
+    assert!(err.contains("--type tcrypt"), "{err}");
     // TCRYPT flags need --type.
     let out = sc(
         &["test-key", &path, "--tcrypt-hidden", "--key-file", "-"],

@@ -125,7 +125,8 @@ impl Header {
             }
         }
         Err(HeaderError::Unrecognised(format!(
-            "none of {} is in {} ({} bytes)",
+            "none of {} is in {} ({} bytes); VeraCrypt and TrueCrypt volumes have no \
+             signature: name them (--type tcrypt)",
             known_formats(),
             store.name(),
             probe.size
