@@ -300,6 +300,23 @@ mod tests {
         assert_eq!(t, want);
     }
 
+    /// GOST R 34.12-2015 appendix A.1 (Kuznyechik): the block cipher under the cascade's
+    /// wrapper, both ways (no independent XTS implementation of it is installed here).
+    #[test]
+    fn kuznyechik_block_matches_the_standard() {
+        let key = hex::decode("8899aabbccddeeff0011223344556677fedcba98765432100123456789abcdef")
+            .unwrap();
+        let k = block_cipher(Layer::Kuznyechik, &key).unwrap();
+        let mut b: [u8; BLOCK] = hex::decode("1122334455667700ffeeddccbbaa9988")
+            .unwrap()
+            .try_into()
+            .unwrap();
+        k.encrypt(&mut b);
+        assert_eq!(hex::encode(b), "7f679d90bebc24305a468d42b9d4edcd");
+        k.decrypt(&mut b);
+        assert_eq!(hex::encode(b), "1122334455667700ffeeddccbbaa9988");
+    }
+
     #[test]
     fn generic_xts_over_aes_matches_the_aes_xts() {
         // The generic path run over AES itself (RustCrypto's `aes` is not a dependency:
