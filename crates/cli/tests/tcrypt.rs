@@ -207,7 +207,7 @@ fn dump_shows_the_decrypted_header() {
 }
 
 /// `mount --read-only` of a chained volume (Serpent-Twofish-AES) shows its plaintext as
-/// MOUNTPOINT/disk; without --read-only it is refused.
+/// MOUNTPOINT/disk; a hidden volume without --read-only is refused.
 #[test]
 fn mount_shows_the_plaintext_read_only() {
     let dir = images_or_skip!();
@@ -233,7 +233,9 @@ fn mount_shows_the_plaintext_read_only() {
         "--key-file",
         &p,
     ];
-    let out = sc(&base, b"");
+    let mut hidden = base.to_vec();
+    hidden.push("--tcrypt-hidden");
+    let out = sc(&hidden, b"");
     assert_eq!(code(&out), 2);
     assert!(String::from_utf8_lossy(&out.stderr).contains("--read-only"));
     let mut args = base.to_vec();

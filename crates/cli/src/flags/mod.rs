@@ -759,7 +759,7 @@ pub struct MountArgs {
     /// Stay in the foreground until unmounted.
     #[arg(long)]
     pub foreground: bool,
-    /// VeraCrypt/TrueCrypt volumes (read only: with --read-only).
+    /// VeraCrypt/TrueCrypt volumes (hidden and system ones with --read-only).
     #[command(flatten)]
     pub tcrypt: tcrypt::TcryptArgs,
 }

@@ -377,9 +377,10 @@ pub fn spawn(
 }
 
 pub fn run(a: MountArgs) -> Result<(), Failure> {
-    if a.tcrypt.named.is_some() && !a.open.read_only {
+    if (a.tcrypt.hidden || a.tcrypt.system) && !a.open.read_only {
         return Err(Failure::usage(
-            "VeraCrypt/TrueCrypt volumes are mounted read-only here: add --read-only",
+            "hidden and system VeraCrypt/TrueCrypt volumes are mounted read-only here: add \
+             --read-only",
         ));
     }
     crate::volumes::image::request(&a.tcrypt)?;

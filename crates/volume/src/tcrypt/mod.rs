@@ -21,11 +21,15 @@
 //! Chains and the other ciphers are decrypted by a store under the engine
 //! (`Chained`) and handed to it encrypted again under a random AES-XTS key of this
 //! process, so the engine keeps its many-sectors-per-call AES path and never sees the
-//! chain. Every volume is read-only here: writes are refused by that store (writing would
-//! need hidden-volume protection to be safe on an outer volume).
+//! chain; writes take the way back (AES-XTS decrypted, the chain encrypted). Normal
+//! volumes (from the normal or the backup header) are written; hidden and system volumes
+//! are read-only here, their writes refused by that store. As in VeraCrypt without hidden
+//! volume protection (which is not offered here), writing an outer volume can overwrite a
+//! hidden volume inside it.
 //!
 //! Not supported: TrueCrypt 4 and older (CBC and LRW modes, SHA-1), Argon2id (VeraCrypt
-//! 1.26.29), writing, creating volumes, changing headers.
+//! 1.26.29), writing hidden and system volumes, hidden volume protection, creating volumes,
+//! changing headers.
 
 pub mod header;
 
@@ -395,6 +399,7 @@ impl Format for Tcrypt {
             k
         };
         let layers = chain.layers;
+        let writable = !self.options.hidden && !self.options.system;
         let (map_master, map_engine) = (master.clone(), engine_key.clone());
         Ok(Unlocked::new(info, spec, master, keyslot)
             .with_engine_key(&engine_key)
@@ -405,6 +410,7 @@ impl Format for Tcrypt {
                     &map_master,
                     &map_engine,
                     aes_only,
+                    writable,
                 )?))
             })))
     }
@@ -578,14 +584,16 @@ fn not_changed() -> Error {
     )
 }
 
-/// The host store as the engine sees a TCRYPT volume: read-only, and for chains other than
-/// single AES every 512-byte unit decrypted with the chain and encrypted again under the
+/// The host store as the engine sees a TCRYPT volume: for chains other than single AES
+/// every 512-byte unit read is decrypted with the chain and encrypted again under the
 /// engine's AES-XTS key with the same unit number (the number of the unit in the host, as
-/// the engine's IV rule gives it).
+/// the engine's IV rule gives it), and every unit written the other way; writes refused
+/// when the volume is not `writable` (hidden and system volumes).
 struct Chained {
     inner: Box<dyn Store>,
     /// The volume's chain and the engine's AES-XTS, when they differ.
     translate: Option<(Cascade, Cascade)>,
+    writable: bool,
 }
 
 impl std::fmt::Debug for Chained {
@@ -604,6 +612,7 @@ impl Chained {
         master: &[u8],
         engine_key: &[u8],
         aes_only: bool,
+        writable: bool,
     ) -> Result<Chained> {
         let translate = if aes_only {
             None
@@ -613,7 +622,11 @@ impl Chained {
                 Cascade::new(&[Layer::Aes], engine_key)?,
             ))
         };
-        Ok(Chained { inner, translate })
+        Ok(Chained {
+            inner,
+            translate,
+            writable,
+        })
     }
 }
 
@@ -631,12 +644,7 @@ impl Store for Chained {
         let Some((chain, engine)) = &self.translate else {
             return Ok(());
         };
-        if !offset.is_multiple_of(UNIT) || !(buf.len() as u64).is_multiple_of(UNIT) {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::InvalidInput,
-                "TCRYPT data is read in whole 512-byte units",
-            ));
-        }
+        whole_units(buf.len(), offset)?;
         let first = offset / UNIT;
         let unit = UNIT as usize;
         chain
@@ -646,14 +654,38 @@ impl Store for Chained {
     }
 
     fn write_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
-        let _ = (buf, offset);
-        Err(std::io::Error::new(
-            std::io::ErrorKind::PermissionDenied,
-            "TCRYPT (VeraCrypt, TrueCrypt) volumes are read-only here",
-        ))
+        if !self.writable {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                "hidden and system VeraCrypt/TrueCrypt volumes are read-only here",
+            ));
+        }
+        let Some((chain, engine)) = &self.translate else {
+            return self.inner.write_at(buf, offset);
+        };
+        whole_units(buf.len(), offset)?;
+        let first = offset / UNIT;
+        let unit = UNIT as usize;
+        let mut data = Zeroizing::new(buf.to_vec());
+        engine
+            .decrypt(first, unit, &mut data)
+            .and_then(|()| chain.encrypt(first, unit, &mut data))
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        self.inner.write_at(&data, offset)
     }
 
     fn sync(&self) -> std::io::Result<()> {
         self.inner.sync()
     }
+}
+
+/// Refuses a request that is not whole 512-byte units (the engine only makes such).
+fn whole_units(len: usize, offset: u64) -> std::io::Result<()> {
+    if offset.is_multiple_of(UNIT) && (len as u64).is_multiple_of(UNIT) {
+        return Ok(());
+    }
+    Err(std::io::Error::new(
+        std::io::ErrorKind::InvalidInput,
+        "TCRYPT data is read and written in whole 512-byte units",
+    ))
 }

@@ -4,8 +4,9 @@
 //! hints from the file name as that test does (`--hash`, `--cipher`), and the decrypted
 //! data's FAT volume serial checked against the one the test expects (`DEAD-BABE` for
 //! outer volumes, `CAFE-BABE` for hidden ones); `dump` fields against `cryptsetup
-//! tcryptDump`; a few full searches without hints; and bad input: a wrong passphrase,
-//! random data, a truncated image.
+//! tcryptDump`; a few full searches without hints; writes to normal volumes read back
+//! (hidden ones refuse them); and bad input: a wrong passphrase or PIM, random data, a
+//! truncated image.
 
 use sectorcrypt_testkit::{have, require, skipped};
 use sectorcrypt_volume::engine::EngineOptions;
@@ -438,33 +439,70 @@ fn dump_matches_cryptsetup_tcryptdump() {
     assert!(compared > 5, "only {compared} images compared");
 }
 
-/// Writes are refused (read-only here: no hidden-volume protection), for a single-AES
-/// volume (engine direct) and a chain (through the translating store), and nothing in the
-/// image changes.
+/// Writes to normal volumes (single AES through the engine, a chain through the
+/// translating store) read back after a fresh open, change only the units written, and
+/// leave the file system where it was; a hidden volume refuses writes and stays unchanged.
 #[test]
-fn writes_are_refused_and_change_nothing() {
+fn writes_read_back_and_hidden_volumes_refuse_them() {
     let dir = images_or_skip!();
     let tmp = tempfile::tempdir().unwrap();
+    let open = |path: &Path, name: &str| {
+        let (o, pass, _) = how(dir, name);
+        let store = FileStore::open(path, true).unwrap();
+        let u = header(&store, &o, &[]).unlock(&store, &pass).unwrap();
+        let data_offset = u.data_offset;
+        let vol = u
+            .engine(
+                Box::new(FileStore::open(path, true).unwrap()),
+                EngineOptions::default(),
+            )
+            .unwrap();
+        (vol, data_offset)
+    };
     for name in ["vc_1-sha512-xts-aes", "tc_5-sha512-xts-serpent-twofish-aes"] {
         let path = tmp.path().join(name);
         fs::copy(dir.join(name), &path).unwrap();
         let before = fs::read(&path).unwrap();
-        let (o, pass, _) = how(dir, name);
-        let store = FileStore::open(&path, true).unwrap();
-        let u = header(&store, &o, &[]).unlock(&store, &pass).unwrap();
-        let vol = u
-            .engine(
-                Box::new(FileStore::open(&path, true).unwrap()),
-                EngineOptions::default(),
-            )
-            .unwrap();
-        let err = vol.write_at(&[0x5a; 4096], 4096).unwrap_err();
-        assert!(err.to_string().contains("read-only"), "{name}: {err}");
-        assert!(
-            fs::read(&path).unwrap() == before,
-            "{name}: the image changed"
+        let data: Vec<u8> = (0..3000u32).map(|i| (i * 31 + 7) as u8).collect();
+        let data_offset = {
+            let (vol, off) = open(&path, name);
+            vol.write_at(&data, 4100).unwrap();
+            vol.flush().unwrap();
+            off
+        };
+        let (vol, _) = open(&path, name);
+        let mut back = vec![0u8; data.len()];
+        vol.read_at(&mut back, 4100).unwrap();
+        assert!(back == data, "{name}: the write does not read back");
+        let mut boot = vec![0u8; 512];
+        vol.read_at(&mut boot, 0).unwrap();
+        assert_eq!(fat_serial(&boot), "DEAD-BABE", "{name}");
+        // Only the units 4096..7168 of the data area changed.
+        let after = fs::read(&path).unwrap();
+        let changed: Vec<u64> = before
+            .chunks(512)
+            .zip(after.chunks(512))
+            .enumerate()
+            .filter(|(_, (a, b))| a != b)
+            .map(|(i, _)| i as u64 * 512 - data_offset)
+            .collect();
+        assert_eq!(
+            changed,
+            (4096..7168).step_by(512).collect::<Vec<u64>>(),
+            "{name}"
         );
     }
+    let name = "vc_1-sha512-xts-aes-hidden";
+    let path = tmp.path().join(name);
+    fs::copy(dir.join(name), &path).unwrap();
+    let before = fs::read(&path).unwrap();
+    let (vol, _) = open(&path, name);
+    let err = vol.write_at(&[0x5a; 4096], 4096).unwrap_err();
+    assert!(err.to_string().contains("read-only"), "{err}");
+    assert!(
+        fs::read(&path).unwrap() == before,
+        "the hidden volume's image changed"
+    );
 }
 
 #[test]
