@@ -1,8 +1,8 @@
 //! VeraCrypt and TrueCrypt through the binary, on cryptsetup's test images (committed
 //! under `crates/volume/tests/data/tcrypt/`): `read` of outer and hidden volumes, with a
-//! PIM and with keyfiles, checked by the FAT serial cryptsetup's test expects; `test-key`'s
-//! exit codes; `dump` and `dump --json`; and the refusals (no `--type`, TCRYPT flags
-//! without it, random data).
+//! PIM and with keyfiles, checked by the FAT serial cryptsetup's test expects; `write`
+//! read back (refused on a hidden volume); `mount`; `test-key`'s exit codes; `dump` and
+//! `dump --json`; and the refusals (no `--type`, TCRYPT flags without it, random data).
 
 mod support;
 #[path = "support/volumes.rs"]
@@ -115,6 +115,71 @@ fn read_gives_the_file_systems_cryptsetup_expects() {
         let boot = ok_bytes(sc(&args, pass));
         assert_eq!(serial(&boot), *want, "{name} {extra:?}");
     }
+}
+
+/// `write` into a copy of a normal volume (a chain) reads back through `read` in another
+/// process; into a hidden volume it is refused and changes nothing.
+#[test]
+fn write_reads_back_and_hidden_volumes_refuse_it() {
+    let dir = images_or_skip!();
+    let tmp = tempfile::tempdir().unwrap();
+    let pw = volumes::key_file(tmp.path(), "pw", "aaaaaaaaaaaa");
+    let p = pw.display().to_string();
+    let copy = tmp.path().join("vol");
+    std::fs::copy(dir.join("tc_5-sha512-xts-serpent-twofish-aes"), &copy).unwrap();
+    let c = copy.display().to_string();
+    let flags = [
+        "--type",
+        "tcrypt",
+        "--hash",
+        "sha512",
+        "--cipher",
+        "serpent",
+        "--key-file",
+        &p,
+    ];
+    let data: Vec<u8> = (0..2000u32).map(|i| (i * 13 + 5) as u8).collect();
+    let mut w = vec!["write", &c, "--offset", "1000"];
+    w.extend_from_slice(&flags);
+    ok(sc(&w, &data));
+    let mut r = vec!["read", &c, "--offset", "1000", "--length", "2000"];
+    r.extend_from_slice(&flags);
+    assert!(
+        ok_bytes(sc(&r, b"")) == data,
+        "the write does not read back"
+    );
+    let mut r = vec!["read", &c, "--length", "512"];
+    r.extend_from_slice(&flags);
+    assert_eq!(serial(&ok_bytes(sc(&r, b""))), "DEAD-BABE");
+
+    let pwb = volumes::key_file(tmp.path(), "pwb", "bbbbbbbbbbbb");
+    let pb = pwb.display().to_string();
+    let hidden = tmp.path().join("hidden");
+    std::fs::copy(dir.join("vc_1-sha512-xts-aes-hidden"), &hidden).unwrap();
+    let before = std::fs::read(&hidden).unwrap();
+    let h = hidden.display().to_string();
+    let args = [
+        "write",
+        &h,
+        "--type",
+        "tcrypt",
+        "--tcrypt-hidden",
+        "--hash",
+        "sha512",
+        "--key-file",
+        &pb,
+    ];
+    let out = sc(&args, &data);
+    assert_ne!(code(&out), 0);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("read-only"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        std::fs::read(&hidden).unwrap() == before,
+        "the hidden volume's image changed"
+    );
 }
 
 #[test]

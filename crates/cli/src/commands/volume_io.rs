@@ -118,6 +118,7 @@ pub fn read(a: ReadArgs) -> Result<(), Failure> {
 }
 
 pub fn write(a: WriteArgs) -> Result<(), Failure> {
+    crate::volumes::image::request(&a.tcrypt)?;
     let from_stdin = a.input.is_none() || a.input.as_deref() == Some(Path::new("-"));
     if from_stdin && a.key.key_file.as_deref() == Some(Path::new("-")) {
         return Err(Failure::usage(

@@ -105,6 +105,7 @@ pub enum Command {
     #[command(after_long_help = crate::flags::tcrypt::foreign_help())]
     Read(ReadArgs),
     /// Store plaintext from standard input or a file into a volume.
+    #[command(after_long_help = crate::flags::tcrypt::foreign_help())]
     Write(WriteArgs),
     /// Serve the plaintext of a volume over NBD (a Unix socket or a loopback TCP port).
     #[command(after_long_help = SERVE_HELP)]
@@ -588,6 +589,9 @@ pub struct WriteArgs {
     /// terminal).
     #[arg(long, short = 'i', value_name = "F")]
     pub input: Option<PathBuf>,
+    /// VeraCrypt/TrueCrypt volumes (normal ones: hidden and system volumes are read-only).
+    #[command(flatten)]
+    pub tcrypt: tcrypt::TcryptArgs,
     #[command(flatten)]
     pub key: KeyArgs,
 }

@@ -1,5 +1,5 @@
 //! The flags of VeraCrypt and TrueCrypt volumes (cryptsetup's TCRYPT names), taken by
-//! `dump`, `test-key`, `read` and `mount`, and what `--help` says of them.
+//! `dump`, `test-key`, `read`, `write` and `mount`, and what `--help` says of them.
 
 use crate::failure::Failure;
 use crate::flags::bitlk::BITLK_HELP;
@@ -83,15 +83,15 @@ impl TcryptArgs {
 
 /// What `--help` says of VeraCrypt and TrueCrypt volumes.
 pub const TCRYPT_HELP: &str = "\
-VeraCrypt and TrueCrypt (TCRYPT) volumes, existing ones: dump, test-key, read and mount \
-with --type tcrypt (VeraCrypt and TrueCrypt) or --type veracrypt (VeraCrypt only). They \
+VeraCrypt and TrueCrypt (TCRYPT) volumes, existing ones: dump, test-key, read, write and \
+mount with --type tcrypt (VeraCrypt and TrueCrypt) or --type veracrypt (VeraCrypt only). They \
 have no signature, so they are never detected. The passphrase comes from --key-file or the \
 prompt; keyfiles with --keyfile-component, in any order (--no-passphrase: keyfiles only); \
 --veracrypt-pim N, --tcrypt-hidden, --tcrypt-backup, --tcrypt-system as in cryptsetup; \
 --hash and --cipher limit the search (slow without them: up to a few seconds per KDF).
 KDFs: PBKDF2 with SHA-512, SHA-256, Whirlpool, RIPEMD-160, Streebog-512, BLAKE2s-256. \
 Ciphers, in XTS: AES, Serpent, Twofish, Camellia, Kuznyechik and VeraCrypt's cascades.
-mount writes normal volumes (an outer volume's writes can overwrite a hidden volume in it: \
+write and mount write normal volumes (an outer volume's writes can overwrite a hidden volume in it: \
 there is no hidden volume protection); hidden and system volumes are mounted --read-only.
 Not supported: writing hidden and system volumes, creating volumes, Argon2id (VeraCrypt \
 1.26.29), TrueCrypt 4 and older (CBC, LRW).";
