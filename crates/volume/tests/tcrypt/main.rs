@@ -345,7 +345,7 @@ fn a_truncated_image_gives_a_clear_error() {
 }
 
 #[test]
-fn the_backup_header_opens_the_same_volume() {
+fn the_backup_headers_open_the_same_volumes() {
     let dir = images_or_skip!();
     let name = "vc_1-sha512-xts-aes";
     let (mut o, pass, _) = how(dir, name);
@@ -354,6 +354,25 @@ fn the_backup_header_opens_the_same_volume() {
     let u = header(&store, &o, &[]).unlock(&store, &pass).unwrap();
     assert_eq!(u.data_offset, 131_072);
     assert_eq!(u.data_size, 299_008 - 4 * 65_536);
+    // The hidden volume's backup header (64 KiB before the end) opens the hidden volume.
+    let name = "vc_1-sha512-xts-aes-hidden";
+    let (mut o, pass, _) = how(dir, name);
+    o.backup = true;
+    let store = FileStore::open(&dir.join(name), false).unwrap();
+    let u = header(&store, &o, &[]).unlock(&store, &pass).unwrap();
+    assert_eq!((u.data_offset, u.data_size), (165_888, 47_104));
+    let vol = u
+        .engine(
+            Box::new(FileStore::open(&dir.join(name), false).unwrap()),
+            EngineOptions {
+                read_only: true,
+                ..EngineOptions::default()
+            },
+        )
+        .unwrap();
+    let mut boot = vec![0u8; 512];
+    vol.read_at(&mut boot, 0).unwrap();
+    assert_eq!(fat_serial(&boot), "CAFE-BABE");
 }
 
 /// `cryptsetup tcryptDump` of `name` (with the hints), as its key/value lines.
