@@ -14,6 +14,8 @@ set -euo pipefail
 # xz-utils (the compressed FreeBSD-made images).
 # BitLocker tests: dislocker (dislocker-file decrypts cryptsetup's Windows-made images, a
 # second reader to compare with; xz-utils above unpacks them).
+# VeraCrypt/TrueCrypt: python3-botan (Botan's Serpent, Twofish and Camellia in XTS make the
+# cascade test vectors, a second implementation beside the RustCrypto crates).
 # TLS tests: openssl (the command line makes their X.509 certificates).
 # Manual and completion tests: groff-base (renders the man pages), zsh and fish (load the
 # completion scripts).
@@ -34,7 +36,7 @@ set -euo pipefail
 needed=(pkg-config libssl-dev cryptsetup-bin qemu-utils nbdkit libnbd-bin fuse3
     libengine-gost-openssl e2fsprogs python3-libnbd grub-common dosfstools mtools
     python3-cryptography xz-utils openssl groff-base zsh fish gcc libc6-dev binutils
-    systemd prometheus curl perl make dislocker)
+    systemd prometheus curl perl make dislocker python3-botan)
 if [ "${1:-}" = bench ]; then
     needed=(fio)
 fi

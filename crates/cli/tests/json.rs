@@ -22,9 +22,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use support::{bin, code, ok, s, sc, sc_on};
 
-/// The sections of docs/JSON.md this file checks (the BitLocker one is checked by
-/// `tests/bitlk.rs`, beside its images).
-const SECTIONS: [&str; 8] = [
+/// The sections of docs/JSON.md this file checks (the BitLocker and TCRYPT ones are
+/// checked by `tests/bitlk.rs` and `tests/tcrypt.rs`, beside their images).
+const SECTIONS: [&str; 9] = [
     "`dump --json=common`",
     "`dump --json`: LUKS2",
     "`dump --json`: LUKS1",
@@ -33,6 +33,7 @@ const SECTIONS: [&str; 8] = [
     "`backends --json`",
     "`status --json`",
     "`dump --json`: BitLocker",
+    "`dump --json`: TCRYPT",
 ];
 const BENCH: &str = "`bench --json`";
 const PROGRESS: &str = "`--progress=json`";

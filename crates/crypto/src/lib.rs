@@ -19,6 +19,12 @@
 //! per group), for everything built on independent blocks; the sequential chains run on
 //! the portable code.
 //!
+//! VeraCrypt's and TrueCrypt's ciphers ([`cascade`]): XTS over any 128-bit block cipher
+//! (this crate's AES-XTS, and the portable RustCrypto Serpent, Twofish, Camellia and
+//! Kuznyechik) and cascades of such layers; and their PBKDF2 hashes ([`pbkdf`]: SHA-512,
+//! SHA-256, Whirlpool, RIPEMD-160, Streebog-512, BLAKE2s-256), here because this crate is
+//! always built optimised.
+//!
 //! # Backends
 //! Every AES mode is a whole-buffer kernel of a backend ([`Backend`]):
 //! - `soft`: portable, bitsliced, constant-time, `#![forbid(unsafe_code)]`; the reference;
@@ -68,6 +74,7 @@
 //! probe and the two leaves of [`secret`] (the system calls that map, lock and unmap
 //! secret pages, and the typed value in them), each block with a `// SAFETY:` comment.
 
+pub mod cascade;
 pub mod cpu;
 
 mod aes_core;
@@ -83,6 +90,7 @@ mod gost;
 mod guarded;
 pub mod mac;
 mod modes;
+pub mod pbkdf;
 pub mod secret;
 mod traits;
 mod workload;

@@ -38,6 +38,7 @@ use crate::error::{Class, Error, Result};
 use crate::locator::{self, redacted, RemoteOptions};
 use crate::store::{Guard, ImageStore};
 use sectorcrypt_volume::engine::{EngineOptions, Volume};
+use sectorcrypt_volume::formats::{self, Requested};
 use sectorcrypt_volume::lock::{self, Mode};
 use sectorcrypt_volume::{FileStore, Header, Placement, Store, Unlocked};
 use std::fs::OpenOptions;
@@ -285,8 +286,14 @@ impl Files {
 
     /// Reads the header under the shared header lock (never writing).
     pub fn read_header(&self) -> Result<Header> {
+        self.read_header_as(None)
+    }
+
+    /// [`Files::read_header`], or the header of the format `requested` names (a format
+    /// without a signature, never detected: VeraCrypt and TrueCrypt).
+    pub fn read_header_as(&self, requested: Option<&Requested>) -> Result<Header> {
         let _lock = self.lock(Mode::Shared)?;
-        Ok(Header::read(&self.store)?)
+        Ok(formats::read_as(&self.store, requested)?)
     }
 }
 
@@ -301,19 +308,35 @@ pub struct Image {
     keyfiles: Vec<Zeroizing<Vec<u8>>>,
     /// Whether the key has no passphrase component (GELI's `-p`).
     no_passphrase: bool,
+    /// The format asked for by name, when not detected (VeraCrypt and TrueCrypt).
+    requested: Option<Requested>,
 }
 
 impl Image {
     /// Opens the volume at `path` (header in `header` when given) for `access` and reads
     /// its header (never writing).
     pub fn open(path: &Path, header: Option<&Path>, access: Access, cx: &Context) -> Result<Image> {
+        Image::open_as(path, header, access, cx, None)
+    }
+
+    /// [`Image::open`], reading the header as the format `requested` names when given (a
+    /// format without a signature, never detected: VeraCrypt and TrueCrypt), here and at
+    /// every later read.
+    pub fn open_as(
+        path: &Path,
+        header: Option<&Path>,
+        access: Access,
+        cx: &Context,
+        requested: Option<Requested>,
+    ) -> Result<Image> {
         let files = Files::open(path, header, access, cx)?;
-        let header = files.read_header()?;
+        let header = files.read_header_as(requested.as_ref())?;
         Ok(Image {
             files,
             header,
             keyfiles: Vec::new(),
             no_passphrase: false,
+            requested,
         })
     }
 
@@ -326,7 +349,7 @@ impl Image {
 
     /// Reads the header again and gives it the key parts of [`Image::set_key_parts`].
     fn reread_header(&mut self) -> Result<()> {
-        self.header = Header::read(&self.files.store)?;
+        self.header = formats::read_as(&self.files.store, self.requested.as_ref())?;
         if !self.keyfiles.is_empty() {
             self.header.set_keyfiles(self.keyfiles.clone())?;
         }

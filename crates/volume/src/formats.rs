@@ -28,6 +28,26 @@ pub const FORMATS: &[Driver] = &[
     crate::bitlk::DRIVER,
 ];
 
+/// A format read only when asked for by name, never detected: VeraCrypt and TrueCrypt
+/// headers have no signature (they look random until decrypted), so trying them on every
+/// store would claim random data and cost a KDF search each time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Requested {
+    /// A VeraCrypt or TrueCrypt volume, looked for as the options say.
+    Tcrypt(crate::tcrypt::Options),
+}
+
+/// Reads the header of `store`: as [`Header::read`] detects it, or the format asked for.
+pub fn read_as(store: &dyn Store, requested: Option<&Requested>) -> Result<Header> {
+    match requested {
+        None => Header::read(store),
+        Some(Requested::Tcrypt(o)) => Ok(Header::new(Box::new(crate::tcrypt::open(
+            store,
+            o.clone(),
+        )?))),
+    }
+}
+
 /// The names of [`FORMATS`], for messages: `luks1, luks2, geli, bitlk`.
 pub fn known_formats() -> String {
     let names: Vec<&str> = FORMATS.iter().map(|d| d.name).collect();
@@ -105,7 +125,8 @@ impl Header {
             }
         }
         Err(HeaderError::Unrecognised(format!(
-            "none of {} is in {} ({} bytes)",
+            "none of {} is in {} ({} bytes); VeraCrypt and TrueCrypt volumes have no \
+             signature: name them (--type tcrypt)",
             known_formats(),
             store.name(),
             probe.size

@@ -9,7 +9,8 @@
 //!   read and validate, unlock, keyslot changes, header backup and restore, dump), with
 //!   [`luks`] (LUKS1 and LUKS2, compatible with cryptsetup), [`geli`] (FreeBSD's GELI) and
 //!   [`bitlk`] (BitLocker, existing volumes) registered in
-//!   [`formats`]; [`signatures`] finds and wipes every format's signature
+//!   [`formats`], and [`tcrypt`] (VeraCrypt and TrueCrypt, existing volumes, read only
+//!   when asked for: they have no signature); [`signatures`] finds and wipes every format's signature
 //!   (a leaf the formats call when they create a header);
 //! - [`layout`]: what the engine needs from a format ([`Layout`]: where each sector lives,
 //!   its key, one per volume or per zone, its IV rule);
@@ -35,6 +36,7 @@ pub mod lock;
 pub mod luks;
 pub mod signatures;
 pub mod store;
+pub mod tcrypt;
 
 pub use error::{Error, HeaderError, KeyslotError, Result};
 pub use format::{backup_header, restore_header, Header, Unlocked};

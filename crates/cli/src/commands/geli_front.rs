@@ -17,6 +17,7 @@ use crate::flags::geli::{
     AttachArgs, ConfigureArgs, DelkeyArgs, GeliArgs, InitArgs, Listen, OnetimeArgs, Provs,
     RestoreArgs, SetkeyArgs, Verb, VersionArgs, BACKUP_DIR, BACKUP_DIR_VAR,
 };
+use crate::flags::tcrypt::TcryptArgs;
 use crate::flags::{
     DumpArgs, EraseArgs, FormatArgs, HeaderArg, HeaderCommand, KeyArgs, LuksType, OpenArgs,
     PbkdfArgs, ResizeArgs, ServeArgs, TestKeyArgs,
@@ -183,6 +184,15 @@ pub fn run(a: GeliArgs) -> Result<(), Failure> {
                 image: p.prov,
                 header: HeaderArg::default(),
                 json: None,
+                tcrypt: TcryptArgs::default(),
+                key: KeyArgs {
+                    key_file: None,
+                    keyfile_component: Vec::new(),
+                    no_passphrase: false,
+                    bitlk_startup_key: None,
+                    key_slot: None,
+                    batch: false,
+                },
             })
         }
         Verb::Version(a) => version(a),
@@ -264,6 +274,7 @@ fn attach(a: AttachArgs, v: bool) -> Result<(), Failure> {
             image: a.prov,
             header: HeaderArg::default(),
             json: false,
+            tcrypt: TcryptArgs::default(),
             key,
         });
     }

@@ -237,7 +237,8 @@ fn print_json(v: &serde_json::Value) -> Result<(), Failure> {
 /// Shows the header, as `cryptsetup luksDump`. A header that fails validation exits 2, as
 /// there, after what can still be read of it (with each problem) is printed.
 pub fn dump(a: DumpArgs) -> Result<(), Failure> {
-    let img = match image::open(&a.image, &a.header, Access::Inspect) {
+    image::request(&a.tcrypt)?;
+    let mut img = match image::open(&a.image, &a.header, Access::Inspect) {
         Ok(img) => img,
         Err(f) => {
             if f.exit_code() == 2 {
@@ -246,6 +247,10 @@ pub fn dump(a: DumpArgs) -> Result<(), Failure> {
             return Err(f);
         }
     };
+    // A VeraCrypt/TrueCrypt header is encrypted whole: it is shown once unlocked.
+    if img.header.name() == sectorcrypt_volume::tcrypt::NAME {
+        img.unlock(&a.key)?;
+    }
     match a.json {
         Some(DumpJson::Metadata) => print_json(&img.header.to_json()),
         Some(DumpJson::Common) => print_json(&json_report::common(
@@ -401,6 +406,7 @@ pub fn remove_key(a: RemoveKeyArgs) -> Result<(), Failure> {
 }
 
 pub fn test_key(a: TestKeyArgs) -> Result<(), Failure> {
+    image::request(&a.tcrypt)?;
     let opened =
         image::open(&a.image, &a.header, Access::Inspect).and_then(|mut i| i.unlock(&a.key));
     if a.json {

@@ -78,6 +78,7 @@ impl<T: Write + ?Sized> Write for Counted<'_, T> {
 }
 
 pub fn read(a: ReadArgs) -> Result<(), Failure> {
+    crate::volumes::image::request(&a.tcrypt)?;
     let (_claims, vol) = open_volume(&a.image, &a.header, &a.key, false, a.shared)?;
     let offset = a.offset.unwrap_or(0);
     check_offset(&vol, offset)?;
@@ -117,6 +118,7 @@ pub fn read(a: ReadArgs) -> Result<(), Failure> {
 }
 
 pub fn write(a: WriteArgs) -> Result<(), Failure> {
+    crate::volumes::image::request(&a.tcrypt)?;
     let from_stdin = a.input.is_none() || a.input.as_deref() == Some(Path::new("-"));
     if from_stdin && a.key.key_file.as_deref() == Some(Path::new("-")) {
         return Err(Failure::usage(

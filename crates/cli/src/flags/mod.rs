@@ -74,8 +74,8 @@ pub enum Command {
     /// Create a LUKS2 or LUKS1 volume (the image is created when missing).
     #[command(after_long_help = FORMAT_HELP)]
     Format(FormatArgs),
-    /// Show a volume's header (no passphrase needed).
-    #[command(after_long_help = crate::flags::bitlk::BITLK_HELP)]
+    /// Show a volume's header (no passphrase needed, except for VeraCrypt/TrueCrypt).
+    #[command(after_long_help = crate::flags::tcrypt::foreign_help())]
     Dump(DumpArgs),
     /// Add a passphrase in a free keyslot (asks for an existing one first).
     AddKey(AddKeyArgs),
@@ -84,7 +84,7 @@ pub enum Command {
     /// Replace the passphrase of the keyslot the old passphrase opens.
     ChangeKey(AddKeyArgs),
     /// Check a passphrase: exit 0 and name the keyslot when it opens the volume, 3 when not.
-    #[command(after_long_help = crate::flags::bitlk::BITLK_HELP)]
+    #[command(after_long_help = crate::flags::tcrypt::foreign_help())]
     TestKey(TestKeyArgs),
     /// Back up or restore the headers and keyslot areas.
     #[command(subcommand)]
@@ -109,9 +109,10 @@ pub enum Command {
     #[command(after_long_help = crate::flags::geli::HELP)]
     Geli(crate::flags::geli::GeliArgs),
     /// Write a volume's plaintext to standard output or a file.
-    #[command(after_long_help = crate::flags::bitlk::BITLK_HELP)]
+    #[command(after_long_help = crate::flags::tcrypt::foreign_help())]
     Read(ReadArgs),
     /// Store plaintext from standard input or a file into a volume.
+    #[command(after_long_help = crate::flags::tcrypt::foreign_help())]
     Write(WriteArgs),
     /// Serve the plaintext of a volume over NBD (a Unix socket or a loopback TCP port).
     #[command(after_long_help = SERVE_HELP)]
@@ -173,11 +174,12 @@ pub struct KeyArgs {
     /// prompting.
     #[arg(long, short = 'd', value_name = "FILE")]
     pub key_file: Option<PathBuf>,
-    /// GELI: a keyfile that is part of the key (geli's -k), in order; repeatable.
+    /// GELI: a keyfile that is part of the key (geli's -k), in order; VeraCrypt/TrueCrypt:
+    /// a keyfile (cryptsetup's --key-file there); repeatable.
     #[arg(long = "keyfile-component", value_name = "FILE")]
     pub keyfile_component: Vec<PathBuf>,
-    /// GELI: the key is made of keyfiles only (geli's -P); BitLocker: open a clear key. No
-    /// passphrase is read.
+    /// GELI: the key is made of keyfiles only (geli's -P); BitLocker: open a clear key;
+    /// VeraCrypt/TrueCrypt: keyfiles only. No passphrase is read.
     #[arg(long)]
     pub no_passphrase: bool,
     /// BitLocker: open with this startup key file (.BEK) instead of a passphrase (a
@@ -305,6 +307,12 @@ pub struct DumpArgs {
     #[arg(long, value_enum, value_name = "FORM", num_args = 0..=1, require_equals = true,
           default_missing_value = "metadata")]
     pub json: Option<DumpJson>,
+    /// VeraCrypt/TrueCrypt volumes (their header is encrypted whole: dump asks for the
+    /// passphrase).
+    #[command(flatten)]
+    pub tcrypt: tcrypt::TcryptArgs,
+    #[command(flatten)]
+    pub key: KeyArgs,
 }
 
 /// `dump --json=FORM`.
@@ -351,6 +359,8 @@ pub struct TestKeyArgs {
     /// code is the same).
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub tcrypt: tcrypt::TcryptArgs,
     #[command(flatten)]
     pub key: KeyArgs,
 }
@@ -574,6 +584,8 @@ pub struct ReadArgs {
     #[arg(long)]
     pub shared: bool,
     #[command(flatten)]
+    pub tcrypt: tcrypt::TcryptArgs,
+    #[command(flatten)]
     pub key: KeyArgs,
 }
 
@@ -590,6 +602,9 @@ pub struct WriteArgs {
     /// terminal).
     #[arg(long, short = 'i', value_name = "F")]
     pub input: Option<PathBuf>,
+    /// VeraCrypt/TrueCrypt volumes (normal ones: hidden and system volumes are read-only).
+    #[command(flatten)]
+    pub tcrypt: tcrypt::TcryptArgs,
     #[command(flatten)]
     pub key: KeyArgs,
 }
@@ -834,6 +849,9 @@ pub struct MountArgs {
     /// Stay in the foreground until unmounted.
     #[arg(long)]
     pub foreground: bool,
+    /// VeraCrypt/TrueCrypt volumes (hidden and system ones with --read-only).
+    #[command(flatten)]
+    pub tcrypt: tcrypt::TcryptArgs,
 }
 
 #[derive(Debug, Args)]
@@ -851,4 +869,5 @@ pub mod listed;
 pub mod manuals;
 pub mod open;
 pub mod reencrypt;
+pub mod tcrypt;
 pub mod tls;

@@ -377,6 +377,13 @@ pub fn spawn(
 }
 
 pub fn run(a: MountArgs) -> Result<(), Failure> {
+    if (a.tcrypt.hidden || a.tcrypt.system) && !a.open.read_only {
+        return Err(Failure::usage(
+            "hidden and system VeraCrypt/TrueCrypt volumes are mounted read-only here: add \
+             --read-only",
+        ));
+    }
+    crate::volumes::image::request(&a.tcrypt)?;
     let mp = mount_point(&a.mountpoint)?;
     if !a.foreground {
         return background("the mount", |_| is_mounted(&mp));

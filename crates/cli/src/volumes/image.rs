@@ -12,10 +12,12 @@
 //! `sectorcrypt_image::image`; which flags set what, in `args.rs`.
 
 use crate::failure::Failure;
+use crate::flags::tcrypt::TcryptArgs;
 use crate::flags::{HeaderArg, KeyArgs};
 use crate::passphrase::{self, Secret};
 use sectorcrypt_image::image as lib;
 use sectorcrypt_volume::engine::{EngineOptions, Volume};
+use sectorcrypt_volume::formats::Requested;
 use sectorcrypt_volume::lock::{self, Mode};
 use sectorcrypt_volume::{Header, Unlocked};
 use std::path::Path;
@@ -24,10 +26,20 @@ use std::sync::OnceLock;
 pub use sectorcrypt_image::{Access, Claims, Files, Guard, Image, ImageStore, RemoteOptions};
 
 static REMOTE: OnceLock<RemoteOptions> = OnceLock::new();
+static REQUESTED: OnceLock<Requested> = OnceLock::new();
 
 /// Sets the remote options of this command (the global flags; the first call wins).
 pub fn configure(o: RemoteOptions) {
     let _ = REMOTE.set(o);
+}
+
+/// Makes this command read headers as the format `args` names (VeraCrypt/TrueCrypt, which
+/// is never detected), when it names one (the first call wins).
+pub fn request(args: &TcryptArgs) -> Result<(), Failure> {
+    if let Some(r) = args.requested()? {
+        let _ = REQUESTED.set(r);
+    }
+    Ok(())
 }
 
 /// How this command reaches stores and reports waits: the remote flags, and a wait
@@ -77,11 +89,12 @@ pub fn files(path: &Path, header: &HeaderArg, access: Access) -> Result<Files, F
 /// Opens the volume at `path` (header in `header` when given) for `access` and reads its
 /// header (never writing).
 pub fn open(path: &Path, header: &HeaderArg, access: Access) -> Result<Image, Failure> {
-    Ok(Image::open(
+    Ok(Image::open_as(
         path,
         header.file.as_deref(),
         access,
         &context(),
+        REQUESTED.get().cloned(),
     )?)
 }
 

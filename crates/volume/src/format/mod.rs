@@ -11,6 +11,9 @@
 //! [`Unlocked`], so a new format is a new module and one line in the registry: the CLI's
 //! commands never name a format.
 //!
+//! A format without a signature (VeraCrypt/TrueCrypt, [`crate::tcrypt`]) has no detector:
+//! it is read only when named, through [`crate::formats::read_as`].
+//!
 //! Why a trait object rather than an enum: a header is read once per command and used a
 //! few times, so a virtual call costs nothing measurable, and a new format then touches no
 //! `match` outside its own module. The data path never sees a format: an [`Unlocked`]

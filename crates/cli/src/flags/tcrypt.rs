@@ -1,0 +1,102 @@
+//! The flags of VeraCrypt and TrueCrypt volumes (cryptsetup's TCRYPT names), taken by
+//! `dump`, `test-key`, `read`, `write` and `mount`, and what `--help` says of them.
+
+use crate::failure::Failure;
+use crate::flags::bitlk::BITLK_HELP;
+use clap::{Args, ValueEnum};
+use sectorcrypt_volume::formats::Requested;
+use sectorcrypt_volume::tcrypt::Options;
+
+/// A format that has no signature and is opened only when named.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Named {
+    /// A VeraCrypt or TrueCrypt volume (both kinds of KDF tried).
+    Tcrypt,
+    /// A VeraCrypt volume (VeraCrypt's KDFs only).
+    Veracrypt,
+}
+
+/// How to look for a VeraCrypt or TrueCrypt header.
+#[derive(Debug, Args, Clone, Default)]
+pub struct TcryptArgs {
+    /// tcrypt or veracrypt: open IMAGE as a VeraCrypt/TrueCrypt volume (veracrypt: VeraCrypt
+    /// KDFs only). These volumes have no signature and are never detected. Keyfiles go
+    /// with --keyfile-component, in order; the passphrase with --key-file or the prompt.
+    #[arg(long = "type", value_enum, value_name = "TYPE")]
+    pub named: Option<Named>,
+    /// VeraCrypt: the volume's PIM (personal iterations multiplier); only VeraCrypt KDFs
+    /// are tried.
+    #[arg(long = "veracrypt-pim", value_name = "PIM")]
+    pub pim: Option<u32>,
+    /// VeraCrypt/TrueCrypt: open the hidden volume (its header at 64 KiB).
+    #[arg(long = "tcrypt-hidden")]
+    pub hidden: bool,
+    /// VeraCrypt/TrueCrypt: use the backup header near the end of IMAGE.
+    #[arg(long = "tcrypt-backup")]
+    pub backup: bool,
+    /// VeraCrypt/TrueCrypt: a system-encrypted drive or partition image (header at byte
+    /// 31744).
+    #[arg(long = "tcrypt-system")]
+    pub system: bool,
+    /// VeraCrypt/TrueCrypt: try only the KDFs whose hash name contains HASH (sha512,
+    /// sha256, whirlpool, ripemd160, stribog512, blake2s-256), as cryptsetup's --hash.
+    #[arg(long = "hash", value_name = "HASH")]
+    pub hash: Option<String>,
+    /// VeraCrypt/TrueCrypt: try only the cipher chains whose cryptsetup name contains
+    /// CIPHER (aes, serpent-twofish-aes, ...), as cryptsetup's --cipher.
+    #[arg(long = "cipher", value_name = "CIPHER")]
+    pub cipher: Option<String>,
+}
+
+impl TcryptArgs {
+    /// The format asked for, or `None` (detect); the TCRYPT flags without `--type` are a
+    /// usage error.
+    pub fn requested(&self) -> Result<Option<Requested>, Failure> {
+        let Some(named) = self.named else {
+            if self.pim.is_some()
+                || self.hidden
+                || self.backup
+                || self.system
+                || self.hash.is_some()
+                || self.cipher.is_some()
+            {
+                return Err(Failure::usage(
+                    "--veracrypt-pim, --tcrypt-hidden, --tcrypt-backup, --tcrypt-system, \
+                     --hash and --cipher open VeraCrypt/TrueCrypt volumes here: add --type \
+                     tcrypt (or veracrypt)",
+                ));
+            }
+            return Ok(None);
+        };
+        Ok(Some(Requested::Tcrypt(Options {
+            truecrypt: named == Named::Tcrypt,
+            pim: self.pim,
+            hidden: self.hidden,
+            backup: self.backup,
+            system: self.system,
+            hash: self.hash.clone(),
+            cipher: self.cipher.clone(),
+            ..Options::default()
+        })))
+    }
+}
+
+/// What `--help` says of VeraCrypt and TrueCrypt volumes.
+pub const TCRYPT_HELP: &str = "\
+VeraCrypt and TrueCrypt (TCRYPT) volumes, existing ones: dump, test-key, read, write and \
+mount with --type tcrypt (VeraCrypt and TrueCrypt) or --type veracrypt (VeraCrypt only). They \
+have no signature, so they are never detected. The passphrase comes from --key-file or the \
+prompt; keyfiles with --keyfile-component, in any order (--no-passphrase: keyfiles only); \
+--veracrypt-pim N, --tcrypt-hidden, --tcrypt-backup, --tcrypt-system as in cryptsetup; \
+--hash and --cipher limit the search (slow without them: up to a few seconds per KDF).
+KDFs: PBKDF2 with SHA-512, SHA-256, Whirlpool, RIPEMD-160, Streebog-512, BLAKE2s-256. \
+Ciphers, in XTS: AES, Serpent, Twofish, Camellia, Kuznyechik and VeraCrypt's cascades.
+write and mount write normal volumes (an outer volume's writes can overwrite a hidden volume in it: \
+there is no hidden volume protection); hidden and system volumes are mounted --read-only.
+Not supported: writing hidden and system volumes, creating volumes, Argon2id (VeraCrypt \
+1.26.29), TrueCrypt 4 and older (CBC, LRW).";
+
+/// The after-help of the commands that open BitLocker and VeraCrypt/TrueCrypt volumes.
+pub fn foreign_help() -> String {
+    format!("{BITLK_HELP}\n\n{TCRYPT_HELP}")
+}

@@ -1,0 +1,340 @@
+//! The VeraCrypt/TrueCrypt volume header: where it lies, how its key is derived (the
+//! PBKDF2 table with VeraCrypt's PIM formulas, the keyfile pool), which cipher chains may
+//! encrypt it, and the fields of a decrypted header with their two CRC-32s.
+//!
+//! Facts from VeraCrypt's `Volumes.c`/`Volumes.h`/`Pkcs5.c`/`Keyfiles.c` and its format
+//! specification, and from cryptsetup's `lib/tcrypt/` (the oracle for what is tried and in
+//! which order); /work/shared/research/foreign-formats.md sections 1.1 to 1.6 cites them.
+
+use crate::error::{Error, Result};
+use sectorcrypt_crypto::cascade::Layer;
+pub use sectorcrypt_crypto::pbkdf::Prf;
+use zeroize::Zeroizing;
+
+/// Bytes of a header: 64 of salt, then 448 encrypted.
+pub const HEADER_LEN: usize = 512;
+/// Bytes of the salt at the start of a header.
+pub const SALT_LEN: usize = 64;
+/// Bytes PBKDF2 derives: the largest cascade's keys (three ciphers, two 32-byte keys each).
+pub const DERIVED_LEN: usize = 192;
+/// Where the master keys start in a header (all primary keys, then all secondary keys).
+pub const KEYS_AT: usize = 256;
+/// The keyfile pool of TrueCrypt and of VeraCrypt with passphrases of up to 64 bytes.
+const POOL_LEN: usize = 64;
+/// VeraCrypt's keyfile pool (and longest passphrase) when the passphrase is longer.
+const VERA_POOL_LEN: usize = 128;
+/// Bytes of a keyfile that count (VeraCrypt reads the first 1 MiB).
+const KEYFILE_LEN: usize = 1 << 20;
+
+/// The header offset of a system-encrypted drive: the last sector of the first track.
+pub const SYSTEM_HEADER_AT: u64 = 31_744;
+/// Where a hidden volume's header is, from the start.
+pub const HIDDEN_HEADER_AT: u64 = 65_536;
+/// TrueCrypt 5 and older: the hidden header 1536 bytes before the end.
+pub const HIDDEN_LEGACY_FROM_END: u64 = 1_536;
+/// The backup header, this far before the end.
+pub const BACKUP_FROM_END: u64 = 131_072;
+/// The backup hidden-volume header, this far before the end.
+pub const BACKUP_HIDDEN_FROM_END: u64 = 65_536;
+
+/// Which volumes a KDF row serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Made {
+    /// TrueCrypt (no PIM).
+    TrueCrypt,
+    /// VeraCrypt, any volume: iterations `15000 + 1000 * PIM` with a PIM.
+    VeraCrypt,
+    /// VeraCrypt's MBR boot loader (system volumes only): `2048 * PIM` with a PIM.
+    VeraCryptBoot,
+}
+
+/// One way a header key is derived.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Kdf {
+    /// The hash.
+    pub prf: Prf,
+    /// Iterations without a PIM.
+    pub iterations: u32,
+    /// Which volumes use it.
+    pub made: Made,
+}
+
+const fn kdf(prf: Prf, iterations: u32, made: Made) -> Kdf {
+    Kdf {
+        prf,
+        iterations,
+        made,
+    }
+}
+
+/// The KDFs, in the order cryptsetup tries them (TrueCrypt's first). SHA-1 (TrueCrypt 4
+/// and older, CBC and LRW volumes only) and Argon2id (VeraCrypt 1.26.29) are not here.
+pub const KDFS: &[Kdf] = &[
+    kdf(Prf::Ripemd160, 2_000, Made::TrueCrypt),
+    kdf(Prf::Ripemd160, 1_000, Made::TrueCrypt),
+    kdf(Prf::Sha512, 1_000, Made::TrueCrypt),
+    kdf(Prf::Whirlpool, 1_000, Made::TrueCrypt),
+    kdf(Prf::Sha512, 500_000, Made::VeraCrypt),
+    kdf(Prf::Whirlpool, 500_000, Made::VeraCrypt),
+    kdf(Prf::Sha256, 500_000, Made::VeraCrypt),
+    kdf(Prf::Sha256, 200_000, Made::VeraCryptBoot),
+    kdf(Prf::Blake2s256, 500_000, Made::VeraCrypt),
+    kdf(Prf::Blake2s256, 200_000, Made::VeraCryptBoot),
+    kdf(Prf::Ripemd160, 655_331, Made::VeraCrypt),
+    kdf(Prf::Ripemd160, 327_661, Made::VeraCryptBoot),
+    kdf(Prf::Streebog512, 500_000, Made::VeraCrypt),
+];
+
+impl Kdf {
+    /// The iterations with `pim` (VeraCrypt rows only; `None` keeps the default).
+    pub fn rounds(&self, pim: Option<u32>) -> u32 {
+        match (pim, self.made) {
+            (Some(p), Made::VeraCrypt) => 15_000u32.saturating_add(p.saturating_mul(1_000)),
+            (Some(p), Made::VeraCryptBoot) => p.saturating_mul(2_048),
+            _ => self.iterations,
+        }
+    }
+
+    /// Derives the header key of `password` and `salt` with `pim`.
+    pub fn derive(&self, password: &[u8], salt: &[u8], pim: Option<u32>) -> Zeroizing<Vec<u8>> {
+        let mut out = Zeroizing::new(vec![0u8; DERIVED_LEN]);
+        self.prf.pbkdf2(password, salt, self.rounds(pim), &mut out);
+        out
+    }
+}
+
+/// A cipher chain of XTS layers, named as cryptsetup names it (the layers in the order they
+/// encrypt; VeraCrypt displays the reverse: `serpent-twofish-aes` is "AES-Twofish-Serpent").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Chain {
+    /// cryptsetup's name.
+    pub name: &'static str,
+    /// The layers, in encryption order.
+    pub layers: &'static [Layer],
+}
+
+const fn chain(name: &'static str, layers: &'static [Layer]) -> Chain {
+    Chain { name, layers }
+}
+
+/// The XTS chains, in the order cryptsetup tries them.
+pub const CHAINS: &[Chain] = {
+    use Layer::*;
+    &[
+        chain("aes", &[Aes]),
+        chain("serpent", &[Serpent]),
+        chain("twofish", &[Twofish]),
+        chain("twofish-aes", &[Twofish, Aes]),
+        chain("serpent-twofish-aes", &[Serpent, Twofish, Aes]),
+        chain("aes-serpent", &[Aes, Serpent]),
+        chain("aes-twofish-serpent", &[Aes, Twofish, Serpent]),
+        chain("serpent-twofish", &[Serpent, Twofish]),
+        chain("camellia", &[Camellia]),
+        chain("kuznyechik", &[Kuznyechik]),
+        chain("kuznyechik-camellia", &[Kuznyechik, Camellia]),
+        chain("twofish-kuznyechik", &[Twofish, Kuznyechik]),
+        chain("serpent-camellia", &[Serpent, Camellia]),
+        chain("aes-kuznyechik", &[Aes, Kuznyechik]),
+        chain(
+            "camellia-serpent-kuznyechik",
+            &[Camellia, Serpent, Kuznyechik],
+        ),
+    ]
+};
+
+impl Chain {
+    /// The master-key bytes the chain uses.
+    pub fn key_len(&self) -> usize {
+        64 * self.layers.len()
+    }
+}
+
+/// CRC-32 (IEEE, reflected) of `data` continued from the raw register `crc` (no final
+/// inversion): what VeraCrypt's keyfile pool takes after each byte.
+fn crc32_update(mut crc: u32, data: &[u8]) -> u32 {
+    for &b in data {
+        crc ^= u32::from(b);
+        for _ in 0..8 {
+            crc = (crc >> 1) ^ (0xedb8_8320 & (crc & 1).wrapping_neg());
+        }
+    }
+    crc
+}
+
+/// CRC-32 as zlib computes it.
+pub fn crc32(data: &[u8]) -> u32 {
+    !crc32_update(!0, data)
+}
+
+/// The password PBKDF2 is given: `passphrase` alone, or with keyfiles the keyfile pool
+/// (each keyfile's first MiB through a running CRC-32 whose four bytes are added, most
+/// significant first, at a cursor wrapping around the pool) with the passphrase added
+/// byte by byte. The pool is 64 bytes, or 128 when the passphrase is longer than 64 bytes
+/// and VeraCrypt is allowed. A passphrase longer than the pool is refused.
+pub fn password(
+    passphrase: &[u8],
+    keyfiles: &[Zeroizing<Vec<u8>>],
+    veracrypt: bool,
+) -> Result<Zeroizing<Vec<u8>>> {
+    let pool_len = if veracrypt && passphrase.len() > POOL_LEN {
+        VERA_POOL_LEN
+    } else {
+        POOL_LEN
+    };
+    if passphrase.len() > pool_len {
+        return Err(Error::invalid(format!(
+            "the passphrase has {} bytes; {} volumes take at most {pool_len}",
+            passphrase.len(),
+            if veracrypt { "VeraCrypt" } else { "TrueCrypt" }
+        )));
+    }
+    if keyfiles.is_empty() {
+        return Ok(Zeroizing::new(passphrase.to_vec()));
+    }
+    let mut pool = Zeroizing::new(vec![0u8; pool_len]);
+    for file in keyfiles {
+        let mut crc = !0u32;
+        let mut at = 0usize;
+        for b in file.iter().take(KEYFILE_LEN) {
+            crc = crc32_update(crc, std::slice::from_ref(b));
+            for byte in crc.to_be_bytes() {
+                pool[at] = pool[at].wrapping_add(byte);
+                at += 1;
+            }
+            at %= pool_len;
+        }
+    }
+    for (p, b) in pool.iter_mut().zip(passphrase) {
+        *p = p.wrapping_add(*b);
+    }
+    Ok(pool)
+}
+
+/// The fields of a decrypted header (big-endian on disk).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fields {
+    /// `VERA` or `TRUE`.
+    pub magic: [u8; 4],
+    /// Header format version (5 for TrueCrypt 7 and VeraCrypt).
+    pub version: u16,
+    /// The oldest program version that opens it (BCD: 0x010b is 1.11).
+    pub min_program: u16,
+    /// Size of the hidden volume this outer volume holds (0 when none or unknown).
+    pub hidden_size: u64,
+    /// Bytes of the volume.
+    pub volume_size: u64,
+    /// Where the encrypted data starts, in the host (512 when the field is 0).
+    pub mk_offset: u64,
+    /// Bytes of the encrypted area.
+    pub mk_size: u64,
+    /// Flags: bit 0 system encryption, bit 1 in-place encrypted non-system volume.
+    pub flags: u32,
+    /// Sector size (512 when the field is 0).
+    pub sector_size: u32,
+}
+
+fn be16(b: &[u8], at: usize) -> u16 {
+    u16::from_be_bytes([b[at], b[at + 1]])
+}
+
+fn be32(b: &[u8], at: usize) -> u32 {
+    u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+fn be64(b: &[u8], at: usize) -> u64 {
+    let mut x = [0u8; 8];
+    x.copy_from_slice(&b[at..at + 8]);
+    u64::from_be_bytes(x)
+}
+
+impl Fields {
+    /// The fields of the decrypted header `h`, when its magic and CRC-32s are right (the
+    /// header CRC is checked from version 4 on, as VeraCrypt and cryptsetup do); `None`
+    /// otherwise: the key or the cipher was wrong.
+    pub fn parse(h: &[u8; HEADER_LEN]) -> Option<Fields> {
+        let magic = [h[64], h[65], h[66], h[67]];
+        if &magic != b"VERA" && &magic != b"TRUE" {
+            return None;
+        }
+        let version = be16(h, 68);
+        if crc32(&h[KEYS_AT..]) != be32(h, 72) {
+            return None;
+        }
+        if version > 3 && crc32(&h[64..252]) != be32(h, 252) {
+            return None;
+        }
+        let mk_offset = match be64(h, 108) {
+            0 => 512,
+            n => n,
+        };
+        let sector_size = match be32(h, 128) {
+            0 => 512,
+            n => n,
+        };
+        Some(Fields {
+            magic,
+            version,
+            min_program: be16(h, 70),
+            hidden_size: be64(h, 92),
+            volume_size: be64(h, 100),
+            mk_offset,
+            mk_size: be64(h, 116),
+            flags: be32(h, 124),
+            sector_size,
+        })
+    }
+
+    /// `VERA` or `TRUE`, as text.
+    pub fn magic_str(&self) -> &'static str {
+        if &self.magic == b"VERA" {
+            "VERA"
+        } else {
+            "TRUE"
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crc32_matches_the_check_value() {
+        // The CRC-32 check value of "123456789".
+        assert_eq!(crc32(b"123456789"), 0xcbf4_3926);
+    }
+
+    #[test]
+    fn pim_iterations_follow_veracrypt() {
+        let sha512 = KDFS[4];
+        assert_eq!(sha512.rounds(None), 500_000);
+        assert_eq!(sha512.rounds(Some(485)), 500_000);
+        let boot = KDFS[7];
+        assert_eq!(boot.rounds(Some(98)), 200_704);
+        assert_eq!(KDFS[0].rounds(Some(5)), 2_000);
+    }
+
+    #[test]
+    fn keyfile_pool_adds_the_crc_bytes() {
+        // One keyfile of one byte 0x00: the CRC register after it is 0x2dfd1072, its
+        // bytes added at the start of the pool; the passphrase "a" is added on top.
+        let pw = password(b"a", &[Zeroizing::new(vec![0])], true).unwrap();
+        assert_eq!(pw.len(), 64);
+        assert_eq!(&pw[..4], &[0x2d + b'a', 0xfd, 0x10, 0x72]);
+        assert!(pw[4..].iter().all(|&b| b == 0));
+        // Order does not matter (addition commutes).
+        let a = Zeroizing::new(b"first".to_vec());
+        let b = Zeroizing::new(b"second keyfile".to_vec());
+        assert_eq!(
+            password(b"x", &[a.clone(), b.clone()], true).unwrap(),
+            password(b"x", &[b, a], true).unwrap()
+        );
+    }
+
+    #[test]
+    fn long_passphrases_need_veracrypt() {
+        assert!(password(&[b'a'; 72], &[], true).is_ok());
+        assert!(password(&[b'a'; 72], &[], false).is_err());
+        assert!(password(&[b'a'; 129], &[], true).is_err());
+    }
+}

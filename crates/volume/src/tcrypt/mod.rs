@@ -1,0 +1,691 @@
+//! VeraCrypt and TrueCrypt volumes (cryptsetup's TCRYPT), existing ones, opened for
+//! reading.
+//!
+//! **No signature.** A TCRYPT header is 64 bytes of salt and 448 bytes that look random
+//! until decrypted: nothing tells one from random data without the passphrase. So this
+//! format is never detected: [`crate::formats::read_as`] reads it only when asked for
+//! (`--type tcrypt` or `--type veracrypt`, as cryptsetup's `--type tcrypt`), and the
+//! header read here holds no more than where to look and how. [`Format::unlock_key`] does
+//! the work: for each header place the options allow (the normal header at 0, the hidden
+//! one at 64 KiB or, TrueCrypt 5, 1536 bytes before the end, the backup headers near the
+//! end, the system header at 31744), for each KDF of [`header::KDFS`] that may apply
+//! (hash hint, PIM, VeraCrypt or TrueCrypt, system), derive 192 bytes with PBKDF2 from the
+//! passphrase (with keyfiles: the CRC-32 keyfile pool plus the passphrase), then try every
+//! XTS cipher chain of [`header::CHAINS`] (cipher hint) on bytes 64..512 as data unit 0,
+//! until the magic (`VERA`/`TRUE`) and both CRC-32s are right. The decrypted header is
+//! what `unlock_key` returns as the "key"; `dump` shows its fields after an unlock.
+//!
+//! **Data.** 512-byte XTS data units whose numbers count from the start of the host
+//! (the first data unit of a normal volume, at 128 KiB, is unit 256), as cryptsetup maps
+//! them. A single-AES volume goes to the engine as `aes-xts-plain64` under its own key.
+//! Chains and the other ciphers are decrypted by a store under the engine
+//! (`Chained`) and handed to it encrypted again under a random AES-XTS key of this
+//! process, so the engine keeps its many-sectors-per-call AES path and never sees the
+//! chain; writes take the way back (AES-XTS decrypted, the chain encrypted). Normal
+//! volumes (from the normal or the backup header) are written; hidden and system volumes
+//! are read-only here, their writes refused by that store. As in VeraCrypt without hidden
+//! volume protection (which is not offered here), writing an outer volume can overwrite a
+//! hidden volume inside it.
+//!
+//! Not supported: TrueCrypt 4 and older (CBC and LRW modes, SHA-1), Argon2id (VeraCrypt
+//! 1.26.29), writing hidden and system volumes, hidden volume protection, creating volumes,
+//! changing headers.
+
+pub mod header;
+
+use crate::error::{Error, Result};
+use crate::format::dump::{Field, Report};
+use crate::format::{Format, NewKeyslot, Piece, Unlocked, VolumeInfo};
+use crate::kdf::{Kdf, KdfKind};
+use crate::layout::IvRule;
+use crate::store::{self, Store};
+use header::{Chain, Fields, Made, CHAINS, HEADER_LEN, KDFS, KEYS_AT, SALT_LEN};
+use sectorcrypt_crypto::cascade::{Cascade, Layer};
+use sectorcrypt_crypto::dmcrypt::{CipherMode, CipherSpec, IvMode};
+use std::any::Any;
+use std::sync::{Arc, Mutex};
+use zeroize::Zeroizing;
+
+/// The format's name.
+pub const NAME: &str = "tcrypt";
+/// XTS data units are 512 bytes, whatever the header's sector size.
+const UNIT: u64 = 512;
+
+/// How to look for the header (cryptsetup's TCRYPT options).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Options {
+    /// Try TrueCrypt's KDFs (not with `--type veracrypt`).
+    pub truecrypt: bool,
+    /// Try VeraCrypt's KDFs.
+    pub veracrypt: bool,
+    /// VeraCrypt's PIM (`--veracrypt-pim`): only VeraCrypt's KDFs, with its iterations.
+    pub pim: Option<u32>,
+    /// The hidden volume's header (`--tcrypt-hidden`).
+    pub hidden: bool,
+    /// The backup header near the end (`--tcrypt-backup`).
+    pub backup: bool,
+    /// A system-encrypted drive or partition (`--tcrypt-system`).
+    pub system: bool,
+    /// Only KDFs whose hash name contains this (cryptsetup's `--hash`).
+    pub hash: Option<String>,
+    /// Only chains whose name contains this (cryptsetup's `--cipher`).
+    pub cipher: Option<String>,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            truecrypt: true,
+            veracrypt: true,
+            pim: None,
+            hidden: false,
+            backup: false,
+            system: false,
+            hash: None,
+            cipher: None,
+        }
+    }
+}
+
+/// What an unlock found: the decrypted header, and how.
+#[derive(Debug, Clone)]
+struct Found {
+    at: u64,
+    kdf: usize,
+    chain: usize,
+    fields: Fields,
+}
+
+/// A VeraCrypt or TrueCrypt volume's header, before and after an unlock.
+#[derive(Debug)]
+pub struct Tcrypt {
+    options: Options,
+    keyfiles: Vec<Zeroizing<Vec<u8>>>,
+    /// Set by the last successful [`Format::unlock_key`] (for `dump`).
+    found: Mutex<Option<Found>>,
+}
+
+/// Reads a TCRYPT "header" of `store`: checks the options and that the store can hold a
+/// header where they look. Nothing is decrypted until an unlock.
+pub fn open(store: &dyn Store, options: Options) -> Result<Tcrypt> {
+    if !options.truecrypt && !options.veracrypt {
+        return Err(Error::invalid(
+            "neither TrueCrypt nor VeraCrypt KDFs allowed",
+        ));
+    }
+    if options.pim.is_some() && !options.veracrypt {
+        return Err(Error::invalid(
+            "a PIM is VeraCrypt's: it needs VeraCrypt KDFs",
+        ));
+    }
+    if options.pim == Some(0) {
+        return Err(Error::invalid("a PIM is a positive number"));
+    }
+    if options.system && (options.hidden || options.backup) {
+        return Err(Error::unsupported(
+            "system encryption has no backup header here, and hidden operating systems are \
+             not supported: --tcrypt-system takes neither --tcrypt-hidden nor --tcrypt-backup",
+        ));
+    }
+    if let Some(c) = &options.cipher {
+        if !CHAINS.iter().any(|ch| ch.name.contains(c.as_str())) {
+            let names: Vec<&str> = CHAINS.iter().map(|c| c.name).collect();
+            return Err(Error::unsupported(format!(
+                "no TCRYPT cipher chain matches {c:?} (supported, in XTS mode: {})",
+                names.join(", ")
+            )));
+        }
+    }
+    if let Some(h) = &options.hash {
+        if !KDFS.iter().any(|k| k.prf.name().contains(h.as_str())) {
+            return Err(Error::unsupported(format!(
+                "no TCRYPT KDF hash matches {h:?} (supported: sha512, sha256, whirlpool, \
+                 ripemd160, stribog512, blake2s-256)"
+            )));
+        }
+    }
+    let t = Tcrypt {
+        options,
+        keyfiles: Vec::new(),
+        found: Mutex::new(None),
+    };
+    let size = store::size(store)?;
+    let places = t.places(size);
+    if places.is_empty() {
+        return Err(Error::truncated(format!(
+            "{} has {size} bytes, too few for a TCRYPT volume with a header where asked",
+            store.name()
+        )));
+    }
+    Ok(t)
+}
+
+impl Tcrypt {
+    /// Where the header may be in a store of `size` bytes, in the order tried.
+    fn places(&self, size: u64) -> Vec<u64> {
+        let o = &self.options;
+        let from_end = |n: u64| size.checked_sub(n);
+        let places: Vec<Option<u64>> = if o.system {
+            vec![Some(header::SYSTEM_HEADER_AT)]
+        } else if o.hidden && o.backup {
+            vec![from_end(header::BACKUP_HIDDEN_FROM_END)]
+        } else if o.hidden {
+            vec![
+                Some(header::HIDDEN_HEADER_AT),
+                from_end(header::HIDDEN_LEGACY_FROM_END),
+            ]
+        } else if o.backup {
+            vec![from_end(header::BACKUP_FROM_END)]
+        } else {
+            vec![Some(0)]
+        };
+        places
+            .into_iter()
+            .flatten()
+            .filter(|&at| {
+                at.checked_add(HEADER_LEN as u64)
+                    .is_some_and(|end| end <= size)
+            })
+            .collect()
+    }
+
+    /// Whether KDF row `k` is tried with these options.
+    fn kdf_allowed(&self, k: &header::Kdf) -> bool {
+        let o = &self.options;
+        let hash_ok = o.hash.as_deref().is_none_or(|h| k.prf.name().contains(h));
+        let kind_ok = match k.made {
+            Made::TrueCrypt => o.truecrypt && o.pim.is_none(),
+            Made::VeraCrypt => o.veracrypt,
+            Made::VeraCryptBoot => o.veracrypt && o.system,
+        };
+        hash_ok && kind_ok
+    }
+
+    fn chains(&self) -> impl Iterator<Item = (usize, &'static Chain)> + '_ {
+        CHAINS.iter().enumerate().filter(|(_, c)| {
+            self.options
+                .cipher
+                .as_deref()
+                .is_none_or(|want| c.name.contains(want))
+        })
+    }
+
+    /// The decrypted header of `raw` under the derived key `dk` with `chain`, when right.
+    fn try_chain(
+        raw: &[u8; HEADER_LEN],
+        dk: &[u8],
+        chain: &Chain,
+    ) -> Result<Option<Box<[u8; HEADER_LEN]>>> {
+        let cascade = match Cascade::new(chain.layers, &dk[..chain.key_len()]) {
+            Ok(c) => c,
+            // Equal AES halves: not a key VeraCrypt makes.
+            Err(sectorcrypt_crypto::Error::Key(_)) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        let mut h = Box::new(*raw);
+        cascade.decrypt(0, HEADER_LEN - SALT_LEN, &mut h[SALT_LEN..])?;
+        if Fields::parse(&h).is_some() {
+            return Ok(Some(h));
+        }
+        zeroize::Zeroize::zeroize(&mut h[..]);
+        Ok(None)
+    }
+
+    fn found(&self) -> Option<Found> {
+        self.found.lock().ok().and_then(|f| f.clone())
+    }
+
+    /// The data's place: (offset, bytes) in the host, from the decrypted header.
+    fn data_range(&self, f: &Fields, size: u64) -> Result<(u64, u64)> {
+        if f.version < 3 {
+            return Err(Error::unsupported(format!(
+                "TrueCrypt header version {} (CBC or LRW modes of TrueCrypt 4 and older) is \
+                 not supported",
+                f.version
+            )));
+        }
+        let (offset, len) = if self.options.system {
+            // As cryptsetup maps a drive or partition image without partition data: from
+            // the encrypted area's start to the end of the image (an image of the first
+            // part of a drive holds less than the whole encrypted area), never past the
+            // area.
+            let left = size.saturating_sub(f.mk_offset);
+            (f.mk_offset, f.mk_size.min(left - left % UNIT))
+        } else if self.options.hidden && f.version == 3 {
+            let off = size
+                .checked_sub(f.hidden_size)
+                .and_then(|s| s.checked_sub(header::HIDDEN_LEGACY_FROM_END))
+                .ok_or_else(|| Error::corrupt("the hidden volume is larger than its host"))?;
+            (off, f.hidden_size)
+        } else if self.options.hidden {
+            (f.mk_offset, f.hidden_size)
+        } else {
+            (f.mk_offset, f.volume_size)
+        };
+        if !offset.is_multiple_of(UNIT) || !len.is_multiple_of(UNIT) || len == 0 {
+            return Err(Error::corrupt(format!(
+                "the TCRYPT header places the data at {offset} for {len} bytes: not whole \
+                 512-byte units"
+            )));
+        }
+        match offset.checked_add(len) {
+            Some(end) if end <= size => Ok((offset, len)),
+            _ => Err(Error::truncated(format!(
+                "the TCRYPT volume's data is bytes {offset}..{} but the image has {size} bytes",
+                offset.saturating_add(len)
+            ))),
+        }
+    }
+}
+
+/// The decrypted header and the chain, as [`Format::unlock_key`] hands them to
+/// [`Format::unlocked`]: 512 bytes of header, then the chain's index.
+fn split_key(key: &[u8]) -> Result<(&[u8; HEADER_LEN], &'static Chain)> {
+    let bad = || Error::invalid("not a TCRYPT key (a decrypted header and its chain)");
+    if key.len() != HEADER_LEN + 1 {
+        return Err(bad());
+    }
+    let h: &[u8; HEADER_LEN] = key[..HEADER_LEN].try_into().map_err(|_| bad())?;
+    let chain = CHAINS.get(usize::from(key[HEADER_LEN])).ok_or_else(bad)?;
+    Ok((h, chain))
+}
+
+impl Format for Tcrypt {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn uuid(&self) -> Option<&str> {
+        None
+    }
+
+    fn active_keyslots(&self) -> Result<Vec<usize>> {
+        Ok(vec![0])
+    }
+
+    fn keyslot_kdf(&self, slot: usize) -> Result<Kdf> {
+        let _ = slot;
+        Err(Error::unsupported(
+            "a TCRYPT header names no KDF: it is found by trying them (see dump after an \
+             unlock)",
+        ))
+    }
+
+    fn kdf_kinds(&self) -> &'static [KdfKind] {
+        &[]
+    }
+
+    fn unlock_key(
+        &self,
+        store: &dyn Store,
+        passphrase: &[u8],
+        slot: Option<usize>,
+    ) -> Result<(Zeroizing<Vec<u8>>, usize)> {
+        if slot.is_some_and(|s| s != 0) {
+            return Err(crate::format::no_keyslot(slot));
+        }
+        if passphrase.is_empty() && self.keyfiles.is_empty() {
+            return Err(Error::invalid(
+                "a TCRYPT volume opens with a passphrase, keyfiles or both: none given",
+            ));
+        }
+        let password = header::password(passphrase, &self.keyfiles, self.options.veracrypt)?;
+        let size = store::size(store)?;
+        for at in self.places(size) {
+            let mut raw = Zeroizing::new([0u8; HEADER_LEN]);
+            store::read_exact(store, &mut raw[..], at, "TCRYPT header")?;
+            for (k, kdf) in KDFS.iter().enumerate() {
+                if !self.kdf_allowed(kdf) {
+                    continue;
+                }
+                let dk = kdf.derive(&password, &raw[..SALT_LEN], self.options.pim);
+                for (c, chain) in self.chains() {
+                    if let Some(mut h) = Tcrypt::try_chain(&raw, &dk, chain)? {
+                        let fields = Fields::parse(&h).ok_or_else(|| {
+                            Error::corrupt("the TCRYPT header changed while read")
+                        })?;
+                        let mut key = Zeroizing::new(Vec::with_capacity(HEADER_LEN + 1));
+                        key.extend_from_slice(&h[..]);
+                        key.push(c as u8);
+                        zeroize::Zeroize::zeroize(&mut h[..]);
+                        if let Ok(mut f) = self.found.lock() {
+                            *f = Some(Found {
+                                at,
+                                kdf: k,
+                                chain: c,
+                                fields,
+                            });
+                        }
+                        return Ok((key, 0));
+                    }
+                }
+            }
+        }
+        Err(Error::WrongPassphrase)
+    }
+
+    fn unlocked(
+        &self,
+        store: &dyn Store,
+        key: Zeroizing<Vec<u8>>,
+        keyslot: usize,
+    ) -> Result<Unlocked> {
+        let (h, chain) = split_key(&key)?;
+        let fields =
+            Fields::parse(h).ok_or_else(|| Error::invalid("not a decrypted TCRYPT header"))?;
+        let size = store::size(store)?;
+        let (offset, len) = self.data_range(&fields, size)?;
+        let info = VolumeInfo {
+            cipher: format!("{}-xts-plain64", chain.name),
+            sector_size: UNIT as usize,
+            iv: IvRule::Units512 {
+                first: offset / UNIT,
+            },
+            data_offset: offset,
+            data_size: len,
+        };
+        let spec = CipherSpec {
+            mode: CipherMode::Xts,
+            iv: IvMode::Plain64,
+        };
+        // The master keys: every layer's primary key, then every secondary key.
+        let master = Zeroizing::new(h[KEYS_AT..KEYS_AT + chain.key_len()].to_vec());
+        let aes_only = chain.layers == [Layer::Aes];
+        let engine_key = if aes_only {
+            master.clone()
+        } else {
+            let mut k = Zeroizing::new(vec![0u8; 64]);
+            crate::random(&mut k)?;
+            k
+        };
+        let layers = chain.layers;
+        let writable = !self.options.hidden && !self.options.system;
+        let (map_master, map_engine) = (master.clone(), engine_key.clone());
+        Ok(Unlocked::new(info, spec, master, keyslot)
+            .with_engine_key(&engine_key)
+            .with_store_map(Arc::new(move |inner| -> Result<Box<dyn Store>> {
+                Ok(Box::new(Chained::new(
+                    inner,
+                    layers,
+                    &map_master,
+                    &map_engine,
+                    aes_only,
+                    writable,
+                )?))
+            })))
+    }
+
+    fn volume_info(&self, store: &dyn Store) -> Result<VolumeInfo> {
+        let found = self.found().ok_or_else(|| {
+            Error::unsupported(
+                "a TCRYPT volume shows where its data is only once unlocked (its header is \
+                 encrypted whole)",
+            )
+        })?;
+        let size = store::size(store)?;
+        let (offset, len) = self.data_range(&found.fields, size)?;
+        Ok(VolumeInfo {
+            cipher: format!("{}-xts-plain64", CHAINS[found.chain].name),
+            sector_size: UNIT as usize,
+            iv: IvRule::Units512 {
+                first: offset / UNIT,
+            },
+            data_offset: offset,
+            data_size: len,
+        })
+    }
+
+    fn verify_key(&self, key: &[u8]) -> Result<bool> {
+        Ok(split_key(key)
+            .ok()
+            .is_some_and(|(h, _)| Fields::parse(h).is_some()))
+    }
+
+    fn add_keyslot(&mut self, store: &dyn Store, new: &NewKeyslot<'_>) -> Result<usize> {
+        let _ = (store, new);
+        Err(not_changed())
+    }
+
+    fn change_keyslot(
+        &mut self,
+        store: &dyn Store,
+        old: usize,
+        new: &NewKeyslot<'_>,
+    ) -> Result<usize> {
+        let _ = (store, old, new);
+        Err(not_changed())
+    }
+
+    fn remove_keyslots(&mut self, store: &dyn Store, slot: Option<usize>) -> Result<()> {
+        let _ = (store, slot);
+        Err(not_changed())
+    }
+
+    fn set_keyfiles(&mut self, files: Vec<Zeroizing<Vec<u8>>>) -> Result<()> {
+        self.keyfiles = files;
+        Ok(())
+    }
+
+    /// Keyfiles alone (an empty passphrase) open a volume made without a password.
+    fn set_passphrase_component(&mut self, used: bool) -> Result<()> {
+        let _ = used;
+        Ok(())
+    }
+
+    fn backup_pieces(&self, image_size: u64) -> Vec<Piece> {
+        let _ = image_size;
+        Vec::new()
+    }
+
+    fn check_restore_target(&self, image_size: u64) -> Result<()> {
+        let _ = image_size;
+        Err(not_changed())
+    }
+
+    /// The fields `cryptsetup tcryptDump` prints, with its labels and forms, then where
+    /// the header was found and the iterations.
+    fn report(&self) -> Report {
+        let mut fields = Vec::new();
+        let mut title = "TCRYPT header information.";
+        match self.found() {
+            None => fields.push(Field::new(
+                "Header",
+                "encrypted (give the passphrase to see it)",
+            )),
+            Some(f) => {
+                let h = &f.fields;
+                let kdf = &KDFS[f.kdf];
+                if &h.magic == b"VERA" {
+                    title = "VERACRYPT header information.";
+                }
+                fields.extend([
+                    Field::new("Version", h.version),
+                    Field::new(
+                        "Driver req.",
+                        format!("{:x}.{:x}", h.min_program >> 8, h.min_program & 0xff),
+                    ),
+                    Field::new("Flags", format!("0x{:x}", h.flags)),
+                    Field::new("Sector size", format!("{} [bytes]", h.sector_size)),
+                    Field::new("MK offset", format!("{} [bytes]", h.mk_offset)),
+                ]);
+                if h.volume_size != 0 {
+                    fields.push(Field::new(
+                        "Volume size",
+                        format!("{} [bytes]", h.volume_size),
+                    ));
+                }
+                if h.hidden_size != 0 {
+                    fields.push(Field::new(
+                        "Hidden size",
+                        format!("{} [bytes]", h.hidden_size),
+                    ));
+                }
+                fields.extend([
+                    Field::new("PBKDF", "PBKDF2"),
+                    Field::new("PBKDF2 hash", kdf.prf.name()),
+                    Field::new("Cipher chain", CHAINS[f.chain].name),
+                    Field::new("Cipher mode", "xts-plain64"),
+                    Field::new("MK bits", CHAINS[f.chain].key_len() * 8),
+                    Field::new("Header offset", format!("{} [bytes]", f.at)),
+                    Field::new("Iterations", kdf.rounds(self.options.pim)),
+                ]);
+            }
+        }
+        Report {
+            title,
+            blank_after_title: false,
+            value_column: 15,
+            fields,
+            blank_after_fields: false,
+            sections: Vec::new(),
+        }
+    }
+
+    fn to_json(&self) -> serde_json::Value {
+        match self.found() {
+            None => serde_json::json!({ "decrypted": false }),
+            Some(f) => {
+                let h = &f.fields;
+                let kdf = &KDFS[f.kdf];
+                serde_json::json!({
+                    "decrypted": true,
+                    "header_offset": f.at,
+                    "magic": h.magic_str(),
+                    "version": h.version,
+                    "min_program_version": h.min_program,
+                    "sector_size": h.sector_size,
+                    "mk_offset": h.mk_offset,
+                    "mk_size": h.mk_size,
+                    "volume_size": h.volume_size,
+                    "hidden_volume_size": h.hidden_size,
+                    "flags": h.flags,
+                    "system": h.flags & 1 != 0,
+                    "kdf": "pbkdf2",
+                    "hash": kdf.prf.name(),
+                    "iterations": kdf.rounds(self.options.pim),
+                    "pim": self.options.pim,
+                    "cipher": CHAINS[f.chain].name,
+                    "cipher_mode": "xts-plain64",
+                    "key_bits": CHAINS[f.chain].key_len() * 8,
+                })
+            }
+        }
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+fn not_changed() -> Error {
+    Error::unsupported(
+        "TCRYPT (VeraCrypt, TrueCrypt) headers are never changed here: keyslots, header \
+         restores and creating volumes are not supported",
+    )
+}
+
+/// The host store as the engine sees a TCRYPT volume: for chains other than single AES
+/// every 512-byte unit read is decrypted with the chain and encrypted again under the
+/// engine's AES-XTS key with the same unit number (the number of the unit in the host, as
+/// the engine's IV rule gives it), and every unit written the other way; writes refused
+/// when the volume is not `writable` (hidden and system volumes).
+struct Chained {
+    inner: Box<dyn Store>,
+    /// The volume's chain and the engine's AES-XTS, when they differ.
+    translate: Option<(Cascade, Cascade)>,
+    writable: bool,
+}
+
+impl std::fmt::Debug for Chained {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Chained")
+            .field("inner", &self.inner)
+            .field("translated", &self.translate.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Chained {
+    fn new(
+        inner: Box<dyn Store>,
+        layers: &[Layer],
+        master: &[u8],
+        engine_key: &[u8],
+        aes_only: bool,
+        writable: bool,
+    ) -> Result<Chained> {
+        let translate = if aes_only {
+            None
+        } else {
+            Some((
+                Cascade::new(layers, master)?,
+                Cascade::new(&[Layer::Aes], engine_key)?,
+            ))
+        };
+        Ok(Chained {
+            inner,
+            translate,
+            writable,
+        })
+    }
+}
+
+impl Store for Chained {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    fn size(&self) -> std::io::Result<u64> {
+        self.inner.size()
+    }
+
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+        self.inner.read_at(buf, offset)?;
+        let Some((chain, engine)) = &self.translate else {
+            return Ok(());
+        };
+        whole_units(buf.len(), offset)?;
+        let first = offset / UNIT;
+        let unit = UNIT as usize;
+        chain
+            .decrypt(first, unit, buf)
+            .and_then(|()| engine.encrypt(first, unit, buf))
+            .map_err(|e| std::io::Error::other(e.to_string()))
+    }
+
+    fn write_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
+        if !self.writable {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                "hidden and system VeraCrypt/TrueCrypt volumes are read-only here",
+            ));
+        }
+        let Some((chain, engine)) = &self.translate else {
+            return self.inner.write_at(buf, offset);
+        };
+        whole_units(buf.len(), offset)?;
+        let first = offset / UNIT;
+        let unit = UNIT as usize;
+        let mut data = Zeroizing::new(buf.to_vec());
+        engine
+            .decrypt(first, unit, &mut data)
+            .and_then(|()| chain.encrypt(first, unit, &mut data))
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        self.inner.write_at(&data, offset)
+    }
+
+    fn sync(&self) -> std::io::Result<()> {
+        self.inner.sync()
+    }
+}
+
+/// Refuses a request that is not whole 512-byte units (the engine only makes such).
+fn whole_units(len: usize, offset: u64) -> std::io::Result<()> {
+    if offset.is_multiple_of(UNIT) && (len as u64).is_multiple_of(UNIT) {
+        return Ok(());
+    }
+    Err(std::io::Error::new(
+        std::io::ErrorKind::InvalidInput,
+        "TCRYPT data is read and written in whole 512-byte units",
+    ))
+}
