@@ -1,5 +1,5 @@
 //! The gateway's export table, built from a [`Config`]: every export's volume opened
-//! through the library's opener ([`sectorcrypt_image::open`]) with the key its
+//! through the library's opener ([`sectorcrypt_image::open()`]) with the key its
 //! configuration names, its access lists turned into the NBD server's [`Access`], and,
 //! when metrics are served, counted into an [`ExportMetrics`] labelled with its name.
 //!

@@ -17,12 +17,14 @@
 //! Only reading and checking are here so far: sectorcrypt still refuses to open or
 //! reencrypt a volume in this state (`Luks2::check_supported`, here, says what to run next).
 
+mod line;
 mod online;
 mod rekey;
 mod repair;
 mod segments;
 
-pub use online::{Line, Translated};
+pub use line::Line;
+pub use online::Translated;
 pub use rekey::{InitOptions, Keys, Outcome, Resilience, RunOptions};
 pub use repair::Repaired;
 

@@ -15,38 +15,12 @@
 //! The old and the new sector size must be equal (a sector of one layout must be a sector
 //! of the other): change the sector size offline.
 
+use super::line::Line;
 use crate::error::{Error, Result};
 use crate::layout::Layout;
 use crate::store::Store;
 use std::io;
-use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use zeroize::Zeroizing;
-
-/// The progress line of an online re-encryption: the bytes of the data area (from its
-/// start) under the new key.
-#[derive(Debug, Default)]
-pub struct Line(RwLock<u64>);
-
-impl Line {
-    /// A line at `done` bytes.
-    pub fn new(done: u64) -> Line {
-        Line(RwLock::new(done))
-    }
-
-    /// Where it is now.
-    pub fn get(&self) -> u64 {
-        *self.read()
-    }
-
-    fn read(&self) -> RwLockReadGuard<'_, u64> {
-        self.0.read().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Excludes every request until the guard is dropped (set the new line through it).
-    pub(super) fn hold(&self) -> RwLockWriteGuard<'_, u64> {
-        self.0.write().unwrap_or_else(|e| e.into_inner())
-    }
-}
 
 /// The data's store as the engine of the old layout sees it during an online
 /// re-encryption (see the module documentation).

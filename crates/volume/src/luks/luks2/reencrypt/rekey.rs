@@ -46,6 +46,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use zeroize::Zeroizing;
 
+/// A volume key.
+type Key = Zeroizing<Vec<u8>>;
+
 /// The requirement a re-key writes.
 const REQUIREMENT: &str = "online-reencrypt-v2";
 /// cryptsetup's hotzone without resilience data (`LUKS2_DEFAULT_NONE_REENCRYPTION_LENGTH`).
@@ -154,7 +157,7 @@ pub struct RunOptions<'a> {
     pub progress: &'a mut dyn FnMut(u64, u64) -> bool,
     /// The progress line of an engine serving the volume meanwhile: held for each
     /// hotzone, moved after it (see `online.rs`).
-    pub line: Option<std::sync::Arc<super::online::Line>>,
+    pub line: Option<std::sync::Arc<super::line::Line>>,
 }
 
 impl std::fmt::Debug for RunOptions<'_> {
@@ -441,6 +444,34 @@ impl Luks2 {
             )));
         }
         Ok(())
+    }
+
+    /// The volume keys the reencryption metadata binds, from the keyslots `passphrase`
+    /// opens: (old, new), each `None` when that layout has no key (plaintext).
+    pub(super) fn bound_keys(
+        &self,
+        store: &dyn Store,
+        passphrase: &[u8],
+    ) -> Result<(Option<Key>, Option<Key>)> {
+        let mut out: [Option<Key>; 2] = [None, None];
+        let digests = self.digests()?;
+        for (i, flag) in ["backup-previous", "backup-final"].into_iter().enumerate() {
+            let (id, _) = segments::flagged(&self.json, flag)?
+                .ok_or_else(|| corrupt(format!("json: no segment is flagged {flag}")))?;
+            if let Some(d) = digests.iter().find(|d| d.segments.contains(&id)) {
+                // The new key of an encryption is the old one's digest too: unlocked once.
+                if i == 1 {
+                    if let Some(old) = &out[0] {
+                        if d.verify(old) {
+                            break;
+                        }
+                    }
+                }
+                out[i] = Some(self.unlock_digest(store, passphrase, d, None)?.0);
+            }
+        }
+        let [old, new] = out;
+        Ok((old, new))
     }
 
     /// The plan of a re-key in progress; refuses what this code does not run yet.

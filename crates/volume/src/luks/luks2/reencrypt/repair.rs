@@ -6,15 +6,11 @@
 
 use super::super::json::{corrupt, obj, str_of};
 use super::super::Luks2;
-use super::{requirement_version, segments, state, verification_data, State};
+use super::{requirement_version, state, verification_data, State};
 use crate::error::{Error, Result};
 use crate::hash::HashAlg;
 use crate::store::{Placement, Store};
 use serde_json::{json, Value};
-use zeroize::Zeroizing;
-
-/// A volume key.
-type Key = Zeroizing<Vec<u8>>;
 
 /// What [`Luks2::reencrypt_repair`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,34 +24,6 @@ pub enum Repaired {
 }
 
 impl Luks2 {
-    /// The volume keys the reencryption metadata binds, from the keyslots `passphrase`
-    /// opens: (old, new), each `None` when that layout has no key (plaintext).
-    pub(super) fn bound_keys(
-        &self,
-        store: &dyn Store,
-        passphrase: &[u8],
-    ) -> Result<(Option<Key>, Option<Key>)> {
-        let mut out: [Option<Key>; 2] = [None, None];
-        let digests = self.digests()?;
-        for (i, flag) in ["backup-previous", "backup-final"].into_iter().enumerate() {
-            let (id, _) = segments::flagged(&self.json, flag)?
-                .ok_or_else(|| corrupt(format!("json: no segment is flagged {flag}")))?;
-            if let Some(d) = digests.iter().find(|d| d.segments.contains(&id)) {
-                // The new key of an encryption is the old one's digest too: unlocked once.
-                if i == 1 {
-                    if let Some(old) = &out[0] {
-                        if d.verify(old) {
-                            break;
-                        }
-                    }
-                }
-                out[i] = Some(self.unlock_digest(store, passphrase, d, None)?.0);
-            }
-        }
-        let [old, new] = out;
-        Ok((old, new))
-    }
-
     /// Repairs the reencryption metadata with `passphrase` (see the module
     /// documentation). Refuses metadata whose digest does not match.
     pub fn reencrypt_repair(&mut self, at: Placement<'_>, passphrase: &[u8]) -> Result<Repaired> {
