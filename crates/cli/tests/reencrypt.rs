@@ -106,10 +106,7 @@ impl Case {
 
     /// The LUKS2 metadata as cryptsetup reads it.
     fn json(&self) -> Value {
-        let out = run(Command::new("cryptsetup")
-            .args(["luksDump", "--dump-json-metadata"])
-            .arg(&self.img));
-        serde_json::from_slice(&out.stdout).unwrap()
+        metadata(&self.img)
     }
 
     /// Checks that the volume holds the plaintext written at the start: through
@@ -157,6 +154,14 @@ impl Case {
         run(&mut self.cryptsetup(&["luksDump", "--dump-volume-key", "--volume-key-file", s(&vk)]));
         std::fs::read(&vk).unwrap()
     }
+}
+
+/// The LUKS2 metadata of the header in `path`, as cryptsetup reads it.
+fn metadata(path: &Path) -> Value {
+    let out = run(Command::new("cryptsetup")
+        .args(["luksDump", "--dump-json-metadata"])
+        .arg(path));
+    serde_json::from_slice(&out.stdout).unwrap()
 }
 
 /// `cryptsetup -q --key-file KEY --disable-locks --disable-keyring`.
@@ -598,10 +603,7 @@ impl Plain {
     /// The data is the plaintext under the header's key (sectorcrypt, and dm-crypt's
     /// formula with cryptsetup's volume key), and no re-encryption is left.
     fn verify(&self, what: &str) {
-        let out = run(Command::new("cryptsetup")
-            .args(["luksDump", "--dump-json-metadata"])
-            .arg(&self.hdr));
-        let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let json = metadata(&self.hdr);
         assert!(
             json["config"].get("requirements").is_none(),
             "{what}: {}",
@@ -723,19 +725,13 @@ fn encrypt_in_place_with_a_detached_header_both_ways() {
             );
             continue;
         }
-        let json = run(Command::new("cryptsetup")
-            .args(["luksDump", "--dump-json-metadata"])
-            .arg(&p.hdr));
-        let json: Value = serde_json::from_slice(&json.stdout).unwrap();
+        let json = metadata(&p.hdr);
         if json["config"].get("requirements").is_some() {
             run(&mut p.sc_cmd(&[]));
         }
         p.verify(&format!("{what}, sectorcrypt recovered"));
         run(&mut q.cs(&["repair"]));
-        let json = run(Command::new("cryptsetup")
-            .args(["luksDump", "--dump-json-metadata"])
-            .arg(&q.hdr));
-        let json: Value = serde_json::from_slice(&json.stdout).unwrap();
+        let json = metadata(&q.hdr);
         if json["config"].get("requirements").is_some() {
             run(&mut q.cs(&["reencrypt", "--resume-only", "--force-offline-reencrypt"]));
         }

@@ -31,18 +31,23 @@ pub fn open(a: &OpenArgs) -> Result<VolumeExport, Failure> {
     export
 }
 
-fn open_export(a: &OpenArgs) -> Result<VolumeExport, Failure> {
-    if a.onetime {
-        return onetime(a);
-    }
-    let key = KeyArgs {
+/// The key arguments of an open (no confirmation to ask for).
+fn key_args(a: &OpenArgs) -> KeyArgs {
+    KeyArgs {
         key_file: a.key_file.clone(),
         keyfile_component: a.keyfile_component.clone(),
         no_passphrase: a.no_passphrase,
         bitlk_startup_key: a.bitlk_startup_key.clone(),
         key_slot: a.key_slot,
         batch: false,
-    };
+    }
+}
+
+fn open_export(a: &OpenArgs) -> Result<VolumeExport, Failure> {
+    if a.onetime {
+        return onetime(a);
+    }
+    let key = key_args(a);
     let image::Opened {
         volume,
         unlocked,
@@ -127,14 +132,7 @@ pub fn open_online(
     o: &sectorcrypt_image::reencrypt::ReencryptOptions,
 ) -> Result<(VolumeExport, sectorcrypt_image::reencrypt::Online), Failure> {
     crate::host::memory::hold_keys_for_long();
-    let key = KeyArgs {
-        key_file: a.key_file.clone(),
-        keyfile_component: a.keyfile_component.clone(),
-        no_passphrase: a.no_passphrase,
-        bitlk_startup_key: a.bitlk_startup_key.clone(),
-        key_slot: a.key_slot,
-        batch: false,
-    };
+    let key = key_args(a);
     let pass = crate::passphrase::existing(&key, &a.image)?;
     let opened = sectorcrypt_image::reencrypt::online(
         &a.image,
