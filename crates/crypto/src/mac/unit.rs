@@ -171,7 +171,6 @@ fn digests<const W: usize>(s: &State256, out: &mut [[u8; 64]], n: usize) {
 }
 
 /// The plain hashes (`W` words, initial state `iv`) of `msgs[l]` into `out[l][..4 * W]`.
-#[cfg(feature = "hazmat-testing")]
 pub(crate) fn hash<const W: usize, K: Lanes<W>>(
     k: &K,
     x: &mut Scratch,
