@@ -14,7 +14,7 @@ mod volumes;
 
 use openssl::symm::Mode;
 use sectorcrypt_testkit::reference::dm_crypt;
-use sectorcrypt_testkit::{pattern, require, run};
+use sectorcrypt_testkit::{metric, pattern, require, run};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -739,4 +739,98 @@ fn encrypt_in_place_with_a_detached_header_both_ways() {
         cases += 1;
     }
     eprintln!("encrypt: {cases} kills at a sync, each recovered by both tools");
+}
+
+/// A child process killed when the test ends without having waited for it.
+struct Reaped(Option<std::process::Child>);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+#[test]
+fn serve_reencrypt_reports_its_progress_in_the_metrics_and_finishes() {
+    require!("cryptsetup", "curl", "promtool", "nbdcopy");
+    let c = Case::new(false, &[]);
+    let before = c.volume_key();
+    let sock = c.dir.path().join("nbd.sock");
+    let msock = c.dir.path().join("metrics.sock");
+    let mut server = Reaped(Some(
+        Command::new(bin())
+            .args([
+                "serve",
+                s(&c.img),
+                "--key-file",
+                s(&c.key),
+                "--socket",
+                s(&sock),
+            ])
+            .args([
+                "--reencrypt",
+                "--hotzone-size",
+                "1M",
+                "--metrics",
+                s(&msock),
+            ])
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    ));
+    let scrape = || {
+        Command::new("curl")
+            .args([
+                "-sS",
+                "--fail",
+                "--max-time",
+                "10",
+                "--unix-socket",
+                s(&msock),
+            ])
+            .arg("http://localhost/metrics")
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8(o.stdout).unwrap())
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let mut seen = Vec::new();
+    let text = loop {
+        assert!(std::time::Instant::now() < deadline, "no end: {seen:?}");
+        if let Some(t) = scrape() {
+            if t.contains("sectorcrypt_reencrypted_bytes") {
+                let done = metric(&t, "sectorcrypt_reencrypted_bytes{export=\"\"}");
+                let size = metric(&t, "sectorcrypt_reencryption_size_bytes{export=\"\"}");
+                assert_eq!(size, DATA as f64);
+                assert!(done <= size);
+                seen.push(done);
+                if done == size {
+                    break t;
+                }
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    sectorcrypt_testkit::promtool_check(&text).unwrap();
+    assert!(
+        seen.windows(2).all(|w| w[0] <= w[1]),
+        "progress went back: {seen:?}"
+    );
+    // The clients read the volume as it was throughout; at the end it is all new.
+    let uri = format!("nbd+unix:///?socket={}", sock.display());
+    let read = run(Command::new("nbdcopy").args([&uri, "-"])).stdout;
+    assert!(read == c.plain, "the served data changed");
+    let server = server.0.take().unwrap();
+    let _ = Command::new("kill")
+        .args(["-INT", &server.id().to_string()])
+        .status();
+    let out = server.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("re-encrypted while served"), "{err}");
+    c.verify("serve --reencrypt");
+    assert_ne!(c.volume_key(), before);
 }

@@ -123,6 +123,10 @@ pub struct ExportMetrics {
     connections: AtomicI64,
     connections_total: AtomicU64,
     kdf_nanos: AtomicU64,
+    /// An online re-encryption: bytes under the new key, and of the whole data area
+    /// (0: none runs).
+    reencrypted: AtomicU64,
+    reencrypt_size: AtomicU64,
 }
 
 impl ExportMetrics {
@@ -137,6 +141,8 @@ impl ExportMetrics {
             connections: AtomicI64::new(0),
             connections_total: AtomicU64::new(0),
             kdf_nanos: AtomicU64::new(0),
+            reencrypted: AtomicU64::new(0),
+            reencrypt_size: AtomicU64::new(0),
         }
     }
 
@@ -193,6 +199,13 @@ impl ExportMetrics {
     pub fn key_derived(&self, took: Duration) {
         self.kdf_nanos
             .store(took.as_nanos().min(u64::MAX as u128) as u64, Relaxed);
+    }
+
+    /// Where an online re-encryption of the export stands: `done` of `total` bytes
+    /// under the new key.
+    pub fn reencryption(&self, done: u64, total: u64) {
+        self.reencrypted.store(done, Relaxed);
+        self.reencrypt_size.store(total, Relaxed);
     }
 
     fn sum(&self, f: impl Fn(&Shard) -> &AtomicU64) -> u64 {
@@ -349,6 +362,32 @@ impl Metrics {
         for e in &exports {
             let s = e.kdf_nanos.load(Relaxed) as f64 / 1e9;
             series(&mut out, "key_derivation_seconds", e, None, "", s);
+        }
+        let reencrypting: Vec<_> = exports
+            .iter()
+            .filter(|e| e.reencrypt_size.load(Relaxed) > 0)
+            .collect();
+        if !reencrypting.is_empty() {
+            family(
+                &mut out,
+                "reencrypted_bytes",
+                "gauge",
+                "Bytes of the data area under the new key during an online re-encryption.",
+            );
+            for e in &reencrypting {
+                let n = e.reencrypted.load(Relaxed) as f64;
+                series(&mut out, "reencrypted_bytes", e, None, "", n);
+            }
+            family(
+                &mut out,
+                "reencryption_size_bytes",
+                "gauge",
+                "Bytes of the data area an online re-encryption covers.",
+            );
+            for e in &reencrypting {
+                let n = e.reencrypt_size.load(Relaxed) as f64;
+                series(&mut out, "reencryption_size_bytes", e, None, "", n);
+            }
         }
         out
     }

@@ -172,7 +172,7 @@ pub fn run(a: ServeArgs) -> Result<(), Failure> {
                 (None, Some(passed)) => Server::adopt_exports(passed, table, config),
                 (None, None) => unreachable!("a socket to listen on was found above"),
             };
-            (bound, Some(gateway), None)
+            (bound, Some(gateway), None, None)
         }
         None => {
             let unlocking = Instant::now();
@@ -192,6 +192,7 @@ pub fn run(a: ServeArgs) -> Result<(), Failure> {
                 "sectorcrypt {}",
                 crate::present::locator::redacted(&a.open.image)
             ));
+            let mut counting = None;
             let export: Arc<dyn sectorcrypt_nbd::Export> = match (&metrics_at, metrics) {
                 (Some(at), Some(metrics)) => {
                     let threads = std::thread::available_parallelism().map_or(2, |n| n.get()) * 2;
@@ -199,6 +200,7 @@ pub fn run(a: ServeArgs) -> Result<(), Failure> {
                     counted.key_derived(unlock_took);
                     metrics.add(counted.clone());
                     spawn_metrics(at, metrics)?;
+                    counting = Some(counted.clone());
                     Arc::new(Metered::new(export, counted))
                 }
                 _ => Arc::new(export),
@@ -208,10 +210,10 @@ pub fn run(a: ServeArgs) -> Result<(), Failure> {
                 (None, Some(passed)) => Server::adopt(passed, export, config),
                 (None, None) => unreachable!("a socket to listen on was found above"),
             };
-            (bound, None, online)
+            (bound, None, online, counting)
         }
     };
-    let (served, gateway, online) = served;
+    let (served, gateway, online, counting) = served;
     let server = served.map_err(|e| match e {
         sectorcrypt_nbd::Error::Io(..) => Failure::runtime(e),
         _ => Failure::usage(e),
@@ -230,7 +232,7 @@ pub fn run(a: ServeArgs) -> Result<(), Failure> {
         _ => None,
     };
     let stop_reencrypting = Arc::new(AtomicBool::new(false));
-    let reencrypting = online.map(|o| reencrypt_beside(o, stop_reencrypting.clone(), &a));
+    let reencrypting = online.map(|o| reencrypt_beside(o, stop_reencrypting.clone(), counting, &a));
     let result = serve_until_stopped(server, signals, notifier);
     // A stopped server leaves the re-encryption stopped cleanly between two hotzones.
     stop_reencrypting.store(true, Ordering::Relaxed);
@@ -368,6 +370,7 @@ fn reencrypt_options(a: &ServeArgs) -> Result<ReencryptOptions, Failure> {
 fn reencrypt_beside(
     mut online: Online,
     stop: Arc<AtomicBool>,
+    metrics: Option<Arc<ExportMetrics>>,
     a: &ServeArgs,
 ) -> std::thread::JoinHandle<Result<(), Failure>> {
     let name = crate::present::locator::redacted(&a.open.image);
@@ -381,6 +384,9 @@ fn reencrypt_beside(
                 std::thread::sleep(took.min(Duration::from_secs(1)));
             }
             last = Instant::now();
+            if let Some(m) = &metrics {
+                m.reencryption(done, total);
+            }
             let now = done.saturating_mul(10) / total.max(1);
             if now > tenth && done < total {
                 tenth = now;
