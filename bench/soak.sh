@@ -11,11 +11,11 @@
 #   CLIENTS=4 SIZE=128M KILLS=1 DIR=/dev/shm bash bench/soak.sh 300
 #   CORRUPT_AFTER_KILL=1 bash bench/soak.sh 20   # the check's own test: must fail
 #   REENCRYPT=1 bash bench/soak.sh 20       # the server re-keys the volume meanwhile
-#                                           # (serve --reencrypt, 1 MiB hotzones), is
+#                                           # (serve --reencrypt, 512 KiB hotzones), is
 #                                           # killed in the middle of it and resumes it
 #
-# With REENCRYPT=1 the first kill comes once a tenth is re-encrypted (the server's log
-# tells), the restarted server recovers and resumes it, and at the end the
+# With REENCRYPT=1 (512 MiB by default, 512 KiB hotzones) the first kill comes once every
+# client has connected (the server's log tells), the restarted server recovers and resumes it, and at the end the
 # re-encryption must have finished: no requirement left, a new volume key, and the
 # clients' final read-back of their regions (the data) intact.
 #
@@ -27,7 +27,9 @@ cd "$(dirname "$0")/.."
 
 SECONDS_TOTAL=${1:-60}
 CLIENTS=${CLIENTS:-4}
-SIZE=${SIZE:-128M}
+REENCRYPT=${REENCRYPT:-0}
+# Under a re-encryption the volume is larger, so that the kill comes in its middle.
+if [ "$REENCRYPT" = 1 ]; then SIZE=${SIZE:-512M}; else SIZE=${SIZE:-128M}; fi
 KILLS=${KILLS:-1}
 DIR=${DIR:-/dev/shm}
 
@@ -59,10 +61,9 @@ cryptsetup luksFormat --type luks2 --batch-mode --key-file "$work/pass" --pbkdf 
 sock=$work/nbd.sock
 echo 0 >"$work/kills"
 
-REENCRYPT=${REENCRYPT:-0}
 serve_args=()
 if [ "$REENCRYPT" = 1 ]; then
-    serve_args=(--reencrypt --hotzone-size 1M)
+    serve_args=(--reencrypt --hotzone-size 512K)
     cryptsetup luksDump -q --dump-volume-key --volume-key-file "$work/vk.before" \
         --key-file "$work/pass" "$work/disk.img" >/dev/null
 fi
@@ -84,15 +85,18 @@ done
 # The kills, evenly spread (one, by default, in the middle).
 for k in $(seq 1 "$KILLS"); do
     if [ "$REENCRYPT" = 1 ] && [ "$k" = 1 ]; then
-        # Killed once the clients run (a second) and a tenth is done (the server says
-        # so in its log).
-        sleep 1
+        # Killed once every client has connected (the server logs each connection's
+        # transmission phase) and read its region once (the clients' first step, which
+        # expects no kill), while the re-encryption runs.
         for _ in $(seq 3000); do
-            grep -q "re-encryption at" "$work/server.log" && break
+            [ "$(grep -c ': transmission' "$work/server.log")" -ge "$CLIENTS" ] && break
             sleep 0.01
         done
+        sleep 1.5
         grep -q "re-encrypted while served" "$work/server.log" &&
             { echo "the re-encryption ended before the kill (make SIZE larger)"; exit 1; }
+        echo "killing the server during its re-encryption: $(grep -o 're-encryption at [0-9]*%' \
+            "$work/server.log" | tail -1 || true)"
     else
         sleep "$(awk "BEGIN { print $SECONDS_TOTAL / ($KILLS + 1) }")"
     fi
