@@ -435,49 +435,22 @@ fn refusals_leave_the_image_as_it_was() {
         &before,
     );
 
-    // LUKS1: the convert hint.
     let dir = tempfile::tempdir().unwrap();
-    let img = dir.path().join("l1.img");
+    // LUKS1: the convert hint; GELI: how to copy into a new volume.
     let key = key_file(dir.path(), "pass", "x");
-    let mut args = vec![
-        "format",
-        s(&img),
-        "--type",
-        "luks1",
-        "--size",
-        "8M",
-        "--key-file",
-        s(&key),
-    ];
-    args.extend_from_slice(&FAST);
-    ok(sc(&args, b""));
-    let out = sc(&["reencrypt", s(&img), "--key-file", s(&key)], b"");
-    assert_ne!(code(&out), 0);
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("convert"),
-        "{out:?}"
-    );
-
-    // GELI: how to copy into a new volume.
-    let img = dir.path().join("g.img");
-    let mut args = vec![
-        "format",
-        s(&img),
-        "--type",
-        "geli",
-        "--size",
-        "8M",
-        "--key-file",
-        s(&key),
-    ];
-    args.extend_from_slice(&FAST);
-    ok(sc(&args, b""));
-    let out = sc(&["reencrypt", s(&img), "--key-file", s(&key)], b"");
-    assert_ne!(code(&out), 0);
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("copy"),
-        "{out:?}"
-    );
+    for (kind, hint) in [("luks1", "convert"), ("geli", "copy")] {
+        let img = dir.path().join(format!("{kind}.img"));
+        let mut args = vec!["format", s(&img), "--type", kind, "--size", "8M"];
+        args.extend_from_slice(&["--key-file", s(&key)]);
+        args.extend_from_slice(&FAST);
+        ok(sc(&args, b""));
+        let out = sc(&["reencrypt", s(&img), "--key-file", s(&key)], b"");
+        assert_ne!(code(&out), 0);
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(hint),
+            "{kind}: {out:?}"
+        );
+    }
 }
 
 #[test]

@@ -456,9 +456,9 @@ impl Luks2 {
         let mut out: [Option<Key>; 2] = [None, None];
         let digests = self.digests()?;
         for (i, flag) in ["backup-previous", "backup-final"].into_iter().enumerate() {
-            let (id, _) = segments::flagged(&self.json, flag)?
+            let (id, _) = super::flagged_segment(&self.json, flag)?
                 .ok_or_else(|| corrupt(format!("json: no segment is flagged {flag}")))?;
-            if let Some(d) = digests.iter().find(|d| d.segments.contains(&id)) {
+            if let Some(d) = digests.iter().find(|d| d.segments.iter().any(|s| s == id)) {
                 // The new key of an encryption is the old one's digest too: unlocked once.
                 if i == 1 {
                     if let Some(old) = &out[0] {
@@ -524,13 +524,13 @@ impl Luks2 {
             }
         }
         let part = |flag: &str| -> Result<(u64, Option<super::super::Segment>)> {
-            let (id, seg) = segments::flagged(&self.json, flag)?
+            let (id, seg) = super::flagged_segment(&self.json, flag)?
                 .ok_or_else(|| corrupt(format!("json: no segment is flagged {flag}")))?;
             let offset = u64_str(seg, "offset", "segments.backup.")?;
             if seg["type"].as_str() == Some("linear") {
                 return Ok((offset, None));
             }
-            Ok((offset, Some(super::super::json::segment_of(&id, seg)?)))
+            Ok((offset, Some(super::super::json::segment_of(id, seg)?)))
         };
         let ((old_offset, old), (_, new)) = (part("backup-previous")?, part("backup-final")?);
         let new = new.ok_or_else(|| {
@@ -597,9 +597,9 @@ impl Luks2 {
     /// are not (cryptsetup takes the IVs from the backups too, and ignores unknown
     /// flags).
     pub(super) fn check_regular_segments(&self) -> Result<()> {
-        let (_, old) = segments::flagged(&self.json, "backup-previous")?
+        let (_, old) = super::flagged_segment(&self.json, "backup-previous")?
             .ok_or_else(|| corrupt("json: no segment is flagged backup-previous"))?;
-        let (_, new) = segments::flagged(&self.json, "backup-final")?
+        let (_, new) = super::flagged_segment(&self.json, "backup-final")?
             .ok_or_else(|| corrupt("json: no segment is flagged backup-final"))?;
         let base = u64_str(new, "offset", "segments.backup-final.")?;
         for (id, seg) in obj(&self.json, "segments", "")? {
@@ -621,8 +621,9 @@ impl Luks2 {
             let hot = flags.contains(&"in-reencryption");
             let under_new = hot || {
                 let (final_id, _) =
-                    segments::flagged(&self.json, "backup-final")?.expect("found above");
-                digest_of(&self.json, id)? == digest_of(&self.json, &final_id)?
+                    super::flagged_segment(&self.json, "backup-final")?.expect("found above");
+                super::digest_of_segment(&self.json, id)?
+                    == super::digest_of_segment(&self.json, final_id)?
             };
             let want = segments::cut(if under_new { new } else { old }, at, len)?;
             for key in ["type", "encryption", "sector_size"] {
@@ -827,13 +828,13 @@ impl Luks2 {
     pub fn reencrypt_recover(&mut self, at: Placement<'_>, keys: &Keys) -> Result<()> {
         let (header, data) = (at.header(), at.data());
         let p = self.rekey_plan()?;
-        let (_, hot_seg) = segments::flagged(&self.json, "in-reencryption")?
+        let (_, hot_seg) = super::flagged_segment(&self.json, "in-reencryption")?
             .ok_or_else(|| Error::invalid("no hotzone to recover: the state is clean"))?;
         let hot_offset = u64_str(hot_seg, "offset", "segments.hot.")?;
         let hot_len = u64_str(hot_seg, "size", "segments.hot.")?;
         // The progress as if the hotzone were done, to build the layouts.
         let total_probe = {
-            let (_, new) = segments::flagged(&self.json, "backup-final")?
+            let (_, new) = super::flagged_segment(&self.json, "backup-final")?
                 .ok_or_else(|| corrupt("json: no segment is flagged backup-final"))?;
             let seg = super::super::json::segment_of("final", new)?;
             (seg.offset, data_length(data, seg.offset, seg.size)?)
@@ -905,13 +906,13 @@ impl Luks2 {
     fn rekey_finish(&mut self, at: Placement<'_>) -> Result<()> {
         let header = at.header();
         let p = plan(&self.json)?;
-        let (prev_id, _) = segments::flagged(&self.json, "backup-previous")?
+        let (prev_id, _) = super::flagged_segment(&self.json, "backup-previous")?
             .ok_or_else(|| corrupt("json: no segment is flagged backup-previous"))?;
-        let (final_id, final_seg) = segments::flagged(&self.json, "backup-final")?
+        let (final_id, final_seg) = super::flagged_segment(&self.json, "backup-final")?
             .ok_or_else(|| corrupt("json: no segment is flagged backup-final"))?;
         let final_seg = final_seg.clone();
-        let old_digest = digest_of(&self.json, &prev_id)?;
-        let new_digest = digest_listing(&self.json, &final_id)?;
+        let old_digest = super::digest_of_segment(&self.json, prev_id)?;
+        let new_digest = digest_listing(&self.json, final_id)?;
         let old_slots: Vec<String> = match &old_digest {
             Some(d) => self.json["digests"][d]["keyslots"]
                 .as_array()
@@ -997,9 +998,9 @@ impl Luks2 {
             return Ok(false);
         }
         let all_new = layout(&self.json)?.iter().all(|s| s.key == KeyOf::New);
-        let (prev_id, _) = segments::flagged(&self.json, "backup-previous")?
+        let (prev_id, _) = super::flagged_segment(&self.json, "backup-previous")?
             .ok_or_else(|| corrupt("json: no segment is flagged backup-previous"))?;
-        let Some(old_digest) = digest_of(&self.json, &prev_id)? else {
+        let Some(old_digest) = super::digest_of_segment(&self.json, prev_id)? else {
             return Ok(false);
         };
         let old_slots = self.json["digests"][&old_digest]["keyslots"]
@@ -1013,28 +1014,9 @@ impl Luks2 {
     }
 }
 
-/// The id of the digest that lists segment `seg`, if any (a linear segment has none).
-fn digest_of(json: &Value, seg: &str) -> Result<Option<String>> {
-    Ok(obj(json, "digests", "")?
-        .iter()
-        .find(|(_, d)| {
-            d["segments"]
-                .as_array()
-                .is_some_and(|a| a.iter().any(|s| s.as_str() == Some(seg)))
-        })
-        .map(|(id, _)| id.clone()))
-}
-
 /// The id of the digest that lists segment `seg`.
 fn digest_listing(json: &Value, seg: &str) -> Result<String> {
-    obj(json, "digests", "")?
-        .iter()
-        .find(|(_, d)| {
-            d["segments"]
-                .as_array()
-                .is_some_and(|a| a.iter().any(|s| s.as_str() == Some(seg)))
-        })
-        .map(|(id, _)| id.clone())
+    super::digest_of_segment(json, seg)?
         .ok_or_else(|| corrupt(format!("json: no digest covers segment {seg}")))
 }
 

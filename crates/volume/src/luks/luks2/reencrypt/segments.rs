@@ -10,7 +10,7 @@
 //! len)` and the old layout's rest; after the last hotzone the new layout's whole segment
 //! alone (which sectorcrypt never writes: see `rekey.rs`).
 
-use super::super::json::{corrupt, obj, str_of, u64_str};
+use super::super::json::{corrupt, str_of, u64_str};
 use crate::error::Result;
 use serde_json::{Map, Value};
 
@@ -56,32 +56,6 @@ pub(super) fn cut(template: &Value, from: u64, len: Option<u64>) -> Result<Value
     Ok(seg)
 }
 
-/// The id and JSON of the segment flagged `flag`.
-pub(super) fn flagged<'a>(json: &'a Value, flag: &str) -> Result<Option<(String, &'a Value)>> {
-    for (id, seg) in obj(json, "segments", "")? {
-        let has = seg["flags"]
-            .as_array()
-            .is_some_and(|a| a.iter().any(|f| f.as_str() == Some(flag)));
-        if has {
-            return Ok(Some((id.clone(), seg)));
-        }
-    }
-    Ok(None)
-}
-
-/// The id of the digest listing segment `id`.
-fn digest_listing(json: &Value, id: &str) -> Result<Option<String>> {
-    for (did, d) in obj(json, "digests", "")? {
-        if d["segments"]
-            .as_array()
-            .is_some_and(|a| a.iter().any(|s| s.as_str() == Some(id)))
-        {
-            return Ok(Some(did.clone()));
-        }
-    }
-    Ok(None)
-}
-
 /// The regular segments of a forward reencryption: `done` bytes under the new key, then
 /// the hotzone of `hot` bytes when given (0: none), then the rest under the old key, of a
 /// data area of `total` bytes.
@@ -91,9 +65,9 @@ pub(super) fn forward(
     hot: u64,
     total: u64,
 ) -> Result<Vec<(Value, Under)>> {
-    let (_, old) = flagged(json, "backup-previous")?
+    let (_, old) = super::flagged_segment(json, "backup-previous")?
         .ok_or_else(|| corrupt("json: no segment is flagged backup-previous"))?;
-    let (_, new) = flagged(json, "backup-final")?
+    let (_, new) = super::flagged_segment(json, "backup-final")?
         .ok_or_else(|| corrupt("json: no segment is flagged backup-final"))?;
     let mut out = Vec::new();
     let end = done + hot;
@@ -121,8 +95,8 @@ pub(super) fn forward(
 pub(super) fn install(json: &mut Value, regular: Vec<(Value, Under)>) -> Result<()> {
     let mut backups = Vec::new();
     for flag in ["backup-previous", "backup-final", "backup-moved-segment"] {
-        if let Some((id, seg)) = flagged(json, flag)? {
-            backups.push((flag, digest_listing(json, &id)?, seg.clone()));
+        if let Some((id, seg)) = super::flagged_segment(json, flag)? {
+            backups.push((flag, super::digest_of_segment(json, id)?, seg.clone()));
         }
     }
     let old_digest = backups
@@ -182,6 +156,7 @@ pub(super) fn install(json: &mut Value, regular: Vec<(Value, Under)>) -> Result<
 
 #[cfg(test)]
 mod tests {
+    use super::super::super::json::obj;
     use super::*;
     use serde_json::json;
 
