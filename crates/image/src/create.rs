@@ -573,6 +573,7 @@ fn write<S: Steps>(
                 data_offset: None,
                 data_alignment: opts.rbd_object_size,
                 uuid: None,
+                metadata_size: None,
             };
             let pass = steps.passphrase()?;
             let (h, u) =

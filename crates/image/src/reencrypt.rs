@@ -45,6 +45,9 @@ pub struct ReencryptOptions {
     pub init_only: bool,
     /// Only resume a re-encryption in progress; refuse to start one.
     pub resume_only: bool,
+    /// Decrypt the volume for good instead of re-keying it (cryptsetup's `--decrypt`;
+    /// a detached header whose data starts at offset 0).
+    pub decrypt: bool,
     /// Threads of the data passes (0: one per core).
     pub threads: usize,
 }
@@ -53,6 +56,16 @@ pub struct ReencryptOptions {
 pub fn state(img: &Image) -> Result<State> {
     let h = luks2(img)?;
     Ok(reencrypt::state(h.json())?)
+}
+
+/// The mode of the re-encryption in progress (`reencrypt`, `encrypt` or `decrypt`), if
+/// any.
+pub fn mode(img: &Image) -> Result<Option<String>> {
+    let h = luks2(img)?;
+    if reencrypt::state(h.json())? == State::None {
+        return Ok(None);
+    }
+    Ok(Some(reencrypt::plan(h.json())?.mode))
 }
 
 fn luks2(img: &Image) -> Result<&Luks2> {
@@ -124,6 +137,15 @@ pub fn run(
                 "no re-encryption is in progress (--resume-only only resumes one)",
             ))
         }
+        State::None if o.decrypt => {
+            if o.cipher.is_some() || o.key_bytes.is_some() || o.sector_size.is_some() {
+                return Err(Error::invalid(
+                    "a decryption takes no cipher, key size or sector size",
+                ));
+            }
+            let resilience = resilience.unwrap_or(Resilience::Checksum(hash(o)?));
+            h.decrypt_init(at, passphrase, resilience, o.key_slot)?
+        }
         State::None => {
             let init = InitOptions {
                 cipher: o.cipher.as_deref(),
@@ -134,6 +156,15 @@ pub fn run(
                 key_slot: o.key_slot,
             };
             h.reencrypt_init(at.header(), at.data(), passphrase, &init)?
+        }
+        State::Clean | State::Crash
+            if o.decrypt && reencrypt::plan(h.json())?.mode != "decrypt" =>
+        {
+            return Err(Error::invalid(format!(
+                "the volume is in a re-encryption of mode {}, not a decryption: resume it \
+                 without --decrypt",
+                reencrypt::plan(h.json())?.mode
+            )))
         }
         State::Clean if h.reencrypt_finish_done(at)? => return Ok(Outcome::Finished),
         State::Clean => {

@@ -55,8 +55,10 @@ pub fn reencrypt(a: ReencryptArgs) -> Result<(), Failure> {
         key_slot: a.key.key_slot,
         init_only: a.init_only,
         resume_only: a.resume_only || a.encrypt,
+        decrypt: a.decrypt,
         threads: 0,
     };
+    let decrypting = a.decrypt || reencrypt::mode(&img)?.as_deref() == Some("decrypt");
     let pass = img.passphrase(&a.key)?;
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [SIGINT, SIGTERM] {
@@ -80,6 +82,15 @@ pub fn reencrypt(a: ReencryptArgs) -> Result<(), Failure> {
             "{name}: encrypted ({:.2} s); its header is {}",
             start.elapsed().as_secs_f64(),
             a.header.file.as_deref().expect("required").display()
+        ),
+        Outcome::Finished if decrypting => println!(
+            "{name}: decrypted ({:.2} s): it holds the plaintext alone; the header {} opens \
+             nothing any more",
+            start.elapsed().as_secs_f64(),
+            a.header
+                .file
+                .as_deref()
+                .map_or("(none)".into(), |h| h.display().to_string())
         ),
         Outcome::Finished => println!(
             "{name}: re-encrypted ({:.2} s); the old keyslots are gone",

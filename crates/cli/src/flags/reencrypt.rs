@@ -33,8 +33,14 @@ pub struct ReencryptArgs {
     /// the file --header names (which must not exist), then the data is encrypted,
     /// hotzone by hotzone, as `cryptsetup reencrypt --encrypt --header` does. The default
     /// sector size is 512 there.
-    #[arg(long, requires = "header")]
+    #[arg(long, requires = "header", conflicts_with = "decrypt")]
     pub encrypt: bool,
+    /// Decrypt the volume for good, in place: its header must be detached (--header)
+    /// with the data at offset 0, as `cryptsetup reencrypt --decrypt --header` takes it.
+    /// The hotzones go backward from the end; at the end the image holds the plaintext
+    /// alone and the header no keyslot.
+    #[arg(long, requires = "header", conflicts_with_all = ["cipher", "key_size", "sector_size"])]
+    pub decrypt: bool,
     /// Write the re-encryption metadata and the new keyslots, then stop: the data is
     /// untouched (resume later, with either tool).
     #[arg(long, conflicts_with = "resume_only")]
@@ -76,13 +82,16 @@ of the hotzone (every byte written twice), none stores nothing (a crash loses th
 being rewritten).
 
 --encrypt encrypts plain data in place with a detached header (--header FILE, created).
+--decrypt decrypts a volume with a detached header (data at offset 0) in place, from the
+end backward, as cryptsetup does; either tool resumes or recovers it.
 Serving a volume while it is re-keyed: `sectorcrypt serve --reencrypt`.
 
-Not yet: --decrypt, --encrypt without a detached header (--reduce-device-size, a data
-shift), the backward direction.
+Not yet: moving the data (cryptsetup's --reduce-device-size for --encrypt, and --decrypt
+of a volume whose header is inside the image, which moves the data over the header).
 
 Examples:
   sectorcrypt reencrypt disk.img --key-file pass
   sectorcrypt reencrypt disk.img --cipher aes-cbc-essiv:sha256 --key-size 256 --progress json
   sectorcrypt reencrypt disk.img --init-only; sectorcrypt reencrypt disk.img --resume-only
-  sectorcrypt reencrypt --encrypt --header disk.hdr plain.img";
+  sectorcrypt reencrypt --encrypt --header disk.hdr plain.img
+  sectorcrypt reencrypt --decrypt --header disk.hdr disk.img";

@@ -116,6 +116,11 @@ pub struct FormatOptions {
     pub data_alignment: Option<u64>,
     /// A UUID to use instead of a random one.
     pub uuid: Option<String>,
+    /// LUKS2: the bytes of the two header copies and the keyslots area together (what
+    /// cryptsetup's `--luks2-metadata-size` and `--luks2-keyslots-size` add up to), a
+    /// multiple of 4096. `None`: 16 MiB for a detached header, up to the data offset for
+    /// an attached one.
+    pub metadata_size: Option<u64>,
 }
 
 impl Default for FormatOptions {
@@ -130,6 +135,7 @@ impl Default for FormatOptions {
             data_offset: None,
             data_alignment: None,
             uuid: None,
+            metadata_size: None,
         }
     }
 }
@@ -212,10 +218,16 @@ fn new_header(
                 (None, false) => align_up(LUKS2_DEFAULT_DATA_OFFSET, align.unwrap_or(1)),
                 (None, true) => 0,
             };
-            let metadata_size = if detached || opts.data_offset.is_none() {
-                LUKS2_DEFAULT_DATA_OFFSET
-            } else {
-                data_offset
+            let metadata_size = match opts.metadata_size {
+                Some(m) if !m.is_multiple_of(4096) || (!detached && m > data_offset) => {
+                    return Err(Error::invalid(format!(
+                        "a metadata size of {m} bytes: a multiple of 4096, at most the data \
+                         offset"
+                    )))
+                }
+                Some(m) => m,
+                None if detached || opts.data_offset.is_none() => LUKS2_DEFAULT_DATA_OFFSET,
+                None => data_offset,
             };
             if !data_offset.is_multiple_of(4096) {
                 return Err(Error::invalid("the data offset must be a multiple of 4096"));

@@ -1,12 +1,22 @@
-//! LUKS2 re-encryption (a forward re-key, same cipher, 4 KiB sectors) cut at every write
-//! and sync, for each resilience: the operation is [`Luks2::reencrypt_init`] then
-//! [`Luks2::reencrypt_run`] to the end, on a 24 KiB data area in 8 KiB hotzones (three
-//! hotzones, so the cut lands in the init, in every step of each hotzone and in the end).
+//! LUKS2 re-encryption cut at every write and sync, for each resilience and two
+//! operations ([`Op`]): a forward re-key of an attached volume (same cipher, 4 KiB
+//! sectors: [`Luks2::reencrypt_init`] then [`Luks2::reencrypt_run`] to the end), and a
+//! decryption of a volume with a detached header (backward: [`Luks2::decrypt_init`] then
+//! the run), each on a 24 KiB data area in 8 KiB hotzones (three hotzones, so the cut
+//! lands in the init, in every step of each hotzone and in the end).
+//!
+//! The decryption's header and data live in one cut image, the header in its first MiB
+//! and the data after it, seen through two windows: a sync of either file syncs both
+//! here. The run never leaves a header write unsynced when it syncs the data (each header
+//! write is followed by its own syncs), so that model loses no reordering the run could
+//! suffer on two files.
 //! Every image the cut may leave ([`crash_images`]: pending writes lost, landed or torn)
 //! is recovered as `sectorcrypt repair` and `sectorcrypt reencrypt` do
 //! ([`Luks2::reencrypt_keys`] and [`Luks2::reencrypt_recover`] for a crash state, then
 //! [`Luks2::reencrypt_run`] to the end), after which the passphrase opens the volume, no
-//! re-encryption is left, and the data decrypts to the plaintext written before.
+//! re-encryption is left, and the data decrypts to the plaintext written before (for the
+//! decryption: the data area is the plaintext, and the header has no keyslot and one
+//! linear segment).
 //! Identical images are judged once.
 //!
 //! Resilience `none` keeps no copy of a hotzone, and the run writes the data of every
@@ -26,7 +36,11 @@
 //! then `reencrypt --resume-only --force-offline-reencrypt`): the first and the last image
 //! of every fifth cut and of every cut whose pending writes touch the metadata or the
 //! resilience area, and the images of the known reordering that tear no write. Its
-//! result is read here with the passphrase and judged as sectorcrypt's.
+//! result is read here with the passphrase and judged as sectorcrypt's. One state of a
+//! decryption is finished by sectorcrypt after cryptsetup's repair instead of
+//! cryptsetup's resume: a crash in the last hotzone, which cryptsetup 2.6.1's repair turns
+//! into one plaintext segment with the metadata kept, and whose resume then decrypts the
+//! plaintext again (after its own crashes too); those are counted.
 
 use crate::cut::{crash_images, CutStore, Step};
 use crate::ops::fast;
@@ -36,53 +50,171 @@ use sectorcrypt_volume::luks::luks2::reencrypt::{
     self, InitOptions, Outcome, Resilience, RunOptions, State,
 };
 use sectorcrypt_volume::luks::{self, FormatOptions, Luks2, Version};
-use sectorcrypt_volume::{FileStore, Header, Placement, Store};
+use sectorcrypt_volume::{Header, Placement, Store};
 use std::collections::HashSet;
+use std::io;
 use std::ops::Range;
 use std::path::Path;
 use std::process::Command;
 
 const PASS: &[u8] = b"passphrase-A";
-/// Where the data starts: room for the old and the new keyslot and the resilience area.
-const DATA_OFFSET: u64 = 1 << 20;
 const DATA: u64 = 24 << 10;
 const HOTZONE: u64 = 8 << 10;
 const SECTOR: usize = 4096;
 
 type Verdict = std::result::Result<(), String>;
 
-/// A LUKS2 volume opened by [`PASS`] whose data area holds a known plaintext.
-fn volume() -> (Vec<u8>, Vec<u8>) {
-    let store = CutStore::new(vec![0; (DATA_OFFSET + DATA) as usize], None);
+/// What is cut.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Op {
+    /// A forward re-key of an attached volume.
+    Rekey,
+    /// A (backward) decryption of a volume whose header is detached.
+    Decrypt,
+}
+
+impl Op {
+    /// Where the data starts in the cut image: room for the old and the new keyslot and
+    /// the resilience area (for the decryption, the detached header's file, made that
+    /// small).
+    fn data_offset(self) -> u64 {
+        1 << 20
+    }
+
+    /// Where the segments' offsets count from in the cut image.
+    fn segment_base(self) -> u64 {
+        match self {
+            Op::Rekey => self.data_offset(),
+            Op::Decrypt => 0,
+        }
+    }
+}
+
+/// A part of a store, as a store of its own (the two files of a detached header).
+#[derive(Debug)]
+struct Window<'a> {
+    inner: &'a dyn Store,
+    start: u64,
+    len: u64,
+}
+
+impl Window<'_> {
+    fn span(&self, offset: u64, len: usize) -> io::Result<u64> {
+        if offset + len as u64 > self.len {
+            return Err(io::Error::from(io::ErrorKind::UnexpectedEof));
+        }
+        Ok(self.start + offset)
+    }
+}
+
+impl Store for Window<'_> {
+    fn name(&self) -> &str {
+        "window"
+    }
+
+    fn size(&self) -> io::Result<u64> {
+        Ok(self.len)
+    }
+
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        self.inner.read_at(buf, self.span(offset, buf.len())?)
+    }
+
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.inner.write_at(buf, self.span(offset, buf.len())?)
+    }
+
+    fn sync(&self) -> io::Result<()> {
+        self.inner.sync()
+    }
+}
+
+/// A cut image as the operation sees it.
+struct Volume<'a> {
+    op: Op,
+    whole: &'a CutStore,
+    header: Window<'a>,
+    data: Window<'a>,
+}
+
+impl<'a> Volume<'a> {
+    fn new(op: Op, whole: &'a CutStore) -> Volume<'a> {
+        let d = op.data_offset();
+        Volume {
+            op,
+            whole,
+            header: Window {
+                inner: whole,
+                start: 0,
+                len: d,
+            },
+            data: Window {
+                inner: whole,
+                start: d,
+                len: DATA,
+            },
+        }
+    }
+
+    fn at(&self) -> Placement<'_> {
+        match self.op {
+            Op::Rekey => Placement::Attached(self.whole),
+            Op::Decrypt => Placement::Detached {
+                header: &self.header,
+                data: &self.data,
+            },
+        }
+    }
+
+    fn header_store(&self) -> &dyn Store {
+        match self.op {
+            Op::Rekey => self.whole,
+            Op::Decrypt => &self.header,
+        }
+    }
+}
+
+/// A LUKS2 volume opened by [`PASS`] whose data area holds a known plaintext: the cut
+/// image's bytes and the plaintext.
+fn volume(op: Op) -> (Vec<u8>, Vec<u8>) {
+    let store = CutStore::new(vec![0; (op.data_offset() + DATA) as usize], None);
+    let v = Volume::new(op, &store);
     let opts = FormatOptions {
         version: Version::Luks2,
         kdf: fast(),
         key_bytes: 32,
         sector_size: SECTOR,
-        data_offset: Some(DATA_OFFSET),
+        data_offset: Some(op.segment_base()),
+        metadata_size: Some(op.data_offset()),
         ..FormatOptions::default()
     };
-    let (_, u) = luks::format(&store, &opts, PASS, None).unwrap();
+    let (_, u) = luks::format_at(v.at(), &opts, PASS, None).unwrap();
     let plain = pattern(DATA as usize, 0x5e);
     let mut enc = plain.clone();
     u.layout().unwrap().encrypt(0, &mut enc).unwrap();
-    store.write_at(&enc, u.data_offset).unwrap();
+    store.write_at(&enc, op.data_offset()).unwrap();
     (store.bytes(), plain)
 }
 
 /// The operation: init, then the run to the end.
-fn reencrypt(store: &dyn Store, resilience: Resilience) -> sectorcrypt_volume::Result<()> {
-    let mut header = Header::read(store)?;
+fn reencrypt(op: Op, store: &CutStore, resilience: Resilience) -> sectorcrypt_volume::Result<()> {
+    let v = Volume::new(op, store);
+    let mut header = Header::read(v.header_store())?;
     let h = header.downcast_mut::<Luks2>().expect("a luks2 header");
-    let init = InitOptions {
-        cipher: None,
-        key_bytes: None,
-        sector_size: None,
-        resilience,
-        kdf: Some(&fast()),
-        key_slot: None,
+    let keys = match op {
+        Op::Rekey => {
+            let init = InitOptions {
+                cipher: None,
+                key_bytes: None,
+                sector_size: None,
+                resilience,
+                kdf: Some(&fast()),
+                key_slot: None,
+            };
+            h.reencrypt_init(store, store, PASS, &init)?
+        }
+        Op::Decrypt => h.decrypt_init(v.at(), PASS, resilience, None)?,
     };
-    let keys = h.reencrypt_init(store, store, PASS, &init)?;
     let mut go_on = |_: u64, _: u64| true;
     let mut run = RunOptions {
         hotzone: Some(HOTZONE),
@@ -91,13 +223,13 @@ fn reencrypt(store: &dyn Store, resilience: Resilience) -> sectorcrypt_volume::R
         progress: &mut go_on,
         line: None,
     };
-    let outcome = h.reencrypt_run(Placement::Attached(store), &keys, &mut run)?;
+    let outcome = h.reencrypt_run(v.at(), &keys, &mut run)?;
     assert_eq!(outcome, Outcome::Finished);
     Ok(())
 }
 
 /// The hotzone a crash state names (its `in-reencryption` segment), relative to the data.
-fn hotzone_in_flight(json: &serde_json::Value) -> Option<Range<usize>> {
+fn hotzone_in_flight(op: Op, json: &serde_json::Value) -> Option<Range<usize>> {
     let segs = json["segments"].as_object()?;
     let hot = segs.values().find(|s| {
         s["flags"]
@@ -106,26 +238,46 @@ fn hotzone_in_flight(json: &serde_json::Value) -> Option<Range<usize>> {
     })?;
     let offset: u64 = hot["offset"].as_str()?.parse().ok()?;
     let size: u64 = hot["size"].as_str()?.parse().ok()?;
-    let start = (offset - DATA_OFFSET) as usize;
+    let start = (offset - op.segment_base()) as usize;
     Some(start..start + size as usize)
 }
 
-/// Opens `store` with the passphrase and compares its data with `plain`, outside `lost`.
-fn reads_plaintext(store: &dyn Store, plain: &[u8], lost: &[Range<usize>]) -> Verdict {
-    let h = Header::read(store).map_err(|e| format!("the header does not read: {e}"))?;
+/// Judges a recovered image: no re-encryption left, and the data (decrypted with the
+/// passphrase's key; plain as it is after a decryption) is `plain` outside `lost`.
+fn reads_plaintext(op: Op, store: &CutStore, plain: &[u8], lost: &[Range<usize>]) -> Verdict {
+    let v = Volume::new(op, store);
+    let h = Header::read(v.header_store()).map_err(|e| format!("the header does not read: {e}"))?;
     assert!(!h.dump().is_empty());
+    let mut buf = vec![0u8; plain.len()];
+    v.data.read_at(&mut buf, 0).unwrap();
     if let Some(l) = h.downcast_ref::<Luks2>() {
         let st = reencrypt::state(l.json()).map_err(|e| e.to_string())?;
         if st != State::None {
             return Err(format!("a re-encryption is left ({st:?})"));
         }
+        let untouched = l.json()["segments"]["0"]["type"] == "crypt";
+        if op == Op::Decrypt && !untouched {
+            let json = l.json();
+            let want =
+                serde_json::json!({"0": {"type": "linear", "offset": "0", "size": "dynamic"}});
+            if json["segments"] != want || json["keyslots"] != serde_json::json!({}) {
+                return Err(format!(
+                    "the header is not a finished decryption's: {}",
+                    json["segments"]
+                ));
+            }
+        }
     }
-    let u = h
-        .unlock(store, PASS)
-        .map_err(|e| format!("the passphrase does not open it: {e}"))?;
-    let mut buf = vec![0u8; plain.len()];
-    store.read_at(&mut buf, u.data_offset).unwrap();
-    u.layout().unwrap().decrypt(0, &mut buf).unwrap();
+    let crypt = h
+        .downcast_ref::<Luks2>()
+        .is_some_and(|l| l.json()["segments"]["0"]["type"] == "crypt");
+    if op == Op::Rekey || crypt {
+        // A decryption cut before its metadata landed: the volume as it was.
+        let u = h
+            .unlock(store, PASS)
+            .map_err(|e| format!("the passphrase does not open it: {e}"))?;
+        u.layout().unwrap().decrypt(0, &mut buf).unwrap();
+    }
     let bad = (0..plain.len() / SECTOR)
         .map(|i| i * SECTOR..(i + 1) * SECTOR)
         .filter(|r| !lost.iter().any(|l| l.start <= r.start && r.end <= l.end))
@@ -149,21 +301,24 @@ enum Recovered {
 /// Recovers `bytes` as `sectorcrypt repair` then `sectorcrypt reencrypt` would, and judges
 /// the result.
 fn recover_by_sectorcrypt(
+    op: Op,
     bytes: Vec<u8>,
     plain: &[u8],
     none: bool,
     lost: &[Range<usize>],
 ) -> Result<Recovered, String> {
     let store = CutStore::new(bytes.clone(), None);
-    let at = Placement::Attached(&store);
+    let v = Volume::new(op, &store);
+    let at = v.at();
     let err = |e: sectorcrypt_volume::Error| e.to_string();
-    let mut header = Header::read(&store).map_err(|e| format!("the header does not read: {e}"))?;
+    let mut header =
+        Header::read(v.header_store()).map_err(|e| format!("the header does not read: {e}"))?;
     if let Some(h) = header.downcast_mut::<Luks2>() {
         let mut st = reencrypt::state(h.json()).map_err(err)?;
         if st == State::Crash {
-            let keys = h.reencrypt_keys(&store, PASS).map_err(err)?;
+            let keys = h.reencrypt_keys(v.header_store(), PASS).map_err(err)?;
             if none {
-                let hot = hotzone_in_flight(h.json()).ok_or("a crash state without hotzone")?;
+                let hot = hotzone_in_flight(op, h.json()).ok_or("a crash state without hotzone")?;
                 return match h.reencrypt_recover(at, &keys) {
                     Ok(()) => Err("a hotzone interrupted without resilience recovered".into()),
                     Err(_) if store.bytes() == bytes => Ok(Recovered::Refused(hot)),
@@ -174,7 +329,7 @@ fn recover_by_sectorcrypt(
             st = reencrypt::state(h.json()).map_err(err)?;
         }
         if st == State::Clean && !h.reencrypt_finish_done(at).map_err(err)? {
-            let keys = h.reencrypt_keys(&store, PASS).map_err(err)?;
+            let keys = h.reencrypt_keys(v.header_store(), PASS).map_err(err)?;
             let mut go_on = |_: u64, _: u64| true;
             let mut run = RunOptions {
                 hotzone: Some(HOTZONE),
@@ -186,25 +341,49 @@ fn recover_by_sectorcrypt(
             h.reencrypt_run(at, &keys, &mut run).map_err(err)?;
         }
     }
-    reads_plaintext(&store, plain, lost)?;
+    reads_plaintext(op, &store, plain, lost)?;
     Ok(Recovered::Full)
+}
+
+/// What cryptsetup's recovery of one image came to.
+enum ByCryptsetup {
+    /// Repaired and resumed by cryptsetup.
+    Alone,
+    /// A decryption's last hotzone: repaired by cryptsetup, finished by sectorcrypt (see
+    /// the module docs).
+    FinishedHere,
 }
 
 /// Recovers a file copy of `bytes` with cryptsetup (`repair`, then the resume when a
 /// re-encryption is left) and judges the result (outside `lost`).
-fn recover_by_cryptsetup(dir: &Path, bytes: &[u8], plain: &[u8], lost: &[Range<usize>]) -> Verdict {
+fn recover_by_cryptsetup(
+    op: Op,
+    dir: &Path,
+    bytes: &[u8],
+    plain: &[u8],
+    lost: &[Range<usize>],
+) -> Result<ByCryptsetup, String> {
     let img = dir.join("cut.img");
+    let hdr = dir.join("cut.hdr");
     let key = dir.join("pass");
-    std::fs::write(&img, bytes).unwrap();
+    let split = op.data_offset() as usize;
+    match op {
+        Op::Rekey => std::fs::write(&img, bytes).unwrap(),
+        Op::Decrypt => {
+            std::fs::write(&hdr, &bytes[..split]).unwrap();
+            std::fs::write(&img, &bytes[split..]).unwrap();
+        }
+    }
     std::fs::write(&key, PASS).unwrap();
     let cs = |args: &[&str]| {
-        let out = Command::new("cryptsetup")
-            .args(["-q", "--disable-locks", "--disable-keyring", "--key-file"])
+        let mut cmd = Command::new("cryptsetup");
+        cmd.args(["-q", "--disable-locks", "--disable-keyring", "--key-file"])
             .arg(&key)
-            .args(args)
-            .arg(&img)
-            .output()
-            .unwrap();
+            .args(args);
+        if op == Op::Decrypt {
+            cmd.arg("--header").arg(&hdr);
+        }
+        let out = cmd.arg(&img).output().unwrap();
         if out.status.success() {
             Ok(out.stdout)
         } else {
@@ -217,30 +396,50 @@ fn recover_by_cryptsetup(dir: &Path, bytes: &[u8], plain: &[u8], lost: &[Range<u
     cs(&["repair"])?;
     let json: serde_json::Value =
         serde_json::from_slice(&cs(&["luksDump", "--dump-json-metadata"])?).unwrap();
+    let regular = json["segments"].as_object().map_or(0, |m| {
+        m.values().filter(|s| s.get("flags").is_none()).count()
+    });
+    let mut back = match op {
+        Op::Rekey => std::fs::read(&img).unwrap(),
+        Op::Decrypt => [std::fs::read(&hdr).unwrap(), std::fs::read(&img).unwrap()].concat(),
+    };
     if json["config"].get("requirements").is_some() {
+        if op == Op::Decrypt && regular == 1 {
+            let store = CutStore::new(back, None);
+            match recover_by_sectorcrypt(op, store.bytes(), plain, false, lost) {
+                Ok(_) => return Ok(ByCryptsetup::FinishedHere),
+                Err(e) => return Err(format!("sectorcrypt after cryptsetup's repair: {e}")),
+            }
+        }
         cs(&["reencrypt", "--resume-only", "--force-offline-reencrypt"])?;
+        back = match op {
+            Op::Rekey => std::fs::read(&img).unwrap(),
+            Op::Decrypt => [std::fs::read(&hdr).unwrap(), std::fs::read(&img).unwrap()].concat(),
+        };
     }
-    let store = FileStore::open(&img, false).unwrap();
-    reads_plaintext(&store, plain, lost)
+    let store = CutStore::new(back, None);
+    reads_plaintext(op, &store, plain, lost)?;
+    Ok(ByCryptsetup::Alone)
 }
 
 /// Whether a cut's pending writes (after its last sync, and the refused one) touch the
 /// metadata or the resilience area.
-fn header_pending(done: &[Step], refused: Option<&Step>) -> bool {
+fn header_pending(op: Op, done: &[Step], refused: Option<&Step>) -> bool {
     let last_sync = done.iter().rposition(|s| matches!(s, Step::Sync));
     done[last_sync.map_or(0, |i| i + 1)..]
         .iter()
         .chain(refused)
-        .any(|s| matches!(s, Step::Write { at, .. } if *at < DATA_OFFSET))
+        .any(|s| matches!(s, Step::Write { at, .. } if *at < op.data_offset()))
 }
 
 /// The data-area ranges (relative to the data) of the writes `done` and `refused` made.
-fn data_writes(done: &[Step], refused: Option<&Step>) -> Vec<Range<usize>> {
+fn data_writes(op: Op, done: &[Step], refused: Option<&Step>) -> Vec<Range<usize>> {
+    let base = op.data_offset();
     done.iter()
         .chain(refused)
         .filter_map(|s| match s {
-            Step::Write { at, data } if *at >= DATA_OFFSET => {
-                let start = (*at - DATA_OFFSET) as usize;
+            Step::Write { at, data } if *at >= base => {
+                let start = (*at - base) as usize;
                 Some(start..start + data.len())
             }
             _ => None,
@@ -251,7 +450,7 @@ fn data_writes(done: &[Step], refused: Option<&Step>) -> Vec<Range<usize>> {
 /// Whether a crash image (by its [`crash_images`] label) lost or tore the write of the
 /// resilience area (checksums or journal) while the header write after it landed: the
 /// reordering that the missing sync between the two allows.
-fn resilience_reordered(label: &str) -> bool {
+fn resilience_reordered(op: Op, label: &str) -> bool {
     let Some(list) = label
         .split_once('[')
         .and_then(|(_, rest)| rest.strip_suffix(']'))
@@ -267,7 +466,7 @@ fn resilience_reordered(label: &str) -> bool {
         })
         .collect();
     writes.iter().enumerate().any(|(i, &(at, mark))| {
-        (AREA..DATA_OFFSET).contains(&at)
+        (AREA..op.data_offset()).contains(&at)
             && mark != "+"
             && writes[i + 1..]
                 .iter()
@@ -282,14 +481,14 @@ const AREA: u64 = 32 << 10;
 /// Cuts the re-encryption with `resilience` at every step and judges every image. Unless
 /// `strict`, images of the known reordering ([`resilience_reordered`]) are counted and
 /// printed, not failed.
-fn every_cut(name: &str, resilience: Resilience, strict: bool) {
+fn every_cut(op: Op, name: &str, resilience: Resilience, strict: bool) {
     let none = resilience == Resilience::None;
-    let (base, plain) = volume();
+    let (base, plain) = volume(op);
     let full = CutStore::new(base.clone(), None);
-    reencrypt(&full, resilience).unwrap();
+    reencrypt(op, &full, resilience).unwrap();
     let steps = full.steps().len();
-    eprintln!("crash: reencrypt {name}: steps {:?}", full.steps());
-    reads_plaintext(&full, &plain, &[]).unwrap();
+    eprintln!("crash: {name}: steps {:?}", full.steps());
+    reads_plaintext(op, &full, &plain, &[]).unwrap();
     let cryptsetup = have("cryptsetup");
     if !cryptsetup {
         skipped!("skipped: cryptsetup is not installed (its recoveries of the sample)");
@@ -298,10 +497,11 @@ fn every_cut(name: &str, resilience: Resilience, strict: bool) {
     let start = std::time::Instant::now();
     let mut seen = HashSet::new();
     let (mut images, mut judged, mut refused_none, mut by_cryptsetup) = (0, 0, 0, 0);
+    let mut finished_here = 0;
     let (mut failures, mut reordered) = (Vec::new(), Vec::new());
     for k in 0..=steps {
         let store = CutStore::new(base.clone(), Some(k));
-        let result = reencrypt(&store, resilience);
+        let result = reencrypt(op, &store, resilience);
         assert_eq!(
             result.is_ok(),
             k == steps,
@@ -313,11 +513,11 @@ fn every_cut(name: &str, resilience: Resilience, strict: bool) {
         // progress record (as cryptsetup does): a cut before that record is durable may
         // lose what the run wrote to the data, and nothing else.
         let lost = if none && k < steps {
-            data_writes(&done, refused.as_ref())
+            data_writes(op, &done, refused.as_ref())
         } else {
             Vec::new()
         };
-        let sample = cryptsetup && (k % 5 == 0 || header_pending(&done, refused.as_ref()));
+        let sample = cryptsetup && (k % 5 == 0 || header_pending(op, &done, refused.as_ref()));
         let all: Vec<(String, Vec<u8>)> = crash_images(&base, &done, refused.as_ref()).collect();
         let n = all.len();
         for (i, (label, image)) in all.into_iter().enumerate() {
@@ -329,7 +529,7 @@ fn every_cut(name: &str, resilience: Resilience, strict: bool) {
             let what = format!("{name}: cut after step {k}/{steps}, {label}");
             let mut wrong = Vec::new();
             let mut lost_here = lost.clone();
-            match recover_by_sectorcrypt(image.clone(), &plain, none, &lost) {
+            match recover_by_sectorcrypt(op, image.clone(), &plain, none, &lost) {
                 Ok(Recovered::Full) => {}
                 Ok(Recovered::Refused(hot)) => {
                     refused_none += 1;
@@ -337,14 +537,16 @@ fn every_cut(name: &str, resilience: Resilience, strict: bool) {
                 }
                 Err(e) => wrong.push(format!("{what}: sectorcrypt: {e}")),
             }
-            let known = resilience_reordered(&label);
+            let known = resilience_reordered(op, &label);
             // cryptsetup sees the images of the known reordering too (those without a
             // torn write): does it lose the hotzone as well?
             let whole = !label.contains(['<', '>']);
             if cryptsetup && ((known && whole) || (sample && (i == 0 || i + 1 == n))) {
                 by_cryptsetup += 1;
-                if let Err(e) = recover_by_cryptsetup(dir.path(), &image, &plain, &lost_here) {
-                    wrong.push(format!("{what}: cryptsetup: {e}"));
+                match recover_by_cryptsetup(op, dir.path(), &image, &plain, &lost_here) {
+                    Ok(ByCryptsetup::Alone) => {}
+                    Ok(ByCryptsetup::FinishedHere) => finished_here += 1,
+                    Err(e) => wrong.push(format!("{what}: cryptsetup: {e}")),
                 }
             }
             if !strict && !wrong.is_empty() && known {
@@ -355,16 +557,17 @@ fn every_cut(name: &str, resilience: Resilience, strict: bool) {
         }
     }
     eprintln!(
-        "crash: reencrypt {name}: {} cuts, {images} images, {judged} distinct judged by \
+        "crash: {name}: {} cuts, {images} images, {judged} distinct judged by \
          sectorcrypt ({refused_none} crash states refused), {by_cryptsetup} also by \
-         cryptsetup, {} failures, {} known ({:.1} s)",
+         cryptsetup ({finished_here} of them finished by sectorcrypt after cryptsetup's \
+         repair), {} failures, {} known ({:.1} s)",
         steps + 1,
         failures.len(),
         reordered.len(),
         start.elapsed().as_secs_f64()
     );
     for known in &reordered {
-        eprintln!("crash: reencrypt {name}: known: {known}");
+        eprintln!("crash: {name}: known: {known}");
     }
     assert!(
         failures.is_empty(),
@@ -379,34 +582,64 @@ fn reencrypt_checksum_at_every_cut() {
     // Strict: the resilience data is synced before the header that names it, so no
     // reordering of the writes loses a hotzone (it did before; cryptsetup 2.6.1's order
     // still does).
-    every_cut("checksum", Resilience::Checksum(HashAlg::Sha256), true);
+    every_cut(
+        Op::Rekey,
+        "reencrypt checksum",
+        Resilience::Checksum(HashAlg::Sha256),
+        true,
+    );
 }
 
 #[test]
 fn reencrypt_journal_at_every_cut() {
-    every_cut("journal", Resilience::Journal, true);
+    every_cut(Op::Rekey, "reencrypt journal", Resilience::Journal, true);
 }
 
 #[test]
 fn reencrypt_none_at_every_cut() {
-    every_cut("none", Resilience::None, true);
+    every_cut(Op::Rekey, "reencrypt none", Resilience::None, true);
+}
+
+#[test]
+fn decrypt_checksum_at_every_cut() {
+    every_cut(
+        Op::Decrypt,
+        "decrypt checksum",
+        Resilience::Checksum(HashAlg::Sha256),
+        true,
+    );
+}
+
+#[test]
+fn decrypt_journal_at_every_cut() {
+    every_cut(Op::Decrypt, "decrypt journal", Resilience::Journal, true);
+}
+
+#[test]
+fn decrypt_none_at_every_cut() {
+    every_cut(Op::Decrypt, "decrypt none", Resilience::None, true);
 }
 
 #[test]
 fn the_reordering_is_told_from_its_label() {
     assert!(resilience_reordered(
+        Op::Rekey,
         "synced writes, then [294912+64 -, 0+16384 +]"
     ));
     assert!(resilience_reordered(
+        Op::Rekey,
         "synced writes, then [294912+8192 <4096, 0+16384 <4096]"
     ));
     assert!(!resilience_reordered(
+        Op::Rekey,
         "synced writes, then [294912+64 +, 0+16384 +]"
     ));
     assert!(!resilience_reordered(
+        Op::Rekey,
         "synced writes, then [294912+64 -, 0+16384 -]"
     ));
     assert!(!resilience_reordered(
+        Op::Rekey,
         "synced writes, then [1048576+8192 <4096]"
     ));
 }

@@ -157,6 +157,12 @@ impl super::super::Luks2 {
     ) -> Result<(crate::engine::Volume, std::sync::Arc<Line>)> {
         let engine = self.rekey_state(data, keys)?;
         let p = self.rekey_state(data, keys)?;
+        if p.backward {
+            return Err(Error::unsupported(
+                "serving a volume whose reencryption runs backward (a decryption): finish \
+                 it offline first (sectorcrypt reencrypt IMAGE)",
+            ));
+        }
         let line = std::sync::Arc::new(Line::new(p.done));
         let translated = Translated::new(store, line.clone(), p.old.layout()?, p.new.layout()?)?;
         let volume = crate::engine::Volume::new(Box::new(translated), engine.old.layout()?, opts)?;

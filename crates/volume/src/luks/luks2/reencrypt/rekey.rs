@@ -116,24 +116,29 @@ pub struct InitOptions<'a> {
     pub key_slot: Option<usize>,
 }
 
-/// The two volume keys of a re-key.
+/// The two volume keys of a reencryption.
 pub struct Keys {
     /// `None` when the old layout is plaintext (an encryption).
     old: Option<SecretBytes>,
-    new: SecretBytes,
+    /// `None` when the new layout is plaintext (a decryption).
+    new: Option<SecretBytes>,
 }
 
 impl Keys {
-    /// The keys of a re-key: the old volume key, the new one.
-    pub(super) fn from_parts(old: Option<&[u8]>, new: &[u8]) -> Keys {
+    /// The keys of a reencryption: the old volume key, the new one.
+    pub(super) fn from_parts(old: Option<&[u8]>, new: Option<&[u8]>) -> Keys {
         Keys {
             old: old.map(SecretBytes::from_slice),
-            new: SecretBytes::from_slice(new),
+            new: new.map(SecretBytes::from_slice),
         }
     }
 
     fn old(&self) -> Option<&[u8]> {
         self.old.as_deref()
+    }
+
+    fn new_key(&self) -> Option<&[u8]> {
+        self.new.as_deref()
     }
 }
 
@@ -281,7 +286,7 @@ impl Luks2 {
             self.json = saved;
             return Err(e);
         }
-        Ok(Keys::from_parts(Some(&old_key), &new_key))
+        Ok(Keys::from_parts(Some(&old_key), Some(&new_key)))
     }
 
     /// The metadata of a new re-key, in `self.json`; returns the new keyslots' material.
@@ -318,41 +323,11 @@ impl Luks2 {
             new_ids.push(id);
             sealed.push(s);
         }
-        let reenc_id = self.new_keyslot_id(None, None)?;
         let align = [BLOCK, seg.sector_size as u64, sector_size as u64]
             .into_iter()
             .max()
             .expect("three");
-        let (area_offset, area_size) = self.largest_gap()?;
-        let mut area = json!({
-            "type": o.resilience.name(),
-            "offset": area_offset.to_string(),
-            "size": area_size.to_string(),
-        });
-        let least = match o.resilience {
-            Resilience::Checksum(h) => {
-                area["hash"] = Value::String(h.name().into());
-                area["sector_size"] = json!(align);
-                h.output_len() as u64
-            }
-            Resilience::Journal => align,
-            Resilience::None => 0,
-        };
-        if area_size < least.max(1) {
-            return Err(Error::invalid(format!(
-                "the keyslots area has no free gap for the {} resilience data (the largest \
-                 is {area_size} bytes): remove a keyslot, or use --resilience none",
-                o.resilience.name()
-            )));
-        }
-        self.json["keyslots"][reenc_id.to_string()] = json!({
-            "type": "reencrypt",
-            "key_size": 1,
-            "mode": "reencrypt",
-            "direction": "forward",
-            "area": area,
-            "priority": 0,
-        });
+        let reenc_id = self.add_reencrypt_keyslot("reencrypt", "forward", o.resilience, align)?;
         let old = self.json["segments"][&seg.id].clone();
         let mut previous = old.clone();
         previous["flags"] = json!(["backup-previous"]);
@@ -361,19 +336,11 @@ impl Luks2 {
         last["sector_size"] = json!(sector_size);
         last["flags"] = json!(["backup-final"]);
         self.json["segments"] = json!({"0": old, "1": previous, "2": last});
-        let digest_json = &self.json["digests"][&old_digest];
-        let hash = HashAlg::parse(str_of(digest_json, "hash", "digests.")?)?;
-        let iterations = digest_json["iterations"]
-            .as_u64()
-            .and_then(|n| u32::try_from(n).ok())
-            .ok_or_else(|| corrupt("json: the volume key digest has no iterations"))?;
-        let free_digest = |json: &Value, after: u32| -> Result<u32> {
-            let used = obj(json, "digests", "")?;
-            Ok((after..)
-                .find(|n| !used.contains_key(&n.to_string()))
-                .expect("a free id"))
-        };
-        let new_digest = free_digest(&self.json, 0)?;
+        let (hash, iterations) = self.digest_cost(&old_digest)?;
+        let used = obj(&self.json, "digests", "")?;
+        let new_digest = (0u32..)
+            .find(|n| !used.contains_key(&n.to_string()))
+            .expect("a free id");
         self.json["digests"][&old_digest]["segments"] = json!(["0", "1"]);
         self.json["digests"][new_digest.to_string()] = pbkdf2_digest(
             new_key,
@@ -383,13 +350,7 @@ impl Luks2 {
             vec!["2".into()],
         )?;
         self.json["config"]["requirements"] = json!({"mandatory": [REQUIREMENT]});
-        let reenc_digest = free_digest(&self.json, new_digest + 1)?;
-        // A placeholder so that the digest input sees the final structure.
-        self.json["digests"][reenc_digest.to_string()] =
-            pbkdf2_digest(b"-", hash, iterations, vec![reenc_id.to_string()], vec![])?;
-        let data = verification_data(&self.json, Some(old_key), Some(new_key))?;
-        self.json["digests"][reenc_digest.to_string()] =
-            pbkdf2_digest(&data, hash, iterations, vec![reenc_id.to_string()], vec![])?;
+        self.seal_reencryption(reenc_id, hash, iterations, Some(old_key), Some(new_key))?;
         self.check_fits(&self.json)?;
         Ok(sealed)
     }
@@ -417,9 +378,12 @@ impl Luks2 {
     pub fn reencrypt_keys(&self, store: &dyn Store, passphrase: &[u8]) -> Result<Keys> {
         self.rekey_plan()?;
         let (old, new) = self.bound_keys(store, passphrase)?;
-        let new = new.ok_or_else(|| corrupt("json: the new layout has no volume key digest"))?;
-        super::verify_digest(&self.json, old.as_deref().map(|k| &k[..]), Some(&new))?;
-        Ok(Keys::from_parts(old.as_deref().map(|k| &k[..]), &new))
+        let (old, new) = (
+            old.as_deref().map(|k| &k[..]),
+            new.as_deref().map(|k| &k[..]),
+        );
+        super::verify_digest(&self.json, old, new)?;
+        Ok(Keys::from_parts(old, new))
     }
 
     /// Refuses a mandatory requirement besides the re-encryption's: one this code does
@@ -488,13 +452,13 @@ impl Luks2 {
         }
         self.only_known_requirements()?;
         let p = plan(&self.json)?;
-        if !matches!(p.mode.as_str(), "reencrypt" | "encrypt") || p.direction != "forward" {
+        if p.shift.is_some() {
             return Err(Error::unsupported(format!(
-                "a reencryption in mode {} ({}): sectorcrypt resumes forward re-keys and \
-                 encryptions only; \
-                 finish it with `cryptsetup reencrypt --resume-only \
-                 --force-offline-reencrypt --disable-locks --disable-keyring IMAGE`",
-                p.mode, p.direction
+                "a reencryption in mode {} that moves the data (resilience {}): \
+                 sectorcrypt does not move data yet; finish it with `cryptsetup reencrypt \
+                 --resume-only --force-offline-reencrypt --disable-locks --disable-keyring \
+                 IMAGE`",
+                p.mode, p.resilience
             )));
         }
         Ok(p)
@@ -503,23 +467,35 @@ impl Luks2 {
     /// Where the reencryption stands: the data offset, bytes under the new key, bytes in
     /// all, and both layouts.
     pub(super) fn rekey_state(&self, data: &dyn Store, keys: &Keys) -> Result<Progress> {
-        let spans = layout(&self.json)?;
-        let mut done = 0;
-        let mut seen_old = false;
-        for s in &spans {
+        let backward = plan(&self.json)?.direction == "backward";
+        // Forward: the new layout's spans, then the old's; backward: the other way round.
+        // `first` bytes lie before the change of key (`None`: to the end).
+        let (before, after) = if backward {
+            (KeyOf::Old, KeyOf::New)
+        } else {
+            (KeyOf::New, KeyOf::Old)
+        };
+        let mut first = Some(0u64);
+        let mut crossed = false;
+        for s in layout(&self.json)? {
             match s.key {
-                KeyOf::New if !seen_old => done += s.size.unwrap_or(0),
-                KeyOf::Old => seen_old = true,
                 KeyOf::Hot => {
                     return Err(Error::invalid(
                         "the reencryption was interrupted inside a hotzone: recover it first \
                          (sectorcrypt repair IMAGE, or cryptsetup repair)",
                     ))
                 }
-                KeyOf::New => {
-                    return Err(corrupt(
-                        "json: new data after old data in a forward reencryption",
-                    ))
+                k if k == before && !crossed => {
+                    first = first.and_then(|f| s.size.map(|n| f + n));
+                }
+                k if k == after => crossed = true,
+                _ => {
+                    return Err(corrupt(format!(
+                        "json: {} data after {} data in a {} reencryption",
+                        if backward { "old" } else { "new" },
+                        if backward { "new" } else { "old" },
+                        if backward { "backward" } else { "forward" },
+                    )))
                 }
             }
         }
@@ -532,28 +508,43 @@ impl Luks2 {
             }
             Ok((offset, Some(super::super::json::segment_of(id, seg)?)))
         };
-        let ((old_offset, old), (_, new)) = (part("backup-previous")?, part("backup-final")?);
-        let new = new.ok_or_else(|| {
-            Error::unsupported("a decryption (the new layout is plaintext): use cryptsetup")
-        })?;
+        let ((old_offset, old), (new_offset, new)) =
+            (part("backup-previous")?, part("backup-final")?);
+        if old.is_none() && new.is_none() {
+            return Err(corrupt(
+                "json: both layouts of the reencryption are plaintext",
+            ));
+        }
         self.check_regular_segments()?;
-        if old_offset != new.offset {
+        if old_offset != new_offset {
             return Err(Error::unsupported(
                 "a reencryption that moves the data (a data shift)",
             ));
         }
-        let total = data_length(data, new.offset, new.size)?;
-        let old_sector = old.as_ref().map_or(new.sector_size, |o| o.sector_size);
-        let sector = old_sector.max(new.sector_size) as u64;
+        let (_, total) = self.final_extent(data)?;
+        let sector_of = |s: &Option<super::super::Segment>| s.as_ref().map(|s| s.sector_size);
+        let old_sector = sector_of(&old).or(sector_of(&new)).expect("one is crypt");
+        let new_sector = sector_of(&new).unwrap_or(old_sector);
+        let sector = old_sector.max(new_sector) as u64;
         if total % sector != 0 || total == 0 {
             return Err(Error::truncated(format!(
                 "the data area has {total} bytes, not a whole number of {sector}-byte \
                  sectors: the image changed size during the re-encryption (did it shrink?)"
             )));
         }
-        if !seen_old {
-            done = total;
-        }
+        let done = match (crossed, first) {
+            // One layout alone: all done forward, nothing done backward.
+            (false, _) if backward => 0,
+            (false, _) => total,
+            (true, None) => return Err(corrupt("json: a dynamic segment before the last")),
+            (true, Some(f)) if backward => total.checked_sub(f).ok_or_else(|| {
+                corrupt(format!(
+                    "json: {f} bytes of old data in a {total}-byte data area (did the image \
+                     shrink?)"
+                ))
+            })?,
+            (true, Some(f)) => f,
+        };
         if done > total {
             return Err(corrupt(format!(
                 "json: {done} bytes reencrypted of a {total}-byte data area (did the image \
@@ -572,23 +563,36 @@ impl Luks2 {
             };
             Layout::single(geometry, cipher_spec(&seg.encryption, key.len())?, key)
         };
-        let align = [BLOCK, old_sector as u64, new.sector_size as u64]
-            .into_iter()
-            .max()
-            .expect("three");
-        let old = match (&old, keys.old()) {
-            (None, _) => Side::Plain(new.sector_size),
-            (Some(seg), Some(key)) => Side::Crypt(Box::new(make(seg, key)?)),
-            (Some(_), None) => return Err(Error::invalid("the old volume key is missing")),
+        let align = BLOCK.max(sector);
+        let side = |seg: &Option<super::super::Segment>, key: Option<&[u8]>, which| match (seg, key)
+        {
+            (None, _) => Ok(Side::Plain(sector as usize)),
+            (Some(seg), Some(key)) => Ok(Side::Crypt(Box::new(make(seg, key)?))),
+            (Some(_), None) => Err(Error::invalid(format!("the {which} volume key is missing"))),
         };
         Ok(Progress {
-            offset: new.offset,
+            offset: new_offset,
             done,
             total,
             align,
-            old,
-            new: Side::Crypt(Box::new(make(&new, &keys.new)?)),
+            backward,
+            old: side(&old, keys.old(), "old")?,
+            new: side(&new, keys.new_key(), "new")?,
         })
+    }
+
+    /// Where the new layout's data starts and how many bytes it has (the
+    /// `backup-final` segment's, `crypt` or `linear`).
+    fn final_extent(&self, data: &dyn Store) -> Result<(u64, u64)> {
+        let (_, seg) = super::flagged_segment(&self.json, "backup-final")?
+            .ok_or_else(|| corrupt("json: no segment is flagged backup-final"))?;
+        let path = "segments.backup-final.";
+        let offset = u64_str(seg, "offset", path)?;
+        let size = match seg["size"].as_str() {
+            Some("dynamic") => None,
+            _ => Some(u64_str(seg, "size", path)?),
+        };
+        Ok((offset, data_length(data, offset, size)?))
     }
 
     /// Refuses regular segments whose type, cipher or sector size is not their layout's
@@ -724,11 +728,12 @@ impl Luks2 {
         hot: u64,
         total: u64,
     ) -> Result<()> {
+        let at = zone_start(p, done, hot, total);
         match resilience {
-            Resilience::None => pass.rewrite(done, hot),
+            Resilience::None => pass.rewrite(at, hot),
             Resilience::Checksum(hash) => {
                 let block = p.checksum.as_ref().expect("checksum plan").1 as u64;
-                let sums = pass.hashes(done, hot, hash, block)?;
+                let sums = pass.hashes(at, hot, hash, block)?;
                 store::write_all(header, &sums, p.area.0, "reencryption checksums")?;
                 // A sync of its own: a header that says "hotzone in flight" must never
                 // land without the checksums it names (cryptsetup writes both under one
@@ -736,18 +741,18 @@ impl Luks2 {
                 store::sync(header)?;
                 self.set_progress(done, hot, total)?;
                 self.write(header)?;
-                pass.rewrite(done, hot)?;
+                pass.rewrite(at, hot)?;
                 store::sync(pass.data)?;
                 self.step_done(header, done + hot, total)
             }
             Resilience::Journal => {
                 let mut buf = Zeroizing::new(vec![0u8; hot as usize]);
-                store::read_exact(pass.data, &mut buf, pass.offset + done, "hotzone")?;
+                store::read_exact(pass.data, &mut buf, pass.offset + at, "hotzone")?;
                 store::write_all(header, &buf, p.area.0, "reencryption journal")?;
                 store::sync(header)?;
                 self.set_progress(done, hot, total)?;
                 self.write(header)?;
-                pass.rewrite_from(done, &mut buf)?;
+                pass.rewrite_from(at, &mut buf)?;
                 store::sync(pass.data)?;
                 self.step_done(header, done + hot, total)
             }
@@ -770,9 +775,13 @@ impl Luks2 {
     }
 
     /// Sets the regular segments for `done` bytes under the new key and a hotzone of
-    /// `hot` bytes after them (0: none).
+    /// `hot` bytes next to them (0: none): after them forward, before them backward.
     fn set_progress(&mut self, done: u64, hot: u64, total: u64) -> Result<()> {
-        let regular = segments::forward(&self.json, done, hot, total)?;
+        let regular = if plan(&self.json)?.direction == "backward" {
+            segments::backward(&self.json, done, hot, total)?
+        } else {
+            segments::forward(&self.json, done, hot, total)?
+        };
         segments::install(&mut self.json, regular)
     }
 
@@ -814,10 +823,8 @@ impl Luks2 {
             })
             .map(|(id, _)| id.clone())
             .ok_or_else(|| corrupt("json: no digest lists the reencrypt keyslot"))?;
-        let d = &self.json["digests"][&id];
-        let hash = HashAlg::parse(str_of(d, "hash", "digests.")?)?;
-        let iterations = d["iterations"].as_u64().unwrap_or(1000) as u32;
-        let data = verification_data(&self.json, keys.old(), Some(&keys.new))?;
+        let (hash, iterations) = self.digest_cost(&id)?;
+        let data = verification_data(&self.json, keys.old(), keys.new_key())?;
         self.json["digests"][&id] = pbkdf2_digest(&data, hash, iterations, vec![slot], vec![])?;
         Ok(())
     }
@@ -833,17 +840,16 @@ impl Luks2 {
         let hot_offset = u64_str(hot_seg, "offset", "segments.hot.")?;
         let hot_len = u64_str(hot_seg, "size", "segments.hot.")?;
         // The progress as if the hotzone were done, to build the layouts.
-        let total_probe = {
-            let (_, new) = super::flagged_segment(&self.json, "backup-final")?
-                .ok_or_else(|| corrupt("json: no segment is flagged backup-final"))?;
-            let seg = super::super::json::segment_of("final", new)?;
-            (seg.offset, data_length(data, seg.offset, seg.size)?)
-        };
-        let (offset, total) = total_probe;
-        let done = hot_offset
+        let (offset, total) = self.final_extent(data)?;
+        let start = hot_offset
             .checked_sub(offset)
             .filter(|d| d + hot_len <= total)
             .ok_or_else(|| corrupt("json: the hotzone lies outside the data area"))?;
+        let done = if p.direction == "backward" {
+            total - start - hot_len
+        } else {
+            start
+        };
         let saved = self.json.clone();
         self.set_progress(done, 0, total)?;
         let prog = self.rekey_state(data, keys);
@@ -866,18 +872,18 @@ impl Luks2 {
                 store::read_exact(header, &mut sums, p.area.0, "reencryption checksums")?;
                 let mut buf = Zeroizing::new(vec![0u8; block as usize]);
                 for (i, want) in sums.chunks(hash.output_len()).enumerate() {
-                    let at = done + i as u64 * block;
-                    let len = block.min(done + hot_len - at) as usize;
-                    store::read_exact(data, &mut buf[..len], offset + at, "hotzone")?;
+                    let from = start + i as u64 * block;
+                    let len = block.min(start + hot_len - from) as usize;
+                    store::read_exact(data, &mut buf[..len], offset + from, "hotzone")?;
                     if hash.digest(&[&buf[..len]]) == want {
-                        pass.rewrite_from(at, &mut buf[..len])?;
+                        pass.rewrite_from(from, &mut buf[..len])?;
                     }
                 }
             }
             "journal" => {
                 let mut buf = Zeroizing::new(vec![0u8; hot_len as usize]);
                 store::read_exact(header, &mut buf, p.area.0, "reencryption journal")?;
-                pass.rewrite_from(done, &mut buf)?;
+                pass.rewrite_from(start, &mut buf)?;
             }
             other => {
                 return Err(Error::invalid(format!(
@@ -912,7 +918,8 @@ impl Luks2 {
             .ok_or_else(|| corrupt("json: no segment is flagged backup-final"))?;
         let final_seg = final_seg.clone();
         let old_digest = super::digest_of_segment(&self.json, prev_id)?;
-        let new_digest = digest_listing(&self.json, final_id)?;
+        // None in a decryption: the new layout is plaintext.
+        let new_digest = super::digest_of_segment(&self.json, final_id)?;
         let old_slots: Vec<String> = match &old_digest {
             Some(d) => self.json["digests"][d]["keyslots"]
                 .as_array()
@@ -956,7 +963,9 @@ impl Luks2 {
         });
         let seg = segments::cut(&final_seg, 0, None)?;
         json["segments"] = json!({"0": seg});
-        json["digests"][&new_digest]["segments"] = json!(["0"]);
+        if let Some(d) = &new_digest {
+            json["digests"][d]["segments"] = json!(["0"]);
+        }
         // The re-encryption's flag goes; the requirements object with it when it is
         // left empty (as cryptsetup does).
         if let Some(list) = json["config"]["requirements"]["mandatory"].as_array_mut() {
@@ -1014,10 +1023,14 @@ impl Luks2 {
     }
 }
 
-/// The id of the digest that lists segment `seg`.
-fn digest_listing(json: &Value, seg: &str) -> Result<String> {
-    super::digest_of_segment(json, seg)?
-        .ok_or_else(|| corrupt(format!("json: no digest covers segment {seg}")))
+/// Where the hotzone after `done` bytes of progress starts in the data area: right after
+/// them forward, right before the last `done` bytes backward.
+fn zone_start(p: &Plan, done: u64, hot: u64, total: u64) -> u64 {
+    if p.direction == "backward" {
+        total - done - hot
+    } else {
+        done
+    }
 }
 
 /// Bytes of the data area: the segment's size, or what the store holds past `offset`.
@@ -1115,6 +1128,8 @@ fn memory_bytes() -> Option<u64> {
 pub(super) struct Progress {
     /// The data offset.
     pub(super) offset: u64,
+    /// The hotzones go from the end to the start (`done` bytes are at the end).
+    pub(super) backward: bool,
     pub(super) done: u64,
     pub(super) total: u64,
     pub(super) align: u64,
@@ -1279,7 +1294,7 @@ impl Luks2 {
             self.json = saved;
             return Err(e);
         }
-        Ok(Keys::from_parts(None, key))
+        Ok(Keys::from_parts(None, Some(key)))
     }
 
     fn build_encrypt(
@@ -1297,33 +1312,143 @@ impl Luks2 {
         last["flags"] = json!(["backup-final"]);
         self.json["segments"] = json!({"0": linear, "1": previous, "2": last});
         self.json["digests"][digest]["segments"] = json!(["2"]);
-        let reenc_id = self.new_keyslot_id(None, None)?;
         let align = BLOCK.max(seg.sector_size as u64);
-        let (area_offset, area_size) = self.largest_gap()?;
+        let reenc_id = self.add_reencrypt_keyslot("encrypt", "forward", resilience, align)?;
+        self.json["config"]["requirements"] = json!({"mandatory": [REQUIREMENT]});
+        let (hash, iterations) = self.digest_cost(digest)?;
+        self.seal_reencryption(reenc_id, hash, iterations, None, Some(key))?;
+        self.check_fits(&self.json)
+    }
+
+    /// Starts decrypting a volume whose header is detached and whose data starts at
+    /// offset 0, in place, as `cryptsetup reencrypt --decrypt --header HDR` does: the
+    /// hotzones go backward from the end, each rewritten as plaintext; at the end the
+    /// header has no keyslot and one `linear` segment, and the data device holds the
+    /// plaintext alone. One header write; the data is not touched yet.
+    pub fn decrypt_init(
+        &mut self,
+        at: Placement<'_>,
+        passphrase: &[u8],
+        resilience: Resilience,
+        key_slot: Option<usize>,
+    ) -> Result<Keys> {
+        if state(&self.json)? != State::None {
+            return Err(Error::invalid(
+                "a reencryption is already in progress: resume it instead of starting a \
+                 decryption",
+            ));
+        }
+        self.check_supported()?;
+        let seg = self.segment()?;
+        if !matches!(at, Placement::Detached { .. }) || seg.offset != 0 {
+            return Err(Error::unsupported(
+                "decryption in place takes a detached header whose data starts at offset 0 \
+                 (as cryptsetup's): the plaintext would otherwise be left behind the header \
+                 in the image. Copy the plaintext out instead (sectorcrypt read IMAGE -o \
+                 FILE)",
+            ));
+        }
+        let digest = self.segment_digest(&seg)?;
+        let (old_key, _) = self.unlock_digest(at.header(), passphrase, &digest, key_slot)?;
+        let saved = self.json.clone();
+        let result = self.build_decrypt(&seg, &digest.id, &old_key, resilience);
+        if let Err(e) = result.and_then(|_| self.write(at.header())) {
+            self.json = saved;
+            return Err(e);
+        }
+        Ok(Keys::from_parts(Some(&old_key), None))
+    }
+
+    fn build_decrypt(
+        &mut self,
+        seg: &super::super::Segment,
+        digest: &str,
+        key: &[u8],
+        resilience: Resilience,
+    ) -> Result<()> {
+        let crypt = self.json["segments"][&seg.id].clone();
+        let mut previous = crypt.clone();
+        previous["flags"] = json!(["backup-previous"]);
+        let last = json!({
+            "type": "linear",
+            "offset": seg.offset.to_string(),
+            "size": "dynamic",
+            "flags": ["backup-final"],
+        });
+        self.json["segments"] = json!({"0": crypt, "1": previous, "2": last});
+        self.json["digests"][digest]["segments"] = json!(["0", "1"]);
+        let align = BLOCK.max(seg.sector_size as u64);
+        let reenc_id = self.add_reencrypt_keyslot("decrypt", "backward", resilience, align)?;
+        self.json["config"]["requirements"] = json!({"mandatory": [REQUIREMENT]});
+        let (hash, iterations) = self.digest_cost(digest)?;
+        self.seal_reencryption(reenc_id, hash, iterations, Some(key), None)?;
+        self.check_fits(&self.json)
+    }
+
+    /// Adds the `reencrypt` keyslot (its area: the largest free gap of the keyslots
+    /// area) and returns its id.
+    fn add_reencrypt_keyslot(
+        &mut self,
+        mode: &str,
+        direction: &str,
+        resilience: Resilience,
+        align: u64,
+    ) -> Result<usize> {
+        let id = self.new_keyslot_id(None, None)?;
+        let (offset, size) = self.largest_gap()?;
         let mut area = json!({
             "type": resilience.name(),
-            "offset": area_offset.to_string(),
-            "size": area_size.to_string(),
+            "offset": offset.to_string(),
+            "size": size.to_string(),
         });
-        if let Resilience::Checksum(h) = resilience {
-            area["hash"] = Value::String(h.name().into());
-            area["sector_size"] = json!(align);
+        let least = match resilience {
+            Resilience::Checksum(h) => {
+                area["hash"] = Value::String(h.name().into());
+                area["sector_size"] = json!(align);
+                h.output_len() as u64
+            }
+            Resilience::Journal => align,
+            Resilience::None => 0,
+        };
+        if size < least.max(1) {
+            return Err(Error::invalid(format!(
+                "the keyslots area has no free gap for the {} resilience data (the largest \
+                 is {size} bytes): remove a keyslot, or use --resilience none",
+                resilience.name()
+            )));
         }
-        self.json["keyslots"][reenc_id.to_string()] = json!({
+        self.json["keyslots"][id.to_string()] = json!({
             "type": "reencrypt",
             "key_size": 1,
-            "mode": "encrypt",
-            "direction": "forward",
+            "mode": mode,
+            "direction": direction,
             "area": area,
             "priority": 0,
         });
-        self.json["config"]["requirements"] = json!({"mandatory": [REQUIREMENT]});
-        let d = &self.json["digests"][digest];
+        Ok(id)
+    }
+
+    /// The hash and iterations of digest `id` (those of the reencryption digest).
+    pub(super) fn digest_cost(&self, id: &str) -> Result<(HashAlg, u32)> {
+        let d = &self.json["digests"][id];
         let hash = HashAlg::parse(str_of(d, "hash", "digests.")?)?;
         let iterations = d["iterations"]
             .as_u64()
             .unwrap_or(1000)
             .min(u32::MAX as u64) as u32;
+        Ok((hash, iterations))
+    }
+
+    /// Adds the reencryption digest of keyslot `slot` over the metadata as it stands
+    /// (which must be final) and the keys.
+    pub(super) fn seal_reencryption(
+        &mut self,
+        slot: usize,
+        hash: HashAlg,
+        iterations: u32,
+        old: Option<&[u8]>,
+        new: Option<&[u8]>,
+    ) -> Result<()> {
         let id = (0u32..)
             .map(|n| n.to_string())
             .find(|n| {
@@ -1332,11 +1457,11 @@ impl Luks2 {
                     .is_some_and(|m| m.contains_key(n))
             })
             .expect("a free id");
-        self.json["digests"][&id] =
-            json!({"type": "pbkdf2", "keyslots": [reenc_id.to_string()], "segments": []});
-        let data = verification_data(&self.json, None, Some(key))?;
-        self.json["digests"][&id] =
-            pbkdf2_digest(&data, hash, iterations, vec![reenc_id.to_string()], vec![])?;
-        self.check_fits(&self.json)
+        let slot = slot.to_string();
+        // A placeholder first, so that the input sees the final structure.
+        self.json["digests"][&id] = json!({"type": "pbkdf2", "keyslots": [&slot], "segments": []});
+        let data = verification_data(&self.json, old, new)?;
+        self.json["digests"][&id] = pbkdf2_digest(&data, hash, iterations, vec![slot], vec![])?;
+        Ok(())
     }
 }

@@ -4,13 +4,12 @@
 //! any other is checked against its digest, so that metadata someone without the key
 //! changed is refused; a crash inside a hotzone is recovered.
 
-use super::super::json::{corrupt, obj, str_of};
+use super::super::json::{corrupt, obj};
 use super::super::Luks2;
-use super::{requirement_version, state, verification_data, State};
+use super::{requirement_version, state, State};
 use crate::error::{Error, Result};
-use crate::hash::HashAlg;
 use crate::store::{Placement, Store};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 /// What [`Luks2::reencrypt_repair`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,12 +44,7 @@ impl Luks2 {
         if state(&self.json)? != State::Crash {
             return Ok(Repaired::Sound);
         }
-        let Some(new) = new else {
-            return Err(Error::unsupported(
-                "recovering an interrupted decryption: use `cryptsetup repair`",
-            ));
-        };
-        let keys = super::Keys::from_parts(old.as_deref().map(|k| &k[..]), &new);
+        let keys = super::Keys::from_parts(o, n);
         self.reencrypt_recover(at, &keys)?;
         Ok(Repaired::Recovered)
     }
@@ -97,33 +91,12 @@ impl Luks2 {
                 *f = Value::String("online-reencrypt-v2".into());
             }
         }
-        let (hash, iterations) = {
-            let d = obj(&self.json, "digests", "")?
-                .values()
-                .next()
-                .ok_or_else(|| corrupt("json: no digest"))?;
-            (
-                HashAlg::parse(str_of(d, "hash", "digests.")?)?,
-                d["iterations"]
-                    .as_u64()
-                    .unwrap_or(1000)
-                    .min(u32::MAX as u64) as u32,
-            )
-        };
-        let slot = p.slot.to_string();
-        let id = (0u32..)
-            .map(|n| n.to_string())
-            .find(|n| {
-                !self.json["digests"]
-                    .as_object()
-                    .is_some_and(|d| d.contains_key(n))
-            })
-            .expect("a free id");
-        // A placeholder first, so that the input sees the final structure.
-        self.json["digests"][&id] = json!({"type": "pbkdf2", "keyslots": [slot], "segments": []});
-        let data = verification_data(&self.json, old, new)?;
-        self.json["digests"][&id] =
-            super::rekey::pbkdf2_digest(&data, hash, iterations, vec![slot], vec![])?;
-        Ok(())
+        let first = obj(&self.json, "digests", "")?
+            .keys()
+            .next()
+            .cloned()
+            .ok_or_else(|| corrupt("json: no digest"))?;
+        let (hash, iterations) = self.digest_cost(&first)?;
+        self.seal_reencryption(p.slot, hash, iterations, old, new)
     }
 }

@@ -1,4 +1,4 @@
-//! The regular segments of a forward reencryption, as cryptsetup (2.6) writes them: before
+//! The regular segments of a reencryption, as cryptsetup (2.6) writes them: before
 //! a hotzone (the "hot" segments, the hotzone flagged `in-reencryption`) and after it (the
 //! "post" segments). The backup segments never change; the digests list the segments
 //! under their key (the hotzone under both).
@@ -89,6 +89,40 @@ pub(super) fn forward(
     Ok(out)
 }
 
+/// The regular segments of a backward reencryption (cryptsetup's decryption with a
+/// detached header): the hotzones go from the end to the start, so the old layout comes
+/// first. `done` bytes at the end are under the new key, the hotzone of `hot` bytes
+/// (0: none) is just before them, the old layout's start before that.
+pub(super) fn backward(
+    json: &Value,
+    done: u64,
+    hot: u64,
+    total: u64,
+) -> Result<Vec<(Value, Under)>> {
+    let (_, old) = super::flagged_segment(json, "backup-previous")?
+        .ok_or_else(|| corrupt("json: no segment is flagged backup-previous"))?;
+    let (_, new) = super::flagged_segment(json, "backup-final")?
+        .ok_or_else(|| corrupt("json: no segment is flagged backup-final"))?;
+    let start = total
+        .checked_sub(done + hot)
+        .ok_or_else(|| corrupt("json: the progress is past the data area"))?;
+    let mut out = Vec::new();
+    if start > 0 {
+        // Nothing done yet: the old layout as it was (`dynamic` when it is).
+        let len = (done + hot > 0).then_some(start);
+        out.push((cut(old, 0, len)?, Under::Old));
+    }
+    if hot > 0 {
+        let mut seg = cut(new, start, Some(hot))?;
+        seg["flags"] = Value::Array(vec![Value::String("in-reencryption".into())]);
+        out.push((seg, Under::Hot));
+    }
+    if done > 0 {
+        out.push((cut(new, start + hot, None)?, Under::New));
+    }
+    Ok(out)
+}
+
 /// Replaces the regular segments of `json` by `regular` (ids from 0, in order), the
 /// backup segments after them, and lists each segment in the digest of its key (the
 /// hotzone first, then the others by id, then the backup), as cryptsetup does.
@@ -131,7 +165,8 @@ pub(super) fn install(json: &mut Value, regular: Vec<(Value, Under)>) -> Result<
         }
         segments.insert(id, seg.clone());
     }
-    if let Some(h) = hot_id {
+    // The hotzone is under both keys; a plaintext one (a decryption's) under none.
+    if let Some(h) = hot_id.filter(|h| segments[h]["type"].as_str() == Some("crypt")) {
         for list in &mut lists {
             list.1.insert(0, h.clone());
         }
