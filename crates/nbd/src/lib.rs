@@ -76,7 +76,7 @@ pub mod tls;
 mod transmission;
 mod writeback;
 
-pub use config::{Listen, ServerConfig};
+pub use config::{Connection, Listen, Observer, ServerConfig};
 pub use error::Error;
 pub use export::{Export, WriteDone};
 pub use exports::{Access, Credentials, ExportTable, Exports, Found, Listing, Peer, TableError};

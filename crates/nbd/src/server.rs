@@ -25,7 +25,7 @@
 //! flushes, so an export whose store stalls holds up its own connections only.
 
 use crate::activity::{Activity, Admission, Connections};
-use crate::config::{Listen, ServerConfig};
+use crate::config::{Connection, Listen, Observer, ServerConfig};
 use crate::error::{Error, MAX_SOCKET_PATH};
 use crate::export::Export;
 use crate::exports::{ExportTable, Exports};
@@ -740,6 +740,21 @@ fn connection(mut stream: Stream, shared: &Shared, id: u64, open: Option<&Connec
                 "connection {id}: transmission{over} on export {:?} for {peer}",
                 info.name
             ));
+            let seen = Connection {
+                id,
+                export: &info.name,
+                peer: &peer,
+                tls: session.is_some(),
+            };
+            // Told of the end however it comes (a panic in the export included).
+            let observed = shared.config.observer.as_ref().map(|o| {
+                o.connected(&seen);
+                Observed {
+                    observer: &**o,
+                    seen,
+                    error: None,
+                }
+            });
             let cx = Context {
                 export: &*export,
                 info: &info,
@@ -748,8 +763,13 @@ fn connection(mut stream: Stream, shared: &Shared, id: u64, open: Option<&Connec
                 activity: &activity,
                 id,
             };
-            if let Err(e) = transmission::serve(stream, session, cx) {
+            let ended = transmission::serve(stream, session, cx);
+            if let Err(e) = &ended {
                 log(format_args!("connection {id}: ended: {e}"));
+            }
+            if let (Some(mut o), Err(e)) = (observed, ended) {
+                o.error = Some(e);
+                drop(o);
             }
             leave(shared, id, &export, &info.name);
             return;
@@ -779,6 +799,20 @@ fn connection(mut stream: Stream, shared: &Shared, id: u64, open: Option<&Connec
         }
     }
     stream.shutdown(Shutdown::Both);
+}
+
+/// Tells the observer that a connection ended when dropped, with its error if one was
+/// set.
+struct Observed<'a> {
+    observer: &'a dyn Observer,
+    seen: Connection<'a>,
+    error: Option<io::Error>,
+}
+
+impl Drop for Observed<'_> {
+    fn drop(&mut self) {
+        self.observer.disconnected(&self.seen, self.error.as_ref());
+    }
 }
 
 /// Connection `id` stops using `export` (named `name`); logs the flush of an export its
