@@ -699,3 +699,170 @@ fn a_gateway_takes_the_socket_systemd_socket_activate_passes() {
     assert!(log.contains("passed by the service manager"), "{log}");
     assert!(sock.exists(), "the passed socket was removed: {log}");
 }
+
+/// `sectorcrypt ARGS` with the runtime directory `run`: its output.
+fn sc_in(run: &Path, args: &[&str]) -> Output {
+    Command::new(support::bin())
+        .args(args)
+        .env("SECTORCRYPT_RUNTIME_DIR", run)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn status_shows_a_gateways_exports_and_clients_reload_adds_one_and_the_json_log_says_so() {
+    require!("nbdinfo");
+    use std::io::{BufRead, Write};
+    let Some(py) = nbd_python() else {
+        sectorcrypt_testkit::skipped!("skipped: no python3 with libnbd's binding (python3-libnbd)");
+        return;
+    };
+    let dir = open_dir();
+    let a = volume(dir.path(), "a", "luks2", 0x21);
+    let b = volume(dir.path(), "b", "luks2", 0x22);
+    let c = volume(dir.path(), "c", "geli", 0x23);
+    let config = dir.path().join("gateway.toml");
+    write_config(&config, &[("a", &a), ("b", &b)]);
+    let sock = dir.path().join("gw.sock");
+    let run = dir.path().join("run");
+    let child = Command::new(support::bin())
+        .args(["serve", "--config", s(&config), "--socket", s(&sock)])
+        .args(["--name", "gw1", "--log-format", "json"])
+        .env("SECTORCRYPT_RUNTIME_DIR", &run)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let served = Served {
+        child: Some(child),
+        sock: sock.clone(),
+    };
+    let t0 = std::time::Instant::now();
+    while !sock.exists() || !run.join("gw1.json").exists() {
+        assert!(t0.elapsed().as_secs() < 30, "the gateway did not start");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // One client on "a": reads its first 4 KiB, says so, and holds on until told.
+    let script = "import nbd, sys\n\
+                  h = nbd.NBD()\n\
+                  h.connect_uri(sys.argv[1])\n\
+                  assert len(h.pread(4096, 0)) == 4096\n\
+                  print('ready', flush=True)\n\
+                  sys.stdin.readline()\n\
+                  h.shutdown()\n";
+    let mut client = Command::new(py)
+        .args(["-c", script, &uri("a", &sock)])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(client.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line.trim(), "ready");
+
+    let out = sc_in(&run, &["status", "--json"]);
+    assert!(out.status.success(), "{out:?}");
+    let all: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let gw = all
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "gw1")
+        .unwrap_or_else(|| panic!("no gateway in {all:#}"));
+    assert_eq!(gw["kind"], "gateway");
+    assert_eq!(gw["listen"], format!("unix:{}", sock.display()));
+    let exports = gw["exports"].as_array().unwrap_or_else(|| panic!("{gw:#}"));
+    let names: Vec<&str> = exports
+        .iter()
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["a", "b"]);
+    let (ea, eb) = (&exports[0], &exports[1]);
+    assert_eq!(ea["format"], "luks2");
+    assert_eq!(ea["locator"], s(&a.img));
+    assert_eq!(ea["key"], "key_file");
+    assert_eq!(ea["read_only"], false);
+    let clients = ea["clients"].as_array().unwrap();
+    assert_eq!(clients.len(), 1, "{ea:#}");
+    let me = run_stdout(Command::new("id").arg("-u"));
+    assert_eq!(clients[0]["peer"]["uid"].to_string(), me.trim());
+    assert_eq!(clients[0]["peer"]["pid"], client.id());
+    assert!(ea["requests"].as_u64().unwrap() >= 1, "{ea:#}");
+    assert!(ea["bytes_read"].as_u64().unwrap() >= 4096, "{ea:#}");
+    assert_eq!(eb["clients"].as_array().unwrap().len(), 0, "{eb:#}");
+    assert_eq!(eb["bytes_read"], 0);
+    // No secret: the key file's path is not even given, let alone its bytes.
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        !text.contains("pass of a") && !text.contains(s(&a.key)),
+        "{text}"
+    );
+    let out = sc_in(&run, &["status"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("gw1: gateway (process"), "{text}");
+    assert!(text.contains("export b: luks2"), "{text}");
+    assert!(
+        text.contains(&format!("client uid {}", me.trim())),
+        "{text}"
+    );
+
+    // Reloaded through the command: "c" appears.
+    write_config(&config, &[("a", &a), ("b", &b), ("c", &c)]);
+    let out = sc_in(&run, &["gateway", "reload"]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("added \"c\""),
+        "{out:?}"
+    );
+    assert_eq!(listed(&sock, false), ["a", "b", "c"]);
+    // A file that does not parse is refused, and said so.
+    std::fs::write(&config, "[[export]\n").unwrap();
+    let out = sc_in(&run, &["gateway", "reload", "gw1"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("refused"),
+        "{out:?}"
+    );
+
+    // The client leaves; the gateway stops.
+    client.stdin.take().unwrap().write_all(b"\n").unwrap();
+    assert!(client.wait().unwrap().success());
+    let (status, stderr) = served.stop("TERM");
+    assert!(status.success(), "{stderr}");
+    assert!(!run.join("gw1.json").exists() && !run.join("gw1.sock").exists());
+    // Every line of the log is a JSON object with a time and an event.
+    let events: Vec<serde_json::Value> = stderr
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l:?}")))
+        .collect();
+    assert!(events
+        .iter()
+        .all(|e| e["ts"].is_string() && e["event"].is_string()));
+    let of = |event: &str| -> Vec<&serde_json::Value> {
+        events.iter().filter(|e| e["event"] == event).collect()
+    };
+    let connects = of("connect");
+    assert_eq!(connects.len(), 1, "{stderr}");
+    assert_eq!(connects[0]["export"], "a");
+    assert!(
+        connects[0]["peer"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("uid {}", me.trim())),
+        "{stderr}"
+    );
+    let disconnects = of("disconnect");
+    assert_eq!(disconnects.len(), 1, "{stderr}");
+    assert_eq!(disconnects[0]["export"], "a");
+    assert_eq!(disconnects[0]["connection"], connects[0]["connection"]);
+    let reloads = of("reload");
+    assert_eq!(reloads.len(), 2, "{stderr}");
+    assert_eq!(reloads[0]["ok"], true);
+    assert_eq!(reloads[0]["added"], serde_json::json!(["c"]));
+    assert_eq!(reloads[1]["ok"], false);
+    assert!(!stderr.contains("pass of"), "{stderr}");
+}
