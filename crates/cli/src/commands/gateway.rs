@@ -93,6 +93,8 @@ pub fn from_args(a: &ServeArgs) -> Result<Option<Config>, Failure> {
         listen: Vec::new(),
         metrics: None,
         tls: None,
+        max_connections: None,
+        max_connections_per_export: None,
         exports,
     };
     config.check().map_err(Failure::usage)?;

@@ -164,6 +164,12 @@ pub fn run(a: ServeArgs) -> Result<(), Failure> {
                 .try_fold(config.workers_per_connection, |most, w| {
                     w.map(|w| most.max(w))
                 })?;
+            if let Some(n) = gateway.max_connections {
+                config.max_connections = n;
+            }
+            if let Some(n) = gateway.max_connections_per_export {
+                config.max_connections_per_export = n;
+            }
             let opts = sectorcrypt_gateway::table::Options {
                 credentials: std::env::var_os("CREDENTIALS_DIRECTORY").map(Into::into),
                 threads: a.open.threads,

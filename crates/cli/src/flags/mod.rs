@@ -660,6 +660,7 @@ and --read-only apply to every export:
 A configuration file (TOML) gives each export its own key, header and access:
   listen = [\"/run/sectorcrypt/gw.sock\"]   # or \"127.0.0.1:10809\"; none: socket activation
   metrics = \"127.0.0.1:9560\"              # per-export series, labelled export=\"NAME\"
+  max_connections = 256                   # all exports together (default 64)
   [tls]                                   # optional, for every export
   certificates = \"/etc/sectorcrypt/tls\"
   verify_peer = true                      # needed for tls_subjects
