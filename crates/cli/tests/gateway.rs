@@ -828,11 +828,15 @@ fn status_shows_a_gateways_exports_and_clients_reload_adds_one_and_the_json_log_
         "{out:?}"
     );
 
-    // The client leaves; the gateway stops.
+    // The client leaves; `close` stops the gateway as it stops an `open`ed volume.
     client.stdin.take().unwrap().write_all(b"\n").unwrap();
     assert!(client.wait().unwrap().success());
-    let (status, stderr) = served.stop("TERM");
-    assert!(status.success(), "{stderr}");
+    let out = sc_in(&run, &["close", "gw1"]);
+    assert!(out.status.success(), "{out:?}");
+    let mut served = served;
+    let out = served.child.take().unwrap().wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(out.status.success(), "{stderr}");
     assert!(!run.join("gw1.json").exists() && !run.join("gw1.sock").exists());
     // Every line of the log is a JSON object with a time and an event.
     let events: Vec<serde_json::Value> = stderr

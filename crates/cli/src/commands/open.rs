@@ -1,7 +1,9 @@
 //! `sectorcrypt open IMAGE NAME`, `close NAME` and `status [NAME]`: a volume unlocked
 //! once and served under a name by one background process, over NBD at RUNTIME/NAME.sock
 //! and, on request, as a FUSE file with a loop device on it (`open_state` keeps the
-//! entries).
+//! entries). A gateway (`serve --config`) registers there too, its entry of kind
+//! `gateway` and RUNTIME/NAME.sock its control socket: `status` asks it for its exports
+//! and clients (`commands::gateway::with_exports`), and `close` stops it.
 //!
 //! `open` checks the name, starts itself again with `--foreground` (as `mount` does: same
 //! arguments, standard input and error, so every way of unlocking works), and returns once

@@ -27,8 +27,12 @@
 //! With `--config FILE` or `--export NAME=LOCATOR` in place of IMAGE it serves many
 //! volumes, each under its name (`commands::gateway` turns the command line into the
 //! gateway's configuration; `sectorcrypt_gateway::table` opens the volumes into the
-//! server's export table, each counted under its name for `--metrics`). SIGHUP reads a
-//! `--config` file again (`sectorcrypt_gateway::live`), between RELOADING=1 and READY=1.
+//! server's export table, each counted under its name for `--metrics` and `status`).
+//! SIGHUP, and `sectorcrypt gateway reload` through the control socket, read a `--config`
+//! file again (`sectorcrypt_gateway::live`), between RELOADING=1 and READY=1. A gateway
+//! registers in the runtime directory (`commands::gateway::register`) and logs through
+//! `sectorcrypt_gateway::log` (`--log-format text|json`), the NBD server's messages and
+//! its clients' connects and disconnects included (`sectorcrypt_gateway::clients`).
 
 use crate::failure::Failure;
 use crate::flags::tls::{TlsArgs, TlsMode};

@@ -1,0 +1,169 @@
+#!/usr/bin/env bash
+# One gateway, many volumes: `sectorcrypt serve --config` with $VOLUMES small LUKS2 volumes
+# (PBKDF2, 1000 iterations, on tmpfs), measured three ways:
+#   spread   $CLIENTS fio clients (the nbd engine, one connection each, 4 KiB random
+#            reads, queue depth 1) spread over every export, client i on export i % VOLUMES
+#   one      the same clients on one export
+#            the aggregate ratio spread/one: the target is >= 0.9
+#   rss      VmRSS of a gateway with $VOLUMES idle exports and of one with 1, after their
+#            start; the difference per export added (target: under 2 MiB)
+#   first    8 exports whose upstreams stall (nbdkit's pause filter, a read in flight on
+#            each) and 64 idle connections, then a new client's connect and first 4 KiB
+#            read, $ROUNDS times (target: 100 ms)
+#
+#   bash bench/gateway.sh                                   # 64 volumes, 128 clients
+#   VOLUMES=8 CLIENTS=16 RUNTIME=3 ROUNDS=1 bash bench/gateway.sh   # a smoke run
+#
+# Rounds alternate spread and one; medians of $ROUNDS. Needs fio, nbdkit, python3-libnbd.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+VOLUMES=${VOLUMES:-64}
+CLIENTS=${CLIENTS:-128}
+RUNTIME=${RUNTIME:-15}
+ROUNDS=${ROUNDS:-3}
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
+scratch /dev/shm/sectorcrypt-gateway-bench.XXXXXX
+
+nice -n 10 cargo build --release -q -p sectorcrypt
+cli=$(bash scripts/target-dir.sh)/release/sectorcrypt
+printf 'bench pass' > "$work/key"
+py=/usr/bin/python3
+
+echo "gateway bench: $VOLUMES volumes, $CLIENTS clients, ${RUNTIME} s runs, $ROUNDS rounds"
+echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores"
+echo "cpu flags: $(grep -m1 flags /proc/cpuinfo | tr ' ' '\n' | grep -E '^(aes|vaes|avx2|avx512f|sha_ni)$' | tr '\n' ' ')"
+echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+
+for i in $(seq 0 $((VOLUMES - 1))); do
+    "$cli" format "$work/v$i.img" --type luks2 --size 32M --key-file "$work/key" \
+        --pbkdf pbkdf2 --pbkdf-force-iterations 1000 --batch >/dev/null
+done
+
+# config FILE N: a gateway of the first N volumes.
+config() {
+    {
+        echo "max_connections = $((CLIENTS + 96))"
+        for i in $(seq 0 $(($2 - 1))); do
+            printf '[[export]]\nname = "v%d"\nimage = "%s"\nkey_file = "%s"\n' \
+                "$i" "$work/v$i.img" "$work/key"
+        done
+    } > "$1"
+}
+
+# gateway SOCKET CONFIG: starts a gateway, its pid in $gw.
+gateway() {
+    rm -f "$1"
+    nice -n 0 "$cli" serve --config "$2" --socket "$1" 2>>"$work/gw.log" &
+    gw=$!
+    pids+=("$gw")
+    wait_sock "$1"
+}
+
+rss_kib() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
+
+# fio_iops SOCKET SPREAD: the aggregate read IOPS of $CLIENTS clients.
+fio_iops() {
+    local sock=$1 spread=$2 job=$work/job.fio i e
+    {
+        printf '[global]\nioengine=nbd\nrw=randread\nbs=4k\niodepth=1\nthread=1\n'
+        printf 'time_based=1\nruntime=%s\nramp_time=1\nsize=15m\ngroup_reporting=1\n' "$RUNTIME"
+        for i in $(seq 0 $((CLIENTS - 1))); do
+            if [ "$spread" = 1 ]; then e=$((i % VOLUMES)); else e=0; fi
+            printf '[c%d]\nuri=nbd+unix:///v%d?socket=%s\n' "$i" "$e" "$sock"
+        done
+    } > "$job"
+    fio --output-format=json "$job" 2>/dev/null |
+        "$py" -c 'import json,sys; print("%.0f" % sum(j["read"]["iops"] for j in json.load(sys.stdin)["jobs"]))'
+}
+
+# --- throughput: spread over every export, against all on one ---
+config "$work/all.toml" "$VOLUMES"
+gateway "$work/gw.sock" "$work/all.toml"
+rss_all=$(rss_kib "$gw")
+declare -a spread one
+for r in $(seq "$ROUNDS"); do
+    if ((r % 2)); then
+        spread+=("$(fio_iops "$work/gw.sock" 1)")
+        one+=("$(fio_iops "$work/gw.sock" 0)")
+    else
+        one+=("$(fio_iops "$work/gw.sock" 0)")
+        spread+=("$(fio_iops "$work/gw.sock" 1)")
+    fi
+    echo "round $r: spread ${spread[-1]} IOPS, one export ${one[-1]} IOPS (load $(cut -d' ' -f1 /proc/loadavg))"
+done
+ms=$(echo "${spread[@]}" | median)
+mo=$(echo "${one[@]}" | median)
+echo "4 KiB random reads, $CLIENTS clients: over $VOLUMES exports $ms IOPS, on one export $mo IOPS (medians)"
+awk -v a="$ms" -v b="$mo" 'BEGIN {printf "aggregate ratio spread/one: %.3f (target >= 0.9)\n", a/b}'
+kill "$gw"
+wait "$gw" 2>/dev/null || true
+
+# --- memory per idle export ---
+config "$work/one.toml" 1
+gateway "$work/one.sock" "$work/one.toml"
+sleep 0.5
+rss_one=$(rss_kib "$gw")
+kill "$gw"
+wait "$gw" 2>/dev/null || true
+echo "RSS after start: $rss_all KiB with $VOLUMES idle exports, $rss_one KiB with 1"
+awk -v a="$rss_all" -v b="$rss_one" -v n="$VOLUMES" \
+    'BEGIN {printf "RSS per idle export: %.0f KiB ((%d - %d) / %d; target under 2048)\n", (a-b)/(n-1), a, b, n-1}'
+
+# --- a new client's first read beside stalled exports and idle connections ---
+cfg=$work/stall.toml
+echo "max_connections = 128" > "$cfg"
+for i in $(seq 0 7); do
+    nbdkit -f --exit-with-parent -U "$work/up$i.sock" --filter=pause \
+        file "$work/v$((i + 1)).img" "pause-control=$work/ctl$i" &
+    pids+=($!)
+    wait_sock "$work/up$i.sock"
+    printf '[[export]]\nname = "s%d"\nimage = "nbd+unix:///?socket=%s"\nkey_file = "%s"\n' \
+        "$i" "$work/up$i.sock" "$work/key" >> "$cfg"
+done
+printf '[[export]]\nname = "h0"\nimage = "%s"\nkey_file = "%s"\n' "$work/v0.img" "$work/key" >> "$cfg"
+gateway "$work/stall.sock" "$cfg"
+"$py" - "$work" <<'EOF'
+import nbd, os, socket, statistics, subprocess, sys, time
+work = sys.argv[1]
+sock = work + '/stall.sock'
+rounds = int(os.environ.get('ROUNDS', '3'))
+ctls = []
+for i in range(8):
+    c = socket.socket(socket.AF_UNIX)
+    c.connect('%s/ctl%d' % (work, i))
+    c.sendall(b'p')
+    assert c.recv(1) == b'P'
+    ctls.append(c)
+stalled = []
+for i in range(8):
+    h = nbd.NBD()
+    h.connect_uri('nbd+unix:///s%d?socket=%s' % (i, sock))
+    b = nbd.Buffer(4096)
+    stalled.append((h, h.aio_pread(b, 0), b))
+idle = []
+for i in range(64):
+    h = nbd.NBD()
+    h.connect_uri('nbd+unix:///h0?socket=' + sock)
+    idle.append(h)
+time.sleep(0.5)
+for h, c, b in stalled:
+    h.poll(0)
+    assert not h.aio_command_completed(c), 'a read on a paused upstream completed'
+took = []
+for r in range(max(rounds, 5)):
+    t0 = time.monotonic()
+    h = nbd.NBD()
+    h.connect_uri('nbd+unix:///h0?socket=' + sock)
+    h.pread(4096, (r * 4096) % (1 << 20))
+    took.append((time.monotonic() - t0) * 1000)
+    h.shutdown()
+print('first 4 KiB read of a new client, 8 exports stalled, 64 idle connections: '
+      'median %.2f ms, max %.2f ms over %d (target 100 ms)'
+      % (statistics.median(took), max(took), len(took)))
+for c in ctls:
+    c.sendall(b'r')
+    assert c.recv(1) == b'R'
+EOF
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
