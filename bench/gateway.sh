@@ -36,7 +36,8 @@ echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), 
 echo "cpu flags: $(grep -m1 flags /proc/cpuinfo | tr ' ' '\n' | grep -E '^(aes|vaes|avx2|avx512f|sha_ni)$' | tr '\n' ' ')"
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 
-for i in $(seq 0 $((VOLUMES - 1))); do
+# At least 9: the stall run uses v1..v8 behind nbdkit and v0 served directly.
+for i in $(seq 0 $((VOLUMES > 9 ? VOLUMES - 1 : 8))); do
     "$cli" format "$work/v$i.img" --type luks2 --size 32M --key-file "$work/key" \
         --pbkdf pbkdf2 --pbkdf-force-iterations 1000 --batch >/dev/null
 done
@@ -74,27 +75,28 @@ fio_iops() {
             printf '[c%d]\nuri=nbd+unix:///v%d?socket=%s\n' "$i" "$e" "$sock"
         done
     } > "$job"
-    fio --output-format=json "$job" 2>/dev/null |
-        "$py" -c 'import json,sys; print("%.0f" % sum(j["read"]["iops"] for j in json.load(sys.stdin)["jobs"]))'
+    fio --output-format=json --output="$work/fio.json" "$job" >/dev/null 2>&1
+    "$py" -c 'import json,sys; t = open(sys.argv[1]).read(); print("%.0f" % sum(j["read"]["iops"] for j in json.loads(t[t.index("{"):])["jobs"]))' "$work/fio.json"
 }
 
 # --- throughput: spread over every export, against all on one ---
 config "$work/all.toml" "$VOLUMES"
 gateway "$work/gw.sock" "$work/all.toml"
+sleep 0.5
 rss_all=$(rss_kib "$gw")
-declare -a spread one
+declare -a spread_iops one_iops
 for r in $(seq "$ROUNDS"); do
     if ((r % 2)); then
-        spread+=("$(fio_iops "$work/gw.sock" 1)")
-        one+=("$(fio_iops "$work/gw.sock" 0)")
+        spread_iops+=("$(fio_iops "$work/gw.sock" 1)")
+        one_iops+=("$(fio_iops "$work/gw.sock" 0)")
     else
-        one+=("$(fio_iops "$work/gw.sock" 0)")
-        spread+=("$(fio_iops "$work/gw.sock" 1)")
+        one_iops+=("$(fio_iops "$work/gw.sock" 0)")
+        spread_iops+=("$(fio_iops "$work/gw.sock" 1)")
     fi
-    echo "round $r: spread ${spread[-1]} IOPS, one export ${one[-1]} IOPS (load $(cut -d' ' -f1 /proc/loadavg))"
+    echo "round $r: spread ${spread_iops[-1]} IOPS, one export ${one_iops[-1]} IOPS (load $(cut -d' ' -f1 /proc/loadavg))"
 done
-ms=$(echo "${spread[@]}" | median)
-mo=$(echo "${one[@]}" | median)
+ms=$(echo "${spread_iops[@]}" | median)
+mo=$(echo "${one_iops[@]}" | median)
 echo "4 KiB random reads, $CLIENTS clients: over $VOLUMES exports $ms IOPS, on one export $mo IOPS (medians)"
 awk -v a="$ms" -v b="$mo" 'BEGIN {printf "aggregate ratio spread/one: %.3f (target >= 0.9)\n", a/b}'
 kill "$gw"
