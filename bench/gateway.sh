@@ -64,14 +64,17 @@ gateway() {
 
 rss_kib() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
 
-# fio_iops SOCKET SPREAD: the aggregate read IOPS of $CLIENTS clients.
+# fio_iops SOCKET MODE: the aggregate read IOPS of $CLIENTS clients; MODE spread (client i
+# on export i % VOLUMES, 15 MiB of each), small (the same, 15 MiB / VOLUMES of each: the
+# working set of one export) or one (every client on export 0, 15 MiB).
 fio_iops() {
-    local sock=$1 spread=$2 job=$work/job.fio i e
+    local sock=$1 mode=$2 job=$work/job.fio i e size=15360k
+    [ "$mode" = small ] && size=$((15360 / VOLUMES / 4 * 4))k
     {
         printf '[global]\nioengine=nbd\nrw=randread\nbs=4k\niodepth=1\nthread=1\n'
-        printf 'time_based=1\nruntime=%s\nramp_time=1\nsize=15m\ngroup_reporting=1\n' "$RUNTIME"
+        printf 'time_based=1\nruntime=%s\nramp_time=1\nsize=%s\ngroup_reporting=1\n' "$RUNTIME" "$size"
         for i in $(seq 0 $((CLIENTS - 1))); do
-            if [ "$spread" = 1 ]; then e=$((i % VOLUMES)); else e=0; fi
+            if [ "$mode" = one ]; then e=0; else e=$((i % VOLUMES)); fi
             printf '[c%d]\nuri=nbd+unix:///v%d?socket=%s\n' "$i" "$e" "$sock"
         done
     } > "$job"
@@ -84,21 +87,25 @@ config "$work/all.toml" "$VOLUMES"
 gateway "$work/gw.sock" "$work/all.toml"
 sleep 0.5
 rss_all=$(rss_kib "$gw")
-declare -a spread_iops one_iops
+declare -a spread_iops one_iops small_iops
 for r in $(seq "$ROUNDS"); do
-    if ((r % 2)); then
-        spread_iops+=("$(fio_iops "$work/gw.sock" 1)")
-        one_iops+=("$(fio_iops "$work/gw.sock" 0)")
-    else
-        one_iops+=("$(fio_iops "$work/gw.sock" 0)")
-        spread_iops+=("$(fio_iops "$work/gw.sock" 1)")
-    fi
-    echo "round $r: spread ${spread_iops[-1]} IOPS, one export ${one_iops[-1]} IOPS (load $(cut -d' ' -f1 /proc/loadavg))"
+    if ((r % 2)); then order="spread one small"; else order="small one spread"; fi
+    for m in $order; do
+        v=$(fio_iops "$work/gw.sock" "$m")
+        case $m in
+        spread) spread_iops+=("$v") ;;
+        one) one_iops+=("$v") ;;
+        small) small_iops+=("$v") ;;
+        esac
+    done
+    awk -v a="${spread_iops[-1]}" -v b="${one_iops[-1]}" -v c="${small_iops[-1]}" -v r="$r" \
+        -v l="$(cut -d' ' -f1 /proc/loadavg)" 'BEGIN {printf "round %d: spread %d IOPS, one export %d, spread over one export'"'"'s working set %d; ratios %.3f, %.3f (load %s)\n", r, a, b, c, a/b, c/b, l}'
 done
 ms=$(echo "${spread_iops[@]}" | median)
 mo=$(echo "${one_iops[@]}" | median)
-echo "4 KiB random reads, $CLIENTS clients: over $VOLUMES exports $ms IOPS, on one export $mo IOPS (medians)"
-awk -v a="$ms" -v b="$mo" 'BEGIN {printf "aggregate ratio spread/one: %.3f (target >= 0.9)\n", a/b}'
+mm=$(echo "${small_iops[@]}" | median)
+echo "4 KiB random reads, $CLIENTS clients: over $VOLUMES exports $ms IOPS (same working set as one export: $mm), on one export $mo IOPS (medians)"
+awk -v a="$ms" -v b="$mo" -v c="$mm" 'BEGIN {printf "aggregate ratio spread/one: %.3f (target >= 0.9); with one export'"'"'s working set: %.3f\n", a/b, c/b}'
 kill "$gw"
 wait "$gw" 2>/dev/null || true
 

@@ -17,8 +17,9 @@
 //! - `writeback`: an export's flushes, one at a time, a failure sticking;
 //! - `served`: the exports in use, each with its own writeback, flushed when the server
 //!   stops or, once their table has let them go, when their last client leaves;
-//! - plain types: `config` ([`ServerConfig`], [`Listen`]), `export` ([`Export`]), `error`
-//!   ([`Error`]).
+//! - plain types: `config` ([`ServerConfig`], [`Listen`], and the [`Observer`] a server
+//!   tells of each connection's transmission phase and its end, and gives its log lines),
+//!   `export` ([`Export`]), `error` ([`Error`]).
 //!
 //! The socket code sits on top:
 //! - `stream`: a Unix or loopback TCP socket behind one type, and the handshake deadline;
