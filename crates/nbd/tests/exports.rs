@@ -691,8 +691,9 @@ fn the_observer_is_told_of_each_transmission_and_gets_the_log_lines() {
     assert_eq!(events[1], &format!("disconnect {id} b error false"));
     // The server's lines went to the observer.
     assert!(
-        seen.iter()
-            .any(|l| l.starts_with(&format!("message connection {id}: transmission on export \"b\""))),
+        seen.iter().any(|l| l.starts_with(&format!(
+            "message connection {id}: transmission on export \"b\""
+        ))),
         "{seen:#?}"
     );
     srv.stop();
