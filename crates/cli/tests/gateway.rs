@@ -379,6 +379,66 @@ fn export_and_image_together_are_a_usage_error() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--config FILE"), "{err}");
+    // A gateway's name and JSON log are not the one volume's.
+    for extra in [["--log-format", "json"], ["--name", "gw"]] {
+        let mut a = vec!["serve", s(&img), "--socket", "/tmp/never"];
+        a.extend(extra);
+        let out = sc(&a, b"");
+        assert_eq!(out.status.code(), Some(2), "{out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("are a gateway's"), "{err}");
+    }
+}
+
+#[test]
+fn a_gateway_name_held_by_a_running_gateway_is_refused_and_names_the_holder() {
+    let dir = open_dir();
+    let v = volume(dir.path(), "v", "luks2", 0x31);
+    let w = volume(dir.path(), "w", "luks2", 0x32);
+    let run = dir.path().join("run");
+    let start = |sock: &Path, v: &Volume| {
+        Command::new(support::bin())
+            .args(["serve", "--export", &format!("v={}", s(&v.img))])
+            .args(["--key-file", s(&v.key), "--socket", s(sock), "--name", "gw"])
+            .env("SECTORCRYPT_RUNTIME_DIR", &run)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let first = Served {
+        child: Some(start(&dir.path().join("a.sock"), &v)),
+        sock: dir.path().join("a.sock"),
+    };
+    let t0 = std::time::Instant::now();
+    while !run.join("gw.json").exists() {
+        assert!(
+            t0.elapsed().as_secs() < 30,
+            "the first gateway did not register"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let second = start(&dir.path().join("b.sock"), &w)
+        .wait_with_output()
+        .unwrap();
+    assert_eq!(second.status.code(), Some(2), "{second:?}");
+    let err = String::from_utf8_lossy(&second.stderr);
+    let pid = first.child.as_ref().unwrap().id();
+    assert!(
+        err.contains(&format!("gw is taken by process {pid}")),
+        "{err}"
+    );
+    // `gateway reload` of a gateway of --export says there is nothing to read again.
+    let out = sc_in(&run, &["gateway", "reload"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("nothing to reload"),
+        "{out:?}"
+    );
+    let (status, stderr) = first.stop("TERM");
+    assert!(status.success(), "{stderr}");
+    assert!(!run.join("gw.json").exists());
 }
 
 /// A Python with libnbd's binding (`import nbd`): the system's, where another Python
