@@ -228,6 +228,12 @@ fn one_config_serves_three_volumes_by_name_to_the_clients_each_admits() {
     assert_eq!(read("mine"), vols[0].plain.len() as f64);
     assert_eq!(read("theirs"), 2.0 * vols[1].plain.len() as f64);
     assert_eq!(read("geli0"), vols[2].plain.len() as f64);
+    // Every client above was counted as it connected (its disconnect may still be on
+    // its way: the gauge is not checked here).
+    for v in &vols {
+        let total = format!("sectorcrypt_connections_total{{export=\"{}\"}}", v.name);
+        assert!(value(&page, &total) >= 1.0, "{total}\n{page}");
+    }
     for v in &vols {
         let kdf = format!(
             "sectorcrypt_key_derivation_seconds{{export=\"{}\"}}",
@@ -772,7 +778,7 @@ fn sc_in(run: &Path, args: &[&str]) -> Output {
 
 #[test]
 fn status_shows_a_gateways_exports_and_clients_reload_adds_one_and_the_json_log_says_so() {
-    require!("nbdinfo");
+    require!("nbdinfo", "curl");
     use std::io::{BufRead, Write};
     let Some(py) = nbd_python() else {
         sectorcrypt_testkit::skipped!("skipped: no python3 with libnbd's binding (python3-libnbd)");
@@ -788,7 +794,8 @@ fn status_shows_a_gateways_exports_and_clients_reload_adds_one_and_the_json_log_
     let run = dir.path().join("run");
     let child = Command::new(support::bin())
         .args(["serve", "--config", s(&config), "--socket", s(&sock)])
-        .args(["--name", "gw1", "--log-format", "json"])
+        .args(["--name", "gw1", "--log-format", "json", "--metrics"])
+        .arg(dir.path().join("metrics.sock"))
         .env("SECTORCRYPT_RUNTIME_DIR", &run)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
@@ -855,6 +862,17 @@ fn status_shows_a_gateways_exports_and_clients_reload_adds_one_and_the_json_log_
     assert!(ea["bytes_read"].as_u64().unwrap() >= 4096, "{ea:#}");
     assert_eq!(eb["clients"].as_array().unwrap().len(), 0, "{eb:#}");
     assert_eq!(eb["bytes_read"], 0);
+    // The client counts in its export's connections.
+    let page = run_stdout(
+        Command::new("curl")
+            .args(["-sS", "--fail", "--max-time", "10", "--unix-socket"])
+            .arg(dir.path().join("metrics.sock"))
+            .arg("http://localhost/metrics"),
+    );
+    for (name, n) in [("a", 1.0), ("b", 0.0)] {
+        let open = format!("sectorcrypt_connections{{export=\"{name}\"}}");
+        assert_eq!(value(&page, &open), n, "{open}\n{page}");
+    }
     // No secret: the key file's path is not even given, let alone its bytes.
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(

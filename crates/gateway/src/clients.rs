@@ -1,9 +1,11 @@
 //! The gateway's clients: the NBD server's [`Observer`], which keeps the connections in
-//! their transmission phase (for `sectorcrypt status`: which export, who, since when)
-//! and writes the server's messages and every connect and disconnect to the [`Log`].
+//! their transmission phase (for `sectorcrypt status`: which export, who, since when),
+//! counts them in their export's `connections` metrics, and writes the server's messages
+//! and every connect and disconnect to the [`Log`].
 
 use crate::log::{Event, Level, Log, Source};
 use sectorcrypt_nbd::{Connection, Observer, Peer};
+use sectorcrypt_service::metrics::{ExportMetrics, Metrics};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -18,6 +20,8 @@ struct Client {
     peer: Peer,
     tls: bool,
     since: SystemTime,
+    /// Its export's metrics when it connected, which it leaves.
+    counted: Option<Arc<ExportMetrics>>,
 }
 
 /// The clients connected now, by connection number.
@@ -25,14 +29,17 @@ struct Client {
 pub struct Clients {
     log: Arc<Log>,
     now: Mutex<BTreeMap<u64, Client>>,
+    metrics: Option<Arc<Metrics>>,
 }
 
 impl Clients {
-    /// No client yet; events go to `log`.
-    pub fn new(log: Arc<Log>) -> Clients {
+    /// No client yet; events go to `log`, and each client counts in its export's
+    /// `connections` of `metrics`, when given.
+    pub fn new(log: Arc<Log>, metrics: Option<Arc<Metrics>>) -> Clients {
         Clients {
             log,
             now: Mutex::default(),
+            metrics,
         }
     }
 
@@ -98,6 +105,10 @@ impl Observer for Clients {
     }
 
     fn connected(&self, c: &Connection<'_>) {
+        let counted = self.metrics.as_ref().and_then(|m| m.export(c.export));
+        if let Some(m) = &counted {
+            m.arrived();
+        }
         self.now
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -108,6 +119,7 @@ impl Observer for Clients {
                     peer: c.peer.clone(),
                     tls: c.tls,
                     since: SystemTime::now(),
+                    counted,
                 },
             );
         self.log.event(&Event::Connect {
@@ -119,10 +131,14 @@ impl Observer for Clients {
     }
 
     fn disconnected(&self, c: &Connection<'_>, error: Option<&io::Error>) {
-        self.now
+        let gone = self
+            .now
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .remove(&c.id);
+        if let Some(m) = gone.and_then(|g| g.counted) {
+            m.left();
+        }
         self.log.event(&Event::Disconnect {
             id: c.id,
             export: c.export,

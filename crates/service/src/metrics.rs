@@ -195,6 +195,19 @@ impl ExportMetrics {
         Connection(self)
     }
 
+    /// A client has connected: counted in `connections` until [`ExportMetrics::left`]
+    /// (for an observer told of the end elsewhere than where the connection began, which
+    /// cannot hold the guard of [`ExportMetrics::connected`]).
+    pub fn arrived(&self) {
+        self.connections.fetch_add(1, Relaxed);
+        self.connections_total.fetch_add(1, Relaxed);
+    }
+
+    /// A client [`ExportMetrics::arrived`] told of has left.
+    pub fn left(&self) {
+        self.connections.fetch_sub(1, Relaxed);
+    }
+
     /// The time the export's key derivation took.
     pub fn key_derived(&self, took: Duration) {
         self.kdf_nanos
@@ -565,6 +578,8 @@ mod tests {
         let m = Metrics::new("soft");
         let e = Arc::new(ExportMetrics::new("a", 2));
         m.add(e.clone());
+        e.arrived();
+        e.left();
         let c1 = e.connected();
         let c2 = e.connected();
         let r = e.begin();
@@ -579,7 +594,8 @@ mod tests {
         assert_eq!(value(&t, "sectorcrypt_connections{export=\"a\"}"), 1.0);
         assert_eq!(
             value(&t, "sectorcrypt_connections_total{export=\"a\"}"),
-            2.0
+            3.0,
+            "arrived, then two guards"
         );
         assert_eq!(
             value(&t, "sectorcrypt_requests_in_flight{export=\"a\"}"),

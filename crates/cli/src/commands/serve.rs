@@ -149,10 +149,6 @@ pub fn run(a: ServeArgs) -> Result<(), Failure> {
     };
     let served = match gateway {
         Some(gateway) => {
-            // The gateway's log, and its clients (for `status`) told by the server.
-            let log = Arc::new(Log::stderr(log_format));
-            let clients = Arc::new(Clients::new(log.clone()));
-            config.observer = Some(clients.clone());
             // Its requests are always counted: `status` shows them, with or without
             // --metrics.
             let counted = metrics.clone().unwrap_or_else(|| {
@@ -161,6 +157,11 @@ pub fn run(a: ServeArgs) -> Result<(), Failure> {
                     .unwrap_or("unknown");
                 Arc::new(Metrics::new(backend))
             });
+            // The gateway's log, and its clients (for `status` and the connection
+            // metrics) told by the server.
+            let log = Arc::new(Log::stderr(log_format));
+            let clients = Arc::new(Clients::new(log.clone(), Some(counted.clone())));
+            config.observer = Some(clients.clone());
             config.workers_per_connection = gateway
                 .exports
                 .iter()
