@@ -476,6 +476,7 @@ impl Server {
                     self.handle.clone(),
                     lost.clone(),
                     open.clone(),
+                    shared.config.observer.clone(),
                 );
                 (Some(tx), Some(w))
             }
@@ -616,6 +617,7 @@ fn watch_socket(
     handle: ShutdownHandle,
     lost: Arc<AtomicBool>,
     open: Arc<Connections>,
+    observer: Option<Arc<dyn Observer>>,
 ) -> JoinHandle<()> {
     thread::spawn(move || {
         while let Err(mpsc::RecvTimeoutError::Timeout) = done.recv_timeout(SOCKET_CHECK) {
@@ -626,9 +628,9 @@ fn watch_socket(
                 }
             } else if identity(&path) != Some(id) {
                 let served = open.served();
-                eprintln!(
-                    "sectorcrypt-nbd: the socket {} was removed or replaced: no new client \
-                     can connect; stopping {}",
+                let line = format!(
+                    "the socket {} was removed or replaced: no new client can connect; \
+                     stopping {}",
                     path.display(),
                     if served == 0 {
                         "now".to_string()
@@ -636,6 +638,11 @@ fn watch_socket(
                         format!("when the {served} connected client(s) have disconnected")
                     }
                 );
+                // Said whether or not logging is on: the server is going away.
+                match &observer {
+                    Some(o) => o.message(format_args!("{line}")),
+                    None => eprintln!("sectorcrypt-nbd: {line}"),
+                }
                 lost.store(true, Ordering::SeqCst);
                 if served == 0 {
                     handle.shutdown();

@@ -190,7 +190,7 @@ pub fn run(a: ServeArgs) -> Result<(), Failure> {
                     opened
                 })?
                 .map_err(crate::commands::gateway::open_failure)?;
-            crate::host::memory::warn_if_key_memory_not_locked();
+            crate::host::memory::warn_through_if_key_memory_not_locked(&|w| log.warning(w));
             for o in &opened {
                 log.info(crate::commands::gateway::opened_line(o));
             }
