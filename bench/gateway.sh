@@ -7,6 +7,8 @@
 #            the aggregate ratio spread/one: the target is >= 0.9
 #   rss      VmRSS of a gateway with $VOLUMES idle exports and of one with 1, after their
 #            start; the difference per export added (target: under 2 MiB)
+#   mixed    CLIENTS - 8 clients on one export beside 8 on another: their per-client
+#            rates (the cores are shared per connection, not per export)
 #   first    8 exports whose upstreams stall (nbdkit's pause filter, a read in flight on
 #            each) and 64 idle connections, then a new client's connect and first 4 KiB
 #            read, $ROUNDS times (target: 100 ms)
@@ -106,6 +108,32 @@ mo=$(echo "${one_iops[@]}" | median)
 mm=$(echo "${small_iops[@]}" | median)
 echo "4 KiB random reads, $CLIENTS clients: over $VOLUMES exports $ms IOPS (same working set as one export: $mm), on one export $mo IOPS (medians)"
 awk -v a="$ms" -v b="$mo" -v c="$mm" 'BEGIN {printf "aggregate ratio spread/one: %.3f (target >= 0.9); with one export'"'"'s working set: %.3f\n", a/b, c/b}'
+
+# --- sharing: one busy export beside a small one ---
+# CLIENTS - 8 clients on v0 and 8 on v1, in two groups: the per-client rates of the two
+# exports, equal when the cores are shared per connection.
+job=$work/mixed.fio
+{
+    printf '[global]\nioengine=nbd\nrw=randread\nbs=4k\niodepth=1\nthread=1\n'
+    printf 'time_based=1\nruntime=%s\nramp_time=1\nsize=15m\ngroup_reporting=1\n' "$RUNTIME"
+    for i in $(seq 0 $((CLIENTS - 9))); do
+        printf '[busy%d]\nuri=nbd+unix:///v0?socket=%s\n' "$i" "$work/gw.sock"
+    done
+    for i in $(seq 0 7); do
+        if [ "$i" = 0 ]; then printf '[small%d]\nnew_group\n' "$i"; else printf '[small%d]\n' "$i"; fi
+        printf 'uri=nbd+unix:///v1?socket=%s\n' "$work/gw.sock"
+    done
+} > "$job"
+fio --output-format=json --output="$work/mixed.json" "$job" >/dev/null 2>&1
+"$py" - "$work/mixed.json" "$((CLIENTS - 8))" <<'EOF'
+import json, sys
+t = open(sys.argv[1]).read()
+busy, small = json.loads(t[t.index('{'):])['jobs'][:2]
+n = int(sys.argv[2])
+b, s = busy['read']['iops'] / n, small['read']['iops'] / 8
+print('one export with %d clients beside one with 8: %.0f and %.0f IOPS per client '
+      '(small/busy %.2f; 1.0: shared per connection)' % (n, b, s, s / b))
+EOF
 kill "$gw"
 wait "$gw" 2>/dev/null || true
 
