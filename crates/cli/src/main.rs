@@ -70,6 +70,7 @@ fn main() {
         Command::Open { open, named } => commands::open::open(open, named),
         Command::Close(a) => commands::open::close(a),
         Command::Status(a) => commands::open::status(a),
+        Command::Gateway(a) => commands::gateway::command(a),
         Command::Completions(a) => commands::manuals::completions(a),
         Command::Man(a) => commands::manuals::man(a),
     };

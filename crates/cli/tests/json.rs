@@ -24,7 +24,7 @@ use support::{bin, code, ok, s, sc, sc_on};
 
 /// The sections of docs/JSON.md this file checks (the BitLocker and TCRYPT ones are
 /// checked by `tests/bitlk.rs` and `tests/tcrypt.rs`, beside their images).
-const SECTIONS: [&str; 9] = [
+const SECTIONS: [&str; 10] = [
     "`dump --json=common`",
     "`dump --json`: LUKS2",
     "`dump --json`: LUKS1",
@@ -34,6 +34,7 @@ const SECTIONS: [&str; 9] = [
     "`status --json`",
     "`dump --json`: BitLocker",
     "`dump --json`: TCRYPT",
+    "`status --json`: gateways",
 ];
 const BENCH: &str = "`bench --json`";
 const PROGRESS: &str = "`--progress=json`";
@@ -677,6 +678,72 @@ fn status_json_fields_are_the_documented_ones() {
         assert_eq!(one[k], common[k], "{k}");
     }
     same_fields_as_doc(SECTIONS[6], &[&one], &[]);
+}
+
+#[test]
+fn status_json_fields_of_a_gateway_are_the_documented_ones() {
+    use std::io::{BufRead, Write};
+    let py = "/usr/bin/python3";
+    let with_nbd = Command::new(py)
+        .args(["-c", "import nbd"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !with_nbd {
+        sectorcrypt_testkit::skipped!("skipped: no python3 with libnbd's binding (python3-libnbd)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let img = volumes::new_volume(d, &[]);
+    let key = d.join("k0");
+    let (rt, sock) = (d.join("run"), d.join("gw.sock"));
+    let export = format!("a={}", s(&img));
+    let mut gw = Command::new(bin())
+        .args(["serve", "--export", &export, "--key-file", s(&key)])
+        .args(["--socket", s(&sock), "--name", "gw"])
+        .env("SECTORCRYPT_RUNTIME_DIR", &rt)
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    while !sock.exists() || !rt.join("gw.json").exists() {
+        assert!(t0.elapsed().as_secs() < 30, "the gateway did not start");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // A client connected throughout, so that `clients` has its fields.
+    let script = "import nbd, sys\nh = nbd.NBD()\nh.connect_uri(sys.argv[1])\n\
+                  h.pread(512, 0)\nprint('ready', flush=True)\nsys.stdin.readline()\n";
+    let mut client = Command::new(py)
+        .args(["-c", script, &format!("nbd+unix:///a?socket={}", s(&sock))])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(client.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let all = json(
+        Command::new(bin())
+            .args(["status", "--json"])
+            .env("SECTORCRYPT_RUNTIME_DIR", &rt)
+            .output()
+            .unwrap(),
+    );
+    client.stdin.take().unwrap().write_all(b"\n").unwrap();
+    let _ = client.wait();
+    let _ = gw.kill();
+    let _ = gw.wait();
+    assert_eq!(line.trim(), "ready");
+    let gateway = &all[0];
+    assert_eq!(gateway["kind"], "gateway", "{all:#}");
+    assert_eq!(
+        gateway["exports"][0]["clients"].as_array().map(Vec::len),
+        Some(1)
+    );
+    // A peer's fields depend on how it connected (documented in prose).
+    same_fields_as_doc(SECTIONS[9], &[gateway], &["exports[].clients[].peer"]);
 }
 
 #[test]

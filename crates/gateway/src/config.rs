@@ -7,6 +7,8 @@
 //! listen = ["/run/sectorcrypt/gateway.sock", "127.0.0.1:10809"]
 //! # Prometheus scrapes GET /metrics here.
 //! metrics = "127.0.0.1:9560"
+//! max_connections = 256                # past their handshake, all exports (default 64)
+//! max_connections_per_export = 64      # optional: keeps slots for the other exports
 //!
 //! [tls]                                # optional: NBD_OPT_STARTTLS
 //! certificates = "/etc/sectorcrypt/tls" # server-cert.pem, server-key.pem, ca-cert.pem
@@ -78,6 +80,14 @@ pub struct Config {
     /// TLS for every export.
     #[serde(default)]
     pub tls: Option<Tls>,
+    /// Connections served at once past their handshake, all exports together (the
+    /// server's default, 64, when not given; a client over it takes the slot of the one
+    /// idle longest).
+    #[serde(default)]
+    pub max_connections: Option<usize>,
+    /// Connections one export may have at once (none: no limit of its own).
+    #[serde(default)]
+    pub max_connections_per_export: Option<usize>,
     /// The exports, in the order `NBD_OPT_LIST` gives them.
     #[serde(default, rename = "export")]
     pub exports: Vec<Export>,
@@ -364,6 +374,14 @@ impl Changes {
             ("listen", old.listen == new.listen),
             ("metrics", old.metrics == new.metrics),
             ("tls", old.tls == new.tls),
+            (
+                "max_connections",
+                old.max_connections == new.max_connections,
+            ),
+            (
+                "max_connections_per_export",
+                old.max_connections_per_export == new.max_connections_per_export,
+            ),
         ] {
             if !same {
                 c.server.push(what);

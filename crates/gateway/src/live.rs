@@ -21,11 +21,15 @@
 //! A handshake looks its export up in the table of the moment: the old table, if it began
 //! before the swap, which is as if it had connected a moment earlier.
 
+use crate::clients::Clients;
 use crate::config::{Changes, Config, Export};
+use crate::log::{Event, Log};
 use crate::table::{self, OpenError, Opened, OpenedExport, Options};
 use sectorcrypt_nbd::{ExportTable, Exports, Found, Listing, Peer};
+use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::fmt;
+use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 /// The exports a gateway offers now, and how to open more.
@@ -191,6 +195,109 @@ impl Gateway {
         };
         done.changes = changes;
         done
+    }
+
+    /// Reads `path` again and applies it ([`Gateway::reload`]), `starting` called once
+    /// the file is read and checked; logs the outcome as a `reload` event and gives it
+    /// as JSON: `ok`, `message`, and the names `added`, `removed`, `refused`, `failed`.
+    /// A file that does not read or check changes nothing (`ok` false).
+    pub fn reload_from(&self, path: &Path, log: &Log, starting: &dyn Fn()) -> Value {
+        let config = path.display().to_string();
+        let (ok, message, names) = match Config::load(path) {
+            Err(e) => (
+                false,
+                format!("refused: {e}; the running exports stay"),
+                [Vec::new(), Vec::new(), Vec::new(), Vec::new()],
+            ),
+            Ok(new) => {
+                starting();
+                let done = self.reload(&new);
+                let names = [
+                    done.added.iter().map(|o| o.name.clone()).collect(),
+                    done.changes.removed.clone(),
+                    done.changes.refused.keys().cloned().collect(),
+                    done.failed.iter().map(|e| e.export.clone()).collect(),
+                ];
+                (true, done.to_string(), names)
+            }
+        };
+        let [added, removed, refused, failed] = names;
+        let answer = json!({
+            "ok": ok, "config": config, "message": message, "added": added,
+            "removed": removed, "refused": refused, "failed": failed,
+        });
+        log.event(&Event::Reload {
+            config,
+            ok,
+            message,
+            added,
+            removed,
+            refused,
+            failed,
+        });
+        answer
+    }
+
+    /// What the gateway serves, for `sectorcrypt status`: `{"exports": [...]}`, each
+    /// export with its `name`, `locator` and `header` (redacted: no password of a URI),
+    /// `key` (where its passphrase comes from: `key_file`, `credential` or `none`; never
+    /// the key), `format`, `cipher`, `size`, `read_only`, `access` (its lists),
+    /// `offered` (false for one a reload removed that still has clients), its
+    /// `clients` ([`Clients::of`]) and, when its requests are counted, `requests`,
+    /// `bytes_read`, `bytes_written`, `errors`, `in_flight`.
+    pub fn status(&self, clients: &Clients) -> Value {
+        let running = self.running.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut exports = Vec::new();
+        for e in &running.config.exports {
+            let o = &running.opened[&e.name].opened;
+            let key = if e.key_file.is_some() {
+                "key_file"
+            } else if e.credential.is_some() {
+                "credential"
+            } else {
+                "none"
+            };
+            let mut v = json!({
+                "name": e.name,
+                "offered": true,
+                "locator": sectorcrypt_image::redacted(Path::new(&e.image)),
+                "header": e.header.as_deref().map(sectorcrypt_image::redacted),
+                "key": key,
+                "format": o.format,
+                "cipher": o.cipher,
+                "size": o.size,
+                "read_only": o.read_only,
+                "access": {
+                    "uids": e.allow_uids, "gids": e.allow_gids, "tls_subjects": e.tls_subjects,
+                },
+                "clients": clients.of(&e.name),
+            });
+            self.add_totals(&mut v, &e.name);
+            exports.push(v);
+        }
+        for name in clients.exports() {
+            if running.config.export(&name).is_none() {
+                let mut v = json!({
+                    "name": name, "offered": false, "clients": clients.of(&name),
+                });
+                self.add_totals(&mut v, &name);
+                exports.push(v);
+            }
+        }
+        json!({ "exports": exports })
+    }
+
+    /// Adds export `name`'s counters to `v`, when they are counted.
+    fn add_totals(&self, v: &mut Value, name: &str) {
+        let Some(m) = self.opts.metrics.as_ref().and_then(|m| m.export(name)) else {
+            return;
+        };
+        let t = m.totals();
+        v["requests"] = t.requests.into();
+        v["bytes_read"] = t.bytes_read.into();
+        v["bytes_written"] = t.bytes_written.into();
+        v["errors"] = t.errors.into();
+        v["in_flight"] = t.in_flight.into();
     }
 
     fn current(&self) -> Arc<ExportTable> {

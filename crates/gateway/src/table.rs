@@ -9,7 +9,8 @@
 //! is served.
 
 use crate::config::{Config, Export, KeySource};
-use crate::metered::Metered;
+use crate::log::Log;
+use crate::metered::{Failures, Metered};
 use sectorcrypt_image::export::VolumeExport;
 use sectorcrypt_image::{Class, OpenOptions};
 use sectorcrypt_nbd::{Access, ExportTable};
@@ -31,6 +32,9 @@ pub struct Options {
     pub allow_discards: bool,
     /// Count each export's requests here, labelled with its name.
     pub metrics: Option<Arc<Metrics>>,
+    /// Log each export's failed requests here (with `metrics` only: the failures are
+    /// seen where they are counted).
+    pub log: Option<Arc<Log>>,
 }
 
 /// One export opened.
@@ -136,7 +140,13 @@ pub fn open_one(e: &Export, opts: &Options) -> Result<OpenedExport, OpenError> {
             let counted = Arc::new(ExportMetrics::new(&e.name, threads));
             counted.key_derived(info.unlock_took);
             m.add(counted.clone());
-            Arc::new(Metered::new(export, counted))
+            let metered = Metered::new(export, counted);
+            match &opts.log {
+                Some(log) => {
+                    Arc::new(metered.logging(Arc::new(Failures::new(log.clone(), &e.name))))
+                }
+                None => Arc::new(metered),
+            }
         }
     };
     let description = format!(

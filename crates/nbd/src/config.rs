@@ -6,10 +6,12 @@
 //! when parsed: the server serves loopback and Unix sockets only.
 
 use crate::error::Error;
+use crate::exports::Peer;
 use crate::tls::ServerTls;
 use std::fmt;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Where to listen.
@@ -66,8 +68,14 @@ pub struct ServerConfig {
     /// hold a thread each for `handshake_timeout` at most, and close no client that has
     /// finished its own.
     pub max_handshakes: usize,
-    /// Log connections and errors on stderr.
+    /// Log connections and errors on stderr (or to [`ServerConfig::observer`], when
+    /// there is one).
     pub log: bool,
+    /// Told of every connection that reaches its transmission phase and of its end, and
+    /// given the server's log lines in place of stderr: a gateway's list of clients
+    /// (`sectorcrypt status`) and its log in the format it chose. `None`: log lines go to
+    /// stderr.
+    pub observer: Option<Arc<dyn Observer>>,
     /// The whole handshake (greeting to NBD_OPT_GO, TLS included) must finish within
     /// this time, or the connection is closed and its handshake slot freed.
     pub handshake_timeout: Duration,
@@ -127,6 +135,7 @@ impl Default for ServerConfig {
             max_connections_per_export: 0,
             max_handshakes: 64,
             log: true,
+            observer: None,
             handshake_timeout: Duration::from_secs(10),
             read_timeout: Duration::from_secs(30),
             idle_timeout: Duration::ZERO,
@@ -144,10 +153,38 @@ impl Default for ServerConfig {
 impl ServerConfig {
     /// Prints one line on stderr when logging is on.
     pub(crate) fn log(&self, args: fmt::Arguments<'_>) {
-        if self.log {
-            eprintln!("sectorcrypt-nbd: {args}");
+        match (&self.observer, self.log) {
+            (_, false) => {}
+            (Some(o), true) => o.message(args),
+            (None, true) => eprintln!("sectorcrypt-nbd: {args}"),
         }
     }
+}
+
+/// One connection in its transmission phase, as an [`Observer`] is told of it.
+#[derive(Debug, Clone, Copy)]
+pub struct Connection<'a> {
+    /// The connection's number (the one log lines give).
+    pub id: u64,
+    /// The export it uses.
+    pub export: &'a str,
+    /// Who it is.
+    pub peer: &'a Peer,
+    /// Whether it runs over TLS.
+    pub tls: bool,
+}
+
+/// What a server tells of its connections, from their own threads (keep it short: a
+/// connection waits for it). Every connection [`Observer::connected`] was told of is
+/// told [`Observer::disconnected`] once, however it ends.
+pub trait Observer: Send + Sync + fmt::Debug {
+    /// A log line (without the `sectorcrypt-nbd: ` that stderr gets).
+    fn message(&self, line: fmt::Arguments<'_>);
+    /// A connection chose its export and starts its transmission phase.
+    fn connected(&self, c: &Connection<'_>);
+    /// That connection ended: `error` is why, when it was an error (a socket error, a
+    /// timeout), `None` when the client left or the server stopped.
+    fn disconnected(&self, c: &Connection<'_>, error: Option<&std::io::Error>);
 }
 
 #[cfg(test)]

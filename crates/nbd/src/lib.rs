@@ -17,8 +17,9 @@
 //! - `writeback`: an export's flushes, one at a time, a failure sticking;
 //! - `served`: the exports in use, each with its own writeback, flushed when the server
 //!   stops or, once their table has let them go, when their last client leaves;
-//! - plain types: `config` ([`ServerConfig`], [`Listen`]), `export` ([`Export`]), `error`
-//!   ([`Error`]).
+//! - plain types: `config` ([`ServerConfig`], [`Listen`], and the [`Observer`] a server
+//!   tells of each connection's transmission phase and its end, and gives its log lines),
+//!   `export` ([`Export`]), `error` ([`Error`]).
 //!
 //! The socket code sits on top:
 //! - `stream`: a Unix or loopback TCP socket behind one type, and the handshake deadline;
@@ -76,7 +77,7 @@ pub mod tls;
 mod transmission;
 mod writeback;
 
-pub use config::{Listen, ServerConfig};
+pub use config::{Connection, Listen, Observer, ServerConfig};
 pub use error::Error;
 pub use export::{Export, WriteDone};
 pub use exports::{Access, Credentials, ExportTable, Exports, Found, Listing, Peer, TableError};

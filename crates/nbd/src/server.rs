@@ -25,7 +25,7 @@
 //! flushes, so an export whose store stalls holds up its own connections only.
 
 use crate::activity::{Activity, Admission, Connections};
-use crate::config::{Listen, ServerConfig};
+use crate::config::{Connection, Listen, Observer, ServerConfig};
 use crate::error::{Error, MAX_SOCKET_PATH};
 use crate::export::Export;
 use crate::exports::{ExportTable, Exports};
@@ -476,6 +476,7 @@ impl Server {
                     self.handle.clone(),
                     lost.clone(),
                     open.clone(),
+                    shared.config.observer.clone(),
                 );
                 (Some(tx), Some(w))
             }
@@ -616,6 +617,7 @@ fn watch_socket(
     handle: ShutdownHandle,
     lost: Arc<AtomicBool>,
     open: Arc<Connections>,
+    observer: Option<Arc<dyn Observer>>,
 ) -> JoinHandle<()> {
     thread::spawn(move || {
         while let Err(mpsc::RecvTimeoutError::Timeout) = done.recv_timeout(SOCKET_CHECK) {
@@ -626,9 +628,9 @@ fn watch_socket(
                 }
             } else if identity(&path) != Some(id) {
                 let served = open.served();
-                eprintln!(
-                    "sectorcrypt-nbd: the socket {} was removed or replaced: no new client \
-                     can connect; stopping {}",
+                let line = format!(
+                    "the socket {} was removed or replaced: no new client can connect; \
+                     stopping {}",
                     path.display(),
                     if served == 0 {
                         "now".to_string()
@@ -636,6 +638,11 @@ fn watch_socket(
                         format!("when the {served} connected client(s) have disconnected")
                     }
                 );
+                // Said whether or not logging is on: the server is going away.
+                match &observer {
+                    Some(o) => o.message(format_args!("{line}")),
+                    None => eprintln!("sectorcrypt-nbd: {line}"),
+                }
                 lost.store(true, Ordering::SeqCst);
                 if served == 0 {
                     handle.shutdown();
@@ -740,6 +747,21 @@ fn connection(mut stream: Stream, shared: &Shared, id: u64, open: Option<&Connec
                 "connection {id}: transmission{over} on export {:?} for {peer}",
                 info.name
             ));
+            let seen = Connection {
+                id,
+                export: &info.name,
+                peer: &peer,
+                tls: session.is_some(),
+            };
+            // Told of the end however it comes (a panic in the export included).
+            let observed = shared.config.observer.as_ref().map(|o| {
+                o.connected(&seen);
+                Observed {
+                    observer: &**o,
+                    seen,
+                    error: None,
+                }
+            });
             let cx = Context {
                 export: &*export,
                 info: &info,
@@ -748,8 +770,13 @@ fn connection(mut stream: Stream, shared: &Shared, id: u64, open: Option<&Connec
                 activity: &activity,
                 id,
             };
-            if let Err(e) = transmission::serve(stream, session, cx) {
+            let ended = transmission::serve(stream, session, cx);
+            if let Err(e) = &ended {
                 log(format_args!("connection {id}: ended: {e}"));
+            }
+            if let (Some(mut o), Err(e)) = (observed, ended) {
+                o.error = Some(e);
+                drop(o);
             }
             leave(shared, id, &export, &info.name);
             return;
@@ -779,6 +806,20 @@ fn connection(mut stream: Stream, shared: &Shared, id: u64, open: Option<&Connec
         }
     }
     stream.shutdown(Shutdown::Both);
+}
+
+/// Tells the observer that a connection ended when dropped, with its error if one was
+/// set.
+struct Observed<'a> {
+    observer: &'a dyn Observer,
+    seen: Connection<'a>,
+    error: Option<io::Error>,
+}
+
+impl Drop for Observed<'_> {
+    fn drop(&mut self) {
+        self.observer.disconnected(&self.seen, self.error.as_ref());
+    }
 }
 
 /// Connection `id` stops using `export` (named `name`); logs the flush of an export its

@@ -626,3 +626,75 @@ fn an_export_its_table_lets_go_is_flushed_and_closed_when_its_last_client_leaves
     assert_eq!(flushes.load(Ordering::SeqCst), 1);
     srv.stop();
 }
+
+/// What an [`Observer`](sectorcrypt_nbd::Observer) was told, one line each.
+#[derive(Debug, Default)]
+struct Told(Mutex<Vec<String>>);
+
+impl sectorcrypt_nbd::Observer for Told {
+    fn message(&self, line: std::fmt::Arguments<'_>) {
+        self.0.lock().unwrap().push(format!("message {line}"));
+    }
+    fn connected(&self, c: &sectorcrypt_nbd::Connection<'_>) {
+        let uid = c.peer.credentials.map(|c| c.uid);
+        self.0.lock().unwrap().push(format!(
+            "connect {} {} uid {uid:?} tls {}",
+            c.id, c.export, c.tls
+        ));
+    }
+    fn disconnected(&self, c: &sectorcrypt_nbd::Connection<'_>, error: Option<&io::Error>) {
+        self.0.lock().unwrap().push(format!(
+            "disconnect {} {} error {}",
+            c.id,
+            c.export,
+            error.is_some()
+        ));
+    }
+}
+
+#[test]
+fn the_observer_is_told_of_each_transmission_and_gets_the_log_lines() {
+    require!("nbdinfo");
+    let told = Arc::new(Told::default());
+    let mut t = ExportTable::new();
+    for name in ["a", "b"] {
+        let e = MemExport::new(vec![0; 1 << 20], 512, false);
+        t.add(name, None, e, Access::everyone()).unwrap();
+    }
+    let config = ServerConfig {
+        log: true,
+        observer: Some(told.clone()),
+        ..quiet()
+    };
+    let srv = start_exports(Arc::new(t), config);
+    // A listing has no transmission phase: no connect.
+    assert_eq!(listed(&srv.uri(), false), ["a", "b"]);
+    let out = nbdinfo(&["--size", &srv.uri_of("b")], false);
+    assert!(out.status.success(), "{out:?}");
+    let me = run_stdout(Command::new("id").arg("-u"));
+    let t0 = Instant::now();
+    let seen = loop {
+        let seen = told.0.lock().unwrap().clone();
+        if seen.iter().any(|l| l.starts_with("disconnect")) {
+            break seen;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(10), "{seen:#?}");
+        thread::sleep(Duration::from_millis(10));
+    };
+    let events: Vec<&String> = seen.iter().filter(|l| !l.starts_with("message")).collect();
+    assert_eq!(events.len(), 2, "{seen:#?}");
+    let id = events[0].split(' ').nth(1).unwrap();
+    assert_eq!(
+        events[0],
+        &format!("connect {id} b uid Some({}) tls false", me.trim())
+    );
+    assert_eq!(events[1], &format!("disconnect {id} b error false"));
+    // The server's lines went to the observer.
+    assert!(
+        seen.iter().any(|l| l.starts_with(&format!(
+            "message connection {id}: transmission on export \"b\""
+        ))),
+        "{seen:#?}"
+    );
+    srv.stop();
+}

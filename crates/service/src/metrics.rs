@@ -195,6 +195,19 @@ impl ExportMetrics {
         Connection(self)
     }
 
+    /// A client has connected: counted in `connections` until [`ExportMetrics::left`]
+    /// (for an observer told of the end elsewhere than where the connection began, which
+    /// cannot hold the guard of [`ExportMetrics::connected`]).
+    pub fn arrived(&self) {
+        self.connections.fetch_add(1, Relaxed);
+        self.connections_total.fetch_add(1, Relaxed);
+    }
+
+    /// A client [`ExportMetrics::arrived`] told of has left.
+    pub fn left(&self) {
+        self.connections.fetch_sub(1, Relaxed);
+    }
+
     /// The time the export's key derivation took.
     pub fn key_derived(&self, took: Duration) {
         self.kdf_nanos
@@ -208,9 +221,46 @@ impl ExportMetrics {
         self.reencrypt_size.store(total, Relaxed);
     }
 
+    /// What the export has done so far (summed over its shards).
+    pub fn totals(&self) -> Totals {
+        let all = |f: &dyn Fn(&Shard) -> &[AtomicU64]| -> u64 {
+            self.shards
+                .iter()
+                .map(|s| f(s).iter().map(|a| a.load(Relaxed)).sum::<u64>())
+                .sum()
+        };
+        Totals {
+            requests: all(&|s| &s.requests[..]),
+            bytes_read: self.sum(|s| &s.bytes[Op::Read as usize]),
+            bytes_written: self.sum(|s| &s.bytes[Op::Write as usize]),
+            errors: all(&|s| &s.errors[..]),
+            in_flight: self
+                .shards
+                .iter()
+                .map(|s| s.in_flight.load(Relaxed))
+                .sum::<i64>()
+                .max(0) as u64,
+        }
+    }
+
     fn sum(&self, f: impl Fn(&Shard) -> &AtomicU64) -> u64 {
         self.shards.iter().map(|s| f(s).load(Relaxed)).sum()
     }
+}
+
+/// An export's counters summed: [`ExportMetrics::totals`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Totals {
+    /// Requests completed, of every type, failed ones included.
+    pub requests: u64,
+    /// Payload bytes read (by requests that succeeded).
+    pub bytes_read: u64,
+    /// Payload bytes written (by requests that succeeded).
+    pub bytes_written: u64,
+    /// Requests failed.
+    pub errors: u64,
+    /// Requests in flight now.
+    pub in_flight: u64,
 }
 
 /// A request in flight (see [`ExportMetrics::begin`]).
@@ -255,6 +305,16 @@ impl Metrics {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push(export);
+    }
+
+    /// The export named `name`'s metrics, if it has some.
+    pub fn export(&self, name: &str) -> Option<Arc<ExportMetrics>> {
+        self.exports
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .find(|e| e.name == name)
+            .cloned()
     }
 
     /// Removes the export named `name` (its series disappear).
@@ -482,6 +542,18 @@ mod tests {
         );
         let enospc = "sectorcrypt_request_errors_total{export=\"disk\",errno=\"ENOSPC\"}";
         assert_eq!(value(&t, enospc), 8.0);
+        let totals = m.export("disk").expect("the export is there").totals();
+        assert_eq!(
+            totals,
+            Totals {
+                requests: 16_008,
+                bytes_read: 8000 * 4096,
+                bytes_written: 8000 * 512,
+                errors: 8,
+                in_flight: 0,
+            }
+        );
+        assert!(m.export("other").is_none());
         let b = "sectorcrypt_request_duration_seconds_bucket{export=\"disk\",type=\"read\",le=\"0.0001\"}";
         assert_eq!(value(&t, b), 8000.0);
         let b = "sectorcrypt_request_duration_seconds_bucket{export=\"disk\",type=\"read\",le=\"0.00005\"}";
@@ -506,6 +578,8 @@ mod tests {
         let m = Metrics::new("soft");
         let e = Arc::new(ExportMetrics::new("a", 2));
         m.add(e.clone());
+        e.arrived();
+        e.left();
         let c1 = e.connected();
         let c2 = e.connected();
         let r = e.begin();
@@ -520,7 +594,8 @@ mod tests {
         assert_eq!(value(&t, "sectorcrypt_connections{export=\"a\"}"), 1.0);
         assert_eq!(
             value(&t, "sectorcrypt_connections_total{export=\"a\"}"),
-            2.0
+            3.0,
+            "arrived, then two guards"
         );
         assert_eq!(
             value(&t, "sectorcrypt_requests_in_flight{export=\"a\"}"),

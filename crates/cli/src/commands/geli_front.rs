@@ -76,6 +76,8 @@ fn serve(open: OpenArgs, listen: Listen, exit_after_last: bool, flags: u32) -> R
         metrics: None,
         config: None,
         export: Vec::new(),
+        name: None,
+        log_format: "text".into(),
     })
 }
 

@@ -1,7 +1,9 @@
 //! `sectorcrypt open IMAGE NAME`, `close NAME` and `status [NAME]`: a volume unlocked
 //! once and served under a name by one background process, over NBD at RUNTIME/NAME.sock
 //! and, on request, as a FUSE file with a loop device on it (`open_state` keeps the
-//! entries).
+//! entries). A gateway (`serve --config`) registers there too, its entry of kind
+//! `gateway` and RUNTIME/NAME.sock its control socket: `status` asks it for its exports
+//! and clients (`commands::gateway::with_exports`), and `close` stops it.
 //!
 //! `open` checks the name, starts itself again with `--foreground` (as `mount` does: same
 //! arguments, standard input and error, so every way of unlocking works), and returns once
@@ -531,6 +533,10 @@ pub fn status(a: StatusArgs) -> Result<(), Failure> {
                 "{name}: its process was gone; the stale entry was removed"
             ));
         } else if entry["ready"] == Value::Bool(true) {
+            let entry = match entry["kind"].as_str() {
+                Some("gateway") => crate::commands::gateway::with_exports(entry),
+                _ => entry,
+            };
             if let Value::Object(o) = entry {
                 open.push(o.into_iter().filter(|(k, _)| k != "ready").collect());
             }
@@ -553,6 +559,9 @@ pub fn status(a: StatusArgs) -> Result<(), Failure> {
 
 /// An entry for people (control characters shown escaped, never raw).
 fn describe(e: &Value) -> String {
+    if e["kind"] == "gateway" {
+        return describe_gateway(e);
+    }
     let s = |k: &str| printable(e[k].as_str().unwrap_or("-"));
     let n = |k: &str| printable(&e[k].to_string());
     let mut out = format!("{}: open (process {})\n", s("name"), n("pid"));
@@ -579,6 +588,66 @@ fn describe(e: &Value) -> String {
     }
     if let Some(d) = e["loop"].as_str() {
         out.push_str(&format!("  loop:    {}\n", printable(d)));
+    }
+    out
+}
+
+/// A gateway's entry for people: where it listens, then each export with its clients.
+fn describe_gateway(e: &Value) -> String {
+    let s = |v: &Value| printable(v.as_str().unwrap_or("-"));
+    let mut out = format!(
+        "{}: gateway (process {})\n  listen:  {}\n",
+        s(&e["name"]),
+        e["pid"],
+        s(&e["listen"])
+    );
+    if let Some(c) = e["config"].as_str() {
+        out.push_str(&format!("  config:  {}\n", printable(c)));
+    }
+    if let Some(err) = e["error"].as_str() {
+        out.push_str(&format!("  error:   {}\n", printable(err)));
+    }
+    for x in e["exports"].as_array().into_iter().flatten() {
+        let mode = if x["read_only"] == Value::Bool(true) {
+            "read-only"
+        } else {
+            "read-write"
+        };
+        let clients = x["clients"].as_array().map_or(0, Vec::len);
+        out.push_str(&format!("  export {}:", s(&x["name"])));
+        if x["offered"] == Value::Bool(false) {
+            out.push_str(" removed, draining");
+        } else {
+            out.push_str(&format!(
+                " {} {}, {} bytes, {mode}, {}",
+                s(&x["format"]),
+                s(&x["locator"]),
+                x["size"],
+                s(&x["cipher"])
+            ));
+        }
+        out.push_str(&format!(
+            "\n    {clients} client(s); {} requests, {} bytes read, {} bytes written, {} errors\n",
+            x["requests"], x["bytes_read"], x["bytes_written"], x["errors"]
+        ));
+        for c in x["clients"].as_array().into_iter().flatten() {
+            let p = &c["peer"];
+            let who = match (p["uid"].as_u64(), p["address"].as_str()) {
+                (Some(uid), _) => format!("uid {uid} gid {} pid {}", p["gid"], p["pid"]),
+                (None, Some(a)) => printable(a),
+                (None, None) => "unknown peer".into(),
+            };
+            let subject = match p["tls_subject"].as_str() {
+                Some(t) => format!(", TLS subject {}", printable(t)),
+                None if c["tls"] == Value::Bool(true) => ", TLS".into(),
+                None => String::new(),
+            };
+            out.push_str(&format!(
+                "    client {who}{subject} (connection {}, since {})\n",
+                c["connection"],
+                s(&c["since"])
+            ));
+        }
     }
     out
 }

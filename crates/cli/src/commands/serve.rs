@@ -27,14 +27,19 @@
 //! With `--config FILE` or `--export NAME=LOCATOR` in place of IMAGE it serves many
 //! volumes, each under its name (`commands::gateway` turns the command line into the
 //! gateway's configuration; `sectorcrypt_gateway::table` opens the volumes into the
-//! server's export table, each counted under its name for `--metrics`). SIGHUP reads a
-//! `--config` file again (`sectorcrypt_gateway::live`), between RELOADING=1 and READY=1.
+//! server's export table, each counted under its name for `--metrics` and `status`).
+//! SIGHUP, and `sectorcrypt gateway reload` through the control socket, read a `--config`
+//! file again (`sectorcrypt_gateway::live`), between RELOADING=1 and READY=1. A gateway
+//! registers in the runtime directory (`commands::gateway::register`) and logs through
+//! `sectorcrypt_gateway::log` (`--log-format text|json`), the NBD server's messages and
+//! its clients' connects and disconnects included (`sectorcrypt_gateway::clients`).
 
 use crate::failure::Failure;
 use crate::flags::tls::{TlsArgs, TlsMode};
 use crate::flags::ServeArgs;
-use sectorcrypt_gateway::config::Config;
+use sectorcrypt_gateway::clients::Clients;
 use sectorcrypt_gateway::live::Gateway;
+use sectorcrypt_gateway::log::{Log, LogFormat};
 use sectorcrypt_gateway::metered::Metered;
 use sectorcrypt_image::reencrypt::{Online, ReencryptOptions};
 use sectorcrypt_nbd::tls::{ServerTls, TlsError};
@@ -63,6 +68,13 @@ pub fn run(a: ServeArgs) -> Result<(), Failure> {
     if a.reencrypt && gateway.is_some() {
         return Err(Failure::usage(
             "--reencrypt serves one volume (IMAGE), not a gateway's exports",
+        ));
+    }
+    let log_format: LogFormat = a.log_format.parse().map_err(Failure::usage)?;
+    if gateway.is_none() && (a.name.is_some() || log_format != LogFormat::Text) {
+        return Err(Failure::usage(
+            "--name and --log-format json are a gateway's (--config FILE or --export \
+             NAME=LOCATOR), not of one volume IMAGE",
         ));
     }
     let listen = match (&a.socket, &a.listen) {
@@ -137,6 +149,19 @@ pub fn run(a: ServeArgs) -> Result<(), Failure> {
     };
     let served = match gateway {
         Some(gateway) => {
+            // Its requests are always counted: `status` shows them, with or without
+            // --metrics.
+            let counted = metrics.clone().unwrap_or_else(|| {
+                let backend = sectorcrypt_crypto::Backend::selected()
+                    .map(|b| b.name())
+                    .unwrap_or("unknown");
+                Arc::new(Metrics::new(backend))
+            });
+            // The gateway's log, and its clients (for `status` and the connection
+            // metrics) told by the server.
+            let log = Arc::new(Log::stderr(log_format));
+            let clients = Arc::new(Clients::new(log.clone(), Some(counted.clone())));
+            config.observer = Some(clients.clone());
             config.workers_per_connection = gateway
                 .exports
                 .iter()
@@ -144,11 +169,18 @@ pub fn run(a: ServeArgs) -> Result<(), Failure> {
                 .try_fold(config.workers_per_connection, |most, w| {
                     w.map(|w| most.max(w))
                 })?;
+            if let Some(n) = gateway.max_connections {
+                config.max_connections = n;
+            }
+            if let Some(n) = gateway.max_connections_per_export {
+                config.max_connections_per_export = n;
+            }
             let opts = sectorcrypt_gateway::table::Options {
                 credentials: std::env::var_os("CREDENTIALS_DIRECTORY").map(Into::into),
                 threads: a.open.threads,
                 allow_discards: a.allow_discards,
-                metrics: metrics.clone(),
+                metrics: Some(counted),
+                log: Some(log.clone()),
             };
             let (gateway, opened) =
                 interruptibly(&mut signals, "opening the exports", move || {
@@ -158,9 +190,9 @@ pub fn run(a: ServeArgs) -> Result<(), Failure> {
                     opened
                 })?
                 .map_err(crate::commands::gateway::open_failure)?;
-            crate::host::memory::warn_if_key_memory_not_locked();
+            crate::host::memory::warn_through_if_key_memory_not_locked(&|w| log.warning(w));
             for o in &opened {
-                eprintln!("sectorcrypt: {}", crate::commands::gateway::opened_line(o));
+                log.info(crate::commands::gateway::opened_line(o));
             }
             if let (Some(at), Some(m)) = (&metrics_at, metrics) {
                 spawn_metrics(at, m)?;
@@ -172,7 +204,12 @@ pub fn run(a: ServeArgs) -> Result<(), Failure> {
                 (None, Some(passed)) => Server::adopt_exports(passed, table, config),
                 (None, None) => unreachable!("a socket to listen on was found above"),
             };
-            (bound, Some(gateway), None, None)
+            let running = Running {
+                gateway,
+                clients,
+                log,
+            };
+            (bound, Some(running), None, None)
         }
         None => {
             let unlocking = Instant::now();
@@ -218,22 +255,51 @@ pub fn run(a: ServeArgs) -> Result<(), Failure> {
         sectorcrypt_nbd::Error::Io(..) => Failure::runtime(e),
         _ => Failure::usage(e),
     })?;
+    let log = gateway.as_ref().map(|g| g.log.clone());
     if let Some(warning) = open_to_all(server.local(), socket_mode, tls_kind) {
-        eprintln!("sectorcrypt: warning: {warning}");
+        match &log {
+            Some(log) => log.warning(warning),
+            None => eprintln!("sectorcrypt: warning: {warning}"),
+        }
     }
-    let reloader = match (gateway, hup) {
-        (Some(gateway), Some(hup)) => Some(reload_on_hangup(
-            hup,
-            gateway,
-            a.config.clone(),
-            server.exports_handle(),
-            notifier.clone(),
-        )),
-        _ => None,
+    let (reloader, registered) = match (gateway, hup) {
+        (Some(running), Some(hup)) => {
+            let reload = Arc::new(Reload {
+                gateway: running.gateway.clone(),
+                path: a.config.clone(),
+                exports: server.exports_handle(),
+                notifier: notifier.clone(),
+                log: running.log.clone(),
+            });
+            let answer = {
+                let (running, reload) = (running.clone(), reload.clone());
+                Arc::new(move |request: &str| match request {
+                    "reload" => reload.run(),
+                    _ => running.gateway.status(&running.clients),
+                })
+            };
+            let registered = crate::commands::gateway::register(
+                a.name.as_deref(),
+                server.local(),
+                a.config.as_deref(),
+                answer,
+                &running.log,
+            )?;
+            if let Some(r) = &registered {
+                running.log.info(format!(
+                    "gateway {}: `sectorcrypt status` shows it, `sectorcrypt gateway reload \
+                     {}` reloads it",
+                    r.name(),
+                    r.name()
+                ));
+            }
+            (Some(reload_on_hangup(hup, reload)), registered)
+        }
+        _ => (None, None),
     };
     let stop_reencrypting = Arc::new(AtomicBool::new(false));
     let reencrypting = online.map(|o| reencrypt_beside(o, stop_reencrypting.clone(), counting, &a));
-    let result = serve_until_stopped(server, signals, notifier);
+    let result = serve_until_stopped(server, signals, notifier, log);
     // A stopped server leaves the re-encryption stopped cleanly between two hotzones.
     stop_reencrypting.store(true, Ordering::Relaxed);
     if let Some(t) = reencrypting {
@@ -247,52 +313,75 @@ pub fn run(a: ServeArgs) -> Result<(), Failure> {
         handle.close();
         let _ = thread.join();
     }
+    if let Some(r) = registered {
+        r.remove();
+    }
     result
 }
 
-/// Reloads `gateway` from the configuration file `path` at each SIGHUP (`None`: the
-/// exports came from the command line, and there is nothing to read again), then lets
-/// the server close the exports removed that no client uses. Every reload is one line on
-/// standard error; a file that does not parse or check changes nothing.
-fn reload_on_hangup(
-    mut hup: Signals,
+/// A running gateway: its exports, its clients and its log.
+#[derive(Clone)]
+struct Running {
     gateway: Arc<Gateway>,
+    clients: Arc<Clients>,
+    log: Arc<Log>,
+}
+
+/// How a gateway reloads, on SIGHUP and on `sectorcrypt gateway reload`.
+struct Reload {
+    gateway: Arc<Gateway>,
+    /// The configuration file (`None`: the exports came from the command line, and there
+    /// is nothing to read again).
     path: Option<std::path::PathBuf>,
     exports: sectorcrypt_nbd::ExportsHandle,
     notifier: Option<Arc<Notifier>>,
+    log: Arc<Log>,
+}
+
+impl Reload {
+    /// Reads the file again and applies it, then lets the server close the exports
+    /// removed that no client uses; says RELOADING=1 and READY=1 (or STATUS= with why
+    /// a file was refused) to the service manager. What happened, as JSON (and logged).
+    fn run(&self) -> serde_json::Value {
+        let Some(path) = &self.path else {
+            let message = "nothing to reload (the exports come from --export; --config FILE \
+                           can be reloaded)";
+            self.log.info(format!("reload: {message}"));
+            return serde_json::json!({ "ok": false, "message": message });
+        };
+        // Type=notify-reload: RELOADING=1 (with the time), READY=1 when done.
+        let starting = || {
+            if let Some(n) = &self.notifier {
+                let _ = n.reloading();
+            }
+        };
+        let done = self.gateway.reload_from(path, &self.log, &starting);
+        let message = done["message"].as_str().unwrap_or_default();
+        if done["ok"] == serde_json::Value::Bool(true) {
+            for e in self.exports.release_unoffered() {
+                self.log
+                    .warning(format!("reload: flushing a removed export: {e}"));
+            }
+            if let Some(n) = &self.notifier {
+                let _ = n.ready(&format!("reloaded: {message}"));
+            }
+        } else if let Some(n) = &self.notifier {
+            let _ = n.status(&format!("reload {message}"));
+        }
+        done
+    }
+}
+
+/// Reloads the gateway at each SIGHUP (one line on the log each time; a file that does
+/// not parse or check changes nothing).
+fn reload_on_hangup(
+    mut hup: Signals,
+    reload: Arc<Reload>,
 ) -> (signal_hook::iterator::Handle, std::thread::JoinHandle<()>) {
     let handle = hup.handle();
     let thread = std::thread::spawn(move || {
         for _ in hup.forever() {
-            let Some(path) = &path else {
-                eprintln!(
-                    "sectorcrypt: SIGHUP: nothing to reload (the exports come from --export; \
-                     --config FILE can be reloaded)"
-                );
-                continue;
-            };
-            let new = match Config::load(path) {
-                Ok(c) => c,
-                Err(e) => {
-                    eprintln!("sectorcrypt: reload refused: {e}; the running exports stay");
-                    if let Some(n) = &notifier {
-                        let _ = n.status(&format!("reload refused: {e}"));
-                    }
-                    continue;
-                }
-            };
-            // Type=notify-reload: RELOADING=1 (with the time), READY=1 when done.
-            if let Some(n) = &notifier {
-                let _ = n.reloading();
-            }
-            let done = gateway.reload(&new);
-            eprintln!("sectorcrypt: reloaded {}: {done}", path.display());
-            for e in exports.release_unoffered() {
-                eprintln!("sectorcrypt: reload: flushing a removed export: {e}");
-            }
-            if let Some(n) = &notifier {
-                let _ = n.ready(&format!("reloaded: {done}"));
-            }
+            reload.run();
         }
     });
     (handle, thread)
@@ -304,7 +393,12 @@ fn serve_until_stopped(
     server: Server,
     mut signals: Signals,
     notifier: Option<Arc<Notifier>>,
+    log: Option<Arc<Log>>,
 ) -> Result<(), Failure> {
+    let say = move |text: String| match &log {
+        Some(log) => log.info(text),
+        None => eprintln!("sectorcrypt: {text}"),
+    };
     let handle = server.shutdown_handle();
     let signals_handle = signals.handle();
     if let Some(n) = &notifier {
@@ -322,10 +416,10 @@ fn serve_until_stopped(
     let watcher = std::thread::spawn(move || {
         let mut caught = signals.forever();
         if let Some(sig) = caught.next() {
-            eprintln!(
-                "sectorcrypt: signal {sig}: finishing requests in flight and flushing (a \
-                 second signal stops at once)"
-            );
+            say(format!(
+                "signal {sig}: finishing requests in flight and flushing (a second signal \
+                 stops at once)"
+            ));
             if let Some(n) = &stopping {
                 let _ = n.stopping("finishing requests in flight and flushing");
             }
@@ -336,10 +430,10 @@ fn serve_until_stopped(
         // ever. A second signal ends it there and then (the iterator ends, without one,
         // once the server has stopped by itself).
         if let Some(sig) = caught.next() {
-            eprintln!(
-                "sectorcrypt: signal {sig} again: stopping now, without waiting for the \
-                 requests in flight or the final flush"
-            );
+            say(format!(
+                "signal {sig} again: stopping now, without waiting for the requests in \
+                 flight or the final flush"
+            ));
             std::process::exit(1);
         }
     });

@@ -133,8 +133,12 @@ pub enum Command {
     },
     /// Stop what `open` started under NAME: detach, unmount, flush, stop the server.
     Close(crate::flags::open::CloseArgs),
-    /// List the volumes `open` serves: format, cipher, size, URI, mount, loop device.
+    /// List the volumes `open` serves (format, cipher, size, URI, mount, loop device) and
+    /// the gateways `serve --config` runs, with their exports and clients.
     Status(crate::flags::open::StatusArgs),
+    /// Ask a running gateway (`serve --config`) to read its configuration again.
+    #[command(after_long_help = GATEWAY_HELP)]
+    Gateway(GatewayArgs),
     /// Print the completion script of a shell (bash, zsh or fish) for sectorcrypt.
     #[command(after_long_help = crate::flags::manuals::COMPLETIONS_HELP)]
     Completions(crate::flags::manuals::CompletionsArgs),
@@ -656,6 +660,7 @@ and --read-only apply to every export:
 A configuration file (TOML) gives each export its own key, header and access:
   listen = [\"/run/sectorcrypt/gw.sock\"]   # or \"127.0.0.1:10809\"; none: socket activation
   metrics = \"127.0.0.1:9560\"              # per-export series, labelled export=\"NAME\"
+  max_connections = 256                   # all exports together (default 64)
   [tls]                                   # optional, for every export
   certificates = \"/etc/sectorcrypt/tls\"
   verify_peer = true                      # needed for tls_subjects
@@ -686,7 +691,32 @@ lists apply from the next client on; a changed volume (image, header, key, read_
 refused, said on standard error with the fields, and served as before; unchanged exports'
 clients notice nothing. listen, metrics and [tls] keep their values until a restart. A file
 that does not parse changes nothing. Under a service manager a reload says RELOADING=1, then
-READY=1 with what changed (or a STATUS= line with why a file was refused).";
+READY=1 with what changed (or a STATUS= line with why a file was refused). `sectorcrypt
+gateway reload [NAME]` does the same and prints what changed.
+A gateway answers on a control socket, RUNTIME/NAME.sock (RUNTIME as for `open`; NAME from
+--name, gateway-PID by default; mode 0600): `sectorcrypt status` lists its exports with
+their clients (uid, gid and pid of a Unix peer, a TCP address, a TLS certificate subject)
+and their request and byte counts. Without a usable runtime directory (no XDG_RUNTIME_DIR)
+it serves all the same, with a warning, and `status` does not see it; with --name that is an
+error.
+--log-format json writes one JSON object per line on standard error: ts, event (connect,
+disconnect, error, reload, message), export, peer, and errno and message for errors (a
+failing export is logged once a second at most, with how many more failed). No line holds
+a secret. For gateways only.
+Each connection has its own reader thread and workers (the store's threads besides):
+the operating system shares the cores between connections, whichever export they use, and
+an export whose store stalls holds up its own connections only. PSK (TLS 1.3 external
+pre-shared keys, nbdkit's --tls-psk) is not offered: rustls has no server-side external
+PSK.";
+
+const GATEWAY_HELP: &str = "\
+Examples:
+  sectorcrypt gateway reload            # the only gateway running
+  sectorcrypt gateway reload backup     # serve --config ... --name backup
+
+The gateway reads its --config file again, as on SIGHUP: new exports are opened and
+offered, removed ones drain, changed volumes are refused and served as before. The command
+prints what changed, and exits 1 when the file was refused (nothing changed then).";
 
 /// How a volume is opened (shared by `serve`, `mount` and `open`).
 #[derive(Debug, Args, Clone)]
@@ -818,6 +848,32 @@ pub struct ServeArgs {
     /// the crypto backend and the unlock time.
     #[arg(long, value_name = "ADDR:PORT|PATH")]
     pub metrics: Option<String>,
+    /// A gateway's name for `sectorcrypt status` and `sectorcrypt gateway reload NAME`
+    /// (its control socket is RUNTIME/NAME.sock) [default: gateway-PID].
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["export_name", "onetime"])]
+    pub name: Option<String>,
+    /// A gateway's log on standard error: text, or json (one object per line: connect,
+    /// disconnect, error, reload, message).
+    #[arg(long, value_name = "FORMAT", default_value = "text", value_parser = ["text", "json"])]
+    pub log_format: String,
+}
+
+/// `sectorcrypt gateway`.
+#[derive(Debug, Args)]
+pub struct GatewayArgs {
+    #[command(subcommand)]
+    pub command: GatewayCommand,
+}
+
+/// What `sectorcrypt gateway` does to a running gateway (`serve --config`).
+#[derive(Debug, clap::Subcommand)]
+pub enum GatewayCommand {
+    /// Read the gateway's configuration file again (as SIGHUP does) and say what changed.
+    Reload {
+        /// The gateway (`serve --name`); may be left out when only one runs.
+        #[arg(value_name = "NAME")]
+        name: Option<String>,
+    },
 }
 
 /// A file mode in octal: permission bits only (at most 0777).

@@ -69,7 +69,8 @@ pub struct StatusArgs {
     /// Only this name (exit 2 when it is not open).
     #[arg(value_name = "NAME")]
     pub name: Option<String>,
-    /// JSON: an array of the open volumes, or the one object of NAME.
+    /// JSON: an array of the open volumes and running gateways, or the one object of
+    /// NAME.
     #[arg(long)]
     pub json: bool,
 }

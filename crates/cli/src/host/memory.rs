@@ -24,12 +24,17 @@ pub fn scrub_after_unlock() {
 /// Warns (once) if some key memory could not be locked (`mlock` refused: the keys may be
 /// swapped out).
 pub fn warn_if_key_memory_not_locked() {
+    warn_through_if_key_memory_not_locked(&|w| eprintln!("sectorcrypt: warning: {w}"));
+}
+
+/// [`warn_if_key_memory_not_locked`], the warning given to `warn` (a gateway's log).
+pub fn warn_through_if_key_memory_not_locked(warn: &dyn Fn(&str)) {
     static WARNED: Once = Once::new();
     if secret::protection() == Some(Protection::Unlocked) {
         WARNED.call_once(|| {
-            eprintln!(
-                "sectorcrypt: warning: key memory could not be locked (RLIMIT_MEMLOCK is too \
-                 low: see ulimit -l); keys may be written to swap, though never to a core dump"
+            warn(
+                "key memory could not be locked (RLIMIT_MEMLOCK is too low: see ulimit -l); \
+                 keys may be written to swap, though never to a core dump",
             )
         });
     }

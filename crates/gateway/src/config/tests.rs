@@ -4,6 +4,8 @@ use super::*;
 const EXAMPLE: &str = r#"
 listen = ["/run/sectorcrypt/gateway.sock", "127.0.0.1:10809"]
 metrics = "127.0.0.1:9560"
+max_connections = 256
+max_connections_per_export = 64
 
 [tls]
 certificates = "/etc/sectorcrypt/tls"
@@ -38,6 +40,10 @@ fn the_documented_example_parses_into_what_it_says() {
     let c = parse(EXAMPLE).unwrap();
     assert_eq!(c.listen.len(), 2);
     assert_eq!(c.metrics.as_deref(), Some("127.0.0.1:9560"));
+    assert_eq!(
+        (c.max_connections, c.max_connections_per_export),
+        (Some(256), Some(64))
+    );
     let tls = c.tls.as_ref().unwrap();
     assert!(tls.verify_peer && tls.require);
     assert_eq!(
