@@ -59,6 +59,11 @@ pub fn reencrypt(a: ReencryptArgs) -> Result<(), Failure> {
         threads: 0,
     };
     let decrypting = a.decrypt || reencrypt::mode(&img)?.as_deref() == Some("decrypt");
+    let noun = if decrypting {
+        "decryption"
+    } else {
+        "re-encryption"
+    };
     let pass = img.passphrase(&a.key)?;
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [SIGINT, SIGTERM] {
@@ -97,11 +102,11 @@ pub fn reencrypt(a: ReencryptArgs) -> Result<(), Failure> {
             start.elapsed().as_secs_f64()
         ),
         Outcome::Stopped { .. } if a.init_only => println!(
-            "{name}: re-encryption initialised; resume it with `sectorcrypt reencrypt \
+            "{name}: {noun} initialised; resume it with `sectorcrypt reencrypt \
              --resume-only` (or cryptsetup reencrypt --resume-only)"
         ),
         Outcome::Stopped { done, total } => println!(
-            "{name}: re-encryption stopped at {done} of {total} bytes; resume it with \
+            "{name}: {noun} stopped at {done} of {total} bytes; resume it with \
              `sectorcrypt reencrypt` (or cryptsetup reencrypt --resume-only)"
         ),
     }
