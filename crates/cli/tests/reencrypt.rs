@@ -809,6 +809,13 @@ fn decrypt_in_place_with_a_detached_header_both_ways() {
             ]));
             assert!(String::from_utf8_lossy(&out.stdout).contains("decrypted"));
             p.verify_decrypted(&format!("{resilience}: sectorcrypt --decrypt"));
+            // The header opens nothing now, and says why.
+            let out = p.sc_cmd(&[]).output().unwrap();
+            assert_eq!(code(&out), 2, "{out:?}");
+            assert!(
+                String::from_utf8_lossy(&out.stderr).contains("linear (plaintext)"),
+                "{out:?}"
+            );
         }
 
         // One tool initialises, the other runs it.

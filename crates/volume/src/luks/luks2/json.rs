@@ -397,6 +397,13 @@ impl Luks2 {
 pub(super) fn segment_of(id: &str, seg: &Value) -> Result<Segment> {
     let path = format!("segments.{id}.");
     let kind = str_of(seg, "type", &path)?;
+    if kind == "linear" {
+        return Err(Error::unsupported(
+            "the data segment is linear (plaintext): this header encrypts nothing, as a \
+             finished decryption (cryptsetup reencrypt --decrypt) leaves it; the data is \
+             readable as it is",
+        ));
+    }
     if kind != "crypt" {
         return Err(Error::unsupported(format!(
             "segment type {kind:?} (only \"crypt\" is supported)"
