@@ -139,7 +139,11 @@ mod tests {
     fn rfc3394_vectors_wrap_and_unwrap() {
         for (kek, key, wrapped) in RFC3394 {
             assert_eq!(wrap(&h(kek), &h(key)).unwrap(), h(wrapped), "wrap {kek}");
-            assert_eq!(&unwrap(&h(kek), &h(wrapped)).unwrap()[..], &h(key)[..], "unwrap {kek}");
+            assert_eq!(
+                &unwrap(&h(kek), &h(wrapped)).unwrap()[..],
+                &h(key)[..],
+                "unwrap {kek}"
+            );
         }
     }
 
@@ -148,17 +152,26 @@ mod tests {
         let (kek, _, wrapped) = RFC3394[0];
         let mut other = h(kek);
         other[0] ^= 1;
-        assert!(matches!(unwrap(&other, &h(wrapped)), Err(Error::AuthenticationFailed)));
+        assert!(matches!(
+            unwrap(&other, &h(wrapped)),
+            Err(Error::AuthenticationFailed)
+        ));
         let mut bad = h(wrapped);
         bad[23] ^= 0x80;
-        assert!(matches!(unwrap(&h(kek), &bad), Err(Error::AuthenticationFailed)));
+        assert!(matches!(
+            unwrap(&h(kek), &bad),
+            Err(Error::AuthenticationFailed)
+        ));
     }
 
     #[test]
     fn lengths_that_are_no_wrapped_key_are_refused() {
         let kek = [7u8; 16];
         for len in [0, 8, 16, 23, 25, 31] {
-            assert!(matches!(unwrap(&kek, &vec![0; len]), Err(Error::Input(_))), "{len}");
+            assert!(
+                matches!(unwrap(&kek, &vec![0; len]), Err(Error::Input(_))),
+                "{len}"
+            );
         }
         assert!(matches!(wrap(&kek, &[0; 8]), Err(Error::Input(_))));
         assert!(matches!(unwrap(&[0; 15], &[0; 24]), Err(Error::Key(_))));

@@ -132,9 +132,9 @@ pub mod aes {
     pub use crate::block::BLOCK;
     pub use crate::ccm::Ccm;
     pub use crate::gcm::{Gcm, GcmDecryptor, GcmEncryptor, GCM_MAX_PLAINTEXT};
-    pub use crate::modes::{Cbc, Ctr, Ecb, Xts};
     /// AES key wrap (RFC 3394).
     pub use crate::kw::{unwrap as key_unwrap, wrap as key_wrap};
+    pub use crate::modes::{Cbc, Ctr, Ecb, Xts};
 
     /// The register width each mode runs on with the `avx512` backend, and how it was
     /// chosen (forced by `SECTORCRYPT_AES_WIDTH`, or measured once per process, here if

@@ -28,6 +28,7 @@ pub mod engine;
 mod error;
 pub mod format;
 pub mod formats;
+pub mod fvault2;
 pub mod geli;
 pub mod hash;
 pub mod kdf;
