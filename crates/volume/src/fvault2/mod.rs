@@ -276,7 +276,7 @@ impl Format for Fvault2 {
         Report {
             title: "Header information for FVAULT2 device.",
             blank_after_title: false,
-            value_column: 22,
+            value_column: 23,
             fields: vec![
                 Field::new("Physical volume UUID", uuid_string(&md.header.uuid)),
                 Field::new("Family UUID", &self.uuid),
