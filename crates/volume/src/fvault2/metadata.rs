@@ -225,10 +225,19 @@ impl std::fmt::Debug for Metadata {
     }
 }
 
+/// Block type 0x0019's encryption context: the PBKDF2 salt and iterations, the wrapped
+/// KEK and the wrapped volume key.
+struct Context {
+    salt: [u8; 16],
+    iterations: u32,
+    wrapped_kek: [u8; WRAPPED_LEN],
+    wrapped_volume_key: [u8; WRAPPED_LEN],
+}
+
 /// The three encrypted metadata blocks' contents as they are found.
 #[derive(Default)]
 struct Found {
-    keys: Option<([u8; 16], u32, [u8; WRAPPED_LEN], [u8; WRAPPED_LEN])>,
+    keys: Option<Context>,
     volume: Option<(u64, [u8; 16])>,
     data_block: Option<u32>,
 }
@@ -245,7 +254,12 @@ impl Metadata {
                  at byte {start})"
             ))
         };
-        let (salt, iterations, wrapped_kek, wrapped_volume_key) = found
+        let Context {
+            salt,
+            iterations,
+            wrapped_kek,
+            wrapped_volume_key,
+        } = found
             .keys
             .ok_or_else(|| missing("encryption context (block type 0x0019)"))?;
         let (data_size, family_uuid) = found
@@ -414,11 +428,7 @@ fn base64_of(xml: &str, key: &str, len: usize, what: &str) -> Result<Vec<u8>> {
 }
 
 /// Block type 0x0019's XML: the salt, the iterations and both wrapped keys.
-#[allow(clippy::type_complexity)]
-fn encryption_context(
-    xml: &str,
-    what: &str,
-) -> Result<([u8; 16], u32, [u8; WRAPPED_LEN], [u8; WRAPPED_LEN])> {
+fn encryption_context(xml: &str, what: &str) -> Result<Context> {
     let pwk = base64_of(xml, "PassphraseWrappedKEKStruct", PWK_LEN, what)?;
     let kwvk = base64_of(xml, "KEKWrappedVolumeKeyStruct", KWVK_LEN, what)?;
     let mut salt = [0u8; 16];
@@ -431,7 +441,12 @@ fn encryption_context(
     if iterations == 0 {
         return Err(Error::corrupt(format!("{what}: PBKDF2 with 0 iterations")));
     }
-    Ok((salt, iterations, kek, vk))
+    Ok(Context {
+        salt,
+        iterations,
+        wrapped_kek: kek,
+        wrapped_volume_key: vk,
+    })
 }
 
 /// Block type 0x001a's XML: the logical volume's size (hexadecimal) and family UUID.
