@@ -17,6 +17,9 @@
 //!   key files, each against an independent statement of what it accepts.
 //! - [`bitlk`]: the bytes are the start of a BitLocker volume (header, FVE metadata
 //!   copies with their CRC-32 recomputed): the metadata parser, `dump`, and a clear key.
+//! - [`fvault2`]: the bytes are the start of a FileVault 2 volume with its metadata
+//!   blocks in plaintext (checksummed and encrypted by the harness): the metadata reader,
+//!   the XML and base64 of its plist, `dump`, and a passphrase opening it at 1 iteration.
 //! - [`geli`]: the bytes are the end of a GELI provider, its metadata sector last: the
 //!   decoder, what reads a provider, `dump`, and unlocking with a small iteration count.
 //! - [`nbd_client`]: the bytes are what a server sends to the NBD client (handshake and
@@ -34,6 +37,7 @@
 mod bitlk;
 mod cipher;
 mod cli;
+mod fvault2;
 mod geli;
 mod luks;
 mod nbd;
@@ -46,6 +50,7 @@ mod store;
 pub use bitlk::{bitlk, fix_bitlk_crcs};
 pub use cipher::cipher_spec;
 pub use cli::cli_values;
+pub use fvault2::{fix_fvault2, fvault2, FVAULT2_PASSPHRASE};
 pub use geli::{geli, geli_reached, GELI_KEYFILE, GELI_PASSPHRASE};
 pub use luks::{fix_luks2_checksums, luks1, luks2, reached, Reached, PASSPHRASE};
 pub use nbd::nbd;
@@ -72,4 +77,5 @@ pub const TARGETS: &[(&str, Harness)] = &[
     ("rbd_spec", rbd_spec),
     ("pem", pem),
     ("bitlk", bitlk),
+    ("fvault2", fvault2),
 ];
