@@ -74,6 +74,11 @@ fn dump_shows_the_fields_cryptsetups_test_checks() {
     assert_eq!(j["family_uuid"], "33a76caa-1481-4bc5-8d04-1ac1707c19c0");
     assert_eq!(j["cipher_mode"], "xts-plain64");
     assert_eq!(j["key_bits"], 256);
+    // Exactly the fields docs/JSON.md lists.
+    assert_eq!(
+        support::json_paths(&j),
+        support::documented_fields("`dump --json`: FileVault 2")
+    );
     let j: serde_json::Value =
         serde_json::from_str(&ok(sc(&["dump", "--json=common", s(&image)], b""))).unwrap();
     assert_eq!(j["format"], "fvault2");
