@@ -2,7 +2,8 @@
 //! `crates/volume/tests/data/fvault2/`): `dump` and `dump --json` with the fields
 //! cryptsetup's `fvault2-compat-test` checks, `test-key`'s exit codes (3 for a wrong
 //! passphrase), `read` whose output has the SHA-256 and the file system UUID that test
-//! expects, `serve` read by nbdcopy, and the refusals: `write` (read-only), TCRYPT flags
+//! expects, `serve` (read-only without being asked) read by nbdcopy, `mount` (a read-only
+//! disk), and the refusals: `write` (read-only), TCRYPT flags
 //! with `--type fvault2`, a damaged header only named with `--type fvault2`. The image is
 //! never changed.
 
@@ -125,18 +126,51 @@ fn test_key_read_and_write_as_cryptsetup_would() {
     assert_eq!(sha256(&std::fs::read(&img).unwrap()), before);
 }
 
+/// `serve` without `--read-only`: the export is read-only all the same (nbdinfo says so),
+/// and nbdcopy reads the plaintext cryptsetup's test expects.
 #[test]
-fn serve_gives_nbdcopy_the_plaintext() {
-    require!("nbdcopy");
+fn serve_exports_the_plaintext_read_only() {
+    require!("nbdcopy", "nbdinfo");
     let image = image_or_skip!();
     let tmp = tempfile::tempdir().unwrap();
     let pw = volumes::key_file(tmp.path(), "pw", "heslo123");
     let sock = tmp.path().join("sock");
-    let served = served::Served::start(&["--key-file", s(&pw), "--read-only", s(&image)], &sock);
+    // A copy: serving without --read-only claims the image as a writer would.
+    let img = copy(&image, tmp.path());
+    let served = served::Served::start(&["--key-file", s(&pw), s(&img)], &sock);
+    let ro = Command::new("nbdinfo")
+        .args(["--is", "read-only"])
+        .arg(served.uri())
+        .status()
+        .unwrap();
+    assert_eq!(ro.code(), Some(0), "nbdinfo --is read-only: {ro}");
     let out = tmp.path().join("out");
     sectorcrypt_testkit::run(Command::new("nbdcopy").arg(served.uri()).arg(&out));
     drop(served);
     assert_eq!(sha256(&std::fs::read(&out).unwrap()), SHA256);
+}
+
+/// `mount` without `--read-only` shows a read-only MOUNTPOINT/disk with the plaintext.
+#[test]
+fn mount_shows_a_read_only_disk() {
+    let image = image_or_skip!();
+    if !Path::new("/dev/fuse").exists() {
+        sectorcrypt_testkit::skipped!("skipped: no /dev/fuse");
+        return;
+    }
+    require!("fusermount3");
+    let tmp = tempfile::tempdir().unwrap();
+    let mp = tmp.path().join("mp");
+    std::fs::create_dir(&mp).unwrap();
+    let pw = volumes::key_file(tmp.path(), "pw", "heslo123");
+    let img = copy(&image, tmp.path());
+    ok(sc(&["mount", s(&img), s(&mp), "--key-file", s(&pw)], b""));
+    let disk = mp.join("disk");
+    let data = std::fs::read(&disk);
+    let opened_for_write = std::fs::OpenOptions::new().write(true).open(&disk);
+    volumes::unmount(&mp);
+    assert_eq!(sha256(&data.unwrap()), SHA256);
+    assert!(opened_for_write.is_err(), "the disk opened for writing");
 }
 
 #[test]

@@ -37,8 +37,10 @@
 //!
 //! **The data**: the logical volume, at its offset and of its size, in AES-XTS-128 with
 //! 512-byte sectors numbered from the start of the logical volume (dm-crypt's `plain64`,
-//! IV offset 0). The engine reads it as it is; writes are refused by the store under the
-//! engine (cryptsetup opens FileVault 2 read-only too).
+//! IV offset 0). The engine reads it as it is, always opened read-only
+//! ([`Unlocked::with_read_only`]: `serve` exports it read-only, `mount` shows a read-only
+//! file), and the store under it refuses writes too (cryptsetup opens FileVault 2
+//! read-only as well).
 //!
 //! **Detection**: a store whose first 512 bytes carry `CS` at 88 *and* a matching
 //! checksum is FileVault 2 for certain (a false match is a 2^-32 chance on top of the
@@ -209,11 +211,12 @@ impl Format for Fvault2 {
             mode: CipherMode::Xts,
             iv: IvMode::Plain64,
         };
-        Ok(
-            Unlocked::new(info, spec, key, keyslot).with_store_map(Arc::new(|inner| {
+        // Read-only twice over: the engine refuses writes, and its store would too.
+        Ok(Unlocked::new(info, spec, key, keyslot)
+            .with_read_only()
+            .with_store_map(Arc::new(|inner| {
                 Ok(Box::new(ReadOnly(inner)) as Box<dyn Store>)
-            })),
-        )
+            })))
     }
 
     fn volume_info(&self, store: &dyn Store) -> Result<VolumeInfo> {
