@@ -8,7 +8,8 @@
 # FreeBSD image has; what nbdkit and qemu-nbd send to the NBD client; NBD URIs (libnbd's
 # tests, the NBD project's doc/uri.md); rbd: specs; TLS certificate directories made by
 # openssl; BitLocker metadata cut from cryptsetup's Windows-made images; FileVault 2
-# metadata cut from cryptsetup's test image. Run by `scripts/fuzz.sh seeds`; the corpora stay small (header regions with
+# metadata cut from cryptsetup's test image; VeraCrypt and TrueCrypt headers decrypted from
+# cryptsetup's test images. Run by `scripts/fuzz.sh seeds`; the corpora stay small (header regions with
 # their trailing zeros cut, whole keyslot material for one image of each version).
 #
 #   bash fuzz/seeds.sh [TARGET...]     # the named targets' corpora only (default: all)
@@ -19,7 +20,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 corpus=fuzz/corpus
-all=(luks1 luks2 nbd cipher_spec cli_values geli nbd_client nbd_uri rbd_spec pem bitlk fvault2)
+all=(luks1 luks2 nbd cipher_spec cli_values geli nbd_client nbd_uri rbd_spec pem bitlk fvault2 tcrypt)
 only=("$@")
 [ "${#only[@]}" -gt 0 ] || only=("${all[@]}")
 for t in "${only[@]}"; do
@@ -587,6 +588,30 @@ def seed(name, keep):
     open(os.path.join(out, name), "wb").write(data)
 seed("small-heslo123-as-fuzz", blocks)
 seed("small-0x0019-only", [b for b in blocks if struct.unpack_from("<H", b, 10)[0] == 0x0019])
+PY
+fi
+
+# TCRYPT: headers of cryptsetup's test images (crates/volume/tests/data/tcrypt/),
+# decrypted with their passphrases (PBKDF2 as VeraCrypt and TrueCrypt derive it, AES-XTS
+# data unit 0), each after an options byte (bit 0: hidden) and the chain index (0: AES).
+if want tcrypt; then
+    tar -xJf crates/volume/tests/data/tcrypt/tcrypt-images.tar.xz -C "$work"
+    python3 - "$work/tcrypt-images" "$corpus/tcrypt" <<'PY'
+import hashlib, os, sys
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+src, out = sys.argv[1], sys.argv[2]
+for name, at, password, iterations, flags in [
+    ("vc_1-sha512-xts-aes", 0, b"aaaaaaaaaaaa", 500000, 0),
+    ("tc_5-sha512-xts-aes-hidden", 65536, b"bbbbbbbbbbbb", 1000, 1),
+]:
+    with open(os.path.join(src, name), "rb") as f:
+        f.seek(at)
+        raw = f.read(512)
+    dk = hashlib.pbkdf2_hmac("sha512", password, raw[:64], iterations, 64)
+    d = Cipher(algorithms.AES(dk), modes.XTS(bytes(16))).decryptor()
+    h = raw[:64] + d.update(raw[64:]) + d.finalize()
+    assert h[64:68] in (b"VERA", b"TRUE"), name
+    open(os.path.join(out, name), "wb").write(bytes([flags, 0]) + h)
 PY
 fi
 
