@@ -316,17 +316,21 @@ fn a_truncated_image_is_a_clear_error() {
 fn dump_agrees_with_cryptsetup_fvault2dump() {
     require!("cryptsetup");
     let image = image_or_skip!();
-    // fvault2Dump reads the metadata in userspace (no AF_ALG, no device-mapper, no root).
+    // fvault2Dump needs no device-mapper and no root; its AES-XTS may come from the
+    // kernel's AF_ALG interface, as tcryptDump's does.
     let out = Command::new("cryptsetup")
         .arg("fvault2Dump")
         .arg(&image)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    if !out.status.success() && err.contains("kernel crypto interface not available") {
+        // A property of the running kernel, which no package installs: a skip even under
+        // SECTORCRYPT_STRICT (README, "What still only skips").
+        eprintln!("skipped: cryptsetup fvault2Dump needs the kernel's AF_ALG skcipher: {err}");
+        return;
+    }
+    assert!(out.status.success(), "{err}");
     let theirs = fields(&String::from_utf8(out.stdout).unwrap());
     let ours = fields(&Header::read(&store(&image)).unwrap().dump());
     let mut compared = 0;
