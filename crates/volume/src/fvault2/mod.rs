@@ -44,7 +44,7 @@
 //!
 //! **Detection**: a store whose first 512 bytes carry `CS` at 88 *and* a matching
 //! checksum is FileVault 2 for certain (a false match is a 2^-32 chance on top of the
-//! signature) and is detected ([`DRIVER`]); a damaged header is then not detected, and
+//! signature) and is detected (the registry entry); a damaged header is then not detected, and
 //! `--type fvault2` ([`crate::formats::Requested::Fvault2`]) reads it to say what is wrong.
 //!
 //! **Not supported**: writing, changing the passphrase, recovery keys and institutional
