@@ -3,7 +3,7 @@
 /// Shown after `dump --help`, `read --help`, `test-key --help`, `write --help` and
 /// `mount --help`.
 pub const FVAULT2_HELP: &str = "\
-FileVault 2 (FVAULT2) volumes on CoreStorage, made by macOS 10.7 to 10.12, read as \
+FileVault 2 (FVAULT2) volumes on CoreStorage (HFS+, Mac OS X 10.7 and later; not APFS), read as \
 cryptsetup 2.6 reads them: dump (the fields of cryptsetup's fvault2Dump), test-key, read, \
 serve, mount and open, all read-only (write is refused). They are detected when the \
 CoreStorage header's signature and checksum are intact; --type fvault2 names one whose \
