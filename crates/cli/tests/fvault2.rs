@@ -216,3 +216,38 @@ fn refusals_are_clear() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("not a FileVault 2 volume"), "{err}");
 }
+
+/// Formatting GELI over a FileVault 2 volume (whose metadata sits in the last sector, far
+/// from the CoreStorage header at 0) wipes that header first, so the provider opens as
+/// GELI alone instead of as two formats at once.
+#[test]
+fn geli_init_over_it_wipes_the_corestorage_header() {
+    let image = image_or_skip!();
+    let tmp = tempfile::tempdir().unwrap();
+    let img = copy(&image, tmp.path());
+    let pass = volumes::key_file(tmp.path(), "pass", "secret");
+    let out = sc(
+        &[
+            "geli",
+            "init",
+            "-J",
+            s(&pass),
+            "-i",
+            "0",
+            "-B",
+            "none",
+            s(&img),
+            "--batch",
+        ],
+        b"",
+    );
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    let head = std::fs::read(&img).unwrap();
+    assert!(
+        head[..512].iter().all(|&b| b == 0),
+        "the header is still there"
+    );
+    let j: serde_json::Value =
+        serde_json::from_str(&ok(sc(&["dump", "--json=common", s(&img)], b""))).unwrap();
+    assert_eq!(j["format"], "geli");
+}

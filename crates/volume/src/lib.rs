@@ -24,6 +24,7 @@
 
 pub mod atomic;
 pub mod bitlk;
+mod crc;
 pub mod engine;
 mod error;
 pub mod format;
