@@ -7,7 +7,9 @@
 # Ripper's $geli$ vectors) and by `sectorcrypt geli init` in the variants no public
 # FreeBSD image has; what nbdkit and qemu-nbd send to the NBD client; NBD URIs (libnbd's
 # tests, the NBD project's doc/uri.md); rbd: specs; TLS certificate directories made by
-# openssl; BitLocker metadata cut from cryptsetup's Windows-made images. Run by `scripts/fuzz.sh seeds`; the corpora stay small (header regions with
+# openssl; BitLocker metadata cut from cryptsetup's Windows-made images; FileVault 2
+# metadata cut from cryptsetup's test image; VeraCrypt and TrueCrypt headers decrypted from
+# cryptsetup's test images. Run by `scripts/fuzz.sh seeds`; the corpora stay small (header regions with
 # their trailing zeros cut, whole keyslot material for one image of each version).
 #
 #   bash fuzz/seeds.sh [TARGET...]     # the named targets' corpora only (default: all)
@@ -18,7 +20,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 corpus=fuzz/corpus
-all=(luks1 luks2 nbd cipher_spec cli_values geli nbd_client nbd_uri rbd_spec pem bitlk)
+all=(luks1 luks2 nbd cipher_spec cli_values geli nbd_client nbd_uri rbd_spec pem bitlk fvault2 tcrypt)
 only=("$@")
 [ "${#only[@]}" -gt 0 ] || only=("${all[@]}")
 for t in "${only[@]}"; do
@@ -520,6 +522,96 @@ for img in sorted(glob.glob(os.path.join(src, "*.img"))):
         seed[o : o + len(b)] = b
     name = os.path.basename(img)[: -len(".img")]
     open(os.path.join(out, name), "wb").write(bytes(seed).rstrip(b"\0"))
+PY
+fi
+
+# FileVault 2: cryptsetup's test image (crates/volume/tests/data/fvault2/), cut to its
+# volume header (at 0), its disk label (at 4096, the volume groups descriptor after it)
+# and its encrypted metadata blocks of the three types read, decrypted, from 16384 (the fuzz
+# harness checksums and encrypts them again); the KEK is unwrapped with the image's
+# passphrase and wrapped again under "fuzz" with one PBKDF2 iteration, so that the
+# harness opens the seed. A second seed keeps only the 0x0019 block (the others missing).
+if want fvault2; then
+    tar -xJf crates/volume/tests/data/fvault2/fvault2-images.tar.xz -C "$work"
+    python3 - "$work/fvault2-images/small" "$corpus/fvault2" <<'PY'
+import base64, hashlib, os, re, struct, sys
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+from cryptography.hazmat.primitives.keywrap import aes_key_unwrap, aes_key_wrap
+img, out = sys.argv[1], sys.argv[2]
+B = 8192
+with open(img, "rb") as f:
+    head = bytearray(f.read(512))
+    bs = struct.unpack_from("<I", head, 96)[0]
+    label_at = struct.unpack_from("<Q", head, 104)[0] * bs
+    f.seek(label_at)
+    label = bytearray(f.read(B))
+    f.seek(label_at + struct.unpack_from("<I", label, 220)[0])
+    desc = bytearray(f.read(40))
+    count, first = struct.unpack_from("<Q", desc, 8)[0], struct.unpack_from("<Q", desc, 32)[0]
+    key = bytes(head[176:192]) + bytes(head[304:320])
+    blocks = []
+    for i in range(count):
+        f.seek(first * bs + i * B)
+        c = f.read(B)
+        if c == bytes(B):
+            break
+        d = Cipher(algorithms.AES(key), modes.XTS(struct.pack("<Q", i) + bytes(8))).decryptor()
+        p = d.update(c) + d.finalize()
+        if struct.unpack_from("<H", p, 10)[0] in (0x0019, 0x001A, 0x0305):
+            blocks.append(bytearray(p))
+for b in blocks:
+    if struct.unpack_from("<H", b, 10)[0] != 0x0019:
+        continue
+    off, size = struct.unpack_from("<II", b, 112)
+    xml = bytes(b[off:off + size])
+    m = re.search(rb"<key>PassphraseWrappedKEKStruct</key><data[^>]*>([^<]+)</data>", xml)
+    pwk = bytearray(base64.b64decode(m.group(1)))
+    salt, iters = bytes(pwk[8:24]), struct.unpack_from("<I", pwk, 168)[0]
+    kek = aes_key_unwrap(hashlib.pbkdf2_hmac("sha256", b"heslo123", salt, iters, 16), bytes(pwk[32:56]))
+    pwk[32:56] = aes_key_wrap(hashlib.pbkdf2_hmac("sha256", b"fuzz", salt, 1, 16), kek)
+    struct.pack_into("<I", pwk, 168, 1)
+    new = base64.b64encode(bytes(pwk))
+    assert len(new) == len(m.group(1))
+    xml = xml[:m.start(1)] + new + xml[m.end(1):]
+    b[off:off + size] = xml
+def seed(name, keep):
+    # Header at 0, label at 4096, the descriptor right after the label, metadata at 16384.
+    h, l, d = bytearray(head), bytearray(label), bytearray(desc)
+    struct.pack_into("<Q", h, 104, 4096 // bs)
+    struct.pack_into("<I", l, 220, B)
+    struct.pack_into("<Q", d, 8, len(keep))
+    struct.pack_into("<Q", d, 32, 2 * B // bs)
+    data = bytes(h) + bytes(4096 - 512) + bytes(l) + bytes(d) + bytes(2 * B - 4096 - B - 40)
+    for b in keep:
+        data += bytes(b)
+    # Not cut at its trailing zeros: the harness encrypts only whole blocks.
+    open(os.path.join(out, name), "wb").write(data)
+seed("small-heslo123-as-fuzz", blocks)
+seed("small-0x0019-only", [b for b in blocks if struct.unpack_from("<H", b, 10)[0] == 0x0019])
+PY
+fi
+
+# TCRYPT: headers of cryptsetup's test images (crates/volume/tests/data/tcrypt/),
+# decrypted with their passphrases (PBKDF2 as VeraCrypt and TrueCrypt derive it, AES-XTS
+# data unit 0), each after an options byte (bit 0: hidden) and the chain index (0: AES).
+if want tcrypt; then
+    tar -xJf crates/volume/tests/data/tcrypt/tcrypt-images.tar.xz -C "$work"
+    python3 - "$work/tcrypt-images" "$corpus/tcrypt" <<'PY'
+import hashlib, os, sys
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+src, out = sys.argv[1], sys.argv[2]
+for name, at, password, iterations, flags in [
+    ("vc_1-sha512-xts-aes", 0, b"aaaaaaaaaaaa", 500000, 0),
+    ("tc_5-sha512-xts-aes-hidden", 65536, b"bbbbbbbbbbbb", 1000, 1),
+]:
+    with open(os.path.join(src, name), "rb") as f:
+        f.seek(at)
+        raw = f.read(512)
+    dk = hashlib.pbkdf2_hmac("sha512", password, raw[:64], iterations, 64)
+    d = Cipher(algorithms.AES(dk), modes.XTS(bytes(16))).decryptor()
+    h = raw[:64] + d.update(raw[64:]) + d.finalize()
+    assert h[64:68] in (b"VERA", b"TRUE"), name
+    open(os.path.join(out, name), "wb").write(bytes([flags, 0]) + h)
 PY
 fi
 

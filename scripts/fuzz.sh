@@ -8,6 +8,7 @@
 #   bash scripts/fuzz.sh seeds [TARGET...]  # remake fuzz/corpus/ (fuzz/seeds.sh), or some of it
 #   bash scripts/fuzz.sh list
 # Targets: luks1 luks2 nbd cipher_spec cli_values geli nbd_client nbd_uri rbd_spec pem bitlk
+# fvault2 tcrypt
 # (harnesses in fuzz/src/, described in fuzz/src/lib.rs). PARALLEL=2 runs `all` two
 # targets at a time.
 #
@@ -55,7 +56,7 @@
 # missing (the system's LLVM may not read the profile format of rustc's LLVM).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-targets=(luks1 luks2 nbd cipher_spec cli_values geli nbd_client nbd_uri rbd_spec pem bitlk)
+targets=(luks1 luks2 nbd cipher_spec cli_values geli nbd_client nbd_uri rbd_spec pem bitlk fvault2 tcrypt)
 # Cargo's target directory (CARGO_TARGET_DIR, or the workspace's target/), and this
 # script's folder in it.
 tdir=$(bash scripts/target-dir.sh)
@@ -69,13 +70,15 @@ fi
 # Largest input per target: a LUKS2 seed with whole keyslot material is 96 KiB; an
 # nbd_client capture (replies to 16 KiB reads in 4 KiB blocks) 41 KiB; a certificates
 # directory with a chain and two key pairs 8 KiB; a GELI seed 4 KiB; a BitLocker seed
-# (header and three FVE blocks) 13 KiB.
+# (header and three FVE blocks) 13 KiB; a FileVault 2 seed (header, disk label, three
+# metadata blocks) 48 KiB; a TCRYPT seed (options, chain, decrypted header) 514 bytes.
 max_len() {
     case "$1" in
     luks1) echo 131072 ;;
     luks2) echo 262144 ;;
-    nbd | nbd_client) echo 65536 ;;
+    nbd | nbd_client | fvault2) echo 65536 ;;
     cipher_spec | geli | pem | bitlk) echo 16384 ;;
+    tcrypt) echo 8192 ;;
     *) echo 4096 ;;
     esac
 }
@@ -135,6 +138,8 @@ focus() {
     luks1 | luks2) echo crates/volume/src/luks ;;
     geli) echo crates/volume/src/geli ;;
     bitlk) echo crates/volume/src/bitlk ;;
+    fvault2) echo crates/volume/src/fvault2 ;;
+    tcrypt) echo crates/volume/src/tcrypt ;;
     nbd_client) echo crates/nbd/src/client ;;
     nbd_uri) echo crates/nbd/src/client/uri.rs ;;
     rbd_spec) echo crates/rbd/src/spec.rs ;;

@@ -17,6 +17,12 @@
 //!   key files, each against an independent statement of what it accepts.
 //! - [`bitlk`]: the bytes are the start of a BitLocker volume (header, FVE metadata
 //!   copies with their CRC-32 recomputed): the metadata parser, `dump`, and a clear key.
+//! - [`fvault2`]: the bytes are the start of a FileVault 2 volume with its metadata
+//!   blocks in plaintext (checksummed and encrypted by the harness): the metadata reader,
+//!   the XML and base64 of its plist, `dump`, and a passphrase opening it at 1 iteration.
+//! - [`tcrypt`]: the bytes are a decrypted VeraCrypt/TrueCrypt header (CRC-32s
+//!   recomputed) with the options and chain it was found with: the field parser, the data
+//!   range, the chain's store and the engine over it (the KDF search is too slow to fuzz).
 //! - [`geli`]: the bytes are the end of a GELI provider, its metadata sector last: the
 //!   decoder, what reads a provider, `dump`, and unlocking with a small iteration count.
 //! - [`nbd_client`]: the bytes are what a server sends to the NBD client (handshake and
@@ -34,6 +40,7 @@
 mod bitlk;
 mod cipher;
 mod cli;
+mod fvault2;
 mod geli;
 mod luks;
 mod nbd;
@@ -42,10 +49,12 @@ mod nbd_uri;
 mod pem;
 mod rbd_spec;
 mod store;
+mod tcrypt;
 
 pub use bitlk::{bitlk, fix_bitlk_crcs};
 pub use cipher::cipher_spec;
 pub use cli::cli_values;
+pub use fvault2::{fix_fvault2, fvault2, FVAULT2_PASSPHRASE};
 pub use geli::{geli, geli_reached, GELI_KEYFILE, GELI_PASSPHRASE};
 pub use luks::{fix_luks2_checksums, luks1, luks2, reached, Reached, PASSPHRASE};
 pub use nbd::nbd;
@@ -55,6 +64,7 @@ pub use nbd_client::{
 pub use nbd_uri::nbd_uri;
 pub use pem::{pem, pem_input, pem_outcome, PemOutcome, PEM_FILES};
 pub use rbd_spec::rbd_spec;
+pub use tcrypt::{fix_tcrypt_crcs, tcrypt};
 
 /// A harness: runs the code under test on the fuzzer's bytes, panics on a broken property.
 pub type Harness = fn(&[u8]);
@@ -72,4 +82,6 @@ pub const TARGETS: &[(&str, Harness)] = &[
     ("rbd_spec", rbd_spec),
     ("pem", pem),
     ("bitlk", bitlk),
+    ("fvault2", fvault2),
+    ("tcrypt", tcrypt),
 ];

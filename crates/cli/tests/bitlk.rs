@@ -12,45 +12,20 @@ mod support;
 #[path = "support/volumes.rs"]
 mod volumes;
 
-use sectorcrypt_testkit::{have, require, skipped};
-use std::path::{Path, PathBuf};
+use sectorcrypt_testkit::require;
+use std::path::Path;
 use std::process::Command;
-use std::sync::OnceLock;
 use support::{code, ok, ok_bytes, sc};
 
-/// The extracted images (once per test binary), or `None` without `xz`.
-fn images() -> Option<&'static Path> {
-    static DIR: OnceLock<Option<(tempfile::TempDir, PathBuf)>> = OnceLock::new();
-    DIR.get_or_init(|| {
-        if !have("xz") {
-            return None;
-        }
-        let dir = tempfile::tempdir().unwrap();
-        let tarball = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../volume/tests/data/bitlk/bitlk-images.tar.xz");
-        sectorcrypt_testkit::run(
-            Command::new("tar")
-                .arg("-xJf")
-                .arg(&tarball)
-                .arg("-C")
-                .arg(dir.path()),
-        );
-        let images = dir.path().join("bitlk-images");
-        Some((dir, images))
-    })
-    .as_ref()
-    .map(|(_, p)| p.as_path())
-}
-
+/// The extracted images (once per test binary, `sectorcrypt_testkit::fixtures`), or a
+/// skip when `xz` is missing.
 macro_rules! images_or_skip {
     () => {
-        match images() {
-            Some(d) => d,
-            None => {
-                skipped!("skipped: xz is not installed");
-                return;
-            }
-        }
+        sectorcrypt_testkit::fixtures_or_skip!(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../volume/tests/data/bitlk/bitlk-images.tar.xz"),
+            "bitlk-images"
+        )
     };
 }
 
@@ -173,19 +148,10 @@ fn dump_json_shows_the_protectors_and_regions() {
         b"",
     )))
     .unwrap();
-    let mut got = std::collections::BTreeSet::new();
-    paths(&v, "", &mut got);
-    let doc =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/JSON.md"))
-            .unwrap();
-    let listed: std::collections::BTreeSet<String> = doc
-        .lines()
-        .skip_while(|l| *l != "## `dump --json`: BitLocker")
-        .skip(1)
-        .take_while(|l| !l.starts_with("## "))
-        .filter_map(|l| l.strip_prefix("| `"))
-        .map(|l| l.split('`').next().unwrap().to_string())
-        .collect();
+    let (got, listed) = (
+        support::json_paths(&v),
+        support::documented_fields("`dump --json`: BitLocker"),
+    );
     assert_eq!(got, listed);
     let text = ok(sc(&["dump", &img(dir, name)], b""));
     assert!(
@@ -276,29 +242,6 @@ fn write_then_read_in_another_process_and_metadata_stays_unwritable() {
         std::fs::read(image).unwrap() == before,
         "a refused write changed the image"
     );
-}
-
-/// Every field path in `v` (`a.b`, `a[].b`).
-fn paths(v: &serde_json::Value, prefix: &str, out: &mut std::collections::BTreeSet<String>) {
-    match v {
-        serde_json::Value::Object(m) => {
-            for (k, x) in m {
-                let p = if prefix.is_empty() {
-                    k.clone()
-                } else {
-                    format!("{prefix}.{k}")
-                };
-                out.insert(p.clone());
-                paths(x, &p, out);
-            }
-        }
-        serde_json::Value::Array(a) => {
-            for x in a {
-                paths(x, &format!("{prefix}[]"), out);
-            }
-        }
-        _ => {}
-    }
 }
 
 #[test]

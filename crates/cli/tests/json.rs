@@ -22,9 +22,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use support::{bin, code, ok, s, sc, sc_on};
 
-/// The sections of docs/JSON.md this file checks (the BitLocker and TCRYPT ones are
-/// checked by `tests/bitlk.rs` and `tests/tcrypt.rs`, beside their images).
-const SECTIONS: [&str; 10] = [
+/// The sections of docs/JSON.md this file checks (the BitLocker, TCRYPT and FileVault 2
+/// ones are checked by `tests/bitlk.rs`, `tests/tcrypt.rs` and `tests/fvault2.rs`, beside
+/// their images).
+const SECTIONS: [&str; 11] = [
     "`dump --json=common`",
     "`dump --json`: LUKS2",
     "`dump --json`: LUKS1",
@@ -35,6 +36,7 @@ const SECTIONS: [&str; 10] = [
     "`dump --json`: BitLocker",
     "`dump --json`: TCRYPT",
     "`status --json`: gateways",
+    "`dump --json`: FileVault 2",
 ];
 const BENCH: &str = "`bench --json`";
 const PROGRESS: &str = "`--progress=json`";

@@ -8,45 +8,19 @@ mod support;
 #[path = "support/volumes.rs"]
 mod volumes;
 
-use sectorcrypt_testkit::{have, require, skipped};
-use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::sync::OnceLock;
+use sectorcrypt_testkit::{require, skipped};
+use std::path::Path;
 use support::{code, ok, ok_bytes, sc};
 
-/// The extracted images (once per test binary), or `None` without `xz`.
-fn images() -> Option<&'static Path> {
-    static DIR: OnceLock<Option<(tempfile::TempDir, PathBuf)>> = OnceLock::new();
-    DIR.get_or_init(|| {
-        if !have("xz") {
-            return None;
-        }
-        let dir = tempfile::tempdir().unwrap();
-        let tarball = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../volume/tests/data/tcrypt/tcrypt-images.tar.xz");
-        sectorcrypt_testkit::run(
-            Command::new("tar")
-                .arg("-xJf")
-                .arg(&tarball)
-                .arg("-C")
-                .arg(dir.path()),
-        );
-        let images = dir.path().join("tcrypt-images");
-        Some((dir, images))
-    })
-    .as_ref()
-    .map(|(_, p)| p.as_path())
-}
-
+/// The extracted images (once per test binary, `sectorcrypt_testkit::fixtures`), or a
+/// skip when `xz` is missing.
 macro_rules! images_or_skip {
     () => {
-        match images() {
-            Some(d) => d,
-            None => {
-                skipped!("skipped: xz is not installed");
-                return;
-            }
-        }
+        sectorcrypt_testkit::fixtures_or_skip!(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../volume/tests/data/tcrypt/tcrypt-images.tar.xz"),
+            "tcrypt-images"
+        )
     };
 }
 

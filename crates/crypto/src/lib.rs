@@ -88,6 +88,7 @@ mod ghash;
 mod gost;
 #[cfg(all(test, target_arch = "x86_64"))]
 mod guarded;
+mod kw;
 pub mod mac;
 mod modes;
 pub mod pbkdf;
@@ -124,12 +125,15 @@ impl backend::Selectable for mac::MacBackend {
 }
 
 /// AES (FIPS-197) with the modes storage uses: ECB, CBC, CTR (random access into the
-/// keystream), XTS (IEEE 1619-2007), GCM (SP 800-38D) and CCM (SP 800-38C, for key wraps).
+/// keystream), XTS (IEEE 1619-2007), GCM (SP 800-38D), CCM (SP 800-38C, for key wraps) and
+/// the key wrap of RFC 3394.
 pub mod aes {
     pub use crate::aes_core::width::{Width, WidthChoice, WidthMode, Widths};
     pub use crate::block::BLOCK;
     pub use crate::ccm::Ccm;
     pub use crate::gcm::{Gcm, GcmDecryptor, GcmEncryptor, GCM_MAX_PLAINTEXT};
+    /// AES key wrap (RFC 3394).
+    pub use crate::kw::{unwrap as key_unwrap, wrap as key_wrap};
     pub use crate::modes::{Cbc, Ctr, Ecb, Xts};
 
     /// The register width each mode runs on with the `avx512` backend, and how it was

@@ -6,6 +6,8 @@
 //!   goes through [`skip`], which under `SECTORCRYPT_STRICT=1` fails the test instead
 //!   ([`strict`]);
 //! - running a command that must succeed ([`run`], [`run_stdout`]);
+//! - fixture tarballs committed as test data, extracted once per test binary
+//!   ([`fixtures`], `fixtures_or_skip!`);
 //! - deterministic pseudo-random data ([`pattern`]), so that failures reproduce;
 //! - an `nbdkit` process for a test ([`nbdkit::Nbdkit`]);
 //! - the report of which backends a test binary runs and which it skips ([`usable`]);
@@ -22,9 +24,9 @@ pub mod reference;
 pub mod tls;
 
 use std::fmt::Display;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::Once;
+use std::sync::{Mutex, Once};
 
 /// The known-answer vectors: `crates/crypto/tests/vectors` in this repository, or
 /// `$SECTORCRYPT_VECTORS` when set (an override, e.g. for a newer copy). Panics with a
@@ -100,6 +102,59 @@ macro_rules! require {
             $crate::skipped!("skipped: {} is not installed", $tool);
             return;
         })+
+    };
+}
+
+/// The folder `top` of the fixture tarball `tarball` (a `.tar.xz`, such as cryptsetup's
+/// test images), extracted once per process (`tar -xJf`, holes kept) into a folder of
+/// the system's temporary directory named after the process, which a later run of the
+/// same binary with the same process id would replace; `None` when `xz` is missing.
+/// Panics when the tarball cannot be extracted or lacks `top`.
+pub fn fixtures(tarball: &Path, top: &str) -> Option<&'static Path> {
+    type Extracted = Vec<(PathBuf, &'static Path)>;
+    static DONE: Mutex<Extracted> = Mutex::new(Vec::new());
+    let mut done = DONE.lock().unwrap_or_else(|e| e.into_inner());
+    let wanted = tarball.join(top);
+    if let Some((_, dir)) = done.iter().find(|(k, _)| *k == wanted) {
+        return Some(dir);
+    }
+    if !have("xz") {
+        return None;
+    }
+    let name = tarball
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned());
+    let root = std::env::temp_dir().join(format!(
+        "sectorcrypt-fixtures-{}-{}",
+        std::process::id(),
+        name.unwrap_or_default()
+    ));
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(&root).unwrap_or_else(|e| panic!("{}: {e}", root.display()));
+    run(Command::new("tar")
+        .arg("-xJf")
+        .arg(tarball)
+        .arg("-C")
+        .arg(&root));
+    let dir = root.join(top);
+    assert!(dir.is_dir(), "{} holds no {top}", tarball.display());
+    let dir: &'static Path = Box::leak(dir.into_boxed_path());
+    done.push((wanted, dir));
+    Some(dir)
+}
+
+/// The folder [`fixtures`] gives, or returns from the calling test, printing `skipped: xz
+/// is not installed` ([`skip`]: a failure under `SECTORCRYPT_STRICT=1`).
+#[macro_export]
+macro_rules! fixtures_or_skip {
+    ($tarball:expr, $top:expr) => {
+        match $crate::fixtures(&$tarball, $top) {
+            Some(d) => d,
+            None => {
+                $crate::skipped!("skipped: xz is not installed");
+                return;
+            }
+        }
     };
 }
 

@@ -26,15 +26,21 @@ pub const FORMATS: &[Driver] = &[
     crate::luks::luks2::DRIVER,
     crate::geli::DRIVER,
     crate::bitlk::DRIVER,
+    crate::fvault2::DRIVER,
 ];
 
-/// A format read only when asked for by name, never detected: VeraCrypt and TrueCrypt
-/// headers have no signature (they look random until decrypted), so trying them on every
-/// store would claim random data and cost a KDF search each time.
+/// A format asked for by name. VeraCrypt and TrueCrypt are read only so, never detected:
+/// their headers have no signature (they look random until decrypted), so trying them on
+/// every store would claim random data and cost a KDF search each time. FileVault 2 is
+/// detected when its header's signature and checksum are intact; naming it reads a
+/// damaged header to say what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Requested {
     /// A VeraCrypt or TrueCrypt volume, looked for as the options say.
     Tcrypt(crate::tcrypt::Options),
+    /// A FileVault 2 volume: detected when its volume header is intact, read when named
+    /// to say what is wrong with a damaged one.
+    Fvault2,
 }
 
 /// Reads the header of `store`: as [`Header::read`] detects it, or the format asked for.
@@ -45,10 +51,13 @@ pub fn read_as(store: &dyn Store, requested: Option<&Requested>) -> Result<Heade
             store,
             o.clone(),
         )?))),
+        Some(Requested::Fvault2) => {
+            Ok(Header::new(Box::new(crate::fvault2::Fvault2::read(store)?)))
+        }
     }
 }
 
-/// The names of [`FORMATS`], for messages: `luks1, luks2, geli, bitlk`.
+/// The names of [`FORMATS`], for messages: `luks1, luks2, geli, bitlk, fvault2`.
 pub fn known_formats() -> String {
     let names: Vec<&str> = FORMATS.iter().map(|d| d.name).collect();
     names.join(", ")
@@ -126,7 +135,8 @@ impl Header {
         }
         Err(HeaderError::Unrecognised(format!(
             "none of {} is in {} ({} bytes); VeraCrypt and TrueCrypt volumes have no \
-             signature: name them (--type tcrypt)",
+             signature: name them (--type tcrypt); a FileVault 2 volume with a damaged header \
+             is found with --type fvault2",
             known_formats(),
             store.name(),
             probe.size

@@ -24,10 +24,12 @@
 
 pub mod atomic;
 pub mod bitlk;
+mod crc;
 pub mod engine;
 mod error;
 pub mod format;
 pub mod formats;
+pub mod fvault2;
 pub mod geli;
 pub mod hash;
 pub mod kdf;

@@ -920,6 +920,7 @@ pub struct UmountArgs {
 pub mod bitlk;
 pub mod ciphers;
 pub mod convert;
+pub mod fvault2;
 pub mod geli;
 pub mod listed;
 pub mod manuals;

@@ -1,19 +1,24 @@
-//! The flags of VeraCrypt and TrueCrypt volumes (cryptsetup's TCRYPT names), taken by
-//! `dump`, `test-key`, `read`, `write` and `mount`, and what `--help` says of them.
+//! The flags of VeraCrypt and TrueCrypt volumes (cryptsetup's TCRYPT names) and `--type`
+//! (which also names FileVault 2), taken by `dump`, `test-key`, `read`, `write` and
+//! `mount`, and what `--help` says of them.
 
 use crate::failure::Failure;
 use crate::flags::bitlk::BITLK_HELP;
+use crate::flags::fvault2::FVAULT2_HELP;
 use clap::{Args, ValueEnum};
 use sectorcrypt_volume::formats::Requested;
 use sectorcrypt_volume::tcrypt::Options;
 
-/// A format that has no signature and is opened only when named.
+/// A format named on the command line: one that has no signature and is opened only
+/// when named, or FileVault 2 (detected when its header is intact).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Named {
     /// A VeraCrypt or TrueCrypt volume (both kinds of KDF tried).
     Tcrypt,
     /// A VeraCrypt volume (VeraCrypt's KDFs only).
     Veracrypt,
+    /// A FileVault 2 volume (read-only).
+    Fvault2,
 }
 
 /// How to look for a VeraCrypt or TrueCrypt header.
@@ -22,6 +27,8 @@ pub struct TcryptArgs {
     /// tcrypt or veracrypt: open IMAGE as a VeraCrypt/TrueCrypt volume (veracrypt: VeraCrypt
     /// KDFs only). These volumes have no signature and are never detected. Keyfiles go
     /// with --keyfile-component, in order; the passphrase with --key-file or the prompt.
+    /// fvault2: open IMAGE as FileVault 2 (detected anyway when its header is intact;
+    /// named, a damaged header says what is wrong).
     #[arg(long = "type", value_enum, value_name = "TYPE")]
     pub named: Option<Named>,
     /// VeraCrypt: the volume's PIM (personal iterations multiplier); only VeraCrypt KDFs
@@ -52,14 +59,23 @@ impl TcryptArgs {
     /// The format asked for, or `None` (detect); the TCRYPT flags without `--type` are a
     /// usage error.
     pub fn requested(&self) -> Result<Option<Requested>, Failure> {
+        let tcrypt_flags = self.pim.is_some()
+            || self.hidden
+            || self.backup
+            || self.system
+            || self.hash.is_some()
+            || self.cipher.is_some();
+        if self.named == Some(Named::Fvault2) {
+            if tcrypt_flags {
+                return Err(Failure::usage(
+                    "--veracrypt-pim, --tcrypt-hidden, --tcrypt-backup, --tcrypt-system, \
+                     --hash and --cipher are VeraCrypt/TrueCrypt flags: FileVault 2 takes none",
+                ));
+            }
+            return Ok(Some(Requested::Fvault2));
+        }
         let Some(named) = self.named else {
-            if self.pim.is_some()
-                || self.hidden
-                || self.backup
-                || self.system
-                || self.hash.is_some()
-                || self.cipher.is_some()
-            {
+            if tcrypt_flags {
                 return Err(Failure::usage(
                     "--veracrypt-pim, --tcrypt-hidden, --tcrypt-backup, --tcrypt-system, \
                      --hash and --cipher open VeraCrypt/TrueCrypt volumes here: add --type \
@@ -96,7 +112,8 @@ there is no hidden volume protection); hidden and system volumes are mounted --r
 Not supported: writing hidden and system volumes, creating volumes, Argon2id (VeraCrypt \
 1.26.29), TrueCrypt 4 and older (CBC, LRW).";
 
-/// The after-help of the commands that open BitLocker and VeraCrypt/TrueCrypt volumes.
+/// The after-help of the commands that open BitLocker, VeraCrypt/TrueCrypt and FileVault 2
+/// volumes.
 pub fn foreign_help() -> String {
-    format!("{BITLK_HELP}\n\n{TCRYPT_HELP}")
+    format!("{BITLK_HELP}\n\n{TCRYPT_HELP}\n\n{FVAULT2_HELP}")
 }

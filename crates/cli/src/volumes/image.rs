@@ -34,7 +34,8 @@ pub fn configure(o: RemoteOptions) {
 }
 
 /// Makes this command read headers as the format `args` names (VeraCrypt/TrueCrypt, which
-/// is never detected), when it names one (the first call wins).
+/// is never detected; FileVault 2, also when its header is damaged), when it names one
+/// (the first call wins).
 pub fn request(args: &TcryptArgs) -> Result<(), Failure> {
     if let Some(r) = args.requested()? {
         let _ = REQUESTED.set(r);

@@ -69,3 +69,50 @@ pub fn ok_bytes(o: Output) -> Vec<u8> {
 pub fn s(p: &Path) -> &str {
     p.to_str().expect("a utf-8 path")
 }
+
+/// Every field path in `v` (`a.b`, `a[].b`).
+pub fn json_paths(v: &serde_json::Value) -> std::collections::BTreeSet<String> {
+    fn walk(v: &serde_json::Value, prefix: &str, out: &mut std::collections::BTreeSet<String>) {
+        match v {
+            serde_json::Value::Object(m) => {
+                for (k, x) in m {
+                    let p = if prefix.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{prefix}.{k}")
+                    };
+                    out.insert(p.clone());
+                    walk(x, &p, out);
+                }
+            }
+            serde_json::Value::Array(a) => {
+                for x in a {
+                    walk(x, &format!("{prefix}[]"), out);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut out = std::collections::BTreeSet::new();
+    walk(v, "", &mut out);
+    out
+}
+
+/// The fields the table of section `## TITLE` of docs/JSON.md lists.
+pub fn documented_fields(title: &str) -> std::collections::BTreeSet<String> {
+    let doc =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/JSON.md"))
+            .expect("docs/JSON.md");
+    let head = format!("## {title}");
+    assert!(
+        doc.lines().any(|l| l == head),
+        "no section {head:?} in docs/JSON.md"
+    );
+    doc.lines()
+        .skip_while(|l| *l != head)
+        .skip(1)
+        .take_while(|l| !l.starts_with("## "))
+        .filter_map(|l| l.strip_prefix("| `"))
+        .map(|l| l.split('`').next().unwrap_or_default().to_string())
+        .collect()
+}

@@ -344,6 +344,8 @@ pub struct Unlocked {
     /// The key the engine's sectors are under, when not the volume key (the store map
     /// presents the data under it).
     engine_key: Option<SecretBytes>,
+    /// Whether the format only reads this volume's data (FileVault 2).
+    read_only: bool,
 }
 
 /// Makes the store the engine reads a volume's data through from the data's own store
@@ -402,7 +404,20 @@ impl Unlocked {
             auth: None,
             store_map: None,
             engine_key: None,
+            read_only: false,
         }
+    }
+
+    /// The same volume, whose data the format only reads: its engine is always opened
+    /// read-only ([`Unlocked::engine`]), so exports and mounts of it say so.
+    pub fn with_read_only(mut self) -> Unlocked {
+        self.read_only = true;
+        self
+    }
+
+    /// Whether the format only reads this volume's data ([`Unlocked::with_read_only`]).
+    pub fn read_only(&self) -> bool {
+        self.read_only
     }
 
     /// The same volume whose engine works under `key` instead of the volume key: the
@@ -499,7 +514,8 @@ impl Unlocked {
     }
 
     /// The engine over this volume's data area in `store` (the data's store it was
-    /// unlocked with, opened read-write unless `opts.read_only`). Refused when the data
+    /// unlocked with, opened read-write unless `opts.read_only` or the format only reads
+    /// it, [`Unlocked::read_only`]). Refused when the data
     /// would overlap the header that shares the store ([`Unlocked::data_inside_header`]):
     /// writing it would destroy the header.
     pub fn engine(
@@ -518,6 +534,10 @@ impl Unlocked {
         let store = match &self.store_map {
             None => store,
             Some(map) => map(store)?,
+        };
+        let opts = crate::engine::EngineOptions {
+            read_only: opts.read_only || self.read_only,
+            ..opts
         };
         crate::engine::Volume::new(store, self.layout()?, opts)
     }

@@ -5,7 +5,7 @@
 //! and bad input: a wrong password, damaged FVE
 //! copies, a damaged volume header, a truncated image.
 
-use sectorcrypt_testkit::{have, require, skipped};
+use sectorcrypt_testkit::{require, skipped};
 use sectorcrypt_volume::bitlk::Bitlk;
 use sectorcrypt_volume::format::Format;
 use sectorcrypt_volume::{Error, FileStore, Header, HeaderError};
@@ -15,42 +15,16 @@ use std::fs::{self, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::OnceLock;
 use zeroize::Zeroizing;
 
-/// The extracted images (once per process), or `None` when `xz` is missing.
-fn images() -> Option<&'static Path> {
-    static DIR: OnceLock<Option<tempfile::TempDir>> = OnceLock::new();
-    DIR.get_or_init(|| {
-        if !have("xz") {
-            return None;
-        }
-        let dir = tempfile::tempdir().unwrap();
-        let tarball =
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/bitlk/bitlk-images.tar.xz");
-        sectorcrypt_testkit::run(
-            Command::new("tar")
-                .arg("-xJf")
-                .arg(&tarball)
-                .arg("-C")
-                .arg(dir.path()),
-        );
-        Some(dir)
-    })
-    .as_ref()
-    .map(|d| d.path().join("bitlk-images"))
-    .map(|p| &*Box::leak(p.into_boxed_path()))
-}
-
+/// The extracted images (once per test binary, `sectorcrypt_testkit::fixtures`), or a
+/// skip when `xz` is missing.
 macro_rules! images_or_skip {
     () => {
-        match images() {
-            Some(d) => d,
-            None => {
-                skipped!("skipped: xz is not installed");
-                return;
-            }
-        }
+        sectorcrypt_testkit::fixtures_or_skip!(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/bitlk/bitlk-images.tar.xz"),
+            "bitlk-images"
+        )
     };
 }
 

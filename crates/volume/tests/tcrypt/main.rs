@@ -8,7 +8,7 @@
 //! (hidden ones refuse them); and bad input: a wrong passphrase or PIM, random data, a
 //! truncated image.
 
-use sectorcrypt_testkit::{have, require, skipped};
+use sectorcrypt_testkit::require;
 use sectorcrypt_volume::engine::EngineOptions;
 use sectorcrypt_volume::formats::{read_as, Requested};
 use sectorcrypt_volume::tcrypt::Options;
@@ -16,42 +16,16 @@ use sectorcrypt_volume::{Error, FileStore, Header, HeaderError};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::OnceLock;
 use zeroize::Zeroizing;
 
-/// The extracted images (once per process), or `None` when `xz` is missing.
-fn images() -> Option<&'static Path> {
-    static DIR: OnceLock<Option<tempfile::TempDir>> = OnceLock::new();
-    DIR.get_or_init(|| {
-        if !have("xz") {
-            return None;
-        }
-        let dir = tempfile::tempdir().unwrap();
-        let tarball =
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/tcrypt/tcrypt-images.tar.xz");
-        sectorcrypt_testkit::run(
-            Command::new("tar")
-                .arg("-xJf")
-                .arg(&tarball)
-                .arg("-C")
-                .arg(dir.path()),
-        );
-        Some(dir)
-    })
-    .as_ref()
-    .map(|d| d.path().join("tcrypt-images"))
-    .map(|p| &*Box::leak(p.into_boxed_path()))
-}
-
+/// The extracted images (once per test binary, `sectorcrypt_testkit::fixtures`), or a
+/// skip when `xz` is missing.
 macro_rules! images_or_skip {
     () => {
-        match images() {
-            Some(d) => d,
-            None => {
-                skipped!("skipped: xz is not installed");
-                return;
-            }
-        }
+        sectorcrypt_testkit::fixtures_or_skip!(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/tcrypt/tcrypt-images.tar.xz"),
+            "tcrypt-images"
+        )
     };
 }
 
