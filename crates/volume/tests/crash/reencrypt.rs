@@ -1,11 +1,13 @@
-//! LUKS2 re-encryption cut at every write and sync, for each resilience and two
+//! LUKS2 re-encryption cut at every write and sync, for each resilience and three
 //! operations ([`Op`]): a forward re-key of an attached volume (same cipher, 4 KiB
-//! sectors: [`Luks2::reencrypt_init`] then [`Luks2::reencrypt_run`] to the end), and a
+//! sectors: [`Luks2::reencrypt_init`] then [`Luks2::reencrypt_run`] to the end), a
 //! decryption of a volume with a detached header (backward: [`Luks2::decrypt_init`] then
-//! the run), each on a 24 KiB data area in 8 KiB hotzones (three hotzones, so the cut
-//! lands in the init, in every step of each hotzone and in the end).
+//! the run), and an encryption of plain data under a detached header (forward: the run
+//! from the metadata [`Luks2::encrypt_init`] wrote), each on a 24 KiB data area in 8 KiB
+//! hotzones (three hotzones, so the cut lands in the init, in every step of each hotzone
+//! and in the end).
 //!
-//! The decryption's header and data live in one cut image, the header in its first MiB
+//! The header and data of the decryption and the encryption live in one cut image, the header in its first MiB
 //! and the data after it, seen through two windows: a sync of either file syncs both
 //! here. The run never leaves a header write unsynced when it syncs the data (each header
 //! write is followed by its own syncs), so that model loses no reordering the run could
@@ -71,6 +73,10 @@ enum Op {
     Rekey,
     /// A (backward) decryption of a volume whose header is detached.
     Decrypt,
+    /// A (forward) encryption of plain data under a detached header. The header is made
+    /// whole before the cut starts: `sectorcrypt reencrypt --encrypt` makes it in a new
+    /// file and links it to its name, which no crash leaves half done.
+    Encrypt,
 }
 
 impl Op {
@@ -85,7 +91,7 @@ impl Op {
     fn segment_base(self) -> u64 {
         match self {
             Op::Rekey => self.data_offset(),
-            Op::Decrypt => 0,
+            Op::Decrypt | Op::Encrypt => 0,
         }
     }
 }
@@ -159,7 +165,7 @@ impl<'a> Volume<'a> {
     fn at(&self) -> Placement<'_> {
         match self.op {
             Op::Rekey => Placement::Attached(self.whole),
-            Op::Decrypt => Placement::Detached {
+            Op::Decrypt | Op::Encrypt => Placement::Detached {
                 header: &self.header,
                 data: &self.data,
             },
@@ -169,14 +175,15 @@ impl<'a> Volume<'a> {
     fn header_store(&self) -> &dyn Store {
         match self.op {
             Op::Rekey => self.whole,
-            Op::Decrypt => &self.header,
+            Op::Decrypt | Op::Encrypt => &self.header,
         }
     }
 }
 
-/// A LUKS2 volume opened by [`PASS`] whose data area holds a known plaintext: the cut
-/// image's bytes and the plaintext.
-fn volume(op: Op) -> (Vec<u8>, Vec<u8>) {
+/// A LUKS2 volume opened by [`PASS`] whose data area holds a known plaintext (for the
+/// encryption: the plaintext under a header whose encryption with `resilience` has
+/// started): the cut image's bytes and the plaintext.
+fn volume(op: Op, resilience: Resilience) -> (Vec<u8>, Vec<u8>) {
     let store = CutStore::new(vec![0; (op.data_offset() + DATA) as usize], None);
     let v = Volume::new(op, &store);
     let opts = FormatOptions {
@@ -188,8 +195,18 @@ fn volume(op: Op) -> (Vec<u8>, Vec<u8>) {
         metadata_size: Some(op.data_offset()),
         ..FormatOptions::default()
     };
-    let (_, u) = luks::format_at(v.at(), &opts, PASS, None).unwrap();
     let plain = pattern(DATA as usize, 0x5e);
+    if op == Op::Encrypt {
+        store.write_at(&plain, op.data_offset()).unwrap();
+    }
+    let (mut hdr, u) = luks::format_at(v.at(), &opts, PASS, None).unwrap();
+    if op == Op::Encrypt {
+        let h = hdr.downcast_mut::<Luks2>().expect("a luks2 header");
+        h.encrypt_init(&v.header, u.volume_key(), resilience)
+            .unwrap();
+        assert!(store.bytes()[op.data_offset() as usize..] == plain[..]);
+        return (store.bytes(), plain);
+    }
     let mut enc = plain.clone();
     u.layout().unwrap().encrypt(0, &mut enc).unwrap();
     store.write_at(&enc, op.data_offset()).unwrap();
@@ -214,6 +231,7 @@ fn reencrypt(op: Op, store: &CutStore, resilience: Resilience) -> sectorcrypt_vo
             h.reencrypt_init(store, store, PASS, &init)?
         }
         Op::Decrypt => h.decrypt_init(v.at(), PASS, resilience, None)?,
+        Op::Encrypt => h.reencrypt_keys(&v.header, PASS)?,
     };
     let mut go_on = |_: u64, _: u64| true;
     let mut run = RunOptions {
@@ -369,7 +387,7 @@ fn recover_by_cryptsetup(
     let split = op.data_offset() as usize;
     match op {
         Op::Rekey => std::fs::write(&img, bytes).unwrap(),
-        Op::Decrypt => {
+        Op::Decrypt | Op::Encrypt => {
             std::fs::write(&hdr, &bytes[..split]).unwrap();
             std::fs::write(&img, &bytes[split..]).unwrap();
         }
@@ -380,7 +398,7 @@ fn recover_by_cryptsetup(
         cmd.args(["-q", "--disable-locks", "--disable-keyring", "--key-file"])
             .arg(&key)
             .args(args);
-        if op == Op::Decrypt {
+        if op != Op::Rekey {
             cmd.arg("--header").arg(&hdr);
         }
         let out = cmd.arg(&img).output().unwrap();
@@ -401,7 +419,9 @@ fn recover_by_cryptsetup(
     });
     let mut back = match op {
         Op::Rekey => std::fs::read(&img).unwrap(),
-        Op::Decrypt => [std::fs::read(&hdr).unwrap(), std::fs::read(&img).unwrap()].concat(),
+        Op::Decrypt | Op::Encrypt => {
+            [std::fs::read(&hdr).unwrap(), std::fs::read(&img).unwrap()].concat()
+        }
     };
     if json["config"].get("requirements").is_some() {
         if op == Op::Decrypt && regular == 1 {
@@ -414,7 +434,9 @@ fn recover_by_cryptsetup(
         cs(&["reencrypt", "--resume-only", "--force-offline-reencrypt"])?;
         back = match op {
             Op::Rekey => std::fs::read(&img).unwrap(),
-            Op::Decrypt => [std::fs::read(&hdr).unwrap(), std::fs::read(&img).unwrap()].concat(),
+            Op::Decrypt | Op::Encrypt => {
+                [std::fs::read(&hdr).unwrap(), std::fs::read(&img).unwrap()].concat()
+            }
         };
     }
     let store = CutStore::new(back, None);
@@ -483,7 +505,7 @@ const AREA: u64 = 32 << 10;
 /// printed, not failed.
 fn every_cut(op: Op, name: &str, resilience: Resilience, strict: bool) {
     let none = resilience == Resilience::None;
-    let (base, plain) = volume(op);
+    let (base, plain) = volume(op, resilience);
     let full = CutStore::new(base.clone(), None);
     reencrypt(op, &full, resilience).unwrap();
     let steps = full.steps().len();
@@ -618,6 +640,26 @@ fn decrypt_journal_at_every_cut() {
 #[test]
 fn decrypt_none_at_every_cut() {
     every_cut(Op::Decrypt, "decrypt none", Resilience::None, true);
+}
+
+#[test]
+fn encrypt_checksum_at_every_cut() {
+    every_cut(
+        Op::Encrypt,
+        "encrypt checksum",
+        Resilience::Checksum(HashAlg::Sha256),
+        true,
+    );
+}
+
+#[test]
+fn encrypt_journal_at_every_cut() {
+    every_cut(Op::Encrypt, "encrypt journal", Resilience::Journal, true);
+}
+
+#[test]
+fn encrypt_none_at_every_cut() {
+    every_cut(Op::Encrypt, "encrypt none", Resilience::None, true);
 }
 
 #[test]
