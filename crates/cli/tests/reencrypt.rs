@@ -645,11 +645,7 @@ fn encrypt_in_place_with_a_detached_header_both_ways() {
     std::fs::write(&p.hdr, b"x").unwrap();
     let before = std::fs::read(&p.img).unwrap();
     let out = p.sc_cmd(&["--encrypt"]).output().unwrap();
-    assert_eq!(code(&out), 2, "{out:?}");
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("exists"),
-        "{out:?}"
-    );
+    refused(&out, "exists");
     assert!(std::fs::read(&p.img).unwrap() == before);
     let c = Case::new(false, &[]);
     let before = std::fs::read(&c.img).unwrap();
@@ -657,11 +653,7 @@ fn encrypt_in_place_with_a_detached_header_both_ways() {
     let mut args = vec!["reencrypt", "--encrypt", s(&c.img), "--header", s(&hdr)];
     args.extend_from_slice(&["--key-file", s(&c.key)]);
     let out = sc(&args, b"");
-    assert_eq!(code(&out), 2, "{out:?}");
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("already holds"),
-        "{out:?}"
-    );
+    refused(&out, "already holds");
     assert!(std::fs::read(&c.img).unwrap() == before && !hdr.exists());
 
     // Killed at every sync: recovered by sectorcrypt, and by cryptsetup on a copy.
@@ -1016,11 +1008,7 @@ fn decrypt_refusals_leave_everything_as_it_was() {
     let mut args = img_as_header.to_vec();
     args.extend_from_slice(&["--key-file", s(&c.key)]);
     let out = sc(&args, b"");
-    assert_eq!(code(&out), 2, "{out:?}");
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("detached header"),
-        "{out:?}"
-    );
+    refused(&out, "detached header");
     assert!(std::fs::read(&c.img).unwrap() == before);
 
     // --decrypt on a re-key in progress.
@@ -1032,12 +1020,17 @@ fn decrypt_refusals_leave_everything_as_it_was() {
     args[4] = s(&c.img);
     args.extend_from_slice(&["--key-file", s(&c.key)]);
     let out = sc(&args, b"");
-    assert_eq!(code(&out), 2, "{out:?}");
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("not a decryption"),
-        "{out:?}"
-    );
+    refused(&out, "not a decryption");
     assert!(std::fs::read(&c.img).unwrap() == before);
+}
+
+/// `out` is a refusal (exit 2) whose message says `says`.
+fn refused(out: &Output, says: &str) {
+    assert_eq!(code(out), 2, "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains(says),
+        "wanted {says:?}: {out:?}"
+    );
 }
 
 /// A child process killed when the test ends without having waited for it.
