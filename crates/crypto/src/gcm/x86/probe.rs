@@ -118,6 +118,9 @@ fn run_wide<const ROUNDS: usize, const CLMULS: usize>(steps: u64) -> __m512i {
         .fold(k, |r, v| _mm512_xor_si512(r, *v))
 }
 
+/// A [`run_wide`] instance: `steps` in, the folded register out.
+type WideRun = fn(u64) -> __m512i;
+
 /// The best of five timings of `run(steps)`, in seconds per step.
 fn best_of_five(steps: u64, run: impl Fn(u64)) -> f64 {
     (0..5)
@@ -167,7 +170,7 @@ pub(crate) fn probe() -> Vec<(&'static str, f64)> {
     if zmm {
         // Each `unsafe` below: checked above, the avx512 backend's CPU features (avx512f/bw,
         // vaes, vpclmulqdq with the OS saving zmm state), those `run_wide` is compiled for.
-        let wide: [(&str, fn(u64) -> __m512i); 3] = [
+        let wide: [(&str, WideRun); 3] = [
             // SAFETY: see above.
             ("12 VPCLMULQDQ zmm", |n| unsafe { run_wide::<0, 12>(n) }),
             // SAFETY: see above.
