@@ -22,8 +22,8 @@
 //! multiplies four blocks for what a ymm one costs for two (one per 2 cycles on both) and
 //! issues beside the AES pipes, as do XORs and 32-bit shuffles; only the byte shuffle
 //! (VPSHUFB) takes an AES pipe, for about half a cycle. Per 512-byte group of AES-256: 112
-//! VAESENC (56 cycles on Zen 5) + 24 VPCLMULQDQ (48 cycles) + one reduction per two groups
-//! + 8 byte swaps of the hashed data: the AES pipes bind, which is why the multiplies stay
+//! VAESENC (56 cycles on Zen 5), 24 VPCLMULQDQ (48 cycles), one reduction per two groups
+//! and 8 byte swaps of the hashed data: the AES pipes bind, which is why the multiplies stay
 //! Karatsuba (a schoolbook fourth multiply per register made the multiplier bind, and ran
 //! slower). With 32 registers the 15 round keys, the 8 AES states and the 3 hash
 //! accumulators all stay in registers. (What it reaches: docs/PERFORMANCE.md.)
