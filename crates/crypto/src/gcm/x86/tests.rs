@@ -79,3 +79,61 @@ fn masked_tails_stay_inside_the_buffers() {
         assert!(*dst == pt[..], "open_to {len}");
     }
 }
+
+/// Throwaway throughput figures of one-pass GCM (AES-256, 16 KiB and 512-byte messages,
+/// seal and open out of place) on the vaes and avx512 backends: many runs of about a
+/// millisecond each, whose median and 90th percentile are the undisturbed rate on a loaded
+/// machine (one such run rarely loses its time slice). Release mode only gives meaningful
+/// numbers; `SECTORCRYPT_TIMING_BACKEND` names the one backend to time.
+#[test]
+#[ignore = "timing, not a test: run with --release --ignored --nocapture"]
+fn timing() {
+    use std::time::Instant;
+    let key = bytes(32, 2);
+    let iv = [9u8; 12];
+    for b in [Backend::Vaes, Backend::Avx512] {
+        if std::env::var("SECTORCRYPT_TIMING_BACKEND").is_ok_and(|v| v != b.to_string()) {
+            continue;
+        }
+        if let Err(e) = b.ensure_usable() {
+            eprintln!("{b}: SKIPPED ({e})");
+            continue;
+        }
+        let gcm = Gcm::with_backend(&key, b).unwrap();
+        for len in [16384, 512] {
+            let src = bytes(len, 3);
+            let mut dst = vec![0u8; len];
+            let tag = gcm.seal_to(&iv, &[], &src, &mut dst).unwrap();
+            let ct = dst.clone();
+            for open in [false, true] {
+                let mut call = || {
+                    if open {
+                        gcm.open_to(&iv, &[], &ct, &mut dst, &tag).unwrap();
+                    } else {
+                        gcm.seal_to(&iv, &[], &src, &mut dst).unwrap();
+                    }
+                };
+                for _ in 0..200 {
+                    call();
+                }
+                let iters = (16 << 20) / len;
+                let mut runs: Vec<f64> = (0..300)
+                    .map(|_| {
+                        let start = Instant::now();
+                        for _ in 0..iters {
+                            call();
+                        }
+                        (len * iters) as f64 / start.elapsed().as_secs_f64() / 1e9
+                    })
+                    .collect();
+                runs.sort_by(|a, b| a.total_cmp(b));
+                let name = format!("gcm-{}/{len}", if open { "dec" } else { "enc" });
+                println!(
+                    "{b:<7} {name:<16} median {:6.2} GB/s  p90 {:6.2} GB/s",
+                    runs[runs.len() / 2],
+                    runs[runs.len() * 9 / 10],
+                );
+            }
+        }
+    }
+}

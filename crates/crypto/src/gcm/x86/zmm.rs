@@ -18,11 +18,14 @@
 //! hashed under the second's rounds; a shorter last group is done under byte masks.
 //!
 //! What changes with zmm (the probe, `sectorcrypt bench --probe`): a VAESENC zmm costs the
-//! AES pipes what two ymm cost, but a VPCLMULQDQ zmm multiplies four blocks for what a ymm
-//! one costs for two, XORs and 32-bit shuffles issue beside the AES units, and only the
-//! byte shuffle (VPSHUFB) takes an AES pipe, for about half a cycle. Per 512-byte group of
-//! AES-256: 112 VAESENC (one per cycle) + 24 VPCLMULQDQ + one reduction + 8 byte swaps of
-//! the hashed data. With 32 registers the 15 round keys, the 8 AES states and the 3 hash
+//! AES pipes what two ymm cost on Zen 4 and what one costs on Zen 5, a VPCLMULQDQ zmm
+//! multiplies four blocks for what a ymm one costs for two (one per 2 cycles on both) and
+//! issues beside the AES pipes, as do XORs and 32-bit shuffles; only the byte shuffle
+//! (VPSHUFB) takes an AES pipe, for about half a cycle. Per 512-byte group of AES-256: 112
+//! VAESENC (56 cycles on Zen 5), 24 VPCLMULQDQ (48 cycles), one reduction per two groups
+//! and 8 byte swaps of the hashed data: the AES pipes bind, which is why the multiplies stay
+//! Karatsuba (a schoolbook fourth multiply per register made the multiplier bind, and ran
+//! slower). With 32 registers the 15 round keys, the 8 AES states and the 3 hash
 //! accumulators all stay in registers. (What it reaches: docs/PERFORMANCE.md.)
 //!
 //! Counters: kept big-endian in a register (`cur`, lanes `c..c + 3`) and advanced by adding
