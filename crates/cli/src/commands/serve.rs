@@ -37,7 +37,7 @@
 use crate::failure::Failure;
 use crate::flags::tls::{TlsArgs, TlsMode};
 use crate::flags::ServeArgs;
-use sectorcrypt_gateway::clients::Clients;
+use sectorcrypt_gateway::clients::{Clients, Counted};
 use sectorcrypt_gateway::live::Gateway;
 use sectorcrypt_gateway::log::{Log, LogFormat};
 use sectorcrypt_gateway::metered::Metered;
@@ -238,6 +238,8 @@ pub fn run(a: ServeArgs) -> Result<(), Failure> {
                     metrics.add(counted.clone());
                     spawn_metrics(at, metrics)?;
                     counting = Some(counted.clone());
+                    // The connections are counted by the server, which knows them.
+                    config.observer = Some(Arc::new(Counted::new(counted.clone())));
                     Arc::new(Metered::new(export, counted))
                 }
                 _ => Arc::new(export),
