@@ -1318,3 +1318,172 @@ fn reloads_under_load_lose_no_acknowledged_write_and_drop_no_client_of_an_unchan
         "a connection ended on an error: {err}"
     );
 }
+
+/// `nbdinfo --list --json URI`: the export names, sorted.
+fn listed_at(uri: &str) -> Vec<String> {
+    let out = nbdinfo(&["--list", "--json", uri], false);
+    assert!(out.status.success(), "nbdinfo --list {uri}: {out:?}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut names: Vec<String> = v["exports"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{v}"))
+        .iter()
+        .map(|e| e["export-name"].as_str().unwrap().to_string())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn a_gateway_listens_on_every_address_of_its_config_with_the_same_exports() {
+    require!("nbdinfo", "nbdcopy");
+    let dir = open_dir();
+    let a = volume(dir.path(), "a", "luks2", 0x61);
+    let b = volume(dir.path(), "b", "geli", 0x62);
+    let sock = dir.path().join("gw.sock");
+    // A free loopback port (bound and let go: nobody else takes it in between here).
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let config = dir.path().join("gateway.toml");
+    let mut text = format!("listen = [{:?}, \"127.0.0.1:{port}\"]\n\n", s(&sock));
+    for v in [&a, &b] {
+        text.push_str(&format!(
+            "[[export]]\nname = {:?}\nimage = {:?}\nkey_file = {:?}\n\n",
+            v.name,
+            s(&v.img),
+            s(&v.key)
+        ));
+    }
+    std::fs::write(&config, text).unwrap();
+    let notify = dir.path().join("notify");
+    let manager = std::os::unix::net::UnixDatagram::bind(&notify).unwrap();
+    manager
+        .set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    let rundir = dir.path().join("run");
+    let child = Command::new(support::bin())
+        .args(["serve", "--config", s(&config), "--name", "two"])
+        .env("NOTIFY_SOCKET", &notify)
+        .env("SECTORCRYPT_RUNTIME_DIR", &rundir)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let served = Served {
+        child: Some(child),
+        sock: sock.clone(),
+    };
+    let mut buf = [0u8; 4096];
+    let n = manager.recv(&mut buf).expect("READY=1 within 30 s");
+    let ready = String::from_utf8_lossy(&buf[..n]).to_string();
+    assert!(
+        ready.starts_with(&format!(
+            "READY=1\nSTATUS=serving on {}, on 127.0.0.1:{port}",
+            sock.display()
+        )),
+        "{ready}"
+    );
+    let tcp = format!("nbd://127.0.0.1:{port}");
+    let unix = format!("nbd+unix:///?socket={}", sock.display());
+    assert_eq!(listed_at(&unix), ["a", "b"]);
+    assert_eq!(listed_at(&tcp), ["a", "b"]);
+    // `status` names both.
+    let out = sc_in(&rundir, &["status", "--json"]);
+    assert!(out.status.success(), "{out:?}");
+    let all: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let gw = &all[0];
+    let unix_at = format!("unix:{}", sock.display());
+    let tcp_at = format!("127.0.0.1:{port}");
+    assert_eq!(gw["listen"], unix_at, "{all:#}");
+    assert_eq!(
+        gw["listen_all"],
+        serde_json::json!([unix_at, tcp_at]),
+        "{all:#}"
+    );
+    let out = sc_in(&rundir, &["status"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(&format!("listen:  {unix_at}, {tcp_at}")),
+        "{text}"
+    );
+    // The same volumes behind both.
+    for (at, v) in [
+        (format!("{tcp}/a"), &a),
+        (uri("b", &sock), &b),
+        (format!("{tcp}/b"), &b),
+    ] {
+        let out = dir.path().join("out");
+        run(Command::new("nbdcopy").arg(&at).arg(&out));
+        assert!(std::fs::read(&out).unwrap() == v.plain, "{at}");
+    }
+    let (status, err) = served.stop("TERM");
+    assert!(status.success(), "{status}: {err}");
+    assert!(
+        err.contains(&format!(
+            "serving its exports on unix:{}, 127.0.0.1:{port}",
+            sock.display()
+        )),
+        "{err}"
+    );
+    assert!(err.contains("any local user can connect"), "{err}");
+    // Both are closed, and the socket removed.
+    assert!(!sock.exists());
+    assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err());
+}
+
+#[test]
+fn a_gateway_serves_on_every_socket_systemd_socket_activate_passes() {
+    require!("systemd-socket-activate", "nbdinfo", "nbdcopy");
+    let dir = tempfile::tempdir().unwrap();
+    let a = volume(dir.path(), "a", "luks2", 0x71);
+    let config = dir.path().join("gateway.toml");
+    write_config(&config, &[("a", &a)]);
+    let one = dir.path().join("one.sock");
+    let two = dir.path().join("two.sock");
+    let activator = Command::new("systemd-socket-activate")
+        .arg("-l")
+        .arg(&one)
+        .arg("-l")
+        .arg(&two)
+        .arg("--")
+        .arg(support::bin())
+        .args(["serve", "--config", s(&config)])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut reaped = Reaped(vec![activator]);
+    let t0 = std::time::Instant::now();
+    while !one.exists() || !two.exists() {
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(20),
+            "no sockets"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // The first client starts the gateway; then both sockets are its.
+    assert_eq!(listed(&two, false), ["a"]);
+    assert_eq!(listed(&one, false), ["a"]);
+    let out = dir.path().join("a.out");
+    run(Command::new("nbdcopy").arg(uri("a", &one)).arg(&out));
+    assert!(std::fs::read(&out).unwrap() == a.plain);
+    let activator = reaped.0.pop().unwrap();
+    run(Command::new("kill").args(["-TERM", &activator.id().to_string()]));
+    let done = activator.wait_with_output().unwrap();
+    let log = String::from_utf8_lossy(&done.stderr);
+    assert!(done.status.success(), "exit {}: {log}", done.status);
+    assert!(
+        log.contains(&format!(
+            "on unix:{} (passed by the service manager), unix:{} (passed by the service \
+             manager)",
+            one.display(),
+            two.display()
+        )),
+        "{log}"
+    );
+}

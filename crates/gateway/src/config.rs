@@ -2,8 +2,9 @@
 //! where its key comes from, and who may use it.
 //!
 //! ```toml
-//! # Where clients connect (a Unix socket's path, or a loopback HOST:PORT); without
-//! # `listen`, the sockets systemd passes (socket activation).
+//! # Where clients connect (a Unix socket's path, or a loopback HOST:PORT; one server
+//! # listens on each, with the same exports); without `listen`, the sockets systemd
+//! # passes (socket activation).
 //! listen = ["/run/sectorcrypt/gateway.sock", "127.0.0.1:10809"]
 //! # Prometheus scrapes GET /metrics here.
 //! metrics = "127.0.0.1:9560"
