@@ -1487,3 +1487,58 @@ fn a_gateway_serves_on_every_socket_systemd_socket_activate_passes() {
         "{log}"
     );
 }
+
+#[test]
+fn by_default_an_export_of_several_takes_three_quarters_of_the_slots() {
+    require!("nbdinfo");
+    let Some(py) = nbd_python() else {
+        sectorcrypt_testkit::skipped!("skipped: no python3 with libnbd's binding (python3-libnbd)");
+        return;
+    };
+    use std::io::{BufRead, Write};
+    let dir = open_dir();
+    let a = volume(dir.path(), "a", "luks2", 0x81);
+    let b = volume(dir.path(), "b", "luks2", 0x82);
+    let config = dir.path().join("gateway.toml");
+    write_config(&config, &[("a", &a), ("b", &b)]);
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(&config, format!("max_connections = 4\n{text}")).unwrap();
+    let sock = dir.path().join("gw.sock");
+    let served = Served::start(&["--config", s(&config)], &sock);
+    // Three clients of "a" (3 of 4 slots) hold on until told.
+    let hold = "import nbd, sys\n\
+                hs = []\n\
+                for i in range(3):\n    h = nbd.NBD()\n    h.connect_uri(sys.argv[1])\n    hs.append(h)\n\
+                print('ready', flush=True)\n\
+                sys.stdin.readline()\n";
+    let mut holder = Command::new(py)
+        .args(["-c", hold, &uri("a", &sock)])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(holder.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line.trim(), "ready");
+    // A fourth client of "a" is refused though a slot is free; "b" gets it.
+    let out = nbdinfo(&[&uri("a", &sock)], false);
+    assert!(!out.status.success(), "{out:?}");
+    let out = nbdinfo(&[&uri("b", &sock)], false);
+    assert!(out.status.success(), "{out:?}");
+    holder.stdin.take().unwrap().write_all(b"\n").unwrap();
+    assert!(holder.wait().unwrap().success());
+    // Once they have gone, "a" takes clients again.
+    let t0 = std::time::Instant::now();
+    while !nbdinfo(&[&uri("a", &sock)], false).status.success() {
+        assert!(t0.elapsed() < std::time::Duration::from_secs(10));
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let (status, err) = served.stop("TERM");
+    assert!(status.success(), "{status}: {err}");
+    assert!(
+        err.contains("refused: export \"a\" has its 3 connections"),
+        "{err}"
+    );
+}

@@ -178,9 +178,8 @@ pub fn run(a: ServeArgs) -> Result<(), Failure> {
             if let Some(n) = gateway.max_connections {
                 config.max_connections = n;
             }
-            if let Some(n) = gateway.max_connections_per_export {
-                config.max_connections_per_export = n;
-            }
+            config.max_connections_per_export =
+                gateway.connections_per_export(config.max_connections);
             let opts = sectorcrypt_gateway::table::Options {
                 credentials: std::env::var_os("CREDENTIALS_DIRECTORY").map(Into::into),
                 threads: a.open.threads,

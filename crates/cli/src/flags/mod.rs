@@ -663,6 +663,8 @@ A configuration file (TOML) gives each export its own key, header and access:
                                           # none: the sockets systemd passes
   metrics = \"127.0.0.1:9560\"              # per-export series, labelled export=\"NAME\"
   max_connections = 256                   # all exports together (default 64)
+  max_connections_per_export = 128        # one export's (default: 3/4 of max_connections
+                                          # with several exports; 0: no limit of its own)
   [tls]                                   # optional, for every export
   certificates = \"/etc/sectorcrypt/tls\"
   verify_peer = true                      # needed for tls_subjects
