@@ -1253,6 +1253,19 @@ fn reloads_under_load_lose_no_acknowledged_write_and_drop_no_client_of_an_unchan
         !refused.status.success(),
         "a new client of a removed export got it"
     );
+    // `status` shows it draining: not offered, its one client still there.
+    let out = sc_in(&rundir, &["status", "--json"]);
+    assert!(out.status.success(), "{out:?}");
+    let all: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let draining = all[0]["exports"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{all:#}"))
+        .iter()
+        .find(|e| e["name"] == "gone")
+        .unwrap_or_else(|| panic!("{all:#}"))
+        .clone();
+    assert_eq!(draining["offered"], false, "{all:#}");
+    assert_eq!(draining["clients"].as_array().unwrap().len(), 1, "{all:#}");
     let on_new = soak_client(py, &uri("new", &sock), 0, 1, 5, state);
     std::thread::sleep(Duration::from_secs(2));
 
