@@ -6,7 +6,8 @@
 //! per-export metrics through promtool; TLS clients by certificate subject; a wrong
 //! passphrase, a missing key file or image for one export refusing the start with the
 //! export's name; the command line's `--export`; socket activation; a SIGHUP reload with a
-//! client of an unchanged export reading across it.
+//! client of an unchanged export reading across it; four reloads under verifying clients
+//! (bench/soak_client.py) that lose no acknowledged write and drop no connection.
 
 #[path = "support/served.rs"]
 mod served;
@@ -19,7 +20,7 @@ use sectorcrypt_testkit::{promtool_check, require, run, run_stdout};
 use served::{refused, Served};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output};
 use support::{ok, ok_bytes, s, sc};
 use volumes::{key_file, FAST};
 
@@ -1110,4 +1111,447 @@ fn a_new_clients_first_read_is_answered_while_8_exports_stall_and_64_connections
     assert!(hold.wait().unwrap().success());
     let (status, stderr) = served.stop("TERM");
     assert!(status.success(), "{stderr}");
+}
+
+/// `bench/soak_client.py`: random reads and writes over its own region of an export,
+/// every read checked against what it wrote, FLUSHes and FUA writes now and then, and
+/// the whole region read back and checked at the end; one JSON line with its counts and
+/// `errors` (any failed request, a dropped connection included, or data that differs).
+fn soak_client(py: &str, uri: &str, ident: u32, clients: u32, secs: u32, state: &Path) -> Child {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/soak_client.py");
+    Command::new(py)
+        .arg(script)
+        .args([
+            uri,
+            &ident.to_string(),
+            &clients.to_string(),
+            &secs.to_string(),
+        ])
+        .arg(state)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits for a soak client and checks its report: it exited cleanly, wrote and read,
+/// no request failed, and its final read-back matched every acknowledged write.
+fn soak_passed(who: &str, client: Child) -> serde_json::Value {
+    let out = client.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "{who}: {}\n{stdout}\n{stderr}",
+        out.status
+    );
+    let v: serde_json::Value = serde_json::from_str(stdout.trim())
+        .unwrap_or_else(|e| panic!("{who}: {e}: {stdout:?} {stderr}"));
+    assert_eq!(v["errors"], 0, "{who}: {v}");
+    assert!(v["writes"].as_u64().unwrap() > 0, "{who}: {v}");
+    assert!(v["reads"].as_u64().unwrap() > 0, "{who}: {v}");
+    assert!(
+        v["final_verified_bytes"].as_u64().unwrap() > 0,
+        "{who}: {v}"
+    );
+    eprintln!("{who}: {v}");
+    v
+}
+
+#[test]
+fn reloads_under_load_lose_no_acknowledged_write_and_drop_no_client_of_an_unchanged_export() {
+    require!("nbdinfo");
+    let Some(py) = nbd_python() else {
+        sectorcrypt_testkit::skipped!("skipped: no python3 with libnbd's binding (python3-libnbd)");
+        return;
+    };
+    use std::time::{Duration, Instant};
+    let dir = open_dir();
+    let a = volume(dir.path(), "a", "luks2", 0x31);
+    let b = volume(dir.path(), "b", "luks2", 0x32);
+    let gone = volume(dir.path(), "gone", "luks2", 0x33);
+    let new = volume(dir.path(), "new", "geli", 0x34);
+    let me = run_stdout(Command::new("id").arg("-u")).trim().to_string();
+    // The exports (name, volume, extra TOML lines), written as the config.
+    let write = |exports: &[(&str, &Volume, &str)]| {
+        let mut text = String::new();
+        for (name, v, extra) in exports {
+            text.push_str(&format!(
+                "[[export]]\nname = {name:?}\nimage = {:?}\nkey_file = {:?}\n{extra}\n",
+                s(&v.img),
+                s(&v.key)
+            ));
+        }
+        std::fs::write(dir.path().join("gateway.toml"), text).unwrap();
+    };
+    let config = dir.path().join("gateway.toml");
+    write(&[("a", &a, ""), ("b", &b, ""), ("gone", &gone, "")]);
+    let sock = dir.path().join("gw.sock");
+    let rundir = dir.path().join("run");
+    let notify = dir.path().join("notify");
+    let manager = std::os::unix::net::UnixDatagram::bind(&notify).unwrap();
+    manager
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let receive = || {
+        let mut buf = [0u8; 4096];
+        let n = manager.recv(&mut buf).expect("a notification within 30 s");
+        String::from_utf8(buf[..n].to_vec()).unwrap()
+    };
+    // A reload, however asked for, is RELOADING=1 then READY=1 with what it did.
+    let reloaded = || {
+        let r = receive();
+        assert!(r.starts_with("RELOADING=1\n"), "{r}");
+        let r = receive();
+        assert!(r.starts_with("READY=1\nSTATUS=reloaded: "), "{r}");
+        r
+    };
+    let child = Command::new(support::bin())
+        .args(["serve", "--config", s(&config), "--socket", s(&sock)])
+        .args(["--name", "gw"])
+        .env("NOTIFY_SOCKET", &notify)
+        .env("SECTORCRYPT_RUNTIME_DIR", &rundir)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let served = Served {
+        child: Some(child),
+        sock: sock.clone(),
+    };
+    assert!(receive().starts_with("READY=1\n"));
+    let pid = served.child.as_ref().unwrap().id().to_string();
+    let hangup = || run(Command::new("kill").args(["-HUP", &pid]));
+    let state = dir.path();
+
+    // Two verifying clients on each unchanged export for the whole test, one on the
+    // export the first reload removes.
+    let t0 = Instant::now();
+    let mut steady = Vec::new();
+    for name in ["a", "b"] {
+        for i in 0..2 {
+            let c = soak_client(py, &uri(name, &sock), i, 2, 16, state);
+            steady.push((format!("{name}{i}"), c));
+        }
+    }
+    let on_gone = soak_client(py, &uri("gone", &sock), 0, 1, 7, state);
+    std::thread::sleep(Duration::from_secs(2));
+
+    // 1. SIGHUP: "gone" removed while its client works on, "new" added.
+    write(&[("a", &a, ""), ("b", &b, ""), ("new", &new, "")]);
+    hangup();
+    let r = reloaded();
+    assert!(
+        r.contains("added \"new\"") && r.contains("removed \"gone\""),
+        "{r}"
+    );
+    assert_eq!(listed(&sock, false), ["a", "b", "new"]);
+    let refused = nbdinfo(&[&uri("gone", &sock)], false);
+    assert!(
+        !refused.status.success(),
+        "a new client of a removed export got it"
+    );
+    // `status` shows it draining: not offered, its one client still there.
+    let out = sc_in(&rundir, &["status", "--json"]);
+    assert!(out.status.success(), "{out:?}");
+    let all: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let draining = all[0]["exports"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{all:#}"))
+        .iter()
+        .find(|e| e["name"] == "gone")
+        .unwrap_or_else(|| panic!("{all:#}"))
+        .clone();
+    assert_eq!(draining["offered"], false, "{all:#}");
+    assert_eq!(draining["clients"].as_array().unwrap().len(), 1, "{all:#}");
+    let on_new = soak_client(py, &uri("new", &sock), 0, 1, 5, state);
+    std::thread::sleep(Duration::from_secs(2));
+
+    // 2. `gateway reload`: "b" admits only this uid from the next client on.
+    write(&[
+        ("a", &a, ""),
+        ("b", &b, &format!("allow_uids = [{me}]\n")),
+        ("new", &new, ""),
+    ]);
+    let out = sc_in(&rundir, &["gateway", "reload", "gw"]);
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("new access lists for \"b\""), "{text}");
+    let r = reloaded();
+    assert!(r.contains("new access lists for \"b\""), "{r}");
+    assert_eq!(listed(&sock, false), ["a", "b", "new"]);
+    std::thread::sleep(Duration::from_secs(2));
+
+    // 3. `gateway reload`: "new" removed while its client works on.
+    write(&[("a", &a, ""), ("b", &b, &format!("allow_uids = [{me}]\n"))]);
+    let out = sc_in(&rundir, &["gateway", "reload", "gw"]);
+    assert!(out.status.success(), "{out:?}");
+    let r = reloaded();
+    assert!(r.contains("removed \"new\""), "{r}");
+    assert_eq!(listed(&sock, false), ["a", "b"]);
+    std::thread::sleep(Duration::from_secs(2));
+
+    // 4. SIGHUP with nothing changed.
+    hangup();
+    let r = reloaded();
+    assert!(r.contains("no change"), "{r}");
+
+    // The removed exports' clients worked on until they left, then the volumes were
+    // flushed and closed: another process opens them.
+    soak_passed("the client of the removed export \"gone\"", on_gone);
+    soak_passed("the client of the removed export \"new\"", on_new);
+    for v in [&gone, &new] {
+        let t = Instant::now();
+        loop {
+            let r = sc(&["read", s(&v.img), "--key-file", s(&v.key)], b"");
+            if r.status.success() {
+                break;
+            }
+            assert!(
+                t.elapsed() < Duration::from_secs(10),
+                "{} still held: {}",
+                v.name,
+                String::from_utf8_lossy(&r.stderr)
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    // Every client of the unchanged exports kept its connection through the four
+    // reloads (a dropped one fails its next request), and read back every write.
+    for (who, c) in steady {
+        soak_passed(&who, c);
+    }
+    assert!(t0.elapsed() < Duration::from_secs(40));
+    let (status, err) = served.stop("TERM");
+    assert!(status.success(), "{status}: {err}");
+    assert!(
+        !err.contains("ended:"),
+        "a connection ended on an error: {err}"
+    );
+}
+
+/// `nbdinfo --list --json URI`: the export names, sorted.
+fn listed_at(uri: &str) -> Vec<String> {
+    let out = nbdinfo(&["--list", "--json", uri], false);
+    assert!(out.status.success(), "nbdinfo --list {uri}: {out:?}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut names: Vec<String> = v["exports"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{v}"))
+        .iter()
+        .map(|e| e["export-name"].as_str().unwrap().to_string())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn a_gateway_listens_on_every_address_of_its_config_with_the_same_exports() {
+    require!("nbdinfo", "nbdcopy");
+    let dir = open_dir();
+    let a = volume(dir.path(), "a", "luks2", 0x61);
+    let b = volume(dir.path(), "b", "geli", 0x62);
+    let sock = dir.path().join("gw.sock");
+    // A free loopback port (bound and let go: nobody else takes it in between here).
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let config = dir.path().join("gateway.toml");
+    let mut text = format!("listen = [{:?}, \"127.0.0.1:{port}\"]\n\n", s(&sock));
+    for v in [&a, &b] {
+        text.push_str(&format!(
+            "[[export]]\nname = {:?}\nimage = {:?}\nkey_file = {:?}\n\n",
+            v.name,
+            s(&v.img),
+            s(&v.key)
+        ));
+    }
+    std::fs::write(&config, text).unwrap();
+    let notify = dir.path().join("notify");
+    let manager = std::os::unix::net::UnixDatagram::bind(&notify).unwrap();
+    manager
+        .set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    let rundir = dir.path().join("run");
+    let child = Command::new(support::bin())
+        .args(["serve", "--config", s(&config), "--name", "two"])
+        .env("NOTIFY_SOCKET", &notify)
+        .env("SECTORCRYPT_RUNTIME_DIR", &rundir)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let served = Served {
+        child: Some(child),
+        sock: sock.clone(),
+    };
+    let mut buf = [0u8; 4096];
+    let n = manager.recv(&mut buf).expect("READY=1 within 30 s");
+    let ready = String::from_utf8_lossy(&buf[..n]).to_string();
+    assert!(
+        ready.starts_with(&format!(
+            "READY=1\nSTATUS=serving on {}, on 127.0.0.1:{port}",
+            sock.display()
+        )),
+        "{ready}"
+    );
+    let tcp = format!("nbd://127.0.0.1:{port}");
+    let unix = format!("nbd+unix:///?socket={}", sock.display());
+    assert_eq!(listed_at(&unix), ["a", "b"]);
+    assert_eq!(listed_at(&tcp), ["a", "b"]);
+    // `status` names both.
+    let out = sc_in(&rundir, &["status", "--json"]);
+    assert!(out.status.success(), "{out:?}");
+    let all: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let gw = &all[0];
+    let unix_at = format!("unix:{}", sock.display());
+    let tcp_at = format!("127.0.0.1:{port}");
+    assert_eq!(gw["listen"], unix_at, "{all:#}");
+    assert_eq!(
+        gw["listen_all"],
+        serde_json::json!([unix_at, tcp_at]),
+        "{all:#}"
+    );
+    let out = sc_in(&rundir, &["status"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(&format!("listen:  {unix_at}, {tcp_at}")),
+        "{text}"
+    );
+    // The same volumes behind both.
+    for (at, v) in [
+        (format!("{tcp}/a"), &a),
+        (uri("b", &sock), &b),
+        (format!("{tcp}/b"), &b),
+    ] {
+        let out = dir.path().join("out");
+        run(Command::new("nbdcopy").arg(&at).arg(&out));
+        assert!(std::fs::read(&out).unwrap() == v.plain, "{at}");
+    }
+    let (status, err) = served.stop("TERM");
+    assert!(status.success(), "{status}: {err}");
+    assert!(
+        err.contains(&format!(
+            "serving its exports on unix:{}, 127.0.0.1:{port}",
+            sock.display()
+        )),
+        "{err}"
+    );
+    assert!(err.contains("any local user can connect"), "{err}");
+    // Both are closed, and the socket removed.
+    assert!(!sock.exists());
+    assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err());
+}
+
+#[test]
+fn a_gateway_serves_on_every_socket_systemd_socket_activate_passes() {
+    require!("systemd-socket-activate", "nbdinfo", "nbdcopy");
+    let dir = tempfile::tempdir().unwrap();
+    let a = volume(dir.path(), "a", "luks2", 0x71);
+    let config = dir.path().join("gateway.toml");
+    write_config(&config, &[("a", &a)]);
+    let one = dir.path().join("one.sock");
+    let two = dir.path().join("two.sock");
+    let activator = Command::new("systemd-socket-activate")
+        .arg("-l")
+        .arg(&one)
+        .arg("-l")
+        .arg(&two)
+        .arg("--")
+        .arg(support::bin())
+        .args(["serve", "--config", s(&config)])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut reaped = Reaped(vec![activator]);
+    let t0 = std::time::Instant::now();
+    while !one.exists() || !two.exists() {
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(20),
+            "no sockets"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // The first client starts the gateway; then both sockets are its.
+    assert_eq!(listed(&two, false), ["a"]);
+    assert_eq!(listed(&one, false), ["a"]);
+    let out = dir.path().join("a.out");
+    run(Command::new("nbdcopy").arg(uri("a", &one)).arg(&out));
+    assert!(std::fs::read(&out).unwrap() == a.plain);
+    let activator = reaped.0.pop().unwrap();
+    run(Command::new("kill").args(["-TERM", &activator.id().to_string()]));
+    let done = activator.wait_with_output().unwrap();
+    let log = String::from_utf8_lossy(&done.stderr);
+    assert!(done.status.success(), "exit {}: {log}", done.status);
+    assert!(
+        log.contains(&format!(
+            "on unix:{} (passed by the service manager), unix:{} (passed by the service \
+             manager)",
+            one.display(),
+            two.display()
+        )),
+        "{log}"
+    );
+}
+
+#[test]
+fn by_default_an_export_of_several_takes_three_quarters_of_the_slots() {
+    require!("nbdinfo");
+    let Some(py) = nbd_python() else {
+        sectorcrypt_testkit::skipped!("skipped: no python3 with libnbd's binding (python3-libnbd)");
+        return;
+    };
+    use std::io::{BufRead, Write};
+    let dir = open_dir();
+    let a = volume(dir.path(), "a", "luks2", 0x81);
+    let b = volume(dir.path(), "b", "luks2", 0x82);
+    let config = dir.path().join("gateway.toml");
+    write_config(&config, &[("a", &a), ("b", &b)]);
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(&config, format!("max_connections = 4\n{text}")).unwrap();
+    let sock = dir.path().join("gw.sock");
+    let served = Served::start(&["--config", s(&config)], &sock);
+    // Three clients of "a" (3 of 4 slots) hold on until told.
+    let hold = "import nbd, sys\n\
+                hs = []\n\
+                for i in range(3):\n    h = nbd.NBD()\n    h.connect_uri(sys.argv[1])\n    hs.append(h)\n\
+                print('ready', flush=True)\n\
+                sys.stdin.readline()\n";
+    let mut holder = Command::new(py)
+        .args(["-c", hold, &uri("a", &sock)])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(holder.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line.trim(), "ready");
+    // A fourth client of "a" is refused though a slot is free; "b" gets it.
+    let out = nbdinfo(&[&uri("a", &sock)], false);
+    assert!(!out.status.success(), "{out:?}");
+    let out = nbdinfo(&[&uri("b", &sock)], false);
+    assert!(out.status.success(), "{out:?}");
+    holder.stdin.take().unwrap().write_all(b"\n").unwrap();
+    assert!(holder.wait().unwrap().success());
+    // Once they have gone, "a" takes clients again.
+    let t0 = std::time::Instant::now();
+    while !nbdinfo(&[&uri("a", &sock)], false).status.success() {
+        assert!(t0.elapsed() < std::time::Duration::from_secs(10));
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let (status, err) = served.stop("TERM");
+    assert!(status.success(), "{status}: {err}");
+    assert!(
+        err.contains("refused: export \"a\" has its 3 connections"),
+        "{err}"
+    );
 }

@@ -124,6 +124,115 @@ fn serve_tells_the_manager_it_is_ready_and_stopping_and_counts_its_traffic() {
     assert!(status.success(), "exit {status}");
 }
 
+/// The metrics page `--metrics SOCKET` serves now.
+fn scrape(metrics: &Path) -> String {
+    wait_for(metrics);
+    run(Command::new("curl")
+        .args(["-sS", "--fail", "--max-time", "10", "--unix-socket"])
+        .arg(metrics)
+        .arg("http://localhost/metrics"))
+}
+
+/// Runs the client script `client` on `uri`, a newline already on its stdin: it connects, reads and leaves.
+fn holder_once(py: &str, client: &str, uri: &str) -> std::process::Output {
+    use std::io::Write;
+    let mut c = Command::new(py)
+        .args(["-c", client, uri])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    c.stdin.take().unwrap().write_all(b"\n").unwrap();
+    c.wait_with_output().unwrap()
+}
+
+#[test]
+fn the_metrics_of_one_volume_count_its_connections() {
+    require!("curl", "promtool");
+    use std::io::{BufRead, Write};
+    // The system's Python, which has libnbd's binding (another may come first in PATH).
+    let Some(py) = ["/usr/bin/python3", "python3"].into_iter().find(|py| {
+        Command::new(py)
+            .args(["-c", "import nbd"])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    }) else {
+        sectorcrypt_testkit::skipped!("skipped: no python3 with libnbd's binding (python3-libnbd)");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("scratch.img");
+    std::fs::write(&img, vec![0u8; 4 << 20]).unwrap();
+    let sock = dir.path().join("s.sock");
+    let metrics = dir.path().join("metrics.sock");
+    let mut child = Command::new(support::bin())
+        .args(["serve", s(&img), "--onetime", "--export-name", "disk"])
+        .args(["--socket", s(&sock)])
+        .args(["--metrics", s(&metrics)])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for(&sock);
+    let uri = format!("nbd+unix:///disk?socket={}", sock.display());
+    // A client that reads, says so, and stays connected until told.
+    let client = "import nbd, sys\n\
+                  h = nbd.NBD()\n\
+                  h.connect_uri(sys.argv[1])\n\
+                  h.pread(4096, 0)\n\
+                  print('ready', flush=True)\n\
+                  sys.stdin.readline()\n\
+                  h.shutdown()\n";
+    let mut holder = Command::new(py)
+        .args(["-c", client, &uri])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(holder.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line.trim(), "ready");
+    let open = "sectorcrypt_connections{export=\"disk\"}";
+    let total = "sectorcrypt_connections_total{export=\"disk\"}";
+    let text = scrape(&metrics);
+    assert_eq!(value(&text, open), 1.0, "{text}");
+    assert_eq!(value(&text, total), 1.0, "{text}");
+    if let Err(e) = promtool_check(&text) {
+        panic!("promtool: {e}\n{text}");
+    }
+    holder.stdin.take().unwrap().write_all(b"\n").unwrap();
+    assert!(holder.wait().unwrap().success());
+    // Another client comes and goes.
+    let out = holder_once(py, client, &uri);
+    assert!(out.status.success(), "{out:?}");
+    // The server is told of a disconnection on the connection's own thread, a moment
+    // after the client has gone.
+    let t0 = Instant::now();
+    let text = loop {
+        let text = scrape(&metrics);
+        if value(&text, open) == 0.0 || t0.elapsed() > Duration::from_secs(10) {
+            break text;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(value(&text, open), 0.0, "{text}");
+    assert_eq!(value(&text, total), 2.0, "{text}");
+
+    run(Command::new("kill").args(["-TERM", &child.id().to_string()]));
+    let status = child.wait().unwrap();
+    assert!(status.success(), "exit {status}");
+    // The server's lines go to stderr as before, with their prefix.
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(
+        err.contains("sectorcrypt-nbd: connection 1: transmission"),
+        "{err}"
+    );
+}
+
 #[test]
 fn metrics_on_a_non_loopback_address_are_refused() {
     let dir = tempfile::tempdir().unwrap();

@@ -1,7 +1,8 @@
 //! The gateway's clients: the NBD server's [`Observer`], which keeps the connections in
 //! their transmission phase (for `sectorcrypt status`: which export, who, since when),
 //! counts them in their export's `connections` metrics, and writes the server's messages
-//! and every connect and disconnect to the [`Log`].
+//! and every connect and disconnect to the [`Log`]; and [`Counted`], the observer of a
+//! server of one volume (`serve IMAGE --metrics`), which only counts its connections.
 
 use crate::log::{Event, Level, Log, Source};
 use sectorcrypt_nbd::{Connection, Observer, Peer};
@@ -146,5 +147,34 @@ impl Observer for Clients {
             tls: c.tls,
             error,
         });
+    }
+}
+
+/// The observer of a server of one export (`serve IMAGE --metrics`): counts every
+/// connection in the export's `connections` metrics, and writes the server's lines to
+/// stderr as the server does without an observer (`sectorcrypt-nbd: LINE`).
+#[derive(Debug)]
+pub struct Counted {
+    metrics: Arc<ExportMetrics>,
+}
+
+impl Counted {
+    /// Counts the connections into `metrics`.
+    pub fn new(metrics: Arc<ExportMetrics>) -> Counted {
+        Counted { metrics }
+    }
+}
+
+impl Observer for Counted {
+    fn message(&self, line: fmt::Arguments<'_>) {
+        eprintln!("sectorcrypt-nbd: {line}");
+    }
+
+    fn connected(&self, _: &Connection<'_>) {
+        self.metrics.arrived();
+    }
+
+    fn disconnected(&self, _: &Connection<'_>, _: Option<&io::Error>) {
+        self.metrics.left();
     }
 }

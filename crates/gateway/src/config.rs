@@ -2,13 +2,15 @@
 //! where its key comes from, and who may use it.
 //!
 //! ```toml
-//! # Where clients connect (a Unix socket's path, or a loopback HOST:PORT); without
-//! # `listen`, the sockets systemd passes (socket activation).
+//! # Where clients connect (a Unix socket's path, or a loopback HOST:PORT; one server
+//! # listens on each, with the same exports); without `listen`, the sockets systemd
+//! # passes (socket activation).
 //! listen = ["/run/sectorcrypt/gateway.sock", "127.0.0.1:10809"]
 //! # Prometheus scrapes GET /metrics here.
 //! metrics = "127.0.0.1:9560"
 //! max_connections = 256                # past their handshake, all exports (default 64)
-//! max_connections_per_export = 64      # optional: keeps slots for the other exports
+//! max_connections_per_export = 64      # keeps slots for the other exports (default 3/4
+//!                                      # of max_connections with several exports; 0: none)
 //!
 //! [tls]                                # optional: NBD_OPT_STARTTLS
 //! certificates = "/etc/sectorcrypt/tls" # server-cert.pem, server-key.pem, ca-cert.pem
@@ -85,7 +87,8 @@ pub struct Config {
     /// idle longest).
     #[serde(default)]
     pub max_connections: Option<usize>,
-    /// Connections one export may have at once (none: no limit of its own).
+    /// Connections one export may have at once; 0: no limit of its own; none: the
+    /// default of [`Config::connections_per_export`].
     #[serde(default)]
     pub max_connections_per_export: Option<usize>,
     /// The exports, in the order `NBD_OPT_LIST` gives them.
@@ -225,6 +228,21 @@ impl Export {
 }
 
 impl Config {
+    /// The connections one export may have at once, of `max_connections` in all (0: no
+    /// limit of its own): `max_connections_per_export` when given; else, for a gateway
+    /// of several exports, three quarters of `max_connections` (at least 1), so that the
+    /// clients of one export, stalled on their store or just many, leave a quarter of the
+    /// slots to the others; for one export, no limit (it behaves as `serve IMAGE`).
+    /// Decided at the start from the exports then: a reload keeps it, as it keeps
+    /// `max_connections`.
+    pub fn connections_per_export(&self, max_connections: usize) -> usize {
+        match self.max_connections_per_export {
+            Some(n) => n,
+            None if self.exports.len() > 1 => (max_connections - max_connections / 4).max(1),
+            None => 0,
+        }
+    }
+
     /// Parses and checks a configuration file's text; `source` names it in errors.
     pub fn parse(text: &str, source: &str) -> Result<Config, ConfigError> {
         let config: Config =

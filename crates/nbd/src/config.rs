@@ -111,7 +111,9 @@ pub struct ServerConfig {
     /// and no client past its handshake is left: no new client can reach the server, and
     /// the ones connected are served until they leave. Off for a server whose export is also
     /// used another way (a FUSE mount, a loop device), which must not end with the
-    /// socket.
+    /// socket. A server with more than one listener
+    /// ([`Server::also_bind`](crate::Server::also_bind)) is still reached through the
+    /// others: it does not stop.
     pub stop_when_socket_gone: bool,
     /// Stop serving once the last connection past its handshake has closed (GELI's
     /// detach on last close, `geli attach -d`): the server then shuts down as on

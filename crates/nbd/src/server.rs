@@ -15,6 +15,8 @@
 //! its handshake, and sees and gets only what the table admits for it (its Unix
 //! credentials, its TCP address, its TLS certificate's subject: [`Peer`](crate::Peer)).
 //! [`Server::bind`] serves one export, a table of one; [`Server::bind_exports`] any table.
+//! [`Server::also_bind`] and [`Server::also_adopt`] add listening sockets: each has its
+//! own accept thread, and all share the table, the slots and the shutdown.
 //!
 //! The top of the crate's socket code: a connection is the handshake, then the
 //! transmission phase, each in its own module, which know nothing of the listener. What
@@ -43,7 +45,7 @@ use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, PermissionsExt}
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{mpsc, Arc, Weak};
+use std::sync::{mpsc, Arc, Mutex, PoisonError, Weak};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
@@ -113,8 +115,8 @@ impl Listener {
 #[derive(Clone, Debug)]
 pub struct ShutdownHandle {
     stop: Arc<AtomicBool>,
-    /// The listener, while the server has it: shut to wake the accept loop.
-    listener: Weak<Listener>,
+    /// The listeners, while the server has them: shut to wake the accept loops.
+    listeners: Arc<Mutex<Vec<Weak<Listener>>>>,
     wake: Listen,
 }
 
@@ -123,7 +125,12 @@ impl ShutdownHandle {
     /// done and the export is flushed.
     pub fn shutdown(&self) {
         self.stop.store(true, Ordering::SeqCst);
-        if let Some(l) = self.listener.upgrade() {
+        let listeners = self
+            .listeners
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        for l in listeners.iter().filter_map(Weak::upgrade) {
             l.shut();
         }
     }
@@ -161,7 +168,11 @@ impl ExportsHandle {
 
 /// An NBD server for the exports of a table.
 pub struct Server {
+    /// The first listener, the one [`Server::local`] names.
     listener: Arc<Listener>,
+    /// The ones [`Server::also_bind`] and [`Server::also_adopt`] added, with their
+    /// addresses.
+    more: Vec<(Arc<Listener>, Listen)>,
     shared: Arc<Shared>,
     handle: ShutdownHandle,
 }
@@ -405,10 +416,11 @@ impl Server {
         Server {
             handle: ShutdownHandle {
                 stop: Arc::new(AtomicBool::new(false)),
-                listener: Arc::downgrade(&listener),
+                listeners: Arc::new(Mutex::new(vec![Arc::downgrade(&listener)])),
                 wake,
             },
             listener,
+            more: Vec::new(),
             shared: Arc::new(Shared {
                 exports,
                 config,
@@ -419,9 +431,45 @@ impl Server {
         }
     }
 
-    /// Where the server listens (for TCP port 0, the port actually bound).
+    /// Where the server listens (for TCP port 0, the port actually bound): its first
+    /// listener's address.
     pub fn local(&self) -> &Listen {
         &self.handle.wake
+    }
+
+    /// Every address the server listens on, the first one first.
+    pub fn locals(&self) -> Vec<Listen> {
+        std::iter::once(self.handle.wake.clone())
+            .chain(self.more.iter().map(|(_, l)| l.clone()))
+            .collect()
+    }
+
+    /// Binds `listen` too (with the same [`ServerConfig`]: the socket's mode), served as
+    /// the first: the same table, slots and shutdown. Gives the address bound (for TCP
+    /// port 0, the port). With more than one listener, a removed Unix socket does not stop
+    /// the server ([`ServerConfig::stop_when_socket_gone`] applies to a server of one).
+    pub fn also_bind(&mut self, listen: &Listen) -> Result<Listen, Error> {
+        let (listener, at) = bind_listener(listen, &self.shared.config)?;
+        self.add(listener, at.clone());
+        Ok(at)
+    }
+
+    /// Serves on `listener`, made elsewhere (as [`Server::adopt`]), too; as
+    /// [`Server::also_bind`].
+    pub fn also_adopt(&mut self, listener: Adopted) -> Result<Listen, Error> {
+        let at = adopted_address(&listener)?;
+        self.add(Listener::Adopted(listener), at.clone());
+        Ok(at)
+    }
+
+    fn add(&mut self, listener: Listener, at: Listen) {
+        let listener = Arc::new(listener);
+        self.handle
+            .listeners
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(Arc::downgrade(&listener));
+        self.more.push((listener, at));
     }
 
     /// A handle that stops [`Server::run`].
@@ -440,34 +488,30 @@ impl Server {
     /// requests in flight and flushes the exports in use.
     pub fn run(self) -> Result<(), Error> {
         let shared = self.shared.clone();
-        let stop = self.handle.stop.clone();
-        let next_id = AtomicU64::new(1);
+        let next_id = Arc::new(AtomicU64::new(1));
         let open = Arc::new(Connections::new(
             shared.config.max_connections,
             shared.config.max_handshakes,
         ));
-        let mut threads: Vec<JoinHandle<()>> = Vec::new();
-        let listen_desc = match &*self.listener {
-            Listener::Unix(_, p, _) => format!("unix:{}", p.display()),
-            Listener::Tcp(l) | Listener::Adopted(Adopted::Tcp(l)) => l
-                .local_addr()
-                .map(|a| a.to_string())
-                .unwrap_or_else(|_| "?".into()),
-            Listener::Adopted(Adopted::Unix(l)) => match l.local_addr() {
-                Ok(a) => match a.as_pathname() {
-                    Some(p) => format!("unix:{} (passed by the service manager)", p.display()),
-                    None => "an unnamed Unix socket (passed by the service manager)".into(),
-                },
-                Err(_) => "?".into(),
-            },
-        };
+        let threads = Arc::new(Mutex::new(Vec::<JoinHandle<()>>::new()));
+        let all: Vec<&Arc<Listener>> = std::iter::once(&self.listener)
+            .chain(self.more.iter().map(|(l, _)| l))
+            .collect();
+        let listen_desc = all
+            .iter()
+            .map(|l| describe(l))
+            .collect::<Vec<_>>()
+            .join(", ");
         shared
             .config
             .log(format_args!("serving {} on {listen_desc}", shared.serving));
 
+        // A removed socket stops a server that has no other way in.
         let lost = Arc::new(AtomicBool::new(false));
         let (watch_stop, watcher) = match &*self.listener {
-            Listener::Unix(_, p, id) if shared.config.stop_when_socket_gone => {
+            Listener::Unix(_, p, id)
+                if shared.config.stop_when_socket_gone && self.more.is_empty() =>
+            {
                 let (tx, rx) = mpsc::channel::<()>();
                 let w = watch_socket(
                     p.clone(),
@@ -483,68 +527,38 @@ impl Server {
             _ => (None, None),
         };
 
-        let result = loop {
-            let accepted = match &*self.listener {
-                Listener::Unix(l, ..) | Listener::Adopted(Adopted::Unix(l)) => {
-                    l.accept().map(|(s, _)| Stream::Unix(s))
-                }
-                Listener::Tcp(l) | Listener::Adopted(Adopted::Tcp(l)) => {
-                    l.accept().map(|(s, _)| {
-                        let _ = s.set_nodelay(true);
-                        Stream::Tcp(s)
-                    })
-                }
-            };
-            if stop.load(Ordering::SeqCst) {
-                break Ok(());
-            }
-            let stream = match accepted {
-                Ok(s) => s,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) => {
-                    // Out of descriptors and the like: log, back off, keep serving.
-                    shared.config.log(format_args!("accept failed: {e}"));
-                    thread::sleep(Duration::from_millis(50));
-                    continue;
-                }
-            };
-            let id = next_id.fetch_add(1, Ordering::Relaxed);
-            let Ok(handle) = stream.try_clone() else {
-                shared
-                    .config
-                    .log(format_args!("connection {id}: refused (no descriptor)"));
-                stream.shutdown(Shutdown::Both);
-                continue;
-            };
-            if let Admission::ClosedIdle { closed, idle_for } = open.arrive(id, handle) {
-                shared.config.log(format_args!(
-                    "connection {closed}: closed after {:.1} s in its handshake, to make \
-                     room for connection {id} ({} handshakes at once)",
-                    idle_for.as_secs_f64(),
-                    shared.config.max_handshakes
-                ));
-            }
-            let shared2 = shared.clone();
-            let open2 = open.clone();
-            let last = shared.config.exit_after_last.then(|| self.handle.clone());
-            let spawned = thread::Builder::new()
-                .name(format!("nbd-{id}"))
-                .spawn(move || {
-                    // The slot is freed however the connection ends, a panic included.
-                    let _leaving = Leaving(&open2, id, last);
-                    connection(stream, &shared2, id, Some(&open2));
-                });
-            match spawned {
-                Ok(h) => threads.push(h),
-                Err(e) => {
-                    shared
-                        .config
-                        .log(format_args!("connection {id}: no thread: {e}"));
-                    open.remove(id);
-                }
-            }
-            threads.retain(|h| !h.is_finished());
+        let accepting = Accepting {
+            shared: shared.clone(),
+            next_id,
+            open: open.clone(),
+            threads: threads.clone(),
+            handle: self.handle.clone(),
         };
+        let mut loops = Vec::new();
+        for (l, _) in &self.more {
+            let (l, a) = (l.clone(), accepting.clone());
+            match thread::Builder::new()
+                .name("nbd-accept".into())
+                .spawn(move || a.serve(&l))
+            {
+                Ok(h) => loops.push(h),
+                Err(e) => {
+                    self.handle.shutdown();
+                    for h in loops {
+                        let _ = h.join();
+                    }
+                    return Err(Error::Io("starting an accept thread", e));
+                }
+            }
+        }
+        accepting.serve(&self.listener);
+        // The others were shut with this one.
+        for h in loops {
+            let _ = h.join();
+        }
+        let result = Ok(());
+        let threads: Vec<JoinHandle<()>> =
+            std::mem::take(&mut *threads.lock().unwrap_or_else(PoisonError::into_inner));
 
         // Stop reading requests on every connection; the requests already read finish
         // and get their replies.
@@ -562,17 +576,21 @@ impl Server {
         // No new connection waits in the backlog of a server that has stopped. (An
         // adopted socket's backlog is its owner's: clients waiting there start the next
         // run of the service.)
-        if !matches!(*self.listener, Listener::Adopted(_)) {
-            self.listener.shut();
+        for l in &all {
+            if !matches!(***l, Listener::Adopted(_)) {
+                l.shut();
+            }
         }
         drop(watch_stop);
         if let Some(w) = watcher {
             let _ = w.join();
         }
-        if let Listener::Unix(_, p, id) = &*self.listener {
-            // Only our own socket: one that replaced it belongs to someone else.
-            if identity(p) == Some(*id) {
-                let _ = fs::remove_file(p);
+        for l in &all {
+            if let Listener::Unix(_, p, id) = &***l {
+                // Only our own socket: one that replaced it belongs to someone else.
+                if identity(p) == Some(*id) {
+                    let _ = fs::remove_file(p);
+                }
             }
         }
         let flushed = shared.served.len();
@@ -598,6 +616,107 @@ impl Server {
                 result.and(Err(Error::SocketGone(p.display().to_string())))
             }
             _ => result,
+        }
+    }
+}
+
+/// How a listener is named in the log.
+fn describe(l: &Listener) -> String {
+    match l {
+        Listener::Unix(_, p, _) => format!("unix:{}", p.display()),
+        Listener::Tcp(l) | Listener::Adopted(Adopted::Tcp(l)) => l
+            .local_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_else(|_| "?".into()),
+        Listener::Adopted(Adopted::Unix(l)) => match l.local_addr() {
+            Ok(a) => match a.as_pathname() {
+                Some(p) => format!("unix:{} (passed by the service manager)", p.display()),
+                None => "an unnamed Unix socket (passed by the service manager)".into(),
+            },
+            Err(_) => "?".into(),
+        },
+    }
+}
+
+/// What every accept loop of a server shares: connection numbers, slots, the
+/// connections' threads.
+#[derive(Clone)]
+struct Accepting {
+    shared: Arc<Shared>,
+    next_id: Arc<AtomicU64>,
+    open: Arc<Connections>,
+    threads: Arc<Mutex<Vec<JoinHandle<()>>>>,
+    handle: ShutdownHandle,
+}
+
+impl Accepting {
+    /// Accepts connections on `listener`, each served on a thread of its own, until the
+    /// server is shut down.
+    fn serve(&self, listener: &Listener) {
+        let shared = &self.shared;
+        let open = &self.open;
+        loop {
+            let accepted = match listener {
+                Listener::Unix(l, ..) | Listener::Adopted(Adopted::Unix(l)) => {
+                    l.accept().map(|(s, _)| Stream::Unix(s))
+                }
+                Listener::Tcp(l) | Listener::Adopted(Adopted::Tcp(l)) => {
+                    l.accept().map(|(s, _)| {
+                        let _ = s.set_nodelay(true);
+                        Stream::Tcp(s)
+                    })
+                }
+            };
+            if self.handle.stop.load(Ordering::SeqCst) {
+                return;
+            }
+            let stream = match accepted {
+                Ok(s) => s,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    // Out of descriptors and the like: log, back off, keep serving.
+                    shared.config.log(format_args!("accept failed: {e}"));
+                    thread::sleep(Duration::from_millis(50));
+                    continue;
+                }
+            };
+            let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+            let Ok(handle) = stream.try_clone() else {
+                shared
+                    .config
+                    .log(format_args!("connection {id}: refused (no descriptor)"));
+                stream.shutdown(Shutdown::Both);
+                continue;
+            };
+            if let Admission::ClosedIdle { closed, idle_for } = open.arrive(id, handle) {
+                shared.config.log(format_args!(
+                    "connection {closed}: closed after {:.1} s in its handshake, to make \
+                     room for connection {id} ({} handshakes at once)",
+                    idle_for.as_secs_f64(),
+                    shared.config.max_handshakes
+                ));
+            }
+            let shared2 = shared.clone();
+            let open2 = open.clone();
+            let last = shared.config.exit_after_last.then(|| self.handle.clone());
+            let spawned = thread::Builder::new()
+                .name(format!("nbd-{id}"))
+                .spawn(move || {
+                    // The slot is freed however the connection ends, a panic included.
+                    let _leaving = Leaving(&open2, id, last);
+                    connection(stream, &shared2, id, Some(&open2));
+                });
+            let mut threads = self.threads.lock().unwrap_or_else(PoisonError::into_inner);
+            match spawned {
+                Ok(h) => threads.push(h),
+                Err(e) => {
+                    shared
+                        .config
+                        .log(format_args!("connection {id}: no thread: {e}"));
+                    open.remove(id);
+                }
+            }
+            threads.retain(|h| !h.is_finished());
         }
     }
 }

@@ -1,5 +1,5 @@
 //! Listening and shutting down: a Unix socket of the configured mode that disappears at the
-//! end, loopback TCP only, a shutdown that finishes the requests in flight and flushes, and one that is
+//! end, loopback TCP only, several listeners serving one export and stopped together, a shutdown that finishes the requests in flight and flushes, and one that is
 //! bounded when a client stops reading its replies.
 
 use crate::support::raw::PATIENCE;
@@ -328,4 +328,51 @@ fn with_stop_when_socket_gone_off_a_removed_socket_stops_nothing() {
         "the handle did not stop it"
     );
     t.join().unwrap().unwrap();
+}
+
+#[test]
+fn a_server_on_several_sockets_serves_the_same_export_on_each_and_stops_them_all() {
+    let dir = tempfile::tempdir().unwrap();
+    let (one, two) = (dir.path().join("one.sock"), dir.path().join("two.sock"));
+    let export = MemExport::new(vec![0; 65536], 512, false);
+    let mut server = Server::bind(&Listen::Unix(one.clone()), export.clone(), quiet()).unwrap();
+    assert_eq!(
+        server.also_bind(&Listen::Unix(two.clone())).unwrap(),
+        Listen::Unix(two.clone())
+    );
+    let Listen::Tcp(tcp) = server
+        .also_bind(&Listen::tcp("127.0.0.1:0").unwrap())
+        .unwrap()
+    else {
+        panic!("tcp");
+    };
+    assert_eq!(
+        server.locals(),
+        [
+            Listen::Unix(one.clone()),
+            Listen::Unix(two.clone()),
+            Listen::Tcp(tcp)
+        ]
+    );
+    // A socket in use (its own) is not bound again.
+    assert!(server.also_bind(&Listen::Unix(one.clone())).is_err());
+    let handle = server.shutdown_handle();
+    let t = thread::spawn(move || server.run());
+    // Written through one socket, read through the other.
+    let mut c1 = Raw::go(&one);
+    c1.request(proto::CMD_WRITE, 0, 1, 1024, 4, b"both");
+    assert_eq!(c1.reply(), Some((0, 1)));
+    let mut c2 = Raw::go(&two);
+    assert_eq!(c2.read(2, 1024, 4), b"both");
+    let mut tcp_client = std::net::TcpStream::connect(tcp).unwrap();
+    let mut magic = [0u8; 8];
+    tcp_client.read_exact(&mut magic).unwrap();
+    assert_eq!(&magic, b"NBDMAGIC");
+    handle.shutdown();
+    t.join().unwrap().unwrap();
+    // Every listener is closed and every socket removed; the clients were let go.
+    assert!(!one.exists() && !two.exists());
+    assert!(std::net::TcpStream::connect(tcp).is_err());
+    assert_eq!(c2.reply(), None);
+    assert!(export.flushes() > 0);
 }

@@ -101,20 +101,22 @@ pub fn from_args(a: &ServeArgs) -> Result<Option<Config>, Failure> {
     Ok(Some(config))
 }
 
-/// Where the configuration says to listen: `None` for the socket systemd passes.
-pub fn listen(c: &Config) -> Result<Option<Listen>, Failure> {
-    match &c.listen[..] {
-        [] => Ok(None),
-        [one] if one.contains('/') => Ok(Some(Listen::Unix(one.into()))),
-        [one] => Listen::tcp(one)
-            .map(Some)
-            .map_err(|e| Failure::usage(format!("listen {one:?}: {e}"))),
-        more => Err(Failure::usage(format!(
-            "listen has {} addresses: serve listens on one (give one, or use --socket or \
-             --listen)",
-            more.len()
-        ))),
+/// Where the configuration says to listen, each address once: none for the sockets
+/// systemd passes.
+pub fn listen(c: &Config) -> Result<Vec<Listen>, Failure> {
+    let mut all: Vec<Listen> = Vec::with_capacity(c.listen.len());
+    for one in &c.listen {
+        let l = if one.contains('/') {
+            Listen::Unix(one.into())
+        } else {
+            Listen::tcp(one).map_err(|e| Failure::usage(format!("listen {one:?}: {e}")))?
+        };
+        if all.contains(&l) {
+            return Err(Failure::usage(format!("listen gives {one:?} twice")));
+        }
+        all.push(l);
     }
+    Ok(all)
 }
 
 /// The TLS options: the configuration's `[tls]`, or the command line's; not both.
@@ -190,7 +192,7 @@ impl Registered {
 /// gateway without `--name` serves all the same: `Ok(None)` after a warning on `log`.
 pub fn register(
     name: Option<&str>,
-    listen: &Listen,
+    listen: &[Listen],
     config: Option<&Path>,
     handler: Handler,
     log: &Log,
@@ -213,7 +215,7 @@ pub fn register(
 
 fn register_as(
     name: &str,
-    listen: &Listen,
+    listen: &[Listen],
     config: Option<&Path>,
     handler: Handler,
 ) -> Result<Registered, Failure> {
@@ -249,14 +251,18 @@ fn register_as(
         }
     };
     let mut entry = state::owner_fields(name)?;
-    let listen = match listen {
-        Listen::Unix(p) => format!("unix:{}", p.display()),
-        Listen::Tcp(a) => a.to_string(),
-    };
+    let listen: Vec<String> = listen
+        .iter()
+        .map(|l| match l {
+            Listen::Unix(p) => format!("unix:{}", p.display()),
+            Listen::Tcp(a) => a.to_string(),
+        })
+        .collect();
     let rest = json!({
         "ready": true,
         "kind": "gateway",
-        "listen": listen,
+        "listen": listen.first(),
+        "listen_all": listen,
         "config": config.map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf())),
         "control": socket,
     });

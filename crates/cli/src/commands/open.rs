@@ -595,11 +595,15 @@ fn describe(e: &Value) -> String {
 /// A gateway's entry for people: where it listens, then each export with its clients.
 fn describe_gateway(e: &Value) -> String {
     let s = |v: &Value| printable(v.as_str().unwrap_or("-"));
+    // Every address (`listen_all`), or the one of a gateway that predates the list.
+    let listen = match e["listen_all"].as_array() {
+        Some(all) => all.iter().map(s).collect::<Vec<_>>().join(", "),
+        None => s(&e["listen"]),
+    };
     let mut out = format!(
-        "{}: gateway (process {})\n  listen:  {}\n",
+        "{}: gateway (process {})\n  listen:  {listen}\n",
         s(&e["name"]),
         e["pid"],
-        s(&e["listen"])
     );
     if let Some(c) = e["config"].as_str() {
         out.push_str(&format!("  config:  {}\n", printable(c)));

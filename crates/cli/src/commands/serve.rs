@@ -22,7 +22,8 @@
 //! Under a service manager (`$NOTIFY_SOCKET`, systemd's `Type=notify`) the server says
 //! READY=1 once its socket accepts connections, STOPPING=1 when a signal stops it, and
 //! WATCHDOG=1 at half of `$WATCHDOG_USEC`. `--metrics` serves the export's counters in
-//! Prometheus' text format (`sectorcrypt_service::metrics`).
+//! Prometheus' text format (`sectorcrypt_service::metrics`), its connections counted by
+//! the NBD server's observer (`sectorcrypt_gateway::clients::Counted`).
 //!
 //! With `--config FILE` or `--export NAME=LOCATOR` in place of IMAGE it serves many
 //! volumes, each under its name (`commands::gateway` turns the command line into the
@@ -37,7 +38,7 @@
 use crate::failure::Failure;
 use crate::flags::tls::{TlsArgs, TlsMode};
 use crate::flags::ServeArgs;
-use sectorcrypt_gateway::clients::Clients;
+use sectorcrypt_gateway::clients::{Clients, Counted};
 use sectorcrypt_gateway::live::Gateway;
 use sectorcrypt_gateway::log::{Log, LogFormat};
 use sectorcrypt_gateway::metered::Metered;
@@ -77,21 +78,26 @@ pub fn run(a: ServeArgs) -> Result<(), Failure> {
              NAME=LOCATOR), not of one volume IMAGE",
         ));
     }
-    let listen = match (&a.socket, &a.listen) {
-        (Some(p), None) => Some(Listen::Unix(p.clone())),
-        (None, Some(addr)) => Some(Listen::tcp(addr).map_err(Failure::usage)?),
+    // Where to listen: the command line's one address, or the configuration's (a
+    // gateway listens on each of them).
+    let listen: Vec<Listen> = match (&a.socket, &a.listen) {
+        (Some(p), None) => vec![Listen::Unix(p.clone())],
+        (None, Some(addr)) => vec![Listen::tcp(addr).map_err(Failure::usage)?],
         (None, None) => match &gateway {
             Some(c) => crate::commands::gateway::listen(c)?,
-            None => None,
+            None => Vec::new(),
         },
         _ => return Err(Failure::usage("give exactly one of --socket and --listen")),
     };
-    // Without either, the socket systemd passes (socket activation), taken now: it is
-    // this process's, and a missing one is a usage error before any passphrase is asked.
-    let adopted = match listen {
-        Some(_) => None,
-        None => Some(passed_socket()?),
-    };
+    // Without any, the sockets systemd passes (socket activation), taken now: they are
+    // this process's, and none is a usage error before any passphrase is asked. A
+    // gateway serves on every socket passed, one volume on one.
+    let mut adopted = match listen.is_empty() {
+        false => Vec::new(),
+        true => passed_sockets(gateway.is_some())?,
+    }
+    .into_iter();
+    let first_adopted = adopted.next();
     // Signals are caught before anything is opened, so a stop that comes early still
     // goes through the clean path.
     let mut signals = Signals::new([SIGINT, SIGTERM])
@@ -172,9 +178,8 @@ pub fn run(a: ServeArgs) -> Result<(), Failure> {
             if let Some(n) = gateway.max_connections {
                 config.max_connections = n;
             }
-            if let Some(n) = gateway.max_connections_per_export {
-                config.max_connections_per_export = n;
-            }
+            config.max_connections_per_export =
+                gateway.connections_per_export(config.max_connections);
             let opts = sectorcrypt_gateway::table::Options {
                 credentials: std::env::var_os("CREDENTIALS_DIRECTORY").map(Into::into),
                 threads: a.open.threads,
@@ -199,7 +204,7 @@ pub fn run(a: ServeArgs) -> Result<(), Failure> {
             }
             let gateway = Arc::new(gateway);
             let table: Arc<dyn sectorcrypt_nbd::Exports> = gateway.clone();
-            let bound = match (&listen, adopted) {
+            let bound = match (listen.first(), first_adopted) {
                 (Some(l), _) => Server::bind_exports(l, table, config),
                 (None, Some(passed)) => Server::adopt_exports(passed, table, config),
                 (None, None) => unreachable!("a socket to listen on was found above"),
@@ -238,11 +243,13 @@ pub fn run(a: ServeArgs) -> Result<(), Failure> {
                     metrics.add(counted.clone());
                     spawn_metrics(at, metrics)?;
                     counting = Some(counted.clone());
+                    // The connections are counted by the server, which knows them.
+                    config.observer = Some(Arc::new(Counted::new(counted.clone())));
                     Arc::new(Metered::new(export, counted))
                 }
                 _ => Arc::new(export),
             };
-            let bound = match (&listen, adopted) {
+            let bound = match (listen.first(), first_adopted) {
                 (Some(l), _) => Server::bind(l, export, config),
                 (None, Some(passed)) => Server::adopt(passed, export, config),
                 (None, None) => unreachable!("a socket to listen on was found above"),
@@ -251,15 +258,25 @@ pub fn run(a: ServeArgs) -> Result<(), Failure> {
         }
     };
     let (served, gateway, online, counting) = served;
-    let server = served.map_err(|e| match e {
+    let failed = |e: sectorcrypt_nbd::Error| match e {
         sectorcrypt_nbd::Error::Io(..) => Failure::runtime(e),
         _ => Failure::usage(e),
-    })?;
+    };
+    let mut server = served.map_err(failed)?;
+    // A gateway's other addresses, and the other sockets passed.
+    for l in listen.iter().skip(1) {
+        server.also_bind(l).map_err(failed)?;
+    }
+    for passed in adopted {
+        server.also_adopt(passed).map_err(failed)?;
+    }
     let log = gateway.as_ref().map(|g| g.log.clone());
-    if let Some(warning) = open_to_all(server.local(), socket_mode, tls_kind) {
-        match &log {
-            Some(log) => log.warning(warning),
-            None => eprintln!("sectorcrypt: warning: {warning}"),
+    for at in server.locals() {
+        if let Some(warning) = open_to_all(&at, socket_mode, tls_kind) {
+            match &log {
+                Some(log) => log.warning(warning),
+                None => eprintln!("sectorcrypt: warning: {warning}"),
+            }
         }
     }
     let (reloader, registered) = match (gateway, hup) {
@@ -280,7 +297,7 @@ pub fn run(a: ServeArgs) -> Result<(), Failure> {
             };
             let registered = crate::commands::gateway::register(
                 a.name.as_deref(),
-                server.local(),
+                &server.locals(),
                 a.config.as_deref(),
                 answer,
                 &running.log,
@@ -403,7 +420,8 @@ fn serve_until_stopped(
     let signals_handle = signals.handle();
     if let Some(n) = &notifier {
         // A manager that is not listening is no reason to stop serving.
-        let _ = n.ready(&format!("serving {}", describe(server.local())));
+        let at: Vec<String> = server.locals().iter().map(describe).collect();
+        let _ = n.ready(&format!("serving {}", at.join(", ")));
         if let Some(every) = watchdog_interval(&process_env) {
             let n = n.clone();
             std::thread::spawn(move || loop {
@@ -551,24 +569,28 @@ fn interruptibly<T: Send + 'static>(
     }
 }
 
-/// The one listening socket systemd passed (`ListenStream=` of a socket unit), as the
-/// NBD server adopts it.
-fn passed_socket() -> Result<Adopted, Failure> {
-    let mut passed =
+/// The listening sockets systemd passed (`ListenStream=` of a socket unit), as the NBD
+/// server adopts them: one, or (`many`: a gateway) one or more.
+fn passed_sockets(many: bool) -> Result<Vec<Adopted>, Failure> {
+    let passed =
         listeners(&process_env).map_err(|e| Failure::usage(format!("socket activation: {e}")))?;
     match passed.len() {
-        1 => Ok(match passed.remove(0).listener {
-            Listener::Unix(l) => Adopted::Unix(l),
-            Listener::Tcp(l) => Adopted::Tcp(l),
-        }),
         0 => Err(Failure::usage(
             "give --socket PATH or --listen ADDR:PORT (or start under systemd socket \
              activation, which passes the socket)",
         )),
-        n => Err(Failure::usage(format!(
-            "socket activation passed {n} sockets; serve listens on one (one ListenStream= \
-             in the socket unit)"
+        n if n > 1 && !many => Err(Failure::usage(format!(
+            "socket activation passed {n} sockets; serve IMAGE listens on one (one \
+             ListenStream= in the socket unit; a gateway, --config or --export, takes \
+             several)"
         ))),
+        _ => Ok(passed
+            .into_iter()
+            .map(|p| match p.listener {
+                Listener::Unix(l) => Adopted::Unix(l),
+                Listener::Tcp(l) => Adopted::Tcp(l),
+            })
+            .collect()),
     }
 }
 

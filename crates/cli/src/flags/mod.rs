@@ -621,7 +621,8 @@ Examples:
 
 Only a Unix socket or a loopback address is served. Without --socket and --listen, the
 server takes the one listening socket systemd passes (socket activation: a .socket unit
-with one ListenStream=; see contrib/systemd/), and says READY=1 to systemd under
+with one ListenStream=; see contrib/systemd/; a gateway takes every socket passed and
+serves the same exports on each), and says READY=1 to systemd under
 Type=notify once it accepts clients. The server speaks the fixed newstyle
 NBD protocol with several connections (multi-conn) and many requests in flight; SIGINT or
 SIGTERM stops it after the requests in flight are done and the volume is flushed. A second
@@ -658,9 +659,12 @@ and --read-only apply to every export:
   sectorcrypt serve --export vm1=vm1.img --export vm2=vm2.img --key-file pass \\
       --socket gw.sock
 A configuration file (TOML) gives each export its own key, header and access:
-  listen = [\"/run/sectorcrypt/gw.sock\"]   # or \"127.0.0.1:10809\"; none: socket activation
+  listen = [\"/run/sectorcrypt/gw.sock\", \"127.0.0.1:10809\"]  # each serves every export;
+                                          # none: the sockets systemd passes
   metrics = \"127.0.0.1:9560\"              # per-export series, labelled export=\"NAME\"
   max_connections = 256                   # all exports together (default 64)
+  max_connections_per_export = 128        # one export's (default: 3/4 of max_connections
+                                          # with several exports; 0: no limit of its own)
   [tls]                                   # optional, for every export
   certificates = \"/etc/sectorcrypt/tls\"
   verify_peer = true                      # needed for tls_subjects
@@ -684,7 +688,8 @@ does not exist. Every export is opened before the server starts: an export that 
 opened (a wrong passphrase, a missing key file, a volume in use) is a misconfiguration, and
 the server does not start; the error names the export (exit 3 for a wrong passphrase).
 Unknown keys in the file are errors, with their line. --socket or --listen on the command
-line take the place of the file's listen.
+line take the place of the file's listen. With several addresses, removing the Unix socket
+does not stop the server (the other addresses still reach it).
 SIGHUP reads the --config file again: new exports are opened and offered; removed ones take
 no new client, and each is flushed and closed once its last client has left; new access
 lists apply from the next client on; a changed volume (image, header, key, read_only) is

@@ -209,3 +209,23 @@ fn a_file_is_read_and_named_in_its_errors() {
         .0
         .contains("missing.toml"));
 }
+
+#[test]
+fn an_export_of_several_gets_three_quarters_of_the_slots_unless_the_file_says() {
+    let key = "key_file = \"/k\"\n";
+    let two = format!(
+        "{}{key}[[export]]\nname = \"b\"\nimage = \"/srv/b.img\"\n{key}",
+        one("")
+    );
+    let c = parse(&two).unwrap();
+    assert_eq!(c.connections_per_export(64), 48);
+    assert_eq!(c.connections_per_export(4), 3);
+    assert_eq!(c.connections_per_export(1), 1);
+    // One export: no limit of its own, as `serve IMAGE`.
+    assert_eq!(parse(&one(key)).unwrap().connections_per_export(64), 0);
+    // Given: as given, 0 included (no limit).
+    for n in [0, 10] {
+        let c = parse(&format!("max_connections_per_export = {n}\n{two}")).unwrap();
+        assert_eq!(c.connections_per_export(64), n);
+    }
+}
