@@ -39,7 +39,7 @@ pub mod metadata;
 
 use crate::error::{Error, Result};
 use crate::format::dump::{Field, Item, Report, Section};
-use crate::format::{Detected, Driver, Format, NewKeyslot, Piece, Probe, Unlocked, VolumeInfo};
+use crate::format::{Detected, Driver, Format, Piece, Probe, Unlocked, VolumeInfo};
 use crate::kdf::{Kdf, KdfKind};
 use crate::layout::IvRule;
 use crate::store::{self, Store};
@@ -369,24 +369,8 @@ impl Format for Bitlk {
         Ok(key.len() == self.method()?.key_bits() / 8)
     }
 
-    fn add_keyslot(&mut self, store: &dyn Store, new: &NewKeyslot<'_>) -> Result<usize> {
-        let _ = (store, new);
-        Err(not_changed())
-    }
-
-    fn change_keyslot(
-        &mut self,
-        store: &dyn Store,
-        old: usize,
-        new: &NewKeyslot<'_>,
-    ) -> Result<usize> {
-        let _ = (store, old, new);
-        Err(not_changed())
-    }
-
-    fn remove_keyslots(&mut self, store: &dyn Store, slot: Option<usize>) -> Result<()> {
-        let _ = (store, slot);
-        Err(not_changed())
+    fn unchangeable(&self) -> Option<Error> {
+        Some(not_changed())
     }
 
     fn set_keyfiles(&mut self, files: Vec<Zeroizing<Vec<u8>>>) -> Result<()> {
@@ -418,11 +402,6 @@ impl Format for Bitlk {
         let mut ranges = vec![(0, 512)];
         ranges.extend(self.md.fve_offsets.iter().map(|&o| (o, metadata::FVE_AREA)));
         Piece::in_place(&ranges)
-    }
-
-    fn check_restore_target(&self, image_size: u64) -> Result<()> {
-        let _ = image_size;
-        Err(not_changed())
     }
 
     fn report(&self) -> Report {

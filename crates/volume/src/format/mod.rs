@@ -105,21 +105,46 @@ pub trait Format: fmt::Debug + Send + Sync + Any {
     /// Whether `key` is this volume's key.
     fn verify_key(&self, key: &[u8]) -> Result<bool>;
 
-    /// Writes the keyslot `new` (its key already verified); returns its number.
-    fn add_keyslot(&mut self, store: &dyn Store, new: &NewKeyslot<'_>) -> Result<usize>;
+    /// Why this format's metadata is never written here (a foreign format, read as it
+    /// is), or `None`. When it is some, the keyslot changes and header restores below
+    /// refuse with it by default.
+    fn unchangeable(&self) -> Option<Error> {
+        None
+    }
+
+    /// Writes the keyslot `new` (its key already verified); returns its number. The
+    /// default: refused ([`Format::unchangeable`]).
+    fn add_keyslot(&mut self, store: &dyn Store, new: &NewKeyslot<'_>) -> Result<usize> {
+        let _ = (store, new);
+        Err(self.refusal())
+    }
 
     /// Replaces keyslot `old` (whose passphrase was checked) with `new`, crash-safe;
-    /// returns the keyslot now holding the new passphrase.
+    /// returns the keyslot now holding the new passphrase. The default: refused.
     fn change_keyslot(
         &mut self,
         store: &dyn Store,
         old: usize,
         new: &NewKeyslot<'_>,
-    ) -> Result<usize>;
+    ) -> Result<usize> {
+        let _ = (store, old, new);
+        Err(self.refusal())
+    }
 
     /// Destroys keyslot `slot`, or every keyslot when `None` (metadata first, then the
-    /// material).
-    fn remove_keyslots(&mut self, store: &dyn Store, slot: Option<usize>) -> Result<()>;
+    /// material). The default: refused.
+    fn remove_keyslots(&mut self, store: &dyn Store, slot: Option<usize>) -> Result<()> {
+        let _ = (store, slot);
+        Err(self.refusal())
+    }
+
+    /// The refusal of a change to the metadata: [`Format::unchangeable`]'s reason, or
+    /// that the format does not support it.
+    fn refusal(&self) -> Error {
+        self.unchangeable().unwrap_or_else(|| {
+            Error::unsupported(format!("{} keyslots cannot be changed here", self.name()))
+        })
+    }
 
     /// Where keyslot `slot`'s material is (offset, length), when the format keeps it in
     /// an area of its own.
@@ -162,9 +187,13 @@ pub trait Format: fmt::Debug + Send + Sync + Any {
     }
 
     /// Whether this header (read from a backup) can be restored onto an image of
-    /// `image_size` bytes. The default: the image must be larger than the end of the
-    /// backup's pieces (room for data after the metadata).
+    /// `image_size` bytes. The default: refused when [`Format::unchangeable`], else the
+    /// image must be larger than the end of the backup's pieces (room for data after the
+    /// metadata).
     fn check_restore_target(&self, image_size: u64) -> Result<()> {
+        if let Some(e) = self.unchangeable() {
+            return Err(e);
+        }
         let end = backup_extent(&self.backup_pieces(image_size));
         if image_size <= end {
             return Err(Error::invalid(format!(

@@ -55,7 +55,7 @@ pub mod metadata;
 
 use crate::error::{Error, Result};
 use crate::format::dump::{Field, Report};
-use crate::format::{Detected, Driver, Format, NewKeyslot, Piece, Probe, Unlocked, VolumeInfo};
+use crate::format::{Detected, Driver, Format, Piece, Probe, Unlocked, VolumeInfo};
 use crate::hash::HashAlg;
 use crate::kdf::{Kdf, KdfKind};
 use crate::layout::IvRule;
@@ -236,24 +236,8 @@ impl Format for Fvault2 {
         Ok(key.len() == KEY_LEN)
     }
 
-    fn add_keyslot(&mut self, store: &dyn Store, new: &NewKeyslot<'_>) -> Result<usize> {
-        let _ = (store, new);
-        Err(read_only())
-    }
-
-    fn change_keyslot(
-        &mut self,
-        store: &dyn Store,
-        old: usize,
-        new: &NewKeyslot<'_>,
-    ) -> Result<usize> {
-        let _ = (store, old, new);
-        Err(read_only())
-    }
-
-    fn remove_keyslots(&mut self, store: &dyn Store, slot: Option<usize>) -> Result<()> {
-        let _ = (store, slot);
-        Err(read_only())
+    fn unchangeable(&self) -> Option<Error> {
+        Some(read_only())
     }
 
     fn backup_pieces(&self, image_size: u64) -> Vec<Piece> {
@@ -266,11 +250,6 @@ impl Format for Fvault2 {
             (label, BLOCK_LEN as u64),
             (start, count * BLOCK_LEN as u64),
         ])
-    }
-
-    fn check_restore_target(&self, image_size: u64) -> Result<()> {
-        let _ = image_size;
-        Err(read_only())
     }
 
     fn report(&self) -> Report {

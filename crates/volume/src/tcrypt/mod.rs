@@ -35,7 +35,7 @@ pub mod header;
 
 use crate::error::{Error, Result};
 use crate::format::dump::{Field, Report};
-use crate::format::{Format, NewKeyslot, Piece, Unlocked, VolumeInfo};
+use crate::format::{Format, Piece, Unlocked, VolumeInfo};
 use crate::kdf::{Kdf, KdfKind};
 use crate::layout::IvRule;
 use crate::store::{self, Store};
@@ -441,24 +441,8 @@ impl Format for Tcrypt {
             .is_some_and(|(h, _)| Fields::parse(h).is_some()))
     }
 
-    fn add_keyslot(&mut self, store: &dyn Store, new: &NewKeyslot<'_>) -> Result<usize> {
-        let _ = (store, new);
-        Err(not_changed())
-    }
-
-    fn change_keyslot(
-        &mut self,
-        store: &dyn Store,
-        old: usize,
-        new: &NewKeyslot<'_>,
-    ) -> Result<usize> {
-        let _ = (store, old, new);
-        Err(not_changed())
-    }
-
-    fn remove_keyslots(&mut self, store: &dyn Store, slot: Option<usize>) -> Result<()> {
-        let _ = (store, slot);
-        Err(not_changed())
+    fn unchangeable(&self) -> Option<Error> {
+        Some(not_changed())
     }
 
     fn set_keyfiles(&mut self, files: Vec<Zeroizing<Vec<u8>>>) -> Result<()> {
@@ -475,11 +459,6 @@ impl Format for Tcrypt {
     fn backup_pieces(&self, image_size: u64) -> Vec<Piece> {
         let _ = image_size;
         Vec::new()
-    }
-
-    fn check_restore_target(&self, image_size: u64) -> Result<()> {
-        let _ = image_size;
-        Err(not_changed())
     }
 
     /// The fields `cryptsetup tcryptDump` prints, with its labels and forms, then where
