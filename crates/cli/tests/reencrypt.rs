@@ -586,17 +586,7 @@ impl Plain {
             "{what}: {}",
             json["config"]
         );
-        let read = ok_bytes(sc(
-            &[
-                "read",
-                s(&self.img),
-                "--header",
-                s(&self.hdr),
-                "--key-file",
-                s(&self.key),
-            ],
-            b"",
-        ));
+        let read = ok_bytes(self.sc_verb("read"));
         assert!(read == self.plain, "{what}: sectorcrypt reads other data");
         let vk = self.dir.path().join("vk");
         let _ = std::fs::remove_file(&vk);
@@ -671,21 +661,9 @@ fn encrypt_in_place_with_a_detached_header_both_ways() {
         if !p.hdr.exists() || std::fs::metadata(&p.hdr).unwrap().len() == 0 {
             continue;
         }
-        let q = Plain::new();
-        std::fs::copy(&p.img, &q.img).unwrap();
-        std::fs::copy(&p.hdr, &q.hdr).unwrap();
+        let q = p.copy();
         let what = format!("--encrypt killed at fdatasync {n}");
-        let repaired = sc(
-            &[
-                "repair",
-                s(&p.img),
-                "--header",
-                s(&p.hdr),
-                "--key-file",
-                s(&p.key),
-            ],
-            b"",
-        );
+        let repaired = p.sc_verb("repair");
         if code(&repaired) != 0 {
             // Killed before the header was whole: nothing of the data was touched.
             assert!(
@@ -768,19 +746,12 @@ impl Plain {
         );
     }
 
-    /// `sectorcrypt repair` of the image and header.
-    fn sc_repair(&self) -> Output {
-        sc(
-            &[
-                "repair",
-                s(&self.img),
-                "--header",
-                s(&self.hdr),
-                "--key-file",
-                s(&self.key),
-            ],
-            b"",
-        )
+    /// `sectorcrypt VERB IMG --header HDR --key-file KEY` (`read`, `repair`).
+    fn sc_verb(&self, verb: &str) -> Output {
+        let args = [verb, s(&self.img), "--header", s(&self.hdr), "--key-file"];
+        let mut args = args.to_vec();
+        args.push(s(&self.key));
+        sc(&args, b"")
     }
 }
 
@@ -892,7 +863,7 @@ fn decrypt_in_place_with_a_detached_header_both_ways() {
             assert!(!out.status.success(), "{what}: not killed");
             let refused = p.sc_cmd(&[]).output().unwrap();
             assert_eq!(code(&refused), 2, "{what}: {refused:?}");
-            ok(p.sc_repair());
+            ok(p.sc_verb("repair"));
             // A crash in the last hotzone: the repair finished the decryption.
             if metadata(&p.hdr)["config"].get("requirements").is_some() {
                 run(&mut p.sc_cmd(&[]));
@@ -923,7 +894,7 @@ fn decrypt_in_place_with_a_detached_header_both_ways() {
             }
             let what = format!("{resilience}: --decrypt killed at fdatasync {n}");
             let q = p.copy();
-            ok(p.sc_repair());
+            ok(p.sc_verb("repair"));
             if metadata(&p.hdr)["config"].get("requirements").is_some() {
                 run(&mut p.sc_cmd(&[]));
             }

@@ -65,7 +65,12 @@ pub fn mode(img: &Image) -> Result<Option<String>> {
     if reencrypt::state(h.json())? == State::None {
         return Ok(None);
     }
-    Ok(Some(reencrypt::plan(h.json())?.mode))
+    Ok(Some(mode_of(h)?))
+}
+
+/// The mode of the re-encryption in progress in `h`.
+fn mode_of(h: &Luks2) -> Result<String> {
+    Ok(reencrypt::plan(h.json())?.mode)
 }
 
 fn luks2(img: &Image) -> Result<&Luks2> {
@@ -157,13 +162,11 @@ pub fn run(
             };
             h.reencrypt_init(at.header(), at.data(), passphrase, &init)?
         }
-        State::Clean | State::Crash
-            if o.decrypt && reencrypt::plan(h.json())?.mode != "decrypt" =>
-        {
+        State::Clean | State::Crash if o.decrypt && mode_of(h)? != "decrypt" => {
             return Err(Error::invalid(format!(
                 "the volume is in a re-encryption of mode {}, not a decryption: resume it \
                  without --decrypt",
-                reencrypt::plan(h.json())?.mode
+                mode_of(h)?
             )))
         }
         State::Clean if h.reencrypt_finish_done(at)? => return Ok(Outcome::Finished),
