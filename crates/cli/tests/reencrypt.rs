@@ -8,6 +8,8 @@
 //! cleanly (SIGINT) or killed (SIGKILL) at a chosen sync or write with `strace -e inject`,
 //! on either tool, and the other tool recovers and resumes.
 
+#[path = "support/luks2_cases.rs"]
+mod luks2_cases;
 mod support;
 #[path = "support/volumes.rs"]
 mod volumes;
@@ -1096,4 +1098,411 @@ fn serve_reencrypt_reports_its_progress_in_the_metrics_and_finishes() {
     assert!(err.contains("re-encrypted while served"), "{err}");
     c.verify("serve --reencrypt");
     assert_ne!(c.volume_key(), before);
+}
+
+/// Plain data to encrypt in place moving it (`--encrypt --reduce-device-size`): an image
+/// of [`SHIFTED`] bytes whose first [`DATA`] hold the plaintext (the file system shrunk
+/// by [`REDUCE`]); the header takes [`REDUCE`]/2 bytes and the data moves that far on.
+struct Shifted {
+    dir: tempfile::TempDir,
+    img: PathBuf,
+    key: PathBuf,
+    /// The image as it was: the plaintext, then the free end.
+    before: Vec<u8>,
+}
+
+const REDUCE: &str = "8M";
+const SHIFT: usize = 4 << 20;
+const SHIFTED: usize = DATA + 2 * SHIFT;
+
+impl Shifted {
+    fn new() -> Shifted {
+        let dir = tempfile::tempdir().unwrap();
+        let img = dir.path().join("plain.img");
+        let before = pattern(SHIFTED, 0x5f1);
+        std::fs::write(&img, &before).unwrap();
+        Shifted {
+            key: key_file(dir.path(), "pass", "correct horse"),
+            img,
+            before,
+            dir,
+        }
+    }
+
+    fn plain(&self) -> &[u8] {
+        &self.before[..DATA]
+    }
+
+    fn sc_cmd(&self, extra: &[&str]) -> Command {
+        let mut cmd = Command::new(bin());
+        cmd.args(["reencrypt", s(&self.img), "--key-file", s(&self.key)])
+            .args(FAST)
+            .args(extra);
+        cmd
+    }
+
+    fn init_args() -> Vec<&'static str> {
+        vec!["--encrypt", "--reduce-device-size", REDUCE]
+    }
+
+    fn cs(&self, args: &[&str]) -> Command {
+        let mut c = cryptsetup(&self.key);
+        c.args(args).arg(&self.img);
+        c
+    }
+
+    /// cryptsetup's `reencrypt --encrypt --reduce-device-size` (its temporary header
+    /// goes to the working directory: the test's folder).
+    fn cs_init(&self, extra: &[&str]) -> Command {
+        let mut args = vec!["reencrypt", "--encrypt", "--type", "luks2"];
+        args.extend_from_slice(&["--reduce-device-size", REDUCE]);
+        args.extend_from_slice(&FAST);
+        args.extend_from_slice(extra);
+        let mut c = self.cs(&args);
+        c.current_dir(self.dir.path());
+        c
+    }
+
+    fn cs_resume(&self) -> Command {
+        self.cs(&["reencrypt", "--resume-only", "--force-offline-reencrypt"])
+    }
+
+    fn copy(&self) -> Shifted {
+        let q = Shifted::new();
+        std::fs::copy(&self.img, &q.img).unwrap();
+        Shifted {
+            before: self.before.clone(),
+            ..q
+        }
+    }
+
+    fn requirements_left(&self) -> bool {
+        metadata(&self.img)["config"].get("requirements").is_some()
+    }
+
+    /// The image is a LUKS2 volume with its header in the first [`SHIFT`] bytes, one
+    /// segment at [`SHIFT`], no re-encryption left; its first [`DATA`] bytes are the
+    /// plaintext through sectorcrypt and through dm-crypt's formula with cryptsetup's
+    /// volume key; the copy of the data's start at the end was wiped.
+    fn verify(&self, what: &str) {
+        let json = metadata(&self.img);
+        assert!(
+            json["config"].get("requirements").is_none(),
+            "{what}: {}",
+            json["config"]
+        );
+        let seg = &json["segments"]["0"];
+        assert_eq!(json["segments"].as_object().unwrap().len(), 1, "{what}");
+        assert_eq!(seg["offset"], SHIFT.to_string(), "{what}");
+        assert_eq!(seg["size"], "dynamic", "{what}");
+        let read = ok_bytes(sc(&["read", s(&self.img), "--key-file", s(&self.key)], b""));
+        assert_eq!(read.len(), SHIFTED - SHIFT, "{what}");
+        assert!(
+            read[..DATA] == *self.plain(),
+            "{what}: sectorcrypt reads other data"
+        );
+        let stored = std::fs::read(&self.img).unwrap();
+        assert!(
+            stored[SHIFTED - SHIFT..] != self.before[..SHIFT],
+            "{what}: the copy of the data's start is still at the image's end"
+        );
+        let vk = self.dir.path().join("vk");
+        let _ = std::fs::remove_file(&vk);
+        run(&mut self.cs(&["luksDump", "--dump-volume-key", "--volume-key-file", s(&vk)]));
+        let got = dm_crypt(
+            seg["encryption"].as_str().unwrap(),
+            &std::fs::read(&vk).unwrap(),
+            512,
+            1,
+            0,
+            &stored[SHIFT..SHIFT + DATA],
+            Mode::Decrypt,
+        );
+        assert!(
+            got == self.plain(),
+            "{what}: dm-crypt's formula reads other data"
+        );
+    }
+}
+
+/// The parts of a data-shift encryption's metadata that are not random (salts, digests,
+/// UUID, keyslot material), to compare the two tools' inits.
+fn shift_metadata(json: &Value) -> Value {
+    let mut reenc = json["keyslots"]["1"].clone();
+    reenc.as_object_mut().unwrap().remove("priority");
+    let lists: Vec<(Value, Value)> = json["digests"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|d| (d["keyslots"].clone(), d["segments"].clone()))
+        .collect();
+    serde_json::json!({
+        "segments": json["segments"],
+        "reencrypt": reenc,
+        "config": json["config"],
+        "digests": format!("{lists:?}"),
+        "keyslot0": json["keyslots"]["0"]["area"],
+    })
+}
+
+#[test]
+fn encrypt_moving_the_data_both_ways() {
+    require!("cryptsetup", "strace");
+    // sectorcrypt alone.
+    let p = Shifted::new();
+    let out = run(&mut p.sc_cmd(&Shifted::init_args()));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("encrypted"));
+    p.verify("sectorcrypt --encrypt --reduce-device-size");
+
+    // Both tools' inits write the same metadata; each resumes the other's.
+    let (mine, theirs) = (Shifted::new(), Shifted::new());
+    let mut args = Shifted::init_args();
+    args.push("--init-only");
+    run(&mut mine.sc_cmd(&args));
+    run(&mut theirs.cs_init(&["--init-only"]));
+    assert_eq!(
+        shift_metadata(&metadata(&mine.img)),
+        shift_metadata(&metadata(&theirs.img))
+    );
+    run(&mut mine.cs_resume());
+    mine.verify("sectorcrypt's init, cryptsetup resumed");
+    run(&mut theirs.sc_cmd(&[]));
+    theirs.verify("cryptsetup's init, sectorcrypt resumed");
+
+    // Stopped cleanly (SIGINT) in a later hotzone, resumed by the other tool.
+    let p = Shifted::new();
+    let out = under_strace("fdatasync", "SIGINT", 6, &p.sc_cmd(&Shifted::init_args()))
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("stopped at"),
+        "{out:?}"
+    );
+    run(&mut p.cs_resume());
+    p.verify("sectorcrypt stopped by SIGINT, cryptsetup resumed");
+    let p = Shifted::new();
+    run(&mut p.cs_init(&["--init-only"]));
+    let out = under_strace("fdatasync", "SIGINT", 2, &p.cs_resume())
+        .output()
+        .unwrap();
+    assert!(p.requirements_left(), "cryptsetup was not stopped: {out:?}");
+    run(&mut p.sc_cmd(&[]));
+    p.verify("cryptsetup stopped by SIGINT, sectorcrypt resumed");
+}
+
+#[test]
+fn encrypt_moving_the_data_killed_anywhere_is_recovered_by_both_tools() {
+    require!("cryptsetup", "strace");
+    // sectorcrypt killed at every sync of the init and the run: recovered by sectorcrypt,
+    // and on a copy by cryptsetup.
+    let (mut kills, mut cs_stuck) = (0, 0);
+    for n in 1.. {
+        let p = Shifted::new();
+        let out = under_strace("fdatasync", "SIGKILL", n, &p.sc_cmd(&Shifted::init_args()))
+            .output()
+            .unwrap();
+        if out.status.success() {
+            assert!(n > 12, "only {} syncs", n - 1);
+            break;
+        }
+        let what = format!("sectorcrypt killed at fdatasync {n}");
+        let stored = std::fs::read(&p.img).unwrap();
+        if stored[..DATA] == *p.plain() {
+            // Killed before the header went over the data's start: the image is as it
+            // was (its free end may hold a copy of the start).
+            continue;
+        }
+        let q = p.copy();
+        let repaired = sc(&["repair", s(&p.img), "--key-file", s(&p.key)], b"");
+        assert_eq!(code(&repaired), 0, "{what}: {repaired:?}");
+        if p.requirements_left() {
+            run(&mut p.sc_cmd(&[]));
+        }
+        p.verify(&format!("{what}, sectorcrypt recovered"));
+        run(&mut q.cs(&["repair"]));
+        if q.requirements_left() {
+            let out = q.cs_resume().output().unwrap();
+            if !out.status.success() {
+                // cryptsetup 2.6.1 cannot end the state its own last hotzone writes (one
+                // crypt segment, the requirement still set: "Failed to set device
+                // segments for next reencryption hotzone"); sectorcrypt ends it.
+                let json = metadata(&q.img);
+                assert_eq!(json["segments"]["0"]["size"], "dynamic", "{what}: {out:?}");
+                assert_eq!(json["segments"]["0"]["type"], "crypt", "{what}: {out:?}");
+                run(&mut q.sc_cmd(&[]));
+                cs_stuck += 1;
+            }
+        }
+        q.verify(&format!("{what}, cryptsetup recovered"));
+        kills += 1;
+    }
+    assert!(kills >= 8, "{kills}");
+    // cryptsetup killed at each of its data syncs and header syncs: recovered by
+    // sectorcrypt.
+    let mut theirs = 0;
+    for syscall in ["fdatasync", "fsync"] {
+        for n in 1.. {
+            let p = Shifted::new();
+            run(&mut p.cs_init(&["--init-only"]));
+            let out = under_strace(syscall, "SIGKILL", n, &p.cs_resume())
+                .output()
+                .unwrap();
+            if out.status.success() {
+                break;
+            }
+            let what = format!("cryptsetup killed at {syscall} {n}");
+            ok(sc(&["repair", s(&p.img), "--key-file", s(&p.key)], b""));
+            if p.requirements_left() {
+                run(&mut p.sc_cmd(&[]));
+            }
+            p.verify(&format!("{what}, sectorcrypt recovered"));
+            theirs += 1;
+        }
+    }
+    assert!(theirs >= 4, "{theirs}");
+    eprintln!(
+        "encrypt --reduce-device-size: {kills} kills of sectorcrypt recovered by both tools \
+         ({cs_stuck} after its last hotzone ended by sectorcrypt: cryptsetup cannot), \
+         {theirs} of cryptsetup recovered by sectorcrypt"
+    );
+}
+
+#[test]
+fn encrypt_moving_the_data_refusals_leave_the_image_as_it_was() {
+    let p = Shifted::new();
+    let cases: [(&[&str], &str); 6] = [
+        (&["--encrypt"], "--header FILE"),
+        (
+            &["--encrypt", "--reduce-device-size", "3000000"],
+            "multiple of 1024",
+        ),
+        (
+            &["--encrypt", "--reduce-device-size", "2G"],
+            "at most 1 GiB",
+        ),
+        (
+            &[
+                "--encrypt",
+                "--reduce-device-size",
+                "8M",
+                "--resilience",
+                "checksum",
+            ],
+            "datashift",
+        ),
+        (
+            &["--encrypt", "--reduce-device-size", "32M"],
+            "must keep at least",
+        ),
+        (
+            &["--encrypt", "--reduce-device-size", "16K"],
+            "LUKS2 header",
+        ),
+    ];
+    for (args, says) in cases {
+        let out = p.sc_cmd(args).output().unwrap();
+        assert_eq!(code(&out), 2, "{args:?}: {out:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(says),
+            "{args:?}: wanted {says:?}: {out:?}"
+        );
+        assert!(std::fs::read(&p.img).unwrap() == p.before, "{args:?}");
+    }
+    // --header and --reduce-device-size together: clap's refusal.
+    let hdr = p.dir.path().join("h");
+    let out = p
+        .sc_cmd(&[
+            "--encrypt",
+            "--reduce-device-size",
+            "8M",
+            "--header",
+            s(&hdr),
+        ])
+        .output()
+        .unwrap();
+    assert_ne!(code(&out), 0, "{out:?}");
+    assert!(std::fs::read(&p.img).unwrap() == p.before && !hdr.exists());
+    // A volume already there.
+    let c = Case::new(false, &[]);
+    let before = std::fs::read(&c.img).unwrap();
+    let out = c.reencrypt(&Shifted::init_args());
+    refused(&out, "already holds");
+    assert!(std::fs::read(&c.img).unwrap() == before);
+    // A wrong passphrase on the resume writes nothing.
+    let p = Shifted::new();
+    let mut args = Shifted::init_args();
+    args.push("--init-only");
+    run(&mut p.sc_cmd(&args));
+    let before = std::fs::read(&p.img).unwrap();
+    let wrong = key_file(p.dir.path(), "wrong", "not it");
+    let out = sc(&["reencrypt", s(&p.img), "--key-file", s(&wrong)], b"");
+    assert_eq!(code(&out), 3, "{out:?}");
+    assert!(std::fs::read(&p.img).unwrap() == before);
+}
+
+#[test]
+fn encrypt_moving_the_data_with_hostile_segments_is_refused() {
+    require!("cryptsetup");
+    // The reencryption digest binds the backups, not the regular segments: each edit
+    // below would make sectorcrypt read or write the wrong bytes. Each is refused, and
+    // the image stays as it was.
+    type Edit = fn(&mut Value);
+    let edits: [(&str, Edit); 4] = [
+        ("the rest of the plaintext moved", |j| {
+            j["segments"]["1"]["offset"] = "4198400".into()
+        }),
+        ("the copy of the start made longer", |j| {
+            j["segments"]["0"]["size"] = (2 * SHIFT).to_string().into()
+        }),
+        ("a hotzone that is not the next", |j| {
+            j["segments"]["1"]["size"] = "4194304".into();
+            j["segments"]["2"] = serde_json::json!({"type": "crypt", "offset": "8388608",
+                "size": "4194304", "iv_tweak": "8192", "encryption": "aes-xts-plain64",
+                "sector_size": 512, "flags": ["in-reencryption"]});
+        }),
+        ("progress that did not happen", |j| {
+            j["segments"]["1"]["size"] = "4194304".into();
+        }),
+    ];
+    for (what, edit) in edits {
+        let p = Shifted::new();
+        run(&mut p.cs_init(&["--init-only"]));
+        luks2_cases::edit_copies(&p.img, |j| {
+            let backups: Vec<(String, Value)> = j["segments"]
+                .as_object()
+                .unwrap()
+                .iter()
+                .filter(|(_, v)| v.get("flags").is_some())
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            edit(j);
+            // The backups keep their ids: only the regular segments changed.
+            for (k, v) in backups {
+                j["segments"][k] = v;
+            }
+        });
+        let before = std::fs::read(&p.img).unwrap();
+        for verb in [&["reencrypt"][..], &["repair"][..]] {
+            let mut args = verb.to_vec();
+            args.extend_from_slice(&[s(&p.img), "--key-file", s(&p.key)]);
+            let out = sc(&args, b"");
+            if verb[0] == "repair" && code(&out) == 0 {
+                // A clean state: repair checks the digest and has nothing to recover.
+                assert!(
+                    std::fs::read(&p.img).unwrap() == before,
+                    "{what}: repair wrote"
+                );
+                continue;
+            }
+            assert_eq!(code(&out), 2, "{what}: {verb:?}: {out:?}");
+            assert!(
+                String::from_utf8_lossy(&out.stderr).contains("segments"),
+                "{what}: {out:?}"
+            );
+            assert!(
+                std::fs::read(&p.img).unwrap() == before,
+                "{what}: {verb:?} wrote"
+            );
+        }
+    }
 }

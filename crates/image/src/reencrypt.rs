@@ -435,3 +435,89 @@ pub fn encrypt_init(
     let _ = std::fs::remove_file(&tmp);
     linked
 }
+
+/// Starts the encryption in place of the plain data at `path` that moves the data to
+/// make room for a LUKS2 header in the image itself (cryptsetup's `reencrypt --encrypt
+/// --reduce-device-size`): the image's last `reduce` bytes must be free (the file system
+/// on it shrunk by that much first). The header takes the first `reduce / 2` bytes; the
+/// data's start is copied to the image's end first, so no byte of plaintext is ever
+/// only in memory. The data is not encrypted yet: resume it with [`run`] on the volume.
+/// Refuses data that already holds a volume.
+pub fn encrypt_shift_init(
+    path: &Path,
+    cx: &Context,
+    passphrase: &[u8],
+    o: &ReencryptOptions,
+    reduce: u64,
+) -> Result<()> {
+    use sectorcrypt_volume::luks::{self, FormatOptions, Version};
+    use sectorcrypt_volume::store::MemStore;
+    if reduce == 0 || !reduce.is_multiple_of(1024) || reduce > 1 << 30 {
+        return Err(Error::invalid(format!(
+            "--reduce-device-size {reduce}: a multiple of 1024 bytes (half of it is the \
+             header, in whole 512-byte sectors), at most 1 GiB"
+        )));
+    }
+    if let Some(r) = o.resilience.as_deref().filter(|r| *r != "datashift") {
+        return Err(Error::invalid(format!(
+            "--resilience {r}: an encryption that moves the data is protected by the move \
+             itself (datashift: every hotzone's source stays until it is written)"
+        )));
+    }
+    let shift = reduce / 2;
+    let data = crate::image::open_store(path, true, &cx.remote)?;
+    let _claim = crate::image::claim(
+        &data,
+        path,
+        sectorcrypt_volume::lock::Mode::Exclusive,
+        cx.on_wait,
+    )?;
+    if let Ok(h) = Header::read(&data) {
+        return Err(Error::invalid(format!(
+            "{} already holds a {} volume: --encrypt takes plain data",
+            crate::redacted(path),
+            h.name()
+        )));
+    }
+    let size = sectorcrypt_volume::Store::size(&data)
+        .map_err(|e| Error::io(format!("the size of {}", crate::redacted(path)), e))?;
+    let sector = o.sector_size.unwrap_or(512) as u64;
+    if size < 3 * shift || !(size - 2 * shift).is_multiple_of(sector) {
+        return Err(Error::invalid(format!(
+            "{} has {size} bytes: reduced by {reduce} it must keep at least {shift} bytes of \
+             data, in whole {sector}-byte sectors",
+            crate::redacted(path)
+        )));
+    }
+    let opts = FormatOptions {
+        version: Version::Luks2,
+        cipher: o.cipher.clone().unwrap_or_else(|| "aes-xts-plain64".into()),
+        key_bytes: o.key_bytes.unwrap_or(64),
+        sector_size: sector as usize,
+        kdf: o.kdf.unwrap_or_default(),
+        data_offset: Some(shift),
+        metadata_size: Some(shift),
+        ..FormatOptions::default()
+    };
+    // The header is made in memory: its place still holds the data's start.
+    let mem = MemStore::new(shift as usize);
+    let at = sectorcrypt_volume::Placement::Detached {
+        header: &mem,
+        data: &data,
+    };
+    let (mut hdr, unlocked) =
+        luks::format_at(at, &opts, passphrase, None).map_err(|e| match e {
+            sectorcrypt_volume::Error::Header(_) | sectorcrypt_volume::Error::Io { .. } => e.into(),
+            other => Error::invalid(format!(
+                "a LUKS2 header in the {shift} bytes --reduce-device-size {reduce} makes room \
+                 for: {other}"
+            )),
+        })?;
+    let h = hdr
+        .downcast_mut::<Luks2>()
+        .ok_or_else(|| Error::invalid("the new header is not LUKS2"))?;
+    h.encrypt_shift_build(unlocked.volume_key(), size, shift)?;
+    drop(unlocked);
+    h.encrypt_shift_place(&mem, &data)?;
+    Ok(())
+}

@@ -291,6 +291,63 @@ impl Store for FileStore {
     }
 }
 
+/// Bytes in memory, of a fixed size: a header built before it may go where it belongs
+/// (a data-shift encryption builds its header while the data is still where the header
+/// will be). Wiped when dropped.
+#[derive(Debug)]
+pub struct MemStore {
+    bytes: std::sync::Mutex<Zeroizing<Vec<u8>>>,
+}
+
+impl MemStore {
+    /// `len` zero bytes.
+    pub fn new(len: usize) -> MemStore {
+        MemStore {
+            bytes: std::sync::Mutex::new(Zeroizing::new(vec![0; len])),
+        }
+    }
+
+    /// A copy of the bytes.
+    pub fn to_vec(&self) -> Zeroizing<Vec<u8>> {
+        self.bytes.lock().expect("no panic holds it").clone()
+    }
+
+    fn range(&self, offset: u64, len: usize) -> io::Result<Range<usize>> {
+        let size = self.bytes.lock().expect("no panic holds it").len();
+        usize::try_from(offset)
+            .ok()
+            .and_then(|o| Some(o..o.checked_add(len)?))
+            .filter(|r| r.end <= size)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::UnexpectedEof, "past the end"))
+    }
+}
+
+impl Store for MemStore {
+    fn name(&self) -> &str {
+        "(memory)"
+    }
+
+    fn size(&self) -> io::Result<u64> {
+        Ok(self.bytes.lock().expect("no panic holds it").len() as u64)
+    }
+
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        let r = self.range(offset, buf.len())?;
+        buf.copy_from_slice(&self.bytes.lock().expect("no panic holds it")[r]);
+        Ok(())
+    }
+
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        let r = self.range(offset, buf.len())?;
+        self.bytes.lock().expect("no panic holds it")[r].copy_from_slice(buf);
+        Ok(())
+    }
+
+    fn sync(&self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
 /// Reads exactly `buf.len()` bytes of metadata at `offset`: running into the end of the
 /// store is a truncated image naming `what`; any other failure an I/O error saying what
 /// was read.

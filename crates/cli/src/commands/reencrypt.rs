@@ -18,11 +18,17 @@ pub fn reencrypt(a: ReencryptArgs) -> Result<(), Failure> {
     if a.encrypt {
         encrypt_init(&a)?;
         if a.init_only {
-            println!(
-                "{name}: encryption initialised (header in {}); resume it with `sectorcrypt \
-                 reencrypt --header` (or cryptsetup reencrypt --resume-only)",
-                a.header.file.as_deref().expect("required").display()
-            );
+            match a.header.file.as_deref() {
+                Some(h) => println!(
+                    "{name}: encryption initialised (header in {}); resume it with \
+                     `sectorcrypt reencrypt --header` (or cryptsetup reencrypt --resume-only)",
+                    h.display()
+                ),
+                None => println!(
+                    "{name}: encryption initialised (the header is in the image); resume it \
+                     with `sectorcrypt reencrypt` (or cryptsetup reencrypt --resume-only)"
+                ),
+            }
             return Ok(());
         }
     }
@@ -48,7 +54,11 @@ pub fn reencrypt(a: ReencryptArgs) -> Result<(), Failure> {
         cipher: a.cipher.clone().filter(|_| fresh),
         key_bytes: key_bytes.filter(|_| fresh),
         sector_size: a.sector_size.filter(|_| fresh),
-        resilience: a.resilience.clone(),
+        // A data-shift encryption's resilience is datashift, in its metadata.
+        resilience: a
+            .resilience
+            .clone()
+            .filter(|_| a.reduce_device_size.is_none()),
         resilience_hash: a.resilience_hash.clone(),
         hotzone,
         kdf: Some(kdf),
@@ -58,7 +68,9 @@ pub fn reencrypt(a: ReencryptArgs) -> Result<(), Failure> {
         decrypt: a.decrypt,
         threads: 0,
     };
-    let decrypting = a.decrypt || reencrypt::mode(&img)?.as_deref() == Some("decrypt");
+    let mode = reencrypt::mode(&img)?;
+    let decrypting = a.decrypt || mode.as_deref() == Some("decrypt");
+    let encrypting = a.encrypt || mode.as_deref() == Some("encrypt");
     let noun = if decrypting {
         "decryption"
     } else {
@@ -83,10 +95,13 @@ pub fn reencrypt(a: ReencryptArgs) -> Result<(), Failure> {
         p.finish();
     }
     match outcome {
-        Outcome::Finished if a.encrypt => println!(
+        Outcome::Finished if encrypting => println!(
             "{name}: encrypted ({:.2} s); its header is {}",
             start.elapsed().as_secs_f64(),
-            a.header.file.as_deref().expect("required").display()
+            a.header
+                .file
+                .as_deref()
+                .map_or("in the image".into(), |h| h.display().to_string())
         ),
         Outcome::Finished if decrypting => println!(
             "{name}: decrypted ({:.2} s): it holds the plaintext alone; the header {} opens \
@@ -113,9 +128,20 @@ pub fn reencrypt(a: ReencryptArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-/// `--encrypt`: the new detached header and the metadata of an encryption in place.
+/// `--encrypt`: the new header (detached, or in the image with the data moved) and the
+/// metadata of an encryption in place.
 fn encrypt_init(a: &ReencryptArgs) -> Result<(), Failure> {
-    let header = a.header.file.as_deref().expect("clap requires --header");
+    let reduce = match &a.reduce_device_size {
+        Some(s) => Some(parse_size(s)?),
+        None => None,
+    };
+    if a.header.file.is_none() && reduce.is_none() {
+        return Err(Failure::usage(
+            "--encrypt needs room for the header: --header FILE (a detached header, \
+             created) or --reduce-device-size SIZE (the header in the image; its last SIZE \
+             bytes must be free)",
+        ));
+    }
     let kinds = sectorcrypt_volume::luks::Version::Luks2.kdf_kinds();
     let kdf = super::volume::kdf_options(&a.pbkdf, "luks2", kinds)?;
     let bits = a.key_size.unwrap_or(512);
@@ -134,6 +160,14 @@ fn encrypt_init(a: &ReencryptArgs) -> Result<(), Failure> {
         ..ReencryptOptions::default()
     };
     let pass = crate::passphrase::new(a.key.key_file.as_deref())?;
-    reencrypt::encrypt_init(&a.image, header, &image::context(), &pass, &o)?;
+    match (a.header.file.as_deref(), reduce) {
+        (Some(header), _) => {
+            reencrypt::encrypt_init(&a.image, header, &image::context(), &pass, &o)?
+        }
+        (None, Some(r)) => {
+            reencrypt::encrypt_shift_init(&a.image, &image::context(), &pass, &o, r)?
+        }
+        (None, None) => unreachable!("refused above"),
+    }
     Ok(())
 }

@@ -29,12 +29,23 @@ pub struct ReencryptArgs {
     /// The largest hotzone (bytes, or with K, M, G), a multiple of 4096.
     #[arg(long, value_name = "SIZE")]
     pub hotzone_size: Option<String>,
-    /// Encrypt plain data in place (IMAGE holds no volume): a new LUKS2 header goes to
-    /// the file --header names (which must not exist), then the data is encrypted,
-    /// hotzone by hotzone, as `cryptsetup reencrypt --encrypt --header` does. The default
-    /// sector size is 512 there.
-    #[arg(long, requires = "header", conflicts_with = "decrypt")]
+    /// Encrypt plain data in place (IMAGE holds no volume), hotzone by hotzone: with
+    /// --header FILE a new detached LUKS2 header goes to FILE (which must not exist), as
+    /// `cryptsetup reencrypt --encrypt --header` does; with --reduce-device-size the header
+    /// goes into IMAGE and the data moves to make room. The default sector size is 512.
+    #[arg(long, conflicts_with = "decrypt")]
     pub encrypt: bool,
+    /// With --encrypt and no --header: the bytes at IMAGE's end that are free (shrink the
+    /// file system on it by at least this much first), at most 1G. Half of it becomes the
+    /// LUKS2 header at IMAGE's start (so 32M for cryptsetup's default 16 MiB header); the
+    /// data moves that far on as it is encrypted; the volume holds SIZE bytes less.
+    #[arg(
+        long,
+        value_name = "SIZE",
+        requires = "encrypt",
+        conflicts_with = "header"
+    )]
+    pub reduce_device_size: Option<String>,
     /// Decrypt the volume for good, in place: its header must be detached (--header)
     /// with the data at offset 0, as `cryptsetup reencrypt --decrypt --header` takes it.
     /// The hotzones go backward from the end; at the end the image holds the plaintext
@@ -81,17 +92,21 @@ before rewriting it (the default; needs block writes to be atomic), journal stor
 of the hotzone (every byte written twice), none stores nothing (a crash loses the hotzone
 being rewritten).
 
---encrypt encrypts plain data in place with a detached header (--header FILE, created).
+--encrypt encrypts plain data in place with a detached header (--header FILE, created), or
+with the header in the image (--reduce-device-size SIZE: the image's last SIZE bytes must be
+free; the data moves SIZE/2 bytes on, the header takes the first SIZE/2; resilience datashift,
+as cryptsetup's).
 --decrypt decrypts a volume with a detached header (data at offset 0) in place, from the
 end backward, as cryptsetup does; either tool resumes or recovers it.
 Serving a volume while it is re-keyed: `sectorcrypt serve --reencrypt`.
 
-Not yet: moving the data (cryptsetup's --reduce-device-size for --encrypt, and --decrypt
-of a volume whose header is inside the image, which moves the data over the header).
+Not yet: --decrypt of a volume whose header is inside the image (cryptsetup moves the data
+over the header there), and a re-key that moves the data.
 
 Examples:
   sectorcrypt reencrypt disk.img --key-file pass
   sectorcrypt reencrypt disk.img --cipher aes-cbc-essiv:sha256 --key-size 256 --progress json
   sectorcrypt reencrypt disk.img --init-only; sectorcrypt reencrypt disk.img --resume-only
   sectorcrypt reencrypt --encrypt --header disk.hdr plain.img
+  sectorcrypt reencrypt --encrypt --reduce-device-size 32M plain.img
   sectorcrypt reencrypt --decrypt --header disk.hdr disk.img";

@@ -1,11 +1,16 @@
-//! LUKS2 re-encryption cut at every write and sync, for each resilience and three
+//! LUKS2 re-encryption cut at every write and sync, for each resilience and four
 //! operations ([`Op`]): a forward re-key of an attached volume (same cipher, 4 KiB
 //! sectors: [`Luks2::reencrypt_init`] then [`Luks2::reencrypt_run`] to the end), a
 //! decryption of a volume with a detached header (backward: [`Luks2::decrypt_init`] then
 //! the run), and an encryption of plain data under a detached header (forward: the run
 //! from the metadata [`Luks2::encrypt_init`] wrote), each on a 24 KiB data area in 8 KiB
 //! hotzones (three hotzones, so the cut lands in the init, in every step of each hotzone
-//! and in the end).
+//! and in the end); and an encryption that moves the data to put the header in the image
+//! (resilience datashift: [`Luks2::encrypt_shift_build`] and
+//! [`Luks2::encrypt_shift_place`], then the run), 640 KiB of data in 256 KiB hotzones
+//! (one of them short), its init cut too. Images cut while that init's header was being
+//! placed, before a header copy was whole, hold the data's start in its copy alone: they
+//! are checked to (the start in the copy, the rest in place) and counted.
 //!
 //! The header and data of the decryption and the encryption live in one cut image, the header in its first MiB
 //! and the data after it, seen through two windows: a sync of either file syncs both
@@ -52,6 +57,7 @@ use sectorcrypt_volume::luks::luks2::reencrypt::{
     self, InitOptions, Outcome, Resilience, RunOptions, State,
 };
 use sectorcrypt_volume::luks::{self, FormatOptions, Luks2, Version};
+use sectorcrypt_volume::store::MemStore;
 use sectorcrypt_volume::{Header, Placement, Store};
 use std::collections::HashSet;
 use std::io;
@@ -77,21 +83,42 @@ enum Op {
     /// whole before the cut starts: `sectorcrypt reencrypt --encrypt` makes it in a new
     /// file and links it to its name, which no crash leaves half done.
     Encrypt,
+    /// An encryption of plain data that moves it to make room for the header in the
+    /// image (`--reduce-device-size`, resilience datashift): the init (the data's start
+    /// copied to the end, the header placed over it) is cut too.
+    Shift,
 }
+
+/// The shift of [`Op::Shift`]: the header's room, the hotzone, and the copy of the
+/// data's start.
+const SHIFT: u64 = 256 << 10;
+/// The plaintext of [`Op::Shift`]: two and a half shifts, so that one hotzone is short.
+const SHIFT_DATA: u64 = 640 << 10;
 
 impl Op {
     /// Where the data starts in the cut image: room for the old and the new keyslot and
     /// the resilience area (for the decryption, the detached header's file, made that
     /// small).
     fn data_offset(self) -> u64 {
-        1 << 20
+        match self {
+            Op::Shift => SHIFT,
+            _ => 1 << 20,
+        }
+    }
+
+    /// The bytes of the cut image.
+    fn image_size(self) -> u64 {
+        match self {
+            Op::Shift => SHIFT_DATA + 2 * SHIFT,
+            _ => self.data_offset() + DATA,
+        }
     }
 
     /// Where the segments' offsets count from in the cut image.
     fn segment_base(self) -> u64 {
         match self {
             Op::Rekey => self.data_offset(),
-            Op::Decrypt | Op::Encrypt => 0,
+            Op::Decrypt | Op::Encrypt | Op::Shift => 0,
         }
     }
 }
@@ -164,7 +191,7 @@ impl<'a> Volume<'a> {
 
     fn at(&self) -> Placement<'_> {
         match self.op {
-            Op::Rekey => Placement::Attached(self.whole),
+            Op::Rekey | Op::Shift => Placement::Attached(self.whole),
             Op::Decrypt | Op::Encrypt => Placement::Detached {
                 header: &self.header,
                 data: &self.data,
@@ -174,7 +201,7 @@ impl<'a> Volume<'a> {
 
     fn header_store(&self) -> &dyn Store {
         match self.op {
-            Op::Rekey => self.whole,
+            Op::Rekey | Op::Shift => self.whole,
             Op::Decrypt | Op::Encrypt => &self.header,
         }
     }
@@ -184,7 +211,14 @@ impl<'a> Volume<'a> {
 /// encryption: the plaintext under a header whose encryption with `resilience` has
 /// started): the cut image's bytes and the plaintext.
 fn volume(op: Op, resilience: Resilience) -> (Vec<u8>, Vec<u8>) {
-    let store = CutStore::new(vec![0; (op.data_offset() + DATA) as usize], None);
+    if op == Op::Shift {
+        // The plaintext, then the free end (whatever was there).
+        let mut image = pattern(op.image_size() as usize, 0x5f);
+        let plain = image[..SHIFT_DATA as usize].to_vec();
+        image[SHIFT_DATA as usize..].fill(0xee);
+        return (image, plain);
+    }
+    let store = CutStore::new(vec![0; op.image_size() as usize], None);
     let v = Volume::new(op, &store);
     let opts = FormatOptions {
         version: Version::Luks2,
@@ -216,9 +250,13 @@ fn volume(op: Op, resilience: Resilience) -> (Vec<u8>, Vec<u8>) {
 /// The operation: init, then the run to the end.
 fn reencrypt(op: Op, store: &CutStore, resilience: Resilience) -> sectorcrypt_volume::Result<()> {
     let v = Volume::new(op, store);
+    if op == Op::Shift {
+        shift_init(store)?;
+    }
     let mut header = Header::read(v.header_store())?;
     let h = header.downcast_mut::<Luks2>().expect("a luks2 header");
     let keys = match op {
+        Op::Shift => h.reencrypt_keys(store, PASS)?,
         Op::Rekey => {
             let init = InitOptions {
                 cipher: None,
@@ -246,6 +284,45 @@ fn reencrypt(op: Op, store: &CutStore, resilience: Resilience) -> sectorcrypt_vo
     Ok(())
 }
 
+/// The init of [`Op::Shift`], as `sectorcrypt reencrypt --encrypt --reduce-device-size`
+/// does it: the header made in memory, then placed.
+fn shift_init(store: &CutStore) -> sectorcrypt_volume::Result<()> {
+    let mem = MemStore::new(SHIFT as usize);
+    let opts = FormatOptions {
+        version: Version::Luks2,
+        kdf: fast(),
+        key_bytes: 32,
+        sector_size: SECTOR,
+        data_offset: Some(SHIFT),
+        metadata_size: Some(SHIFT),
+        ..FormatOptions::default()
+    };
+    let at = Placement::Detached {
+        header: &mem,
+        data: store,
+    };
+    let (mut hdr, u) = luks::format_at(at, &opts, PASS, None)?;
+    let h = hdr.downcast_mut::<Luks2>().expect("a luks2 header");
+    h.encrypt_shift_build(u.volume_key(), Op::Shift.image_size(), SHIFT)?;
+    h.encrypt_shift_place(&mem, store)
+}
+
+/// An [`Op::Shift`] image without a header: cut in the init, before the header was
+/// placed whole. The plaintext must be where it was, its start there or in its copy at
+/// the end (a header torn over the start leaves it in the copy alone: no tool recovers
+/// that by itself; it is counted).
+fn shift_before_header(image: &[u8], plain: &[u8]) -> Result<bool, String> {
+    let (s, l) = (SHIFT as usize, SHIFT_DATA as usize);
+    if image[..l] == *plain {
+        return Ok(false);
+    }
+    let copy = &image[image.len() - s..];
+    if image[s..l] == plain[s..] && copy == &plain[..s] {
+        return Ok(true);
+    }
+    Err("the header does not read and the plaintext is lost".into())
+}
+
 /// The hotzone a crash state names (its `in-reencryption` segment), relative to the data.
 fn hotzone_in_flight(op: Op, json: &serde_json::Value) -> Option<Range<usize>> {
     let segs = json["segments"].as_object()?;
@@ -264,10 +341,17 @@ fn hotzone_in_flight(op: Op, json: &serde_json::Value) -> Option<Range<usize>> {
 /// passphrase's key; plain as it is after a decryption) is `plain` outside `lost`.
 fn reads_plaintext(op: Op, store: &CutStore, plain: &[u8], lost: &[Range<usize>]) -> Verdict {
     let v = Volume::new(op, store);
-    let h = Header::read(v.header_store()).map_err(|e| format!("the header does not read: {e}"))?;
+    let h = match Header::read(v.header_store()) {
+        Ok(h) => h,
+        Err(_) if op == Op::Shift => return shift_before_header(&store.bytes(), plain).map(|_| ()),
+        Err(e) => return Err(format!("the header does not read: {e}")),
+    };
     assert!(!h.dump().is_empty());
     let mut buf = vec![0u8; plain.len()];
-    v.data.read_at(&mut buf, 0).unwrap();
+    match op {
+        Op::Shift => store.read_at(&mut buf, SHIFT).unwrap(),
+        _ => v.data.read_at(&mut buf, 0).unwrap(),
+    }
     if let Some(l) = h.downcast_ref::<Luks2>() {
         let st = reencrypt::state(l.json()).map_err(|e| e.to_string())?;
         if st != State::None {
@@ -314,6 +398,9 @@ enum Recovered {
     Full,
     /// Resilience `none` interrupted inside a hotzone: refused, nothing written.
     Refused(Range<usize>),
+    /// A data-shift encryption cut while its header was placed: the data's start is in
+    /// its copy alone ([`shift_before_header`]).
+    StartInCopy,
 }
 
 /// Recovers `bytes` as `sectorcrypt repair` then `sectorcrypt reencrypt` would, and judges
@@ -329,8 +416,16 @@ fn recover_by_sectorcrypt(
     let v = Volume::new(op, &store);
     let at = v.at();
     let err = |e: sectorcrypt_volume::Error| e.to_string();
-    let mut header =
-        Header::read(v.header_store()).map_err(|e| format!("the header does not read: {e}"))?;
+    let mut header = match Header::read(v.header_store()) {
+        Ok(h) => h,
+        Err(_) if op == Op::Shift => {
+            return match shift_before_header(&bytes, plain)? {
+                true => Ok(Recovered::StartInCopy),
+                false => Ok(Recovered::Full),
+            }
+        }
+        Err(e) => return Err(format!("the header does not read: {e}")),
+    };
     if let Some(h) = header.downcast_mut::<Luks2>() {
         let mut st = reencrypt::state(h.json()).map_err(err)?;
         if st == State::Crash {
@@ -367,8 +462,8 @@ fn recover_by_sectorcrypt(
 enum ByCryptsetup {
     /// Repaired and resumed by cryptsetup.
     Alone,
-    /// A decryption's last hotzone: repaired by cryptsetup, finished by sectorcrypt (see
-    /// the module docs).
+    /// A decryption's last hotzone, or a data-shift encryption's state after its last
+    /// hotzone: repaired by cryptsetup, finished by sectorcrypt (see the module docs).
     FinishedHere,
 }
 
@@ -385,8 +480,13 @@ fn recover_by_cryptsetup(
     let hdr = dir.join("cut.hdr");
     let key = dir.join("pass");
     let split = op.data_offset() as usize;
+    if op == Op::Shift && Header::read(&CutStore::new(bytes.to_vec(), None)).is_err() {
+        // No header: nothing for cryptsetup to recover (judged as sectorcrypt's).
+        shift_before_header(bytes, plain)?;
+        return Ok(ByCryptsetup::Alone);
+    }
     match op {
-        Op::Rekey => std::fs::write(&img, bytes).unwrap(),
+        Op::Rekey | Op::Shift => std::fs::write(&img, bytes).unwrap(),
         Op::Decrypt | Op::Encrypt => {
             std::fs::write(&hdr, &bytes[..split]).unwrap();
             std::fs::write(&img, &bytes[split..]).unwrap();
@@ -398,7 +498,7 @@ fn recover_by_cryptsetup(
         cmd.args(["-q", "--disable-locks", "--disable-keyring", "--key-file"])
             .arg(&key)
             .args(args);
-        if op != Op::Rekey {
+        if !matches!(op, Op::Rekey | Op::Shift) {
             cmd.arg("--header").arg(&hdr);
         }
         let out = cmd.arg(&img).output().unwrap();
@@ -418,13 +518,16 @@ fn recover_by_cryptsetup(
         m.values().filter(|s| s.get("flags").is_none()).count()
     });
     let mut back = match op {
-        Op::Rekey => std::fs::read(&img).unwrap(),
+        Op::Rekey | Op::Shift => std::fs::read(&img).unwrap(),
         Op::Decrypt | Op::Encrypt => {
             [std::fs::read(&hdr).unwrap(), std::fs::read(&img).unwrap()].concat()
         }
     };
     if json["config"].get("requirements").is_some() {
-        if op == Op::Decrypt && regular == 1 {
+        // cryptsetup 2.6.1 cannot end the state the last hotzone of a data-shift
+        // encryption writes (one crypt segment, the requirement set): its own crash there
+        // too. sectorcrypt ends it.
+        if (op == Op::Decrypt || op == Op::Shift) && regular == 1 {
             let store = CutStore::new(back, None);
             match recover_by_sectorcrypt(op, store.bytes(), plain, false, lost) {
                 Ok(_) => return Ok(ByCryptsetup::FinishedHere),
@@ -433,7 +536,7 @@ fn recover_by_cryptsetup(
         }
         cs(&["reencrypt", "--resume-only", "--force-offline-reencrypt"])?;
         back = match op {
-            Op::Rekey => std::fs::read(&img).unwrap(),
+            Op::Rekey | Op::Shift => std::fs::read(&img).unwrap(),
             Op::Decrypt | Op::Encrypt => {
                 [std::fs::read(&hdr).unwrap(), std::fs::read(&img).unwrap()].concat()
             }
@@ -504,7 +607,7 @@ const AREA: u64 = 32 << 10;
 /// `strict`, images of the known reordering ([`resilience_reordered`]) are counted and
 /// printed, not failed.
 fn every_cut(op: Op, name: &str, resilience: Resilience, strict: bool) {
-    let none = resilience == Resilience::None;
+    let none = resilience == Resilience::None && op != Op::Shift;
     let (base, plain) = volume(op, resilience);
     let full = CutStore::new(base.clone(), None);
     reencrypt(op, &full, resilience).unwrap();
@@ -519,7 +622,7 @@ fn every_cut(op: Op, name: &str, resilience: Resilience, strict: bool) {
     let start = std::time::Instant::now();
     let mut seen = HashSet::new();
     let (mut images, mut judged, mut refused_none, mut by_cryptsetup) = (0, 0, 0, 0);
-    let mut finished_here = 0;
+    let (mut finished_here, mut in_copy) = (0, 0);
     let (mut failures, mut reordered) = (Vec::new(), Vec::new());
     for k in 0..=steps {
         let store = CutStore::new(base.clone(), Some(k));
@@ -557,6 +660,7 @@ fn every_cut(op: Op, name: &str, resilience: Resilience, strict: bool) {
                     refused_none += 1;
                     lost_here.push(hot);
                 }
+                Ok(Recovered::StartInCopy) => in_copy += 1,
                 Err(e) => wrong.push(format!("{what}: sectorcrypt: {e}")),
             }
             let known = resilience_reordered(op, &label);
@@ -582,7 +686,8 @@ fn every_cut(op: Op, name: &str, resilience: Resilience, strict: bool) {
         "crash: {name}: {} cuts, {images} images, {judged} distinct judged by \
          sectorcrypt ({refused_none} crash states refused), {by_cryptsetup} also by \
          cryptsetup ({finished_here} of them finished by sectorcrypt after cryptsetup's \
-         repair), {} failures, {} known ({:.1} s)",
+         repair), {in_copy} with the data's start in its copy alone, {} failures, {} known \
+         ({:.1} s)",
         steps + 1,
         failures.len(),
         reordered.len(),
@@ -660,6 +765,12 @@ fn encrypt_journal_at_every_cut() {
 #[test]
 fn encrypt_none_at_every_cut() {
     every_cut(Op::Encrypt, "encrypt none", Resilience::None, true);
+}
+
+#[test]
+fn encrypt_moving_the_data_at_every_cut() {
+    // The resilience is datashift whatever is asked: the init's metadata says so.
+    every_cut(Op::Shift, "encrypt datashift", Resilience::None, true);
 }
 
 #[test]

@@ -14,14 +14,18 @@
 //! (u32 BE). Strings are raw bytes of at most 64. The digest is the usual `pbkdf2` digest
 //! of that input, listed with the reencrypt keyslot and no segment.
 //!
-//! Only reading and checking are here so far: sectorcrypt still refuses to open or
-//! reencrypt a volume in this state (`Luks2::check_supported`, here, says what to run next).
+//! The runs are in the submodules: `rekey` (re-key, encryption with a detached header,
+//! decryption; the hotzone loop, recovery and the end), `shift` (encryption that moves
+//! the data, `--reduce-device-size`), `segments` (the segment layouts of a run),
+//! `online` (a run beside an engine serving the volume), `repair`. Opening a volume in
+//! this state is refused (`Luks2::check_supported` says what to run next).
 
 mod line;
 mod online;
 mod rekey;
 mod repair;
 mod segments;
+mod shift;
 
 pub use line::Line;
 pub use online::Translated;

@@ -29,8 +29,8 @@
 
 use super::super::json::{corrupt, obj, str_of, u64_str, AREA_ALIGN, MAX_KEYSLOTS_SIZE};
 use super::super::{Luks2, SECTOR_SIZES};
-use super::segments;
 use super::{layout, plan, requirement_version, state, verification_data, KeyOf, Plan, State};
+use super::{segments, shift};
 use crate::error::{Error, Result};
 use crate::hash::HashAlg;
 use crate::kdf::KdfOptions;
@@ -50,7 +50,7 @@ use zeroize::Zeroizing;
 type Key = Zeroizing<Vec<u8>>;
 
 /// The requirement a re-key writes.
-const REQUIREMENT: &str = "online-reencrypt-v2";
+pub(super) const REQUIREMENT: &str = "online-reencrypt-v2";
 /// cryptsetup's hotzone without resilience data (`LUKS2_DEFAULT_NONE_REENCRYPTION_LENGTH`).
 const NONE_HOTZONE: u64 = 20 << 20;
 /// cryptsetup's largest hotzone (`LUKS2_REENCRYPT_MAX_HOTZONE_LENGTH`).
@@ -133,11 +133,11 @@ impl Keys {
         }
     }
 
-    fn old(&self) -> Option<&[u8]> {
+    pub(super) fn old(&self) -> Option<&[u8]> {
         self.old.as_deref()
     }
 
-    fn new_key(&self) -> Option<&[u8]> {
+    pub(super) fn new_key(&self) -> Option<&[u8]> {
         self.new.as_deref()
     }
 }
@@ -452,7 +452,7 @@ impl Luks2 {
         }
         self.only_known_requirements()?;
         let p = plan(&self.json)?;
-        if p.shift.is_some() {
+        if p.shift.is_some() && !shift::is_shift_encrypt(&p) {
             return Err(Error::unsupported(format!(
                 "a reencryption in mode {} that moves the data (resilience {}): \
                  sectorcrypt does not move data yet; finish it with `cryptsetup reencrypt \
@@ -652,6 +652,9 @@ impl Luks2 {
     ) -> Result<Outcome> {
         let (header, data) = (at.header(), at.data());
         let mut p = self.rekey_plan()?;
+        if shift::is_shift_encrypt(&p) {
+            return self.shift_run(at, keys, o);
+        }
         let mut prog = self.rekey_state(data, keys)?;
         if let Some(r) = o.resilience {
             if r.name() != p.resilience
@@ -835,6 +838,9 @@ impl Luks2 {
     pub fn reencrypt_recover(&mut self, at: Placement<'_>, keys: &Keys) -> Result<()> {
         let (header, data) = (at.header(), at.data());
         let p = self.rekey_plan()?;
+        if shift::is_shift_encrypt(&p) {
+            return self.shift_recover(at, keys);
+        }
         let (_, hot_seg) = super::flagged_segment(&self.json, "in-reencryption")?
             .ok_or_else(|| Error::invalid("no hotzone to recover: the state is clean"))?;
         let hot_offset = u64_str(hot_seg, "offset", "segments.hot.")?;
@@ -909,7 +915,7 @@ impl Luks2 {
     /// metadata whose old keyslots are wiped (which [`Luks2::reencrypt_finish_done`]
     /// still ends). Writing first leaves no such state; a crash before the wipes leaves
     /// the old keyslots' material in free space, wiped by nobody: the window is one sync.
-    fn rekey_finish(&mut self, at: Placement<'_>) -> Result<()> {
+    pub(super) fn rekey_finish(&mut self, at: Placement<'_>) -> Result<()> {
         let header = at.header();
         let p = plan(&self.json)?;
         let (prev_id, _) = super::flagged_segment(&self.json, "backup-previous")?
@@ -1003,8 +1009,19 @@ impl Luks2 {
     /// already gone (cryptsetup's end, interrupted between its writes): no key is needed,
     /// the data is not touched. `false` (nothing written) in any other state.
     pub fn reencrypt_finish_done(&mut self, at: Placement<'_>) -> Result<bool> {
-        if state(&self.json)? != State::Clean || self.rekey_plan().is_err() {
+        if state(&self.json)? != State::Clean {
             return Ok(false);
+        }
+        match self.rekey_plan() {
+            Err(_) => return Ok(false),
+            Ok(p) if shift::is_shift_encrypt(&p) => {
+                if !self.shift_done(at.data())? {
+                    return Ok(false);
+                }
+                self.shift_finish(at)?;
+                return Ok(true);
+            }
+            Ok(_) => {}
         }
         let all_new = layout(&self.json)?.iter().all(|s| s.key == KeyOf::New);
         let (prev_id, _) = super::flagged_segment(&self.json, "backup-previous")?
@@ -1178,6 +1195,43 @@ impl Side {
     }
 }
 
+/// Runs `f(chunk start, chunk buffer)` over the chunks of `[from, from + len)` on the
+/// threads, each thread with one buffer of its own (wiped when done: it holds
+/// plaintext for a moment); the first error wins.
+pub(super) fn in_chunks(
+    threads: usize,
+    from: u64,
+    len: u64,
+    f: impl Fn(u64, &mut [u8]) -> Result<()> + Sync,
+) -> Result<()> {
+    let n = len.div_ceil(CHUNK) as usize;
+    let next = AtomicUsize::new(0);
+    let failed = Mutex::new(None);
+    std::thread::scope(|s| {
+        for _ in 0..threads.max(1).min(n) {
+            s.spawn(|| {
+                let mut buf = Zeroizing::new(vec![0u8; CHUNK.min(len) as usize]);
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if i >= n || failed.lock().expect("no panic").is_some() {
+                        break;
+                    }
+                    let at = from + i as u64 * CHUNK;
+                    let l = CHUNK.min(from + len - at) as usize;
+                    if let Err(e) = f(at, &mut buf[..l]) {
+                        failed.lock().expect("no panic").get_or_insert(e);
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    match failed.into_inner().expect("no panic") {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
 /// The data passes over part of the data area: `[from, from + len)` in bytes of the data
 /// area, in chunks on several threads.
 struct Pass<'a> {
@@ -1189,41 +1243,13 @@ struct Pass<'a> {
 }
 
 impl Pass<'_> {
-    /// Runs `f(chunk start, chunk buffer)` over the chunks of `[from, from + len)` on the
-    /// threads, each thread with one buffer of its own (wiped when done: it holds
-    /// plaintext for a moment); the first error wins.
     fn chunks(
         &self,
         from: u64,
         len: u64,
         f: impl Fn(u64, &mut [u8]) -> Result<()> + Sync,
     ) -> Result<()> {
-        let n = len.div_ceil(CHUNK) as usize;
-        let next = AtomicUsize::new(0);
-        let failed = Mutex::new(None);
-        std::thread::scope(|s| {
-            for _ in 0..self.threads.min(n) {
-                s.spawn(|| {
-                    let mut buf = Zeroizing::new(vec![0u8; CHUNK.min(len) as usize]);
-                    loop {
-                        let i = next.fetch_add(1, Ordering::Relaxed);
-                        if i >= n || failed.lock().expect("no panic").is_some() {
-                            break;
-                        }
-                        let at = from + i as u64 * CHUNK;
-                        let l = CHUNK.min(from + len - at) as usize;
-                        if let Err(e) = f(at, &mut buf[..l]) {
-                            failed.lock().expect("no panic").get_or_insert(e);
-                            break;
-                        }
-                    }
-                });
-            }
-        });
-        match failed.into_inner().expect("no panic") {
-            Some(e) => Err(e),
-            None => Ok(()),
-        }
+        in_chunks(self.threads, from, len, f)
     }
 
     /// Reads, re-encrypts and writes `[from, from + len)`.
