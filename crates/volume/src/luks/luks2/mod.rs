@@ -645,12 +645,26 @@ impl Format for Luks2 {
                 Some(x) => format!("{x} [bytes]"),
                 None => "?".into(),
             };
-            vec![
+            let mut fields = vec![
                 Field::new("offset", format!("{} [bytes]", text(&seg["offset"]))),
                 Field::new("length", length),
-                Field::new("cipher", text(&seg["encryption"])),
-                Field::new("sector", format!("{} [bytes]", seg["sector_size"])),
-            ]
+            ];
+            // A linear segment (plaintext, during an encryption or after a decryption)
+            // has no cipher and no sector size; cryptsetup shows neither.
+            if seg["type"] != "linear" {
+                fields.push(Field::new("cipher", text(&seg["encryption"])));
+                fields.push(Field::new(
+                    "sector",
+                    format!("{} [bytes]", seg["sector_size"]),
+                ));
+            }
+            if let Some(flags) = seg["flags"].as_array().filter(|f| !f.is_empty()) {
+                fields.push(Field::new(
+                    "flags",
+                    id_list_text(&Value::Array(flags.clone())),
+                ));
+            }
+            fields
         });
         let tokens = self.section_items("tokens", |t| {
             vec![Field::new("Keyslots", id_list_text(&t["keyslots"]))]
