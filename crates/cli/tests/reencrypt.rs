@@ -1267,7 +1267,10 @@ fn encrypt_moving_the_data_both_ways() {
     // The dump shows the plaintext segments as cryptsetup's does: no cipher, no sector.
     let dump = String::from_utf8(ok_bytes(sc(&["dump", s(&mine.img)], b""))).unwrap();
     assert!(dump.contains("backup-moved-segment"), "{dump}");
-    assert!(!dump.contains("cipher: ?") && !dump.contains("null"), "{dump}");
+    assert!(
+        !dump.contains("cipher: ?") && !dump.contains("null"),
+        "{dump}"
+    );
     run(&mut mine.cs_resume());
     mine.verify("sectorcrypt's init, cryptsetup resumed");
     run(&mut theirs.sc_cmd(&[]));

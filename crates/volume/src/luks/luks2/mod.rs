@@ -368,6 +368,53 @@ impl Luks2 {
                 Some(2) => "high",
                 _ => "normal",
             };
+            let area = |fields: &mut Vec<Field>| {
+                fields.extend([
+                    Field::new(
+                        "Area offset",
+                        format!("{} [bytes]", text(&ks["area"]["offset"])),
+                    ),
+                    Field::new(
+                        "Area length",
+                        format!("{} [bytes]", text(&ks["area"]["size"])),
+                    ),
+                ])
+            };
+            if ks["type"].as_str() == Some("reencrypt") {
+                // No key, no KDF: what the re-encryption does and how it is protected
+                // (cryptsetup's luksDump shows the same).
+                let mut fields = vec![
+                    Field::new(
+                        "Key",
+                        format!("{} bits", ks["key_size"].as_u64().unwrap_or(0) * 8),
+                    ),
+                    Field::new("Priority", "ignored"),
+                    Field::new("Mode", text(&ks["mode"])),
+                    Field::new("Direction", text(&ks["direction"])),
+                    Field::new("Resilience", text(&ks["area"]["type"])),
+                ];
+                let a = &ks["area"];
+                if a.get("hash").is_some() {
+                    fields.push(Field::new("Hash", text(&a["hash"])));
+                    fields.push(Field::new(
+                        "Hash data",
+                        format!("{} [bytes]", a["sector_size"]),
+                    ));
+                }
+                if a.get("shift_size").is_some() {
+                    fields.push(Field::new(
+                        "Shift size",
+                        format!("{} [bytes]", text(&a["shift_size"])),
+                    ));
+                }
+                area(&mut fields);
+                items.push(Item {
+                    id: id.clone(),
+                    kind: "reencrypt (unbound)".into(),
+                    fields,
+                });
+                continue;
+            }
             let mut fields = vec![
                 Field::new(
                     "Key",
@@ -388,15 +435,8 @@ impl Luks2 {
             fields.extend([
                 Field::new("AF stripes", &ks["af"]["stripes"]),
                 Field::new("AF hash", text(&ks["af"]["hash"])),
-                Field::new(
-                    "Area offset",
-                    format!("{} [bytes]", text(&ks["area"]["offset"])),
-                ),
-                Field::new(
-                    "Area length",
-                    format!("{} [bytes]", text(&ks["area"]["size"])),
-                ),
             ]);
+            area(&mut fields);
             if ks["type"].as_str() == Some("luks2") {
                 if let Err(e) = json::keyslot(id, ks) {
                     fields.push(Field::new("Unusable", e));
