@@ -17,6 +17,7 @@ use sectorcrypt_volume::luks::luks2::reencrypt::{
 };
 use sectorcrypt_volume::luks::luks2::Luks2;
 use sectorcrypt_volume::Header;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -374,29 +375,7 @@ pub fn encrypt_init(
     // The header is made whole in a new file beside it, then linked to its name (which
     // fails if the name exists): a crash never leaves at `header` a header whose data
     // is still plain, which would read as garbage.
-    let exists = |e: std::io::Error| match e.kind() {
-        std::io::ErrorKind::AlreadyExists => Error::invalid(format!(
-            "{} exists: --encrypt creates the header file (give a new path)",
-            header.display()
-        )),
-        _ => Error::io(format!("creating the header file {}", header.display()), e),
-    };
-    if header.symlink_metadata().is_ok() {
-        return Err(exists(std::io::ErrorKind::AlreadyExists.into()));
-    }
-    let name = header
-        .file_name()
-        .ok_or_else(|| Error::invalid(format!("{}: not a file name", header.display())))?;
-    let mut tmp_name = std::ffi::OsString::from(".");
-    tmp_name.push(name);
-    tmp_name.push(".sectorcrypt-new");
-    let tmp = header.with_file_name(tmp_name);
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create_new(true)
-        .open(&tmp)
-        .map_err(exists)?;
+    let (tmp, file) = new_header_file(header)?;
     let hdr_store = sectorcrypt_volume::FileStore::new(file, header.display().to_string());
     let resilience = match &o.resilience {
         Some(name) => Resilience::parse(name, hash(o)?)?,
@@ -423,15 +402,7 @@ pub fn encrypt_init(
         h.encrypt_init(&hdr_store, unlocked.volume_key(), resilience)?;
         Ok(())
     })();
-    let linked = made.and_then(|_| {
-        std::fs::hard_link(&tmp, header).map_err(exists)?;
-        if let Some(dir) = header.parent().filter(|d| !d.as_os_str().is_empty()) {
-            if let Ok(d) = std::fs::File::open(dir) {
-                let _ = d.sync_all();
-            }
-        }
-        Ok(())
-    });
+    let linked = made.and_then(|_| link_header_file(&tmp, header));
     let _ = std::fs::remove_file(&tmp);
     linked
 }
@@ -519,5 +490,133 @@ pub fn encrypt_shift_init(
     h.encrypt_shift_build(unlocked.volume_key(), size, shift)?;
     drop(unlocked);
     h.encrypt_shift_place(&mem, &data)?;
+    Ok(())
+}
+
+/// A new file beside `header` (hidden, named after it) to make a header in; refuses a
+/// `header` that exists.
+fn new_header_file(header: &Path) -> Result<(std::path::PathBuf, std::fs::File)> {
+    if header.symlink_metadata().is_ok() {
+        return Err(header_exists(
+            header,
+            std::io::ErrorKind::AlreadyExists.into(),
+        ));
+    }
+    let name = header
+        .file_name()
+        .ok_or_else(|| Error::invalid(format!("{}: not a file name", header.display())))?;
+    let mut tmp_name = std::ffi::OsString::from(".");
+    tmp_name.push(name);
+    tmp_name.push(".sectorcrypt-new");
+    let tmp = header.with_file_name(tmp_name);
+    // Only its owner reads it, as cryptsetup's: the keyslots are in it.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&tmp)
+        .map_err(|e| header_exists(header, e))?;
+    Ok((tmp, file))
+}
+
+/// Gives the whole header made in `tmp` its name `header` (failing if that exists) and
+/// makes the name durable.
+fn link_header_file(tmp: &Path, header: &Path) -> Result<()> {
+    std::fs::hard_link(tmp, header).map_err(|e| header_exists(header, e))?;
+    if let Some(dir) = header.parent().filter(|d| !d.as_os_str().is_empty()) {
+        if let Ok(d) = std::fs::File::open(dir) {
+            let _ = d.sync_all();
+        }
+    }
+    Ok(())
+}
+
+fn header_exists(header: &Path, e: std::io::Error) -> Error {
+    match e.kind() {
+        std::io::ErrorKind::AlreadyExists => Error::invalid(format!(
+            "{} exists: the header file is created here (give a new path)",
+            header.display()
+        )),
+        _ => Error::io(format!("creating the header file {}", header.display()), e),
+    }
+}
+
+/// Starts the decryption in place of the LUKS2 volume at `path` whose header is inside
+/// the image (cryptsetup's `reencrypt --decrypt --header NEW`): the header goes to the
+/// new file `header` (whose data is `path`), the data's start is copied over the image's
+/// header, and the data moves back over it as it is decrypted, hotzone by hotzone
+/// (`online-reencrypt-v3`, resilience `datashift-checksum` or `datashift-journal`). At
+/// the end the image holds the plaintext from its first byte; resume with [`run`] on the
+/// image with the header.
+pub fn decrypt_shift_init(
+    path: &Path,
+    header: &Path,
+    cx: &Context,
+    passphrase: &[u8],
+    o: &ReencryptOptions,
+) -> Result<()> {
+    let data = crate::image::open_store(path, true, &cx.remote)?;
+    let _claim = crate::image::claim(
+        &data,
+        path,
+        sectorcrypt_volume::lock::Mode::Exclusive,
+        cx.on_wait,
+    )?;
+    let old = Header::read(&data)?;
+    let h = old.downcast_ref::<Luks2>().ok_or_else(|| {
+        Error::unsupported(format!(
+            "a decryption in place takes a LUKS2 volume; {} is {}",
+            crate::redacted(path),
+            old.name()
+        ))
+    })?;
+    let resilience = match &o.resilience {
+        Some(name) => Resilience::parse(name, hash(o)?)?,
+        None => Resilience::Checksum(hash(o)?),
+    };
+    // The passphrase first: nothing is written for a wrong one.
+    drop(old.unlock_slot(&data, passphrase, o.key_slot)?);
+    let size = h.metadata_size();
+    let (tmp, file) = new_header_file(header)?;
+    let hdr_store = sectorcrypt_volume::FileStore::new(file, header.display().to_string());
+    let image = sectorcrypt_volume::Store::size(&data)
+        .map_err(|e| Error::io(format!("the size of {}", crate::redacted(path)), e))?;
+    let made = (|| -> Result<()> {
+        copy_header(&data, &hdr_store, size, header)?;
+        sectorcrypt_volume::Store::sync(&hdr_store)
+            .map_err(|e| Error::io(format!("syncing {}", header.display()), e))?;
+        let mut copy = Header::read(&hdr_store)?;
+        let h = copy
+            .downcast_mut::<Luks2>()
+            .ok_or_else(|| Error::invalid("the header copy is not LUKS2"))?;
+        h.decrypt_shift_build(
+            &hdr_store, passphrase, o.key_slot, image, resilience, o.hotzone,
+        )?;
+        link_header_file(&tmp, header)?;
+        h.decrypt_shift_place(&hdr_store, &data)?;
+        Ok(())
+    })();
+    let _ = std::fs::remove_file(&tmp);
+    made
+}
+
+/// Copies the first `len` bytes of `from` (a header and its keyslots) to `to`.
+fn copy_header(
+    from: &dyn sectorcrypt_volume::Store,
+    to: &dyn sectorcrypt_volume::Store,
+    len: u64,
+    name: &Path,
+) -> Result<()> {
+    let mut buf = zeroize::Zeroizing::new(vec![0u8; 1 << 20]);
+    let mut at = 0;
+    while at < len {
+        let n = (len - at).min(buf.len() as u64) as usize;
+        from.read_at(&mut buf[..n], at)
+            .map_err(|e| Error::io("reading the volume's header", e))?;
+        to.write_at(&buf[..n], at)
+            .map_err(|e| Error::io(format!("writing {}", name.display()), e))?;
+        at += n as u64;
+    }
     Ok(())
 }

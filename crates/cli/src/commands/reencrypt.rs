@@ -32,6 +32,22 @@ pub fn reencrypt(a: ReencryptArgs) -> Result<(), Failure> {
             return Ok(());
         }
     }
+    let moving_decrypt = a
+        .header
+        .file
+        .as_deref()
+        .filter(|h| a.decrypt && !h.exists());
+    if let Some(h) = moving_decrypt {
+        decrypt_shift_init(&a, h)?;
+        if a.init_only {
+            println!(
+                "{name}: decryption initialised (the header is now {}); resume it with \
+                 `sectorcrypt reencrypt --header` (or cryptsetup reencrypt --resume-only)",
+                h.display()
+            );
+            return Ok(());
+        }
+    }
     let mut img = reencrypt::open(&a.image, a.header.file.as_deref(), &image::context())?;
     img.use_key_parts(&a.key)?;
     let kdf = super::volume::kdf_options(&a.pbkdf, img.header.name(), img.header.kdf_kinds())?;
@@ -169,5 +185,27 @@ fn encrypt_init(a: &ReencryptArgs) -> Result<(), Failure> {
         }
         (None, None) => unreachable!("refused above"),
     }
+    Ok(())
+}
+
+/// `--decrypt --header NEW` of a volume whose header is in the image: the header goes to
+/// NEW and the data will move back over the image's start.
+fn decrypt_shift_init(a: &ReencryptArgs, header: &std::path::Path) -> Result<(), Failure> {
+    let mut img = reencrypt::open(&a.image, None, &image::context())?;
+    img.use_key_parts(&a.key)?;
+    let pass = img.passphrase(&a.key)?;
+    drop(img);
+    let hotzone = match &a.hotzone_size {
+        Some(s) => Some(parse_size(s)?),
+        None => None,
+    };
+    let o = ReencryptOptions {
+        resilience: a.resilience.clone(),
+        resilience_hash: a.resilience_hash.clone(),
+        hotzone,
+        key_slot: a.key.key_slot,
+        ..ReencryptOptions::default()
+    };
+    reencrypt::decrypt_shift_init(&a.image, header, &image::context(), &pass, &o)?;
     Ok(())
 }

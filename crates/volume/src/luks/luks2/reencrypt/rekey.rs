@@ -58,7 +58,7 @@ const MAX_HOTZONE: u64 = 1 << 30;
 /// The unit of the parallel data passes.
 const CHUNK: u64 = 4 << 20;
 /// The block size of a file system or device: the least alignment of a hotzone.
-const BLOCK: u64 = 4096;
+pub(super) const BLOCK: u64 = 4096;
 
 /// How a hotzone is protected against a crash while it is rewritten.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -452,7 +452,7 @@ impl Luks2 {
         }
         self.only_known_requirements()?;
         let p = plan(&self.json)?;
-        if p.shift.is_some() && !shift::is_shift_encrypt(&p) {
+        if p.shift.is_some() && !shift::is_shift_encrypt(&p) && !shift::is_shift_decrypt(&p) {
             return Err(Error::unsupported(format!(
                 "a reencryption in mode {} that moves the data (resilience {}): \
                  sectorcrypt does not move data yet; finish it with `cryptsetup reencrypt \
@@ -655,6 +655,9 @@ impl Luks2 {
         if shift::is_shift_encrypt(&p) {
             return self.shift_run(at, keys, o);
         }
+        if shift::is_shift_decrypt(&p) {
+            return self.back_run(at, keys, o);
+        }
         let mut prog = self.rekey_state(data, keys)?;
         if let Some(r) = o.resilience {
             if r.name() != p.resilience
@@ -841,6 +844,9 @@ impl Luks2 {
         if shift::is_shift_encrypt(&p) {
             return self.shift_recover(at, keys);
         }
+        if shift::is_shift_decrypt(&p) {
+            return self.back_recover(at, keys);
+        }
         let (_, hot_seg) = super::flagged_segment(&self.json, "in-reencryption")?
             .ok_or_else(|| Error::invalid("no hotzone to recover: the state is clean"))?;
         let hot_offset = u64_str(hot_seg, "offset", "segments.hot.")?;
@@ -1019,6 +1025,13 @@ impl Luks2 {
                     return Ok(false);
                 }
                 self.shift_finish(at)?;
+                return Ok(true);
+            }
+            Ok(p) if shift::is_shift_decrypt(&p) => {
+                if !self.back_done(at.data())? {
+                    return Ok(false);
+                }
+                self.back_finish(at)?;
                 return Ok(true);
             }
             Ok(_) => {}
@@ -1234,12 +1247,12 @@ pub(super) fn in_chunks(
 
 /// The data passes over part of the data area: `[from, from + len)` in bytes of the data
 /// area, in chunks on several threads.
-struct Pass<'a> {
-    data: &'a dyn Store,
-    old: &'a Side,
-    new: &'a Side,
-    offset: u64,
-    threads: usize,
+pub(super) struct Pass<'a> {
+    pub(super) data: &'a dyn Store,
+    pub(super) old: &'a Side,
+    pub(super) new: &'a Side,
+    pub(super) offset: u64,
+    pub(super) threads: usize,
 }
 
 impl Pass<'_> {
@@ -1253,7 +1266,7 @@ impl Pass<'_> {
     }
 
     /// Reads, re-encrypts and writes `[from, from + len)`.
-    fn rewrite(&self, from: u64, len: u64) -> Result<()> {
+    pub(super) fn rewrite(&self, from: u64, len: u64) -> Result<()> {
         self.chunks(from, len, |at, buf| {
             store::read_exact(self.data, buf, self.offset + at, "data")?;
             self.rewrite_from(at, buf)
@@ -1261,7 +1274,7 @@ impl Pass<'_> {
     }
 
     /// Re-encrypts `buf`, the old ciphertext of the data at `from`, and writes it there.
-    fn rewrite_from(&self, from: u64, buf: &mut [u8]) -> Result<()> {
+    pub(super) fn rewrite_from(&self, from: u64, buf: &mut [u8]) -> Result<()> {
         let (os, ns) = (self.old.sector_size() as u64, self.new.sector_size() as u64);
         self.old.decrypt(from / os, buf)?;
         self.new.encrypt(from / ns, buf)?;
@@ -1270,7 +1283,7 @@ impl Pass<'_> {
 
     /// The hashes of the `block`-byte blocks of `[from, from + len)` as stored (the last
     /// may be shorter), in order.
-    fn hashes(&self, from: u64, len: u64, hash: HashAlg, block: u64) -> Result<Vec<u8>> {
+    pub(super) fn hashes(&self, from: u64, len: u64, hash: HashAlg, block: u64) -> Result<Vec<u8>> {
         let hl = hash.output_len();
         let n = len.div_ceil(block) as usize;
         let out = Mutex::new(vec![0u8; n * hl]);
@@ -1413,7 +1426,7 @@ impl Luks2 {
 
     /// Adds the `reencrypt` keyslot (its area: the largest free gap of the keyslots
     /// area) and returns its id.
-    fn add_reencrypt_keyslot(
+    pub(super) fn add_reencrypt_keyslot(
         &mut self,
         mode: &str,
         direction: &str,

@@ -161,6 +161,9 @@ pub(super) fn install(json: &mut Value, regular: Vec<(Value, Under)>) -> Result<
         match *flag {
             "backup-previous" => lists[0].1.push(id.clone()),
             "backup-final" => lists[1].1.push(id.clone()),
+            // A decryption's moved segment is still under the old key (an encryption's
+            // is plaintext: no digest).
+            _ if seg["type"] == "crypt" => lists[0].1.push(id.clone()),
             _ => {}
         }
         segments.insert(id, seg.clone());

@@ -27,7 +27,7 @@
 
 use super::super::json::{corrupt, obj, u64_str};
 use super::super::Luks2;
-use super::rekey::{in_chunks, Keys, Outcome, RunOptions, REQUIREMENT};
+use super::rekey::{in_chunks, Keys, Outcome, Pass, RunOptions, Side, BLOCK, REQUIREMENT};
 use super::segments::{self, Under};
 use super::{plan, Plan};
 use crate::error::{Error, Result};
@@ -492,5 +492,542 @@ mod tests {
         );
         assert_eq!(zone(s, s), (0, s));
         assert_eq!(zone(2 * s, s), (s, s));
+    }
+}
+
+/// Whether the plan is a decryption that moves the data over the header (cryptsetup's
+/// `reencrypt --decrypt --header NEW` of a volume whose header is in the image:
+/// `online-reencrypt-v3`).
+pub(super) fn is_shift_decrypt(p: &Plan) -> bool {
+    p.mode == "decrypt"
+        && p.direction == "forward"
+        && matches!(
+            p.resilience.as_str(),
+            "datashift-checksum" | "datashift-journal"
+        )
+}
+
+/// What a data-moving decryption moves where, from its metadata: the ciphertext of
+/// `[0, moved)` was copied to the image's start at the init and is decrypted there last;
+/// the rest is decrypted from `shift + x` to `x`, `shift` bytes at a time.
+#[derive(Debug, Clone, Copy)]
+struct Back {
+    /// The old data offset, and how far every byte moves back.
+    shift: u64,
+    /// Bytes of data.
+    total: u64,
+    /// Bytes of the data's start, copied to the image's start.
+    moved: u64,
+}
+
+/// The requirement of a data-moving decryption.
+const REQUIREMENT_V3: &str = "online-reencrypt-v3";
+
+impl Luks2 {
+    /// Turns the header of a volume whose data starts at `shift` (read from the new
+    /// header file, a copy of the image's) into the start of a data-moving decryption
+    /// (see [`is_shift_decrypt`]), as cryptsetup's init leaves it: segments `0` the copy of
+    /// the data's first `moved` bytes at 0, `1` the rest where it is; backups
+    /// `backup-moved-segment`, `backup-previous` (the volume's segment), `backup-final`
+    /// (linear at 0); the reencrypt keyslot in mode `decrypt`, direction `forward`, the
+    /// area `datashift-checksum` or `datashift-journal` with `shift_size` `shift`; the
+    /// requirement `online-reencrypt-v3`. Nothing is written. `moved` is at most `shift`
+    /// and what the area protects.
+    /// `header` holds the keyslots `passphrase` opens (`key_slot`, or any).
+    #[allow(clippy::too_many_arguments)]
+    pub fn decrypt_shift_build(
+        &mut self,
+        header: &dyn Store,
+        passphrase: &[u8],
+        key_slot: Option<usize>,
+        image: u64,
+        resilience: super::Resilience,
+        moved: Option<u64>,
+    ) -> Result<Keys> {
+        if super::state(&self.json)? != super::State::None {
+            return Err(Error::invalid(
+                "a reencryption is already in progress: resume it instead of starting a \
+                 decryption",
+            ));
+        }
+        self.check_supported()?;
+        let seg = self.segment()?;
+        let found = self.segment_digest(&seg)?;
+        let (key, _) = self.unlock_digest(header, passphrase, &found, key_slot)?;
+        let key = &key[..];
+        let digest = found.id;
+        let shift = seg.offset;
+        let sector = seg.sector_size as u64;
+        let total = match seg.size {
+            Some(n) => n,
+            None => image.checked_sub(shift).unwrap_or(0),
+        };
+        if shift == 0 || total == 0 || seg.size.is_some() {
+            return Err(Error::unsupported(
+                "a decryption that moves the data takes a volume whose data starts past its \
+                 header and runs to the image's end",
+            ));
+        }
+        let align = BLOCK.max(sector);
+        let (kind, r) = match resilience {
+            super::Resilience::Checksum(h) => {
+                ("datashift-checksum", super::Resilience::Checksum(h))
+            }
+            super::Resilience::Journal => ("datashift-journal", super::Resilience::Journal),
+            super::Resilience::None => {
+                return Err(Error::invalid(
+                    "a decryption that moves the data protects the data's start with \
+                     checksum (the default) or journal resilience, not none",
+                ))
+            }
+        };
+        let id = self.add_reencrypt_keyslot("decrypt", "forward", r, align)?;
+        let area = self.json["keyslots"][id.to_string()]["area"].clone();
+        let area_size = u64_str(&area, "size", "area.")?;
+        let protects = match r {
+            super::Resilience::Checksum(h) => area_size / h.output_len() as u64 * align,
+            _ => area_size,
+        };
+        let mut m = moved.unwrap_or(NONE_MOVED).min(shift).min(total);
+        if moved.is_none() {
+            m = m.min(protects);
+        }
+        m -= m % align;
+        if m == 0 || m > protects || moved.is_some_and(|a| a % align != 0) {
+            return Err(Error::invalid(format!(
+                "the data's start that moves over the header ({m} bytes) must be a whole \
+                 number of {align}-byte blocks, at most the data offset ({shift}) and what \
+                 the resilience area protects ({protects})"
+            )));
+        }
+        let mut a = area;
+        a["type"] = kind.into();
+        a["shift_size"] = shift.to_string().into();
+        self.json["keyslots"][id.to_string()]["area"] = a;
+        let crypt = self.json["segments"][&seg.id].clone();
+        let moved_seg = segments::cut(&crypt, 0, Some(m))?;
+        let moved_seg = {
+            let mut s = moved_seg;
+            s["offset"] = "0".into();
+            s
+        };
+        let rest = segments::cut(&crypt, m, None)?;
+        let mut backup_moved = moved_seg.clone();
+        backup_moved["flags"] = json!(["backup-moved-segment"]);
+        let mut previous = crypt;
+        previous["flags"] = json!(["backup-previous"]);
+        let last = json!({"type": "linear", "offset": "0", "size": "dynamic",
+            "flags": ["backup-final"]});
+        self.json["segments"] =
+            json!({"0": moved_seg, "1": rest, "2": backup_moved, "3": previous, "4": last});
+        self.json["digests"][&digest]["segments"] = json!(["0", "1", "2", "3"]);
+        self.json["config"]["requirements"] = json!({"mandatory": [REQUIREMENT_V3]});
+        let (hash, iterations) = self.digest_cost(&digest)?;
+        self.seal_reencryption(id, hash, iterations, Some(key), None)?;
+        self.check_fits(&self.json)?;
+        Ok(Keys::from_parts(Some(key), None))
+    }
+
+    /// Places the decryption [`Luks2::decrypt_shift_build`] made: the ciphertext of the
+    /// data's start is copied over the image's header and synced, then the header is
+    /// written (to its own file). A crash before the header write leaves the volume
+    /// as it was under that header (its data in place), the image's own header gone.
+    pub fn decrypt_shift_place(&mut self, header: &dyn Store, data: &dyn Store) -> Result<()> {
+        let b = self.back(data)?;
+        store::copy(data, b.shift, data, 0, b.moved, "start of the data")?;
+        store::sync(data)?;
+        self.write(header)
+    }
+
+    /// The moves of the data-moving decryption in progress.
+    fn back(&self, data: &dyn Store) -> Result<Back> {
+        let p = plan(&self.json)?;
+        let shift = p.shift.filter(|&s| s > 0).ok_or_else(|| {
+            corrupt("json: the datashift area has no shift (shift_size 0 or missing)")
+        })?;
+        let flagged = |flag: &str| -> Result<Value> {
+            super::flagged_segment(&self.json, flag)?
+                .map(|(_, s)| s.clone())
+                .ok_or_else(|| corrupt(format!("json: no segment is flagged {flag}")))
+        };
+        let (prev, moved, last) = (
+            flagged("backup-previous")?,
+            flagged("backup-moved-segment")?,
+            flagged("backup-final")?,
+        );
+        let image = store::size(data)?;
+        let m = u64_str(&moved, "size", "segments.backup-moved-segment.").unwrap_or(0);
+        let sector = prev["sector_size"].as_u64().unwrap_or(512);
+        let total = image.saturating_sub(shift);
+        let sound = prev["type"] == "crypt"
+            && moved["type"] == "crypt"
+            && last["type"] == "linear"
+            && prev["size"] == "dynamic"
+            && last["offset"] == "0"
+            && moved["offset"] == "0"
+            && u64_str(&prev, "offset", "segments.").ok() == Some(shift)
+            && moved["encryption"] == prev["encryption"]
+            && moved["sector_size"] == prev["sector_size"]
+            && moved["iv_tweak"] == prev["iv_tweak"]
+            && m > 0
+            && m <= shift
+            && m <= total
+            && m.is_multiple_of(sector)
+            && total.is_multiple_of(sector);
+        if !sound {
+            return Err(corrupt(
+                "json: the segments are not those of a decryption that moves the data \
+                 (cryptsetup's --decrypt --header of a volume with its header inside)",
+            ));
+        }
+        Ok(Back {
+            shift,
+            total,
+            moved: m,
+        })
+    }
+
+    /// The regular segments when `done` bytes after the moved start are plaintext and
+    /// `hot` bytes after them are in flight (the moved start itself when `done` is all
+    /// the rest and `hot` is the moved length; `done` past the rest: all plaintext).
+    fn back_segments(&self, b: &Back, done: u64, hot: u64) -> Result<Vec<(Value, Under)>> {
+        let prev = super::flagged_segment(&self.json, "backup-previous")?
+            .map(|(_, s)| s.clone())
+            .ok_or_else(|| corrupt("json: no segment is flagged backup-previous"))?;
+        let linear = |offset: u64, size: Option<u64>| {
+            json!({"type": "linear", "offset": offset.to_string(),
+                "size": size.map_or("dynamic".to_string(), |n| n.to_string())})
+        };
+        let rest = b.total - b.moved;
+        if done > rest {
+            return Ok(vec![(linear(0, None), Under::New)]);
+        }
+        if done == rest && hot == b.moved {
+            let mut h = linear(0, Some(b.moved));
+            h["flags"] = json!(["in-reencryption"]);
+            return Ok(vec![(h, Under::Hot), (linear(b.moved, None), Under::New)]);
+        }
+        let mut moved = segments::cut(&prev, 0, Some(b.moved))?;
+        moved["offset"] = "0".into();
+        let mut out = vec![(moved, Under::Old)];
+        let end = b.moved + done + hot;
+        if done > 0 {
+            let size = (hot > 0 || end < b.total).then_some(done);
+            out.push((linear(b.moved, size), Under::New));
+        }
+        if hot > 0 {
+            let mut h = linear(b.moved + done, Some(hot));
+            h["flags"] = json!(["in-reencryption"]);
+            out.push((h, Under::Hot));
+        }
+        if end < b.total {
+            out.push((segments::cut(&prev, end, None)?, Under::Old));
+        }
+        Ok(out)
+    }
+
+    /// Where the decryption stands: bytes after the moved start that are plaintext (past
+    /// the rest: all of it, the moved start too), and the hotzone of a crash (0: none).
+    fn back_progress(&self, b: &Back) -> Result<(u64, u64)> {
+        let regular = regular_segments(&self.json)?;
+        let rest = b.total - b.moved;
+        let flagged = |s: &Value| {
+            s["flags"]
+                .as_array()
+                .is_some_and(|f| f.iter().any(|f| f == "in-reencryption"))
+        };
+        let size = |s: &Value| u64_str(s, "size", "segments.").ok();
+        let (done, hot) = match regular.as_slice() {
+            [one] if one["type"] == "linear" && !flagged(one) => (rest + 1, 0),
+            [h, _] if flagged(h) => (rest, b.moved),
+            segs => {
+                let mut done = 0;
+                let mut hot = 0;
+                for s in segs.iter().skip(1) {
+                    match (s["type"].as_str(), flagged(s)) {
+                        (Some("linear"), false) => {
+                            done = size(s).unwrap_or(rest);
+                        }
+                        (Some("linear"), true) => hot = size(s).unwrap_or(0),
+                        _ => {}
+                    }
+                }
+                (done, hot)
+            }
+        };
+        let zone_ok = hot == 0
+            || (done == rest && hot == b.moved)
+            || (done < rest && hot == b.shift.min(rest - done));
+        let want = (done <= rest + 1 && zone_ok)
+            .then(|| self.back_segments(b, done, hot))
+            .transpose()?;
+        match want {
+            Some(w)
+                if w.len() == regular.len()
+                    && w.iter().zip(&regular).all(|((w, _), r)| same_segment(w, r)) =>
+            {
+                Ok((done, hot))
+            }
+            _ => Err(corrupt(
+                "json: the regular segments are not those of a decryption that moves the \
+                 data at any point of its progress",
+            )),
+        }
+    }
+}
+
+/// The first moved length cryptsetup takes without `--hotzone-size`
+/// (`LUKS2_DEFAULT_NONE_REENCRYPTION_LENGTH`).
+const NONE_MOVED: u64 = 20 << 20;
+
+/// The regular (not backup) segments in the order of their ids.
+fn regular_segments(json: &Value) -> Result<Vec<&Value>> {
+    let mut v: Vec<(u64, &Value)> = obj(json, "segments", "")?
+        .iter()
+        .filter(|(_, s)| {
+            !s["flags"].as_array().is_some_and(|f| {
+                f.iter()
+                    .any(|f| f.as_str().is_some_and(|f| f.starts_with("backup-")))
+            })
+        })
+        .map(|(id, s)| (id.parse().unwrap_or(u64::MAX), s))
+        .collect();
+    v.sort_by_key(|(id, _)| *id);
+    Ok(v.into_iter().map(|(_, s)| s).collect())
+}
+
+/// Whether two segments are the same for a run: type, place, IV, cipher, sector size,
+/// and whether flagged.
+fn same_segment(a: &Value, b: &Value) -> bool {
+    [
+        "type",
+        "offset",
+        "size",
+        "iv_tweak",
+        "encryption",
+        "sector_size",
+    ]
+    .iter()
+    .all(|k| a.get(k) == b.get(k))
+        && a["flags"].as_array().is_some_and(|f| !f.is_empty())
+            == b["flags"].as_array().is_some_and(|f| !f.is_empty())
+}
+
+impl Luks2 {
+    /// The old layout of a data-moving decryption (`backup-previous`), which the moved
+    /// start shares (only its place differs).
+    fn back_layout(&self, b: &Back, keys: &Keys) -> Result<Layout> {
+        let (id, seg) = super::flagged_segment(&self.json, "backup-previous")?
+            .ok_or_else(|| corrupt("json: no segment is flagged backup-previous"))?;
+        let seg = super::super::json::segment_of(id, seg)?;
+        let key = keys
+            .old()
+            .ok_or_else(|| Error::invalid("the old volume key is missing"))?;
+        let geometry = Geometry {
+            sector_size: seg.sector_size,
+            data_offset: seg.offset,
+            size: b.total,
+            iv: IvRule::Units512 {
+                first: seg.iv_tweak,
+            },
+            metadata: None,
+        };
+        Layout::single(geometry, cipher_spec(&seg.encryption, key.len())?, key)
+    }
+
+    /// Records `done` bytes after the moved start decrypted and `hot` in flight.
+    fn back_record(&mut self, header: &dyn Store, b: &Back, done: u64, hot: u64) -> Result<()> {
+        let regular = self.back_segments(b, done, hot)?;
+        segments::install(&mut self.json, regular)?;
+        self.write(header)
+    }
+
+    /// Decrypts `[at, at + len)` of the data after the moved start: read at `shift + at`,
+    /// written at `at`.
+    fn back_zone(
+        &self,
+        data: &dyn Store,
+        b: &Back,
+        old: &Layout,
+        at: u64,
+        len: u64,
+        threads: usize,
+    ) -> Result<()> {
+        let sector = old.sector_size() as u64;
+        in_chunks(threads, at, len, |from, buf| {
+            store::read_exact(data, buf, b.shift + from, "ciphertext")?;
+            old.decrypt(from / sector, buf)?;
+            store::write_all(data, buf, from, "plaintext")
+        })
+    }
+
+    /// Runs the data-moving decryption in progress (state clean) to its end, or until
+    /// `o.progress` says stop.
+    pub(super) fn back_run(
+        &mut self,
+        at: Placement<'_>,
+        keys: &Keys,
+        o: &mut RunOptions<'_>,
+    ) -> Result<Outcome> {
+        if o.line.is_some() {
+            return Err(Error::unsupported(
+                "serving a volume while its data is moved: run the decryption offline",
+            ));
+        }
+        if o.resilience.is_some() {
+            return Err(Error::invalid(
+                "a decryption that moves the data keeps the resilience it started with: give \
+                 no --resilience",
+            ));
+        }
+        let (header, data) = (at.header(), at.data());
+        let b = self.back(data)?;
+        let rest = b.total - b.moved;
+        let old = self.back_layout(&b, keys)?;
+        loop {
+            let (done, hot) = self.back_progress(&b)?;
+            if hot > 0 {
+                return Err(Error::invalid(
+                    "the decryption was interrupted inside a hotzone: recover it first \
+                     (sectorcrypt repair IMAGE, or cryptsetup repair)",
+                ));
+            }
+            if done > rest {
+                break;
+            }
+            if !(o.progress)(done, b.total) {
+                return Ok(Outcome::Stopped {
+                    done,
+                    total: b.total,
+                });
+            }
+            if done == rest {
+                self.back_moved_step(header, data, &b, keys)?;
+                break;
+            }
+            let len = b.shift.min(rest - done);
+            self.back_record(header, &b, done, len)?;
+            self.back_zone(data, &b, &old, b.moved + done, len, o.threads.max(1))?;
+            store::sync(data)?;
+            self.back_record(header, &b, done + len, 0)?;
+        }
+        (o.progress)(b.total, b.total);
+        self.back_finish(at)?;
+        Ok(Outcome::Finished)
+    }
+
+    /// The last hotzone: the moved start decrypted in place, protected by the area as a
+    /// `checksum` or `journal` hotzone.
+    fn back_moved_step(
+        &mut self,
+        header: &dyn Store,
+        data: &dyn Store,
+        b: &Back,
+        keys: &Keys,
+    ) -> Result<()> {
+        let p = plan(&self.json)?;
+        let old = self.back_layout(b, keys)?;
+        let new_side = Side::Plain(old.sector_size());
+        let old_side = Side::Crypt(Box::new(old));
+        let pass = Pass {
+            data,
+            old: &old_side,
+            new: &new_side,
+            offset: 0,
+            threads: 1,
+        };
+        let rest = b.total - b.moved;
+        match p.checksum.as_ref() {
+            Some((hash, block)) => {
+                let hash = crate::hash::HashAlg::parse(hash)?;
+                let sums = pass.hashes(0, b.moved, hash, *block as u64)?;
+                store::write_all(header, &sums, p.area.0, "reencryption checksums")?;
+                store::sync(header)?;
+                self.back_record(header, b, rest, b.moved)?;
+                pass.rewrite(0, b.moved)?;
+            }
+            None => {
+                let mut buf = zeroize::Zeroizing::new(vec![0u8; b.moved as usize]);
+                store::read_exact(data, &mut buf, 0, "hotzone")?;
+                store::write_all(header, &buf, p.area.0, "reencryption journal")?;
+                store::sync(header)?;
+                self.back_record(header, b, rest, b.moved)?;
+                pass.rewrite_from(0, &mut buf)?;
+            }
+        }
+        store::sync(data)?;
+        self.back_record(header, b, rest + 1, 0)
+    }
+
+    /// Recovers a crash inside a hotzone of a data-moving decryption: a hotzone after the
+    /// moved start is decrypted again from its source; the moved start from the area (as a
+    /// `checksum` or `journal` hotzone). Ends the run when it was the last.
+    pub(super) fn back_recover(&mut self, at: Placement<'_>, keys: &Keys) -> Result<()> {
+        let (header, data) = (at.header(), at.data());
+        let b = self.back(data)?;
+        let (done, hot) = self.back_progress(&b)?;
+        if hot == 0 {
+            return Err(Error::invalid("no hotzone to recover: the state is clean"));
+        }
+        let old = self.back_layout(&b, keys)?;
+        let rest = b.total - b.moved;
+        if done < rest {
+            self.back_zone(data, &b, &old, b.moved + done, hot, 1)?;
+            store::sync(data)?;
+            return self.back_record(header, &b, done + hot, 0);
+        }
+        let p = plan(&self.json)?;
+        let new_side = Side::Plain(old.sector_size());
+        let old_side = Side::Crypt(Box::new(old));
+        let pass = Pass {
+            data,
+            old: &old_side,
+            new: &new_side,
+            offset: 0,
+            threads: 1,
+        };
+        match p.checksum.as_ref() {
+            Some((hash, block)) => {
+                let hash = crate::hash::HashAlg::parse(hash)?;
+                let block = *block as u64;
+                let n = b.moved.div_ceil(block);
+                let mut sums = vec![0u8; n as usize * hash.output_len()];
+                store::read_exact(header, &mut sums, p.area.0, "reencryption checksums")?;
+                let mut buf = zeroize::Zeroizing::new(vec![0u8; block as usize]);
+                for (i, want) in sums.chunks(hash.output_len()).enumerate() {
+                    let from = i as u64 * block;
+                    let len = block.min(b.moved - from) as usize;
+                    store::read_exact(data, &mut buf[..len], from, "hotzone")?;
+                    if hash.digest(&[&buf[..len]]) == want {
+                        pass.rewrite_from(from, &mut buf[..len])?;
+                    }
+                }
+            }
+            None => {
+                let mut buf = zeroize::Zeroizing::new(vec![0u8; b.moved as usize]);
+                store::read_exact(header, &mut buf, p.area.0, "reencryption journal")?;
+                pass.rewrite_from(0, &mut buf)?;
+            }
+        }
+        store::sync(data)?;
+        self.back_record(header, &b, rest + 1, 0)?;
+        self.back_finish(at)
+    }
+
+    /// Ends a data-moving decryption once everything is plaintext: the image's last
+    /// `shift` bytes (old ciphertext nothing reads any more) are wiped with random data,
+    /// then the metadata of the run goes, as cryptsetup's end.
+    pub(super) fn back_finish(&mut self, at: Placement<'_>) -> Result<()> {
+        let image = store::size(at.data())?;
+        let b = self.back(at.data())?;
+        store::wipe(at.data(), image - b.shift, b.shift, true)?;
+        store::sync(at.data())?;
+        self.rekey_finish(at)
+    }
+
+    /// Whether the data-moving decryption in progress has decrypted everything.
+    pub(super) fn back_done(&self, data: &dyn Store) -> Result<bool> {
+        let b = self.back(data)?;
+        Ok(self.back_progress(&b)?.0 > b.total - b.moved)
     }
 }
