@@ -1302,7 +1302,7 @@ fn encrypt_moving_the_data_killed_anywhere_is_recovered_by_both_tools() {
     require!("cryptsetup", "strace");
     // sectorcrypt killed at every sync of the init and the run: recovered by sectorcrypt,
     // and on a copy by cryptsetup.
-    let (mut kills, mut cs_stuck) = (0, 0);
+    let (mut kills, mut cs_stuck, mut in_copy) = (0, 0, 0);
     for n in 1.. {
         let p = Shifted::new();
         let out = under_strace("fdatasync", "SIGKILL", n, &p.sc_cmd(&Shifted::init_args()))
@@ -1317,6 +1317,25 @@ fn encrypt_moving_the_data_killed_anywhere_is_recovered_by_both_tools() {
         if stored[..DATA] == *p.plain() {
             // Killed before the header went over the data's start: the image is as it
             // was (its free end may hold a copy of the start).
+            continue;
+        }
+        if Command::new("cryptsetup")
+            .args(["isLuks"])
+            .arg(&p.img)
+            .status()
+            .unwrap()
+            .code()
+            != Some(0)
+        {
+            // Killed while the keyslots went over the data's start, before a header copy
+            // was whole: the start is in its copy at the end alone, the rest in place
+            // (what the docs tell to copy back).
+            assert!(
+                stored[SHIFTED - SHIFT..] == p.before[..SHIFT]
+                    && stored[SHIFT..DATA] == p.before[SHIFT..DATA],
+                "{what}: neither a header nor the data's start"
+            );
+            in_copy += 1;
             continue;
         }
         let q = p.copy();
@@ -1370,7 +1389,8 @@ fn encrypt_moving_the_data_killed_anywhere_is_recovered_by_both_tools() {
     eprintln!(
         "encrypt --reduce-device-size: {kills} kills of sectorcrypt recovered by both tools \
          ({cs_stuck} after its last hotzone ended by sectorcrypt: cryptsetup cannot), \
-         {theirs} of cryptsetup recovered by sectorcrypt"
+         {in_copy} with the data's start in its copy alone, {theirs} of cryptsetup \
+         recovered by sectorcrypt"
     );
 }
 
@@ -1512,4 +1532,298 @@ fn encrypt_moving_the_data_with_hostile_segments_is_refused() {
             );
         }
     }
+}
+
+/// A volume whose header is in the image, to decrypt in place moving the data over the
+/// header (`--decrypt --header NEW`), [`DATA`] bytes of data holding a pattern. Made by
+/// cryptsetup: 32 KiB of header copies, a 1 MiB keyslots area, the data at
+/// [`BACK_SHIFT`] (moved back in six hotzones); by sectorcrypt: its default 16 MiB
+/// header (the data moves in one piece).
+struct Back {
+    dir: tempfile::TempDir,
+    img: PathBuf,
+    hdr: PathBuf,
+    key: PathBuf,
+    plain: Vec<u8>,
+}
+
+const BACK_SHIFT: usize = 2 << 20;
+
+impl Back {
+    fn new(by_cryptsetup: bool) -> Back {
+        let dir = tempfile::tempdir().unwrap();
+        let img = dir.path().join("v.img");
+        let key = key_file(dir.path(), "pass", "correct horse");
+        if by_cryptsetup {
+            std::fs::File::create(&img)
+                .unwrap()
+                .set_len((BACK_SHIFT + DATA) as u64)
+                .unwrap();
+            let mut args = vec!["luksFormat", "--type", "luks2", "--luks2-metadata-size"];
+            args.extend_from_slice(&["16k", "--luks2-keyslots-size", "1m", "--offset", "4096"]);
+            args.extend_from_slice(&FAST);
+            run(cryptsetup(&key).args(args).arg(&img));
+        } else {
+            // sectorcrypt's default header: 16 MiB, more than the data (which then moves
+            // over the header in one piece).
+            let mut args = vec!["format", s(&img), "--size", "28M", "--key-file", s(&key)];
+            args.push("-q");
+            args.extend_from_slice(&FAST);
+            ok(sc(&args, b""));
+        }
+        let plain = pattern(DATA, 0xbac);
+        write_volume(dir.path(), &img, &key, &plain);
+        Back {
+            hdr: dir.path().join("new.hdr"),
+            dir,
+            img,
+            key,
+            plain,
+        }
+    }
+
+    fn sc_cmd(&self, extra: &[&str]) -> Command {
+        let mut cmd = Command::new(bin());
+        cmd.args(["reencrypt", s(&self.img), "--header", s(&self.hdr)])
+            .args(["--key-file", s(&self.key)])
+            .args(FAST)
+            .args(extra);
+        cmd
+    }
+
+    fn cs(&self, args: &[&str]) -> Command {
+        let mut c = cryptsetup(&self.key);
+        c.args(args).args(["--header", s(&self.hdr)]).arg(&self.img);
+        c
+    }
+
+    fn cs_init(&self, extra: &[&str]) -> Command {
+        let mut args = vec![
+            "reencrypt",
+            "--decrypt",
+            "--force-offline-reencrypt",
+            "--init-only",
+        ];
+        args.extend_from_slice(extra);
+        self.cs(&args)
+    }
+
+    fn cs_resume(&self) -> Command {
+        self.cs(&["reencrypt", "--resume-only", "--force-offline-reencrypt"])
+    }
+
+    fn copy(&self) -> Back {
+        let dir = tempfile::tempdir().unwrap();
+        let (img, hdr) = (dir.path().join("v.img"), dir.path().join("new.hdr"));
+        std::fs::copy(&self.img, &img).unwrap();
+        if self.hdr.exists() {
+            std::fs::copy(&self.hdr, &hdr).unwrap();
+        }
+        Back {
+            key: key_file(dir.path(), "pass", "correct horse"),
+            plain: self.plain.clone(),
+            dir,
+            img,
+            hdr,
+        }
+    }
+
+    fn requirements_left(&self) -> bool {
+        metadata(&self.hdr)["config"].get("requirements").is_some()
+    }
+
+    /// The image starts with the plaintext, and the header is a finished decryption's (no keyslot, no digest, one
+    /// linear segment), as cryptsetup leaves it.
+    fn verify(&self, what: &str) {
+        let stored = std::fs::read(&self.img).unwrap();
+        assert!(
+            stored[..DATA] == self.plain[..],
+            "{what}: the image does not start with the plaintext"
+        );
+        let json = metadata(&self.hdr);
+        assert!(
+            json["config"].get("requirements").is_none(),
+            "{what}: {json}"
+        );
+        assert_eq!(json["keyslots"], serde_json::json!({}), "{what}");
+        assert_eq!(json["digests"], serde_json::json!({}), "{what}");
+        assert_eq!(
+            json["segments"],
+            serde_json::json!({"0": {"type": "linear", "offset": "0", "size": "dynamic"}}),
+            "{what}"
+        );
+    }
+}
+
+#[test]
+fn decrypt_moving_the_data_both_ways() {
+    require!("cryptsetup");
+    for by_cryptsetup in [false, true] {
+        // sectorcrypt alone, with each resilience (a journal holds the moved start only
+        // when the data is shorter than the keyslots area: sectorcrypt's volume here).
+        let journal: &[&[&str]] = if by_cryptsetup {
+            &[&[]]
+        } else {
+            &[&[], &["--resilience", "journal"]]
+        };
+        for &resilience in journal {
+            let p = Back::new(by_cryptsetup);
+            let mut args = vec!["--decrypt"];
+            args.extend_from_slice(resilience);
+            let out = run(&mut p.sc_cmd(&args));
+            assert!(String::from_utf8_lossy(&out.stdout).contains("decrypted"));
+            p.verify(&format!("sectorcrypt --decrypt {resilience:?}"));
+        }
+        // Both inits write the same metadata and data; each tool resumes the other's.
+        let (mine, theirs) = (Back::new(by_cryptsetup), Back::new(by_cryptsetup));
+        std::fs::copy(&mine.img, &theirs.img).unwrap();
+        run(&mut mine.sc_cmd(&["--decrypt", "--init-only"]));
+        run(&mut theirs.cs_init(&[]));
+        let (a, b) = (metadata(&mine.hdr), metadata(&theirs.hdr));
+        assert_eq!(a["segments"], b["segments"]);
+        assert_eq!(a["keyslots"]["1"], b["keyslots"]["1"]);
+        assert_eq!(a["config"], b["config"]);
+        assert!(std::fs::read(&mine.img).unwrap() == std::fs::read(&theirs.img).unwrap());
+        run(&mut mine.cs_resume());
+        mine.verify("sectorcrypt's init, cryptsetup resumed");
+        run(&mut theirs.sc_cmd(&[]));
+        theirs.verify("cryptsetup's init, sectorcrypt resumed");
+    }
+    // Refusals that change nothing: a header file that exists, a wrong passphrase, no
+    // resilience for the moved start, a moved start larger than the data offset.
+    let p = Back::new(false);
+    let before = std::fs::read(&p.img).unwrap();
+    std::fs::write(&p.hdr, b"x").unwrap();
+    let out = p.sc_cmd(&["--decrypt"]).output().unwrap();
+    assert_ne!(code(&out), 0, "{out:?}");
+    std::fs::remove_file(&p.hdr).unwrap();
+    let wrong = key_file(p.dir.path(), "wrong", "not it");
+    let mut args = vec!["reencrypt", "--decrypt", s(&p.img), "--header", s(&p.hdr)];
+    args.extend_from_slice(&["--key-file", s(&wrong)]);
+    let out = sc(&args, b"");
+    assert_eq!(code(&out), 3, "{out:?}");
+    let small = Back::new(true);
+    let before_small = std::fs::read(&small.img).unwrap();
+    let out = small
+        .sc_cmd(&["--decrypt", "--resilience", "journal"])
+        .output()
+        .unwrap();
+    refused(&out, "use checksum");
+    assert!(!small.hdr.exists() && std::fs::read(&small.img).unwrap() == before_small);
+    for (args, says) in [
+        (&["--decrypt", "--resilience", "none"][..], "not none"),
+        (
+            &["--decrypt", "--hotzone-size", "4M"][..],
+            "give no --hotzone-size",
+        ),
+    ] {
+        let out = p.sc_cmd(args).output().unwrap();
+        refused(&out, says);
+    }
+    assert!(!p.hdr.exists());
+    assert!(std::fs::read(&p.img).unwrap() == before);
+}
+
+#[test]
+fn decrypt_moving_the_data_killed_anywhere_is_recovered_by_both_tools() {
+    require!("cryptsetup", "strace");
+    let mut kills = 0;
+    for resilience in ["checksum", "journal"] {
+        for n in 1..200 {
+            assert!(
+                n < 199,
+                "{resilience}: sectorcrypt never finished under strace"
+            );
+            // The journal only where it holds the moved start (see above).
+            let p = Back::new(resilience == "checksum");
+            let cmd = p.sc_cmd(&["--decrypt", "--resilience", resilience]);
+            let out = under_strace("fdatasync", "SIGKILL", n, &cmd)
+                .output()
+                .unwrap();
+            if out.status.success() {
+                assert!(n > 6, "only {} syncs", n - 1);
+                break;
+            }
+            let what = format!("{resilience}: sectorcrypt killed at fdatasync {n}");
+            let finished = p.hdr.exists() && metadata(&p.hdr)["segments"]["0"]["type"] == "linear";
+            if finished && !p.requirements_left() {
+                // Killed after the end's header write (before the tail's wipe).
+                p.verify(&what);
+                continue;
+            }
+            if !p.hdr.exists() || !p.requirements_left() {
+                // Before the new header was written: the volume is whole under the header
+                // file (or the image's own, untouched).
+                let header = if p.hdr.exists() { &p.hdr } else { &p.img };
+                let mut args = vec!["read", s(&p.img), "--key-file", s(&p.key)];
+                args.extend_from_slice(&["--header", s(header)]);
+                let read = sc(&args, b"");
+                assert_eq!(code(&read), 0, "{what}: {read:?}");
+                assert!(read.stdout[..DATA] == p.plain[..], "{what}");
+                continue;
+            }
+            let q = p.copy();
+            let mut repair = vec!["repair", s(&p.img), "--header", s(&p.hdr)];
+            repair.extend_from_slice(&["--key-file", s(&p.key)]);
+            let out = sc(&repair, b"");
+            assert_eq!(code(&out), 0, "{what}: {out:?}");
+            if p.requirements_left() {
+                run(&mut p.sc_cmd(&[]));
+            }
+            p.verify(&format!("{what}, sectorcrypt recovered"));
+            let out = q.cs(&["repair"]).output().unwrap();
+            assert!(out.status.success(), "{what}: cryptsetup repair: {out:?}");
+            if q.requirements_left() {
+                let out = q.cs_resume().output().unwrap();
+                assert!(out.status.success(), "{what}: cryptsetup resume: {out:?}");
+            }
+            q.verify(&format!("{what}, cryptsetup recovered"));
+            kills += 1;
+        }
+    }
+    // cryptsetup killed at each of its syncs: recovered by sectorcrypt.
+    let (mut theirs, mut wiped) = (0, 0);
+    for syscall in ["fdatasync", "fsync"] {
+        for n in 1..200 {
+            assert!(n < 199, "cryptsetup never finished under strace");
+            let p = Back::new(true);
+            run(&mut p.cs_init(&[]));
+            let out = under_strace(syscall, "SIGKILL", n, &p.cs_resume())
+                .output()
+                .unwrap();
+            if out.status.success() {
+                break;
+            }
+            let what = format!("cryptsetup killed at {syscall} {n}");
+            let mut repair = vec!["repair", s(&p.img), "--header", s(&p.hdr)];
+            repair.extend_from_slice(&["--key-file", s(&p.key)]);
+            let out = sc(&repair, b"");
+            let json = metadata(&p.hdr);
+            if code(&out) == 3 && json["segments"]["0"]["type"] == "linear" {
+                // cryptsetup's end wipes the old keyslots' areas before the header write
+                // that drops them: all the data is plaintext, and no passphrase opens the
+                // keyslots it still lists. Neither tool ends that header (sectorcrypt does
+                // not drop keyslots a passphrase fails to open); the image is whole.
+                let stored = std::fs::read(&p.img).unwrap();
+                assert!(
+                    stored[..DATA] == p.plain[..],
+                    "{what}: the image is not plaintext"
+                );
+                wiped += 1;
+                continue;
+            }
+            assert_eq!(code(&out), 0, "{what}: {out:?}");
+            if p.requirements_left() {
+                run(&mut p.sc_cmd(&[]));
+            }
+            p.verify(&format!("{what}, sectorcrypt recovered"));
+            theirs += 1;
+        }
+    }
+    assert!(kills >= 20 && theirs >= 10, "{kills} {theirs}");
+    eprintln!(
+        "decrypt moving the data: {kills} kills of sectorcrypt recovered by both tools, \
+         {theirs} of cryptsetup recovered by sectorcrypt, {wiped} in cryptsetup's end after \
+         its keyslot wipe (plaintext whole, the header left as it is)"
+    );
 }

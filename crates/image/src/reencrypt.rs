@@ -216,6 +216,22 @@ pub fn repair(img: &mut Image, passphrase: &[u8]) -> Result<Option<Repaired>> {
     Ok(Some(h.reencrypt_repair(at, passphrase)?))
 }
 
+/// Ends a re-encryption whose data is all done and whose old keyslots are gone
+/// (cryptsetup's end, interrupted between its writes): no passphrase opens it any more,
+/// and none is needed; the data is not touched. `false` (nothing written) in any other
+/// state. Front ends call it before asking for a passphrase.
+pub fn finish_without_key(img: &mut Image) -> Result<bool> {
+    let files = &img.files;
+    let at = files.placement();
+    let _lock = files.lock(sectorcrypt_volume::lock::Mode::Exclusive)?;
+    let mut header = Header::read(&files.store)?;
+    let h = header.downcast_mut::<Luks2>().ok_or_else(|| refusal(img))?;
+    if reencrypt::state(h.json())? != State::Clean {
+        return Ok(false);
+    }
+    Ok(h.reencrypt_finish_done(at)?)
+}
+
 fn hash(o: &ReencryptOptions) -> Result<HashAlg> {
     Ok(HashAlg::parse(
         o.resilience_hash.as_deref().unwrap_or("sha256"),

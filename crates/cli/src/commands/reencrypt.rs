@@ -49,6 +49,10 @@ pub fn reencrypt(a: ReencryptArgs) -> Result<(), Failure> {
         }
     }
     let mut img = reencrypt::open(&a.image, a.header.file.as_deref(), &image::context())?;
+    if reencrypt::finish_without_key(&mut img)? {
+        println!("{name}: the re-encryption had done all its data; its metadata is ended");
+        return Ok(());
+    }
     img.use_key_parts(&a.key)?;
     let kdf = super::volume::kdf_options(&a.pbkdf, img.header.name(), img.header.kdf_kinds())?;
     let key_bytes = match a.key_size {
@@ -71,10 +75,11 @@ pub fn reencrypt(a: ReencryptArgs) -> Result<(), Failure> {
         key_bytes: key_bytes.filter(|_| fresh),
         sector_size: a.sector_size.filter(|_| fresh),
         // A data-shift encryption's resilience is datashift, in its metadata.
+        // So is a data-moving decryption's, once it is initialised.
         resilience: a
             .resilience
             .clone()
-            .filter(|_| a.reduce_device_size.is_none()),
+            .filter(|_| a.reduce_device_size.is_none() && moving_decrypt.is_none()),
         resilience_hash: a.resilience_hash.clone(),
         hotzone,
         kdf: Some(kdf),

@@ -316,6 +316,13 @@ pub fn repair(a: RepairArgs) -> Result<(), Failure> {
             a.header.file.as_deref(),
             &image::context(),
         )?;
+        if sectorcrypt_image::reencrypt::finish_without_key(&mut img)? {
+            println!(
+                "{name}: the re-encryption had done all its data and its old keyslots were \
+                 gone (an end interrupted): its metadata is ended"
+            );
+            return Ok(());
+        }
         img.use_key_parts(&a.key)?;
         let pass = img.passphrase(&a.key)?;
         let what = match sectorcrypt_image::reencrypt::repair(&mut img, &pass)? {

@@ -46,10 +46,11 @@ pub struct ReencryptArgs {
         conflicts_with = "header"
     )]
     pub reduce_device_size: Option<String>,
-    /// Decrypt the volume for good, in place: its header must be detached (--header)
-    /// with the data at offset 0, as `cryptsetup reencrypt --decrypt --header` takes it.
-    /// The hotzones go backward from the end; at the end the image holds the plaintext
-    /// alone and the header no keyslot.
+    /// Decrypt the volume for good, in place, with --header: a detached header whose data
+    /// starts at offset 0 is decrypted backward from the end; a volume whose header is in
+    /// IMAGE gets its header moved to the new file --header names, and its data moves back
+    /// over the old header as it is decrypted (cryptsetup's --decrypt --header NEW). At the
+    /// end the image holds the plaintext alone and the header no keyslot.
     #[arg(long, requires = "header", conflicts_with_all = ["cipher", "key_size", "sector_size"])]
     pub decrypt: bool,
     /// Write the re-encryption metadata and the new keyslots, then stop: the data is
@@ -97,11 +98,12 @@ with the header in the image (--reduce-device-size SIZE: the image's last SIZE b
 free; the data moves SIZE/2 bytes on, the header takes the first SIZE/2; resilience datashift,
 as cryptsetup's).
 --decrypt decrypts a volume with a detached header (data at offset 0) in place, from the
-end backward, as cryptsetup does; either tool resumes or recovers it.
+end backward; or, when --header names a new file, a volume whose header is in the image,
+moving the data back over it (resilience checksum or journal for the data's start). As
+cryptsetup does; either tool resumes or recovers it.
 Serving a volume while it is re-keyed: `sectorcrypt serve --reencrypt`.
 
-Not yet: --decrypt of a volume whose header is inside the image (cryptsetup moves the data
-over the header there), and a re-key that moves the data.
+Not yet: a re-key that moves the data.
 
 Examples:
   sectorcrypt reencrypt disk.img --key-file pass
@@ -109,4 +111,5 @@ Examples:
   sectorcrypt reencrypt disk.img --init-only; sectorcrypt reencrypt disk.img --resume-only
   sectorcrypt reencrypt --encrypt --header disk.hdr plain.img
   sectorcrypt reencrypt --encrypt --reduce-device-size 32M plain.img
-  sectorcrypt reencrypt --decrypt --header disk.hdr disk.img";
+  sectorcrypt reencrypt --decrypt --header disk.hdr disk.img
+  sectorcrypt reencrypt --decrypt --header new.hdr disk.img     (header in disk.img)";

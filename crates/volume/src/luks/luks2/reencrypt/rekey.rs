@@ -1020,18 +1020,24 @@ impl Luks2 {
         }
         match self.rekey_plan() {
             Err(_) => return Ok(false),
-            Ok(p) if shift::is_shift_encrypt(&p) => {
-                if !self.shift_done(at.data())? {
-                    return Ok(false);
-                }
-                self.shift_finish(at)?;
-                return Ok(true);
-            }
+            // Its end wipes the copy of the plaintext's start, which only a run holding
+            // the verified key does (the run ends it).
+            Ok(p) if shift::is_shift_encrypt(&p) => return Ok(false),
             Ok(p) if shift::is_shift_decrypt(&p) => {
-                if !self.back_done(at.data())? {
+                let (prev_id, _) = super::flagged_segment(&self.json, "backup-previous")?
+                    .ok_or_else(|| corrupt("json: no segment is flagged backup-previous"))?;
+                let slots = match super::digest_of_segment(&self.json, prev_id)? {
+                    Some(d) => self.json["digests"][&d]["keyslots"]
+                        .as_array()
+                        .map_or(0, Vec::len),
+                    None => 0,
+                };
+                if slots != 0 || !self.back_done(at.data())? {
                     return Ok(false);
                 }
-                self.back_finish(at)?;
+                // No key to check the metadata against: the data is not touched (the
+                // tail's old ciphertext stays; its key is gone).
+                self.back_finish(at, false)?;
                 return Ok(true);
             }
             Ok(_) => {}

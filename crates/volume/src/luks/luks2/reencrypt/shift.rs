@@ -456,13 +456,6 @@ impl Luks2 {
         store::sync(at.data())?;
         self.rekey_finish(at)
     }
-
-    /// Whether the data-shift encryption in progress has encrypted everything (its last
-    /// step written, its end not): then it only needs its end.
-    pub(super) fn shift_done(&self, data: &dyn Store) -> Result<bool> {
-        let m = self.moves(data)?;
-        Ok(self.shift_progress(&m)? == (0, 0))
-    }
 }
 
 #[cfg(test)]
@@ -531,8 +524,8 @@ impl Luks2 {
     /// `backup-moved-segment`, `backup-previous` (the volume's segment), `backup-final`
     /// (linear at 0); the reencrypt keyslot in mode `decrypt`, direction `forward`, the
     /// area `datashift-checksum` or `datashift-journal` with `shift_size` `shift`; the
-    /// requirement `online-reencrypt-v3`. Nothing is written. `moved` is at most `shift`
-    /// and what the area protects.
+    /// requirement `online-reencrypt-v3`. Nothing is written. The moved start is the
+    /// whole data offset (`moved`, when given, must say so) and must fit the area.
     /// `header` holds the keyslots `passphrase` opens (`key_slot`, or any).
     #[allow(clippy::too_many_arguments)]
     pub fn decrypt_shift_build(
@@ -560,7 +553,7 @@ impl Luks2 {
         let sector = seg.sector_size as u64;
         let total = match seg.size {
             Some(n) => n,
-            None => image.checked_sub(shift).unwrap_or(0),
+            None => image.saturating_sub(shift),
         };
         if shift == 0 || total == 0 || seg.size.is_some() {
             return Err(Error::unsupported(
@@ -588,16 +581,22 @@ impl Luks2 {
             super::Resilience::Checksum(h) => area_size / h.output_len() as u64 * align,
             _ => area_size,
         };
-        let mut m = moved.unwrap_or(NONE_MOVED).min(shift).min(total);
-        if moved.is_none() {
-            m = m.min(protects);
-        }
-        m -= m % align;
-        if m == 0 || m > protects || moved.is_some_and(|a| a % align != 0) {
+        // The whole data offset moves (or the whole data, when it is shorter): cryptsetup
+        // takes at most 20 MiB or --hotzone-size, but its resume after the rest is done
+        // takes the data offset for the moved start's length, which is right only then.
+        let m = shift.min(total);
+        if moved.is_some_and(|a| a != m) {
             return Err(Error::invalid(format!(
-                "the data's start that moves over the header ({m} bytes) must be a whole \
-                 number of {align}-byte blocks, at most the data offset ({shift}) and what \
-                 the resilience area protects ({protects})"
+                "the data's start that moves over the header is the data offset ({m} bytes): \
+                 give no --hotzone-size, or that size"
+            )));
+        }
+        if m > protects || !m.is_multiple_of(align) {
+            return Err(Error::invalid(format!(
+                "the data's start that moves over the header ({m} bytes) must be whole \
+                 {align}-byte blocks that the resilience area protects ({protects} bytes with \
+                 {}): use checksum resilience (the default)",
+                kind.trim_start_matches("datashift-")
             )));
         }
         let mut a = area;
@@ -611,16 +610,23 @@ impl Luks2 {
             s["offset"] = "0".into();
             s
         };
-        let rest = segments::cut(&crypt, m, None)?;
-        let mut backup_moved = moved_seg.clone();
+        let mut regular = vec![moved_seg.clone()];
+        if total > m {
+            regular.push(segments::cut(&crypt, m, None)?);
+        }
+        let mut backup_moved = moved_seg;
         backup_moved["flags"] = json!(["backup-moved-segment"]);
         let mut previous = crypt;
         previous["flags"] = json!(["backup-previous"]);
         let last = json!({"type": "linear", "offset": "0", "size": "dynamic",
             "flags": ["backup-final"]});
-        self.json["segments"] =
-            json!({"0": moved_seg, "1": rest, "2": backup_moved, "3": previous, "4": last});
-        self.json["digests"][&digest]["segments"] = json!(["0", "1", "2", "3"]);
+        let mut segs = serde_json::Map::new();
+        for s in regular.into_iter().chain([backup_moved, previous, last]) {
+            segs.insert(segs.len().to_string(), s);
+        }
+        let old_ids: Vec<String> = (0..segs.len() - 1).map(|i| i.to_string()).collect();
+        self.json["segments"] = Value::Object(segs);
+        self.json["digests"][&digest]["segments"] = json!(old_ids);
         self.json["config"]["requirements"] = json!({"mandatory": [REQUIREMENT_V3]});
         let (hash, iterations) = self.digest_cost(&digest)?;
         self.seal_reencryption(id, hash, iterations, Some(key), None)?;
@@ -705,7 +711,11 @@ impl Luks2 {
         if done == rest && hot == b.moved {
             let mut h = linear(0, Some(b.moved));
             h["flags"] = json!(["in-reencryption"]);
-            return Ok(vec![(h, Under::Hot), (linear(b.moved, None), Under::New)]);
+            let mut out = vec![(h, Under::Hot)];
+            if rest > 0 {
+                out.push((linear(b.moved, None), Under::New));
+            }
+            return Ok(out);
         }
         let mut moved = segments::cut(&prev, 0, Some(b.moved))?;
         moved["offset"] = "0".into();
@@ -739,7 +749,7 @@ impl Luks2 {
         let size = |s: &Value| u64_str(s, "size", "segments.").ok();
         let (done, hot) = match regular.as_slice() {
             [one] if one["type"] == "linear" && !flagged(one) => (rest + 1, 0),
-            [h, _] if flagged(h) => (rest, b.moved),
+            [h] | [h, _] if flagged(h) => (rest, b.moved),
             segs => {
                 let mut done = 0;
                 let mut hot = 0;
@@ -775,10 +785,6 @@ impl Luks2 {
         }
     }
 }
-
-/// The first moved length cryptsetup takes without `--hotzone-size`
-/// (`LUKS2_DEFAULT_NONE_REENCRYPTION_LENGTH`).
-const NONE_MOVED: u64 = 20 << 20;
 
 /// The regular (not backup) segments in the order of their ids.
 fn regular_segments(json: &Value) -> Result<Vec<&Value>> {
@@ -912,7 +918,7 @@ impl Luks2 {
             self.back_record(header, &b, done + len, 0)?;
         }
         (o.progress)(b.total, b.total);
-        self.back_finish(at)?;
+        self.back_finish(at, true)?;
         Ok(Outcome::Finished)
     }
 
@@ -955,8 +961,10 @@ impl Luks2 {
                 pass.rewrite_from(0, &mut buf)?;
             }
         }
-        store::sync(data)?;
-        self.back_record(header, b, rest + 1, 0)
+        // No state "all plaintext, requirement kept" is written (cryptsetup 2.6.1's last
+        // step writes one, and its resume of it decrypts the plaintext again): the end
+        // follows the data sync.
+        store::sync(data)
     }
 
     /// Recovers a crash inside a hotzone of a data-moving decryption: a hotzone after the
@@ -1010,19 +1018,23 @@ impl Luks2 {
             }
         }
         store::sync(data)?;
-        self.back_record(header, &b, rest + 1, 0)?;
-        self.back_finish(at)
+        self.back_finish(at, true)
     }
 
-    /// Ends a data-moving decryption once everything is plaintext: the image's last
-    /// `shift` bytes (old ciphertext nothing reads any more) are wiped with random data,
-    /// then the metadata of the run goes, as cryptsetup's end.
-    pub(super) fn back_finish(&mut self, at: Placement<'_>) -> Result<()> {
+    /// Ends a data-moving decryption once everything is plaintext: the metadata of the
+    /// run goes (as cryptsetup's end), then the image's last `shift` bytes (old
+    /// ciphertext nothing reads any more) are wiped with random data. A crash between
+    /// the two leaves that ciphertext, whose key is gone with the keyslots.
+    /// Without `wipe` (no verified key) the data is not touched.
+    pub(super) fn back_finish(&mut self, at: Placement<'_>, wipe: bool) -> Result<()> {
         let image = store::size(at.data())?;
         let b = self.back(at.data())?;
+        self.rekey_finish(at)?;
+        if !wipe {
+            return Ok(());
+        }
         store::wipe(at.data(), image - b.shift, b.shift, true)?;
-        store::sync(at.data())?;
-        self.rekey_finish(at)
+        store::sync(at.data())
     }
 
     /// Whether the data-moving decryption in progress has decrypted everything.
