@@ -229,6 +229,13 @@ pub(crate) use aes_rounds;
 /// and end of a call where some registers have no block, and those where a register ends
 /// a turn, take a slower path. A remainder of fewer than `$chains` sectors runs alone on
 /// xmm.
+///
+/// `$steps` steps may store their ciphertext together (`$store_steps`: one register per
+/// step in, each sector's `$steps` blocks out; zmm transposes four steps into four
+/// full-width stores): in the steady steps, when every sector's blocks and the skew are
+/// multiples of `$steps`, from a step that is a multiple of it (all registers then stand at
+/// a block index that is one). The other steps store one step at a time (`$store`). A width
+/// with `$steps` 1 stores every step itself.
 macro_rules! cbc_kernels {
     (
         keys: $keys:ty,
@@ -247,6 +254,8 @@ macro_rules! cbc_kernels {
         skew: $skew:literal,
         load: |$lp:ident, $lsize:ident| $load:expr,
         store: |$sp:ident, $ssize:ident, $sv:ident| $store:expr,
+        steps: $steps:literal,
+        store_steps: |$wp:ident, $wsize:ident, $wv:ident| $store_steps:expr,
         ivs: |$ivs:ident| $load_ivs:expr $(,)?
     ) => {
         /// Decrypts one group whose predecessor is `chain`.
@@ -427,6 +436,9 @@ macro_rules! cbc_kernels {
                         }
                     }
                 };
+                // Every register at a block index that is a multiple of `$steps` at the same
+                // steps: the stores of `$steps` steps go together.
+                let wide = $steps > 1 && blocks.is_multiple_of($steps) && skew.is_multiple_of($steps);
                 let mut step = 0;
                 while step < end {
                     // The steps up to the next edge: every register in a turn, before its last
@@ -438,7 +450,33 @@ macro_rules! cbc_kernels {
                             None => step,
                         };
                     }
-                    for s in step..steady {
+                    let mut s = step;
+                    while s < steady {
+                        if wide && s.is_multiple_of($steps) && steady - s >= $steps {
+                            // `$steps` steps, their ciphertext stored together.
+                            let mut out = [[$zero(); $steps]; N];
+                            for i in 0..$steps {
+                                rounds_but_last::<N, false>(k, &mut x);
+                                for (r, v) in x.iter_mut().enumerate() {
+                                    // SAFETY: an element of a live array, aligned.
+                                    let base = unsafe { ::core::ptr::read_volatile(&bases[r]) };
+                                    let t = $xor(input(base, s + i + 1), first);
+                                    *v = last_round::<false>(*v, $xor(t, last));
+                                    out[r][i] = $xor(*v, t);
+                                }
+                            }
+                            for (r, o) in out.iter().enumerate() {
+                                // SAFETY: as above; the `$steps` blocks of each sector of the
+                                // register are inside its turn (the steps are steady ones).
+                                unsafe {
+                                    let base = ::core::ptr::read_volatile(&bases[r]);
+                                    let ($wp, $wsize, $wv) = (base.1.wrapping_add(16 * s), size, o);
+                                    $store_steps
+                                }
+                            }
+                            s += $steps;
+                            continue;
+                        }
                         rounds_but_last::<N, false>(k, &mut x);
                         for (r, v) in x.iter_mut().enumerate() {
                             // Read afresh each step: held in registers, the compiler would
@@ -449,6 +487,7 @@ macro_rules! cbc_kernels {
                             *v = last_round::<false>(*v, $xor(t, last));
                             output(base, s, $xor(*v, t));
                         }
+                        s += 1;
                     }
                     step = steady.max(step);
                     if step < end {

@@ -335,6 +335,21 @@ fn cbc_many_sectors_per_call() {
             (512, 33),
             (512, 34),
         ]);
+        // The zmm kernel stores four steps at once where every sector has a multiple of
+        // four blocks: sectors of one chunk of four (never steady), of two, of 5 and 65
+        // blocks (one step at a time), of 260 blocks unskewed and 384 skewed, on 8
+        // registers and fewer, in one turn and several.
+        cases.extend([
+            (64, 32),
+            (128, 33),
+            (128, 64),
+            (80, 36),
+            (1040, 32),
+            (4160, 32),
+            (6144, 34),
+            (6144, 70),
+            (192, 29),
+        ]);
         for (size, n) in cases {
             let iv = &ivs[..n];
             let seed = (size * n) as u64;

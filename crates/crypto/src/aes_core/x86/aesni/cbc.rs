@@ -26,5 +26,7 @@ cbc_kernels! {
     skew: 4,
     load: |p, _size| _mm_loadu_si128(p.cast()),
     store: |p, _size, v| _mm_storeu_si128(p.cast(), v),
+    steps: 1,
+    store_steps: |p, _size, v| _mm_storeu_si128(p.cast(), v[0]),
     ivs: |ivs| _mm_loadu_si128(ivs[0].as_ptr().cast()),
 }

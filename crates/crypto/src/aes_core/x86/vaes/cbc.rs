@@ -52,5 +52,7 @@ cbc_kernels! {
     skew: 4,
     load: |p, size| _mm256_loadu2_m128i(p.add(size).cast(), p.cast()),
     store: |p, size, v| _mm256_storeu2_m128i(p.add(size).cast(), p.cast(), v),
+    steps: 1,
+    store_steps: |p, size, v| _mm256_storeu2_m128i(p.add(size).cast(), p.cast(), v[0]),
     ivs: |ivs| _mm256_loadu2_m128i(ivs[1].as_ptr().cast(), ivs[0].as_ptr().cast()),
 }

@@ -13,6 +13,11 @@
 //!   4096x64 sectors ran at half the ymm rate (3.5 against 7-9 GB/s, loaded machine).
 //!   Two cache lines (8 blocks) per register beat one: 4096x64 at kernel level 24.5-25.0
 //!   GB/s against 20.8 (16 blocks: 21.3; 512-byte sectors, not skewed, 27.8-28.3).
+//! - The steady steps store four steps at once: a 4 x 4 transpose of 128-bit lanes turns a
+//!   register's four steps into four 64-byte stores, one per sector (`store4x4`); sixteen
+//!   16-byte stores cost the rounds more than the eight shuffles. The loads stay gathers
+//!   (two inserts from memory and one 256-bit insert per register and step): four 64-byte
+//!   loads and a transpose, and masked loads, both ran slower (docs/PERFORMANCE.md).
 #![allow(unsafe_code)]
 
 use super::super::rounds::cbc_kernels;
@@ -50,6 +55,44 @@ unsafe fn store4(p: *mut u8, size: usize, v: __m512i) {
     }
 }
 
+/// The 4x4 transpose of 128-bit lanes: lane `j` of result `i` is lane `i` of `v[j]`
+/// (8 shuffles, each a quarter of an AES slot on Zen 5).
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn transpose(v: [__m512i; 4]) -> [__m512i; 4] {
+    // Lanes, as (register, lane): a = 0.0 0.1 1.0 1.1, b = 0.2 0.3 1.2 1.3,
+    // c = 2.0 2.1 3.0 3.1, d = 2.2 2.3 3.2 3.3.
+    let a = _mm512_shuffle_i64x2::<0x44>(v[0], v[1]);
+    let b = _mm512_shuffle_i64x2::<0xee>(v[0], v[1]);
+    let c = _mm512_shuffle_i64x2::<0x44>(v[2], v[3]);
+    let d = _mm512_shuffle_i64x2::<0xee>(v[2], v[3]);
+    [
+        _mm512_shuffle_i64x2::<0x88>(a, c),
+        _mm512_shuffle_i64x2::<0xdd>(a, c),
+        _mm512_shuffle_i64x2::<0x88>(b, d),
+        _mm512_shuffle_i64x2::<0xdd>(b, d),
+    ]
+}
+
+/// Four steps' registers `v` (lane `j` of `v[i]`: block `i` of sector `j`) to the four
+/// sectors, 64 bytes each: `p + j size` receives lane `j` of `v[0]` to `v[3]`.
+///
+/// A transpose and four full-width stores: sixteen 16-byte stores (`store4` four times)
+/// slow the interleaved rounds down more than the shuffles do (an assembly probe on Zen 5,
+/// 8 registers of 14 rounds with this kernel's loads: 71 cycles per step with the narrow
+/// stores, 61.5 with one full-width store per register and step; the rounds alone 58).
+///
+/// # Safety
+/// AVX-512F; the 64 bytes at each `p + j size` writable.
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn store4x4(p: *mut u8, size: usize, v: &[__m512i; 4]) {
+    for (j, w) in transpose(*v).into_iter().enumerate() {
+        // SAFETY: the caller's; unaligned stores.
+        unsafe { _mm512_storeu_si512(p.add(j * size).cast(), w) };
+    }
+}
+
 cbc_kernels! {
     keys: Keys,
     register: __m512i,
@@ -74,5 +117,7 @@ cbc_kernels! {
     skew: 8,
     load: |p, size| load4(p, size),
     store: |p, size, v| store4(p, size, v),
+    steps: 4,
+    store_steps: |p, size, v| store4x4(p, size, v),
     ivs: |ivs| load4(ivs.as_ptr().cast(), 16),
 }
