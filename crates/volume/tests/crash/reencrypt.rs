@@ -10,7 +10,11 @@
 //! [`Luks2::encrypt_shift_place`], then the run), 640 KiB of data in 256 KiB hotzones
 //! (one of them short), its init cut too. Images cut while that init's header was being
 //! placed, before a header copy was whole, hold the data's start in its copy alone: they
-//! are checked to (the start in the copy, the rest in place) and counted.
+//! are checked to (the start in the copy, the rest in place) and counted. And the
+//! decryption that moves the data back over the header of an attached volume
+//! ([`Luks2::decrypt_shift_build`], [`Luks2::decrypt_shift_place`], then the run;
+//! `datashift-checksum`: its journal cannot hold the moved start in this geometry), 640 KiB
+//! of data behind a 256 KiB header, its init's move and metadata cut too.
 //!
 //! The header and data of the decryption and the encryption live in one cut image, the header in its first MiB
 //! and the data after it, seen through two windows: a sync of either file syncs both
@@ -87,6 +91,12 @@ enum Op {
     /// image (`--reduce-device-size`, resilience datashift): the init (the data's start
     /// copied to the end, the header placed over it) is cut too.
     Shift,
+    /// A decryption that moves the data back over the header of an attached volume
+    /// (`--decrypt --header NEW`, `online-reencrypt-v3`): the volume (its header in
+    /// [`SHIFT`] bytes, [`SHIFT_DATA`] of data) in the data window, the new header file in
+    /// the header window. The copy of the header into the new file is made before the
+    /// cut (it gets its name only whole); the init's move and metadata are cut.
+    BackShift,
 }
 
 /// The shift of [`Op::Shift`]: the header's room, the hotzone, and the copy of the
@@ -106,11 +116,19 @@ impl Op {
         }
     }
 
+    /// Bytes of the data window.
+    fn data_len(self) -> u64 {
+        match self {
+            Op::BackShift => SHIFT + SHIFT_DATA,
+            _ => DATA,
+        }
+    }
+
     /// The bytes of the cut image.
     fn image_size(self) -> u64 {
         match self {
             Op::Shift => SHIFT_DATA + 2 * SHIFT,
-            _ => self.data_offset() + DATA,
+            _ => self.data_offset() + self.data_len(),
         }
     }
 
@@ -118,7 +136,7 @@ impl Op {
     fn segment_base(self) -> u64 {
         match self {
             Op::Rekey => self.data_offset(),
-            Op::Decrypt | Op::Encrypt | Op::Shift => 0,
+            Op::Decrypt | Op::Encrypt | Op::Shift | Op::BackShift => 0,
         }
     }
 }
@@ -184,7 +202,7 @@ impl<'a> Volume<'a> {
             data: Window {
                 inner: whole,
                 start: d,
-                len: DATA,
+                len: op.data_len(),
             },
         }
     }
@@ -192,7 +210,7 @@ impl<'a> Volume<'a> {
     fn at(&self) -> Placement<'_> {
         match self.op {
             Op::Rekey | Op::Shift => Placement::Attached(self.whole),
-            Op::Decrypt | Op::Encrypt => Placement::Detached {
+            Op::Decrypt | Op::Encrypt | Op::BackShift => Placement::Detached {
                 header: &self.header,
                 data: &self.data,
             },
@@ -202,7 +220,7 @@ impl<'a> Volume<'a> {
     fn header_store(&self) -> &dyn Store {
         match self.op {
             Op::Rekey | Op::Shift => self.whole,
-            Op::Decrypt | Op::Encrypt => &self.header,
+            Op::Decrypt | Op::Encrypt | Op::BackShift => &self.header,
         }
     }
 }
@@ -220,6 +238,9 @@ fn volume(op: Op, resilience: Resilience) -> (Vec<u8>, Vec<u8>) {
     }
     let store = CutStore::new(vec![0; op.image_size() as usize], None);
     let v = Volume::new(op, &store);
+    if op == Op::BackShift {
+        return back_volume(&store, &v);
+    }
     let opts = FormatOptions {
         version: Version::Luks2,
         kdf: fast(),
@@ -257,6 +278,12 @@ fn reencrypt(op: Op, store: &CutStore, resilience: Resilience) -> sectorcrypt_vo
     let h = header.downcast_mut::<Luks2>().expect("a luks2 header");
     let keys = match op {
         Op::Shift => h.reencrypt_keys(store, PASS)?,
+        Op::BackShift => {
+            let size = op.data_len();
+            h.decrypt_shift_build(&v.header, PASS, None, size, resilience, None)?;
+            h.decrypt_shift_place(&v.header, &v.data)?;
+            h.reencrypt_keys(&v.header, PASS)?
+        }
         Op::Rekey => {
             let init = InitOptions {
                 cipher: None,
@@ -282,6 +309,29 @@ fn reencrypt(op: Op, store: &CutStore, resilience: Resilience) -> sectorcrypt_vo
     let outcome = h.reencrypt_run(v.at(), &keys, &mut run)?;
     assert_eq!(outcome, Outcome::Finished);
     Ok(())
+}
+
+/// The volume of [`Op::BackShift`]: attached in the data window, the pattern encrypted in
+/// its data, its header copied to the header window (the new header file).
+fn back_volume(store: &CutStore, v: &Volume<'_>) -> (Vec<u8>, Vec<u8>) {
+    let opts = FormatOptions {
+        version: Version::Luks2,
+        kdf: fast(),
+        key_bytes: 32,
+        sector_size: SECTOR,
+        data_offset: Some(SHIFT),
+        metadata_size: Some(SHIFT),
+        ..FormatOptions::default()
+    };
+    let (_, u) = luks::format_at(Placement::Attached(&v.data), &opts, PASS, None).unwrap();
+    let plain = pattern(SHIFT_DATA as usize, 0xb5);
+    let mut enc = plain.clone();
+    u.layout().unwrap().encrypt(0, &mut enc).unwrap();
+    v.data.write_at(&enc, SHIFT).unwrap();
+    let mut head = vec![0u8; SHIFT as usize];
+    v.data.read_at(&mut head, 0).unwrap();
+    v.header.write_at(&head, 0).unwrap();
+    (store.bytes(), plain)
 }
 
 /// The init of [`Op::Shift`], as `sectorcrypt reencrypt --encrypt --reduce-device-size`
@@ -348,8 +398,13 @@ fn reads_plaintext(op: Op, store: &CutStore, plain: &[u8], lost: &[Range<usize>]
     };
     assert!(!h.dump().is_empty());
     let mut buf = vec![0u8; plain.len()];
+    let untouched_back = op == Op::BackShift
+        && h.downcast_ref::<Luks2>()
+            .is_some_and(|l| l.json()["segments"]["0"]["type"] == "crypt");
     match op {
         Op::Shift => store.read_at(&mut buf, SHIFT).unwrap(),
+        // Cut before its metadata landed: the volume as it was, its data at the offset.
+        _ if untouched_back => v.data.read_at(&mut buf, SHIFT).unwrap(),
         _ => v.data.read_at(&mut buf, 0).unwrap(),
     }
     if let Some(l) = h.downcast_ref::<Luks2>() {
@@ -358,7 +413,7 @@ fn reads_plaintext(op: Op, store: &CutStore, plain: &[u8], lost: &[Range<usize>]
             return Err(format!("a re-encryption is left ({st:?})"));
         }
         let untouched = l.json()["segments"]["0"]["type"] == "crypt";
-        if op == Op::Decrypt && !untouched {
+        if matches!(op, Op::Decrypt | Op::BackShift) && !untouched {
             let json = l.json();
             let want =
                 serde_json::json!({"0": {"type": "linear", "offset": "0", "size": "dynamic"}});
@@ -487,7 +542,7 @@ fn recover_by_cryptsetup(
     }
     match op {
         Op::Rekey | Op::Shift => std::fs::write(&img, bytes).unwrap(),
-        Op::Decrypt | Op::Encrypt => {
+        Op::Decrypt | Op::Encrypt | Op::BackShift => {
             std::fs::write(&hdr, &bytes[..split]).unwrap();
             std::fs::write(&img, &bytes[split..]).unwrap();
         }
@@ -519,7 +574,7 @@ fn recover_by_cryptsetup(
     });
     let mut back = match op {
         Op::Rekey | Op::Shift => std::fs::read(&img).unwrap(),
-        Op::Decrypt | Op::Encrypt => {
+        Op::Decrypt | Op::Encrypt | Op::BackShift => {
             [std::fs::read(&hdr).unwrap(), std::fs::read(&img).unwrap()].concat()
         }
     };
@@ -527,7 +582,7 @@ fn recover_by_cryptsetup(
         // cryptsetup 2.6.1 cannot end the state the last hotzone of a data-shift
         // encryption writes (one crypt segment, the requirement set): its own crash there
         // too. sectorcrypt ends it.
-        if (op == Op::Decrypt || op == Op::Shift) && regular == 1 {
+        if matches!(op, Op::Decrypt | Op::Shift | Op::BackShift) && regular == 1 {
             let store = CutStore::new(back, None);
             match recover_by_sectorcrypt(op, store.bytes(), plain, false, lost) {
                 Ok(_) => return Ok(ByCryptsetup::FinishedHere),
@@ -537,7 +592,7 @@ fn recover_by_cryptsetup(
         cs(&["reencrypt", "--resume-only", "--force-offline-reencrypt"])?;
         back = match op {
             Op::Rekey | Op::Shift => std::fs::read(&img).unwrap(),
-            Op::Decrypt | Op::Encrypt => {
+            Op::Decrypt | Op::Encrypt | Op::BackShift => {
                 [std::fs::read(&hdr).unwrap(), std::fs::read(&img).unwrap()].concat()
             }
         };
@@ -771,6 +826,16 @@ fn encrypt_none_at_every_cut() {
 fn encrypt_moving_the_data_at_every_cut() {
     // The resilience is datashift whatever is asked: the init's metadata says so.
     every_cut(Op::Shift, "encrypt datashift", Resilience::None, true);
+}
+
+#[test]
+fn decrypt_moving_the_data_checksum_at_every_cut() {
+    every_cut(
+        Op::BackShift,
+        "decrypt datashift-checksum",
+        Resilience::Checksum(HashAlg::Sha256),
+        true,
+    );
 }
 
 #[test]
