@@ -23,6 +23,8 @@ use cipher::{BlockDecrypt, BlockEncrypt, KeyInit};
 use std::fmt;
 use zeroize::Zeroize;
 
+mod bitsliced;
+
 /// Bytes of one layer's primary or secondary key (every supported cipher is used with
 /// 256-bit keys).
 pub const LAYER_KEY: usize = 32;
