@@ -194,8 +194,8 @@ impl Serpent {
         }
         padded.zeroize();
         for i in 8..140 {
-            w[i] = (w[i - 8] ^ w[i - 5] ^ w[i - 3] ^ w[i - 1] ^ PHI ^ (i as u32 - 8))
-                .rotate_left(11);
+            w[i] =
+                (w[i - 8] ^ w[i - 5] ^ w[i - 3] ^ w[i - 1] ^ PHI ^ (i as u32 - 8)).rotate_left(11);
         }
         let mut keys = [[0u32; 4]; 33];
         for (i, k) in keys.iter_mut().enumerate() {
