@@ -11,6 +11,7 @@
 //! cipher: the same key, input, IVs and data units as ours.
 
 mod ffi;
+pub(crate) mod gcrypt;
 
 use crate::Side;
 use std::cell::RefCell;

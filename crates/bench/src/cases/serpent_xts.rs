@@ -1,0 +1,70 @@
+//! The case `serpent-256-xts/4096`: Serpent-256 in XTS (two 256-bit keys), 4096-byte data
+//! units numbered from 0, through the crypto core's cascade (one Serpent layer: the
+//! portable bitsliced code). The peer is libgcrypt (`GCRY_CIPHER_SERPENT256`,
+//! `GCRY_CIPHER_MODE_XTS`, the tweak set per unit), loaded at run time; both produce the
+//! same bytes, checked when the case is built.
+
+use super::{Built, ENGINE_SIDE};
+use crate::peers::gcrypt::{Gcrypt, MODE_XTS, SERPENT256};
+use crate::Side;
+use sectorcrypt_crypto::cascade::{Cascade, Layer};
+
+const UNIT: usize = 4096;
+/// Bytes per call: 64 units (256 KiB, in L2).
+const BYTES: usize = 64 * UNIT;
+
+fn e(err: impl std::fmt::Display) -> String {
+    err.to_string()
+}
+
+pub(crate) fn serpent_256_xts() -> Result<Built, String> {
+    let key: Vec<u8> = (0..64u32).map(|i| (i * 73 + 19) as u8).collect();
+    let ours = Cascade::new(&[Layer::Serpent], &key).map_err(e)?;
+    let src: Vec<u8> = (0..BYTES)
+        .map(|i| (i.wrapping_mul(2654435761) >> 11) as u8)
+        .collect();
+    let mut a = src.clone();
+    ours.encrypt(0, UNIT, &mut a).map_err(e)?;
+    let peer = match Gcrypt::open(SERPENT256, MODE_XTS, &key) {
+        Ok(mut g) => {
+            let mut b = src.clone();
+            encrypt_units(&mut g, &mut b)?;
+            if a != b {
+                return Err("serpent-256-xts: libgcrypt and the engine differ".into());
+            }
+            let version = format!("libgcrypt {}", g.version);
+            let mut buf = src.clone();
+            Some(Side {
+                version: Some(version),
+                output: None,
+                name: "libgcrypt".into(),
+                bytes: BYTES,
+                call: Box::new(move || encrypt_units(&mut g, &mut buf).expect("libgcrypt")),
+            })
+        }
+        Err(why) => {
+            eprintln!("serpent-256-xts: no peer: {why}");
+            None
+        }
+    };
+    Ok(Built {
+        ours: Side {
+            version: None,
+            output: None,
+            name: format!("{ENGINE_SIDE}bitsliced-portable"),
+            bytes: BYTES,
+            call: Box::new(move || ours.encrypt(0, UNIT, &mut a).expect("engine")),
+        },
+        peer,
+        job: None,
+    })
+}
+
+fn encrypt_units(g: &mut Gcrypt, buf: &mut [u8]) -> Result<(), String> {
+    for (i, unit) in buf.chunks_exact_mut(UNIT).enumerate() {
+        let mut tweak = [0u8; 16];
+        tweak[..8].copy_from_slice(&(i as u64).to_le_bytes());
+        g.encrypt_unit(&tweak, unit)?;
+    }
+    Ok(())
+}
