@@ -525,3 +525,82 @@ fn a_pim_is_refused_with_truecrypt_only() {
     let err = read_as(&store, Some(&Requested::Tcrypt(o))).unwrap_err();
     assert!(err.to_string().contains("PIM"), "{err}");
 }
+
+/// A VeraCrypt volume built from [`header::Fields::encode`] (AES, SHA-512, PIM 1, a
+/// 64 KiB data area at 128 KiB, the header at 0 and its backup 128 KiB from the end) is
+/// accepted by `cryptsetup tcryptDump --veracrypt`, which prints the master key put in.
+#[test]
+fn an_encoded_header_is_accepted_by_cryptsetup() {
+    use sectorcrypt_crypto::cascade::Cascade;
+    use sectorcrypt_volume::tcrypt::header::{self, Fields, CHAINS, HEADER_LEN, KDFS, SALT_LEN};
+    use std::io::Write;
+    require!("cryptsetup");
+    let data_len: u64 = 65_536;
+    let size = 131_072 + data_len + 131_072;
+    let fields = Fields {
+        magic: *b"VERA",
+        version: 5,
+        min_program: 0x010b,
+        hidden_size: 0,
+        volume_size: data_len,
+        mk_offset: 131_072,
+        mk_size: data_len,
+        flags: 0,
+        sector_size: 512,
+    };
+    let mk: Vec<u8> = (0..64u8)
+        .map(|i| i.wrapping_mul(7).wrapping_add(1))
+        .collect();
+    let plain = fields.encode(&mk).unwrap();
+    let chain = CHAINS.iter().find(|c| c.name == "aes").unwrap();
+    let kdf = KDFS
+        .iter()
+        .find(|k| k.prf == header::Prf::Sha512 && k.iterations == 500_000)
+        .unwrap();
+    let mut image = vec![0u8; size as usize];
+    getrandom_fill(&mut image);
+    for at in [0usize, (size - 131_072) as usize] {
+        let mut h = [0u8; HEADER_LEN];
+        h.copy_from_slice(&plain[..]);
+        getrandom_fill(&mut h[..SALT_LEN]);
+        let dk = kdf.derive(PASS, &h[..SALT_LEN], Some(1));
+        Cascade::new(chain.layers, &dk[..chain.key_len()])
+            .unwrap()
+            .encrypt(0, HEADER_LEN - SALT_LEN, &mut h[SALT_LEN..])
+            .unwrap();
+        image[at..at + HEADER_LEN].copy_from_slice(&h);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("vc.img");
+    fs::write(&path, &image).unwrap();
+    let mut child = Command::new("cryptsetup")
+        .args([
+            "tcryptDump",
+            "--veracrypt",
+            "--veracrypt-pim=1",
+            "--hash",
+            "sha512",
+        ])
+        .args(["--cipher", "aes", "--dump-volume-key", "--batch-mode"])
+        .arg(&path)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(PASS).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if stderr.contains("kernel crypto interface not available") {
+        eprintln!("skipped: cryptsetup tcryptDump needs the kernel's AF_ALG skcipher: {stderr}");
+        return;
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "cryptsetup refused: {stderr}{stdout}");
+    let hex: String = stdout
+        .split_once("MK dump:")
+        .map(|(_, rest)| rest.split_whitespace().take(64).collect())
+        .unwrap_or_default();
+    let want: String = mk.iter().map(|b| format!("{b:02x}")).collect();
+    assert_eq!(hex, want, "cryptsetup's master key dump: {stdout}");
+}
