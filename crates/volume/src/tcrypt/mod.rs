@@ -31,6 +31,7 @@
 //! 1.26.29), writing hidden and system volumes, hidden volume protection, creating volumes,
 //! changing headers.
 
+pub mod create;
 pub mod header;
 
 use crate::error::{Error, Result};
