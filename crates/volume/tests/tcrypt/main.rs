@@ -718,3 +718,33 @@ fn created_volumes_open_here_and_in_cryptsetup() {
         );
     }
 }
+
+/// Bad input to `tcrypt::create::create`: a store too small for the two header areas, an
+/// unknown chain; each is a clear error and the image keeps its bytes.
+#[test]
+fn create_refuses_bad_input_and_writes_nothing() {
+    use sectorcrypt_volume::tcrypt::create::{create, Create};
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        (2 * 131_072, Create::default(), "needs more than 262144"),
+        (
+            512 * 1024,
+            Create {
+                chain: "aes-rot13".into(),
+                ..Create::default()
+            },
+            "unknown VeraCrypt cipher",
+        ),
+    ];
+    for (size, what, want) in cases {
+        let path = dir.path().join("small.img");
+        let before: Vec<u8> = (0..size).map(|i| (i % 253) as u8).collect();
+        fs::write(&path, &before).unwrap();
+        let e = create(&FileStore::open(&path, true).unwrap(), PASS, &what).unwrap_err();
+        assert!(e.to_string().contains(want), "{e}");
+        assert!(
+            fs::read(&path).unwrap() == before,
+            "{want}: the image changed"
+        );
+    }
+}
