@@ -605,11 +605,16 @@ fn an_encoded_header_is_accepted_by_cryptsetup() {
     assert_eq!(hex, want, "cryptsetup's master key dump: {stdout}");
 }
 
-/// `cryptsetup tcryptDump --veracrypt --dump-volume-key` of the volume at `path`: the
+/// `cryptsetup tcryptDump --veracrypt --dump-volume-key` of the volume at `path` (the
+/// passphrase [`PASS`] on standard input, `keyfiles` as its repeated `--key-file`): the
 /// master key, or `None` when the kernel's AF_ALG skcipher is missing.
-fn dumped_master_key(path: &Path, chain: &str, pim: u32) -> Option<Vec<u8>> {
+fn dumped_master_key(path: &Path, chain: &str, pim: u32, keyfiles: &[&Path]) -> Option<Vec<u8>> {
     use std::io::Write;
-    let mut child = Command::new("cryptsetup")
+    let mut cmd = Command::new("cryptsetup");
+    for k in keyfiles {
+        cmd.arg("--key-file").arg(k);
+    }
+    let mut child = cmd
         .args([
             "tcryptDump",
             "--veracrypt",
@@ -698,7 +703,7 @@ fn created_volumes_open_here_and_in_cryptsetup() {
             }
         }
         // This kernel may have AES but not every cipher of a chain in AF_ALG.
-        let Some(mk) = dumped_master_key(&path, chain, 1) else {
+        let Some(mk) = dumped_master_key(&path, chain, 1, &[]) else {
             eprintln!("{chain}: not compared with cryptsetup");
             continue;
         };
@@ -747,4 +752,60 @@ fn create_refuses_bad_input_and_writes_nothing() {
             "{want}: the image changed"
         );
     }
+}
+
+/// A volume made by `tcrypt::create::create` with the passphrase mixed with two keyfiles
+/// (`header::password`, the CRC-32 pool) opens in cryptsetup with the same keyfiles, in
+/// order, and the master key it prints decrypts a sector written here; the passphrase
+/// alone does not open it here.
+#[test]
+fn a_created_volume_with_keyfiles_opens_in_cryptsetup() {
+    use sectorcrypt_volume::tcrypt::create::{create, Create};
+    use sectorcrypt_volume::tcrypt::header::password;
+    require!("cryptsetup");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("vc.img");
+    fs::write(&path, vec![0u8; 512 * 1024]).unwrap();
+    let k1 = dir.path().join("k1");
+    let k2 = dir.path().join("k2");
+    fs::write(&k1, b"first keyfile").unwrap();
+    fs::write(&k2, (0..3000u32).map(|i| i as u8).collect::<Vec<_>>()).unwrap();
+    let files = vec![
+        Zeroizing::new(fs::read(&k1).unwrap()),
+        Zeroizing::new(fs::read(&k2).unwrap()),
+    ];
+    let pool = password(PASS, &files, true).unwrap();
+    let what = Create {
+        pim: Some(1),
+        ..Create::default()
+    };
+    create(&FileStore::open(&path, true).unwrap(), &pool, &what).unwrap();
+    let o = Options {
+        hash: Some("sha512".into()),
+        cipher: Some("aes".into()),
+        pim: Some(1),
+        ..Options::default()
+    };
+    let store = FileStore::open(&path, false).unwrap();
+    assert!(header(&store, &o, &[]).unlock(&store, PASS).is_err());
+    let unlocked = header(&store, &o, &files).unlock(&store, PASS).unwrap();
+    let vol = unlocked
+        .engine(
+            Box::new(FileStore::open(&path, true).unwrap()),
+            EngineOptions::default(),
+        )
+        .unwrap();
+    let sector = [0xc3u8; 512];
+    vol.write_at(&sector, 0).unwrap();
+    vol.flush().unwrap();
+    drop(vol);
+    let Some(mk) = dumped_master_key(&path, "aes", 1, &[&k1, &k2]) else {
+        return;
+    };
+    let mut data = fs::read(&path).unwrap()[131_072..131_072 + 512].to_vec();
+    sectorcrypt_crypto::cascade::Cascade::new(&[sectorcrypt_crypto::cascade::Layer::Aes], &mk)
+        .unwrap()
+        .decrypt(256, 512, &mut data)
+        .unwrap();
+    assert_eq!(data, sector, "cryptsetup's key decrypts our sector");
 }
