@@ -649,6 +649,21 @@ fn dumped_master_key(path: &Path, chain: &str, pim: u32, keyfiles: &[&Path]) -> 
     )
 }
 
+/// Whether cryptsetup here opens a plain AES VeraCrypt volume made by `create`: when a
+/// refused header search ends in cryptsetup's AF_ALG message (it goes on to chains the
+/// kernel lacks), this tells a real refusal from a kernel without AES in AF_ALG.
+fn cryptsetup_opens_aes(dir: &Path) -> bool {
+    use sectorcrypt_volume::tcrypt::create::{create, Create};
+    let path = dir.join("reference.img");
+    fs::write(&path, vec![0u8; 512 * 1024]).unwrap();
+    let what = Create {
+        pim: Some(1),
+        ..Create::default()
+    };
+    create(&FileStore::open(&path, true).unwrap(), PASS, &what).unwrap();
+    dumped_master_key(&path, "aes", 1, &[]).is_some()
+}
+
 /// Volumes made by `tcrypt::create::create` (AES and cascades, PIM 1) open in sectorcrypt,
 /// data written reads back in a second open, and cryptsetup accepts them: the master key
 /// it prints decrypts the sector as sectorcrypt wrote it (XTS tweak = host offset / 512).
@@ -704,6 +719,10 @@ fn created_volumes_open_here_and_in_cryptsetup() {
         }
         // This kernel may have AES but not every cipher of a chain in AF_ALG.
         let Some(mk) = dumped_master_key(&path, chain, 1, &[]) else {
+            assert!(
+                chain != "aes" || !cryptsetup_opens_aes(dir.path()),
+                "cryptsetup refused the AES volume"
+            );
             eprintln!("{chain}: not compared with cryptsetup");
             continue;
         };
@@ -755,9 +774,10 @@ fn create_refuses_bad_input_and_writes_nothing() {
 }
 
 /// A volume made by `tcrypt::create::create` with the passphrase mixed with two keyfiles
-/// (`header::password`, the CRC-32 pool) opens in cryptsetup with the same keyfiles, in
-/// order, and the master key it prints decrypts a sector written here; the passphrase
-/// alone does not open it here.
+/// (`header::password`, the CRC-32 pool) opens in cryptsetup with the same keyfiles (given
+/// in the other order: each keyfile's CRC bytes are added from the pool's start, so the
+/// order does not matter, as VeraCrypt documents), and the master key it prints decrypts a
+/// sector written here; the passphrase alone does not open it here.
 #[test]
 fn a_created_volume_with_keyfiles_opens_in_cryptsetup() {
     use sectorcrypt_volume::tcrypt::create::{create, Create};
@@ -799,7 +819,11 @@ fn a_created_volume_with_keyfiles_opens_in_cryptsetup() {
     vol.write_at(&sector, 0).unwrap();
     vol.flush().unwrap();
     drop(vol);
-    let Some(mk) = dumped_master_key(&path, "aes", 1, &[&k1, &k2]) else {
+    let Some(mk) = dumped_master_key(&path, "aes", 1, &[&k2, &k1]) else {
+        assert!(
+            !cryptsetup_opens_aes(dir.path()),
+            "cryptsetup refused the keyfile volume"
+        );
         return;
     };
     let mut data = fs::read(&path).unwrap()[131_072..131_072 + 512].to_vec();
