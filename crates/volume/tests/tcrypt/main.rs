@@ -833,3 +833,28 @@ fn a_created_volume_with_keyfiles_opens_in_cryptsetup() {
         .unwrap();
     assert_eq!(data, sector, "cryptsetup's key decrypts our sector");
 }
+
+/// Without a PIM, `create` uses VeraCrypt's default iterations (500000 for SHA-512):
+/// cryptsetup opens the volume with PIM 485 (15000 + 485 * 1000 = 500000). Not without a
+/// PIM here: cryptsetup then tries TrueCrypt's KDFs first, and its search stops at the first
+/// chain whose cipher this kernel's AF_ALG lacks.
+#[test]
+fn a_created_volume_without_pim_has_the_default_iterations() {
+    use sectorcrypt_volume::tcrypt::create::{create, Create};
+    require!("cryptsetup");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("vc.img");
+    fs::write(&path, vec![0u8; 512 * 1024]).unwrap();
+    create(
+        &FileStore::open(&path, true).unwrap(),
+        PASS,
+        &Create::default(),
+    )
+    .unwrap();
+    if dumped_master_key(&path, "aes", 485, &[]).is_none() {
+        assert!(
+            !cryptsetup_opens_aes(dir.path()),
+            "cryptsetup refused the volume without a PIM"
+        );
+    }
+}
