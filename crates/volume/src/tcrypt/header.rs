@@ -284,6 +284,33 @@ impl Fields {
         })
     }
 
+    /// The plaintext header for these fields and the master keys `keys` (up to 256 bytes,
+    /// written from byte 256 on; the rest of that area is zero): magic, version and the
+    /// sizes big-endian at the offsets [`Fields::parse`] reads, both CRC-32s filled in.
+    /// The salt area (bytes 0..64) is left zero for the caller, who writes the salt there
+    /// and encrypts bytes 64..512 with the header key.
+    pub fn encode(&self, keys: &[u8]) -> Option<Zeroizing<[u8; HEADER_LEN]>> {
+        if keys.len() > HEADER_LEN - KEYS_AT {
+            return None;
+        }
+        let mut h = Zeroizing::new([0u8; HEADER_LEN]);
+        h[64..68].copy_from_slice(&self.magic);
+        h[68..70].copy_from_slice(&self.version.to_be_bytes());
+        h[70..72].copy_from_slice(&self.min_program.to_be_bytes());
+        h[92..100].copy_from_slice(&self.hidden_size.to_be_bytes());
+        h[100..108].copy_from_slice(&self.volume_size.to_be_bytes());
+        h[108..116].copy_from_slice(&self.mk_offset.to_be_bytes());
+        h[116..124].copy_from_slice(&self.mk_size.to_be_bytes());
+        h[124..128].copy_from_slice(&self.flags.to_be_bytes());
+        h[128..132].copy_from_slice(&self.sector_size.to_be_bytes());
+        h[KEYS_AT..KEYS_AT + keys.len()].copy_from_slice(keys);
+        let keys_crc = crc32(&h[KEYS_AT..]);
+        h[72..76].copy_from_slice(&keys_crc.to_be_bytes());
+        let header_crc = crc32(&h[64..252]);
+        h[252..256].copy_from_slice(&header_crc.to_be_bytes());
+        Some(h)
+    }
+
     /// `VERA` or `TRUE`, as text.
     pub fn magic_str(&self) -> &'static str {
         if &self.magic == b"VERA" {
@@ -329,6 +356,34 @@ mod tests {
             password(b"x", &[a.clone(), b.clone()], true).unwrap(),
             password(b"x", &[b, a], true).unwrap()
         );
+    }
+
+    #[test]
+    fn encoded_headers_parse_back() {
+        let f = Fields {
+            magic: *b"VERA",
+            version: 5,
+            min_program: 0x010b,
+            hidden_size: 0,
+            volume_size: 1 << 20,
+            mk_offset: 131_072,
+            mk_size: 1 << 20,
+            flags: 0,
+            sector_size: 512,
+        };
+        let keys = [0x5au8; 64];
+        let h = f.encode(&keys).unwrap();
+        assert_eq!(Fields::parse(&h), Some(f.clone()));
+        assert_eq!(&h[KEYS_AT..KEYS_AT + 64], &keys[..]);
+        assert!(
+            h[..64].iter().all(|&b| b == 0),
+            "the salt area is the caller's"
+        );
+        // A changed key byte breaks the keys' CRC, so the header no longer parses.
+        let mut bad = *h;
+        bad[KEYS_AT] ^= 1;
+        assert_eq!(Fields::parse(&bad), None);
+        assert!(f.encode(&[0u8; 257]).is_none());
     }
 
     #[test]

@@ -1,5 +1,5 @@
-//! VeraCrypt and TrueCrypt volumes (cryptsetup's TCRYPT), existing ones, opened for
-//! reading.
+//! VeraCrypt and TrueCrypt volumes (cryptsetup's TCRYPT): existing ones opened, and normal
+//! VeraCrypt volumes made ([`create`]).
 //!
 //! **No signature.** A TCRYPT header is 64 bytes of salt and 448 bytes that look random
 //! until decrypted: nothing tells one from random data without the passphrase. So this
@@ -28,9 +28,11 @@
 //! hidden volume inside it.
 //!
 //! Not supported: TrueCrypt 4 and older (CBC and LRW modes, SHA-1), Argon2id (VeraCrypt
-//! 1.26.29), writing hidden and system volumes, hidden volume protection, creating volumes,
-//! changing headers.
+//! 1.26.29), writing hidden and system volumes, hidden volume protection, creating hidden
+//! volumes, `format --type veracrypt` in the CLI, changing headers. Normal VeraCrypt
+//! volumes are made by [`create::create`] (library only so far).
 
+pub mod create;
 pub mod header;
 
 use crate::error::{Error, Result};
