@@ -57,9 +57,6 @@ const NONE_HOTZONE: u64 = 20 << 20;
 const MAX_HOTZONE: u64 = 1 << 30;
 /// The unit of the parallel data passes.
 const CHUNK: u64 = 4 << 20;
-/// The longest checksum hotzone read once into memory (hashed, then rewritten from the
-/// buffer); the default checksum hotzone. A longer one asked for is read twice.
-const READ_ONCE: u64 = 64 << 20;
 /// The block size of a file system or device: the least alignment of a hotzone.
 pub(super) const BLOCK: u64 = 4096;
 
@@ -686,9 +683,6 @@ impl Luks2 {
             threads: o.threads.max(1),
         };
         let mut unsaved = false;
-        // The buffer of a checksum hotzone read once, kept for the run (its pages are
-        // faulted in once).
-        let mut zone = Zeroizing::new(Vec::new());
         while prog.done < prog.total {
             if !(o.progress)(prog.done, prog.total) {
                 if unsaved {
@@ -702,9 +696,7 @@ impl Luks2 {
             }
             let hot = len.min(prog.total - prog.done);
             let mut held = o.line.as_ref().map(|l| l.hold());
-            let step = self.hotzone(
-                header, &pass, &p, resilience, prog.done, hot, prog.total, &mut zone,
-            );
+            let step = self.hotzone(header, &pass, &p, resilience, prog.done, hot, prog.total);
             if let (Some(line), Ok(())) = (held.as_mut(), &step) {
                 **line = prog.done + hot;
             }
@@ -741,26 +733,10 @@ impl Luks2 {
         done: u64,
         hot: u64,
         total: u64,
-        zone: &mut Zeroizing<Vec<u8>>,
     ) -> Result<()> {
         let at = zone_start(p, done, hot, total);
         match resilience {
             Resilience::None => pass.rewrite(at, hot),
-            Resilience::Checksum(hash) if hot <= READ_ONCE => {
-                let block = p.checksum.as_ref().expect("checksum plan").1 as u64;
-                if zone.len() < hot as usize {
-                    zone.resize(hot as usize, 0);
-                }
-                let buf = &mut zone[..hot as usize];
-                let sums = pass.read_and_hash(at, buf, hash, block)?;
-                store::write_all(header, &sums, p.area.0, "reencryption checksums")?;
-                store::sync(header)?;
-                self.set_progress(done, hot, total)?;
-                self.write(header)?;
-                pass.rewrite_buffer(at, buf)?;
-                store::sync(pass.data)?;
-                self.step_done(header, done + hot, total)
-            }
             Resilience::Checksum(hash) => {
                 let block = p.checksum.as_ref().expect("checksum plan").1 as u64;
                 let sums = pass.hashes(at, hot, hash, block)?;
@@ -1154,10 +1130,6 @@ fn hotzone_len(p: &Plan, r: Resilience, align: u64, asked: Option<u64>) -> Resul
     if let Some(mem) = memory_bytes() {
         len = len.min(mem / 4);
     }
-    if matches!(r, Resilience::Checksum(_)) && asked.is_none() {
-        // Read once (see READ_ONCE): cryptsetup's 1 GiB would be read twice.
-        len = len.min(READ_ONCE);
-    }
     if let Some(a) = asked {
         if a == 0 || a % align != 0 {
             return Err(Error::invalid(format!(
@@ -1324,98 +1296,26 @@ impl Pass<'_> {
         self.chunks(from, len, |at, buf| {
             store::read_exact(self.data, buf, self.offset + at, "data")?;
             let first = ((at - from) / block) as usize;
-            let sums = block_sums(buf, hash, block)?;
-            out.lock().expect("no panic")[first * hl..first * hl + sums.len()]
-                .copy_from_slice(&sums);
-            Ok(())
-        })?;
-        Ok(out.into_inner().expect("no panic"))
-    }
-
-    /// A checksum hotzone `[from, from + buf.len())` read once into `buf`: the data is
-    /// read (on the threads), its block hashes returned; [`Pass::rewrite_buffer`] then
-    /// rewrites it from the buffer, so the hotzone is read from the store once.
-    fn read_and_hash(
-        &self,
-        from: u64,
-        buf: &mut [u8],
-        hash: HashAlg,
-        block: u64,
-    ) -> Result<Vec<u8>> {
-        let hl = hash.output_len();
-        let out = Mutex::new(vec![0u8; buf.len().div_ceil(block as usize) * hl]);
-        self.over_buffer(buf, |at, part| {
-            store::read_exact(self.data, part, self.offset + from + at, "data")?;
-            let first = (at / block) as usize;
-            let sums = block_sums(part, hash, block)?;
-            out.lock().expect("no panic")[first * hl..first * hl + sums.len()]
-                .copy_from_slice(&sums);
-            Ok(())
-        })?;
-        Ok(out.into_inner().expect("no panic"))
-    }
-
-    /// Re-encrypts and writes the hotzone at `from` that [`Pass::read_and_hash`] read
-    /// into `buf`.
-    fn rewrite_buffer(&self, from: u64, buf: &mut [u8]) -> Result<()> {
-        self.over_buffer(buf, |at, part| self.rewrite_from(from + at, part))
-    }
-
-    /// Runs `f(offset in buf, piece)` over the [`CHUNK`]-byte pieces of `buf` on the
-    /// threads; the first error wins.
-    fn over_buffer(
-        &self,
-        buf: &mut [u8],
-        f: impl Fn(u64, &mut [u8]) -> Result<()> + Sync,
-    ) -> Result<()> {
-        let pieces: Vec<(u64, &mut [u8])> = buf
-            .chunks_mut(CHUNK as usize)
-            .enumerate()
-            .map(|(i, p)| (i as u64 * CHUNK, p))
-            .collect();
-        let n = pieces.len();
-        let queue = Mutex::new(pieces.into_iter());
-        let failed = Mutex::new(None);
-        std::thread::scope(|s| {
-            for _ in 0..self.threads.max(1).min(n) {
-                s.spawn(|| loop {
-                    let next = queue.lock().expect("no panic").next();
-                    let Some((at, part)) = next else { break };
-                    if failed.lock().expect("no panic").is_some() {
-                        break;
-                    }
-                    if let Err(e) = f(at, part) {
-                        failed.lock().expect("no panic").get_or_insert(e);
-                        break;
-                    }
-                });
+            let mut sums = vec![0u8; buf.len().div_ceil(block as usize) * hl];
+            if hash == HashAlg::Sha256 {
+                // Many blocks side by side on the SIMD lanes (the GELI tags' kernels).
+                let blocks: Vec<&[u8]> = buf.chunks(block as usize).collect();
+                let mut out = vec![[0u8; 32]; blocks.len()];
+                sectorcrypt_crypto::mac::sha256_many(&blocks, &mut out)?;
+                for (o, sum) in out.iter().zip(sums.chunks_mut(hl)) {
+                    sum.copy_from_slice(o);
+                }
+            } else {
+                for (b, sum) in buf.chunks(block as usize).zip(sums.chunks_mut(hl)) {
+                    hash.digest_into(b, sum);
+                }
             }
-        });
-        match failed.into_inner().expect("no panic") {
-            Some(e) => Err(e),
-            None => Ok(()),
-        }
+            out.lock().expect("no panic")[first * hl..first * hl + sums.len()]
+                .copy_from_slice(&sums);
+            Ok(())
+        })?;
+        Ok(out.into_inner().expect("no panic"))
     }
-}
-
-/// The hashes of the `block`-byte blocks of `buf` (the last may be shorter), in order.
-fn block_sums(buf: &[u8], hash: HashAlg, block: u64) -> Result<Vec<u8>> {
-    let hl = hash.output_len();
-    let mut sums = vec![0u8; buf.len().div_ceil(block as usize) * hl];
-    if hash == HashAlg::Sha256 {
-        // Many blocks side by side on the SIMD lanes (the GELI tags' kernels).
-        let blocks: Vec<&[u8]> = buf.chunks(block as usize).collect();
-        let mut out = vec![[0u8; 32]; blocks.len()];
-        sectorcrypt_crypto::mac::sha256_many(&blocks, &mut out)?;
-        for (o, sum) in out.iter().zip(sums.chunks_mut(hl)) {
-            sum.copy_from_slice(o);
-        }
-    } else {
-        for (b, sum) in buf.chunks(block as usize).zip(sums.chunks_mut(hl)) {
-            hash.digest_into(b, sum);
-        }
-    }
-    Ok(sums)
 }
 
 impl Luks2 {
