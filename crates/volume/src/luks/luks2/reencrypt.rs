@@ -127,6 +127,26 @@ pub struct Plan {
     pub shift: Option<u64>,
 }
 
+impl Plan {
+    /// Whether this is a data-shift encryption (cryptsetup's `--encrypt
+    /// --reduce-device-size`: mode `encrypt`, backward, resilience `datashift`).
+    pub fn is_shift_encrypt(&self) -> bool {
+        self.mode == "encrypt" && self.direction == "backward" && self.resilience == "datashift"
+    }
+
+    /// Whether this is a decryption that moves the data over the header (cryptsetup's
+    /// `--decrypt --header NEW` of a volume whose header is in the image:
+    /// `online-reencrypt-v3`, forward, `datashift-checksum` or `datashift-journal`).
+    pub fn is_shift_decrypt(&self) -> bool {
+        self.mode == "decrypt"
+            && self.direction == "forward"
+            && matches!(
+                self.resilience.as_str(),
+                "datashift-checksum" | "datashift-journal"
+            )
+    }
+}
+
 /// The [`Plan`] of the one `reencrypt` keyslot.
 pub fn plan(json: &Value) -> Result<Plan> {
     let (slot, ks) = reencrypt_keyslot(json)?;

@@ -29,8 +29,8 @@
 
 use super::super::json::{corrupt, obj, str_of, u64_str, AREA_ALIGN, MAX_KEYSLOTS_SIZE};
 use super::super::{Luks2, SECTOR_SIZES};
+use super::segments;
 use super::{layout, plan, requirement_version, state, verification_data, KeyOf, Plan, State};
-use super::{segments, shift};
 use crate::error::{Error, Result};
 use crate::hash::HashAlg;
 use crate::kdf::KdfOptions;
@@ -452,7 +452,7 @@ impl Luks2 {
         }
         self.only_known_requirements()?;
         let p = plan(&self.json)?;
-        if p.shift.is_some() && !shift::is_shift_encrypt(&p) && !shift::is_shift_decrypt(&p) {
+        if p.shift.is_some() && !p.is_shift_encrypt() && !p.is_shift_decrypt() {
             return Err(Error::unsupported(format!(
                 "a reencryption in mode {} that moves the data (resilience {}): \
                  sectorcrypt does not move data yet; finish it with `cryptsetup reencrypt \
@@ -652,10 +652,10 @@ impl Luks2 {
     ) -> Result<Outcome> {
         let (header, data) = (at.header(), at.data());
         let mut p = self.rekey_plan()?;
-        if shift::is_shift_encrypt(&p) {
+        if p.is_shift_encrypt() {
             return self.shift_run(at, keys, o);
         }
-        if shift::is_shift_decrypt(&p) {
+        if p.is_shift_decrypt() {
             return self.back_run(at, keys, o);
         }
         let mut prog = self.rekey_state(data, keys)?;
@@ -841,10 +841,10 @@ impl Luks2 {
     pub fn reencrypt_recover(&mut self, at: Placement<'_>, keys: &Keys) -> Result<()> {
         let (header, data) = (at.header(), at.data());
         let p = self.rekey_plan()?;
-        if shift::is_shift_encrypt(&p) {
+        if p.is_shift_encrypt() {
             return self.shift_recover(at, keys);
         }
-        if shift::is_shift_decrypt(&p) {
+        if p.is_shift_decrypt() {
             return self.back_recover(at, keys);
         }
         let (_, hot_seg) = super::flagged_segment(&self.json, "in-reencryption")?
@@ -1022,8 +1022,8 @@ impl Luks2 {
             Err(_) => return Ok(false),
             // Its end wipes the copy of the plaintext's start, which only a run holding
             // the verified key does (the run ends it).
-            Ok(p) if shift::is_shift_encrypt(&p) => return Ok(false),
-            Ok(p) if shift::is_shift_decrypt(&p) => {
+            Ok(p) if p.is_shift_encrypt() => return Ok(false),
+            Ok(p) if p.is_shift_decrypt() => {
                 let (prev_id, _) = super::flagged_segment(&self.json, "backup-previous")?
                     .ok_or_else(|| corrupt("json: no segment is flagged backup-previous"))?;
                 let slots = match super::digest_of_segment(&self.json, prev_id)? {

@@ -27,9 +27,9 @@
 
 use super::super::json::{corrupt, obj, u64_str};
 use super::super::Luks2;
+use super::plan;
 use super::rekey::{in_chunks, Keys, Outcome, Pass, RunOptions, Side, BLOCK, REQUIREMENT};
 use super::segments::{self, Under};
-use super::{plan, Plan};
 use crate::error::{Error, Result};
 use crate::layout::{Geometry, IvRule, Layout};
 use crate::luks::fields::align_up;
@@ -40,11 +40,6 @@ use serde_json::{json, Value};
 /// The area of a `datashift` reencrypt keyslot (cryptsetup's: one 4096-byte unit; nothing
 /// is stored in it).
 const SHIFT_AREA: u64 = 4096;
-
-/// Whether the plan is a data-shift encryption, the one data-moving run sectorcrypt does.
-pub(super) fn is_shift_encrypt(p: &Plan) -> bool {
-    p.mode == "encrypt" && p.direction == "backward" && p.resilience == "datashift"
-}
 
 /// What a data-shift encryption moves where, from its metadata.
 #[derive(Debug, Clone, Copy)]
@@ -488,18 +483,6 @@ mod tests {
     }
 }
 
-/// Whether the plan is a decryption that moves the data over the header (cryptsetup's
-/// `reencrypt --decrypt --header NEW` of a volume whose header is in the image:
-/// `online-reencrypt-v3`).
-pub(super) fn is_shift_decrypt(p: &Plan) -> bool {
-    p.mode == "decrypt"
-        && p.direction == "forward"
-        && matches!(
-            p.resilience.as_str(),
-            "datashift-checksum" | "datashift-journal"
-        )
-}
-
 /// What a data-moving decryption moves where, from its metadata: the ciphertext of
 /// `[0, moved)` was copied to the image's start at the init and is decrypted there last;
 /// the rest is decrypted from `shift + x` to `x`, `shift` bytes at a time.
@@ -519,7 +502,7 @@ const REQUIREMENT_V3: &str = "online-reencrypt-v3";
 impl Luks2 {
     /// Turns the header of a volume whose data starts at `shift` (read from the new
     /// header file, a copy of the image's) into the start of a data-moving decryption
-    /// (see [`is_shift_decrypt`]), as cryptsetup's init leaves it: segments `0` the copy of
+    /// (see [`super::Plan::is_shift_decrypt`]), as cryptsetup's init leaves it: segments `0` the copy of
     /// the data's first `moved` bytes at 0, `1` the rest where it is; backups
     /// `backup-moved-segment`, `backup-previous` (the volume's segment), `backup-final`
     /// (linear at 0); the reencrypt keyslot in mode `decrypt`, direction `forward`, the
