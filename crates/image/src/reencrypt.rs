@@ -374,13 +374,7 @@ pub fn encrypt_init(
     o: &ReencryptOptions,
 ) -> Result<()> {
     use sectorcrypt_volume::luks::{self, FormatOptions, Version};
-    let data = crate::image::open_store(path, true, &cx.remote)?;
-    let _claim = crate::image::claim(
-        &data,
-        path,
-        sectorcrypt_volume::lock::Mode::Exclusive,
-        cx.on_wait,
-    )?;
+    let (data, _claim) = claimed(path, cx)?;
     if let Ok(h) = Header::read(&data) {
         return Err(Error::invalid(format!(
             "{} already holds a {} volume: --encrypt takes plain data",
@@ -452,13 +446,7 @@ pub fn encrypt_shift_init(
         )));
     }
     let shift = reduce / 2;
-    let data = crate::image::open_store(path, true, &cx.remote)?;
-    let _claim = crate::image::claim(
-        &data,
-        path,
-        sectorcrypt_volume::lock::Mode::Exclusive,
-        cx.on_wait,
-    )?;
+    let (data, _claim) = claimed(path, cx)?;
     if let Ok(h) = Header::read(&data) {
         return Err(Error::invalid(format!(
             "{} already holds a {} volume: --encrypt takes plain data",
@@ -572,13 +560,7 @@ pub fn decrypt_shift_init(
     passphrase: &[u8],
     o: &ReencryptOptions,
 ) -> Result<()> {
-    let data = crate::image::open_store(path, true, &cx.remote)?;
-    let _claim = crate::image::claim(
-        &data,
-        path,
-        sectorcrypt_volume::lock::Mode::Exclusive,
-        cx.on_wait,
-    )?;
+    let (data, _claim) = claimed(path, cx)?;
     let old = Header::read(&data)?;
     let h = old.downcast_ref::<Luks2>().ok_or_else(|| {
         Error::unsupported(format!(
@@ -635,4 +617,16 @@ fn copy_header(
         at += n as u64;
     }
     Ok(())
+}
+
+/// The store at `path` opened for writing, claimed for this process alone.
+fn claimed(path: &Path, cx: &Context) -> Result<(crate::store::ImageStore, crate::store::Guard)> {
+    let data = crate::image::open_store(path, true, &cx.remote)?;
+    let claim = crate::image::claim(
+        &data,
+        path,
+        sectorcrypt_volume::lock::Mode::Exclusive,
+        cx.on_wait,
+    )?;
+    Ok((data, claim))
 }

@@ -266,20 +266,7 @@ impl Luks2 {
     /// writes there: the digest does not bind them.
     fn shift_progress(&self, m: &Moves) -> Result<(u64, u64)> {
         let (mut left, mut hot) = (0u64, 0u64);
-        let regular: Vec<&Value> = {
-            let mut v: Vec<(u64, &Value)> = obj(&self.json, "segments", "")?
-                .iter()
-                .filter(|(_, s)| {
-                    !s["flags"].as_array().is_some_and(|f| {
-                        f.iter()
-                            .any(|f| f.as_str().is_some_and(|f| f.starts_with("backup-")))
-                    })
-                })
-                .map(|(id, s)| (id.parse().unwrap_or(u64::MAX), s))
-                .collect();
-            v.sort_by_key(|(id, _)| *id);
-            v.into_iter().map(|(_, s)| s).collect()
-        };
+        let regular = regular_segments(&self.json)?;
         for seg in &regular {
             let size = u64_str(seg, "size", "segments.")
                 .ok()
@@ -298,25 +285,11 @@ impl Luks2 {
             .filter(|&n| n <= m.total)
             .map(|_| self.shift_segments(m, left, hot));
         let fits = hot == 0 || zone(left + hot, m.shift) == (left, hot);
-        let same = |a: &Value, b: &Value| {
-            [
-                "type",
-                "offset",
-                "size",
-                "iv_tweak",
-                "encryption",
-                "sector_size",
-            ]
-            .iter()
-            .all(|k| a.get(k) == b.get(k))
-                && a["flags"].as_array().is_some_and(|f| !f.is_empty())
-                    == b["flags"].as_array().is_some_and(|f| !f.is_empty())
-        };
         match want {
             Some(Ok(w))
                 if fits
                     && w.len() == regular.len()
-                    && w.iter().zip(&regular).all(|((w, _), r)| same(w, r)) =>
+                    && w.iter().zip(&regular).all(|((w, _), r)| same_segment(w, r)) =>
             {
                 Ok((left, hot))
             }
@@ -328,18 +301,24 @@ impl Luks2 {
         }
     }
 
-    /// The new layout (the `backup-final` segment) of `m.total` bytes under `key`.
-    fn shift_layout(&self, m: &Moves, keys: &Keys) -> Result<Layout> {
-        let (id, seg) = super::flagged_segment(&self.json, "backup-final")?
-            .ok_or_else(|| corrupt("json: no segment is flagged backup-final"))?;
+    /// The layout of the backup segment flagged `flag` (`backup-final`,
+    /// `backup-previous`) over `total` bytes, under `key` (`which` names it in an error).
+    fn backup_layout(
+        &self,
+        flag: &str,
+        total: u64,
+        key: Option<&[u8]>,
+        which: &str,
+    ) -> Result<Layout> {
+        let (id, seg) = super::flagged_segment(&self.json, flag)?
+            .ok_or_else(|| corrupt(format!("json: no segment is flagged {flag}")))?;
         let seg = super::super::json::segment_of(id, seg)?;
-        let key = keys
-            .new_key()
-            .ok_or_else(|| Error::invalid("the new volume key is missing"))?;
+        let key =
+            key.ok_or_else(|| Error::invalid(format!("the {which} volume key is missing")))?;
         let geometry = Geometry {
             sector_size: seg.sector_size,
             data_offset: seg.offset,
-            size: m.total,
+            size: total,
             iv: IvRule::Units512 {
                 first: seg.iv_tweak,
             },
@@ -403,7 +382,7 @@ impl Luks2 {
                  (sectorcrypt repair IMAGE, or cryptsetup repair)",
             ));
         }
-        let new = self.shift_layout(&m, keys)?;
+        let new = self.backup_layout("backup-final", m.total, keys.new_key(), "new")?;
         while left > 0 {
             if !(o.progress)(m.total - left, m.total) {
                 return Ok(Outcome::Stopped {
@@ -432,7 +411,7 @@ impl Luks2 {
         if hot == 0 {
             return Err(Error::invalid("no hotzone to recover: the state is clean"));
         }
-        let new = self.shift_layout(&m, keys)?;
+        let new = self.backup_layout("backup-final", m.total, keys.new_key(), "new")?;
         self.shift_zone(data, &m, &new, left, hot, 1)?;
         store::sync(data)?;
         self.shift_record(header, &m, left, 0)?;
@@ -803,27 +782,6 @@ fn same_segment(a: &Value, b: &Value) -> bool {
 }
 
 impl Luks2 {
-    /// The old layout of a data-moving decryption (`backup-previous`), which the moved
-    /// start shares (only its place differs).
-    fn back_layout(&self, b: &Back, keys: &Keys) -> Result<Layout> {
-        let (id, seg) = super::flagged_segment(&self.json, "backup-previous")?
-            .ok_or_else(|| corrupt("json: no segment is flagged backup-previous"))?;
-        let seg = super::super::json::segment_of(id, seg)?;
-        let key = keys
-            .old()
-            .ok_or_else(|| Error::invalid("the old volume key is missing"))?;
-        let geometry = Geometry {
-            sector_size: seg.sector_size,
-            data_offset: seg.offset,
-            size: b.total,
-            iv: IvRule::Units512 {
-                first: seg.iv_tweak,
-            },
-            metadata: None,
-        };
-        Layout::single(geometry, cipher_spec(&seg.encryption, key.len())?, key)
-    }
-
     /// Records `done` bytes after the moved start decrypted and `hot` in flight.
     fn back_record(&mut self, header: &dyn Store, b: &Back, done: u64, hot: u64) -> Result<()> {
         let regular = self.back_segments(b, done, hot)?;
@@ -872,7 +830,7 @@ impl Luks2 {
         let (header, data) = (at.header(), at.data());
         let b = self.back(data)?;
         let rest = b.total - b.moved;
-        let old = self.back_layout(&b, keys)?;
+        let old = self.backup_layout("backup-previous", b.total, keys.old(), "old")?;
         loop {
             let (done, hot) = self.back_progress(&b)?;
             if hot > 0 {
@@ -915,7 +873,7 @@ impl Luks2 {
         keys: &Keys,
     ) -> Result<()> {
         let p = plan(&self.json)?;
-        let old = self.back_layout(b, keys)?;
+        let old = self.backup_layout("backup-previous", b.total, keys.old(), "old")?;
         let new_side = Side::Plain(old.sector_size());
         let old_side = Side::Crypt(Box::new(old));
         let pass = Pass {
@@ -960,7 +918,7 @@ impl Luks2 {
         if hot == 0 {
             return Err(Error::invalid("no hotzone to recover: the state is clean"));
         }
-        let old = self.back_layout(&b, keys)?;
+        let old = self.backup_layout("backup-previous", b.total, keys.old(), "old")?;
         let rest = b.total - b.moved;
         if done < rest {
             self.back_zone(data, &b, &old, b.moved + done, hot, 1)?;
