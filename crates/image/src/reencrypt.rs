@@ -232,6 +232,15 @@ pub fn finish_without_key(img: &mut Image) -> Result<bool> {
     Ok(h.reencrypt_finish_done(at)?)
 }
 
+/// The resilience a new run starts with: the one asked for, cryptsetup's `checksum`
+/// otherwise.
+fn start_resilience(o: &ReencryptOptions) -> Result<Resilience> {
+    match &o.resilience {
+        Some(name) => Ok(Resilience::parse(name, hash(o)?)?),
+        None => Ok(Resilience::Checksum(hash(o)?)),
+    }
+}
+
 fn hash(o: &ReencryptOptions) -> Result<HashAlg> {
     Ok(HashAlg::parse(
         o.resilience_hash.as_deref().unwrap_or("sha256"),
@@ -281,10 +290,7 @@ pub fn online(
     let h = hdr.downcast_mut::<Luks2>().ok_or_else(|| refusal(&img))?;
     let keys = match reencrypt::state(h.json())? {
         State::None => {
-            let resilience = match &o.resilience {
-                Some(name) => Resilience::parse(name, hash(o)?)?,
-                None => Resilience::Checksum(hash(o)?),
-            };
+            let resilience = start_resilience(o)?;
             let init = InitOptions {
                 cipher: o.cipher.as_deref(),
                 key_bytes: o.key_bytes,
@@ -374,23 +380,13 @@ pub fn encrypt_init(
     o: &ReencryptOptions,
 ) -> Result<()> {
     use sectorcrypt_volume::luks::{self, FormatOptions, Version};
-    let (data, _claim) = claimed(path, cx)?;
-    if let Ok(h) = Header::read(&data) {
-        return Err(Error::invalid(format!(
-            "{} already holds a {} volume: --encrypt takes plain data",
-            crate::redacted(path),
-            h.name()
-        )));
-    }
+    let (data, _claim) = claimed_plain(path, cx)?;
     // The header is made whole in a new file beside it, then linked to its name (which
     // fails if the name exists): a crash never leaves at `header` a header whose data
     // is still plain, which would read as garbage.
     let (tmp, file) = new_header_file(header)?;
     let hdr_store = sectorcrypt_volume::FileStore::new(file, header.display().to_string());
-    let resilience = match &o.resilience {
-        Some(name) => Resilience::parse(name, hash(o)?)?,
-        None => Resilience::Checksum(hash(o)?),
-    };
+    let resilience = start_resilience(o)?;
     let opts = FormatOptions {
         version: Version::Luks2,
         cipher: o.cipher.clone().unwrap_or_else(|| "aes-xts-plain64".into()),
@@ -446,14 +442,7 @@ pub fn encrypt_shift_init(
         )));
     }
     let shift = reduce / 2;
-    let (data, _claim) = claimed(path, cx)?;
-    if let Ok(h) = Header::read(&data) {
-        return Err(Error::invalid(format!(
-            "{} already holds a {} volume: --encrypt takes plain data",
-            crate::redacted(path),
-            h.name()
-        )));
-    }
+    let (data, _claim) = claimed_plain(path, cx)?;
     let size = sectorcrypt_volume::Store::size(&data)
         .map_err(|e| Error::io(format!("the size of {}", crate::redacted(path)), e))?;
     let sector = o.sector_size.unwrap_or(512) as u64;
@@ -569,10 +558,7 @@ pub fn decrypt_shift_init(
             old.name()
         ))
     })?;
-    let resilience = match &o.resilience {
-        Some(name) => Resilience::parse(name, hash(o)?)?,
-        None => Resilience::Checksum(hash(o)?),
-    };
+    let resilience = start_resilience(o)?;
     // The passphrase first: nothing is written for a wrong one.
     drop(old.unlock_slot(&data, passphrase, o.key_slot)?);
     let size = h.metadata_size();
@@ -628,5 +614,21 @@ fn claimed(path: &Path, cx: &Context) -> Result<(crate::store::ImageStore, crate
         sectorcrypt_volume::lock::Mode::Exclusive,
         cx.on_wait,
     )?;
+    Ok((data, claim))
+}
+
+/// [`claimed`] for an encryption: refuses data that already holds a volume.
+fn claimed_plain(
+    path: &Path,
+    cx: &Context,
+) -> Result<(crate::store::ImageStore, crate::store::Guard)> {
+    let (data, claim) = claimed(path, cx)?;
+    if let Ok(h) = Header::read(&data) {
+        return Err(Error::invalid(format!(
+            "{} already holds a {} volume: --encrypt takes plain data",
+            crate::redacted(path),
+            h.name()
+        )));
+    }
     Ok((data, claim))
 }

@@ -311,10 +311,10 @@ fn reencrypt(op: Op, store: &CutStore, resilience: Resilience) -> sectorcrypt_vo
     Ok(())
 }
 
-/// The volume of [`Op::BackShift`]: attached in the data window, the pattern encrypted in
-/// its data, its header copied to the header window (the new header file).
-fn back_volume(store: &CutStore, v: &Volume<'_>) -> (Vec<u8>, Vec<u8>) {
-    let opts = FormatOptions {
+/// The format of the data-moving operations' volumes: a header of [`SHIFT`] bytes, the
+/// data right after it.
+fn shifted_options() -> FormatOptions {
+    FormatOptions {
         version: Version::Luks2,
         kdf: fast(),
         key_bytes: 32,
@@ -322,7 +322,13 @@ fn back_volume(store: &CutStore, v: &Volume<'_>) -> (Vec<u8>, Vec<u8>) {
         data_offset: Some(SHIFT),
         metadata_size: Some(SHIFT),
         ..FormatOptions::default()
-    };
+    }
+}
+
+/// The volume of [`Op::BackShift`]: attached in the data window, the pattern encrypted in
+/// its data, its header copied to the header window (the new header file).
+fn back_volume(store: &CutStore, v: &Volume<'_>) -> (Vec<u8>, Vec<u8>) {
+    let opts = shifted_options();
     let (_, u) = luks::format_at(Placement::Attached(&v.data), &opts, PASS, None).unwrap();
     let plain = pattern(SHIFT_DATA as usize, 0xb5);
     let mut enc = plain.clone();
@@ -338,15 +344,7 @@ fn back_volume(store: &CutStore, v: &Volume<'_>) -> (Vec<u8>, Vec<u8>) {
 /// does it: the header made in memory, then placed.
 fn shift_init(store: &CutStore) -> sectorcrypt_volume::Result<()> {
     let mem = MemStore::new(SHIFT as usize);
-    let opts = FormatOptions {
-        version: Version::Luks2,
-        kdf: fast(),
-        key_bytes: 32,
-        sector_size: SECTOR,
-        data_offset: Some(SHIFT),
-        metadata_size: Some(SHIFT),
-        ..FormatOptions::default()
-    };
+    let opts = shifted_options();
     let at = Placement::Detached {
         header: &mem,
         data: store,

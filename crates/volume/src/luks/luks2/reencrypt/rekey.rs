@@ -652,11 +652,27 @@ impl Luks2 {
     ) -> Result<Outcome> {
         let (header, data) = (at.header(), at.data());
         let mut p = self.rekey_plan()?;
-        if p.is_shift_encrypt() {
-            return self.shift_run(at, keys, o);
-        }
-        if p.is_shift_decrypt() {
-            return self.back_run(at, keys, o);
+        if p.is_shift_encrypt() || p.is_shift_decrypt() {
+            // Both data-moving runs keep the resilience they started with, and run
+            // offline only.
+            if o.line.is_some() {
+                return Err(Error::unsupported(format!(
+                    "serving a volume while its data is moved: run the {} offline",
+                    p.mode
+                )));
+            }
+            if o.resilience.is_some() {
+                return Err(Error::invalid(format!(
+                    "a run that moves the data keeps the resilience it started with ({}): \
+                     give no --resilience",
+                    p.resilience
+                )));
+            }
+            return if p.is_shift_encrypt() {
+                self.shift_run(at, keys, o)
+            } else {
+                self.back_run(at, keys, o)
+            };
         }
         let mut prog = self.rekey_state(data, keys)?;
         if let Some(r) = o.resilience {

@@ -362,17 +362,6 @@ impl Luks2 {
         keys: &Keys,
         o: &mut RunOptions<'_>,
     ) -> Result<Outcome> {
-        if o.line.is_some() {
-            return Err(Error::unsupported(
-                "serving a volume while its data is moved: run the encryption offline",
-            ));
-        }
-        if o.resilience.is_some() {
-            return Err(Error::invalid(
-                "an encryption that moves the data keeps its resilience (datashift): give \
-                 no --resilience",
-            ));
-        }
         let (header, data) = (at.header(), at.data());
         let m = self.moves(data)?;
         let (mut left, hot) = self.shift_progress(&m)?;
@@ -816,17 +805,6 @@ impl Luks2 {
         keys: &Keys,
         o: &mut RunOptions<'_>,
     ) -> Result<Outcome> {
-        if o.line.is_some() {
-            return Err(Error::unsupported(
-                "serving a volume while its data is moved: run the decryption offline",
-            ));
-        }
-        if o.resilience.is_some() {
-            return Err(Error::invalid(
-                "a decryption that moves the data keeps the resilience it started with: give \
-                 no --resilience",
-            ));
-        }
         let (header, data) = (at.header(), at.data());
         let b = self.back(data)?;
         let rest = b.total - b.moved;
