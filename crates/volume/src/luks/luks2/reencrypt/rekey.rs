@@ -55,8 +55,10 @@ pub(super) const REQUIREMENT: &str = "online-reencrypt-v2";
 const NONE_HOTZONE: u64 = 20 << 20;
 /// cryptsetup's largest hotzone (`LUKS2_REENCRYPT_MAX_HOTZONE_LENGTH`).
 const MAX_HOTZONE: u64 = 1 << 30;
-/// The unit of the parallel data passes.
-const CHUNK: u64 = 4 << 20;
+/// The unit of the parallel data passes: small enough that a thread's buffer stays in its
+/// core's L2 cache between the read, the two ciphers (or the hash) and the write (4 MiB
+/// chunks made a 1 GiB re-key without resilience data 1.3x slower on tmpfs).
+const CHUNK: u64 = 512 << 10;
 /// The block size of a file system or device: the least alignment of a hotzone.
 pub(super) const BLOCK: u64 = 4096;
 
