@@ -1827,3 +1827,154 @@ fn decrypt_moving_the_data_killed_anywhere_is_recovered_by_both_tools() {
          its keyslot wipe (plaintext whole, the header left as it is)"
     );
 }
+
+/// A server of `p` (`serve IMG --header HDR --reencrypt`) with 256 KiB hotzones, its
+/// standard error collected as it comes, and its NBD URI once the socket is there.
+struct Served {
+    server: Reaped,
+    err: std::sync::Arc<std::sync::Mutex<String>>,
+    uri: String,
+}
+
+impl Served {
+    fn start(p: &Plain) -> Served {
+        use std::io::Read as _;
+        let sock = p.dir.path().join("nbd.sock");
+        let _ = std::fs::remove_file(&sock);
+        let mut child = Command::new(bin())
+            .args(["serve", s(&p.img), "--header", s(&p.hdr)])
+            .args(["--key-file", s(&p.key), "--socket", s(&sock)])
+            .args(["--reencrypt", "--hotzone-size", "256K"])
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let err = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let mut pipe = child.stderr.take().unwrap();
+        let sink = err.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = pipe.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        let served = Served {
+            server: Reaped(Some(child)),
+            err,
+            uri: format!("nbd+unix:///?socket={}", sock.display()),
+        };
+        served.wait_for("socket", |_| sock.exists());
+        served
+    }
+
+    /// Waits (at most 60 s) until `done(stderr so far)`.
+    fn wait_for(&self, what: &str, done: impl Fn(&str) -> bool) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while !done(&self.err.lock().unwrap()) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no {what}: {}",
+                self.err.lock().unwrap()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+
+    fn finished(&self) -> bool {
+        self.err.lock().unwrap().contains("while served")
+    }
+
+    /// Writes `data` over the whole volume through NBD (nbdcopy; every write answered).
+    fn write(&self, dir: &Path, data: &[u8]) {
+        let file = dir.join("next");
+        std::fs::write(&file, data).unwrap();
+        run(Command::new("nbdcopy").args([s(&file), &self.uri]));
+    }
+
+    fn read(&self) -> Vec<u8> {
+        run(Command::new("nbdcopy").args([&self.uri, "-"])).stdout
+    }
+
+    /// Sends `signal` (`INT`, `KILL`) to the server and waits for it to exit.
+    fn stop(mut self, signal: &str) {
+        let mut child = self.server.0.take().unwrap();
+        let _ = Command::new("kill")
+            .args([&format!("-{signal}"), &child.id().to_string()])
+            .status();
+        child.wait().unwrap();
+    }
+}
+
+/// Encryption and decryption in place with a detached header while the volume is served
+/// (`reencrypt --init-only`, then `serve --reencrypt` runs it): a client rewrites the
+/// whole volume again and again during the run and always reads what it wrote last;
+/// at the end the data is what it wrote, by cryptsetup's key (encryption) or as plain
+/// bytes (decryption). Then the server is killed in the middle of an encryption (SIGKILL)
+/// after a client's write: cryptsetup recovers and ends it on a copy, sectorcrypt on the
+/// image, and both hold that write.
+#[test]
+fn serve_encrypts_and_decrypts_in_place_while_a_client_writes() {
+    require!("cryptsetup", "nbdcopy");
+    for decrypt in [false, true] {
+        let what = if decrypt { "decryption" } else { "encryption" };
+        let mut p = if decrypt {
+            Plain::detached(false)
+        } else {
+            Plain::new()
+        };
+        let mode = if decrypt { "--decrypt" } else { "--encrypt" };
+        run(&mut p.sc_cmd(&[mode, "--init-only"]));
+        let served = Served::start(&p);
+        let mut writes = 0u64;
+        while !served.finished() {
+            assert!(
+                writes < 2000,
+                "{what}: no end: {}",
+                served.err.lock().unwrap()
+            );
+            let next = pattern(DATA, 0x0e1 + writes);
+            served.write(p.dir.path(), &next);
+            assert!(
+                served.read() == next,
+                "{what}: write {writes} read back other data"
+            );
+            p.plain = next;
+            writes += 1;
+        }
+        assert!(
+            writes >= 2,
+            "{what}: the run ended before the client's second write"
+        );
+        served.stop("INT");
+        if decrypt {
+            p.verify_decrypted("decryption while served");
+        } else {
+            p.verify("encryption while served");
+        }
+        eprintln!("{what} while served: {writes} whole-volume writes during the run");
+    }
+
+    // Killed in the middle of an encryption, after a client's write.
+    let mut p = Plain::new();
+    run(&mut p.sc_cmd(&["--encrypt", "--init-only"]));
+    let served = Served::start(&p);
+    served.wait_for("progress", |e| e.contains("re-encryption at 20%"));
+    let last = pattern(DATA, 0x7e57);
+    served.write(p.dir.path(), &last);
+    assert!(!served.finished(), "the run ended before the kill");
+    served.stop("KILL");
+    p.plain = last;
+    let mut q = p.copy();
+    q.plain = p.plain.clone();
+    run(&mut q.cs(&["repair"]));
+    if metadata(&q.hdr)["config"].get("requirements").is_some() {
+        run(&mut q.cs(&["reencrypt", "--resume-only", "--force-offline-reencrypt"]));
+    }
+    q.verify("encryption served and killed, cryptsetup recovered");
+    run(&mut p.sc_cmd(&[]));
+    p.verify("encryption served and killed, sectorcrypt recovered");
+}

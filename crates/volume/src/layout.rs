@@ -223,7 +223,9 @@ enum Keys {
         source: Box<dyn KeySource>,
         cache: Mutex<ZoneCache>,
     },
-    /// No encryption (authenticated layouts only: the tags still protect the data).
+    /// No encryption: in an authenticated layout the tags still protect the data; without
+    /// tags, the plaintext side of a volume encrypted or decrypted while it is served
+    /// ([`Layout::plaintext`]).
     Plaintext,
 }
 
@@ -291,6 +293,15 @@ impl Layout {
         let ciphers = CipherLayouts { main, last: None };
         let keys = Keys::Single(ciphers.make(spec, key)?);
         Ok(Layout::assemble(geometry, ciphers, keys, None))
+    }
+
+    /// No encryption and no tags: sectors are stored as they are. Only for the plaintext
+    /// side of a LUKS2 encryption or decryption in place while the volume is served (the
+    /// engine keeps the old layout, plaintext in an encryption); never a volume's own.
+    pub fn plaintext(geometry: Geometry) -> Result<Layout> {
+        let main = check(&geometry)?;
+        let ciphers = CipherLayouts { main, last: None };
+        Ok(Layout::assemble(geometry, ciphers, Keys::Plaintext, None))
     }
 
     /// One key per zone of `zone_sectors` sectors, from `source`. The first zone's key is
@@ -442,6 +453,11 @@ impl Layout {
                 dst.len()
             )));
         }
+        if self.is_plaintext() {
+            self.whole_sectors(src.len())?;
+            dst.copy_from_slice(src);
+            return Ok(());
+        }
         self.runs(first, src.len(), |c, iv, r| {
             c.encrypt_to(iv, &src[r.clone()], &mut dst[r])
         })
@@ -461,12 +477,9 @@ impl Layout {
         match &self.keys {
             // The hot path: one call (the cipher checks for whole sectors itself).
             Keys::Single(c) if self.auth.is_none() => f(&c.main, rule.number(first, ss), 0..len)?,
+            Keys::Plaintext if self.auth.is_none() => self.whole_sectors(len)?,
             Keys::Zoned { zone_sectors, .. } if self.auth.is_none() => {
-                if !len.is_multiple_of(ss) {
-                    return Err(Error::invalid(format!(
-                        "{len} bytes is not a whole number of {ss}-byte sectors"
-                    )));
-                }
+                self.whole_sectors(len)?;
                 let mut done = 0;
                 while done < len {
                     let s = first + (done / ss) as u64;
@@ -483,6 +496,22 @@ impl Layout {
                     "this layout stores sectors with tags: seal and open them",
                 ))
             }
+        }
+        Ok(())
+    }
+
+    /// A layout without encryption and without tags ([`Layout::plaintext`]).
+    fn is_plaintext(&self) -> bool {
+        matches!(self.keys, Keys::Plaintext) && self.auth.is_none()
+    }
+
+    /// Refuses `len` bytes that are not whole sectors.
+    fn whole_sectors(&self, len: usize) -> Result<()> {
+        let ss = self.geometry.sector_size;
+        if !len.is_multiple_of(ss) {
+            return Err(Error::invalid(format!(
+                "{len} bytes is not a whole number of {ss}-byte sectors"
+            )));
         }
         Ok(())
     }

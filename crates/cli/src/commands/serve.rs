@@ -511,8 +511,8 @@ fn reencrypt_beside(
         };
         match online.run(&mut progress)? {
             Outcome::Finished => eprintln!(
-                "sectorcrypt: {name}: re-encrypted while served ({:.1} s); the old keyslots \
-                 are gone",
+                "sectorcrypt: {name}: re-encrypted while served ({:.1} s); the old keys are \
+                 gone",
                 started.elapsed().as_secs_f64()
             ),
             Outcome::Stopped { done, total } => eprintln!(

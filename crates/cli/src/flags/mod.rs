@@ -836,7 +836,9 @@ pub struct ServeArgs {
     pub exit_after_last: bool,
     /// LUKS2: re-key the volume while serving it (a new volume key, same cipher and
     /// sector size), hotzone by hotzone with cryptsetup's metadata; resumes one in
-    /// progress, after recovering a crash. Clients see their data throughout.
+    /// progress, after recovering a crash, including an encryption or decryption in place
+    /// with --header that `reencrypt --encrypt|--decrypt --init-only` started. Clients see
+    /// their data throughout.
     #[arg(long)]
     pub reencrypt: bool,
     /// With --reencrypt: checksum (the default), journal or none.

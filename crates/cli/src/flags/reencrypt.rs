@@ -101,7 +101,9 @@ as cryptsetup's).
 end backward; or, when --header names a new file, a volume whose header is in the image,
 moving the data back over it (resilience checksum or journal for the data's start). As
 cryptsetup does; either tool resumes or recovers it.
-Serving a volume while it is re-keyed: `sectorcrypt serve --reencrypt`.
+Serving a volume while it is re-keyed: `sectorcrypt serve --reencrypt`. An encryption or
+decryption with a detached header runs online too: --init-only here, then `sectorcrypt serve
+IMAGE --header HDR --reencrypt` (the data-moving runs stay offline).
 
 Not yet: a re-key that moves the data.
 

@@ -3,8 +3,8 @@
 
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-/// The progress line of an online re-encryption: the bytes of the data area (from its
-/// start) under the new key.
+/// The progress line of an online re-encryption: the bytes of the data area under the
+/// new layout (from its start in a forward run, from its end in a backward one).
 #[derive(Debug, Default)]
 pub struct Line(RwLock<u64>);
 

@@ -1220,14 +1220,18 @@ impl Side {
         }
     }
 
-    /// The layout, for an engine that serves the volume meanwhile.
-    pub(super) fn layout(self) -> Result<Layout> {
+    /// The layout, for an engine that serves the volume meanwhile: plaintext
+    /// ([`Layout::plaintext`]) over the `total` bytes at `offset` for the plain side.
+    pub(super) fn layout(self, offset: u64, total: u64) -> Result<Layout> {
         match self {
             Side::Crypt(l) => Ok(*l),
-            Side::Plain(_) => Err(Error::unsupported(
-                "serving a plain image while it is encrypted: encrypt it offline \
-                 (sectorcrypt reencrypt --encrypt)",
-            )),
+            Side::Plain(n) => Layout::plaintext(Geometry {
+                sector_size: n,
+                data_offset: offset,
+                size: total - total % n as u64,
+                iv: IvRule::Units512 { first: 0 },
+                metadata: None,
+            }),
         }
     }
 }
