@@ -240,7 +240,8 @@ pub struct FormatArgs {
     /// luks2, luks1 or geli.
     #[arg(long = "type", value_enum, default_value_t = LuksType::Luks2)]
     pub luks_type: LuksType,
-    /// Segment cipher: aes-xts-plain64, aes-xts-plain, aes-cbc-plain64, aes-cbc-essiv:sha256
+    /// Segment cipher: aes-xts-plain64, aes-xts-plain, aes-cbc-plain64, aes-cbc-essiv:sha256;
+    /// serpent-, twofish-, camellia- and kuznyechik-xts-plain64 (512-bit keys only)
     /// (GELI: aes-xts, aes-cbc, or null with --integrity).
     #[arg(
         long,

@@ -1,6 +1,11 @@
 //! The sector API: many consecutive sectors in one call, with dm-crypt's cipher strings and
 //! IV generators (`plain64`, `plain`, `essiv:sha256`).
 //!
+//! AES runs on this crate's AES backends. Serpent, Twofish, Camellia and Kuznyechik run in
+//! XTS with `plain64` or `plain` IVs (`serpent-xts-plain64`, as cryptsetup users make them
+//! with the kernel's ciphers), on the cascade module's ciphers, one sector per call, with
+//! 256-bit keys only (a 512-bit XTS key).
+//!
 //! IVs are produced in batches of [`BATCH`] sectors into a small array on the stack; for XTS
 //! the batch of tweaks is encrypted in one ECB call under Key2 (for ESSIV likewise under the
 //! ESSIV key), then the whole batch of sectors goes to the backend's kernel in one call, so
@@ -10,6 +15,7 @@ use super::xts::Xts;
 use super::{split, AesKey, Direction};
 use crate::block::Block;
 use crate::buf::InOut;
+use crate::cascade::{Cascade, Layer};
 use crate::error::{InputError, KeyError};
 use crate::{Backend, Error};
 use sha2::{Digest, Sha256};
@@ -59,25 +65,99 @@ pub const GELI_IV_KEY_LEN: usize = 64;
 /// A dm-crypt / cryptsetup cipher string such as `aes-xts-plain64`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CipherSpec {
+    /// The block cipher.
+    pub cipher: Layer,
     /// The mode.
     pub mode: CipherMode,
     /// The IV generator.
     pub iv: IvMode,
 }
 
-/// Every supported cipher string with its mode and IV generator.
-const SPECS: [(&str, CipherMode, IvMode); 6] = [
-    ("aes-xts-plain64", CipherMode::Xts, IvMode::Plain64),
-    ("aes-xts-plain", CipherMode::Xts, IvMode::Plain),
-    ("aes-cbc-plain64", CipherMode::Cbc, IvMode::Plain64),
-    ("aes-cbc-plain", CipherMode::Cbc, IvMode::Plain),
-    ("aes-cbc-essiv:sha256", CipherMode::Cbc, IvMode::EssivSha256),
-    ("aes-ecb", CipherMode::Ecb, IvMode::None),
+/// Every supported cipher string with its cipher, mode and IV generator.
+const SPECS: [(&str, Layer, CipherMode, IvMode); 14] = [
+    (
+        "aes-xts-plain64",
+        Layer::Aes,
+        CipherMode::Xts,
+        IvMode::Plain64,
+    ),
+    ("aes-xts-plain", Layer::Aes, CipherMode::Xts, IvMode::Plain),
+    (
+        "aes-cbc-plain64",
+        Layer::Aes,
+        CipherMode::Cbc,
+        IvMode::Plain64,
+    ),
+    ("aes-cbc-plain", Layer::Aes, CipherMode::Cbc, IvMode::Plain),
+    (
+        "aes-cbc-essiv:sha256",
+        Layer::Aes,
+        CipherMode::Cbc,
+        IvMode::EssivSha256,
+    ),
+    ("aes-ecb", Layer::Aes, CipherMode::Ecb, IvMode::None),
+    (
+        "serpent-xts-plain64",
+        Layer::Serpent,
+        CipherMode::Xts,
+        IvMode::Plain64,
+    ),
+    (
+        "serpent-xts-plain",
+        Layer::Serpent,
+        CipherMode::Xts,
+        IvMode::Plain,
+    ),
+    (
+        "twofish-xts-plain64",
+        Layer::Twofish,
+        CipherMode::Xts,
+        IvMode::Plain64,
+    ),
+    (
+        "twofish-xts-plain",
+        Layer::Twofish,
+        CipherMode::Xts,
+        IvMode::Plain,
+    ),
+    (
+        "camellia-xts-plain64",
+        Layer::Camellia,
+        CipherMode::Xts,
+        IvMode::Plain64,
+    ),
+    (
+        "camellia-xts-plain",
+        Layer::Camellia,
+        CipherMode::Xts,
+        IvMode::Plain,
+    ),
+    (
+        "kuznyechik-xts-plain64",
+        Layer::Kuznyechik,
+        CipherMode::Xts,
+        IvMode::Plain64,
+    ),
+    (
+        "kuznyechik-xts-plain",
+        Layer::Kuznyechik,
+        CipherMode::Xts,
+        IvMode::Plain,
+    ),
 ];
 
 impl CipherSpec {
+    /// AES in `mode` with IVs from `iv` (the formats that build their spec directly).
+    pub const fn aes(mode: CipherMode, iv: IvMode) -> CipherSpec {
+        CipherSpec {
+            cipher: Layer::Aes,
+            mode,
+            iv,
+        }
+    }
+
     /// Every supported cipher string.
-    pub const ALL: [&'static str; 6] = {
+    pub const ALL: [&'static str; SPECS.len()] = {
         let mut all = [""; SPECS.len()];
         let mut i = 0;
         while i < all.len() {
@@ -89,6 +169,9 @@ impl CipherSpec {
 
     /// The accepted key lengths in bytes.
     pub fn key_lengths(&self) -> &'static [usize] {
+        if self.cipher != Layer::Aes {
+            return &[64];
+        }
         match self.mode {
             CipherMode::Xts => &[32, 48, 64],
             CipherMode::Cbc if self.iv == IvMode::GeliSha256 => &[80, 88, 96],
@@ -104,7 +187,7 @@ impl FromStr for CipherSpec {
         SPECS
             .iter()
             .find(|(name, ..)| *name == s)
-            .map(|&(_, mode, iv)| CipherSpec { mode, iv })
+            .map(|&(_, cipher, mode, iv)| CipherSpec { cipher, mode, iv })
             .ok_or_else(|| Error::unknown_name("cipher", s, CipherSpec::ALL))
     }
 }
@@ -125,7 +208,7 @@ impl fmt::Display for CipherSpec {
             IvMode::GeliSha256 => "-geli",
             IvMode::None => "",
         };
-        write!(f, "aes-{mode}{iv}")
+        write!(f, "{}-{mode}{iv}", self.cipher.name())
     }
 }
 
@@ -202,6 +285,8 @@ impl SectorLayout {
 
 enum Engine {
     Xts(Xts),
+    /// Another cipher than AES in XTS (see the module documentation).
+    Cascade(Cascade),
     Cbc {
         key: AesKey,
         essiv: Option<AesKey>,
@@ -250,6 +335,19 @@ impl SectorCipher {
         backend: Option<Backend>,
     ) -> Result<SectorCipher, Error> {
         let engine = match spec.mode {
+            _ if spec.cipher != Layer::Aes => {
+                if spec.mode != CipherMode::Xts
+                    || !matches!(spec.iv, IvMode::Plain64 | IvMode::Plain)
+                {
+                    return Err(Error::unknown_name(
+                        "cipher",
+                        &spec.to_string(),
+                        CipherSpec::ALL,
+                    ));
+                }
+                spec.check_key(key)?;
+                Engine::Cascade(Cascade::new(&[spec.cipher], key)?)
+            }
             CipherMode::Xts => Engine::Xts(match backend {
                 Some(b) => Xts::with_backend(key, b)?,
                 None => Xts::new(key)?,
@@ -298,10 +396,12 @@ impl SectorCipher {
         self.layout
     }
 
-    /// The backend the data path runs on.
+    /// The AES backend the data path runs on ([`Backend::Soft`] for the other ciphers:
+    /// they have no AES backend).
     pub fn backend(&self) -> Backend {
         match &self.engine {
             Engine::Xts(x) => x.backend(),
+            Engine::Cascade(_) => Backend::Soft,
             Engine::Cbc { key, .. } | Engine::Ecb(key) => key.backend(),
         }
     }
@@ -320,6 +420,9 @@ impl SectorCipher {
                 Direction::Decrypt => key.k().ecb_decrypt(data),
             }
             return Ok(());
+        }
+        if let Engine::Cascade(c) = &self.engine {
+            return self.run_cascade(c, first_iv, data, dir);
         }
         let sectors = data.len() / size;
         let step = self.layout.iv_step();
@@ -367,9 +470,40 @@ impl SectorCipher {
                         Direction::Decrypt => key.k().cbc_decrypt_sectors(ivs, chunk),
                     }
                 }
-                Engine::Ecb(_) => unreachable!("handled above"),
+                Engine::Ecb(_) | Engine::Cascade(_) => unreachable!("handled above"),
             }
             done += n;
+        }
+        Ok(())
+    }
+
+    /// [`SectorCipher::run`] for the other ciphers than AES: each sector one XTS data
+    /// unit whose tweak is its IV (`plain64`, or `plain`'s low 32 bits), in place (a
+    /// separate output is copied first).
+    fn run_cascade(
+        &self,
+        c: &Cascade,
+        first_iv: u64,
+        data: InOut<'_>,
+        dir: Direction,
+    ) -> Result<(), Error> {
+        let buf = match data {
+            InOut::InPlace(b) => b,
+            InOut::Split { src, dst } => {
+                dst.copy_from_slice(src);
+                dst
+            }
+        };
+        let (size, step) = (self.layout.sector_size, self.layout.iv_step());
+        for (i, sector) in buf.chunks_exact_mut(size).enumerate() {
+            let mut number = first_iv.wrapping_add((i as u64).wrapping_mul(step));
+            if self.spec.iv == IvMode::Plain {
+                number &= u64::from(u32::MAX);
+            }
+            match dir {
+                Direction::Encrypt => c.encrypt(number, size, sector)?,
+                Direction::Decrypt => c.decrypt(number, size, sector)?,
+            }
         }
         Ok(())
     }
@@ -385,12 +519,14 @@ impl CipherSpec {
             Ok(())
         } else {
             Err(Error::Key(KeyError::Length {
-                what: match self.mode {
-                    CipherMode::Xts => "aes-xts",
-                    _ => "aes",
+                what: match (self.cipher, self.mode) {
+                    (Layer::Aes, CipherMode::Xts) => "aes-xts",
+                    (Layer::Aes, _) => "aes",
+                    _ => "xts",
                 },
                 got: key.len(),
                 expected: match self.mode {
+                    _ if self.cipher != Layer::Aes => "64 bytes (two 256-bit keys)",
                     CipherMode::Xts => "32, 48 or 64 bytes (two aes keys)",
                     CipherMode::Cbc if self.iv == IvMode::GeliSha256 => {
                         "80, 88 or 96 bytes (an aes key and the 64-byte iv key)"

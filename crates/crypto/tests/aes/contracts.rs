@@ -152,7 +152,7 @@ fn every_backend_equals_soft_under_each_width() {
                 assert_eq!(a, s, "xts {} bytes on {b}", cut.len());
             }
         }
-        for spec in CipherSpec::ALL {
+        for spec in CipherSpec::ALL.iter().filter(|s| s.starts_with("aes-")) {
             let spec: CipherSpec = spec.parse().unwrap();
             let k = if spec.mode == CipherMode::Xts {
                 &key[..]

@@ -22,7 +22,10 @@ fn cipher_strings_match_openssl_per_sector() {
 fn cipher_strings_match_openssl_per_sector_under_each_width() {
     let mut rng = rng("cipher_strings_match_openssl_per_sector");
     for b in backends() {
-        for spec_name in CipherSpec::ALL {
+        for spec_name in CipherSpec::ALL
+            .into_iter()
+            .filter(|s| s.starts_with("aes-"))
+        {
             let spec: CipherSpec = spec_name.parse().unwrap();
             let key_lens: &[usize] = match spec_name {
                 "aes-ecb" => &[32],

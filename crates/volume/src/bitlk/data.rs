@@ -127,10 +127,7 @@ impl SectorCrypt {
     fn new(method: Method, key: &[u8], sector_size: usize) -> Result<SectorCrypt> {
         Ok(match method {
             Method::Xts(_) => {
-                let spec = CipherSpec {
-                    mode: CipherMode::Xts,
-                    iv: IvMode::Plain64,
-                };
+                let spec = CipherSpec::aes(CipherMode::Xts, IvMode::Plain64);
                 SectorCrypt::Xts(SectorCipher::new(
                     spec,
                     key,
@@ -507,10 +504,7 @@ impl Translated {
         engine_key: &[u8],
         map: Map,
     ) -> Result<Translated> {
-        let spec = CipherSpec {
-            mode: CipherMode::Xts,
-            iv: IvMode::Plain64,
-        };
+        let spec = CipherSpec::aes(CipherMode::Xts, IvMode::Plain64);
         let layout = SectorLayout::new(map.sector_size, true)?;
         let own = match method {
             Method::Xts(_) if key == engine_key => None,

@@ -320,10 +320,7 @@ impl Format for Bitlk {
         keyslot: usize,
     ) -> Result<Unlocked> {
         let info = self.volume_info(store)?;
-        let xts = CipherSpec {
-            mode: CipherMode::Xts,
-            iv: IvMode::Plain64,
-        };
+        let xts = CipherSpec::aes(CipherMode::Xts, IvMode::Plain64);
         let method = self.method()?;
         // Checks the data can be read before the engine is built.
         self.view(store, &key)?;

@@ -207,10 +207,7 @@ impl Format for Fvault2 {
         keyslot: usize,
     ) -> Result<Unlocked> {
         let info = self.volume_info(store)?;
-        let spec = CipherSpec {
-            mode: CipherMode::Xts,
-            iv: IvMode::Plain64,
-        };
+        let spec = CipherSpec::aes(CipherMode::Xts, IvMode::Plain64);
         // Read-only twice over: the engine refuses writes, and its store would too.
         Ok(Unlocked::new(info, spec, key, keyslot)
             .with_read_only()

@@ -79,10 +79,7 @@ impl Geli {
                     )));
                 }
                 return Ok(Cipher {
-                    spec: CipherSpec {
-                        mode: CipherMode::Xts,
-                        iv: IvMode::Plain64,
-                    },
+                    spec: CipherSpec::aes(CipherMode::Xts, IvMode::Plain64),
                     encrypted: false,
                     key_bytes: 0,
                     slot_key_bytes: 0,
@@ -124,7 +121,7 @@ impl Geli {
             bits / 8
         };
         Ok(Cipher {
-            spec: CipherSpec { mode, iv },
+            spec: CipherSpec::aes(mode, iv),
             encrypted: true,
             key_bytes,
             slot_key_bytes: bits / 8,

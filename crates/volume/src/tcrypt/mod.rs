@@ -386,10 +386,7 @@ impl Format for Tcrypt {
             data_offset: offset,
             data_size: len,
         };
-        let spec = CipherSpec {
-            mode: CipherMode::Xts,
-            iv: IvMode::Plain64,
-        };
+        let spec = CipherSpec::aes(CipherMode::Xts, IvMode::Plain64);
         // The master keys: every layer's primary key, then every secondary key.
         let master = Zeroizing::new(h[KEYS_AT..KEYS_AT + chain.key_len()].to_vec());
         let aes_only = chain.layers == [Layer::Aes];

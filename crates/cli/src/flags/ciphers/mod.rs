@@ -243,6 +243,8 @@ impl Cipher {
 const AES_KEY: Lengths = Lengths::Of(&[16, 24, 32]);
 /// Key1 || Key2: two AES keys of the same size.
 const XTS_KEY: Lengths = Lengths::Of(&[32, 48, 64]);
+/// Key1 || Key2 of the other XTS ciphers than AES: two 256-bit keys.
+const XTS_256_KEY: Lengths = Lengths::Of(&[64]);
 const GOST_KEY: Lengths = Lengths::Of(&[32]);
 const AES_IV: Iv = Iv::Hex(Lengths::Of(&[16]));
 const GOST_IV: Iv = Iv::Hex(Lengths::Of(&[8]));
@@ -269,6 +271,22 @@ pub const CIPHERS: &[Cipher] = &[
         .about("dm-crypt CBC, IVs encrypted under SHA-256(key)"),
     Cipher::new("aes-ecb", Kind::Ecb, AES_KEY, Iv::None).sectors()
         .about("whole 16-byte blocks; with a sector option, whole dm-crypt sectors"),
+    Cipher::new("serpent-xts-plain64", Kind::Sectors, XTS_256_KEY, Iv::FromSector).sectors()
+        .about("dm-crypt XTS with Serpent-256"),
+    Cipher::new("serpent-xts-plain", Kind::Sectors, XTS_256_KEY, Iv::FromSector).sectors()
+        .about("the same, 32-bit sector numbers (they wrap)"),
+    Cipher::new("twofish-xts-plain64", Kind::Sectors, XTS_256_KEY, Iv::FromSector).sectors()
+        .about("dm-crypt XTS with Twofish-256 (table lookups: not constant-time)"),
+    Cipher::new("twofish-xts-plain", Kind::Sectors, XTS_256_KEY, Iv::FromSector).sectors()
+        .about("the same, 32-bit sector numbers (they wrap)"),
+    Cipher::new("camellia-xts-plain64", Kind::Sectors, XTS_256_KEY, Iv::FromSector).sectors()
+        .about("dm-crypt XTS with Camellia-256"),
+    Cipher::new("camellia-xts-plain", Kind::Sectors, XTS_256_KEY, Iv::FromSector).sectors()
+        .about("the same, 32-bit sector numbers (they wrap)"),
+    Cipher::new("kuznyechik-xts-plain64", Kind::Sectors, XTS_256_KEY, Iv::FromSector).sectors()
+        .about("dm-crypt XTS with Kuznyechik (GOST R 34.12-2015)"),
+    Cipher::new("kuznyechik-xts-plain", Kind::Sectors, XTS_256_KEY, Iv::FromSector).sectors()
+        .about("the same, 32-bit sector numbers (they wrap)"),
     // Raw AES: the whole input is one message.
     Cipher::new("aes-cbc", Kind::Aes(AesMode::Cbc), AES_KEY, AES_IV)
         .about("one CBC chain, whole blocks"),
