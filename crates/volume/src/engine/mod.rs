@@ -120,7 +120,8 @@ impl WriteFence {
             Some(r) if len > 0 => Err(io::Error::new(
                 io::ErrorKind::PermissionDenied,
                 format!(
-                    "refused: the write of {len} bytes at offset {offset} touches {} (bytes                      {}..{} of this volume); nothing of it was written",
+                    "refused: the write of {len} bytes at offset {offset} touches {} (bytes \
+                     {}..{} of this volume); nothing of it was written",
                     self.what, r.start, r.end
                 ),
             )),

@@ -44,9 +44,9 @@
 pub mod create;
 pub mod header;
 
+use crate::engine::WriteFence;
 use crate::error::{Error, Result};
 use crate::format::dump::{Field, Report};
-use crate::engine::WriteFence;
 use crate::format::{Format, Piece, Unlocked, VolumeInfo};
 use crate::kdf::{Kdf, KdfKind};
 use crate::layout::IvRule;
