@@ -167,7 +167,7 @@ the outer data area, the same cipher and hash, its own passphrase (--hidden-keyf
 and --hidden-veracrypt-pim for its keyfiles and PIM). It is at least 40 KiB, and the outer \
 volume keeps at least 36 KiB (VeraCrypt's limits); a size that does not fit is refused \
 before anything is written. Open it with --type veracrypt --tcrypt-hidden; protect it while \
-the outer volume is written with --protect-hidden-key-file (read, write, serve, mount, open).
+the outer volume is written with --protect-hidden-key-file (read, write, serve, mount).
 Examples:
   sectorcrypt format disk.img --size 1G
   sectorcrypt format disk.img --type luks1 --cipher aes-cbc-essiv:sha256 --key-size 256
@@ -242,7 +242,7 @@ pub enum LuksType {
     Luks2,
     Luks1,
     Geli,
-    /// A VeraCrypt volume (with a hidden volume on request: --hidden-size).
+    // A VeraCrypt volume (with a hidden volume on request: --hidden-size).
     Veracrypt,
 }
 
