@@ -1119,6 +1119,99 @@ mod tests {
         }
     }
 
+    #[test]
+    fn veracrypt_refuses_what_does_not_apply_before_anything_is_opened() {
+        let vc = || CreateOptions {
+            kind: Kind::Veracrypt,
+            ..CreateOptions::default()
+        };
+        let default = plan_veracrypt(&vc()).unwrap();
+        assert_eq!(
+            (default.create.chain.as_str(), default.create.prf),
+            ("aes", Prf::Sha512)
+        );
+        let cases: Vec<(CreateOptions, &str)> = vec![
+            (
+                CreateOptions {
+                    header: Some("h".into()),
+                    ..vc()
+                },
+                "header=",
+            ),
+            (
+                CreateOptions {
+                    sector_size: Some(4096),
+                    ..vc()
+                },
+                "512-byte sectors",
+            ),
+            (
+                CreateOptions {
+                    pbkdf: Pbkdf {
+                        kind: Some("argon2id".into()),
+                        ..Pbkdf::default()
+                    },
+                    ..vc()
+                },
+                "Argon2id",
+            ),
+            (
+                CreateOptions {
+                    pbkdf: Pbkdf {
+                        iterations: Some(1000),
+                        ..Pbkdf::default()
+                    },
+                    ..vc()
+                },
+                "PIM",
+            ),
+            (
+                CreateOptions {
+                    cipher: Some("serpent-twofish-aes".into()),
+                    key_bits: Some(512),
+                    ..vc()
+                },
+                "1536 bits",
+            ),
+            (
+                CreateOptions {
+                    pbkdf: Pbkdf {
+                        hash: Some("md5".into()),
+                        ..Pbkdf::default()
+                    },
+                    ..vc()
+                },
+                "unknown VeraCrypt hash",
+            ),
+            (
+                CreateOptions {
+                    veracrypt: VeracryptOptions {
+                        pim: Some(0),
+                        hidden: None,
+                    },
+                    ..vc()
+                },
+                "positive",
+            ),
+        ];
+        for (opts, want) in cases {
+            let err = plan(&opts).err().expect(want).to_string();
+            assert!(err.contains(want), "{want}: {err}");
+        }
+        // VeraCrypt's own options on another format.
+        let luks = CreateOptions {
+            veracrypt: VeracryptOptions {
+                pim: Some(5),
+                hidden: None,
+            },
+            ..CreateOptions::default()
+        };
+        let err = plan(&luks).err().unwrap().to_string();
+        assert!(err.contains("type=\"veracrypt\""), "{err}");
+        assert_eq!(veracrypt_prf("Streebog512").unwrap(), Prf::Streebog512);
+        assert_eq!(veracrypt_prf("blake2s").unwrap(), Prf::Blake2s256);
+    }
+
     fn fast(kind: Kind) -> CreateOptions {
         CreateOptions {
             kind,
