@@ -679,7 +679,12 @@ Examples:
   sectorcrypt serve disk.img --socket /tmp/disk.sock --key-file pass.txt
   nbdcopy nbd+unix:///?socket=/tmp/disk.sock plain.raw
   sectorcrypt serve scratch.img --listen 127.0.0.1:10809 --onetime
+  sectorcrypt serve vc.img --type veracrypt --key-file outer.pass \\
+      --protect-hidden-key-file hidden.pass --socket /tmp/outer.sock
 
+VeraCrypt/TrueCrypt volumes are served when named (--type tcrypt or veracrypt, with the \
+TCRYPT flags of read and write); with --protect-hidden-key-file, a write, zeroing or trim \
+that touches the hidden volume is answered EPERM and nothing of it is written.
 Only a Unix socket or a loopback address is served. Without --socket and --listen, the
 server takes the one listening socket systemd passes (socket activation: a .socket unit
 with one ListenStream=; see contrib/systemd/; a gateway takes every socket passed and
