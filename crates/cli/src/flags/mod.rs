@@ -667,7 +667,7 @@ pub struct WriteArgs {
     /// terminal).
     #[arg(long, short = 'i', value_name = "F")]
     pub input: Option<PathBuf>,
-    /// VeraCrypt/TrueCrypt volumes (normal ones: hidden and system volumes are read-only).
+    /// VeraCrypt/TrueCrypt volumes (normal and hidden ones; system volumes are read-only).
     #[command(flatten)]
     pub tcrypt: tcrypt::TcryptArgs,
     #[command(flatten)]
@@ -979,7 +979,7 @@ pub struct MountArgs {
     /// Stay in the foreground until unmounted.
     #[arg(long)]
     pub foreground: bool,
-    /// VeraCrypt/TrueCrypt volumes (hidden and system ones with --read-only).
+    /// VeraCrypt/TrueCrypt volumes (system ones with --read-only).
     #[command(flatten)]
     pub tcrypt: tcrypt::TcryptArgs,
 }
