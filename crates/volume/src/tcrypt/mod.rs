@@ -806,3 +806,53 @@ fn whole_units(len: usize, offset: u64) -> std::io::Result<()> {
         "TCRYPT data is read and written in whole 512-byte units",
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::MemStore;
+
+    /// The last line of hidden-volume protection: the store under the engine refuses a
+    /// host write that touches a protected range (here a hidden header slot), single AES
+    /// and a chain alike, writing nothing of it; writes beside it go through.
+    #[test]
+    fn the_chain_store_refuses_host_writes_into_protected_ranges() {
+        let slot = (header::HIDDEN_HEADER_AT, 2 * header::HIDDEN_HEADER_AT);
+        for (layers, aes_only) in [
+            (&[Layer::Aes][..], true),
+            (&[Layer::Serpent, Layer::Aes][..], false),
+        ] {
+            let mem = Arc::new(MemStore::new(1 << 18));
+            let master: Vec<u8> = (0..64 * layers.len()).map(|i| i as u8).collect();
+            let engine: Vec<u8> = (0..64u8).map(|i| i ^ 0x5a).collect();
+            let store = Chained::new(
+                Box::new(Arc::clone(&mem)),
+                layers,
+                &master,
+                &engine,
+                aes_only,
+                true,
+                vec![slot],
+            )
+            .unwrap();
+            for (offset, len) in [(slot.0, 512), (slot.0 - 512, 1024), (slot.1 - 512, 4096)] {
+                let err = store.write_at(&vec![7u8; len], offset).unwrap_err();
+                assert_eq!(err.kind(), std::io::ErrorKind::PermissionDenied);
+                assert!(err.to_string().contains("protected hidden volume"), "{err}");
+            }
+            assert!(
+                mem.to_vec().iter().all(|&b| b == 0),
+                "a refused write landed"
+            );
+            store.write_at(&[7u8; 512], slot.0 - 512).unwrap();
+            store.write_at(&[7u8; 512], slot.1).unwrap();
+            let bytes = mem.to_vec();
+            assert!(bytes[slot.0 as usize..slot.1 as usize]
+                .iter()
+                .all(|&b| b == 0));
+            assert!(bytes[slot.0 as usize - 512..slot.0 as usize]
+                .iter()
+                .any(|&b| b != 0));
+        }
+    }
+}
