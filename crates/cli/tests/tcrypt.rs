@@ -761,3 +761,104 @@ fn format_veracrypt_refuses_bad_input_and_writes_nothing() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("--type veracrypt"));
     assert!(std::fs::read(&existing).unwrap() == content);
 }
+
+/// Keyfiles: an outer volume of keyfiles alone (`--no-passphrase`) with a hidden volume of
+/// a passphrase and a keyfile (`--hidden-keyfile-component`); the hidden volume opens with
+/// both, and protection given both (`--protect-hidden-keyfile-component`) refuses a write
+/// into it, while the passphrase alone does not open it for protection.
+#[test]
+fn hidden_volume_keyfiles_open_and_protect() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let k_outer = volumes::key_file(dir, "ko", "outer keyfile")
+        .display()
+        .to_string();
+    let k_hidden = volumes::key_file(dir, "kh", "hidden keyfile")
+        .display()
+        .to_string();
+    let h = volumes::key_file(dir, "h", "hidden").display().to_string();
+    let img = dir.join("vc.img").display().to_string();
+    ok(sc(
+        &[
+            "format",
+            &img,
+            "--size",
+            "2M",
+            "--type",
+            "veracrypt",
+            "--no-passphrase",
+            "--keyfile-component",
+            &k_outer,
+            "--veracrypt-pim",
+            "1",
+            "--hidden-size",
+            "512K",
+            "--hidden-key-file",
+            &h,
+            "--hidden-keyfile-component",
+            &k_hidden,
+            "--hidden-veracrypt-pim",
+            "1",
+            "--batch",
+        ],
+        b"",
+    ));
+    let data = vec![0x5eu8; 4096];
+    let hidden = [
+        "--type",
+        "veracrypt",
+        "--tcrypt-hidden",
+        "--veracrypt-pim",
+        "1",
+        "--key-file",
+        &h,
+        "--keyfile-component",
+        &k_hidden,
+    ];
+    let mut w = vec!["write", &img];
+    w.extend_from_slice(&hidden);
+    ok(sc(&w, &data));
+    let mut r = vec!["read", &img, "--length", "4096"];
+    r.extend_from_slice(&hidden);
+    assert!(ok_bytes(sc(&r, b"")) == data);
+    // The hidden data is the last 512 KiB of the outer data (2 MiB - 256 KiB).
+    let at = ((2 << 20) - 2 * 131_072 - (512 << 10)).to_string();
+    let input = dir.join("in");
+    std::fs::write(&input, [1u8; 512]).unwrap();
+    let input = input.display().to_string();
+    let outer = |extra: &[&str]| {
+        let mut a = vec![
+            "write",
+            &img,
+            "--input",
+            &input,
+            "--type",
+            "veracrypt",
+            "--veracrypt-pim",
+            "1",
+            "--no-passphrase",
+            "--keyfile-component",
+            &k_outer,
+            "--offset",
+            &at,
+            "--protect-hidden-key-file",
+            &h,
+            "--protect-hidden-veracrypt-pim",
+            "1",
+        ];
+        a.extend_from_slice(extra);
+        sc(&a, b"")
+    };
+    let before = std::fs::read(&img).unwrap();
+    let out = outer(&["--protect-hidden-keyfile-component", &k_hidden]);
+    assert_eq!(code(&out), 1);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("protected hidden volume"));
+    let out = outer(&[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(code(&out), 2, "{err}");
+    assert!(err.contains("opens no hidden volume header"), "{err}");
+    assert!(
+        std::fs::read(&img).unwrap() == before,
+        "a refused write changed the image"
+    );
+}
