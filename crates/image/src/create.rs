@@ -160,7 +160,8 @@ pub struct GeliOptions {
     pub no_trim: bool,
     /// Without AUTORESIZE (`-R`).
     pub no_autoresize: bool,
-    /// The key is the keyfiles alone (`-P`): no passphrase is asked.
+    /// The key is the keyfiles alone (`-P`): no passphrase is asked (VeraCrypt too: a volume
+    /// of keyfiles without a passphrase).
     pub no_passphrase: bool,
     /// An authenticated provider is not sealed (its unwritten sectors fail to read until
     /// written).
