@@ -165,7 +165,9 @@ volume's writes can overwrite a hidden volume inside it unless it is protected: 
 --protect-hidden-key-file FILE (the hidden volume's passphrase; its keyfiles with \
 --protect-hidden-keyfile-component, its PIM with --protect-hidden-veracrypt-pim) refuses every \
 write that touches the hidden volume, whole, writing nothing of it (write exits 1 with a \
-message, NBD answers EPERM); a passphrase that opens no hidden volume refuses the open (exit 2). \
+message, NBD answers EPERM); a passphrase that opens no hidden volume refuses the open (exit 2; \
+its header is searched with every KDF and chain, as --tcrypt-hidden without --hash and --cipher, \
+so a wrong one takes a while). \
 New VeraCrypt volumes, with a hidden volume: format --type veracrypt (see format --help).
 Not supported: writing system volumes, Argon2id (VeraCrypt 1.26.29), TrueCrypt 4 and older \
 (CBC, LRW).";

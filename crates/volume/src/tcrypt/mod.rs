@@ -227,9 +227,11 @@ impl Tcrypt {
         } else if o.hidden && o.backup {
             vec![from_end(header::BACKUP_HIDDEN_FROM_END)]
         } else if o.hidden {
+            // TrueCrypt 5's place holds a header only TrueCrypt's KDFs open: not looked at
+            // with VeraCrypt's alone (it would double a search that cannot succeed).
             vec![
                 Some(header::HIDDEN_HEADER_AT),
-                from_end(header::HIDDEN_LEGACY_FROM_END),
+                from_end(header::HIDDEN_LEGACY_FROM_END).filter(|_| o.truecrypt),
             ]
         } else if o.backup {
             vec![from_end(header::BACKUP_FROM_END)]
@@ -811,6 +813,30 @@ fn whole_units(len: usize, offset: u64) -> std::io::Result<()> {
 mod tests {
     use super::*;
     use crate::store::MemStore;
+
+    /// A hidden header is looked for at TrueCrypt 5's place (1536 bytes before the end)
+    /// only when TrueCrypt's KDFs, the only ones that open it, are tried.
+    #[test]
+    fn the_legacy_hidden_place_is_looked_at_with_truecrypt_kdfs_only() {
+        let size = 1 << 20;
+        let with = |truecrypt: bool| Tcrypt {
+            options: Options {
+                hidden: true,
+                truecrypt,
+                ..Options::default()
+            },
+            keyfiles: Vec::new(),
+            found: Mutex::new(None),
+        };
+        assert_eq!(
+            with(true).places(size),
+            [
+                header::HIDDEN_HEADER_AT,
+                size - header::HIDDEN_LEGACY_FROM_END
+            ]
+        );
+        assert_eq!(with(false).places(size), [header::HIDDEN_HEADER_AT]);
+    }
 
     /// The last line of hidden-volume protection: the store under the engine refuses a
     /// host write that touches a protected range (here a hidden header slot), single AES
