@@ -255,6 +255,8 @@ impl FormatOptionsC {
                 no_passphrase: flag(SECTORCRYPT_FORMAT_NO_PASSPHRASE),
                 no_wipe: flag(SECTORCRYPT_FORMAT_NO_WIPE),
             },
+            // VeraCrypt volumes are not made through the C API (yet).
+            veracrypt: Default::default(),
             names: c_name,
         };
         let cx = Context {
@@ -285,6 +287,10 @@ fn c_name(o: sectorcrypt_image::create::Opt) -> &'static str {
         Opt::NoPassphrase => "SECTORCRYPT_FORMAT_NO_PASSPHRASE",
         Opt::VolumeKey => "a volume key",
         Opt::GeliKind => "SECTORCRYPT_FORMAT_GELI",
+        // Never set here: the C API makes no VeraCrypt volumes.
+        Opt::Pim => "a VeraCrypt PIM",
+        Opt::HiddenSize => "a VeraCrypt hidden volume",
+        Opt::VeracryptKind => "a VeraCrypt volume",
     }
 }
 

@@ -135,7 +135,7 @@ fn bash_completion_loads_and_completes_commands_and_flags() {
     assert_eq!(mount, ["--foreground"]);
     // A flag's values, where the parser has a list of them.
     let types = bash_complete(&script, &["sectorcrypt", "format", "d.img", "--type", ""]);
-    assert_eq!(types, ["luks2", "luks1", "geli"]);
+    assert_eq!(types, ["luks2", "luks1", "geli", "veracrypt"]);
 }
 
 #[test]

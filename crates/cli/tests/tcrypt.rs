@@ -1,9 +1,13 @@
 //! VeraCrypt and TrueCrypt through the binary, on cryptsetup's test images (committed
 //! under `crates/volume/tests/data/tcrypt/`): `read` of outer and hidden volumes, with a
 //! PIM and with keyfiles, checked by the FAT serial cryptsetup's test expects; `write`
-//! read back (refused on a hidden volume); `mount`; `test-key`'s exit codes; `dump` and
-//! `dump --json`; and the refusals (no `--type`, TCRYPT flags without it, random data).
+//! read back (in a hidden volume too); `mount`; `test-key`'s exit codes; `dump` and
+//! `dump --json`; the refusals (no `--type`, TCRYPT flags without it, random data);
+//! `format --type veracrypt` with a hidden volume, checked by `cryptsetup tcryptDump`; and
+//! hidden-volume protection through `write` and `serve` (nbdsh).
 
+#[path = "support/served.rs"]
+mod served;
 mod support;
 #[path = "support/volumes.rs"]
 mod volumes;
@@ -92,9 +96,9 @@ fn read_gives_the_file_systems_cryptsetup_expects() {
 }
 
 /// `write` into a copy of a normal volume (a chain) reads back through `read` in another
-/// process; into a hidden volume it is refused and changes nothing.
+/// process; so does a write into a hidden volume VeraCrypt made, whose file system stays.
 #[test]
-fn write_reads_back_and_hidden_volumes_refuse_it() {
+fn write_reads_back_in_normal_and_hidden_volumes() {
     let dir = images_or_skip!();
     let tmp = tempfile::tempdir().unwrap();
     let pw = volumes::key_file(tmp.path(), "pw", "aaaaaaaaaaaa");
@@ -130,11 +134,8 @@ fn write_reads_back_and_hidden_volumes_refuse_it() {
     let pb = pwb.display().to_string();
     let hidden = tmp.path().join("hidden");
     std::fs::copy(dir.join("vc_1-sha512-xts-aes-hidden"), &hidden).unwrap();
-    let before = std::fs::read(&hidden).unwrap();
     let h = hidden.display().to_string();
-    let args = [
-        "write",
-        &h,
+    let flags = [
         "--type",
         "tcrypt",
         "--tcrypt-hidden",
@@ -143,17 +144,18 @@ fn write_reads_back_and_hidden_volumes_refuse_it() {
         "--key-file",
         &pb,
     ];
-    let out = sc(&args, &data);
-    assert_ne!(code(&out), 0);
+    let mut w = vec!["write", &h, "--offset", "5000"];
+    w.extend_from_slice(&flags);
+    ok(sc(&w, &data));
+    let mut r = vec!["read", &h, "--offset", "5000", "--length", "2000"];
+    r.extend_from_slice(&flags);
     assert!(
-        String::from_utf8_lossy(&out.stderr).contains("read-only"),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+        ok_bytes(sc(&r, b"")) == data,
+        "the hidden write does not read back"
     );
-    assert!(
-        std::fs::read(&hidden).unwrap() == before,
-        "the hidden volume's image changed"
-    );
+    let mut r = vec!["read", &h, "--length", "512"];
+    r.extend_from_slice(&flags);
+    assert_eq!(serial(&ok_bytes(sc(&r, b""))), "CAFE-BABE");
 }
 
 #[test]
@@ -246,7 +248,7 @@ fn dump_shows_the_decrypted_header() {
 }
 
 /// `mount --read-only` of a chained volume (Serpent-Twofish-AES) shows its plaintext as
-/// MOUNTPOINT/disk; a hidden volume without --read-only is refused.
+/// MOUNTPOINT/disk; a system volume without --read-only is refused.
 #[test]
 fn mount_shows_the_plaintext_read_only() {
     let dir = images_or_skip!();
@@ -272,9 +274,9 @@ fn mount_shows_the_plaintext_read_only() {
         "--key-file",
         &p,
     ];
-    let mut hidden = base.to_vec();
-    hidden.push("--tcrypt-hidden");
-    let out = sc(&hidden, b"");
+    let mut system = base.to_vec();
+    system.push("--tcrypt-system");
+    let out = sc(&system, b"");
     assert_eq!(code(&out), 2);
     assert!(String::from_utf8_lossy(&out.stderr).contains("--read-only"));
     let mut args = base.to_vec();
@@ -326,4 +328,537 @@ fn refusals_are_clear() {
         "-",
     ];
     assert_eq!(code(&sc(&args, b"aaaaaaaaaaaa")), 3);
+}
+
+/// Bytes of the VeraCrypt volumes `format_hidden` makes, and of their hidden volumes.
+const VC_SIZE: u64 = 4 << 20;
+const VC_HIDDEN: u64 = 1 << 20;
+/// Where the hidden data lies: at the end of the outer data area (host offset), and as an
+/// offset of the outer volume's plaintext.
+const VC_HIDDEN_AT: u64 = VC_SIZE - 131_072 - VC_HIDDEN;
+const VC_HIDDEN_IN_OUTER: u64 = VC_HIDDEN_AT - 131_072;
+
+/// A new VeraCrypt image `vc.img` in `dir` (PIM 1) with a hidden volume (PIM 2) made by
+/// `format`, and the key files of both passphrases.
+fn format_hidden(dir: &Path, extra: &[&str]) -> (String, String, String) {
+    let outer = volumes::key_file(dir, "outer.pass", "outer passphrase");
+    let hidden = volumes::key_file(dir, "hidden.pass", "hidden passphrase");
+    let img = dir.join("vc.img").display().to_string();
+    let (o, h) = (outer.display().to_string(), hidden.display().to_string());
+    let size = VC_SIZE.to_string();
+    let hidden_size = VC_HIDDEN.to_string();
+    let mut args = vec![
+        "format",
+        &img,
+        "--size",
+        &size,
+        "--type",
+        "veracrypt",
+        "--key-file",
+        &o,
+        "--veracrypt-pim",
+        "1",
+        "--hidden-size",
+        &hidden_size,
+        "--hidden-key-file",
+        &h,
+        "--hidden-veracrypt-pim",
+        "2",
+        "--batch",
+    ];
+    args.extend_from_slice(extra);
+    let said = ok(sc(&args, b""));
+    assert!(
+        said.contains(&format!(
+            "hidden volume: {VC_HIDDEN} bytes of data at offset {VC_HIDDEN_AT}"
+        )),
+        "{said}"
+    );
+    (img, o, h)
+}
+
+/// The image's bytes, to compare before and after.
+fn sha(path: &str) -> Vec<u8> {
+    std::fs::read(path).unwrap()
+}
+
+/// `format --type veracrypt --hidden-size`: the hidden volume's data written by `write`
+/// reads back through `read` (other processes), the outer volume's written outside it too,
+/// and the hidden data stays; `cryptsetup tcryptDump --tcrypt-hidden` finds the hidden
+/// header with its data where VeraCrypt places it, and the master key it prints decrypts
+/// the hidden sector as written here. A cascade with outer keyfiles opens here too.
+#[test]
+fn format_veracrypt_makes_a_hidden_volume_cryptsetup_opens() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (img, o, h) = format_hidden(tmp.path(), &[]);
+    let hidden = [
+        "--type",
+        "veracrypt",
+        "--tcrypt-hidden",
+        "--veracrypt-pim",
+        "2",
+    ];
+    let outer = ["--type", "veracrypt", "--veracrypt-pim", "1"];
+    let data: Vec<u8> = (0..4096u32).map(|i| (i * 29 + 1) as u8).collect();
+    let args = |cmd: &'static str, flags: &[&'static str], key: &str, more: &[&str]| {
+        let mut a: Vec<String> = vec![cmd.into(), img.clone(), "--key-file".into(), key.into()];
+        a.extend(flags.iter().chain(more).map(|s| s.to_string()));
+        a
+    };
+    let run = |a: Vec<String>, input: &[u8]| {
+        let v: Vec<&str> = a.iter().map(String::as_str).collect();
+        sc(&v, input)
+    };
+    ok(run(
+        args("write", &hidden, &h, &["--offset", "8192"]),
+        &data,
+    ));
+    let back = ok_bytes(run(
+        args(
+            "read",
+            &hidden,
+            &h,
+            &["--offset", "8192", "--length", "4096"],
+        ),
+        b"",
+    ));
+    assert!(back == data, "the hidden volume's write does not read back");
+    // The outer volume, written outside the hidden area.
+    let outer_data = vec![0x6bu8; 65536];
+    ok(run(
+        args("write", &outer, &o, &["--offset", "1000"]),
+        &outer_data,
+    ));
+    let back = ok_bytes(run(
+        args(
+            "read",
+            &outer,
+            &o,
+            &["--offset", "1000", "--length", "65536"],
+        ),
+        b"",
+    ));
+    assert!(
+        back == outer_data,
+        "the outer volume's write does not read back"
+    );
+    let back = ok_bytes(run(
+        args(
+            "read",
+            &hidden,
+            &h,
+            &["--offset", "8192", "--length", "4096"],
+        ),
+        b"",
+    ));
+    assert!(back == data, "the outer write changed the hidden data");
+    let dump = ok(run(args("dump", &outer, &o, &[]), b""));
+    assert!(
+        dump.contains("MK offset:") && dump.contains("131072 [bytes]"),
+        "{dump}"
+    );
+
+    require!("cryptsetup");
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "cryptsetup tcryptDump --veracrypt --tcrypt-hidden --veracrypt-pim=2 --hash sha512 \
+             --cipher aes --dump-volume-key --batch-mode {img} < {h}"
+        ))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if stderr.contains("kernel crypto interface not available") {
+        skipped!("skipped: cryptsetup tcryptDump needs the kernel's AF_ALG skcipher: {stderr}");
+        return;
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "cryptsetup refused: {stderr}{stdout}");
+    assert!(
+        stdout.contains(&format!("Payload offset:\t{}", VC_HIDDEN_AT / 512)),
+        "{stdout}"
+    );
+    let (_, rest) = stdout.split_once("MK dump:").expect("no MK dump");
+    let mk: Vec<u8> = rest
+        .split_whitespace()
+        .take_while(|w| w.len() == 2 && w.chars().all(|c| c.is_ascii_hexdigit()))
+        .map(|w| u8::from_str_radix(w, 16).unwrap())
+        .collect();
+    assert_eq!(mk.len(), 64);
+    let at = (VC_HIDDEN_AT + 8192) as usize;
+    let mut sector = std::fs::read(&img).unwrap()[at..at + 512].to_vec();
+    let (k1, k2) = mk.split_at(32);
+    let xts = openssl::symm::Cipher::aes_256_xts();
+    let mut iv = [0u8; 16];
+    iv[..8].copy_from_slice(&((at / 512) as u64).to_le_bytes());
+    let key = [k1, k2].concat();
+    sector = openssl::symm::decrypt(xts, &key, Some(&iv), &sector).unwrap();
+    assert!(
+        sector == data[..512],
+        "cryptsetup's hidden key does not decrypt our sector"
+    );
+
+    // A cascade, the outer volume keyed by its passphrase and a keyfile.
+    let tmp = tempfile::tempdir().unwrap();
+    let kf = volumes::key_file(tmp.path(), "kf", "keyfile bytes");
+    let k = kf.display().to_string();
+    let (img, _, h) = format_hidden(
+        tmp.path(),
+        &["--cipher", "serpent-twofish-aes", "--keyfile-component", &k],
+    );
+    let flags = [
+        "--type",
+        "veracrypt",
+        "--tcrypt-hidden",
+        "--veracrypt-pim",
+        "2",
+        "--cipher",
+        "serpent-twofish-aes",
+        "--key-file",
+        &h,
+    ];
+    let mut w = vec!["write", &img];
+    w.extend_from_slice(&flags);
+    ok(sc(&w, &data));
+    let mut r = vec!["read", &img, "--length", "4096"];
+    r.extend_from_slice(&flags);
+    assert!(ok_bytes(sc(&r, b"")) == data);
+}
+
+/// Hidden-volume protection: the outer volume opened with `--protect-hidden-key-file`
+/// refuses a `write` into the hidden volume, and one that straddles its start (an input of
+/// several pieces: refused before the first), exit 1 naming it, the image unchanged; over
+/// NBD (`serve`) a straddling write of several engine chunks (1 MiB, 768 KiB of it before
+/// the hidden data) and a zeroing there get EPERM and change nothing, while
+/// writes elsewhere go through; a wrong hidden passphrase refuses to open (exit 2) and a
+/// wrong outer one exits 3, both writing nothing. The hidden data stays readable.
+#[test]
+fn protection_refuses_writes_into_the_hidden_volume() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (img, o, h) = format_hidden(tmp.path(), &[]);
+    let wrong = volumes::key_file(tmp.path(), "wrong", "not it")
+        .display()
+        .to_string();
+    let hidden_data = vec![0xc3u8; 4096];
+    let hidden = [
+        "--type",
+        "veracrypt",
+        "--tcrypt-hidden",
+        "--veracrypt-pim",
+        "2",
+        "--key-file",
+        &h,
+    ];
+    let mut w = vec!["write", &img];
+    w.extend_from_slice(&hidden);
+    ok(sc(&w, &hidden_data));
+    let protect = |outer_key: &str, hidden_key: &str, cmd: &str, more: &[&str]| -> Vec<String> {
+        let mut a: Vec<String> = [
+            cmd,
+            &img,
+            "--type",
+            "veracrypt",
+            "--veracrypt-pim",
+            "1",
+            "--key-file",
+            outer_key,
+            "--protect-hidden-key-file",
+            hidden_key,
+            "--protect-hidden-veracrypt-pim",
+            "2",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        a.extend(more.iter().map(|s| s.to_string()));
+        a
+    };
+    let run = |a: Vec<String>, input: &[u8]| {
+        let v: Vec<&str> = a.iter().map(String::as_str).collect();
+        sc(&v, input)
+    };
+    let input = tmp.path().join("input");
+    let before = sha(&img);
+    // Inside, straddling with one piece, straddling with several pieces (1.5 MiB from
+    // 1 MiB before the hidden data).
+    for (offset, len) in [
+        (VC_HIDDEN_IN_OUTER + 4096, 4096),
+        (VC_HIDDEN_IN_OUTER - 512, 1024),
+        (VC_HIDDEN_IN_OUTER - (1 << 20), 3 << 19),
+    ] {
+        std::fs::write(&input, vec![0x11u8; len]).unwrap();
+        let off = offset.to_string();
+        let i = input.display().to_string();
+        let out = run(
+            protect(&o, &h, "write", &["--offset", &off, "--input", &i]),
+            b"",
+        );
+        assert_eq!(code(&out), 1, "{offset}+{len}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("protected hidden volume"), "{err}");
+        assert!(
+            sha(&img) == before,
+            "{offset}+{len}: a refused write changed the image"
+        );
+    }
+    let out = run(protect(&o, &wrong, "write", &[]), &[0u8; 512]);
+    assert_eq!(code(&out), 2);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("opens no hidden volume header"), "{err}");
+    let out = run(protect(&wrong, &h, "write", &[]), &[0u8; 512]);
+    assert_eq!(code(&out), 3);
+    assert!(sha(&img) == before, "a refused open changed the image");
+    // Before the hidden data, the outer volume takes writes.
+    let off = (VC_HIDDEN_IN_OUTER - 4096).to_string();
+    ok(run(
+        protect(&o, &h, "write", &["--offset", &off]),
+        &[0x22u8; 4096],
+    ));
+    let mut r = vec!["read", &img, "--length", "4096"];
+    r.extend_from_slice(&hidden);
+    assert!(
+        ok_bytes(sc(&r, b"")) == hidden_data,
+        "the hidden data changed"
+    );
+
+    require!("nbdsh");
+    let sock = tmp.path().join("s.sock");
+    let a = protect(&o, &h, "serve", &[]);
+    let v: Vec<&str> = a[1..].iter().map(String::as_str).collect();
+    let srv = served::Served::start(&v, &sock);
+    let before = sha(&img);
+    let script = format!(
+        "def refused(f):\n\
+         \x20   try:\n\
+         \x20       f()\n\
+         \x20   except nbd.Error as e:\n\
+         \x20       return str(e.errno)\n\
+         \x20   return 'accepted'\n\
+         print(refused(lambda: h.pwrite(b'x' * (1 << 20), {at} - (3 << 18))))\n\
+         print(refused(lambda: h.zero(4096, {at} + 512)))\n\
+         print(refused(lambda: h.pwrite(b'y' * 512, 0)))\n",
+        at = VC_HIDDEN_IN_OUTER
+    );
+    let out = std::process::Command::new("nbdsh")
+        .env(
+            "PATH",
+            format!("/usr/bin:{}", std::env::var("PATH").unwrap_or_default()),
+        )
+        .args(["-u", &srv.uri(), "-c", &script])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "nbdsh: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<&str> = said.lines().collect();
+    assert_eq!(lines, ["EPERM", "EPERM", "accepted"], "{said}");
+    let (status, log) = srv.stop("TERM");
+    assert!(status.success(), "{log}");
+    let after = std::fs::read(&img).unwrap();
+    let hidden_range = VC_HIDDEN_AT as usize..(VC_HIDDEN_AT + VC_HIDDEN) as usize;
+    assert!(after != before, "the write outside did not arrive");
+    assert!(
+        after[hidden_range.clone()] == before[hidden_range],
+        "the hidden area changed"
+    );
+    let mut r = vec!["read", &img, "--length", "4096"];
+    r.extend_from_slice(&hidden);
+    assert!(
+        ok_bytes(sc(&r, b"")) == hidden_data,
+        "the hidden data changed"
+    );
+}
+
+/// `format --type veracrypt` refuses what does not fit or does not apply, each with a
+/// clear error (exit 2), and writes nothing: a hidden volume larger than the outer volume
+/// leaves room for (the existing image keeps its bytes; a new one is not left behind), a
+/// hidden size without its passphrase, VeraCrypt's flags on LUKS, an unknown chain.
+#[test]
+fn format_veracrypt_refuses_bad_input_and_writes_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let o = volumes::key_file(dir, "o", "outer").display().to_string();
+    let h = volumes::key_file(dir, "h", "hidden").display().to_string();
+    let existing = dir.join("existing.img");
+    let content: Vec<u8> = (0..1u32 << 20).map(|i| (i % 251) as u8).collect();
+    std::fs::write(&existing, &content).unwrap();
+    let e = existing.display().to_string();
+    let base = [
+        "--type",
+        "veracrypt",
+        "--key-file",
+        &o,
+        "--veracrypt-pim",
+        "1",
+        "--batch",
+    ];
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec!["--hidden-size", "1M", "--hidden-key-file", &h],
+            "does not fit",
+        ),
+        (
+            vec!["--hidden-size", "740K", "--hidden-key-file", &h],
+            "does not fit",
+        ),
+        (
+            vec!["--hidden-size", "8K", "--hidden-key-file", &h],
+            "too small",
+        ),
+        (vec!["--hidden-size", "64K"], "--hidden-key-file"),
+        (vec!["--cipher", "rot13"], "unknown VeraCrypt cipher"),
+        (
+            vec![
+                "--hidden-size",
+                "64K",
+                "--hidden-key-file",
+                &o,
+                "--hidden-veracrypt-pim",
+                "1",
+            ],
+            "must differ",
+        ),
+    ];
+    for (extra, want) in &cases {
+        let mut args = vec!["format", &e];
+        args.extend_from_slice(&base);
+        args.extend_from_slice(extra);
+        let out = sc(&args, b"");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(code(&out), 2, "{extra:?}: {err}");
+        assert!(err.contains(want), "{extra:?}: {err}");
+        assert!(
+            std::fs::read(&existing).unwrap() == content,
+            "{extra:?}: the image changed"
+        );
+    }
+    let new = dir.join("new.img").display().to_string();
+    let mut args = vec!["format", &new, "--size", "1M"];
+    args.extend_from_slice(&base);
+    args.extend_from_slice(&["--hidden-size", "1M", "--hidden-key-file", &h]);
+    let out = sc(&args, b"");
+    assert_eq!(code(&out), 2);
+    assert!(
+        !Path::new(&new).exists(),
+        "a failed format left its new image behind"
+    );
+    let out = sc(
+        &[
+            "format",
+            &e,
+            "--key-file",
+            &o,
+            "--batch",
+            "--veracrypt-pim",
+            "1",
+        ],
+        b"",
+    );
+    assert_eq!(code(&out), 2);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--type veracrypt"));
+    assert!(std::fs::read(&existing).unwrap() == content);
+}
+
+/// Keyfiles: an outer volume of keyfiles alone (`--no-passphrase`) with a hidden volume of
+/// a passphrase and a keyfile (`--hidden-keyfile-component`); the hidden volume opens with
+/// both, and protection given both (`--protect-hidden-keyfile-component`) refuses a write
+/// into it, while the passphrase alone does not open it for protection.
+#[test]
+fn hidden_volume_keyfiles_open_and_protect() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let k_outer = volumes::key_file(dir, "ko", "outer keyfile")
+        .display()
+        .to_string();
+    let k_hidden = volumes::key_file(dir, "kh", "hidden keyfile")
+        .display()
+        .to_string();
+    let h = volumes::key_file(dir, "h", "hidden").display().to_string();
+    let img = dir.join("vc.img").display().to_string();
+    ok(sc(
+        &[
+            "format",
+            &img,
+            "--size",
+            "2M",
+            "--type",
+            "veracrypt",
+            "--no-passphrase",
+            "--keyfile-component",
+            &k_outer,
+            "--veracrypt-pim",
+            "1",
+            "--hidden-size",
+            "512K",
+            "--hidden-key-file",
+            &h,
+            "--hidden-keyfile-component",
+            &k_hidden,
+            "--hidden-veracrypt-pim",
+            "1",
+            "--batch",
+        ],
+        b"",
+    ));
+    let data = vec![0x5eu8; 4096];
+    let hidden = [
+        "--type",
+        "veracrypt",
+        "--tcrypt-hidden",
+        "--veracrypt-pim",
+        "1",
+        "--key-file",
+        &h,
+        "--keyfile-component",
+        &k_hidden,
+    ];
+    let mut w = vec!["write", &img];
+    w.extend_from_slice(&hidden);
+    ok(sc(&w, &data));
+    let mut r = vec!["read", &img, "--length", "4096"];
+    r.extend_from_slice(&hidden);
+    assert!(ok_bytes(sc(&r, b"")) == data);
+    // The hidden data is the last 512 KiB of the outer data (2 MiB - 256 KiB).
+    let at = ((2 << 20) - 2 * 131_072 - (512 << 10)).to_string();
+    let input = dir.join("in");
+    std::fs::write(&input, [1u8; 512]).unwrap();
+    let input = input.display().to_string();
+    let outer = |extra: &[&str]| {
+        let mut a = vec![
+            "write",
+            &img,
+            "--input",
+            &input,
+            "--type",
+            "veracrypt",
+            "--veracrypt-pim",
+            "1",
+            "--no-passphrase",
+            "--keyfile-component",
+            &k_outer,
+            "--offset",
+            &at,
+            "--protect-hidden-key-file",
+            &h,
+            "--protect-hidden-veracrypt-pim",
+            "1",
+        ];
+        a.extend_from_slice(extra);
+        sc(&a, b"")
+    };
+    let before = std::fs::read(&img).unwrap();
+    let out = outer(&["--protect-hidden-keyfile-component", &k_hidden]);
+    assert_eq!(code(&out), 1);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("protected hidden volume"));
+    let out = outer(&[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(code(&out), 2, "{err}");
+    assert!(err.contains("opens no hidden volume header"), "{err}");
+    assert!(
+        std::fs::read(&img).unwrap() == before,
+        "a refused write changed the image"
+    );
 }

@@ -2,7 +2,7 @@
 //! `geli init`, Python's `format`, C's `sectorcrypt_format`): [`create()`] takes a
 //! locator and [`CreateOptions`] and holds every default and refusal (the key size, the
 //! sector size, the KDF, the RBD object alignment, GELI's algorithms, flags and `-a`
-//! sealing); what only a front end does (asking before an existing file is overwritten,
+//! sealing, VeraCrypt's chains, hashes, PIM and hidden volume); what only a front end does (asking before an existing file is overwritten,
 //! asking for the passphrase, showing the sealing's progress) it asks of a [`Steps`].
 //!
 //! Beneath it, [`Target`] opens the image (creating a file when missing, with a size) and
@@ -17,8 +17,10 @@ use crate::error::{Error, Result};
 use crate::image::{claim, lock_header, open_or_create, Claims, Context};
 use crate::store::{Guard, ImageStore};
 use sectorcrypt_crypto::dmcrypt::{CipherMode, CipherSpec};
+use sectorcrypt_crypto::pbkdf::Prf;
 use sectorcrypt_crypto::secret::SecretBytes;
 use sectorcrypt_volume::engine::EngineOptions;
+use sectorcrypt_volume::format::Format as _;
 use sectorcrypt_volume::geli::init::{self as geli_init, InitOptions};
 use sectorcrypt_volume::geli::metadata::{algo, flags as geli_flags};
 use sectorcrypt_volume::geli::Geli;
@@ -26,6 +28,7 @@ use sectorcrypt_volume::hash::HashAlg;
 use sectorcrypt_volume::kdf::{KdfKind, KdfOptions};
 use sectorcrypt_volume::lock::Mode;
 use sectorcrypt_volume::luks::{self, FormatOptions, Version};
+use sectorcrypt_volume::tcrypt::{self, create as tcrypt_create, header as tcrypt_header};
 use sectorcrypt_volume::{formats, Header, Placement, Store, Unlocked};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -40,25 +43,29 @@ pub enum Kind {
     Luks1,
     /// A GELI provider (FreeBSD's `geli init`).
     Geli,
+    /// A VeraCrypt volume, with a hidden volume inside it on request.
+    Veracrypt,
 }
 
 impl Kind {
-    /// `luks2`, `luks1` or `geli` (any case).
+    /// `luks2`, `luks1`, `geli` or `veracrypt` (any case).
     pub fn parse(name: &str) -> Option<Kind> {
         match name.to_ascii_lowercase().as_str() {
             "luks2" => Some(Kind::Luks2),
             "luks1" => Some(Kind::Luks1),
             "geli" => Some(Kind::Geli),
+            "veracrypt" => Some(Kind::Veracrypt),
             _ => None,
         }
     }
 
-    /// `luks2`, `luks1` or `geli`.
+    /// `luks2`, `luks1`, `geli` or `veracrypt`.
     pub fn name(self) -> &'static str {
         match self {
             Kind::Luks2 => "luks2",
             Kind::Luks1 => "luks1",
             Kind::Geli => "geli",
+            Kind::Veracrypt => "veracrypt",
         }
     }
 }
@@ -89,6 +96,12 @@ pub enum Opt {
     VolumeKey,
     /// [`CreateOptions::kind`] set to [`Kind::Geli`].
     GeliKind,
+    /// [`VeracryptOptions::pim`].
+    Pim,
+    /// [`HiddenOptions::size`].
+    HiddenSize,
+    /// [`CreateOptions::kind`] set to [`Kind::Veracrypt`].
+    VeracryptKind,
 }
 
 impl Opt {
@@ -106,6 +119,9 @@ impl Opt {
             Opt::NoPassphrase => "no passphrase",
             Opt::VolumeKey => "volume_key=",
             Opt::GeliKind => "type=\"geli\"",
+            Opt::Pim => "pim=",
+            Opt::HiddenSize => "hidden_size=",
+            Opt::VeracryptKind => "type=\"veracrypt\"",
         }
     }
 }
@@ -144,7 +160,8 @@ pub struct GeliOptions {
     pub no_trim: bool,
     /// Without AUTORESIZE (`-R`).
     pub no_autoresize: bool,
-    /// The key is the keyfiles alone (`-P`): no passphrase is asked.
+    /// The key is the keyfiles alone (`-P`): no passphrase is asked (VeraCrypt too: a volume
+    /// of keyfiles without a passphrase).
     pub no_passphrase: bool,
     /// An authenticated provider is not sealed (its unwritten sectors fail to read until
     /// written).
@@ -164,6 +181,31 @@ impl Default for GeliOptions {
             no_wipe: false,
         }
     }
+}
+
+/// What only VeraCrypt volumes have.
+#[derive(Debug, Clone, Default)]
+pub struct VeracryptOptions {
+    /// VeraCrypt's PIM: PBKDF2 runs 15000 + 1000 x PIM iterations (default: none, 500000
+    /// iterations for SHA-512, Whirlpool, SHA-256, BLAKE2s and Streebog, 655331 for
+    /// RIPEMD-160).
+    pub pim: Option<u32>,
+    /// A hidden volume at the end of the outer volume's data.
+    pub hidden: Option<HiddenOptions>,
+}
+
+/// A hidden VeraCrypt volume inside the new one: the same cipher and hash, its own
+/// passphrase, keyfiles and PIM.
+#[derive(Debug, Clone)]
+pub struct HiddenOptions {
+    /// Its size in bytes (a multiple of 512; VeraCrypt's limits apply).
+    pub size: u64,
+    /// Its passphrase (it must differ from the outer volume's).
+    pub passphrase: SecretBytes,
+    /// Its keyfiles, in order.
+    pub keyfiles: Vec<SecretBytes>,
+    /// Its PIM.
+    pub pim: Option<u32>,
 }
 
 /// Everything a new volume is made with; the defaults are those of `sectorcrypt format`.
@@ -199,6 +241,8 @@ pub struct CreateOptions {
     pub volume_key: Option<SecretBytes>,
     /// What only GELI providers have.
     pub geli: GeliOptions,
+    /// What only VeraCrypt volumes have.
+    pub veracrypt: VeracryptOptions,
     /// How refusals spell an option (default [`Opt::keyword`]).
     pub names: fn(Opt) -> &'static str,
 }
@@ -219,6 +263,7 @@ impl Default for CreateOptions {
             keyfiles: Vec::new(),
             volume_key: None,
             geli: GeliOptions::default(),
+            veracrypt: VeracryptOptions::default(),
             names: Opt::keyword,
         }
     }
@@ -278,6 +323,24 @@ pub enum Made {
     Luks(Box<Header>),
     /// GELI metadata.
     Geli(Box<Geli>),
+    /// A VeraCrypt volume's headers.
+    Veracrypt(Box<VeracryptMade>),
+}
+
+/// What a new VeraCrypt volume is: its cipher chain, hash, iterations, and where its
+/// hidden volume went.
+#[derive(Debug, Clone)]
+pub struct VeracryptMade {
+    /// The chain, by cryptsetup's name (`aes`, `serpent-twofish-aes`, ...).
+    pub cipher: &'static str,
+    /// The PBKDF2 hash, by cryptsetup's name.
+    pub hash: &'static str,
+    /// The outer header's PBKDF2 iterations.
+    pub iterations: u32,
+    /// The hidden volume's data: (offset in the image, bytes).
+    pub hidden: Option<(u64, u64)>,
+    /// The hidden header's PBKDF2 iterations.
+    pub hidden_iterations: Option<u32>,
 }
 
 /// A refusal of `opts`: bad input ([`crate::Class::InvalidArgument`]).
@@ -293,10 +356,18 @@ struct LuksPlan {
     kdf: KdfOptions,
 }
 
-/// The checked request of either format.
+/// The checked VeraCrypt request.
+struct VeracryptPlan {
+    create: tcrypt_create::Create,
+    /// The hidden volume's size, when one is made.
+    hidden: Option<u64>,
+}
+
+/// The checked request of any format.
 enum Plan {
     Luks(LuksPlan),
     Geli(InitOptions),
+    Veracrypt(VeracryptPlan),
 }
 
 /// The KDF of a new keyslot of `format` (`luks1`, `luks2`), whose keyslots take `kinds`
@@ -348,11 +419,13 @@ fn plan_luks(opts: &CreateOptions, version: Version) -> Result<LuksPlan> {
     }
     if !opts.keyfiles.is_empty() {
         return Err(refused(format!(
-            "{} are for GELI ({}) only",
+            "{} are for GELI ({}) and VeraCrypt ({}) only",
             n(Opt::Keyfiles),
-            n(Opt::GeliKind)
+            n(Opt::GeliKind),
+            n(Opt::VeracryptKind)
         )));
     }
+    refuse_veracrypt_options(opts)?;
     let kdf = kdf_options(&opts.pbkdf, version.name(), version.kdf_kinds(), opts.names)?;
     let cipher = opts.cipher.as_deref().unwrap_or("aes-xts-plain64");
     if cipher.parse::<CipherSpec>().is_err() {
@@ -418,10 +491,157 @@ pub fn geli_aalgo(name: &str) -> Result<u16> {
     })
 }
 
+/// Refuses VeraCrypt's own options for another format.
+fn refuse_veracrypt_options(opts: &CreateOptions) -> Result<()> {
+    let n = opts.names;
+    let v = &opts.veracrypt;
+    if v.pim.is_some() || v.hidden.is_some() {
+        return Err(refused(format!(
+            "{} and {} are for VeraCrypt ({}) only",
+            n(Opt::Pim),
+            n(Opt::HiddenSize),
+            n(Opt::VeracryptKind)
+        )));
+    }
+    Ok(())
+}
+
+/// The PBKDF2 hash of a VeraCrypt volume called `name` (cryptsetup's names, and
+/// `streebog512`, `blake2s`).
+pub fn veracrypt_prf(name: &str) -> Result<Prf> {
+    let all = [
+        Prf::Sha512,
+        Prf::Sha256,
+        Prf::Whirlpool,
+        Prf::Ripemd160,
+        Prf::Streebog512,
+        Prf::Blake2s256,
+    ];
+    let lower = name.to_ascii_lowercase();
+    let alias = match lower.as_str() {
+        "streebog512" | "streebog-512" | "stribog-512" => "stribog512",
+        "blake2s" | "blake2s256" => "blake2s-256",
+        "ripemd-160" | "rmd160" => "ripemd160",
+        "sha-512" => "sha512",
+        "sha-256" => "sha256",
+        other => other,
+    };
+    all.into_iter().find(|p| p.name() == alias).ok_or_else(|| {
+        let names: Vec<&str> = all.iter().map(|p| p.name()).collect();
+        refused(format!(
+            "unknown VeraCrypt hash {name:?} (supported: {})",
+            names.join(", ")
+        ))
+    })
+}
+
+/// Checks `opts` for a VeraCrypt volume, before anything is opened.
+fn plan_veracrypt(opts: &CreateOptions) -> Result<VeracryptPlan> {
+    let n = opts.names;
+    let why = |what: String| Err(refused(what));
+    if opts.header.is_some() {
+        return why(format!(
+            "a VeraCrypt volume keeps its headers in the image: {} does not apply",
+            n(Opt::Header)
+        ));
+    }
+    if opts.label.is_some() {
+        return why("VeraCrypt volumes have no label".into());
+    }
+    if opts.volume_key.is_some() {
+        return why(format!(
+            "a VeraCrypt volume's master keys are random: {} does not apply",
+            n(Opt::VolumeKey)
+        ));
+    }
+    if opts.rbd_object_size.is_some() {
+        return why(format!(
+            "{} lays out luks1 and luks2 volumes only",
+            n(Opt::RbdObjectSize)
+        ));
+    }
+    if opts.integrity.is_some() || opts.geli.no_wipe {
+        return why(format!(
+            "{} and {} are for GELI ({}) only",
+            n(Opt::Integrity),
+            n(Opt::NoWipe),
+            n(Opt::GeliKind)
+        ));
+    }
+    if opts.sector_size.is_some_and(|s| s != 512) {
+        return why(format!(
+            "VeraCrypt volumes made here have 512-byte sectors: {} does not apply",
+            n(Opt::SectorSize)
+        ));
+    }
+    let p = &opts.pbkdf;
+    if p.kind.as_deref().is_some_and(|k| k != "pbkdf2") {
+        return why("VeraCrypt volumes are made with pbkdf2 (Argon2id is not supported)".into());
+    }
+    if p.iterations.is_some() || p.memory_kib.is_some() || p.parallel.is_some() {
+        return why(format!(
+            "VeraCrypt's iterations follow its PIM ({}): 15000 + 1000 x PIM; no other cost \
+             applies",
+            n(Opt::Pim)
+        ));
+    }
+    let v = &opts.veracrypt;
+    if v.pim == Some(0) || v.hidden.as_ref().is_some_and(|h| h.pim == Some(0)) {
+        return why(format!("{} is a positive number", n(Opt::Pim)));
+    }
+    if opts.geli.no_passphrase && opts.keyfiles.is_empty() {
+        return why(format!(
+            "{} needs at least one {}",
+            n(Opt::NoPassphrase),
+            n(Opt::Keyfiles)
+        ));
+    }
+    let chain = opts.cipher.as_deref().unwrap_or("aes").to_ascii_lowercase();
+    let Some(known) = tcrypt_header::CHAINS.iter().find(|c| c.name == chain) else {
+        let names: Vec<&str> = tcrypt_header::CHAINS.iter().map(|c| c.name).collect();
+        return why(format!(
+            "unknown VeraCrypt cipher {chain:?} (supported, in XTS mode: {})",
+            names.join(", ")
+        ));
+    };
+    if let Some(bits) = opts.key_bits {
+        if bits != known.key_len() * 8 {
+            return why(format!(
+                "{} {bits}: the {chain} chain of a VeraCrypt volume has {} bits of key",
+                n(Opt::KeySize),
+                known.key_len() * 8
+            ));
+        }
+    }
+    let prf = veracrypt_prf(p.hash.as_deref().unwrap_or("sha512"))?;
+    Ok(VeracryptPlan {
+        create: tcrypt_create::Create {
+            chain: chain.clone(),
+            prf,
+            pim: v.pim,
+            hidden: None,
+        },
+        hidden: v.hidden.as_ref().map(|h| h.size),
+    })
+}
+
+/// The VeraCrypt password of `passphrase` with `keyfiles` (the keyfile pool).
+fn veracrypt_password(
+    passphrase: &[u8],
+    keyfiles: &[SecretBytes],
+) -> Result<zeroize::Zeroizing<Vec<u8>>> {
+    let files: Vec<zeroize::Zeroizing<Vec<u8>>> = keyfiles
+        .iter()
+        .map(|k| zeroize::Zeroizing::new(k.to_vec()))
+        .collect();
+    Ok(tcrypt_header::password(passphrase, &files, true)?)
+}
+
 /// Checks `opts` for a GELI provider, before anything is opened.
 fn plan_geli(opts: &CreateOptions) -> Result<InitOptions> {
     let n = opts.names;
     let g = &opts.geli;
+    refuse_veracrypt_options(opts)?;
     if opts.header.is_some() {
         return Err(refused(format!(
             "GELI keeps its metadata in the provider's last sector: {} does not apply",
@@ -516,6 +736,7 @@ fn plan(opts: &CreateOptions) -> Result<Plan> {
         Kind::Luks2 => Plan::Luks(plan_luks(opts, Version::Luks2)?),
         Kind::Luks1 => Plan::Luks(plan_luks(opts, Version::Luks1)?),
         Kind::Geli => Plan::Geli(plan_geli(opts)?),
+        Kind::Veracrypt => Plan::Veracrypt(plan_veracrypt(opts)?),
     })
 }
 
@@ -597,6 +818,15 @@ fn write<S: Steps>(
             let bits = usize::from(g.metadata().keylen);
             (Made::Geli(Box::new(g)), u, bits)
         }
+        Plan::Veracrypt(p) => {
+            let pass = if opts.geli.no_passphrase {
+                SecretBytes::from_slice(&[])
+            } else {
+                steps.passphrase()?
+            };
+            let (made, u, bits) = write_veracrypt(target, opts, p, &pass)?;
+            (Made::Veracrypt(Box::new(made)), u, bits)
+        }
     };
     Ok(Created {
         unlocked,
@@ -605,6 +835,67 @@ fn write<S: Steps>(
         header_path: target.header_path().to_path_buf(),
         detached: target.detached(),
     })
+}
+
+/// Writes the VeraCrypt volume of `plan` (with the hidden volume of `opts`) to `target`,
+/// opened by `pass` with the keyfiles of `opts`.
+fn write_veracrypt(
+    target: &Target,
+    opts: &CreateOptions,
+    plan: &VeracryptPlan,
+    pass: &[u8],
+) -> Result<(VeracryptMade, Unlocked, usize)> {
+    let password = veracrypt_password(pass, &opts.keyfiles)?;
+    let mut create = plan.create.clone();
+    if let (Some(h), Some(size)) = (&opts.veracrypt.hidden, plan.hidden) {
+        let hidden_password = veracrypt_password(&h.passphrase, &h.keyfiles)?;
+        let same_pim = h.pim.filter(|&p| p != 0) == create.pim.filter(|&p| p != 0);
+        if hidden_password == password && same_pim {
+            return Err(refused(
+                "the hidden volume's passphrase (with its keyfiles and PIM) must differ from \
+                 the outer volume's: each would open the other's data"
+                    .into(),
+            ));
+        }
+        create.hidden = Some(tcrypt_create::Hidden {
+            size,
+            password: hidden_password,
+            chain: create.chain.clone(),
+            prf: create.prf,
+            pim: h.pim,
+        });
+    }
+    let store: &dyn Store = &*target.store;
+    let made = tcrypt_create::create(store, &password, &create)?;
+    let tc = tcrypt::open(
+        store,
+        tcrypt::Options {
+            truecrypt: false,
+            pim: create.pim,
+            ..tcrypt::Options::default()
+        },
+    )?;
+    let unlocked = tc.unlocked(store, made.key, 0)?;
+    let kdf = tcrypt_header::KDFS
+        .iter()
+        .find(|k| k.prf == create.prf && k.made == tcrypt_header::Made::VeraCrypt)
+        .ok_or_else(|| refused("no VeraCrypt KDF for this hash".into()))?;
+    let chain = tcrypt_header::CHAINS
+        .iter()
+        .find(|c| c.name == create.chain)
+        .ok_or_else(|| refused("unknown chain".into()))?;
+    let hidden_pim = create.hidden.as_ref().map(|h| h.pim.filter(|&p| p != 0));
+    Ok((
+        VeracryptMade {
+            cipher: chain.name,
+            hash: create.prf.name(),
+            iterations: kdf.rounds(create.pim.filter(|&p| p != 0)),
+            hidden: made.hidden,
+            hidden_iterations: hidden_pim.map(|p| kdf.rounds(p)),
+        },
+        unlocked,
+        chain.key_len() * 8,
+    ))
 }
 
 /// The stores a new volume is written to, claimed exclusively.
@@ -827,6 +1118,99 @@ mod tests {
         fn sealed(&mut self, done: u64, total: u64) {
             self.sealed.push((done, total));
         }
+    }
+
+    #[test]
+    fn veracrypt_refuses_what_does_not_apply_before_anything_is_opened() {
+        let vc = || CreateOptions {
+            kind: Kind::Veracrypt,
+            ..CreateOptions::default()
+        };
+        let default = plan_veracrypt(&vc()).unwrap();
+        assert_eq!(
+            (default.create.chain.as_str(), default.create.prf),
+            ("aes", Prf::Sha512)
+        );
+        let cases: Vec<(CreateOptions, &str)> = vec![
+            (
+                CreateOptions {
+                    header: Some("h".into()),
+                    ..vc()
+                },
+                "header=",
+            ),
+            (
+                CreateOptions {
+                    sector_size: Some(4096),
+                    ..vc()
+                },
+                "512-byte sectors",
+            ),
+            (
+                CreateOptions {
+                    pbkdf: Pbkdf {
+                        kind: Some("argon2id".into()),
+                        ..Pbkdf::default()
+                    },
+                    ..vc()
+                },
+                "Argon2id",
+            ),
+            (
+                CreateOptions {
+                    pbkdf: Pbkdf {
+                        iterations: Some(1000),
+                        ..Pbkdf::default()
+                    },
+                    ..vc()
+                },
+                "PIM",
+            ),
+            (
+                CreateOptions {
+                    cipher: Some("serpent-twofish-aes".into()),
+                    key_bits: Some(512),
+                    ..vc()
+                },
+                "1536 bits",
+            ),
+            (
+                CreateOptions {
+                    pbkdf: Pbkdf {
+                        hash: Some("md5".into()),
+                        ..Pbkdf::default()
+                    },
+                    ..vc()
+                },
+                "unknown VeraCrypt hash",
+            ),
+            (
+                CreateOptions {
+                    veracrypt: VeracryptOptions {
+                        pim: Some(0),
+                        hidden: None,
+                    },
+                    ..vc()
+                },
+                "positive",
+            ),
+        ];
+        for (opts, want) in cases {
+            let err = plan(&opts).err().expect(want).to_string();
+            assert!(err.contains(want), "{want}: {err}");
+        }
+        // VeraCrypt's own options on another format.
+        let luks = CreateOptions {
+            veracrypt: VeracryptOptions {
+                pim: Some(5),
+                hidden: None,
+            },
+            ..CreateOptions::default()
+        };
+        let err = plan(&luks).err().unwrap().to_string();
+        assert!(err.contains("type=\"veracrypt\""), "{err}");
+        assert_eq!(veracrypt_prf("Streebog512").unwrap(), Prf::Streebog512);
+        assert_eq!(veracrypt_prf("blake2s").unwrap(), Prf::Blake2s256);
     }
 
     fn fast(kind: Kind) -> CreateOptions {

@@ -1,8 +1,11 @@
-//! `sectorcrypt.format`: new LUKS2, LUKS1 and GELI volumes through the image library's
+//! `sectorcrypt.format`: new LUKS2, LUKS1, GELI and VeraCrypt volumes through the image
+//! library's
 //! one creator (`sectorcrypt_image::create`), which the command line's `format` calls
 //! too: the same defaults (LUKS2 with `aes-xts-plain64`, a 512-bit key and 4096-byte
 //! sectors where the data area allows, Argon2id calibrated to 2 s; GELI with AES-XTS, a
-//! 128-bit key, 512-byte sectors, PBKDF2 calibrated to 2 s), the same refusals (spelled
+//! 128-bit key, 512-byte sectors, PBKDF2 calibrated to 2 s; VeraCrypt with AES, PBKDF2-SHA-512
+//! and 500000 iterations or 15000 + 1000 x `pim`, and a hidden volume with `hidden_size`
+//! and its own `hidden_passphrase` or `hidden_key_file`), the same refusals (spelled
 //! as keywords: `header=`, `key_size=`), any locator (a file, an NBD URI, an `rbd:`
 //! spec), a volume in use refused at once, and a file made here removed again when
 //! formatting fails. Unlike the command line, nothing is asked: an existing image is
@@ -15,7 +18,9 @@ use crate::volume::Info;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use sectorcrypt_crypto::secret::SecretBytes;
-use sectorcrypt_image::create::{self, CreateOptions, GeliOptions, Kind, Overwrite, Pbkdf};
+use sectorcrypt_image::create::{
+    self, CreateOptions, GeliOptions, HiddenOptions, Kind, Overwrite, Pbkdf, VeracryptOptions,
+};
 use sectorcrypt_image::{Context, Error};
 use std::path::PathBuf;
 
@@ -43,7 +48,9 @@ impl create::Steps for Given {
                     key_size=None, sector_size=None, size=None, header=None, pbkdf=None,
                     hash=None, iterations=None, iter_time=None, pbkdf_memory=None,
                     pbkdf_parallel=None, label=None, integrity=None, no_wipe=false,
-                    keyfiles=None, volume_key=None, rbd_object_size=None))]
+                    keyfiles=None, volume_key=None, rbd_object_size=None, pim=None,
+                    hidden_size=None, hidden_passphrase=None, hidden_key_file=None,
+                    hidden_keyfiles=None, hidden_pim=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn format<'py>(
     py: Python<'py>,
@@ -68,10 +75,42 @@ pub fn format<'py>(
     keyfiles: Option<Vec<PathBuf>>,
     volume_key: Option<&Bound<'py, PyAny>>,
     rbd_object_size: Option<u64>,
+    pim: Option<u32>,
+    hidden_size: Option<u64>,
+    hidden_passphrase: Option<&Bound<'py, PyAny>>,
+    hidden_key_file: Option<PathBuf>,
+    hidden_keyfiles: Option<Vec<PathBuf>>,
+    hidden_pim: Option<u32>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let kind = Kind::parse(r#type).ok_or_else(|| {
-        InvalidArgument::new_err(format!("type {:?}: luks2, luks1 or geli", r#type))
+        InvalidArgument::new_err(format!(
+            "type {:?}: luks2, luks1, geli or veracrypt",
+            r#type
+        ))
     })?;
+    let hidden_given = hidden_passphrase.is_some()
+        || hidden_key_file.is_some()
+        || hidden_keyfiles.is_some()
+        || hidden_pim.is_some();
+    let hidden = match hidden_size {
+        None if hidden_given => {
+            return Err(InvalidArgument::new_err(
+                "hidden_passphrase=, hidden_key_file=, hidden_keyfiles= and hidden_pim= \
+                 describe a hidden volume: give its hidden_size= too",
+            ))
+        }
+        None => None,
+        Some(size) => Some(HiddenOptions {
+            size,
+            passphrase: secrets::passphrase(hidden_passphrase, hidden_key_file.as_deref())?,
+            keyfiles: hidden_keyfiles
+                .unwrap_or_default()
+                .iter()
+                .map(|p| secrets::from_file(p, "keyfile"))
+                .collect::<PyResult<Vec<_>>>()?,
+            pim: hidden_pim,
+        }),
+    };
     let keyfiles = keyfiles
         .unwrap_or_default()
         .iter()
@@ -111,6 +150,7 @@ pub fn format<'py>(
             no_wipe,
             ..GeliOptions::default()
         },
+        veracrypt: VeracryptOptions { pim, hidden },
         ..CreateOptions::default()
     };
     let made = py
@@ -119,7 +159,7 @@ pub fn format<'py>(
     let u = &made.unlocked;
     let uuid = match &made.made {
         create::Made::Luks(h) => h.uuid().map(str::to_owned),
-        create::Made::Geli(_) => None,
+        create::Made::Geli(_) | create::Made::Veracrypt(_) => None,
     };
     Info {
         format: kind.name(),

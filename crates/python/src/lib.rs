@@ -4,7 +4,7 @@
 //! - `volume`: `open` and the open volume's positioned reads and writes, on the
 //!   volume library's `open` and engine;
 //! - `cipher`: `SectorCipher`, dm-crypt's sectors in place over any writable buffer;
-//! - `format`: new LUKS2, LUKS1 and GELI volumes;
+//! - `format`: new LUKS2, LUKS1, GELI and VeraCrypt volumes (with a hidden volume);
 //! - `errors`: the exceptions, and the library's errors mapped onto them;
 //! - `secrets`: passphrases and keys copied into secret memory;
 //! - `buffer`: the buffer protocol, the crate's one file with `unsafe`.

@@ -203,6 +203,33 @@ def test_geli_keyfiles_without_a_passphrase(tmp_path):
         sectorcrypt.open(img, keyfiles=[other])
 
 
+def test_format_veracrypt_with_a_hidden_volume(tmp_path):
+    # VeraCrypt's layout: the hidden data ends where the outer data ends, 128 KiB before
+    # the end; cryptsetup finds both headers (PIM 1 outside, PIM 2 inside).
+    need("cryptsetup")
+    img = tmp_path / "vc.img"
+    info = sectorcrypt.format(img, PASS, type="veracrypt", size=4 * MIB, pim=1,
+                              hidden_size=MIB, hidden_passphrase=b"hidden " + PASS,
+                              hidden_pim=2)
+    assert info["format"] == "veracrypt"
+    assert info["cipher"] == "aes-xts-plain64"
+    assert (info["data_offset"], info["size"]) == (131072, 4 * MIB - 2 * 131072)
+    outer = run("cryptsetup", "tcryptDump", "--veracrypt", "--veracrypt-pim=1", str(img),
+                stdin=PASS).decode()
+    assert "MK offset:\t131072" in outer
+    hidden = run("cryptsetup", "tcryptDump", "--veracrypt", "--tcrypt-hidden",
+                 "--veracrypt-pim=2", str(img), stdin=b"hidden " + PASS).decode()
+    assert f"MK offset:\t{4 * MIB - 131072 - MIB}" in hidden
+    # A hidden volume that does not fit is refused, and the image keeps its bytes.
+    before = img.read_bytes()
+    with pytest.raises(sectorcrypt.InvalidArgument, match="does not fit"):
+        sectorcrypt.format(img, PASS, type="veracrypt", pim=1, hidden_size=4 * MIB,
+                           hidden_passphrase=b"other")
+    with pytest.raises(sectorcrypt.InvalidArgument, match="hidden_size"):
+        sectorcrypt.format(img, PASS, type="veracrypt", hidden_passphrase=b"other")
+    assert img.read_bytes() == before
+
+
 def test_gil_released_during_a_read(tmp_path):
     img = tmp_path / "r.img"
     fast_luks2(img, size=16 * MIB + 256 * MIB)

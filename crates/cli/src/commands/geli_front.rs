@@ -78,6 +78,7 @@ fn serve(open: OpenArgs, listen: Listen, exit_after_last: bool, flags: u32) -> R
         export: Vec::new(),
         name: None,
         log_format: "text".into(),
+        tcrypt: TcryptArgs::default(),
     })
 }
 
@@ -390,6 +391,7 @@ fn init(a: InitArgs, v: bool) -> Result<(), Failure> {
         integrity,
         no_wipe: false,
         ask_only_over_a_volume: true,
+        veracrypt: Default::default(),
         pbkdf: pbkdf(a.iterations),
         key: KeyArgs {
             batch: a.batch,

@@ -64,8 +64,14 @@ const NBD_WORKERS: usize = 16;
 const RBD_WORKERS: usize = 6;
 
 pub fn run(a: ServeArgs) -> Result<(), Failure> {
+    crate::volumes::image::request(&a.tcrypt)?;
     // Many volumes (--config, --export) or the one IMAGE.
     let gateway = crate::commands::gateway::from_args(&a)?;
+    if gateway.is_some() && a.tcrypt.named.is_some() {
+        return Err(Failure::usage(
+            "--type names the format of one volume IMAGE, not of a gateway's exports",
+        ));
+    }
     if a.reencrypt && gateway.is_some() {
         return Err(Failure::usage(
             "--reencrypt serves one volume (IMAGE), not a gateway's exports",

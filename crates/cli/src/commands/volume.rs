@@ -9,8 +9,8 @@
 
 use crate::failure::Failure;
 use crate::flags::{
-    AddKeyArgs, DumpArgs, DumpJson, EraseArgs, FormatArgs, HeaderCommand, LuksType, PbkdfArgs,
-    RemoveKeyArgs, RepairArgs, TestKeyArgs,
+    AddKeyArgs, DumpArgs, DumpJson, EraseArgs, FormatArgs, HeaderCommand, KeyArgs, LuksType,
+    PbkdfArgs, RemoveKeyArgs, RepairArgs, TestKeyArgs, VeracryptFormatArgs,
 };
 use crate::passphrase::{self, Secret};
 use crate::present::json_report;
@@ -18,7 +18,8 @@ use crate::present::progress::Progress;
 use crate::volumes::image::{self, Access, Image, Keys as _};
 use sectorcrypt_cli::parse_size;
 use sectorcrypt_image::create::{
-    self, CreateOptions, GeliOptions, Kind, Made, Opt, Overwrite, Pbkdf,
+    self, CreateOptions, GeliOptions, HiddenOptions, Kind, Made, Opt, Overwrite, Pbkdf,
+    VeracryptOptions,
 };
 use sectorcrypt_image::store::Counted;
 use sectorcrypt_volume::format::dump;
@@ -64,6 +65,9 @@ fn flag_name(o: Opt) -> &'static str {
         Opt::NoPassphrase => "--no-passphrase",
         Opt::VolumeKey => "a volume key",
         Opt::GeliKind => "--type geli",
+        Opt::Pim => "--veracrypt-pim",
+        Opt::HiddenSize => "--hidden-size",
+        Opt::VeracryptKind => "--type veracrypt",
     }
 }
 
@@ -76,13 +80,21 @@ fn describe_kdf(h: &Header, slot: usize) -> String {
 /// The format flags as the library's options.
 fn create_options(a: &FormatArgs) -> Result<CreateOptions, Failure> {
     let geli = a.luks_type == LuksType::Geli;
+    let veracrypt = a.luks_type == LuksType::Veracrypt;
+    // A VeraCrypt chain is named alone or as its dm-crypt spec (aes-xts-plain64).
+    let cipher = if veracrypt {
+        a.cipher.strip_suffix("-xts-plain64").unwrap_or(&a.cipher)
+    } else {
+        &a.cipher
+    };
     Ok(CreateOptions {
         kind: match a.luks_type {
             LuksType::Luks1 => Kind::Luks1,
             LuksType::Luks2 => Kind::Luks2,
             LuksType::Geli => Kind::Geli,
+            LuksType::Veracrypt => Kind::Veracrypt,
         },
-        cipher: Some(a.cipher.clone()),
+        cipher: Some(cipher.to_owned()),
         key_bits: a.key_size,
         sector_size: a.sector_size,
         pbkdf: pbkdf(&a.pbkdf),
@@ -91,8 +103,9 @@ fn create_options(a: &FormatArgs) -> Result<CreateOptions, Failure> {
         size: a.size.as_deref().map(parse_size).transpose()?,
         rbd_object_size: a.rbd_object_size.as_deref().map(parse_size).transpose()?,
         integrity: a.integrity.clone(),
-        // Keyfile components key GELI providers only (LUKS format does not read them).
-        keyfiles: if geli {
+        // Keyfile components key GELI providers and VeraCrypt volumes (LUKS format does not
+        // read them).
+        keyfiles: if geli || veracrypt {
             passphrase::keyfiles(&a.key)?
                 .iter()
                 .map(|k| Secret::from_slice(k))
@@ -111,8 +124,35 @@ fn create_options(a: &FormatArgs) -> Result<CreateOptions, Failure> {
             no_passphrase: a.key.no_passphrase,
             no_wipe: a.no_wipe,
         },
+        veracrypt: veracrypt_options(&a.veracrypt, &a.key)?,
         names: flag_name,
     })
+}
+
+/// The VeraCrypt flags of `format` as the library takes them: the hidden volume's secret
+/// read from its files.
+fn veracrypt_options(v: &VeracryptFormatArgs, key: &KeyArgs) -> Result<VeracryptOptions, Failure> {
+    let hidden = match (&v.hidden_size, &v.hidden_key_file) {
+        (Some(size), Some(file)) => {
+            passphrase::check_one_stdin(key.key_file.as_deref(), Some(file))?;
+            let keys = KeyArgs {
+                keyfile_component: v.hidden_keyfile_component.clone(),
+                bitlk_startup_key: None,
+                ..key.clone()
+            };
+            Some(HiddenOptions {
+                size: parse_size(size)?,
+                passphrase: passphrase::from_file(file)?,
+                keyfiles: passphrase::keyfiles(&keys)?
+                    .iter()
+                    .map(|k| Secret::from_slice(k))
+                    .collect(),
+                pim: v.hidden_pim,
+            })
+        }
+        _ => None,
+    };
+    Ok(VeracryptOptions { pim: v.pim, hidden })
 }
 
 /// What `format` asks on the terminal: the confirmation, the new passphrase, and the
@@ -206,6 +246,26 @@ pub fn format(a: FormatArgs) -> Result<(), Failure> {
                 u.data_offset
             );
             println!("keyslot {}: {}", u.keyslot, describe_kdf(h, u.keyslot));
+        }
+        Made::Veracrypt(vc) => {
+            println!(
+                "{image}: VeraCrypt volume, {}-xts-plain64 with a {}-bit key, PBKDF2-{} with {} \
+                 iterations, {}-byte sectors, {} bytes of data at offset {}",
+                vc.cipher,
+                made.key_bits,
+                vc.hash,
+                vc.iterations,
+                u.sector_size,
+                u.data_size,
+                u.data_offset
+            );
+            if let (Some((offset, len)), Some(iterations)) = (vc.hidden, vc.hidden_iterations) {
+                println!(
+                    "hidden volume: {len} bytes of data at offset {offset}, PBKDF2-{} with \
+                     {iterations} iterations (open it with --type veracrypt --tcrypt-hidden)",
+                    vc.hash
+                );
+            }
         }
         Made::Geli(geli) => {
             let md = geli.metadata();

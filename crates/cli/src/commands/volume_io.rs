@@ -2,8 +2,9 @@
 //! pipelined `read_to` / `write_from` (the standard stream or file is served by a second
 //! thread while the engine's workers encrypt or decrypt). `read` replaces a regular
 //! `--output` file only on success and writes through a FIFO or device (`present/output.rs`);
-//! `write` checks that a file input fits before writing anything (stdin's
-//! length is unknown: it stops with an error at the end of the volume). Progress: the bytes
+//! `write` checks that a file input fits, and that the volume takes all of it (a protected
+//! hidden volume), before writing anything (stdin's length is unknown: it stops with an
+//! error at the end of the volume, or at the first piece the volume refuses). Progress: the bytes
 //! the caller's input or output passes are counted (`present/progress.rs`).
 
 use crate::failure::Failure;
@@ -156,6 +157,10 @@ pub fn write(a: WriteArgs) -> Result<(), Failure> {
                 vol.size()
             )));
         }
+        // A range the volume refuses (a protected hidden volume) is refused whole, before
+        // its first piece is written.
+        vol.check_write(offset, len)
+            .map_err(|e| io_err(crate::present::locator::redacted(&a.image), e))?;
     }
     let progress = Progress::bytes("write", known_len);
     let mut counted = Counted {

@@ -156,11 +156,25 @@ half the RAM) and --pbkdf-parallel min(4, cores); LUKS1 uses pbkdf2-sha256. LUKS
 is a multiple of 4096 bytes, else 512.
 Passphrases: prompted twice without echo on a terminal, else one line from standard input,
 or --key-file F (the file's bytes, all of them, are the passphrase; '-' reads stdin).
+VeraCrypt (--type veracrypt): the header at 0 and its backup 128 KiB before the end, each \
+128 KiB header area filled with random bytes first; data from 128 KiB to 128 KiB before the \
+end, 512-byte sectors, XTS under random master keys, --cipher a chain (default aes), PBKDF2 \
+with --hash (default sha512): 500000 iterations (RIPEMD-160: 655331), or 15000 + 1000 x PIM \
+with --veracrypt-pim PIM. Keyfiles with --keyfile-component, in order (--no-passphrase: \
+keyfiles only). --hidden-size SIZE --hidden-key-file FILE also makes a hidden volume, as \
+VeraCrypt does: its header at 64 KiB (backup 64 KiB before the end), its data at the end of \
+the outer data area, the same cipher and hash, its own passphrase (--hidden-keyfile-component \
+and --hidden-veracrypt-pim for its keyfiles and PIM). It is at least 40 KiB, and the outer \
+volume keeps at least 36 KiB (VeraCrypt's limits); a size that does not fit is refused \
+before anything is written. Open it with --type veracrypt --tcrypt-hidden; protect it while \
+the outer volume is written with --protect-hidden-key-file (read, write, serve, mount).
 Examples:
   sectorcrypt format disk.img --size 1G
   sectorcrypt format disk.img --type luks1 --cipher aes-cbc-essiv:sha256 --key-size 256
   sectorcrypt format data.img --header hdr.img   # detached header, data from byte 0
-  printf secret | sectorcrypt format disk.img --size 64M --key-file - --batch";
+  printf secret | sectorcrypt format disk.img --size 64M --key-file - --batch
+  sectorcrypt format vc.img --size 64M --type veracrypt --key-file outer.pass \\
+      --hidden-size 16M --hidden-key-file hidden.pass";
 
 /// A detached header: every volume command takes it.
 #[derive(Debug, Args, Clone, Default)]
@@ -204,7 +218,9 @@ pub struct PbkdfArgs {
     /// pbkdf2, argon2i or argon2id (default argon2id for LUKS2, pbkdf2 for LUKS1).
     #[arg(long, value_name = "KDF")]
     pub pbkdf: Option<String>,
-    /// Hash for pbkdf2 and the AF splitter: sha1, sha256, sha512 (default sha256).
+    /// Hash for pbkdf2 and the AF splitter: sha1, sha256, sha512 (default sha256). VeraCrypt:
+    /// PBKDF2's hash, sha512 (default), sha256, whirlpool, ripemd160, stribog512 or
+    /// blake2s-256.
     #[arg(long, value_name = "HASH")]
     pub hash: Option<String>,
     /// Milliseconds one unlock should take on this machine (calibration target).
@@ -226,6 +242,47 @@ pub enum LuksType {
     Luks2,
     Luks1,
     Geli,
+    // A VeraCrypt volume (with a hidden volume on request: --hidden-size).
+    Veracrypt,
+}
+
+/// What only `format --type veracrypt` takes.
+#[derive(Debug, Args, Clone, Default)]
+pub struct VeracryptFormatArgs {
+    /// VeraCrypt: the PIM; PBKDF2 then runs 15000 + 1000 x PIM iterations (without it:
+    /// 500000 for SHA-512 and the others, 655331 for RIPEMD-160).
+    #[arg(long = "veracrypt-pim", value_name = "PIM")]
+    pub pim: Option<u32>,
+    /// VeraCrypt: also make a hidden volume of SIZE bytes (or with K, M, G, T) at the end
+    /// of the outer volume's data, opened by its own passphrase (--hidden-key-file).
+    #[arg(
+        long = "hidden-size",
+        value_name = "SIZE",
+        requires = "hidden_key_file"
+    )]
+    pub hidden_size: Option<String>,
+    /// VeraCrypt: the hidden volume's passphrase is this file's bytes ('-' for standard
+    /// input); it must differ from the outer volume's.
+    #[arg(
+        long = "hidden-key-file",
+        value_name = "FILE",
+        requires = "hidden_size"
+    )]
+    pub hidden_key_file: Option<PathBuf>,
+    /// VeraCrypt: a keyfile of the hidden volume, in order; repeatable.
+    #[arg(
+        long = "hidden-keyfile-component",
+        value_name = "FILE",
+        requires = "hidden_size"
+    )]
+    pub hidden_keyfile_component: Vec<PathBuf>,
+    /// VeraCrypt: the hidden volume's PIM.
+    #[arg(
+        long = "hidden-veracrypt-pim",
+        value_name = "PIM",
+        requires = "hidden_size"
+    )]
+    pub hidden_pim: Option<u32>,
 }
 
 #[derive(Debug, Args)]
@@ -237,12 +294,14 @@ pub struct FormatArgs {
     /// Size of the image to create when it does not exist (bytes, or with K, M, G, T).
     #[arg(long, value_name = "SIZE")]
     pub size: Option<String>,
-    /// luks2, luks1 or geli.
+    /// luks2, luks1, geli or veracrypt.
     #[arg(long = "type", value_enum, default_value_t = LuksType::Luks2)]
     pub luks_type: LuksType,
     /// Segment cipher: aes-xts-plain64, aes-xts-plain, aes-cbc-plain64, aes-cbc-essiv:sha256;
     /// serpent-, twofish-, camellia- and kuznyechik-xts-plain64 (512-bit keys only)
-    /// (GELI: aes-xts, aes-cbc, or null with --integrity).
+    /// (GELI: aes-xts, aes-cbc, or null with --integrity; VeraCrypt: a chain as cryptsetup
+    /// names it, aes, serpent, twofish, camellia, kuznyechik, serpent-twofish-aes, ..., in
+    /// XTS; the default is aes).
     #[arg(
         long,
         short = 'c',
@@ -294,6 +353,8 @@ pub struct FormatArgs {
     /// init`, which overwrites a blank provider without asking, as geli does).
     #[arg(skip)]
     pub ask_only_over_a_volume: bool,
+    #[command(flatten)]
+    pub veracrypt: VeracryptFormatArgs,
     #[command(flatten)]
     pub pbkdf: PbkdfArgs,
     #[command(flatten)]
@@ -607,7 +668,7 @@ pub struct WriteArgs {
     /// terminal).
     #[arg(long, short = 'i', value_name = "F")]
     pub input: Option<PathBuf>,
-    /// VeraCrypt/TrueCrypt volumes (normal ones: hidden and system volumes are read-only).
+    /// VeraCrypt/TrueCrypt volumes (normal and hidden ones; system volumes are read-only).
     #[command(flatten)]
     pub tcrypt: tcrypt::TcryptArgs,
     #[command(flatten)]
@@ -619,7 +680,12 @@ Examples:
   sectorcrypt serve disk.img --socket /tmp/disk.sock --key-file pass.txt
   nbdcopy nbd+unix:///?socket=/tmp/disk.sock plain.raw
   sectorcrypt serve scratch.img --listen 127.0.0.1:10809 --onetime
+  sectorcrypt serve vc.img --type veracrypt --key-file outer.pass \\
+      --protect-hidden-key-file hidden.pass --socket /tmp/outer.sock
 
+VeraCrypt/TrueCrypt volumes are served when named (--type tcrypt or veracrypt, with the \
+TCRYPT flags of read and write); with --protect-hidden-key-file, a write, zeroing or trim \
+that touches the hidden volume is answered EPERM and nothing of it is written.
 Only a Unix socket or a loopback address is served. Without --socket and --listen, the
 server takes the one listening socket systemd passes (socket activation: a .socket unit
 with one ListenStream=; see contrib/systemd/; a gateway takes every socket passed and
@@ -864,6 +930,9 @@ pub struct ServeArgs {
     /// disconnect, error, reload, message).
     #[arg(long, value_name = "FORMAT", default_value = "text", value_parser = ["text", "json"])]
     pub log_format: String,
+    /// VeraCrypt/TrueCrypt volumes (never detected: --type names them).
+    #[command(flatten)]
+    pub tcrypt: tcrypt::TcryptArgs,
 }
 
 /// `sectorcrypt gateway`.
@@ -913,7 +982,7 @@ pub struct MountArgs {
     /// Stay in the foreground until unmounted.
     #[arg(long)]
     pub foreground: bool,
-    /// VeraCrypt/TrueCrypt volumes (hidden and system ones with --read-only).
+    /// VeraCrypt/TrueCrypt volumes (system ones with --read-only).
     #[command(flatten)]
     pub tcrypt: tcrypt::TcryptArgs,
 }

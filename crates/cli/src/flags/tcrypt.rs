@@ -1,13 +1,15 @@
-//! The flags of VeraCrypt and TrueCrypt volumes (cryptsetup's TCRYPT names) and `--type`
-//! (which also names FileVault 2), taken by `dump`, `test-key`, `read`, `write` and
-//! `mount`, and what `--help` says of them.
+//! The flags of VeraCrypt and TrueCrypt volumes (cryptsetup's TCRYPT names, and the
+//! hidden-volume protection cryptsetup lacks) and `--type` (which also names FileVault 2),
+//! taken by `dump`, `test-key`, `read`, `write`, `serve` and `mount`, and what `--help`
+//! says of them.
 
 use crate::failure::Failure;
 use crate::flags::bitlk::BITLK_HELP;
 use crate::flags::fvault2::FVAULT2_HELP;
 use clap::{Args, ValueEnum};
 use sectorcrypt_volume::formats::Requested;
-use sectorcrypt_volume::tcrypt::Options;
+use sectorcrypt_volume::tcrypt::{Options, Protect};
+use std::path::{Path, PathBuf};
 
 /// A format named on the command line: one that has no signature and is opened only
 /// when named, or FileVault 2 (detected when its header is intact).
@@ -53,6 +55,27 @@ pub struct TcryptArgs {
     /// CIPHER (aes, serpent-twofish-aes, ...), as cryptsetup's --cipher.
     #[arg(long = "cipher", value_name = "CIPHER")]
     pub cipher: Option<String>,
+    /// VeraCrypt/TrueCrypt: open the outer volume with the hidden volume inside it
+    /// protected, as VeraCrypt's "protect hidden volume": FILE holds the hidden volume's
+    /// passphrase (its exact bytes). Writes that touch the hidden volume are refused whole
+    /// (nothing of them is written; EPERM over NBD); reads stay allowed. A passphrase that
+    /// opens no hidden volume refuses the open.
+    #[arg(long = "protect-hidden-key-file", value_name = "FILE")]
+    pub protect_key_file: Option<PathBuf>,
+    /// VeraCrypt/TrueCrypt: a keyfile of the protected hidden volume, in order; repeatable.
+    #[arg(
+        long = "protect-hidden-keyfile-component",
+        value_name = "FILE",
+        requires = "protect_key_file"
+    )]
+    pub protect_keyfile_component: Vec<PathBuf>,
+    /// VeraCrypt: the protected hidden volume's PIM.
+    #[arg(
+        long = "protect-hidden-veracrypt-pim",
+        value_name = "PIM",
+        requires = "protect_key_file"
+    )]
+    pub protect_pim: Option<u32>,
 }
 
 impl TcryptArgs {
@@ -64,12 +87,14 @@ impl TcryptArgs {
             || self.backup
             || self.system
             || self.hash.is_some()
-            || self.cipher.is_some();
+            || self.cipher.is_some()
+            || self.protect_key_file.is_some();
         if self.named == Some(Named::Fvault2) {
             if tcrypt_flags {
                 return Err(Failure::usage(
                     "--veracrypt-pim, --tcrypt-hidden, --tcrypt-backup, --tcrypt-system, \
-                     --hash and --cipher are VeraCrypt/TrueCrypt flags: FileVault 2 takes none",
+                     --hash, --cipher and --protect-hidden-key-file are VeraCrypt/TrueCrypt \
+                     flags: FileVault 2 takes none",
                 ));
             }
             return Ok(Some(Requested::Fvault2));
@@ -78,8 +103,8 @@ impl TcryptArgs {
             if tcrypt_flags {
                 return Err(Failure::usage(
                     "--veracrypt-pim, --tcrypt-hidden, --tcrypt-backup, --tcrypt-system, \
-                     --hash and --cipher open VeraCrypt/TrueCrypt volumes here: add --type \
-                     tcrypt (or veracrypt)",
+                     --hash, --cipher and --protect-hidden-key-file open VeraCrypt/TrueCrypt \
+                     volumes here: add --type tcrypt (or veracrypt)",
                 ));
             }
             return Ok(None);
@@ -92,8 +117,36 @@ impl TcryptArgs {
             system: self.system,
             hash: self.hash.clone(),
             cipher: self.cipher.clone(),
+            protect: self.protect()?,
             ..Options::default()
         })))
+    }
+
+    /// The hidden volume's secret of `--protect-hidden-key-file` and its companions, read
+    /// from their files.
+    fn protect(&self) -> Result<Option<Protect>, Failure> {
+        let Some(file) = &self.protect_key_file else {
+            return Ok(None);
+        };
+        if file == Path::new("-") {
+            return Err(Failure::usage(
+                "--protect-hidden-key-file takes a file, not standard input (the outer \
+                 volume's passphrase or the data may come from there)",
+            ));
+        }
+        let keys = crate::flags::KeyArgs {
+            key_file: None,
+            keyfile_component: self.protect_keyfile_component.clone(),
+            no_passphrase: false,
+            bitlk_startup_key: None,
+            key_slot: None,
+            batch: true,
+        };
+        Ok(Some(Protect {
+            passphrase: zeroize::Zeroizing::new(crate::passphrase::from_file(file)?.to_vec()),
+            keyfiles: crate::passphrase::keyfiles(&keys)?,
+            pim: self.protect_pim,
+        }))
     }
 }
 
@@ -107,10 +160,17 @@ prompt; keyfiles with --keyfile-component, in any order (--no-passphrase: keyfil
 --hash and --cipher limit the search (slow without them: up to a few seconds per KDF).
 KDFs: PBKDF2 with SHA-512, SHA-256, Whirlpool, RIPEMD-160, Streebog-512, BLAKE2s-256. \
 Ciphers, in XTS: AES, Serpent, Twofish, Camellia, Kuznyechik and VeraCrypt's cascades.
-write and mount write normal volumes (an outer volume's writes can overwrite a hidden volume in it: \
-there is no hidden volume protection); hidden and system volumes are mounted --read-only.
-Not supported: writing hidden and system volumes, creating volumes, Argon2id (VeraCrypt \
-1.26.29), TrueCrypt 4 and older (CBC, LRW).";
+write, serve and mount write normal and hidden volumes; system volumes are read-only. An outer \
+volume's writes can overwrite a hidden volume inside it unless it is protected: \
+--protect-hidden-key-file FILE (the hidden volume's passphrase; its keyfiles with \
+--protect-hidden-keyfile-component, its PIM with --protect-hidden-veracrypt-pim) refuses every \
+write that touches the hidden volume, whole, writing nothing of it (write exits 1 with a \
+message, NBD answers EPERM); a passphrase that opens no hidden volume refuses the open (exit 2; \
+its header is searched with every KDF and chain, as --tcrypt-hidden without --hash and --cipher, \
+so a wrong one takes a while). \
+New VeraCrypt volumes, with a hidden volume: format --type veracrypt (see format --help).
+Not supported: writing system volumes, Argon2id (VeraCrypt 1.26.29), TrueCrypt 4 and older \
+(CBC, LRW).";
 
 /// The after-help of the commands that open BitLocker, VeraCrypt/TrueCrypt and FileVault 2
 /// volumes.

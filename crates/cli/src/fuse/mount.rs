@@ -377,10 +377,9 @@ pub fn spawn(
 }
 
 pub fn run(a: MountArgs) -> Result<(), Failure> {
-    if (a.tcrypt.hidden || a.tcrypt.system) && !a.open.read_only {
+    if a.tcrypt.system && !a.open.read_only {
         return Err(Failure::usage(
-            "hidden and system VeraCrypt/TrueCrypt volumes are mounted read-only here: add \
-             --read-only",
+            "system VeraCrypt/TrueCrypt volumes are mounted read-only here: add --read-only",
         ));
     }
     crate::volumes::image::request(&a.tcrypt)?;

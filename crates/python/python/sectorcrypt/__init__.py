@@ -252,7 +252,8 @@ def format(path, passphrase=None, **options):
     volume in use raises ``InUse``; a file made here is removed again when formatting
     fails.
 
-    Options (keywords): ``key_file``; ``type`` ("luks2", "luks1" or "geli"); ``cipher``
+    Options (keywords): ``key_file``; ``type`` ("luks2", "luks1", "geli" or "veracrypt");
+    ``cipher``
     (LUKS: "aes-xts-plain64", "aes-cbc-essiv:sha256", ...; GELI: "aes-xts", "aes-cbc",
     "null"); ``key_size`` in bits; ``sector_size``; ``size`` (creates a sparse image of
     that many bytes when ``path`` does not exist); ``header`` (LUKS: a detached header's
@@ -263,14 +264,20 @@ def format(path, passphrase=None, **options):
     "sha256" by default); ``label`` (LUKS2); ``rbd_object_size`` (LUKS on an RBD image:
     its data aligned to the object size); ``integrity`` (GELI: "hmac-sha256", ...; every
     sector is then written, unless ``no_wipe=True``); ``keyfiles`` (GELI keyfile
-    components); ``volume_key`` (LUKS: bytes to use as the volume key instead of random
-    ones). Defaults and refusals are those of ``sectorcrypt format`` (one creator in the
-    library): the same options make the same headers but for their random fields.
+    components; VeraCrypt keyfiles); ``volume_key`` (LUKS: bytes to use as the volume key
+    instead of random ones). VeraCrypt (``type="veracrypt"``): ``cipher`` a chain ("aes",
+    the default, "serpent-twofish-aes", ...), ``hash`` PBKDF2's ("sha512" by default),
+    ``pim`` (15000 + 1000 x PIM iterations instead of 500000); ``hidden_size`` makes a
+    hidden volume at the end of the outer data, opened by ``hidden_passphrase`` or
+    ``hidden_key_file`` (and ``hidden_keyfiles``, ``hidden_pim``). Defaults and refusals
+    are those of ``sectorcrypt format`` (one creator in the library): the same options make
+    the same headers but for their random fields.
     """
-    for k in ("key_file", "header"):
+    for k in ("key_file", "header", "hidden_key_file"):
         if options.get(k) is not None:
             options[k] = os.fspath(options[k])
-    if options.get("keyfiles") is not None:
-        options["keyfiles"] = [os.fspath(k) for k in options["keyfiles"]]
+    for k in ("keyfiles", "hidden_keyfiles"):
+        if options.get(k) is not None:
+            options[k] = [os.fspath(f) for f in options[k]]
     return _native.format(path if isinstance(path, str) else os.fspath(path), passphrase,
                           **options)

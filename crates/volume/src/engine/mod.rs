@@ -27,7 +27,9 @@
 //!
 //! # Errors
 //! Requests beyond [`Volume::size`] fail with `InvalidInput` before touching anything;
-//! writes on a read-only volume with `PermissionDenied`. I/O errors (`ENOSPC`, `EIO`, short
+//! writes on a read-only volume with `PermissionDenied`, and so are writes that touch a
+//! [`WriteFence`] (a protected hidden volume inside an outer one), whole and before
+//! anything of them is written. I/O errors (`ENOSPC`, `EIO`, short
 //! files) are returned as they come: when one chunk fails the others stop at their next
 //! chunk and the first error is returned. Nothing panics on I/O errors.
 //!
@@ -87,6 +89,47 @@ pub struct EngineOptions {
     pub chunk_bytes: Option<usize>,
 }
 
+/// Byte ranges of a volume that writes may not touch (a hidden volume inside an outer
+/// one, protected): a write, zeroing or discard that overlaps one is refused whole with
+/// `PermissionDenied` before any of it is written. Reads are not affected.
+#[derive(Debug, Clone)]
+pub struct WriteFence {
+    ranges: Vec<Range<u64>>,
+    what: String,
+}
+
+impl WriteFence {
+    /// Fences `ranges` (plaintext byte offsets of the volume; empty ones are dropped),
+    /// named `what` in refusals.
+    pub fn new(ranges: Vec<Range<u64>>, what: impl Into<String>) -> WriteFence {
+        WriteFence {
+            ranges: ranges.into_iter().filter(|r| !r.is_empty()).collect(),
+            what: what.into(),
+        }
+    }
+
+    /// The fenced ranges.
+    pub fn ranges(&self) -> &[Range<u64>] {
+        &self.ranges
+    }
+
+    /// Refuses `len` bytes at `offset` when they overlap a fenced range.
+    fn check(&self, offset: u64, len: u64) -> io::Result<()> {
+        let end = offset.saturating_add(len);
+        match self.ranges.iter().find(|r| offset < r.end && r.start < end) {
+            Some(r) if len > 0 => Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                format!(
+                    "refused: the write of {len} bytes at offset {offset} touches {} (bytes \
+                     {}..{} of this volume); nothing of it was written",
+                    self.what, r.start, r.end
+                ),
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
 /// An encrypted data area, read and written as plaintext at any offset. `Send + Sync`:
 /// every method takes `&self` and may run from many threads at once.
 pub struct Volume {
@@ -96,6 +139,7 @@ pub struct Volume {
     sector: usize,
     chunk: usize,
     read_only: bool,
+    fence: Option<WriteFence>,
     fan: Fan,
     locks: EdgeLocks,
     buffers: BufferPool,
@@ -196,10 +240,22 @@ impl Volume {
             sector,
             chunk,
             read_only: opts.read_only,
+            fence: None,
             fan: Fan::new(threads)?,
             locks: EdgeLocks::new(),
             buffers: BufferPool::new(pooled),
         })
+    }
+
+    /// The same engine refusing writes that touch `fence` ([`WriteFence`]).
+    pub fn with_fence(mut self, fence: WriteFence) -> Volume {
+        self.fence = Some(fence);
+        self
+    }
+
+    /// The fence of [`Volume::with_fence`], if any.
+    pub fn fence(&self) -> Option<&WriteFence> {
+        self.fence.as_ref()
     }
 
     /// The plaintext size in bytes.
@@ -284,7 +340,7 @@ impl Volume {
     ) -> (Vec<u8>, io::Result<()>) {
         let first = self
             .one_chunk(offset, range.len())
-            .filter(|_| !self.read_only);
+            .filter(|_| self.check_write(offset, range.len() as u64).is_ok());
         let Some(first) = first else {
             let r = self.write(&buf[range], offset, false);
             return (buf, r);
@@ -306,7 +362,7 @@ impl Volume {
     /// The first sector of a write [`Volume::start_write`] hands to the store, `None` for
     /// one it writes before returning.
     fn started_write(&self, offset: u64, len: usize) -> Option<u64> {
-        let starts = !self.read_only && self.store.starts_writes();
+        let starts = self.store.starts_writes() && self.check_write(offset, len as u64).is_ok();
         self.one_chunk(offset, len).filter(|_| starts)
     }
 
@@ -365,10 +421,7 @@ impl Volume {
 
     /// [`Volume::write_at`], or [`Volume::write_at_fua`] when `fua`.
     fn write(&self, buf: &[u8], offset: u64, fua: bool) -> io::Result<()> {
-        if self.read_only {
-            return Err(read_only_error());
-        }
-        self.check_range(offset, buf.len())?;
+        self.check_write(offset, buf.len() as u64)?;
         if buf.is_empty() {
             return Ok(());
         }
@@ -465,14 +518,20 @@ impl Volume {
         }
     }
 
-    /// Checks a write of `len` bytes at `offset` given by length (zeroes, discards): the
-    /// volume takes writes and the range lies inside it.
-    fn check_write(&self, offset: u64, len: u64) -> io::Result<()> {
+    /// Checks a write of `len` bytes at `offset` before any of it is written: the volume
+    /// takes writes, the range lies inside it and touches no fenced range
+    /// ([`Volume::with_fence`]). Every write, zeroing and discard is checked so, whole; a
+    /// caller about to write a known range in several requests checks it first with this.
+    pub fn check_write(&self, offset: u64, len: u64) -> io::Result<()> {
         if self.read_only {
             return Err(read_only_error());
         }
-        let len = usize::try_from(len).map_err(|_| invalid(format!("{len} bytes")))?;
-        self.check_range(offset, len)
+        let len_usize = usize::try_from(len).map_err(|_| invalid(format!("{len} bytes")))?;
+        self.check_range(offset, len_usize)?;
+        match &self.fence {
+            Some(f) => f.check(offset, len),
+            None => Ok(()),
+        }
     }
 
     /// How the (checked, non-empty) range `offset..offset + len` falls on sectors.

@@ -43,7 +43,8 @@ impl Volume {
     /// a file) overlaps the work instead of adding to it. Pieces after the first start on
     /// sector boundaries. Input that goes beyond the end of the volume is an error
     /// (`InvalidInput`) after what fits has been stored; so is a failing `input`, after
-    /// what it gave before has been stored.
+    /// what it gave before has been stored, and a piece that touches a fenced range
+    /// (`PermissionDenied`, [`WriteFence`](super::WriteFence)), after the pieces before it.
     pub fn write_from(&self, input: &mut (dyn Read + Send), offset: u64) -> io::Result<u64> {
         if self.read_only {
             return Err(read_only_error());
@@ -200,7 +201,7 @@ impl Volume {
         {
             return self.write_at(buf, offset);
         }
-        self.check_range(offset, buf.len())?;
+        self.check_write(offset, buf.len() as u64)?;
         let first = offset / ss;
         self.layout.encrypt(first, buf).map_err(crypt_error)?;
         self.store.write_at(buf, self.layout.position(first))

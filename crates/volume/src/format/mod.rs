@@ -375,6 +375,9 @@ pub struct Unlocked {
     engine_key: Option<SecretBytes>,
     /// Whether the format only reads this volume's data (FileVault 2).
     read_only: bool,
+    /// What of the data writes may not touch (an outer VeraCrypt volume's protected
+    /// hidden volume).
+    fence: Option<crate::engine::WriteFence>,
 }
 
 /// Makes the store the engine reads a volume's data through from the data's own store
@@ -434,6 +437,7 @@ impl Unlocked {
             store_map: None,
             engine_key: None,
             read_only: false,
+            fence: None,
         }
     }
 
@@ -442,6 +446,18 @@ impl Unlocked {
     pub fn with_read_only(mut self) -> Unlocked {
         self.read_only = true;
         self
+    }
+
+    /// The same volume whose engine refuses writes that touch `fence` (plaintext byte
+    /// ranges of the data: a protected hidden volume inside an outer VeraCrypt volume).
+    pub fn with_fence(mut self, fence: crate::engine::WriteFence) -> Unlocked {
+        self.fence = Some(fence);
+        self
+    }
+
+    /// The fence of [`Unlocked::with_fence`], if any.
+    pub fn fence(&self) -> Option<&crate::engine::WriteFence> {
+        self.fence.as_ref()
     }
 
     /// Whether the format only reads this volume's data ([`Unlocked::with_read_only`]).
@@ -544,7 +560,8 @@ impl Unlocked {
 
     /// The engine over this volume's data area in `store` (the data's store it was
     /// unlocked with, opened read-write unless `opts.read_only` or the format only reads
-    /// it, [`Unlocked::read_only`]). Refused when the data
+    /// it, [`Unlocked::read_only`]), with the volume's write fence ([`Unlocked::with_fence`]).
+    /// Refused when the data
     /// would overlap the header that shares the store ([`Unlocked::data_inside_header`]):
     /// writing it would destroy the header.
     pub fn engine(
@@ -568,7 +585,11 @@ impl Unlocked {
             read_only: opts.read_only || self.read_only,
             ..opts
         };
-        crate::engine::Volume::new(store, self.layout()?, opts)
+        let volume = crate::engine::Volume::new(store, self.layout()?, opts)?;
+        Ok(match &self.fence {
+            Some(f) => volume.with_fence(f.clone()),
+            None => volume,
+        })
     }
 }
 

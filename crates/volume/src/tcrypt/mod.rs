@@ -21,20 +21,30 @@
 //! Chains and the other ciphers are decrypted by a store under the engine
 //! (`Chained`) and handed to it encrypted again under a random AES-XTS key of this
 //! process, so the engine keeps its many-sectors-per-call AES path and never sees the
-//! chain; writes take the way back (AES-XTS decrypted, the chain encrypted). Normal
-//! volumes (from the normal or the backup header) are written; hidden and system volumes
-//! are read-only here, their writes refused by that store. As in VeraCrypt without hidden
-//! volume protection (which is not offered here), writing an outer volume can overwrite a
-//! hidden volume inside it.
+//! chain; writes take the way back (AES-XTS decrypted, the chain encrypted). Normal and
+//! hidden volumes (from the normal or the backup header) are written; system volumes are
+//! read-only here, their writes refused by that store.
+//!
+//! **Hidden-volume protection** ([`Options::protect`], as VeraCrypt's "protect hidden
+//! volume"): an outer volume opened with the hidden volume's secret too. Once the outer
+//! volume is unlocked, the hidden volume's header is found with that secret (the same
+//! search as an unlock with `--tcrypt-hidden`: every KDF and chain allowed) and its data
+//! range read from it; a secret that opens no hidden header refuses the whole open (the
+//! outer volume is never served unprotected by mistake). The engine then refuses every
+//! write, zeroing or discard that touches the hidden data, whole and before any of it is
+//! written (`PermissionDenied`, EPERM over NBD: [`crate::engine::WriteFence`]); the store
+//! under the engine refuses host writes into the hidden data and both hidden header slots
+//! as well. Reads stay allowed. Without protection, as in VeraCrypt, writing an outer
+//! volume can overwrite a hidden volume inside it.
 //!
 //! Not supported: TrueCrypt 4 and older (CBC and LRW modes, SHA-1), Argon2id (VeraCrypt
-//! 1.26.29), writing hidden and system volumes, hidden volume protection, creating hidden
-//! volumes, `format --type veracrypt` in the CLI, changing headers. Normal VeraCrypt
-//! volumes are made by [`create::create`] (library only so far).
+//! 1.26.29), writing system volumes, changing headers. VeraCrypt volumes, with a hidden
+//! volume on request, are made by [`create::create`].
 
 pub mod create;
 pub mod header;
 
+use crate::engine::WriteFence;
 use crate::error::{Error, Result};
 use crate::format::dump::{Field, Report};
 use crate::format::{Format, Piece, Unlocked, VolumeInfo};
@@ -72,6 +82,28 @@ pub struct Options {
     pub hash: Option<String>,
     /// Only chains whose name contains this (cryptsetup's `--cipher`).
     pub cipher: Option<String>,
+    /// Open an outer volume with its hidden volume protected: writes into it refused.
+    pub protect: Option<Protect>,
+}
+
+/// The hidden volume's secret, given to protect it while its outer volume is written.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Protect {
+    /// The hidden volume's passphrase.
+    pub passphrase: Zeroizing<Vec<u8>>,
+    /// Its keyfiles, in order.
+    pub keyfiles: Vec<Zeroizing<Vec<u8>>>,
+    /// Its PIM (only VeraCrypt's KDFs are tried then).
+    pub pim: Option<u32>,
+}
+
+impl std::fmt::Debug for Protect {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Protect")
+            .field("keyfiles", &self.keyfiles.len())
+            .field("pim", &self.pim)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Default for Options {
@@ -85,6 +117,7 @@ impl Default for Options {
             system: false,
             hash: None,
             cipher: None,
+            protect: None,
         }
     }
 }
@@ -129,6 +162,28 @@ pub fn open(store: &dyn Store, options: Options) -> Result<Tcrypt> {
              not supported: --tcrypt-system takes neither --tcrypt-hidden nor --tcrypt-backup",
         ));
     }
+    if let Some(p) = &options.protect {
+        if options.hidden || options.system {
+            return Err(Error::invalid(
+                "hidden-volume protection guards a hidden volume while its outer volume is \
+                 written: not with --tcrypt-hidden or --tcrypt-system",
+            ));
+        }
+        if p.pim == Some(0) {
+            return Err(Error::invalid("a PIM is a positive number"));
+        }
+        if p.pim.is_some() && !options.veracrypt {
+            return Err(Error::invalid(
+                "a PIM is VeraCrypt's: it needs VeraCrypt KDFs",
+            ));
+        }
+        if p.passphrase.is_empty() && p.keyfiles.is_empty() {
+            return Err(Error::invalid(
+                "hidden-volume protection needs the hidden volume's passphrase, keyfiles or \
+                 both: none given",
+            ));
+        }
+    }
     if let Some(c) = &options.cipher {
         if !CHAINS.iter().any(|ch| ch.name.contains(c.as_str())) {
             let names: Vec<&str> = CHAINS.iter().map(|c| c.name).collect();
@@ -172,9 +227,11 @@ impl Tcrypt {
         } else if o.hidden && o.backup {
             vec![from_end(header::BACKUP_HIDDEN_FROM_END)]
         } else if o.hidden {
+            // TrueCrypt 5's place holds a header only TrueCrypt's KDFs open: not looked at
+            // with VeraCrypt's alone (it would double a search that cannot succeed).
             vec![
                 Some(header::HIDDEN_HEADER_AT),
-                from_end(header::HIDDEN_LEGACY_FROM_END),
+                from_end(header::HIDDEN_LEGACY_FROM_END).filter(|_| o.truecrypt),
             ]
         } else if o.backup {
             vec![from_end(header::BACKUP_FROM_END)]
@@ -277,6 +334,48 @@ impl Tcrypt {
                 offset.saturating_add(len)
             ))),
         }
+    }
+}
+
+impl Tcrypt {
+    /// The host byte ranges of the hidden volume `p` opens inside this outer volume of a
+    /// store of `size` bytes: its data, and both hidden header slots (64 KiB after the
+    /// start, the last 64 KiB). A secret that opens no hidden header is refused.
+    fn hidden_area(&self, store: &dyn Store, p: &Protect, size: u64) -> Result<Vec<(u64, u64)>> {
+        let finder = Tcrypt {
+            options: Options {
+                hidden: true,
+                pim: p.pim,
+                hash: None,
+                cipher: None,
+                protect: None,
+                ..self.options.clone()
+            },
+            keyfiles: p.keyfiles.clone(),
+            found: Mutex::new(None),
+        };
+        let key = match finder.unlock_key(store, &p.passphrase, None) {
+            Ok((key, _)) => key,
+            Err(Error::WrongPassphrase) => {
+                return Err(Error::invalid(format!(
+                    "hidden-volume protection: the hidden volume's passphrase (with its \
+                     keyfiles and PIM, if any) opens no hidden volume header in {}; nothing \
+                     was opened (the outer volume is not served unprotected)",
+                    store.name()
+                )))
+            }
+            Err(e) => return Err(e),
+        };
+        let (h, _) = split_key(&key)?;
+        let fields =
+            Fields::parse(h).ok_or_else(|| Error::invalid("not a decrypted TCRYPT header"))?;
+        let (offset, len) = finder.data_range(&fields, size)?;
+        let slot = header::HIDDEN_HEADER_AT;
+        Ok(vec![
+            (offset, offset + len),
+            (slot, slot + header::BACKUP_HIDDEN_FROM_END),
+            (size - header::BACKUP_HIDDEN_FROM_END, size),
+        ])
     }
 }
 
@@ -398,9 +497,22 @@ impl Format for Tcrypt {
             k
         };
         let layers = chain.layers;
-        let writable = !self.options.hidden && !self.options.system;
+        let writable = !self.options.system;
+        let protected = match &self.options.protect {
+            Some(p) => self.hidden_area(store, p, size)?,
+            None => Vec::new(),
+        };
+        // The hidden data as plaintext offsets of this volume (the header slots lie
+        // outside its data area: only the store below sees them).
+        let fence: Vec<std::ops::Range<u64>> = protected
+            .iter()
+            .map(|&(start, end)| {
+                let clip = |at: u64| at.clamp(offset, offset + len) - offset;
+                clip(start)..clip(end)
+            })
+            .collect();
         let (map_master, map_engine) = (master.clone(), engine_key.clone());
-        Ok(Unlocked::new(info, spec, master, keyslot)
+        let unlocked = Unlocked::new(info, spec, master, keyslot)
             .with_engine_key(&engine_key)
             .with_store_map(Arc::new(move |inner| -> Result<Box<dyn Store>> {
                 Ok(Box::new(Chained::new(
@@ -410,8 +522,14 @@ impl Format for Tcrypt {
                     &map_engine,
                     aes_only,
                     writable,
+                    protected.clone(),
                 )?))
-            })))
+            }));
+        Ok(if self.options.protect.is_some() {
+            unlocked.with_fence(WriteFence::new(fence, "the protected hidden volume"))
+        } else {
+            unlocked
+        })
     }
 
     fn volume_info(&self, store: &dyn Store) -> Result<VolumeInfo> {
@@ -557,8 +675,8 @@ impl Format for Tcrypt {
 
 fn not_changed() -> Error {
     Error::unsupported(
-        "TCRYPT (VeraCrypt, TrueCrypt) headers are never changed here: keyslots, header \
-         restores and creating volumes are not supported",
+        "TCRYPT (VeraCrypt, TrueCrypt) headers are never changed here: keyslots and header \
+         restores are not supported (format --type veracrypt makes new volumes)",
     )
 }
 
@@ -566,12 +684,16 @@ fn not_changed() -> Error {
 /// every 512-byte unit read is decrypted with the chain and encrypted again under the
 /// engine's AES-XTS key with the same unit number (the number of the unit in the host, as
 /// the engine's IV rule gives it), and every unit written the other way; writes refused
-/// when the volume is not `writable` (hidden and system volumes).
+/// when the volume is not `writable` (system volumes) or when they touch a `protected`
+/// host range (a protected hidden volume's data and header slots: the engine refuses
+/// such requests whole before they get here; this is the last line).
 struct Chained {
     inner: Box<dyn Store>,
     /// The volume's chain and the engine's AES-XTS, when they differ.
     translate: Option<(Cascade, Cascade)>,
     writable: bool,
+    /// Host byte ranges (start, end) no write may touch.
+    protected: Vec<(u64, u64)>,
 }
 
 impl std::fmt::Debug for Chained {
@@ -591,6 +713,7 @@ impl Chained {
         engine_key: &[u8],
         aes_only: bool,
         writable: bool,
+        protected: Vec<(u64, u64)>,
     ) -> Result<Chained> {
         let translate = if aes_only {
             None
@@ -604,6 +727,7 @@ impl Chained {
             inner,
             translate,
             writable,
+            protected,
         })
     }
 }
@@ -635,7 +759,21 @@ impl Store for Chained {
         if !self.writable {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::PermissionDenied,
-                "hidden and system VeraCrypt/TrueCrypt volumes are read-only here",
+                "system VeraCrypt/TrueCrypt volumes are read-only here",
+            ));
+        }
+        let end = offset.saturating_add(buf.len() as u64);
+        if let Some(&(start, stop)) = self
+            .protected
+            .iter()
+            .find(|&&(start, stop)| offset < stop && start < end)
+        {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                format!(
+                    "refused: a write at host bytes {offset}..{end} touches the protected \
+                     hidden volume (host bytes {start}..{stop}); nothing of it was written"
+                ),
             ));
         }
         let Some((chain, engine)) = &self.translate else {
@@ -666,4 +804,78 @@ fn whole_units(len: usize, offset: u64) -> std::io::Result<()> {
         std::io::ErrorKind::InvalidInput,
         "TCRYPT data is read and written in whole 512-byte units",
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::MemStore;
+
+    /// A hidden header is looked for at TrueCrypt 5's place (1536 bytes before the end)
+    /// only when TrueCrypt's KDFs, the only ones that open it, are tried.
+    #[test]
+    fn the_legacy_hidden_place_is_looked_at_with_truecrypt_kdfs_only() {
+        let size = 1 << 20;
+        let with = |truecrypt: bool| Tcrypt {
+            options: Options {
+                hidden: true,
+                truecrypt,
+                ..Options::default()
+            },
+            keyfiles: Vec::new(),
+            found: Mutex::new(None),
+        };
+        assert_eq!(
+            with(true).places(size),
+            [
+                header::HIDDEN_HEADER_AT,
+                size - header::HIDDEN_LEGACY_FROM_END
+            ]
+        );
+        assert_eq!(with(false).places(size), [header::HIDDEN_HEADER_AT]);
+    }
+
+    /// The last line of hidden-volume protection: the store under the engine refuses a
+    /// host write that touches a protected range (here a hidden header slot), single AES
+    /// and a chain alike, writing nothing of it; writes beside it go through.
+    #[test]
+    fn the_chain_store_refuses_host_writes_into_protected_ranges() {
+        let slot = (header::HIDDEN_HEADER_AT, 2 * header::HIDDEN_HEADER_AT);
+        for (layers, aes_only) in [
+            (&[Layer::Aes][..], true),
+            (&[Layer::Serpent, Layer::Aes][..], false),
+        ] {
+            let mem = Arc::new(MemStore::new(1 << 18));
+            let master: Vec<u8> = (0..64 * layers.len()).map(|i| i as u8).collect();
+            let engine: Vec<u8> = (0..64u8).map(|i| i ^ 0x5a).collect();
+            let store = Chained::new(
+                Box::new(Arc::clone(&mem)),
+                layers,
+                &master,
+                &engine,
+                aes_only,
+                true,
+                vec![slot],
+            )
+            .unwrap();
+            for (offset, len) in [(slot.0, 512), (slot.0 - 512, 1024), (slot.1 - 512, 4096)] {
+                let err = store.write_at(&vec![7u8; len], offset).unwrap_err();
+                assert_eq!(err.kind(), std::io::ErrorKind::PermissionDenied);
+                assert!(err.to_string().contains("protected hidden volume"), "{err}");
+            }
+            assert!(
+                mem.to_vec().iter().all(|&b| b == 0),
+                "a refused write landed"
+            );
+            store.write_at(&[7u8; 512], slot.0 - 512).unwrap();
+            store.write_at(&[7u8; 512], slot.1).unwrap();
+            let bytes = mem.to_vec();
+            assert!(bytes[slot.0 as usize..slot.1 as usize]
+                .iter()
+                .all(|&b| b == 0));
+            assert!(bytes[slot.0 as usize - 512..slot.0 as usize]
+                .iter()
+                .any(|&b| b != 0));
+        }
+    }
 }

@@ -4,9 +4,10 @@
 //! hints from the file name as that test does (`--hash`, `--cipher`), and the decrypted
 //! data's FAT volume serial checked against the one the test expects (`DEAD-BABE` for
 //! outer volumes, `CAFE-BABE` for hidden ones); `dump` fields against `cryptsetup
-//! tcryptDump`; a few full searches without hints; writes to normal volumes read back
-//! (hidden ones refuse them); and bad input: a wrong passphrase or PIM, random data, a
-//! truncated image.
+//! tcryptDump`; a few full searches without hints; writes to normal and hidden volumes
+//! read back; hidden-volume protection on a VeraCrypt-made hidden volume; volumes made here
+//! (hidden ones too) against `cryptsetup tcryptDump`; and bad input: a wrong passphrase or
+//! PIM, random data, a truncated image, a hidden volume that does not fit.
 
 use sectorcrypt_testkit::require;
 use sectorcrypt_volume::engine::EngineOptions;
@@ -434,11 +435,11 @@ fn dump_matches_cryptsetup_tcryptdump() {
     assert!(compared > 5, "only {compared} images compared");
 }
 
-/// Writes to normal volumes (single AES through the engine, a chain through the
+/// Writes to normal and hidden volumes (single AES through the engine, a chain through the
 /// translating store) read back after a fresh open, change only the units written, and
-/// leave the file system where it was; a hidden volume refuses writes and stays unchanged.
+/// leave the file system where it was.
 #[test]
-fn writes_read_back_and_hidden_volumes_refuse_them() {
+fn writes_read_back_in_normal_and_hidden_volumes() {
     let dir = images_or_skip!();
     let tmp = tempfile::tempdir().unwrap();
     let open = |path: &Path, name: &str| {
@@ -454,7 +455,11 @@ fn writes_read_back_and_hidden_volumes_refuse_them() {
             .unwrap();
         (vol, data_offset)
     };
-    for name in ["vc_1-sha512-xts-aes", "tc_5-sha512-xts-serpent-twofish-aes"] {
+    for name in [
+        "vc_1-sha512-xts-aes",
+        "tc_5-sha512-xts-serpent-twofish-aes",
+        "vc_1-sha512-xts-aes-hidden",
+    ] {
         let path = tmp.path().join(name);
         fs::copy(dir.join(name), &path).unwrap();
         let before = fs::read(&path).unwrap();
@@ -471,7 +476,12 @@ fn writes_read_back_and_hidden_volumes_refuse_them() {
         assert!(back == data, "{name}: the write does not read back");
         let mut boot = vec![0u8; 512];
         vol.read_at(&mut boot, 0).unwrap();
-        assert_eq!(fat_serial(&boot), "DEAD-BABE", "{name}");
+        let serial = if name.ends_with("-hidden") {
+            "CAFE-BABE"
+        } else {
+            "DEAD-BABE"
+        };
+        assert_eq!(fat_serial(&boot), serial, "{name}");
         // Only the units 4096..7168 of the data area changed.
         let after = fs::read(&path).unwrap();
         let changed: Vec<u64> = before
@@ -487,17 +497,6 @@ fn writes_read_back_and_hidden_volumes_refuse_them() {
             "{name}"
         );
     }
-    let name = "vc_1-sha512-xts-aes-hidden";
-    let path = tmp.path().join(name);
-    fs::copy(dir.join(name), &path).unwrap();
-    let before = fs::read(&path).unwrap();
-    let (vol, _) = open(&path, name);
-    let err = vol.write_at(&[0x5a; 4096], 4096).unwrap_err();
-    assert!(err.to_string().contains("read-only"), "{err}");
-    assert!(
-        fs::read(&path).unwrap() == before,
-        "the hidden volume's image changed"
-    );
 }
 
 #[test]
@@ -861,4 +860,293 @@ fn a_created_volume_without_pim_has_the_default_iterations() {
             "cryptsetup refused the volume without a PIM"
         );
     }
+}
+
+/// The master key `cryptsetup tcryptDump --veracrypt ARGS --dump-volume-key` prints for
+/// `pass` (None when this kernel lacks the AF_ALG cipher cryptsetup wants).
+fn cryptsetup_key(path: &Path, pass: &[u8], args: &[&str]) -> Option<Vec<u8>> {
+    use std::io::Write;
+    let mut child = Command::new("cryptsetup")
+        .args(["tcryptDump", "--veracrypt"])
+        .args(args)
+        .args(["--dump-volume-key", "--batch-mode"])
+        .arg(path)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(pass).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if stderr.contains("kernel crypto interface not available") {
+        eprintln!("skipped: cryptsetup tcryptDump needs the kernel's AF_ALG skcipher: {stderr}");
+        return None;
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "cryptsetup refused: {stderr}{stdout}");
+    let (_, rest) = stdout.split_once("MK dump:").expect("no MK dump");
+    Some(
+        rest.split_whitespace()
+            .take_while(|w| w.len() == 2 && w.chars().all(|c| c.is_ascii_hexdigit()))
+            .map(|w| u8::from_str_radix(w, 16).unwrap())
+            .collect(),
+    )
+}
+
+/// A VeraCrypt volume with a hidden volume made by `tcrypt::create::create` (PIM 1 outside,
+/// PIM 2 inside): cryptsetup finds the hidden header with `--tcrypt-hidden` (its data
+/// offset at the end of the outer data area, as VeraCrypt places it), and the master key
+/// it prints decrypts a sector written here through the hidden volume; the outer volume's
+/// header records nothing of it; the outer's writes outside the hidden area leave the
+/// hidden data as it was.
+#[test]
+fn a_created_hidden_volume_opens_in_cryptsetup() {
+    use sectorcrypt_crypto::pbkdf::Prf;
+    use sectorcrypt_volume::tcrypt::create::{create, Create, Hidden};
+    require!("cryptsetup");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("vc.img");
+    let size = 2u64 << 20;
+    let hidden_size = 512 * 1024;
+    fs::write(&path, vec![0u8; size as usize]).unwrap();
+    let what = Create {
+        pim: Some(1),
+        hidden: Some(Hidden {
+            size: hidden_size,
+            password: Zeroizing::new(PASS_HIDDEN.to_vec()),
+            chain: "aes".into(),
+            prf: Prf::Sha512,
+            pim: Some(2),
+        }),
+        ..Create::default()
+    };
+    let made = create(&FileStore::open(&path, true).unwrap(), PASS, &what).unwrap();
+    let hidden_at = size - 131_072 - hidden_size;
+    assert_eq!(made.hidden, Some((hidden_at, hidden_size)));
+    let open = |hidden: bool, pass: &[u8], pim: u32| {
+        let o = Options {
+            hash: Some("sha512".into()),
+            cipher: Some("aes".into()),
+            pim: Some(pim),
+            hidden,
+            ..Options::default()
+        };
+        let store = FileStore::open(&path, true).unwrap();
+        let u = header(&store, &o, &[]).unlock(&store, pass).unwrap();
+        let at = (u.data_offset, u.data_size);
+        let vol = u
+            .engine(
+                Box::new(FileStore::open(&path, true).unwrap()),
+                EngineOptions::default(),
+            )
+            .unwrap();
+        (vol, at)
+    };
+    let (hidden, at) = open(true, PASS_HIDDEN, 2);
+    assert_eq!(at, (hidden_at, hidden_size));
+    let sector: Vec<u8> = (0..512u32).map(|i| (i * 7 + 3) as u8).collect();
+    hidden.write_at(&sector, 1024).unwrap();
+    hidden.flush().unwrap();
+    drop(hidden);
+    // The outer volume: its header says nothing of the hidden one, and a write outside
+    // the hidden area keeps the hidden data.
+    let (outer, at) = open(false, PASS, 1);
+    assert_eq!(at, (131_072, size - 2 * 131_072));
+    let before = fs::read(&path).unwrap();
+    outer.write_at(&[0x42; 4096], 0).unwrap();
+    outer.flush().unwrap();
+    drop(outer);
+    let after = fs::read(&path).unwrap();
+    let h = hidden_at as usize..(hidden_at + hidden_size) as usize;
+    assert!(
+        after[h.clone()] == before[h],
+        "the outer write reached the hidden data"
+    );
+    let (hidden, _) = open(true, PASS_HIDDEN, 2);
+    let mut back = vec![0u8; 512];
+    hidden.read_at(&mut back, 1024).unwrap();
+    assert_eq!(back, sector);
+    let args = ["--tcrypt-hidden", "--hash", "sha512", "--cipher", "aes"];
+    let Some(mk) = cryptsetup_key(
+        &path,
+        PASS_HIDDEN,
+        &[&args[..], &["--veracrypt-pim=2"]].concat(),
+    ) else {
+        return;
+    };
+    let dump = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "printf %s {} | cryptsetup tcryptDump --veracrypt --tcrypt-hidden \
+             --veracrypt-pim=2 --hash sha512 --cipher aes {}",
+            String::from_utf8_lossy(PASS_HIDDEN),
+            path.display()
+        ))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&dump.stdout);
+    assert!(
+        text.contains(&format!("MK offset:\t{hidden_at}")),
+        "cryptsetup's hidden header: {text}"
+    );
+    let at = (hidden_at + 1024) as usize;
+    let mut data = fs::read(&path).unwrap()[at..at + 512].to_vec();
+    sectorcrypt_crypto::cascade::Cascade::new(&[sectorcrypt_crypto::cascade::Layer::Aes], &mk)
+        .unwrap()
+        .decrypt((at / 512) as u64, 512, &mut data)
+        .unwrap();
+    assert_eq!(data, sector, "cryptsetup's hidden key decrypts our sector");
+}
+
+/// Hidden volumes that do not fit (larger than the outer data area leaves, smaller than
+/// VeraCrypt's smallest, not whole sectors, in a host below VeraCrypt's smallest) and a
+/// hidden chain that does not exist are refused with a clear error, and the image keeps
+/// every byte.
+#[test]
+fn a_hidden_volume_that_does_not_fit_writes_nothing() {
+    use sectorcrypt_crypto::pbkdf::Prf;
+    use sectorcrypt_volume::tcrypt::create::{create, Create, Hidden};
+    let dir = tempfile::tempdir().unwrap();
+    let outer_data = (1u64 << 20) - 2 * 131_072;
+    let cases: &[(u64, u64, &str, &str)] = &[
+        (1 << 20, outer_data - 36 * 1024 + 512, "aes", "does not fit"),
+        (1 << 20, outer_data, "aes", "does not fit"),
+        (1 << 20, 20 * 1024, "aes", "too small"),
+        (1 << 20, 64 * 1024 + 100, "aes", "multiple of 512"),
+        (340 * 1024 - 512, 40 * 1024, "aes", "at least 348160"),
+        (1 << 20, 64 * 1024, "rot13", "unknown VeraCrypt cipher"),
+    ];
+    for (i, (size, hidden_size, chain, want)) in cases.iter().enumerate() {
+        let path = dir.path().join(format!("{i}.img"));
+        let content: Vec<u8> = (0..*size).map(|b| (b * 13 % 251) as u8).collect();
+        fs::write(&path, &content).unwrap();
+        let what = Create {
+            pim: Some(1),
+            hidden: Some(Hidden {
+                size: *hidden_size,
+                password: Zeroizing::new(PASS_HIDDEN.to_vec()),
+                chain: chain.to_string(),
+                prf: Prf::Sha512,
+                pim: Some(1),
+            }),
+            ..Create::default()
+        };
+        let err = create(&FileStore::open(&path, true).unwrap(), PASS, &what).unwrap_err();
+        assert!(err.to_string().contains(want), "case {i}: {err}");
+        assert!(
+            fs::read(&path).unwrap() == content,
+            "case {i}: the image changed"
+        );
+    }
+}
+
+/// Hidden-volume protection on a hidden volume VeraCrypt made (`vc_1-sha512-xts-aes-hidden`):
+/// the outer volume opened with the hidden volume's passphrase refuses every write that
+/// touches the hidden data, whole (one inside, one straddling its start, a partial sector
+/// across it, its last sector, zeroing and discarding there), with `PermissionDenied` and
+/// no byte of the image changed; reads there stay allowed; a write just before the hidden
+/// data goes through and the hidden volume still reads `CAFE-BABE`; a wrong hidden
+/// passphrase refuses the open.
+#[test]
+fn protection_refuses_writes_into_a_veracrypt_made_hidden_volume() {
+    use sectorcrypt_volume::tcrypt::Protect;
+    use std::io::ErrorKind;
+    let dir = images_or_skip!();
+    let tmp = tempfile::tempdir().unwrap();
+    let name = "vc_1-sha512-xts-aes-hidden";
+    let path = tmp.path().join(name);
+    fs::copy(dir.join(name), &path).unwrap();
+    let (hidden_opts, hidden_pass, _) = how(dir, name);
+    let store = FileStore::open(&path, false).unwrap();
+    let hidden = header(&store, &hidden_opts, &[])
+        .unlock(&store, &hidden_pass)
+        .unwrap();
+    let (h_start, h_len) = (hidden.data_offset, hidden.data_size);
+    let outer_opts = |protect: &[u8], pim: Option<u32>| Options {
+        hidden: false,
+        protect: Some(Protect {
+            passphrase: Zeroizing::new(protect.to_vec()),
+            keyfiles: Vec::new(),
+            pim,
+        }),
+        ..hidden_opts.clone()
+    };
+    let store = FileStore::open(&path, true).unwrap();
+    // (With a small PIM the failing search is short.)
+    let err = header(&store, &outer_opts(b"not the hidden one", Some(1)), &[])
+        .unlock(&store, PASS)
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("opens no hidden volume header"),
+        "{err}"
+    );
+    let outer = header(&store, &outer_opts(&hidden_pass, None), &[])
+        .unlock(&store, PASS)
+        .unwrap();
+    let at = h_start - outer.data_offset;
+    let vol = outer
+        .engine(
+            Box::new(FileStore::open(&path, true).unwrap()),
+            EngineOptions::default(),
+        )
+        .unwrap();
+    let fenced: Vec<(u64, u64)> = (vol.fence().unwrap().ranges().iter())
+        .map(|r| (r.start, r.end))
+        .collect();
+    assert_eq!(fenced, [(at, at + h_len)]);
+    let before = fs::read(&path).unwrap();
+    for (off, len) in [
+        (at, 512),
+        (at - 4096, 8192),
+        (at - 100, 200),
+        (at + h_len - 512, 512),
+    ] {
+        let err = vol.write_at(&vec![0x5a; len], off).unwrap_err();
+        assert_eq!(
+            err.kind(),
+            ErrorKind::PermissionDenied,
+            "{off}+{len}: {err}"
+        );
+        assert!(err.to_string().contains("hidden volume"), "{err}");
+        let (_, r) = vol.write_owned(vec![0x5a; len], 0..len, off);
+        assert_eq!(r.unwrap_err().kind(), ErrorKind::PermissionDenied);
+    }
+    let err = vol.write_zeroes(at - 512, 1024).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::PermissionDenied);
+    let err = vol.discard(at, 4096).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::PermissionDenied);
+    let mut data = vec![0u8; 8192];
+    let mut input: &[u8] = &data.clone();
+    let err = vol.write_from(&mut input, at - 4096).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::PermissionDenied);
+    vol.flush().unwrap();
+    assert!(
+        fs::read(&path).unwrap() == before,
+        "a refused write changed the image"
+    );
+    vol.read_at(&mut data, at).unwrap();
+    vol.write_at(&[0x33; 512], at - 512).unwrap();
+    vol.flush().unwrap();
+    drop(vol);
+    let after = fs::read(&path).unwrap();
+    let changed: Vec<usize> = (0..before.len() / 512)
+        .filter(|&i| before[i * 512..(i + 1) * 512] != after[i * 512..(i + 1) * 512])
+        .collect();
+    assert_eq!(changed, vec![((h_start - 512) / 512) as usize]);
+    let store = FileStore::open(&path, false).unwrap();
+    let hidden = header(&store, &hidden_opts, &[])
+        .unlock(&store, &hidden_pass)
+        .unwrap()
+        .engine(
+            Box::new(FileStore::open(&path, false).unwrap()),
+            EngineOptions {
+                read_only: true,
+                ..EngineOptions::default()
+            },
+        )
+        .unwrap();
+    let mut boot = vec![0u8; 512];
+    hidden.read_at(&mut boot, 0).unwrap();
+    assert_eq!(fat_serial(&boot), "CAFE-BABE");
 }
