@@ -219,28 +219,6 @@ mod tests {
         Layout::single(geometry(), spec, &key).unwrap()
     }
 
-    /// A store shared between the test and the translating store.
-    #[derive(Debug, Clone)]
-    struct Shared(Arc<MemStore>);
-
-    impl Store for Shared {
-        fn name(&self) -> &str {
-            "shared"
-        }
-        fn size(&self) -> io::Result<u64> {
-            self.0.size()
-        }
-        fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-            self.0.read_at(buf, offset)
-        }
-        fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-            self.0.write_at(buf, offset)
-        }
-        fn sync(&self) -> io::Result<()> {
-            Ok(())
-        }
-    }
-
     /// An encryption (plaintext to AES, forward) and a decryption (AES to plaintext,
     /// backward) with the line at 5 sectors: the engine's layout sees its own ciphertext
     /// everywhere, and the store holds the new layout's bytes on the done side only, for
@@ -268,8 +246,7 @@ mod tests {
             };
             let mem = Arc::new(MemStore::new((OFFSET + TOTAL) as usize));
             let line = Arc::new(Line::new(line_at));
-            let t = Translated::new(Box::new(Shared(mem.clone())), line, pair(), TOTAL, backward)
-                .unwrap();
+            let t = Translated::new(Box::new(mem.clone()), line, pair(), TOTAL, backward).unwrap();
             // The engine writes the whole area in three requests that cut the line.
             let mut ct = plain.clone();
             old.encrypt(0, &mut ct).unwrap();
