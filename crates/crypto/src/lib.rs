@@ -110,6 +110,7 @@ const SHARING: &[backend::Sharer] = &[
     backend::Sharer::of::<Backend>(),
     backend::Sharer::of::<GostBackend>(),
     backend::Sharer::of::<mac::MacBackend>(),
+    backend::Sharer::of::<cascade::SerpentBackend>(),
 ];
 impl backend::Selectable for Backend {
     const SHARING: &'static [backend::Sharer] = SHARING;
@@ -122,6 +123,10 @@ impl backend::Selectable for GostBackend {
 impl backend::Selectable for mac::MacBackend {
     const SHARING: &'static [backend::Sharer] = SHARING;
     const WORKLOAD: backend::Workload<Self> = workload::MAC;
+}
+impl backend::Selectable for cascade::SerpentBackend {
+    const SHARING: &'static [backend::Sharer] = SHARING;
+    const WORKLOAD: backend::Workload<Self> = workload::SERPENT;
 }
 
 /// AES (FIPS-197) with the modes storage uses: ECB, CBC, CTR (random access into the
