@@ -56,27 +56,55 @@ type State = [__m256i; 4];
 #[target_feature(enable = "avx2")]
 fn sbox<const S: usize, const INV: bool>(x: &State) -> State {
     let anf = if INV { ANF_INV[S] } else { ANF[S] };
-    let and = |a, b| _mm256_and_si256(a, b);
-    // Monomial m: the product of the input bits set in m (m = 0: the constant one).
-    let mut mono = [_mm256_set1_epi32(-1); 16];
-    for m in 1..16usize {
-        let top = (usize::BITS - 1 - m.leading_zeros()) as usize;
-        let rest = m & !(1 << top);
-        mono[m] = if rest == 0 {
-            x[top]
-        } else {
-            and(mono[rest], x[top])
-        };
+    // Monomial m: the product of the input bits set in m (m = 0: the constant one),
+    // written out: the compiler neither unrolls a loop over them nor drops unused ones
+    // reliably, and it must see each selection below as a constant.
+    let [x0, x1, x2, x3] = *x;
+    let and = _mm256_and_si256;
+    let (m3, m5, m6, m9, m10, m12) = (
+        and(x0, x1),
+        and(x0, x2),
+        and(x1, x2),
+        and(x0, x3),
+        and(x1, x3),
+        and(x2, x3),
+    );
+    let m7 = and(m3, x2);
+    let (m11, m13, m14, m15) = (and(m3, x3), and(m5, x3), and(m6, x3), and(m7, x3));
+    let mono = [
+        _mm256_set1_epi32(-1),
+        x0,
+        x1,
+        m3,
+        x2,
+        m5,
+        m6,
+        m7,
+        x3,
+        m9,
+        m10,
+        m11,
+        m12,
+        m13,
+        m14,
+        m15,
+    ];
+    // The XOR of the monomials of output bit `b`, unrolled.
+    macro_rules! bit {
+        ($b:literal: $($m:literal)*) => {{
+            let mut y = _mm256_setzero_si256();
+            $(if anf[$b] >> $m & 1 == 1 {
+                y = _mm256_xor_si256(y, mono[$m]);
+            })*
+            y
+        }};
     }
-    core::array::from_fn(|b| {
-        let mut y = _mm256_setzero_si256();
-        for (m, v) in mono.iter().enumerate() {
-            if anf[b] >> m & 1 == 1 {
-                y = _mm256_xor_si256(y, *v);
-            }
-        }
-        y
-    })
+    [
+        bit!(0: 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15),
+        bit!(1: 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15),
+        bit!(2: 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15),
+        bit!(3: 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15),
+    ]
 }
 
 /// Rotates each word left by `L` (`R` = 32 - `L`).
@@ -291,7 +319,9 @@ fn xts_units<const DEC: bool>(k: &RoundKeys, tweaks: &[[u8; 16]], unit: usize, d
         let mut steps = u.chunks_exact_mut(STEP);
         for s in &mut steps {
             step::<DEC>(k, &tw, s.try_into().expect("a whole step"));
-            tw = tw.map(|t| mul_x_pow(t, next));
+            for t in tw.iter_mut() {
+                *t = mul_x_pow(*t, next);
+            }
         }
         let rest = steps.into_remainder();
         if !rest.is_empty() {

@@ -362,7 +362,9 @@ fn xts_units<const DEC: bool>(k: &RoundKeys, tweaks: &[[u8; 16]], unit: usize, d
         let mut steps = u.chunks_exact_mut(STEP);
         for s in &mut steps {
             step::<DEC>(k, &tw, s.try_into().expect("a whole step"));
-            tw = tw.map(|t| mul_x_pow(t, next));
+            for t in tw.iter_mut() {
+                *t = mul_x_pow(*t, next);
+            }
         }
         let rest = steps.into_remainder();
         if !rest.is_empty() {
