@@ -151,8 +151,8 @@ const TWEAK_STRETCH: usize = 32 * BLOCK;
 enum Keyed {
     /// AES-XTS on this crate's backends.
     Aes(Xts),
-    /// Serpent-XTS on this crate's backends.
-    Serpent(serpent::SerpentXts),
+    /// Serpent-XTS on this crate's backends (boxed: two expanded keys, 1 KiB).
+    Serpent(Box<serpent::SerpentXts>),
     /// XTS over a portable block cipher: the data key (K1) and the tweak key (K2).
     Generic {
         data: Box<dyn Block128>,
@@ -185,7 +185,9 @@ impl Keyed {
             return Ok(Keyed::Aes(xts?));
         }
         if layer == Layer::Serpent {
-            return Ok(Keyed::Serpent(serpent::SerpentXts::new(k1, k2, serpent)?));
+            return Ok(Keyed::Serpent(Box::new(serpent::SerpentXts::new(
+                k1, k2, serpent,
+            )?)));
         }
         Ok(Keyed::Generic {
             data: block_cipher(layer, k1)?,

@@ -84,7 +84,7 @@ pub fn run(json: bool) -> Result<(), Failure> {
             measured: m_mac,
         },
         Family {
-            what: "serpent (veracrypt and luks serpent-xts)",
+            what: "serpent (the serpent layer of veracrypt cascades)",
             name: "serpent",
             prefix: Some("serpent "),
             backends: rows(SerpentBackend::ALL.map(|b| (b.name(), b.ensure_usable()))),

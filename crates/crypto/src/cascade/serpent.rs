@@ -168,7 +168,7 @@ impl SerpentXts {
     /// XTS over the data units of `buf`, `unit` bytes each (a positive multiple of 16 that
     /// divides `buf.len()`; the cascade checks), numbered from `first`.
     pub(super) fn apply(&self, encrypt: bool, first: u64, unit: usize, buf: &mut [u8]) {
-        debug_assert!(unit > 0 && unit % BLOCK == 0 && buf.len() % unit == 0);
+        debug_assert!(unit > 0 && unit.is_multiple_of(BLOCK) && buf.len().is_multiple_of(unit));
         let mut tweaks = [[0u8; BLOCK]; TWEAK_BATCH];
         for (c, chunk) in buf.chunks_mut(TWEAK_BATCH * unit).enumerate() {
             let n = chunk.len() / unit;

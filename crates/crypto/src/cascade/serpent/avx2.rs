@@ -371,7 +371,7 @@ pub(super) fn ecb(k: &RoundKeys, encrypt: bool, data: &mut [u8]) {
 /// unit `i` under the encrypted tweak `tweaks[i]`.
 pub(super) fn xts(k: &RoundKeys, encrypt: bool, tweaks: &[[u8; 16]], unit: usize, data: &mut [u8]) {
     check();
-    assert!(unit > 0 && unit % 16 == 0 && data.len() >= unit * tweaks.len());
+    assert!(unit > 0 && unit.is_multiple_of(16) && data.len() >= unit * tweaks.len());
     // SAFETY: the CPU has AVX2 and the OS saves ymm state (checked above).
     unsafe {
         if encrypt {
