@@ -33,6 +33,7 @@ use zeroize::Zeroize;
 mod serpent;
 
 pub use serpent::SerpentBackend;
+pub(crate) use serpent::WORKLOAD as SERPENT_WORKLOAD;
 
 /// Bytes of one layer's primary or secondary key (every supported cipher is used with
 /// 256-bit keys).

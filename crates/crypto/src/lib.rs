@@ -126,7 +126,7 @@ impl backend::Selectable for mac::MacBackend {
 }
 impl backend::Selectable for cascade::SerpentBackend {
     const SHARING: &'static [backend::Sharer] = SHARING;
-    const WORKLOAD: backend::Workload<Self> = workload::SERPENT;
+    const WORKLOAD: backend::Workload<Self> = cascade::SERPENT_WORKLOAD;
 }
 
 /// AES (FIPS-197) with the modes storage uses: ECB, CBC, CTR (random access into the

@@ -1,13 +1,12 @@
 //! The work each family's backends are timed on when more than one is usable
 //! (`backend::measure` makes the choice; AES-GCM's, chosen apart from the other AES
-//! modes, is in `gcm`): real work through the public modes, a few storage sectors per
-//! run, on a key made once per candidate. 8 to 16 KiB keeps each run in L1, above the
+//! modes, is in `gcm`, and Serpent's in `cascade/serpent.rs`): real work through the
+//! public modes, a few storage sectors per run, on a key made once per candidate. 8 to 16 KiB keeps each run in L1, above the
 //! clock's resolution, and the whole choice well under a millisecond.
 //!
 //! The keys are fixed public patterns: nothing secret is timed.
 
 use crate::backend::{Algorithm, Run, Workload};
-use crate::cascade::{Cascade, Layer, SerpentBackend};
 use crate::mac::{MacAlgorithm, MacBackend, SectorMac, UnitShape, AUTH_KEY_LEN};
 use crate::modes::Xts;
 use crate::{magma, Backend, Error, GostBackend};
@@ -66,18 +65,6 @@ pub(crate) const GOST: Workload<GostBackend> =
         let c = magma::Ctr::with_backend(&key(32), b)?;
         Ok(sectors(c, |c, i, s| drop(c.encrypt(&[i as u8; 4], s))))
     });
-
-/// Serpent: Serpent-256-XTS over 4 KiB units (a VeraCrypt or LUKS Serpent volume's work).
-pub(crate) const SERPENT: Workload<SerpentBackend> = on_sectors(
-    Algorithm::Serpent,
-    "serpent-256-xts, 4 units of 4096 bytes",
-    |b| {
-        let c = Cascade::with_serpent_backend(&[Layer::Serpent], &key(64), b)?;
-        Ok(sectors(c, |c, i, unit| {
-            drop(c.encrypt(i as u64, SECTOR, unit))
-        }))
-    },
-);
 
 /// Units of the sector-tag batch: 16, the widest backend's lanes.
 const MAC_UNITS: usize = 16;
