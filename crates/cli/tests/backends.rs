@@ -157,7 +157,10 @@ fn serpent_backends_and_the_override() {
     );
     let line = "serpent (the serpent layer of veracrypt cascades)";
     let forced = ok(sc_on(&["backends"], b"", Some("soft")));
-    assert!(forced.contains(&format!("{line}: soft (forced")), "{forced}");
+    assert!(
+        forced.contains(&format!("{line}: soft (forced")),
+        "{forced}"
+    );
     for name in ["avx2", "avx512"] {
         let forced = sc_on(&["backends"], b"", Some(name));
         match status(&text, "serpent backend ", name) {
