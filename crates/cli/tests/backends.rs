@@ -142,3 +142,44 @@ fn a_measured_choice_shows_its_figures() {
     let forced = ok(sc_on(&["backends"], b"", Some("soft")));
     assert!(!forced.contains("measured"), "{forced}");
 }
+
+/// The Serpent family in the report, and `SECTORCRYPT_BACKEND` over it: its own name gives
+/// its own backend (exit 2 when this CPU cannot run it; another family that cannot run a
+/// name refuses it too, so that case is only printed), a name only AES has gives it the
+/// portable one.
+#[test]
+fn serpent_backends_and_the_override() {
+    let text = report();
+    assert!(text.contains("serpent backend soft   usable"), "{text}");
+    assert!(
+        text.contains("serpent (the serpent layer of veracrypt cascades): "),
+        "{text}"
+    );
+    let line = "serpent (the serpent layer of veracrypt cascades)";
+    let forced = ok(sc_on(&["backends"], b"", Some("soft")));
+    assert!(
+        forced.contains(&format!("{line}: soft (forced")),
+        "{forced}"
+    );
+    for name in ["avx2", "avx512"] {
+        let forced = sc_on(&["backends"], b"", Some(name));
+        match status(&text, "serpent backend ", name) {
+            Ok(()) if code(&forced) != 0 => {
+                let err = String::from_utf8_lossy(&forced.stderr);
+                eprintln!("SKIPPED serpent {name}: another family refuses the name ({err})");
+            }
+            Ok(()) => {
+                let t = ok(forced);
+                assert!(t.contains(&format!("{line}: {name} (forced")), "{t}");
+            }
+            Err(why) => {
+                eprintln!("SKIPPED serpent {name}: the backend cannot run here ({why})");
+                assert_eq!(code(&forced), 2);
+            }
+        }
+    }
+    if status(&text, "backend ", "aesni").is_ok() {
+        let t = ok(sc_on(&["backends"], b"", Some("aesni")));
+        assert!(t.contains(&format!("{line}: soft (forced")), "{t}");
+    }
+}

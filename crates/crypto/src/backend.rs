@@ -38,13 +38,14 @@ pub(crate) enum Algorithm {
     AesGcm,
     Gost,
     Mac,
+    Serpent,
     /// The fake family of this module's tests.
     #[cfg(test)]
     Test,
 }
 
 impl Algorithm {
-    const COUNT: usize = 5 + cfg!(test) as usize;
+    const COUNT: usize = 6 + cfg!(test) as usize;
 
     pub(crate) fn name(self) -> &'static str {
         match self {
@@ -53,6 +54,7 @@ impl Algorithm {
             Algorithm::AesGcm => "aes-gcm",
             Algorithm::Gost => "gost",
             Algorithm::Mac => "mac",
+            Algorithm::Serpent => "serpent",
             #[cfg(test)]
             Algorithm::Test => "test",
         }

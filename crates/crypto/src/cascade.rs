@@ -6,16 +6,20 @@
 //! the unit with its own two keys and the same unit number; decrypting runs the layers in
 //! reverse. The key is laid out as VeraCrypt keeps it in a volume header: the primary
 //! (data) keys of all layers in order, then their secondary (tweak) keys in the same order,
-//! 32 bytes each.
+//! 32 bytes each. A call runs a stretch of whole units (about 16 KiB, in L1) through every
+//! layer before the next stretch, so that a layer sees many units at once.
 //!
 //! The AES layer is this crate's own [`Xts`] (AES-NI and VAES where the CPU has them).
-//! Serpent is this crate's portable bitsliced code (`bitsliced`, constant-time, eight
-//! blocks side by side in vector registers as the compiler allots them; no hand-written
-//! AVX2/AVX-512 kernel yet); XTS makes the tweaks of a whole 512-byte unit first and runs
-//! the cipher over the unit in one call. The other layers are the portable RustCrypto
-//! crates (`twofish`, `camellia`, `kuznyechik`), one block at a time: correct and
-//! table-light, not fast, and not reviewed as constant-time (the crates say so). Data units must be whole blocks:
-//! VeraCrypt's are 512 bytes, so no ciphertext stealing is needed or offered.
+//! Serpent is this crate's own bitsliced code (`serpent`) on three backends
+//! ([`SerpentBackend`]): portable (`soft`), AVX2 (8 blocks per step in ymm registers) and
+//! AVX-512 (32 blocks per step in zmm registers, the S-boxes as `vpternlogd`), all
+//! constant-time, chosen as the crate chooses every family's backend (measured, or
+//! `SECTORCRYPT_BACKEND`); XTS encrypts the tweaks of up to 32 units in one call and makes
+//! each unit's tweak sequence in registers, many units per call. The other layers are the
+//! portable RustCrypto crates (`twofish`, `camellia`, `kuznyechik`), one block at a time:
+//! correct and table-light, not fast, and not reviewed as constant-time (the crates say
+//! so). Data units must be whole blocks: VeraCrypt's are 512 bytes, so no ciphertext
+//! stealing is needed or offered.
 
 use crate::block::BLOCK;
 use crate::error::{InputError, KeyError};
@@ -26,7 +30,10 @@ use cipher::{BlockDecrypt, BlockEncrypt, KeyInit};
 use std::fmt;
 use zeroize::Zeroize;
 
-mod bitsliced;
+mod serpent;
+
+pub use serpent::SerpentBackend;
+pub(crate) use serpent::WORKLOAD as SERPENT_WORKLOAD;
 
 /// Bytes of one layer's primary or secondary key (every supported cipher is used with
 /// 256-bit keys).
@@ -81,8 +88,7 @@ trait Block128: Send + Sync {
     fn encrypt(&self, block: &mut [u8; BLOCK]);
     fn decrypt(&self, block: &mut [u8; BLOCK]);
 
-    /// Encrypts or decrypts every whole block of `data` in place; ciphers that run many
-    /// blocks side by side override this.
+    /// Encrypts or decrypts every whole block of `data` in place.
     fn apply_blocks(&self, encrypt: bool, data: &mut [u8]) {
         for chunk in data.chunks_exact_mut(BLOCK) {
             let block: &mut [u8; BLOCK] = chunk.try_into().expect("a whole block");
@@ -92,31 +98,6 @@ trait Block128: Send + Sync {
                 self.decrypt(block);
             }
         }
-    }
-}
-
-impl Block128 for bitsliced::Serpent {
-    fn encrypt(&self, block: &mut [u8; BLOCK]) {
-        self.apply(true, block);
-    }
-
-    fn decrypt(&self, block: &mut [u8; BLOCK]) {
-        self.apply(false, block);
-    }
-
-    fn apply_blocks(&self, encrypt: bool, data: &mut [u8]) {
-        self.apply(encrypt, data);
-    }
-}
-
-fn bitsliced_serpent(key: &[u8]) -> Result<Box<dyn Block128>, Error> {
-    match bitsliced::Serpent::new(key) {
-        Some(s) => Ok(Box::new(s)),
-        None => Err(Error::Key(KeyError::Length {
-            what: "cascade layer",
-            got: key.len(),
-            expected: "32 bytes",
-        })),
     }
 }
 
@@ -154,11 +135,12 @@ where
 
 fn block_cipher(layer: Layer, key: &[u8]) -> Result<Box<dyn Block128>, Error> {
     match layer {
-        Layer::Serpent => bitsliced_serpent(key),
         Layer::Twofish => rc::<twofish::Twofish>(key),
         Layer::Camellia => rc::<camellia::Camellia256>(key),
         Layer::Kuznyechik => rc::<kuznyechik::Kuznyechik>(key),
-        Layer::Aes => unreachable!("AES layers run on the crate's own XTS"),
+        Layer::Aes | Layer::Serpent => {
+            unreachable!("AES and Serpent layers run on the crate's own XTS")
+        }
     }
 }
 
@@ -170,6 +152,8 @@ const TWEAK_STRETCH: usize = 32 * BLOCK;
 enum Keyed {
     /// AES-XTS on this crate's backends.
     Aes(Xts),
+    /// Serpent-XTS on this crate's backends (boxed: two expanded keys, 1 KiB).
+    Serpent(Box<serpent::SerpentXts>),
     /// XTS over a portable block cipher: the data key (K1) and the tweak key (K2).
     Generic {
         data: Box<dyn Block128>,
@@ -187,7 +171,12 @@ fn mul_alpha(t: &mut [u8; BLOCK]) {
 }
 
 impl Keyed {
-    fn new(layer: Layer, k1: &[u8], k2: &[u8]) -> Result<Keyed, Error> {
+    fn new(
+        layer: Layer,
+        k1: &[u8],
+        k2: &[u8],
+        serpent: Option<SerpentBackend>,
+    ) -> Result<Keyed, Error> {
         if layer == Layer::Aes {
             let mut both = [0u8; 2 * LAYER_KEY];
             both[..LAYER_KEY].copy_from_slice(k1);
@@ -196,18 +185,47 @@ impl Keyed {
             both.zeroize();
             return Ok(Keyed::Aes(xts?));
         }
+        if layer == Layer::Serpent {
+            return Ok(Keyed::Serpent(Box::new(serpent::SerpentXts::new(
+                k1, k2, serpent,
+            )?)));
+        }
         Ok(Keyed::Generic {
             data: block_cipher(layer, k1)?,
             tweak: block_cipher(layer, k2)?,
         })
     }
 
-    /// XTS over the whole-block data unit `unit` numbered `number`.
-    fn apply(&self, encrypt: bool, number: u64, unit: &mut [u8]) -> Result<(), Error> {
+    /// XTS over the data units of `buf`, `unit_len` bytes each (whole blocks, dividing
+    /// `buf.len()`), numbered from `first`.
+    fn apply(
+        &self,
+        encrypt: bool,
+        first: u64,
+        unit_len: usize,
+        buf: &mut [u8],
+    ) -> Result<(), Error> {
+        if let Keyed::Serpent(xts) = self {
+            xts.apply(encrypt, first, unit_len, buf);
+            return Ok(());
+        }
+        for (i, unit) in buf.chunks_exact_mut(unit_len).enumerate() {
+            self.apply_unit(encrypt, first.wrapping_add(i as u64), unit)?;
+        }
+        Ok(())
+    }
+
+    /// XTS over the whole-block data unit `unit` numbered `number` (AES and the portable
+    /// layers).
+    fn apply_unit(&self, encrypt: bool, number: u64, unit: &mut [u8]) -> Result<(), Error> {
         let mut t = [0u8; BLOCK];
         t[..8].copy_from_slice(&number.to_le_bytes());
         match self {
             Keyed::Aes(xts) => xts.apply(encrypt, &t, unit),
+            Keyed::Serpent(xts) => {
+                xts.apply(encrypt, number, unit.len(), unit);
+                Ok(())
+            }
             Keyed::Generic { data, tweak } => {
                 tweak.encrypt(&mut t);
                 // A stretch of blocks at a time: XOR the tweaks in, run the block cipher
@@ -238,6 +256,9 @@ impl Keyed {
     }
 }
 
+/// Bytes of whole units a call runs through every layer before the next stretch (in L1).
+const STRETCH: usize = 16 * 1024;
+
 /// A cascade of XTS layers under their keys. `Debug` names the layers only.
 pub struct Cascade {
     layers: Vec<(Layer, Keyed)>,
@@ -262,6 +283,24 @@ impl Cascade {
     /// then their secondary keys ([`Cascade::key_len`] bytes). Refuses an empty cascade, a
     /// key of another length and (AES) equal halves.
     pub fn new(layers: &[Layer], key: &[u8]) -> Result<Cascade, Error> {
+        Cascade::build(layers, key, None)
+    }
+
+    /// [`Cascade::new`] with the Serpent layers on a named backend, which must be usable
+    /// here (tests and benchmarks).
+    pub fn with_serpent_backend(
+        layers: &[Layer],
+        key: &[u8],
+        backend: SerpentBackend,
+    ) -> Result<Cascade, Error> {
+        Cascade::build(layers, key, Some(backend))
+    }
+
+    fn build(
+        layers: &[Layer],
+        key: &[u8],
+        serpent: Option<SerpentBackend>,
+    ) -> Result<Cascade, Error> {
         let n = layers.len();
         if n == 0 || key.len() != Cascade::key_len(layers) {
             return Err(Error::Key(KeyError::Length {
@@ -278,7 +317,7 @@ impl Cascade {
                 let at = i * LAYER_KEY..(i + 1) * LAYER_KEY;
                 Ok((
                     layer,
-                    Keyed::new(layer, &primary[at.clone()], &secondary[at])?,
+                    Keyed::new(layer, &primary[at.clone()], &secondary[at], serpent)?,
                 ))
             })
             .collect::<Result<Vec<_>, Error>>()?;
@@ -288,6 +327,14 @@ impl Cascade {
     /// The layers, in the order they encrypt.
     pub fn layers(&self) -> Vec<Layer> {
         self.layers.iter().map(|(l, _)| *l).collect()
+    }
+
+    /// The backend the Serpent layers run on; `None` without a Serpent layer.
+    pub fn serpent_backend(&self) -> Option<SerpentBackend> {
+        self.layers.iter().find_map(|(_, k)| match k {
+            Keyed::Serpent(x) => Some(x.backend()),
+            _ => None,
+        })
     }
 
     fn check(buf: &[u8], unit_len: usize) -> Result<(), Error> {
@@ -308,15 +355,16 @@ impl Cascade {
 
     fn run(&self, encrypt: bool, first: u64, unit_len: usize, buf: &mut [u8]) -> Result<(), Error> {
         Cascade::check(buf, unit_len)?;
-        for (i, unit) in buf.chunks_exact_mut(unit_len).enumerate() {
-            let number = first.wrapping_add(i as u64);
+        let units = (STRETCH / unit_len).max(1);
+        for (i, stretch) in buf.chunks_mut(units * unit_len).enumerate() {
+            let number = first.wrapping_add((i * units) as u64);
             if encrypt {
                 for (_, k) in &self.layers {
-                    k.apply(true, number, unit)?;
+                    k.apply(true, number, unit_len, stretch)?;
                 }
             } else {
                 for (_, k) in self.layers.iter().rev() {
-                    k.apply(false, number, unit)?;
+                    k.apply(false, number, unit_len, stretch)?;
                 }
             }
         }
@@ -387,41 +435,45 @@ mod tests {
             data: Box::new(EcbBlock(crate::modes::Ecb::new(&key[..32]).unwrap())),
             tweak: Box::new(EcbBlock(crate::modes::Ecb::new(&key[32..]).unwrap())),
         };
-        let own = Keyed::new(Layer::Aes, &key[..32], &key[32..]).unwrap();
+        let own = Keyed::new(Layer::Aes, &key[..32], &key[32..], None).unwrap();
         // Units shorter and longer than one stretch of tweaks, with every remainder.
         for blocks in [1usize, 7, 31, 32, 33, 64, 65, 70] {
             let plain: Vec<u8> = (0..16 * blocks as u32).map(|i| (i * 7 + 3) as u8).collect();
             let (mut a, mut b) = (plain.clone(), plain.clone());
-            generic.apply(true, 0x1234_5678_9abc, &mut a).unwrap();
-            own.apply(true, 0x1234_5678_9abc, &mut b).unwrap();
+            generic.apply_unit(true, 0x1234_5678_9abc, &mut a).unwrap();
+            own.apply_unit(true, 0x1234_5678_9abc, &mut b).unwrap();
             assert_eq!(a, b, "{blocks} blocks");
             assert_ne!(a, plain);
-            generic.apply(false, 0x1234_5678_9abc, &mut a).unwrap();
+            generic.apply_unit(false, 0x1234_5678_9abc, &mut a).unwrap();
             assert_eq!(a, plain, "{blocks} blocks");
         }
     }
 
-    /// The Serpent layer (bitsliced, many blocks per call) against XTS over the RustCrypto
-    /// `serpent` crate one block at a time, on unit lengths leaving every remainder of the
-    /// bitsliced group and of the tweak stretch.
+    /// The Serpent layer on every backend this CPU runs (many blocks and units per call)
+    /// against XTS over the RustCrypto `serpent` crate one block at a time, on unit
+    /// lengths leaving every remainder of the steps (8, 16, 32 blocks) and of a stretch.
     #[test]
     fn serpent_layer_matches_the_rustcrypto_crate() {
         let key: Vec<u8> = (0u8..64).map(|i| i.wrapping_mul(29) ^ 0xa5).collect();
-        let ours = Keyed::new(Layer::Serpent, &key[..32], &key[32..]).unwrap();
         let theirs = Keyed::Generic {
-            data: rc::<serpent::Serpent>(&key[..32]).unwrap(),
-            tweak: rc::<serpent::Serpent>(&key[32..]).unwrap(),
+            data: rc::<::serpent::Serpent>(&key[..32]).unwrap(),
+            tweak: rc::<::serpent::Serpent>(&key[32..]).unwrap(),
         };
-        for blocks in 1..=2 * 32 + bitsliced::LANES + 1 {
-            let plain: Vec<u8> = (0..16 * blocks as u32)
-                .map(|i| (i * 11 + 5) as u8)
-                .collect();
-            let (mut a, mut b) = (plain.clone(), plain.clone());
-            ours.apply(true, 0xfedc_ba98_7654_3210, &mut a).unwrap();
-            theirs.apply(true, 0xfedc_ba98_7654_3210, &mut b).unwrap();
-            assert_eq!(a, b, "encrypt, {blocks} blocks");
-            ours.apply(false, 0xfedc_ba98_7654_3210, &mut a).unwrap();
-            assert_eq!(a, plain, "decrypt, {blocks} blocks");
+        let usable = SerpentBackend::usable();
+        assert!(usable.contains(&SerpentBackend::Soft));
+        for b in usable {
+            let ours = Keyed::new(Layer::Serpent, &key[..32], &key[32..], Some(b)).unwrap();
+            for blocks in 1..=2 * 32 + 8 + 1 {
+                let unit = 16 * blocks;
+                let plain: Vec<u8> = (0..3 * unit as u32).map(|i| (i * 11 + 5) as u8).collect();
+                let (mut a, mut b2) = (plain.clone(), plain.clone());
+                let first = 0xffff_ffff_ffff_fffe;
+                ours.apply(true, first, unit, &mut a).unwrap();
+                theirs.apply(true, first, unit, &mut b2).unwrap();
+                assert_eq!(a, b2, "{b}: encrypt, 3 units of {blocks} blocks");
+                ours.apply(false, first, unit, &mut a).unwrap();
+                assert_eq!(a, plain, "{b}: decrypt, 3 units of {blocks} blocks");
+            }
         }
     }
 }

@@ -20,8 +20,8 @@
 //! the portable code.
 //!
 //! VeraCrypt's and TrueCrypt's ciphers ([`cascade`]): XTS over any 128-bit block cipher
-//! (this crate's AES-XTS, its portable bitsliced Serpent, and the portable RustCrypto
-//! Twofish, Camellia and Kuznyechik) and cascades of such layers; and their PBKDF2 hashes ([`pbkdf`]: SHA-512,
+//! (this crate's AES-XTS, its bitsliced Serpent on [`cascade::SerpentBackend`]s: portable,
+//! AVX2 and AVX-512, and the portable RustCrypto Twofish, Camellia and Kuznyechik) and cascades of such layers; and their PBKDF2 hashes ([`pbkdf`]: SHA-512,
 //! SHA-256, Whirlpool, RIPEMD-160, Streebog-512, BLAKE2s-256), here because this crate is
 //! always built optimised.
 //!
@@ -110,6 +110,7 @@ const SHARING: &[backend::Sharer] = &[
     backend::Sharer::of::<Backend>(),
     backend::Sharer::of::<GostBackend>(),
     backend::Sharer::of::<mac::MacBackend>(),
+    backend::Sharer::of::<cascade::SerpentBackend>(),
 ];
 impl backend::Selectable for Backend {
     const SHARING: &'static [backend::Sharer] = SHARING;
@@ -122,6 +123,10 @@ impl backend::Selectable for GostBackend {
 impl backend::Selectable for mac::MacBackend {
     const SHARING: &'static [backend::Sharer] = SHARING;
     const WORKLOAD: backend::Workload<Self> = workload::MAC;
+}
+impl backend::Selectable for cascade::SerpentBackend {
+    const SHARING: &'static [backend::Sharer] = SHARING;
+    const WORKLOAD: backend::Workload<Self> = cascade::SERPENT_WORKLOAD;
 }
 
 /// AES (FIPS-197) with the modes storage uses: ECB, CBC, CTR (random access into the

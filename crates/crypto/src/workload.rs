@@ -1,7 +1,7 @@
 //! The work each family's backends are timed on when more than one is usable
 //! (`backend::measure` makes the choice; AES-GCM's, chosen apart from the other AES
-//! modes, is in `gcm`): real work through the public modes, a few storage sectors per
-//! run, on a key made once per candidate. 8 to 16 KiB keeps each run in L1, above the
+//! modes, is in `gcm`, and Serpent's in `cascade/serpent.rs`): real work through the
+//! public modes, a few storage sectors per run, on a key made once per candidate. 8 to 16 KiB keeps each run in L1, above the
 //! clock's resolution, and the whole choice well under a millisecond.
 //!
 //! The keys are fixed public patterns: nothing secret is timed.

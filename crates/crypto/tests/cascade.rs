@@ -5,7 +5,7 @@
 //! has no independent implementation installed here (Botan 2 lacks it, the kernel too):
 //! the VeraCrypt fixtures that use it (crates/volume/tests/tcrypt) check it instead.
 
-use sectorcrypt_crypto::cascade::{Cascade, Layer};
+use sectorcrypt_crypto::cascade::{Cascade, Layer, SerpentBackend};
 use sha2::{Digest, Sha256};
 
 const UNIT: u64 = 0x12_3456_789a;
@@ -62,17 +62,41 @@ const VECTORS: &[(&str, &str, &str)] = &[
     ),
 ];
 
+/// Every Serpent backend this CPU runs, the portable one first; the others are printed as
+/// skipped with the feature the CPU lacks.
+fn serpent_backends() -> Vec<SerpentBackend> {
+    let report = |b: SerpentBackend| (b, b.ensure_usable().map_err(|e| e.to_string()));
+    let slowest_first = SerpentBackend::ALL.into_iter().rev();
+    sectorcrypt_testkit::usable(
+        "serpent",
+        SerpentBackend::Soft,
+        slowest_first.map(report).collect(),
+    )
+}
+
+/// The Botan vectors through the selected backends, and again with the Serpent layers on
+/// every backend this CPU runs.
 #[test]
 fn xts_layers_and_cascades_match_botan() {
     for &(name, digest, head) in VECTORS {
         let l = layers(name);
-        let c = Cascade::new(&l, &key(Cascade::key_len(&l))).unwrap();
-        let mut buf = plain();
-        c.encrypt(UNIT, 512, &mut buf).unwrap();
-        assert_eq!(hex::encode(&buf[..32]), head, "{name}");
-        assert_eq!(hex::encode(Sha256::digest(&buf)), digest, "{name}");
-        c.decrypt(UNIT, 512, &mut buf).unwrap();
-        assert_eq!(buf, plain(), "{name}: decrypt undoes encrypt");
+        let k = key(Cascade::key_len(&l));
+        let mut cascades = vec![("selected".to_string(), Cascade::new(&l, &k).unwrap())];
+        if l.contains(&Layer::Serpent) {
+            for b in serpent_backends() {
+                let c = Cascade::with_serpent_backend(&l, &k, b).unwrap();
+                assert_eq!(c.serpent_backend(), Some(b));
+                cascades.push((format!("serpent on {b}"), c));
+            }
+        }
+        for (on, c) in cascades {
+            let mut buf = plain();
+            c.encrypt(UNIT, 512, &mut buf).unwrap();
+            assert_eq!(hex::encode(&buf[..32]), head, "{name}, {on}");
+            assert_eq!(hex::encode(Sha256::digest(&buf)), digest, "{name}, {on}");
+            c.decrypt(UNIT, 512, &mut buf).unwrap();
+            assert_eq!(buf, plain(), "{name}, {on}: decrypt undoes encrypt");
+        }
     }
 }
 

@@ -9,6 +9,7 @@
 use crate::failure::Failure;
 use sectorcrypt_bench::limit::{AesRate, Width};
 use sectorcrypt_crypto::aes::{self, Gcm, WidthChoice};
+use sectorcrypt_crypto::cascade::SerpentBackend;
 use sectorcrypt_crypto::mac::MacBackend;
 use sectorcrypt_crypto::{cpu, Backend, GostBackend, Measurement};
 use serde_json::{json, Value};
@@ -48,6 +49,7 @@ pub fn run(json: bool) -> Result<(), Failure> {
     let (gcm, m_gcm) = Gcm::selection()?;
     let (gost, m_gost) = GostBackend::selection()?;
     let (mac, m_mac) = MacBackend::selection()?;
+    let (serpent, m_serpent) = SerpentBackend::selection()?;
     let families = vec![
         Family {
             what: "aes",
@@ -80,6 +82,14 @@ pub fn run(json: bool) -> Result<(), Failure> {
             backends: rows(MacBackend::ALL.map(|b| (b.name(), b.ensure_usable()))),
             chosen: mac.to_string(),
             measured: m_mac,
+        },
+        Family {
+            what: "serpent (the serpent layer of veracrypt cascades)",
+            name: "serpent",
+            prefix: Some("serpent "),
+            backends: rows(SerpentBackend::ALL.map(|b| (b.name(), b.ensure_usable()))),
+            chosen: serpent.to_string(),
+            measured: m_serpent,
         },
     ];
     let forced = forced.as_deref();

@@ -12,10 +12,10 @@
 use zeroize::Zeroize;
 
 /// Blocks processed side by side.
-pub(crate) const LANES: usize = 8;
+pub(super) const LANES: usize = 8;
 
 /// The S-boxes S0..S7 of the Serpent specification (section 2, the bitsliced form).
-const SBOX: [[u8; 16]; 8] = [
+pub(super) const SBOX: [[u8; 16]; 8] = [
     [3, 8, 15, 1, 10, 6, 5, 11, 14, 13, 4, 2, 7, 0, 9, 12],
     [15, 12, 2, 7, 9, 0, 5, 10, 1, 11, 14, 8, 6, 13, 3, 4],
     [8, 6, 7, 9, 3, 12, 10, 15, 13, 1, 14, 4, 0, 11, 5, 2],
@@ -30,7 +30,7 @@ const SBOX: [[u8; 16]; 8] = [
 const PHI: u32 = 0x9e37_79b9;
 
 /// The inverse of each S-box.
-const fn inverses() -> [[u8; 16]; 8] {
+pub(super) const fn inverses() -> [[u8; 16]; 8] {
     let mut inv = [[0u8; 16]; 8];
     let mut s = 0;
     while s < 8 {
@@ -74,8 +74,10 @@ const fn anf(boxes: [[u8; 16]; 8]) -> [[u16; 4]; 8] {
     out
 }
 
-const ANF: [[u16; 4]; 8] = anf(SBOX);
-const ANF_INV: [[u16; 4]; 8] = anf(inverses());
+/// The normal forms of S0..S7.
+pub(super) const ANF: [[u16; 4]; 8] = anf(SBOX);
+/// The normal forms of the inverse S-boxes.
+pub(super) const ANF_INV: [[u16; 4]; 8] = anf(inverses());
 
 type Word = [u32; LANES];
 /// The state of [`LANES`] blocks: four words, lane `i` of each belonging to block `i`.
@@ -166,9 +168,12 @@ fn add_key(x: &mut State, k: &[u32; 4]) {
     }
 }
 
+/// The 33 round keys of an expanded key, each four words in the bitsliced order.
+pub(super) type RoundKeys = [[u32; 4]; 33];
+
 /// Serpent under one expanded key (33 round keys). Zeroized on drop.
-pub(crate) struct Serpent {
-    keys: [[u32; 4]; 33],
+pub(super) struct Serpent {
+    keys: RoundKeys,
 }
 
 impl Drop for Serpent {
@@ -179,7 +184,7 @@ impl Drop for Serpent {
 
 impl Serpent {
     /// Expands a 16-, 24- or 32-byte key; `None` for any other length.
-    pub(crate) fn new(key: &[u8]) -> Option<Serpent> {
+    pub(super) fn new(key: &[u8]) -> Option<Serpent> {
         if !matches!(key.len(), 16 | 24 | 32) {
             return None;
         }
@@ -213,9 +218,14 @@ impl Serpent {
         Some(Serpent { keys })
     }
 
+    /// The round keys, for the SIMD kernels.
+    pub(super) fn round_keys(&self) -> &RoundKeys {
+        &self.keys
+    }
+
     /// Encrypts (or decrypts) every whole 16-byte block of `data` in place, [`LANES`] at a
     /// time; a last partial group runs with its unused lanes zero.
-    pub(crate) fn apply(&self, encrypt: bool, data: &mut [u8]) {
+    pub(super) fn apply(&self, encrypt: bool, data: &mut [u8]) {
         debug_assert_eq!(data.len() % 16, 0);
         for group in data.chunks_mut(16 * LANES) {
             let mut x: State = [[0; LANES]; 4];
