@@ -93,6 +93,7 @@ pub mod mac;
 mod modes;
 pub mod pbkdf;
 pub mod secret;
+mod sector;
 mod traits;
 mod workload;
 
@@ -156,7 +157,7 @@ pub mod aes {
 /// dm-crypt compatible sectors: many sectors per call, with dm-crypt's IV generators
 /// (`aes-xts-plain64`, `aes-cbc-essiv:sha256`, ...).
 pub mod dmcrypt {
-    pub use crate::modes::{
+    pub use crate::sector::{
         CipherMode, CipherSpec, IvMode, IvStep, SectorCipher, SectorLayout, GELI_IV_KEY_LEN,
     };
 }

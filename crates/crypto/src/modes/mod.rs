@@ -1,16 +1,13 @@
-//! The public, safe, checked AES modes: [`Ecb`], [`Cbc`], [`Ctr`], [`Xts`] and the dm-crypt
-//! style [`SectorCipher`] (GCM has a module of its own, [`crate::gcm`]). Each checks
-//! lengths once, then makes one call into the backend's whole buffer kernel; nothing here
-//! allocates on the data path.
+//! The public, safe, checked AES modes: [`Ecb`], [`Cbc`], [`Ctr`], [`Xts`] (GCM has a
+//! module of its own, [`crate::gcm`]; the dm-crypt style sectors are [`crate::sector`]'s,
+//! above this module and the cascade's ciphers). Each checks lengths once, then makes one
+//! call into the backend's whole buffer kernel; nothing here allocates on the data path.
 
 mod block;
-mod sector;
 mod xts;
 
+pub(crate) use block::entry_points;
 pub use block::{Cbc, Ctr, Ecb};
-pub use sector::{
-    CipherMode, CipherSpec, IvMode, IvStep, SectorCipher, SectorLayout, GELI_IV_KEY_LEN,
-};
 pub use xts::Xts;
 
 use crate::aes_core::{self, AesKernels, Backend};

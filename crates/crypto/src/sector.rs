@@ -11,12 +11,11 @@
 //! ESSIV key), then the whole batch of sectors goes to the backend's kernel in one call, so
 //! the pipeline stays full across sector boundaries and nothing is allocated.
 
-use super::xts::Xts;
-use super::{split, AesKey, Direction};
 use crate::block::Block;
 use crate::buf::InOut;
 use crate::cascade::{Cascade, Layer};
 use crate::error::{InputError, KeyError};
+use crate::modes::{split, AesKey, Direction, Xts};
 use crate::{Backend, Error};
 use sha2::{Digest, Sha256};
 use std::fmt;
@@ -508,7 +507,7 @@ impl SectorCipher {
         Ok(())
     }
 
-    super::block::entry_points!(first_iv: u64);
+    crate::modes::entry_points!(first_iv: u64);
 }
 
 impl CipherSpec {
