@@ -13,6 +13,9 @@
 #   REENCRYPT=1 bash bench/soak.sh 20       # the server re-keys the volume meanwhile
 #                                           # (serve --reencrypt, 512 KiB hotzones), is
 #                                           # killed in the middle of it and resumes it
+#   REENCRYPT=encrypt bash bench/soak.sh 20 # the same for an encryption in place of a
+#                                           # plain image with a detached header
+#                                           # (reencrypt --encrypt --init-only first)
 #
 # With REENCRYPT=1 (512 MiB by default, 512 KiB hotzones) the first kill comes once every
 # client has connected (the server's log tells), the restarted server recovers and resumes it, and at the end the
@@ -28,8 +31,9 @@ cd "$(dirname "$0")/.."
 SECONDS_TOTAL=${1:-60}
 CLIENTS=${CLIENTS:-4}
 REENCRYPT=${REENCRYPT:-0}
+case "$REENCRYPT" in 0 | 1 | encrypt) ;; *) echo "REENCRYPT is 0, 1 or encrypt"; exit 1 ;; esac
 # Under a re-encryption the volume is larger, so that the kill comes in its middle.
-if [ "$REENCRYPT" = 1 ]; then SIZE=${SIZE:-512M}; else SIZE=${SIZE:-128M}; fi
+if [ "$REENCRYPT" != 0 ]; then SIZE=${SIZE:-512M}; else SIZE=${SIZE:-128M}; fi
 KILLS=${KILLS:-1}
 DIR=${DIR:-/dev/shm}
 
@@ -55,15 +59,25 @@ cleanup() {
 trap cleanup EXIT
 
 printf 'soak passphrase' >"$work/pass"
-truncate -s "$(($(numfmt --from=iec "$SIZE") + (16 << 20)))" "$work/disk.img"
-cryptsetup luksFormat --type luks2 --batch-mode --key-file "$work/pass" --pbkdf pbkdf2 \
-    --pbkdf-force-iterations 1000 "$work/disk.img"
+fast=(--pbkdf pbkdf2 --pbkdf-force-iterations 1000)
+# The header: in the image, or (an encryption in place) a file of its own.
+header=()
+if [ "$REENCRYPT" = encrypt ]; then
+    truncate -s "$SIZE" "$work/disk.img"
+    "$cli" reencrypt "$work/disk.img" --encrypt --header "$work/disk.hdr" --init-only \
+        --key-file "$work/pass" "${fast[@]}" >/dev/null
+    header=(--header "$work/disk.hdr")
+else
+    truncate -s "$(($(numfmt --from=iec "$SIZE") + (16 << 20)))" "$work/disk.img"
+    cryptsetup luksFormat --type luks2 --batch-mode --key-file "$work/pass" "${fast[@]}" \
+        "$work/disk.img"
+fi
 sock=$work/nbd.sock
 echo 0 >"$work/kills"
 
-serve_args=()
+serve_args=("${header[@]}")
+[ "$REENCRYPT" != 0 ] && serve_args+=(--reencrypt --hotzone-size 512K)
 if [ "$REENCRYPT" = 1 ]; then
-    serve_args=(--reencrypt --hotzone-size 512K)
     cryptsetup luksDump -q --dump-volume-key --volume-key-file "$work/vk.before" \
         --key-file "$work/pass" "$work/disk.img" >/dev/null
 fi
@@ -84,7 +98,7 @@ done
 
 # The kills, evenly spread (one, by default, in the middle).
 for k in $(seq 1 "$KILLS"); do
-    if [ "$REENCRYPT" = 1 ] && [ "$k" = 1 ]; then
+    if [ "$REENCRYPT" != 0 ] && [ "$k" = 1 ]; then
         # Killed once every client has connected (the server logs each connection's
         # transmission phase) and read its region once (the clients' first step, which
         # expects no kill), while the re-encryption runs.
@@ -117,7 +131,7 @@ failed=0
 for i in "${!clients[@]}"; do
     wait "${clients[$i]}" || { echo "client $i failed:"; cat "$work/client-$i.err"; failed=1; }
 done
-if [ "$REENCRYPT" = 1 ]; then
+if [ "$REENCRYPT" != 0 ]; then
     for _ in $(seq 600); do
         grep -q "re-encrypted while served" "$work/server.log" && break
         sleep 0.1
@@ -128,7 +142,11 @@ fi
 kill "$server"
 wait "$server" || { echo "the server did not shut down cleanly"; failed=1; }
 server=""
-if [ "$REENCRYPT" = 1 ]; then
+if [ "$REENCRYPT" = encrypt ]; then
+    cryptsetup luksDump "$work/disk.hdr" | grep -q Requirements &&
+        { echo "re-encryption metadata left in the header"; failed=1; }
+    echo "encryption in place: finished while served, across the kill"
+elif [ "$REENCRYPT" = 1 ]; then
     cryptsetup luksDump "$work/disk.img" | grep -q Requirements &&
         { echo "re-encryption metadata left in the header"; failed=1; }
     cryptsetup luksDump -q --dump-volume-key --volume-key-file "$work/vk.after" \
@@ -136,7 +154,7 @@ if [ "$REENCRYPT" = 1 ]; then
     cmp -s "$work/vk.before" "$work/vk.after" && { echo "the volume key did not change"; failed=1; }
     echo "re-encryption: finished while served, across the kill; new volume key"
 fi
-cryptsetup open --test-passphrase --key-file "$work/pass" "$work/disk.img" ||
+cryptsetup open --test-passphrase --key-file "$work/pass" "${header[@]}" "$work/disk.img" ||
     { echo "cryptsetup no longer opens the volume"; failed=1; }
 
 "$py" - "$work" "$CLIENTS" "$SECONDS_TOTAL" "$KILLS" <<'PY' || failed=1

@@ -57,6 +57,8 @@ bash crates/python/run-tests.sh
 bash scripts/fuzz.sh all 20
 # Load and a SIGKILL of the server under it: nothing acknowledged before a FLUSH is lost.
 bash bench/soak.sh 60
-# The same under an online re-encryption (serve --reencrypt) killed midway.
+# The same under an online re-encryption (serve --reencrypt) killed midway, and under an
+# online encryption in place of a plain image (detached header).
 REENCRYPT=1 bash bench/soak.sh 20
+REENCRYPT=encrypt bash bench/soak.sh 20
 cargo run --release -q -p sectorcrypt -- bench --quick
