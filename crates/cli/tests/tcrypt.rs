@@ -621,7 +621,22 @@ fn protection_refuses_writes_into_the_hidden_volume() {
         "the hidden data changed"
     );
 
-    require!("nbdsh");
+    // nbdsh runs the first `python3` in PATH, which must have libnbd's binding: the
+    // system's.
+    let nbdsh = || {
+        let mut c = std::process::Command::new("nbdsh");
+        let path = std::env::var("PATH").unwrap_or_default();
+        c.env("PATH", format!("/usr/bin:{path}"));
+        c
+    };
+    if !nbdsh()
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
+        sectorcrypt_testkit::skipped!("skipped: nbdsh (with the system's python3) does not run");
+        return;
+    }
     let sock = tmp.path().join("s.sock");
     let a = protect(&o, &h, "serve", &[]);
     let v: Vec<&str> = a[1..].iter().map(String::as_str).collect();
@@ -639,11 +654,7 @@ fn protection_refuses_writes_into_the_hidden_volume() {
          print(refused(lambda: h.pwrite(b'y' * 512, 0)))\n",
         at = VC_HIDDEN_IN_OUTER
     );
-    let out = std::process::Command::new("nbdsh")
-        .env(
-            "PATH",
-            format!("/usr/bin:{}", std::env::var("PATH").unwrap_or_default()),
-        )
+    let out = nbdsh()
         .args(["-u", &srv.uri(), "-c", &script])
         .output()
         .unwrap();
