@@ -157,7 +157,7 @@ fn format_refuses_bad_requests_and_leaves_no_file() {
             Some("20M"),
             &["--cipher", "aes-xts-plain64", "--key-size", "128"],
         ),
-        (Some("20M"), &["--cipher", "twofish-xts-plain64"]),
+        (Some("20M"), &["--cipher", "blowfish-xts-plain64"]),
         (Some("20M"), &["--sector-size", "8192"]),
         (Some("1M"), &[]),
         (
