@@ -478,7 +478,7 @@ impl SectorCipher {
 
     /// [`SectorCipher::run`] for the other ciphers than AES: each sector one XTS data
     /// unit whose tweak is its IV (`plain64`, or `plain`'s low 32 bits), in place (a
-    /// separate output is copied first).
+    /// separate output is copied first); one call for all when the IVs are consecutive.
     fn run_cascade(
         &self,
         c: &Cascade,
@@ -494,6 +494,13 @@ impl SectorCipher {
             }
         };
         let (size, step) = (self.layout.sector_size, self.layout.iv_step());
+        if step == 1 && self.spec.iv == IvMode::Plain64 {
+            // Consecutive unit numbers: all the sectors in one call (many units at once).
+            return match dir {
+                Direction::Encrypt => c.encrypt(first_iv, size, buf),
+                Direction::Decrypt => c.decrypt(first_iv, size, buf),
+            };
+        }
         for (i, sector) in buf.chunks_exact_mut(size).enumerate() {
             let mut number = first_iv.wrapping_add((i as u64).wrapping_mul(step));
             if self.spec.iv == IvMode::Plain {
