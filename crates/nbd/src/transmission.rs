@@ -1,7 +1,9 @@
 //! The transmission phase (proto.md, "Transmission"): requests in, simple replies out.
 //!
 //! One reader thread per connection parses request headers and write payloads (through
-//! `incoming`, which applies the read and idle timeouts) and hands each request to the
+//! `incoming`, which applies the read and idle timeouts). It serves a read of at most
+//! 4 KiB itself (the hand-off to a worker and back costs more than such a read) and hands
+//! every other request to the
 //! connection's worker pool through a bounded queue (so a client that sends faster than
 //! the export works is slowed down, not buffered without limit). Workers run the request
 //! against the export and write the reply under a mutex on the socket: a reply header and
@@ -205,6 +207,9 @@ impl Conn<'_> {
     }
 }
 
+/// Reads up to this size are served by the connection's reader, not handed to a worker.
+const INLINE_READ: u32 = 4096;
+
 /// Serves requests on `stream` until the client disconnects or the server shuts down;
 /// in `session` when the handshake started TLS.
 pub(crate) fn serve(
@@ -287,6 +292,16 @@ pub(crate) fn serve(
                     });
                 };
                 export.start_write(data, 0..req.len as usize, req.offset, Box::new(done));
+                true
+            }
+            // A small read is served on the reader thread itself: handing it to a worker
+            // and its reply back costs more futex wake-ups than the read takes (4 KiB
+            // reads at queue depth 32: about 5.6 futex calls per request and 1.5x the CPU
+            // time). Larger reads still go to the workers, where they overlap.
+            job @ Job::Read { .. } if matches!(&job, Job::Read { req, .. } if req.len <= INLINE_READ) =>
+            {
+                conn.run(job);
+                cx.activity.end();
                 true
             }
             job => tx.send(job).is_ok(),

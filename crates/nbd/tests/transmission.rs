@@ -131,6 +131,35 @@ fn pipelined_requests_match_their_cookies_and_flush_and_fua_flush() {
 }
 
 #[test]
+fn pipelined_small_and_large_reads_at_queue_depth_32_get_their_own_data() {
+    let size = 4 << 20;
+    let plain = pattern(size, 9);
+    let export = MemExport::new(plain.clone(), 512, false);
+    let srv = start(export, quiet());
+    let mut c = Raw::go(&srv.sock);
+    // Small reads (served on the connection's reader) mixed with large ones (served by
+    // the workers), 32 in flight per round, each reply matched to its cookie and data.
+    for round in 0..8u64 {
+        let mut asked = std::collections::HashMap::new();
+        for i in 0..32u64 {
+            let cookie = round * 100 + i;
+            let len: u32 = if i % 8 == 7 { 65536 } else { 4096 };
+            let offset = (cookie * 7919 * 512) % (size as u64 - 65536);
+            c.request(proto::CMD_READ, 0, cookie, offset, len, &[]);
+            asked.insert(cookie, (offset as usize, len));
+        }
+        for _ in 0..32 {
+            let (e, cookie) = c.reply().unwrap();
+            assert_eq!(e, 0);
+            let (offset, len) = asked.remove(&cookie).expect("one reply per cookie");
+            assert!(c.data(len) == plain[offset..offset + len as usize]);
+        }
+        assert!(asked.is_empty());
+    }
+    srv.stop();
+}
+
+#[test]
 fn read_only_exports_refuse_writes() {
     let export = MemExport::new(vec![7; 4096], 512, true);
     let srv = start(export.clone(), quiet());
