@@ -191,6 +191,9 @@ impl<E: Export> Export for Metered<E> {
     fn starts_write(&self, offset: u64, len: usize) -> bool {
         self.inner.starts_write(offset, len)
     }
+    fn quick_reads(&self) -> bool {
+        self.inner.quick_reads()
+    }
 
     fn start_write(&self, buf: Vec<u8>, range: Range<usize>, offset: u64, done: WriteDone) {
         let (metrics, failures) = (self.metrics.clone(), self.failures.clone());

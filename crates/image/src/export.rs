@@ -82,6 +82,9 @@ impl Export for VolumeExport {
     fn starts_write(&self, offset: u64, len: usize) -> bool {
         self.volume.starts_write(offset, len)
     }
+    fn quick_reads(&self) -> bool {
+        self.volume.quick_reads()
+    }
     fn start_write(
         &self,
         buf: Vec<u8>,

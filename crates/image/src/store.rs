@@ -163,6 +163,9 @@ impl Store for ImageStore {
     fn starts_writes(&self) -> bool {
         self.inner().starts_writes()
     }
+    fn quick_reads(&self) -> bool {
+        self.inner().quick_reads()
+    }
     fn start_write(
         &self,
         buf: Vec<u8>,

@@ -72,6 +72,14 @@ pub trait Export: Send + Sync {
     /// Makes every completed write durable.
     fn flush(&self) -> io::Result<()>;
 
+    /// Whether a small read returns quickly, without waiting on a network (a volume over
+    /// a local file): the server then serves reads of at most 4 KiB on the connection's
+    /// reader thread instead of handing them to a worker and back. The default, `false`,
+    /// keeps every read on the workers, where a slow one holds up no other request.
+    fn quick_reads(&self) -> bool {
+        false
+    }
+
     /// The smallest request the export handles without the client doing read-modify-write
     /// itself: 1 when `read_at`/`write_at` accept any offset and length.
     fn min_block_size(&self) -> u32 {

@@ -248,6 +248,8 @@ pub(crate) fn serve(
     // write have let go of their senders, so it outlives them all.
     let (written_tx, written_rx) = channel::<Written>();
     let export = cx.export;
+    // Small reads on the reader only where reads never wait on a network.
+    let inline_reads = if export.quick_reads() { INLINE_READ } else { 0 };
     let why = thread::scope(|scope| {
         // Owned by this closure: dropped on every way out of it, which stops the workers
         // and the replier before the scope waits for them.
@@ -294,11 +296,12 @@ pub(crate) fn serve(
                 export.start_write(data, 0..req.len as usize, req.offset, Box::new(done));
                 true
             }
-            // A small read is served on the reader thread itself: handing it to a worker
-            // and its reply back costs more futex wake-ups than the read takes (4 KiB
-            // reads at queue depth 32: about 5.6 futex calls per request and 1.5x the CPU
-            // time). Larger reads still go to the workers, where they overlap.
-            job @ Job::Read { .. } if matches!(&job, Job::Read { req, .. } if req.len <= INLINE_READ) =>
+            // A small read of an export whose reads are quick is served on the reader
+            // thread itself: handing it to a worker and its reply back costs more futex
+            // wake-ups than the read takes (4 KiB reads at queue depth 32: about 5.6 futex
+            // calls per request and 1.5x the CPU time). Larger reads, and every read of an
+            // export that may wait on a network, go to the workers, where they overlap.
+            job @ Job::Read { .. } if matches!(&job, Job::Read { req, .. } if req.len <= inline_reads) =>
             {
                 conn.run(job);
                 cx.activity.end();

@@ -414,3 +414,32 @@ fn silent_connections_beyond_the_limit_evict_no_client_past_its_handshake() {
     handle.shutdown();
     t.join().unwrap().unwrap();
 }
+
+/// Small reads of an export that does not say its reads are quick (one that may wait on
+/// a network) still run on the workers, side by side: eight pipelined 4 KiB reads of a
+/// slow export overlap, and each gets its own data.
+#[test]
+fn small_reads_of_a_slow_export_overlap_on_the_workers() {
+    let export = SlowExport::new(1 << 20);
+    let srv = start(export.clone(), quiet());
+    let mut c = Raw::go(&srv.sock);
+    for i in 0..8u64 {
+        c.request(proto::CMD_READ, 0, i, i * 4096, 4096, &[]);
+    }
+    let mut seen = BTreeSet::new();
+    for _ in 0..8 {
+        let (err, cookie) = c.reply().unwrap();
+        assert_eq!(err, 0);
+        let d = c.data(4096);
+        let off = cookie * 4096;
+        assert!(d
+            .iter()
+            .enumerate()
+            .all(|(i, b)| *b == ((off + i as u64) % 251) as u8));
+        seen.insert(cookie);
+    }
+    assert_eq!(seen.len(), 8);
+    let peak = export.peak();
+    assert!(peak >= 2, "the small reads ran one at a time (peak {peak})");
+    srv.stop();
+}

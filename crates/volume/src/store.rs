@@ -118,6 +118,14 @@ pub trait Store: fmt::Debug + Send + Sync {
     fn object_size(&self) -> Option<u64> {
         None
     }
+
+    /// Whether a small read returns quickly, without waiting on a network (a local file,
+    /// memory): a server may then run it on the thread that reads the requests. The
+    /// default, `false`, is right for any store that may wait (and for a wrapper that does
+    /// not say).
+    fn quick_reads(&self) -> bool {
+        false
+    }
 }
 
 /// A store shared by its owner and an engine over it (the engine takes its store by
@@ -163,6 +171,9 @@ impl<T: Store + ?Sized> Store for std::sync::Arc<T> {
     }
     fn object_size(&self) -> Option<u64> {
         (**self).object_size()
+    }
+    fn quick_reads(&self) -> bool {
+        (**self).quick_reads()
     }
 }
 
@@ -258,6 +269,10 @@ impl<'a> Placement<'a> {
 }
 
 impl Store for FileStore {
+    fn quick_reads(&self) -> bool {
+        true
+    }
+
     fn name(&self) -> &str {
         &self.name
     }
@@ -323,6 +338,10 @@ impl MemStore {
 }
 
 impl Store for MemStore {
+    fn quick_reads(&self) -> bool {
+        true
+    }
+
     fn name(&self) -> &str {
         "(memory)"
     }

@@ -51,6 +51,9 @@ impl Export for MemExport {
     fn size(&self) -> u64 {
         self.data.lock().unwrap().len() as u64
     }
+    fn quick_reads(&self) -> bool {
+        true
+    }
     fn preferred_block_size(&self) -> u32 {
         self.block
     }

@@ -352,6 +352,11 @@ impl Volume {
         (buf, r)
     }
 
+    /// Whether a small read returns quickly (see [`Store::quick_reads`]).
+    pub fn quick_reads(&self) -> bool {
+        self.store.quick_reads()
+    }
+
     /// Whether [`Volume::start_write`] of `len` bytes at `offset` returns before the write
     /// is over: a request of whole sectors within one chunk, on a store that
     /// [starts writes](Store::starts_writes).
