@@ -1100,6 +1100,39 @@ fn serve_reencrypt_reports_its_progress_in_the_metrics_and_finishes() {
     assert_ne!(c.volume_key(), before);
 }
 
+/// `serve --reencrypt --resilience none` is refused before anything is served or written:
+/// without resilience data the progress would be recorded only at the end, and a crash of
+/// the server would lose every hotzone done.
+#[test]
+fn serve_reencrypt_refuses_no_resilience() {
+    let c = Case::new(false, &[]);
+    let before = std::fs::read(&c.img).unwrap();
+    let sock = c.dir.path().join("nbd.sock");
+    let out = sc(
+        &[
+            "serve",
+            s(&c.img),
+            "--key-file",
+            s(&c.key),
+            "--socket",
+            s(&sock),
+            "--reencrypt",
+            "--resilience",
+            "none",
+        ],
+        b"",
+    );
+    assert_eq!(code(&out), 2, "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("without resilience data"),
+        "{out:?}"
+    );
+    assert!(
+        std::fs::read(&c.img).unwrap() == before,
+        "the image changed"
+    );
+}
+
 /// Plain data to encrypt in place moving it (`--encrypt --reduce-device-size`): an image
 /// of [`SHIFTED`] bytes whose first [`DATA`] hold the plaintext (the file system shrunk
 /// by [`REDUCE`]); the header takes [`REDUCE`]/2 bytes and the data moves that far on.
@@ -1975,6 +2008,9 @@ fn serve_encrypts_and_decrypts_in_place_while_a_client_writes() {
         run(&mut q.cs(&["reencrypt", "--resume-only", "--force-offline-reencrypt"]));
     }
     q.verify("encryption served and killed, cryptsetup recovered");
+    // Killed between hotzones or inside one: `repair` recovers the latter (and leaves the
+    // former as it is), then the run ends it.
+    ok(p.sc_verb("repair"));
     run(&mut p.sc_cmd(&[]));
     p.verify("encryption served and killed, sectorcrypt recovered");
 }

@@ -281,6 +281,13 @@ pub fn online(
     o: &ReencryptOptions,
     engine: EngineOptions,
 ) -> Result<(Volume, Online)> {
+    if o.resilience.as_deref() == Some("none") {
+        // Refused before anything is opened (the run would refuse it too, once served).
+        return Err(Error::unsupported(
+            "serving a volume while it is re-encrypted without resilience data: give \
+             --resilience checksum or journal",
+        ));
+    }
     let mut img = open(path, header, cx)?;
     let store = crate::image::open_store(path, true, &cx.remote)?;
     let files = &img.files;

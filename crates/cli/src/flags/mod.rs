@@ -298,7 +298,8 @@ pub struct FormatArgs {
     #[arg(long = "type", value_enum, default_value_t = LuksType::Luks2)]
     pub luks_type: LuksType,
     /// Segment cipher: aes-xts-plain64, aes-xts-plain, aes-cbc-plain64, aes-cbc-essiv:sha256;
-    /// serpent-, twofish-, camellia- and kuznyechik-xts-plain64 (512-bit keys only)
+    /// serpent-, twofish-, camellia- and kuznyechik-xts-plain64 (512-bit keys only;
+    /// mainline Linux's dm-crypt has no kuznyechik)
     /// (GELI: aes-xts, aes-cbc, or null with --integrity; VeraCrypt: a chain as cryptsetup
     /// names it, aes, serpent, twofish, camellia, kuznyechik, serpent-twofish-aes, ..., in
     /// XTS; the default is aes).

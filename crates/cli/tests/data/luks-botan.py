@@ -7,7 +7,7 @@ diffusion), the volume key checked against the header's digest.
 
     luks-botan.py IMAGE PASSPHRASE_FILE PLAINTEXT_FILE
 
-Prints the cipher and exits 0 when the data area decrypts to PLAINTEXT_FILE (its length
+Prints the cipher and the sector size and exits 0 when the data area decrypts to PLAINTEXT_FILE (its length
 from the data offset); exits 1 with the reason otherwise. Only XTS ciphers with plain64
 IVs and PBKDF2 keyslots (what the tests make)."""
 import base64, hashlib, json, struct, subprocess, sys
@@ -77,6 +77,8 @@ def luks2(image, passphrase):
         check = hashlib.pbkdf2_hmac(digest["hash"], key, base64.b64decode(digest["salt"]),
                                     digest["iterations"], len(base64.b64decode(digest["digest"])))
         if check == base64.b64decode(digest["digest"]):
+            if seg.get("iv_tweak", "0") != "0":
+                fail(f"iv_tweak {seg['iv_tweak']}: not handled here")
             return seg["encryption"], key, int(seg["offset"]), seg["sector_size"]
     fail("no pbkdf2 keyslot opens with the passphrase")
 
@@ -122,7 +124,7 @@ def main():
         stored = f.read(len(plain))
     if xts(cipher, key, stored, sector, 0, sector // 512) != plain:
         fail(f"{cipher}: the data does not decrypt to the plaintext")
-    print(cipher)
+    print(cipher, sector)
 
 
 main()

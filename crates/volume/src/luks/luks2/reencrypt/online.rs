@@ -88,7 +88,10 @@ impl Translated {
     fn done_part(&self, offset: u64, len: usize, line: u64) -> Range<usize> {
         let end = offset.saturating_add(len as u64);
         let (from, to) = if self.backward {
-            (self.offset + self.total.saturating_sub(line), u64::MAX)
+            (
+                self.offset + self.total.saturating_sub(line),
+                self.offset + self.total,
+            )
         } else {
             (self.offset, self.offset + line)
         };
@@ -115,6 +118,14 @@ fn crypt(e: Error) -> io::Error {
     io::Error::other(e)
 }
 
+/// The error of every request after a hotzone step failed.
+fn failed() -> io::Error {
+    io::Error::other(
+        "the online re-encryption failed in the middle of a hotzone: stop the server, then \
+         sectorcrypt repair and sectorcrypt reencrypt (or cryptsetup) recover it",
+    )
+}
+
 impl Store for Translated {
     fn name(&self) -> &str {
         self.inner.name()
@@ -126,6 +137,9 @@ impl Store for Translated {
 
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         let line = self.line.read();
+        if self.line.failed() {
+            return Err(failed());
+        }
         self.inner.read_at(buf, offset)?;
         let done = self.done_part(offset, buf.len(), *line);
         if !done.is_empty() {
@@ -138,6 +152,9 @@ impl Store for Translated {
 
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
         let line = self.line.read();
+        if self.line.failed() {
+            return Err(failed());
+        }
         let done = self.done_part(offset, buf.len(), *line);
         if done.is_empty() {
             return self.inner.write_at(buf, offset);
@@ -164,6 +181,9 @@ impl Store for Translated {
 
     fn discard(&self, offset: u64, len: u64) -> io::Result<()> {
         let _line = self.line.read();
+        if self.line.failed() {
+            return Err(failed());
+        }
         self.inner.discard(offset, len)
     }
 }
@@ -280,5 +300,31 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// After a failed hotzone step every request is refused and nothing is written.
+    #[test]
+    fn a_failed_step_refuses_every_request() {
+        let mem = Arc::new(MemStore::new((OFFSET + TOTAL) as usize));
+        let line = Arc::new(Line::new(SECTOR as u64));
+        let layouts = (Layout::plaintext(geometry()).unwrap(), aes(2));
+        let t =
+            Translated::new(Box::new(mem.clone()), line.clone(), layouts, TOTAL, false).unwrap();
+        t.write_at(&[1u8; SECTOR], OFFSET).unwrap();
+        let before = mem.to_vec();
+        line.fail();
+        let mut buf = [0u8; SECTOR];
+        for e in [
+            t.read_at(&mut buf, OFFSET).unwrap_err(),
+            t.write_at(&[2u8; SECTOR], OFFSET + SECTOR as u64)
+                .unwrap_err(),
+            t.discard(OFFSET, SECTOR as u64).unwrap_err(),
+        ] {
+            assert!(
+                e.to_string().contains("failed in the middle of a hotzone"),
+                "{e}"
+            );
+        }
+        assert!(mem.to_vec() == before, "a refused request wrote");
     }
 }

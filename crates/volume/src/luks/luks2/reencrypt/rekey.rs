@@ -692,6 +692,14 @@ impl Luks2 {
             }
             other => Resilience::parse(other, HashAlg::Sha256)?,
         };
+        if o.line.is_some() && resilience == Resilience::None {
+            // Without resilience data the progress is recorded only at the end: a crash
+            // of the server would lose every hotzone done and the writes into them.
+            return Err(Error::unsupported(
+                "serving a volume while it is re-encrypted without resilience data: give \
+                 --resilience checksum or journal (serve --reencrypt --resilience checksum)",
+            ));
+        }
         let len = hotzone_len(&p, resilience, prog.align, o.hotzone)?;
         let pass = Pass {
             data,
@@ -717,6 +725,11 @@ impl Luks2 {
             let step = self.hotzone(header, &pass, &p, resilience, prog.done, hot, prog.total);
             if let (Some(line), Ok(())) = (held.as_mut(), &step) {
                 **line = prog.done + hot;
+            }
+            if let (Some(line), Err(_)) = (&o.line, &step) {
+                // The zone may be half rewritten: requests fail from now on (the held
+                // lock keeps them out until then).
+                line.fail();
             }
             drop(held);
             if let Err(e) = step {
