@@ -8,8 +8,8 @@ use crate::flags::bitlk::BITLK_HELP;
 use crate::flags::fvault2::FVAULT2_HELP;
 use clap::{Args, ValueEnum};
 use sectorcrypt_volume::formats::Requested;
-use sectorcrypt_volume::tcrypt::{Options, Protect};
-use std::path::{Path, PathBuf};
+use sectorcrypt_volume::tcrypt::Options;
+use std::path::PathBuf;
 
 /// A format named on the command line: one that has no signature and is opened only
 /// when named, or FileVault 2 (detected when its header is intact).
@@ -117,36 +117,10 @@ impl TcryptArgs {
             system: self.system,
             hash: self.hash.clone(),
             cipher: self.cipher.clone(),
-            protect: self.protect()?,
+            // Read by the volumes module (`--protect-hidden-key-file`): flags read no file.
+            protect: None,
             ..Options::default()
         })))
-    }
-
-    /// The hidden volume's secret of `--protect-hidden-key-file` and its companions, read
-    /// from their files.
-    fn protect(&self) -> Result<Option<Protect>, Failure> {
-        let Some(file) = &self.protect_key_file else {
-            return Ok(None);
-        };
-        if file == Path::new("-") {
-            return Err(Failure::usage(
-                "--protect-hidden-key-file takes a file, not standard input (the outer \
-                 volume's passphrase or the data may come from there)",
-            ));
-        }
-        let keys = crate::flags::KeyArgs {
-            key_file: None,
-            keyfile_component: self.protect_keyfile_component.clone(),
-            no_passphrase: false,
-            bitlk_startup_key: None,
-            key_slot: None,
-            batch: true,
-        };
-        Ok(Some(Protect {
-            passphrase: zeroize::Zeroizing::new(crate::passphrase::from_file(file)?.to_vec()),
-            keyfiles: crate::passphrase::keyfiles(&keys)?,
-            pim: self.protect_pim,
-        }))
     }
 }
 

@@ -19,6 +19,7 @@ use sectorcrypt_image::image as lib;
 use sectorcrypt_volume::engine::{EngineOptions, Volume};
 use sectorcrypt_volume::formats::Requested;
 use sectorcrypt_volume::lock::{self, Mode};
+use sectorcrypt_volume::tcrypt::Protect;
 use sectorcrypt_volume::{Header, Unlocked};
 use std::path::Path;
 use std::sync::OnceLock;
@@ -37,10 +38,40 @@ pub fn configure(o: RemoteOptions) {
 /// is never detected; FileVault 2, also when its header is damaged), when it names one
 /// (the first call wins).
 pub fn request(args: &TcryptArgs) -> Result<(), Failure> {
-    if let Some(r) = args.requested()? {
+    if let Some(mut r) = args.requested()? {
+        if let Requested::Tcrypt(o) = &mut r {
+            o.protect = protect(args)?;
+        }
         let _ = REQUESTED.set(r);
     }
     Ok(())
+}
+
+/// The hidden volume's secret of `--protect-hidden-key-file` and its companions, read
+/// from their files.
+fn protect(args: &TcryptArgs) -> Result<Option<Protect>, Failure> {
+    let Some(file) = &args.protect_key_file else {
+        return Ok(None);
+    };
+    if file == Path::new("-") {
+        return Err(Failure::usage(
+            "--protect-hidden-key-file takes a file, not standard input (the outer \
+             volume's passphrase or the data may come from there)",
+        ));
+    }
+    let keys = KeyArgs {
+        key_file: None,
+        keyfile_component: args.protect_keyfile_component.clone(),
+        no_passphrase: false,
+        bitlk_startup_key: None,
+        key_slot: None,
+        batch: true,
+    };
+    Ok(Some(Protect {
+        passphrase: zeroize::Zeroizing::new(passphrase::from_file(file)?.to_vec()),
+        keyfiles: passphrase::keyfiles(&keys)?,
+        pim: args.protect_pim,
+    }))
 }
 
 /// How this command reaches stores and reports waits: the remote flags, and a wait
