@@ -612,44 +612,13 @@ fn an_encoded_header_is_accepted_by_cryptsetup() {
 /// passphrase [`PASS`] on standard input, `keyfiles` as its repeated `--key-file`): the
 /// master key, or `None` when the kernel's AF_ALG skcipher is missing.
 fn dumped_master_key(path: &Path, chain: &str, pim: u32, keyfiles: &[&Path]) -> Option<Vec<u8>> {
-    use std::io::Write;
-    let mut cmd = Command::new("cryptsetup");
+    let pim = format!("--veracrypt-pim={pim}");
+    let mut args: Vec<&str> = Vec::new();
     for k in keyfiles {
-        cmd.arg("--key-file").arg(k);
+        args.extend(["--key-file", k.to_str().expect("a UTF-8 path")]);
     }
-    let mut child = cmd
-        .args([
-            "tcryptDump",
-            "--veracrypt",
-            "--hash",
-            "sha512",
-            "--cipher",
-            chain,
-        ])
-        .arg(format!("--veracrypt-pim={pim}"))
-        .args(["--dump-volume-key", "--batch-mode"])
-        .arg(path)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(PASS).unwrap();
-    let out = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    if stderr.contains("kernel crypto interface not available") {
-        eprintln!("skipped: cryptsetup tcryptDump needs the kernel's AF_ALG skcipher: {stderr}");
-        return None;
-    }
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "cryptsetup refused: {stderr}{stdout}");
-    let (_, rest) = stdout.split_once("MK dump:").expect("no MK dump");
-    Some(
-        rest.split_whitespace()
-            .take_while(|w| w.len() == 2 && w.chars().all(|c| c.is_ascii_hexdigit()))
-            .map(|w| u8::from_str_radix(w, 16).unwrap())
-            .collect(),
-    )
+    args.extend(["--hash", "sha512", "--cipher", chain, &pim]);
+    cryptsetup_key(path, PASS, &args)
 }
 
 /// Whether cryptsetup here opens a plain AES VeraCrypt volume made by `create`: when a
