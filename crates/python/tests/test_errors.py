@@ -99,7 +99,7 @@ def test_invalid_arguments(tmp_path):
     assert not img.exists()
     with pytest.raises(sectorcrypt.InvalidArgument, match="not both"):
         sectorcrypt.open(img, PASS, key_file=img)
-    with pytest.raises(sectorcrypt.InvalidArgument, match="luks2, luks1 or geli"):
+    with pytest.raises(sectorcrypt.InvalidArgument, match="luks2, luks1, geli or veracrypt"):
         sectorcrypt.format(img, PASS, size=MIB, type="bitlocker")
     # A failed format removes the image it created.
     with pytest.raises(sectorcrypt.Error):
