@@ -106,12 +106,7 @@ fn cipher_strings_match_openssl_under_every_backend() {
 /// A Python with Botan's binding (`import botan2`): the system's, where another Python
 /// comes first in PATH. Fails the test (under SECTORCRYPT_STRICT=1) when there is none.
 fn botan_python() -> Option<&'static str> {
-    let found = ["/usr/bin/python3", "python3"].into_iter().find(|py| {
-        std::process::Command::new(py)
-            .args(["-c", "import botan2"])
-            .output()
-            .is_ok_and(|o| o.status.success())
-    });
+    let found = support::python_with("botan2");
     if found.is_none() {
         sectorcrypt_testkit::skipped!("skipped: python3-botan is not installed");
     }

@@ -451,12 +451,7 @@ fn a_gateway_name_held_by_a_running_gateway_is_refused_and_names_the_holder() {
 /// A Python with libnbd's binding (`import nbd`): the system's, where another Python
 /// comes first in PATH.
 fn nbd_python() -> Option<&'static str> {
-    ["/usr/bin/python3", "python3"].into_iter().find(|py| {
-        Command::new(py)
-            .args(["-c", "import nbd"])
-            .output()
-            .is_ok_and(|o| o.status.success())
-    })
+    support::python_with("nbd")
 }
 
 /// `nbdinfo --list` at `sock` until it gives `names`, for at most 20 seconds.

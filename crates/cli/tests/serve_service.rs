@@ -151,12 +151,7 @@ fn the_metrics_of_one_volume_count_its_connections() {
     require!("curl", "promtool");
     use std::io::{BufRead, Write};
     // The system's Python, which has libnbd's binding (another may come first in PATH).
-    let Some(py) = ["/usr/bin/python3", "python3"].into_iter().find(|py| {
-        Command::new(py)
-            .args(["-c", "import nbd"])
-            .output()
-            .is_ok_and(|o| o.status.success())
-    }) else {
+    let Some(py) = support::python_with("nbd") else {
         sectorcrypt_testkit::skipped!("skipped: no python3 with libnbd's binding (python3-libnbd)");
         return;
     };

@@ -62,12 +62,7 @@ fn assert_refused_naming(refused: &Output, holder: &Served, what: &str) {
 /// A Python with libnbd's binding (`import nbd`): the system's, where another Python
 /// comes first in PATH (nbdsh runs whichever `python3` is first).
 fn nbd_python() -> Option<&'static str> {
-    ["/usr/bin/python3", "python3"].into_iter().find(|py| {
-        Command::new(py)
-            .args(["-c", "import nbd"])
-            .output()
-            .is_ok_and(|o| o.status.success())
-    })
+    support::python_with("nbd")
 }
 
 /// Starts a libnbd client (Python) on `uri` writing byte `value` at offsets `2i + parity`

@@ -116,3 +116,14 @@ pub fn documented_fields(title: &str) -> std::collections::BTreeSet<String> {
         .map(|l| l.split('`').next().unwrap_or_default().to_string())
         .collect()
 }
+
+/// A Python that imports `module` (`nbd`: libnbd's binding; `botan2`: Botan's): the
+/// system's, where another Python comes first in PATH; `None` when neither does.
+pub fn python_with(module: &str) -> Option<&'static str> {
+    ["/usr/bin/python3", "python3"].into_iter().find(|py| {
+        Command::new(py)
+            .args(["-c", &format!("import {module}")])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    })
+}

@@ -102,6 +102,16 @@ impl Translated {
         (a - offset) as usize..(b - offset) as usize
     }
 
+    /// The line, held for a request, unless a hotzone step failed (then every request
+    /// fails: the zone may be half rewritten).
+    fn line_unless_failed(&self) -> io::Result<std::sync::RwLockReadGuard<'_, u64>> {
+        let line = self.line.read();
+        if self.line.failed() {
+            return Err(failed());
+        }
+        Ok(line)
+    }
+
     fn sector_of(&self, offset: u64) -> io::Result<u64> {
         let rel = offset - self.offset;
         if !rel.is_multiple_of(self.sector) {
@@ -136,10 +146,7 @@ impl Store for Translated {
     }
 
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        let line = self.line.read();
-        if self.line.failed() {
-            return Err(failed());
-        }
+        let line = self.line_unless_failed()?;
         self.inner.read_at(buf, offset)?;
         let done = self.done_part(offset, buf.len(), *line);
         if !done.is_empty() {
@@ -151,10 +158,7 @@ impl Store for Translated {
     }
 
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        let line = self.line.read();
-        if self.line.failed() {
-            return Err(failed());
-        }
+        let line = self.line_unless_failed()?;
         let done = self.done_part(offset, buf.len(), *line);
         if done.is_empty() {
             return self.inner.write_at(buf, offset);
@@ -180,10 +184,7 @@ impl Store for Translated {
     }
 
     fn discard(&self, offset: u64, len: u64) -> io::Result<()> {
-        let _line = self.line.read();
-        if self.line.failed() {
-            return Err(failed());
-        }
+        let _line = self.line_unless_failed()?;
         self.inner.discard(offset, len)
     }
 }
