@@ -487,6 +487,7 @@ fn backends_json_agrees_with_cpuinfo_and_the_text_report() {
         "avx512vl",
         "avx512vbmi",
         "sha",
+        "gfni",
     ] {
         let flag = cpuinfo_flag(f).unwrap();
         assert_eq!(seen.contains(f), flags.contains(flag), "{f} ({flag})");

@@ -112,6 +112,7 @@ const SHARING: &[backend::Sharer] = &[
     backend::Sharer::of::<GostBackend>(),
     backend::Sharer::of::<mac::MacBackend>(),
     backend::Sharer::of::<cascade::SerpentBackend>(),
+    backend::Sharer::of::<cascade::CamelliaBackend>(),
 ];
 impl backend::Selectable for Backend {
     const SHARING: &'static [backend::Sharer] = SHARING;
@@ -128,6 +129,10 @@ impl backend::Selectable for mac::MacBackend {
 impl backend::Selectable for cascade::SerpentBackend {
     const SHARING: &'static [backend::Sharer] = SHARING;
     const WORKLOAD: backend::Workload<Self> = cascade::SERPENT_WORKLOAD;
+}
+impl backend::Selectable for cascade::CamelliaBackend {
+    const SHARING: &'static [backend::Sharer] = SHARING;
+    const WORKLOAD: backend::Workload<Self> = cascade::CAMELLIA_WORKLOAD;
 }
 
 /// AES (FIPS-197) with the modes storage uses: ECB, CBC, CTR (random access into the
