@@ -123,7 +123,10 @@ impl Camellia {
     /// The kernels' pass for a direction (SIMD backends only).
     #[cfg(target_arch = "x86_64")]
     fn wide(&self, encrypt: bool) -> &keys::Wide {
-        let w = self.wide.as_ref().expect("a SIMD backend has its wide keys");
+        let w = self
+            .wide
+            .as_ref()
+            .expect("a SIMD backend has its wide keys");
         &w[usize::from(!encrypt)]
     }
 

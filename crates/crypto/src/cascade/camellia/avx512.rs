@@ -59,12 +59,16 @@ use super::CamelliaBackend;
 use core::arch::x86_64::*;
 use zeroize::Zeroize;
 
+/// Groups of 64 blocks run side by side in one step.
+const GROUPS: usize = 1;
+/// zmm registers of one group (64 blocks).
+const GROUP_REGS: usize = 16;
 /// Blocks in one step.
-const BLOCKS: usize = 64;
+const BLOCKS: usize = 64 * GROUPS;
 /// Bytes of one step.
 const STEP: usize = 16 * BLOCKS;
 /// zmm registers of data (or tweaks) in one step.
-const REGS: usize = 16;
+const REGS: usize = GROUP_REGS * GROUPS;
 
 /// `vpternlogq` immediate of `A ^ B ^ C` (truth table over the index 4A + 2B + C).
 const XOR3: i32 = 0x96;
@@ -153,8 +157,9 @@ fn round(x: &Half, acc: &mut Half, k: &[u32; 8], m: &Matrices) {
     let t5 = s3(_mm512_xor_si512(x[5], splat(k[5])), m);
     let t6 = s1(_mm512_xor_si512(x[6], splat(k[6])), m.pre4, m);
     let t7 = s1(_mm512_xor_si512(x[7], splat(k[7])), m.pre, m);
-    // T = t1 ^ ... ^ t8; each byte of P is T with two or three of them cancelled.
-    let total = _mm512_xor_si512(xor3(xor3(t0, t1, t2), t3, t4), xor3(t5, t6, t7));
+    // T = t1 ^ ... ^ t8 (two levels deep); each byte of P is T with two or three of them
+    // cancelled.
+    let total = xor3(xor3(t0, t1, t2), xor3(t3, t4, t5), _mm512_xor_si512(t6, t7));
     acc[0] = _mm512_xor_si512(xor3(acc[0], t1, t4), total); // y1 = T ^ t2 ^ t5
     acc[1] = _mm512_xor_si512(xor3(acc[1], t2, t5), total); // y2 = T ^ t3 ^ t6
     acc[2] = _mm512_xor_si512(xor3(acc[2], t3, t6), total); // y3 = T ^ t4 ^ t7
@@ -224,20 +229,40 @@ fn fl_inv(y: &mut Half, k: &[u32; 8], m: &Matrices) {
     *y = join(y1, y2);
 }
 
-/// The 16x16 byte transpose inside each 128-bit lane (its own inverse): four rounds of
-/// pairing register `i` with `i + 8` byte by byte.
+/// One round of the transpose: register `i` paired with `i + 8` byte by byte, the low
+/// halves of each lane into register `2i`, the high halves into `2i + 1`.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw")]
-fn transpose(mut v: [__m512i; REGS]) -> [__m512i; REGS] {
-    for _ in 0..4 {
-        let mut o = [_mm512_setzero_si512(); REGS];
-        for i in 0..REGS / 2 {
-            o[2 * i] = _mm512_unpacklo_epi8(v[i], v[i + REGS / 2]);
-            o[2 * i + 1] = _mm512_unpackhi_epi8(v[i], v[i + REGS / 2]);
-        }
-        v = o;
-    }
-    v
+fn interleave(v: &[__m512i; GROUP_REGS]) -> [__m512i; GROUP_REGS] {
+    let lo = _mm512_unpacklo_epi8;
+    let hi = _mm512_unpackhi_epi8;
+    [
+        lo(v[0], v[8]),
+        hi(v[0], v[8]),
+        lo(v[1], v[9]),
+        hi(v[1], v[9]),
+        lo(v[2], v[10]),
+        hi(v[2], v[10]),
+        lo(v[3], v[11]),
+        hi(v[3], v[11]),
+        lo(v[4], v[12]),
+        hi(v[4], v[12]),
+        lo(v[5], v[13]),
+        hi(v[5], v[13]),
+        lo(v[6], v[14]),
+        hi(v[6], v[14]),
+        lo(v[7], v[15]),
+        hi(v[7], v[15]),
+    ]
+}
+
+/// The 16x16 byte transpose inside each 128-bit lane (its own inverse): four rounds of
+/// [`interleave`], each rotating the 8-bit address (register, byte) of every byte left by
+/// one bit.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw")]
+fn transpose(v: &[__m512i; GROUP_REGS]) -> [__m512i; GROUP_REGS] {
+    interleave(&interleave(&interleave(&interleave(v))))
 }
 
 /// A 16-byte value in every lane.
@@ -260,30 +285,65 @@ fn step(w: &Wide, m: &Matrices, tw: &[__m512i; REGS], buf: &mut [u8; STEP]) {
         let d = unsafe { _mm512_loadu_si512(buf.as_ptr().add(64 * r).cast()) };
         *x = xor3(d, tw[r], w_in);
     }
-    let s = transpose(v);
-    let mut d1: Half = [s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]];
-    let mut d2: Half = [s[8], s[9], s[10], s[11], s[12], s[13], s[14], s[15]];
-    for seg in 0..4 {
-        for pair in 0..3 {
-            let r = 6 * seg + 2 * pair;
-            round(&d1, &mut d2, &w.k[r], m);
-            round(&d2, &mut d1, &w.k[r + 1], m);
-        }
-        if seg < 3 {
-            fl(&mut d1, &w.fl[seg][0], m);
-            fl_inv(&mut d2, &w.fl[seg][1], m);
-        }
+    let mut d1 = [[_mm512_setzero_si512(); 8]; GROUPS];
+    let mut d2 = [[_mm512_setzero_si512(); 8]; GROUPS];
+    for g in 0..GROUPS {
+        let mut x = [_mm512_setzero_si512(); GROUP_REGS];
+        x.copy_from_slice(&v[GROUP_REGS * g..GROUP_REGS * (g + 1)]);
+        let s = transpose(&x);
+        d1[g].copy_from_slice(&s[..8]);
+        d2[g].copy_from_slice(&s[8..]);
     }
-    // The output block is D2 || D1.
-    let out = transpose([
-        d2[0], d2[1], d2[2], d2[3], d2[4], d2[5], d2[6], d2[7], d1[0], d1[1], d1[2], d1[3],
-        d1[4], d1[5], d1[6], d1[7],
-    ]);
+    // Written out, so that the state stays in registers and every key offset is a
+    // constant; the groups alternate round by round, one's chain of dependent
+    // instructions filling the other's latency.
+    macro_rules! rounds {
+        ($r:expr) => {
+            for g in 0..GROUPS {
+                round(&d1[g], &mut d2[g], &w.k[$r], m);
+            }
+            for g in 0..GROUPS {
+                round(&d2[g], &mut d1[g], &w.k[$r + 1], m);
+            }
+        };
+    }
+    macro_rules! fl_layer {
+        ($l:literal) => {
+            for g in 0..GROUPS {
+                fl(&mut d1[g], &w.fl[$l][0], m);
+                fl_inv(&mut d2[g], &w.fl[$l][1], m);
+            }
+        };
+    }
+    rounds!(0);
+    rounds!(2);
+    rounds!(4);
+    fl_layer!(0);
+    rounds!(6);
+    rounds!(8);
+    rounds!(10);
+    fl_layer!(1);
+    rounds!(12);
+    rounds!(14);
+    rounds!(16);
+    fl_layer!(2);
+    rounds!(18);
+    rounds!(20);
+    rounds!(22);
     let w_out = lanes(&w.w_out);
-    for (r, x) in out.iter().enumerate() {
-        let o = xor3(*x, tw[r], w_out);
-        // SAFETY: bytes 64r..64r+64 are inside the STEP-byte array; unaligned store.
-        unsafe { _mm512_storeu_si512(buf.as_mut_ptr().add(64 * r).cast(), o) };
+    for g in 0..GROUPS {
+        // The output block is D2 || D1.
+        let (a, b) = (&d2[g], &d1[g]);
+        let out = transpose(&[
+            a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], b[0], b[1], b[2], b[3], b[4], b[5],
+            b[6], b[7],
+        ]);
+        for (j, x) in out.iter().enumerate() {
+            let r = GROUP_REGS * g + j;
+            let o = xor3(*x, tw[r], w_out);
+            // SAFETY: bytes 64r..64r+64 are inside the STEP-byte array; unaligned store.
+            unsafe { _mm512_storeu_si512(buf.as_mut_ptr().add(64 * r).cast(), o) };
+        }
     }
 }
 
@@ -328,14 +388,34 @@ fn mul_x64(t: __m512i) -> __m512i {
     )
 }
 
-/// The first `n` tweak registers of a unit from its encrypted tweak `t`: register `r`
-/// holds `t x^(4r)`, ..., `t x^(4r+3)`.
+/// The first tweak registers of a unit (as many as `out` holds) from its encrypted
+/// tweak `t`: register `r` holds `t x^(4r)`, ..., `t x^(4r+3)`.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,vpclmulqdq")]
 fn first_tweaks(t: &[u8; 16], out: &mut [__m512i]) {
     let base = mul_x_pow(lanes(t), _mm512_set_epi64(3, 3, 2, 2, 1, 1, 0, 0));
-    for (r, o) in out.iter_mut().enumerate() {
-        *o = mul_x_pow(base, _mm512_set1_epi64(4 * r as i64));
+    for r in 0..out.len() {
+        out[r] = if r < GROUP_REGS {
+            mul_x_pow(base, _mm512_set1_epi64(4 * r as i64))
+        } else {
+            mul_x64(out[r - GROUP_REGS])
+        };
+    }
+}
+
+/// The tweaks of a unit's next step: every register times `x^(4 REGS)`, one `x^64` at a
+/// time. A register `GROUP_REGS` on is `x^64` ahead, so each takes that one's old value
+/// times `x^64`; the last group takes the first group's new value (with one group, its
+/// own old value).
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,vpclmulqdq")]
+fn next_tweaks(tw: &mut [__m512i; REGS]) {
+    for r in 0..REGS {
+        tw[r] = if r + GROUP_REGS < REGS {
+            mul_x64(tw[r + GROUP_REGS])
+        } else {
+            mul_x64(tw[r + GROUP_REGS - REGS])
+        };
     }
 }
 
@@ -365,9 +445,7 @@ fn xts_units(w: &Wide, tweaks: &[[u8; 16]], unit: usize, data: &mut [u8]) {
             let mut steps = u.chunks_exact_mut(STEP);
             for s in &mut steps {
                 step(w, &m, &tw, s.try_into().expect("a whole step"));
-                for t in tw.iter_mut() {
-                    *t = mul_x64(*t);
-                }
+                next_tweaks(&mut tw);
             }
             let rest = steps.into_remainder();
             if !rest.is_empty() {
@@ -463,7 +541,7 @@ mod tests {
                         want = (want << 1) ^ (0x87 * carry);
                     }
                 }
-                tw = tw.map(|t| mul_x64(t));
+                next_tweaks(&mut tw);
             }
         }
     }
