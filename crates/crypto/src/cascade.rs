@@ -13,13 +13,15 @@
 //! Serpent is this crate's own bitsliced code (`serpent`) on three backends
 //! ([`SerpentBackend`]): portable (`soft`), AVX2 (8 blocks per step in ymm registers) and
 //! AVX-512 (32 blocks per step in zmm registers, the S-boxes as `vpternlogd`), all
-//! constant-time, chosen as the crate chooses every family's backend (measured, or
-//! `SECTORCRYPT_BACKEND`); XTS encrypts the tweaks of up to 32 units in one call and makes
-//! each unit's tweak sequence in registers, many units per call. The other layers are the
-//! portable RustCrypto crates (`twofish`, `camellia`, `kuznyechik`), one block at a time:
-//! correct and table-light, not fast, and not reviewed as constant-time (the crates say
-//! so). Data units must be whole blocks: VeraCrypt's are 512 bytes, so no ciphertext
-//! stealing is needed or offered.
+//! constant-time. Camellia (`camellia`) has two ([`CamelliaBackend`]): AVX-512 with GFNI
+//! (64 blocks per step, byte-sliced, each S-box two GFNI instructions, constant-time) and
+//! the portable RustCrypto crate (`soft`). Both families are chosen as the crate chooses
+//! every family's backend (measured, or `SECTORCRYPT_BACKEND`); their XTS encrypts the
+//! tweaks of a batch of units in one call and makes each unit's tweak sequence in
+//! registers, many units per call. The other layers are the portable RustCrypto crates
+//! (`twofish`, `kuznyechik`), one block at a time: correct and table-light, not fast, and
+//! not reviewed as constant-time (the crates say so). Data units must be whole blocks:
+//! VeraCrypt's are 512 bytes, so no ciphertext stealing is needed or offered.
 
 use crate::block::BLOCK;
 use crate::error::{InputError, KeyError};

@@ -426,7 +426,7 @@ fn xts_units(w: &Wide, tweaks: &[[u8; 16]], unit: usize, data: &mut [u8]) {
     let m = matrices();
     let blocks = unit / 16;
     let mut tw = [_mm512_setzero_si512(); REGS];
-    if blocks % 4 == 0 && BLOCKS % blocks == 0 {
+    if blocks.is_multiple_of(4) && BLOCKS.is_multiple_of(blocks) {
         // Small units packed, several to a step: `per` registers each.
         let per = blocks / 4;
         let units = BLOCKS / blocks;
