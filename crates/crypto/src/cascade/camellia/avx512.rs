@@ -18,6 +18,11 @@
 //! one bit, so four rounds swap register and byte. It is its own inverse, and the output
 //! (D2 || D1) goes back through it. 64 instructions each way per step.
 //!
+//! A step is [`GROUPS`] such groups side by side; one, because two (128 blocks) need 32
+//! state registers and spill: `camellia-256-xts/4096` ran at 0.96 c/B with two against
+//! 0.78 with one (docs/PERFORMANCE.md). The 24 rounds are written out: as a loop, the
+//! compiler kept the state in memory (1.2 c/B).
+//!
 //! ## One round (`D2 ^= F(D1, k)`)
 //! - the key: eight `vpxord`, each byte of the round key broadcast from a 32-bit word;
 //! - the S-boxes: per byte `vgf2p8affineqb` (the pre-filter: `s1`, `s2`, `s3` share one,
