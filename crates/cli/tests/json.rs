@@ -487,6 +487,7 @@ fn backends_json_agrees_with_cpuinfo_and_the_text_report() {
         "avx512vl",
         "avx512vbmi",
         "sha",
+        "gfni",
     ] {
         let flag = cpuinfo_flag(f).unwrap();
         assert_eq!(seen.contains(f), flags.contains(flag), "{f} ({flag})");
@@ -502,7 +503,10 @@ fn backends_json_agrees_with_cpuinfo_and_the_text_report() {
         .iter()
         .map(|a| a["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["aes", "aes-gcm", "gost", "mac", "serpent"]);
+    assert_eq!(
+        names,
+        ["aes", "aes-gcm", "gost", "mac", "serpent", "camellia"]
+    );
     for a in v["algorithms"].as_array().unwrap() {
         let usable: Vec<&str> = a["backends"]
             .as_array()

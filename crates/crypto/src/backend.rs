@@ -39,13 +39,14 @@ pub(crate) enum Algorithm {
     Gost,
     Mac,
     Serpent,
+    Camellia,
     /// The fake family of this module's tests.
     #[cfg(test)]
     Test,
 }
 
 impl Algorithm {
-    const COUNT: usize = 6 + cfg!(test) as usize;
+    const COUNT: usize = 7 + cfg!(test) as usize;
 
     pub(crate) fn name(self) -> &'static str {
         match self {
@@ -55,6 +56,7 @@ impl Algorithm {
             Algorithm::Gost => "gost",
             Algorithm::Mac => "mac",
             Algorithm::Serpent => "serpent",
+            Algorithm::Camellia => "camellia",
             #[cfg(test)]
             Algorithm::Test => "test",
         }

@@ -13,13 +13,15 @@
 //! Serpent is this crate's own bitsliced code (`serpent`) on three backends
 //! ([`SerpentBackend`]): portable (`soft`), AVX2 (8 blocks per step in ymm registers) and
 //! AVX-512 (32 blocks per step in zmm registers, the S-boxes as `vpternlogd`), all
-//! constant-time, chosen as the crate chooses every family's backend (measured, or
-//! `SECTORCRYPT_BACKEND`); XTS encrypts the tweaks of up to 32 units in one call and makes
-//! each unit's tweak sequence in registers, many units per call. The other layers are the
-//! portable RustCrypto crates (`twofish`, `camellia`, `kuznyechik`), one block at a time:
-//! correct and table-light, not fast, and not reviewed as constant-time (the crates say
-//! so). Data units must be whole blocks: VeraCrypt's are 512 bytes, so no ciphertext
-//! stealing is needed or offered.
+//! constant-time. Camellia (`camellia`) has two ([`CamelliaBackend`]): AVX-512 with GFNI
+//! (64 blocks per step, byte-sliced, each S-box two GFNI instructions, constant-time) and
+//! the portable RustCrypto crate (`soft`). Both families are chosen as the crate chooses
+//! every family's backend (measured, or `SECTORCRYPT_BACKEND`); their XTS encrypts the
+//! tweaks of a batch of units in one call and makes each unit's tweak sequence in
+//! registers, many units per call. The other layers are the portable RustCrypto crates
+//! (`twofish`, `kuznyechik`), one block at a time: correct and table-light, not fast, and
+//! not reviewed as constant-time (the crates say so). Data units must be whole blocks:
+//! VeraCrypt's are 512 bytes, so no ciphertext stealing is needed or offered.
 
 use crate::block::BLOCK;
 use crate::error::{InputError, KeyError};
@@ -30,8 +32,11 @@ use cipher::{BlockDecrypt, BlockEncrypt, KeyInit};
 use std::fmt;
 use zeroize::Zeroize;
 
+mod camellia;
 mod serpent;
 
+pub use camellia::CamelliaBackend;
+pub(crate) use camellia::WORKLOAD as CAMELLIA_WORKLOAD;
 pub use serpent::SerpentBackend;
 pub(crate) use serpent::WORKLOAD as SERPENT_WORKLOAD;
 
@@ -136,10 +141,9 @@ where
 fn block_cipher(layer: Layer, key: &[u8]) -> Result<Box<dyn Block128>, Error> {
     match layer {
         Layer::Twofish => rc::<twofish::Twofish>(key),
-        Layer::Camellia => rc::<camellia::Camellia256>(key),
         Layer::Kuznyechik => rc::<kuznyechik::Kuznyechik>(key),
-        Layer::Aes | Layer::Serpent => {
-            unreachable!("AES and Serpent layers run on the crate's own XTS")
+        Layer::Aes | Layer::Serpent | Layer::Camellia => {
+            unreachable!("AES, Serpent and Camellia layers run on the crate's own XTS")
         }
     }
 }
@@ -154,6 +158,8 @@ enum Keyed {
     Aes(Xts),
     /// Serpent-XTS on this crate's backends (boxed: two expanded keys, 1 KiB).
     Serpent(Box<serpent::SerpentXts>),
+    /// Camellia-XTS on this crate's backends (boxed: two expanded keys).
+    Camellia(Box<camellia::CamelliaXts>),
     /// XTS over a portable block cipher: the data key (K1) and the tweak key (K2).
     Generic {
         data: Box<dyn Block128>,
@@ -170,13 +176,16 @@ fn mul_alpha(t: &mut [u8; BLOCK]) {
     *t = shifted.to_le_bytes();
 }
 
+/// The backends a cascade's layers are asked to run on (tests and benchmarks); `None`:
+/// the selected one.
+#[derive(Debug, Clone, Copy, Default)]
+struct Backends {
+    serpent: Option<SerpentBackend>,
+    camellia: Option<CamelliaBackend>,
+}
+
 impl Keyed {
-    fn new(
-        layer: Layer,
-        k1: &[u8],
-        k2: &[u8],
-        serpent: Option<SerpentBackend>,
-    ) -> Result<Keyed, Error> {
+    fn new(layer: Layer, k1: &[u8], k2: &[u8], backends: Backends) -> Result<Keyed, Error> {
         if layer == Layer::Aes {
             let mut both = [0u8; 2 * LAYER_KEY];
             both[..LAYER_KEY].copy_from_slice(k1);
@@ -187,7 +196,16 @@ impl Keyed {
         }
         if layer == Layer::Serpent {
             return Ok(Keyed::Serpent(Box::new(serpent::SerpentXts::new(
-                k1, k2, serpent,
+                k1,
+                k2,
+                backends.serpent,
+            )?)));
+        }
+        if layer == Layer::Camellia {
+            return Ok(Keyed::Camellia(Box::new(camellia::CamelliaXts::new(
+                k1,
+                k2,
+                backends.camellia,
             )?)));
         }
         Ok(Keyed::Generic {
@@ -205,9 +223,16 @@ impl Keyed {
         unit_len: usize,
         buf: &mut [u8],
     ) -> Result<(), Error> {
-        if let Keyed::Serpent(xts) = self {
-            xts.apply(encrypt, first, unit_len, buf);
-            return Ok(());
+        match self {
+            Keyed::Serpent(xts) => {
+                xts.apply(encrypt, first, unit_len, buf);
+                return Ok(());
+            }
+            Keyed::Camellia(xts) => {
+                xts.apply(encrypt, first, unit_len, buf);
+                return Ok(());
+            }
+            Keyed::Aes(_) | Keyed::Generic { .. } => {}
         }
         for (i, unit) in buf.chunks_exact_mut(unit_len).enumerate() {
             self.apply_unit(encrypt, first.wrapping_add(i as u64), unit)?;
@@ -223,6 +248,10 @@ impl Keyed {
         match self {
             Keyed::Aes(xts) => xts.apply(encrypt, &t, unit),
             Keyed::Serpent(xts) => {
+                xts.apply(encrypt, number, unit.len(), unit);
+                Ok(())
+            }
+            Keyed::Camellia(xts) => {
                 xts.apply(encrypt, number, unit.len(), unit);
                 Ok(())
             }
@@ -283,7 +312,7 @@ impl Cascade {
     /// then their secondary keys ([`Cascade::key_len`] bytes). Refuses an empty cascade, a
     /// key of another length and (AES) equal halves.
     pub fn new(layers: &[Layer], key: &[u8]) -> Result<Cascade, Error> {
-        Cascade::build(layers, key, None)
+        Cascade::build(layers, key, Backends::default())
     }
 
     /// [`Cascade::new`] with the Serpent layers on a named backend, which must be usable
@@ -293,14 +322,28 @@ impl Cascade {
         key: &[u8],
         backend: SerpentBackend,
     ) -> Result<Cascade, Error> {
-        Cascade::build(layers, key, Some(backend))
+        let backends = Backends {
+            serpent: Some(backend),
+            ..Backends::default()
+        };
+        Cascade::build(layers, key, backends)
     }
 
-    fn build(
+    /// [`Cascade::new`] with the Camellia layers on a named backend, which must be usable
+    /// here (tests and benchmarks).
+    pub fn with_camellia_backend(
         layers: &[Layer],
         key: &[u8],
-        serpent: Option<SerpentBackend>,
+        backend: CamelliaBackend,
     ) -> Result<Cascade, Error> {
+        let backends = Backends {
+            camellia: Some(backend),
+            ..Backends::default()
+        };
+        Cascade::build(layers, key, backends)
+    }
+
+    fn build(layers: &[Layer], key: &[u8], backends: Backends) -> Result<Cascade, Error> {
         let n = layers.len();
         if n == 0 || key.len() != Cascade::key_len(layers) {
             return Err(Error::Key(KeyError::Length {
@@ -317,7 +360,7 @@ impl Cascade {
                 let at = i * LAYER_KEY..(i + 1) * LAYER_KEY;
                 Ok((
                     layer,
-                    Keyed::new(layer, &primary[at.clone()], &secondary[at], serpent)?,
+                    Keyed::new(layer, &primary[at.clone()], &secondary[at], backends)?,
                 ))
             })
             .collect::<Result<Vec<_>, Error>>()?;
@@ -333,6 +376,14 @@ impl Cascade {
     pub fn serpent_backend(&self) -> Option<SerpentBackend> {
         self.layers.iter().find_map(|(_, k)| match k {
             Keyed::Serpent(x) => Some(x.backend()),
+            _ => None,
+        })
+    }
+
+    /// The backend the Camellia layers run on; `None` without a Camellia layer.
+    pub fn camellia_backend(&self) -> Option<CamelliaBackend> {
+        self.layers.iter().find_map(|(_, k)| match k {
+            Keyed::Camellia(x) => Some(x.backend()),
             _ => None,
         })
     }
@@ -435,7 +486,7 @@ mod tests {
             data: Box::new(EcbBlock(crate::modes::Ecb::new(&key[..32]).unwrap())),
             tweak: Box::new(EcbBlock(crate::modes::Ecb::new(&key[32..]).unwrap())),
         };
-        let own = Keyed::new(Layer::Aes, &key[..32], &key[32..], None).unwrap();
+        let own = Keyed::new(Layer::Aes, &key[..32], &key[32..], Backends::default()).unwrap();
         // Units shorter and longer than one stretch of tweaks, with every remainder.
         for blocks in [1usize, 7, 31, 32, 33, 64, 65, 70] {
             let plain: Vec<u8> = (0..16 * blocks as u32).map(|i| (i * 7 + 3) as u8).collect();
@@ -462,7 +513,11 @@ mod tests {
         let usable = SerpentBackend::usable();
         assert!(usable.contains(&SerpentBackend::Soft));
         for b in usable {
-            let ours = Keyed::new(Layer::Serpent, &key[..32], &key[32..], Some(b)).unwrap();
+            let on = Backends {
+                serpent: Some(b),
+                ..Backends::default()
+            };
+            let ours = Keyed::new(Layer::Serpent, &key[..32], &key[32..], on).unwrap();
             for blocks in 1..=2 * 32 + 8 + 1 {
                 let unit = 16 * blocks;
                 let plain: Vec<u8> = (0..3 * unit as u32).map(|i| (i * 11 + 5) as u8).collect();

@@ -21,7 +21,9 @@
 //!
 //! VeraCrypt's and TrueCrypt's ciphers ([`cascade`]): XTS over any 128-bit block cipher
 //! (this crate's AES-XTS, its bitsliced Serpent on [`cascade::SerpentBackend`]s: portable,
-//! AVX2 and AVX-512, and the portable RustCrypto Twofish, Camellia and Kuznyechik) and cascades of such layers; and their PBKDF2 hashes ([`pbkdf`]: SHA-512,
+//! AVX2 and AVX-512, its byte-sliced Camellia on [`cascade::CamelliaBackend`]s: AVX-512 with
+//! GFNI, or the portable RustCrypto crate, and the portable RustCrypto Twofish and
+//! Kuznyechik) and cascades of such layers; and their PBKDF2 hashes ([`pbkdf`]: SHA-512,
 //! SHA-256, Whirlpool, RIPEMD-160, Streebog-512, BLAKE2s-256), here because this crate is
 //! always built optimised.
 //!
@@ -112,6 +114,7 @@ const SHARING: &[backend::Sharer] = &[
     backend::Sharer::of::<GostBackend>(),
     backend::Sharer::of::<mac::MacBackend>(),
     backend::Sharer::of::<cascade::SerpentBackend>(),
+    backend::Sharer::of::<cascade::CamelliaBackend>(),
 ];
 impl backend::Selectable for Backend {
     const SHARING: &'static [backend::Sharer] = SHARING;
@@ -128,6 +131,10 @@ impl backend::Selectable for mac::MacBackend {
 impl backend::Selectable for cascade::SerpentBackend {
     const SHARING: &'static [backend::Sharer] = SHARING;
     const WORKLOAD: backend::Workload<Self> = cascade::SERPENT_WORKLOAD;
+}
+impl backend::Selectable for cascade::CamelliaBackend {
+    const SHARING: &'static [backend::Sharer] = SHARING;
+    const WORKLOAD: backend::Workload<Self> = cascade::CAMELLIA_WORKLOAD;
 }
 
 /// AES (FIPS-197) with the modes storage uses: ECB, CBC, CTR (random access into the

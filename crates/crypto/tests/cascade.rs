@@ -5,7 +5,7 @@
 //! has no independent implementation installed here (Botan 2 lacks it, the kernel too):
 //! the VeraCrypt fixtures that use it (crates/volume/tests/tcrypt) check it instead.
 
-use sectorcrypt_crypto::cascade::{Cascade, Layer, SerpentBackend};
+use sectorcrypt_crypto::cascade::{CamelliaBackend, Cascade, Layer, SerpentBackend};
 use sha2::{Digest, Sha256};
 
 const UNIT: u64 = 0x12_3456_789a;
@@ -74,8 +74,22 @@ fn serpent_backends() -> Vec<SerpentBackend> {
     )
 }
 
-/// The Botan vectors through the selected backends, and again with the Serpent layers on
-/// every backend this CPU runs.
+/// Every Camellia backend this CPU runs, the portable one first; the others are printed as
+/// skipped with the feature the CPU lacks.
+fn camellia_backends() -> Vec<CamelliaBackend> {
+    let mut out = Vec::new();
+    for b in CamelliaBackend::ALL.into_iter().rev() {
+        match b.ensure_usable() {
+            Ok(()) => out.push(b),
+            Err(e) => eprintln!("camellia backend {b}: SKIPPED ({e})"),
+        }
+    }
+    assert_eq!(out.first(), Some(&CamelliaBackend::Soft));
+    out
+}
+
+/// The Botan vectors through the selected backends, and again with the Serpent and the
+/// Camellia layers on every backend this CPU runs.
 #[test]
 fn xts_layers_and_cascades_match_botan() {
     for &(name, digest, head) in VECTORS {
@@ -87,6 +101,13 @@ fn xts_layers_and_cascades_match_botan() {
                 let c = Cascade::with_serpent_backend(&l, &k, b).unwrap();
                 assert_eq!(c.serpent_backend(), Some(b));
                 cascades.push((format!("serpent on {b}"), c));
+            }
+        }
+        if l.contains(&Layer::Camellia) {
+            for b in camellia_backends() {
+                let c = Cascade::with_camellia_backend(&l, &k, b).unwrap();
+                assert_eq!(c.camellia_backend(), Some(b));
+                cascades.push((format!("camellia on {b}"), c));
             }
         }
         for (on, c) in cascades {

@@ -9,7 +9,7 @@
 use crate::failure::Failure;
 use sectorcrypt_bench::limit::{AesRate, Width};
 use sectorcrypt_crypto::aes::{self, Gcm, WidthChoice};
-use sectorcrypt_crypto::cascade::SerpentBackend;
+use sectorcrypt_crypto::cascade::{CamelliaBackend, SerpentBackend};
 use sectorcrypt_crypto::mac::MacBackend;
 use sectorcrypt_crypto::{cpu, Backend, GostBackend, Measurement};
 use serde_json::{json, Value};
@@ -50,6 +50,7 @@ pub fn run(json: bool) -> Result<(), Failure> {
     let (gost, m_gost) = GostBackend::selection()?;
     let (mac, m_mac) = MacBackend::selection()?;
     let (serpent, m_serpent) = SerpentBackend::selection()?;
+    let (camellia, m_camellia) = CamelliaBackend::selection()?;
     let families = vec![
         Family {
             what: "aes",
@@ -90,6 +91,14 @@ pub fn run(json: bool) -> Result<(), Failure> {
             backends: rows(SerpentBackend::ALL.map(|b| (b.name(), b.ensure_usable()))),
             chosen: serpent.to_string(),
             measured: m_serpent,
+        },
+        Family {
+            what: "camellia (the camellia layer of veracrypt cascades and camellia-xts)",
+            name: "camellia",
+            prefix: Some("camellia "),
+            backends: rows(CamelliaBackend::ALL.map(|b| (b.name(), b.ensure_usable()))),
+            chosen: camellia.to_string(),
+            measured: m_camellia,
         },
     ];
     let forced = forced.as_deref();

@@ -47,6 +47,10 @@ pub struct CpuFeatures {
     pub avx512vbmi: bool,
     /// The SHA extensions (SHA-1 and SHA-256 rounds and message schedule on xmm).
     pub sha: bool,
+    /// GFNI: affine transformations over GF(2^8) and its inversion on bytes
+    /// (`vgf2p8affineqb`, `vgf2p8affineinvqb`), as CPUID reports it; the register width
+    /// it runs on needs that width's OS state as well.
+    pub gfni: bool,
 }
 
 /// One of the features in [`CpuFeatures`], as the backends list what they need.
@@ -66,11 +70,12 @@ pub(crate) enum Feature {
     Avx512vl,
     Avx512vbmi,
     Sha,
+    Gfni,
 }
 
 impl Feature {
     /// Every feature, in the order of the reports.
-    const ALL: [Feature; 14] = [
+    const ALL: [Feature; 15] = [
         Feature::Sse41,
         Feature::Aes,
         Feature::Pclmulqdq,
@@ -85,6 +90,7 @@ impl Feature {
         Feature::Avx512vl,
         Feature::Avx512vbmi,
         Feature::Sha,
+        Feature::Gfni,
     ];
 
     /// The name in the reports (`sectorcrypt backends`, `bench`).
@@ -104,6 +110,7 @@ impl Feature {
             Feature::Avx512vl => "avx512vl",
             Feature::Avx512vbmi => "avx512vbmi",
             Feature::Sha => "sha",
+            Feature::Gfni => "gfni",
         }
     }
 
@@ -135,6 +142,7 @@ impl CpuFeatures {
             Feature::Avx512vl => self.avx512vl,
             Feature::Avx512vbmi => self.avx512vbmi,
             Feature::Sha => self.sha,
+            Feature::Gfni => self.gfni,
         }
     }
 

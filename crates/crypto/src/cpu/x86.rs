@@ -60,5 +60,6 @@ pub(super) fn detect() -> CpuFeatures {
         avx512vl: os_zmm && bit(l7.ebx, 31),
         avx512vbmi: os_zmm && bit(l7.ecx, 1),
         sha: sse41 && bit(l7.ebx, 29),
+        gfni: bit(l7.ecx, 8),
     }
 }
