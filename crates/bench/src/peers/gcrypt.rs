@@ -37,54 +37,84 @@ fn symbol(lib: *mut c_void, name: &CStr) -> Result<*mut c_void, String> {
     Ok(p)
 }
 
+/// The library's entry points and version, loaded once per process: libgcrypt's first
+/// `gcry_check_version` initialises it and must not run on two threads at once (tests
+/// opening two peers in parallel made `gcry_cipher_open` fail).
+struct Library {
+    open: Open,
+    setkey: SetKey,
+    setiv: SetKey,
+    encrypt: Crypt,
+    close: Close,
+    version: String,
+}
+
+/// The loaded library, or why it cannot be.
+fn library() -> Result<&'static Library, String> {
+    static LIBRARY_ONCE: std::sync::OnceLock<Result<Library, String>> = std::sync::OnceLock::new();
+    LIBRARY_ONCE
+        .get_or_init(load)
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
+fn load() -> Result<Library, String> {
+    // SAFETY: a C string path; the library stays loaded for the process's life.
+    let lib = unsafe { libc::dlopen(LIBRARY.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+    if lib.is_null() {
+        return Err("libgcrypt.so.20 not found".into());
+    }
+    // SAFETY: each symbol has the C signature gcrypt.h declares for it.
+    let (check, open, setkey, setiv, encrypt, close) = unsafe {
+        (
+            std::mem::transmute::<*mut c_void, CheckVersion>(symbol(lib, c"gcry_check_version")?),
+            std::mem::transmute::<*mut c_void, Open>(symbol(lib, c"gcry_cipher_open")?),
+            std::mem::transmute::<*mut c_void, SetKey>(symbol(lib, c"gcry_cipher_setkey")?),
+            std::mem::transmute::<*mut c_void, SetKey>(symbol(lib, c"gcry_cipher_setiv")?),
+            std::mem::transmute::<*mut c_void, Crypt>(symbol(lib, c"gcry_cipher_encrypt")?),
+            std::mem::transmute::<*mut c_void, Close>(symbol(lib, c"gcry_cipher_close")?),
+        )
+    };
+    // SAFETY: a null argument asks for the version without a check and initialises the
+    // library (once: `library` runs this on one thread); the result is a static C string.
+    let version = unsafe {
+        let v = check(std::ptr::null());
+        if v.is_null() {
+            return Err("libgcrypt: no version".into());
+        }
+        CStr::from_ptr(v).to_string_lossy().into_owned()
+    };
+    Ok(Library {
+        open,
+        setkey,
+        setiv,
+        encrypt,
+        close,
+        version,
+    })
+}
+
 impl Gcrypt {
     /// Opens `algo` in `mode` under `key`.
     pub(crate) fn open(algo: c_int, mode: c_int, key: &[u8]) -> Result<Gcrypt, String> {
-        // SAFETY: a C string path; the library stays loaded for the process's life.
-        let lib = unsafe { libc::dlopen(LIBRARY.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
-        if lib.is_null() {
-            return Err("libgcrypt.so.20 not found".into());
-        }
-        // SAFETY: each symbol has the C signature gcrypt.h declares for it.
-        let (check, open, setkey, setiv, encrypt, close) = unsafe {
-            (
-                std::mem::transmute::<*mut c_void, CheckVersion>(symbol(
-                    lib,
-                    c"gcry_check_version",
-                )?),
-                std::mem::transmute::<*mut c_void, Open>(symbol(lib, c"gcry_cipher_open")?),
-                std::mem::transmute::<*mut c_void, SetKey>(symbol(lib, c"gcry_cipher_setkey")?),
-                std::mem::transmute::<*mut c_void, SetKey>(symbol(lib, c"gcry_cipher_setiv")?),
-                std::mem::transmute::<*mut c_void, Crypt>(symbol(lib, c"gcry_cipher_encrypt")?),
-                std::mem::transmute::<*mut c_void, Close>(symbol(lib, c"gcry_cipher_close")?),
-            )
-        };
-        // SAFETY: a null argument asks for the version without a check and initialises
-        // the library; the result is a static C string.
-        let version = unsafe {
-            let v = check(std::ptr::null());
-            if v.is_null() {
-                return Err("libgcrypt: no version".into());
-            }
-            CStr::from_ptr(v).to_string_lossy().into_owned()
-        };
+        let lib = library()?;
         let mut handle = std::ptr::null_mut();
         // SAFETY: `handle` is a valid out-pointer; the key slice is valid for its length.
         unsafe {
-            if open(&mut handle, algo, mode, 0) != 0 || handle.is_null() {
+            if (lib.open)(&mut handle, algo, mode, 0) != 0 || handle.is_null() {
                 return Err("libgcrypt: gcry_cipher_open failed".into());
             }
-            if setkey(handle, key.as_ptr().cast(), key.len()) != 0 {
-                close(handle);
+            if (lib.setkey)(handle, key.as_ptr().cast(), key.len()) != 0 {
+                (lib.close)(handle);
                 return Err("libgcrypt: gcry_cipher_setkey failed".into());
             }
         }
         Ok(Gcrypt {
             handle,
-            setiv,
-            encrypt,
-            close,
-            version,
+            setiv: lib.setiv,
+            encrypt: lib.encrypt,
+            close: lib.close,
+            version: lib.version.clone(),
         })
     }
 
