@@ -116,6 +116,12 @@ impl Case {
     /// OpenSSL, the cipher and sector size of the metadata); and that no reencryption is
     /// left in the metadata.
     fn verify(&self, what: &str) {
+        self.verify_moved(what, 0)
+    }
+
+    /// [`Case::verify`] after a re-key that moved the data `shift` bytes on: the data
+    /// starts `shift` bytes later and holds the plaintext's first `DATA - shift` bytes.
+    fn verify_moved(&self, what: &str, shift: usize) {
         let json = self.json();
         assert!(
             json["config"].get("requirements").is_none(),
@@ -125,8 +131,12 @@ impl Case {
         let segs = json["segments"].as_object().unwrap();
         assert_eq!(segs.len(), 1, "{what}: segments {segs:?}");
         let seg = &segs["0"];
+        let len = DATA - shift;
         let read = ok_bytes(sc(&["read", s(&self.img), "--key-file", s(&self.key)], b""));
-        assert!(read == self.plain, "{what}: sectorcrypt reads other data");
+        assert!(
+            read == self.plain[..len],
+            "{what}: sectorcrypt reads other data"
+        );
         let vk = self.dir.path().join("vk");
         let _ = std::fs::remove_file(&vk);
         run(&mut self.cryptsetup(&["luksDump", "--dump-volume-key", "--volume-key-file", s(&vk)]));
@@ -134,17 +144,18 @@ impl Case {
         let offset: usize = seg["offset"].as_str().unwrap().parse().unwrap();
         let sector = seg["sector_size"].as_u64().unwrap() as usize;
         let stored = std::fs::read(&self.img).unwrap();
+        assert_eq!(offset + len, stored.len(), "{what}: data offset {offset}");
         let plain = dm_crypt(
             seg["encryption"].as_str().unwrap(),
             &key,
             sector,
             (sector / 512) as u64,
             0,
-            &stored[offset..offset + DATA],
+            &stored[offset..],
             Mode::Decrypt,
         );
         assert!(
-            plain == self.plain,
+            plain == self.plain[..len],
             "{what}: dm-crypt's formula reads other data"
         );
     }
@@ -388,6 +399,346 @@ fn sectorcrypt_killed_at_writes_is_recovered_by_both_tools() {
     }
     assert!(cases > 10, "only {cases} cases");
     eprintln!("reencrypt: {cases} kills at a write, each recovered by both tools");
+}
+
+/// The data shift of the re-key tests that move the data (`--reduce-device-size`): the
+/// data area keeps two thirds.
+const MOVE: &str = "4M";
+const MOVED: usize = 4 << 20;
+
+impl Case {
+    fn requirements_left(&self) -> bool {
+        self.json()["config"].get("requirements").is_some()
+    }
+
+    /// How far the data moved from cryptsetup's 16 MiB offset (the one segment left).
+    fn moved(&self) -> usize {
+        let json = self.json();
+        let offset: usize = json["segments"]["0"]["offset"]
+            .as_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        offset - (16 << 20)
+    }
+
+    /// Recovers `self` with sectorcrypt (repair, then reencrypt) and a copy with
+    /// cryptsetup (repair, then reencrypt --resume-only) after a kill during a re-key that
+    /// moves the data, and checks both: moved and re-keyed, or (killed before the
+    /// metadata) as it was. `true` when the state is one cryptsetup recovers wrongly and
+    /// sectorcrypt recovered the copy as well.
+    fn recover_moved_with_both(&self, what: &str) -> bool {
+        let other = self.copy("cs.img");
+        ok(sc(
+            &["repair", s(&self.img), "--key-file", s(&self.key)],
+            b"",
+        ));
+        if self.requirements_left() {
+            ok(self.reencrypt(&[]));
+        }
+        self.verify_moved(&format!("{what}, sectorcrypt recovered"), self.moved());
+        let json = other.json();
+        let segs = json["segments"].as_object().unwrap();
+        let first_hot = segs.values().any(|s| {
+            s["flags"] == serde_json::json!(["in-reencryption"])
+                && s["offset"]
+                    == segs
+                        .values()
+                        .find(|b| b["flags"] == serde_json::json!(["backup-final"]))
+                        .unwrap()["offset"]
+        });
+        if first_hot {
+            // The last hotzone (the data's first bytes) in flight: cryptsetup 2.6.1's
+            // repair reads its old data from the moved segment a data-shift encryption
+            // has, which a re-key has not (device offset 0: the header), and writes
+            // garbage over the data's start. sectorcrypt recovers that copy too.
+            ok(sc(
+                &["repair", s(&other.img), "--key-file", s(&other.key)],
+                b"",
+            ));
+            ok(other.reencrypt(&[]));
+            other.verify_moved(
+                &format!("{what} (last hotzone), sectorcrypt recovered"),
+                MOVED,
+            );
+            return true;
+        }
+        run(&mut other.cryptsetup(&["repair"]));
+        if other.requirements_left() {
+            run(&mut cs_reencrypt(&other, &["--resume-only"]));
+        }
+        other.verify_moved(&format!("{what}, cryptsetup recovered"), other.moved());
+        false
+    }
+}
+
+/// The parts of a re-key's metadata that are not random (salts, digests, keyslot
+/// material), to compare the two tools' inits.
+fn rekey_shape(json: &Value) -> Value {
+    let keyslots = json["keyslots"].as_object().unwrap();
+    let mut reenc = keyslots
+        .values()
+        .find(|k| k["type"] == "reencrypt")
+        .unwrap()
+        .clone();
+    reenc.as_object_mut().unwrap().remove("priority");
+    let areas: Vec<&Value> = keyslots.values().map(|k| &k["area"]).collect();
+    let lists: Vec<(Value, Value)> = json["digests"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|d| (d["keyslots"].clone(), d["segments"].clone()))
+        .collect();
+    serde_json::json!({
+        "segments": json["segments"],
+        "reencrypt": reenc,
+        "config": json["config"],
+        "digests": format!("{lists:?}"),
+        "areas": areas,
+    })
+}
+
+/// A re-key with `--reduce-device-size` (cryptsetup's way to grow the header): the data
+/// moves on by the shift from the end backward, and either tool resumes the other's.
+#[test]
+fn rekey_moving_the_data_both_ways() {
+    require!("cryptsetup", "strace");
+    // sectorcrypt alone, in 1 MiB hotzones; the old ciphertext left before the new data
+    // offset is wiped; the keyslots area grows to the data.
+    let c = Case::new(false, &[]);
+    let old_key = c.volume_key();
+    let old = std::fs::read(&c.img).unwrap();
+    let out = ok(c.reencrypt(&["--reduce-device-size", MOVE, "--hotzone-size", "1M"]));
+    assert!(out.contains("re-encrypted"), "{out}");
+    c.verify_moved("sectorcrypt, --reduce-device-size", MOVED);
+    assert_ne!(c.volume_key(), old_key, "the volume key is the old one");
+    let stored = std::fs::read(&c.img).unwrap();
+    let start = 16 << 20;
+    assert!(
+        stored[start..start + MOVED]
+            .chunks(4096)
+            .zip(old[start..start + MOVED].chunks(4096))
+            .all(|(a, b)| a != b),
+        "old ciphertext left before the new data offset"
+    );
+    let json = c.json();
+    let keyslots_size: usize = json["config"]["keyslots_size"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let json_size: usize = json["config"]["json_size"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(keyslots_size, start + MOVED - 2 * (json_size + 4096));
+
+    // Both tools' inits write the same metadata; each resumes the other's.
+    let (mine, theirs) = (Case::new(false, &[]), Case::new(false, &[]));
+    ok(mine.reencrypt(&["--init-only", "--reduce-device-size", MOVE]));
+    run(&mut cs_reencrypt(
+        &theirs,
+        &["--init-only", "--reduce-device-size", MOVE],
+    ));
+    assert_eq!(rekey_shape(&mine.json()), rekey_shape(&theirs.json()));
+    run(&mut cs_reencrypt(&mine, &["--resume-only"]));
+    mine.verify_moved("sectorcrypt's init, cryptsetup resumed", MOVED);
+    ok(theirs.reencrypt(&["--resume-only"]));
+    theirs.verify_moved("cryptsetup's init, sectorcrypt resumed", MOVED);
+    // The two ends agree on the grown keyslots area.
+    assert_eq!(mine.json()["config"], theirs.json()["config"]);
+
+    // Stopped cleanly in a later hotzone, resumed by the other tool.
+    let c = Case::new(false, &[]);
+    let cmd = sc_reencrypt_cmd(&c, &["--reduce-device-size", MOVE, "--hotzone-size", "1M"]);
+    let out = run(&mut under_strace("fdatasync", "SIGINT", 8, &cmd));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("stopped at") && !text.contains("stopped at 0 "),
+        "{text}"
+    );
+    run(&mut cs_reencrypt(&c, &["--resume-only"]));
+    c.verify_moved("sectorcrypt stopped by SIGINT, cryptsetup resumed", MOVED);
+    let c = Case::new(true, &[]);
+    run(&mut cs_reencrypt(
+        &c,
+        &["--init-only", "--reduce-device-size", MOVE],
+    ));
+    let cmd = cs_reencrypt(&c, &["--resume-only", "--hotzone-size", "1M"]);
+    // cryptsetup's hotzones are the shift here (two): stopped at the first one's data
+    // sync, it ends that hotzone and stops.
+    let out = under_strace("fdatasync", "SIGINT", 1, &cmd)
+        .output()
+        .unwrap();
+    assert!(c.requirements_left(), "cryptsetup was not stopped: {out:?}");
+    ok(c.reencrypt(&[]));
+    c.verify_moved("cryptsetup stopped by SIGINT, sectorcrypt resumed", MOVED);
+}
+
+#[test]
+fn rekey_moving_the_data_killed_anywhere_is_recovered_by_both_tools() {
+    require!("cryptsetup", "strace");
+    let (mut kills, mut cs_wrong) = (0, 0);
+    for n in 1.. {
+        let c = Case::new(false, &[]);
+        let cmd = sc_reencrypt_cmd(&c, &["--reduce-device-size", MOVE, "--hotzone-size", "1M"]);
+        let out = under_strace("fdatasync", "SIGKILL", n, &cmd)
+            .output()
+            .unwrap();
+        if out.status.success() {
+            assert!(n > 10, "only {} syncs", n - 1);
+            break;
+        }
+        if c.recover_moved_with_both(&format!("sectorcrypt killed at fdatasync {n}")) {
+            cs_wrong += 1;
+        }
+        kills += 1;
+    }
+    let mut theirs = 0;
+    for syscall in ["fdatasync", "fsync"] {
+        for n in 1.. {
+            let c = Case::new(true, &[]);
+            run(&mut cs_reencrypt(
+                &c,
+                &["--init-only", "--reduce-device-size", MOVE],
+            ));
+            let cmd = cs_reencrypt(&c, &["--resume-only", "--hotzone-size", "1M"]);
+            let out = under_strace(syscall, "SIGKILL", n, &cmd).output().unwrap();
+            if out.status.success() {
+                break;
+            }
+            let what = format!("cryptsetup killed at {syscall} {n}");
+            ok(sc(&["repair", s(&c.img), "--key-file", s(&c.key)], b""));
+            if c.requirements_left() {
+                ok(c.reencrypt(&[]));
+            }
+            c.verify_moved(&format!("{what}, sectorcrypt recovered"), MOVED);
+            theirs += 1;
+        }
+    }
+    assert!(theirs >= 4, "{theirs}");
+    eprintln!(
+        "reencrypt --reduce-device-size: {kills} kills of sectorcrypt recovered by both \
+         tools ({cs_wrong} in the last hotzone by sectorcrypt alone: cryptsetup's repair \
+         reads the wrong place), {theirs} of cryptsetup recovered by sectorcrypt"
+    );
+}
+
+/// What a re-key that moves the data refuses, before anything is written.
+#[test]
+fn rekey_moving_the_data_refusals_leave_the_image_as_it_was() {
+    require!("cryptsetup");
+    let c = Case::new(false, &[]);
+    let before = std::fs::read(&c.img).unwrap();
+    let cases: [(&[&str], &str); 4] = [
+        (&["--reduce-device-size", "3000"], "multiple of 4096"),
+        (&["--reduce-device-size", "8M"], "at least"),
+        (
+            &["--reduce-device-size", MOVE, "--resilience", "journal"],
+            "give no --resilience",
+        ),
+        (
+            &["--reduce-device-size", MOVE, "--decrypt", "--header", "h"],
+            "cannot be used with",
+        ),
+    ];
+    for (args, says) in cases {
+        let out = c.reencrypt(args);
+        assert_eq!(code(&out), 2, "{args:?}: {out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{args:?}: wanted {says:?} in: {err}");
+        assert!(
+            std::fs::read(&c.img).unwrap() == before,
+            "{args:?}: the image changed"
+        );
+    }
+    // In progress: resumed as it started, offline only.
+    ok(c.reencrypt(&["--init-only", "--reduce-device-size", MOVE]));
+    let before = std::fs::read(&c.img).unwrap();
+    let out = c.reencrypt(&["--reduce-device-size", "8M"]);
+    assert_eq!(code(&out), 2, "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("in progress"),
+        "{out:?}"
+    );
+    let sock = c.dir.path().join("nbd.sock");
+    let args = [
+        "serve",
+        s(&c.img),
+        "--key-file",
+        s(&c.key),
+        "--socket",
+        s(&sock),
+        "--reencrypt",
+    ];
+    let out = sc(&args, b"");
+    assert_ne!(code(&out), 0, "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("run it offline"),
+        "{out:?}"
+    );
+    assert!(
+        std::fs::read(&c.img).unwrap() == before,
+        "the image changed"
+    );
+    ok(c.reencrypt(&[]));
+    c.verify_moved("resumed after the refusals", MOVED);
+}
+
+/// Hostile metadata of a re-key that moves the data: a changed shift (bound by the
+/// reencryption digest) and a hotzone in flight longer than the shift (whose old data a
+/// recovery would read from bytes already written over) are refused; nothing is written.
+#[test]
+fn rekey_moving_the_data_with_hostile_metadata_is_refused() {
+    require!("cryptsetup");
+    type Edit = fn(&mut Value);
+    let edits: [(&str, Edit, &str); 2] = [
+        (
+            "another shift",
+            |j| {
+                let slot = j["keyslots"]
+                    .as_object_mut()
+                    .unwrap()
+                    .values_mut()
+                    .find(|k| k["type"] == "reencrypt")
+                    .unwrap();
+                slot["area"]["shift_size"] = "8388608".into();
+            },
+            "digest",
+        ),
+        (
+            "a hotzone longer than the shift",
+            |j| {
+                j["segments"]["0"] = serde_json::json!({"type": "crypt",
+                    "offset": "20971520", "size": "8388608", "iv_tweak": "0",
+                    "encryption": "aes-xts-plain64", "sector_size": 4096,
+                    "flags": ["in-reencryption"]});
+            },
+            "longer than the data shift",
+        ),
+    ];
+    for (what, edit, says) in edits {
+        let c = Case::new(false, &[]);
+        ok(c.reencrypt(&["--init-only", "--reduce-device-size", MOVE]));
+        luks2_cases::edit_copies(&c.img, edit);
+        let before = std::fs::read(&c.img).unwrap();
+        for verb in ["repair", "reencrypt"] {
+            let out = sc(&[verb, s(&c.img), "--key-file", s(&c.key)], b"");
+            assert_ne!(code(&out), 0, "{what}: {verb}: {out:?}");
+            let err = String::from_utf8_lossy(&out.stderr);
+            if verb == "repair" {
+                assert!(
+                    err.contains(says),
+                    "{what}: {verb}: wanted {says:?} in {err}"
+                );
+            }
+            assert!(
+                std::fs::read(&c.img).unwrap() == before,
+                "{what}: {verb} wrote"
+            );
+        }
+    }
 }
 
 #[test]

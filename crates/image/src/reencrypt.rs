@@ -49,6 +49,12 @@ pub struct ReencryptOptions {
     /// Decrypt the volume for good instead of re-keying it (cryptsetup's `--decrypt`;
     /// a detached header whose data starts at offset 0).
     pub decrypt: bool,
+    /// A re-key that moves the data this many bytes toward the end (cryptsetup's
+    /// `reencrypt --reduce-device-size`): the data area's last bytes must be free, the
+    /// volume holds that many bytes less, the keyslots area grows by as many. Its
+    /// resilience is `datashift`: each hotzone's old data stays where it was until the
+    /// hotzone is done.
+    pub reduce_device_size: Option<u64>,
     /// Threads of the data passes (0: one per core).
     pub threads: usize,
 }
@@ -144,6 +150,12 @@ pub fn run(
             ))
         }
         State::None if o.decrypt => {
+            if o.reduce_device_size.is_some() {
+                return Err(Error::invalid(
+                    "a decryption in place takes no --reduce-device-size (to move the data \
+                     over the header, give --header NEW)",
+                ));
+            }
             if o.cipher.is_some() || o.key_bytes.is_some() || o.sector_size.is_some() {
                 return Err(Error::invalid(
                     "a decryption takes no cipher, key size or sector size",
@@ -153,11 +165,21 @@ pub fn run(
             h.decrypt_init(at, passphrase, resilience, o.key_slot)?
         }
         State::None => {
+            let resilience = match (o.reduce_device_size, resilience) {
+                (Some(_), Some(_)) => {
+                    return Err(Error::invalid(
+                        "a re-key with --reduce-device-size protects its hotzones by the data \
+                         shift (resilience datashift): give no --resilience",
+                    ))
+                }
+                (Some(shift), None) => Resilience::DataShift(shift),
+                (None, r) => r.unwrap_or(Resilience::Checksum(hash(o)?)),
+            };
             let init = InitOptions {
                 cipher: o.cipher.as_deref(),
                 key_bytes: o.key_bytes,
                 sector_size: o.sector_size,
-                resilience: resilience.unwrap_or(Resilience::Checksum(hash(o)?)),
+                resilience,
                 kdf: o.kdf.as_ref(),
                 key_slot: o.key_slot,
             };
@@ -171,11 +193,18 @@ pub fn run(
             )))
         }
         State::Clean if h.reencrypt_finish_done(at)? => return Ok(Outcome::Finished),
+        State::Clean if h.reencrypt_finish_without_old_key(at, passphrase)? => {
+            return Ok(Outcome::Finished)
+        }
         State::Clean => {
-            if o.cipher.is_some() || o.key_bytes.is_some() || o.sector_size.is_some() {
+            if o.cipher.is_some()
+                || o.key_bytes.is_some()
+                || o.sector_size.is_some()
+                || o.reduce_device_size.is_some()
+            {
                 return Err(Error::invalid(
-                    "a re-encryption is in progress: it is resumed with the cipher, key size \
-                     and sector size it started with (give none of them)",
+                    "a re-encryption is in progress: it is resumed with the cipher, key size, \
+                     sector size and data shift it started with (give none of them)",
                 ));
             }
             h.reencrypt_keys(at.header(), passphrase)?
@@ -281,6 +310,12 @@ pub fn online(
     o: &ReencryptOptions,
     engine: EngineOptions,
 ) -> Result<(Volume, Online)> {
+    if o.reduce_device_size.is_some() {
+        return Err(Error::unsupported(
+            "serving a volume while its data is moved (--reduce-device-size): run the \
+             re-key offline (sectorcrypt reencrypt)",
+        ));
+    }
     if o.resilience.as_deref() == Some("none") {
         // Refused before anything is opened (the run would refuse it too, once served).
         return Err(Error::unsupported(

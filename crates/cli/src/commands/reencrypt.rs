@@ -70,6 +70,11 @@ pub fn reencrypt(a: ReencryptArgs) -> Result<(), Failure> {
     };
     // After --encrypt's header, the run resumes what it set up.
     let fresh = !a.encrypt;
+    // Without --encrypt, --reduce-device-size moves the data of a re-key.
+    let reduce_device_size = match &a.reduce_device_size {
+        Some(s) if fresh => Some(parse_size(s)?),
+        _ => None,
+    };
     let o = ReencryptOptions {
         cipher: a.cipher.clone().filter(|_| fresh),
         key_bytes: key_bytes.filter(|_| fresh),
@@ -79,7 +84,8 @@ pub fn reencrypt(a: ReencryptArgs) -> Result<(), Failure> {
         resilience: a
             .resilience
             .clone()
-            .filter(|_| a.reduce_device_size.is_none() && moving_decrypt.is_none()),
+            .filter(|_| !a.encrypt && moving_decrypt.is_none()),
+        reduce_device_size,
         resilience_hash: a.resilience_hash.clone(),
         hotzone,
         kdf: Some(kdf),

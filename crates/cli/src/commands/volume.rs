@@ -397,6 +397,10 @@ pub fn repair(a: RepairArgs) -> Result<(), Failure> {
                 "the re-encryption interrupted inside a hotzone was recovered; resume it \
                  with `sectorcrypt reencrypt` (or cryptsetup reencrypt --resume-only)"
             }
+            Some(reencrypt::Repaired::Ended) => {
+                "the re-encryption had done all its data and its old keyslot was wiped (an \
+                 end interrupted): it is ended under the new key"
+            }
         };
         println!("{name}: {what}");
     }

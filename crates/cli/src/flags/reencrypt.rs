@@ -35,15 +35,17 @@ pub struct ReencryptArgs {
     /// goes into IMAGE and the data moves to make room. The default sector size is 512.
     #[arg(long, conflicts_with = "decrypt")]
     pub encrypt: bool,
-    /// With --encrypt and no --header: the bytes at IMAGE's end that are free (shrink the
-    /// file system on it by at least this much first), at most 1G. Half of it becomes the
-    /// LUKS2 header at IMAGE's start (so 32M for cryptsetup's default 16 MiB header); the
-    /// data moves that far on as it is encrypted; the volume holds SIZE bytes less.
+    /// The bytes at the end of the data that are free (shrink the file system on it by at
+    /// least this much first), at most 1G. With --encrypt (and no --header): half of it
+    /// becomes the LUKS2 header at IMAGE's start (so 32M for cryptsetup's default 16 MiB
+    /// header) and the data moves that far on as it is encrypted; the volume holds SIZE
+    /// bytes less. In a re-key: the data moves SIZE bytes on as it is re-encrypted (from
+    /// the end backward, resilience datashift) and the keyslots area grows by SIZE (room
+    /// for a larger header); the volume holds SIZE bytes less.
     #[arg(
         long,
         value_name = "SIZE",
-        requires = "encrypt",
-        conflicts_with = "header"
+        conflicts_with_all = ["header", "decrypt"]
     )]
     pub reduce_device_size: Option<String>,
     /// Decrypt the volume for good, in place, with --header: a detached header whose data
@@ -105,12 +107,15 @@ Serving a volume while it is re-keyed: `sectorcrypt serve --reencrypt`. An encry
 decryption with a detached header runs online too: --init-only here, then `sectorcrypt serve
 IMAGE --header HDR --reencrypt` (the data-moving runs stay offline).
 
-Not yet: a re-key that moves the data.
+A re-key with --reduce-device-size SIZE moves the data SIZE bytes on (the data's last SIZE
+bytes must be free) and grows the keyslots area by as much, as cryptsetup's does; it runs
+offline.
 
 Examples:
   sectorcrypt reencrypt disk.img --key-file pass
   sectorcrypt reencrypt disk.img --cipher aes-cbc-essiv:sha256 --key-size 256 --progress json
   sectorcrypt reencrypt disk.img --init-only; sectorcrypt reencrypt disk.img --resume-only
+  sectorcrypt reencrypt disk.img --reduce-device-size 16M    (the keyslots area grows by 16M)
   sectorcrypt reencrypt --encrypt --header disk.hdr plain.img
   sectorcrypt reencrypt --encrypt --reduce-device-size 32M plain.img
   sectorcrypt reencrypt --decrypt --header disk.hdr disk.img

@@ -14,11 +14,13 @@
 //! (u32 BE). Strings are raw bytes of at most 64. The digest is the usual `pbkdf2` digest
 //! of that input, listed with the reencrypt keyslot and no segment.
 //!
-//! The runs are in the submodules: `rekey` (re-key, encryption with a detached header,
-//! decryption; the hotzone loop, recovery and the end), `shift` (encryption that moves
-//! the data, `--reduce-device-size`), `segments` (the segment layouts of a run),
-//! `online` (a run beside an engine serving the volume), `repair`. Opening a volume in
-//! this state is refused (`Luks2::check_supported` says what to run next).
+//! The runs are in the submodules: `rekey` (re-key, also moving the data with
+//! `--reduce-device-size`, encryption with a detached header, decryption; the hotzone
+//! loop, recovery and the end), `shift` (encryption that moves the data,
+//! `--reduce-device-size`, and decryption that moves it), `segments` (the segment
+//! layouts of a run), `online` (a run beside an engine serving the volume), `repair`.
+//! Opening a volume in this state is refused (`Luks2::check_supported` says what to run
+//! next).
 
 mod line;
 mod online;
@@ -134,6 +136,13 @@ impl Plan {
         self.mode == "encrypt" && self.direction == "backward" && self.resilience == "datashift"
     }
 
+    /// Whether this is a re-key that moves the data toward the end (cryptsetup's
+    /// `reencrypt --reduce-device-size` of a volume: mode `reencrypt`, backward,
+    /// resilience `datashift`): the new layout starts `shift` bytes after the old one.
+    pub fn is_shift_rekey(&self) -> bool {
+        self.mode == "reencrypt" && self.direction == "backward" && self.resilience == "datashift"
+    }
+
     /// Whether this is a decryption that moves the data over the header (cryptsetup's
     /// `--decrypt --header NEW` of a volume whose header is in the image:
     /// `online-reencrypt-v3`, forward, `datashift-checksum` or `datashift-journal`).
@@ -204,9 +213,11 @@ pub struct Span {
     pub key: KeyOf,
 }
 
-/// The regular segments in order of offset, each with its key: where the progress line
-/// is. Refuses a segment that belongs to neither layout, overlapping or non-adjacent
-/// segments, and a `dynamic` one before the last.
+/// The regular segments in order of the data they hold, each with its key: where the
+/// progress line is. Refuses a segment that belongs to neither layout, overlapping or
+/// non-adjacent segments, and a `dynamic` one before the last. In a re-key that moves the
+/// data the old layout's segments lie the shift before the data they hold in the new one:
+/// they are placed (and checked for adjacency) where the new layout holds their data.
 pub fn layout(json: &Value) -> Result<Vec<Span>> {
     let digest_of = |flag| -> Result<Option<String>> {
         match flagged_segment(json, flag)? {
@@ -256,20 +267,36 @@ pub fn layout(json: &Value) -> Result<Vec<Span>> {
             key,
         });
     }
-    spans.sort_by_key(|s| s.offset);
-    for pair in spans.windows(2) {
-        let end = pair[0]
+    let moved = match plan(json) {
+        Ok(p) if p.is_shift_rekey() => p.shift.unwrap_or(0),
+        _ => 0,
+    };
+    let place = |s: &Span| -> Result<u64> {
+        match s.key {
+            KeyOf::Old => s.offset.checked_add(moved),
+            _ => Some(s.offset),
+        }
+        .ok_or_else(|| corrupt("json: a segment offset out of range"))
+    };
+    let mut placed = spans
+        .into_iter()
+        .map(|s| Ok((place(&s)?, s)))
+        .collect::<Result<Vec<_>>>()?;
+    placed.sort_by_key(|(at, _)| *at);
+    for pair in placed.windows(2) {
+        let ((at, first), (next, _)) = (&pair[0], &pair[1]);
+        let end = first
             .size
-            .and_then(|n| pair[0].offset.checked_add(n))
+            .and_then(|n| at.checked_add(n))
             .ok_or_else(|| corrupt("json: a dynamic or oversized segment before the last"))?;
-        if end != pair[1].offset {
+        if end != *next {
             return Err(corrupt(format!(
                 "json: segments at {} and {} are not adjacent",
-                pair[0].offset, pair[1].offset
+                at, next
             )));
         }
     }
-    Ok(spans)
+    Ok(placed.into_iter().map(|(_, s)| s).collect())
 }
 
 /// The id of the one `reencrypt` keyslot and its JSON.

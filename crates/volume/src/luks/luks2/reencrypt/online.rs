@@ -203,6 +203,12 @@ impl super::super::Luks2 {
     ) -> Result<(crate::engine::Volume, std::sync::Arc<Line>)> {
         let engine = self.rekey_state(data, keys)?;
         let p = self.rekey_state(data, keys)?;
+        if p.source != p.offset {
+            return Err(Error::unsupported(
+                "serving a volume while its data is moved (a re-key with \
+                 --reduce-device-size): run it offline (sectorcrypt reencrypt)",
+            ));
+        }
         let (offset, total) = (p.offset, p.total);
         let line = std::sync::Arc::new(Line::new(p.done));
         let layouts = (p.old.layout(offset, total)?, p.new.layout(offset, total)?);

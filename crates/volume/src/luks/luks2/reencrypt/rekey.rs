@@ -1,7 +1,10 @@
 //! Re-keying a LUKS2 volume in place (cryptsetup's `reencrypt` mode, forward): a new
 //! volume key, and the same or another cipher, key size and sector size, hotzone by
 //! hotzone, with cryptsetup's metadata and order of writes, so that either tool resumes
-//! or recovers what the other left.
+//! or recovers what the other left. A re-key that moves the data (`--reduce-device-size`,
+//! [`Resilience::DataShift`]) runs backward with hotzones no longer than the shift, each
+//! read at the old data offset and written at the new one; its end also wipes the old
+//! ciphertext left before the new data offset.
 //!
 //! - **Init** ([`Luks2::reencrypt_init`]): each keyslot the passphrase opens gets a twin
 //!   holding the new key (material written and synced first); then one header write adds
@@ -61,6 +64,9 @@ const MAX_HOTZONE: u64 = 1 << 30;
 const CHUNK: u64 = 512 << 10;
 /// The block size of a file system or device: the least alignment of a hotzone.
 pub(super) const BLOCK: u64 = 4096;
+/// The area of a `datashift` reencrypt keyslot (cryptsetup's: one 4096-byte unit; nothing
+/// is stored in it).
+const SHIFT_AREA: u64 = 4096;
 
 /// How a hotzone is protected against a crash while it is rewritten.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,6 +77,10 @@ pub enum Resilience {
     Checksum(HashAlg),
     /// A copy of the old data.
     Journal,
+    /// Nothing is stored: the data moves this many bytes toward the end as it is
+    /// re-keyed (cryptsetup's `reencrypt --reduce-device-size`), so the old data of a
+    /// hotzone (never longer than the shift) is still where it was after a crash.
+    DataShift(u64),
 }
 
 impl Resilience {
@@ -81,9 +91,12 @@ impl Resilience {
             "none" => Ok(Resilience::None),
             "checksum" => Ok(Resilience::Checksum(hash)),
             "journal" => Ok(Resilience::Journal),
-            "datashift" | "datashift-checksum" | "datashift-journal" => Err(Error::unsupported(
-                format!("resilience {name:?}: sectorcrypt does not move data yet"),
-            )),
+            "datashift" | "datashift-checksum" | "datashift-journal" => {
+                Err(Error::invalid(format!(
+                    "resilience {name:?} comes with a data shift: give --reduce-device-size \
+                     (a re-key or an encryption), or --decrypt with a new --header"
+                )))
+            }
             other => Err(Error::invalid(format!(
                 "resilience {other:?}: choose none, checksum or journal"
             ))),
@@ -95,6 +108,7 @@ impl Resilience {
             Resilience::None => "none",
             Resilience::Checksum(_) => "checksum",
             Resilience::Journal => "journal",
+            Resilience::DataShift(_) => "datashift",
         }
     }
 }
@@ -240,7 +254,10 @@ impl Luks2 {
                 "sector size {sector_size}: LUKS2 takes 512, 1024, 2048 or 4096"
             )));
         }
-        let total = data_length(data, seg.offset, seg.size)?;
+        let mut total = data_length(data, seg.offset, seg.size)?;
+        if let Resilience::DataShift(shift) = o.resilience {
+            total = shifted_total(total, shift, &seg, sector_size)?;
+        }
         if total % sector_size as u64 != 0 || total == 0 {
             return Err(Error::invalid(format!(
                 "the data area has {total} bytes, not a whole number of {sector_size}-byte \
@@ -329,11 +346,18 @@ impl Luks2 {
             .into_iter()
             .max()
             .expect("three");
-        let reenc_id = self.add_reencrypt_keyslot("reencrypt", "forward", o.resilience, align)?;
+        // A data shift goes from the end backward: each hotzone moves onto data already
+        // moved (cryptsetup's direction for it too).
+        let (direction, shift) = match o.resilience {
+            Resilience::DataShift(shift) => ("backward", shift),
+            _ => ("forward", 0),
+        };
+        let reenc_id = self.add_reencrypt_keyslot("reencrypt", direction, o.resilience, align)?;
         let old = self.json["segments"][&seg.id].clone();
         let mut previous = old.clone();
         previous["flags"] = json!(["backup-previous"]);
         let mut last = old.clone();
+        last["offset"] = Value::String((seg.offset + shift).to_string());
         last["encryption"] = Value::String(cipher.into());
         last["sector_size"] = json!(sector_size);
         last["flags"] = json!(["backup-final"]);
@@ -454,7 +478,11 @@ impl Luks2 {
         }
         self.only_known_requirements()?;
         let p = plan(&self.json)?;
-        if p.shift.is_some() && !p.is_shift_encrypt() && !p.is_shift_decrypt() {
+        if p.shift.is_some()
+            && !p.is_shift_encrypt()
+            && !p.is_shift_decrypt()
+            && !p.is_shift_rekey()
+        {
             return Err(Error::unsupported(format!(
                 "a reencryption in mode {} that moves the data (resilience {}): \
                  sectorcrypt does not move data yet; finish it with `cryptsetup reencrypt \
@@ -518,10 +546,16 @@ impl Luks2 {
             ));
         }
         self.check_regular_segments()?;
-        if old_offset != new_offset {
-            return Err(Error::unsupported(
-                "a reencryption that moves the data (a data shift)",
-            ));
+        let p = plan(&self.json)?;
+        let moved = match p.shift {
+            Some(shift) if p.is_shift_rekey() => shift,
+            _ => 0,
+        };
+        if old_offset.checked_add(moved) != Some(new_offset) {
+            return Err(corrupt(format!(
+                "json: the new layout's data offset {new_offset} is not the old one's \
+                 {old_offset} moved by the data shift {moved}"
+            )));
         }
         let (_, total) = self.final_extent(data)?;
         let sector_of = |s: &Option<super::super::Segment>| s.as_ref().map(|s| s.sector_size);
@@ -574,6 +608,7 @@ impl Luks2 {
         };
         Ok(Progress {
             offset: new_offset,
+            source: old_offset,
             done,
             total,
             align,
@@ -607,7 +642,15 @@ impl Luks2 {
             .ok_or_else(|| corrupt("json: no segment is flagged backup-previous"))?;
         let (_, new) = super::flagged_segment(&self.json, "backup-final")?
             .ok_or_else(|| corrupt("json: no segment is flagged backup-final"))?;
-        let base = u64_str(new, "offset", "segments.backup-final.")?;
+        let new_base = u64_str(new, "offset", "segments.backup-final.")?;
+        // A re-key that moves the data keeps the old layout's segments at its own offset;
+        // every other run measures all from the new layout's (a data-moving decryption's
+        // old segments may lie before the old layout's start).
+        let old_base = if plan(&self.json)?.is_shift_rekey() {
+            u64_str(old, "offset", "segments.backup-previous.")?
+        } else {
+            new_base
+        };
         for (id, seg) in obj(&self.json, "segments", "")? {
             let flags: Vec<&str> = seg["flags"]
                 .as_array()
@@ -617,19 +660,20 @@ impl Luks2 {
                 continue;
             }
             let path = format!("segments.{id}.");
-            let at = u64_str(seg, "offset", &path)?
-                .checked_sub(base)
-                .ok_or_else(|| corrupt(format!("json: {path}offset is before the data")))?;
-            let len = match seg["size"].as_str() {
-                Some("dynamic") => None,
-                _ => Some(u64_str(seg, "size", &path)?),
-            };
             let hot = flags.contains(&"in-reencryption");
             let under_new = hot || {
                 let (final_id, _) =
                     super::flagged_segment(&self.json, "backup-final")?.expect("found above");
                 super::digest_of_segment(&self.json, id)?
                     == super::digest_of_segment(&self.json, final_id)?
+            };
+            let base = if under_new { new_base } else { old_base };
+            let at = u64_str(seg, "offset", &path)?
+                .checked_sub(base)
+                .ok_or_else(|| corrupt(format!("json: {path}offset is before the data")))?;
+            let len = match seg["size"].as_str() {
+                Some("dynamic") => None,
+                _ => Some(u64_str(seg, "size", &path)?),
             };
             let want = segments::cut(if under_new { new } else { old }, at, len)?;
             for key in ["type", "encryption", "sector_size"] {
@@ -654,9 +698,9 @@ impl Luks2 {
     ) -> Result<Outcome> {
         let (header, data) = (at.header(), at.data());
         let mut p = self.rekey_plan()?;
-        if p.is_shift_encrypt() || p.is_shift_decrypt() {
-            // Both data-moving runs keep the resilience they started with, and run
-            // offline only.
+        if p.shift.is_some() {
+            // The data-moving runs keep the resilience they started with, and run offline
+            // only.
             if o.line.is_some() {
                 return Err(Error::unsupported(format!(
                     "serving a volume while its data is moved: run the {} offline",
@@ -670,11 +714,12 @@ impl Luks2 {
                     p.resilience
                 )));
             }
-            return if p.is_shift_encrypt() {
-                self.shift_run(at, keys, o)
-            } else {
-                self.back_run(at, keys, o)
-            };
+            if p.is_shift_encrypt() {
+                return self.shift_run(at, keys, o);
+            }
+            if p.is_shift_decrypt() {
+                return self.back_run(at, keys, o);
+            }
         }
         let mut prog = self.rekey_state(data, keys)?;
         if let Some(r) = o.resilience {
@@ -690,6 +735,7 @@ impl Luks2 {
                 let (hash, _) = p.checksum.clone().expect("checksum plan");
                 Resilience::Checksum(HashAlg::parse(&hash)?)
             }
+            "datashift" => Resilience::DataShift(p.shift.expect("datashift plan")),
             other => Resilience::parse(other, HashAlg::Sha256)?,
         };
         if o.line.is_some() && resilience == Resilience::None {
@@ -705,6 +751,7 @@ impl Luks2 {
             data,
             old: &prog.old,
             new: &prog.new,
+            source: prog.source,
             offset: prog.offset,
             threads: o.threads.max(1),
         };
@@ -768,6 +815,15 @@ impl Luks2 {
         let at = zone_start(p, done, hot, total);
         match resilience {
             Resilience::None => pass.rewrite(at, hot),
+            Resilience::DataShift(_) => {
+                // The hotzone's old data stays where it was (the hotzone is no longer than
+                // the shift): the header says which, and a recovery reads it again.
+                self.set_progress(done, hot, total)?;
+                self.write(header)?;
+                pass.rewrite(at, hot)?;
+                store::sync(pass.data)?;
+                self.step_done(header, done + hot, total)
+            }
             Resilience::Checksum(hash) => {
                 let block = p.checksum.as_ref().expect("checksum plan").1 as u64;
                 let sums = pass.hashes(at, hot, hash, block)?;
@@ -784,7 +840,7 @@ impl Luks2 {
             }
             Resilience::Journal => {
                 let mut buf = Zeroizing::new(vec![0u8; hot as usize]);
-                store::read_exact(pass.data, &mut buf, pass.offset + at, "hotzone")?;
+                store::read_exact(pass.data, &mut buf, pass.source + at, "hotzone")?;
                 store::write_all(header, &buf, p.area.0, "reencryption journal")?;
                 store::sync(header)?;
                 self.set_progress(done, hot, total)?;
@@ -902,10 +958,19 @@ impl Luks2 {
             data,
             old: &prog.old,
             new: &prog.new,
+            source: prog.source,
             offset,
             threads: 1,
         };
         match p.resilience.as_str() {
+            // The old data of a hotzone no longer than the shift is untouched: done again.
+            "datashift" if p.shift.is_some_and(|s| hot_len <= s) => pass.rewrite(start, hot_len)?,
+            "datashift" => {
+                return Err(corrupt(format!(
+                    "json: the hotzone ({hot_len} bytes) is longer than the data shift: its \
+                     old data may be written over"
+                )))
+            }
             "checksum" => {
                 let (hash, block) = p.checksum.clone().expect("checksum plan");
                 let hash = HashAlg::parse(&hash)?;
@@ -955,11 +1020,20 @@ impl Luks2 {
     pub(super) fn rekey_finish(&mut self, at: Placement<'_>) -> Result<()> {
         let header = at.header();
         let p = plan(&self.json)?;
-        let (prev_id, _) = super::flagged_segment(&self.json, "backup-previous")?
+        let (prev_id, prev_seg) = super::flagged_segment(&self.json, "backup-previous")?
             .ok_or_else(|| corrupt("json: no segment is flagged backup-previous"))?;
         let (final_id, final_seg) = super::flagged_segment(&self.json, "backup-final")?
             .ok_or_else(|| corrupt("json: no segment is flagged backup-final"))?;
         let final_seg = final_seg.clone();
+        // A re-key that moved the data leaves the old ciphertext of the data's first
+        // `shift` bytes before the new data offset: wiped too (cryptsetup leaves it).
+        let moved_from = match p.shift {
+            Some(shift) if p.is_shift_rekey() => Some((
+                u64_str(prev_seg, "offset", "segments.backup-previous.")?,
+                shift,
+            )),
+            _ => None,
+        };
         let old_digest = super::digest_of_segment(&self.json, prev_id)?;
         // None in a decryption: the new layout is plaintext.
         let new_digest = super::digest_of_segment(&self.json, final_id)?;
@@ -1039,6 +1113,10 @@ impl Luks2 {
         for (off, size) in wipe {
             store::wipe(header, off, size, true)?;
         }
+        if let Some((off, size)) = moved_from {
+            store::wipe(at.data(), off, size, true)?;
+            store::sync(at.data())?;
+        }
         store::sync(header)
     }
 
@@ -1090,6 +1168,56 @@ impl Luks2 {
     }
 }
 
+impl Luks2 {
+    /// Ends a re-key whose data is all under the new key when `passphrase` opens the new
+    /// key but no longer the old one: cryptsetup's end, interrupted after it wiped an old
+    /// keyslot's area and before it wrote the metadata without that keyslot (cryptsetup
+    /// 2.6.1 can neither repair nor resume that state). The new key is checked against
+    /// its digest; the old one cannot be, so the reencryption digest is not either (as in
+    /// [`Luks2::reencrypt_finish_done`], which ends the state a step later without any
+    /// key). `false`, with nothing written, in any other state.
+    pub fn reencrypt_finish_without_old_key(
+        &mut self,
+        at: Placement<'_>,
+        passphrase: &[u8],
+    ) -> Result<bool> {
+        if state(&self.json)? != State::Clean {
+            return Ok(false);
+        }
+        match self.rekey_plan() {
+            Ok(p) if p.mode == "reencrypt" => {}
+            _ => return Ok(false),
+        }
+        if !layout(&self.json)?.iter().all(|s| s.key == KeyOf::New) {
+            return Ok(false);
+        }
+        let digest_of = |flag: &str| -> Result<Option<String>> {
+            let (id, _) = super::flagged_segment(&self.json, flag)?
+                .ok_or_else(|| corrupt(format!("json: no segment is flagged {flag}")))?;
+            super::digest_of_segment(&self.json, id)
+        };
+        let (Some(old), Some(new)) = (digest_of("backup-previous")?, digest_of("backup-final")?)
+        else {
+            return Ok(false);
+        };
+        let digests = self.digests()?;
+        let find = |id: &str| digests.iter().find(|d| d.id == id);
+        let (Some(old), Some(new)) = (find(&old), find(&new)) else {
+            return Ok(false);
+        };
+        if self
+            .unlock_digest(at.header(), passphrase, old, None)
+            .is_ok()
+        {
+            // Both keys open: the run ends it, with the reencryption digest checked.
+            return Ok(false);
+        }
+        self.unlock_digest(at.header(), passphrase, new, None)?;
+        self.rekey_finish(at)?;
+        Ok(true)
+    }
+}
+
 /// Where the hotzone after `done` bytes of progress starts in the data area: right after
 /// them forward, right before the last `done` bytes backward.
 fn zone_start(p: &Plan, done: u64, hot: u64, total: u64) -> u64 {
@@ -1098,6 +1226,39 @@ fn zone_start(p: &Plan, done: u64, hot: u64, total: u64) -> u64 {
     } else {
         done
     }
+}
+
+/// The bytes of data left after a re-key moves a data area of `total` bytes (the old
+/// segment `seg`) `shift` bytes on, into sectors of `sector` bytes: its last `shift` bytes
+/// are dropped (cryptsetup's `--reduce-device-size`: the file system on it was shrunk).
+fn shifted_total(
+    total: u64,
+    shift: u64,
+    seg: &super::super::Segment,
+    sector: usize,
+) -> Result<u64> {
+    let align = (seg.sector_size.max(sector) as u64).max(512);
+    if shift == 0 || !shift.is_multiple_of(align) || shift > MAX_HOTZONE {
+        return Err(Error::invalid(format!(
+            "--reduce-device-size {shift}: a multiple of {align} bytes (the sector size), at \
+             most 1 GiB"
+        )));
+    }
+    if seg.size.is_some() {
+        return Err(Error::unsupported(
+            "moving a data segment of a fixed size (cryptsetup's --device-size): only a \
+             segment to the end of the device moves",
+        ));
+    }
+    total
+        .checked_sub(shift)
+        .filter(|&left| left >= shift)
+        .ok_or_else(|| {
+            Error::invalid(format!(
+                "the data area has {total} bytes: reduced by {shift} it must keep at least \
+                 {shift}"
+            ))
+        })
 }
 
 /// Bytes of the data area: the segment's size, or what the store holds past `offset`.
@@ -1145,6 +1306,8 @@ pub(super) fn pbkdf2_digest(
 fn hotzone_len(p: &Plan, r: Resilience, align: u64, asked: Option<u64>) -> Result<u64> {
     let base = match r {
         Resilience::None => NONE_HOTZONE,
+        // Never over old data not yet read.
+        Resilience::DataShift(shift) => shift,
         Resilience::Journal => p.area.1,
         Resilience::Checksum(h) => {
             let block = p.checksum.as_ref().map_or(align, |c| c.1 as u64);
@@ -1193,8 +1356,10 @@ fn memory_bytes() -> Option<u64> {
 
 /// Where a run stands.
 pub(super) struct Progress {
-    /// The data offset.
+    /// The data offset (the new layout's).
     pub(super) offset: u64,
+    /// The old layout's data offset: the same but in a re-key that moves the data.
+    pub(super) source: u64,
     /// The hotzones go from the end to the start (`done` bytes are at the end).
     pub(super) backward: bool,
     pub(super) done: u64,
@@ -1292,6 +1457,9 @@ pub(super) struct Pass<'a> {
     pub(super) data: &'a dyn Store,
     pub(super) old: &'a Side,
     pub(super) new: &'a Side,
+    /// Where the old data is read from (the old layout's data offset).
+    pub(super) source: u64,
+    /// Where the new data is written (the new layout's data offset).
     pub(super) offset: u64,
     pub(super) threads: usize,
 }
@@ -1309,7 +1477,7 @@ impl Pass<'_> {
     /// Reads, re-encrypts and writes `[from, from + len)`.
     pub(super) fn rewrite(&self, from: u64, len: u64) -> Result<()> {
         self.chunks(from, len, |at, buf| {
-            store::read_exact(self.data, buf, self.offset + at, "data")?;
+            store::read_exact(self.data, buf, self.source + at, "data")?;
             self.rewrite_from(at, buf)
         })
     }
@@ -1329,7 +1497,7 @@ impl Pass<'_> {
         let n = len.div_ceil(block) as usize;
         let out = Mutex::new(vec![0u8; n * hl]);
         self.chunks(from, len, |at, buf| {
-            store::read_exact(self.data, buf, self.offset + at, "data")?;
+            store::read_exact(self.data, buf, self.source + at, "data")?;
             let first = ((at - from) / block) as usize;
             let mut sums = vec![0u8; buf.len().div_ceil(block as usize) * hl];
             if hash == HashAlg::Sha256 {
@@ -1475,13 +1643,22 @@ impl Luks2 {
         align: u64,
     ) -> Result<usize> {
         let id = self.new_keyslot_id(None, None)?;
-        let (offset, size) = self.largest_gap()?;
+        let (offset, size) = match resilience {
+            // Nothing is stored in a data shift's area: cryptsetup's one unit, in the first
+            // gap.
+            Resilience::DataShift(_) => (self.first_gap(SHIFT_AREA)?, SHIFT_AREA),
+            _ => self.largest_gap()?,
+        };
         let mut area = json!({
             "type": resilience.name(),
             "offset": offset.to_string(),
             "size": size.to_string(),
         });
         let least = match resilience {
+            Resilience::DataShift(shift) => {
+                area["shift_size"] = Value::String(shift.to_string());
+                0
+            }
             Resilience::Checksum(h) => {
                 area["hash"] = Value::String(h.name().into());
                 area["sector_size"] = json!(align);
@@ -1506,6 +1683,27 @@ impl Luks2 {
             "priority": 0,
         });
         Ok(id)
+    }
+
+    /// The first 4096-aligned gap of `len` bytes in the keyslots area (cryptsetup's
+    /// `LUKS2_find_area_gap`).
+    pub(super) fn first_gap(&self, len: u64) -> Result<u64> {
+        let mut used = self.areas()?;
+        used.sort();
+        let end = 2 * self.bin.hdr_size + self.keyslots_size();
+        let mut pos = 2 * self.bin.hdr_size;
+        for (off, size) in used {
+            if off >= pos + len {
+                break;
+            }
+            pos = pos.max(align_up(off + size, 4096));
+        }
+        if pos + len > end {
+            return Err(Error::invalid(
+                "the keyslots area has no free 4096 bytes for the reencrypt keyslot",
+            ));
+        }
+        Ok(pos)
     }
 
     /// The hash and iterations of digest `id` (those of the reencryption digest).

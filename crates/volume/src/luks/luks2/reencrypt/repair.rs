@@ -20,6 +20,9 @@ pub enum Repaired {
     Upgraded,
     /// A crash inside a hotzone was recovered (the run may be resumed, or it ended).
     Recovered,
+    /// A re-key whose data was all done and whose old keyslot was already wiped (an end
+    /// interrupted) was ended with the new key alone.
+    Ended,
 }
 
 impl Luks2 {
@@ -31,6 +34,9 @@ impl Luks2 {
             .ok_or_else(|| Error::invalid("no re-encryption is in progress"))?;
         self.only_known_requirements()?;
         self.check_regular_segments()?;
+        if self.reencrypt_finish_without_old_key(at, passphrase)? {
+            return Ok(Repaired::Ended);
+        }
         let (old, new) = self.bound_keys(header, passphrase)?;
         let (o, n) = (old.as_ref().map(|k| &k[..]), new.as_ref().map(|k| &k[..]));
         // Metadata without a digest (before cryptsetup 2.3.7, or one that was lost) is

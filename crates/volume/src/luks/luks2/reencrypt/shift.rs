@@ -32,14 +32,9 @@ use super::rekey::{in_chunks, Keys, Outcome, Pass, RunOptions, Side, BLOCK, REQU
 use super::segments::{self, Under};
 use crate::error::{Error, Result};
 use crate::layout::{Geometry, IvRule, Layout};
-use crate::luks::fields::align_up;
 use crate::luks::keyslot::cipher_spec;
 use crate::store::{self, Placement, Store};
 use serde_json::{json, Value};
-
-/// The area of a `datashift` reencrypt keyslot (cryptsetup's: one 4096-byte unit; nothing
-/// is stored in it).
-const SHIFT_AREA: u64 = 4096;
 
 /// What a data-shift encryption moves where, from its metadata.
 #[derive(Debug, Clone, Copy)]
@@ -106,21 +101,12 @@ impl Luks2 {
         let final_id = (segs.len() - 1).to_string();
         self.json["segments"] = Value::Object(segs);
         self.json["digests"][&digest]["segments"] = json!([final_id]);
-        let id = self.new_keyslot_id(None, None)?;
-        let area = self.first_gap(SHIFT_AREA)?;
-        self.json["keyslots"][id.to_string()] = json!({
-            "type": "reencrypt",
-            "key_size": 1,
-            "mode": "encrypt",
-            "direction": "backward",
-            "area": {
-                "type": "datashift",
-                "offset": area.to_string(),
-                "size": SHIFT_AREA.to_string(),
-                "shift_size": shift.to_string(),
-            },
-            "priority": 0,
-        });
+        let id = self.add_reencrypt_keyslot(
+            "encrypt",
+            "backward",
+            super::Resilience::DataShift(shift),
+            sector,
+        )?;
         self.json["config"]["requirements"] = json!({"mandatory": [REQUIREMENT]});
         let (hash, iterations) = self.digest_cost(&digest)?;
         self.seal_reencryption(id, hash, iterations, None, Some(key))?;
@@ -159,27 +145,6 @@ impl Luks2 {
             store::sync(data)?;
         }
         Ok(())
-    }
-
-    /// The first 4096-aligned gap of `len` bytes in the keyslots area (cryptsetup's
-    /// `LUKS2_find_area_gap`).
-    fn first_gap(&self, len: u64) -> Result<u64> {
-        let mut used = self.areas()?;
-        used.sort();
-        let end = 2 * self.bin.hdr_size + self.keyslots_size();
-        let mut pos = 2 * self.bin.hdr_size;
-        for (off, size) in used {
-            if off >= pos + len {
-                break;
-            }
-            pos = pos.max(align_up(off + size, 4096));
-        }
-        if pos + len > end {
-            return Err(Error::invalid(
-                "the keyslots area has no free 4096 bytes for the reencrypt keyslot",
-            ));
-        }
-        Ok(pos)
     }
 
     /// The moves of the data-shift encryption in progress, checked against the image.
@@ -518,7 +483,7 @@ impl Luks2 {
                 ("datashift-checksum", super::Resilience::Checksum(h))
             }
             super::Resilience::Journal => ("datashift-journal", super::Resilience::Journal),
-            super::Resilience::None => {
+            super::Resilience::None | super::Resilience::DataShift(_) => {
                 return Err(Error::invalid(
                     "a decryption that moves the data protects the data's start with \
                      checksum (the default) or journal resilience, not none",
@@ -858,6 +823,7 @@ impl Luks2 {
             data,
             old: &old_side,
             new: &new_side,
+            source: 0,
             offset: 0,
             threads: 1,
         };
@@ -910,6 +876,7 @@ impl Luks2 {
             data,
             old: &old_side,
             new: &new_side,
+            source: 0,
             offset: 0,
             threads: 1,
         };
