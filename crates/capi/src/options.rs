@@ -160,6 +160,8 @@ impl OpenOptionsC {
             keyfiles,
             no_passphrase: flag(SECTORCRYPT_OPEN_NO_PASSPHRASE),
             integrity: flag(SECTORCRYPT_OPEN_INTEGRITY),
+            // VeraCrypt and TrueCrypt volumes are not opened through the C API yet.
+            requested: None,
             engine: EngineOptions {
                 threads: (self.threads != 0).then_some(self.threads as usize),
                 ..EngineOptions::default()

@@ -11,12 +11,15 @@
 //! [`OpenOptions::shared`], a read-only open while another user writes it, unless
 //! [`OpenOptions::shared`], and the error names the holder; read the header and open a
 //! keyslot under the shared header lock; start the engine over the data area. Every
-//! format the registry knows (LUKS2, LUKS1, GELI) opens this way.
+//! format the registry knows opens this way: those it detects (LUKS2, LUKS1, GELI,
+//! BitLocker, FileVault 2), and VeraCrypt and TrueCrypt when [`OpenOptions::requested`]
+//! names them.
 
 use crate::error::Result;
 use crate::image::{require_integrity, Access, Claims, Context, Image};
 use crate::locator::RemoteOptions;
 use sectorcrypt_volume::engine::{EngineOptions, Volume};
+use sectorcrypt_volume::formats::Requested;
 use sectorcrypt_volume::Unlocked;
 use std::path::{Path, PathBuf};
 use zeroize::Zeroizing;
@@ -42,6 +45,11 @@ pub struct OpenOptions {
     pub no_passphrase: bool,
     /// Refuse a volume whose sectors are not authenticated.
     pub integrity: bool,
+    /// The format asked for by name, for those that have no signature and are never
+    /// detected (VeraCrypt and TrueCrypt, with their options: PIM, hidden or backup
+    /// header, system encryption, hidden-volume protection), or FileVault 2 with a
+    /// damaged header; `None`: detected. VeraCrypt keyfiles go in [`Self::keyfiles`].
+    pub requested: Option<Requested>,
     /// The engine's tuning (threads); its `read_only` is set from [`Self::read_only`].
     pub engine: EngineOptions,
     /// How remote stores are reached, and waits are reported.
@@ -83,7 +91,13 @@ pub fn open(locator: &Path, passphrase: &[u8], opts: &OpenOptions) -> Result<Ope
         write: !opts.read_only,
         shared: opts.shared,
     };
-    let mut image = Image::open(locator, opts.header.as_deref(), access, &opts.context)?;
+    let mut image = Image::open_as(
+        locator,
+        opts.header.as_deref(),
+        access,
+        &opts.context,
+        opts.requested.clone(),
+    )?;
     image.set_key_parts(opts.keyfiles.clone(), opts.no_passphrase);
     let unlocked = image.unlock_with(passphrase, opts.key_slot)?;
     let format = image.header.name();

@@ -13,13 +13,15 @@
 //! running in other threads finish on theirs, and the locks are released after the last.
 
 use crate::buffer::{Bytes, BytesMut};
-use crate::errors::{self, os_error};
+use crate::errors::{self, os_error, InvalidArgument};
 use crate::secrets;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 use sectorcrypt_image::{Context, OpenOptions, Opened, RemoteOptions};
 use sectorcrypt_volume::engine::EngineOptions;
+use sectorcrypt_volume::formats::Requested;
+use sectorcrypt_volume::tcrypt::{Options as TcryptOptions, Protect};
 use std::io;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -68,7 +70,10 @@ pub struct NativeVolume {
 #[pyfunction]
 #[pyo3(signature = (path, passphrase=None, *, key_file=None, header=None, readonly=true,
                     keyslot=None, keyfiles=None, threads=None, shared=false,
-                    connections=None, timeout=None, retry=None))]
+                    connections=None, timeout=None, retry=None, r#type=None,
+                    veracrypt_pim=None, tcrypt_hidden=false, tcrypt_backup=false,
+                    tcrypt_system=false, hash=None, cipher=None, protect_hidden=None,
+                    protect_hidden_keyfiles=None, protect_hidden_pim=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn open(
     py: Python<'_>,
@@ -84,7 +89,40 @@ pub fn open(
     connections: Option<usize>,
     timeout: Option<u64>,
     retry: Option<u32>,
+    r#type: Option<&str>,
+    veracrypt_pim: Option<u32>,
+    tcrypt_hidden: bool,
+    tcrypt_backup: bool,
+    tcrypt_system: bool,
+    hash: Option<String>,
+    cipher: Option<String>,
+    protect_hidden: Option<&Bound<'_, PyAny>>,
+    protect_hidden_keyfiles: Option<Vec<PathBuf>>,
+    protect_hidden_pim: Option<u32>,
 ) -> PyResult<NativeVolume> {
+    let tcrypt = TcryptKwargs {
+        pim: veracrypt_pim,
+        hidden: tcrypt_hidden,
+        backup: tcrypt_backup,
+        system: tcrypt_system,
+        hash,
+        cipher,
+        protect: match protect_hidden {
+            Some(p) => Some(Protect {
+                passphrase: Zeroizing::new(secrets::from_object(p, "protect_hidden")?.to_vec()),
+                keyfiles: geli_keyfiles(protect_hidden_keyfiles.as_deref().unwrap_or_default())?,
+                pim: protect_hidden_pim,
+            }),
+            None if protect_hidden_keyfiles.is_some() || protect_hidden_pim.is_some() => {
+                return Err(InvalidArgument::new_err(
+                    "protect_hidden_keyfiles and protect_hidden_pim go with protect_hidden \
+                     (the hidden volume's passphrase)",
+                ))
+            }
+            None => None,
+        },
+    };
+    let requested = requested(r#type, tcrypt)?;
     let defaults = RemoteOptions::default();
     let remote = RemoteOptions {
         connections: connections.unwrap_or(defaults.connections),
@@ -107,6 +145,7 @@ pub fn open(
         keyfiles,
         no_passphrase,
         integrity: false,
+        requested,
         engine: EngineOptions {
             threads,
             ..EngineOptions::default()
@@ -135,6 +174,64 @@ pub fn open(
         read_only: readonly,
         name: sectorcrypt_image::redacted(&path),
     })
+}
+
+/// The VeraCrypt/TrueCrypt keywords of `open`.
+struct TcryptKwargs {
+    pim: Option<u32>,
+    hidden: bool,
+    backup: bool,
+    system: bool,
+    hash: Option<String>,
+    cipher: Option<String>,
+    protect: Option<Protect>,
+}
+
+/// The format `type` names (`tcrypt`, `veracrypt`, `fvault2`; `None`: detected) with the
+/// VeraCrypt/TrueCrypt keywords, which need one of the first two.
+fn requested(kind: Option<&str>, t: TcryptKwargs) -> PyResult<Option<Requested>> {
+    let tcrypt_kwargs = t.pim.is_some()
+        || t.hidden
+        || t.backup
+        || t.system
+        || t.hash.is_some()
+        || t.cipher.is_some()
+        || t.protect.is_some();
+    let truecrypt = match kind {
+        None if tcrypt_kwargs => {
+            return Err(InvalidArgument::new_err(
+                "veracrypt_pim, tcrypt_hidden, tcrypt_backup, tcrypt_system, hash, cipher and \
+                 protect_hidden open VeraCrypt/TrueCrypt volumes: add type=\"veracrypt\" (or \
+                 \"tcrypt\")",
+            ))
+        }
+        None => return Ok(None),
+        Some("fvault2") if tcrypt_kwargs => {
+            return Err(InvalidArgument::new_err(
+                "FileVault 2 takes none of the VeraCrypt/TrueCrypt keywords",
+            ))
+        }
+        Some("fvault2") => return Ok(Some(Requested::Fvault2)),
+        Some("tcrypt") => true,
+        Some("veracrypt") => false,
+        Some(other) => {
+            return Err(InvalidArgument::new_err(format!(
+                "type {other:?}: open detects LUKS2, LUKS1, GELI, BitLocker and FileVault 2; \
+                 name only tcrypt, veracrypt or fvault2"
+            )))
+        }
+    };
+    Ok(Some(Requested::Tcrypt(TcryptOptions {
+        truecrypt,
+        pim: t.pim,
+        hidden: t.hidden,
+        backup: t.backup,
+        system: t.system,
+        hash: t.hash,
+        cipher: t.cipher,
+        protect: t.protect,
+        ..TcryptOptions::default()
+    })))
 }
 
 /// GELI keyfiles, read into wiped memory.

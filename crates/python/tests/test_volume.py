@@ -230,6 +230,89 @@ def test_format_veracrypt_with_a_hidden_volume(tmp_path):
     assert img.read_bytes() == before
 
 
+TCRYPT_IMAGES = (os.path.dirname(__file__)
+                 + "/../../volume/tests/data/tcrypt/tcrypt-images.tar.xz")
+
+
+def tcrypt_fixture(tmp_path, name):
+    """One image of cryptsetup's TCRYPT fixtures (the tarball committed for the volume
+    tests), extracted into ``tmp_path``."""
+    with tarfile.open(TCRYPT_IMAGES) as t:
+        member = t.getmember(f"tcrypt-images/{name}")
+        path = tmp_path / name
+        path.write_bytes(t.extractfile(member).read())
+    return path
+
+
+def fat_serial(boot_sector):
+    """The volume serial of a FAT boot sector (FAT12/16 at byte 39, FAT32 at 67)."""
+    for at in (39, 67):
+        serial = int.from_bytes(boot_sector[at:at + 4], "little")
+        if serial in (0xDEADBABE, 0xCAFEBABE):
+            return serial
+    return None
+
+
+def test_open_veracrypt_volumes_by_name(tmp_path):
+    # VeraCrypt volumes have no signature: named, with cryptsetup's options. The fixtures
+    # (VeraCrypt-made, from cryptsetup's tests) hold FAT file systems of known serials.
+    outer = tcrypt_fixture(tmp_path, "vc_1-sha512-xts-aes-hidden")
+    with pytest.raises(sectorcrypt.NoHeader):
+        sectorcrypt.open(outer, "aaaaaaaaaaaa")
+    # Each KDF tried costs its full iterations: the hash narrows them, as cryptsetup's.
+    with sectorcrypt.open(outer, "aaaaaaaaaaaa", type="veracrypt", hash="sha512") as vol:
+        assert fat_serial(vol.read_at(512, 0)) == 0xDEADBABE
+    with sectorcrypt.open(outer, "bbbbbbbbbbbb", type="veracrypt", hash="sha512",
+                          tcrypt_hidden=True) as vol:
+        assert fat_serial(vol.read_at(512, 0)) == 0xCAFEBABE
+    with pytest.raises(sectorcrypt.WrongPassphrase):
+        sectorcrypt.open(outer, "aaaaaaaaaaaa", type="veracrypt", hash="sha256")
+    pim = tcrypt_fixture(tmp_path, "vcpim_1_1234-sha256-xts-aes")
+    with sectorcrypt.open(pim, "cccccccccccccccccccc", type="veracrypt", hash="sha256",
+                          cipher="aes", veracrypt_pim=1234) as vol:
+        assert fat_serial(vol.read_at(512, 0)) == 0xDEADBABE
+    with pytest.raises(sectorcrypt.WrongPassphrase):
+        sectorcrypt.open(pim, "cccccccccccccccccccc", type="veracrypt", hash="sha256",
+                         veracrypt_pim=1233)
+    # Keywords that need a type, or each other.
+    with pytest.raises(sectorcrypt.InvalidArgument, match="type="):
+        sectorcrypt.open(pim, "cccccccccccccccccccc", veracrypt_pim=1234)
+    with pytest.raises(sectorcrypt.InvalidArgument, match="go with protect_hidden"):
+        sectorcrypt.open(pim, "cccccccccccccccccccc", type="veracrypt", protect_hidden_pim=2)
+    with pytest.raises(sectorcrypt.InvalidArgument, match="name only"):
+        sectorcrypt.open(pim, "cccccccccccccccccccc", type="luks2")
+
+
+def test_open_veracrypt_outer_volume_with_its_hidden_volume_protected(tmp_path):
+    img = tmp_path / "vc.img"
+    hidden_pass = b"hidden " + PASS
+    sectorcrypt.format(img, PASS, type="veracrypt", size=4 * MIB, pim=1,
+                       hidden_size=MIB, hidden_passphrase=hidden_pass, hidden_pim=2)
+    with sectorcrypt.open(img, hidden_pass, type="veracrypt", veracrypt_pim=2,
+                          tcrypt_hidden=True, readonly=False) as vol:
+        vol.write_at(b"h" * 8192, 0)
+    # The hidden data ends where the outer data ends.
+    outer_size = 4 * MIB - 2 * 131072
+    hidden_start = outer_size - MIB
+    with sectorcrypt.open(img, PASS, type="veracrypt", veracrypt_pim=1, readonly=False,
+                          protect_hidden=hidden_pass, protect_hidden_pim=2) as vol:
+        vol.write_at(b"o" * 4096, 0)
+        # A write that reaches into the hidden data is refused whole (EACCES).
+        with pytest.raises(PermissionError, match="protected hidden volume"):
+            vol.write_at(b"x" * 8192, hidden_start - 4096)
+        vol.flush()
+    with sectorcrypt.open(img, PASS, type="veracrypt", veracrypt_pim=1) as vol:
+        assert vol.read_at(4096, 0) == b"o" * 4096
+        assert vol.read_at(4096, hidden_start - 4096) != b"x" * 4096
+    with sectorcrypt.open(img, hidden_pass, type="veracrypt", veracrypt_pim=2,
+                          tcrypt_hidden=True) as vol:
+        assert vol.read_at(8192, 0) == b"h" * 8192
+    # The wrong secret for the hidden volume: refused, nothing opened.
+    with pytest.raises(sectorcrypt.Error):
+        sectorcrypt.open(img, PASS, type="veracrypt", veracrypt_pim=1, readonly=False,
+                         protect_hidden=b"not it", protect_hidden_pim=2)
+
+
 def test_gil_released_during_a_read(tmp_path):
     img = tmp_path / "r.img"
     fast_luks2(img, size=16 * MIB + 256 * MIB)

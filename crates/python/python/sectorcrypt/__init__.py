@@ -205,8 +205,30 @@ def open(
     connections=None,
     timeout=None,
     retry=None,
+    type=None,
+    veracrypt_pim=None,
+    tcrypt_hidden=False,
+    tcrypt_backup=False,
+    tcrypt_system=False,
+    hash=None,
+    cipher=None,
+    protect_hidden=None,
+    protect_hidden_keyfiles=None,
+    protect_hidden_pim=None,
 ):
-    """Unlocks the volume ``path`` names (LUKS2, LUKS1 or GELI) and returns a :class:`Volume`.
+    """Unlocks the volume ``path`` names and returns a :class:`Volume`.
+
+    LUKS2, LUKS1, GELI, BitLocker and FileVault 2 are detected. VeraCrypt and TrueCrypt
+    volumes have no signature: name them with ``type="veracrypt"`` (VeraCrypt's KDFs only)
+    or ``type="tcrypt"`` (TrueCrypt's too), with cryptsetup's options:
+    ``veracrypt_pim``, ``tcrypt_hidden`` (the hidden volume), ``tcrypt_backup`` (the
+    backup header), ``tcrypt_system`` (system encryption), ``hash`` and ``cipher`` (try only
+    the KDFs and cipher chains whose names contain them: each KDF tried costs its full
+    iterations), and VeraCrypt keyfiles in ``keyfiles``. ``protect_hidden`` (the hidden volume's passphrase, str or bytes, with
+    ``protect_hidden_keyfiles`` and ``protect_hidden_pim``) opens the outer volume with
+    its hidden volume protected, as VeraCrypt's "protect hidden volume": a write that
+    touches the hidden volume raises ``InvalidArgument`` and nothing of it is written.
+    ``type="fvault2"`` reads a FileVault 2 volume whose header is damaged, to say why.
 
     ``path``: a file or block device, an NBD URI (``nbd://host[:port]/export``,
     ``nbd+unix:///export?socket=PATH``, ``nbds://``, ``nbds+unix://``) or an
@@ -219,7 +241,8 @@ def open(
     ``passphrase`` (str or bytes) or ``key_file`` (a path: all its bytes are the
     passphrase, as cryptsetup's ``--key-file``). ``header``: a detached header's file.
     ``readonly=False`` to write. ``keyslot``: try only this one. ``keyfiles``: GELI's
-    keyfile components, in order (with no passphrase for a provider made with ``-P``).
+    keyfile components, in order (with no passphrase for a provider made with ``-P``),
+    or a VeraCrypt volume's keyfiles.
     ``threads``: the engine's workers for large requests (default: the cores).
     The image is claimed as the ``sectorcrypt`` command claims it, until ``close``:
     one writer at a time, and no read-only open beside a writer unless ``shared=True``
@@ -239,6 +262,18 @@ def open(
         connections=connections,
         timeout=timeout,
         retry=retry,
+        type=type,
+        veracrypt_pim=veracrypt_pim,
+        tcrypt_hidden=tcrypt_hidden,
+        tcrypt_backup=tcrypt_backup,
+        tcrypt_system=tcrypt_system,
+        hash=hash,
+        cipher=cipher,
+        protect_hidden=protect_hidden,
+        protect_hidden_keyfiles=None
+        if protect_hidden_keyfiles is None
+        else [os.fspath(k) for k in protect_hidden_keyfiles],
+        protect_hidden_pim=protect_hidden_pim,
     )
     return Volume(native)
 
