@@ -127,6 +127,24 @@
 #define SECTORCRYPT_OPEN_INTEGRITY 32
 
 /**
+ * `sectorcrypt_open_options.flags`, with `format` "veracrypt" or "tcrypt": open the
+ * hidden volume (cryptsetup's `--tcrypt-hidden`).
+ */
+#define SECTORCRYPT_OPEN_TCRYPT_HIDDEN 64
+
+/**
+ * `sectorcrypt_open_options.flags`, with `format` "veracrypt" or "tcrypt": use the
+ * backup header near the end (cryptsetup's `--tcrypt-backup`).
+ */
+#define SECTORCRYPT_OPEN_TCRYPT_BACKUP 128
+
+/**
+ * `sectorcrypt_open_options.flags`, with `format` "veracrypt" or "tcrypt": a
+ * system-encrypted drive or partition (cryptsetup's `--tcrypt-system`).
+ */
+#define SECTORCRYPT_OPEN_TCRYPT_SYSTEM 256
+
+/**
  * Bytes of `sectorcrypt_volume_info.format`, the terminating NUL included.
  */
 #define SECTORCRYPT_FORMAT_LEN 16
@@ -290,6 +308,50 @@ typedef struct sectorcrypt_open_options {
    * Reconnections per request after a remote store's connection failed (0: none).
    */
   uint32_t retry;
+  /**
+   * The format, for those that have no signature: "veracrypt" (VeraCrypt's KDFs) or
+   * "tcrypt" (TrueCrypt's too), or "fvault2" (a FileVault 2 volume whose header is
+   * damaged, to say why); NULL: detected (LUKS2, LUKS1, GELI, BitLocker, FileVault 2).
+   */
+  const char *format;
+  /**
+   * VeraCrypt/TrueCrypt: try only the KDFs whose hash name contains this (cryptsetup's
+   * `--hash`: each KDF tried costs its full iterations); NULL: all.
+   */
+  const char *tcrypt_hash;
+  /**
+   * VeraCrypt/TrueCrypt: try only the cipher chains whose name contains this
+   * (cryptsetup's `--cipher`); NULL: all.
+   */
+  const char *tcrypt_cipher;
+  /**
+   * VeraCrypt: the PIM (cryptsetup's `--veracrypt-pim`); 0: none.
+   */
+  uint32_t veracrypt_pim;
+  /**
+   * With `protect_hidden`: the hidden volume's PIM; 0: none.
+   */
+  uint32_t protect_hidden_pim;
+  /**
+   * VeraCrypt/TrueCrypt: open the outer volume with its hidden volume protected
+   * (VeraCrypt's "protect hidden volume": a write that touches it fails, and nothing
+   * of it is written): the hidden volume's passphrase, `protect_hidden_len` bytes;
+   * NULL: no protection.
+   */
+  const char *protect_hidden;
+  /**
+   * Bytes of `protect_hidden`.
+   */
+  size_t protect_hidden_len;
+  /**
+   * With `protect_hidden`: the hidden volume's keyfiles, `protect_hidden_keyfile_count`
+   * paths, in order.
+   */
+  const char *const *protect_hidden_keyfiles;
+  /**
+   * How many paths `protect_hidden_keyfiles` holds.
+   */
+  size_t protect_hidden_keyfile_count;
 } sectorcrypt_open_options;
 
 /**
@@ -473,8 +535,12 @@ enum sectorcrypt_status sectorcrypt_open(const char *path,
 /**
  * Opens and unlocks the volume `locator` names, as `sectorcrypt_open` does, with the
  * options in `*options` (NULL: every default): a detached header, GELI keyfile
- * components, a keyslot, no passphrase component, the engine's threads, and how a remote
- * store is reached (connections, timeout, retry). Set `options->size` to
+ * components (or VeraCrypt keyfiles), a keyslot, no passphrase component, the engine's
+ * threads, how a remote store is reached (connections, timeout, retry), and VeraCrypt or
+ * TrueCrypt volumes by name (`format`, with cryptsetup's PIM, hidden, backup, system,
+ * hash and cipher options) with an outer volume's hidden volume protected
+ * (`protect_hidden`: a write into it fails with `SECTORCRYPT_ERR_IO`, EACCES in the
+ * detail, and nothing of it is written). Set `options->size` to
  * `sizeof(sectorcrypt_open_options)`; zeroed fields take their defaults. `passphrase`
  * may be NULL with `SECTORCRYPT_OPEN_NO_PASSPHRASE`.
  *
@@ -486,8 +552,11 @@ enum sectorcrypt_status sectorcrypt_open(const char *path,
  * # Safety
  * `locator` is a NUL-terminated string; `passphrase`, when not NULL, points to
  * `passphrase_len` readable bytes; `options`, when not NULL, points to `options->size`
- * readable bytes, its `header` (when not NULL) to a NUL-terminated string and its
- * `keyfiles` to `keyfile_count` pointers to NUL-terminated strings; `out` is writable.
+ * readable bytes, its `header`, `format`, `tcrypt_hash` and `tcrypt_cipher` (when not
+ * NULL) to NUL-terminated strings, its `keyfiles` to `keyfile_count` pointers to
+ * NUL-terminated strings, its `protect_hidden` (when not NULL) to `protect_hidden_len`
+ * readable bytes and its `protect_hidden_keyfiles` to `protect_hidden_keyfile_count`
+ * pointers to NUL-terminated strings; `out` is writable.
  */
 enum sectorcrypt_status sectorcrypt_open_with(const char *locator,
                                               const char *passphrase,

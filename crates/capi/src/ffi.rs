@@ -20,7 +20,7 @@
 use crate::cipher::{Cipher, Direction};
 use crate::format::{FormatOptionsC, FormatStrings};
 use crate::last_error::{self, guard};
-use crate::options::{OpenOptionsC, SECTORCRYPT_OPEN_READ_ONLY, SECTORCRYPT_OPEN_SHARED};
+use crate::options::{OpenOptionsC, Pointed, SECTORCRYPT_OPEN_READ_ONLY, SECTORCRYPT_OPEN_SHARED};
 use crate::registry::Registry;
 use crate::status::{Failure, Status, UNKNOWN};
 use crate::volume::{Info, OpenVolume};
@@ -257,8 +257,12 @@ pub unsafe extern "C" fn sectorcrypt_open(
 
 /// Opens and unlocks the volume `locator` names, as `sectorcrypt_open` does, with the
 /// options in `*options` (NULL: every default): a detached header, GELI keyfile
-/// components, a keyslot, no passphrase component, the engine's threads, and how a remote
-/// store is reached (connections, timeout, retry). Set `options->size` to
+/// components (or VeraCrypt keyfiles), a keyslot, no passphrase component, the engine's
+/// threads, how a remote store is reached (connections, timeout, retry), and VeraCrypt or
+/// TrueCrypt volumes by name (`format`, with cryptsetup's PIM, hidden, backup, system,
+/// hash and cipher options) with an outer volume's hidden volume protected
+/// (`protect_hidden`: a write into it fails with `SECTORCRYPT_ERR_IO`, EACCES in the
+/// detail, and nothing of it is written). Set `options->size` to
 /// `sizeof(sectorcrypt_open_options)`; zeroed fields take their defaults. `passphrase`
 /// may be NULL with `SECTORCRYPT_OPEN_NO_PASSPHRASE`.
 ///
@@ -270,8 +274,11 @@ pub unsafe extern "C" fn sectorcrypt_open(
 /// # Safety
 /// `locator` is a NUL-terminated string; `passphrase`, when not NULL, points to
 /// `passphrase_len` readable bytes; `options`, when not NULL, points to `options->size`
-/// readable bytes, its `header` (when not NULL) to a NUL-terminated string and its
-/// `keyfiles` to `keyfile_count` pointers to NUL-terminated strings; `out` is writable.
+/// readable bytes, its `header`, `format`, `tcrypt_hash` and `tcrypt_cipher` (when not
+/// NULL) to NUL-terminated strings, its `keyfiles` to `keyfile_count` pointers to
+/// NUL-terminated strings, its `protect_hidden` (when not NULL) to `protect_hidden_len`
+/// readable bytes and its `protect_hidden_keyfiles` to `protect_hidden_keyfile_count`
+/// pointers to NUL-terminated strings; `out` is writable.
 #[no_mangle]
 pub unsafe extern "C" fn sectorcrypt_open_with(
     locator: *const c_char,
@@ -284,8 +291,8 @@ pub unsafe extern "C" fn sectorcrypt_open_with(
         // SAFETY: the caller's promise for `out`.
         unsafe { put(out, std::ptr::null_mut(), "out") }?;
         // SAFETY: the caller's promises for `options` and the strings it points to.
-        let (opts, header, keyfiles) = unsafe { open_options(options) }?;
-        let opts = opts.to_options(header, &keyfiles)?;
+        let (opts, pointed) = unsafe { open_options(options) }?;
+        let opts = opts.to_options(pointed)?;
         // SAFETY: the caller's promises for `locator` and `passphrase`.
         let (image, pass) = unsafe {
             (
@@ -309,11 +316,9 @@ pub unsafe extern "C" fn sectorcrypt_open_with(
 ///
 /// # Safety
 /// As for `sectorcrypt_open_with`'s `options`.
-unsafe fn open_options(
-    p: *const OpenOptionsC,
-) -> Result<(OpenOptionsC, Option<PathBuf>, Vec<PathBuf>), Failure> {
+unsafe fn open_options(p: *const OpenOptionsC) -> Result<(OpenOptionsC, Pointed), Failure> {
     if p.is_null() {
-        return Ok((OpenOptionsC::zeroed(), None, Vec::new()));
+        return Ok((OpenOptionsC::zeroed(), Pointed::default()));
     }
     // SAFETY: the caller's promise for `options`.
     let (o, size) = unsafe { versioned(p, OpenOptionsC::zeroed(), "open options") }?;
@@ -324,9 +329,37 @@ unsafe fn open_options(
         // SAFETY: the caller's promise for `header`.
         Some(unsafe { self::path(o.header, "options->header") }?.to_path_buf())
     };
-    // SAFETY: the caller's promise for `keyfiles`.
-    let keyfiles = unsafe { paths(o.keyfiles, o.keyfile_count, "options->keyfiles[i]") }?;
-    Ok((o, header, keyfiles))
+    let protect_hidden = if o.protect_hidden.is_null() {
+        None
+    } else {
+        // SAFETY: the caller's promise for `protect_hidden`: `protect_hidden_len` bytes.
+        let b = unsafe {
+            bytes(
+                o.protect_hidden.cast(),
+                o.protect_hidden_len,
+                "protect_hidden",
+            )
+        }?;
+        Some(zeroize::Zeroizing::new(b.to_vec()))
+    };
+    // SAFETY: the caller's promises for `keyfiles`, the strings and the hidden volume's
+    // keyfiles.
+    let pointed = unsafe {
+        Pointed {
+            header,
+            keyfiles: paths(o.keyfiles, o.keyfile_count, "options->keyfiles[i]")?,
+            format: text(o.format, "options->format")?,
+            hash: text(o.tcrypt_hash, "options->tcrypt_hash")?,
+            cipher: text(o.tcrypt_cipher, "options->tcrypt_cipher")?,
+            protect_hidden,
+            protect_keyfiles: paths(
+                o.protect_hidden_keyfiles,
+                o.protect_hidden_keyfile_count,
+                "options->protect_hidden_keyfiles[i]",
+            )?,
+        }
+    };
+    Ok((o, pointed))
 }
 
 /// A caller's struct versioned by size (`options.rs`): its first field `size`, then the

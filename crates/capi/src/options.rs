@@ -13,6 +13,8 @@
 use crate::status::Failure;
 use sectorcrypt_image::{Context, OpenOptions, RemoteOptions};
 use sectorcrypt_volume::engine::EngineOptions;
+use sectorcrypt_volume::formats::Requested;
+use sectorcrypt_volume::tcrypt::{Options as TcryptOptions, Protect};
 use std::ffi::c_char;
 use std::path::PathBuf;
 use zeroize::Zeroizing;
@@ -38,6 +40,15 @@ pub const SECTORCRYPT_OPEN_NO_TIMEOUT: u32 = 16;
 /// `sectorcrypt_open_options.flags`: refuse a volume whose sectors are not authenticated
 /// (the command line's `--integrity`).
 pub const SECTORCRYPT_OPEN_INTEGRITY: u32 = 32;
+/// `sectorcrypt_open_options.flags`, with `format` "veracrypt" or "tcrypt": open the
+/// hidden volume (cryptsetup's `--tcrypt-hidden`).
+pub const SECTORCRYPT_OPEN_TCRYPT_HIDDEN: u32 = 64;
+/// `sectorcrypt_open_options.flags`, with `format` "veracrypt" or "tcrypt": use the
+/// backup header near the end (cryptsetup's `--tcrypt-backup`).
+pub const SECTORCRYPT_OPEN_TCRYPT_BACKUP: u32 = 128;
+/// `sectorcrypt_open_options.flags`, with `format` "veracrypt" or "tcrypt": a
+/// system-encrypted drive or partition (cryptsetup's `--tcrypt-system`).
+pub const SECTORCRYPT_OPEN_TCRYPT_SYSTEM: u32 = 256;
 
 /// Every flag this library knows.
 const KNOWN_FLAGS: u32 = SECTORCRYPT_OPEN_READ_ONLY
@@ -45,7 +56,13 @@ const KNOWN_FLAGS: u32 = SECTORCRYPT_OPEN_READ_ONLY
     | SECTORCRYPT_OPEN_KEYSLOT
     | SECTORCRYPT_OPEN_NO_PASSPHRASE
     | SECTORCRYPT_OPEN_NO_TIMEOUT
-    | SECTORCRYPT_OPEN_INTEGRITY;
+    | SECTORCRYPT_OPEN_INTEGRITY
+    | TCRYPT_FLAGS;
+
+/// The flags that need a VeraCrypt/TrueCrypt `format`.
+const TCRYPT_FLAGS: u32 = SECTORCRYPT_OPEN_TCRYPT_HIDDEN
+    | SECTORCRYPT_OPEN_TCRYPT_BACKUP
+    | SECTORCRYPT_OPEN_TCRYPT_SYSTEM;
 
 /// How `sectorcrypt_open_with` opens a volume. Set `size` to `sizeof` this struct and
 /// zero what you leave at its default.
@@ -75,6 +92,51 @@ pub struct OpenOptionsC {
     pub timeout_secs: u32,
     /// Reconnections per request after a remote store's connection failed (0: none).
     pub retry: u32,
+    /// The format, for those that have no signature: "veracrypt" (VeraCrypt's KDFs) or
+    /// "tcrypt" (TrueCrypt's too), or "fvault2" (a FileVault 2 volume whose header is
+    /// damaged, to say why); NULL: detected (LUKS2, LUKS1, GELI, BitLocker, FileVault 2).
+    pub format: *const c_char,
+    /// VeraCrypt/TrueCrypt: try only the KDFs whose hash name contains this (cryptsetup's
+    /// `--hash`: each KDF tried costs its full iterations); NULL: all.
+    pub tcrypt_hash: *const c_char,
+    /// VeraCrypt/TrueCrypt: try only the cipher chains whose name contains this
+    /// (cryptsetup's `--cipher`); NULL: all.
+    pub tcrypt_cipher: *const c_char,
+    /// VeraCrypt: the PIM (cryptsetup's `--veracrypt-pim`); 0: none.
+    pub veracrypt_pim: u32,
+    /// With `protect_hidden`: the hidden volume's PIM; 0: none.
+    pub protect_hidden_pim: u32,
+    /// VeraCrypt/TrueCrypt: open the outer volume with its hidden volume protected
+    /// (VeraCrypt's "protect hidden volume": a write that touches it fails, and nothing
+    /// of it is written): the hidden volume's passphrase, `protect_hidden_len` bytes;
+    /// NULL: no protection.
+    pub protect_hidden: *const c_char,
+    /// Bytes of `protect_hidden`.
+    pub protect_hidden_len: usize,
+    /// With `protect_hidden`: the hidden volume's keyfiles, `protect_hidden_keyfile_count`
+    /// paths, in order.
+    pub protect_hidden_keyfiles: *const *const c_char,
+    /// How many paths `protect_hidden_keyfiles` holds.
+    pub protect_hidden_keyfile_count: usize,
+}
+
+/// What the pointers of an options struct point to, read by `ffi.rs`.
+#[derive(Debug, Default)]
+pub struct Pointed {
+    /// `header`.
+    pub header: Option<PathBuf>,
+    /// `keyfiles`.
+    pub keyfiles: Vec<PathBuf>,
+    /// `format`.
+    pub format: Option<String>,
+    /// `tcrypt_hash`.
+    pub hash: Option<String>,
+    /// `tcrypt_cipher`.
+    pub cipher: Option<String>,
+    /// `protect_hidden`, copied into wiped memory.
+    pub protect_hidden: Option<Zeroizing<Vec<u8>>>,
+    /// `protect_hidden_keyfiles`.
+    pub protect_keyfiles: Vec<PathBuf>,
 }
 
 impl OpenOptionsC {
@@ -91,6 +153,15 @@ impl OpenOptionsC {
             connections: 0,
             timeout_secs: 0,
             retry: 0,
+            format: std::ptr::null(),
+            tcrypt_hash: std::ptr::null(),
+            tcrypt_cipher: std::ptr::null(),
+            veracrypt_pim: 0,
+            protect_hidden_pim: 0,
+            protect_hidden: std::ptr::null(),
+            protect_hidden_len: 0,
+            protect_hidden_keyfiles: std::ptr::null(),
+            protect_hidden_keyfile_count: 0,
         }
     }
 
@@ -114,19 +185,24 @@ impl OpenOptionsC {
             threads,
             connections,
             timeout_secs,
-            retry
+            retry,
+            format,
+            tcrypt_hash,
+            tcrypt_cipher,
+            veracrypt_pim,
+            protect_hidden_pim,
+            protect_hidden,
+            protect_hidden_len,
+            protect_hidden_keyfiles,
+            protect_hidden_keyfile_count
         );
         self.size = size;
         self
     }
 
-    /// The library's options for these, with the header path and keyfile paths the
-    /// caller's pointers gave (read by `ffi.rs`); the keyfiles are read here.
-    pub fn to_options(
-        &self,
-        header: Option<PathBuf>,
-        keyfiles: &[PathBuf],
-    ) -> Result<OpenOptions, Failure> {
+    /// The library's options for these, with what the caller's pointers gave (read by
+    /// `ffi.rs`); the keyfiles are read here.
+    pub fn to_options(&self, p: Pointed) -> Result<OpenOptions, Failure> {
         let flag = |f: u32| self.flags & f != 0;
         if self.flags & !KNOWN_FLAGS != 0 {
             return Err(Failure::invalid(format!(
@@ -141,27 +217,17 @@ impl OpenOptionsC {
                 "open options: SECTORCRYPT_OPEN_SHARED is for a read-only open",
             ));
         }
-        let keyfiles = keyfiles
-            .iter()
-            .map(|p| {
-                std::fs::read(p).map(Zeroizing::new).map_err(|e| {
-                    Failure::from(sectorcrypt_image::Error::cannot_open(
-                        format!("keyfile {}", p.display()),
-                        e,
-                    ))
-                })
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        let keyfiles = read_keyfiles(&p.keyfiles)?;
+        let requested = self.requested(&p)?;
         Ok(OpenOptions {
-            header,
+            header: p.header,
             read_only,
             shared,
             key_slot: flag(SECTORCRYPT_OPEN_KEYSLOT).then_some(self.keyslot as usize),
             keyfiles,
             no_passphrase: flag(SECTORCRYPT_OPEN_NO_PASSPHRASE),
             integrity: flag(SECTORCRYPT_OPEN_INTEGRITY),
-            // VeraCrypt and TrueCrypt volumes are not opened through the C API yet.
-            requested: None,
+            requested,
             engine: EngineOptions {
                 threads: (self.threads != 0).then_some(self.threads as usize),
                 ..EngineOptions::default()
@@ -177,6 +243,84 @@ impl OpenOptionsC {
             },
         })
     }
+}
+
+impl OpenOptionsC {
+    /// The format `format` names, with the VeraCrypt/TrueCrypt options, which need it.
+    fn requested(&self, p: &Pointed) -> Result<Option<Requested>, Failure> {
+        let tcrypt = self.flags & TCRYPT_FLAGS != 0
+            || self.veracrypt_pim != 0
+            || p.hash.is_some()
+            || p.cipher.is_some()
+            || p.protect_hidden.is_some();
+        let truecrypt = match p.format.as_deref() {
+            None if tcrypt => {
+                return Err(Failure::invalid(
+                    "open options: the VeraCrypt/TrueCrypt options (TCRYPT flags, \
+                     veracrypt_pim, tcrypt_hash, tcrypt_cipher, protect_hidden) need format \
+                     \"veracrypt\" or \"tcrypt\"",
+                ))
+            }
+            None => return Ok(None),
+            Some("fvault2") if tcrypt => {
+                return Err(Failure::invalid(
+                    "open options: FileVault 2 takes none of the VeraCrypt/TrueCrypt options",
+                ))
+            }
+            Some("fvault2") => return Ok(Some(Requested::Fvault2)),
+            Some("tcrypt") => true,
+            Some("veracrypt") => false,
+            Some(other) => {
+                return Err(Failure::invalid(format!(
+                    "open options: format {other:?}: name only veracrypt, tcrypt or fvault2 \
+                     (the others are detected)"
+                )))
+            }
+        };
+        if p.protect_hidden.is_none()
+            && (self.protect_hidden_pim != 0 || !p.protect_keyfiles.is_empty())
+        {
+            return Err(Failure::invalid(
+                "open options: protect_hidden_pim and protect_hidden_keyfiles go with \
+                 protect_hidden",
+            ));
+        }
+        let protect = match &p.protect_hidden {
+            Some(pass) => Some(Protect {
+                passphrase: pass.clone(),
+                keyfiles: read_keyfiles(&p.protect_keyfiles)?,
+                pim: (self.protect_hidden_pim != 0).then_some(self.protect_hidden_pim),
+            }),
+            None => None,
+        };
+        let flag = |f: u32| self.flags & f != 0;
+        Ok(Some(Requested::Tcrypt(TcryptOptions {
+            truecrypt,
+            pim: (self.veracrypt_pim != 0).then_some(self.veracrypt_pim),
+            hidden: flag(SECTORCRYPT_OPEN_TCRYPT_HIDDEN),
+            backup: flag(SECTORCRYPT_OPEN_TCRYPT_BACKUP),
+            system: flag(SECTORCRYPT_OPEN_TCRYPT_SYSTEM),
+            hash: p.hash.clone(),
+            cipher: p.cipher.clone(),
+            protect,
+            ..TcryptOptions::default()
+        })))
+    }
+}
+
+/// The keyfiles at `paths`, read into wiped memory.
+fn read_keyfiles(paths: &[PathBuf]) -> Result<Vec<Zeroizing<Vec<u8>>>, Failure> {
+    paths
+        .iter()
+        .map(|p| {
+            std::fs::read(p).map(Zeroizing::new).map_err(|e| {
+                Failure::from(sectorcrypt_image::Error::cannot_open(
+                    format!("keyfile {}", p.display()),
+                    e,
+                ))
+            })
+        })
+        .collect()
 }
 
 /// The remote settings of a C options struct (`connections`, `timeout_secs`, `retry`,

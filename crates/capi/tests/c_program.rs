@@ -58,6 +58,20 @@ impl Fixture {
         std::fs::write(f.path("key"), &f.key).unwrap();
         std::fs::write(f.path("expected.bin"), &f.expected).unwrap();
         std::fs::write(f.path("new.bin"), &f.fresh).unwrap();
+        // A VeraCrypt volume with a hidden volume (cryptsetup's TCRYPT fixtures, committed
+        // for the volume crate's tests).
+        let fixtures = crate_dir().join("../volume/tests/data/tcrypt/tcrypt-images.tar.xz");
+        run(Command::new("tar")
+            .arg("xJf")
+            .arg(&fixtures)
+            .arg("-C")
+            .arg(f.dir.path())
+            .arg("tcrypt-images/vc_1-sha512-xts-aes-hidden"));
+        std::fs::rename(
+            f.path("tcrypt-images/vc_1-sha512-xts-aes-hidden"),
+            f.path("vc-hidden.img"),
+        )
+        .unwrap();
         File::create(f.path("plain.img"))
             .unwrap()
             .set_len(4 * MIB)

@@ -482,6 +482,75 @@ static void formats(void) {
     EXPECT(sectorcrypt_close(v), SECTORCRYPT_OK);
 }
 
+/* The serial of a FAT boot sector (FAT12/16 at byte 39, FAT32 at 67) that is one of the
+ * fixture's (0xDEADBABE outer, 0xCAFEBABE hidden), or 0. */
+static uint32_t fat_serial(const unsigned char *b) {
+    for (int at = 39; at <= 67; at += 28) {
+        uint32_t s = (uint32_t)b[at] | (uint32_t)b[at + 1] << 8 | (uint32_t)b[at + 2] << 16 |
+                     (uint32_t)b[at + 3] << 24;
+        if (s == 0xDEADBABEu || s == 0xCAFEBABEu)
+            return s;
+    }
+    return 0;
+}
+
+/* VeraCrypt volumes by name: cryptsetup's fixture with a hidden volume. */
+static void veracrypt(void) {
+    const char *image = in_dir("vc-hidden.img");
+    sectorcrypt_open_options o;
+    memset(&o, 0, sizeof o);
+    o.size = sizeof o;
+    o.format = "veracrypt";
+    o.tcrypt_hash = "sha512";
+    sectorcrypt_volume *v = NULL;
+    sectorcrypt_volume_info outer, hidden;
+    unsigned char boot[512];
+    EXPECT(sectorcrypt_open_with(image, "aaaaaaaaaaaa", 12, &o, &v), SECTORCRYPT_OK);
+    EXPECT(sectorcrypt_info(v, &outer), SECTORCRYPT_OK);
+    EXPECT(sectorcrypt_pread(v, boot, sizeof boot, 0), SECTORCRYPT_OK);
+    CHECK(fat_serial(boot) == 0xDEADBABEu);
+    EXPECT(sectorcrypt_close(v), SECTORCRYPT_OK);
+    o.flags = SECTORCRYPT_OPEN_TCRYPT_HIDDEN | SECTORCRYPT_OPEN_READ_ONLY;
+    EXPECT(sectorcrypt_open_with(image, "bbbbbbbbbbbb", 12, &o, &v), SECTORCRYPT_OK);
+    EXPECT(sectorcrypt_info(v, &hidden), SECTORCRYPT_OK);
+    EXPECT(sectorcrypt_pread(v, boot, sizeof boot, 0), SECTORCRYPT_OK);
+    CHECK(fat_serial(boot) == 0xCAFEBABEu);
+    EXPECT(sectorcrypt_close(v), SECTORCRYPT_OK);
+    CHECK(hidden.data_offset > outer.data_offset);
+
+    /* The outer volume written with its hidden volume protected: a write reaching into
+     * the hidden data fails whole; one before it lands. */
+    uint64_t at = hidden.data_offset - outer.data_offset - 512;
+    o.flags = 0;
+    o.protect_hidden = "bbbbbbbbbbbb";
+    o.protect_hidden_len = 12;
+    EXPECT(sectorcrypt_open_with(image, "aaaaaaaaaaaa", 12, &o, &v), SECTORCRYPT_OK);
+    unsigned char block[4096];
+    memset(block, 0x5a, sizeof block);
+    EXPECT(sectorcrypt_pwrite(v, block, sizeof block, at), SECTORCRYPT_ERR_IO);
+    CHECK(strstr(sectorcrypt_last_error(), "protected hidden volume") != NULL);
+    EXPECT(sectorcrypt_pwrite(v, block, 512, at), SECTORCRYPT_OK);
+    EXPECT(sectorcrypt_close(v), SECTORCRYPT_OK);
+    o.flags = SECTORCRYPT_OPEN_TCRYPT_HIDDEN | SECTORCRYPT_OPEN_READ_ONLY;
+    o.protect_hidden = NULL;
+    o.protect_hidden_len = 0;
+    EXPECT(sectorcrypt_open_with(image, "bbbbbbbbbbbb", 12, &o, &v), SECTORCRYPT_OK);
+    EXPECT(sectorcrypt_pread(v, boot, sizeof boot, 0), SECTORCRYPT_OK);
+    CHECK(fat_serial(boot) == 0xCAFEBABEu);
+    EXPECT(sectorcrypt_close(v), SECTORCRYPT_OK);
+
+    /* The VeraCrypt options need the format named; unknown formats are refused. */
+    o.format = NULL;
+    EXPECT(sectorcrypt_open_with(image, "bbbbbbbbbbbb", 12, &o, &v),
+           SECTORCRYPT_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(sectorcrypt_last_error(), "need format") != NULL);
+    o.format = "luks2";
+    o.flags = 0;
+    o.tcrypt_hash = NULL;
+    EXPECT(sectorcrypt_open_with(image, "bbbbbbbbbbbb", 12, &o, &v),
+           SECTORCRYPT_ERR_INVALID_ARGUMENT);
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: %s DIR\n", argv[0]);
@@ -504,6 +573,7 @@ int main(int argc, char **argv) {
     open_errors();
     formats();
     cipher();
+    veracrypt();
     printf("sectorcrypt C test: %d checks, %d failed\n", checks, failures);
     return failures ? 1 : 0;
 }
