@@ -352,7 +352,9 @@ mod tests {
 
     #[test]
     fn zeroed_options_are_the_defaults_and_flags_are_checked() {
-        let o = OpenOptionsC::zeroed().to_options(None, &[]).unwrap();
+        let o = OpenOptionsC::zeroed()
+            .to_options(Pointed::default())
+            .unwrap();
         assert!(!o.read_only && !o.shared && o.key_slot.is_none() && !o.no_passphrase);
         assert_eq!(o.context.remote, RemoteOptions::default());
         assert_eq!(o.engine.threads, None);
@@ -360,14 +362,26 @@ mod tests {
         c.flags = SECTORCRYPT_OPEN_KEYSLOT | SECTORCRYPT_OPEN_NO_TIMEOUT;
         c.connections = 2;
         c.threads = 3;
-        let o = c.to_options(None, &[]).unwrap();
+        let o = c.to_options(Pointed::default()).unwrap();
         assert_eq!(o.key_slot, Some(0));
         assert_eq!(o.context.remote.timeout_secs, 0);
         assert_eq!(o.context.remote.connections, 2);
         assert_eq!(o.engine.threads, Some(3));
         c.flags = 1 << 20;
-        assert!(c.to_options(None, &[]).is_err());
+        assert!(c.to_options(Pointed::default()).is_err());
         c.flags = SECTORCRYPT_OPEN_SHARED;
-        assert!(c.to_options(None, &[]).is_err());
+        assert!(c.to_options(Pointed::default()).is_err());
+        // The VeraCrypt options need the format named.
+        c.flags = SECTORCRYPT_OPEN_TCRYPT_HIDDEN;
+        assert!(c.to_options(Pointed::default()).is_err());
+        let named = || Pointed {
+            format: Some("veracrypt".into()),
+            ..Pointed::default()
+        };
+        let o = c.to_options(named()).unwrap();
+        assert!(matches!(o.requested, Some(Requested::Tcrypt(t)) if t.hidden && !t.truecrypt));
+        c.flags = 0;
+        c.protect_hidden_pim = 2;
+        assert!(c.to_options(named()).is_err());
     }
 }
