@@ -878,7 +878,10 @@ fn write_veracrypt(
     let unlocked = tc.unlocked(store, made.key, 0)?;
     let kdf = tcrypt_header::KDFS
         .iter()
-        .find(|k| k.prf == create.prf && k.made == tcrypt_header::Made::VeraCrypt)
+        .find(|k| {
+            k.function == tcrypt_header::Function::Pbkdf2(create.prf)
+                && k.made == tcrypt_header::Made::VeraCrypt
+        })
         .ok_or_else(|| refused("no VeraCrypt KDF for this hash".into()))?;
     let chain = tcrypt_header::CHAINS
         .iter()
