@@ -526,6 +526,13 @@ pub fn veracrypt_prf(name: &str) -> Result<Prf> {
         "sha-256" => "sha256",
         other => other,
     };
+    if alias.starts_with("argon2") {
+        return Err(refused(format!(
+            "VeraCrypt volumes are made with PBKDF2 here: {name:?} (VeraCrypt's Argon2id) \
+             volumes open but are not made; --hash takes sha512 (default), sha256, \
+             whirlpool, ripemd160, stribog512 or blake2s-256"
+        )));
+    }
     all.into_iter().find(|p| p.name() == alias).ok_or_else(|| {
         let names: Vec<&str> = all.iter().map(|p| p.name()).collect();
         refused(format!(

@@ -9,8 +9,9 @@
 //! the work: for each header place the options allow (the normal header at 0, the hidden
 //! one at 64 KiB or, TrueCrypt 5, 1536 bytes before the end, the backup headers near the
 //! end, the system header at 31744), for each KDF of [`header::KDFS`] that may apply
-//! (hash hint, PIM, VeraCrypt or TrueCrypt, system), derive 192 bytes with PBKDF2 from the
-//! passphrase (with keyfiles: the CRC-32 keyfile pool plus the passphrase), then try every
+//! (hash hint, PIM, VeraCrypt or TrueCrypt, system), derive 192 bytes with PBKDF2 or
+//! VeraCrypt's Argon2id from the passphrase (with keyfiles: the CRC-32 keyfile pool plus the
+//! passphrase) and the header's salt, then try every
 //! XTS cipher chain of [`header::CHAINS`] (cipher hint) on bytes 64..512 as data unit 0,
 //! until the magic (`VERA`/`TRUE`) and both CRC-32s are right. The decrypted header is
 //! what `unlock_key` returns as the "key"; `dump` shows its fields after an unlock.
@@ -37,9 +38,14 @@
 //! as well. Reads stay allowed. Without protection, as in VeraCrypt, writing an outer
 //! volume can overwrite a hidden volume inside it.
 //!
-//! Not supported: TrueCrypt 4 and older (CBC and LRW modes, SHA-1), Argon2id (VeraCrypt
-//! 1.26.29), writing system volumes, changing headers. VeraCrypt volumes, with a hidden
-//! volume on request, are made by [`create::create`].
+//! **Argon2id** (VeraCrypt 1.26.27 and later; [`header::argon2id_costs`]) is memory-hard:
+//! one try holds up to 1 GiB (416 MiB without a PIM) while it runs. The KDFs are tried one
+//! after another on the calling thread, so a search never holds two such costs at once;
+//! `hash: Some("argon2id")` tries it alone, any other hash hint skips it.
+//!
+//! Not supported: TrueCrypt 4 and older (CBC and LRW modes, SHA-1), writing system
+//! volumes, changing headers. VeraCrypt volumes, with a hidden volume on request, are made
+//! by [`create::create`] (PBKDF2 only: never with Argon2id).
 
 pub mod create;
 pub mod header;
@@ -678,6 +684,9 @@ impl Format for Tcrypt {
                     "cipher": CHAINS[f.chain].name,
                     "cipher_mode": "xts-plain64",
                     "key_bits": CHAINS[f.chain].key_len() * 8,
+                    "time": null,
+                    "memory": null,
+                    "cpus": null,
                 });
                 if let Some(kib) = kdf.memory_kib(pim) {
                     // Argon2id: no hash; the passes, memory (KiB) and lanes under a LUKS2

@@ -117,7 +117,8 @@ fn serial_of(dir: &Path, name: &str) -> String {
     fat_serial(&boot)
 }
 
-/// The images whose ciphers and KDFs are supported: XTS, no Argon2id, not system.
+/// The images of the group tests: XTS, not system, not Argon2id (its own test, one image
+/// at a time).
 fn supported(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = fs::read_dir(dir)
         .unwrap()
