@@ -583,7 +583,10 @@ fn plan_veracrypt(opts: &CreateOptions) -> Result<VeracryptPlan> {
     }
     let p = &opts.pbkdf;
     if p.kind.as_deref().is_some_and(|k| k != "pbkdf2") {
-        return why("VeraCrypt volumes are made with pbkdf2 (Argon2id is not supported)".into());
+        return why(
+            "VeraCrypt volumes are made with pbkdf2 (Argon2id volumes open but are not made)"
+                .into(),
+        );
     }
     if p.iterations.is_some() || p.memory_kib.is_some() || p.parallel.is_some() {
         return why(format!(
