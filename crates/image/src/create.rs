@@ -526,6 +526,13 @@ pub fn veracrypt_prf(name: &str) -> Result<Prf> {
         "sha-256" => "sha256",
         other => other,
     };
+    if alias.starts_with("argon2") {
+        return Err(refused(format!(
+            "VeraCrypt volumes are made with PBKDF2 here: {name:?} (VeraCrypt's Argon2id) \
+             volumes open but are not made; --hash takes sha512 (default), sha256, \
+             whirlpool, ripemd160, stribog512 or blake2s-256"
+        )));
+    }
     all.into_iter().find(|p| p.name() == alias).ok_or_else(|| {
         let names: Vec<&str> = all.iter().map(|p| p.name()).collect();
         refused(format!(
@@ -576,7 +583,10 @@ fn plan_veracrypt(opts: &CreateOptions) -> Result<VeracryptPlan> {
     }
     let p = &opts.pbkdf;
     if p.kind.as_deref().is_some_and(|k| k != "pbkdf2") {
-        return why("VeraCrypt volumes are made with pbkdf2 (Argon2id is not supported)".into());
+        return why(
+            "VeraCrypt volumes are made with pbkdf2 (Argon2id volumes open but are not made)"
+                .into(),
+        );
     }
     if p.iterations.is_some() || p.memory_kib.is_some() || p.parallel.is_some() {
         return why(format!(
@@ -878,7 +888,10 @@ fn write_veracrypt(
     let unlocked = tc.unlocked(store, made.key, 0)?;
     let kdf = tcrypt_header::KDFS
         .iter()
-        .find(|k| k.prf == create.prf && k.made == tcrypt_header::Made::VeraCrypt)
+        .find(|k| {
+            k.function == tcrypt_header::Function::Pbkdf2(create.prf)
+                && k.made == tcrypt_header::Made::VeraCrypt
+        })
         .ok_or_else(|| refused("no VeraCrypt KDF for this hash".into()))?;
     let chain = tcrypt_header::CHAINS
         .iter()

@@ -160,8 +160,9 @@ VeraCrypt (--type veracrypt): the header at 0 and its backup 128 KiB before the 
 128 KiB header area filled with random bytes first; data from 128 KiB to 128 KiB before the \
 end, 512-byte sectors, XTS under random master keys, --cipher a chain (default aes), PBKDF2 \
 with --hash (default sha512): 500000 iterations (RIPEMD-160: 655331), or 15000 + 1000 x PIM \
-with --veracrypt-pim PIM. Keyfiles with --keyfile-component, in order (--no-passphrase: \
-keyfiles only). --hidden-size SIZE --hidden-key-file FILE also makes a hidden volume, as \
+with --veracrypt-pim PIM (Argon2id, which VeraCrypt 1.26.27 and later can use, is opened \
+but never made here: --hash argon2id is refused). Keyfiles with --keyfile-component, in \
+order (--no-passphrase: keyfiles only). --hidden-size SIZE --hidden-key-file FILE also makes a hidden volume, as \
 VeraCrypt does: its header at 64 KiB (backup 64 KiB before the end), its data at the end of \
 the outer data area, the same cipher and hash, its own passphrase (--hidden-keyfile-component \
 and --hidden-veracrypt-pim for its keyfiles and PIM). It is at least 40 KiB, and the outer \
@@ -220,7 +221,7 @@ pub struct PbkdfArgs {
     pub pbkdf: Option<String>,
     /// Hash for pbkdf2 and the AF splitter: sha1, sha256, sha512 (default sha256). VeraCrypt:
     /// PBKDF2's hash, sha512 (default), sha256, whirlpool, ripemd160, stribog512 or
-    /// blake2s-256.
+    /// blake2s-256 (Argon2id is not made here).
     #[arg(long, value_name = "HASH")]
     pub hash: Option<String>,
     /// Milliseconds one unlock should take on this machine (calibration target).

@@ -48,7 +48,8 @@ pub struct TcryptArgs {
     #[arg(long = "tcrypt-system")]
     pub system: bool,
     /// VeraCrypt/TrueCrypt: try only the KDFs whose hash name contains HASH (sha512,
-    /// sha256, whirlpool, ripemd160, stribog512, blake2s-256), as cryptsetup's --hash.
+    /// sha256, whirlpool, ripemd160, stribog512, blake2s-256; argon2id: VeraCrypt's
+    /// Argon2id alone), as cryptsetup's --hash.
     #[arg(long = "hash", value_name = "HASH")]
     pub hash: Option<String>,
     /// VeraCrypt/TrueCrypt: try only the cipher chains whose cryptsetup name contains
@@ -132,7 +133,13 @@ have no signature, so they are never detected. The passphrase comes from --key-f
 prompt; keyfiles with --keyfile-component, in any order (--no-passphrase: keyfiles only); \
 --veracrypt-pim N, --tcrypt-hidden, --tcrypt-backup, --tcrypt-system as in cryptsetup; \
 --hash and --cipher limit the search (slow without them: up to a few seconds per KDF).
-KDFs: PBKDF2 with SHA-512, SHA-256, Whirlpool, RIPEMD-160, Streebog-512, BLAKE2s-256. \
+KDFs: PBKDF2 with SHA-512, SHA-256, Whirlpool, RIPEMD-160, Streebog-512, BLAKE2s-256, and \
+VeraCrypt's Argon2id (--hash argon2id; tried after SHA-256, as cryptsetup does). Argon2id is \
+memory-hard, one lane: without a PIM 6 passes over 416 MiB; with --veracrypt-pim N (1-31) \
+3 + (N-1)/3 passes over 64 + 32 x (N-1) MiB, above 31 N - 18 passes over 1 GiB. Each try \
+holds that memory while it runs (the tries run one after another, never two at once): a \
+search without --hash needs up to 1 GiB free, and with a large PIM takes minutes (N = 485, \
+SHA-512's default count, is 467 passes over 1 GiB); give --hash to skip it. \
 Ciphers, in XTS: AES, Serpent, Twofish, Camellia, Kuznyechik and VeraCrypt's cascades.
 write, serve and mount write normal and hidden volumes; system volumes are read-only. An outer \
 volume's writes can overwrite a hidden volume inside it unless it is protected: \
@@ -143,8 +150,8 @@ message, NBD answers EPERM); a passphrase that opens no hidden volume refuses th
 its header is searched with every KDF and chain, as --tcrypt-hidden without --hash and --cipher, \
 so a wrong one takes a while). \
 New VeraCrypt volumes, with a hidden volume: format --type veracrypt (see format --help).
-Not supported: writing system volumes, Argon2id (VeraCrypt 1.26.29), TrueCrypt 4 and older \
-(CBC, LRW).";
+Not supported: writing system volumes, making Argon2id volumes, TrueCrypt 4 and older (CBC, \
+LRW).";
 
 /// The after-help of the commands that open BitLocker, VeraCrypt/TrueCrypt and FileVault 2
 /// volumes.

@@ -20,7 +20,7 @@
 //! Both volumes are made at once here (VeraCrypt adds a hidden volume to an existing outer
 //! one; that is not offered). Every refusal comes before anything is written.
 
-use super::header::{Chain, Fields, Made, Prf, CHAINS, HEADER_LEN, KDFS, SALT_LEN};
+use super::header::{Chain, Fields, Function, Made, Prf, CHAINS, HEADER_LEN, KDFS, SALT_LEN};
 use crate::error::{Error, Result};
 use crate::store::{self, Store};
 use sectorcrypt_crypto::cascade::Cascade;
@@ -128,7 +128,7 @@ fn chain(name: &str) -> Result<(usize, &'static Chain)> {
 /// VeraCrypt's KDF row of `prf`.
 fn kdf(prf: Prf) -> Result<&'static super::header::Kdf> {
     KDFS.iter()
-        .find(|k| k.prf == prf && k.made == Made::VeraCrypt)
+        .find(|k| k.function == Function::Pbkdf2(prf) && k.made == Made::VeraCrypt)
         .ok_or_else(|| Error::invalid(format!("no VeraCrypt volume uses {prf:?}")))
 }
 
@@ -156,7 +156,7 @@ impl Plan<'_> {
         let mut h = Zeroizing::new([0u8; HEADER_LEN]);
         h.copy_from_slice(&plain[..]);
         random(&mut h[..SALT_LEN])?;
-        let dk = self.kdf.derive(self.password, &h[..SALT_LEN], self.pim);
+        let dk = self.kdf.derive(self.password, &h[..SALT_LEN], self.pim)?;
         Cascade::new(self.chain.layers, &dk[..self.chain.key_len()])?.encrypt(
             0,
             HEADER_LEN - SALT_LEN,

@@ -1,6 +1,7 @@
 //! The VeraCrypt/TrueCrypt volume header: where it lies, how its key is derived (the
-//! PBKDF2 table with VeraCrypt's PIM formulas, the keyfile pool), which cipher chains may
-//! encrypt it, and the fields of a decrypted header with their two CRC-32s.
+//! PBKDF2 table and VeraCrypt's Argon2id, with VeraCrypt's PIM formulas, the keyfile
+//! pool), which cipher chains may encrypt it, and the fields of a decrypted header with
+//! their two CRC-32s.
 //!
 //! Facts from VeraCrypt's `Volumes.c`/`Volumes.h`/`Pkcs5.c`/`Keyfiles.c` and its format
 //! specification, and from cryptsetup's `lib/tcrypt/` (the oracle for what is tried and in
@@ -48,12 +49,22 @@ pub enum Made {
     VeraCryptBoot,
 }
 
+/// The function of a KDF row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Function {
+    /// PBKDF2-HMAC with this hash.
+    Pbkdf2(Prf),
+    /// Argon2id (version 0x13), one lane, the memory cost from the PIM
+    /// ([`argon2id_costs`]).
+    Argon2id,
+}
+
 /// One way a header key is derived.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Kdf {
-    /// The hash.
-    pub prf: Prf,
-    /// Iterations without a PIM.
+    /// PBKDF2 and its hash, or Argon2id.
+    pub function: Function,
+    /// Iterations (Argon2id: passes) without a PIM.
     pub iterations: u32,
     /// Which volumes use it.
     pub made: Made,
@@ -61,14 +72,42 @@ pub struct Kdf {
 
 const fn kdf(prf: Prf, iterations: u32, made: Made) -> Kdf {
     Kdf {
-        prf,
+        function: Function::Pbkdf2(prf),
         iterations,
         made,
     }
 }
 
+/// VeraCrypt's Argon2id row: 6 passes of 416 MiB without a PIM (the costs of PIM 12).
+const ARGON2ID: Kdf = Kdf {
+    function: Function::Argon2id,
+    iterations: 6,
+    made: Made::VeraCrypt,
+};
+
+/// Argon2id's memory cost without a PIM, in KiB: 416 MiB (cryptsetup's `tcrypt_kdf[]`).
+pub const ARGON2ID_MEMORY_KIB: u32 = 416 * 1024;
+/// Argon2id's largest memory cost, in KiB: 1 GiB (any PIM above 31).
+pub const ARGON2ID_MAX_MEMORY_KIB: u32 = 1024 * 1024;
+
+/// VeraCrypt's Argon2id costs for `pim`: (passes, memory in KiB), always one lane. PIM 1
+/// to 31: `3 + (PIM - 1) / 3` passes of `64 + 32 * (PIM - 1)` MiB; above 31: `PIM - 18`
+/// passes (13 + (PIM - 31)) of 1 GiB. No PIM: 6 passes of 416 MiB, as PIM 12. From
+/// VeraCrypt's PIM documentation and cryptsetup's `lib/tcrypt/tcrypt.c`
+/// (`TCRYPT_init_hdr`).
+pub fn argon2id_costs(pim: Option<u32>) -> (u32, u32) {
+    match pim {
+        None => (ARGON2ID.iterations, ARGON2ID_MEMORY_KIB),
+        Some(p) if p <= 31 => {
+            let p = p.max(1);
+            (3 + (p - 1) / 3, 1024 * (64 + 32 * (p - 1)))
+        }
+        Some(p) => (p - 18, ARGON2ID_MAX_MEMORY_KIB),
+    }
+}
+
 /// The KDFs, in the order cryptsetup tries them (TrueCrypt's first). SHA-1 (TrueCrypt 4
-/// and older, CBC and LRW volumes only) and Argon2id (VeraCrypt 1.26.29) are not here.
+/// and older, CBC and LRW volumes only) is not here.
 pub const KDFS: &[Kdf] = &[
     kdf(Prf::Ripemd160, 2_000, Made::TrueCrypt),
     kdf(Prf::Ripemd160, 1_000, Made::TrueCrypt),
@@ -78,6 +117,7 @@ pub const KDFS: &[Kdf] = &[
     kdf(Prf::Whirlpool, 500_000, Made::VeraCrypt),
     kdf(Prf::Sha256, 500_000, Made::VeraCrypt),
     kdf(Prf::Sha256, 200_000, Made::VeraCryptBoot),
+    ARGON2ID,
     kdf(Prf::Blake2s256, 500_000, Made::VeraCrypt),
     kdf(Prf::Blake2s256, 200_000, Made::VeraCryptBoot),
     kdf(Prf::Ripemd160, 655_331, Made::VeraCrypt),
@@ -86,20 +126,58 @@ pub const KDFS: &[Kdf] = &[
 ];
 
 impl Kdf {
-    /// The iterations with `pim` (VeraCrypt rows only; `None` keeps the default).
+    /// The iterations (Argon2id: passes) with `pim` (VeraCrypt rows only; `None` keeps
+    /// the default).
     pub fn rounds(&self, pim: Option<u32>) -> u32 {
-        match (pim, self.made) {
-            (Some(p), Made::VeraCrypt) => 15_000u32.saturating_add(p.saturating_mul(1_000)),
-            (Some(p), Made::VeraCryptBoot) => p.saturating_mul(2_048),
+        match (pim, self.made, self.function) {
+            (_, _, Function::Argon2id) => argon2id_costs(pim).0,
+            (Some(p), Made::VeraCrypt, _) => 15_000u32.saturating_add(p.saturating_mul(1_000)),
+            (Some(p), Made::VeraCryptBoot, _) => p.saturating_mul(2_048),
             _ => self.iterations,
         }
     }
 
-    /// Derives the header key of `password` and `salt` with `pim`.
-    pub fn derive(&self, password: &[u8], salt: &[u8], pim: Option<u32>) -> Zeroizing<Vec<u8>> {
+    /// The memory cost in KiB with `pim` (Argon2id; `None` for PBKDF2).
+    pub fn memory_kib(&self, pim: Option<u32>) -> Option<u32> {
+        match self.function {
+            Function::Argon2id => Some(argon2id_costs(pim).1),
+            Function::Pbkdf2(_) => None,
+        }
+    }
+
+    /// The name `--hash` matches: the PBKDF2 hash's (`sha512`, ...) or `argon2id`, as
+    /// cryptsetup matches its KDF table.
+    pub fn name(&self) -> &'static str {
+        match self.function {
+            Function::Pbkdf2(prf) => prf.name(),
+            Function::Argon2id => "argon2id",
+        }
+    }
+
+    /// Derives the 192-byte header key of `password` (the keyfile pool with the
+    /// passphrase) and the header's 64-byte `salt` with `pim`. Argon2id holds its memory
+    /// cost (up to 1 GiB) while it runs, and frees it before this returns.
+    pub fn derive(
+        &self,
+        password: &[u8],
+        salt: &[u8],
+        pim: Option<u32>,
+    ) -> Result<Zeroizing<Vec<u8>>> {
         let mut out = Zeroizing::new(vec![0u8; DERIVED_LEN]);
-        self.prf.pbkdf2(password, salt, self.rounds(pim), &mut out);
-        out
+        match self.function {
+            Function::Pbkdf2(prf) => prf.pbkdf2(password, salt, self.rounds(pim), &mut out),
+            Function::Argon2id => {
+                let (time, memory_kib) = argon2id_costs(pim);
+                let argon2 = crate::kdf::Kdf::Argon2 {
+                    kind: crate::kdf::KdfKind::Argon2id,
+                    time,
+                    memory_kib,
+                    parallel: 1,
+                };
+                argon2.derive(password, salt, &mut out)?;
+            }
+        }
+        Ok(out)
     }
 }
 
@@ -339,6 +417,61 @@ mod tests {
         let boot = KDFS[7];
         assert_eq!(boot.rounds(Some(98)), 200_704);
         assert_eq!(KDFS[0].rounds(Some(5)), 2_000);
+    }
+
+    /// VeraCrypt's Argon2id costs ("Personal Iterations Multiplier (PIM)" in its
+    /// documentation; cryptsetup's `TCRYPT_init_hdr`): PIM 1 to 31 grow the memory by
+    /// 32 MiB from 64 MiB and the passes by one every three PIMs from 3; from PIM 32 on
+    /// the memory stays at 1 GiB and each PIM adds a pass; no PIM costs as PIM 12.
+    #[test]
+    fn argon2id_costs_follow_the_pim_as_veracrypt_defines_them() {
+        let mib = |m: u32| m * 1024;
+        let table = [
+            (1, 3, mib(64)),
+            (2, 3, mib(96)),
+            (3, 3, mib(128)),
+            (4, 4, mib(160)),
+            (8, 5, mib(288)),
+            (12, 6, mib(416)),
+            (30, 12, mib(992)),
+            (31, 13, mib(1024)),
+            (32, 14, mib(1024)),
+            (33, 15, mib(1024)),
+            (100, 82, mib(1024)),
+        ];
+        for (pim, passes, kib) in table {
+            assert_eq!(argon2id_costs(Some(pim)), (passes, kib), "PIM {pim}");
+        }
+        assert_eq!(argon2id_costs(None), argon2id_costs(Some(12)));
+        assert_eq!(argon2id_costs(None), (6, 425_984));
+        // The table row: one lane, found by `--hash argon2id`, its costs from the PIM.
+        let row: Vec<&Kdf> = KDFS.iter().filter(|k| k.name() == "argon2id").collect();
+        assert_eq!(row.len(), 1);
+        assert_eq!(row[0].made, Made::VeraCrypt);
+        assert_eq!(row[0].rounds(None), 6);
+        assert_eq!(row[0].rounds(Some(33)), 15);
+        assert_eq!(row[0].memory_kib(Some(8)), Some(mib(288)));
+        assert_eq!(KDFS[4].memory_kib(Some(8)), None);
+    }
+
+    /// Argon2id is the RustCrypto crate's under the costs of the PIM: the same bytes as
+    /// the crate's KDF module gives for them (one lane, 192 bytes, the 64-byte salt).
+    #[test]
+    fn argon2id_derives_with_the_pim_costs() {
+        let row = KDFS.iter().find(|k| k.name() == "argon2id").unwrap();
+        let salt = [7u8; SALT_LEN];
+        let got = row.derive(b"pool", &salt, Some(1)).unwrap();
+        assert_eq!(got.len(), DERIVED_LEN);
+        let mut want = [0u8; DERIVED_LEN];
+        crate::kdf::Kdf::Argon2 {
+            kind: crate::kdf::KdfKind::Argon2id,
+            time: 3,
+            memory_kib: 64 * 1024,
+            parallel: 1,
+        }
+        .derive(b"pool", &salt, &mut want)
+        .unwrap();
+        assert_eq!(&got[..], &want[..]);
     }
 
     #[test]

@@ -9,8 +9,9 @@
 //! the work: for each header place the options allow (the normal header at 0, the hidden
 //! one at 64 KiB or, TrueCrypt 5, 1536 bytes before the end, the backup headers near the
 //! end, the system header at 31744), for each KDF of [`header::KDFS`] that may apply
-//! (hash hint, PIM, VeraCrypt or TrueCrypt, system), derive 192 bytes with PBKDF2 from the
-//! passphrase (with keyfiles: the CRC-32 keyfile pool plus the passphrase), then try every
+//! (hash hint, PIM, VeraCrypt or TrueCrypt, system), derive 192 bytes with PBKDF2 or
+//! VeraCrypt's Argon2id from the passphrase (with keyfiles: the CRC-32 keyfile pool plus the
+//! passphrase) and the header's salt, then try every
 //! XTS cipher chain of [`header::CHAINS`] (cipher hint) on bytes 64..512 as data unit 0,
 //! until the magic (`VERA`/`TRUE`) and both CRC-32s are right. The decrypted header is
 //! what `unlock_key` returns as the "key"; `dump` shows its fields after an unlock.
@@ -37,9 +38,14 @@
 //! as well. Reads stay allowed. Without protection, as in VeraCrypt, writing an outer
 //! volume can overwrite a hidden volume inside it.
 //!
-//! Not supported: TrueCrypt 4 and older (CBC and LRW modes, SHA-1), Argon2id (VeraCrypt
-//! 1.26.29), writing system volumes, changing headers. VeraCrypt volumes, with a hidden
-//! volume on request, are made by [`create::create`].
+//! **Argon2id** (VeraCrypt 1.26.27 and later; [`header::argon2id_costs`]) is memory-hard:
+//! one try holds up to 1 GiB (416 MiB without a PIM) while it runs. The KDFs are tried one
+//! after another on the calling thread, so a search never holds two such costs at once;
+//! `hash: Some("argon2id")` tries it alone, any other hash hint skips it.
+//!
+//! Not supported: TrueCrypt 4 and older (CBC and LRW modes, SHA-1), writing system
+//! volumes, changing headers. VeraCrypt volumes, with a hidden volume on request, are made
+//! by [`create::create`] (PBKDF2 only: never with Argon2id).
 
 pub mod create;
 pub mod header;
@@ -194,10 +200,10 @@ pub fn open(store: &dyn Store, options: Options) -> Result<Tcrypt> {
         }
     }
     if let Some(h) = &options.hash {
-        if !KDFS.iter().any(|k| k.prf.name().contains(h.as_str())) {
+        if !KDFS.iter().any(|k| k.name().contains(h.as_str())) {
             return Err(Error::unsupported(format!(
                 "no TCRYPT KDF hash matches {h:?} (supported: sha512, sha256, whirlpool, \
-                 ripemd160, stribog512, blake2s-256)"
+                 ripemd160, stribog512, blake2s-256, argon2id)"
             )));
         }
     }
@@ -251,7 +257,7 @@ impl Tcrypt {
     /// Whether KDF row `k` is tried with these options.
     fn kdf_allowed(&self, k: &header::Kdf) -> bool {
         let o = &self.options;
-        let hash_ok = o.hash.as_deref().is_none_or(|h| k.prf.name().contains(h));
+        let hash_ok = o.hash.as_deref().is_none_or(|h| k.name().contains(h));
         let kind_ok = match k.made {
             Made::TrueCrypt => o.truecrypt && o.pim.is_none(),
             Made::VeraCrypt => o.veracrypt,
@@ -439,7 +445,7 @@ impl Format for Tcrypt {
                 if !self.kdf_allowed(kdf) {
                     continue;
                 }
-                let dk = kdf.derive(&password, &raw[..SALT_LEN], self.options.pim);
+                let dk = kdf.derive(&password, &raw[..SALT_LEN], self.options.pim)?;
                 for (c, chain) in self.chains() {
                     if let Some(mut h) = Tcrypt::try_chain(&raw, &dk, chain)? {
                         let fields = Fields::parse(&h).ok_or_else(|| {
@@ -616,15 +622,29 @@ impl Format for Tcrypt {
                         format!("{} [bytes]", h.hidden_size),
                     ));
                 }
+                let pim = self.options.pim;
+                match kdf.memory_kib(pim) {
+                    None => fields.extend([
+                        Field::new("PBKDF", "PBKDF2"),
+                        Field::new("PBKDF2 hash", kdf.name()),
+                    ]),
+                    Some(_) => fields.push(Field::new("PBKDF", "Argon2id")),
+                }
                 fields.extend([
-                    Field::new("PBKDF", "PBKDF2"),
-                    Field::new("PBKDF2 hash", kdf.prf.name()),
                     Field::new("Cipher chain", CHAINS[f.chain].name),
                     Field::new("Cipher mode", "xts-plain64"),
                     Field::new("MK bits", CHAINS[f.chain].key_len() * 8),
                     Field::new("Header offset", format!("{} [bytes]", f.at)),
-                    Field::new("Iterations", kdf.rounds(self.options.pim)),
                 ]);
+                match kdf.memory_kib(pim) {
+                    None => fields.push(Field::new("Iterations", kdf.rounds(pim))),
+                    // As luksDump shows an Argon2 keyslot's costs.
+                    Some(kib) => fields.extend([
+                        Field::new("Time cost", kdf.rounds(pim)),
+                        Field::new("Memory", format!("{kib} [kB]")),
+                        Field::new("Threads", 1),
+                    ]),
+                }
             }
         }
         Report {
@@ -643,7 +663,8 @@ impl Format for Tcrypt {
             Some(f) => {
                 let h = &f.fields;
                 let kdf = &KDFS[f.kdf];
-                serde_json::json!({
+                let pim = self.options.pim;
+                let mut json = serde_json::json!({
                     "decrypted": true,
                     "header_offset": f.at,
                     "magic": h.magic_str(),
@@ -657,13 +678,26 @@ impl Format for Tcrypt {
                     "flags": h.flags,
                     "system": h.flags & 1 != 0,
                     "kdf": "pbkdf2",
-                    "hash": kdf.prf.name(),
-                    "iterations": kdf.rounds(self.options.pim),
-                    "pim": self.options.pim,
+                    "hash": kdf.name(),
+                    "iterations": kdf.rounds(pim),
+                    "pim": pim,
                     "cipher": CHAINS[f.chain].name,
                     "cipher_mode": "xts-plain64",
                     "key_bits": CHAINS[f.chain].key_len() * 8,
-                })
+                    "time": null,
+                    "memory": null,
+                    "cpus": null,
+                });
+                if let Some(kib) = kdf.memory_kib(pim) {
+                    // Argon2id: no hash; the passes, memory (KiB) and lanes under a LUKS2
+                    // keyslot's names.
+                    json["kdf"] = "argon2id".into();
+                    json["hash"] = serde_json::Value::Null;
+                    json["time"] = kdf.rounds(pim).into();
+                    json["memory"] = kib.into();
+                    json["cpus"] = 1.into();
+                }
+                json
             }
         }
     }
@@ -810,6 +844,36 @@ fn whole_units(len: usize, offset: u64) -> std::io::Result<()> {
 mod tests {
     use super::*;
     use crate::store::MemStore;
+
+    /// `--hash argon2id` tries VeraCrypt's Argon2id row alone (as cryptsetup's `--hash`
+    /// matches its KDF table's name when a row has no hash), with or without a PIM; a
+    /// hash never selects it; TrueCrypt-only searches never try it.
+    #[test]
+    fn hash_argon2id_selects_only_the_argon2id_row() {
+        let with = |hash: Option<&str>, pim: Option<u32>, veracrypt: bool| Tcrypt {
+            options: Options {
+                hash: hash.map(str::to_string),
+                pim,
+                veracrypt,
+                ..Options::default()
+            },
+            keyfiles: Vec::new(),
+            found: Mutex::new(None),
+        };
+        let tried = |t: &Tcrypt| -> Vec<&'static str> {
+            KDFS.iter()
+                .filter(|k| t.kdf_allowed(k))
+                .map(|k| k.name())
+                .collect()
+        };
+        assert_eq!(tried(&with(Some("argon2id"), None, true)), ["argon2id"]);
+        assert_eq!(tried(&with(Some("argon"), Some(8), true)), ["argon2id"]);
+        assert!(!tried(&with(Some("sha512"), None, true)).contains(&"argon2id"));
+        assert!(tried(&with(None, None, true)).contains(&"argon2id"));
+        assert!(tried(&with(None, None, false))
+            .iter()
+            .all(|&n| n != "argon2id"));
+    }
 
     /// A hidden header is looked for at TrueCrypt 5's place (1536 bytes before the end)
     /// only when TrueCrypt's KDFs, the only ones that open it, are tried.

@@ -6,8 +6,9 @@
 //! outer volumes, `CAFE-BABE` for hidden ones); `dump` fields against `cryptsetup
 //! tcryptDump`; a few full searches without hints; writes to normal and hidden volumes
 //! read back; hidden-volume protection on a VeraCrypt-made hidden volume; volumes made here
-//! (hidden ones too) against `cryptsetup tcryptDump`; and bad input: a wrong passphrase or
-//! PIM, random data, a truncated image, a hidden volume that does not fit.
+//! (hidden ones too) against `cryptsetup tcryptDump`; VeraCrypt's Argon2id images; and bad
+//! input: a wrong passphrase or PIM, random data, a truncated image, a hidden volume that
+//! does not fit.
 
 use sectorcrypt_testkit::require;
 use sectorcrypt_volume::engine::EngineOptions;
@@ -116,7 +117,8 @@ fn serial_of(dir: &Path, name: &str) -> String {
     fat_serial(&boot)
 }
 
-/// The images whose ciphers and KDFs are supported: XTS, no Argon2id, not system.
+/// The images of the group tests: XTS, not system, not Argon2id (its own test, one image
+/// at a time).
 fn supported(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = fs::read_dir(dir)
         .unwrap()
@@ -176,6 +178,39 @@ fn keyfile_images_open_with_and_without_passphrases() {
 #[test]
 fn pim_image_opens_with_its_pim() {
     check_serials(|n| n.starts_with("vcpim_"));
+}
+
+/// VeraCrypt's Argon2id (`--hash argon2id` as the hint, as cryptsetup's test gives it):
+/// without a PIM (6 passes of 416 MiB), with PIM 8 (5 of 288 MiB) and PIM 33 (15 of 1 GiB).
+/// One after another in one test, so that this binary holds one such memory cost at a time
+/// (the wrong-passphrase test below uses PIM 8's).
+#[test]
+fn argon2id_images_open_and_hold_the_expected_file_system() {
+    let dir = images_or_skip!();
+    for name in [
+        "vc_1-argon2id-xts-aes",
+        "vcpim_1_8-argon2id-xts-aes",
+        "vcpim_1_33-argon2id-xts-aes",
+    ] {
+        assert_eq!(serial_of(dir, name), "DEAD-BABE", "{name}");
+    }
+}
+
+/// A wrong passphrase, and the right one with a neighbouring PIM (other Argon2id costs),
+/// do not open an Argon2id volume.
+#[test]
+fn argon2id_refuses_a_wrong_passphrase_or_pim() {
+    let dir = images_or_skip!();
+    let name = "vcpim_1_8-argon2id-xts-aes";
+    let (o, pass, _) = how(dir, name);
+    let store = FileStore::open(&dir.join(name), false).unwrap();
+    let err = header(&store, &o, &[])
+        .unlock(&store, b"ccccccccccccccccccccd")
+        .unwrap_err();
+    assert!(matches!(err, Error::WrongPassphrase), "{err}");
+    let o = Options { pim: Some(7), ..o };
+    let err = header(&store, &o, &[]).unlock(&store, &pass).unwrap_err();
+    assert!(matches!(err, Error::WrongPassphrase), "{err}");
 }
 
 /// System encryption: the header at 31744 (`--tcrypt-system`), the data from the
@@ -554,7 +589,9 @@ fn an_encoded_header_is_accepted_by_cryptsetup() {
     let chain = CHAINS.iter().find(|c| c.name == "aes").unwrap();
     let kdf = KDFS
         .iter()
-        .find(|k| k.prf == header::Prf::Sha512 && k.iterations == 500_000)
+        .find(|k| {
+            k.function == header::Function::Pbkdf2(header::Prf::Sha512) && k.iterations == 500_000
+        })
         .unwrap();
     let mut image = vec![0u8; size as usize];
     getrandom_fill(&mut image);
@@ -562,7 +599,7 @@ fn an_encoded_header_is_accepted_by_cryptsetup() {
         let mut h = [0u8; HEADER_LEN];
         h.copy_from_slice(&plain[..]);
         getrandom_fill(&mut h[..SALT_LEN]);
-        let dk = kdf.derive(PASS, &h[..SALT_LEN], Some(1));
+        let dk = kdf.derive(PASS, &h[..SALT_LEN], Some(1)).unwrap();
         Cascade::new(chain.layers, &dk[..chain.key_len()])
             .unwrap()
             .encrypt(0, HEADER_LEN - SALT_LEN, &mut h[SALT_LEN..])
