@@ -26,7 +26,12 @@
 //! and 8 byte swaps of the hashed data: the AES pipes bind, which is why the multiplies stay
 //! Karatsuba (a schoolbook fourth multiply per register made the multiplier bind, and ran
 //! slower). With 32 registers the 15 round keys, the 8 AES states and the 3 hash
-//! accumulators all stay in registers. (What it reaches: docs/PERFORMANCE.md.)
+//! accumulators all stay in registers. (What it reaches: docs/PERFORMANCE.md.) What it
+//! loses: on Zen 5 the step takes about 100 cycles per group where its CTR half alone
+//! takes about 69 and the zmm GHASH alone about 54, although the probe's balanced rows
+//! (48 or 56 VAESENC beside 12 VPCLMULQDQ) show the two units running side by side at
+//! full load; spreading the multiplies evenly over the rounds in the source changed
+//! nothing, since the compiler regroups them (docs/PERFORMANCE.md, "What binds GCM").
 //!
 //! Counters: kept big-endian in a register (`cur`, lanes `c..c + 3`) and advanced by adding
 //! to byte 15 (the top byte of each lane's last 32-bit word), which needs no byte shuffle as
