@@ -15,12 +15,15 @@
 //! AVX-512 (32 blocks per step in zmm registers, the S-boxes as `vpternlogd`), all
 //! constant-time. Camellia (`camellia`) has two ([`CamelliaBackend`]): AVX-512 with GFNI
 //! (64 blocks per step, byte-sliced, each S-box two GFNI instructions, constant-time) and
-//! the portable RustCrypto crate (`soft`). Both families are chosen as the crate chooses
-//! every family's backend (measured, or `SECTORCRYPT_BACKEND`); their XTS encrypts the
-//! tweaks of a batch of units in one call and makes each unit's tweak sequence in
-//! registers, many units per call. The other layers are the portable RustCrypto crates
-//! (`twofish`, `kuznyechik`), one block at a time: correct and table-light, not fast, and
-//! not reviewed as constant-time (the crates say so). Data units must be whole blocks:
+//! the portable RustCrypto crate (`soft`). Twofish (`twofish`) has two ([`TwofishBackend`]):
+//! AVX-512 with VBMI and GFNI (64 blocks per step, the key-dependent S-boxes looked up in
+//! registers, constant-time) and this crate's portable full-keying tables (`soft`,
+//! table-driven and so not constant-time, as Linux's and libgcrypt's Twofish). The families
+//! are chosen as the crate chooses every family's backend (measured, or
+//! `SECTORCRYPT_BACKEND`); their XTS encrypts the tweaks of a batch of units in one call and
+//! runs many units per call. The Kuznyechik layer is the portable RustCrypto crate, one
+//! block at a time: correct, not fast, and not reviewed as constant-time (the crate says
+//! so). Data units must be whole blocks:
 //! VeraCrypt's are 512 bytes, so no ciphertext stealing is needed or offered.
 
 use crate::block::BLOCK;
