@@ -4,6 +4,7 @@ mod camellia_xts;
 mod engine_threads;
 mod geli_auth;
 mod serpent_xts;
+mod twofish_xts;
 
 use crate::limit::Bound;
 use crate::peers::{Job, Output, Shape};
@@ -93,6 +94,9 @@ pub(crate) fn all() -> Vec<Case> {
         }),
         case("camellia-256-xts/4096", |_, _, _| {
             camellia_xts::camellia_256_xts()
+        }),
+        case("twofish-256-xts/4096", |_, _, _| {
+            twofish_xts::twofish_256_xts()
         }),
         aes_gcm("aes-256-gcm/16384", 14, |b, _, _| gcm(b, 32, 16384, true)),
         aes_gcm("aes-256-gcm/512", 14, |b, _, _| gcm(b, 32, 512, true)),
@@ -813,6 +817,26 @@ mod tests {
     #[test]
     fn every_camellia_backend_agrees_with_libgcrypt() {
         let compared = camellia_xts::every_backend_agrees_with_libgcrypt().unwrap();
+        assert!(compared.contains(&"soft"), "{compared:?}");
+    }
+
+    /// The Twofish case's peer is libgcrypt, named with its version, and its bytes equal
+    /// ours (the case refuses to build otherwise): the cascade's Twofish-XTS on the
+    /// selected backend agrees with a second implementation on 64 units of 4096 bytes.
+    #[test]
+    fn twofish_case_has_the_libgcrypt_peer_and_agrees_with_it() {
+        let built = twofish_xts::twofish_256_xts().unwrap();
+        let peer = built.peer.expect("libgcrypt.so.20 is installed");
+        assert_eq!(peer.name, "libgcrypt");
+        let version = peer.version.unwrap();
+        assert!(version.starts_with("libgcrypt 1."), "{version}");
+    }
+
+    /// Every Twofish backend this CPU runs (the portable one always) gives libgcrypt's
+    /// bytes, not only the one the case selects.
+    #[test]
+    fn every_twofish_backend_agrees_with_libgcrypt() {
+        let compared = twofish_xts::every_backend_agrees_with_libgcrypt().unwrap();
         assert!(compared.contains(&"soft"), "{compared:?}");
     }
 

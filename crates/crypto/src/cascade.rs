@@ -15,12 +15,15 @@
 //! AVX-512 (32 blocks per step in zmm registers, the S-boxes as `vpternlogd`), all
 //! constant-time. Camellia (`camellia`) has two ([`CamelliaBackend`]): AVX-512 with GFNI
 //! (64 blocks per step, byte-sliced, each S-box two GFNI instructions, constant-time) and
-//! the portable RustCrypto crate (`soft`). Both families are chosen as the crate chooses
-//! every family's backend (measured, or `SECTORCRYPT_BACKEND`); their XTS encrypts the
-//! tweaks of a batch of units in one call and makes each unit's tweak sequence in
-//! registers, many units per call. The other layers are the portable RustCrypto crates
-//! (`twofish`, `kuznyechik`), one block at a time: correct and table-light, not fast, and
-//! not reviewed as constant-time (the crates say so). Data units must be whole blocks:
+//! the portable RustCrypto crate (`soft`). Twofish (`twofish`) has two ([`TwofishBackend`]):
+//! AVX-512 with VBMI and GFNI (64 blocks per step, the key-dependent S-boxes looked up in
+//! registers, constant-time) and this crate's portable full-keying tables (`soft`,
+//! table-driven and so not constant-time, as Linux's and libgcrypt's Twofish). The families
+//! are chosen as the crate chooses every family's backend (measured, or
+//! `SECTORCRYPT_BACKEND`); their XTS encrypts the tweaks of a batch of units in one call and
+//! runs many units per call. The Kuznyechik layer is the portable RustCrypto crate, one
+//! block at a time: correct, not fast, and not reviewed as constant-time (the crate says
+//! so). Data units must be whole blocks:
 //! VeraCrypt's are 512 bytes, so no ciphertext stealing is needed or offered.
 
 use crate::block::BLOCK;
@@ -34,11 +37,14 @@ use zeroize::Zeroize;
 
 mod camellia;
 mod serpent;
+mod twofish;
 
 pub use camellia::CamelliaBackend;
 pub(crate) use camellia::WORKLOAD as CAMELLIA_WORKLOAD;
 pub use serpent::SerpentBackend;
 pub(crate) use serpent::WORKLOAD as SERPENT_WORKLOAD;
+pub use twofish::TwofishBackend;
+pub(crate) use twofish::WORKLOAD as TWOFISH_WORKLOAD;
 
 /// Bytes of one layer's primary or secondary key (every supported cipher is used with
 /// 256-bit keys).
@@ -140,10 +146,9 @@ where
 
 fn block_cipher(layer: Layer, key: &[u8]) -> Result<Box<dyn Block128>, Error> {
     match layer {
-        Layer::Twofish => rc::<twofish::Twofish>(key),
         Layer::Kuznyechik => rc::<kuznyechik::Kuznyechik>(key),
-        Layer::Aes | Layer::Serpent | Layer::Camellia => {
-            unreachable!("AES, Serpent and Camellia layers run on the crate's own XTS")
+        Layer::Aes | Layer::Serpent | Layer::Camellia | Layer::Twofish => {
+            unreachable!("AES, Serpent, Camellia and Twofish layers run on the crate's own XTS")
         }
     }
 }
@@ -160,6 +165,8 @@ enum Keyed {
     Serpent(Box<serpent::SerpentXts>),
     /// Camellia-XTS on this crate's backends (boxed: two expanded keys).
     Camellia(Box<camellia::CamelliaXts>),
+    /// Twofish-XTS on this crate's backends (boxed: two expanded keys).
+    Twofish(Box<twofish::TwofishXts>),
     /// XTS over a portable block cipher: the data key (K1) and the tweak key (K2).
     Generic {
         data: Box<dyn Block128>,
@@ -182,6 +189,7 @@ fn mul_alpha(t: &mut [u8; BLOCK]) {
 struct Backends {
     serpent: Option<SerpentBackend>,
     camellia: Option<CamelliaBackend>,
+    twofish: Option<TwofishBackend>,
 }
 
 impl Keyed {
@@ -208,6 +216,13 @@ impl Keyed {
                 backends.camellia,
             )?)));
         }
+        if layer == Layer::Twofish {
+            return Ok(Keyed::Twofish(Box::new(twofish::TwofishXts::new(
+                k1,
+                k2,
+                backends.twofish,
+            )?)));
+        }
         Ok(Keyed::Generic {
             data: block_cipher(layer, k1)?,
             tweak: block_cipher(layer, k2)?,
@@ -232,6 +247,10 @@ impl Keyed {
                 xts.apply(encrypt, first, unit_len, buf);
                 return Ok(());
             }
+            Keyed::Twofish(xts) => {
+                xts.apply(encrypt, first, unit_len, buf);
+                return Ok(());
+            }
             Keyed::Aes(_) | Keyed::Generic { .. } => {}
         }
         for (i, unit) in buf.chunks_exact_mut(unit_len).enumerate() {
@@ -252,6 +271,10 @@ impl Keyed {
                 Ok(())
             }
             Keyed::Camellia(xts) => {
+                xts.apply(encrypt, number, unit.len(), unit);
+                Ok(())
+            }
+            Keyed::Twofish(xts) => {
                 xts.apply(encrypt, number, unit.len(), unit);
                 Ok(())
             }
@@ -343,6 +366,20 @@ impl Cascade {
         Cascade::build(layers, key, backends)
     }
 
+    /// [`Cascade::new`] with the Twofish layers on a named backend, which must be usable
+    /// here (tests and benchmarks).
+    pub fn with_twofish_backend(
+        layers: &[Layer],
+        key: &[u8],
+        backend: TwofishBackend,
+    ) -> Result<Cascade, Error> {
+        let backends = Backends {
+            twofish: Some(backend),
+            ..Backends::default()
+        };
+        Cascade::build(layers, key, backends)
+    }
+
     fn build(layers: &[Layer], key: &[u8], backends: Backends) -> Result<Cascade, Error> {
         let n = layers.len();
         if n == 0 || key.len() != Cascade::key_len(layers) {
@@ -384,6 +421,14 @@ impl Cascade {
     pub fn camellia_backend(&self) -> Option<CamelliaBackend> {
         self.layers.iter().find_map(|(_, k)| match k {
             Keyed::Camellia(x) => Some(x.backend()),
+            _ => None,
+        })
+    }
+
+    /// The backend the Twofish layers run on; `None` without a Twofish layer.
+    pub fn twofish_backend(&self) -> Option<TwofishBackend> {
+        self.layers.iter().find_map(|(_, k)| match k {
+            Keyed::Twofish(x) => Some(x.backend()),
             _ => None,
         })
     }

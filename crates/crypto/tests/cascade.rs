@@ -5,7 +5,9 @@
 //! has no independent implementation installed here (Botan 2 lacks it, the kernel too):
 //! the VeraCrypt fixtures that use it (crates/volume/tests/tcrypt) check it instead.
 
-use sectorcrypt_crypto::cascade::{CamelliaBackend, Cascade, Layer, SerpentBackend};
+use sectorcrypt_crypto::cascade::{
+    CamelliaBackend, Cascade, Layer, SerpentBackend, TwofishBackend,
+};
 use sha2::{Digest, Sha256};
 
 const UNIT: u64 = 0x12_3456_789a;
@@ -88,8 +90,22 @@ fn camellia_backends() -> Vec<CamelliaBackend> {
     out
 }
 
-/// The Botan vectors through the selected backends, and again with the Serpent and the
-/// Camellia layers on every backend this CPU runs.
+/// Every Twofish backend this CPU runs, the portable one first; the others are printed as
+/// skipped with the feature the CPU lacks.
+fn twofish_backends() -> Vec<TwofishBackend> {
+    let mut out = Vec::new();
+    for b in TwofishBackend::ALL.into_iter().rev() {
+        match b.ensure_usable() {
+            Ok(()) => out.push(b),
+            Err(e) => eprintln!("twofish backend {b}: SKIPPED ({e})"),
+        }
+    }
+    assert_eq!(out.first(), Some(&TwofishBackend::Soft));
+    out
+}
+
+/// The Botan vectors through the selected backends, and again with the Serpent, the
+/// Camellia and the Twofish layers on every backend this CPU runs.
 #[test]
 fn xts_layers_and_cascades_match_botan() {
     for &(name, digest, head) in VECTORS {
@@ -108,6 +124,13 @@ fn xts_layers_and_cascades_match_botan() {
                 let c = Cascade::with_camellia_backend(&l, &k, b).unwrap();
                 assert_eq!(c.camellia_backend(), Some(b));
                 cascades.push((format!("camellia on {b}"), c));
+            }
+        }
+        if l.contains(&Layer::Twofish) {
+            for b in twofish_backends() {
+                let c = Cascade::with_twofish_backend(&l, &k, b).unwrap();
+                assert_eq!(c.twofish_backend(), Some(b));
+                cascades.push((format!("twofish on {b}"), c));
             }
         }
         for (on, c) in cascades {

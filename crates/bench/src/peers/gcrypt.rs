@@ -7,10 +7,11 @@
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 
 const LIBRARY: &CStr = c"libgcrypt.so.20";
-/// `GCRY_CIPHER_SERPENT256`, `GCRY_CIPHER_CAMELLIA256` and `GCRY_CIPHER_MODE_XTS` of
-/// gcrypt.h.
+/// `GCRY_CIPHER_SERPENT256`, `GCRY_CIPHER_CAMELLIA256`, `GCRY_CIPHER_TWOFISH` (256-bit
+/// key) and `GCRY_CIPHER_MODE_XTS` of gcrypt.h.
 pub(crate) const SERPENT256: c_int = 306;
 pub(crate) const CAMELLIA256: c_int = 312;
+pub(crate) const TWOFISH: c_int = 10;
 pub(crate) const MODE_XTS: c_int = 13;
 
 type CheckVersion = unsafe extern "C" fn(*const c_char) -> *const c_char;

@@ -9,7 +9,7 @@
 use crate::failure::Failure;
 use sectorcrypt_bench::limit::{AesRate, Width};
 use sectorcrypt_crypto::aes::{self, Gcm, WidthChoice};
-use sectorcrypt_crypto::cascade::{CamelliaBackend, SerpentBackend};
+use sectorcrypt_crypto::cascade::{CamelliaBackend, SerpentBackend, TwofishBackend};
 use sectorcrypt_crypto::mac::MacBackend;
 use sectorcrypt_crypto::{cpu, Backend, GostBackend, Measurement};
 use serde_json::{json, Value};
@@ -51,6 +51,7 @@ pub fn run(json: bool) -> Result<(), Failure> {
     let (mac, m_mac) = MacBackend::selection()?;
     let (serpent, m_serpent) = SerpentBackend::selection()?;
     let (camellia, m_camellia) = CamelliaBackend::selection()?;
+    let (twofish, m_twofish) = TwofishBackend::selection()?;
     let families = vec![
         Family {
             what: "aes",
@@ -99,6 +100,14 @@ pub fn run(json: bool) -> Result<(), Failure> {
             backends: rows(CamelliaBackend::ALL.map(|b| (b.name(), b.ensure_usable()))),
             chosen: camellia.to_string(),
             measured: m_camellia,
+        },
+        Family {
+            what: "twofish (the twofish layer of veracrypt cascades and twofish-xts)",
+            name: "twofish",
+            prefix: Some("twofish "),
+            backends: rows(TwofishBackend::ALL.map(|b| (b.name(), b.ensure_usable()))),
+            chosen: twofish.to_string(),
+            measured: m_twofish,
         },
     ];
     let forced = forced.as_deref();

@@ -516,10 +516,11 @@ pub struct BackendsArgs {
 
 const BACKENDS_HELP: &str = "\
 SECTORCRYPT_BACKEND=soft|aesni|vaes|avx512|avx2|shani forces a backend for every algorithm that
-has it and the portable backend for those that do not (avx2: AES and Camellia soft, GOST and
-Serpent avx2, GELI tags soft; aesni or vaes: GOST, Serpent, Camellia and tags soft; avx512: AES,
-GOST, Serpent, Camellia and tags avx512 (GOST's needs VBMI, Camellia's GFNI and VPCLMULQDQ);
-shani: tags shani, AES, GOST, Serpent and Camellia soft); a name that does not exist or that
+has it and the portable backend for those that do not (avx2: AES, Camellia and Twofish soft,
+GOST and Serpent avx2, GELI tags soft; aesni or vaes: GOST, Serpent, Camellia, Twofish and tags
+soft; avx512: AES, GOST, Serpent, Camellia, Twofish and tags avx512 (GOST's needs VBMI,
+Camellia's GFNI and VPCLMULQDQ, Twofish's VBMI and GFNI); shani: tags shani, AES, GOST,
+Serpent, Camellia and Twofish soft); a name that does not exist or that
 this CPU cannot run is an error (exit 2).
 On avx512, each AES mode runs on ymm or zmm registers, whichever measured faster at first use;
 SECTORCRYPT_AES_WIDTH=ymm|zmm forces one (another value is an error). The report also shows the
