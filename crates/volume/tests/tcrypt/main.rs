@@ -1119,3 +1119,37 @@ fn protection_refuses_writes_into_a_veracrypt_made_hidden_volume() {
     hidden.read_at(&mut boot, 0).unwrap();
     assert_eq!(fat_serial(&boot), "CAFE-BABE");
 }
+
+/// The legacy images: TrueCrypt 4.3 and older, CBC (`tc_1-*`, `tc_2-*-cbc-*`) and LRW
+/// (`tc_2-*-lrw-*`), normal and hidden.
+fn legacy_images(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.contains("-cbc-") || n.contains("-lrw-"))
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn legacy_cbc_and_lrw_images_open_and_hold_the_expected_file_system() {
+    let dir = images_or_skip!();
+    let names = legacy_images(dir);
+    assert_eq!(names.len(), 28, "{names:?}");
+    let mut wrong = Vec::new();
+    for name in &names {
+        let want = if name.ends_with("-hidden") {
+            "CAFE-BABE"
+        } else {
+            "DEAD-BABE"
+        };
+        let got = std::panic::catch_unwind(|| serial_of(dir, name));
+        match got {
+            Ok(s) if s == want => {}
+            Ok(s) => wrong.push(format!("{name}: serial {s}")),
+            Err(_) => wrong.push(format!("{name}: failed")),
+        }
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}
