@@ -83,9 +83,6 @@ mod tests {
     fn sha1_matches_rfc6070() {
         let mut out = [0u8; 20];
         Prf::Sha1.pbkdf2(b"password", b"salt", 2, &mut out);
-        assert_eq!(
-            hex::encode(out),
-            "ea6c014dc72d6f8ccd1ed92ace1d41f0d8de8957"
-        );
+        assert_eq!(hex::encode(out), "ea6c014dc72d6f8ccd1ed92ace1d41f0d8de8957");
     }
 }

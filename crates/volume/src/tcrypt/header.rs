@@ -336,7 +336,12 @@ mod tests {
 
     #[test]
     fn pim_iterations_follow_veracrypt() {
-        let row = |prf, made| *KDFS.iter().find(|k| k.prf == prf && k.made == made).unwrap();
+        let row = |prf, made| {
+            *KDFS
+                .iter()
+                .find(|k| k.prf == prf && k.made == made)
+                .unwrap()
+        };
         let sha512 = row(Prf::Sha512, Made::VeraCrypt);
         assert_eq!(sha512.rounds(None), 500_000);
         assert_eq!(sha512.rounds(Some(485)), 500_000);

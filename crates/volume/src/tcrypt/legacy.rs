@@ -462,3 +462,58 @@ fn xor_repeated(buf: &mut [u8], w: &[u8; 8]) {
         xor(chunk, w);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// GF(2^128) as LRW defines it: x^127 * x reduces to x^7 + x^2 + x + 1, and with the
+    /// tweak key 1 the product is the index itself.
+    #[test]
+    fn lrw_products_follow_the_field() {
+        assert_eq!(mul_x(1 << 127), 0x87);
+        assert_eq!(mul_x(0x80), 0x100);
+        let mut one = [0u8; 16];
+        one[15] = 1;
+        let t = Tweaks::new(&one);
+        for i in [1u128, 2, 0x1234, 1 << 100, u128::MAX] {
+            assert_eq!(t.at(i), i);
+        }
+        // Linear in the index: K2 * (a ^ b) = K2 * a ^ K2 * b.
+        let k2: Vec<u8> = (1..=16).collect();
+        let t = Tweaks::new(&k2);
+        let (a, b) = (0x0123_4567_89ab_cdef_u128, 0xfeed_f00d_u128 << 64);
+        assert_eq!(t.at(a ^ b), t.at(a) ^ t.at(b));
+        assert_eq!(t.at(0), 0);
+        // x * K2 is K2 doubled in the field.
+        assert_eq!(t.at(2), mul_x(u128::from_be_bytes(k2.try_into().unwrap())));
+    }
+
+    /// Every chain's key material fits in the header's 256-byte key area and the 192
+    /// derived bytes, and its volume key is as long as cryptsetup's "MK bits" say.
+    #[test]
+    fn chains_fit_their_key_material() {
+        let k: Vec<u8> = (0..=255).collect();
+        for c in CHAINS {
+            assert!(c.material_len() <= 192, "{}", c.name);
+            assert_eq!(c.volume_key(&k).len(), c.key_len(), "{}", c.name);
+            Keys::new(c, &k[..192]).unwrap();
+        }
+        // cryptsetup's table: LRW AES 48 bytes, CBC AES 64, Blowfish 80, 3DES 48, CAST5 40,
+        // serpent-blowfish_le-aes 152.
+        let bits = |name: &str, mode: &str| {
+            CHAINS
+                .iter()
+                .find(|c| c.name == name && c.mode_name == mode)
+                .unwrap()
+                .key_len()
+        };
+        assert_eq!(bits("aes", "lrw-benbi"), 48);
+        assert_eq!(bits("aes", "cbc-tcw"), 64);
+        assert_eq!(bits("blowfish_le", "cbc-tcrypt"), 80);
+        assert_eq!(bits("des3_ede", "cbc-tcw"), 48);
+        assert_eq!(bits("cast5", "cbc-tcw"), 40);
+        assert_eq!(bits("serpent-blowfish_le-aes", "cbc-tcrypt"), 152);
+        assert!(Keys::new(&CHAINS[0], &k[..40]).is_err());
+    }
+}

@@ -187,7 +187,11 @@ pub fn open(store: &dyn Store, options: Options) -> Result<Tcrypt> {
     }
     if let Some(c) = &options.cipher {
         let xts = CHAINS.iter().map(|c| c.name);
-        if !xts.clone().chain(legacy::CHAINS.iter().map(|c| c.name)).any(|n| n.contains(c.as_str())) {
+        if !xts
+            .clone()
+            .chain(legacy::CHAINS.iter().map(|c| c.name))
+            .any(|n| n.contains(c.as_str()))
+        {
             let names: Vec<&str> = xts.collect();
             return Err(Error::unsupported(format!(
                 "no TCRYPT cipher chain matches {c:?} (supported, in XTS mode: {}; TrueCrypt \
@@ -631,8 +635,8 @@ impl Format for Tcrypt {
         })?;
         let size = store::size(store)?;
         let (offset, len) = self.data_range(&found.fields, size)?;
-        let chain = AnyChain::get(found.chain)
-            .ok_or_else(|| Error::invalid("not a TCRYPT chain"))?;
+        let chain =
+            AnyChain::get(found.chain).ok_or_else(|| Error::invalid("not a TCRYPT chain"))?;
         Ok(VolumeInfo {
             cipher: format!("{}-{}", chain.name(), chain.mode()),
             sector_size: UNIT as usize,
@@ -803,7 +807,7 @@ impl Tcrypt {
         let map_engine = engine_key.clone();
         Ok(Unlocked::new(info, spec, master, keyslot)
             .with_engine_key(&engine_key)
-            .with_read_only()
+            .with_read_only_because(LEGACY_READ_ONLY)
             .with_store_map(Arc::new(move |inner| -> Result<Box<dyn Store>> {
                 Ok(Box::new(LegacyStore {
                     inner,
