@@ -134,6 +134,9 @@ prompt; keyfiles with --keyfile-component, in any order (--no-passphrase: keyfil
 --hash and --cipher limit the search (slow without them: up to a few seconds per KDF).
 KDFs: PBKDF2 with SHA-512, SHA-256, Whirlpool, RIPEMD-160, Streebog-512, BLAKE2s-256. \
 Ciphers, in XTS: AES, Serpent, Twofish, Camellia, Kuznyechik and VeraCrypt's cascades.
+TrueCrypt 4.3 and older volumes open read-only (dump, test-key, read; serve, mount and open \
+read-only; write refused): LRW (4.1 to 4.3) and CBC (1.0 to 4.0) with AES, Serpent, Twofish \
+and their cascades, Blowfish, CAST5 and 3DES, PBKDF2 with SHA-1 too.
 write, serve and mount write normal and hidden volumes; system volumes are read-only. An outer \
 volume's writes can overwrite a hidden volume inside it unless it is protected: \
 --protect-hidden-key-file FILE (the hidden volume's passphrase; its keyfiles with \
@@ -143,8 +146,8 @@ message, NBD answers EPERM); a passphrase that opens no hidden volume refuses th
 its header is searched with every KDF and chain, as --tcrypt-hidden without --hash and --cipher, \
 so a wrong one takes a while). \
 New VeraCrypt volumes, with a hidden volume: format --type veracrypt (see format --help).
-Not supported: writing system volumes, Argon2id (VeraCrypt 1.26.29), TrueCrypt 4 and older \
-(CBC, LRW).";
+Not supported: writing system volumes, Argon2id (VeraCrypt 1.26.29), writing TrueCrypt 4.3 \
+and older volumes (CBC, LRW).";
 
 /// The after-help of the commands that open BitLocker, VeraCrypt/TrueCrypt and FileVault 2
 /// volumes.

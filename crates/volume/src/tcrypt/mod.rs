@@ -37,9 +37,17 @@
 //! as well. Reads stay allowed. Without protection, as in VeraCrypt, writing an outer
 //! volume can overwrite a hidden volume inside it.
 //!
-//! Not supported: TrueCrypt 4 and older (CBC and LRW modes, SHA-1), Argon2id (VeraCrypt
-//! 1.26.29), writing system volumes, changing headers. VeraCrypt volumes, with a hidden
-//! volume on request, are made by [`create::create`].
+//! **TrueCrypt 4.3 and older** ([`legacy`]): with TrueCrypt's KDFs (and PBKDF2-SHA-1, which
+//! only they use) the legacy CBC and LRW chains are tried after the XTS ones. Such a volume
+//! opens read-only: its data goes through `LegacyStore`, which decrypts each sector with the
+//! legacy chain and hands it to the engine under a random AES-XTS key, and refuses every
+//! write; the unlocked volume is read-only with that reason. Their headers have no volume
+//! size (the data runs to the end of the host) and the hidden volume ends 1536 bytes
+//! before the end, as cryptsetup maps them.
+//!
+//! Not supported: Argon2id (VeraCrypt 1.26.29), writing system volumes and TrueCrypt 4.3
+//! and older volumes, changing headers. VeraCrypt volumes, with a hidden volume on
+//! request, are made by [`create::create`].
 
 pub mod create;
 pub mod header;
