@@ -4,7 +4,8 @@
 //! read back (in a hidden volume too); `mount`; `test-key`'s exit codes; `dump` and
 //! `dump --json`; the refusals (no `--type`, TCRYPT flags without it, random data);
 //! `format --type veracrypt` with a hidden volume, checked by `cryptsetup tcryptDump`; and
-//! hidden-volume protection through `write` and `serve` (nbdsh).
+//! hidden-volume protection through `write` and `serve` (nbdsh); legacy TrueCrypt 4.3 and
+//! older volumes (`read`, `dump`, `test-key`, `serve` read-only, `write` refused).
 
 #[path = "support/served.rs"]
 mod served;
@@ -974,4 +975,48 @@ fn legacy_volumes_read_and_refuse_writes() {
         "{err}"
     );
     assert!(sha(&c) == before, "a refused write changed the image");
+}
+
+/// `serve` of a legacy (LRW) volume without `--read-only`: the export is read-only all the
+/// same (nbdinfo says so), and nbdcopy reads the file system cryptsetup's test expects.
+#[test]
+fn serve_exports_a_legacy_volume_read_only() {
+    require!("nbdcopy", "nbdinfo");
+    let dir = images_or_skip!();
+    let tmp = tempfile::tempdir().unwrap();
+    let pw = volumes::key_file(tmp.path(), "pw", "aaaaaaaaaaaa");
+    let p = pw.display().to_string();
+    let copy = tmp.path().join("legacy");
+    std::fs::copy(dir.join("tc_2-ripemd160-lrw-twofish"), &copy).unwrap();
+    let c = copy.display().to_string();
+    let before = sha(&c);
+    let sock = tmp.path().join("sock");
+    let args = [
+        "--type",
+        "tcrypt",
+        "--hash",
+        "ripemd160",
+        "--cipher",
+        "twofish",
+        "--key-file",
+        &p,
+        &c,
+    ];
+    let served = served::Served::start(&args, &sock);
+    let ro = std::process::Command::new("nbdinfo")
+        .args(["--is", "read-only"])
+        .arg(served.uri())
+        .status()
+        .unwrap();
+    assert_eq!(ro.code(), Some(0), "nbdinfo --is read-only: {ro}");
+    let out = tmp.path().join("out");
+    sectorcrypt_testkit::run(
+        std::process::Command::new("nbdcopy")
+            .arg(served.uri())
+            .arg(&out),
+    );
+    drop(served);
+    let plain = std::fs::read(&out).unwrap();
+    assert_eq!(serial(&plain[..512]), "DEAD-BABE");
+    assert!(sha(&c) == before, "serving changed the image");
 }

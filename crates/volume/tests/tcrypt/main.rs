@@ -6,8 +6,10 @@
 //! outer volumes, `CAFE-BABE` for hidden ones); `dump` fields against `cryptsetup
 //! tcryptDump`; a few full searches without hints; writes to normal and hidden volumes
 //! read back; hidden-volume protection on a VeraCrypt-made hidden volume; volumes made here
-//! (hidden ones too) against `cryptsetup tcryptDump`; and bad input: a wrong passphrase or
-//! PIM, random data, a truncated image, a hidden volume that does not fit.
+//! (hidden ones too) against `cryptsetup tcryptDump`; the legacy TrueCrypt 4.3 and older
+//! images (CBC and LRW: file systems, headers, `tcryptDump`, writes refused); and bad
+//! input: a wrong passphrase or PIM, random data, a truncated image, a hidden volume that
+//! does not fit.
 
 use sectorcrypt_testkit::require;
 use sectorcrypt_volume::engine::EngineOptions;
