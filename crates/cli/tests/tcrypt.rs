@@ -4,7 +4,9 @@
 //! read back (in a hidden volume too); `mount`; `test-key`'s exit codes; `dump` and
 //! `dump --json`; the refusals (no `--type`, TCRYPT flags without it, random data);
 //! `format --type veracrypt` with a hidden volume, checked by `cryptsetup tcryptDump`;
-//! hidden-volume protection through `write` and `serve` (nbdsh); and VeraCrypt's Argon2id.
+//! hidden-volume protection through `write` and `serve` (nbdsh); VeraCrypt's Argon2id; and
+//! legacy TrueCrypt 4.3 and older volumes (`read`, `dump`, `test-key`, `serve` read-only,
+//! `write` refused).
 
 #[path = "support/served.rs"]
 mod served;
@@ -928,4 +930,150 @@ fn hidden_volume_keyfiles_open_and_protect() {
         std::fs::read(&img).unwrap() == before,
         "a refused write changed the image"
     );
+}
+
+/// Legacy TrueCrypt volumes (4.3 and older) through the binary: `read` of LRW and CBC
+/// volumes (a hidden LRW cascade, SHA-1 CAST5) gives the file system cryptsetup's test
+/// expects; `dump` names the legacy mode; `test-key` refuses a wrong passphrase (exit 3);
+/// `write` is refused as read-only, saying why, and the image does not change.
+#[test]
+fn legacy_volumes_read_and_refuse_writes() {
+    let dir = images_or_skip!();
+    let cases: &[(&str, &[u8], &[&str], &str)] = &[
+        (
+            "tc_2-ripemd160-lrw-serpent-twofish-aes-hidden",
+            b"bbbbbbbbbbbb",
+            &[
+                "--tcrypt-hidden",
+                "--hash",
+                "ripemd160",
+                "--cipher",
+                "serpent",
+            ],
+            "CAFE-BABE",
+        ),
+        (
+            "tc_1-sha1-cbc-cast5",
+            b"aaaaaaaaaaaa",
+            &["--hash", "sha1"],
+            "DEAD-BABE",
+        ),
+        (
+            "tc_2-whirlpool-cbc-aes",
+            b"aaaaaaaaaaaa",
+            &["--hash", "whirlpool"],
+            "DEAD-BABE",
+        ),
+    ];
+    for (name, pass, extra, want) in cases {
+        let path = img(dir, name);
+        let mut args = vec![
+            "read",
+            &path,
+            "--type",
+            "tcrypt",
+            "--key-file",
+            "-",
+            "--length",
+            "512",
+        ];
+        args.extend_from_slice(extra);
+        let boot = ok_bytes(sc(&args, pass));
+        assert_eq!(serial(&boot), *want, "{name}");
+    }
+
+    let path = img(dir, "tc_2-ripemd160-lrw-aes");
+    let base = ["--type", "tcrypt", "--hash", "ripemd160", "--key-file", "-"];
+    let mut args = vec!["dump", path.as_str()];
+    args.extend_from_slice(&base);
+    let text = ok(sc(&args, b"aaaaaaaaaaaa"));
+    for line in [
+        "Cipher chain:  aes",
+        "Cipher mode:   lrw-benbi",
+        "MK bits:       384",
+        "PBKDF2 hash:   ripemd160",
+    ] {
+        assert!(text.lines().any(|l| l == line), "no {line:?} in\n{text}");
+    }
+    let mut args = vec!["test-key", path.as_str()];
+    args.extend_from_slice(&base);
+    let wrong = sc(&args, b"aaaaaaaaaaab");
+    assert_eq!(
+        code(&wrong),
+        3,
+        "{}",
+        String::from_utf8_lossy(&wrong.stderr)
+    );
+
+    let tmp = tempfile::tempdir().unwrap();
+    let copy = tmp.path().join("legacy");
+    std::fs::copy(&path, &copy).unwrap();
+    let c = copy.display().to_string();
+    let before = sha(&c);
+    let pw = volumes::key_file(tmp.path(), "pw", "aaaaaaaaaaaa");
+    let p = pw.display().to_string();
+    let out = sc(
+        &[
+            "write",
+            &c,
+            "--type",
+            "tcrypt",
+            "--hash",
+            "ripemd160",
+            "--key-file",
+            &p,
+        ],
+        &[0x41; 4096],
+    );
+    assert_ne!(code(&out), 0);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("read-only") && err.contains("TrueCrypt 4.3 and older"),
+        "{err}"
+    );
+    assert!(sha(&c) == before, "a refused write changed the image");
+}
+
+/// `serve` of a legacy (LRW) volume without `--read-only`: the export is read-only all the
+/// same (nbdinfo says so), and nbdcopy reads the file system cryptsetup's test expects.
+#[test]
+fn serve_exports_a_legacy_volume_read_only() {
+    require!("nbdcopy", "nbdinfo");
+    let dir = images_or_skip!();
+    let tmp = tempfile::tempdir().unwrap();
+    let pw = volumes::key_file(tmp.path(), "pw", "aaaaaaaaaaaa");
+    let p = pw.display().to_string();
+    let copy = tmp.path().join("legacy");
+    std::fs::copy(dir.join("tc_2-ripemd160-lrw-twofish"), &copy).unwrap();
+    let c = copy.display().to_string();
+    let before = sha(&c);
+    let sock = tmp.path().join("sock");
+    let args = [
+        "--type",
+        "tcrypt",
+        "--hash",
+        "ripemd160",
+        "--cipher",
+        "twofish",
+        "--key-file",
+        &p,
+        &c,
+    ];
+    let served = served::Served::start(&args, &sock);
+    let ro = std::process::Command::new("nbdinfo")
+        .args(["--is", "read-only"])
+        .arg(served.uri())
+        .status()
+        .unwrap();
+    assert_eq!(ro.code(), Some(0), "nbdinfo --is read-only: {ro}");
+    let out = tmp.path().join("out");
+    sectorcrypt_testkit::run(
+        std::process::Command::new("nbdcopy")
+            .arg(served.uri())
+            .arg(&out),
+    );
+    drop(served);
+    let plain = std::fs::read(&out).unwrap();
+    assert_eq!(serial(&plain[..512]), "DEAD-BABE");
+    assert!(sha(&c) == before, "serving changed the image");
 }

@@ -1,5 +1,6 @@
 //! PBKDF2-HMAC (RFC 8018) over the hashes VeraCrypt and TrueCrypt headers use: SHA-512,
-//! SHA-256, Whirlpool, RIPEMD-160, Streebog-512 and BLAKE2s-256 (the RustCrypto crates).
+//! SHA-256, Whirlpool, RIPEMD-160, Streebog-512, BLAKE2s-256 and (TrueCrypt 4.3 and
+//! older) SHA-1 (the RustCrypto crates).
 //!
 //! It lives in this crate, which is always built optimised, because a VeraCrypt header
 //! search runs PBKDF2 for hundreds of thousands of iterations per hash: the generic HMAC
@@ -9,6 +10,7 @@
 use blake2::Blake2s256;
 use hmac::{Hmac, SimpleHmac};
 use ripemd::Ripemd160;
+use sha1::Sha1;
 use sha2::{Sha256, Sha512};
 use streebog::Streebog512;
 use whirlpool::Whirlpool;
@@ -28,6 +30,8 @@ pub enum Prf {
     Streebog512,
     /// BLAKE2s-256.
     Blake2s256,
+    /// SHA-1 (TrueCrypt 4.3 and older only).
+    Sha1,
 }
 
 impl Prf {
@@ -40,6 +44,7 @@ impl Prf {
             Prf::Ripemd160 => "ripemd160",
             Prf::Streebog512 => "stribog512",
             Prf::Blake2s256 => "blake2s-256",
+            Prf::Sha1 => "sha1",
         }
     }
 
@@ -55,6 +60,7 @@ impl Prf {
             Prf::Ripemd160 => pbkdf2::<Hmac<Ripemd160>>(password, salt, rounds, out),
             Prf::Streebog512 => pbkdf2::<SimpleHmac<Streebog512>>(password, salt, rounds, out),
             Prf::Blake2s256 => pbkdf2::<SimpleHmac<Blake2s256>>(password, salt, rounds, out),
+            Prf::Sha1 => pbkdf2::<Hmac<Sha1>>(password, salt, rounds, out),
         };
         debug_assert!(r.is_ok());
     }
@@ -70,5 +76,13 @@ mod tests {
         let mut out = [0u8; 16];
         Prf::Sha256.pbkdf2(b"passwd", b"salt", 1, &mut out);
         assert_eq!(hex::encode(out), "55ac046e56e3089fec1691c22544b605");
+    }
+
+    /// RFC 6070 section 2: PBKDF2-HMAC-SHA1, "password" / "salt", 2 iterations.
+    #[test]
+    fn sha1_matches_rfc6070() {
+        let mut out = [0u8; 20];
+        Prf::Sha1.pbkdf2(b"password", b"salt", 2, &mut out);
+        assert_eq!(hex::encode(out), "ea6c014dc72d6f8ccd1ed92ace1d41f0d8de8957");
     }
 }

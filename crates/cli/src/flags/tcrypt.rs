@@ -141,6 +141,9 @@ holds that memory while it runs (the tries run one after another, never two at o
 search without --hash needs up to 1 GiB free, and with a large PIM takes minutes (N = 485, \
 SHA-512's default count, is 467 passes over 1 GiB); give --hash to skip it. \
 Ciphers, in XTS: AES, Serpent, Twofish, Camellia, Kuznyechik and VeraCrypt's cascades.
+TrueCrypt 4.3 and older volumes open read-only (dump, test-key, read; serve, mount and open \
+read-only; write refused): LRW (4.1 to 4.3) and CBC (1.0 to 4.0) with AES, Serpent, Twofish \
+and their cascades, Blowfish, CAST5 and 3DES, PBKDF2 with SHA-1 too.
 write, serve and mount write normal and hidden volumes; system volumes are read-only. An outer \
 volume's writes can overwrite a hidden volume inside it unless it is protected: \
 --protect-hidden-key-file FILE (the hidden volume's passphrase; its keyfiles with \
@@ -150,8 +153,8 @@ message, NBD answers EPERM); a passphrase that opens no hidden volume refuses th
 its header is searched with every KDF and chain, as --tcrypt-hidden without --hash and --cipher, \
 so a wrong one takes a while). \
 New VeraCrypt volumes, with a hidden volume: format --type veracrypt (see format --help).
-Not supported: writing system volumes, making Argon2id volumes, TrueCrypt 4 and older (CBC, \
-LRW).";
+Not supported: writing system volumes, making Argon2id volumes, writing TrueCrypt 4.3 and \
+older volumes (CBC, LRW).";
 
 /// The after-help of the commands that open BitLocker, VeraCrypt/TrueCrypt and FileVault 2
 /// volumes.

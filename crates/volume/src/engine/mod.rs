@@ -139,6 +139,8 @@ pub struct Volume {
     sector: usize,
     chunk: usize,
     read_only: bool,
+    /// Why the volume is read-only whatever was asked, said in the write refusal.
+    read_only_why: Option<&'static str>,
     fence: Option<WriteFence>,
     fan: Fan,
     locks: EdgeLocks,
@@ -180,11 +182,17 @@ fn invalid(msg: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, msg)
 }
 
-fn read_only_error() -> io::Error {
-    io::Error::new(
-        io::ErrorKind::PermissionDenied,
-        "the volume is open read-only",
-    )
+fn read_only_error(why: Option<&str>) -> io::Error {
+    match why {
+        None => io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            "the volume is open read-only",
+        ),
+        Some(why) => io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!("the volume is open read-only: {why}"),
+        ),
+    }
 }
 
 /// A cipher, key-source or tag failure inside the data path (a tag that does not verify
@@ -240,11 +248,20 @@ impl Volume {
             sector,
             chunk,
             read_only: opts.read_only,
+            read_only_why: None,
             fence: None,
             fan: Fan::new(threads)?,
             locks: EdgeLocks::new(),
             buffers: BufferPool::new(pooled),
         })
+    }
+
+    /// The same engine, read-only because of `why` (its format only reads such volumes),
+    /// which the write refusal says.
+    pub fn with_read_only_reason(mut self, why: &'static str) -> Volume {
+        self.read_only = true;
+        self.read_only_why = Some(why);
+        self
     }
 
     /// The same engine refusing writes that touch `fence` ([`WriteFence`]).
@@ -529,7 +546,7 @@ impl Volume {
     /// caller about to write a known range in several requests checks it first with this.
     pub fn check_write(&self, offset: u64, len: u64) -> io::Result<()> {
         if self.read_only {
-            return Err(read_only_error());
+            return Err(read_only_error(self.read_only_why));
         }
         let len_usize = usize::try_from(len).map_err(|_| invalid(format!("{len} bytes")))?;
         self.check_range(offset, len_usize)?;

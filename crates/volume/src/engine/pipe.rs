@@ -47,7 +47,7 @@ impl Volume {
     /// (`PermissionDenied`, [`WriteFence`](super::WriteFence)), after the pieces before it.
     pub fn write_from(&self, input: &mut (dyn Read + Send), offset: u64) -> io::Result<u64> {
         if self.read_only {
-            return Err(read_only_error());
+            return Err(read_only_error(self.read_only_why));
         }
         self.check_range(offset, 0)?;
         let piece = self.chunk;

@@ -375,6 +375,8 @@ pub struct Unlocked {
     engine_key: Option<SecretBytes>,
     /// Whether the format only reads this volume's data (FileVault 2).
     read_only: bool,
+    /// Why, when the format says (the engine's write refusal says it).
+    read_only_why: Option<&'static str>,
     /// What of the data writes may not touch (an outer VeraCrypt volume's protected
     /// hidden volume).
     fence: Option<crate::engine::WriteFence>,
@@ -437,6 +439,7 @@ impl Unlocked {
             store_map: None,
             engine_key: None,
             read_only: false,
+            read_only_why: None,
             fence: None,
         }
     }
@@ -445,6 +448,13 @@ impl Unlocked {
     /// read-only ([`Unlocked::engine`]), so exports and mounts of it say so.
     pub fn with_read_only(mut self) -> Unlocked {
         self.read_only = true;
+        self
+    }
+
+    /// [`Unlocked::with_read_only`], with the reason the engine's write refusal gives.
+    pub fn with_read_only_because(mut self, why: &'static str) -> Unlocked {
+        self.read_only = true;
+        self.read_only_why = Some(why);
         self
     }
 
@@ -586,6 +596,10 @@ impl Unlocked {
             ..opts
         };
         let volume = crate::engine::Volume::new(store, self.layout()?, opts)?;
+        let volume = match self.read_only_why {
+            Some(why) => volume.with_read_only_reason(why),
+            None => volume,
+        };
         Ok(match &self.fence {
             Some(f) => volume.with_fence(f.clone()),
             None => volume,

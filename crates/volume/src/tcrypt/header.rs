@@ -43,6 +43,8 @@ pub const BACKUP_HIDDEN_FROM_END: u64 = 65_536;
 pub enum Made {
     /// TrueCrypt (no PIM).
     TrueCrypt,
+    /// TrueCrypt 4.3 and older only (CBC and LRW volumes: [`super::legacy`]).
+    TrueCryptLegacy,
     /// VeraCrypt, any volume: iterations `15000 + 1000 * PIM` with a PIM.
     VeraCrypt,
     /// VeraCrypt's MBR boot loader (system volumes only): `2048 * PIM` with a PIM.
@@ -106,13 +108,14 @@ pub fn argon2id_costs(pim: Option<u32>) -> (u32, u32) {
     }
 }
 
-/// The KDFs, in the order cryptsetup tries them (TrueCrypt's first). SHA-1 (TrueCrypt 4
-/// and older, CBC and LRW volumes only) is not here.
+/// The KDFs, in the order cryptsetup tries them (TrueCrypt's first; SHA-1 serves TrueCrypt
+/// 4.3 and older, CBC and LRW volumes, only; Argon2id after the SHA-256 rows).
 pub const KDFS: &[Kdf] = &[
     kdf(Prf::Ripemd160, 2_000, Made::TrueCrypt),
     kdf(Prf::Ripemd160, 1_000, Made::TrueCrypt),
     kdf(Prf::Sha512, 1_000, Made::TrueCrypt),
     kdf(Prf::Whirlpool, 1_000, Made::TrueCrypt),
+    kdf(Prf::Sha1, 2_000, Made::TrueCryptLegacy),
     kdf(Prf::Sha512, 500_000, Made::VeraCrypt),
     kdf(Prf::Whirlpool, 500_000, Made::VeraCrypt),
     kdf(Prf::Sha256, 500_000, Made::VeraCrypt),
@@ -411,10 +414,16 @@ mod tests {
 
     #[test]
     fn pim_iterations_follow_veracrypt() {
-        let sha512 = KDFS[4];
+        let row = |prf, made| {
+            *KDFS
+                .iter()
+                .find(|k| k.prf == prf && k.made == made)
+                .unwrap()
+        };
+        let sha512 = row(Prf::Sha512, Made::VeraCrypt);
         assert_eq!(sha512.rounds(None), 500_000);
         assert_eq!(sha512.rounds(Some(485)), 500_000);
-        let boot = KDFS[7];
+        let boot = row(Prf::Sha256, Made::VeraCryptBoot);
         assert_eq!(boot.rounds(Some(98)), 200_704);
         assert_eq!(KDFS[0].rounds(Some(5)), 2_000);
     }

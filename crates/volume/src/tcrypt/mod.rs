@@ -43,12 +43,21 @@
 //! after another on the calling thread, so a search never holds two such costs at once;
 //! `hash: Some("argon2id")` tries it alone, any other hash hint skips it.
 //!
-//! Not supported: TrueCrypt 4 and older (CBC and LRW modes, SHA-1), writing system
-//! volumes, changing headers. VeraCrypt volumes, with a hidden volume on request, are made
-//! by [`create::create`] (PBKDF2 only: never with Argon2id).
+//! **TrueCrypt 4.3 and older** ([`legacy`]): with TrueCrypt's KDFs (and PBKDF2-SHA-1, which
+//! only they use) the legacy CBC and LRW chains are tried after the XTS ones. Such a volume
+//! opens read-only: its data goes through `LegacyStore`, which decrypts each sector with the
+//! legacy chain and hands it to the engine under a random AES-XTS key, and refuses every
+//! write; the unlocked volume is read-only with that reason. Their headers have no volume
+//! size (the data runs to the end of the host) and the hidden volume ends 1536 bytes
+//! before the end, as cryptsetup maps them.
+//!
+//! Not supported: writing system volumes and TrueCrypt 4.3 and older volumes, changing
+//! headers. VeraCrypt volumes, with a hidden volume on request, are made by
+//! [`create::create`] (PBKDF2 only: never with Argon2id).
 
 pub mod create;
 pub mod header;
+pub mod legacy;
 
 use crate::engine::WriteFence;
 use crate::error::{Error, Result};
@@ -191,10 +200,17 @@ pub fn open(store: &dyn Store, options: Options) -> Result<Tcrypt> {
         }
     }
     if let Some(c) = &options.cipher {
-        if !CHAINS.iter().any(|ch| ch.name.contains(c.as_str())) {
-            let names: Vec<&str> = CHAINS.iter().map(|c| c.name).collect();
+        let xts = CHAINS.iter().map(|c| c.name);
+        if !xts
+            .clone()
+            .chain(legacy::CHAINS.iter().map(|c| c.name))
+            .any(|n| n.contains(c.as_str()))
+        {
+            let names: Vec<&str> = xts.collect();
             return Err(Error::unsupported(format!(
-                "no TCRYPT cipher chain matches {c:?} (supported, in XTS mode: {})",
+                "no TCRYPT cipher chain matches {c:?} (supported, in XTS mode: {}; TrueCrypt \
+                 4.3 and older, in CBC or LRW mode, read-only: these and blowfish_le, cast5, \
+                 des3_ede)",
                 names.join(", ")
             )));
         }
@@ -203,7 +219,8 @@ pub fn open(store: &dyn Store, options: Options) -> Result<Tcrypt> {
         if !KDFS.iter().any(|k| k.name().contains(h.as_str())) {
             return Err(Error::unsupported(format!(
                 "no TCRYPT KDF hash matches {h:?} (supported: sha512, sha256, whirlpool, \
-                 ripemd160, stribog512, blake2s-256, argon2id)"
+                 ripemd160, stribog512, blake2s-256, argon2id, and sha1 for TrueCrypt 4.3 and \
+                 older)"
             )));
         }
     }
@@ -259,7 +276,7 @@ impl Tcrypt {
         let o = &self.options;
         let hash_ok = o.hash.as_deref().is_none_or(|h| k.name().contains(h));
         let kind_ok = match k.made {
-            Made::TrueCrypt => o.truecrypt && o.pim.is_none(),
+            Made::TrueCrypt | Made::TrueCryptLegacy => o.truecrypt && o.pim.is_none(),
             Made::VeraCrypt => o.veracrypt,
             Made::VeraCryptBoot => o.veracrypt && o.system,
         };
@@ -273,6 +290,37 @@ impl Tcrypt {
                 .as_deref()
                 .is_none_or(|want| c.name.contains(want))
         })
+    }
+
+    /// The legacy chains tried (TrueCrypt's KDFs only), with their key indices.
+    fn legacy_chains(&self) -> impl Iterator<Item = (usize, &'static legacy::Chain)> + '_ {
+        legacy::CHAINS
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| {
+                self.options
+                    .cipher
+                    .as_deref()
+                    .is_none_or(|want| c.name.contains(want))
+            })
+            .map(|(i, c)| (CHAINS.len() + i, c))
+    }
+
+    /// The decrypted header of `raw` under the derived key `dk` with the legacy `chain`,
+    /// when right.
+    fn try_legacy(
+        raw: &[u8; HEADER_LEN],
+        dk: &[u8],
+        chain: &'static legacy::Chain,
+    ) -> Result<Option<Box<[u8; HEADER_LEN]>>> {
+        let keys = legacy::Keys::new(chain, dk)?;
+        let mut h = Box::new(*raw);
+        keys.decrypt_header(&mut h[SALT_LEN..]);
+        if Fields::parse(&h).is_some() {
+            return Ok(Some(h));
+        }
+        zeroize::Zeroize::zeroize(&mut h[..]);
+        Ok(None)
     }
 
     /// The decrypted header of `raw` under the derived key `dk` with `chain`, when right.
@@ -302,13 +350,6 @@ impl Tcrypt {
 
     /// The data's place: (offset, bytes) in the host, from the decrypted header.
     fn data_range(&self, f: &Fields, size: u64) -> Result<(u64, u64)> {
-        if f.version < 3 {
-            return Err(Error::unsupported(format!(
-                "TrueCrypt header version {} (CBC or LRW modes of TrueCrypt 4 and older) is \
-                 not supported",
-                f.version
-            )));
-        }
         let (offset, len) = if self.options.system {
             // As cryptsetup maps a drive or partition image without partition data: from
             // the encrypted area's start to the end of the image (an image of the first
@@ -316,7 +357,7 @@ impl Tcrypt {
             // area.
             let left = size.saturating_sub(f.mk_offset);
             (f.mk_offset, f.mk_size.min(left - left % UNIT))
-        } else if self.options.hidden && f.version == 3 {
+        } else if self.options.hidden && f.version <= 3 {
             let off = size
                 .checked_sub(f.hidden_size)
                 .and_then(|s| s.checked_sub(header::HIDDEN_LEGACY_FROM_END))
@@ -324,6 +365,11 @@ impl Tcrypt {
             (off, f.hidden_size)
         } else if self.options.hidden {
             (f.mk_offset, f.hidden_size)
+        } else if f.volume_size == 0 {
+            // TrueCrypt 4.3 and older headers have no volume size: the data runs to the
+            // end of the host, as cryptsetup maps them.
+            let left = size.saturating_sub(f.mk_offset);
+            (f.mk_offset, left - left % UNIT)
         } else {
             (f.mk_offset, f.volume_size)
         };
@@ -385,15 +431,54 @@ impl Tcrypt {
     }
 }
 
+/// A chain a header was found with: an XTS chain of VeraCrypt and TrueCrypt 5+, or a
+/// legacy (CBC or LRW) chain of TrueCrypt 4.3 and older.
+#[derive(Debug, Clone, Copy)]
+enum AnyChain {
+    Xts(&'static Chain),
+    Legacy(&'static legacy::Chain),
+}
+
+impl AnyChain {
+    /// The chain of index `i`: the XTS chains, then the legacy ones.
+    fn get(i: usize) -> Option<AnyChain> {
+        match CHAINS.get(i) {
+            Some(c) => Some(AnyChain::Xts(c)),
+            None => legacy::CHAINS.get(i - CHAINS.len()).map(AnyChain::Legacy),
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            AnyChain::Xts(c) => c.name,
+            AnyChain::Legacy(c) => c.name,
+        }
+    }
+
+    fn mode(self) -> &'static str {
+        match self {
+            AnyChain::Xts(_) => "xts-plain64",
+            AnyChain::Legacy(c) => c.mode_name,
+        }
+    }
+
+    fn key_bits(self) -> usize {
+        match self {
+            AnyChain::Xts(c) => c.key_len() * 8,
+            AnyChain::Legacy(c) => c.key_len() * 8,
+        }
+    }
+}
+
 /// The decrypted header and the chain, as [`Format::unlock_key`] hands them to
 /// [`Format::unlocked`]: 512 bytes of header, then the chain's index.
-fn split_key(key: &[u8]) -> Result<(&[u8; HEADER_LEN], &'static Chain)> {
+fn split_key(key: &[u8]) -> Result<(&[u8; HEADER_LEN], AnyChain)> {
     let bad = || Error::invalid("not a TCRYPT key (a decrypted header and its chain)");
     if key.len() != HEADER_LEN + 1 {
         return Err(bad());
     }
     let h: &[u8; HEADER_LEN] = key[..HEADER_LEN].try_into().map_err(|_| bad())?;
-    let chain = CHAINS.get(usize::from(key[HEADER_LEN])).ok_or_else(bad)?;
+    let chain = AnyChain::get(usize::from(key[HEADER_LEN])).ok_or_else(bad)?;
     Ok((h, chain))
 }
 
@@ -446,8 +531,20 @@ impl Format for Tcrypt {
                     continue;
                 }
                 let dk = kdf.derive(&password, &raw[..SALT_LEN], self.options.pim)?;
-                for (c, chain) in self.chains() {
-                    if let Some(mut h) = Tcrypt::try_chain(&raw, &dk, chain)? {
+                let xts = self
+                    .chains()
+                    .filter(|_| kdf.made != Made::TrueCryptLegacy)
+                    .map(|(c, chain)| (c, AnyChain::Xts(chain)));
+                let old = self
+                    .legacy_chains()
+                    .filter(|_| matches!(kdf.made, Made::TrueCrypt | Made::TrueCryptLegacy))
+                    .map(|(c, chain)| (c, AnyChain::Legacy(chain)));
+                for (c, chain) in xts.chain(old) {
+                    let found = match chain {
+                        AnyChain::Xts(chain) => Tcrypt::try_chain(&raw, &dk, chain)?,
+                        AnyChain::Legacy(chain) => Tcrypt::try_legacy(&raw, &dk, chain)?,
+                    };
+                    if let Some(mut h) = found {
                         let fields = Fields::parse(&h).ok_or_else(|| {
                             Error::corrupt("the TCRYPT header changed while read")
                         })?;
@@ -482,6 +579,12 @@ impl Format for Tcrypt {
             Fields::parse(h).ok_or_else(|| Error::invalid("not a decrypted TCRYPT header"))?;
         let size = store::size(store)?;
         let (offset, len) = self.data_range(&fields, size)?;
+        let chain = match chain {
+            AnyChain::Xts(c) => c,
+            AnyChain::Legacy(c) => {
+                return Tcrypt::unlocked_legacy(h, &fields, c, (offset, len), keyslot)
+            }
+        };
         let info = VolumeInfo {
             cipher: format!("{}-xts-plain64", chain.name),
             sector_size: UNIT as usize,
@@ -547,8 +650,10 @@ impl Format for Tcrypt {
         })?;
         let size = store::size(store)?;
         let (offset, len) = self.data_range(&found.fields, size)?;
+        let chain =
+            AnyChain::get(found.chain).ok_or_else(|| Error::invalid("not a TCRYPT chain"))?;
         Ok(VolumeInfo {
-            cipher: format!("{}-xts-plain64", CHAINS[found.chain].name),
+            cipher: format!("{}-{}", chain.name(), chain.mode()),
             sector_size: UNIT as usize,
             iv: IvRule::Units512 {
                 first: offset / UNIT,
@@ -597,6 +702,7 @@ impl Format for Tcrypt {
             Some(f) => {
                 let h = &f.fields;
                 let kdf = &KDFS[f.kdf];
+                let chain = AnyChain::get(f.chain);
                 if &h.magic == b"VERA" {
                     title = "VERACRYPT header information.";
                 }
@@ -631,9 +737,9 @@ impl Format for Tcrypt {
                     Some(_) => fields.push(Field::new("PBKDF", "Argon2id")),
                 }
                 fields.extend([
-                    Field::new("Cipher chain", CHAINS[f.chain].name),
-                    Field::new("Cipher mode", "xts-plain64"),
-                    Field::new("MK bits", CHAINS[f.chain].key_len() * 8),
+                    Field::new("Cipher chain", chain.map_or("?", AnyChain::name)),
+                    Field::new("Cipher mode", chain.map_or("?", AnyChain::mode)),
+                    Field::new("MK bits", chain.map_or(0, AnyChain::key_bits)),
                     Field::new("Header offset", format!("{} [bytes]", f.at)),
                 ]);
                 match kdf.memory_kib(pim) {
@@ -664,6 +770,7 @@ impl Format for Tcrypt {
                 let h = &f.fields;
                 let kdf = &KDFS[f.kdf];
                 let pim = self.options.pim;
+                let chain = AnyChain::get(f.chain);
                 let mut json = serde_json::json!({
                     "decrypted": true,
                     "header_offset": f.at,
@@ -681,9 +788,10 @@ impl Format for Tcrypt {
                     "hash": kdf.name(),
                     "iterations": kdf.rounds(pim),
                     "pim": pim,
-                    "cipher": CHAINS[f.chain].name,
-                    "cipher_mode": "xts-plain64",
-                    "key_bits": CHAINS[f.chain].key_len() * 8,
+                    "cipher": chain.map_or("?", AnyChain::name),
+                    "cipher_mode": chain.map_or("?", AnyChain::mode),
+                    "key_bits": chain.map_or(0, AnyChain::key_bits),
+                    "read_only": matches!(chain, Some(AnyChain::Legacy(_))),
                     "time": null,
                     "memory": null,
                     "cpus": null,
@@ -704,6 +812,125 @@ impl Format for Tcrypt {
 
     fn as_any(&self) -> &dyn Any {
         self
+    }
+}
+
+impl Tcrypt {
+    /// The unlocked volume of a legacy (TrueCrypt 4.3 and older) header `h`: read-only,
+    /// its sectors decrypted by [`LegacyStore`] and handed to the engine under a random
+    /// AES-XTS key of this process.
+    fn unlocked_legacy(
+        h: &[u8; HEADER_LEN],
+        fields: &Fields,
+        chain: &'static legacy::Chain,
+        (offset, len): (u64, u64),
+        keyslot: usize,
+    ) -> Result<Unlocked> {
+        let info = VolumeInfo {
+            cipher: format!("{}-{}", chain.name, chain.mode_name),
+            sector_size: UNIT as usize,
+            iv: IvRule::Units512 {
+                first: offset / UNIT,
+            },
+            data_offset: offset,
+            data_size: len,
+        };
+        let spec = CipherSpec::aes(CipherMode::Xts, IvMode::Plain64);
+        let material = Zeroizing::new(h[KEYS_AT..].to_vec());
+        let master = chain.volume_key(&material);
+        // Checked here, so that the store map below cannot fail on the key.
+        legacy::Keys::new(chain, &material)?;
+        let mut engine_key = Zeroizing::new(vec![0u8; 64]);
+        crate::random(&mut engine_key)?;
+        // LRW counts sectors from the data's start, CBC from mk_offset / 512 there.
+        let first_sector = match chain.mode {
+            legacy::Mode::Lrw => 0,
+            legacy::Mode::Cbc | legacy::Mode::InnerCbc => fields.mk_offset / UNIT,
+        };
+        let map_engine = engine_key.clone();
+        Ok(Unlocked::new(info, spec, master, keyslot)
+            .with_engine_key(&engine_key)
+            .with_read_only_because(LEGACY_READ_ONLY)
+            .with_store_map(Arc::new(move |inner| -> Result<Box<dyn Store>> {
+                Ok(Box::new(LegacyStore {
+                    inner,
+                    keys: legacy::Keys::new(chain, &material)?,
+                    engine: Cascade::new(&[Layer::Aes], &map_engine)?,
+                    data_unit: offset / UNIT,
+                    first_sector,
+                }))
+            })))
+    }
+}
+
+/// The host store as the engine sees a legacy (CBC or LRW) TrueCrypt volume: every
+/// 512-byte unit read is decrypted with the legacy chain and encrypted again under the
+/// engine's AES-XTS key with the same unit number; every write is refused (these volumes
+/// are read-only here).
+struct LegacyStore {
+    inner: Box<dyn Store>,
+    keys: legacy::Keys,
+    engine: Cascade,
+    /// The host unit of the data's first sector.
+    data_unit: u64,
+    /// The legacy sector number of the data's first sector.
+    first_sector: u64,
+}
+
+impl std::fmt::Debug for LegacyStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LegacyStore")
+            .field("inner", &self.inner)
+            .field("keys", &self.keys)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The refusal of every write to a legacy volume.
+const LEGACY_READ_ONLY: &str = "TrueCrypt 4.3 and older volumes (legacy CBC and LRW modes) \
+                                are read-only here: nothing was written";
+
+impl Store for LegacyStore {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    fn size(&self) -> std::io::Result<u64> {
+        self.inner.size()
+    }
+
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+        self.inner.read_at(buf, offset)?;
+        whole_units(buf.len(), offset)?;
+        let first = offset / UNIT;
+        for (i, unit) in buf.chunks_exact_mut(UNIT as usize).enumerate() {
+            let host = first + i as u64;
+            let sector = host
+                .checked_sub(self.data_unit)
+                .map(|n| n + self.first_sector)
+                .ok_or_else(|| {
+                    std::io::Error::new(
+                        std::io::ErrorKind::InvalidInput,
+                        "a read before the legacy TrueCrypt volume's data",
+                    )
+                })?;
+            self.keys.decrypt_sector(sector, unit);
+        }
+        self.engine
+            .encrypt(first, UNIT as usize, buf)
+            .map_err(|e| std::io::Error::other(e.to_string()))
+    }
+
+    fn write_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
+        let _ = (buf, offset);
+        Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            LEGACY_READ_ONLY,
+        ))
+    }
+
+    fn sync(&self) -> std::io::Result<()> {
+        self.inner.sync()
     }
 }
 

@@ -6,7 +6,9 @@
 //! outer volumes, `CAFE-BABE` for hidden ones); `dump` fields against `cryptsetup
 //! tcryptDump`; a few full searches without hints; writes to normal and hidden volumes
 //! read back; hidden-volume protection on a VeraCrypt-made hidden volume; volumes made here
-//! (hidden ones too) against `cryptsetup tcryptDump`; VeraCrypt's Argon2id images; and bad
+//! (hidden ones too) against `cryptsetup tcryptDump`; VeraCrypt's Argon2id images; the
+//! legacy TrueCrypt 4.3 and older images (CBC and LRW: file systems, headers, `tcryptDump`,
+//! writes refused); and bad
 //! input: a wrong passphrase or PIM, random data, a truncated image, a hidden volume that
 //! does not fit.
 
@@ -1155,4 +1157,196 @@ fn protection_refuses_writes_into_a_veracrypt_made_hidden_volume() {
     let mut boot = vec![0u8; 512];
     hidden.read_at(&mut boot, 0).unwrap();
     assert_eq!(fat_serial(&boot), "CAFE-BABE");
+}
+
+/// The legacy images: TrueCrypt 4.3 and older, CBC (`tc_1-*`, `tc_2-*-cbc-*`) and LRW
+/// (`tc_2-*-lrw-*`), normal and hidden; with data, or (the images whose chains the kernel
+/// cannot map: Blowfish and the CBC cascades) with their data sectors zeroed by
+/// cryptsetup, who tests only their headers.
+fn legacy_images(dir: &Path) -> (Vec<String>, Vec<String>) {
+    let mut names: Vec<String> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.contains("-cbc-") || n.contains("-lrw-"))
+        .collect();
+    names.sort();
+    names.into_iter().partition(|n| {
+        let data = fs::read(dir.join(n)).unwrap();
+        data[512..1024].iter().any(|&b| b != 0)
+    })
+}
+
+/// Every legacy image with data decrypts to the file system cryptsetup's test expects,
+/// outer and hidden, LRW and CBC (AES, Serpent, Twofish, CAST5, 3DES; SHA-1, RIPEMD-160
+/// and Whirlpool).
+#[test]
+fn legacy_cbc_and_lrw_images_open_and_hold_the_expected_file_system() {
+    let dir = images_or_skip!();
+    let (with_data, _) = legacy_images(dir);
+    assert_eq!(with_data.len(), 18, "{with_data:?}");
+    for name in &with_data {
+        let want = if name.ends_with("-hidden") {
+            "CAFE-BABE"
+        } else {
+            "DEAD-BABE"
+        };
+        assert_eq!(serial_of(dir, name), want, "{name}");
+    }
+}
+
+/// The legacy images whose data cryptsetup zeroed (Blowfish, the CBC cascades): their
+/// headers open (the keys' CRC-32 checks the whole decryption) with the chain the file
+/// name says, in cryptsetup's names.
+#[test]
+fn legacy_headers_without_data_open_with_the_named_chain() {
+    let dir = images_or_skip!();
+    let (_, zeroed) = legacy_images(dir);
+    assert_eq!(zeroed.len(), 10, "{zeroed:?}");
+    for name in &zeroed {
+        let (o, pass, _) = how(dir, name);
+        let store = FileStore::open(&dir.join(name), false).unwrap();
+        let u = header(&store, &o, &[])
+            .unlock(&store, &pass)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        // "tc_2-ripemd160-cbc-aes-blowfish-serpent": TrueCrypt's order, reversed in
+        // cryptsetup's names, with Blowfish's little-endian form.
+        let ciphers: Vec<&str> = name
+            .trim_end_matches("-hidden")
+            .split("-cbc-")
+            .nth(1)
+            .unwrap()
+            .split('-')
+            .rev()
+            .map(|c| if c == "blowfish" { "blowfish_le" } else { c })
+            .collect();
+        let mode = if name.contains("blowfish") {
+            "cbc-tcrypt"
+        } else {
+            "cbci-tcrypt"
+        };
+        assert_eq!(u.cipher, format!("{}-{mode}", ciphers.join("-")), "{name}");
+        assert!(u.read_only(), "{name}");
+    }
+}
+
+/// A wrong passphrase does not open a legacy volume (every TrueCrypt KDF and every chain
+/// tried), and the error says so.
+#[test]
+fn a_wrong_passphrase_does_not_open_a_legacy_volume() {
+    let dir = images_or_skip!();
+    for name in ["tc_2-ripemd160-lrw-aes", "tc_1-sha1-cbc-des3_ede"] {
+        let store = FileStore::open(&dir.join(name), false).unwrap();
+        let o = Options {
+            veracrypt: false,
+            ..Options::default()
+        };
+        let h = header(&store, &o, &[]);
+        let err = h.unlock(&store, b"aaaaaaaaaaab").unwrap_err();
+        assert!(matches!(err, Error::WrongPassphrase), "{name}: {err}");
+    }
+}
+
+/// The full search (no hints) finds a SHA-1 CBC and an LRW cascade volume, and says
+/// which chain and mode.
+#[test]
+fn the_full_search_finds_legacy_volumes() {
+    let dir = images_or_skip!();
+    for (name, cipher) in [
+        ("tc_1-sha1-cbc-aes", "aes-cbc-tcw"),
+        (
+            "tc_2-ripemd160-lrw-serpent-twofish-aes",
+            "aes-twofish-serpent-lrw-benbi",
+        ),
+    ] {
+        let store = FileStore::open(&dir.join(name), false).unwrap();
+        let h = header(&store, &Options::default(), &[]);
+        let u = h
+            .unlock(&store, PASS)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(u.cipher, cipher, "{name}");
+        let dump = h.dump();
+        assert!(dump.contains("Version:"), "{dump}");
+    }
+}
+
+/// A write to a legacy volume is refused, even when the engine is asked to write, and
+/// the image does not change.
+#[test]
+fn writes_to_legacy_volumes_are_refused_and_change_nothing() {
+    let dir = images_or_skip!();
+    let tmp = tempfile::tempdir().unwrap();
+    for name in ["tc_2-ripemd160-lrw-aes", "tc_1-sha1-cbc-cast5"] {
+        let path = tmp.path().join(name);
+        fs::copy(dir.join(name), &path).unwrap();
+        let before = fs::read(&path).unwrap();
+        let (o, pass, _) = how(dir, name);
+        let store = FileStore::open(&path, true).unwrap();
+        let u = header(&store, &o, &[]).unlock(&store, &pass).unwrap();
+        assert!(u.read_only(), "{name}");
+        let vol = u
+            .engine(
+                Box::new(FileStore::open(&path, true).unwrap()),
+                EngineOptions::default(),
+            )
+            .unwrap();
+        let err = vol.write_at(&[0x41; 4096], 0).unwrap_err();
+        assert!(err.to_string().contains("read-only"), "{name}: {err}");
+        drop(vol);
+        assert!(
+            fs::read(&path).unwrap() == before,
+            "{name}: the image changed"
+        );
+    }
+}
+
+/// Every legacy image against `cryptsetup tcryptDump` (the oracle of the derived keys):
+/// each field it prints has the same value in `dump`, and the volume key it prints with
+/// `--dump-volume-key` is the one the unlocked volume holds. Skipped where the kernel has
+/// no AF_ALG skcipher, which cryptsetup needs even to decrypt a header.
+#[test]
+fn legacy_dump_and_volume_key_match_cryptsetup() {
+    require!("cryptsetup");
+    let dir = images_or_skip!();
+    if let Err(e) = tcrypt_dump(dir, "tc_2-ripemd160-lrw-aes") {
+        if e.contains("kernel crypto interface not available") {
+            eprintln!("skipped: cryptsetup tcryptDump needs the kernel's AF_ALG skcipher: {e}");
+            return;
+        }
+    }
+    let (with_data, zeroed) = legacy_images(dir);
+    let mut compared = 0;
+    for name in with_data.iter().chain(&zeroed) {
+        let theirs = match tcrypt_dump(dir, name) {
+            Ok(t) => t,
+            Err(e) => {
+                // The kernel may lack a cipher (Blowfish, CAST5) for AF_ALG.
+                eprintln!("{name}: cryptsetup tcryptDump refuses it, not compared: {e}");
+                continue;
+            }
+        };
+        let (o, pass, _) = how(dir, name);
+        let store = FileStore::open(&dir.join(name), false).unwrap();
+        let h = header(&store, &o, &[]);
+        let u = h.unlock(&store, &pass).unwrap();
+        let ours: Vec<(String, String)> = h
+            .dump()
+            .lines()
+            .filter_map(|l| l.split_once(':'))
+            .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+            .collect();
+        for (k, v) in &theirs {
+            let mine = ours.iter().find(|(key, _)| key == k).map(|(_, v)| v);
+            assert_eq!(mine, Some(v), "{name}: {k}");
+        }
+        let mut args = vec!["--hash", o.hash.as_deref().unwrap()];
+        args.extend(["--cipher", o.cipher.as_deref().unwrap()]);
+        if o.hidden {
+            args.push("--tcrypt-hidden");
+        }
+        if let Some(key) = cryptsetup_key(&dir.join(name), &pass, &args) {
+            assert_eq!(hex::encode(u.volume_key()), hex::encode(key), "{name}");
+        }
+        compared += 1;
+    }
+    assert!(compared > 5, "only {compared} images compared");
 }
