@@ -68,9 +68,15 @@ impl Geli {
             None
         };
         let bits = usize::from(md.keylen);
-        let (mode, iv, allowed): (_, _, &[usize]) = match md.ealgo {
-            algo::AES_XTS => (CipherMode::Xts, IvMode::Plain64, &[128, 256]),
-            algo::AES_CBC => (CipherMode::Cbc, IvMode::GeliSha256, &[128, 192, 256]),
+        let aes_cbc = CipherSpec::aes(CipherMode::Cbc, IvMode::GeliSha256);
+        let (spec, allowed): (_, &[usize]) = match md.ealgo {
+            algo::AES_XTS => (
+                CipherSpec::aes(CipherMode::Xts, IvMode::Plain64),
+                &[128, 256],
+            ),
+            algo::AES_CBC => (aes_cbc, &[128, 192, 256]),
+            // The same IVs and keys as AES-CBC (g_eli_crypto_ivgen's default case).
+            algo::CAMELLIA_CBC => (CipherSpec::geli_camellia(), &[128, 192, 256]),
             algo::NULL_CBC if mac.is_some() => {
                 // g_eli_keylen: any length up to 512 bits; the key is never used.
                 if bits > 512 {
@@ -92,19 +98,20 @@ impl Geli {
                      allowed with -a only)",
                 ))
             }
-            algo::CAMELLIA_CBC | algo::BLOWFISH_CBC | algo::DES3_CBC => {
+            algo::BLOWFISH_CBC | algo::DES3_CBC => {
                 return Err(Error::unsupported(format!(
-                    "GELI encryption {} is not supported (supported: AES-XTS, AES-CBC, NULL \
-                     with authentication)",
+                    "GELI encryption {} is not supported (supported: AES-XTS, AES-CBC, \
+                     CAMELLIA-CBC, NULL with authentication)",
                     algo::name(md.ealgo)
                 )))
             }
             a => {
                 return Err(Error::unsupported(format!(
                     "GELI encryption algorithm {a} is unknown (supported: AES-XTS = {}, \
-                     AES-CBC = {}, NULL = {})",
+                     AES-CBC = {}, CAMELLIA-CBC = {}, NULL = {})",
                     algo::AES_XTS,
                     algo::AES_CBC,
+                    algo::CAMELLIA_CBC,
                     algo::NULL_CBC
                 )))
             }
@@ -115,13 +122,13 @@ impl Geli {
                 algo::name(md.ealgo)
             )));
         }
-        let key_bytes = if mode == CipherMode::Xts {
+        let key_bytes = if spec.mode == CipherMode::Xts {
             bits / 4
         } else {
             bits / 8
         };
         Ok(Cipher {
-            spec: CipherSpec::aes(mode, iv),
+            spec,
             encrypted: true,
             key_bytes,
             slot_key_bytes: bits / 8,

@@ -23,8 +23,9 @@
 //! derived from HMAC(data key, 0x10), tagged under HMAC(data key, 0x11), and before
 //! version 6 every unit uses zone 0's key (`G_ELI_FLAG_FIRST_KEY`). NULL encryption is
 //! opened with authentication only (its units are then in the clear, still tagged).
-//! Camellia, Blowfish and 3DES encryption and HMAC/MD5 tags are refused with a clear
-//! error.
+//! Camellia-CBC (128, 192 or 256 bits) is AES-CBC's construction over Camellia: the same
+//! keys and IVs (`g_eli_crypto_ivgen`'s default case). Blowfish and 3DES encryption and
+//! HMAC/MD5 tags are refused with a clear error.
 
 mod data;
 pub mod init;
