@@ -299,11 +299,12 @@ pub struct FormatArgs {
     #[arg(long = "type", value_enum, default_value_t = LuksType::Luks2)]
     pub luks_type: LuksType,
     /// Segment cipher: aes-xts-plain64, aes-xts-plain, aes-cbc-plain64, aes-cbc-essiv:sha256;
-    /// serpent-, twofish-, camellia- and kuznyechik-xts-plain64 (kuznyechik: 512-bit keys
-    /// only; mainline Linux's dm-crypt has no kuznyechik)
-    /// (GELI: aes-xts, aes-cbc, camellia-cbc, or null with --integrity; VeraCrypt: a chain as cryptsetup
-    /// names it, aes, serpent, twofish, camellia, kuznyechik, serpent-twofish-aes, ..., in
-    /// XTS; the default is aes).
+    /// serpent-, twofish-, camellia- and kuznyechik- with xts-plain64, xts-plain,
+    /// cbc-plain64, cbc-plain or cbc-essiv:sha256 (kuznyechik: 512-bit XTS and 256-bit CBC
+    /// keys only; mainline Linux's dm-crypt has no kuznyechik)
+    /// (GELI: aes-xts, aes-cbc, camellia-cbc, or null with --integrity; VeraCrypt: a chain
+    /// as cryptsetup names it, aes, serpent, twofish, camellia, kuznyechik,
+    /// serpent-twofish-aes, ..., in XTS; the default is aes).
     #[arg(
         long,
         short = 'c',

@@ -9,6 +9,7 @@ use super::Geli;
 use crate::error::{Error, Result};
 use crate::format::{Unlocked, VolumeInfo};
 use crate::layout::{IvRule, SectorMetadata};
+use sectorcrypt_crypto::cascade::Layer;
 use sectorcrypt_crypto::dmcrypt::{CipherMode, CipherSpec, IvMode};
 use sectorcrypt_crypto::mac::MacAlgorithm;
 use std::sync::Arc;
@@ -20,13 +21,21 @@ pub(crate) struct Cipher {
     spec: CipherSpec,
     /// Whether the data is encrypted (false: NULL encryption).
     encrypted: bool,
-    /// Bytes of AES key(s) taken from a zone key (two AES keys for XTS).
+    /// Bytes of cipher key(s) taken from a zone key (two AES keys for XTS).
     key_bytes: usize,
-    /// Bytes of the master-key slots' AES-CBC key (`keylen / 8`; 0 for NULL, whose slots
-    /// are not encrypted).
+    /// Bytes of the master-key slots' CBC key (`keylen / 8`; 0 for NULL, whose slots are
+    /// not encrypted).
     pub(super) slot_key_bytes: usize,
     /// The tag of authenticated providers.
     mac: Option<MacAlgorithm>,
+}
+
+impl Cipher {
+    /// Whether the master-key slots are Camellia-CBC (a Camellia-CBC provider) rather than
+    /// AES-CBC.
+    pub(super) fn slots_in_camellia(&self) -> bool {
+        self.spec.cipher == Layer::Camellia
+    }
 }
 
 /// The tag algorithm of GELI's `md_aalgo` (`g_eli_str2aalgo`'s names).

@@ -162,7 +162,8 @@ pub fn init(
         algo::NULL_CBC => 0,
         _ => usize::from(keylen) / 8,
     };
-    mkeys[0] = keys::seal_slot(&mkey, &user[..], slot_key_bytes)?;
+    let camellia = opts.ealgo == algo::CAMELLIA_CBC;
+    mkeys[0] = keys::seal_slot(&mkey, &user[..], slot_key_bytes, camellia)?;
     let md = Metadata {
         version: opts.version,
         flags,

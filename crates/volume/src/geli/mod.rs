@@ -199,7 +199,8 @@ impl Geli {
         }
         let user = keys::user_key(new.keyfiles, new.passphrase, &self.md.salt, iterations)?;
         let mut md = self.md.clone();
-        md.mkeys[n] = keys::seal_slot(mkey, &user[..], cipher.slot_key_bytes)?;
+        let camellia = cipher.slots_in_camellia();
+        md.mkeys[n] = keys::seal_slot(mkey, &user[..], cipher.slot_key_bytes, camellia)?;
         md.keys |= 1 << n;
         md.iterations = iterations;
         let updated = Geli { md, ..self.clone() };
@@ -285,9 +286,12 @@ impl Format for Geli {
         let pass = self.passphrase.then_some(passphrase);
         let user = keys::user_key(&files, pass, &self.md.salt, self.md.iterations)?;
         for n in candidates {
-            if let Some(mkey) =
-                keys::open_slot(&self.md.mkeys[n], &user[..], cipher.slot_key_bytes)?
-            {
+            if let Some(mkey) = keys::open_slot(
+                &self.md.mkeys[n],
+                &user[..],
+                cipher.slot_key_bytes,
+                cipher.slots_in_camellia(),
+            )? {
                 return Ok((mkey, n));
             }
         }
