@@ -385,7 +385,7 @@ impl Cascade {
     /// each for AES, Serpent, Twofish and Camellia, 32 for Kuznyechik.
     pub fn single(layer: Layer, key: &[u8]) -> Result<Cascade, Error> {
         let half = key.len() / 2;
-        if key.len() % 2 != 0 || ![16, 24, 32].contains(&half) {
+        if !key.len().is_multiple_of(2) || ![16, 24, 32].contains(&half) {
             return Err(Error::Key(KeyError::Length {
                 what: "xts",
                 got: key.len(),

@@ -409,7 +409,8 @@ enum Engine {
     LayerCbc {
         key: LayerCipher,
         essiv: Option<LayerCipher>,
-        geli_iv_key: Option<Zeroizing<[u8; GELI_IV_KEY_LEN]>>,
+        /// Boxed: the other engines stay small.
+        geli_iv_key: Option<Box<Zeroizing<[u8; GELI_IV_KEY_LEN]>>>,
     },
     Cbc {
         key: AesKey,
@@ -486,7 +487,7 @@ impl SectorCipher {
                     Engine::LayerCbc {
                         key: LayerCipher::new(spec.cipher, key)?,
                         essiv,
-                        geli_iv_key,
+                        geli_iv_key: geli_iv_key.map(Box::new),
                     }
                 }
             }
@@ -569,7 +570,7 @@ impl SectorCipher {
         {
             let ivs = Ivs {
                 essiv: essiv.as_ref(),
-                geli: geli_iv_key.as_deref(),
+                geli: geli_iv_key.as_deref().map(|k| &**k),
             };
             self.run_layer_cbc(key, ivs, first_iv, data, dir);
             return Ok(());
