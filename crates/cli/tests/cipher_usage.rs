@@ -33,7 +33,13 @@ fn bad_input_exits_2_and_writes_nothing() {
         ("aes-cbc", &k32, &["--iv", "0011"], 32, "16 bytes"),
         ("blowfish-xts-plain64", &k64, &[], 512, "unknown cipher"),
         ("serpent-lrw-benbi", &k32, &[], 512, "unknown cipher"),
-        ("kuznyechik-xts-plain64", &k32, &[], 512, "invalid key length"),
+        (
+            "kuznyechik-xts-plain64",
+            &k32,
+            &[],
+            512,
+            "invalid key length",
+        ),
         ("serpent-cbc-plain64", &k64, &[], 512, "invalid key length"),
         (
             "aes-xts-plain64",
