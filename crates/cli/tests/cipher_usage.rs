@@ -15,7 +15,7 @@ fn bad_input_exits_2_and_writes_nothing() {
     let equal = "ab".repeat(64);
     let iv = "00".repeat(16);
     // `cipher encrypt --cipher CIPHER --key KEY OPTIONS` of LEN bytes.
-    let cases: [(&str, &str, &[&str], usize, &str); 15] = [
+    let cases: [(&str, &str, &[&str], usize, &str); 16] = [
         ("aes-xts-plain64", "zz", &[], 512, "not valid hex"),
         (
             "aes-xts-plain64",
@@ -32,8 +32,15 @@ fn bad_input_exits_2_and_writes_nothing() {
         ("aes-cbc", &k32, &[], 32, "needs --iv"),
         ("aes-cbc", &k32, &["--iv", "0011"], 32, "16 bytes"),
         ("blowfish-xts-plain64", &k64, &[], 512, "unknown cipher"),
-        ("serpent-cbc-plain64", &k32, &[], 512, "unknown cipher"),
-        ("serpent-xts-plain64", &k32, &[], 512, "invalid key length"),
+        ("serpent-lrw-benbi", &k32, &[], 512, "unknown cipher"),
+        (
+            "kuznyechik-xts-plain64",
+            &k32,
+            &[],
+            512,
+            "invalid key length",
+        ),
+        ("serpent-cbc-plain64", &k64, &[], 512, "invalid key length"),
         (
             "aes-xts-plain64",
             &k64,

@@ -13,7 +13,7 @@ input):
   unlock IMG --passfile F [--keyfile K]...  which slot opens, the master key's HMAC check
   decrypt IMG --out PLAIN (keys as unlock)  the whole data area, decrypted
   create IMG --size BYTES [--put OFF:FILE]... --passfile F [--keyfile K]...
-         [--cipher aes-xts|aes-cbc] [--keylen N] [--sectorsize S] [--iterations I]
+         [--cipher aes-xts|aes-cbc|camellia-cbc] [--keylen N] [--sectorsize S] [--iterations I]
          [--version V] [--seed HEX] [--aalgo hmac-sha256|...]
                                             an image; without --aalgo only the sectors
                                             under --put are written (the rest stay holes)
@@ -43,6 +43,7 @@ KEY_SHIFT = 20  # G_ELI_KEY_SHIFT: a new key every 2^20 sectors
 # 8, CRYPTO_AES_CBC 11, CRYPTO_NULL_CBC 16, CRYPTO_SHA2_256_HMAC 18, _384 19, _512 20,
 # CRYPTO_CAMELLIA_CBC 21, CRYPTO_AES_XTS 22).
 ALG_AES_CBC = 11
+ALG_CAMELLIA_CBC = 21
 ALG_AES_XTS = 22
 ALG_NULL = 16
 EALGO = {ALG_AES_CBC: "AES-CBC", ALG_AES_XTS: "AES-XTS", ALG_NULL: "NULL", 21: "CAMELLIA-CBC"}
@@ -76,6 +77,23 @@ def aes_cbc(key, iv, data, encrypt):
     c = Cipher(algorithms.AES(key), modes.CBC(iv))
     op = c.encryptor() if encrypt else c.decryptor()
     return op.update(data) + op.finalize()
+
+
+def camellia_cbc(key, iv, data, encrypt):
+    """Camellia-CBC from Botan (python3-botan), imported only here: the AES providers
+    need no Botan. FreeBSD's g_eli_crypto.c runs CRYPTO_CAMELLIA_CBC as AES-CBC is run
+    (userland: EVP_camellia_{128,192,256}_cbc with the provider's key length)."""
+    import botan2
+    c = botan2.SymmetricCipher(f"Camellia-{len(key) * 8}/CBC/NoPadding", encrypt=encrypt)
+    c.set_key(key)
+    c.start(iv)
+    return bytes(c.finish(bytes(data)))
+
+
+def cbc(md, key, iv, data, encrypt):
+    """The provider's CBC: Camellia for CAMELLIA-CBC, AES otherwise (AES-XTS's slots)."""
+    run = camellia_cbc if md["ealgo"] == ALG_CAMELLIA_CBC else aes_cbc
+    return run(key, iv, data, encrypt)
 
 
 def aes_xts(key, tweak, data, encrypt):
@@ -172,9 +190,10 @@ def mkey_cipher_keylen(md):
     return (md["keylen"] or 128) // 8 if md["ealgo"] != ALG_NULL else 0
 
 
-def slot_cbc(enckey, data, encrypt):
-    """The slot cipher: AES-CBC with a zero IV, or nothing for NULL (an empty key)."""
-    return aes_cbc(enckey, bytes(16), data, encrypt) if enckey else bytes(data)
+def slot_cbc(md, enckey, data, encrypt):
+    """The slot cipher: the provider's CBC (AES-XTS: AES-CBC; g_eli_crypto_cipher) with
+    a zero IV, or nothing for NULL (an empty key)."""
+    return cbc(md, enckey, bytes(16), data, encrypt) if enckey else bytes(data)
 
 
 def mkey_hmac(ukey, mkey128):
@@ -190,7 +209,7 @@ def open_slots(md, ukey):
     for slot in range(MAXMKEYS):
         if not md["keys"] & (1 << slot):
             continue
-        plain = slot_cbc(enckey, mkeys[slot * MKEYLEN:(slot + 1) * MKEYLEN], False)
+        plain = slot_cbc(md, enckey, mkeys[slot * MKEYLEN:(slot + 1) * MKEYLEN], False)
         if hmac.compare_digest(plain[128:], mkey_hmac(ukey, plain[:128])):
             return slot, plain[:128]
     raise WrongKey("no slot opens with this passphrase and these keyfiles")
@@ -198,7 +217,7 @@ def open_slots(md, ukey):
 
 def seal_slot(md, ukey, mkey128):
     enckey = hmac512(ukey, b"\x01")[: mkey_cipher_keylen(md)]
-    return slot_cbc(enckey, mkey128 + mkey_hmac(ukey, mkey128), True)
+    return slot_cbc(md, enckey, mkey128 + mkey_hmac(ukey, mkey128), True)
 
 
 class Volume:
@@ -262,9 +281,9 @@ class Volume:
         if self.md["ealgo"] == ALG_AES_XTS:
             key = self.zone_key(offset, blocksize)[: 2 * n]  # both XTS halves
             return aes_xts(key, self.iv(offset), data, encrypt)
-        if self.md["ealgo"] == ALG_AES_CBC:
+        if self.md["ealgo"] in (ALG_AES_CBC, ALG_CAMELLIA_CBC):
             key = self.zone_key(offset, blocksize)[:n]
-            return aes_cbc(key, self.iv(offset), data, encrypt)
+            return cbc(self.md, key, self.iv(offset), data, encrypt)
         raise BadInput(f"cipher {self.md['ealgo']} not modelled")
 
     def crypt(self, offset, data, encrypt):
@@ -474,7 +493,7 @@ def main(argv):
             s.add_argument("--size", type=int, required=True)
             s.add_argument("--put", action="append", default=[])
             s.add_argument("--cipher", default="aes-xts",
-                           choices=["aes-xts", "aes-cbc", "null"])
+                           choices=["aes-xts", "aes-cbc", "camellia-cbc", "null"])
             s.add_argument("--keylen", type=int, default=128)
             s.add_argument("--sectorsize", type=int, default=512)
             s.add_argument("--iterations", type=int, default=0)
@@ -505,7 +524,8 @@ def main(argv):
                 off, _, fname = spec.partition(":")
                 with open(fname, "rb") as f:
                     puts.append((int(off), f.read()))
-            ealgo = {"aes-xts": ALG_AES_XTS, "aes-cbc": ALG_AES_CBC, "null": ALG_NULL}[a.cipher]
+            ealgo = {"aes-xts": ALG_AES_XTS, "aes-cbc": ALG_AES_CBC,
+                     "camellia-cbc": ALG_CAMELLIA_CBC, "null": ALG_NULL}[a.cipher]
             seed = bytes.fromhex(a.seed) if a.seed else None
             md = create(a.image, a.size, puts, passphrase, keyfiles, ealgo, a.keylen,
                         a.sectorsize, a.iterations, a.version, seed,

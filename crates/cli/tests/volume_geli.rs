@@ -394,7 +394,7 @@ fn hostile_metadata_exits_2_and_writes_nothing_a_wrong_passphrase_exits_3() {
         ("md5", |m| m[60] ^= 1, "MD5 mismatch"),
         ("version", |m| m[16] = 8, "version 8 is unknown"),
         ("ealgo", |m| m[24] = 99, "algorithm 99 is unknown"),
-        ("camellia", |m| m[24] = 21, "CAMELLIA-CBC is not supported"),
+        ("blowfish", |m| m[24] = 3, "Blowfish-CBC is not supported"),
         ("keylen", |m| m[26] = 0x40, "key length"),
         (
             "auth",

@@ -36,11 +36,13 @@ use std::fmt;
 use zeroize::Zeroize;
 
 mod camellia;
+mod ecb;
 mod serpent;
 mod twofish;
 
 pub use camellia::CamelliaBackend;
 pub(crate) use camellia::WORKLOAD as CAMELLIA_WORKLOAD;
+pub use ecb::LayerCipher;
 pub use serpent::SerpentBackend;
 pub(crate) use serpent::WORKLOAD as SERPENT_WORKLOAD;
 pub use twofish::TwofishBackend;
@@ -138,7 +140,10 @@ where
         Error::Key(KeyError::Length {
             what: "cascade layer",
             got: key.len(),
-            expected: "32 bytes",
+            expected: match C::key_size() {
+                32 if key.len() < 32 => "32 bytes (this cipher takes 256-bit keys only)",
+                _ => "16, 24 or 32 bytes",
+            },
         })
     })?;
     Ok(Box::new(Rc(cipher)))
@@ -196,9 +201,17 @@ impl Keyed {
     fn new(layer: Layer, k1: &[u8], k2: &[u8], backends: Backends) -> Result<Keyed, Error> {
         if layer == Layer::Aes {
             let mut both = [0u8; 2 * LAYER_KEY];
-            both[..LAYER_KEY].copy_from_slice(k1);
-            both[LAYER_KEY..].copy_from_slice(k2);
-            let xts = Xts::new(&both);
+            let len = k1.len() + k2.len();
+            if k1.len() != k2.len() || len > both.len() {
+                return Err(Error::Key(KeyError::Length {
+                    what: "xts layer",
+                    got: len,
+                    expected: "two keys of one size",
+                }));
+            }
+            both[..k1.len()].copy_from_slice(k1);
+            both[k1.len()..len].copy_from_slice(k2);
+            let xts = Xts::new(&both[..len]);
             both.zeroize();
             return Ok(Keyed::Aes(xts?));
         }
@@ -402,6 +415,25 @@ impl Cascade {
             })
             .collect::<Result<Vec<_>, Error>>()?;
         Ok(Cascade { layers: keyed })
+    }
+
+    /// One layer in XTS under `key` = Key1 || Key2, two keys of one size the cipher takes
+    /// (dm-crypt's `serpent-xts-plain64` with `-s 256`, 384 or 512): 16, 24 or 32 bytes
+    /// each for AES, Serpent, Twofish and Camellia, 32 for Kuznyechik.
+    pub fn single(layer: Layer, key: &[u8]) -> Result<Cascade, Error> {
+        let half = key.len() / 2;
+        if !key.len().is_multiple_of(2) || ![16, 24, 32].contains(&half) {
+            return Err(Error::Key(KeyError::Length {
+                what: "xts",
+                got: key.len(),
+                expected: "32, 48 or 64 bytes (two keys of one size)",
+            }));
+        }
+        let (k1, k2) = key.split_at(half);
+        let keyed = Keyed::new(layer, k1, k2, Backends::default())?;
+        Ok(Cascade {
+            layers: vec![(layer, keyed)],
+        })
     }
 
     /// The layers, in the order they encrypt.

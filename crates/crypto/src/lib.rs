@@ -23,9 +23,10 @@
 //! (this crate's AES-XTS, its bitsliced Serpent on [`cascade::SerpentBackend`]s: portable,
 //! AVX2 and AVX-512, its byte-sliced Camellia on [`cascade::CamelliaBackend`]s: AVX-512 with
 //! GFNI, or the portable RustCrypto crate, and the portable RustCrypto Twofish and
-//! Kuznyechik) and cascades of such layers; and their PBKDF2 hashes ([`pbkdf`]: SHA-512,
-//! SHA-256, Whirlpool, RIPEMD-160, Streebog-512, BLAKE2s-256), here because this crate is
-//! always built optimised.
+//! Kuznyechik) and cascades of such layers, and one layer's block cipher for the sectors'
+//! CBC modes ([`cascade::LayerCipher`]); and their PBKDF2 hashes and plain digests
+//! ([`pbkdf`]: SHA-512, SHA-256, Whirlpool, RIPEMD-160, Streebog-512, BLAKE2s-256, also
+//! LUKS's `--hash`), here because this crate is always built optimised.
 //!
 //! # Backends
 //! Every AES mode is a whole-buffer kernel of a backend ([`Backend`]):

@@ -48,6 +48,37 @@ impl Prf {
         }
     }
 
+    /// Bytes of this hash's digest.
+    pub fn output_len(self) -> usize {
+        match self {
+            Prf::Sha512 | Prf::Whirlpool | Prf::Streebog512 => 64,
+            Prf::Sha256 | Prf::Blake2s256 => 32,
+            Prf::Ripemd160 | Prf::Sha1 => 20,
+        }
+    }
+
+    /// The plain digest of the concatenation of `parts` into `out` (of
+    /// [`Prf::output_len`] bytes): the anti-forensic diffusion of LUKS volumes made with
+    /// these hashes.
+    pub fn digest_into(self, parts: &[&[u8]], out: &mut [u8]) {
+        fn run<D: sha2::Digest>(parts: &[&[u8]], out: &mut [u8]) {
+            let mut d = D::new();
+            for p in parts {
+                d.update(p);
+            }
+            out.copy_from_slice(&d.finalize());
+        }
+        match self {
+            Prf::Sha512 => run::<Sha512>(parts, out),
+            Prf::Sha256 => run::<Sha256>(parts, out),
+            Prf::Whirlpool => run::<Whirlpool>(parts, out),
+            Prf::Ripemd160 => run::<Ripemd160>(parts, out),
+            Prf::Streebog512 => run::<Streebog512>(parts, out),
+            Prf::Blake2s256 => run::<Blake2s256>(parts, out),
+            Prf::Sha1 => run::<Sha1>(parts, out),
+        }
+    }
+
     /// PBKDF2-HMAC with this hash: fills `out` from `password`, `salt` and `rounds`
     /// iterations.
     pub fn pbkdf2(self, password: &[u8], salt: &[u8], rounds: u32, out: &mut [u8]) {

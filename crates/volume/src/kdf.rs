@@ -1,4 +1,5 @@
-//! Passphrase-based key derivation: PBKDF2 (sha1, sha256, sha512) and Argon2i/Argon2id
+//! Passphrase-based key derivation: PBKDF2 (sha1, sha256, sha512, whirlpool, ripemd160,
+//! streebog512) and Argon2i/Argon2id
 //! (version 0x13, no secret, no associated data, as cryptsetup uses them), and
 //! cryptsetup-like calibration: the cost is chosen so that one derivation takes about
 //! `--iter-time` milliseconds on this machine.

@@ -229,7 +229,7 @@ pub struct InitArgs {
     /// Show the passphrase length while booting (GELIDISPLAYPASS).
     #[arg(short = 'd')]
     pub displaypass: bool,
-    /// Encryption: AES-XTS (default), AES-CBC, or NULL (with -a only).
+    /// Encryption: AES-XTS (default), AES-CBC, CAMELLIA-CBC, or NULL (with -a only).
     #[arg(short = 'e', value_name = "EALGO")]
     pub ealgo: Option<String>,
     /// The boot loader may attach it (GELIBOOT).
@@ -244,7 +244,8 @@ pub struct InitArgs {
     /// A keyfile that is part of the key; repeatable, in order.
     #[arg(short = 'K', value_name = "KEYFILE")]
     pub keyfile: Vec<PathBuf>,
-    /// Key length in bits (AES-XTS 128 or 256, default 128; AES-CBC 128, 192 or 256).
+    /// Key length in bits (AES-XTS 128 or 256, default 128; AES-CBC and CAMELLIA-CBC 128,
+    /// 192 or 256).
     #[arg(short = 'l', value_name = "KEYLEN")]
     pub keylen: Option<usize>,
     /// No passphrase: the key is made of the -K keyfiles only.
@@ -327,10 +328,11 @@ pub struct OnetimeArgs {
     /// Stop serving once the last client has disconnected (detach on last close).
     #[arg(short = 'd')]
     pub detach: bool,
-    /// Encryption: AES-XTS (default), AES-CBC, or NULL (with -a only).
+    /// Encryption: AES-XTS (default), AES-CBC, CAMELLIA-CBC, or NULL (with -a only).
     #[arg(short = 'e', value_name = "EALGO")]
     pub ealgo: Option<String>,
-    /// Key length in bits (AES-XTS 128 or 256, default 128; AES-CBC 128, 192 or 256).
+    /// Key length in bits (AES-XTS 128 or 256, default 128; AES-CBC and CAMELLIA-CBC 128,
+    /// 192 or 256).
     #[arg(short = 'l', value_name = "KEYLEN")]
     pub keylen: Option<u16>,
     /// No automatic resize (accepted; a served provider keeps its size anyway).

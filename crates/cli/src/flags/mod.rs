@@ -219,7 +219,8 @@ pub struct PbkdfArgs {
     /// pbkdf2, argon2i or argon2id (default argon2id for LUKS2, pbkdf2 for LUKS1).
     #[arg(long, value_name = "KDF")]
     pub pbkdf: Option<String>,
-    /// Hash for pbkdf2 and the AF splitter: sha1, sha256, sha512 (default sha256). VeraCrypt:
+    /// Hash for pbkdf2 and the AF splitter: sha1, sha256, sha512, whirlpool, ripemd160 or
+    /// streebog512 (default sha256). VeraCrypt:
     /// PBKDF2's hash, sha512 (default), sha256, whirlpool, ripemd160, stribog512 or
     /// blake2s-256 (Argon2id is not made here).
     #[arg(long, value_name = "HASH")]
@@ -299,11 +300,12 @@ pub struct FormatArgs {
     #[arg(long = "type", value_enum, default_value_t = LuksType::Luks2)]
     pub luks_type: LuksType,
     /// Segment cipher: aes-xts-plain64, aes-xts-plain, aes-cbc-plain64, aes-cbc-essiv:sha256;
-    /// serpent-, twofish-, camellia- and kuznyechik-xts-plain64 (512-bit keys only;
-    /// mainline Linux's dm-crypt has no kuznyechik)
-    /// (GELI: aes-xts, aes-cbc, or null with --integrity; VeraCrypt: a chain as cryptsetup
-    /// names it, aes, serpent, twofish, camellia, kuznyechik, serpent-twofish-aes, ..., in
-    /// XTS; the default is aes).
+    /// serpent-, twofish-, camellia- and kuznyechik- with xts-plain64, xts-plain,
+    /// cbc-plain64, cbc-plain or cbc-essiv:sha256 (kuznyechik: 512-bit XTS and 256-bit CBC
+    /// keys only; mainline Linux's dm-crypt has no kuznyechik)
+    /// (GELI: aes-xts, aes-cbc, camellia-cbc, or null with --integrity; VeraCrypt: a chain
+    /// as cryptsetup names it, aes, serpent, twofish, camellia, kuznyechik,
+    /// serpent-twofish-aes, ..., in XTS; the default is aes).
     #[arg(
         long,
         short = 'c',
@@ -311,7 +313,8 @@ pub struct FormatArgs {
         default_value = "aes-xts-plain64"
     )]
     pub cipher: String,
-    /// Volume key size in bits (xts: 256 or 512; cbc: 128, 192 or 256).
+    /// Volume key size in bits (xts: 256, 384 or 512, kuznyechik 512; cbc: 128, 192 or
+    /// 256).
     #[arg(long, short = 's', value_name = "BITS")]
     pub key_size: Option<usize>,
     /// Encryption sector size (LUKS2): 512, 1024, 2048 or 4096.

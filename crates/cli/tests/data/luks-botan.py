@@ -2,14 +2,14 @@
 """Opens a LUKS1 or LUKS2 volume without sectorcrypt and without cryptsetup's ciphers:
 the header parsed here (LUKS2: the JSON from `cryptsetup luksDump --dump-json-metadata`),
 PBKDF2 from hashlib, the keyslot area and the data decrypted with Botan's XTS (python3-botan)
-under dm-crypt's plain64 IVs, the anti-forensic split merged here (LUKS's AF with its hash
+under dm-crypt's plain64 IVs (or CBC with plain64 or ESSIV IVs), the anti-forensic split merged here (LUKS's AF with its hash
 diffusion), the volume key checked against the header's digest.
 
     luks-botan.py IMAGE PASSPHRASE_FILE PLAINTEXT_FILE
 
 Prints the cipher and the sector size and exits 0 when the data area decrypts to PLAINTEXT_FILE (its length
-from the data offset); exits 1 with the reason otherwise. Only XTS ciphers with plain64
-IVs and PBKDF2 keyslots (what the tests make)."""
+from the data offset); exits 1 with the reason otherwise. Only XTS with plain64 IVs, CBC
+with plain64 or essiv:sha256 IVs, and PBKDF2 keyslots (what the tests make)."""
 import base64, hashlib, json, struct, subprocess, sys
 import botan2
 
@@ -23,16 +23,26 @@ def fail(why):
 
 
 def xts(cipher, key, data, sector_size, first_iv, step):
-    """Decrypts `data` (whole sectors), sector i with the tweak le64(first_iv + i * step)."""
+    """Decrypts `data` (whole sectors), sector i with the IV number first_iv + i * step:
+    XTS with plain64 tweaks, or CBC with plain64 or essiv:sha256 IVs (the ESSIV cipher the
+    same cipher under SHA-256 of the key, as the kernel's essiv template keys it)."""
     name, mode, iv = cipher.split("-", 2)
-    if mode != "xts" or iv != "plain64":
-        fail(f"not an xts-plain64 cipher: {cipher}")
-    algo = BOTAN[name].format(bits=len(key) * 4) + "/XTS"
+    if (mode, iv) not in [("xts", "plain64"), ("cbc", "plain64"), ("cbc", "essiv:sha256")]:
+        fail(f"not an xts-plain64, cbc-plain64 or cbc-essiv:sha256 cipher: {cipher}")
+    if mode == "xts":
+        algo = BOTAN[name].format(bits=len(key) * 4) + "/XTS"
+    else:
+        algo = BOTAN[name].format(bits=len(key) * 8) + "/CBC/NoPadding"
+    essiv = None
+    if iv == "essiv:sha256":
+        essiv = botan2.BlockCipher(BOTAN[name].format(bits=256))
+        essiv.set_key(hashlib.sha256(key).digest())
     out = bytearray()
     for i in range(len(data) // sector_size):
         c = botan2.SymmetricCipher(algo, encrypt=False)
         c.set_key(key)
-        c.start(struct.pack("<Q", first_iv + i * step) + bytes(8))
+        block = struct.pack("<Q", first_iv + i * step) + bytes(8)
+        c.start(essiv.encrypt(block) if essiv else block)
         out += c.finish(data[i * sector_size:(i + 1) * sector_size])
     return bytes(out)
 

@@ -1,4 +1,4 @@
-//! Camellia-256 (RFC 3713) for the cascades' Camellia layer (VeraCrypt and TrueCrypt
+//! Camellia (RFC 3713; 128-, 192- and 256-bit keys) for the cascades' Camellia layer (VeraCrypt and TrueCrypt
 //! volumes, and dm-crypt's `camellia-xts-plain64` through the sectors): ECB of many blocks
 //! and XTS over many whole data units per call, on two backends ([`CamelliaBackend`]):
 //! - `avx512` (`avx512.rs`, x86-64 with AVX-512 F/BW, GFNI and VPCLMULQDQ): 64 blocks per
@@ -10,6 +10,10 @@
 //! `keys.rs` holds what the SIMD kernels share and can be checked without them: the S-boxes
 //! as affine maps around the inversion (checked entry by entry against RFC 3713's table),
 //! the key schedule, and a one-block reference cipher over it.
+//!
+//! The kernels run the 24-round schedule of 192- and 256-bit keys (a 192-bit key as its
+//! 256-bit equivalent); a 128-bit key (18 rounds) runs on `soft` whatever backend is asked
+//! for or measured, and the key reports `soft` as its backend.
 //!
 //! XTS: the tweaks of a batch of units (their numbers, encrypted with the tweak key) are
 //! encrypted together in one ECB call; then the SIMD backend makes each unit's sequence of
@@ -74,17 +78,27 @@ pub(crate) const WORKLOAD: Workload<CamelliaBackend> = Workload {
 /// the widest backend).
 const TWEAK_BATCH: usize = 64;
 
-/// Camellia-256 under one key, on one backend. The expanded keys are zeroized on drop.
+/// The portable cipher: Camellia-128 (18 rounds) or the 24-round form, which serves
+/// 192-bit keys too (RFC 3713 section 2.2: a 192-bit key is the 256-bit key
+/// `K || !K[16..24]`).
+enum Soft {
+    Short(::camellia::Camellia128),
+    Long(::camellia::Camellia256),
+}
+
+/// Camellia under one key, on one backend. The expanded keys are zeroized on drop.
 pub(super) struct Camellia {
-    soft: ::camellia::Camellia256,
+    soft: Soft,
     /// The encryption and decryption passes in the kernels' form (SIMD backends only).
     wide: Option<Box<[keys::Wide; 2]>>,
     backend: CamelliaBackend,
 }
 
 impl Camellia {
-    /// Expands a 32-byte key for `backend` (`None`: the selected one), which must be
-    /// usable here.
+    /// Expands a 16-, 24- or 32-byte key for `backend` (`None`: the selected one), which
+    /// must be usable here. The SIMD kernels run the 24-round schedule only: a 16-byte key
+    /// (18 rounds) runs on `soft` whatever the backend asked for, and [`Camellia::backend`]
+    /// says so.
     pub(super) fn new(key: &[u8], backend: Option<CamelliaBackend>) -> Result<Camellia, Error> {
         let backend = match backend {
             Some(b) => b,
@@ -96,18 +110,39 @@ impl Camellia {
 
     /// [`Camellia::new`] without the usability check (the self-test itself).
     fn new_unchecked(key: &[u8], backend: CamelliaBackend) -> Result<Camellia, Error> {
-        let Ok(key32) = <&[u8; 32]>::try_from(key) else {
-            return Err(Error::Key(KeyError::Length {
-                what: "camellia",
-                got: key.len(),
-                expected: "32 bytes",
-            }));
-        };
-        let soft = ::camellia::Camellia256::new(GenericArray::from_slice(key32));
+        let mut key32 = [0u8; 32];
+        match key.len() {
+            16 => {
+                let soft = ::camellia::Camellia128::new(GenericArray::from_slice(key));
+                return Ok(Camellia {
+                    soft: Soft::Short(soft),
+                    wide: None,
+                    backend: CamelliaBackend::Soft,
+                });
+            }
+            24 => {
+                key32[..24].copy_from_slice(key);
+                for (x, k) in key32[24..].iter_mut().zip(&key[16..]) {
+                    *x = !k;
+                }
+            }
+            32 => key32.copy_from_slice(key),
+            got => {
+                return Err(Error::Key(KeyError::Length {
+                    what: "camellia",
+                    got,
+                    expected: "16, 24 or 32 bytes",
+                }))
+            }
+        }
+        let soft = Soft::Long(::camellia::Camellia256::new(GenericArray::from_slice(
+            &key32,
+        )));
         let wide = (backend != CamelliaBackend::Soft).then(|| {
-            let passes = keys::schedule(key32);
+            let passes = keys::schedule(&key32);
             Box::new(passes.each_ref().map(keys::Wide::new))
         });
+        key32.zeroize();
         Ok(Camellia {
             soft,
             wide,
@@ -142,10 +177,11 @@ impl Camellia {
     fn soft_ecb(&self, encrypt: bool, data: &mut [u8]) {
         for b in data.chunks_exact_mut(BLOCK) {
             let b = GenericArray::from_mut_slice(b);
-            if encrypt {
-                self.soft.encrypt_block(b);
-            } else {
-                self.soft.decrypt_block(b);
+            match (&self.soft, encrypt) {
+                (Soft::Short(c), true) => c.encrypt_block(b),
+                (Soft::Short(c), false) => c.decrypt_block(b),
+                (Soft::Long(c), true) => c.encrypt_block(b),
+                (Soft::Long(c), false) => c.decrypt_block(b),
             }
         }
     }
@@ -190,7 +226,7 @@ impl Camellia {
     }
 }
 
-/// Camellia-256-XTS: the data key (K1) and the tweak key (K2), on one backend.
+/// Camellia-XTS: the data key (K1) and the tweak key (K2), of one size, on one backend.
 pub(super) struct CamelliaXts {
     data: Camellia,
     tweak: Camellia,
@@ -203,6 +239,13 @@ impl CamelliaXts {
         k2: &[u8],
         backend: Option<CamelliaBackend>,
     ) -> Result<CamelliaXts, Error> {
+        if k1.len() != k2.len() {
+            return Err(Error::Key(KeyError::Length {
+                what: "camellia-xts",
+                got: k1.len() + k2.len(),
+                expected: "two keys of 16, 24 or 32 bytes each",
+            }));
+        }
         let data = Camellia::new(k1, backend)?;
         let tweak = Camellia::new(k2, Some(data.backend()))?;
         Ok(CamelliaXts { data, tweak })
@@ -358,11 +401,45 @@ mod tests {
 
     #[test]
     fn other_key_lengths_are_refused() {
-        for len in [0usize, 16, 24, 31, 33, 64] {
+        for len in [0usize, 15, 23, 31, 33, 64] {
             let Err(e) = Camellia::new(&vec![7u8; len], Some(CamelliaBackend::Soft)) else {
                 panic!("a {len}-byte key was accepted");
             };
-            assert!(e.to_string().contains("32 bytes"), "{len}: {e}");
+            assert!(e.to_string().contains("16, 24 or 32 bytes"), "{len}: {e}");
+        }
+    }
+
+    /// 128- and 192-bit keys on every backend (ECB, both ways) against the RustCrypto
+    /// crate's Camellia-128 and Camellia-192: a 192-bit key runs on the SIMD kernels as
+    /// its 256-bit equivalent, a 128-bit key falls back to `soft` and says so.
+    #[test]
+    fn short_keys_match_the_rustcrypto_crate() {
+        for b in backends() {
+            for klen in [16usize, 24] {
+                let key = bytes(klen as u64, klen);
+                let ours = Camellia::new(&key, Some(b)).unwrap();
+                let want_backend = if klen == 16 { CamelliaBackend::Soft } else { b };
+                assert_eq!(ours.backend(), want_backend, "{b}, {klen}-byte key");
+                let plain = bytes(3, 130 * BLOCK);
+                let mut want = plain.clone();
+                for c in want.chunks_exact_mut(BLOCK) {
+                    let c = GenericArray::from_mut_slice(c);
+                    if klen == 16 {
+                        ::camellia::Camellia128::new_from_slice(&key)
+                            .unwrap()
+                            .encrypt_block(c);
+                    } else {
+                        ::camellia::Camellia192::new_from_slice(&key)
+                            .unwrap()
+                            .encrypt_block(c);
+                    }
+                }
+                let mut got = plain.clone();
+                ours.ecb(true, &mut got);
+                assert_eq!(got, want, "{b}: encrypt, {klen}-byte key");
+                ours.ecb(false, &mut got);
+                assert_eq!(got, plain, "{b}: decrypt, {klen}-byte key");
+            }
         }
     }
 

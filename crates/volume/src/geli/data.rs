@@ -9,6 +9,7 @@ use super::Geli;
 use crate::error::{Error, Result};
 use crate::format::{Unlocked, VolumeInfo};
 use crate::layout::{IvRule, SectorMetadata};
+use sectorcrypt_crypto::cascade::Layer;
 use sectorcrypt_crypto::dmcrypt::{CipherMode, CipherSpec, IvMode};
 use sectorcrypt_crypto::mac::MacAlgorithm;
 use std::sync::Arc;
@@ -20,13 +21,21 @@ pub(crate) struct Cipher {
     spec: CipherSpec,
     /// Whether the data is encrypted (false: NULL encryption).
     encrypted: bool,
-    /// Bytes of AES key(s) taken from a zone key (two AES keys for XTS).
+    /// Bytes of cipher key(s) taken from a zone key (two AES keys for XTS).
     key_bytes: usize,
-    /// Bytes of the master-key slots' AES-CBC key (`keylen / 8`; 0 for NULL, whose slots
-    /// are not encrypted).
+    /// Bytes of the master-key slots' CBC key (`keylen / 8`; 0 for NULL, whose slots are
+    /// not encrypted).
     pub(super) slot_key_bytes: usize,
     /// The tag of authenticated providers.
     mac: Option<MacAlgorithm>,
+}
+
+impl Cipher {
+    /// Whether the master-key slots are Camellia-CBC (a Camellia-CBC provider) rather than
+    /// AES-CBC.
+    pub(super) fn slots_in_camellia(&self) -> bool {
+        self.spec.cipher == Layer::Camellia
+    }
 }
 
 /// The tag algorithm of GELI's `md_aalgo` (`g_eli_str2aalgo`'s names).
@@ -68,9 +77,15 @@ impl Geli {
             None
         };
         let bits = usize::from(md.keylen);
-        let (mode, iv, allowed): (_, _, &[usize]) = match md.ealgo {
-            algo::AES_XTS => (CipherMode::Xts, IvMode::Plain64, &[128, 256]),
-            algo::AES_CBC => (CipherMode::Cbc, IvMode::GeliSha256, &[128, 192, 256]),
+        let aes_cbc = CipherSpec::aes(CipherMode::Cbc, IvMode::GeliSha256);
+        let (spec, allowed): (_, &[usize]) = match md.ealgo {
+            algo::AES_XTS => (
+                CipherSpec::aes(CipherMode::Xts, IvMode::Plain64),
+                &[128, 256],
+            ),
+            algo::AES_CBC => (aes_cbc, &[128, 192, 256]),
+            // The same IVs and keys as AES-CBC (g_eli_crypto_ivgen's default case).
+            algo::CAMELLIA_CBC => (CipherSpec::geli_camellia(), &[128, 192, 256]),
             algo::NULL_CBC if mac.is_some() => {
                 // g_eli_keylen: any length up to 512 bits; the key is never used.
                 if bits > 512 {
@@ -92,19 +107,20 @@ impl Geli {
                      allowed with -a only)",
                 ))
             }
-            algo::CAMELLIA_CBC | algo::BLOWFISH_CBC | algo::DES3_CBC => {
+            algo::BLOWFISH_CBC | algo::DES3_CBC => {
                 return Err(Error::unsupported(format!(
-                    "GELI encryption {} is not supported (supported: AES-XTS, AES-CBC, NULL \
-                     with authentication)",
+                    "GELI encryption {} is not supported (supported: AES-XTS, AES-CBC, \
+                     CAMELLIA-CBC, NULL with authentication)",
                     algo::name(md.ealgo)
                 )))
             }
             a => {
                 return Err(Error::unsupported(format!(
                     "GELI encryption algorithm {a} is unknown (supported: AES-XTS = {}, \
-                     AES-CBC = {}, NULL = {})",
+                     AES-CBC = {}, CAMELLIA-CBC = {}, NULL = {})",
                     algo::AES_XTS,
                     algo::AES_CBC,
+                    algo::CAMELLIA_CBC,
                     algo::NULL_CBC
                 )))
             }
@@ -115,13 +131,13 @@ impl Geli {
                 algo::name(md.ealgo)
             )));
         }
-        let key_bytes = if mode == CipherMode::Xts {
+        let key_bytes = if spec.mode == CipherMode::Xts {
             bits / 4
         } else {
             bits / 8
         };
         Ok(Cipher {
-            spec: CipherSpec::aes(mode, iv),
+            spec,
             encrypted: true,
             key_bytes,
             slot_key_bytes: bits / 8,

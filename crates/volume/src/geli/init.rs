@@ -22,7 +22,8 @@ use zeroize::Zeroizing;
 /// 0x200` after a plain `geli init`).
 #[derive(Debug, Clone)]
 pub struct InitOptions {
-    /// `md_ealgo`: [`algo::AES_XTS`], [`algo::AES_CBC`], or [`algo::NULL_CBC`] (with
+    /// `md_ealgo`: [`algo::AES_XTS`], [`algo::AES_CBC`], [`algo::CAMELLIA_CBC`], or
+    /// [`algo::NULL_CBC`] (with
     /// `aalgo` only).
     pub ealgo: u16,
     /// `md_aalgo`: 0 for none, or an HMAC ([`algo::HMAC_SHA256`], ...): an authenticated
@@ -161,7 +162,8 @@ pub fn init(
         algo::NULL_CBC => 0,
         _ => usize::from(keylen) / 8,
     };
-    mkeys[0] = keys::seal_slot(&mkey, &user[..], slot_key_bytes)?;
+    let camellia = opts.ealgo == algo::CAMELLIA_CBC;
+    mkeys[0] = keys::seal_slot(&mkey, &user[..], slot_key_bytes, camellia)?;
     let md = Metadata {
         version: opts.version,
         flags,
@@ -195,17 +197,17 @@ pub(crate) fn keylen(ealgo: u16, keylen: u16) -> Result<u16> {
         (algo::NULL_CBC, k) => Err(Error::invalid(format!(
             "key length {k} is not valid for NULL (at most 512)"
         ))),
-        (algo::AES_XTS | algo::AES_CBC, 0) => Ok(128),
+        (algo::AES_XTS | algo::AES_CBC | algo::CAMELLIA_CBC, 0) => Ok(128),
         (algo::AES_XTS, k @ (128 | 256)) => Ok(k),
-        (algo::AES_CBC, k @ (128 | 192 | 256)) => Ok(k),
-        (algo::AES_XTS | algo::AES_CBC, k) => Err(Error::invalid(format!(
-            "key length {k} is not valid for {} (AES-XTS: 128 or 256; AES-CBC: 128, 192 or \
-             256)",
+        (algo::AES_CBC | algo::CAMELLIA_CBC, k @ (128 | 192 | 256)) => Ok(k),
+        (algo::AES_XTS | algo::AES_CBC | algo::CAMELLIA_CBC, k) => Err(Error::invalid(format!(
+            "key length {k} is not valid for {} (AES-XTS: 128 or 256; AES-CBC and \
+             CAMELLIA-CBC: 128, 192 or 256)",
             algo::name(ealgo)
         ))),
         (a, _) => Err(Error::unsupported(format!(
             "GELI encryption {} is not supported for new providers (supported: AES-XTS, \
-             AES-CBC, NULL with authentication)",
+             AES-CBC, CAMELLIA-CBC, NULL with authentication)",
             algo::name(a)
         ))),
     }

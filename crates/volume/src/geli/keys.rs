@@ -28,7 +28,9 @@ use crate::error::{Error, Result};
 use crate::layout::KeySource;
 use hmac::{Hmac, Mac};
 use sectorcrypt_crypto::aes::Cbc;
-use sectorcrypt_crypto::dmcrypt::GELI_IV_KEY_LEN;
+use sectorcrypt_crypto::dmcrypt::{
+    CipherSpec, IvStep, SectorCipher, SectorLayout, GELI_IV_KEY_LEN,
+};
 use sha2::Sha512;
 use std::fmt;
 use zeroize::Zeroizing;
@@ -106,15 +108,43 @@ pub fn user_key(
     Ok(hmac_sha512(&[], &parts))
 }
 
-/// The AES-CBC key of the master-key slots: the first `key_bytes` of
-/// HMAC-SHA512(user key, 0x01); `None` (slots kept as they are) for `key_bytes == 0`, a
-/// provider of NULL encryption.
-fn slot_cipher(user_key: &[u8], key_bytes: usize) -> Result<Option<Cbc>> {
+/// The cipher of the master-key slots: CBC with a zero IV in the provider's cipher
+/// (`g_eli_mkey_encrypt` through `g_eli_crypto_encrypt` with `md_ealgo`, AES-XTS taken as
+/// AES-CBC), keyed with the first `key_bytes` of HMAC-SHA512(user key, 0x01).
+enum SlotCipher {
+    Aes(Cbc),
+    /// Camellia-CBC: a sector of the whole slot under IV number 0 (plain64: a zero IV).
+    Camellia(SectorCipher),
+}
+
+impl SlotCipher {
+    fn run(&self, data: &mut [u8], encrypt: bool) -> Result<()> {
+        match (self, encrypt) {
+            (SlotCipher::Aes(c), true) => c.encrypt(&[0u8; 16], data)?,
+            (SlotCipher::Aes(c), false) => c.decrypt(&[0u8; 16], data)?,
+            (SlotCipher::Camellia(c), true) => c.encrypt(0, data)?,
+            (SlotCipher::Camellia(c), false) => c.decrypt(0, data)?,
+        }
+        Ok(())
+    }
+}
+
+/// The slot cipher of a provider whose cipher takes `key_bytes` (`None`, slots kept as
+/// they are, for `key_bytes == 0`: a provider of NULL encryption); Camellia for a
+/// Camellia-CBC provider, AES otherwise.
+fn slot_cipher(user_key: &[u8], key_bytes: usize, camellia: bool) -> Result<Option<SlotCipher>> {
     if key_bytes == 0 {
         return Ok(None);
     }
     let enc = hmac_sha512(user_key, &[&[1]]);
-    Ok(Some(Cbc::new(&enc[..key_bytes])?))
+    let key = &enc[..key_bytes];
+    Ok(Some(if camellia {
+        let spec: CipherSpec = "camellia-cbc-plain64".parse()?;
+        let layout = SectorLayout::with_step(MKEY_LEN, IvStep::Sector)?;
+        SlotCipher::Camellia(SectorCipher::new(spec, key, layout)?)
+    } else {
+        SlotCipher::Aes(Cbc::new(key)?)
+    }))
 }
 
 /// The check value of a master key: HMAC-SHA512(HMAC-SHA512(user key, 0x00), IV key ||
@@ -125,16 +155,17 @@ fn mkey_check(user_key: &[u8], keys: &[u8]) -> Zeroizing<[u8; KEY_LEN]> {
 }
 
 /// Decrypts a master-key slot with `user_key`: the 128-byte IV key || data key when the
-/// check matches, `None` otherwise. `key_bytes` is the slot cipher's AES key length
-/// (`keylen / 8`: 16, 24 or 32).
+/// check matches, `None` otherwise. `key_bytes` is the slot cipher's key length
+/// (`keylen / 8`: 16, 24 or 32), in Camellia (`camellia`) or AES.
 pub fn open_slot(
     slot: &[u8; MKEY_LEN],
     user_key: &[u8],
     key_bytes: usize,
+    camellia: bool,
 ) -> Result<Option<Zeroizing<Vec<u8>>>> {
     let mut plain = Zeroizing::new(slot.to_vec());
-    if let Some(c) = slot_cipher(user_key, key_bytes)? {
-        c.decrypt(&[0u8; 16], &mut plain)?;
+    if let Some(c) = slot_cipher(user_key, key_bytes, camellia)? {
+        c.run(&mut plain, false)?;
     }
     let check = mkey_check(user_key, &plain[..2 * KEY_LEN]);
     if !crate::ct_eq(&check[..], &plain[2 * KEY_LEN..]) {
@@ -144,8 +175,13 @@ pub fn open_slot(
 }
 
 /// Encrypts the 128-byte master key `mkey` (IV key || data key) into a slot for
-/// `user_key` (`g_eli_mkey_hmac` then `g_eli_mkey_encrypt`).
-pub fn seal_slot(mkey: &[u8], user_key: &[u8], key_bytes: usize) -> Result<[u8; MKEY_LEN]> {
+/// `user_key` (`g_eli_mkey_hmac` then `g_eli_mkey_encrypt`), as [`open_slot`] reads it.
+pub fn seal_slot(
+    mkey: &[u8],
+    user_key: &[u8],
+    key_bytes: usize,
+    camellia: bool,
+) -> Result<[u8; MKEY_LEN]> {
     if mkey.len() != 2 * KEY_LEN {
         return Err(Error::invalid(format!(
             "a GELI master key has {} bytes, not {}",
@@ -156,8 +192,8 @@ pub fn seal_slot(mkey: &[u8], user_key: &[u8], key_bytes: usize) -> Result<[u8; 
     let mut plain = Zeroizing::new([0u8; MKEY_LEN]);
     plain[..2 * KEY_LEN].copy_from_slice(mkey);
     plain[2 * KEY_LEN..].copy_from_slice(&mkey_check(user_key, mkey)[..]);
-    if let Some(c) = slot_cipher(user_key, key_bytes)? {
-        c.encrypt(&[0u8; 16], &mut plain[..])?;
+    if let Some(c) = slot_cipher(user_key, key_bytes, camellia)? {
+        c.run(&mut plain[..], true)?;
     }
     Ok(*plain)
 }

@@ -104,6 +104,7 @@ pub mod algo {
         match name.to_ascii_lowercase().as_str() {
             "aes" | "aes-xts" | "aes-xts-plain64" => Some(AES_XTS),
             "aes-cbc" => Some(AES_CBC),
+            "camellia-cbc" | "camellia" => Some(CAMELLIA_CBC),
             "null" | "null-cbc" => Some(NULL_CBC),
             _ => None,
         }
@@ -318,14 +319,14 @@ mod tests {
 
     #[test]
     fn algorithm_names_parse_in_both_spellings_and_only_implemented_ones() {
-        for a in [AES_XTS, AES_CBC, NULL_CBC] {
+        for a in [AES_XTS, AES_CBC, CAMELLIA_CBC, NULL_CBC] {
             // geli's own spelling (`geli list` prints it) and any case.
             assert_eq!(encryption_by_name(name(a)), Some(a), "{}", name(a));
             assert_eq!(encryption_by_name(&name(a).to_lowercase()), Some(a));
         }
         assert_eq!(encryption_by_name("aes-xts-plain64"), Some(AES_XTS));
         assert_eq!(encryption_by_name("AES"), Some(AES_XTS));
-        for unimplemented in [CAMELLIA_CBC, BLOWFISH_CBC, DES3_CBC] {
+        for unimplemented in [BLOWFISH_CBC, DES3_CBC] {
             assert_eq!(encryption_by_name(name(unimplemented)), None);
         }
         for a in [

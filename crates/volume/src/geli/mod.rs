@@ -23,8 +23,9 @@
 //! derived from HMAC(data key, 0x10), tagged under HMAC(data key, 0x11), and before
 //! version 6 every unit uses zone 0's key (`G_ELI_FLAG_FIRST_KEY`). NULL encryption is
 //! opened with authentication only (its units are then in the clear, still tagged).
-//! Camellia, Blowfish and 3DES encryption and HMAC/MD5 tags are refused with a clear
-//! error.
+//! Camellia-CBC (128, 192 or 256 bits) is AES-CBC's construction over Camellia: the same
+//! keys and IVs (`g_eli_crypto_ivgen`'s default case). Blowfish and 3DES encryption and
+//! HMAC/MD5 tags are refused with a clear error.
 
 mod data;
 pub mod init;
@@ -198,7 +199,8 @@ impl Geli {
         }
         let user = keys::user_key(new.keyfiles, new.passphrase, &self.md.salt, iterations)?;
         let mut md = self.md.clone();
-        md.mkeys[n] = keys::seal_slot(mkey, &user[..], cipher.slot_key_bytes)?;
+        let camellia = cipher.slots_in_camellia();
+        md.mkeys[n] = keys::seal_slot(mkey, &user[..], cipher.slot_key_bytes, camellia)?;
         md.keys |= 1 << n;
         md.iterations = iterations;
         let updated = Geli { md, ..self.clone() };
@@ -284,9 +286,12 @@ impl Format for Geli {
         let pass = self.passphrase.then_some(passphrase);
         let user = keys::user_key(&files, pass, &self.md.salt, self.md.iterations)?;
         for n in candidates {
-            if let Some(mkey) =
-                keys::open_slot(&self.md.mkeys[n], &user[..], cipher.slot_key_bytes)?
-            {
+            if let Some(mkey) = keys::open_slot(
+                &self.md.mkeys[n],
+                &user[..],
+                cipher.slot_key_bytes,
+                cipher.slots_in_camellia(),
+            )? {
                 return Ok((mkey, n));
             }
         }

@@ -240,8 +240,10 @@ fn new_header(
                 uuid,
                 data_offset,
                 metadata_size,
-                digest_iterations: digest_iterations(HashAlg::Sha256, key.len(), forced)?,
-                hash: HashAlg::Sha256,
+                // The volume key's digest under the keyslots' hash, as cryptsetup makes it
+                // (`--hash`, sha256 by default).
+                digest_iterations: digest_iterations(opts.kdf.hash, key.len(), forced)?,
+                hash: opts.kdf.hash,
             })?;
             let meta = h.metadata_size();
             Ok((Box::new(h), meta, data_offset, opts.sector_size as u64))

@@ -243,8 +243,12 @@ impl Cipher {
 const AES_KEY: Lengths = Lengths::Of(&[16, 24, 32]);
 /// Key1 || Key2: two AES keys of the same size.
 const XTS_KEY: Lengths = Lengths::Of(&[32, 48, 64]);
-/// Key1 || Key2 of the other XTS ciphers than AES: two 256-bit keys.
+/// Key1 || Key2 of Kuznyechik in XTS: two 256-bit keys.
 const XTS_256_KEY: Lengths = Lengths::Of(&[64]);
+/// Serpent, Twofish and Camellia in CBC: 128, 192 or 256 bits.
+const BLOCK_KEY: Lengths = Lengths::Of(&[16, 24, 32]);
+/// Kuznyechik in CBC: 256 bits.
+const KUZNYECHIK_KEY: Lengths = Lengths::Of(&[32]);
 const GOST_KEY: Lengths = Lengths::Of(&[32]);
 const AES_IV: Iv = Iv::Hex(Lengths::Of(&[16]));
 const GOST_IV: Iv = Iv::Hex(Lengths::Of(&[8]));
@@ -271,22 +275,46 @@ pub const CIPHERS: &[Cipher] = &[
         .about("dm-crypt CBC, IVs encrypted under SHA-256(key)"),
     Cipher::new("aes-ecb", Kind::Ecb, AES_KEY, Iv::None).sectors()
         .about("whole 16-byte blocks; with a sector option, whole dm-crypt sectors"),
-    Cipher::new("serpent-xts-plain64", Kind::Sectors, XTS_256_KEY, Iv::FromSector).sectors()
-        .about("dm-crypt XTS with Serpent-256"),
-    Cipher::new("serpent-xts-plain", Kind::Sectors, XTS_256_KEY, Iv::FromSector).sectors()
+    Cipher::new("serpent-xts-plain64", Kind::Sectors, XTS_KEY, Iv::FromSector).sectors()
+        .about("dm-crypt XTS with Serpent"),
+    Cipher::new("serpent-xts-plain", Kind::Sectors, XTS_KEY, Iv::FromSector).sectors()
         .about("the same, 32-bit sector numbers (they wrap)"),
-    Cipher::new("twofish-xts-plain64", Kind::Sectors, XTS_256_KEY, Iv::FromSector).sectors()
-        .about("dm-crypt XTS with Twofish-256 (table lookups: not constant-time)"),
-    Cipher::new("twofish-xts-plain", Kind::Sectors, XTS_256_KEY, Iv::FromSector).sectors()
+    Cipher::new("twofish-xts-plain64", Kind::Sectors, XTS_KEY, Iv::FromSector).sectors()
+        .about("dm-crypt XTS with Twofish (table lookups: not constant-time)"),
+    Cipher::new("twofish-xts-plain", Kind::Sectors, XTS_KEY, Iv::FromSector).sectors()
         .about("the same, 32-bit sector numbers (they wrap)"),
-    Cipher::new("camellia-xts-plain64", Kind::Sectors, XTS_256_KEY, Iv::FromSector).sectors()
-        .about("dm-crypt XTS with Camellia-256"),
-    Cipher::new("camellia-xts-plain", Kind::Sectors, XTS_256_KEY, Iv::FromSector).sectors()
+    Cipher::new("camellia-xts-plain64", Kind::Sectors, XTS_KEY, Iv::FromSector).sectors()
+        .about("dm-crypt XTS with Camellia"),
+    Cipher::new("camellia-xts-plain", Kind::Sectors, XTS_KEY, Iv::FromSector).sectors()
         .about("the same, 32-bit sector numbers (they wrap)"),
     Cipher::new("kuznyechik-xts-plain64", Kind::Sectors, XTS_256_KEY, Iv::FromSector).sectors()
         .about("dm-crypt XTS with Kuznyechik (GOST R 34.12-2015)"),
     Cipher::new("kuznyechik-xts-plain", Kind::Sectors, XTS_256_KEY, Iv::FromSector).sectors()
         .about("the same, 32-bit sector numbers (they wrap)"),
+    Cipher::new("serpent-cbc-plain64", Kind::Sectors, BLOCK_KEY, Iv::FromSector).sectors()
+        .about("dm-crypt CBC with Serpent"),
+    Cipher::new("serpent-cbc-plain", Kind::Sectors, BLOCK_KEY, Iv::FromSector).sectors()
+        .about("the same, 32-bit sector numbers (they wrap)"),
+    Cipher::new("serpent-cbc-essiv:sha256", Kind::Sectors, BLOCK_KEY, Iv::FromSector).sectors()
+        .about("the same, IVs encrypted under SHA-256(key)"),
+    Cipher::new("twofish-cbc-plain64", Kind::Sectors, BLOCK_KEY, Iv::FromSector).sectors()
+        .about("dm-crypt CBC with Twofish (not constant-time)"),
+    Cipher::new("twofish-cbc-plain", Kind::Sectors, BLOCK_KEY, Iv::FromSector).sectors()
+        .about("the same, 32-bit sector numbers (they wrap)"),
+    Cipher::new("twofish-cbc-essiv:sha256", Kind::Sectors, BLOCK_KEY, Iv::FromSector).sectors()
+        .about("the same, IVs encrypted under SHA-256(key)"),
+    Cipher::new("camellia-cbc-plain64", Kind::Sectors, BLOCK_KEY, Iv::FromSector).sectors()
+        .about("dm-crypt CBC with Camellia"),
+    Cipher::new("camellia-cbc-plain", Kind::Sectors, BLOCK_KEY, Iv::FromSector).sectors()
+        .about("the same, 32-bit sector numbers (they wrap)"),
+    Cipher::new("camellia-cbc-essiv:sha256", Kind::Sectors, BLOCK_KEY, Iv::FromSector).sectors()
+        .about("the same, IVs encrypted under SHA-256(key)"),
+    Cipher::new("kuznyechik-cbc-plain64", Kind::Sectors, KUZNYECHIK_KEY, Iv::FromSector).sectors()
+        .about("dm-crypt CBC with Kuznyechik"),
+    Cipher::new("kuznyechik-cbc-plain", Kind::Sectors, KUZNYECHIK_KEY, Iv::FromSector).sectors()
+        .about("the same, 32-bit sector numbers (they wrap)"),
+    Cipher::new("kuznyechik-cbc-essiv:sha256", Kind::Sectors, KUZNYECHIK_KEY, Iv::FromSector).sectors()
+        .about("the same, IVs encrypted under SHA-256(key)"),
     // Raw AES: the whole input is one message.
     Cipher::new("aes-cbc", Kind::Aes(AesMode::Cbc), AES_KEY, AES_IV)
         .about("one CBC chain, whole blocks"),
