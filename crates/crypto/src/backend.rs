@@ -40,13 +40,14 @@ pub(crate) enum Algorithm {
     Mac,
     Serpent,
     Camellia,
+    Kuznyechik,
     /// The fake family of this module's tests.
     #[cfg(test)]
     Test,
 }
 
 impl Algorithm {
-    const COUNT: usize = 7 + cfg!(test) as usize;
+    const COUNT: usize = 8 + cfg!(test) as usize;
 
     pub(crate) fn name(self) -> &'static str {
         match self {
@@ -57,6 +58,7 @@ impl Algorithm {
             Algorithm::Mac => "mac",
             Algorithm::Serpent => "serpent",
             Algorithm::Camellia => "camellia",
+            Algorithm::Kuznyechik => "kuznyechik",
             #[cfg(test)]
             Algorithm::Test => "test",
         }

@@ -33,10 +33,13 @@ use std::fmt;
 use zeroize::Zeroize;
 
 mod camellia;
+mod kuznyechik;
 mod serpent;
 
 pub use camellia::CamelliaBackend;
 pub(crate) use camellia::WORKLOAD as CAMELLIA_WORKLOAD;
+pub use kuznyechik::KuznyechikBackend;
+pub(crate) use kuznyechik::WORKLOAD as KUZNYECHIK_WORKLOAD;
 pub use serpent::SerpentBackend;
 pub(crate) use serpent::WORKLOAD as SERPENT_WORKLOAD;
 
@@ -141,9 +144,8 @@ where
 fn block_cipher(layer: Layer, key: &[u8]) -> Result<Box<dyn Block128>, Error> {
     match layer {
         Layer::Twofish => rc::<twofish::Twofish>(key),
-        Layer::Kuznyechik => rc::<kuznyechik::Kuznyechik>(key),
-        Layer::Aes | Layer::Serpent | Layer::Camellia => {
-            unreachable!("AES, Serpent and Camellia layers run on the crate's own XTS")
+        Layer::Aes | Layer::Serpent | Layer::Camellia | Layer::Kuznyechik => {
+            unreachable!("AES, Serpent, Camellia and Kuznyechik layers run on the crate's own XTS")
         }
     }
 }
@@ -160,6 +162,8 @@ enum Keyed {
     Serpent(Box<serpent::SerpentXts>),
     /// Camellia-XTS on this crate's backends (boxed: two expanded keys).
     Camellia(Box<camellia::CamelliaXts>),
+    /// Kuznyechik-XTS on this crate's backends (boxed: two expanded keys).
+    Kuznyechik(Box<kuznyechik::KuznyechikXts>),
     /// XTS over a portable block cipher: the data key (K1) and the tweak key (K2).
     Generic {
         data: Box<dyn Block128>,
@@ -182,6 +186,7 @@ fn mul_alpha(t: &mut [u8; BLOCK]) {
 struct Backends {
     serpent: Option<SerpentBackend>,
     camellia: Option<CamelliaBackend>,
+    kuznyechik: Option<KuznyechikBackend>,
 }
 
 impl Keyed {
@@ -208,6 +213,13 @@ impl Keyed {
                 backends.camellia,
             )?)));
         }
+        if layer == Layer::Kuznyechik {
+            return Ok(Keyed::Kuznyechik(Box::new(kuznyechik::KuznyechikXts::new(
+                k1,
+                k2,
+                backends.kuznyechik,
+            )?)));
+        }
         Ok(Keyed::Generic {
             data: block_cipher(layer, k1)?,
             tweak: block_cipher(layer, k2)?,
@@ -232,6 +244,10 @@ impl Keyed {
                 xts.apply(encrypt, first, unit_len, buf);
                 return Ok(());
             }
+            Keyed::Kuznyechik(xts) => {
+                xts.apply(encrypt, first, unit_len, buf);
+                return Ok(());
+            }
             Keyed::Aes(_) | Keyed::Generic { .. } => {}
         }
         for (i, unit) in buf.chunks_exact_mut(unit_len).enumerate() {
@@ -252,6 +268,10 @@ impl Keyed {
                 Ok(())
             }
             Keyed::Camellia(xts) => {
+                xts.apply(encrypt, number, unit.len(), unit);
+                Ok(())
+            }
+            Keyed::Kuznyechik(xts) => {
                 xts.apply(encrypt, number, unit.len(), unit);
                 Ok(())
             }
@@ -343,6 +363,20 @@ impl Cascade {
         Cascade::build(layers, key, backends)
     }
 
+    /// [`Cascade::new`] with the Kuznyechik layers on a named backend, which must be usable
+    /// here (tests and benchmarks).
+    pub fn with_kuznyechik_backend(
+        layers: &[Layer],
+        key: &[u8],
+        backend: KuznyechikBackend,
+    ) -> Result<Cascade, Error> {
+        let backends = Backends {
+            kuznyechik: Some(backend),
+            ..Backends::default()
+        };
+        Cascade::build(layers, key, backends)
+    }
+
     fn build(layers: &[Layer], key: &[u8], backends: Backends) -> Result<Cascade, Error> {
         let n = layers.len();
         if n == 0 || key.len() != Cascade::key_len(layers) {
@@ -384,6 +418,14 @@ impl Cascade {
     pub fn camellia_backend(&self) -> Option<CamelliaBackend> {
         self.layers.iter().find_map(|(_, k)| match k {
             Keyed::Camellia(x) => Some(x.backend()),
+            _ => None,
+        })
+    }
+
+    /// The backend the Kuznyechik layers run on; `None` without a Kuznyechik layer.
+    pub fn kuznyechik_backend(&self) -> Option<KuznyechikBackend> {
+        self.layers.iter().find_map(|(_, k)| match k {
+            Keyed::Kuznyechik(x) => Some(x.backend()),
             _ => None,
         })
     }
@@ -451,21 +493,32 @@ mod tests {
         assert_eq!(t, want);
     }
 
-    /// GOST R 34.12-2015 appendix A.1 (Kuznyechik): the block cipher under the cascade's
-    /// wrapper, both ways (no independent XTS implementation of it is installed here).
+    /// GOST R 34.12-2015 appendix A.1 (Kuznyechik): the block cipher of the cascade's
+    /// Kuznyechik layer on every backend this CPU runs, both ways.
     #[test]
     fn kuznyechik_block_matches_the_standard() {
         let key = hex::decode("8899aabbccddeeff0011223344556677fedcba98765432100123456789abcdef")
             .unwrap();
-        let k = block_cipher(Layer::Kuznyechik, &key).unwrap();
-        let mut b: [u8; BLOCK] = hex::decode("1122334455667700ffeeddccbbaa9988")
-            .unwrap()
-            .try_into()
-            .unwrap();
-        k.encrypt(&mut b);
-        assert_eq!(hex::encode(b), "7f679d90bebc24305a468d42b9d4edcd");
-        k.decrypt(&mut b);
-        assert_eq!(hex::encode(b), "1122334455667700ffeeddccbbaa9988");
+        for backend in KuznyechikBackend::ALL {
+            if let Err(e) = backend.ensure_usable() {
+                eprintln!("skipped: kuznyechik backend {backend}: {e}");
+                continue;
+            }
+            let k = kuznyechik::Kuznyechik::new(&key, Some(backend)).unwrap();
+            let mut b = hex::decode("1122334455667700ffeeddccbbaa9988").unwrap();
+            k.ecb(true, &mut b);
+            assert_eq!(
+                hex::encode(&b),
+                "7f679d90bebc24305a468d42b9d4edcd",
+                "{backend}"
+            );
+            k.ecb(false, &mut b);
+            assert_eq!(
+                hex::encode(&b),
+                "1122334455667700ffeeddccbbaa9988",
+                "{backend}"
+            );
+        }
     }
 
     #[test]

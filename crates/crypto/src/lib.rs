@@ -115,6 +115,7 @@ const SHARING: &[backend::Sharer] = &[
     backend::Sharer::of::<mac::MacBackend>(),
     backend::Sharer::of::<cascade::SerpentBackend>(),
     backend::Sharer::of::<cascade::CamelliaBackend>(),
+    backend::Sharer::of::<cascade::KuznyechikBackend>(),
 ];
 impl backend::Selectable for Backend {
     const SHARING: &'static [backend::Sharer] = SHARING;
@@ -135,6 +136,10 @@ impl backend::Selectable for cascade::SerpentBackend {
 impl backend::Selectable for cascade::CamelliaBackend {
     const SHARING: &'static [backend::Sharer] = SHARING;
     const WORKLOAD: backend::Workload<Self> = cascade::CAMELLIA_WORKLOAD;
+}
+impl backend::Selectable for cascade::KuznyechikBackend {
+    const SHARING: &'static [backend::Sharer] = SHARING;
+    const WORKLOAD: backend::Workload<Self> = cascade::KUZNYECHIK_WORKLOAD;
 }
 
 /// AES (FIPS-197) with the modes storage uses: ECB, CBC, CTR (random access into the
