@@ -9,7 +9,7 @@
 use crate::failure::Failure;
 use sectorcrypt_bench::limit::{AesRate, Width};
 use sectorcrypt_crypto::aes::{self, Gcm, WidthChoice};
-use sectorcrypt_crypto::cascade::{CamelliaBackend, SerpentBackend};
+use sectorcrypt_crypto::cascade::{CamelliaBackend, KuznyechikBackend, SerpentBackend};
 use sectorcrypt_crypto::mac::MacBackend;
 use sectorcrypt_crypto::{cpu, Backend, GostBackend, Measurement};
 use serde_json::{json, Value};
@@ -51,6 +51,7 @@ pub fn run(json: bool) -> Result<(), Failure> {
     let (mac, m_mac) = MacBackend::selection()?;
     let (serpent, m_serpent) = SerpentBackend::selection()?;
     let (camellia, m_camellia) = CamelliaBackend::selection()?;
+    let (kuznyechik, m_kuznyechik) = KuznyechikBackend::selection()?;
     let families = vec![
         Family {
             what: "aes",
@@ -99,6 +100,14 @@ pub fn run(json: bool) -> Result<(), Failure> {
             backends: rows(CamelliaBackend::ALL.map(|b| (b.name(), b.ensure_usable()))),
             chosen: camellia.to_string(),
             measured: m_camellia,
+        },
+        Family {
+            what: "kuznyechik (the kuznyechik layer of veracrypt cascades and kuznyechik-xts)",
+            name: "kuznyechik",
+            prefix: Some("kuznyechik "),
+            backends: rows(KuznyechikBackend::ALL.map(|b| (b.name(), b.ensure_usable()))),
+            chosen: kuznyechik.to_string(),
+            measured: m_kuznyechik,
         },
     ];
     let forced = forced.as_deref();
