@@ -223,3 +223,43 @@ fn camellia_backends_and_the_override() {
         }
     }
 }
+
+/// The Kuznyechik family in the report, and `SECTORCRYPT_BACKEND` over it: `avx512` is its
+/// own backend (exit 2 when this CPU cannot run it), `avx2` and `aesni` (names only other
+/// families have) give it the portable one.
+#[test]
+fn kuznyechik_backends_and_the_override() {
+    let text = report();
+    assert!(text.contains("kuznyechik backend soft   usable"), "{text}");
+    let line = "kuznyechik (the kuznyechik layer of veracrypt cascades and kuznyechik-xts)";
+    assert!(text.contains(&format!("{line}: ")), "{text}");
+    let forced = ok(sc_on(&["backends"], b"", Some("soft")));
+    assert!(
+        forced.contains(&format!("{line}: soft (forced")),
+        "{forced}"
+    );
+    let forced = sc_on(&["backends"], b"", Some("avx512"));
+    match status(&text, "kuznyechik backend ", "avx512") {
+        Ok(()) if code(&forced) != 0 => {
+            let err = String::from_utf8_lossy(&forced.stderr);
+            eprintln!("SKIPPED kuznyechik avx512: another family refuses the name ({err})");
+        }
+        Ok(()) => {
+            let t = ok(forced);
+            assert!(t.contains(&format!("{line}: avx512 (forced")), "{t}");
+        }
+        Err(why) => {
+            eprintln!("SKIPPED kuznyechik avx512: the backend cannot run here ({why})");
+            assert_eq!(code(&forced), 2);
+        }
+    }
+    for other in ["aesni", "avx2"] {
+        let forced = sc_on(&["backends"], b"", Some(other));
+        if code(&forced) == 0 {
+            let t = ok(forced);
+            assert!(t.contains(&format!("{line}: soft (forced")), "{other}: {t}");
+        } else {
+            eprintln!("SKIPPED kuznyechik under {other}: this CPU runs no family's {other}");
+        }
+    }
+}

@@ -18,9 +18,12 @@
 //! the portable RustCrypto crate (`soft`). Both families are chosen as the crate chooses
 //! every family's backend (measured, or `SECTORCRYPT_BACKEND`); their XTS encrypts the
 //! tweaks of a batch of units in one call and makes each unit's tweak sequence in
-//! registers, many units per call. The other layers are the portable RustCrypto crates
-//! (`twofish`, `kuznyechik`), one block at a time: correct and table-light, not fast, and
-//! not reviewed as constant-time (the crates say so). Data units must be whole blocks:
+//! registers, many units per call. Kuznyechik (`kuznyechik`) has two
+//! ([`KuznyechikBackend`]), chosen and used the same way: AVX-512 with GFNI and VBMI (64
+//! blocks per step, byte-sliced, the S-box as `vpermi2b`, the linear map as a GF(2^8)
+//! matrix applied with GFNI, constant-time) and the portable RustCrypto crate (`soft`,
+//! table-driven). Twofish is the portable RustCrypto crate, one block at a time: correct,
+//! not fast, and not reviewed as constant-time (the crate says so). Data units must be whole blocks:
 //! VeraCrypt's are 512 bytes, so no ciphertext stealing is needed or offered.
 
 use crate::block::BLOCK;

@@ -22,8 +22,9 @@
 //! VeraCrypt's and TrueCrypt's ciphers ([`cascade`]): XTS over any 128-bit block cipher
 //! (this crate's AES-XTS, its bitsliced Serpent on [`cascade::SerpentBackend`]s: portable,
 //! AVX2 and AVX-512, its byte-sliced Camellia on [`cascade::CamelliaBackend`]s: AVX-512 with
-//! GFNI, or the portable RustCrypto crate, and the portable RustCrypto Twofish and
-//! Kuznyechik) and cascades of such layers; and their PBKDF2 hashes ([`pbkdf`]: SHA-512,
+//! GFNI, or the portable RustCrypto crate, its byte-sliced Kuznyechik on
+//! [`cascade::KuznyechikBackend`]s: AVX-512 with GFNI and VBMI, or the portable RustCrypto
+//! crate, and the portable RustCrypto Twofish) and cascades of such layers; and their PBKDF2 hashes ([`pbkdf`]: SHA-512,
 //! SHA-256, Whirlpool, RIPEMD-160, Streebog-512, BLAKE2s-256), here because this crate is
 //! always built optimised.
 //!
