@@ -281,7 +281,8 @@ impl Pass {
     /// The pass on one block (the reference the kernels are checked against).
     #[cfg(test)]
     pub(super) fn apply_block(&self, a: &mut [u8; 16]) {
-        let (sbox, map): (&[u8; 256], fn([u8; 16]) -> [u8; 16]) = if self.encrypt {
+        type Map = fn([u8; 16]) -> [u8; 16];
+        let (sbox, map): (&[u8; 256], Map) = if self.encrypt {
             (&PI, l)
         } else {
             (&PI_INV, l_inv)
