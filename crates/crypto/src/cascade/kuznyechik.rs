@@ -26,9 +26,9 @@
 //! comparison with `soft` before first use.
 //!
 //! Measured with the bench case `kuznyechik-xts/4096` on the Zen 5 VM it was written on
-//! (three runs, medians, the machine heavily loaded; docs/PERFORMANCE.md): `avx512` 0.61
-//! GB/s, 1.9 c/B, 16x OpenSSL's gost provider (gost-engine 3.0.1, its SSE2 LS tables, 29.7
-//! c/B) in the same run; `soft` 29.7 c/B, 1.02x it.
+//! (three runs, medians, load average 2.2; docs/PERFORMANCE.md): `avx512` 2.27 GB/s, 1.72
+//! c/B, 16.5x OpenSSL's gost provider (gost-engine 3.0.1, its SSE2 LS tables, 28.5 c/B) in
+//! the same run; `soft` 28.3 c/B, 1.02x it.
 
 use super::mul_alpha;
 use crate::backend::{family, selectable, Algorithm, Run, Workload};
