@@ -3,6 +3,7 @@
 mod camellia_xts;
 mod engine_threads;
 mod geli_auth;
+mod kuznyechik_xts;
 mod serpent_xts;
 mod twofish_xts;
 
@@ -97,6 +98,9 @@ pub(crate) fn all() -> Vec<Case> {
         }),
         case("twofish-256-xts/4096", |_, _, _| {
             twofish_xts::twofish_256_xts()
+        }),
+        case("kuznyechik-xts/4096", |_, _, _| {
+            kuznyechik_xts::kuznyechik_xts()
         }),
         aes_gcm("aes-256-gcm/16384", 14, |b, _, _| gcm(b, 32, 16384, true)),
         aes_gcm("aes-256-gcm/512", 14, |b, _, _| gcm(b, 32, 512, true)),
@@ -837,6 +841,32 @@ mod tests {
     #[test]
     fn every_twofish_backend_agrees_with_libgcrypt() {
         let compared = twofish_xts::every_backend_agrees_with_libgcrypt().unwrap();
+        assert!(compared.contains(&"soft"), "{compared:?}");
+    }
+
+    /// The Kuznyechik case's peer is OpenSSL's gost provider, named with the versions, and
+    /// its bytes equal ours (the case refuses to build otherwise).
+    #[test]
+    fn kuznyechik_case_has_the_gost_provider_peer_and_agrees_with_it() {
+        let built = kuznyechik_xts::kuznyechik_xts().unwrap();
+        let Some(peer) = built.peer else {
+            sectorcrypt_testkit::skipped!("skipped: OpenSSL's gost provider is not installed");
+            return;
+        };
+        assert_eq!(peer.name, "openssl-gostprov");
+        let version = peer.version.unwrap();
+        assert!(version.contains("gost-engine"), "{version}");
+    }
+
+    /// Every Kuznyechik backend this CPU runs (the portable one always) gives the gost
+    /// provider's bytes, not only the one the case selects.
+    #[test]
+    fn every_kuznyechik_backend_agrees_with_the_gost_provider() {
+        if gost_provider_cipher("kuznyechik-ecb").is_none() {
+            sectorcrypt_testkit::skipped!("skipped: OpenSSL's gost provider is not installed");
+            return;
+        }
+        let compared = kuznyechik_xts::every_backend_agrees_with_the_gost_provider().unwrap();
         assert!(compared.contains(&"soft"), "{compared:?}");
     }
 

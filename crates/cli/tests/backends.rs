@@ -184,14 +184,16 @@ fn serpent_backends_and_the_override() {
     }
 }
 
-/// The Camellia family in the report, and `SECTORCRYPT_BACKEND` over it: `avx512` is its
-/// own backend (exit 2 when this CPU cannot run it), `avx2` and `aesni` (names only other
-/// families have) give it the portable one.
-#[test]
-fn camellia_backends_and_the_override() {
+/// A family with an `avx512` and a `soft` backend (Camellia, Twofish, Kuznyechik) in the
+/// report, and `SECTORCRYPT_BACKEND` over it: `avx512` is its own backend (exit 2 when
+/// this CPU cannot run it), `avx2` and `aesni` (names only other families have) give it
+/// the portable one. `line` is the family's line in the report.
+fn avx512_family_and_the_override(family: &str, line: &str) {
     let text = report();
-    assert!(text.contains("camellia backend soft   usable"), "{text}");
-    let line = "camellia (the camellia layer of veracrypt cascades and camellia-xts)";
+    assert!(
+        text.contains(&format!("{family} backend soft   usable")),
+        "{text}"
+    );
     assert!(text.contains(&format!("{line}: ")), "{text}");
     let forced = ok(sc_on(&["backends"], b"", Some("soft")));
     assert!(
@@ -199,17 +201,17 @@ fn camellia_backends_and_the_override() {
         "{forced}"
     );
     let forced = sc_on(&["backends"], b"", Some("avx512"));
-    match status(&text, "camellia backend ", "avx512") {
+    match status(&text, &format!("{family} backend "), "avx512") {
         Ok(()) if code(&forced) != 0 => {
             let err = String::from_utf8_lossy(&forced.stderr);
-            eprintln!("SKIPPED camellia avx512: another family refuses the name ({err})");
+            eprintln!("SKIPPED {family} avx512: another family refuses the name ({err})");
         }
         Ok(()) => {
             let t = ok(forced);
             assert!(t.contains(&format!("{line}: avx512 (forced")), "{t}");
         }
         Err(why) => {
-            eprintln!("SKIPPED camellia avx512: the backend cannot run here ({why})");
+            eprintln!("SKIPPED {family} avx512: the backend cannot run here ({why})");
             assert_eq!(code(&forced), 2);
         }
     }
@@ -219,47 +221,31 @@ fn camellia_backends_and_the_override() {
             let t = ok(forced);
             assert!(t.contains(&format!("{line}: soft (forced")), "{other}: {t}");
         } else {
-            eprintln!("SKIPPED camellia under {other}: this CPU runs no family's {other}");
+            eprintln!("SKIPPED {family} under {other}: this CPU runs no family's {other}");
         }
     }
 }
 
-/// The Twofish family in the report, and `SECTORCRYPT_BACKEND` over it: `avx512` is its
-/// own backend (exit 2 when this CPU cannot run it), `avx2` and `aesni` (names only other
-/// families have) give it the portable one.
+#[test]
+fn camellia_backends_and_the_override() {
+    avx512_family_and_the_override(
+        "camellia",
+        "camellia (the camellia layer of veracrypt cascades and camellia-xts)",
+    );
+}
+
 #[test]
 fn twofish_backends_and_the_override() {
-    let text = report();
-    assert!(text.contains("twofish backend soft   usable"), "{text}");
-    let line = "twofish (the twofish layer of veracrypt cascades and twofish-xts)";
-    assert!(text.contains(&format!("{line}: ")), "{text}");
-    let forced = ok(sc_on(&["backends"], b"", Some("soft")));
-    assert!(
-        forced.contains(&format!("{line}: soft (forced")),
-        "{forced}"
+    avx512_family_and_the_override(
+        "twofish",
+        "twofish (the twofish layer of veracrypt cascades and twofish-xts)",
     );
-    let forced = sc_on(&["backends"], b"", Some("avx512"));
-    match status(&text, "twofish backend ", "avx512") {
-        Ok(()) if code(&forced) != 0 => {
-            let err = String::from_utf8_lossy(&forced.stderr);
-            eprintln!("SKIPPED twofish avx512: another family refuses the name ({err})");
-        }
-        Ok(()) => {
-            let t = ok(forced);
-            assert!(t.contains(&format!("{line}: avx512 (forced")), "{t}");
-        }
-        Err(why) => {
-            eprintln!("SKIPPED twofish avx512: the backend cannot run here ({why})");
-            assert_eq!(code(&forced), 2);
-        }
-    }
-    for other in ["aesni", "avx2"] {
-        let forced = sc_on(&["backends"], b"", Some(other));
-        if code(&forced) == 0 {
-            let t = ok(forced);
-            assert!(t.contains(&format!("{line}: soft (forced")), "{other}: {t}");
-        } else {
-            eprintln!("SKIPPED twofish under {other}: this CPU runs no family's {other}");
-        }
-    }
+}
+
+#[test]
+fn kuznyechik_backends_and_the_override() {
+    avx512_family_and_the_override(
+        "kuznyechik",
+        "kuznyechik (the kuznyechik layer of veracrypt cascades and kuznyechik-xts)",
+    );
 }

@@ -41,13 +41,14 @@ pub(crate) enum Algorithm {
     Serpent,
     Camellia,
     Twofish,
+    Kuznyechik,
     /// The fake family of this module's tests.
     #[cfg(test)]
     Test,
 }
 
 impl Algorithm {
-    const COUNT: usize = 8 + cfg!(test) as usize;
+    const COUNT: usize = 9 + cfg!(test) as usize;
 
     pub(crate) fn name(self) -> &'static str {
         match self {
@@ -59,6 +60,7 @@ impl Algorithm {
             Algorithm::Serpent => "serpent",
             Algorithm::Camellia => "camellia",
             Algorithm::Twofish => "twofish",
+            Algorithm::Kuznyechik => "kuznyechik",
             #[cfg(test)]
             Algorithm::Test => "test",
         }

@@ -18,31 +18,37 @@
 //! the portable RustCrypto crate (`soft`). Twofish (`twofish`) has two ([`TwofishBackend`]):
 //! AVX-512 with VBMI and GFNI (64 blocks per step, the key-dependent S-boxes looked up in
 //! registers, constant-time) and this crate's portable full-keying tables (`soft`,
-//! table-driven and so not constant-time, as Linux's and libgcrypt's Twofish). The families
-//! are chosen as the crate chooses every family's backend (measured, or
-//! `SECTORCRYPT_BACKEND`); their XTS encrypts the tweaks of a batch of units in one call and
-//! runs many units per call. The Kuznyechik layer is the portable RustCrypto crate, one
-//! block at a time: correct, not fast, and not reviewed as constant-time (the crate says
-//! so). Data units must be whole blocks:
+//! table-driven and so not constant-time, as Linux's and libgcrypt's Twofish). Kuznyechik
+//! (`kuznyechik`) has two ([`KuznyechikBackend`]): AVX-512 with GFNI and VBMI (64 blocks
+//! per step, byte-sliced, the S-box as `vpermi2b`, the linear map as a GF(2^8) matrix
+//! applied with GFNI, constant-time) and the portable RustCrypto crate (`soft`,
+//! table-driven). The families are chosen as the crate chooses every family's backend
+//! (measured, or `SECTORCRYPT_BACKEND`); their XTS encrypts the tweaks of a batch of units
+//! in one call and runs many units per call. Data units must be whole blocks:
 //! VeraCrypt's are 512 bytes, so no ciphertext stealing is needed or offered.
 
 use crate::block::BLOCK;
 use crate::error::{InputError, KeyError};
 use crate::modes::Xts;
 use crate::{Error, Mode};
+#[cfg(test)]
 use cipher::generic_array::GenericArray;
+#[cfg(test)]
 use cipher::{BlockDecrypt, BlockEncrypt, KeyInit};
 use std::fmt;
 use zeroize::Zeroize;
 
 mod camellia;
 mod ecb;
+mod kuznyechik;
 mod serpent;
 mod twofish;
 
 pub use camellia::CamelliaBackend;
 pub(crate) use camellia::WORKLOAD as CAMELLIA_WORKLOAD;
 pub use ecb::LayerCipher;
+pub use kuznyechik::KuznyechikBackend;
+pub(crate) use kuznyechik::WORKLOAD as KUZNYECHIK_WORKLOAD;
 pub use serpent::SerpentBackend;
 pub(crate) use serpent::WORKLOAD as SERPENT_WORKLOAD;
 pub use twofish::TwofishBackend;
@@ -96,7 +102,8 @@ impl Layer {
     }
 }
 
-/// A 128-bit block cipher under one key.
+/// A 128-bit block cipher under one key (the tests' reference XTS runs over it).
+#[cfg(test)]
 trait Block128: Send + Sync {
     fn encrypt(&self, block: &mut [u8; BLOCK]);
     fn decrypt(&self, block: &mut [u8; BLOCK]);
@@ -115,8 +122,10 @@ trait Block128: Send + Sync {
 }
 
 /// A RustCrypto block cipher of 128-bit blocks.
+#[cfg(test)]
 struct Rc<C>(C);
 
+#[cfg(test)]
 impl<C> Block128 for Rc<C>
 where
     C: BlockEncrypt + BlockDecrypt + Send + Sync,
@@ -132,6 +141,7 @@ where
     }
 }
 
+#[cfg(test)]
 fn rc<C>(key: &[u8]) -> Result<Box<dyn Block128>, Error>
 where
     C: KeyInit + BlockEncrypt + BlockDecrypt + Send + Sync + 'static,
@@ -149,17 +159,9 @@ where
     Ok(Box::new(Rc(cipher)))
 }
 
-fn block_cipher(layer: Layer, key: &[u8]) -> Result<Box<dyn Block128>, Error> {
-    match layer {
-        Layer::Kuznyechik => rc::<kuznyechik::Kuznyechik>(key),
-        Layer::Aes | Layer::Serpent | Layer::Camellia | Layer::Twofish => {
-            unreachable!("AES, Serpent, Camellia and Twofish layers run on the crate's own XTS")
-        }
-    }
-}
-
 /// Bytes of data whose XTS tweaks are made ahead of one multi-block call (a 512-byte
 /// VeraCrypt data unit is one stretch).
+#[cfg(test)]
 const TWEAK_STRETCH: usize = 32 * BLOCK;
 
 /// One keyed XTS layer.
@@ -172,7 +174,11 @@ enum Keyed {
     Camellia(Box<camellia::CamelliaXts>),
     /// Twofish-XTS on this crate's backends (boxed: two expanded keys).
     Twofish(Box<twofish::TwofishXts>),
-    /// XTS over a portable block cipher: the data key (K1) and the tweak key (K2).
+    /// Kuznyechik-XTS on this crate's backends (boxed: two expanded keys).
+    Kuznyechik(Box<kuznyechik::KuznyechikXts>),
+    /// XTS over a portable block cipher: the data key (K1) and the tweak key (K2); every
+    /// layer has its own XTS, so only the tests build this (their reference).
+    #[cfg(test)]
     Generic {
         data: Box<dyn Block128>,
         tweak: Box<dyn Block128>,
@@ -195,6 +201,7 @@ struct Backends {
     serpent: Option<SerpentBackend>,
     camellia: Option<CamelliaBackend>,
     twofish: Option<TwofishBackend>,
+    kuznyechik: Option<KuznyechikBackend>,
 }
 
 impl Keyed {
@@ -236,10 +243,14 @@ impl Keyed {
                 backends.twofish,
             )?)));
         }
-        Ok(Keyed::Generic {
-            data: block_cipher(layer, k1)?,
-            tweak: block_cipher(layer, k2)?,
-        })
+        if layer == Layer::Kuznyechik {
+            return Ok(Keyed::Kuznyechik(Box::new(kuznyechik::KuznyechikXts::new(
+                k1,
+                k2,
+                backends.kuznyechik,
+            )?)));
+        }
+        unreachable!("every layer has its own XTS above ({layer:?})")
     }
 
     /// XTS over the data units of `buf`, `unit_len` bytes each (whole blocks, dividing
@@ -264,7 +275,13 @@ impl Keyed {
                 xts.apply(encrypt, first, unit_len, buf);
                 return Ok(());
             }
-            Keyed::Aes(_) | Keyed::Generic { .. } => {}
+            Keyed::Kuznyechik(xts) => {
+                xts.apply(encrypt, first, unit_len, buf);
+                return Ok(());
+            }
+            Keyed::Aes(_) => {}
+            #[cfg(test)]
+            Keyed::Generic { .. } => {}
         }
         for (i, unit) in buf.chunks_exact_mut(unit_len).enumerate() {
             self.apply_unit(encrypt, first.wrapping_add(i as u64), unit)?;
@@ -291,6 +308,11 @@ impl Keyed {
                 xts.apply(encrypt, number, unit.len(), unit);
                 Ok(())
             }
+            Keyed::Kuznyechik(xts) => {
+                xts.apply(encrypt, number, unit.len(), unit);
+                Ok(())
+            }
+            #[cfg(test)]
             Keyed::Generic { data, tweak } => {
                 tweak.encrypt(&mut t);
                 // A stretch of blocks at a time: XOR the tweaks in, run the block cipher
@@ -393,6 +415,20 @@ impl Cascade {
         Cascade::build(layers, key, backends)
     }
 
+    /// [`Cascade::new`] with the Kuznyechik layers on a named backend, which must be usable
+    /// here (tests and benchmarks).
+    pub fn with_kuznyechik_backend(
+        layers: &[Layer],
+        key: &[u8],
+        backend: KuznyechikBackend,
+    ) -> Result<Cascade, Error> {
+        let backends = Backends {
+            kuznyechik: Some(backend),
+            ..Backends::default()
+        };
+        Cascade::build(layers, key, backends)
+    }
+
     fn build(layers: &[Layer], key: &[u8], backends: Backends) -> Result<Cascade, Error> {
         let n = layers.len();
         if n == 0 || key.len() != Cascade::key_len(layers) {
@@ -465,6 +501,14 @@ impl Cascade {
         })
     }
 
+    /// The backend the Kuznyechik layers run on; `None` without a Kuznyechik layer.
+    pub fn kuznyechik_backend(&self) -> Option<KuznyechikBackend> {
+        self.layers.iter().find_map(|(_, k)| match k {
+            Keyed::Kuznyechik(x) => Some(x.backend()),
+            _ => None,
+        })
+    }
+
     fn check(buf: &[u8], unit_len: usize) -> Result<(), Error> {
         if unit_len < BLOCK || !unit_len.is_multiple_of(BLOCK) {
             return Err(Error::Input(InputError::Length {
@@ -528,21 +572,32 @@ mod tests {
         assert_eq!(t, want);
     }
 
-    /// GOST R 34.12-2015 appendix A.1 (Kuznyechik): the block cipher under the cascade's
-    /// wrapper, both ways (no independent XTS implementation of it is installed here).
+    /// GOST R 34.12-2015 appendix A.1 (Kuznyechik): the block cipher of the cascade's
+    /// Kuznyechik layer on every backend this CPU runs, both ways.
     #[test]
     fn kuznyechik_block_matches_the_standard() {
         let key = hex::decode("8899aabbccddeeff0011223344556677fedcba98765432100123456789abcdef")
             .unwrap();
-        let k = block_cipher(Layer::Kuznyechik, &key).unwrap();
-        let mut b: [u8; BLOCK] = hex::decode("1122334455667700ffeeddccbbaa9988")
-            .unwrap()
-            .try_into()
-            .unwrap();
-        k.encrypt(&mut b);
-        assert_eq!(hex::encode(b), "7f679d90bebc24305a468d42b9d4edcd");
-        k.decrypt(&mut b);
-        assert_eq!(hex::encode(b), "1122334455667700ffeeddccbbaa9988");
+        for backend in KuznyechikBackend::ALL {
+            if let Err(e) = backend.ensure_usable() {
+                eprintln!("skipped: kuznyechik backend {backend}: {e}");
+                continue;
+            }
+            let k = kuznyechik::Kuznyechik::new(&key, Some(backend)).unwrap();
+            let mut b = hex::decode("1122334455667700ffeeddccbbaa9988").unwrap();
+            k.ecb(true, &mut b);
+            assert_eq!(
+                hex::encode(&b),
+                "7f679d90bebc24305a468d42b9d4edcd",
+                "{backend}"
+            );
+            k.ecb(false, &mut b);
+            assert_eq!(
+                hex::encode(&b),
+                "1122334455667700ffeeddccbbaa9988",
+                "{backend}"
+            );
+        }
     }
 
     #[test]

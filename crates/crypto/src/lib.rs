@@ -22,11 +22,13 @@
 //! VeraCrypt's and TrueCrypt's ciphers ([`cascade`]): XTS over any 128-bit block cipher
 //! (this crate's AES-XTS, its bitsliced Serpent on [`cascade::SerpentBackend`]s: portable,
 //! AVX2 and AVX-512, its byte-sliced Camellia on [`cascade::CamelliaBackend`]s: AVX-512 with
-//! GFNI, or the portable RustCrypto crate, and the portable RustCrypto Twofish and
-//! Kuznyechik) and cascades of such layers, and one layer's block cipher for the sectors'
-//! CBC modes ([`cascade::LayerCipher`]); and their PBKDF2 hashes and plain digests
-//! ([`pbkdf`]: SHA-512, SHA-256, Whirlpool, RIPEMD-160, Streebog-512, BLAKE2s-256, also
-//! LUKS's `--hash`), here because this crate is always built optimised.
+//! GFNI, or the portable RustCrypto crate, Twofish on [`cascade::TwofishBackend`]s:
+//! AVX-512 with VBMI and GFNI, or portable full-keying tables, and Kuznyechik on
+//! [`cascade::KuznyechikBackend`]s: AVX-512 with GFNI and VBMI, or the portable RustCrypto
+//! crate) and cascades of such layers, and one layer's block cipher for the sectors' CBC
+//! modes ([`cascade::LayerCipher`]); and their PBKDF2 hashes and plain digests
+//! ([`pbkdf`]: SHA-512, SHA-256, Whirlpool, RIPEMD-160, Streebog-512, BLAKE2s-256, SHA-1,
+//! also LUKS's `--hash`), here because this crate is always built optimised.
 //!
 //! # Backends
 //! Every AES mode is a whole-buffer kernel of a backend ([`Backend`]):
@@ -117,6 +119,7 @@ const SHARING: &[backend::Sharer] = &[
     backend::Sharer::of::<cascade::SerpentBackend>(),
     backend::Sharer::of::<cascade::CamelliaBackend>(),
     backend::Sharer::of::<cascade::TwofishBackend>(),
+    backend::Sharer::of::<cascade::KuznyechikBackend>(),
 ];
 impl backend::Selectable for Backend {
     const SHARING: &'static [backend::Sharer] = SHARING;
@@ -141,6 +144,10 @@ impl backend::Selectable for cascade::CamelliaBackend {
 impl backend::Selectable for cascade::TwofishBackend {
     const SHARING: &'static [backend::Sharer] = SHARING;
     const WORKLOAD: backend::Workload<Self> = cascade::TWOFISH_WORKLOAD;
+}
+impl backend::Selectable for cascade::KuznyechikBackend {
+    const SHARING: &'static [backend::Sharer] = SHARING;
+    const WORKLOAD: backend::Workload<Self> = cascade::KUZNYECHIK_WORKLOAD;
 }
 
 /// AES (FIPS-197) with the modes storage uses: ECB, CBC, CTR (random access into the

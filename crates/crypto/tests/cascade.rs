@@ -1,12 +1,13 @@
 //! XTS over Serpent, Twofish, Camellia and AES, alone and in cascades, against vectors made
 //! with Botan 2 (an implementation independent of the RustCrypto crates the cascade uses):
 //! `tests/data/cascade-xts-botan.py` made them and says how. Two 512-byte data units
-//! numbered from 0x123456789a; the key and plaintext are fixed byte patterns. Kuznyechik
-//! has no independent implementation installed here (Botan 2 lacks it, the kernel too):
-//! the VeraCrypt fixtures that use it (crates/volume/tests/tcrypt) check it instead.
+//! numbered from 0x123456789a; the key and plaintext are fixed byte patterns. Botan 2
+//! lacks Kuznyechik: its XTS is checked against OpenSSL's gost provider (gost-engine,
+//! `kuznyechik-ecb`, the XTS tweaks applied around it here) on every backend, and the
+//! VeraCrypt fixtures that use it (crates/volume/tests/tcrypt) check it too.
 
 use sectorcrypt_crypto::cascade::{
-    CamelliaBackend, Cascade, Layer, SerpentBackend, TwofishBackend,
+    CamelliaBackend, Cascade, KuznyechikBackend, Layer, SerpentBackend, TwofishBackend,
 };
 use sha2::{Digest, Sha256};
 
@@ -169,4 +170,117 @@ fn bad_sizes_are_refused() {
     let mut same = key(64);
     same.copy_within(0..32, 32);
     assert!(Cascade::new(&[Layer::Aes], &same).is_err());
+}
+
+/// Every Kuznyechik backend this CPU runs, the portable one first; the others are printed
+/// as skipped with the feature the CPU lacks.
+fn kuznyechik_backends() -> Vec<KuznyechikBackend> {
+    let report = |b: KuznyechikBackend| (b, b.ensure_usable().map_err(|e| e.to_string()));
+    let slowest_first = KuznyechikBackend::ALL.into_iter().rev();
+    sectorcrypt_testkit::usable(
+        "kuznyechik",
+        KuznyechikBackend::Soft,
+        slowest_first.map(report).collect(),
+    )
+}
+
+/// Kuznyechik-ECB of OpenSSL's gost provider, or `None` when it is not installed.
+fn gost_kuznyechik_ecb() -> Option<openssl::cipher::Cipher> {
+    let provider = openssl::provider::Provider::try_load(None, "gostprov", true).ok()?;
+    // The provider stays loaded for the rest of the process.
+    std::mem::forget(provider);
+    openssl::cipher::Cipher::fetch(None, "kuznyechik-ecb", None).ok()
+}
+
+/// XTS over OpenSSL's Kuznyechik-ECB: the unit tweaks encrypted with `k2`, each unit's
+/// blocks XORed with the tweak sequence around one ECB call with `k1`.
+fn openssl_xts(
+    ecb: &openssl::cipher::CipherRef,
+    key: &[u8],
+    encrypt: bool,
+    first: u64,
+    unit: usize,
+    buf: &mut [u8],
+) {
+    use openssl::cipher_ctx::CipherCtx;
+    let run = |k: &[u8], enc: bool, data: &mut [u8]| {
+        let mut ctx = CipherCtx::new().unwrap();
+        if enc {
+            ctx.encrypt_init(Some(ecb), Some(k), None).unwrap();
+        } else {
+            ctx.decrypt_init(Some(ecb), Some(k), None).unwrap();
+        }
+        ctx.set_padding(false);
+        let mut out = vec![0u8; data.len() + 16];
+        let n = ctx.cipher_update(data, Some(&mut out)).unwrap();
+        assert_eq!(n, data.len());
+        data.copy_from_slice(&out[..n]);
+    };
+    let (k1, k2) = key.split_at(32);
+    for (i, u) in buf.chunks_exact_mut(unit).enumerate() {
+        let mut t = [0u8; 16];
+        t[..8].copy_from_slice(&first.wrapping_add(i as u64).to_le_bytes());
+        run(k2, true, &mut t);
+        let mut mask = vec![0u8; unit];
+        for m in mask.chunks_exact_mut(16) {
+            m.copy_from_slice(&t);
+            let v = u128::from_le_bytes(t);
+            t = ((v << 1) ^ (0x87 * (v >> 127))).to_le_bytes();
+        }
+        u.iter_mut().zip(&mask).for_each(|(x, m)| *x ^= m);
+        run(k1, encrypt, u);
+        u.iter_mut().zip(&mask).for_each(|(x, m)| *x ^= m);
+    }
+}
+
+/// Kuznyechik-XTS on every backend against OpenSSL's gost provider: units of 16 bytes to
+/// 4 KiB (packed several to a step, run step by step, and short last steps), unit numbers
+/// from 0 and past 2^64, both ways; and a Kuznyechik-Camellia cascade on every backend
+/// against the portable one.
+#[test]
+fn kuznyechik_xts_on_every_backend_matches_openssl_gost() {
+    let Some(ecb) = gost_kuznyechik_ecb() else {
+        sectorcrypt_testkit::skipped!(
+            "skipped: OpenSSL's gost provider (libengine-gost-openssl) is not installed"
+        );
+        return;
+    };
+    let k = key(64);
+    for b in kuznyechik_backends() {
+        let c = Cascade::with_kuznyechik_backend(&[Layer::Kuznyechik], &k, b).unwrap();
+        assert_eq!(c.kuznyechik_backend(), Some(b));
+        for (unit, units) in [
+            (16usize, 3usize),
+            (64, 9),
+            (512, 9),
+            (528, 2),
+            (1040, 2),
+            (4096, 3),
+        ] {
+            for first in [0u64, u64::MAX - 1] {
+                let src: Vec<u8> = (0..unit * units).map(|i| (i * 13 + 5) as u8).collect();
+                let mut want = src.clone();
+                openssl_xts(&ecb, &k, true, first, unit, &mut want);
+                let mut got = src.clone();
+                c.encrypt(first, unit, &mut got).unwrap();
+                assert_eq!(got, want, "{b}: encrypt {units} x {unit} from {first}");
+                let mut back = want.clone();
+                openssl_xts(&ecb, &k, false, first, unit, &mut back);
+                assert_eq!(back, src, "openssl round trip");
+                c.decrypt(first, unit, &mut got).unwrap();
+                assert_eq!(got, src, "{b}: decrypt {units} x {unit} from {first}");
+            }
+        }
+    }
+    let l = [Layer::Kuznyechik, Layer::Camellia];
+    let k = key(128);
+    let soft = Cascade::with_kuznyechik_backend(&l, &k, KuznyechikBackend::Soft).unwrap();
+    let mut want = plain();
+    soft.encrypt(UNIT, 512, &mut want).unwrap();
+    for b in kuznyechik_backends() {
+        let c = Cascade::with_kuznyechik_backend(&l, &k, b).unwrap();
+        let mut got = plain();
+        c.encrypt(UNIT, 512, &mut got).unwrap();
+        assert_eq!(got, want, "kuznyechik-camellia on {b}");
+    }
 }

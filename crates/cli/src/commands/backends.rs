@@ -9,7 +9,9 @@
 use crate::failure::Failure;
 use sectorcrypt_bench::limit::{AesRate, Width};
 use sectorcrypt_crypto::aes::{self, Gcm, WidthChoice};
-use sectorcrypt_crypto::cascade::{CamelliaBackend, SerpentBackend, TwofishBackend};
+use sectorcrypt_crypto::cascade::{
+    CamelliaBackend, KuznyechikBackend, SerpentBackend, TwofishBackend,
+};
 use sectorcrypt_crypto::mac::MacBackend;
 use sectorcrypt_crypto::{cpu, Backend, GostBackend, Measurement};
 use serde_json::{json, Value};
@@ -52,6 +54,7 @@ pub fn run(json: bool) -> Result<(), Failure> {
     let (serpent, m_serpent) = SerpentBackend::selection()?;
     let (camellia, m_camellia) = CamelliaBackend::selection()?;
     let (twofish, m_twofish) = TwofishBackend::selection()?;
+    let (kuznyechik, m_kuznyechik) = KuznyechikBackend::selection()?;
     let families = vec![
         Family {
             what: "aes",
@@ -108,6 +111,14 @@ pub fn run(json: bool) -> Result<(), Failure> {
             backends: rows(TwofishBackend::ALL.map(|b| (b.name(), b.ensure_usable()))),
             chosen: twofish.to_string(),
             measured: m_twofish,
+        },
+        Family {
+            what: "kuznyechik (the kuznyechik layer of veracrypt cascades and kuznyechik-xts)",
+            name: "kuznyechik",
+            prefix: Some("kuznyechik "),
+            backends: rows(KuznyechikBackend::ALL.map(|b| (b.name(), b.ensure_usable()))),
+            chosen: kuznyechik.to_string(),
+            measured: m_kuznyechik,
         },
     ];
     let forced = forced.as_deref();

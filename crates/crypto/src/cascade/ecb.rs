@@ -1,16 +1,16 @@
 //! One layer's block cipher under one key, in ECB over whole blocks: what the sectors' CBC
-//! modes of the other ciphers than AES run on (`serpent-cbc-essiv:sha256`, ...). Serpent and
-//! Camellia run on their selected backends (many blocks per step), Twofish and Kuznyechik on
-//! the portable crates, as in the XTS layers.
+//! modes of the other ciphers than AES run on (`serpent-cbc-essiv:sha256`, ...). Each runs on
+//! its family's selected backend (many blocks per step), as in the XTS layers.
 
-use super::{block_cipher, camellia, serpent, Block128, Layer};
+use super::{camellia, kuznyechik, serpent, twofish, Layer};
 use crate::error::KeyError;
 use crate::Error;
 
 enum Keyed {
     Serpent(Box<serpent::Serpent>),
     Camellia(Box<camellia::Camellia>),
-    Generic(Box<dyn Block128>),
+    Twofish(Box<twofish::Twofish>),
+    Kuznyechik(Box<kuznyechik::Kuznyechik>),
 }
 
 /// A block cipher of a cascade layer (not AES: the sectors run AES on the AES backends)
@@ -42,7 +42,10 @@ impl LayerCipher {
             }
             Layer::Serpent => Keyed::Serpent(Box::new(serpent::Serpent::new(key, None)?)),
             Layer::Camellia => Keyed::Camellia(Box::new(camellia::Camellia::new(key, None)?)),
-            Layer::Twofish | Layer::Kuznyechik => Keyed::Generic(block_cipher(layer, key)?),
+            Layer::Twofish => Keyed::Twofish(Box::new(twofish::Twofish::new(key, None)?)),
+            Layer::Kuznyechik => {
+                Keyed::Kuznyechik(Box::new(kuznyechik::Kuznyechik::new(key, None)?))
+            }
         };
         Ok(LayerCipher { layer, keyed })
     }
@@ -57,7 +60,8 @@ impl LayerCipher {
         match &self.keyed {
             Keyed::Serpent(c) => c.ecb(encrypt, data),
             Keyed::Camellia(c) => c.ecb(encrypt, data),
-            Keyed::Generic(c) => c.apply_blocks(encrypt, data),
+            Keyed::Twofish(c) => c.ecb(encrypt, data),
+            Keyed::Kuznyechik(c) => c.ecb(encrypt, data),
         }
     }
 }
