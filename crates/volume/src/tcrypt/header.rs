@@ -417,7 +417,7 @@ mod tests {
         let row = |prf, made| {
             *KDFS
                 .iter()
-                .find(|k| k.prf == prf && k.made == made)
+                .find(|k| k.function == Function::Pbkdf2(prf) && k.made == made)
                 .unwrap()
         };
         let sha512 = row(Prf::Sha512, Made::VeraCrypt);
