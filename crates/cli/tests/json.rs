@@ -505,7 +505,16 @@ fn backends_json_agrees_with_cpuinfo_and_the_text_report() {
         .collect();
     assert_eq!(
         names,
-        ["aes", "aes-gcm", "gost", "mac", "serpent", "camellia", "twofish"]
+        [
+            "aes",
+            "aes-gcm",
+            "gost",
+            "mac",
+            "serpent",
+            "camellia",
+            "twofish",
+            "kuznyechik"
+        ]
     );
     for a in v["algorithms"].as_array().unwrap() {
         let usable: Vec<&str> = a["backends"]

@@ -1348,10 +1348,10 @@ mod tests {
         refused(
             with(&|o| {
                 o.kind = Kind::Geli;
-                o.cipher = Some("camellia".into());
+                o.cipher = Some("blowfish".into());
             }),
             Unsupported,
-            "GELI cipher \"camellia\" is not supported",
+            "GELI cipher \"blowfish\" is not supported",
         );
         refused(
             with(&|o| {

@@ -377,7 +377,7 @@ static void cipher(void) {
     CHECK(strstr(sectorcrypt_last_error(), "aes-xts-plain65") != NULL);
     EXPECT(sectorcrypt_cipher_new("blowfish-xts-plain64", key, 64, 0, &c),
            SECTORCRYPT_ERR_UNKNOWN_CIPHER);
-    EXPECT(sectorcrypt_cipher_new("serpent-xts-plain64", key, 32, 0, &c), SECTORCRYPT_ERR_BAD_KEY);
+    EXPECT(sectorcrypt_cipher_new("serpent-xts-plain64", key, 40, 0, &c), SECTORCRYPT_ERR_BAD_KEY);
     EXPECT(sectorcrypt_cipher_new("", key, 64, 0, &c), SECTORCRYPT_ERR_UNKNOWN_CIPHER);
     EXPECT(sectorcrypt_cipher_new("aes-xts-plain64", key, 33, 0, &c), SECTORCRYPT_ERR_BAD_KEY);
     EXPECT(sectorcrypt_cipher_new("aes-cbc-essiv:sha256", key, 64, 0, &c),

@@ -91,22 +91,19 @@ pub(super) struct Twofish {
 }
 
 impl Twofish {
-    /// Expands a 32-byte key for `backend` (`None`: the selected one), which must be
-    /// usable here.
+    /// Expands a key of 16, 24 or 32 bytes for `backend` (`None`: the selected one), which
+    /// must be usable here (every backend takes every key size: the keyed S-boxes and the
+    /// subkeys carry the key).
     pub(super) fn new(key: &[u8], backend: Option<TwofishBackend>) -> Result<Twofish, Error> {
         let backend = match backend {
             Some(b) => b,
             None => TwofishBackend::selected()?,
         };
         backend.ensure_usable()?;
-        if key.len() != 32 {
-            return Err(key_length(key.len(), "32 bytes"));
-        }
         Twofish::new_unchecked(key, backend)
     }
 
-    /// [`Twofish::new`] without the usability check (the self-test itself), for keys of
-    /// 16, 24 or 32 bytes.
+    /// [`Twofish::new`] without the usability check (the self-test itself).
     fn new_unchecked(key: &[u8], backend: TwofishBackend) -> Result<Twofish, Error> {
         let keys =
             soft::Keys::new(key).ok_or_else(|| key_length(key.len(), "16, 24 or 32 bytes"))?;
@@ -414,11 +411,14 @@ mod tests {
 
     #[test]
     fn other_key_lengths_are_refused() {
-        for len in [0usize, 16, 24, 31, 33, 64] {
+        for len in [0usize, 20, 31, 33, 64] {
             let Err(e) = Twofish::new(&vec![7u8; len], Some(TwofishBackend::Soft)) else {
                 panic!("a {len}-byte key was accepted");
             };
-            assert!(e.to_string().contains("32 bytes"), "{len}: {e}");
+            assert!(e.to_string().contains("16, 24 or 32 bytes"), "{len}: {e}");
+        }
+        for len in [16usize, 24, 32] {
+            assert!(Twofish::new(&vec![7u8; len], Some(TwofishBackend::Soft)).is_ok());
         }
         assert!(Twofish::new_unchecked(&[7u8; 20], TwofishBackend::Soft).is_err());
     }

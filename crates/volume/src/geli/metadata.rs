@@ -90,7 +90,7 @@ pub mod algo {
 
     /// The encryption algorithms implemented here, by the names [`encryption_by_name`]
     /// takes.
-    pub const ENCRYPTION_NAMES: &str = "aes-xts, aes-cbc, null";
+    pub const ENCRYPTION_NAMES: &str = "aes-xts, aes-cbc, camellia-cbc, null";
 
     /// The authentication algorithms implemented here, by the names
     /// [`authentication_by_name`] takes.
