@@ -1,11 +1,9 @@
 //! The benchmark cases. Their names are an interface (scripts compare them across runs).
 
-mod camellia_xts;
 mod engine_threads;
+mod gcrypt_xts;
 mod geli_auth;
 mod kuznyechik_xts;
-mod serpent_xts;
-mod twofish_xts;
 
 use crate::limit::Bound;
 use crate::peers::{Job, Output, Shape};
@@ -14,6 +12,7 @@ use openssl::cipher::{Cipher, CipherRef};
 use openssl::cipher_ctx::CipherCtx;
 use sectorcrypt_crypto::{
     aes::{Cbc, Ctr, Ecb, Gcm},
+    cascade::Layer,
     dmcrypt::{CipherSpec, SectorCipher, SectorLayout},
     gost89,
     gost89::Sbox,
@@ -91,13 +90,13 @@ pub(crate) fn all() -> Vec<Case> {
             geli_auth::geli_auth_sha256()
         }),
         case("serpent-256-xts/4096", |_, _, _| {
-            serpent_xts::serpent_256_xts()
+            gcrypt_xts::case(Layer::Serpent)
         }),
         case("camellia-256-xts/4096", |_, _, _| {
-            camellia_xts::camellia_256_xts()
+            gcrypt_xts::case(Layer::Camellia)
         }),
         case("twofish-256-xts/4096", |_, _, _| {
-            twofish_xts::twofish_256_xts()
+            gcrypt_xts::case(Layer::Twofish)
         }),
         case("kuznyechik-xts/4096", |_, _, _| {
             kuznyechik_xts::kuznyechik_xts()
@@ -789,7 +788,7 @@ mod tests {
     /// selected backend agrees with a second implementation on 64 units of 4096 bytes.
     #[test]
     fn serpent_case_has_the_libgcrypt_peer_and_agrees_with_it() {
-        let built = serpent_xts::serpent_256_xts().unwrap();
+        let built = gcrypt_xts::case(Layer::Serpent).unwrap();
         let peer = built.peer.expect("libgcrypt.so.20 is installed");
         assert_eq!(peer.name, "libgcrypt");
         let version = peer.version.unwrap();
@@ -800,7 +799,7 @@ mod tests {
     /// bytes, not only the one the case selects.
     #[test]
     fn every_serpent_backend_agrees_with_libgcrypt() {
-        let compared = serpent_xts::every_backend_agrees_with_libgcrypt().unwrap();
+        let compared = gcrypt_xts::every_backend_agrees_with_libgcrypt(Layer::Serpent).unwrap();
         assert!(compared.contains(&"soft"), "{compared:?}");
     }
 
@@ -809,7 +808,7 @@ mod tests {
     /// selected backend agrees with a second implementation on 64 units of 4096 bytes.
     #[test]
     fn camellia_case_has_the_libgcrypt_peer_and_agrees_with_it() {
-        let built = camellia_xts::camellia_256_xts().unwrap();
+        let built = gcrypt_xts::case(Layer::Camellia).unwrap();
         let peer = built.peer.expect("libgcrypt.so.20 is installed");
         assert_eq!(peer.name, "libgcrypt");
         let version = peer.version.unwrap();
@@ -820,7 +819,7 @@ mod tests {
     /// bytes, not only the one the case selects.
     #[test]
     fn every_camellia_backend_agrees_with_libgcrypt() {
-        let compared = camellia_xts::every_backend_agrees_with_libgcrypt().unwrap();
+        let compared = gcrypt_xts::every_backend_agrees_with_libgcrypt(Layer::Camellia).unwrap();
         assert!(compared.contains(&"soft"), "{compared:?}");
     }
 
@@ -829,7 +828,7 @@ mod tests {
     /// selected backend agrees with a second implementation on 64 units of 4096 bytes.
     #[test]
     fn twofish_case_has_the_libgcrypt_peer_and_agrees_with_it() {
-        let built = twofish_xts::twofish_256_xts().unwrap();
+        let built = gcrypt_xts::case(Layer::Twofish).unwrap();
         let peer = built.peer.expect("libgcrypt.so.20 is installed");
         assert_eq!(peer.name, "libgcrypt");
         let version = peer.version.unwrap();
@@ -840,7 +839,7 @@ mod tests {
     /// bytes, not only the one the case selects.
     #[test]
     fn every_twofish_backend_agrees_with_libgcrypt() {
-        let compared = twofish_xts::every_backend_agrees_with_libgcrypt().unwrap();
+        let compared = gcrypt_xts::every_backend_agrees_with_libgcrypt(Layer::Twofish).unwrap();
         assert!(compared.contains(&"soft"), "{compared:?}");
     }
 
